@@ -1,0 +1,302 @@
+import Dispatch
+
+/// Turns files into ordered chunk records using every core, with memory bounded by
+/// configuration rather than by file or tree size.
+///
+/// Reading and cutting run serially on the calling thread, file after file; chunks are
+/// hashed (and, if asked, compressed) in batches on a concurrent queue; a serial queue puts
+/// the results back in input order and hands them to the caller. Read buffers ("arenas")
+/// are counted by a semaphore and released only once every chunk cut from them has been
+/// delivered, so a slow consumer slows the reader instead of growing memory.
+public struct ChunkPipeline: Sendable {
+    /// Tuning for a pipeline.
+    public struct Options: Sendable, Hashable {
+        /// Chunk size limits.
+        public var chunker: ChunkerConfiguration = .default
+        /// Compress chunk payloads under this policy; `nil` hashes only.
+        public var compression: CompressionPolicy? = nil
+        /// Bytes per read buffer; raised to hold a maximum chunk plus two reads.
+        public var bufferSize: Int = 4 << 20
+        /// Bytes read per system call.
+        public var readSize: Int = 1 << 20
+        /// Bound on buffered input bytes (read but not yet delivered); at least two buffers.
+        public var maximumBytesInFlight: Int = 32 << 20
+        /// Chunks are handed to the workers in batches of about this many bytes, so that
+        /// trees of tiny files do not pay a dispatch per file.
+        public var batchSize: Int = 512 << 10
+        /// Hash and compress on the concurrent queue (`true`) or inline on the reader (`false`,
+        /// the serial reference the tests compare against).
+        public var parallel: Bool = true
+
+        /// The defaults: 16/64/256 KiB chunks, hash only, 32 MiB in flight.
+        public init() {}
+    }
+
+    /// The options in use.
+    public let options: Options
+
+    /// Creates a pipeline.
+    /// - Parameter options: Tuning.
+    public init(options: Options = Options()) {
+        self.options = options
+    }
+
+    /// Runs the pipeline over `inputs` and blocks until every event has been delivered.
+    ///
+    /// - Parameters:
+    ///   - inputs: Files or in-memory bytes, reported in this order.
+    ///   - onEvent: Called on one serial queue, in order: for each input `fileStarted`, its
+    ///     chunks, `fileFinished`. Throwing from it stops the pipeline.
+    /// - Throws: The first error: an unreadable file (`io`, `not_found`), a compression
+    ///   failure, or what `onEvent` threw. Events already delivered stay delivered.
+    public func run(_ inputs: [ChunkInput], onEvent: @escaping @Sendable (ChunkEvent) throws -> Void) throws {
+        let run = PipelineRun(options: options, onEvent: onEvent)
+        try run.read(inputs)
+    }
+
+    /// Chunks `inputs` and collects every event.
+    /// - Parameter inputs: Files or in-memory bytes.
+    /// - Returns: The events in order.
+    /// - Throws: As ``run(_:onEvent:)``.
+    public func events(for inputs: [ChunkInput]) throws -> [ChunkEvent] {
+        let collected = Locked<[ChunkEvent]>([])
+        try run(inputs) { event in collected.withLock { $0.append(event) } }
+        return collected.value
+    }
+
+    /// Chunks `inputs` and collects the records per input.
+    /// - Parameter inputs: Files or in-memory bytes.
+    /// - Returns: For each input, its chunk records in order.
+    /// - Throws: As ``run(_:onEvent:)``.
+    public func records(for inputs: [ChunkInput]) throws -> [[ChunkRecord]] {
+        var result = Array(repeating: [ChunkRecord](), count: inputs.count)
+        for case let .chunk(file, record) in try events(for: inputs) {
+            result[file].append(record)
+        }
+        return result
+    }
+}
+
+/// A read buffer that chunks point into. Its memory and its permit are returned when the
+/// last reference (the reader's, a batch's, an undelivered result's) goes away.
+final class Arena: @unchecked Sendable {  // bytes are written only by the reader, before any batch referencing them is dispatched; read-only after
+    let base: UnsafeMutableRawPointer
+    let capacity: Int
+    var used = 0  // touched by the reader only
+    private let permits: DispatchSemaphore
+
+    init(capacity: Int, permits: DispatchSemaphore) {
+        permits.wait()
+        self.permits = permits
+        self.capacity = capacity
+        base = .allocate(byteCount: capacity, alignment: 64)
+    }
+
+    deinit {
+        base.deallocate()
+        permits.signal()
+    }
+
+    func bytes(_ range: Range<Int>) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: base + range.lowerBound, count: range.count)
+    }
+}
+
+/// One chunk waiting to be hashed: where it is and where it goes.
+struct PendingChunk {
+    var sequence: Int
+    var file: Int
+    var offset: Int64
+    var range: Range<Int>
+}
+
+/// The state of one `run`: the reader's position, the in-order delivery, the first error.
+final class PipelineRun: Sendable {
+    let options: ChunkPipeline.Options
+    let permits: DispatchSemaphore
+    let arenaCapacity: Int
+    let workers = DispatchQueue(label: "xfer.pipeline.workers", attributes: .concurrent)
+    let inFlight = DispatchGroup()
+    let order: ReorderBuffer
+    let failure = Locked<(any Error)?>(nil)
+
+    init(options: ChunkPipeline.Options, onEvent: @escaping @Sendable (ChunkEvent) throws -> Void) {
+        self.options = options
+        arenaCapacity = max(options.bufferSize, options.chunker.maximumSize + 2 * options.readSize)
+        permits = DispatchSemaphore(value: max(2, options.maximumBytesInFlight / arenaCapacity))
+        let failure = self.failure
+        order = ReorderBuffer { event in
+            do { try onEvent(event) } catch { failure.withLock { if $0 == nil { $0 = error } } }
+        }
+    }
+
+    var failed: Bool { failure.withLock { $0 != nil } }
+
+    func fail(_ error: any Error) { failure.withLock { if $0 == nil { $0 = error } } }
+
+    /// The reader: runs on the caller's thread, then waits for the workers and the delivery.
+    func read(_ inputs: [ChunkInput]) throws {
+        var reader = Reader(run: self)
+        do {
+            for (index, input) in inputs.enumerated() where !failed {
+                switch input {
+                case .file(let path):
+                    var source = try FileByteSource(path: path)
+                    try reader.chunk(&source, file: index, name: path)
+                case .bytes(let name, let bytes):
+                    var source = MemoryByteSource(bytes: bytes)
+                    try reader.chunk(&source, file: index, name: name)
+                }
+            }
+            reader.flush()
+        } catch {
+            fail(error)
+        }
+        reader = Reader(run: nil)
+        inFlight.wait()
+        order.drain()
+        if let error = failure.value { throw error }
+    }
+
+    /// Hashes (and compresses) a batch, then hands its results to the reorder buffer.
+    func process(_ batch: [PendingChunk], in arena: Arena) {
+        if failed { return }
+        var hasher = SHA256Hasher()
+        var results: [(Int, ChunkEvent)] = []
+        results.reserveCapacity(batch.count)
+        do {
+            for chunk in batch {
+                let bytes = arena.bytes(chunk.range)
+                hasher.update(bytes)
+                let id = hasher.finalize()
+                let encoded = try options.compression.map { try Zstd.encode(bytes, id: id, policy: $0) }
+                let record = ChunkRecord(offset: chunk.offset, length: chunk.range.count, id: id, encoded: encoded)
+                results.append((chunk.sequence, .chunk(file: chunk.file, record)))
+            }
+        } catch {
+            fail(error)
+            return
+        }
+        order.submit(results, retaining: arena)
+    }
+}
+
+/// The reader's mutable state. Lives on the calling thread only.
+struct Reader {
+    let run: PipelineRun?
+    var arena: Arena?
+    var batch: [PendingChunk] = []
+    var batchBytes = 0
+    var sequence = 0
+
+    init(run: PipelineRun?) {
+        self.run = run
+    }
+
+    /// Reads and cuts one input, handing chunks to the workers in batches.
+    mutating func chunk(_ source: inout some ByteSource & ~Copyable, file: Int, name: String) throws {
+        guard let run else { return }
+        submitEvent(.fileStarted(file: file, name: name, size: source.expectedSize))
+        var chunker = Chunker(configuration: run.options.chunker)
+        var fileOffset: Int64 = 0
+        var chunkStart = arena?.used ?? 0
+        var chunks = 0
+        while !run.failed {
+            if arena == nil || arena!.capacity - arena!.used < run.options.readSize {
+                chunkStart = rotate(keepingFrom: chunkStart)
+            }
+            let current = arena!
+            let room = UnsafeMutableRawBufferPointer(
+                start: current.base + current.used,
+                count: min(run.options.readSize, current.capacity - current.used))
+            let n = try source.read(into: room)
+            if n == 0 { break }
+            var scan = current.used
+            current.used += n
+            while let cut = chunker.nextBoundary(in: current.bytes(scan..<current.used)) {
+                let end = scan + cut
+                add(PendingChunk(sequence: 0, file: file, offset: fileOffset, range: chunkStart..<end))
+                fileOffset += Int64(end - chunkStart)
+                chunks += 1
+                chunkStart = end
+                scan = end
+            }
+        }
+        if let last = chunker.finish(), let current = arena {
+            add(PendingChunk(sequence: 0, file: file, offset: fileOffset, range: chunkStart..<(chunkStart + last)))
+            fileOffset += Int64(last)
+            chunks += 1
+            precondition(chunkStart + last == current.used)
+        }
+        submitEvent(.fileFinished(file: file, bytes: fileOffset, chunks: chunks))
+    }
+
+    /// Starts a new arena, carrying over the unfinished chunk `[start, used)` of the old one.
+    /// - Returns: Where the unfinished chunk now starts (0).
+    private mutating func rotate(keepingFrom start: Int) -> Int {
+        flush()  // everything cut so far is dispatched before waiting for a permit
+        let fresh = Arena(capacity: run!.arenaCapacity, permits: run!.permits)
+        if let old = arena, start < old.used {
+            fresh.base.copyMemory(from: old.base + start, byteCount: old.used - start)
+            fresh.used = old.used - start
+        }
+        arena = fresh
+        return 0
+    }
+
+    private mutating func add(_ chunk: PendingChunk) {
+        var chunk = chunk
+        chunk.sequence = sequence
+        sequence += 1
+        batch.append(chunk)
+        batchBytes += chunk.range.count
+        if batchBytes >= run!.options.batchSize { flush() }
+    }
+
+    private mutating func submitEvent(_ event: ChunkEvent) {
+        // Chunks already cut must keep their place ahead of this event: hand them out first.
+        flush()
+        run!.order.submit([(sequence, event)], retaining: nil)
+        sequence += 1
+    }
+
+    /// Dispatches the pending batch.
+    mutating func flush() {
+        guard let run, !batch.isEmpty, let arena else { return }
+        let work = batch
+        batch = []
+        batchBytes = 0
+        if run.options.parallel {
+            run.workers.async(group: run.inFlight) { run.process(work, in: arena) }
+        } else {
+            run.process(work, in: arena)
+        }
+    }
+}
+
+/// Puts results back in sequence order and delivers them on one serial queue.
+final class ReorderBuffer: @unchecked Sendable {  // `next` and `pending` are touched only on `queue`
+    private let queue = DispatchQueue(label: "xfer.pipeline.order")
+    private let deliver: @Sendable (ChunkEvent) -> Void
+    private var next = 0
+    private var pending: [Int: (ChunkEvent, Arena?)] = [:]
+
+    init(deliver: @escaping @Sendable (ChunkEvent) -> Void) {
+        self.deliver = deliver
+    }
+
+    /// Queues results; each holds `arena` (and so its permit) until delivered.
+    func submit(_ results: [(Int, ChunkEvent)], retaining arena: Arena?) {
+        queue.async { [self] in
+            dispatchPrecondition(condition: .onQueue(queue))
+            for (sequence, event) in results { pending[sequence] = (event, arena) }
+            while let (event, _) = pending.removeValue(forKey: next) {
+                deliver(event)
+                next += 1
+            }
+        }
+    }
+
+    /// Waits until everything submitted so far has been handled.
+    func drain() { queue.sync {} }
+}

@@ -1,0 +1,142 @@
+/// A streaming FastCDC chunker: Gear rolling hash, cut-point skipping and normalized chunking.
+///
+/// Feed it bytes in pieces of any size with ``nextBoundary(in:)``; the cut points depend only
+/// on the bytes, never on how they were split. A chunk's length is the number of bytes up to
+/// and including the byte whose hash matched (see docs/FORMAT.md for the exact rule).
+public struct Chunker: Sendable {
+    /// The size limits in use.
+    public let configuration: ChunkerConfiguration
+    private let minimumSize: Int
+    private let averageSize: Int
+    private let maximumSize: Int
+    private let smallMask: UInt64
+    private let largeMask: UInt64
+
+    /// Bytes of the current chunk seen so far.
+    public private(set) var pendingCount: Int = 0
+    /// The Gear hash of the current chunk's bytes after its first `minimumSize`.
+    private var hash: UInt64 = 0
+
+    /// Creates a chunker at the start of a stream.
+    /// - Parameter configuration: Chunk size limits.
+    public init(configuration: ChunkerConfiguration = .default) {
+        self.configuration = configuration
+        minimumSize = configuration.minimumSize
+        averageSize = configuration.averageSize
+        maximumSize = configuration.maximumSize
+        smallMask = configuration.smallMask
+        largeMask = configuration.largeMask
+    }
+
+    /// Scans `bytes` for the end of the current chunk.
+    ///
+    /// - Parameter bytes: The next bytes of the stream.
+    /// - Returns: The number of bytes of `bytes` that complete the current chunk (the chunker
+    ///   is then at the start of a new one), or `nil` if all of `bytes` belong to the current
+    ///   chunk and it continues.
+    public mutating func nextBoundary(in bytes: UnsafeRawBufferPointer) -> Int? {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return nil }
+        let input = base.assumingMemoryBound(to: UInt8.self)
+        let count = bytes.count
+        var index = 0
+
+        // Cut-point skipping: the first `minimumSize` bytes of a chunk are never hashed.
+        if pendingCount < minimumSize {
+            let skip = min(minimumSize - pendingCount, count)
+            pendingCount += skip
+            index = skip
+            if index == count { return nil }
+        }
+        return GearTable.values.withUnsafeBufferPointer { table -> Int? in
+            let gear = table.baseAddress!
+            var h = hash
+            if pendingCount < averageSize {
+                let end = min(count, index + (averageSize - pendingCount))
+                if let cut = Self.scan(input, from: index, to: end, mask: smallMask, gear: gear, hash: &h) {
+                    return finishChunk(at: cut)
+                }
+                pendingCount += end - index
+                index = end
+            }
+            if index < count {
+                let end = min(count, index + (maximumSize - pendingCount))
+                if let cut = Self.scan(input, from: index, to: end, mask: largeMask, gear: gear, hash: &h) {
+                    return finishChunk(at: cut)
+                }
+                pendingCount += end - index
+                index = end
+                if pendingCount == maximumSize { return finishChunk(at: index) }
+            }
+            hash = h
+            return nil
+        }
+    }
+
+    /// Ends the stream.
+    /// - Returns: The length of the last chunk, or `nil` if no bytes are pending.
+    public mutating func finish() -> Int? {
+        defer { reset() }
+        return pendingCount > 0 ? pendingCount : nil
+    }
+
+    /// Forgets the current chunk and starts afresh (as at the start of a new file).
+    public mutating func reset() {
+        pendingCount = 0
+        hash = 0
+    }
+
+    private mutating func finishChunk(at end: Int) -> Int {
+        reset()
+        return end
+    }
+
+    /// The Gear loop: `h = (h << 1) + gear[byte]`, a cut after the first byte where
+    /// `h & mask == 0`. Four bytes per step to keep the loop overhead off the dependency
+    /// chain, which is one `lea` per byte.
+    ///
+    /// - Returns: The index just past the matching byte, or `nil` if none in `start..<end`.
+    @inline(__always)
+    private static func scan(
+        _ input: UnsafePointer<UInt8>, from start: Int, to end: Int, mask: UInt64,
+        gear: UnsafePointer<UInt64>, hash h: inout UInt64
+    ) -> Int? {
+        var i = start
+        while i &+ 4 <= end {
+            h = (h &<< 1) &+ gear[Int(input[i])]
+            if h & mask == 0 { return i &+ 1 }
+            h = (h &<< 1) &+ gear[Int(input[i &+ 1])]
+            if h & mask == 0 { return i &+ 2 }
+            h = (h &<< 1) &+ gear[Int(input[i &+ 2])]
+            if h & mask == 0 { return i &+ 3 }
+            h = (h &<< 1) &+ gear[Int(input[i &+ 3])]
+            if h & mask == 0 { return i &+ 4 }
+            i &+= 4
+        }
+        while i < end {
+            h = (h &<< 1) &+ gear[Int(input[i])]
+            if h & mask == 0 { return i &+ 1 }
+            i &+= 1
+        }
+        return nil
+    }
+}
+
+extension Chunker {
+    /// The chunk lengths of a whole buffer, the last chunk included.
+    /// - Parameters:
+    ///   - bytes: The complete input.
+    ///   - configuration: Chunk size limits.
+    /// - Returns: Chunk lengths in order; their sum is `bytes.count`.
+    public static func chunkLengths(of bytes: UnsafeRawBufferPointer,
+                                    configuration: ChunkerConfiguration = .default) -> [Int] {
+        var chunker = Chunker(configuration: configuration)
+        var lengths: [Int] = []
+        var rest = bytes
+        while let cut = chunker.nextBoundary(in: rest) {
+            lengths.append(cut)  // each chunk starts at the start of `rest`
+            rest = UnsafeRawBufferPointer(rebasing: rest[cut...])
+        }
+        if let last = chunker.finish() { lengths.append(last) }
+        return lengths
+    }
+}

@@ -1,0 +1,125 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What kind of thing a tree entry is.
+public enum EntryKind: UInt8, Sendable, Hashable, CustomStringConvertible {
+    /// A regular file.
+    case file = 1
+    /// A directory.
+    case directory = 2
+    /// A symbolic link (stored, never followed).
+    case symlink = 3
+
+    public var description: String {
+        switch self {
+        case .file: return "file"
+        case .directory: return "directory"
+        case .symlink: return "symlink"
+        }
+    }
+}
+
+/// One entry of a directory tree, as `lstat` saw it.
+public struct TreeEntry: Sendable, Hashable {
+    /// Path relative to the root, components joined by "/"; "" for the root itself.
+    public var relativePath: String
+    /// File, directory or symlink.
+    public var kind: EntryKind
+    /// Permission bits (`st_mode & 0o7777`).
+    public var mode: UInt32
+    /// Size in bytes (files) or of the target text (symlinks); 0 for directories.
+    public var size: Int64
+    /// Modification time in nanoseconds since 1970.
+    public var mtimeNanoseconds: Int64
+    /// The link's target text, for symlinks.
+    public var symlinkTarget: String?
+}
+
+/// Lists a tree without following symlinks, in bytewise path order, so that the same tree
+/// always gives the same list (and the same manifest).
+public enum DirectoryWalker {
+    /// Stats one path.
+    /// - Parameter path: An absolute or relative path.
+    /// - Returns: The entry, with `relativePath` "".
+    /// - Throws: `XferError` `not_found` or `io`.
+    public static func entry(at path: String) throws -> TreeEntry {
+        guard let entry = try entry(path: path, relativePath: "") else {
+            throw XferError(.io, "\(path) is not a file, directory or symlink")
+        }
+        return entry
+    }
+
+    /// Lists every entry under `root` (the root excluded), parents before children.
+    /// Entries that are neither files, directories nor symlinks (sockets, devices) are skipped.
+    /// - Parameter root: A directory.
+    /// - Returns: The entries in bytewise order of their relative paths.
+    /// - Throws: `XferError` `not_found` or `io`, naming the path that failed.
+    public static func walk(_ root: String) throws -> [TreeEntry] {
+        var result: [TreeEntry] = []
+        try walk(root, relative: "", into: &result)
+        return result
+    }
+
+    private static func walk(_ directory: String, relative: String, into result: inout [TreeEntry]) throws {
+        guard let handle = opendir(directory) else {
+            let err = errno
+            throw XferError(err == ENOENT ? .notFound : .io, "cannot list \(directory)", cause: SystemErrno(err))
+        }
+        defer { closedir(handle) }
+        var names: [[UInt8]] = []
+        while let item = readdir(handle) {
+            let name = withUnsafeBytes(of: item.pointee.d_name) { raw in
+                Array(raw.prefix { $0 != 0 })
+            }
+            if name == [0x2E] || name == [0x2E, 0x2E] { continue }
+            names.append(name)
+        }
+        names.sort { $0.lexicographicallyPrecedes($1) }
+        for rawName in names {
+            let name = String(decoding: rawName, as: UTF8.self)
+            let path = directory.hasSuffix("/") ? directory + name : directory + "/" + name
+            let childRelative = relative.isEmpty ? name : relative + "/" + name
+            guard let child = try entry(path: path, relativePath: childRelative) else { continue }
+            result.append(child)
+            if child.kind == .directory {
+                try walk(path, relative: childRelative, into: &result)
+            }
+        }
+    }
+
+    /// - Returns: The entry, or `nil` for a socket, device or fifo.
+    static func entry(path: String, relativePath: String) throws -> TreeEntry? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            let err = errno
+            throw XferError(err == ENOENT ? .notFound : .io, "cannot stat \(path)", cause: SystemErrno(err))
+        }
+        let kind: EntryKind
+        var target: String? = nil
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: kind = .file
+        case S_IFDIR: kind = .directory
+        case S_IFLNK:
+            kind = .symlink
+            var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+            let n = readlink(path, &buffer, buffer.count)
+            guard n >= 0 else {
+                throw XferError(.io, "cannot read link \(path)", cause: SystemErrno(errno))
+            }
+            target = String(decoding: buffer[..<n], as: UTF8.self)
+        default:
+            return nil
+        }
+        #if canImport(Glibc)
+        let mtime = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        #else
+        let mtime = Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec)
+        #endif
+        return TreeEntry(
+            relativePath: relativePath, kind: kind, mode: UInt32(info.st_mode) & 0o7777,
+            size: kind == .directory ? 0 : Int64(info.st_size), mtimeNanoseconds: mtime, symlinkTarget: target)
+    }
+}

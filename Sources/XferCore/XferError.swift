@@ -1,0 +1,82 @@
+/// An error from xfer: a stable code callers can switch on, a message for people, and the cause.
+///
+/// New codes can be added without breaking callers, as with NIOFileSystem's `FileSystemError`.
+public struct XferError: Error, Sendable, CustomStringConvertible {
+    /// A stable, machine-readable error code.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// The code's name, stable across releases (`corrupt_chunk`, `io`, …).
+        public let name: String
+
+        private init(_ name: String) { self.name = name }
+
+        /// A configuration value is out of range or inconsistent.
+        public static let invalidConfiguration = Code("invalid_configuration")
+        /// A file system call failed.
+        public static let io = Code("io")
+        /// A file or chunk was not found.
+        public static let notFound = Code("not_found")
+        /// Chunk bytes do not match their id, size or encoding.
+        public static let corruptChunk = Code("corrupt_chunk")
+        /// A value is larger than its limit allows.
+        public static let tooLarge = Code("too_large")
+        /// libzstd reported an error.
+        public static let compression = Code("compression")
+        /// libcrypto reported an error.
+        public static let crypto = Code("crypto")
+        /// A manifest could not be decoded or is not canonical.
+        public static let invalidManifest = Code("invalid_manifest")
+        /// A path is not a valid relative document path.
+        public static let invalidPath = Code("invalid_path")
+        /// The operation was cancelled.
+        public static let cancelled = Code("cancelled")
+
+        public var description: String { name }
+    }
+
+    /// What went wrong, as a stable code.
+    public var code: Code
+    /// A sentence for people, saying what failed and, where it helps, what to do.
+    public var message: String
+    /// The lower-level error, if any (an `Errno`-like value or another `XferError`).
+    public var cause: (any Error & Sendable)?
+
+    /// Creates an error.
+    /// - Parameters:
+    ///   - code: The stable code.
+    ///   - message: A sentence for people.
+    ///   - cause: The lower-level error, if any.
+    public init(_ code: Code, _ message: String, cause: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.cause = cause
+    }
+
+    public var description: String {
+        if let cause { return "\(message) (\(cause))" }
+        return message
+    }
+}
+
+/// A POSIX error number with its name, as a cause of an ``XferError``.
+public struct SystemErrno: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The raw `errno` value.
+    public let rawValue: Int32
+
+    /// Wraps an errno value.
+    /// - Parameter rawValue: The value of `errno`.
+    public init(_ rawValue: Int32) { self.rawValue = rawValue }
+
+    public var description: String {
+        #if canImport(Glibc)
+        return String(cString: strerror(rawValue))
+        #else
+        return "errno \(rawValue)"
+        #endif
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif

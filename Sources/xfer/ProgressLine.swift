@@ -1,0 +1,56 @@
+import Foundation
+import Synchronization
+import XferCore
+
+/// A one-line progress display on standard error (bytes, rate, ETA), shown only when
+/// standard error is a terminal and redrawn at most ten times a second.
+final class ProgressLine: Sendable {
+    private struct State {
+        var done: Int64 = 0
+        var lastDraw: ContinuousClock.Instant
+        var drawn = false
+    }
+
+    private let total: Int64
+    private let enabled: Bool
+    private let start = ContinuousClock.now
+    private let state: Mutex<State>
+
+    init(totalBytes: Int64) {
+        total = totalBytes
+        enabled = isatty(STDERR_FILENO) == 1
+        state = Mutex(State(lastDraw: start))
+    }
+
+    func advance(by bytes: Int64) {
+        guard enabled else { return }
+        state.withLock { state in
+            state.done += bytes
+            let now = ContinuousClock.now
+            guard now - state.lastDraw >= .milliseconds(100) else { return }
+            state.lastDraw = now
+            state.drawn = true
+            draw(done: state.done, elapsed: (now - start).seconds)
+        }
+    }
+
+    func finish() {
+        guard enabled else { return }
+        state.withLock { state in
+            if state.drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        }
+    }
+
+    private func draw(done: Int64, elapsed: Double) {
+        let rate = elapsed > 0 ? Double(done) / elapsed : 0
+        let fraction = total > 0 ? min(1, Double(done) / Double(total)) : 0
+        let width = 24
+        let filled = Int(fraction * Double(width))
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+        var line = "\r[\(bar)] \(ByteCount(done)) / \(ByteCount(total))  \(ByteCount(Int64(rate)))/s"
+        if rate > 0, total > done {
+            line += "  ETA \(Int((Double(total - done) / rate).rounded(.up))) s"
+        }
+        FileHandle.standardError.write(Data((line + "\u{1B}[K").utf8))
+    }
+}

@@ -1,0 +1,43 @@
+import ArgumentParser
+import XferCore
+
+@main
+struct Xfer: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "xfer",
+        abstract: "Incremental chunked file transfer: sync files and packages, sending only what changed.",
+        discussion: """
+            Files are cut into content-defined chunks (FastCDC), named by SHA-256 and stored \
+            zstd-compressed, so an edit costs bytes on the order of the edit.
+            """,
+        version: XferVersion.current,
+        subcommands: [Chunk.self]
+    )
+}
+
+/// Chunking flags shared by every command that cuts files.
+struct ChunkingOptions: ParsableArguments {
+    @Option(name: .customLong("min"), help: "Smallest chunk (e.g. 16K).")
+    var minimumSize: ByteCount = ByteCount(Int64(ChunkerConfiguration.default.minimumSize))
+
+    @Option(name: .customLong("avg"), help: "Target average chunk, a power of two (e.g. 64K).")
+    var averageSize: ByteCount = ByteCount(Int64(ChunkerConfiguration.default.averageSize))
+
+    @Option(name: .customLong("max"), help: "Largest chunk (e.g. 256K, at most 16M).")
+    var maximumSize: ByteCount = ByteCount(Int64(ChunkerConfiguration.default.maximumSize))
+
+    func configuration() throws -> ChunkerConfiguration {
+        do {
+            return try ChunkerConfiguration(
+                minimumSize: Int(minimumSize.value), averageSize: Int(averageSize.value),
+                maximumSize: Int(maximumSize.value))
+        } catch let error as XferError {
+            throw ValidationError(error.message)
+        }
+    }
+}
+
+extension ByteCount: ExpressibleByArgument {
+    public init?(argument: String) { self.init(parsing: argument) }
+    public var defaultValueDescription: String { description.replacingOccurrences(of: ".00 ", with: " ") }
+}

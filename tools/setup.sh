@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what building and testing xfer needs on Debian/Ubuntu: the C libraries
+# (libzstd, OpenSSL libcrypto, SQLite) and pkg-config. Swift itself is expected at
+# /opt/swift or on PATH. Idempotent: does nothing when everything is present.
+set -euo pipefail
+
+packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev zstd time)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v swift >/dev/null 2>&1; then
+  if [ -x /opt/swift/usr/bin/swift ]; then
+    echo "setup: add /opt/swift/usr/bin to PATH (the scripts in tools/ do this themselves)" >&2
+  else
+    echo "setup: no Swift toolchain found; install Swift 6.1 or later" >&2
+    exit 1
+  fi
+fi
