@@ -14,8 +14,12 @@ public struct Chunker: Sendable {
 
     /// Bytes of the current chunk seen so far.
     public private(set) var pendingCount: Int = 0
-    /// The Gear hash of the current chunk's bytes after its first `minimumSize`.
+    /// The Gear hash of the current chunk's bytes from `minimumSize - 64` on.
     private var hash: UInt64 = 0
+
+    /// Bytes that contribute to the Gear hash: each step shifts it left by one bit, so a
+    /// byte's contribution is gone 64 bytes later.
+    public static let windowSize = 64
 
     /// Creates a chunker at the start of a stream.
     /// - Parameter configuration: Chunk size limits.
@@ -40,9 +44,12 @@ public struct Chunker: Sendable {
         let count = bytes.count
         var index = 0
 
-        // Cut-point skipping: the first `minimumSize` bytes of a chunk are never hashed.
-        if pendingCount < minimumSize {
-            let skip = min(minimumSize - pendingCount, count)
+        // Cut-point skipping: bytes before `minimumSize - 64` are never hashed; the 64 bytes
+        // before `minimumSize` only warm the hash up, so that from `minimumSize` on the hash
+        // is a function of exactly the 64 bytes ending at the current one.
+        let warmUpStart = minimumSize - Self.windowSize
+        if pendingCount < warmUpStart {
+            let skip = min(warmUpStart - pendingCount, count)
             pendingCount += skip
             index = skip
             if index == count { return nil }
@@ -50,6 +57,16 @@ public struct Chunker: Sendable {
         return GearTable.values.withUnsafeBufferPointer { table -> Int? in
             let gear = table.baseAddress!
             var h = hash
+            if pendingCount < minimumSize {
+                let end = min(count, index + (minimumSize - pendingCount))
+                for i in index..<end { h = (h &<< 1) &+ gear[Int(input[i])] }
+                pendingCount += end - index
+                index = end
+                if index == count {
+                    hash = h
+                    return nil
+                }
+            }
             if pendingCount < averageSize {
                 let end = min(count, index + (averageSize - pendingCount))
                 if let cut = Self.scan(input, from: index, to: end, mask: smallMask, gear: gear, hash: &h) {

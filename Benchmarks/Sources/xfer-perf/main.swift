@@ -1,0 +1,146 @@
+// xfer-perf: measures the chunking core against this machine's own ceilings, in one run.
+//
+//   xfer-perf FILE [--sha-ceiling BYTES_PER_S] [--level N] [--repeat N] [--json]
+//
+// FILE should be ~1 GiB of real data in the page cache (tools/perf.sh makes one). Every rate
+// is the best of --repeat runs, since these machines are noisy; ratios compare rates taken
+// in this same run.
+import Dispatch
+import Foundation
+import XferCore
+
+struct Arguments {
+    var file = ""
+    var shaCeiling: Double? = nil
+    var level: Int32 = 3
+    var repeats = 3
+    var json = false
+
+    init() {
+        var args = CommandLine.arguments.dropFirst()
+        while let arg = args.popFirst() {
+            switch arg {
+            case "--sha-ceiling": shaCeiling = Double(args.popFirst() ?? "")
+            case "--level": level = Int32(args.popFirst() ?? "") ?? 3
+            case "--repeat": repeats = max(1, Int(args.popFirst() ?? "") ?? 3)
+            case "--json": json = true
+            case "-h", "--help":
+                print("usage: xfer-perf FILE [--sha-ceiling BYTES_PER_S] [--level N] [--repeat N] [--json]")
+                exit(0)
+            default: file = arg
+            }
+        }
+        if file.isEmpty {
+            FileHandle.standardError.write(Data("xfer-perf: give a data file (tools/perf.sh makes one)\n".utf8))
+            exit(2)
+        }
+    }
+}
+
+/// Runs `body` `repeats` times and returns the best rate in bytes per second.
+func bestRate(bytes: Int, repeats: Int, _ body: () throws -> Void) rethrows -> Double {
+    var best = 0.0
+    for _ in 0..<repeats {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try body()
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        best = max(best, Double(bytes) / seconds)
+    }
+    return best
+}
+
+func log(_ text: String) { FileHandle.standardError.write(Data((text + "\n").utf8)) }
+
+let arguments = Arguments()
+guard let data = FileManager.default.contents(atPath: arguments.file) else {
+    log("xfer-perf: cannot read \(arguments.file)")
+    exit(1)
+}
+let bytes = [UInt8](data)
+let config = ChunkerConfiguration.default
+log("xfer-perf: \(ByteCount(Int64(bytes.count))) from \(arguments.file), chunks \(config)")
+
+// 1. The chunker alone, one core, from memory.
+var lengths: [Int] = []
+let chunkerRate = bytes.withUnsafeBytes { raw in
+    bestRate(bytes: bytes.count, repeats: arguments.repeats) {
+        lengths = Chunker.chunkLengths(of: raw, configuration: config)
+    }
+}
+log("chunker alone: \(chunkerRate / 1e9) GB/s, \(lengths.count) chunks")
+
+// 2. SHA-256 ceiling on one core, in-process over the same 64 KiB blocks openssl speed uses.
+let shaInProcess = bytes.withUnsafeBytes { raw in
+    bestRate(bytes: bytes.count, repeats: arguments.repeats) {
+        var hasher = SHA256Hasher()
+        var offset = 0
+        while offset < raw.count {
+            let end = min(raw.count, offset + 65536)
+            hasher.update(UnsafeRawBufferPointer(rebasing: raw[offset..<end]))
+            _ = hasher.finalize()
+            offset = end
+        }
+    }
+}
+let shaCeiling = arguments.shaCeiling ?? shaInProcess
+log("sha256 one core: \(shaInProcess / 1e9) GB/s in-process, ceiling used \(shaCeiling / 1e9) GB/s")
+
+// 3. The pipeline, hash only, both cores, from the file (page cache).
+var hashOptions = ChunkPipeline.Options()
+hashOptions.chunker = config
+let hashRate = try bestRate(bytes: bytes.count, repeats: arguments.repeats) {
+    try ChunkPipeline(options: hashOptions).run([.file(arguments.file)]) { _ in }
+}
+log("pipeline chunk+sha256: \(hashRate / 1e9) GB/s")
+
+// 4. zstd ceiling: one core compressing the same chunks at the same level.
+let policy = CompressionPolicy(level: arguments.level)
+let zstdRate = try bytes.withUnsafeBytes { raw in
+    try bestRate(bytes: bytes.count, repeats: max(1, arguments.repeats - 1)) {
+        var offset = 0
+        for length in lengths {
+            let chunk = UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)])
+            _ = try Zstd.encode(chunk, id: ChunkID.of([UInt8]()), policy: policy)
+            offset += length
+        }
+    }
+}
+log("zstd level \(arguments.level) one core: \(zstdRate / 1e9) GB/s")
+
+// 5. The pipeline, hash and compress, both cores.
+var compressOptions = hashOptions
+compressOptions.compression = policy
+let compressRate = try bestRate(bytes: bytes.count, repeats: max(1, arguments.repeats - 1)) {
+    try ChunkPipeline(options: compressOptions).run([.file(arguments.file)]) { _ in }
+}
+log("pipeline chunk+sha256+zstd: \(compressRate / 1e9) GB/s")
+
+struct Row: Codable {
+    var name: String
+    var value: Double
+    var ceiling: Double?
+    var ratio: Double?
+    var target: Double
+    var pass: Bool
+}
+let rows = [
+    Row(name: "chunker alone, one core (GB/s)", value: chunkerRate / 1e9, ceiling: nil, ratio: nil,
+        target: 2.5, pass: chunkerRate / 1e9 >= 2.5),
+    Row(name: "chunk+sha256, both cores / 2x sha256 one core", value: hashRate / 1e9, ceiling: 2 * shaCeiling / 1e9,
+        ratio: hashRate / (2 * shaCeiling), target: 0.75, pass: hashRate / (2 * shaCeiling) >= 0.75),
+    Row(name: "chunk+sha256+zstd, both cores / 2x zstd one core", value: compressRate / 1e9,
+        ceiling: 2 * zstdRate / 1e9, ratio: compressRate / (2 * zstdRate), target: 0.85,
+        pass: compressRate / (2 * zstdRate) >= 0.85),
+]
+if arguments.json {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+    print(String(decoding: try encoder.encode(rows), as: UTF8.self))
+} else {
+    for row in rows {
+        let measured = String(format: "%.2f GB/s", row.value)
+        let against = row.ratio.map { String(format: "ratio %.2f (ceiling %.2f GB/s)", $0, row.ceiling!) } ?? ""
+        let target = row.ratio == nil ? String(format: "target >= %.2f GB/s", row.target) : String(format: "target >= %.2f", row.target)
+        print("\(row.pass ? "PASS" : "MISS")  \(row.name): \(measured) \(against)  [\(target)]")
+    }
+}
