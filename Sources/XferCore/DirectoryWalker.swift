@@ -64,22 +64,8 @@ public enum DirectoryWalker {
     }
 
     private static func walk(_ directory: String, relative: String, into result: inout [TreeEntry]) throws {
-        guard let handle = opendir(directory) else {
-            let err = errno
-            throw XferError(err == ENOENT ? .notFound : .io, "cannot list \(directory)", cause: SystemErrno(err))
-        }
-        defer { closedir(handle) }
-        var names: [[UInt8]] = []
-        while let item = readdir(handle) {
-            let name = withUnsafeBytes(of: item.pointee.d_name) { raw in
-                Array(raw.prefix { $0 != 0 })
-            }
-            if name == [0x2E] || name == [0x2E, 0x2E] { continue }
-            names.append(name)
-        }
-        names.sort { $0.lexicographicallyPrecedes($1) }
-        for rawName in names {
-            let name = String(decoding: rawName, as: UTF8.self)
+        let names = try FileSystem.list(directory).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        for name in names {
             let path = directory.hasSuffix("/") ? directory + name : directory + "/" + name
             let childRelative = relative.isEmpty ? name : relative + "/" + name
             guard let child = try entry(path: path, relativePath: childRelative) else { continue }

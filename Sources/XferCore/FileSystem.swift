@@ -1,0 +1,111 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The few file system operations xfer's stores need, with errors that name the path and errno.
+enum FileSystem {
+    /// `mkdir -p`.
+    static func makeDirectories(_ path: String) throws {
+        if mkdir(path, 0o755) == 0 || errno == EEXIST { return }
+        let err = errno
+        if err == ENOENT, let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            try makeDirectories(String(path[..<slash]))
+            if mkdir(path, 0o755) == 0 || errno == EEXIST { return }
+        }
+        throw XferError(.io, "cannot create directory \(path)", cause: SystemErrno(errno))
+    }
+
+    /// Writes `bytes` to `path` so that `path` is either unchanged or the new content, even
+    /// across a crash: temporary file in the same directory, write all, fsync, rename, fsync
+    /// the directory. On failure the temporary file is removed.
+    static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        var random = SystemRandomNumberGenerator()
+        let temporary = "\(directory)/\(LocalChunkStore.temporaryPrefix)\(name.prefix(16)).\(String(random.next(), radix: 36))"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw writeError(temporary, errno) }
+        do {
+            try bytes.withUnsafeBytes { raw in
+                var offset = 0
+                while offset < raw.count {
+                    let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw writeError(temporary, errno)
+                    }
+                    offset += n
+                }
+            }
+            guard fsync(fd) == 0 else { throw writeError(temporary, errno) }
+            guard close(fd) == 0 else {
+                unlink(temporary)
+                throw writeError(temporary, errno)
+            }
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
+        }
+        guard rename(temporary, path) == 0 else {
+            let err = errno
+            unlink(temporary)
+            throw writeError(path, err)
+        }
+        try syncDirectory(directory)
+    }
+
+    /// fsyncs a directory so that a rename in it is durable.
+    static func syncDirectory(_ directory: String) throws {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw writeError(directory, errno) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw writeError(directory, errno) }
+    }
+
+    /// Reads a whole file of at most `limit` bytes.
+    static func readWhole(_ path: String, limit: Int) throws -> [UInt8] {
+        var source = try FileByteSource(path: path)
+        guard let size = source.expectedSize, size <= Int64(limit) else {
+            throw XferError(.tooLarge, "\(path) is larger than \(limit) bytes")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(size) + 1)
+        var filled = 0
+        while true {
+            let n = try bytes.withUnsafeMutableBytes { raw in
+                try source.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[filled...]))
+            }
+            if n == 0 { break }
+            filled += n
+            if filled == bytes.count {
+                throw XferError(.corruptChunk, "\(path) grew while it was read")
+            }
+        }
+        bytes.removeLast(bytes.count - filled)
+        return bytes
+    }
+
+    /// The names in a directory ("." and ".." excluded).
+    static func list(_ directory: String) throws -> [String] {
+        guard let handle = opendir(directory) else {
+            throw XferError(errno == ENOENT ? .notFound : .io, "cannot list \(directory)", cause: SystemErrno(errno))
+        }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while let item = readdir(handle) {
+            let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    private static func writeError(_ path: String, _ err: Int32) -> XferError {
+        if err == ENOSPC || err == EDQUOT {
+            return XferError(.io, "no space left to write \(path); free some disk space and retry", cause: SystemErrno(err))
+        }
+        return XferError(.io, "cannot write \(path)", cause: SystemErrno(err))
+    }
+}

@@ -1,0 +1,154 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A content-addressed chunk store in a local directory, for the server's data directory and
+/// the client's cache.
+///
+/// One file per chunk at `ROOT/ab/abcd…` (the first two hex digits fan out): a 9-byte header
+/// (`XFC1`, encoding, plain length) then the payload (docs/FORMAT.md). Writes are atomic: a
+/// temporary file in the same directory, written whole, fsync'd, renamed into place, and the
+/// directory fsync'd, so a chunk is either absent or complete. Every chunk is verified
+/// against its id before it is stored and again whenever it is read.
+public final class LocalChunkStore: Sendable {
+    /// The store's directory.
+    public let root: String
+    /// The largest plain chunk accepted.
+    public let maximumChunkSize: Int
+
+    static let magic: [UInt8] = Array("XFC1".utf8)
+    static let headerSize = 9
+    static let temporaryPrefix = ".tmp-"
+
+    /// Opens (and if needed creates) a store.
+    /// - Parameters:
+    ///   - root: The directory; created with its parents if missing.
+    ///   - maximumChunkSize: Largest plain chunk accepted.
+    /// - Throws: `XferError` `io` if the directory cannot be created.
+    public init(root: String, maximumChunkSize: Int = ChunkerConfiguration.maximumAllowedSize) throws {
+        self.root = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
+        self.maximumChunkSize = maximumChunkSize
+        try FileSystem.makeDirectories(self.root)
+    }
+
+    /// The path a chunk is stored at.
+    /// - Parameter id: The chunk id.
+    /// - Returns: `ROOT/ab/abcd…`.
+    public func path(for id: ChunkID) -> String {
+        let hex = id.hex
+        return "\(root)/\(hex.prefix(2))/\(hex)"
+    }
+
+    /// Whether the store has a chunk (without reading or verifying it).
+    /// - Parameter id: The chunk id.
+    /// - Returns: `true` if a complete chunk file exists.
+    public func contains(_ id: ChunkID) -> Bool {
+        access(path(for: id), F_OK) == 0
+    }
+
+    /// Stores a chunk after checking it decodes to bytes that hash to its id.
+    /// - Parameter chunk: The encoded chunk.
+    /// - Returns: `true` if it was stored, `false` if the store already had it.
+    /// - Throws: `corrupt_chunk` or `too_large` for a chunk that fails verification (nothing
+    ///   is written); `io` if writing fails (nothing is left behind).
+    @discardableResult
+    public func put(_ chunk: EncodedChunk) throws -> Bool {
+        _ = try chunk.decoded(maximumLength: maximumChunkSize)
+        if contains(chunk.id) { return false }
+        var file = Self.magic
+        file.append(chunk.encoding.rawValue)
+        withUnsafeBytes(of: UInt32(chunk.length).littleEndian) { file.append(contentsOf: $0) }
+        file.append(contentsOf: chunk.payload)
+        let destination = path(for: chunk.id)
+        let directory = String(destination[..<destination.lastIndex(of: "/")!])
+        try FileSystem.makeDirectories(directory)
+        try FileSystem.writeAtomically(file, to: destination)
+        return true
+    }
+
+    /// Stores plain bytes, compressed under `policy`.
+    /// - Parameters:
+    ///   - plain: The chunk's plain bytes.
+    ///   - policy: zstd settings.
+    /// - Returns: The chunk's id.
+    /// - Throws: As ``put(_:)``.
+    @discardableResult
+    public func put(plain: [UInt8], policy: CompressionPolicy = .default) throws -> ChunkID {
+        let id = ChunkID.of(plain)
+        try put(try plain.withUnsafeBytes { try Zstd.encode($0, id: id, policy: policy) })
+        return id
+    }
+
+    /// Reads a chunk as stored, verified.
+    /// - Parameter id: The chunk id.
+    /// - Returns: The encoded chunk.
+    /// - Throws: `not_found`; `corrupt_chunk` if the file is damaged (it is left in place for
+    ///   inspection; ``remove(_:)`` deletes it); `io`.
+    public func get(_ id: ChunkID) throws -> EncodedChunk {
+        try load(id).chunk
+    }
+
+    /// Reads a chunk's plain bytes, verified.
+    /// - Parameter id: The chunk id.
+    /// - Returns: The plain bytes.
+    /// - Throws: As ``get(_:)``.
+    public func read(_ id: ChunkID) throws -> [UInt8] {
+        try load(id).plain
+    }
+
+    private func load(_ id: ChunkID) throws -> (chunk: EncodedChunk, plain: [UInt8]) {
+        let file = path(for: id)
+        let bytes = try FileSystem.readWhole(file, limit: Self.headerSize + maximumChunkSize + maximumChunkSize / 64 + 1024)
+        guard bytes.count >= Self.headerSize, Array(bytes.prefix(4)) == Self.magic,
+              let encoding = ChunkEncoding(rawValue: bytes[4]) else {
+            throw XferError(.corruptChunk, "chunk file \(file) has no valid header")
+        }
+        let length = Int(bytes[5]) | Int(bytes[6]) << 8 | Int(bytes[7]) << 16 | Int(bytes[8]) << 24
+        let chunk = EncodedChunk(id: id, length: length, encoding: encoding, payload: Array(bytes[Self.headerSize...]))
+        do {
+            return (chunk, try chunk.decoded(maximumLength: maximumChunkSize))
+        } catch var error as XferError {
+            error.message = "chunk file \(file): \(error.message)"
+            throw error
+        }
+    }
+
+    /// Deletes a chunk if present.
+    /// - Parameter id: The chunk id.
+    /// - Throws: `io` if it exists and cannot be removed.
+    public func remove(_ id: ChunkID) throws {
+        let file = path(for: id)
+        if unlink(file) != 0 && errno != ENOENT {
+            throw XferError(.io, "cannot remove \(file)", cause: SystemErrno(errno))
+        }
+    }
+
+    /// Every chunk id in the store (temporary files excluded), in no particular order.
+    /// - Returns: The ids.
+    /// - Throws: `io` if a directory cannot be listed.
+    public func allIDs() throws -> [ChunkID] {
+        var ids: [ChunkID] = []
+        for fan in try FileSystem.list(root) where fan.utf8.count == 2 {
+            for name in try FileSystem.list("\(root)/\(fan)") {
+                if let id = ChunkID(hex: name), name.hasPrefix(fan) { ids.append(id) }
+            }
+        }
+        return ids
+    }
+
+    /// Deletes temporary files a crash left behind (never visible as chunks).
+    /// - Returns: How many were removed.
+    /// - Throws: `io` if a directory cannot be listed.
+    @discardableResult
+    public func removeTemporaryFiles() throws -> Int {
+        var removed = 0
+        for fan in try FileSystem.list(root) where fan.utf8.count == 2 {
+            for name in try FileSystem.list("\(root)/\(fan)") where name.hasPrefix(Self.temporaryPrefix) {
+                if unlink("\(root)/\(fan)/\(name)") == 0 { removed += 1 }
+            }
+        }
+        return removed
+    }
+}

@@ -1,0 +1,157 @@
+import Testing
+import XferCore
+
+@Suite struct PipelineTests {
+    static let files: [(String, [UInt8])] = [
+        ("random", TestData.random(count: 300_000, seed: 31)),
+        ("empty", []),
+        ("tiny", [1, 2, 3]),
+        ("text", TestData.text(count: 200_000, seed: 32)),
+        ("records", TestData.records(count: 150_000, seed: 33)),
+    ] + (0..<40).map { ("small\($0)", TestData.text(count: 500 + $0 * 37, seed: UInt64(100 + $0))) }
+
+    static var inputs: [ChunkInput] { files.map { .bytes(name: $0.0, $0.1) } }
+
+    func options(parallel: Bool = true, bufferSize: Int = 64 << 10, readSize: Int = 8 << 10,
+                 inFlight: Int = 128 << 10, batch: Int = 16 << 10, compress: Bool = false) -> ChunkPipeline.Options {
+        var options = ChunkPipeline.Options()
+        options.chunker = smallChunks
+        options.parallel = parallel
+        options.bufferSize = bufferSize
+        options.readSize = readSize
+        options.maximumBytesInFlight = inFlight
+        options.batchSize = batch
+        options.compression = compress ? .default : nil
+        return options
+    }
+
+    /// Records computed without the pipeline: whole-buffer chunking, then hashing in order.
+    func expectedRecords(_ data: [UInt8]) -> [ChunkRecord] {
+        let lengths = data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: smallChunks) }
+        var offset = 0
+        return lengths.map { length in
+            defer { offset += length }
+            return ChunkRecord(offset: Int64(offset), length: length, id: ChunkID.of(data[offset..<(offset + length)]))
+        }
+    }
+
+    @Test func serialAndParallelGiveTheSameRecordsAsDirectChunking() throws {
+        let expected = Self.files.map { expectedRecords($0.1) }
+        let serial = try ChunkPipeline(options: options(parallel: false)).records(for: Self.inputs)
+        let parallel = try ChunkPipeline(options: options(parallel: true)).records(for: Self.inputs)
+        #expect(serial == expected)
+        #expect(parallel == expected)
+    }
+
+    @Test(arguments: [(1, 4096), (7, 9000), (4096, 20000), (65536, 1 << 20)])
+    func readAndBufferSizesDoNotChangeRecords(readSize: Int, bufferSize: Int) throws {
+        let expected = Self.files.map { expectedRecords($0.1) }
+        let records = try ChunkPipeline(options: options(bufferSize: bufferSize, readSize: readSize)).records(for: Self.inputs)
+        #expect(records == expected)
+    }
+
+    @Test func eventsComeInInputOrder() throws {
+        let events = try ChunkPipeline(options: options()).events(for: Self.inputs)
+        var expectedFile = 0
+        var open = false
+        var offset: Int64 = 0
+        for event in events {
+            switch event {
+            case .fileStarted(let file, let name, let size):
+                #expect(!open && file == expectedFile && name == Self.files[file].0)
+                #expect(size == Int64(Self.files[file].1.count))
+                open = true
+                offset = 0
+            case .chunk(let file, let record):
+                #expect(open && file == expectedFile && record.offset == offset)
+                offset += Int64(record.length)
+            case .fileFinished(let file, let bytes, _):
+                #expect(open && file == expectedFile && bytes == offset && bytes == Int64(Self.files[file].1.count))
+                open = false
+                expectedFile += 1
+            }
+        }
+        #expect(expectedFile == Self.files.count)
+    }
+
+    @Test func compressedPayloadsDecodeToTheChunkBytes() throws {
+        let records = try ChunkPipeline(options: options(compress: true)).records(for: Self.inputs)
+        for (file, fileRecords) in records.enumerated() {
+            let data = Self.files[file].1
+            for record in fileRecords {
+                let encoded = try #require(record.encoded)
+                let plain = try encoded.decoded()
+                #expect(plain[...] == data[Int(record.offset)..<(Int(record.offset) + record.length)])
+            }
+        }
+    }
+
+    @Test func aSlowConsumerHoldsMemoryAtTheBound() throws {
+        // Two 64 KiB buffers in flight at most; a consumer that sleeps must not deadlock the reader.
+        let big = TestData.random(count: 2 << 20, seed: 40)
+        let records = try ChunkPipeline(options: options(bufferSize: 64 << 10, inFlight: 1)).records(for: [.bytes(name: "big", big)])
+        #expect(records[0] == expectedRecords(big))
+        let delivered = Counter()
+        let collected = Locked<[ChunkRecord]>([])
+        try ChunkPipeline(options: options(bufferSize: 64 << 10, inFlight: 1)).run([.bytes(name: "big", big)]) { event in
+            guard case .chunk(_, let record) = event else { return }
+            if delivered.value < 50 { usleep(2000) }
+            delivered.increment()
+            collected.withLock { $0.append(record) }
+        }
+        #expect(collected.value == expectedRecords(big))
+    }
+
+    @Test func aMissingFileFailsWithItsName() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        dir.write("a", [1, 2, 3])
+        #expect {
+            try ChunkPipeline().run([.file(dir.path + "/a"), .file(dir.path + "/missing")]) { _ in }
+        } throws: { error in
+            guard let error = error as? XferError else { return false }
+            return error.code == .notFound && error.message.contains("missing")
+        }
+    }
+
+    @Test func aThrowingConsumerStopsThePipeline() throws {
+        struct Stop: Error {}
+        let big = TestData.random(count: 4 << 20, seed: 41)
+        let seen = Counter()
+        #expect(throws: Stop.self) {
+            try ChunkPipeline(options: options()).run([.bytes(name: "big", big)]) { event in
+                if case .chunk = event {
+                    seen.increment()
+                    throw Stop()
+                }
+            }
+        }
+        #expect(seen.value >= 1)
+    }
+
+    @Test func filesOnDiskMatchInMemory() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        for (name, data) in Self.files.prefix(5) { dir.write(name, data) }
+        let onDisk = try ChunkPipeline(options: options()).records(for: Self.files.prefix(5).map { .file(dir.path + "/" + $0.0) })
+        #expect(onDisk == Self.files.prefix(5).map { expectedRecords($0.1) })
+    }
+}
+
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+    var value: Value { mutex.withLock { $0 } }
+}
+
+final class Counter: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
+
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
