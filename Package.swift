@@ -40,7 +40,7 @@ let package = Package(
         ),
         .testTarget(
             name: "XferCLITests",
-            dependencies: ["XferCore"]
+            dependencies: ["XferCore", "xfer"]
         ),
     ],
     swiftLanguageModes: [.v6]
