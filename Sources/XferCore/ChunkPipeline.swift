@@ -1,4 +1,9 @@
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Turns files into ordered chunk records using every core, with memory bounded by
 /// configuration rather than by file or tree size.
@@ -20,7 +25,7 @@ public struct ChunkPipeline: Sendable {
         /// Bytes read per system call.
         public var readSize: Int = 1 << 20
         /// Bound on buffered input bytes (read but not yet delivered); at least two buffers.
-        public var maximumBytesInFlight: Int = 32 << 20
+        public var maximumBytesInFlight: Int = 16 << 20
         /// Chunks are handed to the workers in batches of about this many bytes, so that
         /// trees of tiny files do not pay a dispatch per file.
         public var batchSize: Int = 512 << 10
@@ -28,7 +33,7 @@ public struct ChunkPipeline: Sendable {
         /// the serial reference the tests compare against).
         public var parallel: Bool = true
 
-        /// The defaults: 16/64/256 KiB chunks, hash only, 32 MiB in flight.
+        /// The defaults: 16/64/256 KiB chunks, hash only, 16 MiB in flight.
         public init() {}
     }
 
@@ -77,28 +82,63 @@ public struct ChunkPipeline: Sendable {
     }
 }
 
-/// A read buffer that chunks point into. Its memory and its permit are returned when the
-/// last reference (the reader's, a batch's, an undelivered result's) goes away.
+/// A read buffer that chunks point into. Its memory goes back to the pool, and its permit
+/// to the semaphore, when the last reference (the reader's, a batch's, an undelivered
+/// result's) goes away.
 final class Arena: @unchecked Sendable {  // bytes are written only by the reader, before any batch referencing them is dispatched; read-only after
     let base: UnsafeMutableRawPointer
     let capacity: Int
     var used = 0  // touched by the reader only
-    private let permits: DispatchSemaphore
+    private let pool: BufferPool
 
-    init(capacity: Int, permits: DispatchSemaphore) {
-        permits.wait()
-        self.permits = permits
-        self.capacity = capacity
-        base = .allocate(byteCount: capacity, alignment: 64)
+    /// Waits for a permit, then takes a buffer from the pool.
+    init(pool: BufferPool) {
+        self.pool = pool
+        base = pool.take()
+        capacity = pool.bufferSize
     }
 
-    deinit {
-        base.deallocate()
-        permits.signal()
-    }
+    deinit { pool.give(base) }
 
     func bytes(_ range: Range<Int>) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: base + range.lowerBound, count: range.count)
+    }
+}
+
+/// The pipeline's read buffers: at most `count` exist, each mapped once and reused, so
+/// resident memory is bounded and no buffer pays for page faults twice.
+final class BufferPool: Sendable {
+    let bufferSize: Int
+    private let permits: DispatchSemaphore
+    /// Addresses of mapped buffers nobody holds (as integers: pointers are not Sendable; the
+    /// lock hands each buffer to one owner at a time).
+    private let idle = Locked<[UInt]>([])
+
+    init(bufferSize: Int, count: Int) {
+        self.bufferSize = bufferSize
+        permits = DispatchSemaphore(value: count)
+    }
+
+    deinit {
+        for address in idle.value { munmap(UnsafeMutableRawPointer(bitPattern: address), bufferSize) }
+    }
+
+    /// Blocks until a buffer is free.
+    func take() -> UnsafeMutableRawPointer {
+        permits.wait()
+        if let address = idle.withLock({ $0.popLast() }) { return UnsafeMutableRawPointer(bitPattern: address)! }
+        // mmap, not malloc: glibc raises its mmap threshold after a large free and would keep
+        // freed buffers in the heap, so resident memory would creep past the bound.
+        guard let memory = mmap(nil, bufferSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+              memory != MAP_FAILED else {
+            fatalError("cannot map a \(bufferSize)-byte read buffer: \(SystemErrno(errno))")
+        }
+        return memory
+    }
+
+    func give(_ buffer: UnsafeMutableRawPointer) {
+        idle.withLock { $0.append(UInt(bitPattern: buffer)) }
+        permits.signal()
     }
 }
 
@@ -113,8 +153,7 @@ struct PendingChunk {
 /// The state of one `run`: the reader's position, the in-order delivery, the first error.
 final class PipelineRun: Sendable {
     let options: ChunkPipeline.Options
-    let permits: DispatchSemaphore
-    let arenaCapacity: Int
+    let buffers: BufferPool
     let workers = DispatchQueue(label: "xfer.pipeline.workers", attributes: .concurrent)
     let inFlight = DispatchGroup()
     let order: ReorderBuffer
@@ -122,8 +161,8 @@ final class PipelineRun: Sendable {
 
     init(options: ChunkPipeline.Options, onEvent: @escaping @Sendable (ChunkEvent) throws -> Void) {
         self.options = options
-        arenaCapacity = max(options.bufferSize, options.chunker.maximumSize + 2 * options.readSize)
-        permits = DispatchSemaphore(value: max(2, options.maximumBytesInFlight / arenaCapacity))
+        let capacity = max(options.bufferSize, options.chunker.maximumSize + 2 * options.readSize)
+        buffers = BufferPool(bufferSize: capacity, count: max(2, options.maximumBytesInFlight / capacity))
         let failure = self.failure
         order = ReorderBuffer { event in
             do { try onEvent(event) } catch { failure.withLock { if $0 == nil { $0 = error } } }
@@ -235,7 +274,7 @@ struct Reader {
     /// - Returns: Where the unfinished chunk now starts (0).
     private mutating func rotate(keepingFrom start: Int) -> Int {
         flush()  // everything cut so far is dispatched before waiting for a permit
-        let fresh = Arena(capacity: run!.arenaCapacity, permits: run!.permits)
+        let fresh = Arena(pool: run!.buffers)
         if let old = arena, start < old.used {
             fresh.base.copyMemory(from: old.base + start, byteCount: old.used - start)
             fresh.used = old.used - start

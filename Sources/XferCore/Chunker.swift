@@ -107,13 +107,70 @@ public struct Chunker: Sendable {
         return end
     }
 
+    /// Bytes per lane in one round of the interleaved scan.
+    static let laneLength = 1024
+
     /// The Gear loop: `h = (h << 1) + gear[byte]`, a cut after the first byte where
-    /// `h & mask == 0`. Four bytes per step to keep the loop overhead off the dependency
-    /// chain, which is one `lea` per byte.
+    /// `h & mask == 0`.
+    ///
+    /// The rolling hash is a chain of dependent additions, one per byte, so a plain loop runs
+    /// at one byte per cycle at best. Because the hash after a byte depends only on the 64
+    /// bytes ending there, a round of `4 * laneLength` bytes is split into four lanes hashed
+    /// in one interleaved loop (lanes 1–3 warm up on the 64 bytes before their start); the
+    /// four independent chains keep the core's ports busy. A round in which any lane matches
+    /// is scanned again by the plain loop, which finds the first match exactly.
     ///
     /// - Returns: The index just past the matching byte, or `nil` if none in `start..<end`.
     @inline(__always)
     private static func scan(
+        _ input: UnsafePointer<UInt8>, from start: Int, to end: Int, mask: UInt64,
+        gear: UnsafePointer<UInt64>, hash h: inout UInt64
+    ) -> Int? {
+        var i = start
+        let lane = laneLength
+        while end &- i >= 4 &* lane {
+            if let lastHash = scanRound(input, at: i, lane: lane, mask: mask, gear: gear, hash: h) {
+                h = lastHash
+                i &+= 4 &* lane
+            } else {
+                return scanSerially(input, from: i, to: i &+ 4 &* lane, mask: mask, gear: gear, hash: &h)
+            }
+        }
+        return scanSerially(input, from: i, to: end, mask: mask, gear: gear, hash: &h)
+    }
+
+    /// Hashes four lanes of `lane` bytes from `start` at once.
+    /// - Returns: The hash after the round's last byte, or `nil` if some byte matched `mask`.
+    @inline(__always)
+    private static func scanRound(
+        _ input: UnsafePointer<UInt8>, at start: Int, lane: Int, mask: UInt64,
+        gear: UnsafePointer<UInt64>, hash: UInt64
+    ) -> UInt64? {
+        let p0 = input + start
+        let p1 = p0 + lane, p2 = p1 + lane, p3 = p2 + lane
+        var h0 = hash, h1: UInt64 = 0, h2: UInt64 = 0, h3: UInt64 = 0
+        var k = -windowSize
+        while k < 0 {
+            h1 = (h1 &<< 1) &+ gear[Int(p1[k])]
+            h2 = (h2 &<< 1) &+ gear[Int(p2[k])]
+            h3 = (h3 &<< 1) &+ gear[Int(p3[k])]
+            k &+= 1
+        }
+        var t = 0
+        while t < lane {
+            h0 = (h0 &<< 1) &+ gear[Int(p0[t])]
+            h1 = (h1 &<< 1) &+ gear[Int(p1[t])]
+            h2 = (h2 &<< 1) &+ gear[Int(p2[t])]
+            h3 = (h3 &<< 1) &+ gear[Int(p3[t])]
+            if (h0 & mask == 0) || (h1 & mask == 0) || (h2 & mask == 0) || (h3 & mask == 0) { return nil }
+            t &+= 1
+        }
+        return h3
+    }
+
+    /// The plain loop, four bytes per step to keep the loop overhead off the dependency chain.
+    @inline(__always)
+    private static func scanSerially(
         _ input: UnsafePointer<UInt8>, from start: Int, to end: Int, mask: UInt64,
         gear: UnsafePointer<UInt64>, hash h: inout UInt64
     ) -> Int? {

@@ -33,24 +33,22 @@ public enum Zstd {
     /// - Throws: `XferError` `compression` if libzstd fails.
     public static func encode(_ plain: UnsafeRawBufferPointer, id: ChunkID,
                               policy: CompressionPolicy = .default) throws -> EncodedChunk {
-        let bound = ZSTD_compressBound(plain.count)
         let limit = Int(Double(plain.count) * policy.maximumRatio)
-        var compressed = [UInt8](repeating: 0, count: 0)
         if limit > 0 {
-            compressed = try [UInt8](unsafeUninitializedCapacity: bound) { out, initialized in
-                let written = compressionContexts.withContext { context in
-                    ZSTD_compressCCtx(context.pointer, out.baseAddress, bound,
-                                      plain.baseAddress, plain.count, policy.level)
-                }
+            // Compress into the context's scratch buffer, then copy out only what was written,
+            // so a stored payload never carries compressBound's slack.
+            let compressed: [UInt8]? = try compressionContexts.withContext { context in
+                let scratch = context.scratch(for: ZSTD_compressBound(plain.count))
+                let written = ZSTD_compressCCtx(context.pointer, scratch.baseAddress, scratch.count,
+                                                plain.baseAddress, plain.count, policy.level)
                 if ZSTD_isError(written) != 0 {
-                    initialized = 0
                     throw XferError(.compression, "zstd compression failed: \(errorName(written))")
                 }
-                initialized = written
+                return written <= limit ? Array(UnsafeRawBufferPointer(rebasing: scratch[..<written])) : nil
             }
-        }
-        if limit > 0, compressed.count <= limit {
-            return EncodedChunk(id: id, length: plain.count, encoding: .zstd, payload: compressed)
+            if let compressed {
+                return EncodedChunk(id: id, length: plain.count, encoding: .zstd, payload: compressed)
+            }
         }
         return EncodedChunk(id: id, length: plain.count, encoding: .raw, payload: Array(plain))
     }
@@ -112,11 +110,26 @@ protocol ZstdContext: AnyObject, Sendable {
     init()
 }
 
-/// One `ZSTD_CCtx`.
+/// One `ZSTD_CCtx` and the output buffer that goes with it.
 final class CompressionContext: ZstdContext, @unchecked Sendable {  // used by one thread at a time: the pool lends it exclusively
     let pointer: OpaquePointer
+    private var buffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+
     init() { pointer = ZSTD_createCCtx()! }
-    deinit { ZSTD_freeCCtx(pointer) }
+
+    deinit {
+        ZSTD_freeCCtx(pointer)
+        buffer.deallocate()
+    }
+
+    /// An output buffer of at least `size` bytes, reused across calls.
+    func scratch(for size: Int) -> UnsafeMutableRawBufferPointer {
+        if buffer.count < size {
+            buffer.deallocate()
+            buffer = .allocate(byteCount: max(size, 64 << 10), alignment: 16)
+        }
+        return UnsafeMutableRawBufferPointer(rebasing: buffer[..<size])
+    }
 }
 
 /// One `ZSTD_DCtx`.

@@ -32,6 +32,7 @@ extension Xfer {
 
         func validate() throws {
             guard (1...19).contains(level) else { throw ValidationError("--level must be between 1 and 19") }
+            _ = try chunking.configuration()
         }
 
         func run() throws {

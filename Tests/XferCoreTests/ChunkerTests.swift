@@ -134,3 +134,19 @@ func streamedChunkLengths(_ data: [UInt8], pieces: [Int], _ config: ChunkerConfi
         }
     }
 }
+
+@Suite struct ChunkerLaneTests {
+    /// Limits whose hashed regions are longer than a round of the interleaved scan, so the
+    /// four-lane path and its serial rescan both run.
+    static let medium = try! ChunkerConfiguration(minimumSize: 2048, averageSize: 8192, maximumSize: 32768)
+
+    @Test(arguments: [("random", TestData.random(count: 192 << 10, seed: 61)),
+                      ("text", TestData.text(count: 192 << 10, seed: 62)),
+                      ("records", TestData.records(count: 192 << 10, seed: 63))])
+    func interleavedScanEqualsTheReference(name: String, data: [UInt8]) {
+        let expected = referenceChunkLengths(data, Self.medium)
+        #expect(data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: Self.medium) } == expected, "\(name)")
+        let pieces = TestData.pieces(total: data.count, maxPiece: 9000, seed: 64)
+        #expect(streamedChunkLengths(data, pieces: pieces, Self.medium) == expected, "\(name), streamed")
+    }
+}

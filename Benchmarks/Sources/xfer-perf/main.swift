@@ -15,6 +15,7 @@ struct Arguments {
     var level: Int32 = 3
     var repeats = 3
     var json = false
+    var options = ChunkPipeline.Options()
 
     init() {
         var args = CommandLine.arguments.dropFirst()
@@ -24,8 +25,12 @@ struct Arguments {
             case "--level": level = Int32(args.popFirst() ?? "") ?? 3
             case "--repeat": repeats = max(1, Int(args.popFirst() ?? "") ?? 3)
             case "--json": json = true
+            case "--buffer": options.bufferSize = Int(ByteCount(parsing: args.popFirst() ?? "")?.value ?? 0)
+            case "--read": options.readSize = Int(ByteCount(parsing: args.popFirst() ?? "")?.value ?? 0)
+            case "--in-flight": options.maximumBytesInFlight = Int(ByteCount(parsing: args.popFirst() ?? "")?.value ?? 0)
+            case "--batch": options.batchSize = Int(ByteCount(parsing: args.popFirst() ?? "")?.value ?? 0)
             case "-h", "--help":
-                print("usage: xfer-perf FILE [--sha-ceiling BYTES_PER_S] [--level N] [--repeat N] [--json]")
+                print("usage: xfer-perf FILE [--sha-ceiling BYTES_PER_S] [--level N] [--repeat N] [--json] [--buffer SIZE] [--read SIZE] [--in-flight SIZE] [--batch SIZE]")
                 exit(0)
             default: file = arg
             }
@@ -86,7 +91,7 @@ let shaCeiling = arguments.shaCeiling ?? shaInProcess
 log("sha256 one core: \(shaInProcess / 1e9) GB/s in-process, ceiling used \(shaCeiling / 1e9) GB/s")
 
 // 3. The pipeline, hash only, both cores, from the file (page cache).
-var hashOptions = ChunkPipeline.Options()
+var hashOptions = arguments.options
 hashOptions.chunker = config
 let hashRate = try bestRate(bytes: bytes.count, repeats: arguments.repeats) {
     try ChunkPipeline(options: hashOptions).run([.file(arguments.file)]) { _ in }
