@@ -1,5 +1,5 @@
 import Testing
-import XferCore
+@testable import XferCore
 
 @Suite struct PipelineTests {
     static let files: [(String, [UInt8])] = [
@@ -136,13 +136,6 @@ import XferCore
         let onDisk = try ChunkPipeline(options: options()).records(for: Self.files.prefix(5).map { .file(dir.path + "/" + $0.0) })
         #expect(onDisk == Self.files.prefix(5).map { expectedRecords($0.1) })
     }
-}
-
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func withLock<R>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
-    var value: Value { mutex.withLock { $0 } }
 }
 
 final class Counter: Sendable {
