@@ -165,6 +165,8 @@ final class PipelineRun: Sendable {
         buffers = BufferPool(bufferSize: capacity, count: max(2, options.maximumBytesInFlight / capacity))
         let failure = self.failure
         order = ReorderBuffer { event in
+            // After the first error nothing more is delivered: the consumer has given up.
+            guard failure.value == nil else { return }
             do { try onEvent(event) } catch { failure.withLock { if $0 == nil { $0 = error } } }
         }
     }
