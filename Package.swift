@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "XferCore", targets: ["XferCore"]),
+        .library(name: "XferProtocol", targets: ["XferProtocol"]),
         .executable(name: "xfer", targets: ["xfer"]),
     ],
     dependencies: [
@@ -27,6 +28,10 @@ let package = Package(
             name: "XferCore",
             dependencies: ["CZstd", "CCrypto"]
         ),
+        .target(
+            name: "XferProtocol",
+            dependencies: ["XferCore"]
+        ),
         .executableTarget(
             name: "xfer",
             dependencies: [
@@ -37,6 +42,10 @@ let package = Package(
         .testTarget(
             name: "XferCoreTests",
             dependencies: ["XferCore"]
+        ),
+        .testTarget(
+            name: "XferProtocolTests",
+            dependencies: ["XferProtocol"]
         ),
         .testTarget(
             name: "XferCLITests",

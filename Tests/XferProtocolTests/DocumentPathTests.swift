@@ -1,0 +1,41 @@
+import Foundation
+import Testing
+import XferCore
+import XferProtocol
+
+@Suite struct DocumentPathTests {
+    @Test(arguments: ["a", "Documents/notes.txt", "Data/x/y/z.bin", "名前/ファイル", "with space/and-dash_1.txt"])
+    func acceptsRelativePaths(path: String) throws {
+        #expect(try DocumentPath(path).value == path)
+    }
+
+    @Test(arguments: ["", "/etc/passwd", "../up", "a/../../b", "a/./b", "a//b", "a/", "nul\u{0}byte", "tab\there",
+                      "del\u{7F}", String(repeating: "x", count: 256), String(repeating: "a/", count: 2048) + "a"])
+    func refusesEscapingAndMalformedPaths(path: String) {
+        #expect { try DocumentPath(path) } throws: { ($0 as? XferError)?.code == .invalidPath }
+    }
+
+    @Test func normalizesToNFC() throws {
+        let decomposed = "Cafe\u{301}/menu"
+        let precomposed = "Caf\u{E9}/menu"
+        #expect(Array(decomposed.utf8) != Array(precomposed.utf8))
+        let a = try DocumentPath(decomposed), b = try DocumentPath(precomposed)
+        #expect(a == b)
+        #expect(Array(a.value.utf8) == Array(precomposed.utf8))
+    }
+
+    @Test func decodingValidatesToo() throws {
+        let decoded = try JSONDecoder().decode([DocumentPath].self, from: Data(#"["ok/path"]"#.utf8))
+        #expect(decoded.map(\.value) == ["ok/path"])
+        #expect(throws: (any Error).self) { try JSONDecoder().decode([DocumentPath].self, from: Data(#"["../x"]"#.utf8)) }
+    }
+
+    @Test func containerNames() throws {
+        for good in ["com.example.notes", "default", "A1", String(repeating: "a", count: 128)] {
+            #expect(try ContainerName(good).value == good)
+        }
+        for bad in ["", ".hidden", "-x", "a/b", "a b", "é", String(repeating: "a", count: 129), ".."] {
+            #expect(throws: XferError.self, "\(bad)") { try ContainerName(bad) }
+        }
+    }
+}
