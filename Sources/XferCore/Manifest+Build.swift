@@ -17,7 +17,7 @@ extension Manifest {
     ) throws -> Manifest {
         let top = try DirectoryWalker.entry(at: path)
         let kind: Kind = top.kind == .directory ? .package : .file
-        var tree = kind == .package ? try DirectoryWalker.walk(path) : [top]
+        let tree = kind == .package ? try DirectoryWalker.walk(path) : [top]
         let base = path.hasSuffix("/") ? String(path.dropLast()) : path
         let fileIndexes = tree.indices.filter { tree[$0].kind == .file }
         let inputs: [ChunkInput] = fileIndexes.map { index in
@@ -31,9 +31,6 @@ extension Manifest {
             try onEvent(event)
         }
         let collected = chunks.value
-        for (file, index) in fileIndexes.enumerated() {
-            tree[index].size = collected[file].reduce(0) { $0 + Int64($1.length) }
-        }
         var fileNumber = 0
         let entries = tree.map { entry -> Entry in
             var result = Entry(path: entry.relativePath, kind: entry.kind, mode: entry.mode,

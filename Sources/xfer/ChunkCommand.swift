@@ -40,7 +40,7 @@ extension Xfer {
             options.chunker = try chunking.configuration()
             options.compression = compress ? CompressionPolicy(level: level) : nil
             let inputs = try ChunkInputs.resolve(paths)
-            let report = ChunkReport(names: inputs.names, keepRecords: json, printChunks: !json && !summary)
+            let report = ChunkReport(names: inputs.files, keepRecords: json, printChunks: !json && !summary)
             let progress = ProgressLine(totalBytes: inputs.totalBytes)
             let clock = ContinuousClock()
             let start = clock.now
@@ -59,10 +59,9 @@ extension Xfer {
     }
 }
 
-/// The files a `chunk` run reads, with their names as the user wrote them.
+/// The files a `chunk` run reads, named as the user wrote them (or DIR/relative/path).
 struct ChunkInputs {
     var files: [String] = []
-    var names: [String] = []
     var totalBytes: Int64 = 0
 
     /// Expands directories into their regular files, in path order.
@@ -87,7 +86,6 @@ struct ChunkInputs {
 
     private mutating func add(_ path: String, size: Int64) {
         files.append(path)
-        names.append(path)
         totalBytes += size
     }
 }
