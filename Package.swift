@@ -7,10 +7,18 @@ let package = Package(
     products: [
         .library(name: "XferCore", targets: ["XferCore"]),
         .library(name: "XferProtocol", targets: ["XferProtocol"]),
+        .library(name: "XferServer", targets: ["XferServer"]),
+        .library(name: "XferClient", targets: ["XferClient"]),
         .executable(name: "xfer", targets: ["xfer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // C libraries from the system (Debian: libzstd-dev, libssl-dev), found through pkg-config.
@@ -26,16 +34,46 @@ let package = Package(
         ),
         .target(
             name: "XferCore",
-            dependencies: ["CZstd", "CCrypto"]
+            dependencies: ["CZstd", "CCrypto", "CXferShims"]
         ),
         .target(
             name: "XferProtocol",
             dependencies: ["XferCore"]
         ),
+        .target(
+            name: "CXferShims"
+        ),
+        .target(
+            name: "XferServer",
+            dependencies: [
+                "XferProtocol",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .target(
+            name: "XferClient",
+            dependencies: [
+                "XferProtocol",
+                "CXferShims",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         .executableTarget(
             name: "xfer",
             dependencies: [
                 "XferCore",
+                "XferProtocol",
+                "XferServer",
+                "XferClient",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -46,6 +84,18 @@ let package = Package(
         .testTarget(
             name: "XferProtocolTests",
             dependencies: ["XferProtocol"]
+        ),
+        .testTarget(
+            name: "XferServerTests",
+            dependencies: [
+                "XferServer",
+                "XferClient",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
+        .testTarget(
+            name: "XferClientTests",
+            dependencies: ["XferClient", "XferServer"]
         ),
         .testTarget(
             name: "XferCLITests",

@@ -20,7 +20,10 @@ enum FileSystem {
     /// Writes `bytes` to `path` so that `path` is either unchanged or the new content, even
     /// across a crash: temporary file in the same directory, write all, fsync, rename, fsync
     /// the directory. On failure the temporary file is removed.
-    static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+    ///
+    /// With `durable: false` both fsyncs are skipped: the caller makes a batch durable at once
+    /// (``LocalChunkStore/synchronize()``) before it relies on any of it.
+    static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true) throws {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
@@ -40,7 +43,7 @@ enum FileSystem {
                     offset += n
                 }
             }
-            guard fsync(fd) == 0 else { throw writeError(temporary, errno) }
+            guard !durable || fsync(fd) == 0 else { throw writeError(temporary, errno) }
             guard close(fd) == 0 else {
                 unlink(temporary)
                 throw writeError(temporary, errno)
@@ -55,7 +58,7 @@ enum FileSystem {
             unlink(temporary)
             throw writeError(path, err)
         }
-        try syncDirectory(directory)
+        if durable { try syncDirectory(directory) }
     }
 
     /// fsyncs a directory so that a rename in it is durable.

@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import CXferShims
 #elseif canImport(Darwin)
 import Darwin
 #endif
@@ -53,10 +54,21 @@ public final class LocalChunkStore: Sendable {
     /// - Returns: `true` if it was stored, `false` if the store already had it.
     /// - Throws: `corrupt_chunk` or `too_large` for a chunk that fails verification (nothing
     ///   is written); `io` if writing fails (nothing is left behind).
+    ///
+    /// - Parameters:
+    ///   - chunk: The encoded chunk.
+    ///   - durable: `false` skips the per-chunk fsyncs; call ``synchronize()`` before relying
+    ///     on a batch of such writes.
+    ///   - verifyExisting: Read back a chunk that is already present and replace it if it is
+    ///     damaged (a server does this when the chunk's presence is not yet recorded, since a
+    ///     crash before ``synchronize()`` can leave a renamed but unwritten file).
     @discardableResult
-    public func put(_ chunk: EncodedChunk) throws -> Bool {
+    public func put(_ chunk: EncodedChunk, durable: Bool = true, verifyExisting: Bool = false) throws -> Bool {
         _ = try chunk.decoded(maximumLength: maximumChunkSize)
-        if contains(chunk.id) { return false }
+        if contains(chunk.id) {
+            guard verifyExisting else { return false }
+            if (try? load(chunk.id, verify: true)) != nil { return false }
+        }
         var file = Self.magic
         file.append(chunk.encoding.rawValue)
         withUnsafeBytes(of: UInt32(chunk.length).littleEndian) { file.append(contentsOf: $0) }
@@ -64,8 +76,17 @@ public final class LocalChunkStore: Sendable {
         let destination = path(for: chunk.id)
         let directory = String(destination[..<destination.lastIndex(of: "/")!])
         try FileSystem.makeDirectories(directory)
-        try FileSystem.writeAtomically(file, to: destination)
+        try FileSystem.writeAtomically(file, to: destination, durable: durable)
         return true
+    }
+
+    /// Makes every earlier write to the store durable (one `syncfs` of its file system).
+    /// - Throws: `io` if the file system reports a write error.
+    public func synchronize() throws {
+        let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw XferError(.io, "cannot open \(root)", cause: SystemErrno(errno)) }
+        defer { close(fd) }
+        guard cxfer_syncfs(fd) == 0 else { throw XferError(.io, "cannot sync \(root)", cause: SystemErrno(errno)) }
     }
 
     /// Stores plain bytes, compressed under `policy`.
@@ -87,7 +108,16 @@ public final class LocalChunkStore: Sendable {
     /// - Throws: `not_found`; `corrupt_chunk` if the file is damaged (it is left in place for
     ///   inspection; ``remove(_:)`` deletes it); `io`.
     public func get(_ id: ChunkID) throws -> EncodedChunk {
-        try load(id).chunk
+        try load(id, verify: true).chunk
+    }
+
+    /// Reads a chunk as stored, checking only its header: for serving chunks to a receiver
+    /// that verifies them itself, without paying for decompression here.
+    /// - Parameter id: The chunk id.
+    /// - Returns: The encoded chunk.
+    /// - Throws: `not_found`; `corrupt_chunk` for a damaged header; `io`.
+    public func getUnverified(_ id: ChunkID) throws -> EncodedChunk {
+        try load(id, verify: false).chunk
     }
 
     /// Reads a chunk's plain bytes, verified.
@@ -95,10 +125,10 @@ public final class LocalChunkStore: Sendable {
     /// - Returns: The plain bytes.
     /// - Throws: As ``get(_:)``.
     public func read(_ id: ChunkID) throws -> [UInt8] {
-        try load(id).plain
+        try load(id, verify: true).plain
     }
 
-    private func load(_ id: ChunkID) throws -> (chunk: EncodedChunk, plain: [UInt8]) {
+    private func load(_ id: ChunkID, verify: Bool) throws -> (chunk: EncodedChunk, plain: [UInt8]) {
         let file = path(for: id)
         let bytes = try FileSystem.readWhole(file, limit: Self.headerSize + maximumChunkSize + maximumChunkSize / 64 + 1024)
         guard bytes.count >= Self.headerSize, Array(bytes.prefix(4)) == Self.magic,
@@ -107,6 +137,7 @@ public final class LocalChunkStore: Sendable {
         }
         let length = Int(bytes[5]) | Int(bytes[6]) << 8 | Int(bytes[7]) << 16 | Int(bytes[8]) << 24
         let chunk = EncodedChunk(id: id, length: length, encoding: encoding, payload: Array(bytes[Self.headerSize...]))
+        guard verify else { return (chunk, []) }
         do {
             return (chunk, try chunk.decoded(maximumLength: maximumChunkSize))
         } catch var error as XferError {

@@ -1,16 +1,16 @@
 import Synchronization
 
 /// A value behind a `Mutex`, in a class so closures and several owners can share it.
-final class Locked<Value: Sendable>: Sendable {
+package final class Locked<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
 
-    init(_ value: Value) { mutex = Mutex(value) }
+    package init(_ value: Value) { mutex = Mutex(value) }
 
     /// Runs `body` with exclusive access to the value.
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         try mutex.withLock { value in try body(&value) }
     }
 
     /// A copy of the value.
-    var value: Value { mutex.withLock { $0 } }
+    package var value: Value { mutex.withLock { $0 } }
 }

@@ -11,26 +11,15 @@ extension Manifest {
         out.bytes(Self.magic)
         out.byte(Self.formatVersion)
         out.byte(kind.rawValue)
-        out.varint(UInt64(chunker.minimumSize))
-        out.varint(UInt64(chunker.averageSize))
-        out.varint(UInt64(chunker.maximumSize))
-        out.byte(UInt8(chunker.normalizationLevel))
+        out.chunker(chunker)
         out.varint(UInt64(entries.count))
         for entry in entries {
-            out.string(entry.path)
-            out.byte(entry.kind.rawValue)
-            out.varint(UInt64(entry.mode))
-            out.varint(UInt64(bitPattern: (entry.mtimeNanoseconds << 1) ^ (entry.mtimeNanoseconds >> 63)))
+            out.entryHeader(entry)
             switch entry.kind {
             case .file:
                 out.varint(UInt64(entry.chunks.count))
-                for chunk in entry.chunks {
-                    out.varint(UInt64(chunk.length))
-                    out.bytes(chunk.id.bytes)
-                }
-            case .symlink:
-                out.string(entry.symlinkTarget ?? "")
-            case .directory:
+                for chunk in entry.chunks { out.chunk(chunk) }
+            case .symlink, .directory:
                 break
             }
         }
@@ -54,43 +43,18 @@ extension Manifest {
             throw XferError(.invalidManifest, "manifest format version \(version) is not supported (this build reads \(Self.formatVersion))")
         }
         guard let kind = Kind(rawValue: try input.byte()) else { throw XferError(.invalidManifest, "unknown manifest kind") }
-        let chunker: ChunkerConfiguration
-        do {
-            let minimum = try input.int(limit: ChunkerConfiguration.maximumAllowedSize)
-            let average = try input.int(limit: ChunkerConfiguration.maximumAllowedSize)
-            let maximum = try input.int(limit: ChunkerConfiguration.maximumAllowedSize)
-            chunker = try ChunkerConfiguration(minimumSize: minimum, averageSize: average, maximumSize: maximum,
-                                               normalizationLevel: Int(try input.byte()))
-        } catch let error as XferError where error.code == .invalidConfiguration {
-            throw XferError(.invalidManifest, "manifest chunk limits are invalid: \(error.message)")
-        }
+        let chunker = try input.chunker()
         // Every entry takes at least 4 bytes (path length, kind, mode, mtime).
         let count = try input.int(limit: input.remaining / 4)
         var entries: [Entry] = []
         entries.reserveCapacity(count)
         for _ in 0..<count {
-            let path = try input.string(limit: DocumentPathRules.maximumPathBytes)
-            guard let entryKind = EntryKind(rawValue: try input.byte()) else {
-                throw XferError(.invalidManifest, "entry \"\(path)\" has an unknown kind")
-            }
-            let mode = UInt32(try input.int(limit: 0o7777))
-            let zigzag = try input.varint()
-            let mtime = Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1)
-            var entry = Entry(path: path, kind: entryKind, mode: mode, mtimeNanoseconds: mtime)
-            switch entryKind {
-            case .file:
+            var entry = try input.entryHeader()
+            if entry.kind == .file {
                 // Every chunk takes at least 33 bytes (length, id).
                 let chunkCount = try input.int(limit: input.remaining / 33)
                 entry.chunks.reserveCapacity(chunkCount)
-                for _ in 0..<chunkCount {
-                    let length = try input.int(limit: chunker.maximumSize)
-                    let id = ChunkID(bytes: try input.bytes(ChunkID.byteCount))!
-                    entry.chunks.append(ChunkReference(id: id, length: length))
-                }
-            case .symlink:
-                entry.symlinkTarget = try input.string(limit: DocumentPathRules.maximumPathBytes)
-            case .directory:
-                break
+                for _ in 0..<chunkCount { entry.chunks.append(try input.chunk(maximumLength: chunker.maximumSize)) }
             }
             entries.append(entry)
         }
@@ -105,15 +69,77 @@ extension Manifest {
     }
 }
 
-/// Appends the primitives of xfer's binary formats.
-struct ByteWriter {
-    var buffer: [UInt8] = []
+extension ByteWriter {
+    /// Chunk limits: min, average, max as varints, then the normalization level.
+    package mutating func chunker(_ chunker: ChunkerConfiguration) {
+        varint(UInt64(chunker.minimumSize))
+        varint(UInt64(chunker.averageSize))
+        varint(UInt64(chunker.maximumSize))
+        byte(UInt8(chunker.normalizationLevel))
+    }
 
-    mutating func byte(_ value: UInt8) { buffer.append(value) }
-    mutating func bytes(_ values: [UInt8]) { buffer.append(contentsOf: values) }
+    /// What every entry starts with: path, kind, mode, zigzag mtime; a symlink's target.
+    package mutating func entryHeader(_ entry: Manifest.Entry) {
+        string(entry.path)
+        byte(entry.kind.rawValue)
+        varint(UInt64(entry.mode))
+        varint(UInt64(bitPattern: (entry.mtimeNanoseconds << 1) ^ (entry.mtimeNanoseconds >> 63)))
+        if entry.kind == .symlink { string(entry.symlinkTarget ?? "") }
+    }
+
+    /// One chunk reference: plain length, then the 32-byte id.
+    package mutating func chunk(_ chunk: Manifest.ChunkReference) {
+        varint(UInt64(chunk.length))
+        bytes(chunk.id.bytes)
+    }
+}
+
+extension ByteReader {
+    /// Reads what ``ByteWriter/chunker(_:)`` wrote.
+    package mutating func chunker() throws -> ChunkerConfiguration {
+        do {
+            let minimum = try int(limit: ChunkerConfiguration.maximumAllowedSize)
+            let average = try int(limit: ChunkerConfiguration.maximumAllowedSize)
+            let maximum = try int(limit: ChunkerConfiguration.maximumAllowedSize)
+            return try ChunkerConfiguration(minimumSize: minimum, averageSize: average, maximumSize: maximum,
+                                            normalizationLevel: Int(try byte()))
+        } catch let error as XferError where error.code == .invalidConfiguration {
+            throw XferError(.invalidManifest, "manifest chunk limits are invalid: \(error.message)")
+        }
+    }
+
+    /// Reads what ``ByteWriter/entryHeader(_:)`` wrote (chunks left empty).
+    package mutating func entryHeader() throws -> Manifest.Entry {
+        let path = try string(limit: DocumentPathRules.maximumPathBytes)
+        guard let kind = EntryKind(rawValue: try byte()) else {
+            throw XferError(.invalidManifest, "entry \"\(path)\" has an unknown kind")
+        }
+        let mode = UInt32(try int(limit: 0o7777))
+        let zigzag = try varint()
+        let mtime = Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1)
+        var entry = Manifest.Entry(path: path, kind: kind, mode: mode, mtimeNanoseconds: mtime)
+        if kind == .symlink { entry.symlinkTarget = try string(limit: DocumentPathRules.maximumPathBytes) }
+        return entry
+    }
+
+    /// Reads what ``ByteWriter/chunk(_:)`` wrote.
+    package mutating func chunk(maximumLength: Int) throws -> Manifest.ChunkReference {
+        let length = try int(limit: maximumLength)
+        return Manifest.ChunkReference(id: ChunkID(bytes: try bytes(ChunkID.byteCount))!, length: length)
+    }
+}
+
+/// Appends the primitives of xfer's binary formats.
+package struct ByteWriter {
+    package var buffer: [UInt8] = []
+
+    package init() {}
+
+    package mutating func byte(_ value: UInt8) { buffer.append(value) }
+    package mutating func bytes(_ values: [UInt8]) { buffer.append(contentsOf: values) }
 
     /// Unsigned LEB128: seven bits a byte, low first, high bit set on all but the last.
-    mutating func varint(_ value: UInt64) {
+    package mutating func varint(_ value: UInt64) {
         var v = value
         while v >= 0x80 {
             buffer.append(UInt8(v & 0x7F) | 0x80)
@@ -123,35 +149,35 @@ struct ByteWriter {
     }
 
     /// A varint byte length, then the UTF-8 bytes.
-    mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         varint(UInt64(value.utf8.count))
         buffer.append(contentsOf: value.utf8)
     }
 }
 
 /// Reads the primitives of xfer's binary formats, refusing truncated or non-canonical input.
-struct ByteReader {
+package struct ByteReader {
     private let data: [UInt8]
     private var position = 0
 
-    init(_ data: [UInt8]) { self.data = data }
+    package init(_ data: [UInt8]) { self.data = data }
 
-    var remaining: Int { data.count - position }
+    package var remaining: Int { data.count - position }
 
-    mutating func byte() throws -> UInt8 {
+    package mutating func byte() throws -> UInt8 {
         guard position < data.count else { throw truncated() }
         defer { position += 1 }
         return data[position]
     }
 
-    mutating func bytes(_ count: Int) throws -> [UInt8] {
+    package mutating func bytes(_ count: Int) throws -> [UInt8] {
         guard count <= remaining else { throw truncated() }
         defer { position += count }
         return Array(data[position..<(position + count)])
     }
 
     /// A minimal LEB128 varint of at most 64 bits.
-    mutating func varint() throws -> UInt64 {
+    package mutating func varint() throws -> UInt64 {
         var value: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -167,7 +193,7 @@ struct ByteReader {
     }
 
     /// A varint that must be at most `limit`.
-    mutating func int(limit: Int) throws -> Int {
+    package mutating func int(limit: Int) throws -> Int {
         let value = try varint()
         guard value <= UInt64(max(0, limit)) else {
             throw XferError(.invalidManifest, "value \(value) is over its limit of \(limit)")
@@ -176,7 +202,7 @@ struct ByteReader {
     }
 
     /// A varint length (at most `limit`) and that many bytes of valid UTF-8.
-    mutating func string(limit: Int) throws -> String {
+    package mutating func string(limit: Int) throws -> String {
         let count = try int(limit: min(limit, remaining))
         let raw = try bytes(count)
         guard let text = String(validating: raw, as: UTF8.self) else {

@@ -9,6 +9,11 @@ public struct XferError: Error, Sendable, CustomStringConvertible {
 
         private init(_ name: String) { self.name = name }
 
+        /// The code with this name, as it arrives over the wire; unknown names are kept as they are.
+        /// - Parameter name: A code name such as `conflict`.
+        /// - Returns: The code.
+        public static func named(_ name: String) -> Code { Code(name) }
+
         /// A configuration value is out of range or inconsistent.
         public static let invalidConfiguration = Code("invalid_configuration")
         /// A file system call failed.
@@ -29,6 +34,24 @@ public struct XferError: Error, Sendable, CustomStringConvertible {
         public static let invalidPath = Code("invalid_path")
         /// The operation was cancelled.
         public static let cancelled = Code("cancelled")
+        /// A request is malformed (bad JSON, a missing or out-of-range parameter).
+        public static let badRequest = Code("bad_request")
+        /// The token is missing, unknown or revoked.
+        public static let unauthorized = Code("unauthorized")
+        /// The token is valid but may not do this (an admin route, say).
+        public static let forbidden = Code("forbidden")
+        /// The document changed on the server since the version this request is based on.
+        public static let conflict = Code("conflict")
+        /// A manifest references chunks the server does not have; upload them and retry.
+        public static let missingChunks = Code("missing_chunks")
+        /// The account's storage quota would be exceeded.
+        public static let quotaExceeded = Code("quota_exceeded")
+        /// A name (account, container) is already taken.
+        public static let alreadyExists = Code("already_exists")
+        /// The server could not be reached or did not answer.
+        public static let unavailable = Code("unavailable")
+        /// The other side broke the protocol or failed unexpectedly.
+        public static let `internal` = Code("internal")
 
         public var description: String { name }
     }

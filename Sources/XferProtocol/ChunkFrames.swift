@@ -19,14 +19,26 @@ public enum ChunkFrames {
     public static func encode(_ chunks: [EncodedChunk]) -> [UInt8] {
         var body = magic
         body.reserveCapacity(magic.count + chunks.reduce(0) { $0 + frameHeaderSize + $1.payload.count })
-        for chunk in chunks {
-            body.append(contentsOf: chunk.id.bytes)
-            appendUInt32(UInt32(chunk.length), to: &body)
-            body.append(chunk.encoding.rawValue)
-            appendUInt32(UInt32(chunk.payload.count), to: &body)
-            body.append(contentsOf: chunk.payload)
-        }
+        for chunk in chunks { append(chunk, to: &body) }
         return body
+    }
+
+    /// Encodes one frame, for bodies written a frame at a time (a streamed download).
+    /// - Parameter chunk: The chunk.
+    /// - Returns: The frame's bytes (no magic).
+    public static func frame(_ chunk: EncodedChunk) -> [UInt8] {
+        var frame: [UInt8] = []
+        frame.reserveCapacity(frameHeaderSize + chunk.payload.count)
+        append(chunk, to: &frame)
+        return frame
+    }
+
+    private static func append(_ chunk: EncodedChunk, to body: inout [UInt8]) {
+        body.append(contentsOf: chunk.id.bytes)
+        appendUInt32(UInt32(chunk.length), to: &body)
+        body.append(chunk.encoding.rawValue)
+        appendUInt32(UInt32(chunk.payload.count), to: &body)
+        body.append(contentsOf: chunk.payload)
     }
 
     private static func appendUInt32(_ value: UInt32, to body: inout [UInt8]) {

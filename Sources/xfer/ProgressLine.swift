@@ -16,9 +16,9 @@ final class ProgressLine: Sendable {
     private let start = ContinuousClock.now
     private let state: Mutex<State>
 
-    init(totalBytes: Int64) {
+    init(totalBytes: Int64, quiet: Bool = false) {
         total = totalBytes
-        enabled = isatty(STDERR_FILENO) == 1
+        enabled = !quiet && isatty(STDERR_FILENO) == 1
         state = Mutex(State(lastDraw: start))
     }
 
@@ -26,6 +26,19 @@ final class ProgressLine: Sendable {
         guard enabled else { return }
         state.withLock { state in
             state.done += bytes
+            let now = ContinuousClock.now
+            guard now - state.lastDraw >= .milliseconds(100) else { return }
+            state.lastDraw = now
+            state.drawn = true
+            draw(done: state.done, elapsed: (now - start).seconds)
+        }
+    }
+
+    /// Sets the bytes done so far (for callers that count themselves).
+    func set(done: Int64) {
+        guard enabled else { return }
+        state.withLock { state in
+            state.done = done
             let now = ContinuousClock.now
             guard now - state.lastDraw >= .milliseconds(100) else { return }
             state.lastDraw = now

@@ -2,16 +2,20 @@ import ArgumentParser
 import XferCore
 
 @main
-struct Xfer: ParsableCommand {
+struct Xfer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "xfer",
         abstract: "Incremental chunked file transfer: sync files and packages, sending only what changed.",
         discussion: """
             Files are cut into content-defined chunks (FastCDC), named by SHA-256 and stored \
             zstd-compressed, so an edit costs bytes on the order of the edit.
+
+            Start a server with `xfer serve --data DIR`, create an account with \
+            `xfer account create NAME --data DIR`, then `xfer push PATH NAME` and \
+            `xfer pull NAME [DEST]` with --server/--token (or XFER_SERVER/XFER_TOKEN).
             """,
         version: XferVersion.current,
-        subcommands: [Chunk.self]
+        subcommands: [Push.self, Pull.self, List.self, Remove.self, Serve.self, Account.self, Chunk.self]
     )
 }
 

@@ -1,0 +1,420 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+/// Where a client talks to and which container it works in.
+public struct Remote: Sendable {
+    /// The connection.
+    public let connection: ServerConnection
+    /// The container.
+    public let container: ContainerName
+    /// Where client state databases live.
+    public let stateDirectory: String
+
+    /// Creates a remote.
+    public init(connection: ServerConnection, container: ContainerName, stateDirectory: String) {
+        self.connection = connection
+        self.container = container
+        self.stateDirectory = stateDirectory
+    }
+}
+
+/// How a transfer is going, for progress bars.
+public struct TransferProgress: Sendable {
+    /// Bytes hashed (push) or written (pull) so far.
+    public var bytesDone: Int64
+    /// Bytes in all.
+    public var bytesTotal: Int64
+    /// Payload bytes that crossed the network so far.
+    public var bytesOnWire: Int64
+}
+
+/// What a push did (`xfer push --json` prints it).
+public struct PushReport: Codable, Sendable {
+    /// The document's path.
+    public var document: String
+    /// The committed version.
+    public var version: Int64
+    /// Files in the document.
+    public var files: Int
+    /// Content bytes.
+    public var bytes: Int64
+    /// Chunk references in the manifest.
+    public var chunks: Int
+    /// Chunks uploaded.
+    public var chunksSent: Int
+    /// Payload bytes uploaded (compressed chunk bytes).
+    public var bytesSent: Int64
+    /// Content bytes the server already had.
+    public var bytesReused: Int64
+    /// Bytes of the manifest delta sent with the commit.
+    public var manifestBytes: Int
+    /// Wall-clock seconds.
+    public var seconds: Double
+}
+
+/// Tuning for push.
+public struct PushOptions: Sendable {
+    /// Replace the server's current version even if this root did not sync it.
+    public var force = false
+    /// Chunk limits for newly read files.
+    public var pipeline = ChunkPipeline.Options()
+    /// zstd settings for uploaded chunks.
+    public var compression = CompressionPolicy.default
+    /// Upload requests in flight at once.
+    public var uploadsInFlight = 4
+    /// Plain bytes per upload request.
+    public var uploadBatchBytes = 8 << 20
+    /// Chunk ids per "missing" question.
+    public var askBatch = 1024
+    /// A name for this device, shown to others.
+    public var device: String? = ProcessInfo.processInfo.hostName
+
+    /// Defaults.
+    public init() {}
+}
+
+/// Pushes a file or a directory (a package) as one document version: announce at once, hash
+/// in the pipeline, ask which new chunks the server lacks while hashing goes on, upload those
+/// compressed with several requests in flight, commit the manifest as a delta.
+public struct PushEngine: Sendable {
+    let remote: Remote
+    let options: PushOptions
+
+    /// Creates an engine.
+    public init(remote: Remote, options: PushOptions = PushOptions()) {
+        self.remote = remote
+        self.options = options
+    }
+
+    /// One chunk to upload: where its bytes are.
+    struct Location: Sendable {
+        var id: ChunkID
+        var file: String
+        var offset: Int64
+        var length: Int
+    }
+
+    /// Pushes `path` as document `name`.
+    /// - Parameters:
+    ///   - path: A file, symlink or directory.
+    ///   - name: The document's path in the container.
+    ///   - progress: Called now and then from any thread.
+    /// - Returns: What was done.
+    /// - Throws: `XferError`: `not_found`/`io` for the local path, `unavailable`, `unauthorized`,
+    ///   `conflict`, `quota_exceeded`, `invalid_path` and the rest from the server.
+    public func push(_ path: String, as name: DocumentPath,
+                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
+        let started = ContinuousClock.now
+        let connection = remote.connection
+        let top = try DirectoryWalker.entry(at: path)
+        let kind: Manifest.Kind = top.kind == .directory ? .package : .file
+        let tree = kind == .package ? try DirectoryWalker.walk(path) : [top]
+        let base = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
+        func fullPath(_ entry: TreeEntry) -> String { kind == .package ? base + "/" + entry.relativePath : base }
+
+        let state = try ClientState(root: base, stateDirectory: remote.stateDirectory)
+        let synced = try state.document(server: connection.server, container: remote.container, path: name)
+        var baseVersion = synced?.version
+        if options.force {
+            let current = try? await connection.stat(container: remote.container, path: name)
+            baseVersion = current.flatMap { $0.state == .current ? $0.version : nil }
+        }
+        let total = tree.reduce(Int64(0)) { $0 + ($1.kind == .file ? $1.size : 0) }
+
+        // 2. Which files must be read: those whose stamp changed since their chunks were computed.
+        let known = try state.files()
+        var chunkLists: [[Manifest.ChunkReference]?] = Array(repeating: nil, count: tree.count)
+        var stamps: [FileStamp?] = Array(repeating: nil, count: tree.count)
+        var toHash: [Int] = []
+        for (index, entry) in tree.enumerated() where entry.kind == .file {
+            let stamp = FileStamp.of(fullPath(entry))
+            stamps[index] = stamp
+            if let stamp, let record = known[entry.relativePath], record.stamp == stamp {
+                chunkLists[index] = record.chunks
+            } else {
+                toHash.append(index)
+            }
+        }
+
+        // Nothing changed since this root last synced: no version to make, nothing to send.
+        if toHash.isEmpty, !options.force, let synced, baseVersion == synced.version,
+           let unchanged = try? Manifest(kind: kind, chunker: synced.manifest.chunker, entries: tree.enumerated().map { index, entry in
+               Manifest.Entry(path: entry.relativePath, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
+                              chunks: chunkLists[index] ?? [], symlinkTarget: entry.symlinkTarget)
+           }), unchanged == synced.manifest {
+            return Self.report(name, synced.version, unchanged, Counters(), manifestBytes: 0, started: started)
+        }
+
+        // Metadata ahead of data: other devices see the pending version before any chunk moves.
+        let announced = try await connection.announce(container: remote.container, AnnounceRequest(
+            path: name, kind: kind == .package ? .package : .file, size: total, mtimeNs: top.mtimeNanoseconds,
+            mode: top.mode, baseVersion: baseVersion, device: options.device))
+
+        // 3. Chunks the server surely has (the base version's) are never asked about.
+        var onServer = Set((synced?.manifest.allChunks ?? []).map(\.id))
+        if baseVersion != synced?.version { onServer = [] }
+        let counters = Locked(Counters())
+        var initial: [Location] = []
+        var queued: Set<ChunkID> = []
+        for (index, chunks) in chunkLists.enumerated() {
+            guard let chunks else { continue }
+            var offset: Int64 = 0
+            for chunk in chunks {
+                if !onServer.contains(chunk.id), queued.insert(chunk.id).inserted {
+                    initial.append(Location(id: chunk.id, file: fullPath(tree[index]), offset: offset, length: chunk.length))
+                }
+                offset += Int64(chunk.length)
+            }
+            counters.withLock { $0.bytesHashed += stamps[index]?.size ?? 0 }
+        }
+
+        let hashed = try await upload(initial: initial, files: toHash.map { (index: $0, path: fullPath(tree[$0])) },
+                                      skip: onServer.union(queued), total: total, counters: counters, progress: progress)
+        for (index, chunks) in hashed { chunkLists[index] = chunks }
+
+        // 4. The manifest, sent as a delta against the base version.
+        let entries = tree.enumerated().map { index, entry in
+            Manifest.Entry(path: entry.relativePath, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
+                           chunks: chunkLists[index] ?? [], symlinkTarget: entry.symlinkTarget)
+        }
+        let manifest = try Manifest(kind: kind, chunker: hashed.isEmpty && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker,
+                                    entries: entries)
+        // Remember what was read, even if the commit fails, so a re-run does not read it again.
+        let newlyKnown = hashed.compactMap { index, chunks in
+            stamps[index].map { KnownFile(path: tree[index].relativePath, stamp: $0, chunks: chunks) }
+        }
+        try state.record(files: newlyKnown)
+
+        let deltaBase = baseVersion == synced?.version ? synced?.manifest : nil
+        let delta = manifest.delta(against: deltaBase)
+        let request = CommitRequest(path: name, version: announced.version, baseVersion: deltaBase == nil ? nil : baseVersion,
+                                    manifestDelta: delta, manifestDigest: manifest.digest)
+        let committed: DocumentInfo
+        do {
+            committed = try await commit(request, baseVersion: baseVersion, manifest: manifest)
+        } catch let error as XferError where error.code == .missingChunks {
+            // The server lacks chunks this client believed it had (a base from another root,
+            // say): send them and commit again, once.
+            let missing = Set((error.cause as? MissingChunksDetail)?.ids ?? [])
+            var again: [Location] = []
+            for (index, chunks) in chunkLists.enumerated() {
+                guard let chunks else { continue }
+                var offset: Int64 = 0
+                for chunk in chunks {
+                    if missing.contains(chunk.id) {
+                        again.append(Location(id: chunk.id, file: fullPath(tree[index]), offset: offset, length: chunk.length))
+                    }
+                    offset += Int64(chunk.length)
+                }
+            }
+            _ = try await upload(initial: again, files: [], skip: [], total: total, counters: counters, progress: progress)
+            committed = try await commit(request, baseVersion: baseVersion, manifest: manifest)
+        }
+
+        let allFiles = tree.enumerated().compactMap { index, entry -> KnownFile? in
+            guard entry.kind == .file, let stamp = stamps[index], let chunks = chunkLists[index] else { return nil }
+            return KnownFile(path: entry.relativePath, stamp: stamp, chunks: chunks)
+        }
+        try state.recordSynced(server: connection.server, container: remote.container, path: name,
+                               document: SyncedDocument(version: committed.version, manifest: manifest), files: allFiles, keepOnly: true)
+        return Self.report(name, committed.version, manifest, counters.value, manifestBytes: delta.count, started: started)
+    }
+
+    private static func report(_ name: DocumentPath, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
+                               manifestBytes: Int, started: ContinuousClock.Instant) -> PushReport {
+        let elapsed = ContinuousClock.now - started
+        let fileBytes = manifest.entries.reduce(Int64(0)) { $0 + ($1.kind == .file ? $1.size : 0) }
+        return PushReport(document: name.value, version: version,
+                          files: manifest.entries.filter { $0.kind != EntryKind.directory }.count, bytes: manifest.totalSize,
+                          chunks: manifest.allChunks.count, chunksSent: counters.chunksSent, bytesSent: counters.bytesSent,
+                          bytesReused: max(0, fileBytes - counters.plainBytesSent), manifestBytes: manifestBytes,
+                          seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+
+    private func commit(_ request: CommitRequest, baseVersion: Int64?, manifest: Manifest) async throws -> DocumentInfo {
+        do {
+            return try await remote.connection.commit(container: remote.container, request)
+        } catch let error as XferError where error.code == .invalidManifest && request.baseVersion != nil {
+            // The server could not rebuild the delta (its base differs): send the full manifest.
+            var full = request
+            full.manifestDelta = Base64.encode(manifest.delta(against: nil))
+            full.baseVersion = baseVersion
+            return try await remote.connection.commit(container: remote.container, full)
+        }
+    }
+
+    struct Counters: Sendable {
+        var bytesHashed: Int64 = 0
+        var chunksSent = 0
+        var bytesSent: Int64 = 0
+        var plainBytesSent: Int64 = 0
+    }
+
+    /// Hashes `files` in the pipeline on a background thread while this task asks which new
+    /// chunks the server lacks and uploads them, several requests in flight.
+    /// - Returns: The chunk list of each hashed file, by tree index.
+    private func upload(initial: [Location], files: [(index: Int, path: String)], skip: Set<ChunkID>, total: Int64,
+                        counters: Locked<Counters>, progress: @escaping @Sendable (TransferProgress) -> Void) async throws
+        -> [Int: [Manifest.ChunkReference]] {
+        let (batches, continuation) = AsyncStream<[Location]>.makeStream()
+        let stop = Locked(false)
+        let lists = Locked([Int: [Manifest.ChunkReference]]())
+        let options = options
+        let askBatch = options.askBatch
+
+        let report: @Sendable () -> Void = {
+            let c = counters.value
+            progress(TransferProgress(bytesDone: c.bytesHashed, bytesTotal: total, bytesOnWire: c.bytesSent))
+        }
+
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                defer { continuation.finish() }
+                var start = 0
+                while start < initial.count {
+                    continuation.yield(Array(initial[start..<min(initial.count, start + askBatch)]))
+                    start += askBatch
+                }
+                guard !files.isEmpty else { return }
+                try await Self.runPipeline(files: files, options: options.pipeline, skip: skip, batch: askBatch, stop: stop,
+                                           lists: lists, counters: counters, yield: { continuation.yield($0) }, report: report)
+            }
+            group.addTask {
+                do {
+                    try await self.sendMissing(batches, counters: counters, report: report)
+                } catch {
+                    stop.withLock { $0 = true }
+                    throw error
+                }
+            }
+            try await group.waitForAll()
+            return lists.value
+        }
+    }
+
+    /// Runs the chunk pipeline on a Dispatch thread, yielding batches of new chunk locations.
+    private static func runPipeline(files: [(index: Int, path: String)], options: ChunkPipeline.Options, skip: Set<ChunkID>,
+                                    batch: Int, stop: Locked<Bool>, lists: Locked<[Int: [Manifest.ChunkReference]]>,
+                                    counters: Locked<Counters>, yield: @escaping @Sendable ([Location]) -> Void,
+                                    report: @escaping @Sendable () -> Void) async throws {
+        // Pipeline callbacks arrive in order on one serial queue; this state is touched only there.
+        final class Collector: @unchecked Sendable {
+            var pending: [Location] = []
+            var seen: Set<ChunkID>
+            var lastReport = ContinuousClock.now
+            init(seen: Set<ChunkID>) { self.seen = seen }
+        }
+        let collector = Collector(seen: skip)
+        try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
+            DispatchQueue.global().async {
+                do {
+                    try ChunkPipeline(options: options).run(files.map { .file($0.path) }) { event in
+                        if stop.value { throw XferError(.cancelled, "push stopped") }
+                        switch event {
+                        case .fileStarted(let file, _, _):
+                            lists.withLock { $0[files[file].index] = [] }
+                        case .chunk(let file, let record):
+                            lists.withLock { $0[files[file].index]!.append(Manifest.ChunkReference(id: record.id, length: record.length)) }
+                            counters.withLock { $0.bytesHashed += Int64(record.length) }
+                            if collector.seen.insert(record.id).inserted {
+                                collector.pending.append(Location(id: record.id, file: files[file].path, offset: record.offset,
+                                                                  length: record.length))
+                                if collector.pending.count >= batch {
+                                    yield(collector.pending)
+                                    collector.pending = []
+                                }
+                            }
+                            if ContinuousClock.now - collector.lastReport > .milliseconds(100) {
+                                collector.lastReport = ContinuousClock.now
+                                report()
+                            }
+                        case .fileFinished:
+                            break
+                        }
+                    }
+                    if !collector.pending.isEmpty { yield(collector.pending) }
+                    done.resume()
+                } catch {
+                    done.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Asks about each batch, then uploads what is missing in bodies of about
+    /// `uploadBatchBytes`, at most `uploadsInFlight` at once.
+    private func sendMissing(_ batches: AsyncStream<[Location]>, counters: Locked<Counters>,
+                             report: @escaping @Sendable () -> Void) async throws {
+        let connection = remote.connection
+        let policy = options.compression
+        try await withThrowingTaskGroup(of: Void.self) { uploads in
+            var running = 0
+            var body: [Location] = []
+            var bodyBytes = 0
+            func launch() async throws {
+                guard !body.isEmpty else { return }
+                if running >= options.uploadsInFlight {
+                    try await uploads.next()
+                    running -= 1
+                }
+                let locations = body
+                body = []
+                bodyBytes = 0
+                running += 1
+                uploads.addTask {
+                    let chunks = try Self.read(locations, policy: policy)
+                    _ = try await connection.upload(chunks)
+                    counters.withLock { c in
+                        c.chunksSent += chunks.count
+                        c.bytesSent += chunks.reduce(0) { $0 + Int64($1.payload.count) }
+                        c.plainBytesSent += chunks.reduce(0) { $0 + Int64($1.length) }
+                    }
+                    report()
+                }
+            }
+            for await batch in batches {
+                let missing = Set(try await connection.missing(batch.map(\.id)))
+                for location in batch where missing.contains(location.id) {
+                    body.append(location)
+                    bodyBytes += location.length
+                    if bodyBytes >= options.uploadBatchBytes { try await launch() }
+                }
+            }
+            try await launch()
+            try await uploads.waitForAll()
+        }
+    }
+
+    /// Reads and compresses chunks from their files, checking each still hashes to its id.
+    private static func read(_ locations: [Location], policy: CompressionPolicy) throws -> [EncodedChunk] {
+        var chunks: [EncodedChunk] = []
+        chunks.reserveCapacity(locations.count)
+        var buffer = [UInt8](repeating: 0, count: locations.map(\.length).max() ?? 0)
+        var openFile: (path: String, fd: Int32)? = nil
+        defer { if let openFile { close(openFile.fd) } }
+        for location in locations {
+            if openFile?.path != location.file {
+                if let openFile { close(openFile.fd) }
+                let fd = open(location.file, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { throw XferError(.io, "cannot open \(location.file) to upload it", cause: SystemErrno(errno)) }
+                openFile = (location.file, fd)
+            }
+            let fd = openFile!.fd
+            try buffer.withUnsafeMutableBytes { raw in
+                var done = 0
+                while done < location.length {
+                    let n = pread(fd, raw.baseAddress! + done, location.length - done, off_t(location.offset) + off_t(done))
+                    if n < 0 && errno == EINTR { continue }
+                    guard n > 0 else {
+                        throw XferError(.io, "\(location.file) changed while it was being pushed (it is shorter now); push again")
+                    }
+                    done += n
+                }
+                let plain = UnsafeRawBufferPointer(rebasing: raw[0..<location.length])
+                chunks.append(try Zstd.encode(plain, id: location.id, policy: policy))
+            }
+        }
+        return chunks
+    }
+}

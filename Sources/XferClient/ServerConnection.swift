@@ -1,0 +1,220 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import XferCore
+import XferProtocol
+
+/// A connection to an xfer server: one method per /v1 route, errors as ``XferError`` with
+/// the server's code.
+public final class ServerConnection: Sendable {
+    /// The server's base URL (`http://127.0.0.1:8750`).
+    public let server: String
+    private let token: String
+    private let client: HTTPClient
+    /// Longest time one request may take.
+    public let timeout: TimeAmount
+
+    /// Creates a connection (nothing is sent until the first request).
+    /// - Parameters:
+    ///   - server: `http://HOST:PORT` or `HOST:PORT`.
+    ///   - token: The account's (or the admin) token.
+    ///   - timeout: Longest time one request may take (default 5 minutes).
+    public init(server: String, token: String, timeout: TimeAmount = .minutes(5)) {
+        var base = server.contains("://") ? server : "http://" + server
+        while base.hasSuffix("/") { base.removeLast() }
+        self.server = base
+        self.token = token
+        self.timeout = timeout
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .seconds(10), read: .seconds(120))
+        configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
+        configuration.decompression = .disabled
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// Closes the connection pool. Call once, when done.
+    public func shutdown() async {
+        try? await client.shutdown()
+    }
+
+    // MARK: Routes
+
+    /// `GET /v1/health` (no token needed).
+    public func health() async throws {
+        _ = try await send("GET", "/v1/health", authenticated: false)
+    }
+
+    /// The account the token belongs to.
+    public func account() async throws -> AccountInfo {
+        try await json(AccountInfo.self, "GET", "/v1/account")
+    }
+
+    /// Creates an account (admin token only); the answer carries the new token.
+    public func createAccount(_ request: CreateAccountRequest) async throws -> AccountInfo {
+        try await json(AccountInfo.self, "POST", "/v1/admin/accounts", body: WireJSON.encode(request))
+    }
+
+    /// Records a pending version before any data moves.
+    public func announce(container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo {
+        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/announce", body: WireJSON.encode(request))
+    }
+
+    /// The ids (of `ids`) the server lacks, asked in batches of the protocol's maximum.
+    public func missing(_ ids: [ChunkID]) async throws -> [ChunkID] {
+        var missing: [ChunkID] = []
+        var start = 0
+        while start < ids.count {
+            let batch = Array(ids[start..<min(ids.count, start + ProtocolLimits.maximumIDsPerRequest)])
+            missing += try await json(ChunkIDList.self, "POST", "/v1/chunks/missing", body: WireJSON.encode(ChunkIDList(ids: batch))).parsed()
+            start += batch.count
+        }
+        return missing
+    }
+
+    /// Uploads chunks in one framed body.
+    public func upload(_ chunks: [EncodedChunk]) async throws -> UploadResult {
+        let response = try await send("POST", "/v1/chunks", body: ChunkFrames.encode(chunks), contentType: "application/octet-stream")
+        return try WireJSON.decode(UploadResult.self, from: response.readableBytesView)
+    }
+
+    /// Commits an announced version.
+    public func commit(container: ContainerName, _ request: CommitRequest) async throws -> DocumentInfo {
+        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/commit", body: WireJSON.encode(request))
+    }
+
+    /// A document's newest state.
+    public func stat(container: ContainerName, path: DocumentPath) async throws -> DocumentInfo {
+        try await json(DocumentInfo.self, "GET", "/v1/containers/\(container)/document?path=\(Self.escape(path.value))")
+    }
+
+    /// Documents under a prefix.
+    public func list(container: ContainerName, prefix: String) async throws -> DocumentList {
+        try await json(DocumentList.self, "GET", "/v1/containers/\(container)/documents?prefix=\(Self.escape(prefix))")
+    }
+
+    /// Deletes a document.
+    public func delete(container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws -> DocumentInfo {
+        var route = "/v1/containers/\(container)/document?path=\(Self.escape(path.value))"
+        if let baseVersion { route += "&base_version=\(baseVersion)" }
+        return try await json(DocumentInfo.self, "DELETE", route)
+    }
+
+    /// A manifest: the current version's (or `version`'s), as a delta against `base` when the
+    /// server still has that version.
+    /// - Returns: The delta bytes, the version they describe, the base they are against (or
+    ///   `nil`: against nothing) and the full manifest's digest.
+    public func manifest(container: ContainerName, path: DocumentPath, version: Int64?, base: Int64?) async throws
+        -> (delta: [UInt8], version: Int64, base: Int64?, digest: ChunkID) {
+        var route = "/v1/containers/\(container)/manifest?path=\(Self.escape(path.value))"
+        if let version { route += "&version=\(version)" }
+        if let base { route += "&base=\(base)" }
+        let (response, body) = try await sendWithHeaders("GET", route, limit: Manifest.maximumEncodedSize)
+        guard let versionText = response.headers.first(name: XferHeader.version), let number = Int64(versionText),
+              let digestText = response.headers.first(name: XferHeader.digest), let digest = ChunkID(hex: digestText) else {
+            throw XferError(.internal, "the server's manifest answer lacks its version or digest headers")
+        }
+        let baseUsed = response.headers.first(name: XferHeader.base).flatMap { Int64($0) }
+        return (Array(body.readableBytesView), number, baseUsed, digest)
+    }
+
+    /// Downloads chunks, handing each to `onChunk` as its frame arrives (not yet verified:
+    /// the caller verifies).
+    public func download(_ ids: [ChunkID], onChunk: (EncodedChunk) async throws -> Void) async throws {
+        var request = try makeRequest("POST", "/v1/chunks/download", body: WireJSON.encode(ChunkIDList(ids: ids)))
+        request.headers.add(name: "Content-Type", value: "application/json")
+        let response = try await execute(request)
+        guard response.status == .ok else { throw try await Self.error(from: response) }
+        var decoder = ChunkFrameDecoder(limits: ChunkFrameLimits(maximumFrames: ids.count, maximumBodyLength: Int.max))
+        var received = 0
+        for try await buffer in response.body {
+            for chunk in try decoder.feed(buffer.readableBytesView) {
+                try await onChunk(chunk)
+                received += 1
+            }
+        }
+        try decoder.finish()
+        guard received == ids.count else {
+            throw XferError(.internal, "the server sent \(received) of \(ids.count) chunks")
+        }
+    }
+
+    /// Changes after a cursor, waiting up to `wait` seconds for one if there is none.
+    public func changes(container: ContainerName, after: Int64, wait: Int = 0) async throws -> ChangeList {
+        try await json(ChangeList.self, "GET", "/v1/containers/\(container)/changes?after=\(after)&wait=\(wait)")
+    }
+
+    // MARK: Plumbing
+
+    private func json<T: Decodable>(_ type: T.Type, _ method: String, _ route: String, body: [UInt8]? = nil) async throws -> T {
+        let response = try await send(method, route, body: body, contentType: "application/json")
+        do {
+            return try WireJSON.decode(type, from: response.readableBytesView)
+        } catch {
+            throw XferError(.internal, "the server's answer to \(method) \(route.prefix(while: { $0 != "?" })) is not what this client expects; is it an xfer server of a compatible version?")
+        }
+    }
+
+    private func send(_ method: String, _ route: String, body: [UInt8]? = nil, contentType: String? = nil,
+                      authenticated: Bool = true) async throws -> ByteBuffer {
+        try await sendWithHeaders(method, route, body: body, contentType: contentType, authenticated: authenticated).1
+    }
+
+    private func sendWithHeaders(_ method: String, _ route: String, body: [UInt8]? = nil, contentType: String? = nil,
+                                 authenticated: Bool = true, limit: Int = 64 << 20) async throws -> (HTTPClientResponse, ByteBuffer) {
+        var request = try makeRequest(method, route, body: body, authenticated: authenticated)
+        if let contentType, body != nil { request.headers.add(name: "Content-Type", value: contentType) }
+        let response = try await execute(request)
+        guard (200..<300).contains(response.status.code) else { throw try await Self.error(from: response) }
+        do {
+            return (response, try await response.body.collect(upTo: limit))
+        } catch {
+            throw XferError(.unavailable, "the connection to \(server) broke while reading the answer", cause: ClientError(error))
+        }
+    }
+
+    private func makeRequest(_ method: String, _ route: String, body: [UInt8]? = nil, authenticated: Bool = true) throws -> HTTPClientRequest {
+        var request = HTTPClientRequest(url: server + route)
+        request.method = HTTPMethod(rawValue: method)
+        if authenticated { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        request.headers.add(name: "User-Agent", value: "xfer/\(XferVersion.current)")
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        return request
+    }
+
+    private func execute(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
+        do {
+            return try await client.execute(request, timeout: timeout)
+        } catch let error as HTTPClientError where error == .cancelled {
+            throw XferError(.cancelled, "cancelled")
+        } catch is CancellationError {
+            throw XferError(.cancelled, "cancelled")
+        } catch {
+            throw XferError(.unavailable, "cannot reach the xfer server at \(server); is `xfer serve` running there, and is --server right?",
+                            cause: ClientError(error))
+        }
+    }
+
+    private static func error(from response: HTTPClientResponse) async throws -> XferError {
+        let body = try? await response.body.collect(upTo: 1 << 20)
+        guard let body, let decoded = try? WireJSON.decode(ErrorBody.self, from: body.readableBytesView) else {
+            return XferError(.internal, "the server answered \(response.status.code) \(response.status.reasonPhrase) without an xfer error body")
+        }
+        let code = XferError.Code.named(decoded.error.code)
+        var cause: (any Error & Sendable)? = nil
+        if code == .conflict { cause = ConflictDetail(currentVersion: decoded.error.currentVersion) }
+        if code == .missingChunks { cause = MissingChunksDetail(ids: (decoded.error.missing ?? []).compactMap { ChunkID(hex: $0) }) }
+        return XferError(code, decoded.error.message, cause: cause)
+    }
+
+    private static func escape(_ text: String) -> String {
+        let allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+}
+
+/// An HTTP client error as the cause of an ``XferError``.
+struct ClientError: Error, Sendable, CustomStringConvertible {
+    let description: String
+    init(_ error: any Error) { description = "\(error)" }
+}

@@ -1,0 +1,152 @@
+/// Manifests as deltas against a base version (docs/FORMAT.md, "Manifest delta v1").
+///
+/// A 1 GiB file has about 16,000 chunks, so its flat manifest is half a megabyte: more than a
+/// small edit costs. A delta names its base by digest and describes each file's chunk list
+/// as runs copied from the same path's list in the base plus the chunks that are new, so an
+/// edit costs bytes on the order of the edit. Entry metadata (path, mode, mtime) is sent in
+/// full; it is small.
+extension Manifest {
+    static let deltaMagic: [UInt8] = Array("XFD".utf8)
+    /// The delta encoding version.
+    public static let deltaFormatVersion: UInt8 = 1
+
+    private enum DeltaOp: UInt8 {
+        case copy = 0
+        case add = 1
+    }
+
+    /// Encodes this manifest as a delta against `base`.
+    /// - Parameter base: The version the receiver already has, or `nil` (every chunk is listed).
+    /// - Returns: Bytes that ``init(applying:to:)`` turns back into this manifest given the same base.
+    public func delta(against base: Manifest?) -> [UInt8] {
+        var out = ByteWriter()
+        out.bytes(Self.deltaMagic)
+        out.byte(Self.deltaFormatVersion)
+        out.bytes(base?.digest.bytes ?? [UInt8](repeating: 0, count: ChunkID.byteCount))
+        out.byte(kind.rawValue)
+        out.chunker(chunker)
+        out.varint(UInt64(entries.count))
+        var basePositions: [String: Int] = [:]
+        for (index, entry) in (base?.entries ?? []).enumerated() where entry.kind == .file {
+            basePositions[entry.path] = index
+        }
+        for entry in entries {
+            out.entryHeader(entry)
+            guard entry.kind == .file else { continue }
+            if let base, let position = basePositions[entry.path] {
+                out.varint(UInt64(position + 1))
+                Self.writeOps(entry.chunks, against: base.entries[position].chunks, to: &out)
+            } else {
+                out.varint(0)
+                Self.writeOps(entry.chunks, against: [], to: &out)
+            }
+        }
+        return out.buffer
+    }
+
+    /// Rebuilds a manifest from a delta and the base it was made against.
+    /// - Parameters:
+    ///   - delta: Bytes from ``delta(against:)``.
+    ///   - base: The base version; must be the one the delta names (`nil` for a delta without base).
+    /// - Throws: `invalid_manifest` for a malformed delta, a base other than the one it names,
+    ///   a copy outside the base's chunk list, or a result that is not a valid manifest.
+    public init(applying delta: [UInt8], to base: Manifest?) throws {
+        guard delta.count <= Self.maximumEncodedSize else {
+            throw XferError(.tooLarge, "manifest delta is \(delta.count) bytes, over the limit of \(Self.maximumEncodedSize)")
+        }
+        var input = ByteReader(delta)
+        guard try input.bytes(3) == Self.deltaMagic else { throw XferError(.invalidManifest, "not an xfer manifest delta (bad magic)") }
+        let version = try input.byte()
+        guard version == Self.deltaFormatVersion else {
+            throw XferError(.invalidManifest, "manifest delta version \(version) is not supported (this build reads \(Self.deltaFormatVersion))")
+        }
+        let named = try input.bytes(ChunkID.byteCount)
+        let expected = base?.digest.bytes ?? [UInt8](repeating: 0, count: ChunkID.byteCount)
+        guard named == expected else {
+            throw XferError(.invalidManifest, "the delta was made against base \(ChunkID(bytes: named)!) but the base given is \(base.map { $0.digest.hex } ?? "none")")
+        }
+        guard let kind = Kind(rawValue: try input.byte()) else { throw XferError(.invalidManifest, "unknown manifest kind") }
+        let chunker = try input.chunker()
+        let count = try input.int(limit: input.remaining / 4)
+        var entries: [Entry] = []
+        entries.reserveCapacity(count)
+        let baseEntries = base?.entries ?? []
+        for _ in 0..<count {
+            var entry = try input.entryHeader()
+            if entry.kind == .file {
+                let reference = try input.int(limit: baseEntries.count)
+                let source = reference == 0 ? [] : baseEntries[reference - 1].chunks
+                entry.chunks = try Self.readOps(from: &input, against: source, maximumLength: chunker.maximumSize)
+            }
+            entries.append(entry)
+        }
+        guard input.remaining == 0 else {
+            throw XferError(.invalidManifest, "manifest delta has \(input.remaining) bytes after its last entry")
+        }
+        try self.init(kind: kind, chunker: chunker, entries: entries)
+    }
+
+    /// Greedy matching: every new chunk that starts a run found in `base` is copied as the
+    /// longest such run from its first occurrence; everything else is added.
+    private static func writeOps(_ chunks: [ChunkReference], against base: [ChunkReference], to out: inout ByteWriter) {
+        var firstIndex: [ChunkID: Int] = [:]
+        firstIndex.reserveCapacity(base.count)
+        for (index, chunk) in base.enumerated() where firstIndex[chunk.id] == nil { firstIndex[chunk.id] = index }
+        var ops = ByteWriter()
+        var opCount = 0
+        var pendingAdds: [ChunkReference] = []
+        func flushAdds() {
+            guard !pendingAdds.isEmpty else { return }
+            ops.byte(DeltaOp.add.rawValue)
+            ops.varint(UInt64(pendingAdds.count))
+            for chunk in pendingAdds { ops.chunk(chunk) }
+            pendingAdds.removeAll(keepingCapacity: true)
+            opCount += 1
+        }
+        var i = 0
+        while i < chunks.count {
+            if let start = firstIndex[chunks[i].id], base[start] == chunks[i] {
+                var run = 1
+                while i + run < chunks.count, start + run < base.count, base[start + run] == chunks[i + run] { run += 1 }
+                flushAdds()
+                ops.byte(DeltaOp.copy.rawValue)
+                ops.varint(UInt64(start))
+                ops.varint(UInt64(run))
+                opCount += 1
+                i += run
+            } else {
+                pendingAdds.append(chunks[i])
+                i += 1
+            }
+        }
+        flushAdds()
+        out.varint(UInt64(opCount))
+        out.bytes(ops.buffer)
+    }
+
+    private static func readOps(from input: inout ByteReader, against base: [ChunkReference],
+                                maximumLength: Int) throws -> [ChunkReference] {
+        // Every op takes at least 3 bytes.
+        let opCount = try input.int(limit: input.remaining / 3)
+        var chunks: [ChunkReference] = []
+        for _ in 0..<opCount {
+            switch DeltaOp(rawValue: try input.byte()) {
+            case .copy:
+                let start = try input.int(limit: base.count)
+                let run = try input.int(limit: base.count - start)
+                guard run > 0 else { throw XferError(.invalidManifest, "manifest delta copies an empty run") }
+                chunks.append(contentsOf: base[start..<(start + run)])
+            case .add:
+                let added = try input.int(limit: input.remaining / 33)
+                guard added > 0 else { throw XferError(.invalidManifest, "manifest delta adds no chunks") }
+                for _ in 0..<added { chunks.append(try input.chunk(maximumLength: maximumLength)) }
+            case nil:
+                throw XferError(.invalidManifest, "manifest delta has an unknown operation")
+            }
+            guard chunks.count <= Self.maximumEncodedSize / 33 else {
+                throw XferError(.tooLarge, "manifest delta expands past the largest manifest allowed")
+            }
+        }
+        return chunks
+    }
+}

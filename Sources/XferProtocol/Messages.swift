@@ -1,0 +1,274 @@
+import XferCore
+
+// The JSON bodies of the /v1 routes (docs/PROTOCOL.md). Keys are snake_case on the wire;
+// `WireJSON` sets up the coders. Binary bodies (chunks, manifests) are in ChunkFrames.swift
+// and XferCore's manifest codecs.
+
+/// The kind of a document.
+public enum DocumentKind: String, Codable, Sendable, Hashable {
+    /// One regular file or symlink.
+    case file
+    /// A directory tree committed as one document.
+    case package
+}
+
+/// Where a version is in its life.
+public enum VersionState: String, Codable, Sendable, Hashable {
+    /// Announced; its data is on the way.
+    case uploading
+    /// The document's current content.
+    case current
+    /// Was current; a newer version replaced it.
+    case superseded
+    /// A deletion: the document is gone as of this version.
+    case deleted
+}
+
+/// `POST /v1/containers/{container}/announce`: a document's metadata, before any data.
+public struct AnnounceRequest: Codable, Sendable, Hashable {
+    /// The document's path in the container.
+    public var path: DocumentPath
+    /// File or package.
+    public var kind: DocumentKind
+    /// Total content bytes.
+    public var size: Int64
+    /// Modification time of the file or package root, nanoseconds since 1970.
+    public var mtimeNs: Int64
+    /// Permission bits of the file or package root.
+    public var mode: UInt32
+    /// The version this content was edited from; `nil` for a new document.
+    public var baseVersion: Int64?
+    /// A name for the device, shown to other devices.
+    public var device: String?
+
+    /// Creates an announcement.
+    public init(path: DocumentPath, kind: DocumentKind, size: Int64, mtimeNs: Int64, mode: UInt32,
+                baseVersion: Int64?, device: String? = nil) {
+        self.path = path
+        self.kind = kind
+        self.size = size
+        self.mtimeNs = mtimeNs
+        self.mode = mode
+        self.baseVersion = baseVersion
+        self.device = device
+    }
+}
+
+/// What a document looks like at one version; the answer to announce, commit, stat and delete.
+public struct DocumentInfo: Codable, Sendable, Hashable {
+    /// The document's path.
+    public var path: DocumentPath
+    /// Server-assigned version number, increasing per document.
+    public var version: Int64
+    /// Uploading, current, superseded or deleted.
+    public var state: VersionState
+    /// File or package.
+    public var kind: DocumentKind
+    /// Content bytes.
+    public var size: Int64
+    /// Modification time, nanoseconds since 1970.
+    public var mtimeNs: Int64
+    /// Permission bits.
+    public var mode: UInt32
+    /// The version it was based on.
+    public var baseVersion: Int64?
+    /// SHA-256 of the manifest's canonical encoding (committed versions only).
+    public var manifestDigest: String?
+    /// Files in the document (committed versions only).
+    public var files: Int?
+    /// Chunk references in the manifest (committed versions only).
+    public var chunks: Int?
+    /// The device that wrote it, if it said.
+    public var device: String?
+    /// Change-feed sequence number of this version's last change.
+    public var sequence: Int64
+
+    /// Creates a description.
+    public init(path: DocumentPath, version: Int64, state: VersionState, kind: DocumentKind, size: Int64,
+                mtimeNs: Int64, mode: UInt32, baseVersion: Int64?, manifestDigest: String?, files: Int?,
+                chunks: Int?, device: String?, sequence: Int64) {
+        self.path = path
+        self.version = version
+        self.state = state
+        self.kind = kind
+        self.size = size
+        self.mtimeNs = mtimeNs
+        self.mode = mode
+        self.baseVersion = baseVersion
+        self.manifestDigest = manifestDigest
+        self.files = files
+        self.chunks = chunks
+        self.device = device
+        self.sequence = sequence
+    }
+}
+
+/// `POST /v1/chunks/missing`: which of these chunks does the account lack?
+public struct ChunkIDList: Codable, Sendable, Hashable {
+    /// Hex chunk ids, at most ``ProtocolLimits/maximumIDsPerRequest``.
+    public var ids: [String]
+
+    /// Creates a list.
+    public init(ids: [ChunkID]) { self.ids = ids.map(\.hex) }
+
+    /// The ids, parsed.
+    /// - Throws: `bad_request` for anything but 64 hex digits.
+    public func parsed() throws -> [ChunkID] {
+        try ids.map { text in
+            guard let id = ChunkID(hex: text) else {
+                throw XferError(.badRequest, "\"\(text.prefix(80))\" is not a chunk id (64 hex digits)")
+            }
+            return id
+        }
+    }
+}
+
+/// The answer to `POST /v1/chunks`: how the upload went.
+public struct UploadResult: Codable, Sendable, Hashable {
+    /// Chunks in the body.
+    public var received: Int
+    /// Chunks newly stored for the account.
+    public var stored: Int
+    /// Plain bytes newly stored.
+    public var storedBytes: Int64
+
+    /// Creates a result.
+    public init(received: Int, stored: Int, storedBytes: Int64) {
+        self.received = received
+        self.stored = stored
+        self.storedBytes = storedBytes
+    }
+}
+
+/// `POST /v1/containers/{container}/commit`: make an announced version current.
+public struct CommitRequest: Codable, Sendable, Hashable {
+    /// The document's path.
+    public var path: DocumentPath
+    /// The version announce returned.
+    public var version: Int64
+    /// The version the content was edited from (must still be current), `nil` for a new document.
+    public var baseVersion: Int64?
+    /// The manifest as a delta against `baseVersion`'s manifest (or against none), base64.
+    public var manifestDelta: String
+    /// SHA-256 hex of the full manifest's canonical encoding, checked after applying the delta.
+    public var manifestDigest: String
+
+    /// Creates a commit.
+    public init(path: DocumentPath, version: Int64, baseVersion: Int64?, manifestDelta: [UInt8], manifestDigest: ChunkID) {
+        self.path = path
+        self.version = version
+        self.baseVersion = baseVersion
+        self.manifestDelta = Base64.encode(manifestDelta)
+        self.manifestDigest = manifestDigest.hex
+    }
+}
+
+/// `GET /v1/containers/{container}/documents`: the documents under a prefix.
+public struct DocumentList: Codable, Sendable, Hashable {
+    /// Each document's newest state: current, deleted, or uploading if never committed.
+    public var documents: [DocumentInfo]
+    /// The container's change-feed position when the list was read.
+    public var cursor: Int64
+
+    /// Creates a list.
+    public init(documents: [DocumentInfo], cursor: Int64) {
+        self.documents = documents
+        self.cursor = cursor
+    }
+}
+
+/// `GET /v1/containers/{container}/changes?after=N`: what changed after a cursor.
+public struct ChangeList: Codable, Sendable, Hashable {
+    /// Changed versions in sequence order.
+    public var changes: [DocumentInfo]
+    /// Pass as `after` to read on.
+    public var cursor: Int64
+    /// More changes wait past `cursor`.
+    public var more: Bool
+
+    /// Creates a change list.
+    public init(changes: [DocumentInfo], cursor: Int64, more: Bool) {
+        self.changes = changes
+        self.cursor = cursor
+        self.more = more
+    }
+}
+
+/// `POST /v1/admin/accounts`: create an account (admin token only).
+public struct CreateAccountRequest: Codable, Sendable, Hashable {
+    /// 1–64 characters of `A-Z a-z 0-9 . _ -`.
+    public var name: String
+    /// Storage quota in bytes; the server's default when `nil`.
+    public var quota: Int64?
+
+    /// Creates a request.
+    public init(name: String, quota: Int64?) {
+        self.name = name
+        self.quota = quota
+    }
+}
+
+/// An account and, once, at creation, its token.
+public struct AccountInfo: Codable, Sendable, Hashable {
+    /// The account's name.
+    public var name: String
+    /// Quota in bytes.
+    public var quota: Int64
+    /// Plain bytes of the chunks the account stores, each distinct chunk counted once.
+    public var used: Int64
+    /// The new token; only in the answer to account creation.
+    public var token: String?
+
+    /// Creates a description.
+    public init(name: String, quota: Int64, used: Int64, token: String? = nil) {
+        self.name = name
+        self.quota = quota
+        self.used = used
+        self.token = token
+    }
+}
+
+/// The body of every error response.
+public struct ErrorBody: Codable, Sendable, Hashable {
+    /// The error.
+    public struct Detail: Codable, Sendable, Hashable {
+        /// Stable code (`conflict`, `invalid_path`, …).
+        public var code: String
+        /// A sentence for people.
+        public var message: String
+        /// For `missing_chunks`: some of the ids the server lacks.
+        public var missing: [String]?
+        /// For `conflict`: the document's current version.
+        public var currentVersion: Int64?
+    }
+
+    /// The error.
+    public var error: Detail
+
+    /// Creates a body.
+    public init(code: String, message: String, missing: [String]? = nil, currentVersion: Int64? = nil) {
+        error = Detail(code: code, message: message, missing: missing, currentVersion: currentVersion)
+    }
+}
+
+/// Limits both sides agree on.
+public enum ProtocolLimits {
+    /// Ids in one missing or download request.
+    public static let maximumIDsPerRequest = 4096
+    /// Bytes of a JSON request body (a commit carries a manifest delta; 64 MiB).
+    public static let maximumJSONBody = 64 << 20
+    /// Documents in one list or change answer.
+    public static let maximumListCount = 10_000
+    /// Longest wait of a long-polling change request, in seconds.
+    public static let maximumWaitSeconds = 60
+}
+
+/// Names of HTTP headers xfer uses.
+public enum XferHeader {
+    /// A manifest response: the version it describes.
+    public static let version = "X-Xfer-Version"
+    /// A manifest response: the version the delta is against (absent: a full delta).
+    public static let base = "X-Xfer-Base"
+    /// A manifest response: SHA-256 hex of the full manifest.
+    public static let digest = "X-Xfer-Manifest-Digest"
+}

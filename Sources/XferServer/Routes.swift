@@ -1,0 +1,261 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import XferCore
+import XferProtocol
+
+/// The /v1 routes (docs/PROTOCOL.md): documents, chunks, the change feed and accounts.
+struct Routes: Sendable {
+    let metadata: any MetadataStore
+    let chunks: any ChunkStore
+    let limits: ServerLimits
+    let changes: ChangeNotifier
+
+    func register(on router: Router<XferRequestContext>) {
+        router.add(middleware: ErrorMiddleware())
+        router.get("/v1/health") { _, _ -> Response in
+            Self.json(HealthStatus(status: "ok", version: XferVersion.current))
+        }
+        let v1 = router.group("v1").add(middleware: AuthMiddleware(metadata: metadata))
+        v1.post("admin/accounts", use: createAccount)
+        v1.get("account", use: account)
+        v1.post("chunks/missing", use: missing)
+        v1.post("chunks", use: upload)
+        v1.post("chunks/download", use: download)
+        v1.post("containers/:container/announce", use: announce)
+        v1.post("containers/:container/commit", use: commit)
+        v1.get("containers/:container/documents", use: list)
+        v1.get("containers/:container/document", use: stat)
+        v1.delete("containers/:container/document", use: delete)
+        v1.get("containers/:container/manifest", use: manifest)
+        v1.get("containers/:container/changes", use: changeList)
+    }
+
+    // MARK: Accounts
+
+    @Sendable func createAccount(_ request: Request, context: XferRequestContext) async throws -> Response {
+        guard try context.requirePrincipal().isAdmin else {
+            throw XferError(.forbidden, "creating accounts needs the admin token (DIR/admin-token on the server)")
+        }
+        let body = try await Self.decode(CreateAccountRequest.self, request)
+        let quota = body.quota ?? limits.defaultQuota
+        guard quota >= 0 else { throw XferError(.badRequest, "quota must not be negative") }
+        let token = TokenHash.generate()
+        var info = try await metadata.createAccount(name: try AccountName(body.name), quota: quota, tokenHash: TokenHash.hash(token))
+        info.token = token
+        return Self.json(info, status: .created)
+    }
+
+    @Sendable func account(_ request: Request, context: XferRequestContext) async throws -> Response {
+        Self.json(try await metadata.account(try context.requireAccount().accountID))
+    }
+
+    // MARK: Chunks
+
+    @Sendable func missing(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let ids = try await Self.decode(ChunkIDList.self, request).parsed()
+        try Self.checkCount(ids.count)
+        return Self.json(ChunkIDList(ids: try await metadata.missingChunks(account: account.accountID, ids: ids)))
+    }
+
+    @Sendable func upload(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        var decoder = ChunkFrameDecoder(limits: limits.frames)
+        var received = 0
+        var stored = 0
+        var storedBytes: Int64 = 0
+        var pending: [EncodedChunk] = []
+        var pendingBytes = 0
+        func flush() async throws {
+            guard !pending.isEmpty else { return }
+            let batch = pending
+            pending = []
+            pendingBytes = 0
+            let results = try await chunks.store(batch)
+            let good = zip(batch, results).filter { $0.1 == nil }.map { OwnedChunk(id: $0.0.id, length: $0.0.length) }
+            let added = try await metadata.addChunks(account: account.accountID, good)
+            stored += added.count
+            storedBytes += added.bytes
+            if let index = results.firstIndex(where: { $0 != nil }), let error = results[index] {
+                throw XferError(.corruptChunk, "chunk \(batch[index].id) was refused: \(error.message); \(stored) chunks before it were stored",
+                                cause: error)
+            }
+        }
+        for try await buffer in request.body {
+            let frames = try decoder.feed(buffer.readableBytesView)
+            received += frames.count
+            for frame in frames {
+                pending.append(frame)
+                pendingBytes += frame.payload.count
+            }
+            if pendingBytes >= 8 << 20 { try await flush() }
+        }
+        try decoder.finish()
+        try await flush()
+        return Self.json(UploadResult(received: received, stored: stored, storedBytes: storedBytes))
+    }
+
+    @Sendable func download(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let ids = try await Self.decode(ChunkIDList.self, request).parsed()
+        try Self.checkCount(ids.count)
+        let absent = try await metadata.missingChunks(account: account.accountID, ids: ids)
+        guard absent.isEmpty else {
+            throw XferError(.notFound, "\(absent.count) of the requested chunks are not stored for this account (first: \(absent[0]))")
+        }
+        let chunks = chunks
+        return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: ResponseBody { writer in
+            try await writer.write(ByteBuffer(bytes: ChunkFrames.magic))
+            for id in ids {
+                let chunk = try await chunks.load(id)
+                try await writer.write(ByteBuffer(bytes: ChunkFrames.frame(chunk)))
+            }
+            try await writer.finish(nil)
+        })
+    }
+
+    // MARK: Documents
+
+    @Sendable func announce(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let container = try Self.container(context)
+        let body = try await Self.decode(AnnounceRequest.self, request)
+        guard body.size >= 0, body.mode <= 0o7777 else { throw XferError(.badRequest, "size must be ≥ 0 and mode ≤ 7777") }
+        let info = try await metadata.announce(account: account.accountID, container: container, body)
+        changes.notify(account: account.accountID, container: container)
+        return Self.json(info, status: .created)
+    }
+
+    @Sendable func commit(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let container = try Self.container(context)
+        let body = try await Self.decode(CommitRequest.self, request)
+        guard let digest = ChunkID(hex: body.manifestDigest) else { throw XferError(.badRequest, "manifest_digest is not 64 hex digits") }
+        var base: Manifest? = nil
+        if let baseVersion = body.baseVersion {
+            let stored = try await metadata.manifest(account: account.accountID, container: container, path: body.path, version: baseVersion)
+            base = try Manifest(decoding: stored.manifest)
+        }
+        let manifest = try Manifest(applying: try Base64.decode(body.manifestDelta), to: base)
+        let encoded = manifest.encoded()
+        guard ChunkID.of(encoded) == digest else {
+            throw XferError(.invalidManifest, "the manifest rebuilt from the delta has digest \(ChunkID.of(encoded)), not \(digest)")
+        }
+        let info = try await metadata.commit(account: account.accountID, container: container, path: body.path,
+                                             version: body.version, baseVersion: body.baseVersion, manifest: manifest, encoded: encoded)
+        changes.notify(account: account.accountID, container: container)
+        return Self.json(info)
+    }
+
+    @Sendable func list(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let prefix = request.uri.queryParameters.get("prefix").map { String($0) } ?? ""
+        guard prefix.utf8.count <= DocumentPathRules.maximumPathBytes, !prefix.utf8.contains(0) else {
+            throw XferError(.invalidPath, "prefix is too long or contains NUL")
+        }
+        let limit = try Self.intParameter(request, "limit", default: ProtocolLimits.maximumListCount, range: 1...ProtocolLimits.maximumListCount)
+        return Self.json(try await metadata.list(account: account.accountID, container: try Self.container(context),
+                                                 prefix: prefix.precomposedStringWithCanonicalMapping, limit: limit))
+    }
+
+    @Sendable func stat(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        return Self.json(try await metadata.document(account: account.accountID, container: try Self.container(context),
+                                                     path: try Self.path(request)))
+    }
+
+    @Sendable func delete(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let container = try Self.container(context)
+        let base = try Self.optionalInt(request, "base_version")
+        let info = try await metadata.delete(account: account.accountID, container: container, path: try Self.path(request), baseVersion: base)
+        changes.notify(account: account.accountID, container: container)
+        return Self.json(info)
+    }
+
+    @Sendable func manifest(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let container = try Self.container(context)
+        let path = try Self.path(request)
+        let stored = try await metadata.manifest(account: account.accountID, container: container, path: path,
+                                                 version: try Self.optionalInt(request, "version"))
+        var headers: HTTPFields = [.contentType: "application/octet-stream"]
+        headers[HTTPField.Name(XferHeader.version)!] = String(stored.info.version)
+        headers[HTTPField.Name(XferHeader.digest)!] = stored.info.manifestDigest
+        let manifest = try Manifest(decoding: stored.manifest)
+        var base: Manifest? = nil
+        if let baseVersion = try Self.optionalInt(request, "base"),
+           let known = try? await metadata.manifest(account: account.accountID, container: container, path: path, version: baseVersion) {
+            base = try Manifest(decoding: known.manifest)
+            headers[HTTPField.Name(XferHeader.base)!] = String(baseVersion)
+        }
+        return Response(status: .ok, headers: headers,
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: manifest.delta(against: base))))
+    }
+
+    @Sendable func changeList(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let container = try Self.container(context)
+        let after = try Self.optionalInt(request, "after") ?? 0
+        let limit = try Self.intParameter(request, "limit", default: 1000, range: 1...ProtocolLimits.maximumListCount)
+        let wait = try Self.intParameter(request, "wait", default: 0, range: 0...ProtocolLimits.maximumWaitSeconds)
+        var list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit)
+        if list.changes.isEmpty && wait > 0 {
+            // Long poll: wake on the next change to this container, or give up after `wait` seconds.
+            await changes.wait(account: account.accountID, container: container, seconds: wait) {
+                (try? await metadata.changes(account: account.accountID, container: container, after: after, limit: 1).changes.isEmpty) == false
+            }
+            list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit)
+        }
+        return Self.json(list)
+    }
+
+    // MARK: Helpers
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(value))))
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T {
+        let body = try await request.body.collect(upTo: ProtocolLimits.maximumJSONBody)
+        return try WireJSON.decode(type, from: body.readableBytesView)
+    }
+
+    static func container(_ context: XferRequestContext) throws -> ContainerName {
+        try ContainerName(context.parameters.get("container") ?? "")
+    }
+
+    static func path(_ request: Request) throws -> DocumentPath {
+        guard let raw = request.uri.queryParameters.get("path") else {
+            throw XferError(.badRequest, "the path query parameter is required")
+        }
+        return try DocumentPath(String(raw))
+    }
+
+    static func optionalInt(_ request: Request, _ name: String) throws -> Int64? {
+        guard let raw = request.uri.queryParameters.get(name) else { return nil }
+        guard let value = Int64(raw), value >= 0 else { throw XferError(.badRequest, "\(name) must be a non-negative integer") }
+        return value
+    }
+
+    static func intParameter(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let raw = try optionalInt(request, name) else { return value }
+        guard range.contains(Int(clamping: raw)) else { throw XferError(.badRequest, "\(name) must be in \(range.lowerBound)...\(range.upperBound)") }
+        return Int(raw)
+    }
+
+    static func checkCount(_ count: Int) throws {
+        guard count <= ProtocolLimits.maximumIDsPerRequest else {
+            throw XferError(.tooLarge, "\(count) ids in one request; at most \(ProtocolLimits.maximumIDsPerRequest)")
+        }
+    }
+}
+
+/// The health check's answer.
+struct HealthStatus: Codable, Sendable {
+    var status: String
+    var version: String
+}

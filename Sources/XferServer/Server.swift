@@ -1,0 +1,101 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import XferCore
+import XferProtocol
+
+/// Limits the server enforces.
+public struct ServerLimits: Sendable, Hashable {
+    /// Frames of one upload body.
+    public var frames = ChunkFrameLimits()
+    /// Quota of a new account when none is given: 5 GiB.
+    public var defaultQuota: Int64 = 5 << 30
+
+    /// Default limits.
+    public init() {}
+}
+
+/// A server's data directory: `metadata.sqlite`, `chunks/`, `admin-token`.
+///
+/// Opening it creates what is missing; on first use it writes a new admin token to
+/// `admin-token` (mode 0600).
+public struct ServerData: Sendable {
+    /// The directory.
+    public let directory: String
+    /// The metadata store.
+    public let metadata: any MetadataStore
+    /// The chunk store.
+    public let chunks: any ChunkStore
+    /// Set when this open created the admin token (so the caller can say where it is).
+    public let createdAdminToken: Bool
+
+    /// The admin token's file.
+    public var adminTokenPath: String { directory + "/admin-token" }
+
+    /// Opens or initializes a data directory with the embedded stores.
+    /// - Parameter directory: The directory (created if absent).
+    /// - Throws: `io` if it cannot be created or opened.
+    public static func open(_ directory: String) async throws -> ServerData {
+        let directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
+        guard FileManager.default.fileExists(atPath: directory) || (try? FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil else {
+            throw XferError(.io, "cannot create the data directory \(directory)")
+        }
+        let metadata = try SQLiteMetadataStore(path: directory + "/metadata.sqlite")
+        let files = try LocalChunkStore(root: directory + "/chunks")
+        _ = try? files.removeTemporaryFiles()
+        var created = false
+        if try await !metadata.hasAdminToken() {
+            let token = TokenHash.generate()
+            let path = directory + "/admin-token"
+            let temporary = path + ".tmp"
+            guard FileManager.default.createFile(atPath: temporary, contents: Data((token + "\n").utf8),
+                                                 attributes: [.posixPermissions: 0o600]),
+                  rename(temporary, path) == 0 else {
+                throw XferError(.io, "cannot write \(path)")
+            }
+            try await metadata.addAdminToken(hash: TokenHash.hash(token))
+            created = true
+        }
+        return ServerData(directory: directory, metadata: metadata, chunks: FileChunkStore(files: files), createdAdminToken: created)
+    }
+
+    /// Creates an account directly in the data directory (no server needed).
+    /// - Returns: The account, with its token.
+    public func createAccount(name: String, quota: Int64?, limits: ServerLimits = ServerLimits()) async throws -> AccountInfo {
+        let token = TokenHash.generate()
+        var info = try await metadata.createAccount(name: try AccountName(name), quota: quota ?? limits.defaultQuota,
+                                                    tokenHash: TokenHash.hash(token))
+        info.token = token
+        return info
+    }
+}
+
+/// Builds the HTTP application: routes over a data directory's stores.
+public enum XferServer {
+    /// The router with every /v1 route, for tests (`app.test(.router)`) and ``application(data:host:port:limits:logger:)``.
+    public static func router(data: ServerData, limits: ServerLimits = ServerLimits()) -> Router<XferRequestContext> {
+        let router = Router(context: XferRequestContext.self)
+        Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: ChangeNotifier()).register(on: router)
+        return router
+    }
+
+    /// The application listening on `host:port`.
+    /// - Parameters:
+    ///   - data: The opened data directory.
+    ///   - host: Address to bind (127.0.0.1 by default in the CLI).
+    ///   - port: Port (0 picks a free one; `onServerRunning` sees it).
+    ///   - limits: Request limits.
+    ///   - logger: Where requests are logged.
+    ///   - onServerRunning: Called with the bound port once listening.
+    public static func application(data: ServerData, host: String, port: Int, limits: ServerLimits = ServerLimits(),
+                                   logger: Logger, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in })
+        -> some ApplicationProtocol {
+        Application(
+            router: router(data: data, limits: limits),
+            configuration: .init(address: .hostname(host, port: port), serverName: "xfer/\(XferVersion.current)"),
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
+            logger: logger)
+    }
+}

@@ -1,0 +1,99 @@
+import ArgumentParser
+import Foundation
+import XferClient
+import XferCore
+import XferProtocol
+
+/// Where the server is and who we are: flags, then XFER_* variables, then the config file.
+struct ClientOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Server URL (default: XFER_SERVER, the config file, else http://127.0.0.1:8750).", valueName: "URL"))
+    var server: String?
+
+    @Option(help: ArgumentHelp("Access token (default: XFER_TOKEN or the config file).", valueName: "TOKEN"))
+    var token: String?
+
+    @Option(help: ArgumentHelp("Container (default: XFER_CONTAINER, the config file, else \"default\").", valueName: "NAME"))
+    var container: String?
+
+    @Option(help: ArgumentHelp("Client state directory (default: XFER_STATE_DIR, else ~/.local/state/xfer).", valueName: "DIR"))
+    var stateDir: String?
+
+    /// The config file: `$XFER_CONFIG`, else `$XDG_CONFIG_HOME/xfer/config.json`, else `~/.config/xfer/config.json`.
+    static func configPath(_ environment: [String: String]) -> String {
+        if let explicit = environment["XFER_CONFIG"], !explicit.isEmpty { return explicit }
+        if let xdg = environment["XDG_CONFIG_HOME"], !xdg.isEmpty { return xdg + "/xfer/config.json" }
+        return (environment["HOME"] ?? NSHomeDirectory()) + "/.config/xfer/config.json"
+    }
+
+    struct ConfigFile: Decodable {
+        var server: String?
+        var token: String?
+        var container: String?
+    }
+
+    func remote() throws -> Remote {
+        let environment = ProcessInfo.processInfo.environment
+        let path = Self.configPath(environment)
+        var file = ConfigFile()
+        if let data = FileManager.default.contents(atPath: path) {
+            do {
+                file = try JSONDecoder().decode(ConfigFile.self, from: data)
+            } catch {
+                throw XferError(.invalidConfiguration, "the config file \(path) is not valid JSON of the form {\"server\": …, \"token\": …, \"container\": …}")
+            }
+        }
+        func pick(_ flag: String?, _ variable: String, _ fromFile: String?) -> String? {
+            if let flag, !flag.isEmpty { return flag }
+            if let value = environment[variable], !value.isEmpty { return value }
+            return fromFile
+        }
+        let server = pick(self.server, "XFER_SERVER", file.server) ?? "http://127.0.0.1:8750"
+        guard let token = pick(self.token, "XFER_TOKEN", file.token) else {
+            throw XferError(.unauthorized, "no token: pass --token, set XFER_TOKEN, or put \"token\" in \(path) (an admin creates one with `xfer account create NAME`)")
+        }
+        let container = try ContainerName(pick(self.container, "XFER_CONTAINER", file.container) ?? ContainerName.default.value)
+        return Remote(connection: ServerConnection(server: server, token: token), container: container,
+                      stateDirectory: stateDir ?? ClientState.defaultDirectory(environment: environment))
+    }
+}
+
+/// Output flags shared by the transfer commands.
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print one JSON object at the end instead of text.")
+    var json = false
+
+    @Flag(name: .shortAndLong, help: "No progress bar and no summary line.")
+    var quiet = false
+}
+
+/// Exit codes (docs/CLI.md): stable per error code, so scripts can tell failures apart.
+enum ExitCodes {
+    static func code(for error: XferError) -> Int32 {
+        switch error.code {
+        case .unavailable: return 3
+        case .unauthorized, .forbidden: return 4
+        case .notFound: return 5
+        case .invalidPath, .badRequest, .invalidConfiguration: return 6
+        case .conflict, .alreadyExists: return 7
+        case .quotaExceeded: return 8
+        case .corruptChunk, .invalidManifest, .missingChunks: return 9
+        case .io: return 10
+        default: return 1
+        }
+    }
+}
+
+/// Runs a command body, turning an ``XferError`` into its message on stderr (JSON with
+/// --json) and its exit code.
+func runReportingErrors(json: Bool = false, _ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as XferError {
+        if json {
+            print(String(decoding: WireJSON.encode(ErrorBody(code: error.code.name, message: error.message)), as: UTF8.self))
+        } else {
+            FileHandle.standardError.write(Data("xfer: \(error.message)\n".utf8))
+        }
+        throw ExitCode(ExitCodes.code(for: error))
+    }
+}

@@ -1,0 +1,119 @@
+import ArgumentParser
+import Foundation
+import Logging
+import XferClient
+import XferCore
+import XferProtocol
+import XferServer
+
+extension Xfer {
+    struct Serve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run an xfer server on a data directory.",
+            discussion: """
+                Metadata goes to DIR/metadata.sqlite and chunks to DIR/chunks; nothing else is \
+                needed. On first start an admin token is written to DIR/admin-token (mode 0600). \
+                SIGINT or SIGTERM stops the server gracefully.
+                """)
+
+        @Option(help: ArgumentHelp("Data directory (created if absent).", valueName: "DIR"))
+        var data: String
+
+        @Option(help: ArgumentHelp("Address to listen on.", valueName: "HOST:PORT"))
+        var listen: String = "127.0.0.1:8750"
+
+        @Option(help: ArgumentHelp("Log level: trace, debug, info, notice, warning, error, critical.", valueName: "LEVEL"))
+        var logLevel: String = "info"
+
+        @Option(help: ArgumentHelp("Quota of accounts created without --quota.", valueName: "SIZE"))
+        var defaultQuota: ByteCount = ByteCount(5 << 30)
+
+        func validate() throws {
+            guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
+            _ = try hostAndPort()
+        }
+
+        func hostAndPort() throws -> (String, Int) {
+            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
+                throw ValidationError("--listen must be HOST:PORT, e.g. 127.0.0.1:8750")
+            }
+            return (String(listen[..<colon]), port)
+        }
+
+        func run() async throws {
+            try await runReportingErrors {
+                var logger = Logger(label: "xfer.serve")
+                logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+                let (host, port) = try hostAndPort()
+                let store = try await ServerData.open(data)
+                if store.createdAdminToken {
+                    logger.notice("created an admin token", metadata: ["file": "\(store.adminTokenPath)"])
+                    FileHandle.standardError.write(Data("xfer: wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(data)`\n".utf8))
+                }
+                var limits = ServerLimits()
+                limits.defaultQuota = defaultQuota.value
+                let app = XferServer.application(data: store, host: host, port: port, limits: limits, logger: logger) { bound in
+                    FileHandle.standardError.write(Data("xfer: serving \(store.directory) on http://\(host):\(bound)\n".utf8))
+                }
+                do {
+                    try await app.runService()
+                } catch {
+                    throw XferError(.io, "the server stopped: \(error)")
+                }
+            }
+        }
+    }
+
+    struct Account: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Manage accounts.",
+            subcommands: [Create.self])
+
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Create an account and print its token alone on stdout.",
+                discussion: """
+                    With --data, works directly on a server's data directory (the server may be \
+                    running). Otherwise it asks the server at --server with the admin token \
+                    (--token or XFER_TOKEN).
+                    """)
+
+            @Argument(help: "Account name: 1-64 of A-Z a-z 0-9 . _ -")
+            var name: String
+
+            @Option(help: ArgumentHelp("Storage quota (e.g. 10G); the server's default if absent.", valueName: "SIZE"))
+            var quota: ByteCount?
+
+            @Option(help: ArgumentHelp("A server's data directory, to work without a running server.", valueName: "DIR"))
+            var data: String?
+
+            @Flag(help: "Print the account as one JSON object (token included).")
+            var json = false
+
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let info: AccountInfo
+                    if let data {
+                        info = try await ServerData.open(data).createAccount(name: name, quota: quota?.value)
+                    } else {
+                        let remote = try client.remote()
+                        do {
+                            info = try await remote.connection.createAccount(CreateAccountRequest(name: name, quota: quota?.value))
+                        } catch {
+                            await remote.connection.shutdown()
+                            throw error
+                        }
+                        await remote.connection.shutdown()
+                    }
+                    if json {
+                        print(String(decoding: WireJSON.encode(info), as: UTF8.self))
+                    } else {
+                        print(info.token ?? "")
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,173 @@
+import ArgumentParser
+import Foundation
+import XferClient
+import XferCore
+import XferProtocol
+
+extension Xfer {
+    struct Push: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Push a file or a directory (a package) as one document version.",
+            discussion: """
+                Announces the document at once, then chunks and hashes it, uploads only the \
+                chunks the server lacks and commits the new version atomically. Files unchanged \
+                since the last push (same size, mtime, inode and ctime) are not read again.
+                """)
+
+        @Argument(help: "A file or a directory.", completion: .file())
+        var path: String
+
+        @Argument(help: "The document's path in the container (e.g. Documents/report.pdf).")
+        var name: String
+
+        @Flag(help: "Replace the server's current version even if this copy was not synced from it.")
+        var force = false
+
+        @OptionGroup var client: ClientOptions
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: output.json) {
+                let remote = try client.remote()
+                defer { Task { await remote.connection.shutdown() } }
+                let document = try DocumentPath(name)
+                var options = PushOptions()
+                options.force = force
+                let bar = ProgressLine(totalBytes: (try? DirectoryWalker.entry(at: path).size) ?? 0, quiet: output.quiet || output.json)
+                let report = try await PushEngine(remote: remote, options: options).push(path, as: document) { progress in
+                    bar.set(done: progress.bytesDone)
+                }
+                bar.finish()
+                await remote.connection.shutdown()
+                if output.json {
+                    print(String(decoding: WireJSON.encode(report), as: UTF8.self))
+                } else if !output.quiet {
+                    print("pushed \(report.document) v\(report.version): \(report.files) files, \(ByteCount(report.bytes)), \(report.chunks) chunks; sent \(report.chunksSent) chunks (\(ByteCount(report.bytesSent))), reused \(ByteCount(report.bytesReused)) in \(String(format: "%.2f", report.seconds)) s")
+                }
+            }
+        }
+    }
+
+    struct Pull: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Pull a document's current version into a file or directory.",
+            discussion: """
+                Downloads only the chunks not already on disk, verifies every chunk's SHA-256, \
+                and replaces the destination atomically: the old file or tree, or the new one, \
+                never a mix. Re-running an interrupted pull fetches only what did not arrive.
+                """)
+
+        @Argument(help: "The document's path in the container.")
+        var name: String
+
+        @Argument(help: "Where to put it (default: the document's last path component, here).", completion: .file())
+        var destination: String?
+
+        @OptionGroup var client: ClientOptions
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: output.json) {
+                let remote = try client.remote()
+                let document = try DocumentPath(name)
+                let target = destination ?? String(document.components.last ?? "document")
+                let bar = ProgressLine(totalBytes: 0, quiet: true)
+                let quiet = output.quiet || output.json
+                let progressBar = Locked<ProgressLine?>(nil)
+                let report: PullReport
+                do {
+                    report = try await PullEngine(remote: remote).pull(document, into: target) { progress in
+                        guard !quiet else { return }
+                        let line = progressBar.withLock { line in
+                            if line == nil { line = ProgressLine(totalBytes: progress.bytesTotal) }
+                            return line!
+                        }
+                        line.set(done: progress.bytesDone)
+                    }
+                } catch {
+                    progressBar.value?.finish()
+                    await remote.connection.shutdown()
+                    throw error
+                }
+                _ = bar
+                progressBar.value?.finish()
+                await remote.connection.shutdown()
+                if output.json {
+                    print(String(decoding: WireJSON.encode(report), as: UTF8.self))
+                } else if !output.quiet {
+                    print("pulled \(report.document) v\(report.version) into \(target): \(report.files) files, \(ByteCount(report.bytes)); fetched \(report.chunksFetched) chunks (\(ByteCount(report.bytesFetched))), reused \(report.chunksReused) in \(String(format: "%.2f", report.seconds)) s")
+                }
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "ls",
+            abstract: "List documents in the container (uploading ones included).")
+
+        @Argument(help: "Only documents whose path starts with this.")
+        var prefix: String = ""
+
+        @Flag(help: "Print one JSON object instead of text.")
+        var json = false
+
+        @OptionGroup var client: ClientOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: json) {
+                let remote = try client.remote()
+                let list: DocumentList
+                do {
+                    list = try await remote.connection.list(container: remote.container, prefix: prefix)
+                } catch {
+                    await remote.connection.shutdown()
+                    throw error
+                }
+                await remote.connection.shutdown()
+                if json {
+                    print(String(decoding: WireJSON.encode(list), as: UTF8.self))
+                    return
+                }
+                for document in list.documents {
+                    let state = document.state == .current ? "" : "  (\(document.state.rawValue))"
+                    let size = ByteCount(document.size).description
+                    print("\(size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0))  v\(document.version)  \(document.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(document.path)\(state)")
+                }
+            }
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rm",
+            abstract: "Delete a document (a new version that records the deletion).")
+
+        @Argument(help: "The document's path in the container.")
+        var name: String
+
+        @Flag(help: "Print one JSON object instead of text.")
+        var json = false
+
+        @OptionGroup var client: ClientOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: json) {
+                let remote = try client.remote()
+                let info: DocumentInfo
+                do {
+                    info = try await remote.connection.delete(container: remote.container, path: try DocumentPath(name), baseVersion: nil)
+                } catch {
+                    await remote.connection.shutdown()
+                    throw error
+                }
+                await remote.connection.shutdown()
+                if json {
+                    print(String(decoding: WireJSON.encode(info), as: UTF8.self))
+                } else {
+                    print("deleted \(info.path) (v\(info.version))")
+                }
+            }
+        }
+    }
+}
