@@ -91,11 +91,16 @@ let package = Package(
                 "XferServer",
                 "XferClient",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         .testTarget(
             name: "XferClientTests",
-            dependencies: ["XferClient", "XferServer"]
+            dependencies: [
+                "XferClient",
+                "XferServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
         ),
         .testTarget(
             name: "XferCLITests",

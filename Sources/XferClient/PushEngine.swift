@@ -186,9 +186,9 @@ public struct PushEngine: Sendable {
         }
         try state.record(files: newlyKnown)
 
-        let deltaBase = baseVersion == synced?.version ? synced?.manifest : nil
-        let delta = manifest.delta(against: deltaBase)
-        let request = CommitRequest(path: name, version: announced.version, baseVersion: deltaBase == nil ? nil : baseVersion,
+        // The delta is against the version this root holds, which the server keeps.
+        let delta = manifest.delta(against: synced?.manifest)
+        let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: synced?.version,
                                     manifestDelta: delta, manifestDigest: manifest.digest)
         let committed: DocumentInfo
         do {
@@ -235,11 +235,11 @@ public struct PushEngine: Sendable {
     private func commit(_ request: CommitRequest, baseVersion: Int64?, manifest: Manifest) async throws -> DocumentInfo {
         do {
             return try await remote.connection.commit(container: remote.container, request)
-        } catch let error as XferError where error.code == .invalidManifest && request.baseVersion != nil {
-            // The server could not rebuild the delta (its base differs): send the full manifest.
+        } catch let error as XferError where (error.code == .invalidManifest || error.code == .notFound) && request.deltaBase != nil {
+            // The server could not rebuild the delta (it lacks that version now): send the full manifest.
             var full = request
             full.manifestDelta = Base64.encode(manifest.delta(against: nil))
-            full.baseVersion = baseVersion
+            full.deltaBase = nil
             return try await remote.connection.commit(container: remote.container, full)
         }
     }

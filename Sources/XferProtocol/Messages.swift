@@ -148,16 +148,20 @@ public struct CommitRequest: Codable, Sendable, Hashable {
     public var version: Int64
     /// The version the content was edited from (must still be current), `nil` for a new document.
     public var baseVersion: Int64?
-    /// The manifest as a delta against `baseVersion`'s manifest (or against none), base64.
+    /// The version whose manifest `manifestDelta` is against (usually `baseVersion`); `nil`: against none.
+    public var deltaBase: Int64?
+    /// The manifest as a delta against `deltaBase`'s manifest (or against none), base64.
     public var manifestDelta: String
     /// SHA-256 hex of the full manifest's canonical encoding, checked after applying the delta.
     public var manifestDigest: String
 
     /// Creates a commit.
-    public init(path: DocumentPath, version: Int64, baseVersion: Int64?, manifestDelta: [UInt8], manifestDigest: ChunkID) {
+    public init(path: DocumentPath, version: Int64, baseVersion: Int64?, deltaBase: Int64?, manifestDelta: [UInt8],
+                manifestDigest: ChunkID) {
         self.path = path
         self.version = version
         self.baseVersion = baseVersion
+        self.deltaBase = deltaBase
         self.manifestDelta = Base64.encode(manifestDelta)
         self.manifestDigest = manifestDigest.hex
     }

@@ -134,8 +134,8 @@ struct Routes: Sendable {
         let body = try await Self.decode(CommitRequest.self, request)
         guard let digest = ChunkID(hex: body.manifestDigest) else { throw XferError(.badRequest, "manifest_digest is not 64 hex digits") }
         var base: Manifest? = nil
-        if let baseVersion = body.baseVersion {
-            let stored = try await metadata.manifest(account: account.accountID, container: container, path: body.path, version: baseVersion)
+        if let deltaBase = body.deltaBase {
+            let stored = try await metadata.manifest(account: account.accountID, container: container, path: body.path, version: deltaBase)
             base = try Manifest(decoding: stored.manifest)
         }
         let manifest = try Manifest(applying: try Base64.decode(body.manifestDelta), to: base)

@@ -1,0 +1,96 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import XferClient
+import XferCore
+import XferProtocol
+import XferServer
+
+/// A real server on a free loopback port over a fresh data directory, with one account, and
+/// a client state directory: what push and pull run against in these tests.
+struct LiveServer {
+    let root: String
+    let remote: Remote
+
+    var stateDirectory: String { root + "/state" }
+
+    /// Runs `body` with a live server; removes everything afterwards.
+    static func run<T: Sendable>(_ body: @escaping @Sendable (LiveServer) async throws -> T) async throws -> T {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-live-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let data = try await ServerData.open(root + "/data")
+        let token = try await data.createAccount(name: "tester", quota: nil).token!
+        var logger = Logger(label: "xfer.test")
+        logger.logLevel = .warning
+        let app = XferServer.application(data: data, host: "127.0.0.1", port: 0, logger: logger)
+        return try await app.test(.live) { client in
+            let connection = ServerConnection(server: "http://127.0.0.1:\(client.port!)", token: token)
+            let server = LiveServer(root: root, remote: Remote(connection: connection, container: .default,
+                                                               stateDirectory: root + "/state"))
+            do {
+                let result = try await body(server)
+                await connection.shutdown()
+                return result
+            } catch {
+                await connection.shutdown()
+                throw error
+            }
+        }
+    }
+
+    /// A second device: same account, its own state.
+    func otherDevice(_ name: String) -> Remote {
+        Remote(connection: remote.connection, container: remote.container, stateDirectory: root + "/state-" + name)
+    }
+
+    func push(_ path: String, _ name: String, from remote: Remote? = nil) async throws -> PushReport {
+        try await PushEngine(remote: remote ?? self.remote).push(path, as: try DocumentPath(name))
+    }
+
+    func pull(_ name: String, _ destination: String, from remote: Remote? = nil) async throws -> PullReport {
+        try await PullEngine(remote: remote ?? self.remote).pull(try DocumentPath(name), into: destination)
+    }
+}
+
+/// Files for tests.
+enum Files {
+    static func random(count: Int, seed: UInt64) -> [UInt8] {
+        var generator = SplitMix64(seed: seed)
+        var bytes = [UInt8](repeating: 0, count: count + 8)
+        bytes.withUnsafeMutableBytes { raw in
+            var offset = 0
+            while offset < count {
+                raw.storeBytes(of: generator.next(), toByteOffset: offset, as: UInt64.self)
+                offset += 8
+            }
+        }
+        return Array(bytes.prefix(count))
+    }
+
+    static func write(_ path: String, _ bytes: [UInt8], mode: Int = 0o644) throws {
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+    }
+
+    static func read(_ path: String) -> [UInt8]? { FileManager.default.contents(atPath: path).map { Array($0) } }
+
+    /// Every entry under `root` with kind, mode, mtime (ns), content hash or link target.
+    static func snapshot(_ root: String) throws -> [String: String] {
+        var result: [String: String] = [:]
+        for entry in try DirectoryWalker.walk(root) {
+            var line = "\(entry.kind) \(String(entry.mode, radix: 8))"
+            switch entry.kind {
+            case .file:
+                line += " \(entry.mtimeNanoseconds) \(ChunkID.of(read(root + "/" + entry.relativePath) ?? []).hex)"
+            case .symlink:
+                line += " -> \(entry.symlinkTarget ?? "")"
+            case .directory:
+                line += " \(entry.mtimeNanoseconds)"
+            }
+            result[entry.relativePath] = line
+        }
+        return result
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+import XferClient
+import XferCore
+import XferProtocol
+
+@Suite struct PushPullTests {
+    @Test func packageRoundTripKeepsContentModesAndTimes() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/src"
+            try Files.write(source + "/big.bin", Files.random(count: 3_000_000, seed: 1))
+            try Files.write(source + "/bin/run.sh", Array("#!/bin/sh\necho hi\n".utf8), mode: 0o755)
+            try Files.write(source + "/secret", Array("s".utf8), mode: 0o600)
+            try Files.write(source + "/deep/er/empty", [])
+            try FileManager.default.createSymbolicLink(atPath: source + "/link", withDestinationPath: "bin/run.sh")
+            try FileManager.default.createDirectory(atPath: source + "/void", withIntermediateDirectories: true)
+            let pushed = try await server.push(source, "Documents/Project.pkg")
+            #expect(pushed.version == 1 && pushed.files == 5 && pushed.chunksSent == pushed.chunks)
+
+            let listed = try await server.remote.connection.list(container: .default, prefix: "Documents/")
+            #expect(listed.documents.map(\.path.value) == ["Documents/Project.pkg"])
+            #expect(listed.documents.first?.kind == .package && listed.documents.first?.size == pushed.bytes)
+
+            let other = server.otherDevice("b")
+            let pulled = try await server.pull("Documents/Project.pkg", server.root + "/dst", from: other)
+            #expect(pulled.version == 1 && pulled.chunksFetched == pushed.chunks && pulled.bytes == pushed.bytes)
+            #expect(try Files.snapshot(server.root + "/dst") == Files.snapshot(source))
+
+            // Pulling again moves nothing.
+            let again = try await server.pull("Documents/Project.pkg", server.root + "/dst", from: other)
+            #expect(again.chunksFetched == 0 && again.manifestBytes == 0)
+        }
+    }
+
+    @Test func editsSendOnlyChangedChunksBothWays() async throws {
+        try await LiveServer.run { server in
+            let size = 100 << 20
+            var content = Files.random(count: size, seed: 7)
+            let path = server.root + "/big.bin"
+            try Files.write(path, content)
+            let first = try await server.push(path, "big.bin")
+            #expect(first.chunksSent == first.chunks)
+            let reader = server.otherDevice("reader")
+            _ = try await server.pull("big.bin", server.root + "/copy.bin", from: reader)
+
+            // One byte changed: at most two chunks go up.
+            content[size / 3] ^= 0x5A
+            try Files.write(path, content)
+            let oneByte = try await server.push(path, "big.bin")
+            #expect(oneByte.version == 2 && oneByte.chunksSent >= 1 && oneByte.chunksSent <= 2)
+
+            // 100 bytes inserted in the middle: at most three chunks, and little on the wire both ways.
+            content.insert(contentsOf: Files.random(count: 100, seed: 99), at: size / 2)
+            try Files.write(path, content)
+            let inserted = try await server.push(path, "big.bin")
+            #expect(inserted.chunksSent <= 3)
+            let pulled = try await server.pull("big.bin", server.root + "/copy.bin", from: reader)
+            #expect(pulled.chunksFetched <= 5)
+            #expect(Files.read(server.root + "/copy.bin") == content)
+            let wire = inserted.bytesSent + Int64(inserted.manifestBytes) + pulled.bytesFetched + Int64(pulled.manifestBytes)
+            #expect(wire < 1 << 20, "the insertion moved \(wire) bytes")
+            #expect(inserted.manifestBytes < 16 << 10 && pulled.manifestBytes < 16 << 10)
+        }
+    }
+
+    @Test func thousandFilePackageAndNoOpPush() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/many"
+            for i in 0..<1000 {
+                try Files.write(source + "/d\(i % 10)/file-\(i).txt", Array("file \(i)\n".utf8) + Files.random(count: i, seed: UInt64(i)))
+            }
+            let pushed = try await server.push(source, "many.pkg")
+            #expect(pushed.files == 1000)
+            let noOp = try await server.push(source, "many.pkg")
+            #expect(noOp.version == pushed.version && noOp.chunksSent == 0)
+            try Files.write(source + "/d3/file-3.txt", Array("changed".utf8))
+            let one = try await server.push(source, "many.pkg")
+            #expect(one.version == pushed.version + 1 && one.chunksSent == 1)
+            let pulled = try await server.pull("many.pkg", server.root + "/many-copy", from: server.otherDevice("c"))
+            #expect(pulled.files == 1000)
+            #expect(try Files.snapshot(server.root + "/many-copy") == Files.snapshot(source))
+        }
+    }
+
+    @Test func pullReplacesAPackageWhole() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/doc"
+            try Files.write(source + "/a", Array("one".utf8))
+            try Files.write(source + "/b", Array("two".utf8))
+            _ = try await server.push(source, "doc")
+            let reader = server.otherDevice("r")
+            let target = server.root + "/out"
+            _ = try await server.pull("doc", target, from: reader)
+            try FileManager.default.removeItem(atPath: source + "/b")
+            try Files.write(source + "/c", Array("three".utf8))
+            _ = try await server.push(source, "doc")
+            _ = try await server.pull("doc", target, from: reader)
+            #expect(try Files.snapshot(target) == Files.snapshot(source))
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: server.root).filter { $0.contains(".xfer-") }
+            #expect(leftovers.isEmpty)
+        }
+    }
+
+    @Test func conflictsAndErrorsAreClear() async throws {
+        try await LiveServer.run { server in
+            let path = server.root + "/f.txt"
+            try Files.write(path, Array("v1".utf8))
+            _ = try await server.push(path, "f.txt")
+            // Another device that never synced f.txt may not silently replace it.
+            let other = server.otherDevice("o")
+            try Files.write(server.root + "/g.txt", Array("other".utf8))
+            await #expect(throws: XferError.self) { _ = try await server.push(server.root + "/g.txt", "f.txt", from: other) }
+            do {
+                _ = try await server.push(server.root + "/g.txt", "f.txt", from: other)
+            } catch let error as XferError {
+                #expect(error.code == .conflict && (error.cause as? ConflictDetail)?.currentVersion == 1)
+            }
+            var force = PushOptions()
+            force.force = true
+            let forced = try await PushEngine(remote: other, options: force).push(server.root + "/g.txt", as: DocumentPath("f.txt"))
+            #expect(forced.version == 2)
+            do {
+                _ = try await server.pull("nope.txt", server.root + "/x")
+                Issue.record("pull of a missing document succeeded")
+            } catch let error as XferError {
+                #expect(error.code == .notFound)
+            }
+            let offline = Remote(connection: ServerConnection(server: "http://127.0.0.1:1", token: "t"), container: .default,
+                                 stateDirectory: server.stateDirectory)
+            do {
+                _ = try await PullEngine(remote: offline).pull(DocumentPath("f.txt"), into: server.root + "/y")
+                Issue.record("pull from a closed port succeeded")
+            } catch let error as XferError {
+                #expect(error.code == .unavailable)
+            }
+            await offline.connection.shutdown()
+        }
+    }
+}
