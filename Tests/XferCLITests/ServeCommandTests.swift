@@ -1,0 +1,225 @@
+import Foundation
+import Testing
+import XferCore
+
+/// A real `xfer serve` process on a free loopback port, and helpers to run client commands
+/// against it with their own environment.
+final class ServerProcess {
+    let root: URL
+    let port: Int
+    let process = Process()
+    var token = ""
+
+    init() throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-serve-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        port = try Self.freePort()
+        process.executableURL = XferProcess.binary
+        process.arguments = ["serve", "--data", root.appendingPathComponent("data").path, "--listen", "127.0.0.1:\(port)",
+                             "--log-level", "warning"]
+        process.standardError = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        // Wait until it answers.
+        for _ in 0..<200 {
+            if try run("ls", environment: ["XFER_TOKEN": "none"]).status != 3 { break }
+            usleep(50_000)
+        }
+        let created = try XferProcess.run("account", "create", "cli", "--data", root.appendingPathComponent("data").path)
+        token = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    deinit {
+        if process.isRunning { process.terminate(); process.waitUntilExit() }
+        try? FileManager.default.removeItem(at: root)
+    }
+
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    var environment: [String: String] {
+        ["XFER_SERVER": "http://127.0.0.1:\(port)", "XFER_TOKEN": token, "XFER_STATE_DIR": root.appendingPathComponent("state").path,
+         "XFER_CONFIG": root.appendingPathComponent("no-config.json").path]
+    }
+
+    /// Runs `xfer ARGS` to completion.
+    func run(_ arguments: String..., environment extra: [String: String] = [:]) throws -> XferProcess {
+        let child = try start(arguments, environment: extra)
+        let stdout = (child.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile()
+        let stderr = (child.standardError as! Pipe).fileHandleForReading.readDataToEndOfFile()
+        child.waitUntilExit()
+        return XferProcess(stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self),
+                           status: child.terminationStatus)
+    }
+
+    /// Starts `xfer ARGS` without waiting.
+    func start(_ arguments: [String], environment extra: [String: String] = [:]) throws -> Process {
+        let child = Process()
+        child.executableURL = XferProcess.binary
+        child.arguments = arguments
+        child.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }.merging(extra) { $1 }
+        child.standardOutput = Pipe()
+        child.standardError = Pipe()
+        try child.run()
+        return child
+    }
+
+    func path(_ relative: String) -> String { root.appendingPathComponent(relative).path }
+
+    func json(_ result: XferProcess) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] ?? [:]
+    }
+
+    /// Blocks allocated to a file or the files under a directory, in bytes.
+    static func allocated(_ path: String) -> Int64 {
+        var total: Int64 = 0
+        let enumerator = FileManager.default.enumerator(atPath: path)
+        let paths = enumerator.map { ($0.allObjects as? [String] ?? []).map { path + "/" + $0 } } ?? []
+        for item in paths + [path] {
+            var info = stat()
+            if lstat(item, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG { total += Int64(info.st_blocks) * 512 }
+        }
+        return total
+    }
+}
+
+func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
+    var generator = SplitMix64(seed: seed)
+    var data = Data(count: megabytes << 20)
+    data.withUnsafeMutableBytes { raw in
+        for i in 0..<(raw.count / 8) { raw.storeBytes(of: generator.next(), toByteOffset: i * 8, as: UInt64.self) }
+    }
+    try data.write(to: URL(fileURLWithPath: path))
+}
+
+@Suite(.serialized) struct ServeCommandTests {
+    @Test func pushPullLsRmThroughTheBinary() throws {
+        let server = try ServerProcess()
+        #expect(server.token.hasPrefix("xfer_") && !server.token.contains("\n"))
+        let source = server.path("tree")
+        try FileManager.default.createDirectory(atPath: source + "/sub", withIntermediateDirectories: true)
+        try randomFile(source + "/data.bin", megabytes: 2, seed: 4)
+        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: source + "/sub/hello.txt"))
+
+        let push = try server.run("push", source, "Documents/tree", "--json")
+        #expect(push.status == 0, "\(push.stderr)")
+        let pushed = try server.json(push)
+        for key in ["document", "version", "files", "bytes", "chunks", "chunks_sent", "bytes_sent", "bytes_reused", "seconds"] {
+            #expect(pushed[key] != nil, "push --json lacks \(key)")
+        }
+        #expect(pushed["files"] as? Int == 2 && pushed["version"] as? Int == 1)
+
+        let ls = try server.run("ls", "--json")
+        #expect(ls.stdout.contains("\"Documents/tree\""))
+        let lsText = try server.run("ls", "Documents/")
+        #expect(lsText.status == 0 && lsText.stdout.contains("Documents/tree"))
+
+        let pull = try server.run("pull", "Documents/tree", server.path("copy"), "--json",
+                                  environment: ["XFER_STATE_DIR": server.path("state-2")])
+        #expect(pull.status == 0, "\(pull.stderr)")
+        let pulled = try server.json(pull)
+        for key in ["document", "version", "files", "bytes", "chunks_fetched", "bytes_fetched", "chunks_reused", "seconds"] {
+            #expect(pulled[key] != nil, "pull --json lacks \(key)")
+        }
+        #expect(FileManager.default.contentsEqual(atPath: source, andPath: server.path("copy")))
+
+        let rm = try server.run("rm", "Documents/tree")
+        #expect(rm.status == 0 && rm.stdout.contains("deleted"))
+        let gone = try server.run("pull", "Documents/tree", server.path("again"))
+        #expect(gone.status == 5 && gone.stderr.contains("deleted"))
+    }
+
+    @Test func errorsHaveCodesAndChangeNothing() throws {
+        let server = try ServerProcess()
+        try Data("x".utf8).write(to: URL(fileURLWithPath: server.path("f")))
+        let badToken = try server.run("push", server.path("f"), "f", environment: ["XFER_TOKEN": "xfer_wrong"])
+        #expect(badToken.status == 4 && badToken.stderr.contains("token"))
+        let noToken = try server.run("ls", environment: ["XFER_TOKEN": ""])
+        #expect(noToken.status == 4 && noToken.stderr.contains("--token"))
+        for bad in ["../escape", "/abs", "a/../b"] {
+            let result = try server.run("push", server.path("f"), bad)
+            #expect(result.status == 6, "\(bad): \(result.stderr)")
+        }
+        #expect(try server.run("ls", "--json").stdout.contains("\"documents\":[]"))
+        let unreachable = try server.run("ls", environment: ["XFER_SERVER": "http://127.0.0.1:1"])
+        #expect(unreachable.status == 3 && unreachable.stderr.contains("cannot reach"))
+        let missing = try server.run("pull", "nothing-here", server.path("n"))
+        #expect(missing.status == 5)
+        let json = try server.run("pull", "nothing-here", server.path("n"), "--json")
+        #expect(json.status == 5 && json.stdout.contains("\"code\":\"not_found\""))
+    }
+
+    @Test func aKilledPushResumesSendingOnlyWhatIsMissing() throws {
+        let server = try ServerProcess()
+        let file = server.path("big.bin")
+        try randomFile(file, megabytes: 192, seed: 11)
+        let push = try server.start(["push", file, "big.bin"])
+        let chunks = server.path("data/chunks")
+        var stored = 0
+        for _ in 0..<600 where push.isRunning {
+            stored = (try? FileManager.default.subpathsOfDirectory(atPath: chunks).filter { $0.count > 60 }.count) ?? 0
+            if stored >= 100 { break }
+            usleep(10_000)
+        }
+        kill(push.processIdentifier, SIGKILL)
+        push.waitUntilExit()
+        let rerun = try server.run("push", file, "big.bin", "--json")
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+        let report = try server.json(rerun)
+        let total = report["chunks"] as? Int ?? 0
+        let sent = report["chunks_sent"] as? Int ?? Int.max
+        #expect(total > 0 && sent < total, "re-run sent \(sent) of \(total) chunks after \(stored) had arrived")
+        let pull = try server.run("pull", "big.bin", server.path("copy.bin"), environment: ["XFER_STATE_DIR": server.path("s2")])
+        #expect(pull.status == 0)
+        #expect(FileManager.default.contentsEqual(atPath: file, andPath: server.path("copy.bin")))
+    }
+
+    @Test func aKilledPullLeavesTheOldFileAndResumes() throws {
+        let server = try ServerProcess()
+        let file = server.path("big.bin")
+        try randomFile(file, megabytes: 8, seed: 1)
+        #expect(try server.run("push", file, "big.bin").status == 0)
+        let reader = ["XFER_STATE_DIR": server.path("reader")]
+        let target = server.path("copy.bin")
+        #expect(try server.run("pull", "big.bin", target, environment: reader).status == 0)
+        let old = try Data(contentsOf: URL(fileURLWithPath: target))
+
+        try randomFile(file, megabytes: 192, seed: 2)
+        #expect(try server.run("push", file, "big.bin").status == 0)
+        let pull = try server.start(["pull", "big.bin", target], environment: reader)
+        let staging = server.path(".copy.bin.xfer-2.partial")
+        for _ in 0..<600 where pull.isRunning {
+            if ServerProcess.allocated(staging) > 24 << 20 { break }
+            usleep(10_000)
+        }
+        kill(pull.processIdentifier, SIGKILL)
+        pull.waitUntilExit()
+        // The target is the old file, whole; the new one is only in the staging copy.
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == old)
+        let rerun = try server.run("pull", "big.bin", target, "--json", environment: reader)
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+        let report = try server.json(rerun)
+        #expect((report["chunks_reused"] as? Int ?? 0) > 0, "\(rerun.stdout)")
+        #expect(FileManager.default.contentsEqual(atPath: file, andPath: target))
+        #expect(!FileManager.default.fileExists(atPath: staging))
+    }
+
+    @Test func sigtermStopsTheServerGracefully() throws {
+        let server = try ServerProcess()
+        server.process.terminate()
+        server.process.waitUntilExit()
+        #expect(server.process.terminationStatus == 0)
+        let mode = try FileManager.default.attributesOfItem(atPath: server.path("data/admin-token"))[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+}
