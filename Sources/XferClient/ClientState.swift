@@ -90,7 +90,7 @@ public final class ClientState: Sendable {
                 }
             }
         } catch {
-            throw XferError(.io, "cannot open the client state \(path)", cause: StateError(error))
+            throw XferError(.io, "cannot open the client state \(path)", cause: DescribedError(error))
         }
     }
 
@@ -169,7 +169,7 @@ public final class ClientState: Sendable {
         } catch let error as XferError {
             throw error
         } catch {
-            throw XferError(.io, "the client state database failed", cause: StateError(error))
+            throw XferError(.io, "the client state database failed", cause: DescribedError(error))
         }
     }
 
@@ -199,8 +199,3 @@ public final class ClientState: Sendable {
     }
 }
 
-/// A database error as the cause of an ``XferError``.
-struct StateError: Error, Sendable, CustomStringConvertible {
-    let description: String
-    init(_ error: any Error) { description = "\(error)" }
-}

@@ -366,7 +366,7 @@ public struct PullEngine: Sendable {
         do {
             try FileManager.default.removeItem(atPath: path)
         } catch {
-            throw XferError(.io, "cannot remove \(path)", cause: StateError(error))
+            throw XferError(.io, "cannot remove \(path)", cause: DescribedError(error))
         }
     }
 }

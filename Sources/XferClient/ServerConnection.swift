@@ -169,7 +169,7 @@ public final class ServerConnection: Sendable {
         do {
             return (response, try await response.body.collect(upTo: limit))
         } catch {
-            throw XferError(.unavailable, "the connection to \(server) broke while reading the answer", cause: ClientError(error))
+            throw XferError(.unavailable, "the connection to \(server) broke while reading the answer", cause: DescribedError(error))
         }
     }
 
@@ -191,7 +191,7 @@ public final class ServerConnection: Sendable {
             throw XferError(.cancelled, "cancelled")
         } catch {
             throw XferError(.unavailable, "cannot reach the xfer server at \(server); is `xfer serve` running there, and is --server right?",
-                            cause: ClientError(error))
+                            cause: DescribedError(error))
         }
     }
 
@@ -213,8 +213,3 @@ public final class ServerConnection: Sendable {
     }
 }
 
-/// An HTTP client error as the cause of an ``XferError``.
-struct ClientError: Error, Sendable, CustomStringConvertible {
-    let description: String
-    init(_ error: any Error) { description = "\(error)" }
-}

@@ -80,6 +80,16 @@ public struct XferError: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// Any error, kept as its description: a `Sendable` cause for errors from libraries whose
+/// error types are not (database drivers, HTTP clients).
+public struct DescribedError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+
+    /// Captures an error's description.
+    /// - Parameter error: The error.
+    public init(_ error: any Error) { description = "\(error)" }
+}
+
 /// A POSIX error number with its name, as a cause of an ``XferError``.
 public struct SystemErrno: Error, Sendable, Equatable, CustomStringConvertible {
     /// The raw `errno` value.

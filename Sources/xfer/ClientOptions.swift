@@ -90,10 +90,29 @@ func runReportingErrors(json: Bool = false, _ body: () async throws -> Void) asy
         try await body()
     } catch let error as XferError {
         if json {
-            print(String(decoding: WireJSON.encode(ErrorBody(code: error.code.name, message: error.message)), as: UTF8.self))
+            printJSON(ErrorBody(code: error.code.name, message: error.message))
         } else {
             FileHandle.standardError.write(Data("xfer: \(error.message)\n".utf8))
         }
         throw ExitCode(ExitCodes.code(for: error))
     }
+}
+
+/// Runs `body` with the remote these options name, closing its connection afterwards
+/// whether `body` succeeds or throws.
+func withRemote<T>(_ options: ClientOptions, _ body: (Remote) async throws -> T) async throws -> T {
+    let remote = try options.remote()
+    do {
+        let result = try await body(remote)
+        await remote.connection.shutdown()
+        return result
+    } catch {
+        await remote.connection.shutdown()
+        throw error
+    }
+}
+
+/// Prints a wire message as one line of JSON.
+func printJSON(_ value: some Encodable) {
+    print(String(decoding: WireJSON.encode(value), as: UTF8.self))
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import XferClient
 import XferCore
 
 /// A one-line progress display on standard error (bytes, rate, ETA), shown only when
@@ -65,5 +66,32 @@ final class ProgressLine: Sendable {
             line += "  ETA \(Int((Double(total - done) / rate).rounded(.up))) s"
         }
         FileHandle.standardError.write(Data((line + "\u{1B}[K").utf8))
+    }
+}
+
+/// A progress line created on the first report of a transfer (when its total is known),
+/// fed from any thread.
+final class ProgressBar: Sendable {
+    private let quiet: Bool
+    private let line = Mutex<ProgressLine?>(nil)
+
+    init(quiet: Bool) { self.quiet = quiet }
+
+    /// Records progress; draws at most ten times a second, on a terminal only.
+    @Sendable func update(_ progress: TransferProgress) {
+        guard !quiet else { return }
+        let current = line.withLock { line in
+            if line == nil { line = ProgressLine(totalBytes: progress.bytesTotal) }
+            return line!
+        }
+        current.set(done: progress.bytesDone)
+    }
+
+    /// Clears the line (idempotent).
+    func finish() {
+        line.withLock { line in
+            line?.finish()
+            line = nil
+        }
     }
 }

@@ -98,17 +98,12 @@ extension Xfer {
                     if let data {
                         info = try await ServerData.open(data).createAccount(name: name, quota: quota?.value)
                     } else {
-                        let remote = try client.remote()
-                        do {
-                            info = try await remote.connection.createAccount(CreateAccountRequest(name: name, quota: quota?.value))
-                        } catch {
-                            await remote.connection.shutdown()
-                            throw error
+                        info = try await withRemote(client) { remote in
+                            try await remote.connection.createAccount(CreateAccountRequest(name: name, quota: quota?.value))
                         }
-                        await remote.connection.shutdown()
                     }
                     if json {
-                        print(String(decoding: WireJSON.encode(info), as: UTF8.self))
+                        printJSON(info)
                     } else {
                         print(info.token ?? "")
                     }

@@ -28,19 +28,17 @@ extension Xfer {
 
         func run() async throws {
             try await runReportingErrors(json: output.json) {
-                let remote = try client.remote()
-                defer { Task { await remote.connection.shutdown() } }
                 let document = try DocumentPath(name)
                 var options = PushOptions()
                 options.force = force
-                let bar = ProgressLine(totalBytes: (try? DirectoryWalker.entry(at: path).size) ?? 0, quiet: output.quiet || output.json)
-                let report = try await PushEngine(remote: remote, options: options).push(path, as: document) { progress in
-                    bar.set(done: progress.bytesDone)
+                let bar = ProgressBar(quiet: output.quiet || output.json)
+                defer { bar.finish() }
+                let report = try await withRemote(client) { remote in
+                    try await PushEngine(remote: remote, options: options).push(path, as: document, progress: bar.update)
                 }
                 bar.finish()
-                await remote.connection.shutdown()
                 if output.json {
-                    print(String(decoding: WireJSON.encode(report), as: UTF8.self))
+                    printJSON(report)
                 } else if !output.quiet {
                     print("pushed \(report.document) v\(report.version): \(report.files) files, \(ByteCount(report.bytes)), \(report.chunks) chunks; sent \(report.chunksSent) chunks (\(ByteCount(report.bytesSent))), reused \(ByteCount(report.bytesReused)) in \(String(format: "%.2f", report.seconds)) s")
                 }
@@ -68,32 +66,16 @@ extension Xfer {
 
         func run() async throws {
             try await runReportingErrors(json: output.json) {
-                let remote = try client.remote()
                 let document = try DocumentPath(name)
                 let target = destination ?? String(document.components.last ?? "document")
-                let bar = ProgressLine(totalBytes: 0, quiet: true)
-                let quiet = output.quiet || output.json
-                let progressBar = Locked<ProgressLine?>(nil)
-                let report: PullReport
-                do {
-                    report = try await PullEngine(remote: remote).pull(document, into: target) { progress in
-                        guard !quiet else { return }
-                        let line = progressBar.withLock { line in
-                            if line == nil { line = ProgressLine(totalBytes: progress.bytesTotal) }
-                            return line!
-                        }
-                        line.set(done: progress.bytesDone)
-                    }
-                } catch {
-                    progressBar.value?.finish()
-                    await remote.connection.shutdown()
-                    throw error
+                let bar = ProgressBar(quiet: output.quiet || output.json)
+                defer { bar.finish() }
+                let report = try await withRemote(client) { remote in
+                    try await PullEngine(remote: remote).pull(document, into: target, progress: bar.update)
                 }
-                _ = bar
-                progressBar.value?.finish()
-                await remote.connection.shutdown()
+                bar.finish()
                 if output.json {
-                    print(String(decoding: WireJSON.encode(report), as: UTF8.self))
+                    printJSON(report)
                 } else if !output.quiet {
                     print("pulled \(report.document) v\(report.version) into \(target): \(report.files) files, \(ByteCount(report.bytes)); fetched \(report.chunksFetched) chunks (\(ByteCount(report.bytesFetched))), reused \(report.chunksReused) in \(String(format: "%.2f", report.seconds)) s")
                 }
@@ -116,17 +98,11 @@ extension Xfer {
 
         func run() async throws {
             try await runReportingErrors(json: json) {
-                let remote = try client.remote()
-                let list: DocumentList
-                do {
-                    list = try await remote.connection.list(container: remote.container, prefix: prefix)
-                } catch {
-                    await remote.connection.shutdown()
-                    throw error
+                let list = try await withRemote(client) { remote in
+                    try await remote.connection.list(container: remote.container, prefix: prefix)
                 }
-                await remote.connection.shutdown()
                 if json {
-                    print(String(decoding: WireJSON.encode(list), as: UTF8.self))
+                    printJSON(list)
                     return
                 }
                 for document in list.documents {
@@ -153,17 +129,12 @@ extension Xfer {
 
         func run() async throws {
             try await runReportingErrors(json: json) {
-                let remote = try client.remote()
-                let info: DocumentInfo
-                do {
-                    info = try await remote.connection.delete(container: remote.container, path: try DocumentPath(name), baseVersion: nil)
-                } catch {
-                    await remote.connection.shutdown()
-                    throw error
+                let document = try DocumentPath(name)
+                let info = try await withRemote(client) { remote in
+                    try await remote.connection.delete(container: remote.container, path: document, baseVersion: nil)
                 }
-                await remote.connection.shutdown()
                 if json {
-                    print(String(decoding: WireJSON.encode(info), as: UTF8.self))
+                    printJSON(info)
                 } else {
                     print("deleted \(info.path) (v\(info.version))")
                 }

@@ -22,7 +22,7 @@ public final class SQLiteMetadataStore: MetadataStore {
             pool = try DatabasePool(path: path, configuration: configuration)
             try Self.migrator.migrate(pool)
         } catch {
-            throw XferError(.io, "cannot open the metadata database \(path)", cause: StoreError(error))
+            throw XferError(.io, "cannot open the metadata database \(path)", cause: DescribedError(error))
         }
     }
 
@@ -382,28 +382,22 @@ public final class SQLiteMetadataStore: MetadataStore {
     private static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
     private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do {
-            return try await pool.read(body)
-        } catch let error as XferError {
-            throw error
-        } catch {
-            throw XferError(.io, "the metadata database failed", cause: StoreError(error))
-        }
+        try await Self.mappingErrors { try await pool.read(body) }
     }
 
     private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await Self.mappingErrors { try await pool.write(body) }
+    }
+
+    /// Passes ``XferError``s through and wraps database errors as `io`.
+    private static func mappingErrors<T>(_ body: () async throws -> T) async throws -> T {
         do {
-            return try await pool.write(body)
+            return try await body()
         } catch let error as XferError {
             throw error
         } catch {
-            throw XferError(.io, "the metadata database failed", cause: StoreError(error))
+            throw XferError(.io, "the metadata database failed", cause: DescribedError(error))
         }
     }
 }
 
-/// A database error as the cause of an ``XferError`` (GRDB's errors are Sendable-wrapped as text).
-struct StoreError: Error, Sendable, CustomStringConvertible {
-    let description: String
-    init(_ error: any Error) { description = "\(error)" }
-}
