@@ -115,6 +115,11 @@ public struct PullEngine: Sendable {
         let parent = (target as NSString).deletingLastPathComponent
         let baseName = (target as NSString).lastPathComponent
         let staging = "\(parent)/.\(baseName).xfer-\(answer.version).partial"
+        do {
+            try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+        } catch {
+            throw XferError(.io, "cannot create the directory \(parent)", cause: DescribedError(error))
+        }
         try Self.removeStaleStaging(parent: parent, baseName: baseName, keep: staging)
         let resuming = access(staging, F_OK) == 0
 

@@ -378,7 +378,7 @@ public struct PushEngine: Sendable {
                 for location in batch where missing.contains(location.id) {
                     body.append(location)
                     bodyBytes += location.length
-                    if bodyBytes >= options.uploadBatchBytes { try await launch() }
+                    if bodyBytes >= options.uploadBatchBytes || body.count >= ChunkFrameLimits().maximumFrames { try await launch() }
                 }
             }
             try await launch()
