@@ -3,7 +3,7 @@ import Foundation
 import XferCore
 
 extension Xfer {
-    struct Chunk: ParsableCommand {
+    struct Chunk: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show the content-defined chunks of files.",
             discussion: """
@@ -35,7 +35,11 @@ extension Xfer {
             _ = try chunking.configuration()
         }
 
-        func run() throws {
+        func run() async throws {
+            try await runReportingErrors(json: json) { try chunk() }
+        }
+
+        private func chunk() throws {
             var options = ChunkPipeline.Options()
             options.chunker = try chunking.configuration()
             options.compression = compress ? CompressionPolicy(level: level) : nil

@@ -94,7 +94,7 @@ struct XferProcess {
 
     @Test func badInputGetsAClearErrorAndNonZeroExit() throws {
         let missing = try XferProcess.run("chunk", "/nonexistent/file")
-        #expect(missing.status != 0)
+        #expect(missing.status == 5, "not_found has exit code 5 (docs/CLI.md)")
         #expect(missing.stderr.contains("/nonexistent/file"))
         let badSize = try XferProcess.run("chunk", "--avg", "1000", "/etc/hostname")
         #expect(badSize.status != 0)
