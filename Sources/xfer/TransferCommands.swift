@@ -142,3 +142,31 @@ extension Xfer {
         }
     }
 }
+
+extension Xfer {
+    struct Quota: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show the account's storage use and quota.",
+            discussion: """
+                Use counts the plain bytes of each distinct chunk the account stores, once, \
+                however many documents and versions share it.
+                """)
+
+        @Flag(help: "Print one JSON object instead of text.")
+        var json = false
+
+        @OptionGroup var client: ClientOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: json) {
+                let account = try await withRemote(client) { remote in try await remote.connection.account() }
+                if json {
+                    printJSON(account)
+                } else {
+                    let percent = account.quota > 0 ? Double(account.used) / Double(account.quota) * 100 : 0
+                    print("\(account.name): \(ByteCount(account.used)) used of \(ByteCount(account.quota)) (\(String(format: "%.1f", percent)) %)")
+                }
+            }
+        }
+    }
+}

@@ -15,7 +15,7 @@ struct Xfer: AsyncParsableCommand {
             `xfer pull NAME [DEST]` with --server/--token (or XFER_SERVER/XFER_TOKEN).
             """,
         version: XferVersion.current,
-        subcommands: [Push.self, Pull.self, List.self, Remove.self, Serve.self, Account.self, Chunk.self]
+        subcommands: [Push.self, Pull.self, List.self, Remove.self, Quota.self, Serve.self, Account.self, Chunk.self]
     )
 }
 

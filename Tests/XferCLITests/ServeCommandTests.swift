@@ -133,6 +133,12 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         }
         #expect(FileManager.default.contentsEqual(atPath: source, andPath: server.path("copy")))
 
+        let quota = try server.json(try server.run("quota", "--json"))
+        #expect(quota["name"] as? String == "cli" && (quota["used"] as? Int ?? 0) >= 2 << 20)
+        #expect(quota["quota"] as? Int == 5 << 30)
+        let quotaText = try server.run("quota")
+        #expect(quotaText.status == 0 && quotaText.stdout.contains("used of 5.00 GiB"))
+
         let rm = try server.run("rm", "Documents/tree")
         #expect(rm.status == 0 && rm.stdout.contains("deleted"))
         let gone = try server.run("pull", "Documents/tree", server.path("again"))
