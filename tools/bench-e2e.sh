@@ -6,17 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 . tools/env.sh
-dir="${XFER_BENCH_DIR:-/tmp/xfer-bench}"
-mkdir -p "$dir"
-data="$dir/real-1g.bin"
-if [ ! -s "$data" ]; then
-  lib="$(dirname "$(dirname "$(command -v swift)")")/lib"
-  tar cf - -C "$(dirname "$lib")" "$(basename "$lib")" 2>/dev/null | head -c 1073741824 > "$data"
-fi
-big="$dir/real-4g.bin"
-if [ ! -s "$big" ]; then
-  for i in 1 2 3 4; do printf "$i"; tail -c +2 "$data"; done > "$big"
-fi
+. tools/bench-data.sh
 swift build -c release --product xfer >/dev/null
 xfer="$(swift build -c release --show-bin-path)/xfer"
 exec python3 tools/bench-e2e.py "$xfer" "$data" "$big" "$dir/e2e"

@@ -32,7 +32,6 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 "$bin" serve --data "$work/data" --listen "127.0.0.1:$port" --log-level warning &
 server_pid=$!
 for _ in $(seq 1 100); do
-  curl -fs "http://127.0.0.1:$port/v1/health" >/dev/null 2>&1 && break
   python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/v1/health')" 2>/dev/null && break
   sleep 0.1
 done

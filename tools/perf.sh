@@ -10,19 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 . tools/env.sh
-dir="${XFER_BENCH_DIR:-/tmp/xfer-bench}"
-mkdir -p "$dir"
-data="${1:-$dir/real-1g.bin}"
-if [ ! -s "$data" ]; then
-  lib="$(dirname "$(dirname "$(command -v swift)")")/lib"
-  echo "perf: making $data from a tar of $lib" >&2
-  tar cf - -C "$(dirname "$lib")" "$(basename "$lib")" 2>/dev/null | head -c 1073741824 > "$data"
-fi
-big="$dir/real-4g.bin"
-if [ ! -s "$big" ]; then
-  echo "perf: making $big (4 GiB: the 1 GiB file four times, each copy with a different first byte)" >&2
-  for i in 1 2 3 4; do printf "$i"; tail -c +2 "$data"; done > "$big"
-fi
+data="${1:-}"
+. tools/bench-data.sh
 
 swift build -c release --product xfer >/dev/null
 (cd Benchmarks && swift build -c release --product xfer-perf >/dev/null)

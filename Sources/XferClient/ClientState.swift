@@ -116,17 +116,9 @@ public final class ClientState: Sendable {
         }
     }
 
-    /// Replaces the records of these files (and drops those in `removed`).
-    public func record(files: [KnownFile], removed: [String] = []) throws {
-        try run { db in
-            let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)")
-            for file in files {
-                try insert.execute(arguments: [file.path, file.stamp.size, file.stamp.mtimeNanoseconds,
-                                               Int64(bitPattern: file.stamp.inode), file.stamp.ctimeNanoseconds,
-                                               Self.encodeChunks(file.chunks)])
-            }
-            for path in removed { try db.execute(sql: "DELETE FROM files WHERE path = ?", arguments: [path]) }
-        }
+    /// Replaces the records of these files.
+    public func record(files: [KnownFile]) throws {
+        try run { db in try Self.insert(files, into: db) }
     }
 
     /// The version of a document this root holds, if any.
@@ -139,27 +131,23 @@ public final class ClientState: Sendable {
         }
     }
 
-    /// Records that this root now holds `document`, and the files written or read for it, in one transaction.
+    /// Records that this root now holds `document`, whose files are now exactly `files`, in one transaction.
     public func recordSynced(server: String, container: ContainerName, path: DocumentPath, document: SyncedDocument,
-                             files: [KnownFile], keepOnly: Bool) throws {
+                             files: [KnownFile]) throws {
         try run { db in
-            if keepOnly { try db.execute(sql: "DELETE FROM files") }
-            let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)")
-            for file in files {
-                try insert.execute(arguments: [file.path, file.stamp.size, file.stamp.mtimeNanoseconds,
-                                               Int64(bitPattern: file.stamp.inode), file.stamp.ctimeNanoseconds,
-                                               Self.encodeChunks(file.chunks)])
-            }
+            try db.execute(sql: "DELETE FROM files")
+            try Self.insert(files, into: db)
             try db.execute(sql: "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?)",
                            arguments: [server, container.value, path.value, document.version, Data(document.manifest.encoded())])
         }
     }
 
-    /// Forgets a document (after `xfer rm`).
-    public func forget(server: String, container: ContainerName, path: DocumentPath) throws {
-        try run { db in
-            try db.execute(sql: "DELETE FROM documents WHERE server = ? AND container = ? AND path = ?",
-                           arguments: [server, container.value, path.value])
+    private static func insert(_ files: [KnownFile], into db: Database) throws {
+        let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)")
+        for file in files {
+            try insert.execute(arguments: [file.path, file.stamp.size, file.stamp.mtimeNanoseconds,
+                                           Int64(bitPattern: file.stamp.inode), file.stamp.ctimeNanoseconds,
+                                           encodeChunks(file.chunks)])
         }
     }
 

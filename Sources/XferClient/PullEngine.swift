@@ -203,18 +203,17 @@ public struct PullEngine: Sendable {
             return FileStamp.of(final).map { KnownFile(path: file.entry.path, stamp: $0, chunks: file.entry.chunks) }
         }
         try state.recordSynced(server: connection.server, container: remote.container, path: name,
-                               document: SyncedDocument(version: answer.version, manifest: manifest), files: written, keepOnly: true)
+                               document: SyncedDocument(version: answer.version, manifest: manifest), files: written)
         return report(name, answer.version, manifest, counters.value, manifestBytes: answer.delta.count, started: started)
     }
 
     private func report(_ name: DocumentPath, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
                         manifestBytes: Int, started: ContinuousClock.Instant) -> PullReport {
-        let elapsed = ContinuousClock.now - started
         return PullReport(document: name.value, version: version,
-                          files: manifest.entries.filter { $0.kind != EntryKind.directory }.count, bytes: manifest.totalSize,
+                          files: manifest.fileCount, bytes: manifest.totalSize,
                           chunksFetched: counters.chunksFetched, bytesFetched: counters.bytesFetched,
                           chunksReused: counters.chunksReused, manifestBytes: manifestBytes,
-                          seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+                          seconds: (ContinuousClock.now - started).seconds)
     }
 
     /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
@@ -272,21 +271,15 @@ public struct PullEngine: Sendable {
     private static func check(_ result: Int32, _ action: String, _ path: String) throws {
         guard result >= 0 else {
             let err = errno
-            throw XferError(err == ENOSPC ? .io : .io, "cannot \(action) \(path)", cause: SystemErrno(err))
+            throw XferError(.io, "cannot \(action) \(path)", cause: SystemErrno(err))
         }
     }
 
     /// Reads `chunk.length` bytes at `offset` and reports whether they hash to the chunk's id.
     private static func readVerified(_ fd: Int32, offset: Int64, chunk: Manifest.ChunkReference, into buffer: inout [UInt8]) throws -> Bool {
-        let got = buffer.withUnsafeMutableBytes { raw -> Int in
-            var done = 0
-            while done < chunk.length {
-                let n = pread(fd, raw.baseAddress! + done, chunk.length - done, off_t(offset) + off_t(done))
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { break }
-                done += n
-            }
-            return done
+        // An unreadable source is only a chunk to fetch instead.
+        let got = buffer.withUnsafeMutableBytes { raw in
+            (try? PositionalIO.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<chunk.length]), at: offset, path: "")) ?? 0
         }
         guard got == chunk.length else { return false }
         return buffer.withUnsafeBytes { ChunkID.of(UnsafeRawBufferPointer(rebasing: $0[0..<chunk.length])) } == chunk.id
@@ -294,17 +287,7 @@ public struct PullEngine: Sendable {
 
     private static func write(_ bytes: [UInt8], count: Int, to fd: Int32, at offset: Int64, path: String) throws {
         try bytes.withUnsafeBytes { raw in
-            var done = 0
-            while done < count {
-                let n = pwrite(fd, raw.baseAddress! + done, count - done, off_t(offset) + off_t(done))
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else {
-                    let err = errno
-                    throw XferError(.io, err == ENOSPC ? "the disk is full writing \(path); free space and pull again (what arrived is kept)"
-                                                      : "cannot write \(path)", cause: SystemErrno(err))
-                }
-                done += n
-            }
+            try PositionalIO.write(fd, UnsafeRawBufferPointer(rebasing: raw[0..<count]), at: offset, path: path)
         }
     }
 

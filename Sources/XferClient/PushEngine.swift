@@ -137,12 +137,32 @@ public struct PushEngine: Sendable {
             }
         }
 
+        func entries() -> [Manifest.Entry] {
+            tree.enumerated().map { index, entry in
+                Manifest.Entry(path: entry.relativePath, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
+                               chunks: chunkLists[index] ?? [], symlinkTarget: entry.symlinkTarget)
+            }
+        }
+        /// Where each chunk of the files with known chunk lists is, for the chunks `include` picks.
+        func locations(_ include: (ChunkID) -> Bool) -> [Location] {
+            var result: [Location] = []
+            for (index, chunks) in chunkLists.enumerated() {
+                guard let chunks else { continue }
+                var offset: Int64 = 0
+                for chunk in chunks {
+                    if include(chunk.id) {
+                        result.append(Location(id: chunk.id, file: fullPath(tree[index]), offset: offset, length: chunk.length))
+                    }
+                    offset += Int64(chunk.length)
+                }
+            }
+            return result
+        }
+
         // Nothing changed since this root last synced: no version to make, nothing to send.
         if toHash.isEmpty, !options.force, let synced, baseVersion == synced.version,
-           let unchanged = try? Manifest(kind: kind, chunker: synced.manifest.chunker, entries: tree.enumerated().map { index, entry in
-               Manifest.Entry(path: entry.relativePath, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
-                              chunks: chunkLists[index] ?? [], symlinkTarget: entry.symlinkTarget)
-           }), unchanged == synced.manifest {
+           let unchanged = try? Manifest(kind: kind, chunker: synced.manifest.chunker, entries: entries()),
+           unchanged == synced.manifest {
             return Self.report(name, synced.version, unchanged, Counters(), manifestBytes: 0, started: started)
         }
 
@@ -152,34 +172,19 @@ public struct PushEngine: Sendable {
             mode: top.mode, baseVersion: baseVersion, device: options.device))
 
         // 3. Chunks the server surely has (the base version's) are never asked about.
-        var onServer = Set((synced?.manifest.allChunks ?? []).map(\.id))
-        if baseVersion != synced?.version { onServer = [] }
-        let counters = Locked(Counters())
-        var initial: [Location] = []
+        let onServer = baseVersion == synced?.version ? Set((synced?.manifest.allChunks ?? []).map(\.id)) : []
         var queued: Set<ChunkID> = []
-        for (index, chunks) in chunkLists.enumerated() {
-            guard let chunks else { continue }
-            var offset: Int64 = 0
-            for chunk in chunks {
-                if !onServer.contains(chunk.id), queued.insert(chunk.id).inserted {
-                    initial.append(Location(id: chunk.id, file: fullPath(tree[index]), offset: offset, length: chunk.length))
-                }
-                offset += Int64(chunk.length)
-            }
-            counters.withLock { $0.bytesHashed += stamps[index]?.size ?? 0 }
-        }
+        let initial = locations { !onServer.contains($0) && queued.insert($0).inserted }
+        let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : stamps[$1]?.size ?? 0) }
+        let counters = Locked(Counters(bytesHashed: unchangedBytes))
 
         let hashed = try await upload(initial: initial, files: toHash.map { (index: $0, path: fullPath(tree[$0])) },
                                       skip: onServer.union(queued), total: total, counters: counters, progress: progress)
         for (index, chunks) in hashed { chunkLists[index] = chunks }
 
         // 4. The manifest, sent as a delta against the base version.
-        let entries = tree.enumerated().map { index, entry in
-            Manifest.Entry(path: entry.relativePath, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
-                           chunks: chunkLists[index] ?? [], symlinkTarget: entry.symlinkTarget)
-        }
         let manifest = try Manifest(kind: kind, chunker: hashed.isEmpty && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker,
-                                    entries: entries)
+                                    entries: entries())
         // Remember what was read, even if the commit fails, so a re-run does not read it again.
         let newlyKnown = hashed.compactMap { index, chunks in
             stamps[index].map { KnownFile(path: tree[index].relativePath, stamp: $0, chunks: chunks) }
@@ -192,24 +197,14 @@ public struct PushEngine: Sendable {
                                     manifestDelta: delta, manifestDigest: manifest.digest)
         let committed: DocumentInfo
         do {
-            committed = try await commit(request, baseVersion: baseVersion, manifest: manifest)
+            committed = try await commit(request, manifest: manifest)
         } catch let error as XferError where error.code == .missingChunks {
             // The server lacks chunks this client believed it had (a base from another root,
             // say): send them and commit again, once.
-            let missing = Set((error.cause as? MissingChunksDetail)?.ids ?? [])
-            var again: [Location] = []
-            for (index, chunks) in chunkLists.enumerated() {
-                guard let chunks else { continue }
-                var offset: Int64 = 0
-                for chunk in chunks {
-                    if missing.contains(chunk.id) {
-                        again.append(Location(id: chunk.id, file: fullPath(tree[index]), offset: offset, length: chunk.length))
-                    }
-                    offset += Int64(chunk.length)
-                }
-            }
+            var missing = Set((error.cause as? MissingChunksDetail)?.ids ?? [])
+            let again = locations { missing.remove($0) != nil }
             _ = try await upload(initial: again, files: [], skip: [], total: total, counters: counters, progress: progress)
-            committed = try await commit(request, baseVersion: baseVersion, manifest: manifest)
+            committed = try await commit(request, manifest: manifest)
         }
 
         let allFiles = tree.enumerated().compactMap { index, entry -> KnownFile? in
@@ -217,22 +212,21 @@ public struct PushEngine: Sendable {
             return KnownFile(path: entry.relativePath, stamp: stamp, chunks: chunks)
         }
         try state.recordSynced(server: connection.server, container: remote.container, path: name,
-                               document: SyncedDocument(version: committed.version, manifest: manifest), files: allFiles, keepOnly: true)
+                               document: SyncedDocument(version: committed.version, manifest: manifest), files: allFiles)
         return Self.report(name, committed.version, manifest, counters.value, manifestBytes: delta.count, started: started)
     }
 
     private static func report(_ name: DocumentPath, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
                                manifestBytes: Int, started: ContinuousClock.Instant) -> PushReport {
-        let elapsed = ContinuousClock.now - started
         let fileBytes = manifest.entries.reduce(Int64(0)) { $0 + ($1.kind == .file ? $1.size : 0) }
         return PushReport(document: name.value, version: version,
-                          files: manifest.entries.filter { $0.kind != EntryKind.directory }.count, bytes: manifest.totalSize,
+                          files: manifest.fileCount, bytes: manifest.totalSize,
                           chunks: manifest.allChunks.count, chunksSent: counters.chunksSent, bytesSent: counters.bytesSent,
                           bytesReused: max(0, fileBytes - counters.plainBytesSent), manifestBytes: manifestBytes,
-                          seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+                          seconds: (ContinuousClock.now - started).seconds)
     }
 
-    private func commit(_ request: CommitRequest, baseVersion: Int64?, manifest: Manifest) async throws -> DocumentInfo {
+    private func commit(_ request: CommitRequest, manifest: Manifest) async throws -> DocumentInfo {
         do {
             return try await remote.connection.commit(container: remote.container, request)
         } catch let error as XferError where (error.code == .invalidManifest || error.code == .notFound) && request.deltaBase != nil {
@@ -259,7 +253,7 @@ public struct PushEngine: Sendable {
         -> [Int: [Manifest.ChunkReference]] {
         let (batches, continuation) = AsyncStream<[Location]>.makeStream()
         let stop = Locked(false)
-        let lists = Locked([Int: [Manifest.ChunkReference]]())
+        let lists = Locked([Int: [Manifest.ChunkReference]]())  // set once, when hashing ends
         let options = options
         let askBatch = options.askBatch
 
@@ -277,8 +271,10 @@ public struct PushEngine: Sendable {
                     start += askBatch
                 }
                 guard !files.isEmpty else { return }
-                try await Self.runPipeline(files: files, options: options.pipeline, skip: skip, batch: askBatch, stop: stop,
-                                           lists: lists, counters: counters, yield: { continuation.yield($0) }, report: report)
+                let hashed = try await Self.runPipeline(files: files, options: options.pipeline, skip: skip, batch: askBatch,
+                                                        stop: stop, counters: counters, yield: { continuation.yield($0) },
+                                                        report: report)
+                lists.withLock { $0 = hashed }
             }
             group.addTask {
                 do {
@@ -294,16 +290,27 @@ public struct PushEngine: Sendable {
     }
 
     /// Runs the chunk pipeline on a Dispatch thread, yielding batches of new chunk locations.
+    /// - Returns: The chunk list of each hashed file, by tree index.
     private static func runPipeline(files: [(index: Int, path: String)], options: ChunkPipeline.Options, skip: Set<ChunkID>,
-                                    batch: Int, stop: Locked<Bool>, lists: Locked<[Int: [Manifest.ChunkReference]]>,
-                                    counters: Locked<Counters>, yield: @escaping @Sendable ([Location]) -> Void,
-                                    report: @escaping @Sendable () -> Void) async throws {
-        // Pipeline callbacks arrive in order on one serial queue; this state is touched only there.
+                                    batch: Int, stop: Locked<Bool>, counters: Locked<Counters>,
+                                    yield: @escaping @Sendable ([Location]) -> Void,
+                                    report: @escaping @Sendable () -> Void) async throws -> [Int: [Manifest.ChunkReference]] {
+        // Pipeline callbacks arrive in order on one serial queue; this state is touched only
+        // there, and read by the caller after the pipeline has returned.
         final class Collector: @unchecked Sendable {
+            var lists: [Int: [Manifest.ChunkReference]] = [:]
             var pending: [Location] = []
             var seen: Set<ChunkID>
+            var unreportedBytes: Int64 = 0
             var lastReport = ContinuousClock.now
             init(seen: Set<ChunkID>) { self.seen = seen }
+
+            /// Moves the bytes hashed since the last call into the shared counters.
+            func publish(_ counters: Locked<Counters>) {
+                let bytes = unreportedBytes
+                counters.withLock { $0.bytesHashed += bytes }
+                unreportedBytes = 0
+            }
         }
         let collector = Collector(seen: skip)
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
@@ -313,10 +320,10 @@ public struct PushEngine: Sendable {
                         if stop.value { throw XferError(.cancelled, "push stopped") }
                         switch event {
                         case .fileStarted(let file, _, _):
-                            lists.withLock { $0[files[file].index] = [] }
+                            collector.lists[files[file].index] = []
                         case .chunk(let file, let record):
-                            lists.withLock { $0[files[file].index]!.append(Manifest.ChunkReference(id: record.id, length: record.length)) }
-                            counters.withLock { $0.bytesHashed += Int64(record.length) }
+                            collector.lists[files[file].index]!.append(Manifest.ChunkReference(id: record.id, length: record.length))
+                            collector.unreportedBytes += Int64(record.length)
                             if collector.seen.insert(record.id).inserted {
                                 collector.pending.append(Location(id: record.id, file: files[file].path, offset: record.offset,
                                                                   length: record.length))
@@ -327,6 +334,7 @@ public struct PushEngine: Sendable {
                             }
                             if ContinuousClock.now - collector.lastReport > .milliseconds(100) {
                                 collector.lastReport = ContinuousClock.now
+                                collector.publish(counters)
                                 report()
                             }
                         case .fileFinished:
@@ -334,12 +342,14 @@ public struct PushEngine: Sendable {
                         }
                     }
                     if !collector.pending.isEmpty { yield(collector.pending) }
+                    collector.publish(counters)
                     done.resume()
                 } catch {
                     done.resume(throwing: error)
                 }
             }
         }
+        return collector.lists
     }
 
     /// Asks about each batch, then uploads what is missing in bodies of about
@@ -402,17 +412,11 @@ public struct PushEngine: Sendable {
             }
             let fd = openFile!.fd
             try buffer.withUnsafeMutableBytes { raw in
-                var done = 0
-                while done < location.length {
-                    let n = pread(fd, raw.baseAddress! + done, location.length - done, off_t(location.offset) + off_t(done))
-                    if n < 0 && errno == EINTR { continue }
-                    guard n > 0 else {
-                        throw XferError(.io, "\(location.file) changed while it was being pushed (it is shorter now); push again")
-                    }
-                    done += n
+                let plain = UnsafeMutableRawBufferPointer(rebasing: raw[0..<location.length])
+                guard try PositionalIO.read(fd, into: plain, at: location.offset, path: location.file) == location.length else {
+                    throw XferError(.io, "\(location.file) changed while it was being pushed (it is shorter now); push again")
                 }
-                let plain = UnsafeRawBufferPointer(rebasing: raw[0..<location.length])
-                chunks.append(try Zstd.encode(plain, id: location.id, policy: policy))
+                chunks.append(try Zstd.encode(UnsafeRawBufferPointer(plain), id: location.id, policy: policy))
             }
         }
         return chunks

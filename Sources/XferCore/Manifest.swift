@@ -99,6 +99,9 @@ public struct Manifest: Sendable, Hashable {
     /// Total content bytes of all files and symlinks.
     public var totalSize: Int64 { entries.reduce(0) { $0 + $1.size } }
 
+    /// Files and symlinks (entries that are not directories).
+    public var fileCount: Int { entries.reduce(0) { $0 + ($1.kind == .directory ? 0 : 1) } }
+
     /// Every chunk reference, in entry order, repeats included.
     public var allChunks: [ChunkReference] { entries.flatMap(\.chunks) }
 

@@ -93,10 +93,3 @@ struct ChunkInputs {
         totalBytes += size
     }
 }
-
-extension Duration {
-    var seconds: Double {
-        let (s, attoseconds) = components
-        return Double(s) + Double(attoseconds) / 1e18
-    }
-}

@@ -17,29 +17,21 @@ final class ProgressLine: Sendable {
     private let start = ContinuousClock.now
     private let state: Mutex<State>
 
-    init(totalBytes: Int64, quiet: Bool = false) {
+    init(totalBytes: Int64) {
         total = totalBytes
-        enabled = !quiet && isatty(STDERR_FILENO) == 1
+        enabled = isatty(STDERR_FILENO) == 1
         state = Mutex(State(lastDraw: start))
     }
 
-    func advance(by bytes: Int64) {
-        guard enabled else { return }
-        state.withLock { state in
-            state.done += bytes
-            let now = ContinuousClock.now
-            guard now - state.lastDraw >= .milliseconds(100) else { return }
-            state.lastDraw = now
-            state.drawn = true
-            draw(done: state.done, elapsed: (now - start).seconds)
-        }
-    }
+    func advance(by bytes: Int64) { update { $0 += bytes } }
 
     /// Sets the bytes done so far (for callers that count themselves).
-    func set(done: Int64) {
+    func set(done: Int64) { update { $0 = done } }
+
+    private func update(_ change: (inout Int64) -> Void) {
         guard enabled else { return }
         state.withLock { state in
-            state.done = done
+            change(&state.done)
             let now = ContinuousClock.now
             guard now - state.lastDraw >= .milliseconds(100) else { return }
             state.lastDraw = now

@@ -138,22 +138,13 @@ public final class SQLiteMetadataStore: MetadataStore {
     // MARK: Chunks
 
     public func missingChunks(account: Int64, ids: [ChunkID]) async throws -> [ChunkID] {
-        try await read { db in
-            let statement = try db.cachedStatement(sql: "SELECT 1 FROM account_chunks WHERE account_id = ? AND id = ?")
-            return try ids.filter { id in
-                try Row.fetchOne(statement, arguments: [account, Data(id.bytes)]) == nil
-            }
-        }
+        try await read { db in try Self.lacking(db, account: account, ids) }
     }
 
     public func addChunks(account: Int64, _ chunks: [OwnedChunk]) async throws -> (count: Int, bytes: Int64) {
         try await write { db in
-            let exists = try db.cachedStatement(sql: "SELECT 1 FROM account_chunks WHERE account_id = ? AND id = ?")
-            var seen: Set<ChunkID> = []
-            let fresh = try chunks.filter { chunk in
-                guard seen.insert(chunk.id).inserted else { return false }
-                return try Row.fetchOne(exists, arguments: [account, Data(chunk.id.bytes)]) == nil
-            }
+            var lacking = Set(try Self.lacking(db, account: account, chunks.map(\.id)))
+            let fresh = chunks.filter { lacking.remove($0.id) != nil }
             let bytes = fresh.reduce(Int64(0)) { $0 + Int64($1.length) }
             guard let row = try Row.fetchOne(db, sql: "SELECT quota, used FROM accounts WHERE id = ?", arguments: [account]) else {
                 throw XferError(.notFound, "no such account")
@@ -203,12 +194,7 @@ public final class SQLiteMetadataStore: MetadataStore {
                 throw XferError(.conflict, "\(path) version \(version) is already \(state)")
             }
             try Self.checkBase(db, document: document, base: baseVersion, path: path)
-            let exists = try db.cachedStatement(sql: "SELECT 1 FROM account_chunks WHERE account_id = ? AND id = ?")
-            var missing: [ChunkID] = []
-            var checked: Set<ChunkID> = []
-            for chunk in manifest.allChunks where checked.insert(chunk.id).inserted {
-                if try Row.fetchOne(exists, arguments: [account, Data(chunk.id.bytes)]) == nil { missing.append(chunk.id) }
-            }
+            let missing = try Self.lacking(db, account: account, manifest.allChunks.map(\.id))
             guard missing.isEmpty else {
                 throw XferError.missingChunks(missing)
             }
@@ -218,12 +204,11 @@ public final class SQLiteMetadataStore: MetadataStore {
                                arguments: [sequence, document.id, current])
             }
             let kind: DocumentKind = manifest.kind == .package ? .package : .file
-            let files = manifest.entries.filter { $0.kind != .directory }.count
             try db.execute(sql: """
                 UPDATE versions SET state = 'current', kind = ?, size = ?, manifest_digest = ?, manifest = ?, files = ?,
                                     chunks = ?, base_version = ?, sequence = ?
                 WHERE document_id = ? AND version = ?
-                """, arguments: [kind.rawValue, manifest.totalSize, Data(ChunkID.of(encoded).bytes), Data(encoded), files,
+                """, arguments: [kind.rawValue, manifest.totalSize, Data(ChunkID.of(encoded).bytes), Data(encoded), manifest.fileCount,
                                  manifest.allChunks.count, baseVersion, sequence, document.id, version])
             try db.execute(sql: "UPDATE documents SET current_version = ? WHERE id = ?", arguments: [version, document.id])
             return try Self.info(db, document: document.id, path: path, version: version)!
@@ -323,6 +308,15 @@ public final class SQLiteMetadataStore: MetadataStore {
         var id: Int64
         var current: Int64?
         var latest: Int64
+    }
+
+    /// The distinct ids of `ids` the account does not hold, in first-seen order.
+    private static func lacking(_ db: Database, account: Int64, _ ids: [ChunkID]) throws -> [ChunkID] {
+        let holds = try db.cachedStatement(sql: "SELECT 1 FROM account_chunks WHERE account_id = ? AND id = ?")
+        var seen: Set<ChunkID> = []
+        return try ids.filter { id in
+            try seen.insert(id).inserted && Row.fetchOne(holds, arguments: [account, Data(id.bytes)]) == nil
+        }
     }
 
     private static func containerID(_ db: Database, account: Int64, name: ContainerName, create: Bool) throws -> Int64? {

@@ -1,0 +1,7 @@
+extension Duration {
+    /// The duration in seconds, as a `Double` (for rates and reports).
+    package var seconds: Double {
+        let (whole, attoseconds) = components
+        return Double(whole) + Double(attoseconds) / 1e18
+    }
+}
