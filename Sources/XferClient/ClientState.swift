@@ -44,54 +44,103 @@ public struct SyncedDocument: Sendable, Hashable {
     public var manifest: Manifest
 }
 
-/// The client's state for one synced root (a pushed path or a pull destination): an SQLite
-/// database under the state directory, named by a hash of the root's absolute path.
+/// A client state database: one SQLite file holding the state of one or more roots (a pushed
+/// path or pull destination has its own; a synced directory keeps all its documents in one).
+public final class StateDatabase: Sendable {
+    /// The database file.
+    public let path: String
+    let queue: DatabaseQueue
+
+    /// Opens (creating and migrating) a state database.
+    /// - Throws: `io` if it cannot be opened.
+    public init(path: String) throws {
+        self.path = path
+        try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        do {
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(30)
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+            try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA journal_mode = WAL") }
+            try Self.migrator.migrate(queue)
+        } catch {
+            throw XferError(.io, "cannot open the client state \(path)", cause: DescribedError(error))
+        }
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE root (path TEXT NOT NULL);
+                CREATE TABLE files (
+                    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+                    inode INTEGER NOT NULL, ctime_ns INTEGER NOT NULL, chunks BLOB NOT NULL) WITHOUT ROWID;
+                CREATE TABLE documents (
+                    server TEXT NOT NULL, container TEXT NOT NULL, path TEXT NOT NULL,
+                    version INTEGER NOT NULL, manifest BLOB NOT NULL,
+                    PRIMARY KEY (server, container, path)) WITHOUT ROWID;
+                """)
+        }
+        migrator.registerMigration("v2: several roots per database, sync state") { db in
+            // v1 held one root, named in `root`; its rows move under that name.
+            try db.execute(sql: """
+                CREATE TABLE root_files (
+                    root TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+                    inode INTEGER NOT NULL, ctime_ns INTEGER NOT NULL, chunks BLOB NOT NULL,
+                    PRIMARY KEY (root, path)) WITHOUT ROWID;
+                CREATE TABLE root_documents (
+                    root TEXT NOT NULL, server TEXT NOT NULL, container TEXT NOT NULL, path TEXT NOT NULL,
+                    version INTEGER NOT NULL, manifest BLOB NOT NULL,
+                    PRIMARY KEY (root, server, container, path)) WITHOUT ROWID;
+                INSERT INTO root_files SELECT (SELECT path FROM root LIMIT 1), * FROM files WHERE EXISTS (SELECT 1 FROM root);
+                INSERT INTO root_documents SELECT (SELECT path FROM root LIMIT 1), * FROM documents WHERE EXISTS (SELECT 1 FROM root);
+                DROP TABLE files;
+                DROP TABLE documents;
+                DROP TABLE root;
+                CREATE TABLE sync_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+                CREATE TABLE sync_documents (
+                    path TEXT PRIMARY KEY, kind TEXT NOT NULL, evicted INTEGER NOT NULL DEFAULT 0,
+                    size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, last_used_ns INTEGER NOT NULL) WITHOUT ROWID;
+                """)
+        }
+        return migrator
+    }
+
+    func run<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            return try queue.write(body)
+        } catch let error as XferError {
+            throw error
+        } catch {
+            throw XferError(.io, "the client state database \(path) failed", cause: DescribedError(error))
+        }
+    }
+}
+
+/// The client's state for one synced root (a pushed path, a pull destination, or a document
+/// in a synced directory), in a ``StateDatabase``.
 ///
 /// It remembers each file's stamp and chunk list (so unchanged files are not read again, and
 /// so a pull can reuse chunks already on disk) and which document version the root holds.
 public final class ClientState: Sendable {
     /// The root's absolute path.
     public let root: String
-    private let queue: DatabaseQueue
+    /// The database it lives in.
+    public let database: StateDatabase
 
-    /// Opens (creating) the state of a root.
-    /// - Parameters:
-    ///   - root: The root's path (made absolute).
-    ///   - stateDirectory: Where state databases live.
+    /// Opens (creating) the state of a root in its own database under the state directory,
+    /// named by a hash of the root's absolute path.
     /// - Throws: `io` if the database cannot be opened.
-    public init(root: String, stateDirectory: String) throws {
+    public convenience init(root: String, stateDirectory: String) throws {
+        let root = ClientState.absolute(root)
+        let name = String(ChunkID.of(Array(root.utf8)).hex.prefix(24))
+        try self.init(root: root, database: StateDatabase(path: "\(stateDirectory)/roots/\(name).sqlite"))
+    }
+
+    /// The state of a root inside a shared database.
+    public init(root: String, database: StateDatabase) {
         self.root = ClientState.absolute(root)
-        let directory = stateDirectory + "/roots"
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let name = String(ChunkID.of(Array(self.root.utf8)).hex.prefix(24))
-        let path = "\(directory)/\(name).sqlite"
-        do {
-            var configuration = Configuration()
-            configuration.busyMode = .timeout(30)
-            queue = try DatabaseQueue(path: path, configuration: configuration)
-            var migrator = DatabaseMigrator()
-            migrator.registerMigration("v1") { db in
-                try db.execute(sql: """
-                    CREATE TABLE root (path TEXT NOT NULL);
-                    CREATE TABLE files (
-                        path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-                        inode INTEGER NOT NULL, ctime_ns INTEGER NOT NULL, chunks BLOB NOT NULL) WITHOUT ROWID;
-                    CREATE TABLE documents (
-                        server TEXT NOT NULL, container TEXT NOT NULL, path TEXT NOT NULL,
-                        version INTEGER NOT NULL, manifest BLOB NOT NULL,
-                        PRIMARY KEY (server, container, path)) WITHOUT ROWID;
-                    """)
-            }
-            try migrator.migrate(queue)
-            let root = self.root
-            try queue.write { db in
-                if try String.fetchOne(db, sql: "SELECT path FROM root") == nil {
-                    try db.execute(sql: "INSERT INTO root (path) VALUES (?)", arguments: [root])
-                }
-            }
-        } catch {
-            throw XferError(.io, "cannot open the client state \(path)", cause: DescribedError(error))
-        }
+        self.database = database
     }
 
     /// The default state directory: `$XFER_STATE_DIR`, else `$XDG_STATE_HOME/xfer`, else `~/.local/state/xfer`.
@@ -103,29 +152,43 @@ public final class ClientState: Sendable {
 
     /// Every remembered file.
     public func files() throws -> [String: KnownFile] {
-        try run { db in
+        let root = root
+        return try database.run { db in
             var result: [String: KnownFile] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT * FROM files") {
-                let file = KnownFile(path: row["path"],
-                                     stamp: FileStamp(size: row["size"], mtimeNanoseconds: row["mtime_ns"],
-                                                      inode: UInt64(bitPattern: row["inode"]), ctimeNanoseconds: row["ctime_ns"]),
-                                     chunks: try Self.decodeChunks(row["chunks"]))
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM root_files WHERE root = ?", arguments: [root]) {
+                let file = try Self.knownFile(row)
                 result[file.path] = file
             }
             return result
         }
     }
 
+    /// Every remembered file of every root in the database that still looks as it did, by
+    /// absolute path: where a pull can find chunks without downloading them.
+    public func sources() throws -> [(path: String, file: KnownFile)] {
+        try database.run { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM root_files").compactMap { row in
+                let file = try Self.knownFile(row)
+                let root: String = row["root"]
+                let path = file.path.isEmpty ? root : root + "/" + file.path
+                return FileStamp.of(path) == file.stamp ? (path, file) : nil
+            }
+        }
+    }
+
     /// Replaces the records of these files.
     public func record(files: [KnownFile]) throws {
-        try run { db in try Self.insert(files, into: db) }
+        let root = root
+        try database.run { db in try Self.insert(files, root: root, into: db) }
     }
 
     /// The version of a document this root holds, if any.
     public func document(server: String, container: ContainerName, path: DocumentPath) throws -> SyncedDocument? {
-        try run { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT version, manifest FROM documents WHERE server = ? AND container = ? AND path = ?",
-                                             arguments: [server, container.value, path.value]) else { return nil }
+        let root = root
+        return try database.run { db in
+            guard let row = try Row.fetchOne(db, sql: """
+                SELECT version, manifest FROM root_documents WHERE root = ? AND server = ? AND container = ? AND path = ?
+                """, arguments: [root, server, container.value, path.value]) else { return nil }
             let bytes: Data = row["manifest"]
             return SyncedDocument(version: row["version"], manifest: try Manifest(decoding: Array(bytes)))
         }
@@ -134,30 +197,37 @@ public final class ClientState: Sendable {
     /// Records that this root now holds `document`, whose files are now exactly `files`, in one transaction.
     public func recordSynced(server: String, container: ContainerName, path: DocumentPath, document: SyncedDocument,
                              files: [KnownFile]) throws {
-        try run { db in
-            try db.execute(sql: "DELETE FROM files")
-            try Self.insert(files, into: db)
-            try db.execute(sql: "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?)",
-                           arguments: [server, container.value, path.value, document.version, Data(document.manifest.encoded())])
+        let root = root
+        try database.run { db in
+            try db.execute(sql: "DELETE FROM root_files WHERE root = ?", arguments: [root])
+            try Self.insert(files, root: root, into: db)
+            try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [root, server, container.value, path.value, document.version, Data(document.manifest.encoded())])
         }
     }
 
-    private static func insert(_ files: [KnownFile], into db: Database) throws {
-        let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)")
+    /// Forgets everything about this root (its document was deleted).
+    public func forget() throws {
+        let root = root
+        try database.run { db in
+            try db.execute(sql: "DELETE FROM root_files WHERE root = ?", arguments: [root])
+            try db.execute(sql: "DELETE FROM root_documents WHERE root = ?", arguments: [root])
+        }
+    }
+
+    private static func knownFile(_ row: Row) throws -> KnownFile {
+        KnownFile(path: row["path"],
+                  stamp: FileStamp(size: row["size"], mtimeNanoseconds: row["mtime_ns"],
+                                   inode: UInt64(bitPattern: row["inode"]), ctimeNanoseconds: row["ctime_ns"]),
+                  chunks: try decodeChunks(row["chunks"]))
+    }
+
+    private static func insert(_ files: [KnownFile], root: String, into db: Database) throws {
+        let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO root_files VALUES (?, ?, ?, ?, ?, ?, ?)")
         for file in files {
-            try insert.execute(arguments: [file.path, file.stamp.size, file.stamp.mtimeNanoseconds,
+            try insert.execute(arguments: [root, file.path, file.stamp.size, file.stamp.mtimeNanoseconds,
                                            Int64(bitPattern: file.stamp.inode), file.stamp.ctimeNanoseconds,
                                            encodeChunks(file.chunks)])
-        }
-    }
-
-    private func run<T>(_ body: (Database) throws -> T) throws -> T {
-        do {
-            return try queue.write(body)
-        } catch let error as XferError {
-            throw error
-        } catch {
-            throw XferError(.io, "the client state database failed", cause: DescribedError(error))
         }
     }
 
@@ -180,7 +250,7 @@ public final class ClientState: Sendable {
     }
 
     /// An absolute, `/`-trimmed form of a path.
-    static func absolute(_ path: String) -> String {
+    public static func absolute(_ path: String) -> String {
         var result = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         while result.count > 1 && result.hasSuffix("/") { result.removeLast() }
         return (result as NSString).standardizingPath

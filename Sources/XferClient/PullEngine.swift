@@ -31,6 +31,10 @@ public struct PullOptions: Sendable {
     public var downloadsInFlight = 4
     /// Plain bytes asked for per download request.
     public var downloadBatchBytes = 8 << 20
+    /// Refuse (with `conflict`) to replace a destination whose files changed since this root
+    /// last synced them, checked again just before the new version is put in place. The sync
+    /// engine sets it: a local edit is never overwritten.
+    public var protectLocalChanges = false
 
     /// Defaults.
     public init() {}
@@ -73,17 +77,23 @@ public struct PullEngine: Sendable {
     /// - Returns: What was done.
     /// - Throws: `not_found` (no such document, or deleted), `unavailable`, `unauthorized`,
     ///   `corrupt_chunk` (a chunk failed verification; nothing is published), `io`.
-    public func pull(_ name: DocumentPath, into destination: String,
+    /// - Parameters:
+    ///   - name: The document.
+    ///   - destination: Where it goes (a file or a directory for a package).
+    ///   - version: A version to pull instead of the current one (a superseded or conflict one).
+    ///   - state: The destination's state, if the caller keeps it (the sync engine does).
+    ///   - progress: Called now and then from any thread.
+    public func pull(_ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         let started = ContinuousClock.now
         let connection = remote.connection
-        let info = try await connection.stat(container: remote.container, path: name)
-        guard info.state == .current else {
+        let info = try await connection.stat(container: remote.container, path: name, version: version)
+        guard [.current, .superseded, .conflict].contains(info.state), version != nil || info.state == .current else {
             throw XferError(.notFound, info.state == .deleted ? "\(name) was deleted (version \(info.version))"
                                                               : "\(name) has no committed version yet (an upload is in progress)")
         }
         let target = ClientState.absolute(destination)
-        let state = try ClientState(root: target, stateDirectory: remote.stateDirectory)
+        let state = try state ?? ClientState(root: target, stateDirectory: remote.stateDirectory)
         let synced = try state.document(server: connection.server, container: remote.container, path: name)
 
         let known = try state.files()
@@ -102,12 +112,13 @@ public struct PullEngine: Sendable {
             throw XferError(.invalidManifest, "the manifest of \(name) version \(answer.version) does not match its digest")
         }
 
-        // Local sources: files this root synced that are unchanged since.
+        // Local sources: files this root (and every root sharing its state database) synced
+        // that are unchanged since; a document renamed elsewhere arrives without downloading.
         var sources: [ChunkID: (path: String, offset: Int64, length: Int)] = [:]
-        for file in known.values where FileStamp.of(fullPath(file.path)) == file.stamp {
+        for (path, file) in try state.sources() {
             var offset: Int64 = 0
             for chunk in file.chunks {
-                if sources[chunk.id] == nil { sources[chunk.id] = (fullPath(file.path), offset, chunk.length) }
+                if sources[chunk.id] == nil { sources[chunk.id] = (path, offset, chunk.length) }
                 offset += Int64(chunk.length)
             }
         }
@@ -194,6 +205,9 @@ public struct PullEngine: Sendable {
             try Self.check(chmod(staging, mode_t(info.mode & 0o7777)), "set the mode of", staging)
             try Self.syncDirectory(staging)
             try Self.setTimes(-1, path: staging, mtime: info.mtimeNs, name: staging)
+        }
+        if options.protectLocalChanges {
+            try Self.checkUnchanged(target: target, known: known, name: name)
         }
         try Self.publish(staging: staging, target: target, package: manifest.kind == .package)
         try Self.syncDirectory(parent)
@@ -308,6 +322,24 @@ public struct PullEngine: Sendable {
         try check(fd, "open", path)
         defer { close(fd) }
         try check(fsync(fd), "fsync", path)
+    }
+
+    /// Throws `conflict` if the destination holds anything this root did not sync as it is.
+    private static func checkUnchanged(target: String, known: [String: KnownFile], name: DocumentPath) throws {
+        var info = stat()
+        guard lstat(target, &info) == 0 else { return }
+        let changed: Bool
+        if (info.st_mode & S_IFMT) == S_IFDIR {
+            let files = (try? DirectoryWalker.walk(target).filter { $0.kind == .file }) ?? []
+            changed = files.count != known.count || files.contains { entry in
+                known[entry.relativePath].map { FileStamp.of(target + "/" + entry.relativePath) != $0.stamp } ?? true
+            }
+        } else {
+            changed = known[""].map { FileStamp.of(target) != $0.stamp } ?? ((info.st_mode & S_IFMT) == S_IFREG)
+        }
+        if changed {
+            throw XferError(.conflict, "\(target) changed on this device since it was last synced; it was not replaced by the server's \(name)")
+        }
     }
 
     /// Puts the staging copy in place in one step.

@@ -51,6 +51,13 @@ public struct PushReport: Codable, Sendable {
     public var manifestBytes: Int
     /// Wall-clock seconds.
     public var seconds: Double
+    /// `current`, or `conflict` if the push was based on a stale version and lost to a later
+    /// edit (it is kept on the server as a conflict version; see `xfer versions`).
+    public var state: VersionState = .current
+    /// The document's unresolved conflict versions after the push (empty: none).
+    public var conflicts: [Int64] = []
+    /// Whether the push made a version (false: nothing had changed).
+    public var committed: Bool = true
 }
 
 /// Tuning for push.
@@ -103,46 +110,27 @@ public struct PushEngine: Sendable {
     /// - Returns: What was done.
     /// - Throws: `XferError`: `not_found`/`io` for the local path, `unavailable`, `unauthorized`,
     ///   `conflict`, `quota_exceeded`, `invalid_path` and the rest from the server.
-    public func push(_ path: String, as name: DocumentPath,
+    public func push(_ path: String, as name: DocumentPath, state: ClientState? = nil,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
         let started = ContinuousClock.now
         let connection = remote.connection
-        let top = try DirectoryWalker.entry(at: path)
-        let kind: Manifest.Kind = top.kind == .directory ? .package : .file
-        let tree = kind == .package ? try DirectoryWalker.walk(path) : [top]
-        let base = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
-        func fullPath(_ entry: TreeEntry) -> String { kind == .package ? base + "/" + entry.relativePath : base }
+        let state = try state ?? ClientState(root: path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path,
+                                             stateDirectory: remote.stateDirectory)
+        // Which files must be read: those whose stamp changed since their chunks were computed.
+        let snapshot = try LocalSnapshot(path: path, known: try state.files())
+        let (top, kind, tree, stamps, toHash) = (snapshot.top, snapshot.kind, snapshot.tree, snapshot.stamps, snapshot.toHash)
+        var chunkLists = snapshot.knownChunks
+        func fullPath(_ entry: TreeEntry) -> String { snapshot.fullPath(entry) }
+        func entries() -> [Manifest.Entry] { snapshot.entries(chunkLists) }
 
-        let state = try ClientState(root: base, stateDirectory: remote.stateDirectory)
         let synced = try state.document(server: connection.server, container: remote.container, path: name)
         var baseVersion = synced?.version
         if options.force {
             let current = try? await connection.stat(container: remote.container, path: name)
             baseVersion = current.flatMap { $0.state == .current ? $0.version : nil }
         }
-        let total = tree.reduce(Int64(0)) { $0 + ($1.kind == .file ? $1.size : 0) }
+        let total = snapshot.totalSize
 
-        // 2. Which files must be read: those whose stamp changed since their chunks were computed.
-        let known = try state.files()
-        var chunkLists: [[Manifest.ChunkReference]?] = Array(repeating: nil, count: tree.count)
-        var stamps: [FileStamp?] = Array(repeating: nil, count: tree.count)
-        var toHash: [Int] = []
-        for (index, entry) in tree.enumerated() where entry.kind == .file {
-            let stamp = FileStamp.of(fullPath(entry))
-            stamps[index] = stamp
-            if let stamp, let record = known[entry.relativePath], record.stamp == stamp {
-                chunkLists[index] = record.chunks
-            } else {
-                toHash.append(index)
-            }
-        }
-
-        func entries() -> [Manifest.Entry] {
-            tree.enumerated().map { index, entry in
-                Manifest.Entry(path: entry.relativePath, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
-                               chunks: chunkLists[index] ?? [], symlinkTarget: entry.symlinkTarget)
-            }
-        }
         /// Where each chunk of the files with known chunk lists is, for the chunks `include` picks.
         func locations(_ include: (ChunkID) -> Bool) -> [Location] {
             var result: [Location] = []
@@ -160,10 +148,10 @@ public struct PushEngine: Sendable {
         }
 
         // Nothing changed since this root last synced: no version to make, nothing to send.
-        if toHash.isEmpty, !options.force, let synced, baseVersion == synced.version,
-           let unchanged = try? Manifest(kind: kind, chunker: synced.manifest.chunker, entries: entries()),
-           unchanged == synced.manifest {
-            return Self.report(name, synced.version, unchanged, Counters(), manifestBytes: 0, started: started)
+        if !options.force, let synced, baseVersion == synced.version, snapshot.isUnchanged(since: synced) {
+            var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+            report.committed = false
+            return report
         }
 
         // Metadata ahead of data: other devices see the pending version before any chunk moves.
@@ -213,7 +201,10 @@ public struct PushEngine: Sendable {
         }
         try state.recordSynced(server: connection.server, container: remote.container, path: name,
                                document: SyncedDocument(version: committed.version, manifest: manifest), files: allFiles)
-        return Self.report(name, committed.version, manifest, counters.value, manifestBytes: delta.count, started: started)
+        var report = Self.report(name, committed.version, manifest, counters.value, manifestBytes: delta.count, started: started)
+        report.state = committed.state
+        report.conflicts = committed.conflicts ?? []
+        return report
     }
 
     private static func report(_ name: DocumentPath, _ version: Int64, _ manifest: Manifest, _ counters: Counters,

@@ -83,9 +83,36 @@ public final class ServerConnection: Sendable {
         try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/commit", body: WireJSON.encode(request))
     }
 
-    /// A document's newest state.
-    public func stat(container: ContainerName, path: DocumentPath) async throws -> DocumentInfo {
-        try await json(DocumentInfo.self, "GET", "/v1/containers/\(container)/document?path=\(Self.escape(path.value))")
+    /// A document's newest state, or one version of it.
+    public func stat(container: ContainerName, path: DocumentPath, version: Int64? = nil) async throws -> DocumentInfo {
+        var route = "/v1/containers/\(container)/document?path=\(Self.escape(path.value))"
+        if let version { route += "&version=\(version)" }
+        return try await json(DocumentInfo.self, "GET", route)
+    }
+
+    /// Every version the server keeps of a document, newest first.
+    public func versions(container: ContainerName, path: DocumentPath) async throws -> VersionList {
+        try await json(VersionList.self, "GET", "/v1/containers/\(container)/versions?path=\(Self.escape(path.value))")
+    }
+
+    /// Settles a document's conflict: `keep` becomes current.
+    public func resolve(container: ContainerName, _ request: ResolveRequest) async throws -> DocumentInfo {
+        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/resolve", body: WireJSON.encode(request))
+    }
+
+    /// Sets (or, with a `nil` value, deletes) a key-value entry; last writer wins.
+    public func setValue(container: ContainerName, _ write: KeyValueWrite) async throws -> KeyValueWriteResult {
+        try await json(KeyValueWriteResult.self, "PUT", "/v1/containers/\(container)/kv", body: WireJSON.encode(write))
+    }
+
+    /// One key-value entry.
+    public func value(container: ContainerName, key: String) async throws -> KeyValueEntry {
+        try await json(KeyValueEntry.self, "GET", "/v1/containers/\(container)/kv?key=\(Self.escape(key))")
+    }
+
+    /// Every live key-value entry.
+    public func values(container: ContainerName) async throws -> KeyValueList {
+        try await json(KeyValueList.self, "GET", "/v1/containers/\(container)/kv")
     }
 
     /// Documents under a prefix.

@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 /// The few file system operations xfer's stores need, with errors that name the path and errno.
-enum FileSystem {
+package enum FileSystem {
     /// `mkdir -p`.
     static func makeDirectories(_ path: String) throws {
         if mkdir(path, 0o755) == 0 || errno == EEXIST { return }
@@ -23,7 +23,7 @@ enum FileSystem {
     ///
     /// With `durable: false` both fsyncs are skipped: the caller makes a batch durable at once
     /// (``LocalChunkStore/synchronize()``) before it relies on any of it.
-    static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true) throws {
+    package static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true) throws {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path

@@ -22,6 +22,10 @@ public enum VersionState: String, Codable, Sendable, Hashable {
     case superseded
     /// A deletion: the document is gone as of this version.
     case deleted
+    /// An unresolved conflict: committed against a stale base and lost to the current version
+    /// (or was current and lost to a later edit). Kept, and counted against the quota, until
+    /// `resolve`.
+    case conflict
 }
 
 /// `POST /v1/containers/{container}/announce`: a document's metadata, before any data.
@@ -82,11 +86,17 @@ public struct DocumentInfo: Codable, Sendable, Hashable {
     public var device: String?
     /// Change-feed sequence number of this version's last change.
     public var sequence: Int64
+    /// The document's unresolved conflict versions, oldest first (absent when there are none).
+    public var conflicts: [Int64]?
+
+    /// The scope of the document: `Documents/…` is user-visible, everything else app-private.
+    public var scope: Scope { Scope(of: path) }
 
     /// Creates a description.
     public init(path: DocumentPath, version: Int64, state: VersionState, kind: DocumentKind, size: Int64,
                 mtimeNs: Int64, mode: UInt32, baseVersion: Int64?, manifestDigest: String?, files: Int?,
-                chunks: Int?, device: String?, sequence: Int64) {
+                chunks: Int?, device: String?, sequence: Int64, conflicts: [Int64]? = nil) {
+        self.conflicts = conflicts
         self.path = path
         self.version = version
         self.state = state
@@ -185,17 +195,62 @@ public struct DocumentList: Codable, Sendable, Hashable {
 public struct ChangeList: Codable, Sendable, Hashable {
     /// Changed versions in sequence order.
     public var changes: [DocumentInfo]
+    /// Changed key-value entries in sequence order (deletions included).
+    public var keys: [KeyValueEntry]
     /// Pass as `after` to read on.
     public var cursor: Int64
     /// More changes wait past `cursor`.
     public var more: Bool
 
     /// Creates a change list.
-    public init(changes: [DocumentInfo], cursor: Int64, more: Bool) {
+    public init(changes: [DocumentInfo], keys: [KeyValueEntry] = [], cursor: Int64, more: Bool) {
         self.changes = changes
+        self.keys = keys
         self.cursor = cursor
         self.more = more
     }
+}
+
+/// `GET /v1/containers/{container}/versions?path=P`: a document's history, newest first.
+public struct VersionList: Codable, Sendable, Hashable {
+    /// Every version the server keeps: current, conflict, superseded, deleted, uploading.
+    public var versions: [DocumentInfo]
+
+    /// Creates a list.
+    public init(versions: [DocumentInfo]) { self.versions = versions }
+}
+
+/// `POST /v1/containers/{container}/resolve`: settle a document's conflict.
+public struct ResolveRequest: Codable, Sendable, Hashable {
+    /// The document.
+    public var path: DocumentPath
+    /// The version to make current (the current one or a conflict version).
+    public var keep: Int64
+    /// Keep the other contenders in history as superseded versions instead of removing them.
+    public var keepAll: Bool
+
+    /// Creates a request.
+    public init(path: DocumentPath, keep: Int64, keepAll: Bool = false) {
+        self.path = path
+        self.keep = keep
+        self.keepAll = keepAll
+    }
+}
+
+/// A document scope: iCloud's split between what the user sees and what the app keeps.
+public enum Scope: String, Codable, Sendable, Hashable, CaseIterable {
+    /// Paths under `Documents/`: user-visible documents.
+    case documents
+    /// Everything else (by convention under `Data/`): app-private data.
+    case data
+
+    /// The scope of a path.
+    public init(of path: DocumentPath) {
+        self = path.value.hasPrefix("Documents/") ? .documents : .data
+    }
+
+    /// The path prefix that selects this scope in listings (`Documents/` or `Data/`).
+    public var prefix: String { self == .documents ? "Documents/" : "Data/" }
 }
 
 /// `POST /v1/admin/accounts`: create an account (admin token only).
@@ -255,6 +310,89 @@ public struct ErrorBody: Codable, Sendable, Hashable {
     }
 }
 
+/// A key-value entry (or, with no value, the deletion of one).
+public struct KeyValueEntry: Codable, Sendable, Hashable {
+    /// The key: 1–64 bytes of UTF-8.
+    public var key: String
+    /// The value; `nil` for a deleted key.
+    public var value: JSONValue?
+    /// The writer's clock when it wrote, nanoseconds since 1970 (last writer wins).
+    public var timestampNs: Int64
+    /// The writing device (breaks timestamp ties).
+    public var device: String
+    /// Change-feed sequence number of the write.
+    public var sequence: Int64
+
+    /// Creates an entry.
+    public init(key: String, value: JSONValue?, timestampNs: Int64, device: String, sequence: Int64) {
+        self.key = key
+        self.value = value
+        self.timestampNs = timestampNs
+        self.device = device
+        self.sequence = sequence
+    }
+
+    /// Whether a write stamped (`timestampNs`, `device`) beats this entry: the later timestamp
+    /// wins; equal timestamps go to the greater device name; an identical stamp changes nothing.
+    public func isOlder(thanTimestamp timestampNs: Int64, device: String) -> Bool {
+        (self.timestampNs, self.device) < (timestampNs, device)
+    }
+}
+
+/// `PUT /v1/containers/{container}/kv`: set (or, with no value, delete) a key.
+public struct KeyValueWrite: Codable, Sendable, Hashable {
+    /// The key.
+    public var key: String
+    /// The value; `nil` deletes the key.
+    public var value: JSONValue?
+    /// The writer's clock, nanoseconds since 1970.
+    public var timestampNs: Int64
+    /// The writing device.
+    public var device: String
+
+    /// Creates a write.
+    public init(key: String, value: JSONValue?, timestampNs: Int64, device: String) {
+        self.key = key
+        self.value = value
+        self.timestampNs = timestampNs
+        self.device = device
+    }
+}
+
+/// The answer to a key-value write.
+public struct KeyValueWriteResult: Codable, Sendable, Hashable {
+    /// Whether this write won (false: a later write was already stored; `entry` is that one).
+    public var applied: Bool
+    /// The key's entry after the write.
+    public var entry: KeyValueEntry
+
+    /// Creates a result.
+    public init(applied: Bool, entry: KeyValueEntry) {
+        self.applied = applied
+        self.entry = entry
+    }
+}
+
+/// `GET /v1/containers/{container}/kv`: every live key.
+public struct KeyValueList: Codable, Sendable, Hashable {
+    /// Live entries in key order.
+    public var entries: [KeyValueEntry]
+    /// Bytes in use (keys plus JSON values) and the limit.
+    public var bytes: Int
+    /// The byte limit.
+    public var maximumBytes: Int
+    /// The key-count limit.
+    public var maximumKeys: Int
+
+    /// Creates a list.
+    public init(entries: [KeyValueEntry], bytes: Int, maximumBytes: Int, maximumKeys: Int) {
+        self.entries = entries
+        self.bytes = bytes
+        self.maximumBytes = maximumBytes
+        self.maximumKeys = maximumKeys
+    }
+}
+
 /// Limits both sides agree on.
 public enum ProtocolLimits {
     /// Ids in one missing or download request.
@@ -265,6 +403,8 @@ public enum ProtocolLimits {
     public static let maximumListCount = 10_000
     /// Longest wait of a long-polling change request, in seconds.
     public static let maximumWaitSeconds = 60
+    /// Bytes of UTF-8 in a key-value key.
+    public static let maximumKeyBytes = 64
 }
 
 /// Names of HTTP headers xfer uses.

@@ -30,6 +30,10 @@ struct Routes: Sendable {
         v1.delete("containers/:container/document", use: delete)
         v1.get("containers/:container/manifest", use: manifest)
         v1.get("containers/:container/changes", use: changeList)
+        v1.get("containers/:container/versions", use: versions)
+        v1.post("containers/:container/resolve", use: resolve)
+        v1.get("containers/:container/kv", use: keyValues)
+        v1.put("containers/:container/kv", use: setKeyValue)
     }
 
     // MARK: Accounts
@@ -163,7 +167,7 @@ struct Routes: Sendable {
     @Sendable func stat(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         return Self.json(try await metadata.document(account: account.accountID, container: try Self.container(context),
-                                                     path: try Self.path(request)))
+                                                     path: try Self.path(request), version: try Self.optionalInt(request, "version")))
     }
 
     @Sendable func delete(_ request: Request, context: XferRequestContext) async throws -> Response {
@@ -210,6 +214,41 @@ struct Routes: Sendable {
             list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit)
         }
         return Self.json(list)
+    }
+
+    @Sendable func versions(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        return Self.json(try await metadata.versions(account: account.accountID, container: try Self.container(context),
+                                                     path: try Self.path(request)))
+    }
+
+    @Sendable func resolve(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let container = try Self.container(context)
+        let body = try await Self.decode(ResolveRequest.self, request)
+        let info = try await metadata.resolve(account: account.accountID, container: container, body)
+        changes.notify(account: account.accountID, container: container)
+        return Self.json(info)
+    }
+
+    // MARK: Key-value store
+
+    @Sendable func keyValues(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let container = try Self.container(context)
+        if let key = request.uri.queryParameters.get("key") {
+            return Self.json(try await metadata.value(account: account.accountID, container: container, key: String(key)))
+        }
+        return Self.json(try await metadata.values(account: account.accountID, container: container))
+    }
+
+    @Sendable func setKeyValue(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let container = try Self.container(context)
+        let body = try await Self.decode(KeyValueWrite.self, request)
+        let result = try await metadata.setValue(account: account.accountID, container: container, body)
+        if result.applied { changes.notify(account: account.accountID, container: container) }
+        return Self.json(result)
     }
 
     // MARK: Helpers

@@ -36,13 +36,14 @@ public struct ServerData: Sendable {
     /// Opens or initializes a data directory with the embedded stores.
     /// - Parameter directory: The directory (created if absent).
     /// - Throws: `io` if it cannot be created or opened.
-    public static func open(_ directory: String) async throws -> ServerData {
+    /// - Parameter policy: Version retention and key-value limits.
+    public static func open(_ directory: String, policy: StorePolicy = StorePolicy()) async throws -> ServerData {
         let directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
         guard FileManager.default.fileExists(atPath: directory) || (try? FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil else {
             throw XferError(.io, "cannot create the data directory \(directory)")
         }
-        let metadata = try SQLiteMetadataStore(path: directory + "/metadata.sqlite")
+        let metadata = try SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy)
         let files = try LocalChunkStore(root: directory + "/chunks")
         _ = try? files.removeTemporaryFiles()
         var created = false

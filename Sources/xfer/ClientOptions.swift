@@ -31,6 +31,15 @@ struct ClientOptions: ParsableArguments {
         var container: String?
     }
 
+    /// The remote for a synced directory: its binding's server and container unless the flags
+    /// name others, with the token from the usual places.
+    func remote(boundTo state: SyncState) throws -> Remote {
+        var options = self
+        if options.server == nil { options.server = try state.meta("server") }
+        if options.container == nil { options.container = try state.meta("container") }
+        return try options.remote()
+    }
+
     func remote() throws -> Remote {
         let environment = ProcessInfo.processInfo.environment
         let path = Self.configPath(environment)

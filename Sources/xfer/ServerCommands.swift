@@ -28,9 +28,22 @@ extension Xfer {
         @Option(help: ArgumentHelp("Quota of accounts created without --quota.", valueName: "SIZE"))
         var defaultQuota: ByteCount = ByteCount(5 << 30)
 
+        @Option(help: ArgumentHelp("Superseded versions kept per document whatever their age.", valueName: "N"))
+        var keepVersions: Int = StorePolicy().keepVersions
+
+        @Option(help: ArgumentHelp("Superseded versions younger than this are kept whatever their number.", valueName: "DAYS"))
+        var keepDays: Int = StorePolicy().keepDays
+
+        @Option(help: ArgumentHelp("Keys per container in the key-value store.", valueName: "N"))
+        var kvMaxKeys: Int = StorePolicy().keyValueMaximumKeys
+
+        @Option(help: ArgumentHelp("Bytes (keys plus JSON values) per container in the key-value store.", valueName: "SIZE"))
+        var kvMaxBytes: ByteCount = ByteCount(Int64(StorePolicy().keyValueMaximumBytes))
+
         func validate() throws {
             guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
             _ = try hostAndPort()
+            guard keepVersions >= 0, keepDays >= 0, kvMaxKeys >= 0 else { throw ValidationError("--keep-versions, --keep-days and --kv-max-keys must not be negative") }
         }
 
         func hostAndPort() throws -> (String, Int) {
@@ -45,7 +58,12 @@ extension Xfer {
                 var logger = Logger(label: "xfer.serve")
                 logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
                 let (host, port) = try hostAndPort()
-                let store = try await ServerData.open(data)
+                var policy = StorePolicy()
+                policy.keepVersions = keepVersions
+                policy.keepDays = keepDays
+                policy.keyValueMaximumKeys = kvMaxKeys
+                policy.keyValueMaximumBytes = Int(clamping: kvMaxBytes.value)
+                let store = try await ServerData.open(data, policy: policy)
                 if store.createdAdminToken {
                     logger.notice("created an admin token", metadata: ["file": "\(store.adminTokenPath)"])
                     FileHandle.standardError.write(Data("xfer: wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(data)`\n".utf8))

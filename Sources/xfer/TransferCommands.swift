@@ -40,6 +40,15 @@ extension Xfer {
                 if output.json {
                     printJSON(report)
                 } else if !output.quiet {
+                    if !report.committed {
+                        print("\(report.document) v\(report.version) is unchanged; nothing sent")
+                        return
+                    }
+                    if report.state == .conflict {
+                        FileHandle.standardError.write(Data("xfer: \(report.document) changed on the server since this copy was synced, and that edit is newer: your version v\(report.version) is kept as a conflict version. See `xfer versions \(report.document)`, then `xfer resolve \(report.document) --keep VERSION`\n".utf8))
+                    } else if !report.conflicts.isEmpty {
+                        FileHandle.standardError.write(Data("xfer: \(report.document) had changed on the server since this copy was synced; your newer version is current and the other is kept as conflict version \(report.conflicts.map { "v\($0)" }.joined(separator: ", ")). See `xfer versions \(report.document)`\n".utf8))
+                    }
                     print("pushed \(report.document) v\(report.version): \(report.files) files, \(ByteCount(report.bytes)), \(report.chunks) chunks; sent \(report.chunksSent) chunks (\(ByteCount(report.bytesSent))), reused \(ByteCount(report.bytesReused)) in \(String(format: "%.2f", report.seconds)) s")
                 }
             }
@@ -61,6 +70,9 @@ extension Xfer {
         @Argument(help: "Where to put it (default: the document's last path component, here).", completion: .file())
         var destination: String?
 
+        @Option(help: ArgumentHelp("Pull this version (a superseded or conflict one; see `xfer versions`) instead of the current one.", valueName: "N"))
+        var version: Int64?
+
         @OptionGroup var client: ClientOptions
         @OptionGroup var output: OutputOptions
 
@@ -71,7 +83,7 @@ extension Xfer {
                 let bar = ProgressBar(quiet: output.quiet || output.json)
                 defer { bar.finish() }
                 let report = try await withRemote(client) { remote in
-                    try await PullEngine(remote: remote).pull(document, into: target, progress: bar.update)
+                    try await PullEngine(remote: remote).pull(document, into: target, version: version, progress: bar.update)
                 }
                 bar.finish()
                 if output.json {
@@ -88,8 +100,11 @@ extension Xfer {
             commandName: "ls",
             abstract: "List documents in the container (uploading ones included).")
 
-        @Argument(help: "Only documents whose path starts with this.")
+        @Argument(help: "Only documents whose path starts with this (within --scope, if given).")
         var prefix: String = ""
+
+        @Option(help: ArgumentHelp("Only this scope: documents (Documents/…, user-visible) or data (the rest, app-private).", valueName: "SCOPE"))
+        var scope: Scope?
 
         @Flag(help: "Print one JSON object instead of text.")
         var json = false
@@ -99,14 +114,15 @@ extension Xfer {
         func run() async throws {
             try await runReportingErrors(json: json) {
                 let list = try await withRemote(client) { remote in
-                    try await remote.connection.list(container: remote.container, prefix: prefix)
+                    try await DocumentClient(remote: remote).list(prefix: prefix, scope: scope)
                 }
                 if json {
                     printJSON(list)
                     return
                 }
                 for document in list.documents {
-                    let state = document.state == .current ? "" : "  (\(document.state.rawValue))"
+                    var state = document.state == .current ? "" : "  (\(document.state.rawValue))"
+                    if let conflicts = document.conflicts { state += "  (conflict: \(conflicts.map { "v\($0)" }.joined(separator: ", ")))" }
                     let size = ByteCount(document.size).description
                     print("\(size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0))  v\(document.version)  \(document.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(document.path)\(state)")
                 }

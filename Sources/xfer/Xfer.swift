@@ -15,7 +15,8 @@ struct Xfer: AsyncParsableCommand {
             `xfer pull NAME [DEST]` with --server/--token (or XFER_SERVER/XFER_TOKEN).
             """,
         version: XferVersion.current,
-        subcommands: [Push.self, Pull.self, List.self, Remove.self, Quota.self, Serve.self, Account.self, Chunk.self]
+        subcommands: [Push.self, Pull.self, List.self, Remove.self, Versions.self, Resolve.self, Changes.self, KeyValue.self,
+                      Sync.self, Status.self, Evict.self, Fetch.self, Quota.self, Serve.self, Account.self, Chunk.self]
     )
 }
 

@@ -25,9 +25,24 @@ public struct OwnedChunk: Sendable, Hashable {
     }
 }
 
-/// Where the server keeps accounts, tokens, documents, versions, manifests and the change
-/// feed. The routes see only this protocol: SQLite is the embedded default; PostgreSQL comes
-/// with many servers.
+/// What the metadata store keeps and how much: version retention and key-value limits.
+public struct StorePolicy: Sendable, Hashable {
+    /// Superseded versions kept per document whatever their age.
+    public var keepVersions = 10
+    /// Superseded versions younger than this many days are kept whatever their number.
+    public var keepDays = 30
+    /// Live keys per container's key-value store.
+    public var keyValueMaximumKeys = 1024
+    /// Bytes (keys plus JSON values) per container's key-value store.
+    public var keyValueMaximumBytes = 1 << 20
+
+    /// The defaults: 10 versions / 30 days; 1024 keys / 1 MiB, as Apple's key-value store.
+    public init() {}
+}
+
+/// Where the server keeps accounts, tokens, documents, versions, manifests, key-value
+/// entries and the change feed. The routes see only this protocol: SQLite is the embedded
+/// default; PostgreSQL comes with many servers.
 ///
 /// Every method is one transaction: it happens entirely or not at all.
 public protocol MetadataStore: Sendable {
@@ -47,25 +62,39 @@ public protocol MetadataStore: Sendable {
     /// `quota_exceeded` (recording nothing) if they would take it past its quota.
     /// - Returns: How many were new to the account and their plain bytes.
     func addChunks(account: Int64, _ chunks: [OwnedChunk]) async throws -> (count: Int, bytes: Int64)
-    /// Records a pending version. Throws `conflict` if `baseVersion` is not the document's
-    /// current version.
+    /// Records a pending version (whatever its base: a stale base is settled at commit).
     func announce(account: Int64, container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo
-    /// Makes an announced version current with this manifest. Throws `conflict` for a stale
-    /// base, `missing_chunks` if the account lacks a referenced chunk, `not_found` for an
-    /// unknown version.
+    /// Commits an announced version with this manifest. If `baseVersion` is not the current
+    /// version (and the content differs), both are kept: the later modification time becomes
+    /// current (a tie goes to this commit) and the other an unresolved `conflict` version.
+    /// Throws `missing_chunks` if the account lacks a referenced chunk, `not_found` for an
+    /// unknown version, `conflict` if the version was already committed.
     func commit(account: Int64, container: ContainerName, path: DocumentPath, version: Int64, baseVersion: Int64?,
                 manifest: Manifest, encoded: [UInt8]) async throws -> DocumentInfo
     /// A committed version (the current one if `version` is `nil`) and its encoded manifest.
     /// Throws `not_found` if there is none (or it is a deletion).
     func manifest(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws
         -> (info: DocumentInfo, manifest: [UInt8])
-    /// A document's newest state: its current version, or its newest pending one if it was
-    /// never committed. Throws `not_found`.
-    func document(account: Int64, container: ContainerName, path: DocumentPath) async throws -> DocumentInfo
+    /// One version of a document, or (`version` `nil`) its newest state: the current version,
+    /// or its newest pending one if it was never committed. Throws `not_found`.
+    func document(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws -> DocumentInfo
+    /// Every version the store keeps of a document, newest first. Throws `not_found`.
+    func versions(account: Int64, container: ContainerName, path: DocumentPath) async throws -> VersionList
+    /// Makes `keep` (the current version or a conflict version) current; the other contenders
+    /// are removed, or with `keepAll` kept as superseded. Throws `not_found`, `bad_request`.
+    func resolve(account: Int64, container: ContainerName, _ request: ResolveRequest) async throws -> DocumentInfo
     /// Documents whose path starts with `prefix`, in path order, deleted ones left out.
     func list(account: Int64, container: ContainerName, prefix: String, limit: Int) async throws -> DocumentList
     /// Deletes a document by committing a deletion version. Throws `not_found`, `conflict`.
     func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws -> DocumentInfo
-    /// Versions whose last change has a sequence number above `after`, in sequence order.
+    /// Versions and key-value entries whose last change has a sequence number above `after`,
+    /// in sequence order.
     func changes(account: Int64, container: ContainerName, after: Int64, limit: Int) async throws -> ChangeList
+    /// Sets or deletes a key, last writer wins. Throws `too_large` for a bad key and
+    /// `quota_exceeded` past the container's limits (the previous value stays).
+    func setValue(account: Int64, container: ContainerName, _ write: KeyValueWrite) async throws -> KeyValueWriteResult
+    /// One live key. Throws `not_found`.
+    func value(account: Int64, container: ContainerName, key: String) async throws -> KeyValueEntry
+    /// Every live key.
+    func values(account: Int64, container: ContainerName) async throws -> KeyValueList
 }

@@ -9,10 +9,12 @@ import XferProtocol
 /// one transaction.
 public final class SQLiteMetadataStore: MetadataStore {
     private let pool: DatabasePool
+    private let policy: StorePolicy
 
     /// Opens (creating and migrating as needed) the database at `path`.
     /// - Throws: `io` if it cannot be opened.
-    public init(path: String) throws {
+    public init(path: String, policy: StorePolicy = StorePolicy()) throws {
+        self.policy = policy
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
@@ -79,6 +81,30 @@ public final class SQLiteMetadataStore: MetadataStore {
                     PRIMARY KEY (document_id, version));
                 CREATE INDEX versions_feed ON versions (container_id, sequence);
                 """)
+        }
+        migrator.registerMigration("v2: conflicts, chunk references, key-value store") { db in
+            // refs: how many committed versions (current, superseded, conflict) reference the
+            // chunk, so removing a version can give its chunks' bytes back to the quota.
+            try db.execute(sql: """
+                ALTER TABLE account_chunks ADD COLUMN refs INTEGER NOT NULL DEFAULT 0;
+                CREATE TABLE kv (
+                    container_id INTEGER NOT NULL,
+                    key TEXT NOT NULL,
+                    value TEXT,
+                    timestamp_ns INTEGER NOT NULL,
+                    device TEXT NOT NULL,
+                    sequence INTEGER NOT NULL,
+                    PRIMARY KEY (container_id, key)) WITHOUT ROWID;
+                CREATE INDEX kv_feed ON kv (container_id, sequence);
+                """)
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT c.account_id, v.manifest FROM versions v JOIN containers c ON c.id = v.container_id
+                WHERE v.manifest IS NOT NULL AND v.state IN ('current', 'superseded')
+                """)
+            for row in rows {
+                let blob: Data = row["manifest"]
+                try adjustReferences(db, account: row["account_id"], manifest: try Manifest(decoding: Array(blob)), by: 1)
+            }
         }
         return migrator
     }
@@ -167,7 +193,6 @@ public final class SQLiteMetadataStore: MetadataStore {
         try await write { db in
             let containerID = try Self.containerID(db, account: account, name: container, create: true)!
             let document = try Self.documentRow(db, container: containerID, path: request.path, create: true)!
-            try Self.checkBase(db, document: document, base: request.baseVersion, path: request.path)
             let version = document.latest + 1
             let sequence = try Self.nextSequence(db, container: containerID)
             try db.execute(sql: "UPDATE documents SET latest_version = ? WHERE id = ?", arguments: [version, document.id])
@@ -183,34 +208,53 @@ public final class SQLiteMetadataStore: MetadataStore {
 
     public func commit(account: Int64, container: ContainerName, path: DocumentPath, version: Int64, baseVersion: Int64?,
                        manifest: Manifest, encoded: [UInt8]) async throws -> DocumentInfo {
-        try await write { db in
+        let policy = policy
+        return try await write { db in
             guard let containerID = try Self.containerID(db, account: account, name: container, create: false),
                   let document = try Self.documentRow(db, container: containerID, path: path, create: false),
-                  let state = try String.fetchOne(db, sql: "SELECT state FROM versions WHERE document_id = ? AND version = ?",
-                                                  arguments: [document.id, version]) else {
+                  let row = try Row.fetchOne(db, sql: "SELECT state, mtime_ns FROM versions WHERE document_id = ? AND version = ?",
+                                             arguments: [document.id, version]) else {
                 throw XferError(.notFound, "\(path) has no announced version \(version); announce before committing")
             }
+            let state: String = row["state"]
             guard state == VersionState.uploading.rawValue else {
                 throw XferError(.conflict, "\(path) version \(version) is already \(state)")
             }
-            try Self.checkBase(db, document: document, base: baseVersion, path: path)
             let missing = try Self.lacking(db, account: account, manifest.allChunks.map(\.id))
             guard missing.isEmpty else {
                 throw XferError.missingChunks(missing)
             }
-            let sequence = try Self.nextSequence(db, container: containerID)
-            if let current = document.current {
-                try db.execute(sql: "UPDATE versions SET state = 'superseded', sequence = ? WHERE document_id = ? AND version = ? AND state = 'current'",
-                               arguments: [sequence, document.id, current])
+            let digest = Data(ChunkID.of(encoded).bytes)
+            var outcome = VersionState.current
+            if let current = document.current,
+               let currentRow = try Row.fetchOne(db, sql: "SELECT state, mtime_ns, manifest_digest FROM versions WHERE document_id = ? AND version = ?",
+                                                 arguments: [document.id, current]),
+               currentRow["state"] == VersionState.current.rawValue {
+                let currentDigest: Data? = currentRow["manifest_digest"]
+                if current == baseVersion || currentDigest == digest {
+                    // Edited from the current version (or the same content): it is replaced.
+                    try Self.setState(db, .superseded, document: document.id, version: current, container: containerID)
+                } else if (row["mtime_ns"] as Int64) >= (currentRow["mtime_ns"] as Int64) {
+                    // A stale base and the later edit: this becomes current, the other a conflict version.
+                    try Self.setState(db, .conflict, document: document.id, version: current, container: containerID)
+                } else {
+                    // A stale base and the earlier edit: kept as a conflict version.
+                    outcome = .conflict
+                }
             }
             let kind: DocumentKind = manifest.kind == .package ? .package : .file
+            let sequence = try Self.nextSequence(db, container: containerID)
             try db.execute(sql: """
-                UPDATE versions SET state = 'current', kind = ?, size = ?, manifest_digest = ?, manifest = ?, files = ?,
+                UPDATE versions SET state = ?, kind = ?, size = ?, manifest_digest = ?, manifest = ?, files = ?,
                                     chunks = ?, base_version = ?, sequence = ?
                 WHERE document_id = ? AND version = ?
-                """, arguments: [kind.rawValue, manifest.totalSize, Data(ChunkID.of(encoded).bytes), Data(encoded), manifest.fileCount,
+                """, arguments: [outcome.rawValue, kind.rawValue, manifest.totalSize, digest, Data(encoded), manifest.fileCount,
                                  manifest.allChunks.count, baseVersion, sequence, document.id, version])
-            try db.execute(sql: "UPDATE documents SET current_version = ? WHERE id = ?", arguments: [version, document.id])
+            if outcome == .current {
+                try db.execute(sql: "UPDATE documents SET current_version = ? WHERE id = ?", arguments: [version, document.id])
+            }
+            try Self.adjustReferences(db, account: account, manifest: manifest, by: 1)
+            try Self.prune(db, account: account, document: document.id, policy: policy)
             return try Self.info(db, document: document.id, path: path, version: version)!
         }
     }
@@ -222,7 +266,7 @@ public final class SQLiteMetadataStore: MetadataStore {
                   let document = try Self.documentRow(db, container: containerID, path: path, create: false),
                   let number = version ?? document.current,
                   let info = try Self.info(db, document: document.id, path: path, version: number),
-                  info.state == .current || info.state == .superseded,
+                  [.current, .superseded, .conflict].contains(info.state),
                   let blob = try Data.fetchOne(db, sql: "SELECT manifest FROM versions WHERE document_id = ? AND version = ?",
                                                arguments: [document.id, number]) else {
                 throw XferError(.notFound, version.map { "\(path) has no committed version \($0)" } ?? "\(path) has no current version")
@@ -231,14 +275,53 @@ public final class SQLiteMetadataStore: MetadataStore {
         }
     }
 
-    public func document(account: Int64, container: ContainerName, path: DocumentPath) async throws -> DocumentInfo {
+    public func document(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws -> DocumentInfo {
         try await read { db in
             guard let containerID = try Self.containerID(db, account: account, name: container, create: false),
                   let document = try Self.documentRow(db, container: containerID, path: path, create: false),
-                  let info = try Self.info(db, document: document.id, path: path, version: document.current ?? document.latest) else {
-                throw XferError(.notFound, "no document \(path) in container \(container)")
+                  let info = try Self.info(db, document: document.id, path: path, version: version ?? document.current ?? document.latest) else {
+                throw XferError(.notFound, version.map { "\(path) has no version \($0)" } ?? "no document \(path) in container \(container)")
             }
             return info
+        }
+    }
+
+    public func versions(account: Int64, container: ContainerName, path: DocumentPath) async throws -> VersionList {
+        try await read { db in
+            guard let containerID = try Self.containerID(db, account: account, name: container, create: false),
+                  let document = try Self.documentRow(db, container: containerID, path: path, create: false) else {
+                throw XferError(.notFound, "no document \(path) in container \(container)")
+            }
+            let rows = try Row.fetchAll(db, sql: "SELECT ? AS path, v.*, \(Self.conflictsColumn) FROM versions v WHERE v.document_id = ? ORDER BY v.version DESC",
+                                        arguments: [path.value, document.id])
+            return VersionList(versions: try rows.map(Self.info(row:)))
+        }
+    }
+
+    public func resolve(account: Int64, container: ContainerName, _ request: ResolveRequest) async throws -> DocumentInfo {
+        let policy = policy
+        return try await write { db in
+            guard let containerID = try Self.containerID(db, account: account, name: container, create: false),
+                  let document = try Self.documentRow(db, container: containerID, path: request.path, create: false),
+                  let keep = try Self.info(db, document: document.id, path: request.path, version: request.keep) else {
+                throw XferError(.notFound, "\(request.path) has no version \(request.keep)")
+            }
+            guard keep.state == .current || keep.state == .conflict else {
+                throw XferError(.badRequest, "\(request.path) version \(request.keep) is \(keep.state.rawValue); keep the current version or a conflict version (see `xfer versions`)")
+            }
+            var others = keep.conflicts ?? []
+            if let current = document.current, current != request.keep { others.append(current) }
+            for other in others where other != request.keep {
+                if request.keepAll {
+                    try Self.setState(db, .superseded, document: document.id, version: other, container: containerID)
+                } else {
+                    try Self.removeVersion(db, account: account, document: document.id, version: other)
+                }
+            }
+            try Self.setState(db, .current, document: document.id, version: request.keep, container: containerID)
+            try db.execute(sql: "UPDATE documents SET current_version = ? WHERE id = ?", arguments: [request.keep, document.id])
+            try Self.prune(db, account: account, document: document.id, policy: policy)
+            return try Self.info(db, document: document.id, path: request.path, version: request.keep)!
         }
     }
 
@@ -249,7 +332,7 @@ public final class SQLiteMetadataStore: MetadataStore {
             }
             let cursor = try Int64.fetchOne(db, sql: "SELECT sequence FROM containers WHERE id = ?", arguments: [containerID]) ?? 0
             let rows = try Row.fetchAll(db, sql: """
-                SELECT d.path, v.* FROM documents d
+                SELECT d.path, v.*, \(Self.conflictsColumn) FROM documents d
                 JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)
                 WHERE d.container_id = ? AND substr(d.path, 1, length(?)) = ? AND v.state != 'deleted'
                 ORDER BY d.path LIMIT ?
@@ -259,7 +342,8 @@ public final class SQLiteMetadataStore: MetadataStore {
     }
 
     public func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws -> DocumentInfo {
-        try await write { db in
+        let policy = policy
+        return try await write { db in
             guard let containerID = try Self.containerID(db, account: account, name: container, create: false),
                   let document = try Self.documentRow(db, container: containerID, path: path, create: false),
                   let current = document.current,
@@ -271,9 +355,8 @@ public final class SQLiteMetadataStore: MetadataStore {
                 throw XferError.conflict(path: path, current: current, base: baseVersion)
             }
             let version = document.latest + 1
+            try Self.setState(db, .superseded, document: document.id, version: current, container: containerID)
             let sequence = try Self.nextSequence(db, container: containerID)
-            try db.execute(sql: "UPDATE versions SET state = 'superseded', sequence = ? WHERE document_id = ? AND version = ?",
-                           arguments: [sequence, document.id, current])
             try db.execute(sql: """
                 INSERT INTO versions (document_id, version, container_id, state, kind, size, mtime_ns, mode, base_version,
                                       sequence, created_at)
@@ -282,6 +365,7 @@ public final class SQLiteMetadataStore: MetadataStore {
                                  info.mode, current, sequence, Self.now()])
             try db.execute(sql: "UPDATE documents SET current_version = ?, latest_version = ? WHERE id = ?",
                            arguments: [version, version, document.id])
+            try Self.prune(db, account: account, document: document.id, policy: policy)
             return try Self.info(db, document: document.id, path: path, version: version)!
         }
     }
@@ -291,14 +375,83 @@ public final class SQLiteMetadataStore: MetadataStore {
             guard let containerID = try Self.containerID(db, account: account, name: container, create: false) else {
                 return ChangeList(changes: [], cursor: after, more: false)
             }
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT d.path, v.* FROM versions v JOIN documents d ON d.id = v.document_id
+            let documents = try Row.fetchAll(db, sql: """
+                SELECT d.path, v.*, \(Self.conflictsColumn) FROM versions v JOIN documents d ON d.id = v.document_id
                 WHERE v.container_id = ? AND v.sequence > ? ORDER BY v.sequence LIMIT ?
-                """, arguments: [containerID, after, limit + 1])
-            let changes = try rows.prefix(limit).map(Self.info(row:))
+                """, arguments: [containerID, after, limit + 1]).map(Self.info(row:))
+            let keys = try Row.fetchAll(db, sql: "SELECT * FROM kv WHERE container_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+                                        arguments: [containerID, after, limit + 1]).map(Self.entry(row:))
+            // Every change has its own sequence number, so a page may end anywhere.
+            let sequences = (documents.map(\.sequence) + keys.map(\.sequence)).sorted()
+            let more = sequences.count > limit
             let head = try Int64.fetchOne(db, sql: "SELECT sequence FROM containers WHERE id = ?", arguments: [containerID]) ?? 0
-            return ChangeList(changes: changes, cursor: rows.count > limit ? changes.last!.sequence : max(after, head),
-                              more: rows.count > limit)
+            let cursor = more ? sequences[limit - 1] : max(after, head)
+            return ChangeList(changes: documents.filter { $0.sequence <= cursor }, keys: keys.filter { $0.sequence <= cursor },
+                              cursor: cursor, more: more)
+        }
+    }
+
+    // MARK: Key-value store
+
+    public func setValue(account: Int64, container: ContainerName, _ request: KeyValueWrite) async throws -> KeyValueWriteResult {
+        let policy = policy
+        let key = try Self.checkKey(request.key)
+        let text = request.value?.jsonText
+        guard request.device.utf8.count <= 256 else { throw XferError(.tooLarge, "the device name is longer than 256 bytes") }
+        return try await write { db in
+            let containerID = try Self.containerID(db, account: account, name: container, create: true)!
+            let existing = try Row.fetchOne(db, sql: "SELECT * FROM kv WHERE container_id = ? AND key = ?", arguments: [containerID, key])
+                .map(Self.entry(row:))
+            if let existing, !existing.isOlder(thanTimestamp: request.timestampNs, device: request.device) {
+                return KeyValueWriteResult(applied: false, entry: existing)
+            }
+            if let text {
+                let usage = try Row.fetchOne(db, sql: """
+                    SELECT COUNT(*) AS keys, COALESCE(SUM(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))), 0) AS bytes
+                    FROM kv WHERE container_id = ? AND value IS NOT NULL AND key != ?
+                    """, arguments: [containerID, key])!
+                let keys: Int = usage["keys"]
+                let bytes: Int = usage["bytes"]
+                let adding = key.utf8.count + text.utf8.count
+                guard keys + 1 <= policy.keyValueMaximumKeys else {
+                    throw XferError(.quotaExceeded, "the container's key-value store already holds \(keys) keys, the most it may; remove one first")
+                }
+                guard bytes + adding <= policy.keyValueMaximumBytes else {
+                    throw XferError(.quotaExceeded, "storing \(adding) bytes for \"\(key)\" would take the key-value store past its \(ByteCount(Int64(policy.keyValueMaximumBytes)).description) (\(bytes) bytes used)")
+                }
+            } else if existing == nil || existing?.value == nil {
+                throw XferError(.notFound, "no key \"\(key)\" in container \(container)")
+            }
+            let sequence = try Self.nextSequence(db, container: containerID)
+            try db.execute(sql: "INSERT OR REPLACE INTO kv (container_id, key, value, timestamp_ns, device, sequence) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [containerID, key, text, request.timestampNs, request.device, sequence])
+            return KeyValueWriteResult(applied: true, entry: KeyValueEntry(key: key, value: request.value, timestampNs: request.timestampNs,
+                                                                           device: request.device, sequence: sequence))
+        }
+    }
+
+    public func value(account: Int64, container: ContainerName, key: String) async throws -> KeyValueEntry {
+        let key = try Self.checkKey(key)
+        return try await read { db in
+            guard let containerID = try Self.containerID(db, account: account, name: container, create: false),
+                  let row = try Row.fetchOne(db, sql: "SELECT * FROM kv WHERE container_id = ? AND key = ? AND value IS NOT NULL",
+                                             arguments: [containerID, key]) else {
+                throw XferError(.notFound, "no key \"\(key)\" in container \(container)")
+            }
+            return try Self.entry(row: row)
+        }
+    }
+
+    public func values(account: Int64, container: ContainerName) async throws -> KeyValueList {
+        let policy = policy
+        return try await read { db in
+            let rows = try Self.containerID(db, account: account, name: container, create: false).map { id in
+                try Row.fetchAll(db, sql: "SELECT * FROM kv WHERE container_id = ? AND value IS NOT NULL ORDER BY key", arguments: [id])
+            } ?? []
+            let entries = try rows.map(Self.entry(row:))
+            let bytes = rows.reduce(0) { $0 + ($1["key"] as String).utf8.count + ($1["value"] as String).utf8.count }
+            return KeyValueList(entries: entries, bytes: bytes, maximumBytes: policy.keyValueMaximumBytes,
+                                maximumKeys: policy.keyValueMaximumKeys)
         }
     }
 
@@ -339,38 +492,94 @@ public final class SQLiteMetadataStore: MetadataStore {
         return DocumentRow(id: db.lastInsertedRowID, current: nil, latest: 0)
     }
 
-    /// A base is good if it names the current version, or is `nil` while there is none (or it is a deletion).
-    private static func checkBase(_ db: Database, document: DocumentRow, base: Int64?, path: DocumentPath) throws {
-        guard let current = document.current else {
-            if let base { throw XferError.conflict(path: path, current: nil, base: base) }
-            return
-        }
-        if base == current { return }
-        let state = try String.fetchOne(db, sql: "SELECT state FROM versions WHERE document_id = ? AND version = ?",
-                                        arguments: [document.id, current])
-        if base == nil && state == VersionState.deleted.rawValue { return }
-        throw XferError.conflict(path: path, current: current, base: base)
-    }
-
     private static func nextSequence(_ db: Database, container: Int64) throws -> Int64 {
         try db.execute(sql: "UPDATE containers SET sequence = sequence + 1 WHERE id = ?", arguments: [container])
         return try Int64.fetchOne(db, sql: "SELECT sequence FROM containers WHERE id = ?", arguments: [container])!
     }
 
+    /// Changes a version's state as one change on the feed.
+    private static func setState(_ db: Database, _ state: VersionState, document: Int64, version: Int64, container: Int64) throws {
+        let sequence = try nextSequence(db, container: container)
+        try db.execute(sql: "UPDATE versions SET state = ?, sequence = ? WHERE document_id = ? AND version = ?",
+                       arguments: [state.rawValue, sequence, document, version])
+    }
+
+    /// Counts a committed manifest's distinct chunks as referenced once more (`by: 1`) or once
+    /// less (`by: -1`); chunks no version references any more leave the account and its quota.
+    static func adjustReferences(_ db: Database, account: Int64, manifest: Manifest, by delta: Int) throws {
+        let update = try db.cachedStatement(sql: "UPDATE account_chunks SET refs = refs + ? WHERE account_id = ? AND id = ?")
+        var released: Int64 = 0
+        let unreferenced = try db.cachedStatement(sql: "SELECT length FROM account_chunks WHERE account_id = ? AND id = ? AND refs <= 0")
+        let remove = try db.cachedStatement(sql: "DELETE FROM account_chunks WHERE account_id = ? AND id = ?")
+        for id in Set(manifest.allChunks.map(\.id)) {
+            let key: StatementArguments = [account, Data(id.bytes)]
+            try update.execute(arguments: [delta] + key)
+            if delta < 0, let length = try Int64.fetchOne(unreferenced, arguments: key) {
+                try remove.execute(arguments: key)
+                released += length
+            }
+        }
+        if released > 0 {
+            try db.execute(sql: "UPDATE accounts SET used = MAX(0, used - ?) WHERE id = ?", arguments: [released, account])
+        }
+    }
+
+    /// Removes a version and gives back what only it referenced.
+    private static func removeVersion(_ db: Database, account: Int64, document: Int64, version: Int64) throws {
+        if let blob = try Data.fetchOne(db, sql: "SELECT manifest FROM versions WHERE document_id = ? AND version = ?",
+                                        arguments: [document, version]) {
+            try adjustReferences(db, account: account, manifest: try Manifest(decoding: Array(blob)), by: -1)
+        }
+        try db.execute(sql: "DELETE FROM versions WHERE document_id = ? AND version = ?", arguments: [document, version])
+    }
+
+    /// Removes superseded versions past the policy: beyond the newest `keepVersions` and older
+    /// than `keepDays`. Current, conflict, uploading and deletion versions are never pruned.
+    private static func prune(_ db: Database, account: Int64, document: Int64, policy: StorePolicy) throws {
+        let cutoff = now() - Int64(policy.keepDays) * 86_400
+        let old = try Int64.fetchAll(db, sql: """
+            SELECT version FROM versions WHERE document_id = ? AND state = 'superseded' AND created_at <= ?
+            AND version NOT IN (SELECT version FROM versions WHERE document_id = ? AND state = 'superseded' ORDER BY version DESC LIMIT ?)
+            """, arguments: [document, cutoff, document, policy.keepVersions])
+        for version in old { try removeVersion(db, account: account, document: document, version: version) }
+    }
+
+    private static func checkKey(_ key: String) throws -> String {
+        let key = key.precomposedStringWithCanonicalMapping
+        guard !key.isEmpty, key.utf8.count <= ProtocolLimits.maximumKeyBytes else {
+            throw XferError(.tooLarge, "a key must be 1 to \(ProtocolLimits.maximumKeyBytes) bytes of UTF-8; \"\(key.prefix(80))\" is \(key.utf8.count)")
+        }
+        guard !key.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw XferError(.badRequest, "a key must not contain control characters")
+        }
+        return key
+    }
+
+    /// The unresolved conflict versions of the row's document, as a comma-separated list.
+    private static let conflictsColumn =
+        "(SELECT group_concat(c.version) FROM versions c WHERE c.document_id = v.document_id AND c.state = 'conflict') AS conflicts"
+
     private static func info(_ db: Database, document: Int64, path: DocumentPath, version: Int64) throws -> DocumentInfo? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT ? AS path, * FROM versions WHERE document_id = ? AND version = ?",
+        guard let row = try Row.fetchOne(db, sql: "SELECT ? AS path, v.*, \(conflictsColumn) FROM versions v WHERE v.document_id = ? AND v.version = ?",
                                          arguments: [path.value, document, version]) else { return nil }
         return try info(row: row)
     }
 
+    private static func entry(row: Row) throws -> KeyValueEntry {
+        let text: String? = row["value"]
+        return KeyValueEntry(key: row["key"], value: try text.map { try JSONValue(parsing: $0) }, timestampNs: row["timestamp_ns"],
+                             device: row["device"], sequence: row["sequence"])
+    }
+
     private static func info(row: Row) throws -> DocumentInfo {
         let digest: Data? = row["manifest_digest"]
+        let conflicts = (row["conflicts"] as String?)?.split(separator: ",").compactMap { Int64($0) }.sorted()
         return DocumentInfo(
             path: try DocumentPath(row["path"] as String), version: row["version"],
             state: VersionState(rawValue: row["state"]) ?? .uploading, kind: DocumentKind(rawValue: row["kind"]) ?? .file,
             size: row["size"], mtimeNs: row["mtime_ns"], mode: row["mode"], baseVersion: row["base_version"],
             manifestDigest: digest.flatMap { ChunkID(bytes: $0)?.hex }, files: row["files"], chunks: row["chunks"],
-            device: row["device"], sequence: row["sequence"])
+            device: row["device"], sequence: row["sequence"], conflicts: conflicts?.isEmpty == false ? conflicts : nil)
     }
 
     private static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }

@@ -1,0 +1,119 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+/// Where a ``ChangeFeed`` keeps its position, so it resumes after a restart.
+public protocol CursorStore: Sendable {
+    /// The stored cursor, or `nil` to start from the beginning.
+    func load() throws -> Int64?
+    /// Stores a cursor: every change up to it has been handed to the consumer.
+    func save(_ cursor: Int64) throws
+}
+
+/// A cursor in a small file, replaced atomically.
+public struct FileCursorStore: CursorStore {
+    /// The file.
+    public let path: String
+
+    /// A store at `path` (created on the first save).
+    public init(path: String) { self.path = path }
+
+    public func load() throws -> Int64? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        guard let value = Int64(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw XferError(.invalidConfiguration, "the cursor file \(path) does not hold a number; delete it to start over")
+        }
+        return value
+    }
+
+    public func save(_ cursor: Int64) throws {
+        try FileSystem.writeAtomically(Array("\(cursor)\n".utf8), to: path, durable: false)
+    }
+}
+
+/// One change on a container's feed.
+public enum Change: Sendable, Hashable {
+    /// A document version appeared or changed state (uploading, current, conflict, deleted, …).
+    case document(DocumentInfo)
+    /// A key-value entry was set or (with no value) deleted.
+    case key(KeyValueEntry)
+
+    /// Its position on the feed.
+    public var sequence: Int64 {
+        switch self {
+        case .document(let info): return info.sequence
+        case .key(let entry): return entry.sequence
+        }
+    }
+}
+
+/// A container's change feed as an `AsyncSequence`: metadata first (an announce shows up as an
+/// `uploading` version before its data moves), held open with long polls so a change arrives
+/// the moment it is made, never a polling loop.
+///
+/// It resumes from its ``CursorStore`` after a restart, and after a dropped connection it
+/// retries with backoff from where it was. A cursor is saved only once every change before it
+/// has been handed out, so a crash can repeat changes but never skip one. It ends when the
+/// task is cancelled; it throws only for errors a retry cannot fix (a bad token).
+public struct ChangeFeed: AsyncSequence, Sendable {
+    public typealias Element = Change
+
+    let connection: ServerConnection
+    let container: ContainerName
+    let store: (any CursorStore)?
+    let start: Int64?
+    let wait: Int
+    let maximumBackoff: Duration
+
+    /// A feed of `container` from `store`'s cursor (or `start`, or the beginning).
+    public init(connection: ServerConnection, container: ContainerName, store: (any CursorStore)? = nil, start: Int64? = nil,
+                wait: Int = 30, maximumBackoff: Duration = .seconds(30)) {
+        self.connection = connection
+        self.container = container
+        self.store = store
+        self.start = start
+        self.wait = wait
+        self.maximumBackoff = maximumBackoff
+    }
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(feed: self)
+    }
+
+    /// Reads pages of changes as they are consumed.
+    public struct Iterator: AsyncIteratorProtocol {
+        let feed: ChangeFeed
+        var cursor: Int64?
+        var buffer: [Change] = []
+        var unsaved: Int64?
+
+        init(feed: ChangeFeed) {
+            self.feed = feed
+        }
+
+        public mutating func next() async throws -> Change? {
+            if cursor == nil { cursor = try feed.store?.load() ?? feed.start ?? 0 }
+            var backoff = Duration.milliseconds(250)
+            while buffer.isEmpty {
+                if let unsaved {
+                    try feed.store?.save(unsaved)
+                    self.unsaved = nil
+                }
+                if Task.isCancelled { return nil }
+                do {
+                    let page = try await feed.connection.changes(container: feed.container, after: cursor!, wait: feed.wait)
+                    buffer = (page.changes.map(Change.document) + page.keys.map(Change.key)).sorted { $0.sequence < $1.sequence }
+                    if page.cursor != cursor { unsaved = page.cursor }
+                    cursor = page.cursor
+                    backoff = .milliseconds(250)
+                } catch let error as XferError where error.code == .unavailable || error.code == .internal {
+                    try? await Task.sleep(for: backoff)
+                    backoff = Swift.min(backoff * 2, feed.maximumBackoff)
+                } catch let error as XferError where error.code == .cancelled {
+                    return nil
+                }
+            }
+            return buffer.removeFirst()
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import Synchronization
+import XferCore
+
+/// Watches a directory tree with inotify and reports that something changed in it.
+///
+/// Every directory gets a watch (new ones as they appear). Events for names the `ignore`
+/// closure rejects (xfer's own staging files, editor swap files) are dropped. A thread reads
+/// the inotify descriptor, polling so that ``stop()`` ends it within 100 ms.
+final class DirectoryWatcher: Sendable {
+    /// One element per batch of events read.
+    let events: AsyncStream<Void>
+    private let continuation: AsyncStream<Void>.Continuation
+    private let fd: Int32
+    private let root: String
+    private let ignore: @Sendable (String) -> Bool
+    private let directories = Mutex<[Int32: String]>([:])
+    private let stopped = Mutex(false)
+
+    // inotify(7) masks.
+    private static let mask: UInt32 = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800
+    private static let isDirectory: UInt32 = 0x4000_0000
+    private static let created: UInt32 = 0x100 | 0x80
+
+    /// Starts watching `root`.
+    /// - Throws: `io` if inotify is unavailable.
+    init(root: String, ignore: @escaping @Sendable (String) -> Bool) throws {
+        self.root = root
+        self.ignore = ignore
+        (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        fd = inotify_init1(Int32(O_NONBLOCK | O_CLOEXEC))
+        guard fd >= 0 else { throw XferError(.io, "cannot start inotify", cause: SystemErrno(errno)) }
+        addTree(root)
+        let thread = Thread { [self] in self.readLoop() }
+        thread.name = "xfer-inotify"
+        thread.start()
+    }
+
+    /// Stops watching; `events` finishes.
+    func stop() {
+        stopped.withLock { $0 = true }
+    }
+
+    private func addTree(_ path: String) {
+        let wd = inotify_add_watch(fd, path, Self.mask)
+        guard wd >= 0 else { return }
+        directories.withLock { $0[wd] = path }
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
+        for name in names where !ignore(name) {
+            var info = stat()
+            let child = path + "/" + name
+            if lstat(child, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR { addTree(child) }
+        }
+    }
+
+    private func readLoop() {
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while !stopped.withLock({ $0 }) {
+            guard poll(&poller, 1, 100) > 0 else { continue }
+            let count = read(fd, &buffer, buffer.count)
+            guard count > 0 else { continue }
+            var offset = 0
+            var relevant = false
+            while offset + 16 <= count {
+                let wd = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: Int32.self) }
+                let mask = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self) }
+                let length = Int(buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self) })
+                let nameBytes = buffer[(offset + 16)..<min(count, offset + 16 + length)].prefix { $0 != 0 }
+                let name = String(decoding: nameBytes, as: UTF8.self)
+                offset += 16 + length
+                if !name.isEmpty && ignore(name) { continue }
+                relevant = true
+                if mask & Self.isDirectory != 0, mask & Self.created != 0,
+                   let parent = directories.withLock({ $0[wd] }) {
+                    addTree(parent + "/" + name)
+                }
+            }
+            if relevant { continuation.yield(()) }
+        }
+        close(fd)
+        continuation.finish()
+    }
+}

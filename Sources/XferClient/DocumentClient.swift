@@ -1,0 +1,139 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+/// The library's front door: one account's container on one server.
+///
+/// ```swift
+/// let client = try DocumentClient(server: "http://127.0.0.1:8750", token: token, container: "notes")
+/// try await client.push("/home/me/Notes.pkg", as: "Documents/Notes.pkg")
+/// for try await change in client.changes(cursor: FileCursorStore(path: "/var/lib/app/cursor")) { … }
+/// ```
+///
+/// Every method throws ``XferError`` with a stable code (`not_found`, `conflict`,
+/// `quota_exceeded`, `unavailable`, …). Call ``shutdown()`` when done.
+public final class DocumentClient: Sendable {
+    /// The server, container and state directory.
+    public let remote: Remote
+    /// The name other devices see for this one's versions and key-value writes.
+    public let device: String
+
+    /// A client of `container` on `server`, keeping local state in `stateDirectory`.
+    /// - Throws: `invalid_path` for a bad container name.
+    public convenience init(server: String, token: String, container: String = ContainerName.default.value,
+                            stateDirectory: String = ClientState.defaultDirectory(),
+                            device: String = ProcessInfo.processInfo.hostName) throws {
+        self.init(remote: Remote(connection: ServerConnection(server: server, token: token), container: try ContainerName(container),
+                                 stateDirectory: stateDirectory), device: device)
+    }
+
+    /// A client over an existing remote.
+    public init(remote: Remote, device: String = ProcessInfo.processInfo.hostName) {
+        self.remote = remote
+        self.device = device
+    }
+
+    /// Closes the connection pool.
+    public func shutdown() async {
+        await remote.connection.shutdown()
+    }
+
+    // MARK: Documents
+
+    /// Pushes a file or directory (a package) as document `name`; see ``PushEngine``.
+    public func push(_ path: String, as name: String, options: PushOptions = PushOptions(),
+                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
+        var options = options
+        options.device = device
+        return try await PushEngine(remote: remote, options: options).push(path, as: try DocumentPath(name), progress: progress)
+    }
+
+    /// Pulls document `name` (its current version, or `version`) into `destination`; see ``PullEngine``.
+    public func pull(_ name: String, into destination: String, version: Int64? = nil, options: PullOptions = PullOptions(),
+                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
+        try await PullEngine(remote: remote, options: options).pull(try DocumentPath(name), into: destination, version: version,
+                                                                     progress: progress)
+    }
+
+    /// Documents under `prefix` (and in `scope`, if given), deleted ones left out.
+    public func list(prefix: String = "", scope: Scope? = nil) async throws -> DocumentList {
+        var list = try await remote.connection.list(container: remote.container, prefix: scope.map { $0.prefix + prefix } ?? prefix)
+        if let scope { list.documents = list.documents.filter { $0.scope == scope } }
+        return list
+    }
+
+    /// A document's newest state, or one version of it.
+    public func stat(_ name: String, version: Int64? = nil) async throws -> DocumentInfo {
+        try await remote.connection.stat(container: remote.container, path: try DocumentPath(name), version: version)
+    }
+
+    /// Every version the server keeps of a document, newest first; conflict versions have
+    /// state ``VersionState/conflict``.
+    public func versions(_ name: String) async throws -> [DocumentInfo] {
+        try await remote.connection.versions(container: remote.container, path: try DocumentPath(name)).versions
+    }
+
+    /// Settles a conflict: `keep` becomes current; the other contenders are removed (their
+    /// space given back to the quota), or kept in history with `keepAll`.
+    public func resolve(_ name: String, keep: Int64, keepAll: Bool = false) async throws -> DocumentInfo {
+        try await remote.connection.resolve(container: remote.container, ResolveRequest(path: try DocumentPath(name), keep: keep, keepAll: keepAll))
+    }
+
+    /// Deletes a document (a deletion version; history stays until pruned).
+    public func delete(_ name: String, baseVersion: Int64? = nil) async throws -> DocumentInfo {
+        try await remote.connection.delete(container: remote.container, path: try DocumentPath(name), baseVersion: baseVersion)
+    }
+
+    /// The account's quota and use.
+    public func account() async throws -> AccountInfo {
+        try await remote.connection.account()
+    }
+
+    // MARK: Key-value store
+
+    /// A key's value, or `nil` if it is not set.
+    public func value(forKey key: String) async throws -> JSONValue? {
+        do {
+            return try await remote.connection.value(container: remote.container, key: key).value
+        } catch let error as XferError where error.code == .notFound {
+            return nil
+        }
+    }
+
+    /// Sets a key (last writer wins, by this device's clock, then device name).
+    /// - Returns: Whether this write won; if not, the entry that did.
+    @discardableResult
+    public func setValue(_ value: JSONValue, forKey key: String) async throws -> KeyValueWriteResult {
+        try await write(key, value)
+    }
+
+    /// Deletes a key. Throws `not_found` if it is not set.
+    @discardableResult
+    public func removeValue(forKey key: String) async throws -> KeyValueWriteResult {
+        try await write(key, nil)
+    }
+
+    /// Every key, with the store's use and limits.
+    public func values() async throws -> KeyValueList {
+        try await remote.connection.values(container: remote.container)
+    }
+
+    private func write(_ key: String, _ value: JSONValue?) async throws -> KeyValueWriteResult {
+        try await remote.connection.setValue(container: remote.container, KeyValueWrite(
+            key: key, value: value, timestampNs: Int64(Date().timeIntervalSince1970 * 1e9), device: device))
+    }
+
+    // MARK: Changes and sync
+
+    /// The container's change feed, resuming from `cursor`'s stored position (or `start`).
+    public func changes(cursor: (any CursorStore)? = nil, start: Int64? = nil, wait: Int = 30) -> ChangeFeed {
+        ChangeFeed(connection: remote.connection, container: remote.container, store: cursor, start: start, wait: wait)
+    }
+
+    /// A sync engine for `directory` (which it locks until released).
+    public func syncEngine(directory: String, options: SyncOptions = SyncOptions()) throws -> SyncEngine {
+        var options = options
+        options.push.device = device
+        return try SyncEngine(directory: directory, remote: remote, options: options)
+    }
+}

@@ -1,0 +1,542 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+/// How a synced directory is kept.
+public struct SyncOptions: Sendable {
+    /// Directory name extensions that make a directory one package document (without the dot).
+    public var packageExtensions: Set<String> = ["pkg", "bundle", "rtfd", "xfpkg"]
+    /// Keep the local data of synced documents under this many bytes, evicting the least
+    /// recently used first (never one with unsynced changes); `nil`: no limit.
+    public var localLimit: Int64? = nil
+    /// Quiet time after a local change before a pass starts (`--watch`).
+    public var debounce: Duration = .milliseconds(150)
+    /// Seconds one change-feed request waits for a change (`--watch`).
+    public var feedWait = 30
+    /// Longest wait between retries while the server is unreachable.
+    public var maximumBackoff: Duration = .seconds(30)
+    /// Push tuning.
+    public var push = PushOptions()
+    /// Pull tuning (`protectLocalChanges` is always on).
+    public var pull = PullOptions()
+
+    /// Defaults.
+    public init() {}
+}
+
+/// What the sync engine tells the program embedding it.
+public enum SyncEvent: Sendable {
+    /// A local change went to the server as `version`.
+    case uploaded(DocumentPath, version: Int64, bytesSent: Int64)
+    /// A remote change was put in place locally.
+    case downloaded(DocumentPath, version: Int64, bytesFetched: Int64)
+    /// A document deleted on the server was removed here.
+    case removedLocally(DocumentPath)
+    /// A document deleted here was deleted on the server.
+    case removedRemotely(DocumentPath)
+    /// The document has unresolved conflict versions: `current` is in place, `conflicts` are
+    /// kept on the server until resolved (``DocumentClient/resolve(_:keep:keepAll:)``).
+    case conflict(DocumentPath, current: Int64, conflicts: [Int64])
+    /// A document's local data was evicted to stay under the local limit.
+    case evicted(DocumentPath)
+    /// A transfer is under way.
+    case progress(DocumentPath, TransferProgress)
+    /// The server is unreachable; local changes are kept and a pass is retried.
+    case offline(XferError, retryIn: Duration)
+    /// One document failed (the others went on); the next pass tries again.
+    case failed(DocumentPath?, XferError)
+    /// A pass ended.
+    case passFinished(SyncSummary)
+}
+
+/// What one pass did.
+public struct SyncSummary: Codable, Sendable, Hashable {
+    /// Documents pushed.
+    public var uploaded = 0
+    /// Documents pulled.
+    public var downloaded = 0
+    /// Documents removed locally because they were deleted on the server.
+    public var removedLocally = 0
+    /// Documents deleted on the server because they were deleted here.
+    public var removedRemotely = 0
+    /// Documents with unresolved conflicts.
+    public var conflicts = 0
+    /// Documents evicted for the local limit.
+    public var evicted = 0
+    /// Documents that failed.
+    public var failed = 0
+    /// Wall-clock seconds.
+    public var seconds = 0.0
+
+    /// Nothing.
+    public init() {}
+}
+
+/// Where a document of a synced directory stands.
+public enum DocumentSyncState: String, Codable, Sendable, Hashable {
+    /// The same here and on the server.
+    case synced
+    /// Changed (or created, or deleted) here; the next pass pushes it.
+    case pendingUpload = "pending_upload"
+    /// Changed (or created, or deleted) on the server; the next pass pulls it.
+    case pendingDownload = "pending_download"
+    /// The server keeps unresolved conflict versions of it.
+    case conflict
+    /// Listed, with its data on the server only (`xfer fetch` brings it back).
+    case evicted
+}
+
+/// One line of `xfer status`.
+public struct DocumentStatus: Codable, Sendable, Hashable {
+    /// The document's path.
+    public var path: String
+    /// Where it stands.
+    public var state: DocumentSyncState
+    /// File or package.
+    public var kind: DocumentKind
+    /// Content bytes (as last known).
+    public var size: Int64
+    /// Modification time (as last known), nanoseconds.
+    public var mtimeNs: Int64
+    /// The version this directory holds.
+    public var localVersion: Int64?
+    /// The server's current version (absent when unknown or deleted).
+    public var remoteVersion: Int64?
+    /// Unresolved conflict versions on the server.
+    public var conflicts: [Int64]
+}
+
+/// A synced directory without its lock: scanning, planning, status, evict and fetch. The
+/// ``SyncEngine`` runs passes over it; `xfer status`, `evict` and `fetch` use it directly
+/// (they are safe while a daemon runs: each step is one state transaction).
+public final class SyncDirectory: Sendable {
+    /// The directory (absolute).
+    public let directory: String
+    let remote: Remote
+    let options: SyncOptions
+    /// Its state.
+    public let state: SyncState
+
+    /// Opens a synced directory bound to `remote`'s server and container.
+    /// - Throws: `conflict` if it is bound to others, `not_found` if it is not a directory.
+    public init(directory: String, remote: Remote, options: SyncOptions = SyncOptions()) throws {
+        var info = stat()
+        guard stat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw XferError(.notFound, "\(directory) is not a directory; create it first")
+        }
+        state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
+        self.directory = state.directory
+        self.remote = remote
+        self.options = options
+        try state.bind(server: remote.connection.server, container: remote.container)
+    }
+
+    // MARK: Looking
+
+    /// A local document: its kind and absolute path.
+    struct LocalDocument {
+        var kind: DocumentKind
+        var path: String
+    }
+
+    /// Names the engine never syncs: its own staging copies and editors' temporary files.
+    public static func isIgnored(_ name: String) -> Bool {
+        (name.hasPrefix(".") && name.contains(".xfer-")) || name.hasSuffix(".swp") || name.hasSuffix(".swx")
+            || name.hasSuffix("~") || name.hasPrefix(".#") || name == "4913"
+    }
+
+    /// Every document on disk: files and symlinks, and directories with a package extension.
+    func scanLocal() -> (documents: [String: LocalDocument], invalid: [String]) {
+        var documents: [String: LocalDocument] = [:]
+        var invalid: [String] = []
+        func visit(_ relative: String) {
+            let absolute = relative.isEmpty ? directory : directory + "/" + relative
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: absolute) else { return }
+            for name in names where !Self.isIgnored(name) {
+                let child = relative.isEmpty ? name : relative + "/" + name
+                var info = stat()
+                guard lstat(absolute + "/" + name, &info) == 0 else { continue }
+                let type = info.st_mode & S_IFMT
+                let isPackage = type == S_IFDIR && options.packageExtensions.contains((name as NSString).pathExtension.lowercased())
+                if type == S_IFDIR && !isPackage {
+                    visit(child)
+                    continue
+                }
+                guard type == S_IFREG || type == S_IFLNK || isPackage else { continue }
+                guard let path = try? DocumentPath(child), path.value == child else {
+                    invalid.append(child)
+                    continue
+                }
+                documents[path.value] = LocalDocument(kind: isPackage ? .package : .file, path: absolute + "/" + name)
+            }
+        }
+        visit("")
+        return (documents, invalid)
+    }
+
+    /// What a pass should do with one document, and how it stands meanwhile.
+    enum Action: Equatable {
+        case none, push, pull, deleteRemote, deleteLocal, forget
+    }
+
+    struct Plan {
+        var path: DocumentPath
+        var action: Action
+        var status: DocumentStatus?
+        var local: LocalDocument?
+        var synced: SyncedDocument?
+        var remote: DocumentInfo?
+    }
+
+    /// Plans every document. `remote` is the server's listing, or `nil` when it is unreachable
+    /// (then nothing that needs the server's view is decided).
+    func plan(remote listing: [String: DocumentInfo]?) throws -> [Plan] {
+        let local = scanLocal().documents
+        let records = try state.records()
+        let server = remote.connection.server
+        var paths = Set(local.keys).union(records.keys)
+        if let listing { paths.formUnion(listing.keys) }
+        return try paths.sorted().compactMap { key in
+            guard let path = try? DocumentPath(key) else { return nil }
+            let clientState = state.clientState(for: path)
+            let synced = try clientState.document(server: server, container: remote.container, path: path)
+            let file = local[key]
+            let changed = try file.map { try !LocalSnapshot(path: $0.path, known: clientState.files()).isUnchanged(since: synced) } ?? false
+            let record = records[key]
+            let info = listing?[key]
+            let (action, state) = Self.decide(local: file != nil, changed: changed, synced: synced?.version,
+                                              evicted: record?.evicted == true, remote: info, remoteKnown: listing != nil)
+            let status = DocumentStatus(path: key, state: state, kind: info?.kind ?? record?.kind ?? file?.kind ?? .file,
+                                        size: info?.size ?? record?.size ?? 0, mtimeNs: info?.mtimeNs ?? record?.mtimeNs ?? 0,
+                                        localVersion: synced?.version, remoteVersion: info?.state == .current ? info?.version : nil,
+                                        conflicts: info?.conflicts ?? [])
+            return Plan(path: path, action: action, status: action == .forget ? nil : status, local: file, synced: synced, remote: info)
+        }
+    }
+
+    /// The decision table (docs/SYNC.md): a local edit is pushed (the server settles a stale
+    /// base as a conflict), a remote change is pulled over an unchanged local copy, deletes
+    /// travel both ways, and a remote edit wins over a local delete.
+    static func decide(local: Bool, changed: Bool, synced: Int64?, evicted: Bool, remote: DocumentInfo?,
+                       remoteKnown: Bool) -> (Action, DocumentSyncState) {
+        let current = remote?.state == .current ? remote : nil
+        let settled: DocumentSyncState = remote?.conflicts?.isEmpty == false ? .conflict : .synced
+        if evicted && !local {
+            if remoteKnown && remote == nil { return (.forget, .synced) }
+            return (.none, .evicted)
+        }
+        if local {
+            if synced == nil || changed { return (.push, .pendingUpload) }
+            guard remoteKnown else { return (.none, .synced) }
+            if let current, current.version != synced { return (.pull, .pendingDownload) }
+            if remote == nil { return (.deleteLocal, .pendingDownload) }
+            return (.none, settled)
+        }
+        guard remoteKnown else { return (.none, synced == nil ? .pendingDownload : .pendingUpload) }
+        if let synced {
+            if let current, current.version != synced { return (.pull, .pendingDownload) }
+            if current != nil { return (.deleteRemote, .pendingUpload) }
+            if remote == nil { return (.forget, .synced) }
+            return (.none, .pendingDownload)
+        }
+        if current != nil { return (.pull, .pendingDownload) }
+        return (.none, .pendingDownload)
+    }
+
+    /// Every document's status: with the server's view if it answers, else from local state
+    /// alone (`reachable` false).
+    public func status() async throws -> (documents: [DocumentStatus], reachable: Bool) {
+        let listing = try? await listing()
+        return (try plan(remote: listing?.documents).compactMap(\.status), listing != nil)
+    }
+
+    /// The server's documents, by path, and the change-feed cursor they were read at.
+    func listing() async throws -> (documents: [String: DocumentInfo], cursor: Int64) {
+        let list = try await remote.connection.list(container: remote.container, prefix: "")
+        return (Dictionary(list.documents.map { ($0.path.value, $0) }, uniquingKeysWith: { $1 }), list.cursor)
+    }
+
+    // MARK: Evict and fetch
+
+    /// Removes a synced document's local data, keeping its metadata: it stays in `status` as
+    /// evicted until ``fetch(_:)``.
+    /// - Throws: `not_found` if it is not synced here, `conflict` if it has unsynced changes.
+    public func evict(_ path: DocumentPath) throws {
+        let clientState = state.clientState(for: path)
+        guard var record = try state.records()[path.value],
+              let synced = try clientState.document(server: remote.connection.server, container: remote.container, path: path) else {
+            throw XferError(.notFound, "\(path) is not a synced document of \(directory)")
+        }
+        if record.evicted { return }
+        let full = directory + "/" + path.value
+        guard try LocalSnapshot(path: full, known: clientState.files()).isUnchanged(since: synced) else {
+            throw XferError(.conflict, "\(path) has changes that are not on the server yet; sync first, then evict")
+        }
+        try Self.removeItem(full)
+        record.evicted = true
+        try state.put(record)
+    }
+
+    /// Brings an evicted (or missing) document back: pulls the server's current version.
+    /// - Returns: The pull's report.
+    @discardableResult
+    public func fetch(_ path: DocumentPath, progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
+        let report = try await pull(path, progress: progress)
+        return report
+    }
+
+    // MARK: Doing
+
+    func push(_ plan: Plan, progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PushReport {
+        var pushOptions = options.push
+        pushOptions.force = false
+        let report = try await PushEngine(remote: remote, options: pushOptions)
+            .push(plan.local!.path, as: plan.path, state: state.clientState(for: plan.path), progress: progress)
+        try record(plan.path, kind: plan.local!.kind, size: report.bytes, mtimeNs: try DirectoryWalker.entry(at: plan.local!.path).mtimeNanoseconds)
+        return report
+    }
+
+    func pull(_ path: DocumentPath, progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PullReport {
+        var pullOptions = options.pull
+        pullOptions.protectLocalChanges = true
+        let full = directory + "/" + path.value
+        let report = try await PullEngine(remote: remote, options: pullOptions)
+            .pull(path, into: full, state: state.clientState(for: path), progress: progress)
+        let top = try DirectoryWalker.entry(at: full)
+        try record(path, kind: top.kind == .directory ? .package : .file, size: report.bytes, mtimeNs: top.mtimeNanoseconds)
+        return report
+    }
+
+    func deleteLocal(_ plan: Plan) throws {
+        if let local = plan.local {
+            let clientState = state.clientState(for: plan.path)
+            guard try LocalSnapshot(path: local.path, known: clientState.files()).isUnchanged(since: plan.synced) else {
+                throw XferError(.conflict, "\(plan.path) was deleted on the server but changed here; it will be pushed again")
+            }
+            try Self.removeItem(local.path)
+        }
+        try state.forget(plan.path)
+    }
+
+    func deleteRemote(_ plan: Plan) async throws -> Bool {
+        do {
+            _ = try await remote.connection.delete(container: remote.container, path: plan.path, baseVersion: plan.synced?.version)
+        } catch let error as XferError where error.code == .notFound {
+            // Already gone.
+        } catch let error as XferError where error.code == .conflict {
+            return false  // changed on the server since: the remote edit wins over the local delete
+        }
+        try state.forget(plan.path)
+        return true
+    }
+
+    private func record(_ path: DocumentPath, kind: DocumentKind, size: Int64, mtimeNs: Int64) throws {
+        try state.put(SyncRecord(path: path.value, kind: kind, evicted: false, size: size, mtimeNs: mtimeNs,
+                                 lastUsedNs: Int64(Date().timeIntervalSince1970 * 1e9)))
+    }
+
+    /// Evicts least recently used synced documents until local data fits `limit`.
+    func enforceLocalLimit(_ limit: Int64, plans: [Plan]) throws -> [DocumentPath] {
+        let records = try state.records()
+        var candidates = plans.filter { $0.status?.state == .synced && $0.local != nil && records[$0.path.value]?.evicted == false }
+        var total = candidates.reduce(Int64(0)) { $0 + (records[$1.path.value]?.size ?? 0) }
+        guard total > limit else { return [] }
+        func lastUsed(_ plan: Plan) -> Int64 {
+            var info = stat()
+            let accessed = lstat(plan.local!.path, &info) == 0 ? Int64(info.st_atim.tv_sec) * 1_000_000_000 + Int64(info.st_atim.tv_nsec) : 0
+            return max(accessed, records[plan.path.value]?.lastUsedNs ?? 0)
+        }
+        candidates.sort { lastUsed($0) < lastUsed($1) }
+        var evicted: [DocumentPath] = []
+        for plan in candidates where total > limit {
+            try evict(plan.path)
+            total -= records[plan.path.value]?.size ?? 0
+            evicted.append(plan.path)
+        }
+        return evicted
+    }
+
+    static func removeItem(_ path: String) throws {
+        do {
+            try FileManager.default.removeItem(atPath: path)
+        } catch {
+            throw XferError(.io, "cannot remove \(path)", cause: DescribedError(error))
+        }
+    }
+}
+
+/// Keeps a directory in sync with a container: `syncOnce()` for one pass, `watch()` to follow
+/// local changes (inotify, debounced) and remote ones (the change feed, long-polled) until
+/// cancelled. One engine per directory at a time (a lock); everything it does is reported on
+/// ``events``.
+public actor SyncEngine {
+    /// The directory and its state.
+    public nonisolated let directory: SyncDirectory
+    /// What the engine does, as it does it. Buffers the newest 1024 events.
+    public nonisolated let events: AsyncStream<SyncEvent>
+    private let continuation: AsyncStream<SyncEvent>.Continuation
+    private let lock: DirectoryLock
+
+    /// Opens `directory` for syncing with `remote` and takes its lock.
+    /// - Throws: `conflict` if another engine holds the directory or it is bound elsewhere.
+    public init(directory: String, remote: Remote, options: SyncOptions = SyncOptions()) throws {
+        self.directory = try SyncDirectory(directory: directory, remote: remote, options: options)
+        lock = try DirectoryLock(path: self.directory.state.database.path + ".lock", directory: self.directory.directory)
+        (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1024))
+    }
+
+    /// Ends ``events``.
+    public func close() {
+        continuation.finish()
+    }
+
+    /// One pass: push local changes and deletions, pull remote ones, apply remote deletions,
+    /// then evict for the local limit.
+    /// - Throws: `unavailable` if the server cannot be reached (nothing is lost: the local
+    ///   changes stay pending), `unauthorized`; per-document failures are events instead.
+    @discardableResult
+    public func syncOnce() async throws -> SyncSummary {
+        let started = ContinuousClock.now
+        let sync = directory
+        let listing = try await sync.listing()
+        var plans = try sync.plan(remote: listing.documents)
+        var summary = SyncSummary()
+        var pullAfterPush: [DocumentPath] = []
+
+        let progress: @Sendable (DocumentPath) -> @Sendable (TransferProgress) -> Void = { [continuation] path in
+            { continuation.yield(.progress(path, $0)) }
+        }
+
+        // Local changes first, so a pull never has to decide about a local edit.
+        for plan in plans where plan.action == .push {
+            guard let report = try await attempt(plan.path, { try await sync.push(plan, progress: progress(plan.path)) }) else {
+                summary.failed += 1
+                continue
+            }
+            guard report.committed else { continue }
+            summary.uploaded += 1
+            continuation.yield(.uploaded(plan.path, version: report.version, bytesSent: report.bytesSent))
+            // Lost to a later edit: this version is kept as a conflict, the winner comes down.
+            if report.state == .conflict { pullAfterPush.append(plan.path) }
+        }
+        for plan in plans where plan.action == .deleteRemote {
+            guard let deleted = try await attempt(plan.path, { try await sync.deleteRemote(plan) }) else {
+                summary.failed += 1
+                continue
+            }
+            if deleted {
+                summary.removedRemotely += 1
+                continuation.yield(.removedRemotely(plan.path))
+            } else {
+                pullAfterPush.append(plan.path)
+            }
+        }
+        // Remote changes: pulls before deletions, so a rename's new name can reuse the old one's chunks.
+        let pulls = plans.filter { $0.action == .pull }.map(\.path) + pullAfterPush
+        for path in pulls {
+            guard let report = try await attempt(path, { try await sync.pull(path, progress: progress(path)) }) else {
+                summary.failed += 1
+                continue
+            }
+            summary.downloaded += 1
+            continuation.yield(.downloaded(path, version: report.version, bytesFetched: report.bytesFetched))
+        }
+        for plan in plans where plan.action == .deleteLocal || plan.action == .forget {
+            guard try await attempt(plan.path, { try sync.deleteLocal(plan) }) != nil else {
+                summary.failed += 1
+                continue
+            }
+            guard plan.action == .deleteLocal else { continue }
+            summary.removedLocally += 1
+            continuation.yield(.removedLocally(plan.path))
+        }
+        try sync.state.setMeta("cursor", String(listing.cursor))
+
+        // Conflicts, as the server now sees them.
+        let after = summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely > 0
+            ? try await sync.listing().documents : listing.documents
+        for info in after.values.sorted(by: { $0.path.value < $1.path.value }) where info.conflicts?.isEmpty == false {
+            summary.conflicts += 1
+            continuation.yield(.conflict(info.path, current: info.version, conflicts: info.conflicts ?? []))
+        }
+        if let limit = sync.options.localLimit {
+            plans = try sync.plan(remote: after)
+            for path in try sync.enforceLocalLimit(limit, plans: plans) {
+                summary.evicted += 1
+                continuation.yield(.evicted(path))
+            }
+        }
+        summary.seconds = (ContinuousClock.now - started).seconds
+        continuation.yield(.passFinished(summary))
+        return summary
+    }
+
+    /// Runs one document's step; a failure other than the server's absence is reported and
+    /// skipped (`nil`), so one bad document does not stop the others.
+    private func attempt<T: Sendable>(_ path: DocumentPath, _ body: @Sendable () async throws -> T) async throws -> T? {
+        do {
+            return try await body()
+        } catch let error as XferError where error.code == .unavailable || error.code == .unauthorized || error.code == .cancelled {
+            throw error
+        } catch {
+            continuation.yield(.failed(path, error as? XferError ?? XferError(.io, "\(error)")))
+            return nil
+        }
+    }
+
+    /// Syncs now, then whenever something changes here (inotify) or on the server (the change
+    /// feed), until the task is cancelled. While the server is unreachable, passes are retried
+    /// with exponential backoff (1 s doubling up to `maximumBackoff`); local changes wait.
+    public func watch() async throws {
+        let options = directory.options
+        let connection = directory.remote.connection
+        let container = directory.remote.container
+        let watcher = try DirectoryWatcher(root: directory.directory, ignore: SyncDirectory.isIgnored)
+        defer { watcher.stop() }
+        let (triggers, trigger) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        trigger.yield(())
+        let startCursor = Int64(try directory.state.meta("cursor") ?? "0") ?? 0
+        let continuation = continuation
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await _ in watcher.events { trigger.yield(()) }
+            }
+            group.addTask {
+                // The change feed: one long poll at a time; a change (or a reconnect) triggers a pass.
+                var cursor = startCursor
+                var backoff = Duration.seconds(1)
+                while !Task.isCancelled {
+                    do {
+                        let list = try await connection.changes(container: container, after: cursor, wait: options.feedWait)
+                        if !list.changes.isEmpty || !list.keys.isEmpty { trigger.yield(()) }
+                        cursor = list.cursor
+                        backoff = .seconds(1)
+                    } catch let error as XferError where error.code == .cancelled {
+                        return
+                    } catch {
+                        try? await Task.sleep(for: backoff)
+                        backoff = min(backoff * 2, options.maximumBackoff)
+                        trigger.yield(())
+                    }
+                }
+            }
+            group.addTask {
+                var backoff = Duration.seconds(1)
+                for await _ in triggers {
+                    try await Task.sleep(for: options.debounce)
+                    do {
+                        try await self.syncOnce()
+                        backoff = .seconds(1)
+                    } catch let error as XferError where error.code == .unavailable {
+                        continuation.yield(.offline(error, retryIn: backoff))
+                        try await Task.sleep(for: backoff)
+                        backoff = min(backoff * 2, options.maximumBackoff)
+                        trigger.yield(())
+                    }
+                }
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import GRDB
+import XferCore
+import XferProtocol
+
+/// What the sync engine remembers about one document of a synced directory.
+public struct SyncRecord: Sendable, Hashable {
+    /// The document's path (relative to the directory).
+    public var path: String
+    /// File or package.
+    public var kind: DocumentKind
+    /// Its local data was evicted (metadata kept; `fetch` brings it back).
+    public var evicted: Bool
+    /// Content bytes at the last sync.
+    public var size: Int64
+    /// Modification time at the last sync, nanoseconds.
+    public var mtimeNs: Int64
+    /// Last sync or fetch, nanoseconds since 1970 (least recently used is evicted first).
+    public var lastUsedNs: Int64
+}
+
+/// A synced directory's state: one ``StateDatabase`` under `STATE/sync/`, named by a hash of the
+/// directory's absolute path, holding every document's ``ClientState``, the directory's
+/// binding (server and container), the change-feed cursor and a ``SyncRecord`` per document.
+public final class SyncState: Sendable {
+    /// The synced directory (absolute).
+    public let directory: String
+    /// The database.
+    public let database: StateDatabase
+
+    /// Opens (creating) the state of a synced directory.
+    public init(directory: String, stateDirectory: String) throws {
+        self.directory = ClientState.absolute(directory)
+        database = try StateDatabase(path: Self.databasePath(directory: self.directory, stateDirectory: stateDirectory))
+    }
+
+    /// Where the state of `directory` lives.
+    public static func databasePath(directory: String, stateDirectory: String) -> String {
+        let name = String(ChunkID.of(Array(ClientState.absolute(directory).utf8)).hex.prefix(24))
+        return "\(stateDirectory)/sync/\(name).sqlite"
+    }
+
+    /// The synced directory that holds `path` (it or its nearest ancestor that has sync state).
+    public static func directory(containing path: String, stateDirectory: String) -> String? {
+        var candidate = ClientState.absolute(path)
+        while true {
+            if FileManager.default.fileExists(atPath: databasePath(directory: candidate, stateDirectory: stateDirectory)) { return candidate }
+            guard candidate != "/" else { return nil }
+            candidate = (candidate as NSString).deletingLastPathComponent
+        }
+    }
+
+    /// The state of one document's root.
+    public func clientState(for path: DocumentPath) -> ClientState {
+        ClientState(root: directory + "/" + path.value, database: database)
+    }
+
+    /// A value of the binding (`server`, `container`, `cursor`).
+    public func meta(_ key: String) throws -> String? {
+        try database.run { db in try String.fetchOne(db, sql: "SELECT value FROM sync_meta WHERE key = ?", arguments: [key]) }
+    }
+
+    /// Sets a value of the binding.
+    public func setMeta(_ key: String, _ value: String) throws {
+        try database.run { db in try db.execute(sql: "INSERT OR REPLACE INTO sync_meta VALUES (?, ?)", arguments: [key, value]) }
+    }
+
+    /// Binds the directory to a server and container, or checks that it already is bound to them.
+    /// - Throws: `conflict` if it is bound elsewhere.
+    public func bind(server: String, container: ContainerName) throws {
+        if let bound = try meta("server"), let boundContainer = try meta("container") {
+            guard bound == server, boundContainer == container.value else {
+                throw XferError(.conflict, "\(directory) is synced with container \(boundContainer) on \(bound); sync another directory with \(container) on \(server)")
+            }
+            return
+        }
+        try setMeta("server", server)
+        try setMeta("container", container.value)
+    }
+
+    /// Every document record, by path.
+    public func records() throws -> [String: SyncRecord] {
+        try database.run { db in
+            var result: [String: SyncRecord] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM sync_documents") {
+                let record = SyncRecord(path: row["path"], kind: DocumentKind(rawValue: row["kind"]) ?? .file, evicted: row["evicted"],
+                                        size: row["size"], mtimeNs: row["mtime_ns"], lastUsedNs: row["last_used_ns"])
+                result[record.path] = record
+            }
+            return result
+        }
+    }
+
+    /// Adds or replaces a record.
+    public func put(_ record: SyncRecord) throws {
+        try database.run { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO sync_documents VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [record.path, record.kind.rawValue, record.evicted, record.size, record.mtimeNs, record.lastUsedNs])
+        }
+    }
+
+    /// Forgets a document entirely: its record and its root's files and synced version.
+    public func forget(_ path: DocumentPath) throws {
+        try clientState(for: path).forget()
+        try database.run { db in try db.execute(sql: "DELETE FROM sync_documents WHERE path = ?", arguments: [path.value]) }
+    }
+}
+
+/// An exclusive lock on a synced directory, so one daemon at a time works on it: `flock` on a
+/// file beside its state, holding the owner's pid. The kernel drops it if the process dies.
+final class DirectoryLock: Sendable {
+    private let fd: Int32
+
+    init(path: String, directory: String) throws {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw XferError(.io, "cannot open the lock file \(path)", cause: SystemErrno(errno)) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            var buffer = [UInt8](repeating: 0, count: 32)
+            let count = pread(fd, &buffer, buffer.count, 0)
+            close(fd)
+            let pid = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            throw XferError(.conflict, "another `xfer sync` is already running on \(directory) (pid \(pid.isEmpty ? "?" : pid)); stop it first")
+        }
+        let text = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = pwrite(fd, text, text.count, 0)
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+}

@@ -1,0 +1,266 @@
+import ArgumentParser
+import Foundation
+import XferClient
+import XferCore
+import XferProtocol
+
+extension Scope: ExpressibleByArgument {}
+
+/// `2026-11-21 10:04:05` (UTC) for a nanosecond timestamp.
+func formatTime(_ nanoseconds: Int64) -> String {
+    let formatter = DateFormatter()
+    formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+    formatter.timeZone = TimeZone(identifier: "UTC")
+    return formatter.string(from: Date(timeIntervalSince1970: Double(nanoseconds) / 1e9))
+}
+
+extension Xfer {
+    struct Versions: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List a document's versions: current, unresolved conflicts, history.",
+            discussion: """
+                Conflict versions are edits made from a stale version that lost to a later one \
+                (by modification time); they stay until `xfer resolve`. Pull any listed version \
+                with `xfer pull NAME --version N`.
+                """)
+
+        @Argument(help: "The document's path in the container.")
+        var name: String
+
+        @Flag(help: "Print one JSON object instead of text.")
+        var json = false
+
+        @OptionGroup var client: ClientOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: json) {
+                let versions = try await withRemote(client) { remote in try await DocumentClient(remote: remote).versions(name) }
+                if json {
+                    printJSON(VersionList(versions: versions))
+                    return
+                }
+                for version in versions {
+                    let mark = version.state == .conflict ? "  <- unresolved conflict" : ""
+                    let size = ByteCount(version.size).description
+                    print("v\(version.version)".padding(toLength: 7, withPad: " ", startingAt: 0)
+                          + version.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)
+                          + size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0)
+                          + "  \(formatTime(version.mtimeNs))  \(version.device ?? "-")\(mark)")
+                }
+            }
+        }
+    }
+
+    struct Resolve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Settle a document's conflict by choosing the version to keep.",
+            discussion: """
+                VERSION becomes current. The other contenders (the previous current version and \
+                the other conflict versions) are removed and their space given back to the \
+                quota, or kept in history with --keep-all.
+                """)
+
+        @Argument(help: "The document's path in the container.")
+        var name: String
+
+        @Option(help: ArgumentHelp("The version to make current.", valueName: "VERSION"))
+        var keep: Int64
+
+        @Flag(help: "Keep the other versions in history instead of removing them.")
+        var keepAll = false
+
+        @Flag(help: "Print one JSON object instead of text.")
+        var json = false
+
+        @OptionGroup var client: ClientOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: json) {
+                let info = try await withRemote(client) { remote in
+                    try await DocumentClient(remote: remote).resolve(name, keep: keep, keepAll: keepAll)
+                }
+                if json {
+                    printJSON(info)
+                } else {
+                    print("\(info.path): v\(info.version) is current\(keepAll ? "; the others are kept in history" : "; the other versions were removed")")
+                }
+            }
+        }
+    }
+
+    struct Changes: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show the container's changes after a cursor, optionally waiting for the next.",
+            discussion: """
+                Each change is a document version (uploading as soon as a push announces it, then \
+                current or conflict when it commits, deleted, superseded) or a key-value write. \
+                Prints the new cursor last; pass it as --since to read on. With --wait the \
+                request is held open and answers the moment a change arrives. With --follow it \
+                keeps reading (one JSON object per change with --json) until interrupted.
+                """)
+
+        @Option(help: ArgumentHelp("Only changes after this cursor (default: from the beginning).", valueName: "CURSOR"))
+        var since: Int64 = 0
+
+        @Option(help: ArgumentHelp("If there is none yet, wait up to this long for a change (at most \(ProtocolLimits.maximumWaitSeconds)).", valueName: "SECONDS"))
+        var wait: Int = 0
+
+        @Flag(help: "Keep waiting for changes until interrupted.")
+        var follow = false
+
+        @Flag(help: "Print JSON instead of text.")
+        var json = false
+
+        @OptionGroup var client: ClientOptions
+
+        func validate() throws {
+            guard (0...ProtocolLimits.maximumWaitSeconds).contains(wait) else {
+                throw ValidationError("--wait must be 0...\(ProtocolLimits.maximumWaitSeconds)")
+            }
+        }
+
+        func run() async throws {
+            try await runReportingErrors(json: json) {
+                try await withRemote(client) { remote in
+                    if follow {
+                        for try await change in ChangeFeed(connection: remote.connection, container: remote.container, start: since,
+                                                           wait: ProtocolLimits.maximumWaitSeconds) {
+                            switch change {
+                            case .document(let info): json ? printJSON(info) : print(Self.line(info))
+                            case .key(let entry): json ? printJSON(entry) : print(Self.line(entry))
+                            }
+                            fflush(nil)
+                        }
+                        return
+                    }
+                    let list = try await remote.connection.changes(container: remote.container, after: since, wait: wait)
+                    if json {
+                        printJSON(list)
+                        return
+                    }
+                    for line in list.changes.map({ ($0.sequence, Self.line($0)) }) + list.keys.map({ ($0.sequence, Self.line($0)) })
+                        .sorted(by: { $0.0 < $1.0 }) {
+                        print(line.1)
+                    }
+                    print("cursor \(list.cursor)\(list.more ? " (more)" : "")")
+                }
+            }
+        }
+
+        static func line(_ info: DocumentInfo) -> String {
+            "#\(info.sequence)  \(info.path)  v\(info.version) \(info.state.rawValue)  \(ByteCount(info.size))  \(formatTime(info.mtimeNs))"
+        }
+
+        static func line(_ entry: KeyValueEntry) -> String {
+            "#\(entry.sequence)  kv \(entry.key) = \(entry.value?.jsonText ?? "(deleted)")"
+        }
+    }
+
+    struct KeyValue: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "kv",
+            abstract: "The container's key-value store (small JSON values, last writer wins).",
+            discussion: """
+                Keys are 1-64 bytes of UTF-8; a container holds at most 1024 keys and 1 MiB \
+                (keys plus JSON values) unless the server says otherwise. Writes carry this \
+                device's clock: the later timestamp wins, ties go to the greater device name.
+                """,
+            subcommands: [Set.self, Get.self, Remove.self, List.self])
+
+        struct Set: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Set a key.")
+
+            @Argument(help: "The key.")
+            var key: String
+
+            @Argument(help: "The value: JSON (42, true, \"text\", {\"a\": 1}); anything that is not JSON is taken as a string.")
+            var value: String
+
+            @Flag(help: "Take VALUE as a string even if it is JSON.")
+            var string = false
+
+            @Flag(help: "Print one JSON object instead of text.")
+            var json = false
+
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let parsed = string ? .string(value) : ((try? JSONValue(parsing: value)) ?? .string(value))
+                    guard parsed != .null else { throw XferError(.badRequest, "null is not a value; remove the key with `xfer kv rm \(key)`") }
+                    let result = try await withRemote(client) { remote in
+                        try await DocumentClient(remote: remote).setValue(parsed, forKey: key)
+                    }
+                    if json {
+                        printJSON(result)
+                    } else if result.applied {
+                        print("\(key) = \(parsed.jsonText)")
+                    } else {
+                        print("\(key) kept \(result.entry.value?.jsonText ?? "(deleted)"): a later write (from \(result.entry.device)) wins")
+                    }
+                }
+            }
+        }
+
+        struct Get: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Print a key's value as JSON.")
+
+            @Argument(help: "The key.")
+            var key: String
+
+            @Flag(help: "Print the whole entry (value, timestamp, device) as JSON.")
+            var json = false
+
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let entry = try await withRemote(client) { remote in
+                        try await remote.connection.value(container: remote.container, key: key)
+                    }
+                    if json { printJSON(entry) } else { print(entry.value?.jsonText ?? "null") }
+                }
+            }
+        }
+
+        struct Remove: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(commandName: "rm", abstract: "Remove a key.")
+
+            @Argument(help: "The key.")
+            var key: String
+
+            @Flag(help: "Print one JSON object instead of text.")
+            var json = false
+
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let result = try await withRemote(client) { remote in try await DocumentClient(remote: remote).removeValue(forKey: key) }
+                    if json { printJSON(result) } else { print(result.applied ? "removed \(key)" : "\(key) kept: a later write wins") }
+                }
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(commandName: "ls", abstract: "List every key and value.")
+
+            @Flag(help: "Print one JSON object instead of text.")
+            var json = false
+
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let list = try await withRemote(client) { remote in try await DocumentClient(remote: remote).values() }
+                    if json {
+                        printJSON(list)
+                        return
+                    }
+                    for entry in list.entries { print("\(entry.key) = \(entry.value?.jsonText ?? "null")") }
+                    print("\(list.entries.count) of \(list.maximumKeys) keys, \(ByteCount(Int64(list.bytes))) of \(ByteCount(Int64(list.maximumBytes)))")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,275 @@
+import ArgumentParser
+import Foundation
+import XferClient
+import XferCore
+import XferProtocol
+
+extension Xfer {
+    struct Sync: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Keep a directory in sync with a container.",
+            discussion: """
+                Each file under DIR is a document (its path relative to DIR); a directory whose \
+                name ends in a package extension is one package document. Local changes are \
+                pushed, remote ones pulled, deletions go both ways, renames move no data. A \
+                local file that changed since the last sync is never overwritten: it is pushed, \
+                and if the server had a newer edit both are kept (see `xfer versions`). \
+                --once syncs and exits; --watch follows local changes (inotify) and remote ones \
+                (the change feed) until interrupted, retrying with backoff while the server is \
+                unreachable. One sync per directory at a time.
+                """)
+
+        @Argument(help: "The directory (bound to the container on first sync).", completion: .directory)
+        var directory: String
+
+        @Flag(help: "Sync once and exit (the default).")
+        var once = false
+
+        @Flag(help: "Keep syncing as things change, until interrupted.")
+        var watch = false
+
+        @Option(name: .customLong("package-extension"),
+                help: ArgumentHelp("A directory name extension that makes a package (repeatable; remembered for DIR; default: pkg, bundle, rtfd, xfpkg).", valueName: "EXT"))
+        var packageExtensions: [String] = []
+
+        @Option(help: ArgumentHelp("Keep local data under this size, evicting the least recently used synced documents.", valueName: "SIZE"))
+        var localLimit: ByteCount?
+
+        @Flag(help: "Print one JSON object per event instead of text.")
+        var json = false
+
+        @Flag(name: .shortAndLong, help: "Print only errors and conflicts.")
+        var quiet = false
+
+        @OptionGroup var client: ClientOptions
+
+        func validate() throws {
+            if once && watch { throw ValidationError("--once and --watch exclude each other") }
+        }
+
+        func run() async throws {
+            try await runReportingErrors(json: json) {
+                let remote = try client.remote()
+                defer { Task { await remote.connection.shutdown() } }
+                var options = SyncOptions()
+                options.localLimit = localLimit?.value
+                let state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
+                if !packageExtensions.isEmpty {
+                    try state.setMeta("package_extensions", packageExtensions.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: ".")) }.joined(separator: ","))
+                }
+                if let stored = try state.meta("package_extensions") {
+                    options.packageExtensions = Swift.Set(stored.split(separator: ",").map { $0.lowercased() })
+                }
+                let engine = try SyncEngine(directory: directory, remote: remote, options: options)
+                let printer = Task { [json, quiet] in
+                    for await event in engine.events { Self.report(event, json: json, quiet: quiet) }
+                }
+                defer { printer.cancel() }
+                if watch {
+                    if !json && !quiet {
+                        FileHandle.standardError.write(Data("xfer: watching \(engine.directory.directory) ↔ \(remote.container) on \(remote.connection.server); Ctrl-C stops\n".utf8))
+                    }
+                    let signals = SignalStop()
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask { try await engine.watch() }
+                        group.addTask { await signals.wait() }
+                        try await group.next()
+                        group.cancelAll()
+                    }
+                } else {
+                    try await engine.syncOnce()
+                }
+                await engine.close()
+                _ = await printer.value
+            }
+        }
+
+        static func report(_ event: SyncEvent, json: Bool, quiet: Bool) {
+            if json {
+                if let line = SyncEventLine(event) { printJSON(line) }
+                fflush(nil)
+                return
+            }
+            switch event {
+            case .uploaded(let path, let version, let bytes): if !quiet { print("↑ \(path) v\(version) (\(ByteCount(bytes)) sent)") }
+            case .downloaded(let path, let version, let bytes): if !quiet { print("↓ \(path) v\(version) (\(ByteCount(bytes)) fetched)") }
+            case .removedLocally(let path): if !quiet { print("✕ \(path) (deleted on the server, removed here)") }
+            case .removedRemotely(let path): if !quiet { print("✕ \(path) (deleted here, deleted on the server)") }
+            case .evicted(let path): if !quiet { print("○ \(path) evicted") }
+            case .conflict(let path, let current, let conflicts):
+                print("! \(path): v\(current) is current; conflict versions \(conflicts.map { "v\($0)" }.joined(separator: ", ")) — see `xfer versions \(path)`")
+            case .failed(let path, let error): FileHandle.standardError.write(Data("xfer: \(path.map { "\($0): " } ?? "")\(error.message)\n".utf8))
+            case .offline(let error, let retry): FileHandle.standardError.write(Data("xfer: offline (\(error.message)); retrying in \(retry)\n".utf8))
+            case .passFinished(let summary):
+                if !quiet && (summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely + summary.evicted > 0) {
+                    print("synced: \(summary.uploaded) up, \(summary.downloaded) down, \(summary.removedLocally + summary.removedRemotely) deleted, \(summary.conflicts) in conflict, \(summary.failed) failed in \(String(format: "%.2f", summary.seconds)) s")
+                }
+            case .progress: break
+            }
+            fflush(nil)
+        }
+    }
+
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show each document of a synced directory: synced, pending upload or download, conflict, evicted.",
+            discussion: "Without the server (unreachable), shows what local state alone can tell.")
+
+        @Argument(help: "The synced directory, or a path inside it (default: here).", completion: .directory)
+        var directory: String = "."
+
+        @Flag(help: "Print one JSON object instead of text.")
+        var json = false
+
+        @OptionGroup var client: ClientOptions
+
+        struct Output: Encodable {
+            var directory: String
+            var reachable: Bool
+            var documents: [DocumentStatus]
+        }
+
+        func run() async throws {
+            try await runReportingErrors(json: json) {
+                let (sync, remote) = try openSynced(directory, client)
+                let status = try await sync.status()
+                await remote.connection.shutdown()
+                if json {
+                    printJSON(Output(directory: sync.directory, reachable: status.reachable, documents: status.documents))
+                    return
+                }
+                if !status.reachable { print("(server unreachable: local state only)") }
+                for document in status.documents {
+                    let conflicts = document.conflicts.isEmpty ? "" : "  conflicts: \(document.conflicts.map { "v\($0)" }.joined(separator: ", "))"
+                    print(document.state.rawValue.padding(toLength: 17, withPad: " ", startingAt: 0)
+                          + ByteCount(document.size).description.padding(toLength: 11, withPad: " ", startingAt: 0)
+                          + "\(document.path)\(conflicts)")
+                }
+            }
+        }
+    }
+
+    struct Evict: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove a synced document's local data, keeping it listed; `xfer fetch` brings it back.",
+            discussion: "Refused for a document with changes not yet on the server.")
+
+        @Argument(help: "A document in a synced directory.", completion: .file())
+        var path: String
+
+        @Flag(help: "Print one JSON object instead of text.")
+        var json = false
+
+        @OptionGroup var client: ClientOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: json) {
+                let (sync, remote) = try openSynced(path, client)
+                await remote.connection.shutdown()
+                let document = try documentPath(path, in: sync)
+                try sync.evict(document)
+                if json { printJSON(["evicted": document.value]) } else { print("evicted \(document) (its data stays on the server)") }
+            }
+        }
+    }
+
+    struct Fetch: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Bring an evicted document of a synced directory back from the server.")
+
+        @Argument(help: "A document in a synced directory.", completion: .file())
+        var path: String
+
+        @OptionGroup var client: ClientOptions
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: output.json) {
+                let (sync, remote) = try openSynced(path, client)
+                let bar = ProgressBar(quiet: output.quiet || output.json)
+                let report: PullReport
+                do {
+                    report = try await sync.fetch(try documentPath(path, in: sync), progress: bar.update)
+                    bar.finish()
+                    await remote.connection.shutdown()
+                } catch {
+                    bar.finish()
+                    await remote.connection.shutdown()
+                    throw error
+                }
+                if output.json { printJSON(report) } else if !output.quiet { print("fetched \(report.document) v\(report.version) (\(ByteCount(report.bytesFetched)) fetched)") }
+            }
+        }
+    }
+}
+
+/// The synced directory holding `path`, opened with its binding's server and container.
+func openSynced(_ path: String, _ client: ClientOptions) throws -> (SyncDirectory, Remote) {
+    let stateDirectory = client.stateDir ?? ClientState.defaultDirectory()
+    guard let directory = SyncState.directory(containing: path, stateDirectory: stateDirectory) else {
+        throw XferError(.notFound, "\(path) is not in a synced directory; start one with `xfer sync DIR`")
+    }
+    let state = try SyncState(directory: directory, stateDirectory: stateDirectory)
+    let remote = try client.remote(boundTo: state)
+    var options = SyncOptions()
+    if let stored = try state.meta("package_extensions") { options.packageExtensions = Set(stored.split(separator: ",").map { $0.lowercased() }) }
+    return (try SyncDirectory(directory: directory, remote: remote, options: options), remote)
+}
+
+/// The document path of a local path inside a synced directory.
+func documentPath(_ path: String, in sync: SyncDirectory) throws -> DocumentPath {
+    let absolute = ClientState.absolute(path)
+    guard absolute.hasPrefix(sync.directory + "/") else {
+        throw XferError(.invalidPath, "\(path) is the synced directory itself; name a document inside it")
+    }
+    return try DocumentPath(String(absolute.dropFirst(sync.directory.count + 1)))
+}
+
+/// One sync event as JSON (`xfer sync --json`, one object per line).
+struct SyncEventLine: Encodable {
+    var event: String
+    var path: String?
+    var version: Int64?
+    var bytes: Int64?
+    var conflicts: [Int64]?
+    var message: String?
+    var summary: SyncSummary?
+
+    init?(_ event: SyncEvent) {
+        switch event {
+        case .uploaded(let path, let version, let bytes): self.event = "uploaded"; self.path = path.value; self.version = version; self.bytes = bytes
+        case .downloaded(let path, let version, let bytes): self.event = "downloaded"; self.path = path.value; self.version = version; self.bytes = bytes
+        case .removedLocally(let path): self.event = "removed_locally"; self.path = path.value
+        case .removedRemotely(let path): self.event = "removed_remotely"; self.path = path.value
+        case .evicted(let path): self.event = "evicted"; self.path = path.value
+        case .conflict(let path, let current, let conflicts): self.event = "conflict"; self.path = path.value; self.version = current; self.conflicts = conflicts
+        case .failed(let path, let error): self.event = "failed"; self.path = path?.value; self.message = error.message
+        case .offline(let error, _): self.event = "offline"; self.message = error.message
+        case .passFinished(let summary): self.event = "pass"; self.summary = summary
+        case .progress: return nil
+        }
+    }
+}
+
+/// Waits for SIGINT or SIGTERM.
+final class SignalStop: Sendable {
+    private let stream: AsyncStream<Void>
+
+    init() {
+        let (stream, continuation) = AsyncStream<Void>.makeStream()
+        self.stream = stream
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber)
+            source.setEventHandler { continuation.yield(()) }
+            source.resume()
+            SignalStop.sources.append(source)  // kept alive for the process's life; set up once, from the main task
+        }
+    }
+
+    func wait() async {
+        for await _ in stream { return }
+    }
+
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+}
