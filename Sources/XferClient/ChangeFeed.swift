@@ -52,9 +52,10 @@ public enum Change: Sendable, Hashable {
 /// the moment it is made, never a polling loop.
 ///
 /// It resumes from its ``CursorStore`` after a restart, and after a dropped connection it
-/// retries with backoff from where it was. A cursor is saved only once every change before it
-/// has been handed out, so a crash can repeat changes but never skip one. It ends when the
-/// task is cancelled; it throws only for errors a retry cannot fix (a bad token).
+/// retries with backoff from where it was. Asking for the next change acknowledges the one
+/// before (its sequence is saved), so a restart repeats at most the last change handed out
+/// and never skips one. It ends when the task is cancelled; it throws only for errors a retry
+/// cannot fix (a bad token).
 public struct ChangeFeed: AsyncSequence, Sendable {
     public typealias Element = Change
 
@@ -86,6 +87,7 @@ public struct ChangeFeed: AsyncSequence, Sendable {
         var cursor: Int64?
         var buffer: [Change] = []
         var unsaved: Int64?
+        var handedOut: Int64?
 
         init(feed: ChangeFeed) {
             self.feed = feed
@@ -93,6 +95,10 @@ public struct ChangeFeed: AsyncSequence, Sendable {
 
         public mutating func next() async throws -> Change? {
             if cursor == nil { cursor = try feed.store?.load() ?? feed.start ?? 0 }
+            if let handedOut {
+                try feed.store?.save(handedOut)
+                self.handedOut = nil
+            }
             var backoff = Duration.milliseconds(250)
             while buffer.isEmpty {
                 if let unsaved {
@@ -113,7 +119,9 @@ public struct ChangeFeed: AsyncSequence, Sendable {
                     return nil
                 }
             }
-            return buffer.removeFirst()
+            let change = buffer.removeFirst()
+            handedOut = change.sequence
+            return change
         }
     }
 }

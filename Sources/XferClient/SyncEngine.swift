@@ -65,6 +65,10 @@ public struct SyncSummary: Codable, Sendable, Hashable {
     public var evicted = 0
     /// Documents that failed.
     public var failed = 0
+    /// Payload bytes uploaded.
+    public var bytesSent: Int64 = 0
+    /// Payload bytes downloaded.
+    public var bytesFetched: Int64 = 0
     /// Wall-clock seconds.
     public var seconds = 0.0
 
@@ -415,6 +419,7 @@ public actor SyncEngine {
             }
             guard report.committed else { continue }
             summary.uploaded += 1
+            summary.bytesSent += report.bytesSent
             continuation.yield(.uploaded(plan.path, version: report.version, bytesSent: report.bytesSent))
             // Lost to a later edit: this version is kept as a conflict, the winner comes down.
             if report.state == .conflict { pullAfterPush.append(plan.path) }
@@ -439,6 +444,7 @@ public actor SyncEngine {
                 continue
             }
             summary.downloaded += 1
+            summary.bytesFetched += report.bytesFetched
             continuation.yield(.downloaded(path, version: report.version, bytesFetched: report.bytesFetched))
         }
         for plan in plans where plan.action == .deleteLocal || plan.action == .forget {

@@ -16,11 +16,12 @@ struct LiveServer {
     var stateDirectory: String { root + "/state" }
 
     /// Runs `body` with a live server; removes everything afterwards.
-    static func run<T: Sendable>(_ body: @escaping @Sendable (LiveServer) async throws -> T) async throws -> T {
+    static func run<T: Sendable>(policy: StorePolicy = StorePolicy(), quota: Int64? = nil,
+                                 _ body: @escaping @Sendable (LiveServer) async throws -> T) async throws -> T {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-live-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let data = try await ServerData.open(root + "/data")
-        let token = try await data.createAccount(name: "tester", quota: nil).token!
+        let data = try await ServerData.open(root + "/data", policy: policy)
+        let token = try await data.createAccount(name: "tester", quota: quota).token!
         var logger = Logger(label: "xfer.test")
         logger.logLevel = .warning
         let app = XferServer.application(data: data, host: "127.0.0.1", port: 0, logger: logger)
@@ -42,6 +43,11 @@ struct LiveServer {
     /// A second device: same account, its own state.
     func otherDevice(_ name: String) -> Remote {
         Remote(connection: remote.connection, container: remote.container, stateDirectory: root + "/state-" + name)
+    }
+
+    /// A library client for a device (this one by default).
+    func client(_ remote: Remote? = nil, device: String = "test") -> DocumentClient {
+        DocumentClient(remote: remote ?? self.remote, device: device)
     }
 
     func push(_ path: String, _ name: String, from remote: Remote? = nil) async throws -> PushReport {
@@ -75,6 +81,11 @@ enum Files {
     }
 
     static func read(_ path: String) -> [UInt8]? { FileManager.default.contents(atPath: path).map { Array($0) } }
+
+    /// Sets a file's modification time (seconds since 1970).
+    static func setMtime(_ path: String, _ seconds: Double) throws {
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: seconds)], ofItemAtPath: path)
+    }
 
     /// Every entry under `root` with kind, mode, mtime (ns), content hash or link target.
     static func snapshot(_ root: String) throws -> [String: String] {

@@ -106,19 +106,13 @@ import XferProtocol
             let path = server.root + "/f.txt"
             try Files.write(path, Array("v1".utf8))
             _ = try await server.push(path, "f.txt")
-            // Another device that never synced f.txt may not silently replace it.
+            // --force replaces the current version without making a conflict.
             let other = server.otherDevice("o")
             try Files.write(server.root + "/g.txt", Array("other".utf8))
-            await #expect(throws: XferError.self) { _ = try await server.push(server.root + "/g.txt", "f.txt", from: other) }
-            do {
-                _ = try await server.push(server.root + "/g.txt", "f.txt", from: other)
-            } catch let error as XferError {
-                #expect(error.code == .conflict && (error.cause as? ConflictDetail)?.currentVersion == 1)
-            }
             var force = PushOptions()
             force.force = true
             let forced = try await PushEngine(remote: other, options: force).push(server.root + "/g.txt", as: DocumentPath("f.txt"))
-            #expect(forced.version == 2)
+            #expect(forced.version == 2 && forced.state == .current && forced.conflicts.isEmpty)
             do {
                 _ = try await server.pull("nope.txt", server.root + "/x")
                 Issue.record("pull of a missing document succeeded")

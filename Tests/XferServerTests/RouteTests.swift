@@ -155,7 +155,7 @@ func announce(_ path: String, base: Int64? = nil) -> ByteBuffer {
         }
     }
 
-    @Test func commitNeedsEveryChunkAndACurrentBase() async throws {
+    @Test func commitNeedsEveryChunkAndAMatchingDigest() async throws {
         let fixture = try await RouteFixture.make()
         defer { fixture.remove() }
         let plain = TestBytes.make(count: 5000, seed: 9)
@@ -187,9 +187,13 @@ func announce(_ path: String, base: Int64? = nil) -> ByteBuffer {
             let committed = try await client.execute(uri: "/v1/containers/default/commit", method: .post,
                                                      headers: fixture.headers(), body: json(commit)) { try decode(DocumentInfo.self, $0) }
             #expect(committed.state == .current && committed.manifestDigest == manifest.digest.hex)
-            // A second writer still on "no base" conflicts, and is told the current version.
-            try await client.execute(uri: "/v1/containers/default/announce", method: .post, headers: fixture.headers(),
-                                     body: announce(path.value)) { (response: TestResponse) async throws in
+            // A second writer still on "no base" may announce (a stale base is settled at commit).
+            let second = try await client.execute(uri: "/v1/containers/default/announce", method: .post, headers: fixture.headers(),
+                                                  body: announce(path.value)) { try decode(DocumentInfo.self, $0) }
+            #expect(second.state == .uploading && second.version == 2)
+            // Deleting from a stale base is refused, and says which version is current.
+            try await client.execute(uri: "/v1/containers/default/document?path=Documents/a.bin&base_version=7", method: .delete,
+                                     headers: fixture.headers()) { (response: TestResponse) async throws in
                 #expect(response.status == .conflict)
                 let body = try WireJSON.decode(ErrorBody.self, from: response.body.readableBytesView)
                 #expect(body.error.code == "conflict" && body.error.currentVersion == 1)
@@ -212,7 +216,7 @@ func announce(_ path: String, base: Int64? = nil) -> ByteBuffer {
             }
             try await client.execute(uri: "/v1/containers/default/changes?after=0", method: .get, headers: fixture.headers()) { (response: TestResponse) async throws in
                 let list = try decode(ChangeList.self, response)
-                #expect(list.changes.map(\.state) == [.superseded, .deleted])
+                #expect(list.changes.map(\.state) == [.uploading, .superseded, .deleted])
                 #expect(list.cursor == list.changes.last?.sequence)
             }
         }
