@@ -77,6 +77,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The example daemon of docs/LIBRARY.md; built with everything, run by XferCLITests.
+        .executableTarget(
+            name: "xfer-example-daemon",
+            dependencies: ["XferClient", "XferProtocol"],
+            path: "Examples/ExampleDaemon"
+        ),
         .testTarget(
             name: "XferCoreTests",
             dependencies: ["XferCore"]

@@ -12,11 +12,12 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
+
+from benchlib import free_port
 
 xfer, data1g, data4g, work = sys.argv[1:5]
 results = []
@@ -27,13 +28,6 @@ def report(ok, text):
     results.append(line)
     print(line, flush=True)
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def run(args, env, check=True):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end benchmark: release build, a real server on loopback, push and pull of real
-# binary data, against ceilings measured in the same run (docs/PERFORMANCE.md).
-#   tools/bench-e2e.sh
+# End-to-end benchmarks: release build, a real server on loopback, real binary data, against
+# ceilings measured in the same run (docs/PERFORMANCE.md).
+#   tools/bench-e2e.sh                   push and pull: speed, wire bytes, memory
+#   tools/bench-e2e.sh feed [N]          change-feed latency, N pushes per size (default 15)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -9,4 +10,7 @@ bash tools/setup.sh
 . tools/bench-data.sh
 swift build -c release --product xfer >/dev/null
 xfer="$(swift build -c release --show-bin-path)/xfer"
+if [ "${1:-}" = feed ]; then
+  exec python3 tools/bench-feed.py "$xfer" "$data" "$dir/feed" "${2:-15}"
+fi
 exec python3 tools/bench-e2e.py "$xfer" "$data" "$big" "$dir/e2e"

@@ -27,7 +27,7 @@ public final class ServerConnection: Sendable {
         self.token = token
         self.timeout = timeout
         var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: .seconds(10), read: .seconds(120))
+        configuration.timeout = .init(connect: .seconds(3), read: .seconds(120))  // an unreachable server is reported (and retried by sync) quickly
         configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
         configuration.decompression = .disabled
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)

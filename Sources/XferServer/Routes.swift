@@ -209,7 +209,10 @@ struct Routes: Sendable {
         if list.changes.isEmpty && wait > 0 {
             // Long poll: wake on the next change to this container, or give up after `wait` seconds.
             await changes.wait(account: account.accountID, container: container, seconds: wait) {
-                (try? await metadata.changes(account: account.accountID, container: container, after: after, limit: 1).changes.isEmpty) == false
+                guard let page = try? await metadata.changes(account: account.accountID, container: container, after: after, limit: 1) else {
+                    return false
+                }
+                return !page.changes.isEmpty || !page.keys.isEmpty
             }
             list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit)
         }

@@ -7,26 +7,37 @@ import XferCore
 final class ServerProcess {
     let root: URL
     let port: Int
-    let process = Process()
+    var process = Process()
     var token = ""
 
     init() throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-serve-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         port = try Self.freePort()
+        try startServer()
+        let created = try XferProcess.run("account", "create", "cli", "--data", root.appendingPathComponent("data").path)
+        token = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Starts (or starts again) `xfer serve` on the port and data directory, and waits until it answers.
+    func startServer() throws {
+        process = Process()
         process.executableURL = XferProcess.binary
         process.arguments = ["serve", "--data", root.appendingPathComponent("data").path, "--listen", "127.0.0.1:\(port)",
                              "--log-level", "warning"]
         process.standardError = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        // Wait until it answers.
         for _ in 0..<200 {
             if try run("ls", environment: ["XFER_TOKEN": "none"]).status != 3 { break }
             usleep(50_000)
         }
-        let created = try XferProcess.run("account", "create", "cli", "--data", root.appendingPathComponent("data").path)
-        token = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Stops the server (SIGTERM) and waits for it to exit.
+    func stopServer() {
+        process.terminate()
+        process.waitUntilExit()
     }
 
     deinit {
