@@ -45,7 +45,7 @@ try:
 
     def cursor():
         with urllib.request.urlopen(urllib.request.Request(
-                f"http://127.0.0.1:{port}/v1/containers/default/changes?after=0&limit=1",
+                f"http://127.0.0.1:{port}/v1/containers/default/documents?limit=1",
                 headers={"Authorization": f"Bearer {token}"})) as answer:
             return json.load(answer)["cursor"]
 
@@ -69,6 +69,7 @@ try:
     failures = 0
     for label, path in [("4 KiB", small), ("64 MiB", medium), ("1 GiB", big)]:
         latencies = []
+        states = {}
         for i in range(iterations):
             with open(path, "r+b") as f:  # a different first 8 bytes each time: every push makes a version
                 f.write(os.urandom(8))
@@ -93,17 +94,20 @@ try:
             push.wait()
             if push.returncode != 0:
                 sys.exit(f"bench: push failed ({push.returncode})")
-            change = arrived["body"]["changes"][0]
-            if change["state"] != "uploading" or change["size"] != os.path.getsize(path):
-                sys.exit(f"bench: the first change was not the announce: {change}")
+            change = max(arrived["body"]["changes"], key=lambda c: c["version"])
+            # A small document may already be committed when the waiter reads the feed; a big
+            # one is still uploading: the change arrives before its data has moved.
+            if change["state"] not in ("uploading", "current") or change["size"] != os.path.getsize(path):
+                sys.exit(f"bench: the first change is not this push's: {change}")
+            states[change["state"]] = states.get(change["state"], 0) + 1
             latencies.append(arrived["time"] - t0)
         median = statistics.median(latencies)
         worst = max(latencies)
         ok = median < 0.050
         failures += 0 if ok else 1
         print(f"{'PASS' if ok else 'MISS'}  {label:>6}: push start -> waiting client  median {median * 1000:5.1f} ms, "
-              f"max {worst * 1000:5.1f} ms ({iterations} runs; net of process start: median {(median - process_start) * 1000:5.1f} ms)"
-              f"  target < 50 ms", flush=True)
+              f"max {worst * 1000:5.1f} ms ({iterations} runs; net of process start: median {(median - process_start) * 1000:5.1f} ms; "
+              f"seen as {', '.join(f'{k} x{v}' for k, v in sorted(states.items()))})  target < 50 ms", flush=True)
 finally:
     server.terminate()
     server.wait()

@@ -163,6 +163,19 @@ public final class ClientState: Sendable {
         }
     }
 
+    /// Every remembered file's stamp (without its chunk list): enough to tell what changed.
+    public func stamps() throws -> [String: FileStamp] {
+        let root = root
+        return try database.run { db in
+            var result: [String: FileStamp] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT path, size, mtime_ns, inode, ctime_ns FROM root_files WHERE root = ?", arguments: [root]) {
+                result[row["path"]] = FileStamp(size: row["size"], mtimeNanoseconds: row["mtime_ns"],
+                                                inode: UInt64(bitPattern: row["inode"]), ctimeNanoseconds: row["ctime_ns"])
+            }
+            return result
+        }
+    }
+
     /// Every remembered file of every root in the database that still looks as it did, by
     /// absolute path: where a pull can find chunks without downloading them.
     public func sources() throws -> [(path: String, file: KnownFile)] {
@@ -191,6 +204,15 @@ public final class ClientState: Sendable {
                 """, arguments: [root, server, container.value, path.value]) else { return nil }
             let bytes: Data = row["manifest"]
             return SyncedDocument(version: row["version"], manifest: try Manifest(decoding: Array(bytes)))
+        }
+    }
+
+    /// The version of a document this root holds, if any, without reading its manifest.
+    public func documentVersion(server: String, container: ContainerName, path: DocumentPath) throws -> Int64? {
+        let root = root
+        return try database.run { db in
+            try Int64.fetchOne(db, sql: "SELECT version FROM root_documents WHERE root = ? AND server = ? AND container = ? AND path = ?",
+                               arguments: [root, server, container.value, path.value])
         }
     }
 

@@ -13,34 +13,43 @@ struct LocalSnapshot: Sendable {
     let tree: [TreeEntry]
     /// Each file's stamp now, by tree index.
     let stamps: [FileStamp?]
-    /// Each file's chunks where its stamp matches the state's record, by tree index.
-    let knownChunks: [[Manifest.ChunkReference]?]
+    /// Tree indexes of the files whose stamp matches the state's record (their chunks are known).
+    let unchanged: [Int]
     /// Tree indexes of the files that must be read.
     let toHash: [Int]
 
-    /// Walks `path` and compares each file's stamp with `known`.
+    /// Walks `path` and compares each file's stamp with `known` (the state's stamps, which
+    /// are cheap to read: no chunk lists are needed to decide what changed).
     /// - Throws: `not_found` or `io` from the walk.
-    init(path: String, known: [String: KnownFile]) throws {
+    init(path: String, known: [String: FileStamp]) throws {
         top = try DirectoryWalker.entry(at: path)
         kind = top.kind == .directory ? .package : .file
         tree = kind == .package ? try DirectoryWalker.walk(path) : [top]
         base = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
-        var chunkLists: [[Manifest.ChunkReference]?] = Array(repeating: nil, count: tree.count)
+        var unchanged: [Int] = []
         var stamps: [FileStamp?] = Array(repeating: nil, count: tree.count)
         var toHash: [Int] = []
         let kind = kind, base = base
         for (index, entry) in tree.enumerated() where entry.kind == .file {
             let stamp = FileStamp.of(kind == .package ? base + "/" + entry.relativePath : base)
             stamps[index] = stamp
-            if let stamp, let record = known[entry.relativePath], record.stamp == stamp {
-                chunkLists[index] = record.chunks
+            if let stamp, known[entry.relativePath] == stamp {
+                unchanged.append(index)
             } else {
                 toHash.append(index)
             }
         }
         self.stamps = stamps
-        self.knownChunks = chunkLists
+        self.unchanged = unchanged
         self.toHash = toHash
+    }
+
+    /// The chunk list of each unchanged file, by tree index (`nil` for the others).
+    func knownChunks(_ state: ClientState) throws -> [[Manifest.ChunkReference]?] {
+        let known = try state.files()
+        var lists: [[Manifest.ChunkReference]?] = Array(repeating: nil, count: tree.count)
+        for index in unchanged { lists[index] = known[tree[index].relativePath]?.chunks }
+        return lists
     }
 
     /// Content bytes of every file.
@@ -58,9 +67,9 @@ struct LocalSnapshot: Sendable {
     }
 
     /// Whether this is exactly `synced`: no file needs reading and the manifest it would make is the same.
-    func isUnchanged(since synced: SyncedDocument?) -> Bool {
+    func isUnchanged(since synced: SyncedDocument?, state: ClientState) throws -> Bool {
         guard toHash.isEmpty, let synced,
-              let manifest = try? Manifest(kind: kind, chunker: synced.manifest.chunker, entries: entries(knownChunks)) else { return false }
+              let manifest = try? Manifest(kind: kind, chunker: synced.manifest.chunker, entries: entries(knownChunks(state))) else { return false }
         return manifest == synced.manifest
     }
 }

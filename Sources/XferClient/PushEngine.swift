@@ -117,14 +117,17 @@ public struct PushEngine: Sendable {
         let state = try state ?? ClientState(root: path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path,
                                              stateDirectory: remote.stateDirectory)
         // Which files must be read: those whose stamp changed since their chunks were computed.
-        let snapshot = try LocalSnapshot(path: path, known: try state.files())
-        let (top, kind, tree, stamps, toHash) = (snapshot.top, snapshot.kind, snapshot.tree, snapshot.stamps, snapshot.toHash)
-        var chunkLists = snapshot.knownChunks
+        let snapshot = try LocalSnapshot(path: path, known: try state.stamps())
+        let (top, kind, tree, stamps) = (snapshot.top, snapshot.kind, snapshot.tree, snapshot.stamps)
+        var chunkLists: [[Manifest.ChunkReference]?] = []
         func fullPath(_ entry: TreeEntry) -> String { snapshot.fullPath(entry) }
         func entries() -> [Manifest.Entry] { snapshot.entries(chunkLists) }
 
-        let synced = try state.document(server: connection.server, container: remote.container, path: name)
-        var baseVersion = synced?.version
+        // The synced manifest is only needed before announcing if nothing may have changed;
+        // otherwise only its version is, and the announce goes out first.
+        var synced = snapshot.toHash.isEmpty ? try state.document(server: connection.server, container: remote.container, path: name) : nil
+        let syncedVersion = try synced?.version ?? state.documentVersion(server: connection.server, container: remote.container, path: name)
+        var baseVersion = syncedVersion
         if options.force {
             let current = try? await connection.stat(container: remote.container, path: name)
             baseVersion = current.flatMap { $0.state == .current ? $0.version : nil }
@@ -148,7 +151,7 @@ public struct PushEngine: Sendable {
         }
 
         // Nothing changed since this root last synced: no version to make, nothing to send.
-        if !options.force, let synced, baseVersion == synced.version, snapshot.isUnchanged(since: synced) {
+        if !options.force, let synced, baseVersion == synced.version, try snapshot.isUnchanged(since: synced, state: state) {
             var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
             report.committed = false
             return report
@@ -158,6 +161,13 @@ public struct PushEngine: Sendable {
         let announced = try await connection.announce(container: remote.container, AnnounceRequest(
             path: name, kind: kind == .package ? .package : .file, size: total, mtimeNs: top.mtimeNanoseconds,
             mode: top.mode, baseVersion: baseVersion, device: options.device))
+
+        if synced == nil && syncedVersion != nil {
+            synced = try state.document(server: connection.server, container: remote.container, path: name)
+        }
+        chunkLists = try snapshot.knownChunks(state)
+        // A file whose record vanished since the stamps were read is read again.
+        let toHash = snapshot.toHash + snapshot.unchanged.filter { chunkLists[$0] == nil }
 
         // 3. Chunks the server surely has (the base version's) are never asked about.
         let onServer = baseVersion == synced?.version ? Set((synced?.manifest.allChunks ?? []).map(\.id)) : []

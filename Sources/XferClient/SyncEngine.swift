@@ -205,7 +205,7 @@ public final class SyncDirectory: Sendable {
             let clientState = state.clientState(for: path)
             let synced = try clientState.document(server: server, container: remote.container, path: path)
             let file = local[key]
-            let changed = try file.map { try !LocalSnapshot(path: $0.path, known: clientState.files()).isUnchanged(since: synced) } ?? false
+            let changed = try file.map { try !LocalSnapshot(path: $0.path, known: clientState.stamps()).isUnchanged(since: synced, state: clientState) } ?? false
             let record = records[key]
             let info = listing?[key]
             let (action, state) = Self.decide(local: file != nil, changed: changed, synced: synced?.version,
@@ -273,7 +273,7 @@ public final class SyncDirectory: Sendable {
         }
         if record.evicted { return }
         let full = directory + "/" + path.value
-        guard try LocalSnapshot(path: full, known: clientState.files()).isUnchanged(since: synced) else {
+        guard try LocalSnapshot(path: full, known: clientState.stamps()).isUnchanged(since: synced, state: clientState) else {
             throw XferError(.conflict, "\(path) has changes that are not on the server yet; sync first, then evict")
         }
         try Self.removeItem(full)
@@ -314,7 +314,7 @@ public final class SyncDirectory: Sendable {
     func deleteLocal(_ plan: Plan) throws {
         if let local = plan.local {
             let clientState = state.clientState(for: plan.path)
-            guard try LocalSnapshot(path: local.path, known: clientState.files()).isUnchanged(since: plan.synced) else {
+            guard try LocalSnapshot(path: local.path, known: clientState.stamps()).isUnchanged(since: plan.synced, state: clientState) else {
                 throw XferError(.conflict, "\(plan.path) was deleted on the server but changed here; it will be pushed again")
             }
             try Self.removeItem(local.path)
