@@ -49,39 +49,41 @@ extension Xfer {
 
         func run() async throws {
             try await runReportingErrors(json: json) {
-                let remote = try client.remote()
-                defer { Task { await remote.connection.shutdown() } }
-                var options = SyncOptions()
-                options.localLimit = localLimit?.value
-                let state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
-                if !packageExtensions.isEmpty {
-                    try state.setMeta("package_extensions", packageExtensions.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: ".")) }.joined(separator: ","))
-                }
-                if let stored = try state.meta("package_extensions") {
-                    options.packageExtensions = Swift.Set(stored.split(separator: ",").map { $0.lowercased() })
-                }
-                let engine = try SyncEngine(directory: directory, remote: remote, options: options)
-                let printer = Task { [json, quiet] in
-                    for await event in engine.events { Self.report(event, json: json, quiet: quiet) }
-                }
-                defer { printer.cancel() }
-                if watch {
-                    if !json && !quiet {
-                        FileHandle.standardError.write(Data("xfer: watching \(engine.directory.directory) ↔ \(remote.container) on \(remote.connection.server); Ctrl-C stops\n".utf8))
-                    }
-                    let signals = SignalStop()
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask { try await engine.watch() }
-                        group.addTask { await signals.wait() }
-                        try await group.next()
-                        group.cancelAll()
-                    }
-                } else {
-                    try await engine.syncOnce()
-                }
-                await engine.close()
-                _ = await printer.value
+                try await withRemote(client) { remote in try await sync(remote) }
             }
+        }
+
+        func sync(_ remote: Remote) async throws {
+            var options = SyncOptions()
+            options.localLimit = localLimit?.value
+            let state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
+            if !packageExtensions.isEmpty {
+                try state.setMeta("package_extensions", packageExtensions.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: ".")) }.joined(separator: ","))
+            }
+            if let stored = try state.meta("package_extensions") {
+                options.packageExtensions = Swift.Set(stored.split(separator: ",").map { $0.lowercased() })
+            }
+            let engine = try SyncEngine(directory: directory, remote: remote, options: options)
+            let printer = Task { [json, quiet] in
+                for await event in engine.events { Self.report(event, json: json, quiet: quiet) }
+            }
+            defer { printer.cancel() }
+            if watch {
+                if !json && !quiet {
+                    FileHandle.standardError.write(Data("xfer: watching \(engine.directory.directory) ↔ \(remote.container) on \(remote.connection.server); Ctrl-C stops\n".utf8))
+                }
+                let signals = SignalStop()
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await engine.watch() }
+                    group.addTask { await signals.wait() }
+                    try await group.next()
+                    group.cancelAll()
+                }
+            } else {
+                try await engine.syncOnce()
+            }
+            await engine.close()
+            _ = await printer.value
         }
 
         static func report(_ event: SyncEvent, json: Bool, quiet: Bool) {
