@@ -94,10 +94,15 @@ public final class DocumentClient: Sendable {
     /// A key's value, or `nil` if it is not set.
     public func value(forKey key: String) async throws -> JSONValue? {
         do {
-            return try await remote.connection.value(container: remote.container, key: key).value
+            return try await entry(forKey: key).value
         } catch let error as XferError where error.code == .notFound {
             return nil
         }
+    }
+
+    /// A key's whole entry: value, writer's timestamp and device, feed sequence. Throws `not_found`.
+    public func entry(forKey key: String) async throws -> KeyValueEntry {
+        try await remote.connection.value(container: remote.container, key: key)
     }
 
     /// Sets a key (last writer wins, by this device's clock, then device name).

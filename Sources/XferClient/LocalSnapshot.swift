@@ -68,8 +68,14 @@ struct LocalSnapshot: Sendable {
 
     /// Whether this is exactly `synced`: no file needs reading and the manifest it would make is the same.
     func isUnchanged(since synced: SyncedDocument?, state: ClientState) throws -> Bool {
+        guard toHash.isEmpty, synced != nil else { return false }
+        return isUnchanged(since: synced, chunks: try knownChunks(state))
+    }
+
+    /// The same, with the unchanged files' chunk lists already read (``knownChunks(_:)``).
+    func isUnchanged(since synced: SyncedDocument?, chunks: [[Manifest.ChunkReference]?]) -> Bool {
         guard toHash.isEmpty, let synced,
-              let manifest = try? Manifest(kind: kind, chunker: synced.manifest.chunker, entries: entries(knownChunks(state))) else { return false }
+              let manifest = try? Manifest(kind: kind, chunker: synced.manifest.chunker, entries: entries(chunks)) else { return false }
         return manifest == synced.manifest
     }
 }

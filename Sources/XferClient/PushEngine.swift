@@ -114,8 +114,7 @@ public struct PushEngine: Sendable {
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
         let started = ContinuousClock.now
         let connection = remote.connection
-        let state = try state ?? ClientState(root: path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path,
-                                             stateDirectory: remote.stateDirectory)
+        let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
         // Which files must be read: those whose stamp changed since their chunks were computed.
         let snapshot = try LocalSnapshot(path: path, known: try state.stamps())
         let (top, kind, tree, stamps) = (snapshot.top, snapshot.kind, snapshot.tree, snapshot.stamps)
@@ -123,9 +122,13 @@ public struct PushEngine: Sendable {
         func fullPath(_ entry: TreeEntry) -> String { snapshot.fullPath(entry) }
         func entries() -> [Manifest.Entry] { snapshot.entries(chunkLists) }
 
-        // The synced manifest is only needed before announcing if nothing may have changed;
-        // otherwise only its version is, and the announce goes out first.
-        var synced = snapshot.toHash.isEmpty ? try state.document(server: connection.server, container: remote.container, path: name) : nil
+        // The chunk lists and synced manifest are only needed before announcing if nothing may
+        // have changed; otherwise only the synced version is, and the announce goes out first.
+        var synced: SyncedDocument? = nil
+        if snapshot.toHash.isEmpty {
+            chunkLists = try snapshot.knownChunks(state)
+            synced = try state.document(server: connection.server, container: remote.container, path: name)
+        }
         let syncedVersion = try synced?.version ?? state.documentVersion(server: connection.server, container: remote.container, path: name)
         var baseVersion = syncedVersion
         if options.force {
@@ -151,7 +154,7 @@ public struct PushEngine: Sendable {
         }
 
         // Nothing changed since this root last synced: no version to make, nothing to send.
-        if !options.force, let synced, baseVersion == synced.version, try snapshot.isUnchanged(since: synced, state: state) {
+        if !options.force, let synced, baseVersion == synced.version, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
             var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
             report.committed = false
             return report
@@ -165,7 +168,7 @@ public struct PushEngine: Sendable {
         if synced == nil && syncedVersion != nil {
             synced = try state.document(server: connection.server, container: remote.container, path: name)
         }
-        chunkLists = try snapshot.knownChunks(state)
+        if chunkLists.isEmpty { chunkLists = try snapshot.knownChunks(state) }
         // A file whose record vanished since the stamps were read is read again.
         let toHash = snapshot.toHash + snapshot.unchanged.filter { chunkLists[$0] == nil }
 

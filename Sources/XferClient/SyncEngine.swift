@@ -285,8 +285,7 @@ public final class SyncDirectory: Sendable {
     /// - Returns: The pull's report.
     @discardableResult
     public func fetch(_ path: DocumentPath, progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
-        let report = try await pull(path, progress: progress)
-        return report
+        try await pull(path, progress: progress)
     }
 
     // MARK: Doing

@@ -65,6 +65,16 @@ public final class SyncState: Sendable {
         try database.run { db in try db.execute(sql: "INSERT OR REPLACE INTO sync_meta VALUES (?, ?)", arguments: [key, value]) }
     }
 
+    /// The package extensions remembered for this directory (lowercase, without the dot), if any.
+    public func packageExtensions() throws -> Set<String>? {
+        try meta("package_extensions").map { Set($0.split(separator: ",").map { $0.lowercased() }) }
+    }
+
+    /// Remembers the package extensions for this directory (`.pkg` and `pkg` alike).
+    public func setPackageExtensions(_ extensions: [String]) throws {
+        try setMeta("package_extensions", extensions.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: ".")) }.joined(separator: ","))
+    }
+
     /// Binds the directory to a server and container, or checks that it already is bound to them.
     /// - Throws: `conflict` if it is bound elsewhere.
     public func bind(server: String, container: ContainerName) throws {

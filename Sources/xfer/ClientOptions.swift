@@ -109,8 +109,8 @@ func runReportingErrors(json: Bool = false, _ body: () async throws -> Void) asy
 
 /// Runs `body` with the remote these options name, closing its connection afterwards
 /// whether `body` succeeds or throws.
-func withRemote<T>(_ options: ClientOptions, _ body: (Remote) async throws -> T) async throws -> T {
-    let remote = try options.remote()
+func withRemote<T>(_ options: ClientOptions, boundTo state: SyncState? = nil, _ body: (Remote) async throws -> T) async throws -> T {
+    let remote = try state.map { try options.remote(boundTo: $0) } ?? options.remote()
     do {
         let result = try await body(remote)
         await remote.connection.shutdown()
@@ -118,6 +118,17 @@ func withRemote<T>(_ options: ClientOptions, _ body: (Remote) async throws -> T)
     } catch {
         await remote.connection.shutdown()
         throw error
+    }
+}
+
+/// The shape of most client commands: one request through a ``DocumentClient``, then its
+/// answer as one JSON object (`--json`) or as `text` prints it; errors as
+/// ``runReportingErrors(json:_:)`` reports them.
+func runClientCommand<T: Encodable>(_ options: ClientOptions, json: Bool, _ body: (DocumentClient) async throws -> T,
+                                    text: (T) -> Void) async throws {
+    try await runReportingErrors(json: json) {
+        let result = try await withRemote(options) { remote in try await body(DocumentClient(remote: remote)) }
+        if json { printJSON(result) } else { text(result) }
     }
 }
 

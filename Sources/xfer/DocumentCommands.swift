@@ -33,13 +33,8 @@ extension Xfer {
         @OptionGroup var client: ClientOptions
 
         func run() async throws {
-            try await runReportingErrors(json: json) {
-                let versions = try await withRemote(client) { remote in try await DocumentClient(remote: remote).versions(name) }
-                if json {
-                    printJSON(VersionList(versions: versions))
-                    return
-                }
-                for version in versions {
+            try await runClientCommand(client, json: json, { VersionList(versions: try await $0.versions(name)) }) { list in
+                for version in list.versions {
                     let mark = version.state == .conflict ? "  <- unresolved conflict" : ""
                     let size = ByteCount(version.size).description
                     print("v\(version.version)".padding(toLength: 7, withPad: " ", startingAt: 0)
@@ -75,15 +70,8 @@ extension Xfer {
         @OptionGroup var client: ClientOptions
 
         func run() async throws {
-            try await runReportingErrors(json: json) {
-                let info = try await withRemote(client) { remote in
-                    try await DocumentClient(remote: remote).resolve(name, keep: keep, keepAll: keepAll)
-                }
-                if json {
-                    printJSON(info)
-                } else {
-                    print("\(info.path): v\(info.version) is current\(keepAll ? "; the others are kept in history" : "; the other versions were removed")")
-                }
+            try await runClientCommand(client, json: json, { try await $0.resolve(name, keep: keep, keepAll: keepAll) }) { info in
+                print("\(info.path): v\(info.version) is current\(keepAll ? "; the others are kept in history" : "; the other versions were removed")")
             }
         }
     }
@@ -185,15 +173,12 @@ extension Xfer {
             @OptionGroup var client: ClientOptions
 
             func run() async throws {
-                try await runReportingErrors(json: json) {
-                    let parsed = string ? .string(value) : ((try? JSONValue(parsing: value)) ?? .string(value))
+                let parsed = string ? .string(value) : ((try? JSONValue(parsing: value)) ?? .string(value))
+                try await runClientCommand(client, json: json, { client in
                     guard parsed != .null else { throw XferError(.badRequest, "null is not a value; remove the key with `xfer kv rm \(key)`") }
-                    let result = try await withRemote(client) { remote in
-                        try await DocumentClient(remote: remote).setValue(parsed, forKey: key)
-                    }
-                    if json {
-                        printJSON(result)
-                    } else if result.applied {
+                    return try await client.setValue(parsed, forKey: key)
+                }) { result in
+                    if result.applied {
                         print("\(key) = \(parsed.jsonText)")
                     } else {
                         print("\(key) kept \(result.entry.value?.jsonText ?? "(deleted)"): a later write (from \(result.entry.device)) wins")
@@ -214,11 +199,8 @@ extension Xfer {
             @OptionGroup var client: ClientOptions
 
             func run() async throws {
-                try await runReportingErrors(json: json) {
-                    let entry = try await withRemote(client) { remote in
-                        try await remote.connection.value(container: remote.container, key: key)
-                    }
-                    if json { printJSON(entry) } else { print(entry.value?.jsonText ?? "null") }
+                try await runClientCommand(client, json: json, { try await $0.entry(forKey: key) }) { entry in
+                    print(entry.value?.jsonText ?? "null")
                 }
             }
         }
@@ -235,9 +217,8 @@ extension Xfer {
             @OptionGroup var client: ClientOptions
 
             func run() async throws {
-                try await runReportingErrors(json: json) {
-                    let result = try await withRemote(client) { remote in try await DocumentClient(remote: remote).removeValue(forKey: key) }
-                    if json { printJSON(result) } else { print(result.applied ? "removed \(key)" : "\(key) kept: a later write wins") }
+                try await runClientCommand(client, json: json, { try await $0.removeValue(forKey: key) }) { result in
+                    print(result.applied ? "removed \(key)" : "\(key) kept: a later write wins")
                 }
             }
         }
@@ -251,12 +232,7 @@ extension Xfer {
             @OptionGroup var client: ClientOptions
 
             func run() async throws {
-                try await runReportingErrors(json: json) {
-                    let list = try await withRemote(client) { remote in try await DocumentClient(remote: remote).values() }
-                    if json {
-                        printJSON(list)
-                        return
-                    }
+                try await runClientCommand(client, json: json, { try await $0.values() }) { list in
                     for entry in list.entries { print("\(entry.key) = \(entry.value?.jsonText ?? "null")") }
                     print("\(list.entries.count) of \(list.maximumKeys) keys, \(ByteCount(Int64(list.bytes))) of \(ByteCount(Int64(list.maximumBytes)))")
                 }

@@ -57,12 +57,8 @@ extension Xfer {
             var options = SyncOptions()
             options.localLimit = localLimit?.value
             let state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
-            if !packageExtensions.isEmpty {
-                try state.setMeta("package_extensions", packageExtensions.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: ".")) }.joined(separator: ","))
-            }
-            if let stored = try state.meta("package_extensions") {
-                options.packageExtensions = Swift.Set(stored.split(separator: ",").map { $0.lowercased() })
-            }
+            if !packageExtensions.isEmpty { try state.setPackageExtensions(packageExtensions) }
+            options.packageExtensions = try state.packageExtensions() ?? options.packageExtensions
             let engine = try SyncEngine(directory: directory, remote: remote, options: options)
             let printer = Task { [json, quiet] in
                 for await event in engine.events { Self.report(event, json: json, quiet: quiet) }
@@ -133,9 +129,7 @@ extension Xfer {
 
         func run() async throws {
             try await runReportingErrors(json: json) {
-                let (sync, remote) = try openSynced(directory, client)
-                let status = try await sync.status()
-                await remote.connection.shutdown()
+                let (sync, status) = try await withSynced(directory, client) { sync in (sync, try await sync.status()) }
                 if json {
                     printJSON(Output(directory: sync.directory, reachable: status.reachable, documents: status.documents))
                     return
@@ -166,10 +160,11 @@ extension Xfer {
 
         func run() async throws {
             try await runReportingErrors(json: json) {
-                let (sync, remote) = try openSynced(path, client)
-                await remote.connection.shutdown()
-                let document = try documentPath(path, in: sync)
-                try sync.evict(document)
+                let document = try await withSynced(path, client) { sync in
+                    let document = try documentPath(path, in: sync)
+                    try sync.evict(document)
+                    return document
+                }
                 if json { printJSON(["evicted": document.value]) } else { print("evicted \(document) (its data stays on the server)") }
             }
         }
@@ -187,35 +182,31 @@ extension Xfer {
 
         func run() async throws {
             try await runReportingErrors(json: output.json) {
-                let (sync, remote) = try openSynced(path, client)
                 let bar = ProgressBar(quiet: output.quiet || output.json)
-                let report: PullReport
-                do {
-                    report = try await sync.fetch(try documentPath(path, in: sync), progress: bar.update)
-                    bar.finish()
-                    await remote.connection.shutdown()
-                } catch {
-                    bar.finish()
-                    await remote.connection.shutdown()
-                    throw error
+                defer { bar.finish() }
+                let report = try await withSynced(path, client) { sync in
+                    try await sync.fetch(try documentPath(path, in: sync), progress: bar.update)
                 }
+                bar.finish()
                 if output.json { printJSON(report) } else if !output.quiet { print("fetched \(report.document) v\(report.version) (\(ByteCount(report.bytesFetched)) fetched)") }
             }
         }
     }
 }
 
-/// The synced directory holding `path`, opened with its binding's server and container.
-func openSynced(_ path: String, _ client: ClientOptions) throws -> (SyncDirectory, Remote) {
+/// Runs `body` with the synced directory holding `path`, opened with its binding's server and
+/// container, closing the connection afterwards.
+func withSynced<T>(_ path: String, _ client: ClientOptions, _ body: (SyncDirectory) async throws -> T) async throws -> T {
     let stateDirectory = client.stateDir ?? ClientState.defaultDirectory()
     guard let directory = SyncState.directory(containing: path, stateDirectory: stateDirectory) else {
         throw XferError(.notFound, "\(path) is not in a synced directory; start one with `xfer sync DIR`")
     }
     let state = try SyncState(directory: directory, stateDirectory: stateDirectory)
-    let remote = try client.remote(boundTo: state)
     var options = SyncOptions()
-    if let stored = try state.meta("package_extensions") { options.packageExtensions = Set(stored.split(separator: ",").map { $0.lowercased() }) }
-    return (try SyncDirectory(directory: directory, remote: remote, options: options), remote)
+    options.packageExtensions = try state.packageExtensions() ?? options.packageExtensions
+    return try await withRemote(client, boundTo: state) { remote in
+        try await body(try SyncDirectory(directory: directory, remote: remote, options: options))
+    }
 }
 
 /// The document path of a local path inside a synced directory.

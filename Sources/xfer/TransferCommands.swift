@@ -112,14 +112,7 @@ extension Xfer {
         @OptionGroup var client: ClientOptions
 
         func run() async throws {
-            try await runReportingErrors(json: json) {
-                let list = try await withRemote(client) { remote in
-                    try await DocumentClient(remote: remote).list(prefix: prefix, scope: scope)
-                }
-                if json {
-                    printJSON(list)
-                    return
-                }
+            try await runClientCommand(client, json: json, { try await $0.list(prefix: prefix, scope: scope) }) { list in
                 for document in list.documents {
                     var state = document.state == .current ? "" : "  (\(document.state.rawValue))"
                     if let conflicts = document.conflicts { state += "  (conflict: \(conflicts.map { "v\($0)" }.joined(separator: ", ")))" }
@@ -144,16 +137,8 @@ extension Xfer {
         @OptionGroup var client: ClientOptions
 
         func run() async throws {
-            try await runReportingErrors(json: json) {
-                let document = try DocumentPath(name)
-                let info = try await withRemote(client) { remote in
-                    try await remote.connection.delete(container: remote.container, path: document, baseVersion: nil)
-                }
-                if json {
-                    printJSON(info)
-                } else {
-                    print("deleted \(info.path) (v\(info.version))")
-                }
+            try await runClientCommand(client, json: json, { try await $0.delete(name) }) { info in
+                print("deleted \(info.path) (v\(info.version))")
             }
         }
     }
@@ -174,14 +159,9 @@ extension Xfer {
         @OptionGroup var client: ClientOptions
 
         func run() async throws {
-            try await runReportingErrors(json: json) {
-                let account = try await withRemote(client) { remote in try await remote.connection.account() }
-                if json {
-                    printJSON(account)
-                } else {
-                    let percent = account.quota > 0 ? Double(account.used) / Double(account.quota) * 100 : 0
-                    print("\(account.name): \(ByteCount(account.used)) used of \(ByteCount(account.quota)) (\(String(format: "%.1f", percent)) %)")
-                }
+            try await runClientCommand(client, json: json, { try await $0.account() }) { account in
+                let percent = account.quota > 0 ? Double(account.used) / Double(account.quota) * 100 : 0
+                print("\(account.name): \(ByteCount(account.used)) used of \(ByteCount(account.quota)) (\(String(format: "%.1f", percent)) %)")
             }
         }
     }
