@@ -194,13 +194,14 @@ public final class SyncDirectory: Sendable {
 
     /// Plans every document. `remote` is the server's listing, or `nil` when it is unreachable
     /// (then nothing that needs the server's view is decided).
-    func plan(remote listing: [String: DocumentInfo]?) throws -> [Plan] {
-        let local = scanLocal().documents
+    /// - Returns: The plans, and the local names that are not valid document paths (skipped).
+    func plan(remote listing: [String: DocumentInfo]?) throws -> (plans: [Plan], invalid: [String]) {
+        let (local, invalid) = scanLocal()
         let records = try state.records()
         let server = remote.connection.server
         var paths = Set(local.keys).union(records.keys)
         if let listing { paths.formUnion(listing.keys) }
-        return try paths.sorted().compactMap { key in
+        let plans: [Plan] = try paths.sorted().compactMap { key in
             guard let path = try? DocumentPath(key) else { return nil }
             let clientState = state.clientState(for: path)
             let synced = try clientState.document(server: server, container: remote.container, path: path)
@@ -216,6 +217,7 @@ public final class SyncDirectory: Sendable {
                                         conflicts: info?.conflicts ?? [])
             return Plan(path: path, action: action, status: action == .forget ? nil : status, local: file, synced: synced, remote: info)
         }
+        return (plans, invalid)
     }
 
     /// The decision table (docs/SYNC.md): a local edit is pushed (the server settles a stale
@@ -251,7 +253,7 @@ public final class SyncDirectory: Sendable {
     /// alone (`reachable` false).
     public func status() async throws -> (documents: [DocumentStatus], reachable: Bool) {
         let listing = try? await listing()
-        return (try plan(remote: listing?.documents).compactMap(\.status), listing != nil)
+        return (try plan(remote: listing?.documents).plans.compactMap(\.status), listing != nil)
     }
 
     /// The server's documents, by path, and the change-feed cursor they were read at.
@@ -402,9 +404,14 @@ public actor SyncEngine {
         let started = ContinuousClock.now
         let sync = directory
         let listing = try await sync.listing()
-        var plans = try sync.plan(remote: listing.documents)
+        let (firstPlans, invalid) = try sync.plan(remote: listing.documents)
+        var plans = firstPlans
         var summary = SyncSummary()
         var pullAfterPush: [DocumentPath] = []
+        for name in invalid {
+            summary.failed += 1
+            continuation.yield(.failed(nil, XferError(.invalidPath, "\(name) is not a valid document name (see docs/PROTOCOL.md, Names); it is not synced")))
+        }
 
         let progress: @Sendable (DocumentPath) -> @Sendable (TransferProgress) -> Void = { [continuation] path in
             { continuation.yield(.progress(path, $0)) }
@@ -465,7 +472,7 @@ public actor SyncEngine {
             continuation.yield(.conflict(info.path, current: info.version, conflicts: info.conflicts ?? []))
         }
         if let limit = sync.options.localLimit {
-            plans = try sync.plan(remote: after)
+            plans = try sync.plan(remote: after).plans
             for path in try sync.enforceLocalLimit(limit, plans: plans) {
                 summary.evicted += 1
                 continuation.yield(.evicted(path))

@@ -74,6 +74,17 @@ import XferProtocol
         }
     }
 
+    @Test func aNameThatIsNotADocumentPathIsReportedAndSkipped() async throws {
+        try await LiveServer.run { server in
+            let a = try Device(server, "a")
+            try Files.write(a.path("good.txt"), Array("ok".utf8))
+            try Files.write(a.path("bad\u{7}name.txt"), Array("bell".utf8))
+            let pass = try await a.engine.syncOnce()
+            #expect(pass.uploaded == 1 && pass.failed == 1)
+            #expect(try await server.client().list().documents.map(\.path.value) == ["good.txt"])
+        }
+    }
+
     @Test func offlineEditsOnBothDevicesEndAsAConflictNotALostUpdate() async throws {
         try await LiveServer.run { server in
             let a = try Device(server, "a"), b = try Device(server, "b")
