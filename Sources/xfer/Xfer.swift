@@ -12,7 +12,9 @@ struct Xfer: AsyncParsableCommand {
 
             Start a server with `xfer serve --data DIR`, create an account with \
             `xfer account create NAME --data DIR`, then `xfer push PATH NAME` and \
-            `xfer pull NAME [DEST]` with --server/--token (or XFER_SERVER/XFER_TOKEN).
+            `xfer pull NAME [DEST]` with --server/--token (or XFER_SERVER/XFER_TOKEN). \
+            `xfer sync DIR --watch` keeps a whole directory in sync; edits made from a \
+            stale version are kept as conflict versions (`xfer versions`, `xfer resolve`).
             """,
         version: XferVersion.current,
         subcommands: [Push.self, Pull.self, List.self, Remove.self, Versions.self, Resolve.self, Changes.self, KeyValue.self,
