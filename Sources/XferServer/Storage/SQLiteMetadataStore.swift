@@ -406,12 +406,7 @@ public final class SQLiteMetadataStore: MetadataStore {
                 return KeyValueWriteResult(applied: false, entry: existing)
             }
             if let text {
-                let usage = try Row.fetchOne(db, sql: """
-                    SELECT COUNT(*) AS keys, COALESCE(SUM(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))), 0) AS bytes
-                    FROM kv WHERE container_id = ? AND value IS NOT NULL AND key != ?
-                    """, arguments: [containerID, key])!
-                let keys: Int = usage["keys"]
-                let bytes: Int = usage["bytes"]
+                let (keys, bytes) = try Self.keyValueUsage(db, container: containerID, excluding: key)
                 let adding = key.utf8.count + text.utf8.count
                 guard keys + 1 <= policy.keyValueMaximumKeys else {
                     throw XferError(.quotaExceeded, "the container's key-value store already holds \(keys) keys, the most it may; remove one first")
@@ -445,17 +440,28 @@ public final class SQLiteMetadataStore: MetadataStore {
     public func values(account: Int64, container: ContainerName) async throws -> KeyValueList {
         let policy = policy
         return try await read { db in
-            let rows = try Self.containerID(db, account: account, name: container, create: false).map { id in
-                try Row.fetchAll(db, sql: "SELECT * FROM kv WHERE container_id = ? AND value IS NOT NULL ORDER BY key", arguments: [id])
-            } ?? []
-            let entries = try rows.map(Self.entry(row:))
-            let bytes = rows.reduce(0) { $0 + ($1["key"] as String).utf8.count + ($1["value"] as String).utf8.count }
-            return KeyValueList(entries: entries, bytes: bytes, maximumBytes: policy.keyValueMaximumBytes,
+            guard let id = try Self.containerID(db, account: account, name: container, create: false) else {
+                return KeyValueList(entries: [], bytes: 0, maximumBytes: policy.keyValueMaximumBytes, maximumKeys: policy.keyValueMaximumKeys)
+            }
+            let entries = try Row.fetchAll(db, sql: "SELECT * FROM kv WHERE container_id = ? AND value IS NOT NULL ORDER BY key", arguments: [id])
+                .map(Self.entry(row:))
+            return KeyValueList(entries: entries, bytes: try Self.keyValueUsage(db, container: id, excluding: nil).bytes,
+                                maximumBytes: policy.keyValueMaximumBytes,
                                 maximumKeys: policy.keyValueMaximumKeys)
         }
     }
 
     // MARK: Helpers (inside a transaction)
+
+    /// Live keys of a container's key-value store and their bytes (key plus JSON text), what
+    /// the limits count; `excluding` leaves one key out (the one being written).
+    private static func keyValueUsage(_ db: Database, container: Int64, excluding key: String?) throws -> (keys: Int, bytes: Int) {
+        let row = try Row.fetchOne(db, sql: """
+            SELECT COUNT(*) AS keys, COALESCE(SUM(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))), 0) AS bytes
+            FROM kv WHERE container_id = ? AND value IS NOT NULL AND key IS NOT ?
+            """, arguments: [container, key])!
+        return (row["keys"], row["bytes"])
+    }
 
     private struct DocumentRow {
         var id: Int64
