@@ -62,8 +62,10 @@ func announce(_ path: String, base: Int64? = nil) -> ByteBuffer {
         let fixture = try await RouteFixture.make()
         defer { fixture.remove() }
         try await fixture.application.test(.router) { client in
+            // The real token with its last digit changed (to one it is not).
+            let wrong = fixture.token.dropLast() + (fixture.token.hasSuffix("0") ? "1" : "0")
             for headers: HTTPFields in [[:], [.authorization: "Bearer xfer_0000"], [.authorization: "Basic abc"],
-                                        [.authorization: "Bearer " + fixture.token.dropLast() + "0"]] {
+                                        [.authorization: "Bearer " + wrong]] {
                 try await client.execute(uri: "/v1/containers/default/announce", method: .post, headers: headers,
                                          body: announce("a.txt")) { (response: TestResponse) async throws in
                     #expect(response.status == .unauthorized)
