@@ -144,12 +144,16 @@ public struct PullEngine: Sendable {
             let path = manifest.kind == .package ? staging + "/" + entry.path : staging
             switch entry.kind {
             case .directory:
+                // A resumed staging copy may hold anything at this path: only a real directory
+                // is kept, so nothing below it is ever written through a symlink.
+                Self.removeUnless(S_IFDIR, at: path)
                 if mkdir(path, 0o755) != 0 && errno != EEXIST { try Self.check(-1, "create", path) }
             case .symlink:
-                unlink(path)
+                Self.removeUnless(nil, at: path)
                 try Self.check(symlink(entry.symlinkTarget ?? "", path), "create the symlink", path)
             case .file:
-                let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+                Self.removeUnless(S_IFREG, at: path)
+                let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
                 try Self.check(fd, "create", path)
                 files.append((entry, path, fd))
                 try Self.check(ftruncate(fd, off_t(entry.size)), "size", path)
@@ -190,19 +194,19 @@ public struct PullEngine: Sendable {
 
         // Metadata, durability, then publish.
         for file in files {
-            try Self.check(fchmod(file.fd, mode_t(file.entry.mode)), "set the mode of", file.path)
+            try Self.check(fchmod(file.fd, Self.safeMode(file.entry.mode)), "set the mode of", file.path)
             try Self.check(fsync(file.fd), "fsync", file.path)
             try Self.setTimes(file.fd, path: nil, mtime: file.entry.mtimeNanoseconds, name: file.path)
         }
         if manifest.kind == .package {
             for entry in manifest.entries.reversed() where entry.kind == .directory {
                 let path = staging + "/" + entry.path
-                try Self.check(chmod(path, mode_t(entry.mode)), "set the mode of", path)
+                try Self.check(chmod(path, Self.safeMode(entry.mode)), "set the mode of", path)
                 try Self.syncDirectory(path)
                 try Self.setTimes(-1, path: path, mtime: entry.mtimeNanoseconds, name: path)
             }
             // The package root's own mode and mtime travel in the version's metadata.
-            try Self.check(chmod(staging, mode_t(info.mode & 0o7777)), "set the mode of", staging)
+            try Self.check(chmod(staging, Self.safeMode(UInt32(truncatingIfNeeded: info.mode))), "set the mode of", staging)
             try Self.syncDirectory(staging)
             try Self.setTimes(-1, path: staging, mtime: info.mtimeNs, name: staging)
         }
@@ -281,6 +285,23 @@ public struct PullEngine: Sendable {
     }
 
     // MARK: File system helpers
+
+    /// The permission bits a pulled file or directory gets: setuid and setgid never travel
+    /// (a document must not become a privilege on the machine that pulls it); the sticky bit
+    /// and rwx bits do.
+    static func safeMode(_ mode: UInt32) -> mode_t { mode_t(mode & 0o1777) }
+
+    /// Removes whatever is at `path` unless it is of `kind` (S_IFDIR, S_IFREG); with `nil`,
+    /// removes anything. Never follows a symlink.
+    private static func removeUnless(_ kind: mode_t?, at path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) != kind else { return }
+        if (info.st_mode & S_IFMT) == S_IFDIR {
+            try? FileManager.default.removeItem(atPath: path)
+        } else {
+            unlink(path)
+        }
+    }
 
     private static func check(_ result: Int32, _ action: String, _ path: String) throws {
         guard result >= 0 else {

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import XferCore
 import XferProtocol
 
@@ -20,7 +21,9 @@ public final class ServerConnection: Sendable {
     ///   - server: `http://HOST:PORT` or `HOST:PORT`.
     ///   - token: The account's (or the admin) token.
     ///   - timeout: Longest time one request may take (default 5 minutes).
-    public init(server: String, token: String, timeout: TimeAmount = .minutes(5)) {
+    ///   - trustRoots: For `https://` servers: a PEM file of the certificate authorities to
+    ///     trust instead of the system's (for a private CA or a self-signed server).
+    public init(server: String, token: String, timeout: TimeAmount = .minutes(5), trustRoots: String? = nil) {
         var base = server.contains("://") ? server : "http://" + server
         while base.hasSuffix("/") { base.removeLast() }
         self.server = base
@@ -30,6 +33,14 @@ public final class ServerConnection: Sendable {
         configuration.timeout = .init(connect: .seconds(3), read: .seconds(120))  // an unreachable server is reported (and retried by sync) quickly
         configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
         configuration.decompression = .disabled
+        if let trustRoots {
+            // The server's certificate must chain to these roots and name the host; the system's
+            // roots are used when none are given.
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .file(trustRoots)
+            tls.minimumTLSVersion = .tlsv12
+            configuration.tlsConfiguration = tls
+        }
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
@@ -53,6 +64,26 @@ public final class ServerConnection: Sendable {
     /// Creates an account (admin token only); the answer carries the new token.
     public func createAccount(_ request: CreateAccountRequest) async throws -> AccountInfo {
         try await json(AccountInfo.self, "POST", "/v1/admin/accounts", body: WireJSON.encode(request))
+    }
+
+    /// Issues another token for an account (admin token only).
+    public func newToken(account: String) async throws -> TokenInfo {
+        try await json(TokenInfo.self, "POST", "/v1/admin/tokens", body: WireJSON.encode(NewTokenRequest(account: account)))
+    }
+
+    /// Revokes one token or all of an account's (admin token only).
+    public func revokeToken(_ request: RevokeTokenRequest) async throws -> RevokeTokenResult {
+        try await json(RevokeTokenResult.self, "POST", "/v1/admin/tokens/revoke", body: WireJSON.encode(request))
+    }
+
+    /// Collects garbage on the server (admin token only).
+    public func collectGarbage(_ request: GarbageRequest) async throws -> GarbageReport {
+        try await json(GarbageReport.self, "POST", "/v1/admin/gc", body: WireJSON.encode(request))
+    }
+
+    /// Verifies the server's stores (admin token only); may take long on a large server.
+    public func verifyServer() async throws -> ServerVerifyReport {
+        try await json(ServerVerifyReport.self, "POST", "/v1/admin/verify", body: WireJSON.encode(GarbageRequest(graceSeconds: nil, dryRun: nil)))
     }
 
     /// Records a pending version before any data moves.

@@ -57,6 +57,12 @@ public struct ChunkID: Hashable, Comparable, Sendable, CustomStringConvertible {
         return out
     }
 
+    /// A byte as two lowercase hex digits (a chunk directory's name).
+    public static func hexDigits(_ byte: UInt8) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
+    }
+
     /// The 64-digit lowercase hex form.
     public var hex: String {
         let digits = Array("0123456789abcdef".utf8)

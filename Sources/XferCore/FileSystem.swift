@@ -34,8 +34,16 @@ package enum FileSystem {
         do {
             try bytes.withUnsafeBytes { raw in
                 var offset = 0
+                var failAfter: (bytes: Int, errno: Int32)? = nil
+                switch StorageFaults.take(.write, path: path) {
+                case .fail(let err): throw writeError(temporary, err)
+                case .shortWrite(let count, let err): failAfter = (min(count, raw.count), err)
+                case nil: break
+                }
                 while offset < raw.count {
-                    let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                    if let fault = failAfter, offset >= fault.bytes { throw writeError(temporary, fault.errno) }
+                    let limit = failAfter.map { $0.bytes - offset } ?? raw.count - offset
+                    let n = write(fd, raw.baseAddress! + offset, limit)
                     if n < 0 {
                         if errno == EINTR { continue }
                         throw writeError(temporary, errno)
@@ -43,6 +51,7 @@ package enum FileSystem {
                     offset += n
                 }
             }
+            if durable, case .fail(let err)? = StorageFaults.take(.fsync, path: path) { throw writeError(temporary, err) }
             guard !durable || fsync(fd) == 0 else { throw writeError(temporary, errno) }
             guard close(fd) == 0 else {
                 unlink(temporary)
@@ -53,8 +62,10 @@ package enum FileSystem {
             unlink(temporary)
             throw error
         }
-        guard rename(temporary, path) == 0 else {
-            let err = errno
+        let renameFault = StorageFaults.take(.rename, path: path)
+        guard renameFault == nil, rename(temporary, path) == 0 else {
+            var err = errno
+            if case .fail(let injected)? = renameFault { err = injected }
             unlink(temporary)
             throw writeError(path, err)
         }

@@ -67,7 +67,9 @@ public final class LocalChunkStore: Sendable {
         _ = try chunk.decoded(maximumLength: maximumChunkSize)
         if contains(chunk.id) {
             guard verifyExisting else { return false }
-            if (try? load(chunk.id, verify: true)) != nil { return false }
+            // Touched before it is read: garbage collection leaves recently touched files alone
+            // (see sweep), so a chunk being uploaded again cannot be swept under the upload.
+            if touch(chunk.id), (try? load(chunk.id, verify: true)) != nil { return false }
         }
         var file = Self.magic
         file.append(chunk.encoding.rawValue)
@@ -83,6 +85,9 @@ public final class LocalChunkStore: Sendable {
     /// Makes every earlier write to the store durable (one `syncfs` of its file system).
     /// - Throws: `io` if the file system reports a write error.
     public func synchronize() throws {
+        if case .fail(let err)? = StorageFaults.take(.fsync, path: root) {
+            throw XferError(.io, "cannot sync \(root)", cause: SystemErrno(err))
+        }
         let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw XferError(.io, "cannot open \(root)", cause: SystemErrno(errno)) }
         defer { close(fd) }
@@ -167,6 +172,128 @@ public final class LocalChunkStore: Sendable {
             }
         }
         return ids
+    }
+
+    /// A chunk file on disk, for garbage collection and verification.
+    public struct StoredFile: Sendable, Hashable {
+        /// The chunk.
+        public var id: ChunkID
+        /// The file's size.
+        public var bytes: Int64
+        /// Its modification time (Unix seconds): when it was written or last uploaded again.
+        public var modified: Int64
+    }
+
+    /// The chunk files under one fan-out directory (`00` to `ff`), temporary files excluded.
+    /// - Parameter fan: The first byte of the ids.
+    /// - Returns: The files, in no particular order.
+    /// - Throws: `io` if the directory cannot be listed.
+    public func files(fan: UInt8) throws -> [StoredFile] {
+        let prefix = ChunkID.hexDigits(fan)
+        let directory = "\(root)/\(prefix)"
+        let names: [String]
+        do {
+            names = try FileSystem.list(directory)
+        } catch let error as XferError where error.code == .notFound {
+            return []
+        }
+        return names.compactMap { name in
+            guard name.hasPrefix(prefix), let id = ChunkID(hex: name) else { return nil }
+            var info = stat()
+            guard lstat("\(directory)/\(name)", &info) == 0 else { return nil }
+            return StoredFile(id: id, bytes: Int64(info.st_size), modified: Int64(info.st_mtim.tv_sec))
+        }
+    }
+
+    /// Sets a chunk file's modification time to now.
+    /// - Returns: `false` if the chunk is absent.
+    @discardableResult
+    public func touch(_ id: ChunkID) -> Bool {
+        utimensat(AT_FDCWD, path(for: id), nil, 0) == 0
+    }
+
+    /// Deletes chunk files no one holds, without racing a concurrent upload of the same chunk.
+    ///
+    /// Each candidate is first renamed aside (`.gc-ID`), then checked again: if its file was
+    /// touched since `modifiedBefore` (an upload found it and is about to record it) or `held`
+    /// now says someone holds it, it is renamed back; otherwise it is deleted. An upload that
+    /// looks after the rename finds no file and writes a new one.
+    /// - Parameters:
+    ///   - ids: Candidates (each one no one held when last checked).
+    ///   - modifiedBefore: Only files last modified before this (Unix nanoseconds) go.
+    ///   - held: Which of the given ids someone holds now.
+    /// - Returns: How many files were deleted and their bytes.
+    /// - Throws: `io` if a file cannot be moved or removed.
+    public func sweep(_ ids: [ChunkID], modifiedBefore: Int64, held: ([ChunkID]) async throws -> Set<ChunkID>) async throws
+        -> (count: Int, bytes: Int64) {
+        var aside: [(id: ChunkID, path: String, bytes: Int64, modified: Int64)] = []
+        for id in ids {
+            let file = path(for: id)
+            var info = stat()
+            guard lstat(file, &info) == 0, Self.nanoseconds(info.st_mtim) < modifiedBefore else { continue }
+            let trash = trashPath(for: id)
+            guard rename(file, trash) == 0 else {
+                if errno == ENOENT { continue }
+                throw XferError(.io, "cannot move \(file) aside", cause: SystemErrno(errno))
+            }
+            var moved = stat()
+            let modified = lstat(trash, &moved) == 0 ? Self.nanoseconds(moved.st_mtim) : Int64.max
+            aside.append((id, trash, Int64(info.st_size), modified))
+        }
+        guard !aside.isEmpty else { return (0, 0) }
+        let stillHeld: Set<ChunkID>
+        do {
+            stillHeld = try await held(aside.map(\.id))
+        } catch {
+            for file in aside { restore(file.path, to: file.id) }
+            throw error
+        }
+        var removed = (count: 0, bytes: Int64(0))
+        for file in aside {
+            var now = stat()
+            let touched = lstat(file.path, &now) != 0 || Self.nanoseconds(now.st_mtim) != file.modified
+            if touched || stillHeld.contains(file.id) {
+                restore(file.path, to: file.id)
+            } else if unlink(file.path) == 0 {
+                removed.count += 1
+                removed.bytes += file.bytes
+            }
+        }
+        return removed
+    }
+
+    /// Puts back chunk files a sweep had moved aside when it was interrupted (a crash).
+    /// - Returns: How many were put back.
+    @discardableResult
+    public func restoreSweptFiles() throws -> Int {
+        var restored = 0
+        for fan in try FileSystem.list(root) where fan.utf8.count == 2 {
+            for name in try FileSystem.list("\(root)/\(fan)") where name.hasPrefix(Self.trashPrefix) {
+                if let id = ChunkID(hex: String(name.dropFirst(Self.trashPrefix.count))) {
+                    restore("\(root)/\(fan)/\(name)", to: id)
+                    restored += 1
+                }
+            }
+        }
+        return restored
+    }
+
+    static let trashPrefix = ".gc-"
+
+    private static func nanoseconds(_ time: timespec) -> Int64 { Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec) }
+
+    private func trashPath(for id: ChunkID) -> String {
+        let hex = id.hex
+        return "\(root)/\(hex.prefix(2))/\(Self.trashPrefix)\(hex)"
+    }
+
+    /// Renames a swept file back, unless an upload has written the chunk anew meanwhile.
+    private func restore(_ trash: String, to id: ChunkID) {
+        if contains(id) {
+            unlink(trash)
+        } else {
+            rename(trash, path(for: id))
+        }
     }
 
     /// Deletes temporary files a crash left behind (never visible as chunks).

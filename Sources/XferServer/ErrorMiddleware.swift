@@ -33,7 +33,12 @@ struct ErrorMiddleware: RouterMiddleware {
             var body = ErrorBody(code: error.code.name, message: error.message)
             if let detail = error.cause as? ConflictDetail { body.error.currentVersion = detail.currentVersion }
             if let detail = error.cause as? MissingChunksDetail { body.error.missing = detail.ids.map(\.hex) }
-            if error.code == .io { body.error.message = "the server could not read or write its storage; see its log" }
+            if error.code == .io {
+                // Paths and errno stay in the server's log; the client learns what it can act on.
+                let full = error.message.contains("no space left") || error.message.contains("disk is full")
+                body.error.message = full ? "the server's storage is full; nothing was stored; retry once its operator has freed space"
+                                          : "the server could not read or write its storage; see its log"
+            }
             return body
         case let error as HTTPError:
             switch error.status {

@@ -19,6 +19,10 @@ struct Routes: Sendable {
         }
         let v1 = router.group("v1").add(middleware: AuthMiddleware(metadata: metadata))
         v1.post("admin/accounts", use: createAccount)
+        v1.post("admin/tokens", use: newToken)
+        v1.post("admin/tokens/revoke", use: revokeToken)
+        v1.post("admin/gc", use: collectGarbage)
+        v1.post("admin/verify", use: verify)
         v1.get("account", use: account)
         v1.post("chunks/missing", use: missing)
         v1.post("chunks", use: upload)
@@ -39,9 +43,7 @@ struct Routes: Sendable {
     // MARK: Accounts
 
     @Sendable func createAccount(_ request: Request, context: XferRequestContext) async throws -> Response {
-        guard try context.requirePrincipal().isAdmin else {
-            throw XferError(.forbidden, "creating accounts needs the admin token (DIR/admin-token on the server)")
-        }
+        try Self.requireAdmin(context, "creating accounts")
         let body = try await Self.decode(CreateAccountRequest.self, request)
         let quota = body.quota ?? limits.defaultQuota
         guard quota >= 0 else { throw XferError(.badRequest, "quota must not be negative") }
@@ -49,6 +51,47 @@ struct Routes: Sendable {
         var info = try await metadata.createAccount(name: try AccountName(body.name), quota: quota, tokenHash: TokenHash.hash(token))
         info.token = token
         return Self.json(info, status: .created)
+    }
+
+    @Sendable func newToken(_ request: Request, context: XferRequestContext) async throws -> Response {
+        try Self.requireAdmin(context, "issuing tokens")
+        let body = try await Self.decode(NewTokenRequest.self, request)
+        let token = TokenHash.generate()
+        try await metadata.addToken(account: try AccountName(body.account), tokenHash: TokenHash.hash(token))
+        return Self.json(TokenInfo(account: body.account, token: token), status: .created)
+    }
+
+    @Sendable func revokeToken(_ request: Request, context: XferRequestContext) async throws -> Response {
+        try Self.requireAdmin(context, "revoking tokens")
+        let body = try await Self.decode(RevokeTokenRequest.self, request)
+        switch (body.token, body.account) {
+        case (let token?, nil):
+            guard token.utf8.count <= 256 else { throw XferError(.badRequest, "that is not an xfer token") }
+            return Self.json(RevokeTokenResult(revoked: try await metadata.revokeToken(hash: TokenHash.hash(token)) ? 1 : 0))
+        case (nil, let account?):
+            return Self.json(RevokeTokenResult(revoked: try await metadata.revokeTokens(account: try AccountName(account))))
+        default:
+            throw XferError(.badRequest, "give either \"token\" (one token) or \"account\" (all of its tokens)")
+        }
+    }
+
+    @Sendable func collectGarbage(_ request: Request, context: XferRequestContext) async throws -> Response {
+        try Self.requireAdmin(context, "garbage collection")
+        let body = try await Self.decode(GarbageRequest.self, request)
+        let grace = body.graceSeconds ?? Maintenance.defaultGrace
+        guard grace >= 0 else { throw XferError(.badRequest, "grace_seconds must not be negative") }
+        return Self.json(try await Maintenance(metadata: metadata, chunks: chunks).collectGarbage(grace: grace, dryRun: body.dryRun ?? false))
+    }
+
+    @Sendable func verify(_ request: Request, context: XferRequestContext) async throws -> Response {
+        try Self.requireAdmin(context, "verification")
+        return Self.json(try await Maintenance(metadata: metadata, chunks: chunks).verify())
+    }
+
+    private static func requireAdmin(_ context: XferRequestContext, _ what: String) throws {
+        guard try context.requirePrincipal().isAdmin else {
+            throw XferError(.forbidden, "\(what) needs the admin token (DIR/admin-token on the server)")
+        }
     }
 
     @Sendable func account(_ request: Request, context: XferRequestContext) async throws -> Response {

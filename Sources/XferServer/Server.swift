@@ -1,7 +1,10 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
 import NIOCore
+import NIOSSL
 import XferCore
 import XferProtocol
 
@@ -46,6 +49,7 @@ public struct ServerData: Sendable {
         let metadata = try SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy)
         let files = try LocalChunkStore(root: directory + "/chunks")
         _ = try? files.removeTemporaryFiles()
+        _ = try? files.restoreSweptFiles()
         var created = false
         if try await !metadata.hasAdminToken() {
             let token = TokenHash.generate()
@@ -88,15 +92,41 @@ public enum XferServer {
     ///   - host: Address to bind (127.0.0.1 by default in the CLI).
     ///   - port: Port (0 picks a free one; `onServerRunning` sees it).
     ///   - limits: Request limits.
+    ///   - tls: Serve HTTPS with this configuration (``tlsConfiguration(certificate:key:)``); plain HTTP if `nil`.
     ///   - logger: Where requests are logged.
     ///   - onServerRunning: Called with the bound port once listening.
     public static func application(data: ServerData, host: String, port: Int, limits: ServerLimits = ServerLimits(),
-                                   logger: Logger, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in })
+                                   tls: TLSConfiguration? = nil, logger: Logger,
+                                   onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws
         -> some ApplicationProtocol {
-        Application(
+        let server: HTTPServerBuilder = try tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1()
+        return Application(
             router: router(data: data, limits: limits),
+            server: server,
             configuration: .init(address: .hostname(host, port: port), serverName: "xfer/\(XferVersion.current)"),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
             logger: logger)
+    }
+
+    /// A TLS server configuration from PEM files: the certificate chain (server certificate
+    /// first) and its private key. TLS 1.2 is the minimum.
+    /// - Throws: `invalid_configuration` naming the file that cannot be read.
+    public static func tlsConfiguration(certificate: String, key: String) throws -> TLSConfiguration {
+        let chain: [NIOSSLCertificate]
+        let privateKey: NIOSSLPrivateKey
+        do {
+            chain = try NIOSSLCertificate.fromPEMFile(certificate)
+        } catch {
+            throw XferError(.invalidConfiguration, "cannot read a PEM certificate chain from \(certificate)", cause: DescribedError(error))
+        }
+        do {
+            privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
+        } catch {
+            throw XferError(.invalidConfiguration, "cannot read a PEM private key from \(key)", cause: DescribedError(error))
+        }
+        guard !chain.isEmpty else { throw XferError(.invalidConfiguration, "\(certificate) holds no certificate") }
+        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+        configuration.minimumTLSVersion = .tlsv12
+        return configuration
     }
 }

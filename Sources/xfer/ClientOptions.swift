@@ -15,6 +15,9 @@ struct ClientOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Container (default: XFER_CONTAINER, the config file, else \"default\").", valueName: "NAME"))
     var container: String?
 
+    @Option(help: ArgumentHelp("PEM file of certificate authorities to trust for an https:// server instead of the system's (default: XFER_CA).", valueName: "FILE"))
+    var ca: String?
+
     @Option(help: ArgumentHelp("Client state directory (default: XFER_STATE_DIR, else ~/.local/state/xfer).", valueName: "DIR"))
     var stateDir: String?
 
@@ -61,7 +64,11 @@ struct ClientOptions: ParsableArguments {
             throw XferError(.unauthorized, "no token: pass --token, set XFER_TOKEN, or put \"token\" in \(path) (an admin creates one with `xfer account create NAME`)")
         }
         let container = try ContainerName(pick(self.container, "XFER_CONTAINER", file.container) ?? ContainerName.default.value)
-        return Remote(connection: ServerConnection(server: server, token: token), container: container,
+        let ca = pick(self.ca, "XFER_CA", nil)
+        if let ca, !FileManager.default.isReadableFile(atPath: ca) {
+            throw XferError(.invalidConfiguration, "cannot read the CA file \(ca) given by --ca or XFER_CA")
+        }
+        return Remote(connection: ServerConnection(server: server, token: token, trustRoots: ca), container: container,
                       stateDirectory: stateDir ?? ClientState.defaultDirectory(environment: environment))
     }
 }

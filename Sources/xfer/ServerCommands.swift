@@ -40,7 +40,14 @@ extension Xfer {
         @Option(help: ArgumentHelp("Bytes (keys plus JSON values) per container in the key-value store.", valueName: "SIZE"))
         var kvMaxBytes: ByteCount = ByteCount(Int64(StorePolicy().keyValueMaximumBytes))
 
+        @Option(help: ArgumentHelp("Serve HTTPS with this PEM certificate chain (needs --tls-key).", valueName: "FILE"))
+        var tlsCert: String?
+
+        @Option(help: ArgumentHelp("The PEM private key of --tls-cert.", valueName: "FILE"))
+        var tlsKey: String?
+
         func validate() throws {
+            guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
             guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
             _ = try hostAndPort()
             guard keepVersions >= 0, keepDays >= 0, kvMaxKeys >= 0 else { throw ValidationError("--keep-versions, --keep-days and --kv-max-keys must not be negative") }
@@ -70,8 +77,10 @@ extension Xfer {
                 }
                 var limits = ServerLimits()
                 limits.defaultQuota = defaultQuota.value
-                let app = XferServer.application(data: store, host: host, port: port, limits: limits, logger: logger) { bound in
-                    FileHandle.standardError.write(Data("xfer: serving \(store.directory) on http://\(host):\(bound)\n".utf8))
+                let tls = try tlsCert.map { try XferServer.tlsConfiguration(certificate: $0, key: tlsKey ?? "") }
+                let scheme = tls == nil ? "http" : "https"
+                let app = try XferServer.application(data: store, host: host, port: port, limits: limits, tls: tls, logger: logger) { bound in
+                    FileHandle.standardError.write(Data("xfer: serving \(store.directory) on \(scheme)://\(host):\(bound)\n".utf8))
                 }
                 do {
                     try await app.runService()
@@ -85,7 +94,7 @@ extension Xfer {
     struct Account: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Manage accounts.",
-            subcommands: [Create.self])
+            subcommands: [Create.self, NewToken.self, RevokeToken.self])
 
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
@@ -125,6 +134,85 @@ extension Xfer {
                     } else {
                         print(info.token ?? "")
                     }
+                }
+            }
+        }
+
+        struct NewToken: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "new-token",
+                abstract: "Issue another token for an account and print it alone on stdout.",
+                discussion: "Use it to replace a token before revoking the old one. Works on --data DIR or asks --server with the admin token.")
+
+            @Argument(help: "Account name.")
+            var name: String
+
+            @Option(help: ArgumentHelp("A server's data directory, to work without a running server.", valueName: "DIR"))
+            var data: String?
+
+            @Flag(help: "Print {\"account\", \"token\"} as JSON.")
+            var json = false
+
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let info: TokenInfo
+                    if let data {
+                        let token = TokenHash.generate()
+                        try await ServerData.open(data).metadata.addToken(account: try AccountName(name), tokenHash: TokenHash.hash(token))
+                        info = TokenInfo(account: name, token: token)
+                    } else {
+                        info = try await withRemote(client) { remote in try await remote.connection.newToken(account: name) }
+                    }
+                    if json { printJSON(info) } else { print(info.token) }
+                }
+            }
+        }
+
+        struct RevokeToken: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "revoke-token",
+                abstract: "Revoke a token, or every token of an account (--account).",
+                discussion: """
+                    A revoked token is refused from the next request on. Works on --data DIR or \
+                    asks --server with the admin token. Exits 5 if the token was not known.
+                    """)
+
+            @Argument(help: ArgumentHelp("The token to revoke.", valueName: "TOKEN"))
+            var revoked: String?
+
+            @Option(help: ArgumentHelp("Revoke every token of this account instead.", valueName: "NAME"))
+            var account: String?
+
+            @Option(help: ArgumentHelp("A server's data directory, to work without a running server.", valueName: "DIR"))
+            var data: String?
+
+            @Flag(help: "Print {\"revoked\": N} as JSON.")
+            var json = false
+
+            @OptionGroup var client: ClientOptions
+
+            func validate() throws {
+                guard (revoked == nil) != (account == nil) else { throw ValidationError("give a TOKEN or --account NAME, not both") }
+            }
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let request = RevokeTokenRequest(token: revoked, account: account)
+                    let result: RevokeTokenResult
+                    if let data {
+                        let metadata = try await ServerData.open(data).metadata
+                        if let revoked {
+                            result = RevokeTokenResult(revoked: try await metadata.revokeToken(hash: TokenHash.hash(revoked)) ? 1 : 0)
+                        } else {
+                            result = RevokeTokenResult(revoked: try await metadata.revokeTokens(account: try AccountName(account ?? "")))
+                        }
+                    } else {
+                        result = try await withRemote(client) { remote in try await remote.connection.revokeToken(request) }
+                    }
+                    guard result.revoked > 0 || account != nil else { throw XferError(.notFound, "no such token on this server") }
+                    if json { printJSON(result) } else { print("revoked \(result.revoked) token\(result.revoked == 1 ? "" : "s")") }
                 }
             }
         }

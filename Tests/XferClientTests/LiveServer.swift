@@ -12,6 +12,8 @@ import XferServer
 struct LiveServer {
     let root: String
     let remote: Remote
+    /// The server's stores (for maintenance and for looking behind the server's back).
+    let data: ServerData
 
     var stateDirectory: String { root + "/state" }
 
@@ -24,11 +26,11 @@ struct LiveServer {
         let token = try await data.createAccount(name: "tester", quota: quota).token!
         var logger = Logger(label: "xfer.test")
         logger.logLevel = .warning
-        let app = XferServer.application(data: data, host: "127.0.0.1", port: 0, logger: logger)
+        let app = try XferServer.application(data: data, host: "127.0.0.1", port: 0, logger: logger)
         return try await app.test(.live) { client in
             let connection = ServerConnection(server: "http://127.0.0.1:\(client.port!)", token: token)
             let server = LiveServer(root: root, remote: Remote(connection: connection, container: .default,
-                                                               stateDirectory: root + "/state"))
+                                                               stateDirectory: root + "/state"), data: data)
             do {
                 let result = try await body(server)
                 await connection.shutdown()

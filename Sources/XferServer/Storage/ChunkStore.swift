@@ -12,7 +12,23 @@ public protocol ChunkStore: Sendable {
     /// A chunk as stored (the receiver verifies it).
     /// - Throws: `not_found`, `io`.
     func load(_ id: ChunkID) async throws -> EncodedChunk
+
+    // MARK: Maintenance
+
+    /// The stored chunks whose id starts with byte `shard` (listing in 256 parts bounds memory).
+    func list(shard: UInt8) async throws -> [StoredChunk]
+    /// Reads a chunk and checks it decodes to bytes that hash to its id.
+    /// - Returns: Its plain length.
+    /// - Throws: `corrupt_chunk`, `not_found`, `io`.
+    func verify(_ id: ChunkID) async throws -> Int
+    /// Deletes stored chunks no one holds and nothing touched since `modifiedBefore` (Unix
+    /// nanoseconds), asking `held` again at the last moment; safe while uploads run.
+    func sweep(_ ids: [ChunkID], modifiedBefore: Int64, held: @escaping @Sendable ([ChunkID]) async throws -> Set<ChunkID>) async throws
+        -> (count: Int, bytes: Int64)
 }
+
+/// A stored chunk, as a listing shows it.
+public typealias StoredChunk = LocalChunkStore.StoredFile
 
 /// The embedded chunk store: ``LocalChunkStore`` files, with blocking I/O and verification
 /// run on NIO's thread pool, never on an event loop.
@@ -54,5 +70,20 @@ public struct FileChunkStore: ChunkStore {
     public func load(_ id: ChunkID) async throws -> EncodedChunk {
         let files = files
         return try await threadPool.runIfActive { try files.getUnverified(id) }
+    }
+
+    public func list(shard: UInt8) async throws -> [StoredChunk] {
+        let files = files
+        return try await threadPool.runIfActive { try files.files(fan: shard) }
+    }
+
+    public func verify(_ id: ChunkID) async throws -> Int {
+        let files = files
+        return try await threadPool.runIfActive { try files.read(id).count }
+    }
+
+    public func sweep(_ ids: [ChunkID], modifiedBefore: Int64, held: @escaping @Sendable ([ChunkID]) async throws -> Set<ChunkID>) async throws
+        -> (count: Int, bytes: Int64) {
+        try await files.sweep(ids, modifiedBefore: modifiedBefore, held: held)
     }
 }

@@ -54,6 +54,13 @@ public protocol MetadataStore: Sendable {
     func addAdminToken(hash: [UInt8]) async throws
     /// Creates an account with one token. Throws `already_exists` for a taken name.
     func createAccount(name: AccountName, quota: Int64, tokenHash: [UInt8]) async throws -> AccountInfo
+    /// Gives an account another token. Throws `not_found` for an unknown account.
+    func addToken(account: AccountName, tokenHash: [UInt8]) async throws
+    /// Revokes one token (an account's or an admin token, as long as another admin token
+    /// remains). - Returns: Whether it existed.
+    func revokeToken(hash: [UInt8]) async throws -> Bool
+    /// Revokes every token of an account. Throws `not_found`. - Returns: How many.
+    func revokeTokens(account: AccountName) async throws -> Int
     /// An account's name, quota and use.
     func account(_ accountID: Int64) async throws -> AccountInfo
     /// The ids (of `ids`) the account does not hold, in the order given.
@@ -97,4 +104,80 @@ public protocol MetadataStore: Sendable {
     func value(account: Int64, container: ContainerName, key: String) async throws -> KeyValueEntry
     /// Every live key.
     func values(account: Int64, container: ContainerName) async throws -> KeyValueList
+
+    // MARK: Maintenance (garbage collection and verification)
+
+    /// Which of `ids` some account holds (a chunk no account holds may be deleted).
+    func heldChunks(_ ids: [ChunkID]) async throws -> Set<ChunkID>
+    /// Drops the chunks accounts hold for no committed version (uploaded for a commit that never
+    /// came) that were recorded before `cutoff` (Unix seconds), giving their bytes back.
+    func expireLeases(olderThan cutoff: Int64) async throws -> (chunks: Int, bytes: Int64)
+    /// Removes `uploading` versions announced before `cutoff` (Unix seconds) and never committed.
+    func expireUploads(olderThan cutoff: Int64) async throws -> Int
+    /// Committed versions with their encoded manifests, in key order after `after`.
+    func storedManifests(after: StoredVersionKey?, limit: Int) async throws -> [StoredManifest]
+    /// Every account's chunk records in key order after `after`.
+    func chunkRecords(after: ChunkRecordKey?, limit: Int) async throws -> [ChunkRecordRow]
+    /// Every account's recorded use and the sum of the chunks it holds.
+    func accounts() async throws -> [AccountUsage]
+}
+
+/// Where a version is in ``MetadataStore/storedManifests(after:limit:)``'s order.
+public struct StoredVersionKey: Sendable, Hashable {
+    /// The document's row.
+    public var document: Int64
+    /// The version number.
+    public var version: Int64
+}
+
+/// A committed version's manifest, as stored.
+public struct StoredManifest: Sendable {
+    /// Where it is in the listing's order.
+    public var key: StoredVersionKey
+    /// The account's row.
+    public var account: Int64
+    /// The container's name.
+    public var container: String
+    /// The document's path.
+    public var path: String
+    /// The version's state.
+    public var state: String
+    /// The encoded manifest.
+    public var encoded: [UInt8]
+    /// The SHA-256 recorded at commit.
+    public var digest: [UInt8]?
+}
+
+/// Where a record is in ``MetadataStore/chunkRecords(after:limit:)``'s order.
+public struct ChunkRecordKey: Sendable, Hashable {
+    /// The account's row.
+    public var account: Int64
+    /// The chunk.
+    public var id: ChunkID
+}
+
+/// That an account holds a chunk, and how many committed versions reference it.
+public struct ChunkRecordRow: Sendable, Hashable {
+    /// The account's row.
+    public var account: Int64
+    /// The chunk.
+    public var id: ChunkID
+    /// Its plain length.
+    public var length: Int64
+    /// Committed versions (of this account) that reference it.
+    public var refs: Int64
+    /// Where it is in the listing's order.
+    public var key: ChunkRecordKey { ChunkRecordKey(account: account, id: id) }
+}
+
+/// An account's recorded use against what it holds.
+public struct AccountUsage: Sendable, Hashable {
+    /// The account's row.
+    public var id: Int64
+    /// Its name.
+    public var name: String
+    /// The use recorded (what the quota compares).
+    public var used: Int64
+    /// The plain bytes of the chunks it holds.
+    public var held: Int64
 }

@@ -106,6 +106,15 @@ public final class SQLiteMetadataStore: MetadataStore {
                 try adjustReferences(db, account: row["account_id"], manifest: try Manifest(decoding: Array(blob)), by: 1)
             }
         }
+        migrator.registerMigration("v3: chunk leases for garbage collection") { db in
+            // added_at: when an upload recorded the chunk for the account. A chunk no committed
+            // version references (refs = 0) is held as a lease for a commit still to come, until
+            // garbage collection's grace period has passed since then.
+            try db.execute(sql: """
+                ALTER TABLE account_chunks ADD COLUMN added_at INTEGER NOT NULL DEFAULT 0;
+                CREATE INDEX account_chunks_by_id ON account_chunks (id);
+                """)
+        }
         return migrator
     }
 
@@ -152,6 +161,40 @@ public final class SQLiteMetadataStore: MetadataStore {
         }
     }
 
+    public func addToken(account: AccountName, tokenHash: [UInt8]) async throws {
+        try await write { db in
+            let id = try Self.accountID(db, account)
+            try db.execute(sql: "INSERT INTO tokens (hash, account_id, admin, created_at) VALUES (?, ?, 0, ?)",
+                           arguments: [Data(tokenHash), id, Self.now()])
+        }
+    }
+
+    public func revokeToken(hash: [UInt8]) async throws -> Bool {
+        try await write { db in
+            guard let admin = try Bool.fetchOne(db, sql: "SELECT admin FROM tokens WHERE hash = ?", arguments: [Data(hash)]) else { return false }
+            if admin, try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM tokens WHERE admin = 1") ?? 0 <= 1 {
+                throw XferError(.badRequest, "that is the only admin token; the server would have none left")
+            }
+            try db.execute(sql: "DELETE FROM tokens WHERE hash = ?", arguments: [Data(hash)])
+            return true
+        }
+    }
+
+    public func revokeTokens(account: AccountName) async throws -> Int {
+        try await write { db in
+            let id = try Self.accountID(db, account)
+            try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [id])
+            return db.changesCount
+        }
+    }
+
+    private static func accountID(_ db: Database, _ name: AccountName) throws -> Int64 {
+        guard let id = try Int64.fetchOne(db, sql: "SELECT id FROM accounts WHERE name = ?", arguments: [name.value]) else {
+            throw XferError(.notFound, "no account named \"\(name)\"")
+        }
+        return id
+    }
+
     public func account(_ accountID: Int64) async throws -> AccountInfo {
         try await read { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT name, quota, used FROM accounts WHERE id = ?", arguments: [accountID]) else {
@@ -180,8 +223,9 @@ public final class SQLiteMetadataStore: MetadataStore {
             guard used + bytes <= quota else {
                 throw XferError(.quotaExceeded, "storing \(ByteCount(bytes).description) more would take the account past its quota of \(ByteCount(quota).description) (\(ByteCount(used).description) used)")
             }
-            let insert = try db.cachedStatement(sql: "INSERT INTO account_chunks (account_id, id, length) VALUES (?, ?, ?)")
-            for chunk in fresh { try insert.execute(arguments: [account, Data(chunk.id.bytes), chunk.length]) }
+            let insert = try db.cachedStatement(sql: "INSERT INTO account_chunks (account_id, id, length, added_at) VALUES (?, ?, ?, ?)")
+            let now = Self.now()
+            for chunk in fresh { try insert.execute(arguments: [account, Data(chunk.id.bytes), chunk.length, now]) }
             try db.execute(sql: "UPDATE accounts SET used = used + ? WHERE id = ?", arguments: [bytes, account])
             return (fresh.count, bytes)
         }
@@ -455,6 +499,89 @@ public final class SQLiteMetadataStore: MetadataStore {
 
     /// Live keys of a container's key-value store and their bytes (key plus JSON text), what
     /// the limits count; `excluding` leaves one key out (the one being written).
+    // MARK: Maintenance
+
+    public func heldChunks(_ ids: [ChunkID]) async throws -> Set<ChunkID> {
+        try await read { db in
+            var held: Set<ChunkID> = []
+            let statement = try db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM account_chunks WHERE id = ?)")
+            for id in ids where try Bool.fetchOne(statement, arguments: [Data(id.bytes)]) == true { held.insert(id) }
+            return held
+        }
+    }
+
+    public func expireLeases(olderThan cutoff: Int64) async throws -> (chunks: Int, bytes: Int64) {
+        try await write { db in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT account_id, SUM(length) AS bytes, COUNT(*) AS count FROM account_chunks
+                WHERE refs <= 0 AND added_at <= ? GROUP BY account_id
+                """, arguments: [cutoff])
+            try db.execute(sql: "DELETE FROM account_chunks WHERE refs <= 0 AND added_at <= ?", arguments: [cutoff])
+            var total = (chunks: 0, bytes: Int64(0))
+            for row in rows {
+                let bytes: Int64 = row["bytes"]
+                try db.execute(sql: "UPDATE accounts SET used = MAX(0, used - ?) WHERE id = ?", arguments: [bytes, row["account_id"]])
+                total.chunks += row["count"] as Int
+                total.bytes += bytes
+            }
+            return total
+        }
+    }
+
+    public func expireUploads(olderThan cutoff: Int64) async throws -> Int {
+        try await write { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT document_id, version, container_id FROM versions WHERE state = 'uploading' AND created_at <= ?",
+                                        arguments: [cutoff])
+            for row in rows {
+                // The removal is a change on the feed, like any other (a waiting client re-reads the document).
+                _ = try Self.nextSequence(db, container: row["container_id"])
+                try db.execute(sql: "DELETE FROM versions WHERE document_id = ? AND version = ?", arguments: [row["document_id"], row["version"]])
+            }
+            return rows.count
+        }
+    }
+
+    public func storedManifests(after: StoredVersionKey?, limit: Int) async throws -> [StoredManifest] {
+        try await read { db in
+            let after = after ?? StoredVersionKey(document: 0, version: 0)
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT c.account_id, c.name AS container, d.path, v.document_id, v.version, v.state, v.manifest, v.manifest_digest
+                FROM versions v JOIN documents d ON d.id = v.document_id JOIN containers c ON c.id = v.container_id
+                WHERE v.manifest IS NOT NULL AND (v.document_id, v.version) > (?, ?)
+                ORDER BY v.document_id, v.version LIMIT ?
+                """, arguments: [after.document, after.version, limit])
+            return rows.map { row in
+                let manifest: Data = row["manifest"]
+                let digest: Data? = row["manifest_digest"]
+                return StoredManifest(key: StoredVersionKey(document: row["document_id"], version: row["version"]),
+                                      account: row["account_id"], container: row["container"], path: row["path"],
+                                      state: row["state"], encoded: Array(manifest), digest: digest.map(Array.init))
+            }
+        }
+    }
+
+    public func chunkRecords(after: ChunkRecordKey?, limit: Int) async throws -> [ChunkRecordRow] {
+        try await read { db in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT account_id, id, length, refs FROM account_chunks WHERE (account_id, id) > (?, ?)
+                ORDER BY account_id, id LIMIT ?
+                """, arguments: [after?.account ?? -1, Data(after?.id.bytes ?? []), limit])
+            return rows.compactMap { row in
+                guard let id = ChunkID(bytes: row["id"] as Data) else { return nil }
+                return ChunkRecordRow(account: row["account_id"], id: id, length: row["length"], refs: row["refs"])
+            }
+        }
+    }
+
+    public func accounts() async throws -> [AccountUsage] {
+        try await read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT a.id, a.name, a.used, (SELECT COALESCE(SUM(length), 0) FROM account_chunks WHERE account_id = a.id) AS held
+                FROM accounts a ORDER BY a.id
+                """).map { AccountUsage(id: $0["id"], name: $0["name"], used: $0["used"], held: $0["held"]) }
+        }
+    }
+
     private static func keyValueUsage(_ db: Database, container: Int64, excluding key: String?) throws -> (keys: Int, bytes: Int) {
         let row = try Row.fetchOne(db, sql: """
             SELECT COUNT(*) AS keys, COALESCE(SUM(length(CAST(key AS BLOB)) + length(CAST(value AS BLOB))), 0) AS bytes
@@ -590,6 +717,15 @@ public final class SQLiteMetadataStore: MetadataStore {
 
     private static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
+    /// Test seam: caps the database at its current size plus `extraPages` pages, so the next
+    /// writes that need more meet SQLITE_FULL as on a full disk; `nil` lifts the cap.
+    package func limitGrowth(extraPages: Int?) async throws {
+        try await pool.writeWithoutTransaction { db in
+            let pages = try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0
+            try db.execute(sql: "PRAGMA max_page_count = \(extraPages.map { pages + $0 } ?? 1_073_741_823)")
+        }
+    }
+
     private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await Self.mappingErrors { try await pool.read(body) }
     }
@@ -604,6 +740,8 @@ public final class SQLiteMetadataStore: MetadataStore {
             return try await body()
         } catch let error as XferError {
             throw error
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL {
+            throw XferError(.io, "the metadata database's disk is full; nothing was changed; free some space and retry", cause: DescribedError(error))
         } catch {
             throw XferError(.io, "the metadata database failed", cause: DescribedError(error))
         }

@@ -1,0 +1,71 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A seam for storage fault injection, in the manner of swift-system's and NIOFileSystem's
+/// mocked syscalls: tests arm faults here and ``FileSystem/writeAtomically(_:to:durable:)``
+/// (every chunk write goes through it) meets them instead of the real call's result.
+///
+/// Nothing is armed in normal operation; checking costs one uncontended lock per write.
+package enum StorageFaults {
+    /// The syscall a fault replaces.
+    package enum Operation: Sendable, Hashable {
+        case write, fsync, rename
+    }
+
+    /// What the faulted call does.
+    package enum Effect: Sendable, Hashable {
+        /// Fails with this errno (ENOSPC, EIO, …) having written nothing.
+        case fail(Int32)
+        /// Writes only this many bytes, then the next write fails with the errno: a disk
+        /// filling up mid-file.
+        case shortWrite(Int, then: Int32)
+    }
+
+    /// One armed fault.
+    package struct Fault: Sendable, Hashable {
+        /// The call it replaces.
+        package var operation: Operation
+        /// What happens.
+        package var effect: Effect
+        /// Only paths containing this string are affected ("" for every path).
+        package var pathContains: String
+        /// How many calls it affects before it disarms itself.
+        package var count: Int
+
+        package init(_ operation: Operation, _ effect: Effect, pathContains: String = "", count: Int = 1) {
+            self.operation = operation
+            self.effect = effect
+            self.pathContains = pathContains
+            self.count = count
+        }
+    }
+
+    private static let armed = Locked<[Fault]>([])
+
+    /// Arms faults (in addition to any already armed).
+    package static func arm(_ faults: Fault...) { armed.withLock { $0.append(contentsOf: faults) } }
+
+    /// Disarms every fault.
+    package static func reset() { armed.withLock { $0.removeAll() } }
+
+    /// Disarms the faults scoped to paths containing this string.
+    package static func disarm(pathContains: String) {
+        armed.withLock { $0.removeAll { $0.pathContains.contains(pathContains) } }
+    }
+
+    /// The effect armed for this call, consuming one use of the fault.
+    static func take(_ operation: Operation, path: String) -> Effect? {
+        armed.withLock { faults in
+            guard let index = faults.firstIndex(where: {
+                $0.operation == operation && $0.count > 0 && ($0.pathContains.isEmpty || path.contains($0.pathContains))
+            }) else { return nil }
+            faults[index].count -= 1
+            let effect = faults[index].effect
+            if faults[index].count == 0 { faults.remove(at: index) }
+            return effect
+        }
+    }
+}

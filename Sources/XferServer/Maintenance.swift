@@ -1,0 +1,157 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+/// Garbage collection and verification of a server's stores. Both are safe while the server
+/// runs: neither holds a lock across the stores, and the sweep re-checks before it deletes.
+public struct Maintenance: Sendable {
+    /// The metadata store.
+    public let metadata: any MetadataStore
+    /// The chunk store.
+    public let chunks: any ChunkStore
+
+    /// Works on these stores.
+    public init(metadata: any MetadataStore, chunks: any ChunkStore) {
+        self.metadata = metadata
+        self.chunks = chunks
+    }
+
+    /// Works on an opened data directory's stores.
+    public init(data: ServerData) {
+        self.init(metadata: data.metadata, chunks: data.chunks)
+    }
+
+    /// The default grace period: a day. An upload's chunks are leased to its account for this
+    /// long before a commit must reference them.
+    public static let defaultGrace: Int64 = 86_400
+
+    /// Removes what no version needs, in three steps:
+    /// 1. `uploading` versions announced more than `grace` ago (their pushes are long dead);
+    /// 2. chunks accounts hold for no committed version and recorded more than `grace` ago
+    ///    (leases of uploads whose commit never came), giving the bytes back to the quota;
+    /// 3. chunk files no account holds, untouched for `grace`, via ``ChunkStore/sweep``.
+    ///
+    /// A chunk uploaded for a commit not yet made is held by its account (its lease), so step 3
+    /// keeps it; step 2 only drops it after `grace`. A commit that finds one of its chunks
+    /// released answers `missing_chunks` and the client uploads it again.
+    /// - Parameters:
+    ///   - grace: Seconds.
+    ///   - dryRun: Count only.
+    public func collectGarbage(grace: Int64 = Maintenance.defaultGrace, dryRun: Bool = false) async throws -> GarbageReport {
+        let start = ContinuousClock.now
+        var report = GarbageReport(graceSeconds: grace, dryRun: dryRun)
+        let now = Date().timeIntervalSince1970
+        let cutoff = Int64(now) - grace
+        if !dryRun {
+            report.uploadsExpired = try await metadata.expireUploads(olderThan: cutoff)
+            let released = try await metadata.expireLeases(olderThan: cutoff)
+            report.leasesExpired = released.chunks
+            report.quotaReleased = released.bytes
+        }
+        let modifiedBefore = Int64((now - Double(grace)) * 1e9)
+        let metadata = metadata
+        for shard in UInt8.min...UInt8.max {
+            let files = try await chunks.list(shard: shard)
+            report.chunksScanned += files.count
+            for batch in stride(from: 0, to: files.count, by: 512).map({ files[$0..<min($0 + 512, files.count)] }) {
+                let held = try await metadata.heldChunks(batch.map(\.id))
+                let candidates = batch.filter { !held.contains($0.id) && $0.modified * 1_000_000_000 < modifiedBefore }
+                guard !candidates.isEmpty else { continue }
+                if dryRun {
+                    report.chunksRemoved += candidates.count
+                    report.bytesRemoved += candidates.reduce(0) { $0 + $1.bytes }
+                } else {
+                    let removed = try await chunks.sweep(candidates.map(\.id), modifiedBefore: modifiedBefore) { ids in
+                        try await metadata.heldChunks(ids)
+                    }
+                    report.chunksRemoved += removed.count
+                    report.bytesRemoved += removed.bytes
+                }
+            }
+        }
+        report.milliseconds = Int64((ContinuousClock.now - start).seconds * 1000)
+        return report
+    }
+
+    /// Checks everything the stores promise of each other:
+    /// - every stored chunk decodes to bytes whose SHA-256 is its id;
+    /// - every committed manifest decodes, matches its recorded digest, and each chunk it
+    ///   references is held by its account and stored intact;
+    /// - each account's reference counts equal the committed versions that use the chunk, and
+    ///   its recorded use equals the bytes it holds.
+    /// - Parameter progress: Called now and then with chunks checked so far.
+    public func verify(progress: @Sendable (Int) -> Void = { _ in }) async throws -> ServerVerifyReport {
+        let start = ContinuousClock.now
+        var report = ServerVerifyReport()
+        var intact: Set<ChunkID> = []
+        var damaged: Set<ChunkID> = []
+        for shard in UInt8.min...UInt8.max {
+            for file in try await chunks.list(shard: shard) {
+                do {
+                    report.bytesChecked += Int64(try await chunks.verify(file.id))
+                    intact.insert(file.id)
+                } catch let error as XferError {
+                    report.record(problem: "chunk \(file.id.hex): \(error.message)")
+                    damaged.insert(file.id)
+                }
+                report.chunksChecked += 1
+            }
+            progress(report.chunksChecked)
+        }
+
+        // References each account's committed versions make, counted per distinct chunk per version.
+        var references: [Int64: [ChunkID: Int64]] = [:]
+        var cursor: StoredVersionKey? = nil
+        while true {
+            let page = try await metadata.storedManifests(after: cursor, limit: 500)
+            guard let last = page.last else { break }
+            cursor = last.key
+            for stored in page {
+                report.versionsChecked += 1
+                let name = "\(stored.container)/\(stored.path) version \(stored.key.version)"
+                if let digest = stored.digest, digest != ChunkID.of(stored.encoded).bytes {
+                    report.record(problem: "\(name): the manifest does not match its recorded digest")
+                }
+                let manifest: Manifest
+                do {
+                    manifest = try Manifest(decoding: stored.encoded)
+                } catch let error as XferError {
+                    report.record(problem: "\(name): the manifest does not decode: \(error.message)")
+                    continue
+                }
+                for id in Set(manifest.allChunks.map(\.id)) {
+                    references[stored.account, default: [:]][id, default: 0] += 1
+                    if !intact.contains(id) {
+                        report.record(problem: "\(name): chunk \(id.hex) is \(damaged.contains(id) ? "corrupt" : "missing")")
+                    }
+                }
+            }
+        }
+
+        var record: ChunkRecordKey? = nil
+        var seen: [Int64: Set<ChunkID>] = [:]
+        while true {
+            let page = try await metadata.chunkRecords(after: record, limit: 2000)
+            guard let last = page.last else { break }
+            record = last.key
+            for row in page {
+                report.recordsChecked += 1
+                seen[row.account, default: []].insert(row.id)
+                let expected = references[row.account]?[row.id] ?? 0
+                if row.refs != expected {
+                    report.record(problem: "account \(row.account): chunk \(row.id.hex) counts \(row.refs) references, but \(expected) committed versions use it")
+                }
+            }
+        }
+        for (account, ids) in references {
+            for id in ids.keys where seen[account]?.contains(id) != true {
+                report.record(problem: "account \(account): chunk \(id.hex) is used by a committed version but not held")
+            }
+        }
+        for account in try await metadata.accounts() where account.used != account.held {
+            report.record(problem: "account \(account.name): records \(account.used) bytes used, but holds \(account.held)")
+        }
+        report.milliseconds = Int64((ContinuousClock.now - start).seconds * 1000)
+        return report
+    }
+}

@@ -1,0 +1,156 @@
+import ArgumentParser
+import Foundation
+import XferClient
+import XferCore
+import XferProtocol
+import XferServer
+
+/// A span of time on the command line: `90`, `90s`, `15m`, `2h`, `7d`.
+struct Span: ExpressibleByArgument {
+    var seconds: Int64
+
+    init?(argument: String) {
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        var text = Substring(argument)
+        var unit: Int64 = 1
+        if let last = text.last, let factor = units[last] {
+            unit = factor
+            text = text.dropLast()
+        }
+        guard let value = Int64(text), value >= 0 else { return nil }
+        seconds = value * unit
+    }
+
+    var defaultValueDescription: String { seconds % 86_400 == 0 ? "\(seconds / 86_400)d" : "\(seconds)s" }
+}
+
+/// Opens a server's data directory for maintenance, refusing to create one where there is none.
+func openExistingData(_ directory: String) async throws -> ServerData {
+    guard FileManager.default.fileExists(atPath: directory + "/metadata.sqlite") else {
+        throw XferError(.notFound, "\(directory) is not an xfer data directory (no metadata.sqlite)")
+    }
+    return try await ServerData.open(directory)
+}
+
+extension Xfer {
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check stored data: a synced directory, or a server's chunks and manifests.",
+            discussion: """
+                `xfer verify DIR` reads every file of a synced directory that claims to be \
+                unchanged and compares it with the manifest it was synced at (offline). Files \
+                changed since are listed as modified, not as damage.
+
+                `xfer verify --data DIR` checks a server's data directory (safe while it serves): \
+                every chunk's SHA-256, every committed manifest, that each referenced chunk is \
+                present and intact, reference counts and quota use. `xfer verify --remote` asks \
+                the running server to do the same (admin token).
+
+                Exits 0 if all is well, 9 if anything is damaged or missing.
+                """)
+
+        @Argument(help: ArgumentHelp("A synced directory.", valueName: "DIR"))
+        var directory: String?
+
+        @Option(help: ArgumentHelp("Verify a server's data directory instead.", valueName: "DIR"))
+        var data: String?
+
+        @Flag(help: "Ask the server at --server to verify its stores (admin token).")
+        var remote = false
+
+        @Flag(help: "Print the report as one JSON object.")
+        var json = false
+
+        @OptionGroup var client: ClientOptions
+
+        func validate() throws {
+            guard [directory != nil, data != nil, remote].filter({ $0 }).count <= 1 else {
+                throw ValidationError("give one of DIR, --data DIR or --remote")
+            }
+        }
+
+        func run() async throws {
+            try await runReportingErrors(json: json) {
+                if data != nil || remote {
+                    let report: ServerVerifyReport
+                    if let data {
+                        report = try await Maintenance(data: try await openExistingData(data)).verify { checked in
+                            if !json { FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8)) }
+                        }
+                        if !json { FileHandle.standardError.write(Data("\n".utf8)) }
+                    } else {
+                        report = try await withRemote(client) { remote in try await remote.connection.verifyServer() }
+                    }
+                    if json {
+                        printJSON(report)
+                    } else {
+                        print("\(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) and \(report.versionsChecked) versions checked, \(report.recordsChecked) chunk records, \(report.milliseconds) ms")
+                        for problem in report.problems { print("  \(problem)") }
+                        if report.problemCount > report.problems.count { print("  … and \(report.problemCount - report.problems.count) more") }
+                        print(report.ok ? "ok" : "\(report.problemCount) problem\(report.problemCount == 1 ? "" : "s")")
+                    }
+                    if !report.ok { throw ExitCode(9) }
+                } else {
+                    let stateDirectory = client.stateDir ?? ClientState.defaultDirectory()
+                    let report = try LocalVerifier.verify(directory: directory ?? ".", stateDirectory: stateDirectory)
+                    if json {
+                        printJSON(report)
+                    } else {
+                        print("\(report.documentsChecked) documents, \(report.filesChecked) files (\(ByteCount(report.bytesChecked))) checked; \(report.evicted) evicted")
+                        for path in report.damaged { print("  damaged  \(path)") }
+                        for path in report.missing { print("  missing  \(path)") }
+                        for path in report.modified { print("  modified \(path) (not yet synced)") }
+                        print(report.ok ? "ok" : "\(report.damaged.count) damaged, \(report.missing.count) missing: `xfer fetch PATH` or `rm` and `xfer sync` brings back the synced version")
+                    }
+                    if !report.ok { throw ExitCode(9) }
+                }
+            }
+        }
+    }
+
+    struct GarbageCollect: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "gc",
+            abstract: "Remove chunks no version needs and give their space back.",
+            discussion: """
+                Removes versions announced but never committed, releases chunks uploaded for a \
+                commit that never came (their bytes leave the account's quota), and deletes chunk \
+                files no account holds. Anything younger than --grace is left alone, so uploads in \
+                flight are safe. Safe while the server runs: with --data it works on the data \
+                directory directly, otherwise it asks --server (admin token).
+                """)
+
+        @Option(help: ArgumentHelp("A server's data directory.", valueName: "DIR"))
+        var data: String?
+
+        @Option(help: ArgumentHelp("Leave uploads, leases and files younger than this alone (90s, 15m, 2h, 7d).", valueName: "SPAN"))
+        var grace = Span(argument: "1d")!
+
+        @Flag(help: "Only count what would be removed.")
+        var dryRun = false
+
+        @Flag(help: "Print the report as one JSON object.")
+        var json = false
+
+        @OptionGroup var client: ClientOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: json) {
+                let report: GarbageReport
+                if let data {
+                    report = try await Maintenance(data: try await openExistingData(data)).collectGarbage(grace: grace.seconds, dryRun: dryRun)
+                } else {
+                    report = try await withRemote(client) { remote in
+                        try await remote.connection.collectGarbage(GarbageRequest(graceSeconds: grace.seconds, dryRun: dryRun))
+                    }
+                }
+                if json {
+                    printJSON(report)
+                } else {
+                    let verb = dryRun ? "would remove" : "removed"
+                    print("\(verb) \(report.chunksRemoved) of \(report.chunksScanned) chunk files (\(ByteCount(report.bytesRemoved))); released \(report.leasesExpired) unused uploads (\(ByteCount(report.quotaReleased)) of quota); expired \(report.uploadsExpired) unfinished versions; \(report.milliseconds) ms")
+                }
+            }
+        }
+    }
+}

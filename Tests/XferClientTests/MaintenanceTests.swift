@@ -1,0 +1,217 @@
+import Foundation
+import Testing
+import XferClient
+import XferCore
+import XferProtocol
+import XferServer
+
+/// Garbage collection and verification against a live server, and the pull's hardening.
+@Suite struct MaintenanceTests {
+    /// The chunk files in the server's store.
+    static func storedChunks(_ server: LiveServer) throws -> Set<ChunkID> {
+        Set(try (server.data.chunks as! FileChunkStore).files.allIDs())
+    }
+
+    @Test func gcRemovesWhatNoVersionNeedsAndKeepsLeasesWithinGrace() async throws {
+        var policy = StorePolicy()
+        policy.keepVersions = 0
+        policy.keepDays = 0
+        try await LiveServer.run(policy: policy) { server in
+            let file = server.root + "/doc.bin"
+            try Files.write(file, Files.random(count: 600_000, seed: 1))
+            _ = try await server.push(file, "doc")
+            let first = try Self.storedChunks(server)
+            // A new version replaces every chunk; the old version is pruned at once (keep 0).
+            try Files.write(file, Files.random(count: 600_000, seed: 2))
+            _ = try await server.push(file, "doc")
+            let used = try await server.remote.connection.account().used
+            #expect(used == 600_000)
+
+            // A chunk uploaded for a commit that has not come yet: a lease.
+            let pending = Files.random(count: 100_000, seed: 3)
+            let chunk = try pending.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(pending), policy: .default) }
+            _ = try await server.remote.connection.upload([chunk])
+            #expect(try await server.remote.connection.account().used == 600_000 + 100_000)
+
+            // Within the grace period: the old version's chunks go, the lease stays.
+            let maintenance = Maintenance(data: server.data)
+            // Files written this second count as young for a grace of 1 s: age them.
+            for id in first { try Files.setMtime((server.data.chunks as! FileChunkStore).files.path(for: id), 1_000_000) }
+            let dry = try await maintenance.collectGarbage(grace: 3600, dryRun: true)
+            #expect(dry.chunksRemoved == first.count)
+            #expect(try Self.storedChunks(server).isSuperset(of: first))
+            let report = try await maintenance.collectGarbage(grace: 3600)
+            #expect(report.chunksRemoved == first.count)
+            #expect(report.bytesRemoved > 0)
+            #expect(report.leasesExpired == 0)
+            #expect(try Self.storedChunks(server).isDisjoint(with: first))
+            #expect(try Self.storedChunks(server).contains(chunk.id))
+            #expect(try await server.remote.connection.account().used == 700_000)
+
+            // Past the grace period the lease is released, its bytes leave the quota and the file goes.
+            let late = try await maintenance.collectGarbage(grace: 0)
+            #expect(late.leasesExpired == 1)
+            #expect(late.quotaReleased == 100_000)
+            #expect(late.chunksRemoved == 1)
+            #expect(try !Self.storedChunks(server).contains(chunk.id))
+            #expect(try await server.remote.connection.account().used == 600_000)
+
+            // Nothing committed was touched: the document pulls intact, and verify is clean.
+            _ = try await server.pull("doc", server.root + "/out.bin")
+            let intact = Files.read(server.root + "/out.bin") == Files.read(file)
+            #expect(intact)
+            let verified = try await maintenance.verify()
+            #expect(verified.ok, "\(verified.problems)")
+            #expect(verified.versionsChecked == 1)
+        }
+    }
+
+    @Test func aChunkUploadedAgainDuringTheSweepSurvives() async throws {
+        try await LiveServer.run { server in
+            let store = (server.data.chunks as! FileChunkStore).files
+            let plain = Files.random(count: 50_000, seed: 9)
+            let chunk = try plain.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(plain), policy: .default) }
+            // An orphan file, old: what a sweep removes.
+            try store.put(chunk)
+            try Files.setMtime(store.path(for: chunk.id), 1_000_000)
+            // The sweep asks "held?" at its last moment; an upload of the same chunk lands just
+            // before: it touches the file and records it. The file must stay.
+            let removed = try await store.sweep([chunk.id], modifiedBefore: Int64(Date().timeIntervalSince1970 * 1e9)) { ids in
+                _ = try await server.remote.connection.upload([chunk])
+                return try await server.data.metadata.heldChunks(ids)
+            }
+            #expect(removed.count == 0)
+            #expect(try store.get(chunk.id).id == chunk.id)
+            // Without the upload the same sweep removes it.
+            let other = Files.random(count: 50_000, seed: 10)
+            let orphan = try other.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(other), policy: .default) }
+            try store.put(orphan)
+            try Files.setMtime(store.path(for: orphan.id), 1_000_000)
+            let swept = try await store.sweep([orphan.id], modifiedBefore: Int64(Date().timeIntervalSince1970 * 1e9)) { ids in
+                try await server.data.metadata.heldChunks(ids)
+            }
+            #expect(swept.count == 1)
+            #expect(!store.contains(orphan.id))
+        }
+    }
+
+    @Test func verifyFindsCorruptAndMissingChunks() async throws {
+        try await LiveServer.run { server in
+            let file = server.root + "/doc.bin"
+            try Files.write(file, Files.random(count: 400_000, seed: 4))
+            _ = try await server.push(file, "doc")
+            let maintenance = Maintenance(data: server.data)
+            let clean = try await maintenance.verify()
+            #expect(clean.ok)
+            #expect(clean.chunksChecked > 1)
+            #expect(clean.bytesChecked == 400_000)
+            let store = (server.data.chunks as! FileChunkStore).files
+            let ids = try store.allIDs().sorted { $0.hex < $1.hex }
+            // Flip one payload byte of one chunk; delete another.
+            let damaged = store.path(for: ids[0])
+            var bytes = Files.read(damaged)!
+            bytes[bytes.count - 1] ^= 0x40
+            try Data(bytes).write(to: URL(fileURLWithPath: damaged))
+            try store.remove(ids[1])
+            let report = try await maintenance.verify()
+            #expect(!report.ok)
+            #expect(report.problems.contains { $0.contains(ids[0].hex) && $0.contains("corrupt") })
+            #expect(report.problems.contains { $0.contains(ids[1].hex) && $0.contains("missing") })
+            // Through the admin route the answer is the same.
+            let admin = try String(contentsOfFile: server.data.adminTokenPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let connection = ServerConnection(server: server.remote.connection.server, token: admin)
+            let remote = try await connection.verifyServer()
+            await connection.shutdown()
+            #expect(remote.problemCount == report.problemCount)
+            // An account's token may not.
+            await #expect(throws: XferError.self) { _ = try await server.remote.connection.verifyServer() }
+        }
+    }
+
+    @Test func localVerifyReadsEveryUnchangedFile() async throws {
+        try await LiveServer.run { server in
+            let directory = server.root + "/synced"
+            try Files.write(directory + "/a.txt", Array("alpha".utf8))
+            try Files.write(directory + "/b.bin", Files.random(count: 200_000, seed: 5))
+            let engine = try SyncEngine(directory: directory, remote: server.remote)
+            _ = try await engine.syncOnce()
+            var report = try LocalVerifier.verify(directory: directory, stateDirectory: server.stateDirectory)
+            #expect(report.ok)
+            #expect(report.filesChecked == 2)
+            #expect(report.bytesChecked == 200_005)
+            // An edit is not damage.
+            try Files.write(directory + "/a.txt", Array("alphabet".utf8))
+            // Damage the file system did not report: the bytes change while the file still
+            // looks as recorded (here: change a byte, then record the new stamp with the old chunks).
+            let path = directory + "/b.bin"
+            let fd = open(path, O_WRONLY)
+            var byte: UInt8 = 0xff
+            _ = pwrite(fd, &byte, 1, 1000)
+            close(fd)
+            let state = try SyncState(directory: directory, stateDirectory: server.stateDirectory).clientState(for: try DocumentPath("b.bin"))
+            var known = try state.files()[""]!
+            known.stamp = FileStamp.of(path)!
+            try state.record(files: [known])
+            report = try LocalVerifier.verify(directory: directory, stateDirectory: server.stateDirectory)
+            #expect(report.modified == ["a.txt"])
+            #expect(report.damaged == ["b.bin"])
+            #expect(!report.ok)
+            try FileManager.default.removeItem(atPath: directory + "/a.txt")
+            report = try LocalVerifier.verify(directory: directory, stateDirectory: server.stateDirectory)
+            #expect(report.missing == ["a.txt"])
+            #expect(!report.ok)
+        }
+    }
+
+    @Test func revokedTokensAreRefusedAtOnce() async throws {
+        try await LiveServer.run { server in
+            let admin = try String(contentsOfFile: server.data.adminTokenPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let adminConnection = ServerConnection(server: server.remote.connection.server, token: admin)
+            defer { Task { await adminConnection.shutdown() } }
+            let second = try await adminConnection.newToken(account: "tester")
+            let other = ServerConnection(server: server.remote.connection.server, token: second.token)
+            #expect(try await other.account().name == "tester")
+            #expect(try await adminConnection.revokeToken(RevokeTokenRequest(token: second.token, account: nil)).revoked == 1)
+            await #expect(throws: XferError.self) { _ = try await other.account() }
+            await other.shutdown()
+            // The first token still works; revoking the account's tokens ends it too.
+            #expect(try await server.remote.connection.account().name == "tester")
+            #expect(try await adminConnection.revokeToken(RevokeTokenRequest(token: nil, account: "tester")).revoked == 1)
+            do {
+                _ = try await server.remote.connection.account()
+                Issue.record("a revoked token was accepted")
+            } catch let error as XferError {
+                #expect(error.code == .unauthorized)
+            }
+            // The last admin token cannot be revoked (the server would be unmanageable).
+            await #expect(throws: XferError.self) { _ = try await adminConnection.revokeToken(RevokeTokenRequest(token: admin, account: nil)) }
+            // Tokens are stored hashed: the database never holds the token's text.
+            let database = try Data(contentsOf: URL(fileURLWithPath: server.data.directory + "/metadata.sqlite"))
+            #expect(database.range(of: Data(admin.utf8)) == nil)
+        }
+    }
+
+    @Test func pullDropsSetuidAndNeverWritesThroughASymlink() async throws {
+        try await LiveServer.run { server in
+            let package = server.root + "/app.pkg"
+            try Files.write(package + "/bin/tool", Array("#!/bin/sh\n".utf8), mode: 0o6755)
+            try Files.write(package + "/data/x", Array("inside".utf8))
+            _ = try await server.push(package, "app.pkg")
+            // A staging copy left by an interrupted pull, tampered with: its "data" is a
+            // symlink to a directory outside the destination.
+            let destination = server.root + "/out/app.pkg"
+            let outside = server.root + "/outside"
+            try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+            let version = try await server.remote.connection.stat(container: .default, path: try DocumentPath("app.pkg")).version
+            let staging = server.root + "/out/.app.pkg.xfer-\(version).partial"
+            try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
+            #expect(symlink(outside, staging + "/data") == 0)
+            _ = try await server.pull("app.pkg", destination)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
+            #expect(Files.read(destination + "/data/x") == Array("inside".utf8))
+            var info = stat()
+            stat(destination + "/bin/tool", &info)
+            #expect(info.st_mode & 0o7777 == 0o755)
+        }
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import Testing
+import XferClient
+import XferCore
+import XferProtocol
+@testable import XferServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Storage faults at the seam (``StorageFaults`` for chunk writes, a page cap for SQLite):
+/// every one is a clear error, leaves nothing half-visible, and a retry converges.
+/// Serialized: the fault seam is process-wide.
+@Suite(.serialized) struct StorageFaultTests {
+    /// Each fault, scoped to one server's chunk directory (other suites run at the same time).
+    static let faults: [(name: String, fault: @Sendable (String) -> StorageFaults.Fault)] = [
+        ("ENOSPC on write", { .init(.write, .fail(ENOSPC), pathContains: $0 + "/data/chunks/") }),
+        ("EIO on write", { .init(.write, .fail(EIO), pathContains: $0 + "/data/chunks/") }),
+        ("short write then ENOSPC", { .init(.write, .shortWrite(1000, then: ENOSPC), pathContains: $0 + "/data/chunks/") }),
+        ("EIO on rename", { .init(.rename, .fail(EIO), pathContains: $0 + "/data/chunks/") }),
+        ("EIO on syncfs", { .init(.fsync, .fail(EIO), pathContains: $0 + "/data/chunks") }),
+    ]
+
+    @Test(arguments: 0..<5) func chunkWriteFaultsFailCleanlyAndARetryConverges(_ index: Int) async throws {
+        let (name, fault) = Self.faults[index]
+        try await LiveServer.run { server in
+            let file = server.root + "/doc.bin"
+            try Files.write(file, Files.random(count: 300_000, seed: UInt64(index + 20)))
+            let before = try await server.remote.connection.account().used
+            StorageFaults.arm(fault(server.root))
+            do {
+                _ = try await server.push(file, "doc")
+                Issue.record("\(name): the push succeeded through a storage fault")
+            } catch let error as XferError {
+                #expect(error.code == .io || error.code == .internal, "\(name): \(error)")
+                let expected = name.contains("ENOSPC") ? "storage is full" : "could not read or write its storage"
+                #expect(error.message.contains(expected), "\(name): \(error.message)")
+            }
+            StorageFaults.disarm(pathContains: server.root)
+            // Nothing recorded, nothing visible: no quota use, no committed version, no temporary files.
+            #expect(try await server.remote.connection.account().used == before, "\(name)")
+            let info = try? await server.remote.connection.stat(container: .default, path: try DocumentPath("doc"))
+            #expect(info == nil || info?.state == .uploading, "\(name)")
+            let store = (server.data.chunks as! FileChunkStore).files
+            for fan in 0...255 {
+                for chunk in try store.files(fan: UInt8(fan)) { _ = try store.get(chunk.id) }  // any file present is whole
+            }
+            // The retry converges to the exact bytes.
+            _ = try await server.push(file, "doc")
+            _ = try await server.pull("doc", server.root + "/copy.bin")
+            let same = Files.read(server.root + "/copy.bin") == Files.read(file)
+            #expect(same, "\(name)")
+            #expect(try await Maintenance(data: server.data).verify().ok, "\(name)")
+        }
+    }
+
+    @Test func aFullMetadataDiskRefusesTheCommitAndChangesNothing() async throws {
+        try await LiveServer.run { server in
+            let file = server.root + "/doc.bin"
+            try Files.write(file, Files.random(count: 200_000, seed: 30))
+            _ = try await server.push(file, "doc")
+            let committed = try await server.remote.connection.stat(container: .default, path: try DocumentPath("doc"))
+            let metadata = server.data.metadata as! SQLiteMetadataStore
+            try await metadata.limitGrowth(extraPages: 0)
+            // Many new documents until the database needs a page it may not have.
+            var failure: XferError? = nil
+            for index in 0..<200 where failure == nil {
+                let other = server.root + "/d\(index).bin"
+                try Files.write(other, Files.random(count: 2_000, seed: UInt64(100 + index)))
+                do {
+                    _ = try await server.push(other, "d\(index)")
+                } catch let error as XferError {
+                    failure = error
+                }
+            }
+            try await metadata.limitGrowth(extraPages: nil)
+            let error = try #require(failure)
+            #expect(error.message.contains("storage is full"), "\(error.message)")
+            // What was committed stays as it was, and the store is consistent.
+            let after = try await server.remote.connection.stat(container: .default, path: try DocumentPath("doc"))
+            #expect(after.version == committed.version && after.manifestDigest == committed.manifestDigest)
+            let report = try await Maintenance(data: server.data).verify()
+            #expect(report.ok, "\(report.problems)")
+            // With space again the same push goes through.
+            _ = try await server.push(server.root + "/d0.bin", "d0")
+        }
+    }
+}
