@@ -115,9 +115,18 @@ def run_xfer(binary, args, server, token, state, timeout=120, extra_env=None):
         return -1000, e.stdout or "", e.stderr or ""
 
 
-def clear_error(code, stderr):
-    """An exit the CLI documents: a known code and one `xfer:` message (not a crash or signal)."""
-    return code in (1, 3, 4, 5, 6, 7, 8, 9, 10) and "xfer: " in (stderr or "") or (code == 1 and '"error"' in (stderr or ""))
+def clear_error(code, stderr, stdout=""):
+    """An exit the CLI documents: a known code and one `xfer:` message on stderr, or with
+    --json an {"error": {"code", "message"}} object on stdout (not a crash, signal or hang)."""
+    if code not in (1, 3, 4, 5, 6, 7, 8, 9, 10):
+        return False
+    if "xfer: " in (stderr or ""):
+        return True
+    try:
+        body = json.loads((stdout or "").strip().splitlines()[-1])
+        return bool(body["error"]["code"]) and bool(body["error"]["message"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False
 
 
 def write_random(path, size, rng):
