@@ -24,6 +24,8 @@ public struct Maintenance: Sendable {
     /// The default grace period: a day. An upload's chunks are leased to its account for this
     /// long before a commit must reference them.
     public static let defaultGrace: Int64 = 86_400
+    /// The longest grace period taken into account: a century.
+    public static let maximumGrace: Int64 = 100 * 366 * 86_400
 
     /// Removes what no version needs, in three steps:
     /// 1. `uploading` versions announced more than `grace` ago (their pushes are long dead);
@@ -39,6 +41,8 @@ public struct Maintenance: Sendable {
     ///   - dryRun: Count only.
     public func collectGarbage(grace: Int64 = Maintenance.defaultGrace, dryRun: Bool = false) async throws -> GarbageReport {
         let start = ContinuousClock.now
+        // Longer than a century means "keep everything young"; the cap keeps the arithmetic in range.
+        let grace = min(max(grace, 0), Self.maximumGrace)
         var report = GarbageReport(graceSeconds: grace, dryRun: dryRun)
         let now = Date().timeIntervalSince1970
         let cutoff = Int64(now) - grace

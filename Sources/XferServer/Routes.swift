@@ -247,7 +247,7 @@ struct Routes: Sendable {
         let container = try Self.container(context)
         let after = try Self.optionalInt(request, "after") ?? 0
         let limit = try Self.intParameter(request, "limit", default: 1000, range: 1...ProtocolLimits.maximumListCount)
-        let wait = try Self.intParameter(request, "wait", default: 0, range: 0...ProtocolLimits.maximumWaitSeconds)
+        let wait = min(limits.maximumWait, try Self.intParameter(request, "wait", default: 0, range: 0...ProtocolLimits.maximumWaitSeconds))
         var list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit)
         if list.changes.isEmpty && wait > 0 {
             // Long poll: wake on the next change to this container, or give up after `wait` seconds.

@@ -14,6 +14,8 @@ public struct ServerLimits: Sendable, Hashable {
     public var frames = ChunkFrameLimits()
     /// Quota of a new account when none is given: 5 GiB.
     public var defaultQuota: Int64 = 5 << 30
+    /// Longest long poll of the change feed, in seconds (a request asking more waits this long).
+    public var maximumWait = ProtocolLimits.maximumWaitSeconds
 
     /// Default limits.
     public init() {}

@@ -18,7 +18,9 @@ struct Span: ExpressibleByArgument {
             text = text.dropLast()
         }
         guard let value = Int64(text), value >= 0 else { return nil }
-        seconds = value * unit
+        let (product, overflow) = value.multipliedReportingOverflow(by: unit)
+        guard !overflow else { return nil }
+        seconds = product
     }
 
     var defaultValueDescription: String { seconds % 86_400 == 0 ? "\(seconds / 86_400)d" : "\(seconds)s" }

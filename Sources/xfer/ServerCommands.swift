@@ -40,6 +40,9 @@ extension Xfer {
         @Option(help: ArgumentHelp("Bytes (keys plus JSON values) per container in the key-value store.", valueName: "SIZE"))
         var kvMaxBytes: ByteCount = ByteCount(Int64(StorePolicy().keyValueMaximumBytes))
 
+        @Option(help: ArgumentHelp("Longest change-feed long poll a client may ask for.", valueName: "SECONDS"))
+        var maxWait: Int = ProtocolLimits.maximumWaitSeconds
+
         @Option(help: ArgumentHelp("Serve HTTPS with this PEM certificate chain (needs --tls-key).", valueName: "FILE"))
         var tlsCert: String?
 
@@ -77,6 +80,7 @@ extension Xfer {
                 }
                 var limits = ServerLimits()
                 limits.defaultQuota = defaultQuota.value
+                limits.maximumWait = max(0, min(maxWait, ProtocolLimits.maximumWaitSeconds))
                 let tls = try tlsCert.map { try XferServer.tlsConfiguration(certificate: $0, key: tlsKey ?? "") }
                 let scheme = tls == nil ? "http" : "https"
                 let app = try XferServer.application(data: store, host: host, port: port, limits: limits, tls: tls, logger: logger) { bound in
