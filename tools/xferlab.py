@@ -34,8 +34,8 @@ def sha256(path):
 class Server:
     """`xfer serve` on a free loopback port over a data directory (kept across restarts)."""
 
-    def __init__(self, binary, data, extra=(), port=None):
-        self.binary, self.data, self.extra = binary, data, list(extra)
+    def __init__(self, binary, data, extra=(), port=None, log_level="warning"):
+        self.binary, self.data, self.extra, self.log_level = binary, data, list(extra), log_level
         self.port = port or free_port()
         self.process = None
         self.log = open(os.path.join(os.path.dirname(data), f"server-{self.port}.log"), "ab")
@@ -46,7 +46,7 @@ class Server:
 
     def start(self, timeout=20):
         self.process = subprocess.Popen([self.binary, "serve", "--data", self.data, "--listen", f"127.0.0.1:{self.port}",
-                                         "--log-level", "warning"] + self.extra, stdout=self.log, stderr=self.log)
+                                         "--log-level", self.log_level] + self.extra, stdout=self.log, stderr=self.log)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.process.poll() is not None:
