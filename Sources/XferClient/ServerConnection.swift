@@ -247,6 +247,9 @@ public final class ServerConnection: Sendable {
             throw XferError(.cancelled, "cancelled")
         } catch is CancellationError {
             throw XferError(.cancelled, "cancelled")
+        } catch let error where error is NIOSSLError || error is NIOSSLExtraError || "\(error)".contains("certificate") {
+            throw XferError(.unavailable, "the TLS certificate of \(server) is not trusted or does not name it; give the CA that signed it with --ca FILE (or XFER_CA)",
+                            cause: DescribedError(error))
         } catch {
             throw XferError(.unavailable, "cannot reach the xfer server at \(server); is `xfer serve` running there, and is --server right?",
                             cause: DescribedError(error))

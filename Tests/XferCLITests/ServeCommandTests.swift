@@ -9,10 +9,22 @@ final class ServerProcess {
     let port: Int
     var process = Process()
     var token = ""
+    /// Extra `xfer serve` arguments (TLS files, limits).
+    let serveArguments: [String]
+    /// `http` or `https`.
+    let scheme: String
+    /// Extra environment for every client command (XFER_CA).
+    var clientEnvironment: [String: String]
 
-    init() throws {
-        root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-serve-\(UUID().uuidString)")
+    init(serveArguments: [String] = [], scheme: String = "http", clientEnvironment: [String: String] = [:],
+         prepare: (URL) throws -> Void = { _ in }) throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-serve-\(UUID().uuidString)")
+        self.root = root
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        self.serveArguments = serveArguments.map { $0.replacingOccurrences(of: "$ROOT", with: root.path) }
+        self.scheme = scheme
+        self.clientEnvironment = clientEnvironment.mapValues { $0.replacingOccurrences(of: "$ROOT", with: root.path) }
+        try prepare(root)
         port = try Self.freePort()
         try startServer()
         let created = try XferProcess.run("account", "create", "cli", "--data", root.appendingPathComponent("data").path)
@@ -24,7 +36,7 @@ final class ServerProcess {
         process = Process()
         process.executableURL = XferProcess.binary
         process.arguments = ["serve", "--data", root.appendingPathComponent("data").path, "--listen", "127.0.0.1:\(port)",
-                             "--log-level", "warning"]
+                             "--log-level", "warning"] + serveArguments
         process.standardError = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         try process.run()
@@ -59,8 +71,8 @@ final class ServerProcess {
     }
 
     var environment: [String: String] {
-        ["XFER_SERVER": "http://127.0.0.1:\(port)", "XFER_TOKEN": token, "XFER_STATE_DIR": root.appendingPathComponent("state").path,
-         "XFER_CONFIG": root.appendingPathComponent("no-config.json").path]
+        ["XFER_SERVER": "\(scheme)://127.0.0.1:\(port)", "XFER_TOKEN": token, "XFER_STATE_DIR": root.appendingPathComponent("state").path,
+         "XFER_CONFIG": root.appendingPathComponent("no-config.json").path].merging(clientEnvironment) { $1 }
     }
 
     /// Runs `xfer ARGS` to completion.
