@@ -4,7 +4,7 @@
 # /opt/swift or on PATH. Idempotent: does nothing when everything is present.
 set -euo pipefail
 
-packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev zstd time)
+packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev zstd time openssl curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

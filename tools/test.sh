@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Sets up the machine and runs the whole test suite (debug build).
+# Sets up the machine and runs the whole test suite (debug build): the Swift tests, then the
+# short versions of the reliability suites (docs/RELIABILITY.md): faults through the proxy,
+# kill -9 crash loops, a load test and schemathesis against the OpenAPI description.
+# Arguments go to `swift test` (e.g. --filter); XFER_QUICK=1 skips the reliability suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -7,3 +10,9 @@ bash tools/setup.sh
 python3 tools/check-format.py   # docs/FORMAT.md, implemented independently, against the pinned vectors
 swift build --build-tests
 swift test --skip-build "$@"
+if [ "${XFER_QUICK:-0}" != 1 ] && [ $# -eq 0 ]; then
+  python3 tools/fault-suite.py --seeds 20
+  python3 tools/crash-suite.py --server-kills 12 --client-kills 5
+  python3 tools/load-test.py --clients 20 --seconds 10 --configuration debug
+  bash tools/schemathesis.sh 25
+fi

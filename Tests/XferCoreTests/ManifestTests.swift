@@ -14,6 +14,18 @@ import XferCore
         ])
     }
 
+    @Test func entriesUnderASymlinkOrFileAreInvalid() throws {
+        // A package cannot place an entry below a symlink (or a file): a pull would write through it.
+        for parent in [Manifest.Entry(path: "out", kind: .symlink, mode: 0o777, mtimeNanoseconds: 0, symlinkTarget: "/etc"),
+                       Manifest.Entry(path: "out", kind: .file, mode: 0o644, mtimeNanoseconds: 0)] {
+            #expect(throws: XferError.self) {
+                try Manifest(kind: .package, chunker: .default, entries: [
+                    parent, .init(path: "out/passwd", kind: .file, mode: 0o644, mtimeNanoseconds: 0),
+                ])
+            }
+        }
+    }
+
     @Test func roundTripsCanonically() throws {
         let manifest = try Self.sample()
         #expect(manifest.entries.map(\.path) == ["a", "a.txt", "a/empty", "a/link", "b.txt"])
