@@ -8,9 +8,8 @@ restarts it and checks that
     committed manifest references present and intact, reference counts and quota exact;
   - every document still pulls as one of the contents it was committed with (the old one if
     the killed push had not committed, the new one if it had);
-  - re-running the push completes, sending only chunks the server lacks (chunks_sent is
-    reported per re-run; it is below the document's chunk count whenever the killed push had
-    stored some).
+  - re-running the push completes and sends exactly the chunks the server lacks (asked of
+    the server just before the re-run; what the killed push stored is not sent again).
 
 Client crashes: a pull that replaces an older version is killed with SIGKILL at a random
 moment; the target must then be byte-identical to the old version or the new one, never a
@@ -27,9 +26,23 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import xferlab  # noqa: E402
+
+
+def missing_chunks(binary, source, server, token):
+    """How many distinct chunks of `source` the account lacks, asked of the server directly."""
+    out = subprocess.run([binary, "chunk", "--json", source], check=True, capture_output=True, text=True).stdout
+    ids = sorted({chunk["id"] for f in json.loads(out)["files"] for chunk in f["chunks"]})
+    missing = 0
+    for start in range(0, len(ids), 4096):
+        request = urllib.request.Request(server.url + "/v1/chunks/missing", method="POST",
+                                         data=json.dumps({"ids": ids[start:start + 4096]}).encode(),
+                                         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        missing += len(json.loads(urllib.request.urlopen(request, timeout=30).read())["ids"])
+    return missing
 
 
 def push_json(binary, source, name, server, token, state):
@@ -82,8 +95,12 @@ def server_kills(binary, ws, iterations, seed, stats):
             absent_ok = code == 5 and None in committed[probe]
             if not absent_ok and (code != 0 or xferlab.sha256(target) not in committed[probe]):
                 raise SystemExit(f"FAIL iteration {i}: {probe} pulls as something never committed (exit {code}) {err[-500:]}")
-            # The re-run completes and sends only what is missing.
+            # The re-run completes and sends exactly the chunks the server lacks.
+            lacking = missing_chunks(binary, source, server, token)
             report = push_json(binary, source, name, server, token, ws.join("state-a"))
+            if report["chunks_sent"] != lacking:
+                raise SystemExit(f"FAIL iteration {i}: the re-run sent {report['chunks_sent']} chunks, the server lacked {lacking}")
+            stats["rerun_chunks_lacking"] += lacking
             committed[name] = {new_digest}
             stats["rerun_chunks_sent"] += report["chunks_sent"]
             stats["rerun_chunks_total"] += report["chunks"]
@@ -153,12 +170,13 @@ def main():
     args = parser.parse_args()
     binary = xferlab.xfer_binary(args.configuration)
     stats = {"seed": args.seed, "server_kills": 0, "pushes_finished_before_kill": 0, "reruns_resumed": 0,
-             "rerun_chunks_sent": 0, "rerun_chunks_total": 0, "chunks_verified": 0, "client_kills": 0,
+             "rerun_chunks_sent": 0, "rerun_chunks_total": 0, "rerun_chunks_lacking": 0, "chunks_verified": 0, "client_kills": 0,
              "targets_old": 0, "targets_new": 0, "bytes_verified": 0, "failures": 0}
     start = time.time()
     with xferlab.Workspace("crash") as ws:
         server_kills(binary, ws, args.server_kills, args.seed, stats)
         client_kills(binary, ws, args.client_kills, args.seed, stats)
+    stats["pushes_killed"] = stats["server_kills"] - stats["pushes_finished_before_kill"]
     stats["seconds"] = round(time.time() - start, 1)
     print(json.dumps(stats, indent=2, sort_keys=True))
     xferlab.report(args.json, stats)
