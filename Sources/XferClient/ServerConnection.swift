@@ -185,11 +185,19 @@ public final class ServerConnection: Sendable {
         guard response.status == .ok else { throw try await Self.error(from: response) }
         var decoder = ChunkFrameDecoder(limits: ChunkFrameLimits(maximumFrames: ids.count, maximumBodyLength: Int.max))
         var received = 0
-        for try await buffer in response.body {
-            for chunk in try decoder.feed(buffer.readableBytesView) {
-                try await onChunk(chunk)
-                received += 1
+        do {
+            for try await buffer in response.body {
+                for chunk in try decoder.feed(buffer.readableBytesView) {
+                    try await onChunk(chunk)
+                    received += 1
+                }
             }
+        } catch let error as XferError {
+            throw error
+        } catch {
+            // The stream broke mid-body (a reset, a truncation): what arrived whole was kept.
+            throw XferError(.unavailable, "the connection to \(server) broke while downloading chunks; run the command again to resume",
+                            cause: DescribedError(error))
         }
         try decoder.finish()
         guard received == ids.count else {
