@@ -22,7 +22,8 @@ SERVER=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/v1/health" >/dev/null && break; sleep 0.1; done
 CHECKS=not_a_server_error,content_type_conformance,response_schema_conformance
 run() {
-  st run docs/openapi.yaml --url "http://127.0.0.1:$PORT" --checks "$CHECKS" --max-examples "$EXAMPLES" \
+  # The console script may not be on PATH (pip --user, pyenv): call its entry point.
+  python3 -c 'import sys; from schemathesis.cli import schemathesis; sys.argv[0] = "st"; schemathesis()' run docs/openapi.yaml --url "http://127.0.0.1:$PORT" --checks "$CHECKS" --max-examples "$EXAMPLES" \
      --seed "$SEED" --workers 2 --request-timeout 10 --phases examples,coverage,fuzzing "$@"
 }
 echo "== as an account"
