@@ -30,7 +30,10 @@ public final class ServerConnection: Sendable {
         self.token = token
         self.timeout = timeout
         var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: .seconds(3), read: .seconds(120))  // an unreachable server is reported (and retried by sync) quickly
+        // Connect: an unreachable server is reported (and retried by sync) quickly. Read: the
+        // longest silence allowed mid-answer, above the longest long poll (60 s), so a stalled
+        // connection (say, a damaged Content-Length) ends in an error rather than a hang.
+        configuration.timeout = .init(connect: .seconds(3), read: .seconds(75))
         configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
         configuration.decompression = .disabled
         if let trustRoots {
