@@ -8,7 +8,7 @@ a failed step is re-run until it succeeds (convergence); every pulled copy must 
 byte-identical to what was pushed. At the end the server's own `xfer verify` must be clean.
 
     python3 tools/fault-suite.py --seeds 40            # CI
-    python3 tools/fault-suite.py --seeds 500 --json docs/reliability-faults.json   # full run
+    python3 tools/fault-suite.py --seeds 200 --configuration release   # full run
 """
 import argparse
 import json
