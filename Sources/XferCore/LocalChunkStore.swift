@@ -68,7 +68,7 @@ public final class LocalChunkStore: Sendable {
         if contains(chunk.id) {
             guard verifyExisting else { return false }
             // Touched before it is read: garbage collection leaves recently touched files alone
-            // (see sweep), so a chunk being uploaded again cannot be swept under the upload.
+            // (see moveAside), so a chunk being uploaded again cannot be swept under the upload.
             if touch(chunk.id), (try? load(chunk.id, verify: true)) != nil { return false }
         }
         var file = Self.magic
@@ -212,21 +212,25 @@ public final class LocalChunkStore: Sendable {
         utimensat(AT_FDCWD, path(for: id), nil, 0) == 0
     }
 
-    /// Deletes chunk files no one holds, without racing a concurrent upload of the same chunk.
+    /// A chunk file a sweep has moved aside (see ``moveAside(_:modifiedBefore:)``).
+    public struct SweptFile: Sendable {
+        /// The chunk.
+        public let id: ChunkID
+        let path: String
+        let bytes: Int64
+        let modified: Int64
+    }
+
+    /// The first half of a sweep (blocking): moves aside the candidates not modified since
+    /// `modifiedBefore` (Unix nanoseconds), as `.gc-ID` files.
     ///
-    /// Each candidate is first renamed aside (`.gc-ID`), then checked again: if its file was
-    /// touched since `modifiedBefore` (an upload found it and is about to record it) or `held`
-    /// now says someone holds it, it is renamed back; otherwise it is deleted. An upload that
-    /// looks after the rename finds no file and writes a new one.
-    /// - Parameters:
-    ///   - ids: Candidates (each one no one held when last checked).
-    ///   - modifiedBefore: Only files last modified before this (Unix nanoseconds) go.
-    ///   - held: Which of the given ids someone holds now.
-    /// - Returns: How many files were deleted and their bytes.
-    /// - Throws: `io` if a file cannot be moved or removed.
-    public func sweep(_ ids: [ChunkID], modifiedBefore: Int64, held: ([ChunkID]) async throws -> Set<ChunkID>) async throws
-        -> (count: Int, bytes: Int64) {
-        var aside: [(id: ChunkID, path: String, bytes: Int64, modified: Int64)] = []
+    /// Deleting chunk files no one holds must not race a concurrent upload of the same chunk, so
+    /// a sweep is three steps: move the candidates aside; ask the metadata again which of them
+    /// someone holds now; ``settle(_:stillHeld:)``, which deletes the others unless an upload
+    /// touched their file meanwhile, and puts the rest back. An upload that looks after the move
+    /// finds no file and writes a new one.
+    public func moveAside(_ ids: [ChunkID], modifiedBefore: Int64) throws -> [SweptFile] {
+        var aside: [SweptFile] = []
         for id in ids {
             let file = path(for: id)
             var info = stat()
@@ -234,20 +238,22 @@ public final class LocalChunkStore: Sendable {
             let trash = trashPath(for: id)
             guard rename(file, trash) == 0 else {
                 if errno == ENOENT { continue }
-                throw XferError(.io, "cannot move \(file) aside", cause: SystemErrno(errno))
+                let err = errno
+                settle(aside, stillHeld: Set(aside.map(\.id)))
+                throw XferError(.io, "cannot move \(file) aside", cause: SystemErrno(err))
             }
             var moved = stat()
             let modified = lstat(trash, &moved) == 0 ? Self.nanoseconds(moved.st_mtim) : Int64.max
-            aside.append((id, trash, Int64(info.st_size), modified))
+            aside.append(SweptFile(id: id, path: trash, bytes: Int64(info.st_size), modified: modified))
         }
-        guard !aside.isEmpty else { return (0, 0) }
-        let stillHeld: Set<ChunkID>
-        do {
-            stillHeld = try await held(aside.map(\.id))
-        } catch {
-            for file in aside { restore(file.path, to: file.id) }
-            throw error
-        }
+        return aside
+    }
+
+    /// The second half of a sweep (blocking): deletes the files moved aside that no one holds
+    /// and no upload touched meanwhile, and puts the others back.
+    /// - Returns: How many files were deleted and their bytes.
+    @discardableResult
+    public func settle(_ aside: [SweptFile], stillHeld: Set<ChunkID>) -> (count: Int, bytes: Int64) {
         var removed = (count: 0, bytes: Int64(0))
         for file in aside {
             var now = stat()

@@ -80,7 +80,8 @@ import XferServer
             try Files.setMtime(store.path(for: chunk.id), 1_000_000)
             // The sweep asks "held?" at its last moment; an upload of the same chunk lands just
             // before: it touches the file and records it. The file must stay.
-            let removed = try await store.sweep([chunk.id], modifiedBefore: Int64(Date().timeIntervalSince1970 * 1e9)) { ids in
+            let chunks = server.data.chunks as! FileChunkStore
+            let removed = try await chunks.sweep([chunk.id], modifiedBefore: Int64(Date().timeIntervalSince1970 * 1e9)) { ids in
                 _ = try await server.remote.connection.upload([chunk])
                 return try await server.data.metadata.heldChunks(ids)
             }
@@ -91,7 +92,7 @@ import XferServer
             let orphan = try other.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(other), policy: .default) }
             try store.put(orphan)
             try Files.setMtime(store.path(for: orphan.id), 1_000_000)
-            let swept = try await store.sweep([orphan.id], modifiedBefore: Int64(Date().timeIntervalSince1970 * 1e9)) { ids in
+            let swept = try await chunks.sweep([orphan.id], modifiedBefore: Int64(Date().timeIntervalSince1970 * 1e9)) { ids in
                 try await server.data.metadata.heldChunks(ids)
             }
             #expect(swept.count == 1)

@@ -84,6 +84,17 @@ public struct FileChunkStore: ChunkStore {
 
     public func sweep(_ ids: [ChunkID], modifiedBefore: Int64, held: @escaping @Sendable ([ChunkID]) async throws -> Set<ChunkID>) async throws
         -> (count: Int, bytes: Int64) {
-        try await files.sweep(ids, modifiedBefore: modifiedBefore, held: held)
+        // The file system work runs on the thread pool; only the last look at the metadata is awaited between.
+        let files = files
+        let aside = try await threadPool.runIfActive { try files.moveAside(ids, modifiedBefore: modifiedBefore) }
+        guard !aside.isEmpty else { return (0, 0) }
+        let stillHeld: Set<ChunkID>
+        do {
+            stillHeld = try await held(aside.map(\.id))
+        } catch {
+            _ = try? await threadPool.runIfActive { files.settle(aside, stillHeld: Set(aside.map(\.id))) }
+            throw error
+        }
+        return try await threadPool.runIfActive { files.settle(aside, stillHeld: stillHeld) }
     }
 }
