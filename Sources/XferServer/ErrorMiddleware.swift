@@ -9,17 +9,23 @@ struct ErrorMiddleware: RouterMiddleware {
     typealias Context = XferRequestContext
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
         do {
             let response = try await next(request, context)
+            // Time to the response head (a streamed body may still be flowing).
+            let milliseconds = (ContinuousClock.now - start).seconds * 1000
             context.logger.debug("request", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)",
-                                                       "status": "\(response.status.code)"])
+                                                       "status": "\(response.status.code)",
+                                                       "ms": "\((milliseconds * 100).rounded() / 100)"])
             return response
         } catch {
             let body = Self.body(for: error)
             let status = Self.status(for: body.error.code)
             let level: Logger.Level = status.code >= 500 ? .error : .info
+            let milliseconds = (ContinuousClock.now - start).seconds * 1000
             context.logger.log(level: level, "request failed", metadata: [
                 "method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(status.code)",
+                "ms": "\((milliseconds * 100).rounded() / 100)",
                 "code": "\(body.error.code)", "message": "\(body.error.message)",
             ])
             return Response(status: status, headers: [.contentType: "application/json"],
