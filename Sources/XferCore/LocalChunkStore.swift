@@ -71,10 +71,7 @@ public final class LocalChunkStore: Sendable {
             // (see moveAside), so a chunk being uploaded again cannot be swept under the upload.
             if touch(chunk.id), (try? load(chunk.id, verify: true)) != nil { return false }
         }
-        var file = Self.magic
-        file.append(chunk.encoding.rawValue)
-        withUnsafeBytes(of: UInt32(chunk.length).littleEndian) { file.append(contentsOf: $0) }
-        file.append(contentsOf: chunk.payload)
+        let file = Self.fileBytes(chunk)
         let destination = path(for: chunk.id)
         let directory = String(destination[..<destination.lastIndex(of: "/")!])
         try FileSystem.makeDirectories(directory)
@@ -135,13 +132,8 @@ public final class LocalChunkStore: Sendable {
 
     private func load(_ id: ChunkID, verify: Bool) throws -> (chunk: EncodedChunk, plain: [UInt8]) {
         let file = path(for: id)
-        let bytes = try FileSystem.readWhole(file, limit: Self.headerSize + maximumChunkSize + maximumChunkSize / 64 + 1024)
-        guard bytes.count >= Self.headerSize, Array(bytes.prefix(4)) == Self.magic,
-              let encoding = ChunkEncoding(rawValue: bytes[4]) else {
-            throw XferError(.corruptChunk, "chunk file \(file) has no valid header")
-        }
-        let length = Int(bytes[5]) | Int(bytes[6]) << 8 | Int(bytes[7]) << 16 | Int(bytes[8]) << 24
-        let chunk = EncodedChunk(id: id, length: length, encoding: encoding, payload: Array(bytes[Self.headerSize...]))
+        let bytes = try FileSystem.readWhole(file, limit: Self.maximumFileSize(maximumChunkSize))
+        let chunk = try Self.parse(bytes, id: id, name: "chunk file \(file)")
         guard verify else { return (chunk, []) }
         do {
             return (chunk, try chunk.decoded(maximumLength: maximumChunkSize))
@@ -150,6 +142,30 @@ public final class LocalChunkStore: Sendable {
             throw error
         }
     }
+
+    /// A chunk in the stored format (docs/FORMAT.md): `XFC1`, encoding, plain length, payload.
+    /// The same bytes serve as a chunk file here and as an object in S3.
+    public static func fileBytes(_ chunk: EncodedChunk) -> [UInt8] {
+        var file = magic
+        file.reserveCapacity(headerSize + chunk.payload.count)
+        file.append(chunk.encoding.rawValue)
+        withUnsafeBytes(of: UInt32(chunk.length).littleEndian) { file.append(contentsOf: $0) }
+        file.append(contentsOf: chunk.payload)
+        return file
+    }
+
+    /// Reads the stored format back (header checked, payload not yet verified).
+    /// - Throws: `corrupt_chunk` naming `name` if the header is not valid.
+    public static func parse(_ bytes: [UInt8], id: ChunkID, name: String) throws -> EncodedChunk {
+        guard bytes.count >= headerSize, Array(bytes.prefix(4)) == magic, let encoding = ChunkEncoding(rawValue: bytes[4]) else {
+            throw XferError(.corruptChunk, "\(name) has no valid header")
+        }
+        let length = Int(bytes[5]) | Int(bytes[6]) << 8 | Int(bytes[7]) << 16 | Int(bytes[8]) << 24
+        return EncodedChunk(id: id, length: length, encoding: encoding, payload: Array(bytes[headerSize...]))
+    }
+
+    /// The largest stored form of a chunk of at most `maximumChunkSize` plain bytes.
+    public static func maximumFileSize(_ maximumChunkSize: Int) -> Int { headerSize + maximumChunkSize + maximumChunkSize / 64 + 1024 }
 
     /// Deletes a chunk if present.
     /// - Parameter id: The chunk id.
@@ -182,6 +198,13 @@ public final class LocalChunkStore: Sendable {
         public var bytes: Int64
         /// Its modification time (Unix seconds): when it was written or last uploaded again.
         public var modified: Int64
+
+        /// Describes a stored chunk.
+        public init(id: ChunkID, bytes: Int64, modified: Int64) {
+            self.id = id
+            self.bytes = bytes
+            self.modified = modified
+        }
     }
 
     /// The chunk files under one fan-out directory (`00` to `ff`), temporary files excluded.

@@ -42,7 +42,8 @@ public struct ServerData: Sendable {
     /// - Parameter directory: The directory (created if absent).
     /// - Throws: `io` if it cannot be created or opened.
     /// - Parameter policy: Version retention and key-value limits.
-    public static func open(_ directory: String, policy: StorePolicy = StorePolicy()) async throws -> ServerData {
+    /// - Parameter chunks: Where chunks go instead of `DIR/chunks` (an ``S3ChunkStore``).
+    public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), chunks: (any ChunkStore)? = nil) async throws -> ServerData {
         let directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
         guard FileManager.default.fileExists(atPath: directory) || (try? FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil else {
@@ -65,7 +66,7 @@ public struct ServerData: Sendable {
             try await metadata.addAdminToken(hash: TokenHash.hash(token))
             created = true
         }
-        return ServerData(directory: directory, metadata: metadata, chunks: FileChunkStore(files: files), createdAdminToken: created)
+        return ServerData(directory: directory, metadata: metadata, chunks: chunks ?? FileChunkStore(files: files), createdAdminToken: created)
     }
 
     /// Creates an account directly in the data directory (no server needed).

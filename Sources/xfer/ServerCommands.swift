@@ -40,6 +40,12 @@ extension Xfer {
         @Option(help: ArgumentHelp("Bytes (keys plus JSON values) per container in the key-value store.", valueName: "SIZE"))
         var kvMaxBytes: ByteCount = ByteCount(Int64(StorePolicy().keyValueMaximumBytes))
 
+        @Option(help: ArgumentHelp("Keep chunks in S3-compatible storage instead of DIR/chunks (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION).", valueName: "s3://BUCKET/PREFIX"))
+        var chunks: String?
+
+        @Option(help: ArgumentHelp("The S3 endpoint for --chunks (e.g. http://127.0.0.1:7480 for Ceph RGW).", valueName: "URL"))
+        var s3Endpoint: String?
+
         @Option(help: ArgumentHelp("Longest change-feed long poll a client may ask for.", valueName: "SECONDS"))
         var maxWait: Int = ProtocolLimits.maximumWaitSeconds
 
@@ -51,6 +57,7 @@ extension Xfer {
 
         func validate() throws {
             guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
+            guard chunks == nil || s3Endpoint != nil else { throw ValidationError("--chunks s3://… needs --s3-endpoint URL") }
             guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
             _ = try hostAndPort()
             guard keepVersions >= 0, keepDays >= 0, kvMaxKeys >= 0 else { throw ValidationError("--keep-versions, --keep-days and --kv-max-keys must not be negative") }
@@ -73,7 +80,13 @@ extension Xfer {
                 policy.keepDays = keepDays
                 policy.keyValueMaximumKeys = kvMaxKeys
                 policy.keyValueMaximumBytes = Int(clamping: kvMaxBytes.value)
-                let store = try await ServerData.open(data, policy: policy)
+                var objectStore: S3ChunkStore? = nil
+                if let chunks {
+                    let client = S3Client(location: try S3Location(url: chunks, endpoint: s3Endpoint ?? ""))
+                    try await client.createBucketIfNeeded()
+                    objectStore = S3ChunkStore(client: client)
+                }
+                let store = try await ServerData.open(data, policy: policy, chunks: objectStore)
                 if store.createdAdminToken {
                     logger.notice("created an admin token", metadata: ["file": "\(store.adminTokenPath)"])
                     FileHandle.standardError.write(Data("xfer: wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(data)`\n".utf8))

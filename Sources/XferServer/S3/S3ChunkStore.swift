@@ -1,0 +1,111 @@
+import Foundation
+import NIOPosix
+import XferCore
+
+/// Chunks as objects in S3-compatible storage: one object per chunk at `PREFIX/ab/abcd…`, in
+/// the same stored format as a chunk file (docs/FORMAT.md).
+///
+/// A push of many small chunks does not cost one round trip each in sequence: a batch is
+/// verified on the thread pool, then written with up to ``concurrency`` PUTs in flight. An
+/// object is durable when S3 answers its PUT, so nothing else is needed before the metadata
+/// records the chunks.
+public struct S3ChunkStore: ChunkStore {
+    /// The client.
+    public let client: S3Client
+    /// PUTs (or GETs) in flight at once.
+    public var concurrency = 32
+    /// The largest plain chunk accepted.
+    public var maximumChunkSize = ChunkerConfiguration.maximumAllowedSize
+    private let threadPool: NIOThreadPool
+
+    /// A store over a client (its bucket must exist: ``S3Client/createBucketIfNeeded()``).
+    public init(client: S3Client, threadPool: NIOThreadPool = .singleton) {
+        self.client = client
+        self.threadPool = threadPool
+    }
+
+    /// The object key of a chunk.
+    public func key(for id: ChunkID) -> String {
+        let hex = id.hex
+        return "\(client.location.prefix)\(hex.prefix(2))/\(hex)"
+    }
+
+    public func store(_ chunks: [EncodedChunk]) async throws -> [XferError?] {
+        let maximum = maximumChunkSize
+        let verdicts: [XferError?] = try await threadPool.runIfActive {
+            chunks.map { chunk in
+                do {
+                    _ = try chunk.decoded(maximumLength: maximum)
+                    return nil
+                } catch let error as XferError {
+                    return error
+                } catch {
+                    return XferError(.corruptChunk, "chunk \(chunk.id.hex) does not decode")
+                }
+            }
+        }
+        let good = chunks.indices.filter { verdicts[$0] == nil }
+        try await forEach(good) { index in
+            try await client.put(key(for: chunks[index].id), LocalChunkStore.fileBytes(chunks[index]))
+        }
+        return verdicts
+    }
+
+    public func load(_ id: ChunkID) async throws -> EncodedChunk {
+        guard let bytes = try await client.get(key(for: id), limit: LocalChunkStore.maximumFileSize(maximumChunkSize)) else {
+            throw XferError(.notFound, "chunk \(id.hex) is not in the object store")
+        }
+        return try LocalChunkStore.parse(bytes, id: id, name: "object \(key(for: id))")
+    }
+
+    public func list(shard: UInt8) async throws -> [StoredChunk] {
+        let prefix = client.location.prefix + ChunkID.hexDigits(shard) + "/"
+        return try await client.list(prefix: prefix).compactMap { object in
+            guard let id = ChunkID(hex: object.key.dropFirst(prefix.count)) else { return nil }
+            return StoredChunk(id: id, bytes: object.size, modified: object.modified)
+        }
+    }
+
+    public func verify(_ id: ChunkID) async throws -> Int {
+        let chunk = try await load(id)
+        let maximum = maximumChunkSize
+        return try await threadPool.runIfActive { try chunk.decoded(maximumLength: maximum).count }
+    }
+
+    /// Object stores cannot rename, so the sweep looks again instead: each candidate's object
+    /// must still be older than `modifiedBefore` (an upload of the same chunk rewrites it, which
+    /// makes it young), and `held` must still say no one holds it, just before it is deleted.
+    /// The window between that last look and the DELETE is not closed here; docs/SCALING.md says
+    /// how several servers close it.
+    public func sweep(_ ids: [ChunkID], modifiedBefore: Int64, held: @escaping @Sendable ([ChunkID]) async throws -> Set<ChunkID>) async throws
+        -> (count: Int, bytes: Int64) {
+        var old: [(id: ChunkID, bytes: Int64)] = []
+        for id in ids {
+            if let object = try await client.head(key(for: id)), object.modified * 1_000_000_000 < modifiedBefore {
+                old.append((id, object.size))
+            }
+        }
+        guard !old.isEmpty else { return (0, 0) }
+        let stillHeld = try await held(old.map(\.id))
+        let doomed = old.filter { !stillHeld.contains($0.id) }
+        try await forEach(doomed.indices) { index in try await client.delete(key(for: doomed[index].id)) }
+        return (doomed.count, doomed.reduce(0) { $0 + $1.bytes })
+    }
+
+    /// Runs `body` for every element with at most ``concurrency`` at once.
+    private func forEach<C: Collection & Sendable>(_ items: C, _ body: @escaping @Sendable (C.Element) async throws -> Void) async throws
+        where C.Element: Sendable {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var running = 0
+            for item in items {
+                if running == concurrency {
+                    try await group.next()
+                    running -= 1
+                }
+                group.addTask { try await body(item) }
+                running += 1
+            }
+            try await group.waitForAll()
+        }
+    }
+}
