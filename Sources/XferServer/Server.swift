@@ -43,13 +43,15 @@ public struct ServerData: Sendable {
     /// - Throws: `io` if it cannot be created or opened.
     /// - Parameter policy: Version retention and key-value limits.
     /// - Parameter chunks: Where chunks go instead of `DIR/chunks` (an ``S3ChunkStore``).
-    public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), chunks: (any ChunkStore)? = nil) async throws -> ServerData {
+    /// - Parameter metadata: Where metadata goes instead of `DIR/metadata.sqlite` (a ``PostgresMetadataStore``).
+    public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), metadata: (any MetadataStore)? = nil,
+                            chunks: (any ChunkStore)? = nil) async throws -> ServerData {
         let directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
         guard FileManager.default.fileExists(atPath: directory) || (try? FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil else {
             throw XferError(.io, "cannot create the data directory \(directory)")
         }
-        let metadata = try SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy)
+        let metadata = try metadata ?? SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy)
         let files = try LocalChunkStore(root: directory + "/chunks")
         _ = try? files.removeTemporaryFiles()
         _ = try? files.restoreSweptFiles()

@@ -22,7 +22,7 @@ struct LiveServer {
                                  _ body: @escaping @Sendable (LiveServer) async throws -> T) async throws -> T {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-live-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let data = try await ServerData.open(root + "/data", policy: policy)
+        let data = try await Backends.open(root + "/data", policy: policy)
         let token = try await data.createAccount(name: "tester", quota: quota).token!
         var logger = Logger(label: "xfer.test")
         logger.logLevel = .warning
@@ -105,5 +105,27 @@ enum Files {
             result[entry.relativePath] = line
         }
         return result
+    }
+}
+
+/// The backends the suite runs against: SQLite and files by default; PostgreSQL when
+/// XFER_POSTGRES_URL is set and S3 when XFER_S3_ENDPOINT is (tools/pg-up.sh, tools/ceph-up.sh),
+/// each test in its own schema and bucket.
+enum Backends {
+    static let environment = ProcessInfo.processInfo.environment
+
+    static func open(_ directory: String, policy: StorePolicy) async throws -> ServerData {
+        let unique = UUID().uuidString.prefix(8).lowercased()
+        var metadata: (any MetadataStore)? = nil
+        if let url = environment["XFER_POSTGRES_URL"] {
+            metadata = try await PostgresMetadataStore(url: url, policy: policy, schema: "t_\(unique)")
+        }
+        var chunks: (any ChunkStore)? = nil
+        if let endpoint = environment["XFER_S3_ENDPOINT"] {
+            let client = S3Client(location: try S3Location(url: "s3://xfer-\(unique)/chunks", endpoint: endpoint))
+            try await client.createBucketIfNeeded()
+            chunks = S3ChunkStore(client: client)
+        }
+        return try await ServerData.open(directory, policy: policy, metadata: metadata, chunks: chunks)
     }
 }

@@ -68,20 +68,17 @@ public final class S3Client: Sendable {
     private let http: HTTPClient
     private let host: String
 
-    /// Creates a client with its own connection pool (``shutdown()`` it when done).
+    /// Creates a client. It uses async-http-client's process-wide shared pool, which lives as
+    /// long as the process and needs no shutdown; each call has a 120 s deadline.
     public init(location: S3Location) {
         self.location = location
         signer = SigV4Signer(accessKey: location.accessKey, secretKey: location.secretKey, region: location.region)
-        var configuration = HTTPClient.Configuration()
-        configuration.timeout = .init(connect: .seconds(3), read: .seconds(60))
-        configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 32)
-        configuration.decompression = .disabled
-        http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        http = HTTPClient.shared
         host = String(location.endpoint.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: true)[1])
     }
 
-    /// Closes the connection pool.
-    public func shutdown() async { try? await http.shutdown() }
+    /// Nothing to close (the pool is shared); kept so callers need not know.
+    public func shutdown() async {}
 
     /// Creates the bucket if it does not exist.
     public func createBucketIfNeeded() async throws {

@@ -181,3 +181,30 @@ public struct AccountUsage: Sendable, Hashable {
     /// The plain bytes of the chunks it holds.
     public var held: Int64
 }
+
+/// The key-value store's rules, the same for every backend.
+enum KeyValueRules {
+    /// A key in canonical form (NFC), or why it is refused.
+    static func check(_ key: String) throws -> String {
+        let key = key.precomposedStringWithCanonicalMapping
+        guard !key.isEmpty, key.utf8.count <= ProtocolLimits.maximumKeyBytes else {
+            throw XferError(.tooLarge, "a key must be 1 to \(ProtocolLimits.maximumKeyBytes) bytes of UTF-8; \"\(key.prefix(80))\" is \(key.utf8.count)")
+        }
+        guard !key.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw XferError(.badRequest, "a key must not contain control characters")
+        }
+        return key
+    }
+
+    /// Refuses a write that would take the container past its limits, given the other live
+    /// keys' count and bytes.
+    static func checkLimits(keys: Int, bytes: Int, key: String, text: String, policy: StorePolicy) throws {
+        let adding = key.utf8.count + text.utf8.count
+        guard keys + 1 <= policy.keyValueMaximumKeys else {
+            throw XferError(.quotaExceeded, "the container's key-value store already holds \(keys) keys, the most it may; remove one first")
+        }
+        guard bytes + adding <= policy.keyValueMaximumBytes else {
+            throw XferError(.quotaExceeded, "storing \(adding) bytes for \"\(key)\" would take the key-value store past its \(ByteCount(Int64(policy.keyValueMaximumBytes)).description) (\(bytes) bytes used)")
+        }
+    }
+}

@@ -439,7 +439,7 @@ public final class SQLiteMetadataStore: MetadataStore {
 
     public func setValue(account: Int64, container: ContainerName, _ request: KeyValueWrite) async throws -> KeyValueWriteResult {
         let policy = policy
-        let key = try Self.checkKey(request.key)
+        let key = try KeyValueRules.check(request.key)
         let text = request.value?.jsonText
         guard request.device.utf8.count <= 256 else { throw XferError(.tooLarge, "the device name is longer than 256 bytes") }
         return try await write { db in
@@ -451,13 +451,7 @@ public final class SQLiteMetadataStore: MetadataStore {
             }
             if let text {
                 let (keys, bytes) = try Self.keyValueUsage(db, container: containerID, excluding: key)
-                let adding = key.utf8.count + text.utf8.count
-                guard keys + 1 <= policy.keyValueMaximumKeys else {
-                    throw XferError(.quotaExceeded, "the container's key-value store already holds \(keys) keys, the most it may; remove one first")
-                }
-                guard bytes + adding <= policy.keyValueMaximumBytes else {
-                    throw XferError(.quotaExceeded, "storing \(adding) bytes for \"\(key)\" would take the key-value store past its \(ByteCount(Int64(policy.keyValueMaximumBytes)).description) (\(bytes) bytes used)")
-                }
+                try KeyValueRules.checkLimits(keys: keys, bytes: bytes, key: key, text: text, policy: policy)
             } else if existing == nil || existing?.value == nil {
                 throw XferError(.notFound, "no key \"\(key)\" in container \(container)")
             }
@@ -470,7 +464,7 @@ public final class SQLiteMetadataStore: MetadataStore {
     }
 
     public func value(account: Int64, container: ContainerName, key: String) async throws -> KeyValueEntry {
-        let key = try Self.checkKey(key)
+        let key = try KeyValueRules.check(key)
         return try await read { db in
             guard let containerID = try Self.containerID(db, account: account, name: container, create: false),
                   let row = try Row.fetchOne(db, sql: "SELECT * FROM kv WHERE container_id = ? AND key = ? AND value IS NOT NULL",
@@ -675,17 +669,6 @@ public final class SQLiteMetadataStore: MetadataStore {
             AND version NOT IN (SELECT version FROM versions WHERE document_id = ? AND state = 'superseded' ORDER BY version DESC LIMIT ?)
             """, arguments: [document, cutoff, document, policy.keepVersions])
         for version in old { try removeVersion(db, account: account, document: document, version: version) }
-    }
-
-    private static func checkKey(_ key: String) throws -> String {
-        let key = key.precomposedStringWithCanonicalMapping
-        guard !key.isEmpty, key.utf8.count <= ProtocolLimits.maximumKeyBytes else {
-            throw XferError(.tooLarge, "a key must be 1 to \(ProtocolLimits.maximumKeyBytes) bytes of UTF-8; \"\(key.prefix(80))\" is \(key.utf8.count)")
-        }
-        guard !key.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw XferError(.badRequest, "a key must not contain control characters")
-        }
-        return key
     }
 
     /// The unresolved conflict versions of the row's document, as a comma-separated list.
