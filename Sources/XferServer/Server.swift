@@ -87,7 +87,9 @@ public enum XferServer {
     /// The router with every /v1 route, for tests (`app.test(.router)`) and ``application(data:host:port:limits:logger:)``.
     public static func router(data: ServerData, limits: ServerLimits = ServerLimits()) -> Router<XferRequestContext> {
         let router = Router(context: XferRequestContext.self)
-        Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: ChangeNotifier()).register(on: router)
+        let changes = ChangeNotifier()
+        data.metadata.watchRemoteChanges { changes.notifyAll() }
+        Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes).register(on: router)
         return router
     }
 

@@ -40,6 +40,9 @@ extension Xfer {
         @Option(help: ArgumentHelp("Bytes (keys plus JSON values) per container in the key-value store.", valueName: "SIZE"))
         var kvMaxBytes: ByteCount = ByteCount(Int64(StorePolicy().keyValueMaximumBytes))
 
+        @Option(help: ArgumentHelp("Keep metadata in PostgreSQL instead of DIR/metadata.sqlite; several servers may share it.", valueName: "postgres://USER@HOST:PORT/DB"))
+        var metadata: String?
+
         @Option(help: ArgumentHelp("Keep chunks in S3-compatible storage instead of DIR/chunks (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION).", valueName: "s3://BUCKET/PREFIX"))
         var chunks: String?
 
@@ -86,7 +89,9 @@ extension Xfer {
                     try await client.createBucketIfNeeded()
                     objectStore = S3ChunkStore(client: client)
                 }
-                let store = try await ServerData.open(data, policy: policy, chunks: objectStore)
+                var database: PostgresMetadataStore? = nil
+                if let metadata { database = try await PostgresMetadataStore(url: metadata, policy: policy) }
+                let store = try await ServerData.open(data, policy: policy, metadata: database, chunks: objectStore)
                 if store.createdAdminToken {
                     logger.notice("created an admin token", metadata: ["file": "\(store.adminTokenPath)"])
                     FileHandle.standardError.write(Data("xfer: wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(data)`\n".utf8))

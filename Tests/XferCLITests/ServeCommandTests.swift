@@ -17,7 +17,7 @@ final class ServerProcess {
     var clientEnvironment: [String: String]
 
     init(serveArguments: [String] = [], scheme: String = "http", clientEnvironment: [String: String] = [:],
-         prepare: (URL) throws -> Void = { _ in }) throws {
+         createAccount: Bool = true, prepare: (URL) throws -> Void = { _ in }) throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-serve-\(UUID().uuidString)")
         self.root = root
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -27,6 +27,7 @@ final class ServerProcess {
         try prepare(root)
         port = try Self.freePort()
         try startServer()
+        guard createAccount else { return }
         let created = try XferProcess.run("account", "create", "cli", "--data", root.appendingPathComponent("data").path)
         token = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }

@@ -120,6 +120,14 @@ public protocol MetadataStore: Sendable {
     func chunkRecords(after: ChunkRecordKey?, limit: Int) async throws -> [ChunkRecordRow]
     /// Every account's recorded use and the sum of the chunks it holds.
     func accounts() async throws -> [AccountUsage]
+    /// See the extension's default.
+    func watchRemoteChanges(_ handler: @escaping @Sendable () -> Void)
+}
+
+extension MetadataStore {
+    /// Calls `handler` whenever another process sharing the store changes something, for as
+    /// long as the store is open. The default (a store only this process uses) never calls it.
+    public func watchRemoteChanges(_ handler: @escaping @Sendable () -> Void) {}
 }
 
 /// Where a version is in ``MetadataStore/storedManifests(after:limit:)``'s order.

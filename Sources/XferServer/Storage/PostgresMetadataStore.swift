@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 import XferCore
 import XferProtocol
 
@@ -24,7 +25,9 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     ///   - policy: Retention and key-value limits.
     ///   - schema: A schema to work in (created if missing), for tests that share a database.
     /// - Throws: `invalid_configuration` for a bad URL, `io` if the database cannot be reached.
+    ///   A `?schema=NAME` in the URL does the same (one database, several deployments).
     public init(url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil) async throws {
+        let schema = schema ?? URLComponents(string: url)?.queryItems?.first { $0.name == "schema" }?.value
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
               let host = components.host, let user = components.user else {
             throw XferError(.invalidConfiguration, "--metadata must look like postgres://USER@HOST:PORT/DATABASE, not \(url)")
@@ -59,9 +62,38 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     /// Closes the connections.
     public func shutdown() {
         runner.cancel()
+        listener.withLock { $0?.cancel() }
     }
 
-    deinit { runner.cancel() }
+    private let listener = Mutex<Task<Void, Never>?>(nil)
+
+    /// LISTENs on `xfer_changes` on a connection of its own, reconnecting after a failure, and
+    /// calls `handler` for every notification (each commit, delete, resolve or key write by any
+    /// server sharing the database).
+    public func watchRemoteChanges(_ handler: @escaping @Sendable () -> Void) {
+        let client = client
+        let logger = logger
+        let task = Task {
+            while !Task.isCancelled {
+                do {
+                    try await client.withConnection { connection in
+                        try await connection.listen(on: "xfer_changes") { notifications in
+                            for try await _ in notifications { handler() }
+                        }
+                    }
+                } catch {
+                    logger.warning("LISTEN xfer_changes failed; retrying", metadata: ["error": "\(error)"])
+                    try? await Task.sleep(for: .seconds(1))
+                }
+            }
+        }
+        listener.withLock { $0?.cancel(); $0 = task }
+    }
+
+    deinit {
+        runner.cancel()
+        listener.withLock { $0?.cancel() }
+    }
 
     // MARK: Schema
 
