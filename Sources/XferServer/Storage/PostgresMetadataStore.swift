@@ -61,8 +61,8 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
 
     /// Closes the connections.
     public func shutdown() {
-        runner.cancel()
         listener.withLock { $0?.cancel() }
+        runner.cancel()
     }
 
     private let listener = Mutex<Task<Void, Never>?>(nil)
@@ -82,7 +82,9 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
                         }
                     }
                 } catch {
-                    logger.warning("LISTEN xfer_changes failed; retrying", metadata: ["error": "\(error)"])
+                    // The store closed (its client stopped): nothing more to listen to.
+                    if Task.isCancelled || (error as? PSQLError)?.code == .clientClosedConnection { return }
+                    logger.warning("LISTEN xfer_changes failed; retrying", metadata: ["error": "\(String(reflecting: error))"])
                     try? await Task.sleep(for: .seconds(1))
                 }
             }
@@ -91,8 +93,8 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     }
 
     deinit {
-        runner.cancel()
         listener.withLock { $0?.cancel() }
+        runner.cancel()
     }
 
     // MARK: Schema
