@@ -132,7 +132,8 @@ def clear_error(code, stderr, stdout=""):
 def write_random(path, size, rng):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:
-        f.write(rng.randbytes(size))
+        for start in range(0, size, 16 << 20):
+            f.write(rng.randbytes(min(16 << 20, size - start)))
 
 
 def edit_file(path, rng, edits=3):

@@ -155,9 +155,27 @@ struct Routes: Sendable {
         let chunks = chunks
         return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: ResponseBody { writer in
             try await writer.write(ByteBuffer(bytes: ChunkFrames.magic))
-            for id in ids {
-                let chunk = try await chunks.load(id)
-                try await writer.write(ByteBuffer(bytes: ChunkFrames.frame(chunk)))
+            // Loads run ahead of the writer (an object store answers each GET in a round trip),
+            // and frames go out in the order asked; at most `readAhead` chunks wait in memory.
+            let window = max(1, chunks.readAhead)
+            try await withThrowingTaskGroup(of: (Int, EncodedChunk).self) { group in
+                var started = 0
+                var written = 0
+                var ready: [Int: EncodedChunk] = [:]
+                func start() {
+                    let index = started
+                    group.addTask { (index, try await chunks.load(ids[index])) }
+                    started += 1
+                }
+                while started < min(window, ids.count) { start() }
+                while written < ids.count, let (index, chunk) = try await group.next() {
+                    ready[index] = chunk
+                    while let next = ready.removeValue(forKey: written) {
+                        try await writer.write(ByteBuffer(bytes: ChunkFrames.frame(next)))
+                        written += 1
+                        if started < ids.count { start() }
+                    }
+                }
             }
             try await writer.finish(nil)
         })

@@ -51,6 +51,9 @@ public struct S3ChunkStore: ChunkStore {
         return verdicts
     }
 
+    /// Each GET costs a round trip: keep many in flight.
+    public var readAhead: Int { concurrency }
+
     public func load(_ id: ChunkID) async throws -> EncodedChunk {
         guard let bytes = try await client.get(key(for: id), limit: LocalChunkStore.maximumFileSize(maximumChunkSize)) else {
             throw XferError(.notFound, "chunk \(id.hex) is not in the object store")

@@ -68,12 +68,21 @@ public final class S3Client: Sendable {
     private let http: HTTPClient
     private let host: String
 
-    /// Creates a client. It uses async-http-client's process-wide shared pool, which lives as
-    /// long as the process and needs no shutdown; each call has a 120 s deadline.
+    /// One connection pool for every S3 client of the process, alive as long as the process (so
+    /// it needs no shutdown), with room for many requests in flight to one endpoint.
+    private static let pool: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .seconds(3), read: .seconds(60))
+        configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+        configuration.decompression = .disabled
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
+    /// Creates a client over the process's S3 connection pool; each call has a 120 s deadline.
     public init(location: S3Location) {
         self.location = location
         signer = SigV4Signer(accessKey: location.accessKey, secretKey: location.secretKey, region: location.region)
-        http = HTTPClient.shared
+        http = Self.pool
         host = String(location.endpoint.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: true)[1])
     }
 

@@ -13,6 +13,9 @@ public protocol ChunkStore: Sendable {
     /// - Throws: `not_found`, `io`.
     func load(_ id: ChunkID) async throws -> EncodedChunk
 
+    /// How many loads a download keeps in flight ahead of what it has sent.
+    var readAhead: Int { get }
+
     // MARK: Maintenance
 
     /// The stored chunks whose id starts with byte `shard` (listing in 256 parts bounds memory).
@@ -71,6 +74,9 @@ public struct FileChunkStore: ChunkStore {
         let files = files
         return try await threadPool.runIfActive { try files.getUnverified(id) }
     }
+
+    /// Local reads are quick; a few in flight keep the disk busy while the socket drains.
+    public var readAhead: Int { 4 }
 
     public func list(shard: UInt8) async throws -> [StoredChunk] {
         let files = files

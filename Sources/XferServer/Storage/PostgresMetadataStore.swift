@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 import Synchronization
 import XferCore
@@ -284,9 +285,13 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             guard used + bytes <= quota else {
                 throw XferError(.quotaExceeded, "storing \(ByteCount(bytes).description) more would take the account past its quota of \(ByteCount(quota).description) (\(ByteCount(used).description) used)")
             }
-            let now = Self.now()
-            for chunk in fresh {
-                try await tx.run("INSERT INTO account_chunks (account_id, id, length, added_at) VALUES (\(account), \(Data(chunk.id.bytes)), \(Int64(chunk.length)), \(now))")
+            if !fresh.isEmpty {
+                let ids = fresh.map { ByteBuffer(bytes: $0.id.bytes) }
+                let lengths = fresh.map { Int64($0.length) }
+                try await tx.run("""
+                    INSERT INTO account_chunks (account_id, id, length, added_at)
+                    SELECT \(account), chunk.id, chunk.length, \(Self.now()) FROM unnest(\(ids), \(lengths)) AS chunk(id, length)
+                    """)
             }
             try await tx.run("UPDATE accounts SET used = used + \(bytes) WHERE id = \(account)")
             return (fresh.count, bytes)
@@ -567,7 +572,12 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     public func heldChunks(_ ids: [ChunkID]) async throws -> Set<ChunkID> {
         try await transaction { tx in
             var held: Set<ChunkID> = []
-            for id in ids where try await tx.one("SELECT 1 FROM account_chunks WHERE id = \(Data(id.bytes)) LIMIT 1") != nil { held.insert(id) }
+            for start in stride(from: 0, to: ids.count, by: 4096) {
+                let batch = ids[start..<min(start + 4096, ids.count)].map { ByteBuffer(bytes: $0.bytes) }
+                for row in try await tx.rows("SELECT DISTINCT id FROM account_chunks WHERE id = ANY(\(batch))") {
+                    if let id = ChunkID(bytes: try row[0].decode(Data.self)) { held.insert(id) }
+                }
+            }
             return held
         }
     }
@@ -647,13 +657,19 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
         var latest: Int64
     }
 
+    /// The ids (of `ids`, first occurrences, in order) the account does not hold: one query per
+    /// 4,096 ids.
     private static func lacking(_ tx: Transaction, account: Int64, _ ids: [ChunkID]) async throws -> [ChunkID] {
         var seen: Set<ChunkID> = []
-        var lacking: [ChunkID] = []
-        for id in ids where seen.insert(id).inserted {
-            if try await tx.one("SELECT 1 FROM account_chunks WHERE account_id = \(account) AND id = \(Data(id.bytes))") == nil { lacking.append(id) }
+        let unique = ids.filter { seen.insert($0).inserted }
+        var held: Set<ChunkID> = []
+        for start in stride(from: 0, to: unique.count, by: 4096) {
+            let batch = unique[start..<min(start + 4096, unique.count)].map { ByteBuffer(bytes: $0.bytes) }
+            for row in try await tx.rows("SELECT id FROM account_chunks WHERE account_id = \(account) AND id = ANY(\(batch))") {
+                if let id = ChunkID(bytes: try row[0].decode(Data.self)) { held.insert(id) }
+            }
         }
-        return lacking
+        return unique.filter { !held.contains($0) }
     }
 
     private static func containerID(_ tx: Transaction, account: Int64, name: ContainerName, create: Bool) async throws -> Int64? {
@@ -690,12 +706,15 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     }
 
     private static func adjustReferences(_ tx: Transaction, account: Int64, manifest: Manifest, by delta: Int64) async throws {
+        let ids = Array(Set(manifest.allChunks.map(\.id)))
         var released: Int64 = 0
-        for id in Set(manifest.allChunks.map(\.id)) {
-            let key = Data(id.bytes)
-            guard let refs = try await tx.int("UPDATE account_chunks SET refs = refs + \(delta) WHERE account_id = \(account) AND id = \(key) RETURNING refs") else { continue }
-            if delta < 0, refs <= 0, let length = try await tx.int("DELETE FROM account_chunks WHERE account_id = \(account) AND id = \(key) RETURNING length") {
-                released += length
+        for start in stride(from: 0, to: ids.count, by: 4096) {
+            let batch = ids[start..<min(start + 4096, ids.count)].map { ByteBuffer(bytes: $0.bytes) }
+            try await tx.run("UPDATE account_chunks SET refs = refs + \(delta) WHERE account_id = \(account) AND id = ANY(\(batch))")
+            if delta < 0 {
+                for row in try await tx.rows("DELETE FROM account_chunks WHERE account_id = \(account) AND id = ANY(\(batch)) AND refs <= 0 RETURNING length") {
+                    released += try row[0].decode(Int64.self)
+                }
             }
         }
         if released > 0 {
