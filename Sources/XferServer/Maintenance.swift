@@ -65,13 +65,18 @@ public struct Maintenance: Sendable {
                     report.chunksRemoved += candidates.count
                     report.bytesRemoved += candidates.reduce(0) { $0 + $1.bytes }
                 } else {
-                    let removed = try await chunks.sweep(candidates.map(\.id), modifiedBefore: modifiedBefore) { ids in
-                        try await metadata.heldChunks(ids)
-                    }
+                    let removed = try await chunks.sweep(candidates.map(\.id), modifiedBefore: modifiedBefore,
+                                                         begin: { try await metadata.beginDeletion($0) },
+                                                         end: { try await metadata.endDeletion($0) })
                     report.chunksRemoved += removed.count
                     report.bytesRemoved += removed.bytes
                 }
             }
+        }
+        if !dryRun {
+            // No upload runs longer than an hour (requests have deadlines), so older deletion
+            // records can no longer refuse anything.
+            try await metadata.forgetDeletions(before: try await metadata.clock() - max(grace, 3600) * 1_000_000_000)
         }
         report.milliseconds = Int64((ContinuousClock.now - start).seconds * 1000)
         return report

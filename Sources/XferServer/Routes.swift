@@ -109,6 +109,8 @@ struct Routes: Sendable {
 
     @Sendable func upload(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
+        // Read before anything is stored: a chunk deleted by gc after this is not recorded.
+        let startedAt = try await metadata.clock()
         var decoder = ChunkFrameDecoder(limits: limits.frames)
         var received = 0
         var stored = 0
@@ -122,7 +124,7 @@ struct Routes: Sendable {
             pendingBytes = 0
             let results = try await chunks.store(batch)
             let good = zip(batch, results).filter { $0.1 == nil }.map { OwnedChunk(id: $0.0.id, length: $0.0.length) }
-            let added = try await metadata.addChunks(account: account.accountID, good)
+            let added = try await metadata.addChunks(account: account.accountID, good, uploadStartedAt: startedAt)
             stored += added.count
             storedBytes += added.bytes
             if let index = results.firstIndex(where: { $0 != nil }), let error = results[index] {

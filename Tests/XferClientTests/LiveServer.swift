@@ -14,6 +14,8 @@ struct LiveServer {
     let remote: Remote
     /// The server's stores (for maintenance and for looking behind the server's back).
     let data: ServerData
+    /// The test account's token.
+    let token: String
 
     var stateDirectory: String { root + "/state" }
 
@@ -30,7 +32,7 @@ struct LiveServer {
         return try await app.test(.live) { client in
             let connection = ServerConnection(server: "http://127.0.0.1:\(client.port!)", token: token)
             let server = LiveServer(root: root, remote: Remote(connection: connection, container: .default,
-                                                               stateDirectory: root + "/state"), data: data)
+                                                               stateDirectory: root + "/state"), data: data, token: token)
             do {
                 let result = try await body(server)
                 await connection.shutdown()

@@ -83,10 +83,13 @@ import XferServer
             // The sweep asks "held?" at its last moment; an upload of the same chunk lands just
             // before: it touches the file and records it. The file must stay.
             let chunks = server.data.chunks as! FileChunkStore
-            let removed = try await chunks.sweep([chunk.id], modifiedBefore: Int64(Date().timeIntervalSince1970 * 1e9)) { ids in
-                _ = try await server.remote.connection.upload([chunk])
-                return try await server.data.metadata.heldChunks(ids)
-            }
+            let metadata = server.data.metadata
+            let removed = try await chunks.sweep([chunk.id], modifiedBefore: Int64(Date().timeIntervalSince1970 * 1e9),
+                                                 begin: { ids in
+                                                     _ = try await server.remote.connection.upload([chunk])
+                                                     return try await metadata.beginDeletion(ids)
+                                                 },
+                                                 end: { try await metadata.endDeletion($0) })
             #expect(removed.count == 0)
             #expect(try store.get(chunk.id).id == chunk.id)
             // Without the upload the same sweep removes it.
@@ -94,11 +97,35 @@ import XferServer
             let orphan = try other.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(other), policy: .default) }
             try store.put(orphan)
             try Files.setMtime(store.path(for: orphan.id), 1_000_000)
-            let swept = try await chunks.sweep([orphan.id], modifiedBefore: Int64(Date().timeIntervalSince1970 * 1e9)) { ids in
-                try await server.data.metadata.heldChunks(ids)
-            }
+            let swept = try await chunks.sweep([orphan.id], modifiedBefore: Int64(Date().timeIntervalSince1970 * 1e9),
+                                               begin: { try await metadata.beginDeletion($0) }, end: { try await metadata.endDeletion($0) })
             #expect(swept.count == 1)
             #expect(!store.contains(orphan.id))
+        }
+    }
+
+    /// The guard object stores need (they cannot rename): an upload that started before a
+    /// deletion finished, or while it runs, does not record the chunk, so the account never
+    /// holds a chunk whose stored copy is gone; the client's commit finds it missing and the
+    /// upload after that is recorded. Works the same on every metadata backend.
+    @Test func uploadsRacingADeletionAreNotRecorded() async throws {
+        try await LiveServer.run { server in
+            let metadata = server.data.metadata
+            let account = try await metadata.principal(tokenHash: TokenHash.hash(server.token))!.accountID
+            let plain = Files.random(count: 30_000, seed: 12)
+            let id = ChunkID.of(plain)
+            let chunk = [OwnedChunk(id: id, length: plain.count)]
+            let before = try await metadata.clock()
+            #expect(try await metadata.beginDeletion([id]) == [id], "no one holds it: marked")
+            #expect(try await metadata.addChunks(account: account, chunk, uploadStartedAt: try await metadata.clock()).count == 0,
+                    "refused while the deletion runs")
+            try await metadata.endDeletion([id])
+            #expect(try await metadata.addChunks(account: account, chunk, uploadStartedAt: before).count == 0,
+                    "refused: the upload began before the deletion finished")
+            let after = try await metadata.clock()
+            #expect(try await metadata.addChunks(account: account, chunk, uploadStartedAt: after).count == 1, "recorded: it began after")
+            #expect(try await metadata.beginDeletion([id]).isEmpty, "held now: not marked")
+            try await metadata.forgetDeletions(before: Int64.max)
         }
     }
 

@@ -70,11 +70,15 @@ import XferCore
             // The sweep deletes only what is old and unheld at its last look.
             let future = Int64(Date().timeIntervalSince1970 + 5) * 1_000_000_000
             let kept = Set(chunks.prefix(10).map(\.id))
-            let swept = try await store.sweep(chunks.prefix(20).map(\.id), modifiedBefore: future) { ids in kept.intersection(ids) }
+            let ended = Locked<[ChunkID]>([])
+            let swept = try await store.sweep(chunks.prefix(20).map(\.id), modifiedBefore: future,
+                                              begin: { ids in ids.filter { !kept.contains($0) } },
+                                              end: { ids in ended.withLock { $0 += ids } })
+            #expect(Set(ended.value) == Set(chunks[10..<20].map(\.id)))
             #expect(swept.count == 10)
             await #expect(throws: XferError.self) { _ = try await store.load(chunks[15].id) }
             #expect(try await store.load(chunks[5].id) == chunks[5])
-            let none = try await store.sweep(chunks.suffix(10).map(\.id), modifiedBefore: 0) { _ in [] }
+            let none = try await store.sweep(chunks.suffix(10).map(\.id), modifiedBefore: 0, begin: { $0 }, end: { _ in })
             #expect(none.count == 0, "young objects stay")
         }
     }

@@ -75,24 +75,22 @@ public struct S3ChunkStore: ChunkStore {
         return try await threadPool.runIfActive { try chunk.decoded(maximumLength: maximum).count }
     }
 
-    /// Object stores cannot rename, so the sweep looks again instead: each candidate's object
-    /// must still be older than `modifiedBefore` (an upload of the same chunk rewrites it, which
-    /// makes it young), and `held` must still say no one holds it, just before it is deleted.
-    /// The window between that last look and the DELETE is not closed here; docs/SCALING.md says
-    /// how several servers close it.
-    public func sweep(_ ids: [ChunkID], modifiedBefore: Int64, held: @escaping @Sendable ([ChunkID]) async throws -> Set<ChunkID>) async throws
-        -> (count: Int, bytes: Int64) {
-        var old: [(id: ChunkID, bytes: Int64)] = []
+    /// Object stores cannot rename, so each candidate's age is read again (an upload of the same
+    /// chunk rewrites its object, which makes it young); the old ones no one holds are marked
+    /// for deletion in the metadata (`begin`), which from then on refuses to record an upload of
+    /// them, deleted, and recorded as gone (`end`), which refuses uploads that started before.
+    public func sweep(_ ids: [ChunkID], modifiedBefore: Int64,
+                      begin: @escaping @Sendable ([ChunkID]) async throws -> [ChunkID],
+                      end: @escaping @Sendable ([ChunkID]) async throws -> Void) async throws -> (count: Int, bytes: Int64) {
+        var old: [ChunkID: Int64] = [:]
         for id in ids {
-            if let object = try await client.head(key(for: id)), object.modified * 1_000_000_000 < modifiedBefore {
-                old.append((id, object.size))
-            }
+            if let object = try await client.head(key(for: id)), object.modified * 1_000_000_000 < modifiedBefore { old[id] = object.size }
         }
         guard !old.isEmpty else { return (0, 0) }
-        let stillHeld = try await held(old.map(\.id))
-        let doomed = old.filter { !stillHeld.contains($0.id) }
-        try await forEach(doomed.indices) { index in try await client.delete(key(for: doomed[index].id)) }
-        return (doomed.count, doomed.reduce(0) { $0 + $1.bytes })
+        let doomed = try await begin(Array(old.keys))
+        try await forEach(doomed) { id in try await client.delete(key(for: id)) }
+        try await end(doomed)
+        return (doomed.count, doomed.reduce(0) { $0 + (old[$1] ?? 0) })
     }
 
     /// Runs `body` for every element with at most ``concurrency`` at once.

@@ -25,9 +25,12 @@ public protocol ChunkStore: Sendable {
     /// - Throws: `corrupt_chunk`, `not_found`, `io`.
     func verify(_ id: ChunkID) async throws -> Int
     /// Deletes stored chunks no one holds and nothing touched since `modifiedBefore` (Unix
-    /// nanoseconds), asking `held` again at the last moment; safe while uploads run.
-    func sweep(_ ids: [ChunkID], modifiedBefore: Int64, held: @escaping @Sendable ([ChunkID]) async throws -> Set<ChunkID>) async throws
-        -> (count: Int, bytes: Int64)
+    /// nanoseconds); safe while uploads run. `begin` marks for deletion those no one holds now
+    /// (``MetadataStore/beginDeletion(_:)``) and only they are deleted; `end` records that they
+    /// are gone (``MetadataStore/endDeletion(_:)``).
+    func sweep(_ ids: [ChunkID], modifiedBefore: Int64,
+               begin: @escaping @Sendable ([ChunkID]) async throws -> [ChunkID],
+               end: @escaping @Sendable ([ChunkID]) async throws -> Void) async throws -> (count: Int, bytes: Int64)
 }
 
 /// A stored chunk, as a listing shows it.
@@ -88,19 +91,23 @@ public struct FileChunkStore: ChunkStore {
         return try await threadPool.runIfActive { try files.read(id).count }
     }
 
-    public func sweep(_ ids: [ChunkID], modifiedBefore: Int64, held: @escaping @Sendable ([ChunkID]) async throws -> Set<ChunkID>) async throws
-        -> (count: Int, bytes: Int64) {
-        // The file system work runs on the thread pool; only the last look at the metadata is awaited between.
+    public func sweep(_ ids: [ChunkID], modifiedBefore: Int64,
+                      begin: @escaping @Sendable ([ChunkID]) async throws -> [ChunkID],
+                      end: @escaping @Sendable ([ChunkID]) async throws -> Void) async throws -> (count: Int, bytes: Int64) {
+        // The file system work runs on the thread pool; the metadata is asked between.
         let files = files
         let aside = try await threadPool.runIfActive { try files.moveAside(ids, modifiedBefore: modifiedBefore) }
         guard !aside.isEmpty else { return (0, 0) }
-        let stillHeld: Set<ChunkID>
+        let marked: Set<ChunkID>
         do {
-            stillHeld = try await held(aside.map(\.id))
+            marked = Set(try await begin(aside.map(\.id)))
         } catch {
             _ = try? await threadPool.runIfActive { files.settle(aside, stillHeld: Set(aside.map(\.id))) }
             throw error
         }
-        return try await threadPool.runIfActive { files.settle(aside, stillHeld: stillHeld) }
+        let unmarked = Set(aside.map(\.id)).subtracting(marked)
+        let removed = try await threadPool.runIfActive { files.settle(aside, stillHeld: unmarked) }
+        try await end(Array(marked))
+        return removed
     }
 }

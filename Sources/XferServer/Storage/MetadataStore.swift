@@ -67,8 +67,12 @@ public protocol MetadataStore: Sendable {
     func missingChunks(account: Int64, ids: [ChunkID]) async throws -> [ChunkID]
     /// Records that the account holds these chunks (already stored durably). Throws
     /// `quota_exceeded` (recording nothing) if they would take it past its quota.
+    ///
+    /// With `uploadStartedAt` (``clock()`` read before the chunks were stored), a chunk that
+    /// garbage collection is deleting, or finished deleting after that time, is not recorded:
+    /// its stored copy may be gone. The client finds it missing at commit and sends it again.
     /// - Returns: How many were new to the account and their plain bytes.
-    func addChunks(account: Int64, _ chunks: [OwnedChunk]) async throws -> (count: Int, bytes: Int64)
+    func addChunks(account: Int64, _ chunks: [OwnedChunk], uploadStartedAt: Int64?) async throws -> (count: Int, bytes: Int64)
     /// Records a pending version (whatever its base: a stale base is settled at commit).
     func announce(account: Int64, container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo
     /// Commits an announced version with this manifest. If `baseVersion` is not the current
@@ -109,6 +113,16 @@ public protocol MetadataStore: Sendable {
 
     /// Which of `ids` some account holds (a chunk no account holds may be deleted).
     func heldChunks(_ ids: [ChunkID]) async throws -> Set<ChunkID>
+    /// The store's clock, nanoseconds since 1970: one clock for every server sharing the store.
+    func clock() async throws -> Int64
+    /// Marks for deletion those of `ids` no account holds (from now on an upload cannot record
+    /// them), and returns them; the caller deletes their stored copies, then ``endDeletion(_:)``.
+    func beginDeletion(_ ids: [ChunkID]) async throws -> [ChunkID]
+    /// Records that the stored copies of `ids` are gone, at the store's clock.
+    func endDeletion(_ ids: [ChunkID]) async throws
+    /// Forgets deletions that finished before `cutoff` (store clock, ns): no upload still
+    /// running can have started before them.
+    func forgetDeletions(before cutoff: Int64) async throws
     /// Drops the chunks accounts hold for no committed version (uploaded for a commit that never
     /// came) that were recorded before `cutoff` (Unix seconds), giving their bytes back.
     func expireLeases(olderThan cutoff: Int64) async throws -> (chunks: Int, bytes: Int64)
@@ -125,6 +139,11 @@ public protocol MetadataStore: Sendable {
 }
 
 extension MetadataStore {
+    /// Records chunks with no deletion check (for callers that did not store them just now).
+    public func addChunks(account: Int64, _ chunks: [OwnedChunk]) async throws -> (count: Int, bytes: Int64) {
+        try await addChunks(account: account, chunks, uploadStartedAt: nil)
+    }
+
     /// Calls `handler` whenever another process sharing the store changes something, for as
     /// long as the store is open. The default (a store only this process uses) never calls it.
     public func watchRemoteChanges(_ handler: @escaping @Sendable () -> Void) {}

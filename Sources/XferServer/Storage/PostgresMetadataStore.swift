@@ -124,6 +124,9 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
                              device TEXT NOT NULL, sequence BIGINT NOT NULL, PRIMARY KEY (container_id, key));
             CREATE INDEX kv_feed ON kv (container_id, sequence);
             """),
+        ("v2: chunk deletions", """
+            CREATE TABLE chunk_deletions (id BYTEA PRIMARY KEY, started_at BIGINT NOT NULL, finished_at BIGINT)
+            """),
     ]
 
     private func migrate() async throws {
@@ -187,6 +190,9 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     }
 
     private static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    /// The advisory lock that orders deletion marks against uploads recording chunks.
+    private static let deletionLock: Int64 = 7304
 
     // MARK: Accounts and tokens
 
@@ -272,12 +278,23 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
         try await transaction { tx in try await Self.lacking(tx, account: account, ids) }
     }
 
-    public func addChunks(account: Int64, _ chunks: [OwnedChunk]) async throws -> (count: Int, bytes: Int64) {
+    public func addChunks(account: Int64, _ chunks: [OwnedChunk], uploadStartedAt: Int64?) async throws -> (count: Int, bytes: Int64) {
         try await transaction { tx in
             guard let row = try await tx.one("SELECT quota, used FROM accounts WHERE id = \(account) FOR UPDATE") else {
                 throw XferError(.notFound, "no such account")
             }
             var lacking = Set(try await Self.lacking(tx, account: account, chunks.map(\.id)))
+            if let uploadStartedAt, !lacking.isEmpty {
+                // Shared with other uploads, exclusive with a deletion's marking (beginDeletion):
+                // either the mark is visible here, or this transaction's holding is visible there.
+                try await tx.run("SELECT pg_advisory_xact_lock_shared(\(Self.deletionLock))")
+                let batch = lacking.map { ByteBuffer(bytes: $0.bytes) }
+                for row in try await tx.rows("""
+                    SELECT id FROM chunk_deletions WHERE id = ANY(\(batch)) AND (finished_at IS NULL OR finished_at >= \(uploadStartedAt))
+                    """) {
+                    if let id = ChunkID(bytes: try row[0].decode(Data.self)) { lacking.remove(id) }
+                }
+            }
             let fresh = chunks.filter { lacking.remove($0.id) != nil }
             let bytes = fresh.reduce(Int64(0)) { $0 + Int64($1.length) }
             let quota = try row["quota"].decode(Int64.self)
@@ -580,6 +597,41 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             }
             return held
         }
+    }
+
+    public func clock() async throws -> Int64 {
+        try await transaction { tx in
+            try await tx.int("SELECT (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint")!
+        }
+    }
+
+    public func beginDeletion(_ ids: [ChunkID]) async throws -> [ChunkID] {
+        guard !ids.isEmpty else { return [] }
+        return try await transaction { tx in
+            try await tx.run("SELECT pg_advisory_xact_lock(\(Self.deletionLock))")
+            let batch = ids.map { ByteBuffer(bytes: $0.bytes) }
+            return try await tx.rows("""
+                INSERT INTO chunk_deletions (id, started_at, finished_at)
+                SELECT c.id, (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint, NULL FROM unnest(\(batch)) AS c(id)
+                WHERE NOT EXISTS (SELECT 1 FROM account_chunks a WHERE a.id = c.id)
+                ON CONFLICT (id) DO UPDATE SET started_at = EXCLUDED.started_at, finished_at = NULL
+                RETURNING id
+                """).compactMap { ChunkID(bytes: try $0[0].decode(Data.self)) }
+        }
+    }
+
+    public func endDeletion(_ ids: [ChunkID]) async throws {
+        guard !ids.isEmpty else { return }
+        try await transaction { tx in
+            let batch = ids.map { ByteBuffer(bytes: $0.bytes) }
+            try await tx.run("""
+                UPDATE chunk_deletions SET finished_at = (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint WHERE id = ANY(\(batch))
+                """)
+        }
+    }
+
+    public func forgetDeletions(before cutoff: Int64) async throws {
+        try await transaction { tx in try await tx.run("DELETE FROM chunk_deletions WHERE finished_at < \(cutoff)") }
     }
 
     public func expireLeases(olderThan cutoff: Int64) async throws -> (chunks: Int, bytes: Int64) {

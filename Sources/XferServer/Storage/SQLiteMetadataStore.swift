@@ -115,6 +115,13 @@ public final class SQLiteMetadataStore: MetadataStore {
                 CREATE INDEX account_chunks_by_id ON account_chunks (id);
                 """)
         }
+        migrator.registerMigration("v4: chunk deletions") { db in
+            // A chunk garbage collection is deleting (finished_at NULL) or deleted at finished_at:
+            // an upload that started before then cannot be sure its stored copy survived.
+            try db.execute(sql: """
+                CREATE TABLE chunk_deletions (id BLOB PRIMARY KEY, started_at INTEGER NOT NULL, finished_at INTEGER) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 
@@ -210,9 +217,15 @@ public final class SQLiteMetadataStore: MetadataStore {
         try await read { db in try Self.lacking(db, account: account, ids) }
     }
 
-    public func addChunks(account: Int64, _ chunks: [OwnedChunk]) async throws -> (count: Int, bytes: Int64) {
+    public func addChunks(account: Int64, _ chunks: [OwnedChunk], uploadStartedAt: Int64?) async throws -> (count: Int, bytes: Int64) {
         try await write { db in
             var lacking = Set(try Self.lacking(db, account: account, chunks.map(\.id)))
+            if let uploadStartedAt {
+                let deleted = try db.cachedStatement(sql: """
+                    SELECT 1 FROM chunk_deletions WHERE id = ? AND (finished_at IS NULL OR finished_at >= ?)
+                    """)
+                for id in lacking where try Row.fetchOne(deleted, arguments: [Data(id.bytes), uploadStartedAt]) != nil { lacking.remove(id) }
+            }
             let fresh = chunks.filter { lacking.remove($0.id) != nil }
             let bytes = fresh.reduce(Int64(0)) { $0 + Int64($1.length) }
             guard let row = try Row.fetchOne(db, sql: "SELECT quota, used FROM accounts WHERE id = ?", arguments: [account]) else {
@@ -502,6 +515,34 @@ public final class SQLiteMetadataStore: MetadataStore {
             for id in ids where try Bool.fetchOne(statement, arguments: [Data(id.bytes)]) == true { held.insert(id) }
             return held
         }
+    }
+
+    public func clock() async throws -> Int64 { Int64(Date().timeIntervalSince1970 * 1e9) }
+
+    public func beginDeletion(_ ids: [ChunkID]) async throws -> [ChunkID] {
+        let now = try await clock()
+        return try await write { db in
+            let held = try db.cachedStatement(sql: "SELECT 1 FROM account_chunks WHERE id = ? LIMIT 1")
+            let mark = try db.cachedStatement(sql: "INSERT OR REPLACE INTO chunk_deletions (id, started_at, finished_at) VALUES (?, ?, NULL)")
+            var marked: [ChunkID] = []
+            for id in ids where try Row.fetchOne(held, arguments: [Data(id.bytes)]) == nil {
+                try mark.execute(arguments: [Data(id.bytes), now])
+                marked.append(id)
+            }
+            return marked
+        }
+    }
+
+    public func endDeletion(_ ids: [ChunkID]) async throws {
+        let now = try await clock()
+        try await write { db in
+            let finish = try db.cachedStatement(sql: "UPDATE chunk_deletions SET finished_at = ? WHERE id = ?")
+            for id in ids { try finish.execute(arguments: [now, Data(id.bytes)]) }
+        }
+    }
+
+    public func forgetDeletions(before cutoff: Int64) async throws {
+        try await write { db in try db.execute(sql: "DELETE FROM chunk_deletions WHERE finished_at < ?", arguments: [cutoff]) }
     }
 
     public func expireLeases(olderThan cutoff: Int64) async throws -> (chunks: Int, bytes: Int64) {
