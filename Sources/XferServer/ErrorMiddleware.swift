@@ -13,24 +13,27 @@ struct ErrorMiddleware: RouterMiddleware {
         do {
             let response = try await next(request, context)
             // Time to the response head (a streamed body may still be flowing).
-            let milliseconds = (ContinuousClock.now - start).seconds * 1000
             context.logger.debug("request", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)",
                                                        "status": "\(response.status.code)",
-                                                       "ms": "\((milliseconds * 100).rounded() / 100)"])
+                                                       "ms": "\(Self.milliseconds(since: start))"])
             return response
         } catch {
             let body = Self.body(for: error)
             let status = Self.status(for: body.error.code)
             let level: Logger.Level = status.code >= 500 ? .error : .info
-            let milliseconds = (ContinuousClock.now - start).seconds * 1000
             context.logger.log(level: level, "request failed", metadata: [
                 "method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(status.code)",
-                "ms": "\((milliseconds * 100).rounded() / 100)",
+                "ms": "\(Self.milliseconds(since: start))",
                 "code": "\(body.error.code)", "message": "\(body.error.message)",
             ])
             return Response(status: status, headers: [.contentType: "application/json"],
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(body))))
         }
+    }
+
+    /// Time since `start` in milliseconds, to two decimals (the request log's `ms`).
+    static func milliseconds(since start: ContinuousClock.Instant) -> Double {
+        ((ContinuousClock.now - start).seconds * 100_000).rounded() / 100
     }
 
     static func body(for error: any Error) -> ErrorBody {

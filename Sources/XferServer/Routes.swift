@@ -56,23 +56,12 @@ struct Routes: Sendable {
     @Sendable func newToken(_ request: Request, context: XferRequestContext) async throws -> Response {
         try Self.requireAdmin(context, "issuing tokens")
         let body = try await Self.decode(NewTokenRequest.self, request)
-        let token = TokenHash.generate()
-        try await metadata.addToken(account: try AccountName(body.account), tokenHash: TokenHash.hash(token))
-        return Self.json(TokenInfo(account: body.account, token: token), status: .created)
+        return Self.json(try await metadata.issueToken(account: body.account), status: .created)
     }
 
     @Sendable func revokeToken(_ request: Request, context: XferRequestContext) async throws -> Response {
         try Self.requireAdmin(context, "revoking tokens")
-        let body = try await Self.decode(RevokeTokenRequest.self, request)
-        switch (body.token, body.account) {
-        case (let token?, nil):
-            guard token.utf8.count <= 256 else { throw XferError(.badRequest, "that is not an xfer token") }
-            return Self.json(RevokeTokenResult(revoked: try await metadata.revokeToken(hash: TokenHash.hash(token)) ? 1 : 0))
-        case (nil, let account?):
-            return Self.json(RevokeTokenResult(revoked: try await metadata.revokeTokens(account: try AccountName(account))))
-        default:
-            throw XferError(.badRequest, "give either \"token\" (one token) or \"account\" (all of its tokens)")
-        }
+        return Self.json(try await metadata.revoke(try await Self.decode(RevokeTokenRequest.self, request)))
     }
 
     @Sendable func collectGarbage(_ request: Request, context: XferRequestContext) async throws -> Response {

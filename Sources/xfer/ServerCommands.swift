@@ -181,9 +181,7 @@ extension Xfer {
                 try await runReportingErrors(json: json) {
                     let info: TokenInfo
                     if let data {
-                        let token = TokenHash.generate()
-                        try await ServerData.open(data).metadata.addToken(account: try AccountName(name), tokenHash: TokenHash.hash(token))
-                        info = TokenInfo(account: name, token: token)
+                        info = try await ServerData.open(data).metadata.issueToken(account: name)
                     } else {
                         info = try await withRemote(client) { remote in try await remote.connection.newToken(account: name) }
                     }
@@ -224,12 +222,7 @@ extension Xfer {
                     let request = RevokeTokenRequest(token: revoked, account: account)
                     let result: RevokeTokenResult
                     if let data {
-                        let metadata = try await ServerData.open(data).metadata
-                        if let revoked {
-                            result = RevokeTokenResult(revoked: try await metadata.revokeToken(hash: TokenHash.hash(revoked)) ? 1 : 0)
-                        } else {
-                            result = RevokeTokenResult(revoked: try await metadata.revokeTokens(account: try AccountName(account ?? "")))
-                        }
+                        result = try await ServerData.open(data).metadata.revoke(request)
                     } else {
                         result = try await withRemote(client) { remote in try await remote.connection.revokeToken(request) }
                     }

@@ -35,14 +35,7 @@ import XferCore
         let bucket = "xfer-test-\(UUID().uuidString.prefix(8).lowercased())"
         let client = S3Client(location: try S3Location(url: "s3://\(bucket)/chunks", endpoint: endpoint ?? ""))
         try await client.createBucketIfNeeded()
-        do {
-            let result = try await body(S3ChunkStore(client: client))
-            await client.shutdown()
-            return result
-        } catch {
-            await client.shutdown()
-            throw error
-        }
+        return try await body(S3ChunkStore(client: client))
     }
 
     static func chunk(_ seed: UInt64, size: Int = 40_000) throws -> EncodedChunk {

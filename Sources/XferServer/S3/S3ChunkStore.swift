@@ -82,10 +82,13 @@ public struct S3ChunkStore: ChunkStore {
     public func sweep(_ ids: [ChunkID], modifiedBefore: Int64,
                       begin: @escaping @Sendable ([ChunkID]) async throws -> [ChunkID],
                       end: @escaping @Sendable ([ChunkID]) async throws -> Void) async throws -> (count: Int, bytes: Int64) {
-        var old: [ChunkID: Int64] = [:]
-        for id in ids {
-            if let object = try await client.head(key(for: id)), object.modified * 1_000_000_000 < modifiedBefore { old[id] = object.size }
+        let found = Locked<[ChunkID: Int64]>([:])
+        try await forEach(ids) { id in
+            if let object = try await client.head(key(for: id)), object.modified * 1_000_000_000 < modifiedBefore {
+                found.withLock { $0[id] = object.size }
+            }
         }
+        let old = found.value
         guard !old.isEmpty else { return (0, 0) }
         let doomed = try await begin(Array(old.keys))
         try await forEach(doomed) { id in try await client.delete(key(for: id)) }

@@ -86,8 +86,6 @@ public final class S3Client: Sendable {
         host = String(location.endpoint.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: true)[1])
     }
 
-    /// Nothing to close (the pool is shared); kept so callers need not know.
-    public func shutdown() async {}
 
     /// Creates the bucket if it does not exist.
     public func createBucketIfNeeded() async throws {

@@ -139,6 +139,27 @@ public protocol MetadataStore: Sendable {
 }
 
 extension MetadataStore {
+    /// Issues another token for an account (shown once; stored as its hash).
+    public func issueToken(account: String) async throws -> TokenInfo {
+        let token = TokenHash.generate()
+        try await addToken(account: try AccountName(account), tokenHash: TokenHash.hash(token))
+        return TokenInfo(account: account, token: token)
+    }
+
+    /// Revokes one token or every token of an account, as the request says.
+    /// - Throws: `bad_request` unless exactly one of `token` and `account` is given.
+    public func revoke(_ request: RevokeTokenRequest) async throws -> RevokeTokenResult {
+        switch (request.token, request.account) {
+        case (let token?, nil):
+            guard token.utf8.count <= 256 else { throw XferError(.badRequest, "that is not an xfer token") }
+            return RevokeTokenResult(revoked: try await revokeToken(hash: TokenHash.hash(token)) ? 1 : 0)
+        case (nil, let account?):
+            return RevokeTokenResult(revoked: try await revokeTokens(account: try AccountName(account)))
+        default:
+            throw XferError(.badRequest, "give either \"token\" (one token) or \"account\" (all of its tokens)")
+        }
+    }
+
     /// Records chunks with no deletion check (for callers that did not store them just now).
     public func addChunks(account: Int64, _ chunks: [OwnedChunk]) async throws -> (count: Int, bytes: Int64) {
         try await addChunks(account: account, chunks, uploadStartedAt: nil)
@@ -233,5 +254,18 @@ enum KeyValueRules {
         guard bytes + adding <= policy.keyValueMaximumBytes else {
             throw XferError(.quotaExceeded, "storing \(adding) bytes for \"\(key)\" would take the key-value store past its \(ByteCount(Int64(policy.keyValueMaximumBytes)).description) (\(bytes) bytes used)")
         }
+    }
+}
+
+extension ChangeList {
+    /// One page of the feed from up to `limit + 1` changes of each kind after `after`, in
+    /// sequence order. Every change has its own number, so a page may end anywhere: at the
+    /// `limit`-th change when there are more, else at the container's `head`.
+    static func page(documents: [DocumentInfo], keys: [KeyValueEntry], after: Int64, head: Int64, limit: Int) -> ChangeList {
+        let sequences = (documents.map(\.sequence) + keys.map(\.sequence)).sorted()
+        let more = sequences.count > limit
+        let cursor = more ? sequences[limit - 1] : max(after, head)
+        return ChangeList(changes: documents.filter { $0.sequence <= cursor }, keys: keys.filter { $0.sequence <= cursor },
+                          cursor: cursor, more: more)
     }
 }

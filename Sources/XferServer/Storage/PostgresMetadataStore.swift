@@ -513,12 +513,8 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             let keys = try await tx.rows("""
                 SELECT * FROM kv WHERE container_id = \(containerID) AND sequence > \(after) ORDER BY sequence LIMIT \(Int64(limit + 1))
                 """).map(Self.entry(row:))
-            let sequences = (documents.map(\.sequence) + keys.map(\.sequence)).sorted()
-            let more = sequences.count > limit
             let head = try await tx.int("SELECT sequence FROM containers WHERE id = \(containerID)") ?? 0
-            let cursor = more ? sequences[limit - 1] : max(after, head)
-            return ChangeList(changes: documents.filter { $0.sequence <= cursor }, keys: keys.filter { $0.sequence <= cursor },
-                              cursor: cursor, more: more)
+            return ChangeList.page(documents: documents, keys: keys, after: after, head: head, limit: limit)
         }
     }
 
@@ -539,12 +535,8 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
                 return KeyValueWriteResult(applied: false, entry: existing)
             }
             if let text {
-                let usage = try await tx.one("""
-                    SELECT COUNT(*) AS keys, COALESCE(SUM(octet_length(key) + octet_length(value)), 0) AS bytes FROM kv
-                    WHERE container_id = \(containerID) AND value IS NOT NULL AND key != \(key)
-                    """)!
-                try KeyValueRules.checkLimits(keys: Int(try usage["keys"].decode(Int64.self)), bytes: Int(try usage["bytes"].decode(Int64.self)),
-                                              key: key, text: text, policy: policy)
+                let usage = try await Self.keyValueUsage(tx, container: containerID, excluding: key)
+                try KeyValueRules.checkLimits(keys: usage.keys, bytes: usage.bytes, key: key, text: text, policy: policy)
             } else if existing == nil || existing?.value == nil {
                 throw XferError(.notFound, "no key \"\(key)\" in container \(container)")
             }
@@ -579,8 +571,7 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             }
             let entries = try await tx.rows("SELECT * FROM kv WHERE container_id = \(id) AND value IS NOT NULL ORDER BY key COLLATE \"C\"")
                 .map(Self.entry(row:))
-            let bytes = entries.reduce(0) { $0 + $1.key.utf8.count + ($1.value?.jsonText.utf8.count ?? 0) }
-            return KeyValueList(entries: entries, bytes: bytes, maximumBytes: policy.keyValueMaximumBytes, maximumKeys: policy.keyValueMaximumKeys)
+            return KeyValueList(entries: entries, bytes: try await Self.keyValueUsage(tx, container: id, excluding: nil).bytes, maximumBytes: policy.keyValueMaximumBytes, maximumKeys: policy.keyValueMaximumKeys)
         }
     }
 
@@ -722,6 +713,16 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             }
         }
         return unique.filter { !held.contains($0) }
+    }
+
+    /// Live keys of a container and their bytes (key plus stored JSON text), what the limits
+    /// count; `excluding` leaves one key out (the one being written).
+    private static func keyValueUsage(_ tx: Transaction, container: Int64, excluding key: String?) async throws -> (keys: Int, bytes: Int) {
+        let row = try await tx.one("""
+            SELECT COUNT(*) AS keys, COALESCE(SUM(octet_length(key) + octet_length(value)), 0)::bigint AS bytes FROM kv
+            WHERE container_id = \(container) AND value IS NOT NULL AND key IS DISTINCT FROM \(key)
+            """)!
+        return (Int(try row["keys"].decode(Int64.self)), Int(try row["bytes"].decode(Int64.self)))
     }
 
     private static func containerID(_ tx: Transaction, account: Int64, name: ContainerName, create: Bool) async throws -> Int64? {

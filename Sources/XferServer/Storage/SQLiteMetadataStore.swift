@@ -438,13 +438,8 @@ public final class SQLiteMetadataStore: MetadataStore {
                 """, arguments: [containerID, after, limit + 1]).map(Self.info(row:))
             let keys = try Row.fetchAll(db, sql: "SELECT * FROM kv WHERE container_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
                                         arguments: [containerID, after, limit + 1]).map(Self.entry(row:))
-            // Every change has its own sequence number, so a page may end anywhere.
-            let sequences = (documents.map(\.sequence) + keys.map(\.sequence)).sorted()
-            let more = sequences.count > limit
             let head = try Int64.fetchOne(db, sql: "SELECT sequence FROM containers WHERE id = ?", arguments: [containerID]) ?? 0
-            let cursor = more ? sequences[limit - 1] : max(after, head)
-            return ChangeList(changes: documents.filter { $0.sequence <= cursor }, keys: keys.filter { $0.sequence <= cursor },
-                              cursor: cursor, more: more)
+            return ChangeList.page(documents: documents, keys: keys, after: after, head: head, limit: limit)
         }
     }
 
