@@ -12,7 +12,8 @@ extension Xfer {
             abstract: "Run an xfer server on a data directory.",
             discussion: """
                 Metadata goes to DIR/metadata.sqlite and chunks to DIR/chunks; nothing else is \
-                needed. On first start an admin token is written to DIR/admin-token (mode 0600). \
+                needed. With --metadata (PostgreSQL) and --chunks (S3) several servers share one \
+                deployment; --tls-cert/--tls-key serve HTTPS. On first start an admin token is written to DIR/admin-token (mode 0600). \
                 SIGINT or SIGTERM stops the server gracefully.
                 """)
 

@@ -14,7 +14,11 @@ struct Xfer: AsyncParsableCommand {
             `xfer account create NAME --data DIR`, then `xfer push PATH NAME` and \
             `xfer pull NAME [DEST]` with --server/--token (or XFER_SERVER/XFER_TOKEN). \
             `xfer sync DIR --watch` keeps a whole directory in sync; edits made from a \
-            stale version are kept as conflict versions (`xfer versions`, `xfer resolve`).
+            stale version are kept as conflict versions (`xfer versions`, `xfer resolve`). \
+            `xfer verify` checks a server or a synced directory and `xfer gc` frees what no \
+            version needs; \
+            `xfer serve --metadata postgres://… --chunks s3://…` lets several servers share one \
+            deployment.
             """,
         version: XferVersion.current,
         subcommands: [Push.self, Pull.self, List.self, Remove.self, Versions.self, Resolve.self, Changes.self, KeyValue.self,
