@@ -18,6 +18,14 @@ let package = Package(
             path: "Sources/xfer-perf"
         ),
         .executableTarget(
+            name: "xfer-s3-perf",
+            dependencies: [
+                .product(name: "XferCore", package: "xfer"),
+                .product(name: "XferServer", package: "xfer"),
+            ],
+            path: "Sources/xfer-s3-perf"
+        ),
+        .executableTarget(
             name: "XferCoreBenchmarks",
             dependencies: [
                 .product(name: "XferCore", package: "xfer"),

@@ -20,7 +20,8 @@ public final class LocalChunkStore: Sendable {
     public let maximumChunkSize: Int
 
     static let magic: [UInt8] = Array("XFC1".utf8)
-    static let headerSize = 9
+    /// The bytes before a stored chunk's payload: magic, encoding, plain length.
+    public static let headerSize = 9
     static let temporaryPrefix = ".tmp-"
 
     /// Opens (and if needed creates) a store.

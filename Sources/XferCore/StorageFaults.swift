@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -44,6 +45,9 @@ package enum StorageFaults {
     }
 
     private static let armed = Locked<[Fault]>([])
+    /// How many faults are armed, read without the lock so the write path pays nothing when
+    /// none are (the usual case outside tests).
+    private static let armedCount = Atomic<Int>(0)
 
     /// Arms faults (in addition to any already armed).
     package static func arm(_ faults: Fault...) { armed.withLock { $0.append(contentsOf: faults) } }
@@ -58,13 +62,17 @@ package enum StorageFaults {
 
     /// The effect armed for this call, consuming one use of the fault.
     static func take(_ operation: Operation, path: String) -> Effect? {
-        armed.withLock { faults in
+        guard armedCount.load(ordering: .acquiring) > 0 else { return nil }
+        return armed.withLock { faults in
             guard let index = faults.firstIndex(where: {
                 $0.operation == operation && $0.count > 0 && ($0.pathContains.isEmpty || path.contains($0.pathContains))
             }) else { return nil }
             faults[index].count -= 1
             let effect = faults[index].effect
-            if faults[index].count == 0 { faults.remove(at: index) }
+            if faults[index].count == 0 {
+                faults.remove(at: index)
+                armedCount.store(faults.count, ordering: .releasing)
+            }
             return effect
         }
     }

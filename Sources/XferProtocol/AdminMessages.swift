@@ -18,6 +18,12 @@ public struct GarbageReport: Codable, Sendable, Hashable {
     public var chunksRemoved = 0
     /// Their bytes on disk.
     public var bytesRemoved: Int64 = 0
+    /// Pack objects deleted (an object store's packs with no live chunk left, or rewritten).
+    public var packsRemoved = 0
+    /// Packs mostly dead whose live chunks were copied into a new pack.
+    public var packsRewritten = 0
+    /// Bytes of object storage those gave back.
+    public var packBytesFreed: Int64 = 0
     /// Wall time.
     public var milliseconds: Int64 = 0
 

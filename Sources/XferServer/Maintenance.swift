@@ -74,6 +74,10 @@ public struct Maintenance: Sendable {
             }
         }
         if !dryRun {
+            let compaction = try await chunks.compact(modifiedBefore: modifiedBefore)
+            report.packsRemoved = compaction.packsRemoved
+            report.packsRewritten = compaction.packsRewritten
+            report.packBytesFreed = compaction.bytesFreed
             // No upload runs longer than an hour (requests have deadlines), so older deletion
             // records can no longer refuse anything.
             try await metadata.forgetDeletions(before: try await metadata.clock() - max(grace, 3600) * 1_000_000_000)
@@ -94,16 +98,38 @@ public struct Maintenance: Sendable {
         var report = ServerVerifyReport()
         var intact: Set<ChunkID> = []
         var damaged: Set<ChunkID> = []
+        let chunks = chunks
         for shard in UInt8.min...UInt8.max {
-            for file in try await chunks.list(shard: shard) {
-                do {
-                    report.bytesChecked += Int64(try await chunks.verify(file.id))
-                    intact.insert(file.id)
-                } catch let error as XferError {
-                    report.record(problem: "chunk \(file.id.hex): \(error.message)")
-                    damaged.insert(file.id)
+            // As many reads in flight as a download keeps (one at a time would pay a round
+            // trip per chunk on an object store).
+            try await withThrowingTaskGroup(of: (ChunkID, Result<Int, XferError>).self) { group in
+                var running = 0
+                func collect(_ id: ChunkID, _ result: Result<Int, XferError>) {
+                    switch result {
+                    case .success(let bytes):
+                        report.bytesChecked += Int64(bytes)
+                        intact.insert(id)
+                    case .failure(let error):
+                        report.record(problem: "chunk \(id.hex): \(error.message)")
+                        damaged.insert(id)
+                    }
+                    report.chunksChecked += 1
                 }
-                report.chunksChecked += 1
+                for file in try await chunks.list(shard: shard) {
+                    if running >= max(1, chunks.readAhead), let (id, result) = try await group.next() {
+                        collect(id, result)
+                        running -= 1
+                    }
+                    group.addTask {
+                        do {
+                            return (file.id, .success(try await chunks.verify(file.id)))
+                        } catch let error as XferError {
+                            return (file.id, .failure(error))
+                        }
+                    }
+                    running += 1
+                }
+                while let (id, result) = try await group.next() { collect(id, result) }
             }
             progress(report.chunksChecked)
         }

@@ -98,8 +98,9 @@ struct Routes: Sendable {
 
     @Sendable func upload(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
-        // Read before anything is stored: a chunk deleted by gc after this is not recorded.
-        let startedAt = try await metadata.clock()
+        // The store's time when the request was authenticated, before anything was stored: a
+        // chunk deleted by gc after this is not recorded.
+        let startedAt = account.authenticatedAt
         var decoder = ChunkFrameDecoder(limits: limits.frames)
         var received = 0
         var stored = 0
@@ -146,25 +147,30 @@ struct Routes: Sendable {
         let chunks = chunks
         return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: ResponseBody { writer in
             try await writer.write(ByteBuffer(bytes: ChunkFrames.magic))
-            // Loads run ahead of the writer (an object store answers each GET in a round trip),
-            // and frames go out in the order asked; at most `readAhead` chunks wait in memory.
+            // Batches of loads run ahead of the writer (an object store answers each request in
+            // a round trip), and frames go out in the order asked; at most readAhead × readBatch
+            // chunks wait in memory.
+            let size = max(1, chunks.readBatch)
+            let batches = stride(from: 0, to: ids.count, by: size).map { Array(ids[$0..<min($0 + size, ids.count)]) }
             let window = max(1, chunks.readAhead)
-            try await withThrowingTaskGroup(of: (Int, EncodedChunk).self) { group in
+            try await withThrowingTaskGroup(of: (Int, [EncodedChunk]).self) { group in
                 var started = 0
                 var written = 0
-                var ready: [Int: EncodedChunk] = [:]
+                var ready: [Int: [EncodedChunk]] = [:]
                 func start() {
                     let index = started
-                    group.addTask { (index, try await chunks.load(ids[index])) }
+                    group.addTask { (index, try await chunks.load(batches[index])) }
                     started += 1
                 }
-                while started < min(window, ids.count) { start() }
-                while written < ids.count, let (index, chunk) = try await group.next() {
-                    ready[index] = chunk
+                while started < min(window, batches.count) { start() }
+                while written < batches.count, let (index, loaded) = try await group.next() {
+                    ready[index] = loaded
                     while let next = ready.removeValue(forKey: written) {
-                        try await writer.write(ByteBuffer(bytes: ChunkFrames.frame(next)))
+                        var frames = ByteBuffer()
+                        for chunk in next { frames.writeBytes(ChunkFrames.frame(chunk)) }
+                        try await writer.write(frames)
                         written += 1
-                        if started < ids.count { start() }
+                        if started < batches.count { start() }
                     }
                 }
             }

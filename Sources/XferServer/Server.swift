@@ -42,10 +42,11 @@ public struct ServerData: Sendable {
     /// - Parameter directory: The directory (created if absent).
     /// - Throws: `io` if it cannot be created or opened.
     /// - Parameter policy: Version retention and key-value limits.
-    /// - Parameter chunks: Where chunks go instead of `DIR/chunks` (an ``S3ChunkStore``).
+    /// - Parameter chunks: Makes the store chunks go to instead of `DIR/chunks` (an
+    ///   ``S3ChunkStore``), given the metadata store, where it keeps its index.
     /// - Parameter metadata: Where metadata goes instead of `DIR/metadata.sqlite` (a ``PostgresMetadataStore``).
     public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), metadata: (any MetadataStore)? = nil,
-                            chunks: (any ChunkStore)? = nil) async throws -> ServerData {
+                            chunks: ((any MetadataStore) -> any ChunkStore)? = nil) async throws -> ServerData {
         let directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
         guard FileManager.default.fileExists(atPath: directory) || (try? FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil else {
@@ -68,7 +69,7 @@ public struct ServerData: Sendable {
             try await metadata.addAdminToken(hash: TokenHash.hash(token))
             created = true
         }
-        return ServerData(directory: directory, metadata: metadata, chunks: chunks ?? FileChunkStore(files: files), createdAdminToken: created)
+        return ServerData(directory: directory, metadata: metadata, chunks: chunks?(metadata) ?? FileChunkStore(files: files), createdAdminToken: created)
     }
 
     /// Creates an account directly in the data directory (no server needed).

@@ -84,15 +84,16 @@ extension Xfer {
                 policy.keepDays = keepDays
                 policy.keyValueMaximumKeys = kvMaxKeys
                 policy.keyValueMaximumBytes = Int(clamping: kvMaxBytes.value)
-                var objectStore: S3ChunkStore? = nil
+                var objectStore: S3Client? = nil
                 if let chunks {
                     let client = S3Client(location: try S3Location(url: chunks, endpoint: s3Endpoint ?? ""))
                     try await client.createBucketIfNeeded()
-                    objectStore = S3ChunkStore(client: client)
+                    objectStore = client
                 }
                 var database: PostgresMetadataStore? = nil
                 if let metadata { database = try await PostgresMetadataStore(url: metadata, policy: policy) }
-                let store = try await ServerData.open(data, policy: policy, metadata: database, chunks: objectStore)
+                let store = try await ServerData.open(data, policy: policy, metadata: database,
+                                                      chunks: objectStore.map { client in { S3ChunkStore(client: client, index: $0) } })
                 if store.createdAdminToken {
                     logger.notice("created an admin token", metadata: ["file": "\(store.adminTokenPath)"])
                     FileHandle.standardError.write(Data("xfer: wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(data)`\n".utf8))

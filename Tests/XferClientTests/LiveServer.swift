@@ -122,11 +122,11 @@ enum Backends {
         if let url = environment["XFER_POSTGRES_URL"] {
             metadata = try await PostgresMetadataStore(url: url, policy: policy, schema: "t_\(unique)")
         }
-        var chunks: (any ChunkStore)? = nil
+        var chunks: ((any MetadataStore) -> any ChunkStore)? = nil
         if let endpoint = environment["XFER_S3_ENDPOINT"] {
             let client = S3Client(location: try S3Location(url: "s3://xfer-\(unique)/chunks", endpoint: endpoint))
             try await client.createBucketIfNeeded()
-            chunks = S3ChunkStore(client: client)
+            chunks = { S3ChunkStore(client: client, index: $0) }
         }
         return try await ServerData.open(directory, policy: policy, metadata: metadata, chunks: chunks)
     }

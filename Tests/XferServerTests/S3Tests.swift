@@ -31,11 +31,20 @@ import XferCore
     static let endpoint = ProcessInfo.processInfo.environment["XFER_S3_ENDPOINT"]
 
     /// A store over a fresh bucket on the test endpoint.
+    /// A store over a fresh bucket on the test endpoint, its index in a fresh SQLite store.
     static func withStore<T>(_ body: (S3ChunkStore) async throws -> T) async throws -> T {
-        let bucket = "xfer-test-\(UUID().uuidString.prefix(8).lowercased())"
-        let client = S3Client(location: try S3Location(url: "s3://\(bucket)/chunks", endpoint: endpoint ?? ""))
+        let unique = UUID().uuidString.prefix(8).lowercased()
+        let client = S3Client(location: try S3Location(url: "s3://xfer-test-\(unique)/chunks", endpoint: endpoint ?? ""))
         try await client.createBucketIfNeeded()
-        return try await body(S3ChunkStore(client: client))
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-s3-\(unique)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let index = try SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: StorePolicy())
+        return try await body(S3ChunkStore(client: client, index: index))
+    }
+
+    static func packs(_ store: S3ChunkStore) async throws -> [S3Object] {
+        try await store.client.list(prefix: store.packPrefix)
     }
 
     static func chunk(_ seed: UInt64, size: Int = 40_000) throws -> EncodedChunk {
@@ -73,6 +82,52 @@ import XferCore
             #expect(try await store.load(chunks[5].id) == chunks[5])
             let none = try await store.sweep(chunks.suffix(10).map(\.id), modifiedBefore: 0, begin: { $0 }, end: { _ in })
             #expect(none.count == 0, "young objects stay")
+        }
+    }
+
+    /// One upload batch is one pack; a download batch reads neighbours in one ranged GET; a
+    /// repeat is not stored twice.
+    @Test(.enabled(if: endpoint != nil)) func aBatchIsOnePackAndRepeatsAreNotStoredAgain() async throws {
+        try await Self.withStore { store in
+            let chunks = try (0..<30).map { try Self.chunk(UInt64(100 + $0)) }
+            #expect(try await store.store(chunks + chunks.prefix(3)).allSatisfy { $0 == nil })
+            #expect(try await Self.packs(store).count == 1)
+            #expect(try await store.store(Array(chunks[5..<10])).allSatisfy { $0 == nil })
+            #expect(try await Self.packs(store).count == 1, "located chunks are not stored again")
+            let order = chunks.shuffled()
+            #expect(try await store.load(order.map(\.id)) == order)
+        }
+    }
+
+    /// Sweeping leaves a mostly dead pack that compaction rewrites; a pack with nothing live
+    /// is deleted by the sweep; one no location names (a crashed upload's) waits an hour.
+    @Test(.enabled(if: endpoint != nil)) func compactionRewritesMostlyDeadPacksAndDropsOrphans() async throws {
+        try await Self.withStore { store in
+            let chunks = try (0..<40).map { try Self.chunk(UInt64(200 + $0)) }
+            #expect(try await store.store(chunks).allSatisfy { $0 == nil })
+            let future = Int64(Date().timeIntervalSince1970 + 5) * 1_000_000_000
+            let swept = try await store.sweep(chunks.prefix(30).map(\.id), modifiedBefore: future, begin: { $0 }, end: { _ in })
+            #expect(swept.count == 30)
+            let before = try await Self.packs(store)
+            #expect(before.count == 1)
+            let compacted = try await store.compact(modifiedBefore: future)
+            #expect(compacted.packsRewritten == 1 && compacted.packsRemoved == 1)
+            let after = try await Self.packs(store)
+            #expect(after.count == 1 && after[0].key != before[0].key && after[0].size < before[0].size / 2)
+            #expect(try await store.load(chunks.suffix(10).map(\.id)) == Array(chunks.suffix(10)))
+            #expect(try await store.compact(modifiedBefore: future).packsRewritten == 0, "a fully live pack stays")
+
+            // The last live chunks swept: their pack goes with them.
+            #expect(try await store.sweep(chunks.suffix(10).map(\.id), modifiedBefore: future, begin: { $0 }, end: { _ in }).count == 10)
+            #expect(try await Self.packs(store).isEmpty)
+
+            // A pack no location names is kept while young (its upload may be recording it).
+            try await store.client.put(store.key(pack: S3ChunkStore.newPackName()), [1, 2, 3])
+            #expect(try await store.compact(modifiedBefore: future).packsRemoved == 0)
+            var impatient = store
+            impatient.orphanAge = -10
+            #expect(try await impatient.compact(modifiedBefore: future).packsRemoved == 1)
+            #expect(try await Self.packs(store).isEmpty)
         }
     }
 }

@@ -1,34 +1,60 @@
+import Crypto
 import Foundation
 import NIOPosix
 import XferCore
 
-/// Chunks as objects in S3-compatible storage: one object per chunk at `PREFIX/ab/abcd…`, in
-/// the same stored format as a chunk file (docs/FORMAT.md).
+/// Chunks in S3-compatible storage, packed: each upload batch becomes one or more pack objects
+/// of up to ``packSize`` at `PREFIX/packs/ab/abcd…`, and the metadata store keeps each chunk's
+/// location (``ChunkLocation``) so that any server finds it.
 ///
-/// A push of many small chunks does not cost one round trip each in sequence: a batch is
-/// verified on the thread pool, then written with up to ``concurrency`` PUTs in flight. An
-/// object is durable when S3 answers its PUT, so nothing else is needed before the metadata
-/// records the chunks.
+/// Why packs: an object store's cost is per request more than per byte. Measured on this
+/// project's Ceph RGW (`tools/bench-s3.sh`, docs/PERFORMANCE.md), 64 KiB objects stored at
+/// about 40 MiB/s however many PUTs were in flight, and 4 MiB objects at 200–280 MiB/s; a
+/// ranged GET of one chunk out of a pack costs what a GET of a one-chunk object does.
+///
+/// A pack is entries back to back, each the chunk's 32-byte id followed by the chunk in the
+/// stored format of a chunk file (docs/FORMAT.md), so a pack describes itself and an index
+/// could be rebuilt from the packs. Pack names are random: a pack is written once and never
+/// again under its name, which is what lets a compaction delete a pack it saw emptied.
+///
+/// Order of writes: the pack, then its locations, then (by the route) the account's records.
+/// A crash between leaves a pack no location names, which ``compact(modifiedBefore:)`` deletes
+/// once it is older than an hour, or a located chunk no account holds, which gc sweeps.
 public struct S3ChunkStore: ChunkStore {
     /// The client.
     public let client: S3Client
-    /// PUTs (or GETs) in flight at once.
-    public var concurrency = 32
+    /// Where chunk locations are recorded (the server's metadata store).
+    public let index: any MetadataStore
+    /// Requests in flight at once (pack PUTs and ranged GETs).
+    public var concurrency = 16
+    /// A pack is closed when it reaches this many bytes.
+    public var packSize = 4 << 20
+    /// Neighbouring entries of one pack less than this far apart are read in one ranged GET.
+    public var readGap: Int64 = 256 << 10
     /// The largest plain chunk accepted.
     public var maximumChunkSize = ChunkerConfiguration.maximumAllowedSize
+    /// A pack no location names is deleted only after this long (an upload writes its pack
+    /// before it records the locations; no request runs for an hour).
+    public var orphanAge: Int64 = 3600
+    /// A pack whose live bytes fall under this fraction of its size is rewritten.
+    public var rewriteBelow = 0.5
     private let threadPool: NIOThreadPool
 
-    /// A store over a client (its bucket must exist: ``S3Client/createBucketIfNeeded()``).
-    public init(client: S3Client, threadPool: NIOThreadPool = .singleton) {
+    /// A store over a client (its bucket must exist: ``S3Client/createBucketIfNeeded()``) that
+    /// records locations in `index`.
+    public init(client: S3Client, index: any MetadataStore, threadPool: NIOThreadPool = .singleton) {
         self.client = client
+        self.index = index
         self.threadPool = threadPool
     }
 
-    /// The object key of a chunk.
-    public func key(for id: ChunkID) -> String {
-        let hex = id.hex
-        return "\(client.location.prefix)\(hex.prefix(2))/\(hex)"
-    }
+    /// The key prefix of every pack.
+    public var packPrefix: String { client.location.prefix + "packs/" }
+
+    /// The object key of a pack.
+    public func key(pack name: String) -> String { "\(packPrefix)\(name.prefix(2))/\(name)" }
+
+    // MARK: Store
 
     public func store(_ chunks: [EncodedChunk]) async throws -> [XferError?] {
         let maximum = maximumChunkSize
@@ -44,28 +70,109 @@ public struct S3ChunkStore: ChunkStore {
                 }
             }
         }
+        // Chunks already located are not stored again (the route's deletion guard covers one
+        // being swept meanwhile); neither is a repeat within the batch.
         let good = chunks.indices.filter { verdicts[$0] == nil }
-        try await forEach(good) { index in
-            try await client.put(key(for: chunks[index].id), LocalChunkStore.fileBytes(chunks[index]))
+        let located = Set(try await index.locations(good.map { chunks[$0].id }).map(\.id))
+        var seen: Set<ChunkID> = located
+        var packs: [[EncodedChunk]] = [[]]
+        var filled = 0
+        for index in good where seen.insert(chunks[index].id).inserted {
+            let size = ChunkID.byteCount + LocalChunkStore.headerSize + chunks[index].payload.count
+            if filled > 0, filled + size > packSize {
+                packs.append([])
+                filled = 0
+            }
+            packs[packs.count - 1].append(chunks[index])
+            filled += size
+        }
+        try await forEach(packs.filter { !$0.isEmpty }) { entries in
+            let (bytes, locations) = Self.pack(entries, name: Self.newPackName())
+            try await client.put(key(pack: locations[0].pack), bytes)
+            try await index.recordLocations(locations)
         }
         return verdicts
     }
 
-    /// Each GET costs a round trip: keep many in flight.
-    public var readAhead: Int { concurrency }
-
-    public func load(_ id: ChunkID) async throws -> EncodedChunk {
-        guard let bytes = try await client.get(key(for: id), limit: LocalChunkStore.maximumFileSize(maximumChunkSize)) else {
-            throw XferError(.notFound, "chunk \(id.hex) is not in the object store")
-        }
-        return try LocalChunkStore.parse(bytes, id: id, name: "object \(key(for: id))")
+    /// A random pack name (32 hex digits).
+    static func newPackName() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<16).map { _ in ChunkID.hexDigits(UInt8.random(in: 0...255, using: &generator)) }.joined()
     }
 
+    /// A pack's bytes and the locations of its entries.
+    static func pack(_ chunks: [EncodedChunk], name: String) -> ([UInt8], [ChunkLocation]) {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(chunks.reduce(0) { $0 + ChunkID.byteCount + LocalChunkStore.headerSize + $1.payload.count })
+        var locations: [ChunkLocation] = []
+        for chunk in chunks {
+            let offset = bytes.count
+            bytes.append(contentsOf: chunk.id.bytes)
+            bytes.append(contentsOf: LocalChunkStore.fileBytes(chunk))
+            locations.append(ChunkLocation(id: chunk.id, pack: name, offset: Int64(offset), length: bytes.count - offset))
+        }
+        return (bytes, locations)
+    }
+
+    /// An entry read back: its id must be the one asked for.
+    func entry(_ bytes: ArraySlice<UInt8>, _ location: ChunkLocation) throws -> EncodedChunk {
+        let name = "entry \(location.offset) of pack \(location.pack)"
+        guard bytes.count == location.length, bytes.count > ChunkID.byteCount,
+              ChunkID(bytes: bytes.prefix(ChunkID.byteCount)) == location.id else {
+            throw XferError(.corruptChunk, "\(name) is not chunk \(location.id.hex)")
+        }
+        return try LocalChunkStore.parse(Array(bytes.dropFirst(ChunkID.byteCount)), id: location.id, name: name)
+    }
+
+    // MARK: Load
+
+    /// Enough to keep a pull's socket busy with one ranged GET per run of neighbours.
+    public var readBatch: Int { 64 }
+    public var readAhead: Int { 4 }
+
+    public func load(_ ids: [ChunkID]) async throws -> [EncodedChunk] {
+        var found = try await read(ids)
+        let lost = ids.filter { found[$0] == nil }
+        if !lost.isEmpty {
+            // A compaction may have moved them since their locations were read: look again.
+            found.merge(try await read(lost)) { first, _ in first }
+        }
+        return try ids.map { id in
+            guard let chunk = found[id] else { throw XferError(.notFound, "chunk \(id.hex) is not in the object store") }
+            return chunk
+        }
+    }
+
+    /// Reads what it can of `ids`: runs of neighbours in one pack come in one ranged GET.
+    private func read(_ ids: [ChunkID]) async throws -> [ChunkID: EncodedChunk] {
+        let locations = try await index.locations(Array(Set(ids)))
+        var runs: [[ChunkLocation]] = []
+        for (_, inPack) in Dictionary(grouping: locations, by: \.pack) {
+            for location in inPack.sorted(by: { $0.offset < $1.offset }) {
+                if let last = runs.last?.last, last.pack == location.pack, location.offset - (last.offset + Int64(last.length)) <= readGap,
+                   location.offset + Int64(location.length) - runs[runs.count - 1][0].offset <= Int64(packSize) {
+                    runs[runs.count - 1].append(location)
+                } else {
+                    runs.append([location])
+                }
+            }
+        }
+        let found = Locked<[ChunkID: EncodedChunk]>([:])
+        try await forEach(runs) { run in
+            let start = run[0].offset
+            let end = run.map { $0.offset + Int64($0.length) }.max()!
+            guard let bytes = try await client.get(key(pack: run[0].pack), range: start..<end) else { return }
+            let chunks = try run.map { try entry(bytes[Int($0.offset - start)..<Int($0.offset - start) + $0.length], $0) }
+            found.withLock { for chunk in chunks { $0[chunk.id] = chunk } }
+        }
+        return found.value
+    }
+
+    // MARK: Maintenance
+
     public func list(shard: UInt8) async throws -> [StoredChunk] {
-        let prefix = client.location.prefix + ChunkID.hexDigits(shard) + "/"
-        return try await client.list(prefix: prefix).compactMap { object in
-            guard let id = ChunkID(hex: object.key.dropFirst(prefix.count)) else { return nil }
-            return StoredChunk(id: id, bytes: object.size, modified: object.modified)
+        try await index.locations(shard: shard).map {
+            StoredChunk(id: $0.id, bytes: Int64($0.length), modified: $0.recordedAt / 1_000_000_000)
         }
     }
 
@@ -75,41 +182,67 @@ public struct S3ChunkStore: ChunkStore {
         return try await threadPool.runIfActive { try chunk.decoded(maximumLength: maximum).count }
     }
 
-    /// Object stores cannot rename, so each candidate's age is read again (an upload of the same
-    /// chunk rewrites its object, which makes it young); the old ones no one holds are marked
-    /// for deletion in the metadata (`begin`), which from then on refuses to record an upload of
-    /// them, deleted, and recorded as gone (`end`), which refuses uploads that started before.
+    /// Chunks recorded before `modifiedBefore` that no one holds are marked for deletion in the
+    /// metadata (`begin`), which from then on refuses to record an upload of them; their
+    /// locations are forgotten, packs left with none are deleted, and the deletion is recorded
+    /// (`end`), which refuses uploads that started before. Space in packs still partly live
+    /// comes back with ``compact(modifiedBefore:)``.
     public func sweep(_ ids: [ChunkID], modifiedBefore: Int64,
                       begin: @escaping @Sendable ([ChunkID]) async throws -> [ChunkID],
                       end: @escaping @Sendable ([ChunkID]) async throws -> Void) async throws -> (count: Int, bytes: Int64) {
-        let found = Locked<[ChunkID: Int64]>([:])
-        try await forEach(ids) { id in
-            if let object = try await client.head(key(for: id)), object.modified * 1_000_000_000 < modifiedBefore {
-                found.withLock { $0[id] = object.size }
-            }
-        }
-        let old = found.value
+        let old = try await index.locations(ids).filter { $0.recordedAt < modifiedBefore }
         guard !old.isEmpty else { return (0, 0) }
-        let doomed = try await begin(Array(old.keys))
-        try await forEach(doomed) { id in try await client.delete(key(for: id)) }
+        let doomed = try await begin(old.map(\.id))
+        guard !doomed.isEmpty else { return (0, 0) }
+        let emptied = try await index.removeLocations(doomed)
+        try await forEach(Array(emptied)) { try await client.delete(key(pack: $0)) }
         try await end(doomed)
-        return (doomed.count, doomed.reduce(0) { $0 + (old[$1] ?? 0) })
+        let lengths = Dictionary(old.map { ($0.id, Int64($0.length)) }) { first, _ in first }
+        return (doomed.count, doomed.reduce(0) { $0 + (lengths[$1] ?? 0) })
     }
 
-    /// Runs `body` for every element with at most ``concurrency`` at once.
+    /// Deletes packs no location names (older than ``orphanAge`` and `modifiedBefore`) and
+    /// rewrites packs older than `modifiedBefore` whose live bytes are under ``rewriteBelow``
+    /// of their size: their live entries go into a new pack, the locations still in the old one
+    /// move, and the old one is deleted. A reader that raced the move finds the new location on
+    /// its second look (``load(_:)``).
+    public func compact(modifiedBefore: Int64) async throws -> Compaction {
+        var report = Compaction()
+        let objects = try await client.list(prefix: packPrefix)
+        let usage = try await index.packUsage()
+        let now = Int64(Date().timeIntervalSince1970)
+        for object in objects {
+            let name = String(object.key.split(separator: "/").last ?? "")
+            guard object.modified * 1_000_000_000 < modifiedBefore else { continue }
+            guard let live = usage[name] else {
+                // Named by no location: a crashed upload's, or one a sweep emptied.
+                guard object.modified < now - orphanAge else { continue }
+                try await client.delete(object.key)
+                report.packsRemoved += 1
+                report.bytesFreed += object.size
+                continue
+            }
+            guard object.size > 0, Double(live) < Double(object.size) * rewriteBelow else { continue }
+            let locations = try await index.locations(pack: name)
+            guard !locations.isEmpty, let bytes = try await client.get(object.key, limit: Int(object.size)) else { continue }
+            let chunks = try locations.map { try entry(bytes[Int($0.offset)..<Int($0.offset) + $0.length], $0) }
+            let (packed, moved) = Self.pack(chunks, name: Self.newPackName())
+            try await client.put(key(pack: moved[0].pack), packed)
+            if try await index.moveLocations(moved, from: name) == 0 {
+                // Another compaction moved them first: this copy is named by nothing.
+                try await client.delete(key(pack: moved[0].pack))
+                continue
+            }
+            try await client.delete(object.key)
+            report.packsRewritten += 1
+            report.packsRemoved += 1
+            report.bytesFreed += object.size - Int64(packed.count)
+        }
+        return report
+    }
+
     private func forEach<C: Collection & Sendable>(_ items: C, _ body: @escaping @Sendable (C.Element) async throws -> Void) async throws
         where C.Element: Sendable {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var running = 0
-            for item in items {
-                if running == concurrency {
-                    try await group.next()
-                    running -= 1
-                }
-                group.addTask { try await body(item) }
-                running += 1
-            }
-            try await group.waitForAll()
-        }
+        try await concurrentForEach(items, width: concurrency, body)
     }
 }

@@ -109,6 +109,20 @@ public final class S3Client: Sendable {
         return answer.body
     }
 
+    /// The bytes `range` of an object (one ranged GET), or `nil` if there is no such object.
+    /// - Throws: `io` if the store answers with other bytes than asked for.
+    public func get(_ key: String, range: Range<Int64>) async throws -> [UInt8]? {
+        guard !range.isEmpty else { return [] }
+        let answer = try await send("GET", key: key, headers: [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")],
+                                    limit: max(Int(range.count), 64 << 10))
+        if answer.status == 404 { return nil }
+        guard answer.status == 206 || answer.status == 200 else { throw Self.failure("get \(key)", answer) }
+        guard answer.body.count == range.count else {
+            throw XferError(.io, "the object store answered \(answer.body.count) bytes of \(key) for a range of \(range.count)")
+        }
+        return answer.body
+    }
+
     /// An object's size and modification time, or `nil` if there is none.
     public func head(_ key: String) async throws -> S3Object? {
         let answer = try await send("HEAD", key: key)
@@ -154,7 +168,8 @@ public final class S3Client: Sendable {
         var body: [UInt8]
     }
 
-    private func send(_ method: String, key: String?, query: [(String, String)] = [], body: [UInt8] = [], limit: Int = 1 << 20) async throws -> Answer {
+    private func send(_ method: String, key: String?, query: [(String, String)] = [], headers: [(String, String)] = [],
+                      body: [UInt8] = [], limit: Int = 1 << 20) async throws -> Answer {
         let path = "/" + location.bucket + (key.map { "/" + $0 } ?? "")
         var attempt = 0
         while true {
@@ -164,7 +179,7 @@ public final class S3Client: Sendable {
             let queryText = query.map { "\(SigV4Signer.encode($0.0, slash: true))=\(SigV4Signer.encode($0.1, slash: true))" }.joined(separator: "&")
             var request = HTTPClientRequest(url: location.endpoint + SigV4Signer.encode(path, slash: false) + (queryText.isEmpty ? "" : "?" + queryText))
             request.method = HTTPMethod(rawValue: method)
-            for (name, value) in signed { request.headers.add(name: name, value: value) }
+            for (name, value) in signed + headers { request.headers.add(name: name, value: value) }
             if !body.isEmpty || method == "PUT" {
                 request.body = .bytes(ByteBuffer(bytes: body))
                 request.headers.add(name: "Content-Length", value: "\(body.count)")

@@ -9,11 +9,14 @@ public protocol ChunkStore: Sendable {
     /// - Returns: Per chunk, in order: `nil` if stored (or already present), else why it was refused.
     /// - Throws: `io` if storing fails.
     func store(_ chunks: [EncodedChunk]) async throws -> [XferError?]
-    /// A chunk as stored (the receiver verifies it).
+    /// Chunks as stored, in the order asked (the receiver verifies them). A store that packs
+    /// chunks reads neighbours in one request.
     /// - Throws: `not_found`, `io`.
-    func load(_ id: ChunkID) async throws -> EncodedChunk
+    func load(_ ids: [ChunkID]) async throws -> [EncodedChunk]
 
-    /// How many loads a download keeps in flight ahead of what it has sent.
+    /// How many chunks a download asks ``load(_:)`` for at once.
+    var readBatch: Int { get }
+    /// How many such batches a download keeps in flight ahead of what it has sent.
     var readAhead: Int { get }
 
     // MARK: Maintenance
@@ -31,6 +34,29 @@ public protocol ChunkStore: Sendable {
     func sweep(_ ids: [ChunkID], modifiedBefore: Int64,
                begin: @escaping @Sendable ([ChunkID]) async throws -> [ChunkID],
                end: @escaping @Sendable ([ChunkID]) async throws -> Void) async throws -> (count: Int, bytes: Int64)
+    /// Reclaims the space of swept chunks where a sweep alone cannot (a store that packs
+    /// chunks rewrites packs that are mostly dead); leaves anything written since
+    /// `modifiedBefore` (Unix ns) alone.
+    func compact(modifiedBefore: Int64) async throws -> Compaction
+}
+
+extension ChunkStore {
+    /// One chunk as stored.
+    /// - Throws: `not_found`, `io`.
+    public func load(_ id: ChunkID) async throws -> EncodedChunk { try await load([id])[0] }
+}
+
+/// What a compaction did.
+public struct Compaction: Sendable, Hashable {
+    /// Packs deleted (no live chunk left, or rewritten).
+    public var packsRemoved = 0
+    /// Packs whose live chunks were copied into a new pack.
+    public var packsRewritten = 0
+    /// Bytes of object storage given back.
+    public var bytesFreed: Int64 = 0
+
+    /// Nothing done.
+    public init() {}
 }
 
 /// A stored chunk, as a listing shows it.
@@ -73,12 +99,14 @@ public struct FileChunkStore: ChunkStore {
         }
     }
 
-    public func load(_ id: ChunkID) async throws -> EncodedChunk {
+    public func load(_ ids: [ChunkID]) async throws -> [EncodedChunk] {
         let files = files
-        return try await threadPool.runIfActive { try files.getUnverified(id) }
+        return try await threadPool.runIfActive { try ids.map { try files.getUnverified($0) } }
     }
 
-    /// Local reads are quick; a few in flight keep the disk busy while the socket drains.
+    /// Local reads are quick; a few small batches in flight keep the disk busy while the
+    /// socket drains.
+    public var readBatch: Int { 4 }
     public var readAhead: Int { 4 }
 
     public func list(shard: UInt8) async throws -> [StoredChunk] {
@@ -110,4 +138,7 @@ public struct FileChunkStore: ChunkStore {
         try await end(Array(marked))
         return removed
     }
+
+    /// A swept file's space is free at once.
+    public func compact(modifiedBefore: Int64) async throws -> Compaction { Compaction() }
 }

@@ -9,6 +9,39 @@ public struct Principal: Sendable, Hashable {
     public var name: String
     /// Whether the token may use the admin routes.
     public var isAdmin: Bool
+    /// The store's clock (``MetadataStore/clock()``) when the token was checked, read in the
+    /// same round trip: a request's start in the store's time, so an upload needs no extra
+    /// round trip to learn when it began.
+    public var authenticatedAt: Int64
+}
+
+/// Where a packed chunk is stored: bytes `offset ..< offset + length` of pack object `pack`.
+public struct ChunkLocation: Sendable, Hashable {
+    /// The chunk.
+    public var id: ChunkID
+    /// The pack's name.
+    public var pack: String
+    /// Where its entry starts in the pack.
+    public var offset: Int64
+    /// Its entry's length.
+    public var length: Int
+    /// When it was recorded (store clock, Unix ns; 0 until recorded).
+    public var recordedAt: Int64
+
+    /// Describes a location.
+    public init(id: ChunkID, pack: String, offset: Int64, length: Int, recordedAt: Int64 = 0) {
+        self.id = id
+        self.pack = pack
+        self.offset = offset
+        self.length = length
+        self.recordedAt = recordedAt
+    }
+
+    /// Byte strings bounding the ids that start with `shard` (`low <= id < high`, as SQL
+    /// compares blobs).
+    public static func shardBounds(_ shard: UInt8) -> (low: [UInt8], high: [UInt8]) {
+        ([shard], shard < .max ? [shard + 1] : [UInt8](repeating: .max, count: ChunkID.byteCount + 1))
+    }
 }
 
 /// A chunk an account now holds: id and plain length.
@@ -123,6 +156,27 @@ public protocol MetadataStore: Sendable {
     /// Forgets deletions that finished before `cutoff` (store clock, ns): no upload still
     /// running can have started before them.
     func forgetDeletions(before cutoff: Int64) async throws
+
+    // MARK: Chunk locations (the index of a packed chunk store)
+
+    /// Records where packed chunks are stored, stamped with the store's clock; a chunk already
+    /// located keeps its first location (a second copy is dead space a compaction reclaims).
+    func recordLocations(_ locations: [ChunkLocation]) async throws
+    /// The locations of those of `ids` that are located, in no particular order.
+    func locations(_ ids: [ChunkID]) async throws -> [ChunkLocation]
+    /// The located chunks whose id starts with byte `shard`.
+    func locations(shard: UInt8) async throws -> [ChunkLocation]
+    /// The chunks located in one pack, by offset.
+    func locations(pack: String) async throws -> [ChunkLocation]
+    /// Forgets chunks' locations.
+    /// - Returns: The packs they were in that now hold no located chunk.
+    func removeLocations(_ ids: [ChunkID]) async throws -> Set<String>
+    /// The bytes of located chunks per pack (packs with none are absent).
+    func packUsage() async throws -> [String: Int64]
+    /// Points those chunks of `moved` that are still located in `pack` at their new place (a
+    /// compaction rewrote them); the others were removed meanwhile and stay removed.
+    /// - Returns: How many moved.
+    func moveLocations(_ moved: [ChunkLocation], from pack: String) async throws -> Int
     /// Drops the chunks accounts hold for no committed version (uploaded for a commit that never
     /// came) that were recorded before `cutoff` (Unix seconds), giving their bytes back.
     func expireLeases(olderThan cutoff: Int64) async throws -> (chunks: Int, bytes: Int64)

@@ -127,6 +127,11 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
         ("v2: chunk deletions", """
             CREATE TABLE chunk_deletions (id BYTEA PRIMARY KEY, started_at BIGINT NOT NULL, finished_at BIGINT)
             """),
+        ("v3: chunk locations in packs", """
+            CREATE TABLE chunk_locations (id BYTEA PRIMARY KEY, pack TEXT NOT NULL, "offset" BIGINT NOT NULL,
+                                          length BIGINT NOT NULL, recorded_at BIGINT NOT NULL);
+            CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack);
+            """),
     ]
 
     private func migrate() async throws {
@@ -199,12 +204,14 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     public func principal(tokenHash: [UInt8]) async throws -> Principal? {
         try await transaction { tx in
             guard let row = try await tx.one("""
-                SELECT t.hash, t.admin, a.id, a.name FROM tokens t LEFT JOIN accounts a ON a.id = t.account_id WHERE t.hash = \(Data(tokenHash))
+                SELECT t.hash, t.admin, a.id, a.name, (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint AS now
+                FROM tokens t LEFT JOIN accounts a ON a.id = t.account_id WHERE t.hash = \(Data(tokenHash))
                 """) else { return nil }
             guard TokenHash.equal(Array(try row["hash"].decode(Data.self)), tokenHash) else { return nil }
-            if try row["admin"].decode(Bool.self) { return Principal(accountID: 0, name: "admin", isAdmin: true) }
+            let now = try row["now"].decode(Int64.self)
+            if try row["admin"].decode(Bool.self) { return Principal(accountID: 0, name: "admin", isAdmin: true, authenticatedAt: now) }
             guard let id = try row["id"].decode(Int64?.self), let name = try row["name"].decode(String?.self) else { return nil }
-            return Principal(accountID: id, name: name, isAdmin: false)
+            return Principal(accountID: id, name: name, isAdmin: false, authenticatedAt: now)
         }
     }
 
@@ -623,6 +630,96 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
 
     public func forgetDeletions(before cutoff: Int64) async throws {
         try await transaction { tx in try await tx.run("DELETE FROM chunk_deletions WHERE finished_at < \(cutoff)") }
+    }
+
+    public func recordLocations(_ locations: [ChunkLocation]) async throws {
+        guard !locations.isEmpty else { return }
+        try await transaction { tx in
+            let ids = locations.map { ByteBuffer(bytes: $0.id.bytes) }
+            let packs = locations.map(\.pack)
+            let offsets = locations.map(\.offset)
+            let lengths = locations.map { Int64($0.length) }
+            try await tx.run("""
+                INSERT INTO chunk_locations (id, pack, "offset", length, recorded_at)
+                SELECT u.id, u.pack, u.o, u.l, (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint
+                FROM unnest(\(ids)::bytea[], \(packs)::text[], \(offsets)::bigint[], \(lengths)::bigint[]) AS u(id, pack, o, l)
+                ON CONFLICT (id) DO NOTHING
+                """)
+        }
+    }
+
+    public func locations(_ ids: [ChunkID]) async throws -> [ChunkLocation] {
+        guard !ids.isEmpty else { return [] }
+        return try await transaction { tx in
+            var found: [ChunkLocation] = []
+            for start in stride(from: 0, to: ids.count, by: 4096) {
+                let batch = ids[start..<min(start + 4096, ids.count)].map { ByteBuffer(bytes: $0.bytes) }
+                found += try await tx.rows(#"SELECT id, pack, "offset", length, recorded_at FROM chunk_locations WHERE id = ANY(\#(batch))"#)
+                    .compactMap(Self.location)
+            }
+            return found
+        }
+    }
+
+    public func locations(shard: UInt8) async throws -> [ChunkLocation] {
+        let (low, high) = ChunkLocation.shardBounds(shard)
+        return try await transaction { tx in
+            try await tx.rows(#"""
+                SELECT id, pack, "offset", length, recorded_at FROM chunk_locations
+                WHERE id >= \#(ByteBuffer(bytes: low)) AND id < \#(ByteBuffer(bytes: high)) ORDER BY id
+                """#).compactMap(Self.location)
+        }
+    }
+
+    public func locations(pack: String) async throws -> [ChunkLocation] {
+        try await transaction { tx in
+            try await tx.rows(#"SELECT id, pack, "offset", length, recorded_at FROM chunk_locations WHERE pack = \#(pack) ORDER BY "offset""#)
+                .compactMap(Self.location)
+        }
+    }
+
+    public func removeLocations(_ ids: [ChunkID]) async throws -> Set<String> {
+        guard !ids.isEmpty else { return [] }
+        return try await transaction { tx in
+            let batch = ids.map { ByteBuffer(bytes: $0.bytes) }
+            let packs = try await tx.rows("DELETE FROM chunk_locations WHERE id = ANY(\(batch)) RETURNING pack")
+                .map { try $0[0].decode(String.self) }
+            guard !packs.isEmpty else { return [] }
+            let emptied = Array(Set(packs))
+            let live = try await tx.rows("SELECT DISTINCT pack FROM chunk_locations WHERE pack = ANY(\(emptied))").map { try $0[0].decode(String.self) }
+            return Set(emptied).subtracting(live)
+        }
+    }
+
+    public func packUsage() async throws -> [String: Int64] {
+        try await transaction { tx in
+            var usage: [String: Int64] = [:]
+            for row in try await tx.rows("SELECT pack, SUM(length)::bigint FROM chunk_locations GROUP BY pack") {
+                usage[try row[0].decode(String.self)] = try row[1].decode(Int64.self)
+            }
+            return usage
+        }
+    }
+
+    public func moveLocations(_ moved: [ChunkLocation], from pack: String) async throws -> Int {
+        guard !moved.isEmpty else { return 0 }
+        return try await transaction { tx in
+            let ids = moved.map { ByteBuffer(bytes: $0.id.bytes) }
+            let packs = moved.map(\.pack)
+            let offsets = moved.map(\.offset)
+            let lengths = moved.map { Int64($0.length) }
+            return try await tx.rows("""
+                UPDATE chunk_locations c SET pack = u.pack, "offset" = u.o, length = u.l
+                FROM unnest(\(ids)::bytea[], \(packs)::text[], \(offsets)::bigint[], \(lengths)::bigint[]) AS u(id, pack, o, l)
+                WHERE c.id = u.id AND c.pack = \(pack) RETURNING c.id
+                """).count
+        }
+    }
+
+    private static func location(_ row: PostgresRandomAccessRow) throws -> ChunkLocation? {
+        guard let id = ChunkID(bytes: try row[0].decode(Data.self)) else { return nil }
+        return ChunkLocation(id: id, pack: try row[1].decode(String.self), offset: try row[2].decode(Int64.self),
+                             length: Int(try row[3].decode(Int64.self)), recordedAt: try row[4].decode(Int64.self))
     }
 
     public func expireLeases(olderThan cutoff: Int64) async throws -> (chunks: Int, bytes: Int64) {

@@ -122,13 +122,21 @@ public final class SQLiteMetadataStore: MetadataStore {
                 CREATE TABLE chunk_deletions (id BLOB PRIMARY KEY, started_at INTEGER NOT NULL, finished_at INTEGER) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v5: chunk locations in packs") { db in
+            try db.execute(sql: """
+                CREATE TABLE chunk_locations (id BLOB PRIMARY KEY, pack TEXT NOT NULL, "offset" INTEGER NOT NULL,
+                                              length INTEGER NOT NULL, recorded_at INTEGER NOT NULL) WITHOUT ROWID;
+                CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack);
+                """)
+        }
         return migrator
     }
 
     // MARK: Accounts and tokens
 
     public func principal(tokenHash: [UInt8]) async throws -> Principal? {
-        try await read { db in
+        let now = try await clock()
+        return try await read { db in
             guard let row = try Row.fetchOne(db, sql: """
                 SELECT t.hash, t.admin, a.id, a.name FROM tokens t LEFT JOIN accounts a ON a.id = t.account_id
                 WHERE t.hash = ?
@@ -137,9 +145,9 @@ public final class SQLiteMetadataStore: MetadataStore {
             let stored: Data = row["hash"]
             guard TokenHash.equal(Array(stored), tokenHash) else { return nil }
             let admin: Bool = row["admin"]
-            if admin { return Principal(accountID: 0, name: "admin", isAdmin: true) }
+            if admin { return Principal(accountID: 0, name: "admin", isAdmin: true, authenticatedAt: now) }
             guard let id: Int64 = row["id"], let name: String = row["name"] else { return nil }
-            return Principal(accountID: id, name: name, isAdmin: false)
+            return Principal(accountID: id, name: name, isAdmin: false, authenticatedAt: now)
         }
     }
 
@@ -538,6 +546,84 @@ public final class SQLiteMetadataStore: MetadataStore {
 
     public func forgetDeletions(before cutoff: Int64) async throws {
         try await write { db in try db.execute(sql: "DELETE FROM chunk_deletions WHERE finished_at < ?", arguments: [cutoff]) }
+    }
+
+    public func recordLocations(_ locations: [ChunkLocation]) async throws {
+        guard !locations.isEmpty else { return }
+        let now = try await clock()
+        try await write { db in
+            let insert = try db.cachedStatement(sql: """
+                INSERT OR IGNORE INTO chunk_locations (id, pack, "offset", length, recorded_at) VALUES (?, ?, ?, ?, ?)
+                """)
+            for location in locations {
+                try insert.execute(arguments: [Data(location.id.bytes), location.pack, location.offset, location.length, now])
+            }
+        }
+    }
+
+    public func locations(_ ids: [ChunkID]) async throws -> [ChunkLocation] {
+        try await read { db in
+            let select = try db.cachedStatement(sql: #"SELECT id, pack, "offset", length, recorded_at FROM chunk_locations WHERE id = ?"#)
+            return try ids.compactMap { id in try Row.fetchOne(select, arguments: [Data(id.bytes)]).flatMap(Self.location) }
+        }
+    }
+
+    public func locations(shard: UInt8) async throws -> [ChunkLocation] {
+        try await read { db in
+            let (low, high) = ChunkLocation.shardBounds(shard)
+            return try Row.fetchAll(db, sql: """
+                SELECT id, pack, "offset", length, recorded_at FROM chunk_locations WHERE id >= ? AND id < ? ORDER BY id
+                """, arguments: [Data(low), Data(high)]).compactMap(Self.location)
+        }
+    }
+
+    public func locations(pack: String) async throws -> [ChunkLocation] {
+        try await read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT id, pack, "offset", length, recorded_at FROM chunk_locations WHERE pack = ? ORDER BY "offset"
+                """, arguments: [pack]).compactMap(Self.location)
+        }
+    }
+
+    public func removeLocations(_ ids: [ChunkID]) async throws -> Set<String> {
+        try await write { db in
+            let pack = try db.cachedStatement(sql: "SELECT pack FROM chunk_locations WHERE id = ?")
+            let remove = try db.cachedStatement(sql: "DELETE FROM chunk_locations WHERE id = ?")
+            var packs: Set<String> = []
+            for id in ids {
+                if let name = try String.fetchOne(pack, arguments: [Data(id.bytes)]) { packs.insert(name) }
+                try remove.execute(arguments: [Data(id.bytes)])
+            }
+            let live = try db.cachedStatement(sql: "SELECT 1 FROM chunk_locations WHERE pack = ? LIMIT 1")
+            return try packs.filter { try Row.fetchOne(live, arguments: [$0]) == nil }
+        }
+    }
+
+    public func packUsage() async throws -> [String: Int64] {
+        try await read { db in
+            var usage: [String: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT pack, SUM(length) AS bytes FROM chunk_locations GROUP BY pack") {
+                usage[row["pack"]] = row["bytes"]
+            }
+            return usage
+        }
+    }
+
+    public func moveLocations(_ moved: [ChunkLocation], from pack: String) async throws -> Int {
+        try await write { db in
+            let move = try db.cachedStatement(sql: #"UPDATE chunk_locations SET pack = ?, "offset" = ?, length = ? WHERE id = ? AND pack = ?"#)
+            var count = 0
+            for location in moved {
+                try move.execute(arguments: [location.pack, location.offset, location.length, Data(location.id.bytes), pack])
+                count += db.changesCount
+            }
+            return count
+        }
+    }
+
+    private static func location(_ row: Row) -> ChunkLocation? {
+        guard let id = ChunkID(bytes: row["id"] as Data) else { return nil }
+        return ChunkLocation(id: id, pack: row["pack"], offset: row["offset"], length: row["length"], recordedAt: row["recorded_at"])
     }
 
     public func expireLeases(olderThan cutoff: Int64) async throws -> (chunks: Int, bytes: Int64) {
