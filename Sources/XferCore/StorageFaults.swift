@@ -50,14 +50,21 @@ package enum StorageFaults {
     private static let armedCount = Atomic<Int>(0)
 
     /// Arms faults (in addition to any already armed).
-    package static func arm(_ faults: Fault...) { armed.withLock { $0.append(contentsOf: faults) } }
+    package static func arm(_ faults: Fault...) { update { $0.append(contentsOf: faults) } }
 
     /// Disarms every fault.
-    package static func reset() { armed.withLock { $0.removeAll() } }
+    package static func reset() { update { $0.removeAll() } }
 
     /// Disarms the faults scoped to paths containing this string.
     package static func disarm(pathContains: String) {
-        armed.withLock { $0.removeAll { $0.pathContains.contains(pathContains) } }
+        update { $0.removeAll { $0.pathContains.contains(pathContains) } }
+    }
+
+    private static func update(_ change: (inout [Fault]) -> Void) {
+        armed.withLock { faults in
+            change(&faults)
+            armedCount.store(faults.count, ordering: .releasing)
+        }
     }
 
     /// The effect armed for this call, consuming one use of the fault.
