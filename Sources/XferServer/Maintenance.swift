@@ -102,34 +102,26 @@ public struct Maintenance: Sendable {
         for shard in UInt8.min...UInt8.max {
             // As many reads in flight as a download keeps (one at a time would pay a round
             // trip per chunk on an object store).
-            try await withThrowingTaskGroup(of: (ChunkID, Result<Int, XferError>).self) { group in
-                var running = 0
-                func collect(_ id: ChunkID, _ result: Result<Int, XferError>) {
-                    switch result {
-                    case .success(let bytes):
-                        report.bytesChecked += Int64(bytes)
-                        intact.insert(id)
-                    case .failure(let error):
-                        report.record(problem: "chunk \(id.hex): \(error.message)")
-                        damaged.insert(id)
-                    }
-                    report.chunksChecked += 1
+            let results = Locked<[(id: ChunkID, bytes: Result<Int, XferError>)]>([])
+            try await concurrentForEach(try await chunks.list(shard: shard), width: chunks.readAhead) { file in
+                let bytes: Result<Int, XferError>
+                do {
+                    bytes = .success(try await chunks.verify(file.id))
+                } catch let error as XferError {
+                    bytes = .failure(error)
                 }
-                for file in try await chunks.list(shard: shard) {
-                    if running >= max(1, chunks.readAhead), let (id, result) = try await group.next() {
-                        collect(id, result)
-                        running -= 1
-                    }
-                    group.addTask {
-                        do {
-                            return (file.id, .success(try await chunks.verify(file.id)))
-                        } catch let error as XferError {
-                            return (file.id, .failure(error))
-                        }
-                    }
-                    running += 1
+                results.withLock { $0.append((file.id, bytes)) }
+            }
+            for (id, bytes) in results.value {
+                switch bytes {
+                case .success(let count):
+                    report.bytesChecked += Int64(count)
+                    intact.insert(id)
+                case .failure(let error):
+                    report.record(problem: "chunk \(id.hex): \(error.message)")
+                    damaged.insert(id)
                 }
-                while let (id, result) = try await group.next() { collect(id, result) }
+                report.chunksChecked += 1
             }
             progress(report.chunksChecked)
         }

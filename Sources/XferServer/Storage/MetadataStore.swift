@@ -298,6 +298,13 @@ enum KeyValueRules {
         return key
     }
 
+    /// A write's canonical key and JSON text (`nil` for a delete), or why it is refused.
+    static func check(_ request: KeyValueWrite) throws -> (key: String, text: String?) {
+        let key = try check(request.key)
+        guard request.device.utf8.count <= 256 else { throw XferError(.tooLarge, "the device name is longer than 256 bytes") }
+        return (key, request.value?.jsonText)
+    }
+
     /// Refuses a write that would take the container past its limits, given the other live
     /// keys' count and bytes.
     static func checkLimits(keys: Int, bytes: Int, key: String, text: String, policy: StorePolicy) throws {

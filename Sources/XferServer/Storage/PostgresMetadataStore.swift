@@ -529,9 +529,7 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
 
     public func setValue(account: Int64, container: ContainerName, _ request: KeyValueWrite) async throws -> KeyValueWriteResult {
         let policy = policy
-        let key = try KeyValueRules.check(request.key)
-        let text = request.value?.jsonText
-        guard request.device.utf8.count <= 256 else { throw XferError(.tooLarge, "the device name is longer than 256 bytes") }
+        let (key, text) = try KeyValueRules.check(request)
         return try await transaction { tx in
             let containerID = try await Self.containerID(tx, account: account, name: container, create: true)!
             let sequence = try await Self.nextSequence(tx, container: containerID)  // also the container's lock

@@ -455,9 +455,7 @@ public final class SQLiteMetadataStore: MetadataStore {
 
     public func setValue(account: Int64, container: ContainerName, _ request: KeyValueWrite) async throws -> KeyValueWriteResult {
         let policy = policy
-        let key = try KeyValueRules.check(request.key)
-        let text = request.value?.jsonText
-        guard request.device.utf8.count <= 256 else { throw XferError(.tooLarge, "the device name is longer than 256 bytes") }
+        let (key, text) = try KeyValueRules.check(request)
         return try await write { db in
             let containerID = try Self.containerID(db, account: account, name: container, create: true)!
             let existing = try Row.fetchOne(db, sql: "SELECT * FROM kv WHERE container_id = ? AND key = ?", arguments: [containerID, key])
