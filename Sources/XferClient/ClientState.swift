@@ -271,11 +271,20 @@ public final class ClientState: Sendable {
         }
     }
 
-    /// An absolute, `/`-trimmed form of a path.
+    /// An absolute form of a path, normalized by its text alone: empty and `.` components
+    /// dropped, `..` taking away the component before it. Nothing on disk is consulted, so no
+    /// symlink is resolved (a link below a synced root must never redirect where xfer writes).
     public static func absolute(_ path: String) -> String {
-        var result = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
-        while result.count > 1 && result.hasSuffix("/") { result.removeLast() }
-        return (result as NSString).standardizingPath
+        let full = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        var components: [Substring] = []
+        for component in full.split(separator: "/", omittingEmptySubsequences: true) {
+            switch component {
+            case ".": continue
+            case "..": if !components.isEmpty { components.removeLast() }
+            default: components.append(component)
+            }
+        }
+        return "/" + components.joined(separator: "/")
     }
 }
 

@@ -76,15 +76,31 @@ public struct PullEngine: Sendable {
     /// Pulls document `name` into `destination`.
     /// - Returns: What was done.
     /// - Throws: `not_found` (no such document, or deleted), `unavailable`, `unauthorized`,
-    ///   `corrupt_chunk` (a chunk failed verification; nothing is published), `io`.
+    ///   `corrupt_chunk` (a chunk failed verification; nothing is published), `conflict` (the
+    ///   destination's directory holds a symlink where the document goes), `io`.
     /// - Parameters:
     ///   - name: The document.
-    ///   - destination: Where it goes (a file or a directory for a package).
+    ///   - destination: Where it goes (a file or a directory for a package). Its parent
+    ///     directory is the user's choice and is created if missing; nothing is written outside it.
     ///   - version: A version to pull instead of the current one (a superseded or conflict one).
-    ///   - state: The destination's state, if the caller keeps it (the sync engine does).
+    ///   - state: The destination's state, if the caller keeps it.
     ///   - progress: Called now and then from any thread.
     public func pull(_ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
+        let target = ClientState.absolute(destination)
+        let parentPath = (target as NSString).deletingLastPathComponent
+        let baseName = (target as NSString).lastPathComponent
+        guard !baseName.isEmpty, baseName != "/", baseName != ".", baseName != ".." else {
+            throw XferError(.invalidPath, "\(destination) names no file or directory to pull into")
+        }
+        let parent = try ConfinedDirectory(opening: parentPath, create: true)
+        return try await pull(name, in: parent, as: baseName, version: version, state: state, progress: progress)
+    }
+
+    /// Pulls document `name` to `baseName` inside `parent`: every write goes through `parent`'s
+    /// descriptor, never through a symlink (the sync engine opens `parent` beneath its root).
+    func pull(_ name: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64? = nil,
+              state: ClientState? = nil, progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         let started = ContinuousClock.now
         let connection = remote.connection
         let info = try await connection.stat(container: remote.container, path: name, version: version)
@@ -92,7 +108,7 @@ public struct PullEngine: Sendable {
             throw XferError(.notFound, info.state == .deleted ? "\(name) was deleted (version \(info.version))"
                                                               : "\(name) has no committed version yet (an upload is in progress)")
         }
-        let target = ClientState.absolute(destination)
+        let target = parent.describe(baseName)
         let state = try state ?? ClientState(root: target, stateDirectory: remote.stateDirectory)
         let synced = try state.document(server: connection.server, container: remote.container, path: name)
 
@@ -123,42 +139,55 @@ public struct PullEngine: Sendable {
             }
         }
 
-        let parent = (target as NSString).deletingLastPathComponent
-        let baseName = (target as NSString).lastPathComponent
-        let staging = "\(parent)/.\(baseName).xfer-\(answer.version).partial"
-        do {
-            try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
-        } catch {
-            throw XferError(.io, "cannot create the directory \(parent)", cause: DescribedError(error))
-        }
-        try Self.removeStaleStaging(parent: parent, baseName: baseName, keep: staging)
-        let resuming = access(staging, F_OK) == 0
+        let stagingName = ".\(baseName).xfer-\(answer.version).partial"
+        try Self.removeStaleStaging(in: parent, baseName: baseName, keep: stagingName)
+        let resuming = parent.kind(stagingName) != nil
 
-        // Lay out the staging copy: directories, symlinks, files at their final size.
+        // Lay out the staging copy: directories, symlinks, files at their final size. Every
+        // name is created in a directory opened beneath the staging copy, never through a symlink.
         var files: [(entry: Manifest.Entry, path: String, fd: Int32)] = []
         defer { for file in files where file.fd >= 0 { close(file.fd) } }
+        var staging: ConfinedDirectory? = nil
         if manifest.kind == .package {
-            if !resuming { try Self.check(mkdir(staging, 0o755), "create", staging) }
+            // A resumed staging copy may hold anything: only a real directory is kept.
+            try parent.remove(stagingName, unless: S_IFDIR)
+            try parent.makeDirectory(stagingName)
+            staging = try parent.directory([stagingName], create: false)
         }
+        var lastDirectory: (path: Substring, directory: ConfinedDirectory)? = nil
         for entry in manifest.entries {
-            let path = manifest.kind == .package ? staging + "/" + entry.path : staging
+            let directory: ConfinedDirectory
+            let leaf: String
+            if let staging {
+                let slash = entry.path.lastIndex(of: "/")
+                let parentPath = slash.map { entry.path[..<$0] } ?? ""
+                leaf = String(slash.map { entry.path[entry.path.index(after: $0)...] } ?? entry.path[...])
+                if let last = lastDirectory, last.path == parentPath {
+                    directory = last.directory
+                } else {
+                    directory = try staging.directory(parentPath.split(separator: "/"), create: false)
+                    lastDirectory = (parentPath, directory)
+                }
+            } else {
+                directory = parent
+                leaf = stagingName
+            }
+            let path = manifest.kind == .package ? parent.describe(stagingName) + "/" + entry.path : parent.describe(stagingName)
             switch entry.kind {
             case .directory:
-                // A resumed staging copy may hold anything at this path: only a real directory
-                // is kept, so nothing below it is ever written through a symlink.
-                Self.removeUnless(S_IFDIR, at: path)
-                if mkdir(path, 0o755) != 0 && errno != EEXIST { try Self.check(-1, "create", path) }
+                try directory.remove(leaf, unless: S_IFDIR)
+                try directory.makeDirectory(leaf)
             case .symlink:
-                Self.removeUnless(nil, at: path)
-                try Self.check(symlink(entry.symlinkTarget ?? "", path), "create the symlink", path)
+                try directory.remove(leaf)
+                try directory.makeSymlink(leaf, target: entry.symlinkTarget ?? "")
             case .file:
-                Self.removeUnless(S_IFREG, at: path)
-                let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-                try Self.check(fd, "create", path)
+                try directory.remove(leaf, unless: S_IFREG)
+                let fd = try directory.openFile(leaf, flags: O_RDWR | O_CREAT)
                 files.append((entry, path, fd))
                 try Self.check(ftruncate(fd, off_t(entry.size)), "size", path)
             }
         }
+        lastDirectory = nil
 
         // Decide where each chunk comes from: the staging copy (a resumed pull), a local file, or the server.
         let counters = Locked(Counters())
@@ -174,7 +203,7 @@ public struct PullEngine: Sendable {
                     continue
                 }
                 if let source = sources[chunk.id] {
-                    let fd = open(source.path, O_RDONLY | O_CLOEXEC)
+                    let fd = open(source.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
                     if fd >= 0 {
                         defer { close(fd) }
                         if try Self.readVerified(fd, offset: source.offset, chunk: chunk, into: &buffer) {
@@ -196,29 +225,30 @@ public struct PullEngine: Sendable {
         for file in files {
             try Self.check(fchmod(file.fd, Self.safeMode(file.entry.mode)), "set the mode of", file.path)
             try Self.check(fsync(file.fd), "fsync", file.path)
-            try Self.setTimes(file.fd, path: nil, mtime: file.entry.mtimeNanoseconds, name: file.path)
+            try Self.check(futimens(file.fd, [ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds),
+                                              ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds)]),
+                           "set the modification time of", file.path)
         }
-        if manifest.kind == .package {
+        if let staging {
             for entry in manifest.entries.reversed() where entry.kind == .directory {
-                let path = staging + "/" + entry.path
-                try Self.check(chmod(path, Self.safeMode(entry.mode)), "set the mode of", path)
-                try Self.syncDirectory(path)
-                try Self.setTimes(-1, path: path, mtime: entry.mtimeNanoseconds, name: path)
+                let directory = try staging.directory(entry.path.split(separator: "/"), create: false)
+                try directory.setMode(Self.safeMode(entry.mode))
+                try directory.synchronize()
+                try directory.setModificationTime(entry.mtimeNanoseconds)
             }
             // The package root's own mode and mtime travel in the version's metadata.
-            try Self.check(chmod(staging, Self.safeMode(UInt32(truncatingIfNeeded: info.mode))), "set the mode of", staging)
-            try Self.syncDirectory(staging)
-            try Self.setTimes(-1, path: staging, mtime: info.mtimeNs, name: staging)
+            try staging.setMode(Self.safeMode(UInt32(truncatingIfNeeded: info.mode)))
+            try staging.synchronize()
+            try staging.setModificationTime(info.mtimeNs)
         }
         if options.protectLocalChanges {
             try Self.checkUnchanged(target: target, known: known, name: name)
         }
-        try Self.publish(staging: staging, target: target, package: manifest.kind == .package)
-        try Self.syncDirectory(parent)
+        try Self.publish(stagingName, as: baseName, in: parent, package: manifest.kind == .package)
+        try parent.synchronize()
 
         let written = files.compactMap { file -> KnownFile? in
-            let final = manifest.kind == .package ? target + "/" + file.entry.path : target
-            return FileStamp.of(final).map { KnownFile(path: file.entry.path, stamp: $0, chunks: file.entry.chunks) }
+            return FileStamp.of(fullPath(file.entry.path)).map { KnownFile(path: file.entry.path, stamp: $0, chunks: file.entry.chunks) }
         }
         try state.recordSynced(server: connection.server, container: remote.container, path: name,
                                document: SyncedDocument(version: answer.version, manifest: manifest), files: written)
@@ -252,6 +282,7 @@ public struct PullEngine: Sendable {
         }
         if !current.isEmpty { batches.append(current) }
         let connection = remote.connection
+        let declared = Dictionary(order.map { ($0.id, $0.length) }, uniquingKeysWith: { first, _ in first })
         try await withThrowingTaskGroup(of: Void.self) { group in
             var running = 0
             for batch in batches {
@@ -267,6 +298,11 @@ public struct PullEngine: Sendable {
                             throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for")
                         }
                         let plain = try chunk.decoded(maximumLength: maximumLength)
+                        // The hash vouches for the bytes; the manifest's length must agree too, or
+                        // the file would be written at a size the server made up.
+                        guard plain.count == declared[chunk.id] else {
+                            throw XferError(.corruptChunk, "chunk \(chunk.id) holds \(plain.count) bytes, but the manifest declares \(declared[chunk.id] ?? 0); nothing was published")
+                        }
                         for target in targets {
                             try Self.write(plain, count: plain.count, to: files[target.file].fd, at: target.offset, path: files[target.file].path)
                         }
@@ -291,18 +327,6 @@ public struct PullEngine: Sendable {
     /// and rwx bits do.
     static func safeMode(_ mode: UInt32) -> mode_t { mode_t(mode & 0o1777) }
 
-    /// Removes whatever is at `path` unless it is of `kind` (S_IFDIR, S_IFREG); with `nil`,
-    /// removes anything. Never follows a symlink.
-    private static func removeUnless(_ kind: mode_t?, at path: String) {
-        var info = stat()
-        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) != kind else { return }
-        if (info.st_mode & S_IFMT) == S_IFDIR {
-            try? FileManager.default.removeItem(atPath: path)
-        } else {
-            unlink(path)
-        }
-    }
-
     private static func check(_ result: Int32, _ action: String, _ path: String) throws {
         guard result >= 0 else {
             let err = errno
@@ -326,25 +350,6 @@ public struct PullEngine: Sendable {
         }
     }
 
-    private static func setTimes(_ fd: Int32, path: String?, mtime: Int64, name: String) throws {
-        let seconds = mtime >= 0 ? mtime / 1_000_000_000 : (mtime - 999_999_999) / 1_000_000_000
-        let nanoseconds = mtime - seconds * 1_000_000_000
-        let stamp = timespec(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds))
-        var times = [stamp, stamp]
-        let result = times.withUnsafeMutableBufferPointer { pointer in
-            if let path { return utimensat(AT_FDCWD, path, pointer.baseAddress, AT_SYMLINK_NOFOLLOW) }
-            return futimens(fd, pointer.baseAddress)
-        }
-        try check(result, "set the modification time of", name)
-    }
-
-    private static func syncDirectory(_ path: String) throws {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        try check(fd, "open", path)
-        defer { close(fd) }
-        try check(fsync(fd), "fsync", path)
-    }
-
     /// Throws `conflict` if the destination holds anything this root did not sync as it is.
     private static func checkUnchanged(target: String, known: [String: KnownFile], name: DocumentPath) throws {
         var info = stat()
@@ -364,50 +369,40 @@ public struct PullEngine: Sendable {
     }
 
     /// Puts the staging copy in place in one step.
-    private static func publish(staging: String, target: String, package: Bool) throws {
-        var info = stat()
-        let exists = lstat(target, &info) == 0
-        let targetIsDirectory = exists && (info.st_mode & S_IFMT) == S_IFDIR
+    private static func publish(_ staging: String, as name: String, in parent: ConfinedDirectory, package: Bool) throws {
+        let existing = parent.kind(name)
+        let target = parent.describe(name)
         if !package {
-            guard !targetIsDirectory else {
+            guard existing != S_IFDIR else {
                 throw XferError(.io, "\(target) is a directory; the document is a file. Pull into another path, or remove it")
             }
-            try check(rename(staging, target), "rename into place", target)
+            try parent.rename(staging, to: parent, as: name)
             return
         }
-        guard exists else {
-            try check(rename(staging, target), "rename into place", target)
+        guard let existing else {
+            try parent.rename(staging, to: parent, as: name)
             return
         }
-        guard targetIsDirectory else {
+        guard existing == S_IFDIR else {
             throw XferError(.io, "\(target) is a file; the document is a package (a directory). Pull into another path, or remove it")
         }
-        if cxfer_exchange_paths(staging, target) == 0 {
+        if try parent.exchange(staging, with: parent, name) {
             // staging now holds the old tree.
-            try removeTree(staging)
+            try parent.remove(staging)
             return
         }
         // No RENAME_EXCHANGE on this file system: move the old tree aside, then the new one in.
         let aside = staging + ".old"
-        try check(rename(target, aside), "move aside", target)
-        try check(rename(staging, target), "rename into place", target)
-        try removeTree(aside)
+        try parent.rename(name, to: parent, as: aside)
+        try parent.rename(staging, to: parent, as: name)
+        try parent.remove(aside)
     }
 
-    private static func removeStaleStaging(parent: String, baseName: String, keep: String) throws {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: parent) else { return }
+    private static func removeStaleStaging(in parent: ConfinedDirectory, baseName: String, keep: String) throws {
+        guard let names = try? parent.names() else { return }
         let prefix = ".\(baseName).xfer-"
-        for name in names where name.hasPrefix(prefix) && (name.hasSuffix(".partial") || name.hasSuffix(".partial.old")) {
-            let path = parent + "/" + name
-            if path != keep { try removeTree(path) }
-        }
-    }
-
-    private static func removeTree(_ path: String) throws {
-        do {
-            try FileManager.default.removeItem(atPath: path)
-        } catch {
-            throw XferError(.io, "cannot remove \(path)", cause: DescribedError(error))
+        for name in names where name.hasPrefix(prefix) && (name.hasSuffix(".partial") || name.hasSuffix(".partial.old")) && name != keep {
+            try parent.remove(name)
         }
     }
 }

@@ -196,7 +196,16 @@ public final class SyncDirectory: Sendable {
     /// (then nothing that needs the server's view is decided).
     /// - Returns: The plans, and the local names that are not valid document paths (skipped).
     func plan(remote listing: [String: DocumentInfo]?) throws -> (plans: [Plan], invalid: [String]) {
-        let (local, invalid) = scanLocal()
+        var (local, invalid) = scanLocal()
+        // The namespace is a tree (docs/PROTOCOL.md, "Names"): a server that lists a document
+        // inside another is not followed there; the inner one is skipped and reported.
+        var listing = listing
+        if let documents = listing {
+            for (key, info) in documents where info.path.ancestors.contains(where: { documents[$0] != nil }) {
+                listing?[key] = nil
+                invalid.append(key)
+            }
+        }
         let records = try state.records()
         let server = remote.connection.server
         var paths = Set(local.keys).union(records.keys)
@@ -278,7 +287,7 @@ public final class SyncDirectory: Sendable {
         guard try LocalSnapshot(path: full, known: clientState.stamps()).isUnchanged(since: synced, state: clientState) else {
             throw XferError(.conflict, "\(path) has changes that are not on the server yet; sync first, then evict")
         }
-        try Self.removeItem(full)
+        try remove(path)
         record.evicted = true
         try state.put(record)
     }
@@ -305,8 +314,11 @@ public final class SyncDirectory: Sendable {
         var pullOptions = options.pull
         pullOptions.protectLocalChanges = true
         let full = directory + "/" + path.value
+        // Every write lands beneath the synced root, through directories opened without
+        // following a symlink: a document named below a symlink is refused, not written.
+        let parent = try root().directory(path.components.dropLast(), create: true)
         let report = try await PullEngine(remote: remote, options: pullOptions)
-            .pull(path, into: full, state: state.clientState(for: path), progress: progress)
+            .pull(path, in: parent, as: String(path.components.last!), state: state.clientState(for: path), progress: progress)
         let top = try DirectoryWalker.entry(at: full)
         try record(path, kind: top.kind == .directory ? .package : .file, size: report.bytes, mtimeNs: top.mtimeNanoseconds)
         return report
@@ -318,7 +330,7 @@ public final class SyncDirectory: Sendable {
             guard try LocalSnapshot(path: local.path, known: clientState.stamps()).isUnchanged(since: plan.synced, state: clientState) else {
                 throw XferError(.conflict, "\(plan.path) was deleted on the server but changed here; it will be pushed again")
             }
-            try Self.removeItem(local.path)
+            try remove(plan.path)
         }
         try state.forget(plan.path)
     }
@@ -361,12 +373,22 @@ public final class SyncDirectory: Sendable {
         return evicted
     }
 
-    static func removeItem(_ path: String) throws {
+    /// The synced root, opened for confined writes (docs/SECURITY.md, "One confined writer").
+    func root() throws -> ConfinedDirectory {
+        try ConfinedDirectory(opening: directory)
+    }
+
+    /// Removes a document's local data through the confined writer: its parent directories are
+    /// opened beneath the root without following a symlink, and the document itself (a file,
+    /// a symlink, or a package tree) is removed as what it is, never followed.
+    func remove(_ path: DocumentPath) throws {
+        let parent: ConfinedDirectory
         do {
-            try FileManager.default.removeItem(atPath: path)
-        } catch {
-            throw XferError(.io, "cannot remove \(path)", cause: DescribedError(error))
+            parent = try root().directory(path.components.dropLast(), create: false)
+        } catch let error as XferError where error.code == .notFound {
+            return
         }
+        try parent.remove(String(path.components.last!))
     }
 }
 

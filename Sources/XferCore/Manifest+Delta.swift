@@ -68,15 +68,20 @@ extension Manifest {
         guard let kind = Kind(rawValue: try input.byte()) else { throw XferError(.invalidManifest, "unknown manifest kind") }
         let chunker = try input.chunker()
         let count = try input.int(limit: input.remaining / 4)
+        try Self.checkTotals(entries: count, references: 0, bytes: 0)
         var entries: [Entry] = []
         entries.reserveCapacity(count)
         let baseEntries = base?.entries ?? []
+        // Totals over the whole result, checked before each copy or add is made: a few bytes
+        // of delta can name millions of references, so nothing is built past the limits.
+        var totals = (references: 0, bytes: Int64(0))
         for _ in 0..<count {
             var entry = try input.entryHeader()
             if entry.kind == .file {
                 let reference = try input.int(limit: baseEntries.count)
                 let source = reference == 0 ? [] : baseEntries[reference - 1].chunks
-                entry.chunks = try Self.readOps(from: &input, against: source, maximumLength: chunker.maximumSize)
+                entry.chunks = try Self.readOps(from: &input, against: source, maximumLength: chunker.maximumSize,
+                                                entries: count, totals: &totals)
             }
             entries.append(entry)
         }
@@ -124,8 +129,8 @@ extension Manifest {
         out.bytes(ops.buffer)
     }
 
-    private static func readOps(from input: inout ByteReader, against base: [ChunkReference],
-                                maximumLength: Int) throws -> [ChunkReference] {
+    private static func readOps(from input: inout ByteReader, against base: [ChunkReference], maximumLength: Int,
+                                entries: Int, totals: inout (references: Int, bytes: Int64)) throws -> [ChunkReference] {
         // Every op takes at least 3 bytes.
         let opCount = try input.int(limit: input.remaining / 3)
         var chunks: [ChunkReference] = []
@@ -135,16 +140,24 @@ extension Manifest {
                 let start = try input.int(limit: base.count)
                 let run = try input.int(limit: base.count - start)
                 guard run > 0 else { throw XferError(.invalidManifest, "manifest delta copies an empty run") }
+                totals.references += run
+                try checkTotals(entries: entries, references: totals.references, bytes: totals.bytes)
+                for chunk in base[start..<(start + run)] { totals.bytes += Int64(chunk.length) }
+                try checkTotals(entries: entries, references: totals.references, bytes: totals.bytes)
                 chunks.append(contentsOf: base[start..<(start + run)])
             case .add:
                 let added = try input.int(limit: input.remaining / 33)
                 guard added > 0 else { throw XferError(.invalidManifest, "manifest delta adds no chunks") }
-                for _ in 0..<added { chunks.append(try input.chunk(maximumLength: maximumLength)) }
+                totals.references += added
+                try checkTotals(entries: entries, references: totals.references, bytes: totals.bytes)
+                for _ in 0..<added {
+                    let chunk = try input.chunk(maximumLength: maximumLength)
+                    totals.bytes += Int64(chunk.length)
+                    chunks.append(chunk)
+                }
+                try checkTotals(entries: entries, references: totals.references, bytes: totals.bytes)
             case nil:
                 throw XferError(.invalidManifest, "manifest delta has an unknown operation")
-            }
-            guard chunks.count <= Self.maximumEncodedSize / 33 else {
-                throw XferError(.tooLarge, "manifest delta expands past the largest manifest allowed")
             }
         }
         return chunks

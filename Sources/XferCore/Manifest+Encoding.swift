@@ -1,8 +1,31 @@
 /// The canonical binary encoding of a manifest (docs/FORMAT.md, "Manifest v1").
 extension Manifest {
     static let magic: [UInt8] = Array("XFM".utf8)
-    /// Largest encoded manifest the decoder accepts: 256 MiB.
-    public static let maximumEncodedSize = 256 << 20
+    /// Largest encoded manifest (or delta) either side accepts: 128 MiB.
+    public static let maximumEncodedSize = 128 << 20
+    /// Most entries a package may have, in total.
+    public static let maximumEntries = 1 << 20
+    /// Most chunk references a manifest may hold, over all its files together, repeats
+    /// included: 2^21 (128 GiB at the default 64 KiB average chunk). With the encoded size,
+    /// this bounds the memory any manifest (or a delta applied to a base) can take: about
+    /// 40 bytes a reference, 80 MiB at most.
+    public static let maximumChunkReferences = 1 << 21
+    /// Most content bytes a manifest may declare, over all its files: 4 TiB.
+    public static let maximumTotalBytes: Int64 = 1 << 42
+
+    /// Throws `too_large` if a running count passes a limit: checked while decoding, before
+    /// anything more is allocated.
+    static func checkTotals(entries: Int, references: Int, bytes: Int64) throws {
+        guard entries <= maximumEntries else {
+            throw XferError(.tooLarge, "manifest has over \(maximumEntries) entries, the most a document may have")
+        }
+        guard references <= maximumChunkReferences else {
+            throw XferError(.tooLarge, "manifest has over \(maximumChunkReferences) chunk references in all, the most a document may have")
+        }
+        guard bytes <= maximumTotalBytes else {
+            throw XferError(.tooLarge, "manifest declares over \(maximumTotalBytes) bytes in all, the most a document may hold")
+        }
+    }
 
     /// The canonical bytes: equal manifests always encode to equal bytes.
     /// - Returns: The encoding.
@@ -46,15 +69,25 @@ extension Manifest {
         let chunker = try input.chunker()
         // Every entry takes at least 4 bytes (path length, kind, mode, mtime).
         let count = try input.int(limit: input.remaining / 4)
+        try Self.checkTotals(entries: count, references: 0, bytes: 0)
         var entries: [Entry] = []
         entries.reserveCapacity(count)
+        var references = 0
+        var bytes: Int64 = 0
         for _ in 0..<count {
             var entry = try input.entryHeader()
             if entry.kind == .file {
                 // Every chunk takes at least 33 bytes (length, id).
                 let chunkCount = try input.int(limit: input.remaining / 33)
+                references += chunkCount
+                try Self.checkTotals(entries: count, references: references, bytes: bytes)
                 entry.chunks.reserveCapacity(chunkCount)
-                for _ in 0..<chunkCount { entry.chunks.append(try input.chunk(maximumLength: chunker.maximumSize)) }
+                for _ in 0..<chunkCount {
+                    let chunk = try input.chunk(maximumLength: chunker.maximumSize)
+                    bytes += Int64(chunk.length)
+                    entry.chunks.append(chunk)
+                }
+                try Self.checkTotals(entries: count, references: references, bytes: bytes)
             }
             entries.append(entry)
         }

@@ -109,6 +109,7 @@ public struct Manifest: Sendable, Hashable {
     public var digest: ChunkID { ChunkID.of(encoded()) }
 
     func validate() throws {
+        try Self.checkTotals(entries: entries.count, references: entries.reduce(0) { $0 + $1.chunks.count }, bytes: 0)
         switch kind {
         case .file:
             guard entries.count == 1, entries[0].path.isEmpty, entries[0].kind != .directory else {
@@ -155,11 +156,17 @@ public struct Manifest: Sendable, Hashable {
                 }
             }
         }
+        // Lengths are within the chunker's bounds now, so the sum cannot overflow.
+        try Self.checkTotals(entries: entries.count, references: 0, bytes: totalSize)
     }
 }
 
 /// The rules for a path inside a document: relative, "/"-separated, no empty, "." or ".."
-/// component, no NUL, bounded length.
+/// component, bounded length, and no character that could make a name lie when printed:
+/// no control character (C0, DEL, C1 such as U+0085), no line or paragraph separator
+/// (U+2028, U+2029) and no bidirectional formatting character (U+061C, U+200E, U+200F,
+/// U+202A–U+202E, U+2066–U+2069). Server and client apply the same rule, to document paths
+/// and to every entry of a package.
 public enum DocumentPathRules {
     /// Longest path in bytes.
     public static let maximumPathBytes = 4096
@@ -179,6 +186,9 @@ public enum DocumentPathRules {
         guard bytes.first != UInt8(ascii: "/") else {
             throw XferError(.invalidPath, "\"\(path)\" is absolute; paths are relative to the document")
         }
+        if let bad = path.unicodeScalars.first(where: isRefused) {
+            throw XferError(.invalidPath, "path contains the character U+\(String(bad.value, radix: 16, uppercase: true).leftPadded(to: 4)), which names may not hold (a control, separator or bidirectional formatting character)")
+        }
         for component in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             if component.isEmpty || component.elementsEqual([0x2E]) || component.elementsEqual([0x2E, 0x2E]) {
                 throw XferError(.invalidPath, "\"\(path)\" has an empty, \".\" or \"..\" component")
@@ -187,5 +197,22 @@ public enum DocumentPathRules {
                 throw XferError(.invalidPath, "\"\(path)\" has a component over \(maximumComponentBytes) bytes")
             }
         }
+    }
+
+    /// Whether a name may not hold this character (see the type's rules).
+    public static func isRefused(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F: return true             // C0, DEL, C1 controls
+        case 0x2028, 0x2029: return true                         // line and paragraph separators
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true  // bidi formatting
+        default: return false
+        }
+    }
+}
+
+extension String {
+    /// The string with leading zeros up to `width` characters.
+    func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -4,8 +4,9 @@ import XferCore
 /// A document's path inside a container, validated once where it enters (a request, the
 /// command line) and trusted everywhere after.
 ///
-/// Rules: the manifest path rules (relative, `/`-separated, no empty, `.` or `..` component,
-/// no NUL, at most 4096 bytes, components at most 255), no other control characters, and
+/// Rules: the manifest path rules (``DocumentPathRules``: relative, `/`-separated, no empty,
+/// `.` or `..` component, at most 4096 bytes, components at most 255, no control, separator
+/// or bidirectional formatting character), and
 /// Unicode in NFC: the path is normalized, so "é" typed precomposed or decomposed names the
 /// same document.
 public struct DocumentPath: Hashable, Comparable, Sendable, CustomStringConvertible, Codable {
@@ -18,14 +19,40 @@ public struct DocumentPath: Hashable, Comparable, Sendable, CustomStringConverti
     public init(_ raw: String) throws {
         let normalized = raw.precomposedStringWithCanonicalMapping
         try DocumentPathRules.validate(normalized)
-        if let control = normalized.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-            throw XferError(.invalidPath, "path contains the control character U+\(String(control.value, radix: 16, uppercase: true))")
-        }
         value = normalized
     }
 
     /// The path's components.
     public var components: [Substring] { value.split(separator: "/") }
+
+    /// The paths that would contain this one, outermost first: "a", "a/b" for "a/b/c".
+    ///
+    /// The document namespace is a tree: a live document may have no other live document
+    /// among its ancestors or below it (docs/PROTOCOL.md, "Names"), so no file is ever synced
+    /// *inside* a file or a symlink.
+    public var ancestors: [String] {
+        var result: [String] = []
+        var index = value.startIndex
+        while let slash = value[index...].firstIndex(of: "/") {
+            result.append(String(value[..<slash]))
+            index = value.index(after: slash)
+        }
+        return result
+    }
+
+    /// Every path below this one, as a bytewise half-open range: from `PATH/` up to `PATH0`
+    /// ("0" is the byte after "/").
+    public var descendantRange: (low: String, high: String) { (value + "/", value + "0") }
+
+    /// The error for a document that would live inside another, or contain one.
+    /// - Parameters:
+    ///   - other: The live document in the way.
+    public func namespaceConflict(with other: String) -> XferError {
+        if other.utf8.count < value.utf8.count {
+            return XferError(.conflict, "\(other) is a document (a file, symlink or package), so \(value) cannot be one inside it; delete \(other) first or choose another name")
+        }
+        return XferError(.conflict, "\(value) holds the document \(other), so it cannot itself be a document; delete what is inside it first or choose another name")
+    }
 
     public var description: String { value }
 

@@ -5,6 +5,16 @@
 /// Returns 0 on success, -1 with errno set otherwise (ENOSYS/EINVAL where unsupported).
 int cxfer_exchange_paths(const char *a, const char *b);
 
+/// Atomically exchanges `a` in directory `afd` with `b` in directory `bfd` (renameat2
+/// RENAME_EXCHANGE). Returns 0, or -1 with errno (ENOSYS/EINVAL where unsupported).
+int cxfer_exchange_at(int afd, const char *a, int bfd, const char *b);
+
+/// Opens `path` (relative, several components) beneath the directory `dirfd` without
+/// following any symlink and without leaving `dirfd` (Linux openat2 with RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS). Returns the descriptor, or -1 with errno;
+/// ENOSYS where the kernel has no openat2 (the caller then walks component by component).
+int cxfer_open_beneath(int dirfd, const char *path, int flags, unsigned int mode);
+
 /// Flushes the whole file system holding `fd` (Linux syncfs; fsync of `fd` elsewhere).
 int cxfer_syncfs(int fd);
 

@@ -284,6 +284,40 @@ public struct AccountUsage: Sendable, Hashable {
     public var held: Int64
 }
 
+/// What a commit requires of the chunks its manifest references, the same for every backend.
+enum CommitRules {
+    /// The distinct chunks of a manifest with their declared lengths.
+    /// - Throws: `invalid_manifest` if one id is declared with two lengths (one content has one length).
+    static func distinctChunks(_ manifest: Manifest) throws -> [ChunkID: Int] {
+        var lengths: [ChunkID: Int] = [:]
+        for entry in manifest.entries {
+            for chunk in entry.chunks {
+                if let known = lengths.updateValue(chunk.length, forKey: chunk.id), known != chunk.length {
+                    throw XferError(.invalidManifest, "the manifest declares chunk \(chunk.id) as both \(known) and \(chunk.length) bytes")
+                }
+            }
+        }
+        return lengths
+    }
+
+    /// The chunks the account does not hold, given the lengths of those it does.
+    /// - Throws: `invalid_manifest` if a held chunk's length differs from the one declared
+    ///   (a file would be written at the wrong size).
+    static func missing(_ declared: [ChunkID: Int], held: [ChunkID: Int64]) throws -> [ChunkID] {
+        var missing: [ChunkID] = []
+        for (id, length) in declared {
+            guard let stored = held[id] else {
+                missing.append(id)
+                continue
+            }
+            guard stored == Int64(length) else {
+                throw XferError(.invalidManifest, "the manifest declares chunk \(id) as \(length) bytes, but it holds \(stored)")
+            }
+        }
+        return missing.sorted()
+    }
+}
+
 /// The key-value store's rules, the same for every backend.
 enum KeyValueRules {
     /// A key in canonical form (NFC), or why it is refused.

@@ -132,6 +132,9 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
                                           length BIGINT NOT NULL, recorded_at BIGINT NOT NULL);
             CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack);
             """),
+        ("v4: bytewise path index for the namespace rule", """
+            CREATE INDEX documents_path_bytewise ON documents (container_id, path COLLATE "C");
+            """),
     ]
 
     private func migrate() async throws {
@@ -328,6 +331,7 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
         try await transaction { tx in
             let containerID = try await Self.containerID(tx, account: account, name: container, create: true)!
             let sequence = try await Self.nextSequence(tx, container: containerID)
+            try await Self.checkNamespace(tx, container: containerID, path: request.path)
             let document = try await Self.documentRow(tx, container: containerID, path: request.path, create: true)!
             let version = document.latest + 1
             try await tx.run("UPDATE documents SET latest_version = \(version) WHERE id = \(document.id)")
@@ -358,7 +362,9 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             guard state == VersionState.uploading.rawValue else {
                 throw XferError(.conflict, "\(path) version \(version) is already \(state)")
             }
-            let missing = try await Self.lacking(tx, account: account, manifest.allChunks.map(\.id))
+            try await Self.checkNamespace(tx, container: containerID, path: path)
+            let declared = try CommitRules.distinctChunks(manifest)
+            let missing = try CommitRules.missing(declared, held: try await Self.heldLengths(tx, account: account, Array(declared.keys)))
             guard missing.isEmpty else { throw XferError.missingChunks(missing) }
             let digest = Data(ChunkID.of(encoded).bytes)
             var outcome = VersionState.current
@@ -797,6 +803,18 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
 
     /// The ids (of `ids`, first occurrences, in order) the account does not hold: one query per
     /// 4,096 ids.
+    /// The stored length of each of `ids` the account holds.
+    private static func heldLengths(_ tx: Transaction, account: Int64, _ ids: [ChunkID]) async throws -> [ChunkID: Int64] {
+        var held: [ChunkID: Int64] = [:]
+        for start in stride(from: 0, to: ids.count, by: 4096) {
+            let batch = ids[start..<min(start + 4096, ids.count)].map { ByteBuffer(bytes: $0.bytes) }
+            for row in try await tx.rows("SELECT id, length FROM account_chunks WHERE account_id = \(account) AND id = ANY(\(batch))") {
+                if let id = ChunkID(bytes: try row[0].decode(Data.self)) { held[id] = try row[1].decode(Int64.self) }
+            }
+        }
+        return held
+    }
+
     private static func lacking(_ tx: Transaction, account: Int64, _ ids: [ChunkID]) async throws -> [ChunkID] {
         var seen: Set<ChunkID> = []
         let unique = ids.filter { seen.insert($0).inserted }
@@ -836,6 +854,22 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             """) else { return nil }
         return DocumentRow(id: try row["id"].decode(Int64.self), current: try row["current_version"].decode(Int64?.self),
                            latest: try row["latest_version"].decode(Int64.self))
+    }
+
+    /// Throws `conflict` if a live document of the container is an ancestor of `path` or lies
+    /// below it (the namespace is a tree; docs/PROTOCOL.md, "Names"). Called under the
+    /// container's row lock, so the rule holds atomically across servers.
+    private static func checkNamespace(_ tx: Transaction, container: Int64, path: DocumentPath) async throws {
+        let range = path.descendantRange
+        if let row = try await tx.one("""
+            SELECT d.path FROM documents d
+            JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)
+            WHERE d.container_id = \(container) AND v.state != 'deleted'
+              AND (d.path = ANY(\(path.ancestors)) OR (d.path COLLATE "C" >= \(range.low) AND d.path COLLATE "C" < \(range.high)))
+            LIMIT 1
+            """) {
+            throw path.namespaceConflict(with: try row["path"].decode(String.self))
+        }
     }
 
     /// The container's next feed number; holds its row lock to the end of the transaction.

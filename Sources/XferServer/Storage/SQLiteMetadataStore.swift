@@ -257,6 +257,7 @@ public final class SQLiteMetadataStore: MetadataStore {
     public func announce(account: Int64, container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo {
         try await write { db in
             let containerID = try Self.containerID(db, account: account, name: container, create: true)!
+            try Self.checkNamespace(db, container: containerID, path: request.path)
             let document = try Self.documentRow(db, container: containerID, path: request.path, create: true)!
             let version = document.latest + 1
             let sequence = try Self.nextSequence(db, container: containerID)
@@ -285,7 +286,9 @@ public final class SQLiteMetadataStore: MetadataStore {
             guard state == VersionState.uploading.rawValue else {
                 throw XferError(.conflict, "\(path) version \(version) is already \(state)")
             }
-            let missing = try Self.lacking(db, account: account, manifest.allChunks.map(\.id))
+            try Self.checkNamespace(db, container: containerID, path: path)
+            let declared = try CommitRules.distinctChunks(manifest)
+            let missing = try CommitRules.missing(declared, held: try Self.heldLengths(db, account: account, Array(declared.keys)))
             guard missing.isEmpty else {
                 throw XferError.missingChunks(missing)
             }
@@ -719,6 +722,16 @@ public final class SQLiteMetadataStore: MetadataStore {
         }
     }
 
+    /// The stored length of each of `ids` the account holds.
+    private static func heldLengths(_ db: Database, account: Int64, _ ids: [ChunkID]) throws -> [ChunkID: Int64] {
+        let lookup = try db.cachedStatement(sql: "SELECT length FROM account_chunks WHERE account_id = ? AND id = ?")
+        var held: [ChunkID: Int64] = [:]
+        for id in ids {
+            if let length = try Int64.fetchOne(lookup, arguments: [account, Data(id.bytes)]) { held[id] = length }
+        }
+        return held
+    }
+
     private static func containerID(_ db: Database, account: Int64, name: ContainerName, create: Bool) throws -> Int64? {
         if let id = try Int64.fetchOne(db, sql: "SELECT id FROM containers WHERE account_id = ? AND name = ?",
                                        arguments: [account, name.value]) {
@@ -737,6 +750,26 @@ public final class SQLiteMetadataStore: MetadataStore {
         guard create else { return nil }
         try db.execute(sql: "INSERT INTO documents (container_id, path) VALUES (?, ?)", arguments: [container, path.value])
         return DocumentRow(id: db.lastInsertedRowID, current: nil, latest: 0)
+    }
+
+    /// Throws `conflict` if a live document of the container is an ancestor of `path` or lies
+    /// below it (the namespace is a tree; docs/PROTOCOL.md, "Names"). Run inside the write
+    /// transaction that creates or commits the version, so the rule holds atomically.
+    private static func checkNamespace(_ db: Database, container: Int64, path: DocumentPath) throws {
+        let ancestors = path.ancestors
+        let range = path.descendantRange
+        let placeholders = ancestors.map { _ in "?" }.joined(separator: ", ")
+        let byAncestor = ancestors.isEmpty ? "" : "d.path IN (\(placeholders)) OR "
+        let arguments = StatementArguments([container] as [any DatabaseValueConvertible])
+            + StatementArguments(ancestors) + StatementArguments([range.low, range.high])
+        if let other = try String.fetchOne(db, sql: """
+            SELECT d.path FROM documents d
+            JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)
+            WHERE d.container_id = ? AND (\(byAncestor)(d.path >= ? AND d.path < ?)) AND v.state != 'deleted'
+            LIMIT 1
+            """, arguments: arguments) {
+            throw path.namespaceConflict(with: other)
+        }
     }
 
     private static func nextSequence(_ db: Database, container: Int64) throws -> Int64 {
