@@ -63,10 +63,13 @@ public final class LocalChunkStore: Sendable {
     ///   - verifyExisting: Read back a chunk that is already present and replace it if it is
     ///     damaged (a server does this when the chunk's presence is not yet recorded, since a
     ///     crash before ``synchronize()`` can leave a renamed but unwritten file).
+    ///   - rewrite: Write the file even if it is present (same bytes, atomically replaced), so
+    ///     that storing a chunk costs the same whether or not anyone held it before: a server
+    ///     uses this so the time an upload takes does not tell one account what another stores.
     @discardableResult
-    public func put(_ chunk: EncodedChunk, durable: Bool = true, verifyExisting: Bool = false) throws -> Bool {
+    public func put(_ chunk: EncodedChunk, durable: Bool = true, verifyExisting: Bool = false, rewrite: Bool = false) throws -> Bool {
         _ = try chunk.decoded(maximumLength: maximumChunkSize)
-        if contains(chunk.id) {
+        if !rewrite, contains(chunk.id) {
             guard verifyExisting else { return false }
             // Touched before it is read: garbage collection leaves recently touched files alone
             // (see moveAside), so a chunk being uploaded again cannot be swept under the upload.

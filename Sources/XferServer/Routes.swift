@@ -11,6 +11,7 @@ struct Routes: Sendable {
     let chunks: any ChunkStore
     let limits: ServerLimits
     let changes: ChangeNotifier
+    let quota: QuotaGate
 
     func register(on router: Router<XferRequestContext>) {
         router.add(middleware: ErrorMiddleware())
@@ -112,6 +113,14 @@ struct Routes: Sendable {
             let batch = pending
             pending = []
             pendingBytes = 0
+            // Quota before disk: what the batch would add is reserved before anything is written.
+            let lacking = Set(try await metadata.missingChunks(account: account.accountID, ids: batch.map(\.id)))
+            var adding: Int64 = 0
+            var counted: Set<ChunkID> = []
+            for chunk in batch where lacking.contains(chunk.id) && counted.insert(chunk.id).inserted { adding += Int64(max(0, chunk.length)) }
+            let usage = try await metadata.account(account.accountID)
+            try quota.reserve(account: account.accountID, bytes: adding, used: usage.used, quota: usage.quota)
+            defer { quota.release(account: account.accountID, bytes: adding) }
             let results = try await chunks.store(batch)
             let good = zip(batch, results).filter { $0.1 == nil }.map { OwnedChunk(id: $0.0.id, length: $0.0.length) }
             let added = try await metadata.addChunks(account: account.accountID, good, uploadStartedAt: startedAt)

@@ -90,7 +90,7 @@ public enum XferServer {
         let router = Router(context: XferRequestContext.self)
         let changes = ChangeNotifier()
         data.metadata.watchRemoteChanges { changes.notifyAll() }
-        Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes).register(on: router)
+        Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: QuotaGate()).register(on: router)
         return router
     }
 

@@ -15,6 +15,16 @@ import XferProtocol
         #expect { try DocumentPath(path) } throws: { ($0 as? XferError)?.code == .invalidPath }
     }
 
+    /// Characters that make a printed name lie: controls (C0, DEL, C1), separators and bidi
+    /// formatting. The same rule holds for package entries (the manifest's rule).
+    @Test(arguments: ["evil\u{202E}txt.exe", "line\u{2028}break", "next\u{0085}line", "esc\u{1B}[2J", "new\nline",
+                      "csi\u{9B}", "isolate\u{2066}x", "mark\u{200F}", "para\u{2029}"])
+    func refusesControlSeparatorAndBidiCharacters(path: String) throws {
+        #expect { try DocumentPath("Documents/" + path) } throws: { ($0 as? XferError)?.code == .invalidPath }
+        #expect { try Manifest(kind: .package, chunker: .default, entries: [
+            Manifest.Entry(path: path, kind: .directory, mode: 0o755, mtimeNanoseconds: 0)]) } throws: { ($0 as? XferError)?.code == .invalidPath }
+    }
+
     @Test func normalizesToNFC() throws {
         let decomposed = "Cafe\u{301}/menu"
         let precomposed = "Caf\u{E9}/menu"

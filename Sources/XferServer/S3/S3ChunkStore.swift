@@ -70,11 +70,13 @@ public struct S3ChunkStore: ChunkStore {
                 }
             }
         }
-        // Chunks already located are not stored again (the route's deletion guard covers one
-        // being swept meanwhile); neither is a repeat within the batch.
+        // Every good chunk is packed, even one already located elsewhere: the same work on
+        // both paths, so an upload's timing does not reveal what other accounts store
+        // (docs/SECURITY.md). A located chunk keeps its location (recording is insert-or-
+        // ignore); its new copy is dead weight that compaction reclaims. Repeats within the
+        // batch are packed once.
         let good = chunks.indices.filter { verdicts[$0] == nil }
-        let located = Set(try await index.locations(good.map { chunks[$0].id }).map(\.id))
-        var seen: Set<ChunkID> = located
+        var seen: Set<ChunkID> = []
         var packs: [[EncodedChunk]] = [[]]
         var filled = 0
         for index in good where seen.insert(chunks[index].id).inserted {

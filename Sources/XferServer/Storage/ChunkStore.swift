@@ -86,8 +86,10 @@ public struct FileChunkStore: ChunkStore {
             var wrote = false
             for chunk in chunks {
                 do {
-                    // Not yet recorded for the account: a present file is re-checked (see put).
-                    wrote = try files.put(chunk, durable: false, verifyExisting: true) || wrote
+                    // Written whether or not another account stored it before: the same work
+                    // on both paths, so an upload's timing does not reveal what others hold
+                    // (docs/SECURITY.md). The rename replaces a present file with equal bytes.
+                    wrote = try files.put(chunk, durable: false, rewrite: true) || wrote
                     results.append(nil)
                 } catch let error as XferError where error.code == .corruptChunk || error.code == .tooLarge || error.code == .compression {
                     results.append(error)

@@ -69,8 +69,31 @@ public struct StorePolicy: Sendable, Hashable {
     /// Bytes (keys plus JSON values) per container's key-value store.
     public var keyValueMaximumBytes = 1 << 20
 
-    /// The defaults: 10 versions / 30 days; 1024 keys / 1 MiB, as Apple's key-value store.
+    /// Containers per account (each has its own key-value store and feed).
+    public var maximumContainers = 1000
+    /// Versions announced and not yet committed, per account, at once.
+    public var maximumPendingVersions = 10_000
+
+    /// The defaults: 10 versions / 30 days; 1024 keys / 1 MiB, as Apple's key-value store;
+    /// 1,000 containers and 10,000 pending versions per account.
     public init() {}
+}
+
+/// What one account may hold besides its quota's bytes, the same for every backend.
+enum AccountLimits {
+    /// Refuses a new container past the policy's count.
+    static func checkNewContainer(existing: Int64, policy: StorePolicy) throws {
+        guard existing < Int64(policy.maximumContainers) else {
+            throw XferError(.quotaExceeded, "the account already has \(existing) containers, the most it may; use an existing one")
+        }
+    }
+
+    /// Refuses another pending version past the policy's count.
+    static func checkNewPending(existing: Int64, policy: StorePolicy) throws {
+        guard existing < Int64(policy.maximumPendingVersions) else {
+            throw XferError(.quotaExceeded, "the account already has \(existing) versions announced and not committed, the most it may; commit them, or wait for them to expire")
+        }
+    }
 }
 
 /// Where the server keeps accounts, tokens, documents, versions, manifests, key-value

@@ -134,6 +134,7 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             """),
         ("v4: bytewise path index for the namespace rule", """
             CREATE INDEX documents_path_bytewise ON documents (container_id, path COLLATE "C");
+            CREATE INDEX versions_uploading ON versions (container_id) WHERE state = 'uploading';
             """),
     ]
 
@@ -328,10 +329,14 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     // MARK: Documents
 
     public func announce(account: Int64, container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo {
-        try await transaction { tx in
-            let containerID = try await Self.containerID(tx, account: account, name: container, create: true)!
+        let policy = policy
+        return try await transaction { tx in
+            let containerID = try await Self.containerID(tx, account: account, name: container, create: true, policy: policy)!
             let sequence = try await Self.nextSequence(tx, container: containerID)
             try await Self.checkNamespace(tx, container: containerID, path: request.path)
+            try AccountLimits.checkNewPending(existing: try await tx.int("""
+                SELECT COUNT(*) FROM versions WHERE state = 'uploading' AND container_id IN (SELECT id FROM containers WHERE account_id = \(account))
+                """) ?? 0, policy: policy)
             let document = try await Self.documentRow(tx, container: containerID, path: request.path, create: true)!
             let version = document.latest + 1
             try await tx.run("UPDATE documents SET latest_version = \(version) WHERE id = \(document.id)")
@@ -537,7 +542,7 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
         let policy = policy
         let (key, text) = try KeyValueRules.check(request)
         return try await transaction { tx in
-            let containerID = try await Self.containerID(tx, account: account, name: container, create: true)!
+            let containerID = try await Self.containerID(tx, account: account, name: container, create: true, policy: policy)!
             let sequence = try await Self.nextSequence(tx, container: containerID)  // also the container's lock
             let existing = try await tx.one("SELECT * FROM kv WHERE container_id = \(containerID) AND key = \(key)").map(Self.entry(row:))
             if let existing, !existing.isOlder(thanTimestamp: request.timestampNs, device: request.device) {
@@ -838,9 +843,12 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
         return (Int(try row["keys"].decode(Int64.self)), Int(try row["bytes"].decode(Int64.self)))
     }
 
-    private static func containerID(_ tx: Transaction, account: Int64, name: ContainerName, create: Bool) async throws -> Int64? {
+    private static func containerID(_ tx: Transaction, account: Int64, name: ContainerName, create: Bool,
+                                    policy: StorePolicy = StorePolicy()) async throws -> Int64? {
         if let id = try await tx.int("SELECT id FROM containers WHERE account_id = \(account) AND name = \(name.value)") { return id }
         guard create else { return nil }
+        try AccountLimits.checkNewContainer(existing: try await tx.int("SELECT COUNT(*) FROM containers WHERE account_id = \(account)") ?? 0,
+                                            policy: policy)
         try await tx.run("INSERT INTO containers (account_id, name) VALUES (\(account), \(name.value)) ON CONFLICT (account_id, name) DO NOTHING")
         return try await tx.int("SELECT id FROM containers WHERE account_id = \(account) AND name = \(name.value)")
     }

@@ -129,6 +129,9 @@ public final class SQLiteMetadataStore: MetadataStore {
                 CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack);
                 """)
         }
+        migrator.registerMigration("v6: pending versions by container") { db in
+            try db.execute(sql: "CREATE INDEX versions_uploading ON versions (container_id) WHERE state = 'uploading'")
+        }
         return migrator
     }
 
@@ -255,9 +258,13 @@ public final class SQLiteMetadataStore: MetadataStore {
     // MARK: Documents
 
     public func announce(account: Int64, container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo {
-        try await write { db in
-            let containerID = try Self.containerID(db, account: account, name: container, create: true)!
+        let policy = policy
+        return try await write { db in
+            let containerID = try Self.containerID(db, account: account, name: container, create: true, policy: policy)!
             try Self.checkNamespace(db, container: containerID, path: request.path)
+            try AccountLimits.checkNewPending(existing: try Int64.fetchOne(db, sql: """
+                SELECT COUNT(*) FROM versions WHERE state = 'uploading' AND container_id IN (SELECT id FROM containers WHERE account_id = ?)
+                """, arguments: [account]) ?? 0, policy: policy)
             let document = try Self.documentRow(db, container: containerID, path: request.path, create: true)!
             let version = document.latest + 1
             let sequence = try Self.nextSequence(db, container: containerID)
@@ -460,7 +467,7 @@ public final class SQLiteMetadataStore: MetadataStore {
         let policy = policy
         let (key, text) = try KeyValueRules.check(request)
         return try await write { db in
-            let containerID = try Self.containerID(db, account: account, name: container, create: true)!
+            let containerID = try Self.containerID(db, account: account, name: container, create: true, policy: policy)!
             let existing = try Row.fetchOne(db, sql: "SELECT * FROM kv WHERE container_id = ? AND key = ?", arguments: [containerID, key])
                 .map(Self.entry(row:))
             if let existing, !existing.isOlder(thanTimestamp: request.timestampNs, device: request.device) {
@@ -732,12 +739,15 @@ public final class SQLiteMetadataStore: MetadataStore {
         return held
     }
 
-    private static func containerID(_ db: Database, account: Int64, name: ContainerName, create: Bool) throws -> Int64? {
+    private static func containerID(_ db: Database, account: Int64, name: ContainerName, create: Bool,
+                                    policy: StorePolicy = StorePolicy()) throws -> Int64? {
         if let id = try Int64.fetchOne(db, sql: "SELECT id FROM containers WHERE account_id = ? AND name = ?",
                                        arguments: [account, name.value]) {
             return id
         }
         guard create else { return nil }
+        try AccountLimits.checkNewContainer(existing: try Int64.fetchOne(db, sql: "SELECT COUNT(*) FROM containers WHERE account_id = ?",
+                                                                         arguments: [account]) ?? 0, policy: policy)
         try db.execute(sql: "INSERT INTO containers (account_id, name) VALUES (?, ?)", arguments: [account, name.value])
         return db.lastInsertedRowID
     }
