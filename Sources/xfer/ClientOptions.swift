@@ -108,7 +108,7 @@ func runReportingErrors(json: Bool = false, _ body: () async throws -> Void) asy
         if json {
             printJSON(ErrorBody(code: error.code.name, message: error.message))
         } else {
-            FileHandle.standardError.write(Data("xfer: \(error.message)\n".utf8))
+            printError("\(error.message)")
         }
         throw ExitCode(ExitCodes.code(for: error))
     }

@@ -96,7 +96,7 @@ extension Xfer {
                                                       chunks: objectStore.map { client in { S3ChunkStore(client: client, index: $0) } })
                 if store.createdAdminToken {
                     logger.notice("created an admin token", metadata: ["file": "\(store.adminTokenPath)"])
-                    FileHandle.standardError.write(Data("xfer: wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(data)`\n".utf8))
+                    printError("wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(data)`")
                 }
                 var limits = ServerLimits()
                 limits.defaultQuota = defaultQuota.value
@@ -104,7 +104,7 @@ extension Xfer {
                 let tls = try tlsCert.map { try XferServer.tlsConfiguration(certificate: $0, key: tlsKey ?? "") }
                 let scheme = tls == nil ? "http" : "https"
                 let app = try XferServer.application(data: store, host: host, port: port, limits: limits, tls: tls, logger: logger) { bound in
-                    FileHandle.standardError.write(Data("xfer: serving \(store.directory) on \(scheme)://\(host):\(bound)\n".utf8))
+                    printError("serving \(store.directory) on \(scheme)://\(host):\(bound)")
                 }
                 do {
                     try await app.runService()

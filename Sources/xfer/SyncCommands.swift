@@ -66,7 +66,7 @@ extension Xfer {
             defer { printer.cancel() }
             if watch {
                 if !json && !quiet {
-                    FileHandle.standardError.write(Data("xfer: watching \(engine.directory.directory) ↔ \(remote.container) on \(remote.connection.server); Ctrl-C stops\n".utf8))
+                    printError("watching \(engine.directory.directory) ↔ \(remote.container) on \(remote.connection.server); Ctrl-C stops")
                 }
                 let signals = SignalStop()
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -96,8 +96,8 @@ extension Xfer {
             case .evicted(let path): if !quiet { print("○ \(path) evicted") }
             case .conflict(let path, let current, let conflicts):
                 print("! \(path): v\(current) is current; conflict versions \(conflicts.map { "v\($0)" }.joined(separator: ", ")) — see `xfer versions \(path)`")
-            case .failed(let path, let error): FileHandle.standardError.write(Data("xfer: \(path.map { "\($0): " } ?? "")\(error.message)\n".utf8))
-            case .offline(let error, let retry): FileHandle.standardError.write(Data("xfer: offline (\(error.message)); retrying in \(retry)\n".utf8))
+            case .failed(let path, let error): printError("\(path.map { "\($0): " } ?? "")\(error.message)")
+            case .offline(let error, let retry): printError("offline (\(error.message)); retrying in \(retry)")
             case .passFinished(let summary):
                 if !quiet && (summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely + summary.evicted > 0) {
                     print("synced: \(summary.uploaded) up, \(summary.downloaded) down, \(summary.removedLocally + summary.removedRemotely) deleted, \(summary.conflicts) in conflict, \(summary.failed) failed in \(String(format: "%.2f", summary.seconds)) s")

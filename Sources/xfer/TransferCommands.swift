@@ -47,9 +47,9 @@ extension Xfer {
                         return
                     }
                     if report.state == .conflict {
-                        FileHandle.standardError.write(Data("xfer: \(report.document) changed on the server since this copy was synced, and that edit is newer: your version v\(report.version) is kept as a conflict version. See `xfer versions \(report.document)`, then `xfer resolve \(report.document) --keep VERSION`\n".utf8))
+                        printError("\(report.document) changed on the server since this copy was synced, and that edit is newer: your version v\(report.version) is kept as a conflict version. See `xfer versions \(report.document)`, then `xfer resolve \(report.document) --keep VERSION`")
                     } else if !report.conflicts.isEmpty {
-                        FileHandle.standardError.write(Data("xfer: \(report.document) had changed on the server since this copy was synced; your newer version is current and the other is kept as conflict version \(report.conflicts.map { "v\($0)" }.joined(separator: ", ")). See `xfer versions \(report.document)`\n".utf8))
+                        printError("\(report.document) had changed on the server since this copy was synced; your newer version is current and the other is kept as conflict version \(report.conflicts.map { "v\($0)" }.joined(separator: ", ")). See `xfer versions \(report.document)`")
                     }
                     print("pushed \(report.document) v\(report.version): \(report.files) files, \(ByteCount(report.bytes)), \(report.chunks) chunks; sent \(report.chunksSent) chunks (\(ByteCount(report.bytesSent))), reused \(ByteCount(report.bytesReused)) in \(String(format: "%.2f", report.seconds)) s")
                 }
