@@ -856,17 +856,18 @@ def verdict(result):
     return f"{word} (info)" if result["informational"] else word
 
 
-def markdown_table(results, binary):
+def markdown_table(results, label):
     def cell(text):
         return text.replace("|", "\\|").replace("\n", " ")
-    lines = [f"Last run: {time.strftime('%Y-%m-%d')}, `{os.path.relpath(binary, xferlab.ROOT) if binary.startswith(xferlab.ROOT) else binary}`.",
+    passed = sum(r["passed"] for r in results)
+    lines = [f"Last run: {time.strftime('%Y-%m-%d')}, {label}: {passed} of {len(results)} rows pass.",
              "", "| # | attack | expected (safe behaviour) | observed | result |", "|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['number']} | `{r['name']}` | {cell(r['expected'])} | {cell(r['observed'])} | {verdict(r)} |")
     return "\n".join(lines)
 
 
-def write_doc(path, results, binary):
+def write_doc(path, results, label):
     with open(path) as f:
         text = f.read()
     begin, end = "<!-- attack-table:begin -->", "<!-- attack-table:end -->"
@@ -875,7 +876,7 @@ def write_doc(path, results, binary):
     head, _, rest = text.partition(begin)
     _, _, tail = rest.partition(end)
     with open(path, "w") as f:
-        f.write(head + begin + "\n" + markdown_table(results, binary) + "\n" + end + tail)
+        f.write(head + begin + "\n" + markdown_table(results, label) + "\n" + end + tail)
 
 
 def main():
@@ -883,6 +884,7 @@ def main():
     parser.add_argument("--xfer", default=os.path.join(xferlab.ROOT, ".build", "debug", "xfer"), help="the xfer binary")
     parser.add_argument("--only", help="comma-separated words; run only rows whose name or number contains one")
     parser.add_argument("--write-doc", metavar="FILE", help="regenerate the table between the attack-table markers in FILE")
+    parser.add_argument("--label", help="how --write-doc names the binary (default: its path)")
     parser.add_argument("--strict", action="store_true", help="informational rows count too")
     parser.add_argument("--keep", action="store_true", help="keep the workspace")
     parser.add_argument("--json", help="also write the results here")
@@ -933,7 +935,7 @@ def main():
     print(f"\n{len(ordered) - len(failed)} of {len(ordered)} rows pass ({sum(r['informational'] for r in ordered)} informational) "
           f"in {time.monotonic() - start:.0f} s; failing: {', '.join(r['name'] for r in failed) or 'none'}")
     if args.write_doc:
-        write_doc(args.write_doc, ordered, binary)
+        write_doc(args.write_doc, ordered, args.label or f"`{os.path.relpath(binary, xferlab.ROOT) if binary.startswith(xferlab.ROOT) else binary}`")
     if args.json:
         xferlab.report(args.json, [{k: v for k, v in r.items() if k != "run"} for r in ordered])
     return 1 if failed else 0
