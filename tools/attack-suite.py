@@ -19,13 +19,11 @@ starts is killed when it ends. Standard library only. See docs/SECURITY.md.
 """
 import argparse
 import base64
-import hashlib
 import http.client
 import json
 import os
 import random
 import select
-import shutil
 import signal
 import socket
 import statistics

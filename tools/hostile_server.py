@@ -127,7 +127,10 @@ class HostileServer:
         url = urllib.parse.urlsplit(handler.path)
         query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
         length = int(handler.headers.get("Content-Length") or 0)
-        body = handler.rfile.read(min(length, 1 << 20)) if length else b""
+        if length > 16 << 20:
+            handler.close_connection = True
+            return self._error(handler, 413, "too_large", "request body too large for this test server")
+        body = handler.rfile.read(length) if length else b""
         self.requests.append((method, url.path))
         parts = url.path.strip("/").split("/")
         if url.path == "/v1/health":
