@@ -1,0 +1,943 @@
+#!/usr/bin/env python3
+"""The attacker's suite: attacks on xfer tried the way an attacker would, through the real
+binaries on 127.0.0.1.
+
+Server-side rows play a malicious account holder against a real `xfer serve` (raw sockets
+and http.client for hostile requests, `xfer push`/`sync` where the attack goes through the
+client). Client-side rows point `xfer pull`/`sync`/`versions` at a small hostile server
+(tools/hostile_server.py) that lies the way a compromised server could. Each row states the
+expected (safe) behaviour and what was observed; the run prints a table and exits 1 if any
+row fails (informational rows are reported but do not count unless --strict).
+
+    python3 tools/attack-suite.py                        # every row (about 1-2 minutes)
+    python3 tools/attack-suite.py --only bomb,escape     # rows whose name contains a word
+    python3 tools/attack-suite.py --xfer /path/to/xfer --write-doc docs/SECURITY.md
+
+--write-doc regenerates the table between `<!-- attack-table:begin -->` and
+`<!-- attack-table:end -->` in the given file. Every wait is bounded; every server the suite
+starts is killed when it ends. Standard library only. See docs/SECURITY.md.
+"""
+import argparse
+import base64
+import http.client
+import json
+import os
+import random
+import select
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import xferlab  # noqa: E402
+import xferwire as w  # noqa: E402
+from hostile_server import Doc, HostileServer, dir_entry, file_entry, symlink_entry  # noqa: E402
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+MiB = 1 << 20
+FAKE_TOKEN = "xfer_" + "ab" * 32
+ROWS = []
+
+
+def attack(number, name, expected, informational=False, background=False):
+    """Registers an attack: a function(lab) -> (observed text, passed)."""
+    def register(function):
+        ROWS.append({"number": number, "name": name, "expected": expected, "informational": informational,
+                     "background": background, "run": function})
+        return function
+    return register
+
+
+# MARK: the lab: servers, accounts, clients, requests, measurements
+
+class Lab:
+    def __init__(self, binary, workspace):
+        self.binary, self.ws = binary, workspace
+        self.servers, self.processes, self.hostile = [], [], []
+        self.lock = threading.Lock()
+
+    def dir(self, *parts):
+        path = self.ws.join(*parts)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def server(self, tag, extra=()):
+        data = os.path.join(self.dir(tag), "data")
+        os.makedirs(data, mode=0o700, exist_ok=True)
+        server = xferlab.Server(self.binary, data, extra)
+        with self.lock:
+            self.servers.append(server)
+        return server.start(timeout=30)
+
+    def serve_options(self):
+        """The text of `xfer serve --help` (to use options a fixed server has, like --idle-timeout)."""
+        if not hasattr(self, "_serve_help"):
+            out = subprocess.run([self.binary, "serve", "--help"], capture_output=True, text=True, timeout=30)
+            self._serve_help = out.stdout + out.stderr
+        return self._serve_help
+
+    def account(self, server, name, quota="100G"):
+        return xferlab.create_account(self.binary, server.data, name, quota)
+
+    def hostile_server(self, scenario):
+        server = HostileServer(scenario)
+        with self.lock:
+            self.hostile.append(server)
+        return server
+
+    def client(self, args, url, token, state, timeout=60):
+        return xferlab.run_xfer(self.binary, args, url, token, state, timeout=timeout)
+
+    def popen(self, args, **kwargs):
+        process = subprocess.Popen([self.binary] + args, **kwargs)
+        with self.lock:
+            self.processes.append(process)
+        return process
+
+    def cleanup(self):
+        for server in self.servers:
+            try:
+                server.kill9()
+            except OSError:
+                pass
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+        for server in self.hostile:
+            server.close()
+
+
+def request(port, method, path, token=None, body=None, timeout=30, content_type=None, source=None):
+    """One request on a fresh connection: (status or None, body bytes, seconds)."""
+    headers = {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body).encode()
+        content_type = content_type or "application/json"
+    if content_type:
+        headers["Content-Type"] = content_type
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0) if source else None)
+    start = time.monotonic()
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read(), time.monotonic() - start
+    except OSError as error:
+        return None, str(error).encode(), time.monotonic() - start
+    finally:
+        connection.close()
+
+
+def raw_exchange(port, method, path, token, body, content_type="application/json", timeout=60):
+    """Sends a (large) body from a thread while reading the answer, so a server that answers
+    early (413) and stops reading is seen. Returns (status or None, body bytes, seconds)."""
+    head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+    def send():
+        try:
+            sock.sendall(head)
+            view = memoryview(body)
+            for start in range(0, len(body), MiB):
+                sock.sendall(view[start:start + MiB])
+        except OSError:
+            pass
+
+    sender = threading.Thread(target=send, daemon=True)
+    start = time.monotonic()
+    sender.start()
+    answer = b""
+    deadline = start + timeout
+    try:
+        while time.monotonic() < deadline:
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                break
+            except OSError:
+                break
+            if not data:
+                break
+            answer += data
+            if b"\r\n\r\n" in answer:
+                header, _, rest = answer.partition(b"\r\n\r\n")
+                length = [int(line.split(b":", 1)[1]) for line in header.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+                if length and len(rest) >= length[0]:
+                    break
+    finally:
+        elapsed = time.monotonic() - start
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
+        sender.join(timeout=5)
+    if not answer.startswith(b"HTTP/"):
+        return None, answer, elapsed
+    return int(answer.split(b" ", 2)[1]), answer.partition(b"\r\n\r\n")[2], elapsed
+
+
+def error_code(body):
+    try:
+        return json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def describe(status, body):
+    code = error_code(body)
+    return f"{status if status is not None else 'no answer'}{' ' + code if code else ''}"
+
+
+def proc_kib(pid, field):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_bytes(path):
+    total = 0
+    for directory, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(directory, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def tree_listing(path):
+    """Every path under `path`, relative (empty if absent)."""
+    found = []
+    for directory, dirs, files in os.walk(path):
+        for name in dirs + files:
+            found.append(os.path.relpath(os.path.join(directory, name), path))
+    return sorted(found)
+
+
+def health_ok(port, timeout=5, source=None):
+    status, _, seconds = request(port, "GET", "/v1/health", timeout=timeout, source=source)
+    return status == 200, seconds
+
+
+def announce(server, token, path, kind="file", size=0, base=None, device="attacker", extra=None):
+    body = {"path": path, "kind": kind, "size": size, "mtime_ns": 1_700_000_000_000_000_000, "mode": 0o644, "device": device}
+    if base is not None:
+        body["base_version"] = base
+    body.update(extra or {})
+    status, answer, _ = request(server.port, "POST", "/v1/containers/default/announce", token, body)
+    return status, answer
+
+
+def commit(server, token, path, version, delta_bytes, digest_hex, base=None, delta_base=None, timeout=120):
+    body = {"path": path, "version": version, "manifest_delta": base64.b64encode(delta_bytes).decode(), "manifest_digest": digest_hex}
+    if base is not None:
+        body["base_version"] = base
+    if delta_base is not None:
+        body["delta_base"] = delta_base
+    return request(server.port, "POST", "/v1/containers/default/commit", token, body, timeout=timeout)
+
+
+def upload(server, token, plains, timeout=60):
+    return raw_exchange(server.port, "POST", "/v1/chunks", token, w.frames(plains), "application/octet-stream", timeout)
+
+
+def is_signal(code):
+    return code is not None and code < 0 and code != -1000
+
+
+def exit_text(code):
+    if code == -1000:
+        return "timeout"
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit {code}"
+
+
+# MARK: 1. symlink documents with children
+
+def plant_symlink_children(lab, tag, reverse=False):
+    """Device A pushes a symlink document and a file document below it (through the real
+    client): `Documents/evil` -> an absolute outside directory with `Documents/evil/payload.txt`,
+    and `up` -> `..` with `up/X`. Returns the server, token, outside dir and what each push did."""
+    server = lab.server(tag)
+    token = lab.account(server, "mallory")
+    outside = lab.dir(tag, "outside")
+    source = lab.dir(tag, "src")
+    os.symlink(outside, os.path.join(source, "evil"))
+    os.symlink("..", os.path.join(source, "up"))
+    payload = os.path.join(source, "payload.txt")
+    with open(payload, "w") as f:
+        f.write("written outside the synced directory\n")
+    pushes = []
+    for link, link_doc, child_doc in [("evil", "Documents/evil", "Documents/evil/payload.txt"), ("up", "up", "up/X")]:
+        steps = [(os.path.join(source, link), link_doc), (payload, child_doc)]
+        for local, doc in (reversed(steps) if reverse else steps):
+            code, _, err = lab.client(["push", local, doc, "--quiet"], server.url, token, lab.ws.join(tag, "state-a"))
+            pushes.append((doc, code, err.strip().splitlines()[-1:] or [""]))
+    return server, token, outside, pushes
+
+
+def push_rows(lab, tag, reverse):
+    _, _, _, pushes = plant_symlink_children(lab, tag, reverse)
+    # pushes: pairs (first, second) per variant; the second push must be refused with 6 or 7.
+    observed, ok = [], True
+    for first, second in [pushes[0:2], pushes[2:4]]:
+        observed.append(f"{first[0]}: {exit_text(first[1])}; then {second[0]}: {exit_text(second[1])}")
+        ok &= first[1] == 0 and second[1] in (6, 7)
+    return "; ".join(observed), ok
+
+
+@attack("1", "symlink-child-push",
+        "push symlink `Documents/evil` -> /outside, then file `Documents/evil/payload.txt` (and `up` -> `..`, then `up/X`): "
+        "the second push is refused (exit 7 `conflict` or 6, HTTP 409/400)")
+def symlink_child_push(lab):
+    return push_rows(lab, "1-push", reverse=False)
+
+
+@attack("1r", "symlink-child-push-reverse",
+        "the same in the other order (file `Documents/evil/payload.txt` first, then symlink `Documents/evil`): "
+        "the symlink push is refused (exit 7 or 6)")
+def symlink_child_push_reverse(lab):
+    return push_rows(lab, "1r-push", reverse=True)
+
+
+def escapes_after_sync(lab, tag, url, token, outside):
+    """Syncs device B's DIR = TAG/b/root once; returns (exit code, things created outside DIR)."""
+    root = lab.dir(tag, "b", "root")
+    code, out, err = lab.client(["sync", root, "--once", "--quiet"], url, token, lab.ws.join(tag, "state-b"))
+    escaped = [f"outside/{p}" for p in tree_listing(outside)]
+    escaped += [f"b/{p}" for p in tree_listing(lab.ws.join(tag, "b")) if p != "root" and not p.startswith("root/")]
+    return code, escaped
+
+
+@attack("1s", "symlink-child-sync",
+        "after those pushes (whatever the server accepted), `xfer sync DIR --once` on device B creates nothing outside DIR "
+        "(the outside directory and DIR's parent stay empty: no payload, no `.partial`)")
+def symlink_child_sync(lab):
+    server, token, outside, pushes = plant_symlink_children(lab, "1s-sync")
+    code, escaped = escapes_after_sync(lab, "1s-sync", server.url, token, outside)
+    accepted = [doc for doc, c, _ in pushes if c == 0]
+    return (f"server accepted {accepted}; sync {exit_text(code)}; created outside DIR: {escaped or 'nothing'}",
+            not escaped and not is_signal(code))
+
+
+@attack("1b", "hostile-symlink-child-sync",
+        "a hostile server lists `Documents/evil` (symlink -> /outside) and `Documents/evil/payload.txt`, `up` -> `..` and `up/X`: "
+        "`xfer sync DIR --once` creates nothing outside DIR")
+def hostile_symlink_child_sync(lab):
+    outside = lab.dir("1b-hostile", "outside")
+    docs = [Doc("Documents/evil", [symlink_entry(outside)], version=1),
+            Doc("Documents/evil/payload.txt", [file_entry(b"written outside the synced directory\n")], version=1),
+            Doc("up", [symlink_entry("..")], version=1),
+            Doc("up/X", [file_entry(b"written beside the synced directory\n")], version=1)]
+    hostile = lab.hostile_server({"documents": docs})
+    code, escaped = escapes_after_sync(lab, "1b-hostile", hostile.url, FAKE_TOKEN, outside)
+    return f"sync {exit_text(code)}; created outside DIR: {escaped or 'nothing'}", not escaped and not is_signal(code)
+
+
+# MARK: 2. manifests that cost the server more than they weigh
+
+@attack("2", "delta-memory-bomb",
+        "base: a package whose file lists one 64-byte chunk 200,000 times; then a ~1.3 KB commit whose delta copies that run "
+        "40 times in each of 6 entries (48M references): refused with 4xx (`too_large`/`invalid_manifest`), the server's RSS "
+        "stays within +256 MiB of its baseline, and /v1/health still answers")
+def delta_memory_bomb(lab):
+    server = lab.server("2-bomb")
+    token = lab.account(server, "mallory")
+    chunk = bytes(range(64))
+    status, _, _ = upload(server, token, [chunk])
+    entries = [{"path": "f", "kind": w.FILE, "mode": 0o644, "mtime": 0, "chunks": [w.chunk_ref(chunk)] * 200_000}]
+    base = w.manifest(w.PACKAGE_DOC, entries)
+    path = "Data/bomb.pkg"
+    status, answer = announce(server, token, path, "package", 64 * 200_000)
+    version = json.loads(answer)["version"]
+    status, answer, _ = commit(server, token, path, version, w.delta(w.PACKAGE_DOC, entries), w.digest(base))
+    setup = f"base commit {describe(status, answer)}"
+    base_version = version
+    status, answer = announce(server, token, path, "package", 0, base=base_version)
+    version = json.loads(answer).get("version", version + 1) if status == 201 else version + 1
+    bomb_entries = [{"path": name, "kind": w.FILE, "mode": 0o644, "mtime": 0, "base_entry": 1,
+                     "ops": w.copy_ops([(0, 200_000)] * 40)} for name in "abcdef"]
+    bomb = w.delta(w.PACKAGE_DOC, bomb_entries, base_digest=w.digest(base))
+
+    pid = server.process.pid
+    rss_before, hwm_before = proc_kib(pid, "VmRSS"), proc_kib(pid, "VmHWM")
+    ceiling = rss_before + 1536 * 1024  # the suite's watchdog: past this the server is killed (the row fails)
+    peak, killed, result = rss_before, False, {}
+
+    def send():
+        result["answer"] = commit(server, token, path, version, bomb, "00" * 32, base=base_version, delta_base=base_version, timeout=90)
+
+    sender = threading.Thread(target=send, daemon=True)
+    start = time.monotonic()
+    sender.start()
+    while sender.is_alive() and time.monotonic() - start < 90:
+        rss = proc_kib(pid, "VmRSS")
+        peak = max(peak, rss)
+        if rss > ceiling:
+            server.kill9()
+            killed = True
+            break
+        time.sleep(0.02)
+    sender.join(timeout=10)
+    seconds = time.monotonic() - start
+    hwm_after = proc_kib(pid, "VmHWM") if not killed else 0
+    if hwm_after > hwm_before:
+        peak = max(peak, hwm_after)
+    growth_mib = (peak - rss_before) / 1024
+    status, answer, _ = result.get("answer", (None, b"", 0))
+    alive, _ = health_ok(server.port) if not killed else (False, 0)
+    verdict = "killed by the suite's watchdog at +1.5 GiB" if killed else describe(status, answer)
+    ok = (not killed and status is not None and 400 <= status < 500 and growth_mib <= 256 and alive)
+    return (f"{setup}; bomb ({len(bomb)} B) -> {verdict} after {seconds:.1f} s; RSS {rss_before // 1024} MiB -> peak "
+            f"{peak // 1024} MiB (+{growth_mib:.0f} MiB); health {'ok' if alive else 'no answer'}"), ok
+
+
+@attack("2b", "chunk-length-lie-commit",
+        "upload a 22-byte chunk, commit a file manifest that declares it 200,000 bytes long: the commit is refused (4xx)")
+def chunk_length_lie_commit(lab):
+    server = lab.server("2b-liar")
+    token = lab.account(server, "mallory")
+    chunk = b"twenty-two bytes long!"
+    upload(server, token, [chunk])
+    entries = [{"path": "", "kind": w.FILE, "mode": 0o644, "mtime": 0, "chunks": [w.chunk_ref(chunk, 200_000)]}]
+    status, answer = announce(server, token, "Data/liar.bin", "file", 200_000)
+    version = json.loads(answer)["version"]
+    status, answer, _ = commit(server, token, "Data/liar.bin", version, w.delta(w.FILE_DOC, entries), w.digest(w.manifest(w.FILE_DOC, entries)))
+    return f"commit -> {describe(status, answer)}", status is not None and 400 <= status < 500
+
+
+# MARK: 3. connections that cost the server without doing anything
+
+@attack("3a", "idle-connections",
+        "200 connections held open from 127.0.0.1 (100 silent, 100 with half a request header; the server is started with "
+        "`--max-connections-per-address 64` when it has that option): /v1/health from another client address (127.0.0.2) "
+        "still answers within 5 s")
+def idle_connections(lab):
+    cap = "--max-connections-per-address" in lab.serve_options()
+    server = lab.server("3a-idle", ["--max-connections-per-address", "64"] if cap else [])
+    sockets = []
+    try:
+        for i in range(200):
+            try:
+                s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            except OSError:
+                break
+            try:
+                if i % 2:
+                    s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            except OSError:
+                pass
+            sockets.append(s)
+        time.sleep(1.0)
+        held = sum(1 for s in sockets if still_open(s))
+        ok, seconds = health_ok(server.port, timeout=5, source="127.0.0.2")
+        return (f"{len(sockets)} opened, {held} still open after 1 s{' (cap 64 per address)' if cap else ''}; "
+                f"health from 127.0.0.2 {'answered' if ok else 'no answer'} in {seconds:.2f} s"), ok and seconds < 5
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def still_open(sock):
+    """Whether the server has not closed `sock` (nothing to read yet, no EOF, no reset)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+@attack("3b", "header-timeout",
+        "a connection that sends half a request header is closed by the server within 30 s (probed for at most 40 s); "
+        "when the server has `--idle-timeout`, it is started with 5 and must close within 8 s. A silent connection's "
+        "fate is reported too", background=True)
+def header_timeout(lab):
+    short = "--idle-timeout" in lab.serve_options()
+    limit, probe = (8, 12) if short else (30, 40)
+    server = lab.server("3b-slowloris", ["--idle-timeout", "5"] if short else [])
+    half = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    half.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+    silent = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    start = time.monotonic()
+    closed = {}
+    try:
+        while time.monotonic() - start < probe and len(closed) < 2:
+            for name, s in (("half", half), ("silent", silent)):
+                if name in closed:
+                    continue
+                s.settimeout(0.25)
+                try:
+                    data = s.recv(4096)
+                    if not data:
+                        closed[name] = time.monotonic() - start
+                except socket.timeout:
+                    pass
+                except OSError:
+                    closed[name] = time.monotonic() - start
+    finally:
+        half.close()
+        silent.close()
+    text = lambda name: f"closed after {closed[name]:.1f} s" if name in closed else f"still open after {probe} s"
+    return (f"{'--idle-timeout 5: ' if short else ''}half header: {text('half')}; silent: {text('silent')}",
+            closed.get("half", 999) <= limit)
+
+
+@attack("3c", "parked-long-polls",
+        "50 parked long polls (`changes?after=0&wait=60` on an empty container): the server uses < 5% of a core "
+        "(utime+stime over 3 s)")
+def parked_long_polls(lab):
+    server = lab.server("3c-polls")
+    token = lab.account(server, "mallory")
+    pid = server.process.pid
+    time.sleep(0.5)
+    idle_before = cpu_seconds(pid)
+    time.sleep(1.0)
+    idle = (cpu_seconds(pid) - idle_before) * 100
+    sockets = []
+    try:
+        for _ in range(50):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            s.sendall((f"GET /v1/containers/default/changes?after=0&wait=60 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       f"Authorization: Bearer {token}\r\n\r\n").encode())
+            sockets.append(s)
+        time.sleep(1.0)
+        answered = sum(1 for s in sockets if not still_open(s) or select.select([s], [], [], 0)[0])
+        before, t0 = cpu_seconds(pid), time.monotonic()
+        time.sleep(3.0)
+        share = (cpu_seconds(pid) - before) / (time.monotonic() - t0) * 100
+        return (f"{len(sockets) - answered} parked ({answered} answered or closed at once): {share:.1f}% of a core "
+                f"(idle server: {idle:.1f}%)"), share < 5
+    finally:
+        for s in sockets:
+            s.close()
+
+
+# MARK: 4. quota before disk
+
+@attack("4", "quota-before-disk",
+        "an account with quota 0 uploads 40 MiB of chunks (5 requests of 32 × 256 KiB): every request is refused "
+        "(507 `quota_exceeded`) and the server's chunks/ grows by < 1 MiB")
+def quota_before_disk(lab):
+    server = lab.server("4-quota")
+    token = lab.account(server, "freeloader", quota="0")
+    chunks_dir = os.path.join(server.data, "chunks")
+    before = tree_bytes(chunks_dir)
+    statuses = []
+    for _ in range(5):
+        status, answer, _ = upload(server, token, [os.urandom(256 << 10) for _ in range(32)])
+        statuses.append(describe(status, answer))
+    time.sleep(0.2)
+    growth = tree_bytes(chunks_dir) - before
+    ok = all(s == "507 quota_exceeded" for s in statuses) and growth < MiB
+    return f"answers {sorted(set(statuses))} ×{len(statuses)}; chunks/ grew {growth / MiB:.1f} MiB", ok
+
+
+# MARK: 5. oversized metadata
+
+@attack("5a", "huge-device-name",
+        "announce with a 10 MiB `device` string: refused with 400 (or 413, when the route's body limit catches it first)")
+def huge_device_name(lab):
+    server = lab.server("5a-device")
+    token = lab.account(server, "mallory")
+    body = json.dumps({"path": "Data/x", "kind": "file", "size": 0, "mtime_ns": 0, "mode": 420, "device": "D" * (10 * MiB)}).encode()
+    status, answer, seconds = raw_exchange(server.port, "POST", "/v1/containers/default/announce", token, body)
+    return f"{describe(status, answer)} in {seconds:.1f} s", status in (400, 413)
+
+
+@attack("5b", "oversized-json-body",
+        "a 65 MiB JSON body (announce): 413 `too_large`, not 500, and the server keeps serving")
+def oversized_json_body(lab):
+    server = lab.server("5b-body")
+    token = lab.account(server, "mallory")
+    body = b'{"path":"Data/x","kind":"file","size":0,"mtime_ns":0,"mode":420,"device":"' + b"D" * (65 * MiB) + b'"}'
+    status, answer, seconds = raw_exchange(server.port, "POST", "/v1/containers/default/announce", token, body)
+    alive, _ = health_ok(server.port)
+    return (f"{describe(status, answer)} in {seconds:.1f} s; health {'ok' if alive else 'no answer'}",
+            status == 413 and alive)
+
+
+@attack("5c", "huge-missing-list",
+        "a 57 MiB JSON list of ids (~890,000) to /v1/chunks/missing: 413 within 3 s")
+def huge_missing_list(lab):
+    server = lab.server("5c-missing")
+    token = lab.account(server, "mallory")
+    count = (57 * MiB) // 67
+    body = b'{"ids":[' + b",".join([b'"' + b"0" * 64 + b'"'] * count) + b"]}"
+    status, answer, seconds = raw_exchange(server.port, "POST", "/v1/chunks/missing", token, body, timeout=90)
+    alive, _ = health_ok(server.port)
+    return (f"{count} ids, {len(body) / MiB:.0f} MiB -> {describe(status, answer)} in {seconds:.1f} s; "
+            f"health {'ok' if alive else 'no answer'}"), status == 413 and seconds < 3 and alive
+
+
+# MARK: 6. hostile names
+
+HOSTILE_NAMES = [("U+202E", "Documents/invoice\u202Etxt.exe"), ("U+2028", "Documents/a\u2028b.txt"),
+                 ("U+0085", "Documents/a\u0085b.txt"), ("ESC", "Documents/a\x1b[2Jb.txt"), ("newline", "Documents/a\nb.txt")]
+
+
+@attack("6a", "hostile-document-names",
+        "announce documents named with U+202E, U+2028, U+0085, ESC, newline: each refused with 400 `invalid_path`")
+def hostile_document_names(lab):
+    server = lab.server("6a-names")
+    token = lab.account(server, "mallory")
+    seen = []
+    for label, name in HOSTILE_NAMES:
+        status, answer = announce(server, token, name)
+        seen.append((label, describe(status, answer)))
+    return "; ".join(f"{label}: {answer}" for label, answer in seen), all(a == "400 invalid_path" for _, a in seen)
+
+
+@attack("6b", "hostile-entry-names-commit",
+        "commit a package whose manifest has an entry named with ESC, or with a newline: refused (4xx)")
+def hostile_entry_names_commit(lab):
+    server = lab.server("6b-entries")
+    token = lab.account(server, "mallory")
+    seen = []
+    for label, entry_name in [("ESC", "a\x1b]0;pwned\x07b.txt"), ("newline", "a\nb.txt")]:
+        entries = [{"path": entry_name, "kind": w.FILE, "mode": 0o644, "mtime": 0, "chunks": []}]
+        path = f"Data/entries-{label}.pkg"
+        status, answer = announce(server, token, path, "package")
+        version = json.loads(answer)["version"]
+        status, answer, _ = commit(server, token, path, version, w.delta(w.PACKAGE_DOC, entries), w.digest(w.manifest(w.PACKAGE_DOC, entries)))
+        seen.append((label, status, describe(status, answer)))
+    return "; ".join(f"{label}: {text}" for label, _, text in seen), all(s is not None and 400 <= s < 500 for _, s, _ in seen)
+
+
+# MARK: 7. files on the server
+
+@attack("7a", "data-file-modes",
+        "a fresh data directory under a 0755 parent (umask 022): the directory, metadata.sqlite (and -wal/-shm) and "
+        "admin-token have mode & 077 == 0")
+def data_file_modes(lab):
+    parent = lab.dir("7a-modes", "parent")
+    os.chmod(parent, 0o755)
+    data = os.path.join(parent, "data")
+    server = xferlab.Server(lab.binary, data)
+    with lab.lock:
+        lab.servers.append(server)
+    server.start(timeout=30)
+    modes = {}
+    for name in [".", "metadata.sqlite", "metadata.sqlite-wal", "metadata.sqlite-shm", "admin-token", "chunks"]:
+        path = os.path.join(data, name)
+        if os.path.exists(path):
+            modes[name if name != "." else "data/"] = os.stat(path).st_mode & 0o7777
+    loose = sorted(name for name, mode in modes.items() if mode & 0o077 and name != "chunks")
+    text = ", ".join(f"{name} {oct(mode)[2:]}" for name, mode in modes.items())
+    return (f"{text} (chunks/ reported, not judged); readable by group/others: {', '.join(loose) or 'none'}",
+            not loose and "admin-token" in modes)
+
+
+@attack("7b", "writable-data-dir",
+        "`xfer serve` on a data directory that is group- or world-writable (0770, 0777) refuses to start (exit non-zero)")
+def writable_data_dir(lab):
+    seen, ok = [], True
+    for mode in (0o777, 0o770):
+        data = lab.dir(f"7b-writable-{oct(mode)[2:]}", "data")
+        os.chmod(data, mode)
+        port = xferlab.free_port()
+        log = open(lab.ws.join(f"7b-writable-{oct(mode)[2:]}", "server.log"), "wb")
+        process = lab.popen(["serve", "--data", data, "--listen", f"127.0.0.1:{port}", "--log-level", "warning"], stdout=log, stderr=log)
+        started, deadline = False, time.monotonic() + 15
+        while time.monotonic() < deadline and process.poll() is None:
+            if health_ok(port, timeout=1)[0]:
+                started = True
+                break
+            time.sleep(0.1)
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+            seen.append(f"{oct(mode)[2:]}: {'started and served' if started else 'still running'} (killed)")
+            ok = False
+        else:
+            seen.append(f"{oct(mode)[2:]}: exit {process.returncode}")
+            ok &= process.returncode != 0
+    return "; ".join(seen), ok
+
+
+# MARK: 8. listening in the open without TLS
+
+@attack("8", "public-listen-without-tls",
+        "`xfer serve --listen 0.0.0.0:0` without --tls-cert refuses to start: exit non-zero, a message that mentions TLS "
+        "(if it starts, the suite kills it the moment it says it is serving)")
+def public_listen_without_tls(lab):
+    data = lab.dir("8-public", "data")
+    process = lab.popen(["serve", "--data", data, "--listen", "0.0.0.0:0", "--log-level", "warning"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(line.decode(errors="replace") for line in process.stderr), daemon=True)
+    reader.start()
+    deadline, served = time.monotonic() + 20, False
+    while time.monotonic() < deadline and process.poll() is None:
+        if any("serving" in line for line in lines):
+            served = True
+            process.kill()
+            break
+        time.sleep(0.02)
+    if process.poll() is None:
+        process.kill()
+    process.wait(timeout=10)
+    reader.join(timeout=2)
+    message = " ".join(line.strip() for line in lines if "admin token" not in line)[:160]
+    if served:
+        return "started and served on 0.0.0.0 (killed at once)", False
+    mentions = "tls" in message.lower()
+    return f"exit {process.returncode}: {message!r}", process.returncode not in (0, None) and process.returncode > 0 and mentions
+
+
+# MARK: 9. what another account's uploads reveal
+
+@attack("9", "chunk-existence-timing",
+        "account B uploads 40 chunks account A already stores and 40 fresh ones (64 KiB, interleaved): a threshold at the "
+        "pooled median tells them apart ≤ 65% of the time", informational=True)
+def chunk_existence_timing(lab):
+    server = lab.server("9-timing")
+    alice, bob = lab.account(server, "alice"), lab.account(server, "bob")
+    rng = random.Random(9)
+    known = [rng.randbytes(64 << 10) for _ in range(40)]
+    upload(server, alice, known)
+    held, fresh = [], []
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        for i in range(40):
+            pair = [("held", known[i]), ("fresh", rng.randbytes(64 << 10))]
+            rng.shuffle(pair)
+            for kind, plain in pair:
+                start = time.monotonic()
+                connection.request("POST", "/v1/chunks", body=w.frames([plain]),
+                                   headers={"Authorization": f"Bearer {bob}", "Content-Type": "application/octet-stream"})
+                connection.getresponse().read()
+                (held if kind == "held" else fresh).append(time.monotonic() - start)
+    finally:
+        connection.close()
+    threshold = statistics.median(held + fresh)
+    right = sum(t < threshold for t in held) + sum(t >= threshold for t in fresh)
+    accuracy = max(right, 80 - right) / 80
+    return (f"medians: held {statistics.median(held) * 1000:.2f} ms, fresh {statistics.median(fresh) * 1000:.2f} ms; "
+            f"guessing rule right {accuracy:.0%}"), accuracy <= 0.65
+
+
+# MARK: client-side rows: a hostile server
+
+def pull_from(lab, tag, hostile, doc, dest_name=None):
+    destination = lab.ws.join(tag, "dst", dest_name or os.path.basename(doc))
+    os.makedirs(os.path.dirname(destination), exist_ok=True)
+    code, out, err = lab.client(["pull", doc, destination, "--quiet"], hostile.url, FAKE_TOKEN, lab.ws.join(tag, "state"), timeout=60)
+    return code, out, err, destination
+
+
+@attack("10", "extreme-mtime-pull",
+        "a hostile manifest with mtime Int64.min (and Int64.max; and a package whose root and directory carry Int64.min): "
+        "`xfer pull` does not crash (no signal; exit 0 or a documented code), nothing written outside")
+def extreme_mtime_pull(lab):
+    outside = lab.dir("10-mtime", "outside")
+    docs = [Doc("Documents/tmin", [file_entry(b"hello", mtime=INT64_MIN)], mtime_ns=INT64_MIN),
+            Doc("Documents/tmax", [file_entry(b"hello", mtime=INT64_MAX)], mtime_ns=INT64_MAX),
+            Doc("Documents/pmin.pkg", [dir_entry("d", mtime=INT64_MIN), file_entry(b"hello", mtime=INT64_MIN, path="d/f")],
+                kind=w.PACKAGE_DOC, mtime_ns=INT64_MIN)]
+    hostile = lab.hostile_server({"documents": docs})
+    seen, ok = [], True
+    for doc in docs:
+        code, _, err, _ = pull_from(lab, "10-mtime", hostile, doc.path)
+        seen.append(f"{os.path.basename(doc.path)}: {exit_text(code)}")
+        ok &= code == 0 or xferlab.clear_error(code, err)
+    escaped = tree_listing(outside)
+    return "; ".join(seen) + (f"; outside: {escaped}" if escaped else ""), ok and not escaped
+
+
+@attack("11", "chunk-length-lie-pull",
+        "a hostile manifest declares a chunk 200,000 bytes long; the server serves the 22-byte chunk with that id: "
+        "the pull is refused (non-zero exit) and no 200,000-byte file appears at the destination (a hidden staging copy "
+        "left for a resume is reported)")
+def chunk_length_lie_pull(lab):
+    docs = [Doc("Documents/liar.bin", [file_entry(b"twenty-two bytes long!", length=200_000)])]
+    hostile = lab.hostile_server({"documents": docs})
+    code, _, err, destination = pull_from(lab, "11-liar", hostile, "Documents/liar.bin")
+    size = os.path.getsize(destination) if os.path.exists(destination) else None
+    parent = os.path.dirname(destination)
+    partials = [f"{p} ({os.path.getsize(os.path.join(parent, p))} bytes, kept for a resume)"
+                for p in tree_listing(parent) if ".partial" in p and os.path.isfile(os.path.join(parent, p))]
+    ok = code not in (0, None) and not is_signal(code) and size != 200_000
+    return (f"pull {exit_text(code)}; destination {'absent' if size is None else f'{size} bytes'}"
+            f"{'; staging left: ' + ', '.join(partials) if partials else ''}"), ok
+
+
+ESCAPES = "\x1b[2J\x1b]0;pwned\x07\r"
+
+
+def control_bytes(text):
+    """C0 controls and DEL other than newline and tab."""
+    return sorted({f"0x{ord(c):02x}" for c in text if (ord(c) < 0x20 and c not in "\n\t") or ord(c) == 0x7F})
+
+
+@attack("12", "terminal-escapes",
+        "a hostile server's error message holds ESC[2J and ESC]0;title BEL, and a `versions`/`ls` listing's `device` holds "
+        "escapes: the client's stdout and stderr carry no ESC or other C0 control byte but newline and tab")
+def terminal_escapes(lab):
+    error = lab.hostile_server({"error": {"status": 404, "code": "not_found", "message": f"gone{ESCAPES} really"}})
+    doc = Doc("Documents/x.txt", [file_entry(b"x")], device=f"laptop{ESCAPES}")
+    device = lab.hostile_server({"documents": [doc], "versions": {doc.path: [doc.info]}})
+    seen, ok = [], True
+    runs = [("pull (error)", error, ["pull", "Documents/x.txt", lab.ws.join("12-escapes", "dst", "x.txt")]),
+            ("ls (error)", error, ["ls"]),
+            ("versions (error)", error, ["versions", "Documents/x.txt"]),
+            ("versions (device)", device, ["versions", "Documents/x.txt"]),
+            ("ls (device)", device, ["ls"])]
+    os.makedirs(lab.ws.join("12-escapes", "dst"), exist_ok=True)
+    for label, server, args in runs:
+        code, out, err = lab.client(args, server.url, FAKE_TOKEN, lab.ws.join("12-escapes", "state"))
+        bad = control_bytes(out + err)
+        seen.append(f"{label}: {exit_text(code)}, {'controls ' + ' '.join(bad) if bad else 'clean'}")
+        ok &= not bad and not is_signal(code)
+    return "; ".join(seen), ok
+
+
+@attack("13", "hostile-entry-names-pull",
+        "hostile package manifests whose entry names are `../escape.txt`, an absolute path, or hold ESC or a newline: "
+        "each pull is refused (non-zero exit) and nothing is written (no destination, no staging, nothing outside)")
+def hostile_entry_names_pull(lab):
+    outside = lab.dir("13-entries", "outside")
+    variants = [("dotdot", "../escape.txt"), ("absolute", outside + "/absolute.txt"), ("ESC", "a\x1b[2Jb.txt"), ("newline", "a\nb.txt")]
+    docs = [Doc(f"Documents/{label}.pkg", [file_entry(b"hostile", path=name)], kind=w.PACKAGE_DOC) for label, name in variants]
+    hostile = lab.hostile_server({"documents": docs})
+    seen, ok = [], True
+    for (label, _), doc in zip(variants, docs):
+        tag = f"13-entries/{label}"
+        code, _, err, destination = pull_from(lab, tag, hostile, doc.path)
+        written = tree_listing(os.path.dirname(destination))
+        seen.append(f"{label}: {exit_text(code)}{', wrote ' + repr(written) if written else ''}")
+        ok &= code not in (0, None) and not is_signal(code) and not written
+    escaped = tree_listing(outside)
+    return "; ".join(seen) + (f"; outside: {escaped}" if escaped else ""), ok and not escaped
+
+
+# MARK: running and reporting
+
+def run_row(lab, row):
+    start = time.monotonic()
+    try:
+        observed, passed = row["run"](lab)
+    except Exception as error:  # a row that breaks is a failure, with what broke
+        observed, passed = f"the attack itself failed: {type(error).__name__}: {error}", False
+    return dict(row, observed=observed, passed=bool(passed), seconds=time.monotonic() - start)
+
+
+def verdict(result):
+    word = "PASS" if result["passed"] else "FAIL"
+    return f"{word} (info)" if result["informational"] else word
+
+
+def markdown_table(results, label):
+    def cell(text):
+        return text.replace("|", "\\|").replace("\n", " ")
+    passed = sum(r["passed"] for r in results)
+    lines = [f"Last run: {time.strftime('%Y-%m-%d')}, {label}: {passed} of {len(results)} rows pass.",
+             "", "| # | attack | expected (safe behaviour) | observed | result |", "|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['number']} | `{r['name']}` | {cell(r['expected'])} | {cell(r['observed'])} | {verdict(r)} |")
+    return "\n".join(lines)
+
+
+def write_doc(path, results, label):
+    with open(path) as f:
+        text = f.read()
+    begin, end = "<!-- attack-table:begin -->", "<!-- attack-table:end -->"
+    if begin not in text or end not in text:
+        raise SystemExit(f"{path} lacks the markers {begin} / {end}")
+    head, _, rest = text.partition(begin)
+    _, _, tail = rest.partition(end)
+    with open(path, "w") as f:
+        f.write(head + begin + "\n" + markdown_table(results, label) + "\n" + end + tail)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--xfer", default=os.path.join(xferlab.ROOT, ".build", "debug", "xfer"), help="the xfer binary")
+    parser.add_argument("--only", help="comma-separated words; run only rows whose name or number contains one")
+    parser.add_argument("--write-doc", metavar="FILE", help="regenerate the table between the attack-table markers in FILE")
+    parser.add_argument("--label", help="how --write-doc names the binary (default: its path)")
+    parser.add_argument("--strict", action="store_true", help="informational rows count too")
+    parser.add_argument("--keep", action="store_true", help="keep the workspace")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    binary = os.path.abspath(args.xfer)
+    if not os.access(binary, os.X_OK):
+        raise SystemExit(f"{binary} is missing; build it (swift build) or pass --xfer PATH")
+    rows = ROWS
+    if args.only:
+        words = [word.strip() for word in args.only.split(",") if word.strip()]
+        rows = [r for r in ROWS if any(word in r["name"] or word == r["number"] for word in words)]
+        if not rows:
+            raise SystemExit(f"no row matches {args.only!r}; rows: {', '.join(r['name'] for r in ROWS)}")
+    old_umask = os.umask(0o022)  # what a typical operator has; row 7a depends on it
+    start = time.monotonic()
+    results = {}
+    with xferlab.Workspace("attack", keep=args.keep) as ws:
+        lab = Lab(binary, ws)
+        try:
+            background = {}
+            for row in rows:
+                if row["background"]:
+                    thread = threading.Thread(target=lambda r=row: results.__setitem__(r["name"], run_row(lab, r)), daemon=True)
+                    thread.start()
+                    background[row["name"]] = thread
+            for row in rows:
+                if not row["background"]:
+                    results[row["name"]] = run_row(lab, row)
+                    print(f"{verdict(results[row['name']]):11} {row['number']:>3} {row['name']} ({results[row['name']]['seconds']:.1f} s)", flush=True)
+            for name, thread in background.items():
+                thread.join(timeout=60)
+                if name not in results:
+                    row = next(r for r in rows if r["name"] == name)
+                    results[name] = dict(row, observed="did not finish in time", passed=False, seconds=60)
+                print(f"{verdict(results[name]):11} {results[name]['number']:>3} {name} ({results[name]['seconds']:.1f} s)", flush=True)
+        finally:
+            lab.cleanup()
+            os.umask(old_umask)
+        if args.keep:
+            print(f"workspace kept: {ws.path}")
+    ordered = [results[r["name"]] for r in rows]
+    print()
+    for r in ordered:
+        print(f"{verdict(r):11} {r['number']:>3} {r['name']}")
+        print(f"{'':16}expected: {r['expected']}")
+        print(f"{'':16}observed: {r['observed']}")
+    failed = [r for r in ordered if not r["passed"] and (args.strict or not r["informational"])]
+    print(f"\n{len(ordered) - len(failed)} of {len(ordered)} rows pass ({sum(r['informational'] for r in ordered)} informational) "
+          f"in {time.monotonic() - start:.0f} s; failing: {', '.join(r['name'] for r in failed) or 'none'}")
+    if args.write_doc:
+        write_doc(args.write_doc, ordered, args.label or f"`{os.path.relpath(binary, xferlab.ROOT) if binary.startswith(xferlab.ROOT) else binary}`")
+    if args.json:
+        xferlab.report(args.json, [{k: v for k, v in r.items() if k != "run"} for r in ordered])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
