@@ -151,7 +151,31 @@ public final class ServerConnection: Sendable {
 
     /// Documents under a prefix.
     public func list(container: ContainerName, prefix: String) async throws -> DocumentList {
-        try await json(DocumentList.self, "GET", "/v1/containers/\(container)/documents?prefix=\(Self.escape(prefix))")
+        var all = try await listPage(container: container, prefix: prefix, page: nil)
+        var next = all.next
+        while all.more {
+            // A server that says "more" must move on: a repeated or missing token is refused,
+            // so a listing is either complete or an error, never silently partial.
+            guard let token = next else { throw XferError(.unavailable, "the server said more documents follow but gave no page token") }
+            let page = try await listPage(container: container, prefix: prefix, page: token)
+            guard page.documents.first.map({ $0.path.value.utf8.lexicographicallyPrecedes(token.utf8) == false && $0.path.value != token }) ?? true,
+                  !page.more || (page.next.map { $0 != token } ?? false) else {
+                throw XferError(.unavailable, "the server's listing pages do not advance; the listing is incomplete, so nothing was decided from it")
+            }
+            all.documents += page.documents
+            all.more = page.more
+            next = page.next
+        }
+        all.next = nil
+        return all
+    }
+
+    /// One page of a listing (``list(container:prefix:)`` reads them all).
+    /// - Parameter page: The previous page's `next`, or `nil` for the first.
+    public func listPage(container: ContainerName, prefix: String, page: String?) async throws -> DocumentList {
+        var route = "/v1/containers/\(container)/documents?prefix=\(Self.escape(prefix))"
+        if let page { route += "&page=\(Self.escape(page))" }
+        return try await json(DocumentList.self, "GET", route)
     }
 
     /// Deletes a document.

@@ -178,16 +178,34 @@ public struct CommitRequest: Codable, Sendable, Hashable {
 }
 
 /// `GET /v1/containers/{container}/documents`: the documents under a prefix.
+///
+/// A listing comes in pages in path order: while `more` is true, ask again with `page=next`.
+/// Nothing may be decided from a listing that was not read to its end (a document absent from
+/// one page may be on the next).
 public struct DocumentList: Codable, Sendable, Hashable {
     /// Each document's newest state: current, deleted, or uploading if never committed.
     public var documents: [DocumentInfo]
-    /// The container's change-feed position when the list was read.
+    /// The container's change-feed position when the list (its first page) was read.
     public var cursor: Int64
+    /// More documents follow this page.
+    public var more: Bool
+    /// The token that asks for the next page (opaque), when `more`.
+    public var next: String?
 
-    /// Creates a list.
-    public init(documents: [DocumentInfo], cursor: Int64) {
+    /// Creates a list (one page, or all of it).
+    public init(documents: [DocumentInfo], cursor: Int64, more: Bool = false, next: String? = nil) {
         self.documents = documents
         self.cursor = cursor
+        self.more = more
+        self.next = next
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        documents = try container.decode([DocumentInfo].self, forKey: .documents)
+        cursor = try container.decode(Int64.self, forKey: .cursor)
+        more = try container.decodeIfPresent(Bool.self, forKey: .more) ?? false
+        next = try container.decodeIfPresent(String.self, forKey: .next)
     }
 }
 

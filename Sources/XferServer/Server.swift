@@ -16,6 +16,8 @@ public struct ServerLimits: Sendable, Hashable {
     public var defaultQuota: Int64 = 5 << 30
     /// Longest long poll of the change feed, in seconds (a request asking more waits this long).
     public var maximumWait = ProtocolLimits.maximumWaitSeconds
+    /// Most documents in one page of a listing (clients page on to the end).
+    public var listPage = ProtocolLimits.maximumListCount
 
     /// Default limits.
     public init() {}

@@ -20,7 +20,12 @@ struct LiveServer {
     var stateDirectory: String { root + "/state" }
 
     /// Runs `body` with a live server; removes everything afterwards.
-    static func run<T: Sendable>(policy: StorePolicy = StorePolicy(), quota: Int64? = nil,
+    /// - Parameters:
+    ///   - limits: The server's limits (a small `listPage` makes paging cheap to test).
+    ///   - intercept: Answers a request in place of the server when it returns a response
+    ///     (a fault at one route, as a broken server or proxy would give).
+    static func run<T: Sendable>(policy: StorePolicy = StorePolicy(), quota: Int64? = nil, limits: ServerLimits = ServerLimits(),
+                                 intercept: (@Sendable (Request) -> Response?)? = nil,
                                  _ body: @escaping @Sendable (LiveServer) async throws -> T) async throws -> T {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-live-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
@@ -28,7 +33,13 @@ struct LiveServer {
         let token = try await data.createAccount(name: "tester", quota: quota).token!
         var logger = Logger(label: "xfer.test")
         logger.logLevel = .warning
-        let app = try XferServer.application(data: data, host: "127.0.0.1", port: 0, logger: logger)
+        let inner = XferServer.router(data: data, limits: limits).buildResponder()
+        let app = Application(
+            responder: CallbackResponder<XferRequestContext> { request, context in
+                if let answer = intercept?(request) { return answer }
+                return try await inner.respond(to: request, context: context)
+            },
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger)
         return try await app.test(.live) { client in
             let connection = ServerConnection(server: "http://127.0.0.1:\(client.port!)", token: token)
             let server = LiveServer(root: root, remote: Remote(connection: connection, container: .default,

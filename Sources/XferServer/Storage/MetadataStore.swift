@@ -150,8 +150,10 @@ public protocol MetadataStore: Sendable {
     /// Makes `keep` (the current version or a conflict version) current; the other contenders
     /// are removed, or with `keepAll` kept as superseded. Throws `not_found`, `bad_request`.
     func resolve(account: Int64, container: ContainerName, _ request: ResolveRequest) async throws -> DocumentInfo
-    /// Documents whose path starts with `prefix`, in path order, deleted ones left out.
-    func list(account: Int64, container: ContainerName, prefix: String, limit: Int) async throws -> DocumentList
+    /// One page of the documents whose path starts with `prefix`, in bytewise path order,
+    /// deleted ones left out: at most `limit`, those after the path `after` when given; `more`
+    /// and `next` say whether and from where to go on.
+    func list(account: Int64, container: ContainerName, prefix: String, after: String?, limit: Int) async throws -> DocumentList
     /// Deletes a document by committing a deletion version. Throws `not_found`, `conflict`.
     func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws -> DocumentInfo
     /// Versions and key-value entries whose last change has a sequence number above `after`,
@@ -372,6 +374,15 @@ enum KeyValueRules {
         guard bytes + adding <= policy.keyValueMaximumBytes else {
             throw XferError(.quotaExceeded, "storing \(adding) bytes for \"\(key)\" would take the key-value store past its \(ByteCount(Int64(policy.keyValueMaximumBytes)).description) (\(bytes) bytes used)")
         }
+    }
+}
+
+extension DocumentList {
+    /// A page from up to `limit + 1` rows read in path order: the extra row only says that more follow.
+    static func page(_ rows: [DocumentInfo], cursor: Int64, limit: Int) -> DocumentList {
+        let more = rows.count > limit
+        let documents = more ? Array(rows.prefix(limit)) : rows
+        return DocumentList(documents: documents, cursor: cursor, more: more, next: more ? documents.last?.path.value : nil)
     }
 }
 

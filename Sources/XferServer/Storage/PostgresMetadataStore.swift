@@ -472,7 +472,7 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
         }
     }
 
-    public func list(account: Int64, container: ContainerName, prefix: String, limit: Int) async throws -> DocumentList {
+    public func list(account: Int64, container: ContainerName, prefix: String, after: String?, limit: Int) async throws -> DocumentList {
         try await transaction { tx in
             guard let containerID = try await Self.containerID(tx, account: account, name: container, create: false) else {
                 return DocumentList(documents: [], cursor: 0)
@@ -481,10 +481,11 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             let rows = try await tx.rows("""
                 SELECT d.path, v.*, \(unescaped: Self.conflictsColumn) FROM documents d
                 JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)
-                WHERE d.container_id = \(containerID) AND left(d.path, length(\(prefix))) = \(prefix) AND v.state != 'deleted'
-                ORDER BY d.path COLLATE "C" LIMIT \(Int64(limit))
+                WHERE d.container_id = \(containerID) AND left(d.path, length(\(prefix))) = \(prefix)
+                  AND d.path COLLATE "C" > \(after ?? "") AND v.state != 'deleted'
+                ORDER BY d.path COLLATE "C" LIMIT \(Int64(limit) + 1)
                 """)
-            return DocumentList(documents: try rows.map(Self.info(row:)), cursor: cursor)
+            return DocumentList.page(try rows.map(Self.info(row:)), cursor: cursor, limit: limit)
         }
     }
 

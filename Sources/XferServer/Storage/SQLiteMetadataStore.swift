@@ -400,7 +400,7 @@ public final class SQLiteMetadataStore: MetadataStore {
         }
     }
 
-    public func list(account: Int64, container: ContainerName, prefix: String, limit: Int) async throws -> DocumentList {
+    public func list(account: Int64, container: ContainerName, prefix: String, after: String?, limit: Int) async throws -> DocumentList {
         try await read { db in
             guard let containerID = try Self.containerID(db, account: account, name: container, create: false) else {
                 return DocumentList(documents: [], cursor: 0)
@@ -409,10 +409,10 @@ public final class SQLiteMetadataStore: MetadataStore {
             let rows = try Row.fetchAll(db, sql: """
                 SELECT d.path, v.*, \(Self.conflictsColumn) FROM documents d
                 JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)
-                WHERE d.container_id = ? AND substr(d.path, 1, length(?)) = ? AND v.state != 'deleted'
+                WHERE d.container_id = ? AND substr(d.path, 1, length(?)) = ? AND d.path > ? AND v.state != 'deleted'
                 ORDER BY d.path LIMIT ?
-                """, arguments: [containerID, prefix, prefix, limit])
-            return DocumentList(documents: try rows.map(Self.info(row:)), cursor: cursor)
+                """, arguments: [containerID, prefix, prefix, after ?? "", limit + 1])
+            return DocumentList.page(try rows.map(Self.info(row:)), cursor: cursor, limit: limit)
         }
     }
 
