@@ -7,6 +7,8 @@ import XferProtocol
 public struct PullReport: Codable, Sendable {
     /// The document's path.
     public var document: String
+    /// Where it was put (a pull into an existing directory puts it inside, as `cp -r` does).
+    public var destination: String = ""
     /// The version now on disk.
     public var version: Int64
     /// Files in the document.
@@ -31,10 +33,11 @@ public struct PullOptions: Sendable {
     public var downloadsInFlight = 4
     /// Plain bytes asked for per download request.
     public var downloadBatchBytes = 8 << 20
-    /// Refuse (with `conflict`) to replace a destination whose files changed since this root
-    /// last synced them, checked again just before the new version is put in place. The sync
-    /// engine sets it: a local edit is never overwritten.
-    public var protectLocalChanges = false
+    /// Replace whatever is at the destination (`xfer pull --force`). Without it a pull
+    /// replaces only what this client itself wrote there from the same document and what has
+    /// not changed since; anything else is refused with `conflict` and left as it is, checked
+    /// before anything is downloaded and again just before the new version is put in place.
+    public var force = false
 
     /// Defaults.
     public init() {}
@@ -87,7 +90,16 @@ public struct PullEngine: Sendable {
     ///   - progress: Called now and then from any thread.
     public func pull(_ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
-        let target = ClientState.absolute(destination)
+        var target = ClientState.absolute(destination)
+        // An existing directory that is not this document's own copy receives it as a new
+        // entry inside, as `cp -r doc.pkg ~/Downloads/` would.
+        var info = stat()
+        if state == nil, stat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR,
+           try ClientState(root: target, stateDirectory: remote.stateDirectory)
+               .documentVersion(server: remote.connection.server, container: remote.container, path: name) == nil,
+           let last = name.components.last {
+            target += "/" + last
+        }
         let parentPath = (target as NSString).deletingLastPathComponent
         let baseName = (target as NSString).lastPathComponent
         guard !baseName.isEmpty, baseName != "/", baseName != ".", baseName != ".." else {
@@ -114,12 +126,19 @@ public struct PullEngine: Sendable {
 
         let known = try state.files()
         func fullPath(_ relative: String) -> String { relative.isEmpty ? target : target + "/" + relative }
+        if !options.force {
+            // Asked before anything moves: what is there must be this client's own unchanged copy.
+            if parent.kind(baseName) != nil && synced == nil {
+                throw XferError(.conflict, "\(target) already exists and was not pulled from \(name) here; nothing was changed. Pull into another path, or pass --force to replace it")
+            }
+            try Self.checkUnchanged(target: target, known: known, name: name)
+        }
 
         // Already there? Same version and every file untouched since it was written.
         if let synced, synced.version == info.version, synced.manifest.entries.allSatisfy({ entry in
             entry.kind != .file || known[entry.path].map { FileStamp.of(fullPath(entry.path)) == $0.stamp } == true
         }) {
-            return report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+            return report(name, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
         }
 
         let answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: synced?.version)
@@ -241,7 +260,7 @@ public struct PullEngine: Sendable {
             try staging.synchronize()
             try staging.setModificationTime(info.mtimeNs)
         }
-        if options.protectLocalChanges {
+        if !options.force {
             try Self.checkUnchanged(target: target, known: known, name: name)
         }
         try Self.publish(stagingName, as: baseName, in: parent, package: manifest.kind == .package)
@@ -252,12 +271,12 @@ public struct PullEngine: Sendable {
         }
         try state.recordSynced(server: connection.server, container: remote.container, path: name,
                                document: SyncedDocument(version: answer.version, manifest: manifest), files: written)
-        return report(name, answer.version, manifest, counters.value, manifestBytes: answer.delta.count, started: started)
+        return report(name, target, answer.version, manifest, counters.value, manifestBytes: answer.delta.count, started: started)
     }
 
-    private func report(_ name: DocumentPath, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
+    private func report(_ name: DocumentPath, _ target: String, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
                         manifestBytes: Int, started: ContinuousClock.Instant) -> PullReport {
-        return PullReport(document: name.value, version: version,
+        return PullReport(document: name.value, destination: target, version: version,
                           files: manifest.fileCount, bytes: manifest.totalSize,
                           chunksFetched: counters.chunksFetched, bytesFetched: counters.bytesFetched,
                           chunksReused: counters.chunksReused, manifestBytes: manifestBytes,
@@ -364,7 +383,7 @@ public struct PullEngine: Sendable {
             changed = known[""].map { FileStamp.of(target) != $0.stamp } ?? ((info.st_mode & S_IFMT) == S_IFREG)
         }
         if changed {
-            throw XferError(.conflict, "\(target) changed on this device since it was last synced; it was not replaced by the server's \(name)")
+            throw XferError(.conflict, "\(target) changed on this device since it was last synced; it was not replaced by the server's \(name) (pass --force to replace it)")
         }
     }
 

@@ -17,7 +17,7 @@ public struct SyncOptions: Sendable {
     public var maximumBackoff: Duration = .seconds(30)
     /// Push tuning.
     public var push = PushOptions()
-    /// Pull tuning (`protectLocalChanges` is always on).
+    /// Pull tuning (`force` is always off: a local edit is never replaced).
     public var pull = PullOptions()
 
     /// Defaults.
@@ -312,7 +312,7 @@ public final class SyncDirectory: Sendable {
 
     func pull(_ path: DocumentPath, progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PullReport {
         var pullOptions = options.pull
-        pullOptions.protectLocalChanges = true
+        pullOptions.force = false
         let full = directory + "/" + path.value
         // Every write lands beneath the synced root, through directories opened without
         // following a symlink: a document named below a symlink is refused, not written.

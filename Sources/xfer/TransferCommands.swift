@@ -63,7 +63,11 @@ extension Xfer {
             discussion: """
                 Downloads only the chunks not already on disk, verifies every chunk's SHA-256, \
                 and replaces the destination atomically: the old file or tree, or the new one, \
-                never a mix. Re-running an interrupted pull fetches only what did not arrive.
+                never a mix. Re-running an interrupted pull fetches only what did not arrive. \
+                An existing destination is replaced only if this client pulled it from the same \
+                document and it has not changed since (else exit 7, nothing changed; --force \
+                replaces it); an existing directory that is not such a copy receives the \
+                document inside it, as `cp -r` does.
                 """)
 
         @Argument(help: "The document's path in the container.")
@@ -75,6 +79,9 @@ extension Xfer {
         @Option(help: ArgumentHelp("Pull this version (a superseded or conflict one; see `xfer versions`) instead of the current one.", valueName: "N"))
         var version: Int64?
 
+        @Flag(help: "Replace whatever is at the destination. Without it, only a copy this client pulled from the same document and that is unchanged since is replaced; anything else is refused (exit 7) and left as it is.")
+        var force = false
+
         @OptionGroup var client: ClientOptions
         @OptionGroup var output: OutputOptions
 
@@ -84,14 +91,16 @@ extension Xfer {
                 let target = destination ?? String(document.components.last ?? "document")
                 let bar = ProgressBar(quiet: output.quiet || output.json)
                 defer { bar.finish() }
+                var options = PullOptions()
+                options.force = force
                 let report = try await withRemote(client) { remote in
-                    try await PullEngine(remote: remote).pull(document, into: target, version: version, progress: bar.update)
+                    try await PullEngine(remote: remote, options: options).pull(document, into: target, version: version, progress: bar.update)
                 }
                 bar.finish()
                 if output.json {
                     printJSON(report)
                 } else if !output.quiet {
-                    print("pulled \(report.document) v\(report.version) into \(target): \(report.files) files, \(ByteCount(report.bytes)); fetched \(report.chunksFetched) chunks (\(ByteCount(report.bytesFetched))), reused \(report.chunksReused) in \(String(format: "%.2f", report.seconds)) s")
+                    print("pulled \(report.document) v\(report.version) into \(report.destination): \(report.files) files, \(ByteCount(report.bytes)); fetched \(report.chunksFetched) chunks (\(ByteCount(report.bytesFetched))), reused \(report.chunksReused) in \(String(format: "%.2f", report.seconds)) s")
                 }
             }
         }
