@@ -72,6 +72,7 @@ struct ErrorMiddleware: RouterMiddleware {
         case "conflict", "missing_chunks", "already_exists": return .conflict
         case "too_large": return .contentTooLarge
         case "quota_exceeded": return HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")
+        case "unavailable": return .serviceUnavailable
         default: return .internalServerError
         }
     }

@@ -16,15 +16,40 @@ public struct ServerLimits: Sendable, Hashable {
     public var defaultQuota: Int64 = 5 << 30
     /// Longest long poll of the change feed, in seconds (a request asking more waits this long).
     public var maximumWait = ProtocolLimits.maximumWaitSeconds
+    /// Long polls one account may have waiting at once; one more is answered 503 `unavailable`
+    /// at once (clients back off and retry).
+    public var maximumWaitingPollsPerAccount = 32
+    /// Bytes of a key-value write's JSON body (``keyValueBody(storeBytes:)`` of the store's limit).
+    public var maximumKeyValueBody = ServerLimits.keyValueBody(storeBytes: StorePolicy().keyValueMaximumBytes)
+
+    /// A connection is closed after this long without a complete request head or, between
+    /// requests, without a new one (a half-sent header, an idle keep-alive socket, a TLS
+    /// handshake that never ends). A response being written is never cut.
+    public var idleTimeout: Duration = .seconds(30)
+    /// The minimum rate of a request body: at least this many bytes ...
+    public var minimumBodyBytes = 4096
+    /// ... in this much time spent waiting on the client (``BodyRate``); a slower upload is closed.
+    public var bodyRateWindow: Duration = .seconds(20)
+    /// Open connections from one client address; more are closed at once.
+    public var maximumConnectionsPerAddress = 64
+    /// Open connections in all (``ConnectionGuard/connectionCap(descriptorLimit:)`` of the
+    /// descriptor limit; `xfer serve` sets it from `RLIMIT_NOFILE`).
+    public var maximumConnections = ConnectionGuard.connectionCap(descriptorLimit: 1024)
 
     /// Default limits.
     public init() {}
+
+    /// The body limit of key-value writes for a store that keeps `storeBytes` per container:
+    /// room for one value that large written with escapes, and never under 4 MiB.
+    public static func keyValueBody(storeBytes: Int) -> Int {
+        max(ProtocolLimits.maximumSmallJSONBody, min(storeBytes, Int.max / 8) * 4 + (64 << 10))
+    }
 }
 
 /// A server's data directory: `metadata.sqlite`, `chunks/`, `admin-token`.
 ///
 /// Opening it creates what is missing; on first use it writes a new admin token to
-/// `admin-token` (mode 0600).
+/// `admin-token` (mode 0600). `metadata.sqlite` is made mode 0600 too, whatever the umask.
 public struct ServerData: Sendable {
     /// The directory.
     public let directory: String
@@ -87,8 +112,12 @@ public struct ServerData: Sendable {
 public enum XferServer {
     /// The router with every /v1 route, for tests (`app.test(.router)`) and ``application(data:host:port:limits:logger:)``.
     public static func router(data: ServerData, limits: ServerLimits = ServerLimits()) -> Router<XferRequestContext> {
+        router(data: data, limits: limits, changes: ChangeNotifier())
+    }
+
+    /// The router over a given notifier (tests watch its parked waiters).
+    static func router(data: ServerData, limits: ServerLimits, changes: ChangeNotifier) -> Router<XferRequestContext> {
         let router = Router(context: XferRequestContext.self)
-        let changes = ChangeNotifier()
         data.metadata.watchRemoteChanges { changes.notifyAll() }
         Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes).register(on: router)
         return router
@@ -107,7 +136,13 @@ public enum XferServer {
                                    tls: TLSConfiguration? = nil, logger: Logger,
                                    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws
         -> some ApplicationProtocol {
-        let server: HTTPServerBuilder = try tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1()
+        let connections = ConnectionGuard(maximumConnections: limits.maximumConnections,
+                                          maximumPerAddress: limits.maximumConnectionsPerAddress)
+        let http = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [ConnectionGuardHandler(connections),
+                                        BodyRateHandler(minimumBytes: limits.minimumBodyBytes, window: limits.bodyRateWindow)],
+            idleTimeout: TimeAmount(limits.idleTimeout))
+        let server: HTTPServerBuilder = try tls.map { try .tls(.http1(configuration: http), tlsConfiguration: $0) } ?? .http1(configuration: http)
         return Application(
             router: router(data: data, limits: limits),
             server: server,
