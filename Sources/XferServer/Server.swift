@@ -64,8 +64,9 @@ public struct ServerData: Sendable {
     public var adminTokenPath: String { directory + "/admin-token" }
 
     /// Opens or initializes a data directory with the embedded stores.
-    /// - Parameter directory: The directory (created if absent).
-    /// - Throws: `io` if it cannot be created or opened.
+    /// - Parameter directory: The directory (created if absent, mode 0700).
+    /// - Throws: `io` if it cannot be created or opened; `invalid_configuration` if other
+    ///   users may write to it or it is not this user's.
     /// - Parameter policy: Version retention and key-value limits.
     /// - Parameter chunks: Makes the store chunks go to instead of `DIR/chunks` (an
     ///   ``S3ChunkStore``), given the metadata store, where it keeps its index.
@@ -73,9 +74,17 @@ public struct ServerData: Sendable {
     public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), metadata: (any MetadataStore)? = nil,
                             chunks: ((any MetadataStore) -> any ChunkStore)? = nil) async throws -> ServerData {
         let directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
-        guard FileManager.default.fileExists(atPath: directory) || (try? FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil else {
-            throw XferError(.io, "cannot create the data directory \(directory)")
+        if !FileManager.default.fileExists(atPath: directory) {
+            guard (try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                            attributes: [.posixPermissions: 0o700])) != nil else {
+                throw XferError(.io, "cannot create the data directory \(directory)")
+            }
+            _ = chmod(directory, 0o700)
+        }
+        try PrivateFiles.checkDirectory(directory)
+        if metadata == nil {
+            let file = directory + "/metadata.sqlite"
+            try PrivateFiles.makePrivate(file, companions: [file + "-wal", file + "-shm"])
         }
         let metadata = try metadata ?? SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy)
         let files = try LocalChunkStore(root: directory + "/chunks")
@@ -84,13 +93,7 @@ public struct ServerData: Sendable {
         var created = false
         if try await !metadata.hasAdminToken() {
             let token = TokenHash.generate()
-            let path = directory + "/admin-token"
-            let temporary = path + ".tmp"
-            guard FileManager.default.createFile(atPath: temporary, contents: Data((token + "\n").utf8),
-                                                 attributes: [.posixPermissions: 0o600]),
-                  rename(temporary, path) == 0 else {
-                throw XferError(.io, "cannot write \(path)")
-            }
+            try PrivateFiles.writeSecret(token + "\n", to: directory + "/admin-token")
             try await metadata.addAdminToken(hash: TokenHash.hash(token))
             created = true
         }
