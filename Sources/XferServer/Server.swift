@@ -24,8 +24,10 @@ public struct ServerLimits: Sendable, Hashable {
 
     /// A connection is closed after this long without a complete request head or, between
     /// requests, without a new one (a half-sent header, an idle keep-alive socket, a TLS
-    /// handshake that never ends). A response being written is never cut.
-    public var idleTimeout: Duration = .seconds(30)
+    /// handshake that never ends). A response being written is never cut. Longer than the
+    /// 30 s xfer's client keeps an idle pooled connection, so the server never closes one
+    /// just as the client reuses it.
+    public var idleTimeout: Duration = .seconds(45)
     /// The minimum rate of a request body: at least this many bytes ...
     public var minimumBodyBytes = 4096
     /// ... in this much time spent waiting on the client (``BodyRate``); a slower upload is closed.

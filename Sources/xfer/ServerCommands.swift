@@ -65,7 +65,7 @@ extension Xfer {
         var behindTLSProxy = false
 
         @Option(help: ArgumentHelp("Close a connection after this long without a complete request head, or idle between requests.", valueName: "SECONDS"))
-        var idleTimeout: Int = 30
+        var idleTimeout: Int = Int(ServerLimits().idleTimeout.components.seconds)
 
         @Option(help: ArgumentHelp("Open connections from one client address.", valueName: "N"))
         var maxConnectionsPerAddress: Int = ServerLimits().maximumConnectionsPerAddress
