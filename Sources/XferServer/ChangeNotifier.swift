@@ -2,29 +2,69 @@ import Synchronization
 
 /// Wakes long-polling change requests when a container changes.
 ///
-/// A generation counter per (account, container), bumped by every change this process makes,
-/// and one for all, bumped when the store reports a change another server made (PostgreSQL's
-/// NOTIFY); a waiter re-reads the store when either moves, and at least once a second anyway.
+/// A waiter suspends on a continuation registered under its (account, container) key and is
+/// resumed by ``notify(account:container:)`` for that key, by ``notifyAll()`` (another server's
+/// change, PostgreSQL's NOTIFY), by its deadline or by cancellation, exactly once; it then
+/// re-reads the store. A generation counter per key and one for all close the gap between
+/// reading the store and parking: a waiter that parks after a change it has not seen does not
+/// sleep. As a safety net a waiter also re-reads the store every ``recheckInterval``.
 final class ChangeNotifier: Sendable {
     private struct Key: Hashable {
         var account: Int64
         var container: String
     }
 
-    private let generations = Mutex<[Key: UInt64]>([:])
-    private let everything = Atomic<UInt64>(0)
+    private struct State {
+        var generations: [Key: UInt64] = [:]
+        var everything: UInt64 = 0
+        var nextID: UInt64 = 0
+        var waiters: [Key: [UInt64: CheckedContinuation<Void, Never>]] = [:]
+
+        func generation(_ key: Key) -> UInt64 { generations[key, default: 0] &+ everything }
+
+        mutating func remove(_ key: Key, _ id: UInt64) -> CheckedContinuation<Void, Never>? {
+            let continuation = waiters[key]?.removeValue(forKey: id)
+            if waiters[key]?.isEmpty == true { waiters[key] = nil }
+            return continuation
+        }
+    }
+
+    private let state = Mutex(State())
+    /// Long polls parked per account (``ServerLimits/maximumWaitingPollsPerAccount``).
+    let polls = PollCounter()
+    /// The longest a waiter sleeps without re-reading the store.
+    let recheckInterval: Duration
+
+    /// A notifier whose waiters re-read the store at least every `recheckInterval`.
+    init(recheckInterval: Duration = .seconds(5)) {
+        self.recheckInterval = recheckInterval
+    }
 
     /// Records a change somewhere (another server's): every waiter looks again.
     func notifyAll() {
-        everything.add(1, ordering: .relaxed)
+        let woken = state.withLock { state in
+            state.everything &+= 1
+            let all = state.waiters.values.flatMap(\.values)
+            state.waiters = [:]
+            return all
+        }
+        for continuation in woken { continuation.resume() }
     }
 
-    /// Records a change to a container.
+    /// Records a change to a container: its waiters look again.
     func notify(account: Int64, container: some CustomStringConvertible) {
-        generations.withLock { $0[Key(account: account, container: container.description), default: 0] &+= 1 }
+        let key = Key(account: account, container: container.description)
+        let woken = state.withLock { state in
+            state.generations[key, default: 0] &+= 1
+            return state.waiters.removeValue(forKey: key).map { Array($0.values) } ?? []
+        }
+        for continuation in woken { continuation.resume() }
     }
 
-    /// Returns when `hasChanges` says so, or after `seconds`.
+    /// Waiters parked now (for tests and metrics).
+    var parked: Int { state.withLock { $0.waiters.values.reduce(0) { $0 + $1.count } } }
+
+    /// Returns when `hasChanges` says so, after `seconds`, or when the task is cancelled.
     /// - Parameters:
     ///   - account: The account.
     ///   - container: The container.
@@ -35,17 +75,45 @@ final class ChangeNotifier: Sendable {
         let key = Key(account: account, container: container.description)
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(seconds)
-        var seen = generations.withLock { $0[key, default: 0] } &+ everything.load(ordering: .relaxed)
-        var lastCheck = clock.now
-        if await hasChanges() { return }
-        while clock.now < deadline, !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(10))
-            let current = generations.withLock { $0[key, default: 0] } &+ everything.load(ordering: .relaxed)
-            if current != seen || clock.now - lastCheck > .seconds(1) {
-                seen = current
-                lastCheck = clock.now
-                if await hasChanges() { return }
+        while !Task.isCancelled {
+            let seen = state.withLock { $0.generation(key) }
+            if await hasChanges() { return }
+            let now = clock.now
+            guard now < deadline else { return }
+            await park(key, seen: seen, until: min(deadline, now + recheckInterval))
+        }
+    }
+
+    /// Suspends until the key's generation moves past `seen` (or has already), `deadline`
+    /// passes or the task is cancelled.
+    private func park(_ key: Key, seen: UInt64, until deadline: ContinuousClock.Instant) async {
+        let id = state.withLock { state in
+            state.nextID &+= 1
+            return state.nextID
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        // Cancellation sets the flag before its handler runs, and the handler
+                        // takes this lock: either it finds the continuation, or we see the flag.
+                        let resumeNow = self.state.withLock { state in
+                            guard !Task.isCancelled, state.generation(key) == seen else { return true }
+                            state.waiters[key, default: [:]][id] = continuation
+                            return false
+                        }
+                        if resumeNow { continuation.resume() }
+                    }
+                } onCancel: {
+                    self.state.withLock { $0.remove(key, id) }?.resume()
+                }
             }
+            group.addTask {
+                try? await Task.sleep(until: deadline, clock: .continuous)
+            }
+            // Whichever ends first (a wake-up or the deadline) cancels the other.
+            await group.next()
+            group.cancelAll()
         }
     }
 }

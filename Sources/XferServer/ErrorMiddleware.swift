@@ -20,7 +20,8 @@ struct ErrorMiddleware: RouterMiddleware {
         } catch {
             let body = Self.body(for: error)
             let status = Self.status(for: body.error.code)
-            let level: Logger.Level = status.code >= 500 ? .error : .info
+            // A 503 is a client over its share (parked polls), not a server fault.
+            let level: Logger.Level = status.code >= 500 && status != .serviceUnavailable ? .error : .info
             context.logger.log(level: level, "request failed", metadata: [
                 "method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(status.code)",
                 "ms": "\(Self.milliseconds(since: start))",
@@ -72,6 +73,7 @@ struct ErrorMiddleware: RouterMiddleware {
         case "conflict", "missing_chunks", "already_exists": return .conflict
         case "too_large": return .contentTooLarge
         case "quota_exceeded": return HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")
+        case "unavailable": return .serviceUnavailable
         default: return .internalServerError
         }
     }

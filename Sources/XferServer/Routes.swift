@@ -276,8 +276,14 @@ struct Routes: Sendable {
         let limit = try Self.intParameter(request, "limit", default: 1000, range: 1...ProtocolLimits.maximumListCount)
         let wait = min(limits.maximumWait, try Self.intParameter(request, "wait", default: 0, range: 0...ProtocolLimits.maximumWaitSeconds))
         var list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit)
-        if list.changes.isEmpty && wait > 0 {
+        if list.changes.isEmpty && list.keys.isEmpty && wait > 0 {
             // Long poll: wake on the next change to this container, or give up after `wait` seconds.
+            // An account may park only so many (clients back off on `unavailable` and retry).
+            let cap = limits.maximumWaitingPollsPerAccount
+            guard changes.polls.enter(account.accountID, limit: cap) else {
+                throw XferError(.unavailable, "this account already has \(cap) change-feed requests waiting, the server's limit; retry later or ask without wait")
+            }
+            defer { changes.polls.leave(account.accountID) }
             await changes.wait(account: account.accountID, container: container, seconds: wait) {
                 guard let page = try? await metadata.changes(account: account.accountID, container: container, after: after, limit: 1) else {
                     return false
@@ -318,7 +324,7 @@ struct Routes: Sendable {
     @Sendable func setKeyValue(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         let container = try Self.container(context)
-        let body = try await Self.decode(KeyValueWrite.self, request)
+        let body = try await Self.decode(KeyValueWrite.self, request, limit: limits.maximumKeyValueBody)
         let result = try await metadata.setValue(account: account.accountID, container: container, body)
         if result.applied { changes.notify(account: account.accountID, container: container) }
         return Self.json(result)
@@ -331,9 +337,26 @@ struct Routes: Sendable {
                  body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(value))))
     }
 
-    static func decode<T: Decodable>(_ type: T.Type, _ request: Request) async throws -> T {
-        let body = try await request.body.collect(upTo: ProtocolLimits.maximumJSONBody)
-        return try WireJSON.decode(type, from: body.readableBytesView)
+    /// Reads, parses and validates a JSON body of at most `limit` bytes (the type's own limit
+    /// unless a route sets one): a larger body is refused by its `Content-Length` before any of
+    /// it is read, or as soon as it passes the limit.
+    /// - Throws: `too_large` (413) naming the limit; `bad_request` from parsing or ``WireRequest/validate()``.
+    static func decode<T: WireRequest>(_ type: T.Type, _ request: Request, limit: Int = T.maximumBodyBytes) async throws -> T {
+        func tooLarge(_ size: String) -> XferError {
+            XferError(.tooLarge, "the request body is \(size); this route takes at most \(limit) bytes (\(ByteCount(Int64(limit))))")
+        }
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw tooLarge("\(declared) bytes")
+        }
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw tooLarge("larger")
+        }
+        let value = try WireJSON.decode(type, from: body.readableBytesView)
+        try value.validate()
+        return value
     }
 
     static func container(_ context: XferRequestContext) throws -> ContainerName {

@@ -18,15 +18,42 @@ public struct ServerLimits: Sendable, Hashable {
     public var maximumWait = ProtocolLimits.maximumWaitSeconds
     /// Most documents in one page of a listing (clients page on to the end).
     public var listPage = ProtocolLimits.maximumListCount
+    /// Long polls one account may have waiting at once; one more is answered 503 `unavailable`
+    /// at once (clients back off and retry).
+    public var maximumWaitingPollsPerAccount = 32
+    /// Bytes of a key-value write's JSON body (``keyValueBody(storeBytes:)`` of the store's limit).
+    public var maximumKeyValueBody = ServerLimits.keyValueBody(storeBytes: StorePolicy().keyValueMaximumBytes)
+
+    /// A connection is closed after this long without a complete request head or, between
+    /// requests, without a new one (a half-sent header, an idle keep-alive socket, a TLS
+    /// handshake that never ends). A response being written is never cut. Longer than the
+    /// 30 s xfer's client keeps an idle pooled connection, so the server never closes one
+    /// just as the client reuses it.
+    public var idleTimeout: Duration = .seconds(45)
+    /// The minimum rate of a request body: at least this many bytes ...
+    public var minimumBodyBytes = 4096
+    /// ... in this much time spent waiting on the client (``BodyRate``); a slower upload is closed.
+    public var bodyRateWindow: Duration = .seconds(20)
+    /// Open connections from one client address; more are closed at once.
+    public var maximumConnectionsPerAddress = 64
+    /// Open connections in all (``ConnectionGuard/connectionCap(descriptorLimit:)`` of the
+    /// descriptor limit; `xfer serve` sets it from `RLIMIT_NOFILE`).
+    public var maximumConnections = ConnectionGuard.connectionCap(descriptorLimit: 1024)
 
     /// Default limits.
     public init() {}
+
+    /// The body limit of key-value writes for a store that keeps `storeBytes` per container:
+    /// room for one value that large written with escapes, and never under 4 MiB.
+    public static func keyValueBody(storeBytes: Int) -> Int {
+        max(ProtocolLimits.maximumSmallJSONBody, min(storeBytes, Int.max / 8) * 4 + (64 << 10))
+    }
 }
 
 /// A server's data directory: `metadata.sqlite`, `chunks/`, `admin-token`.
 ///
 /// Opening it creates what is missing; on first use it writes a new admin token to
-/// `admin-token` (mode 0600).
+/// `admin-token` (mode 0600). `metadata.sqlite` is made mode 0600 too, whatever the umask.
 public struct ServerData: Sendable {
     /// The directory.
     public let directory: String
@@ -41,8 +68,9 @@ public struct ServerData: Sendable {
     public var adminTokenPath: String { directory + "/admin-token" }
 
     /// Opens or initializes a data directory with the embedded stores.
-    /// - Parameter directory: The directory (created if absent).
-    /// - Throws: `io` if it cannot be created or opened.
+    /// - Parameter directory: The directory (created if absent, mode 0700).
+    /// - Throws: `io` if it cannot be created or opened; `invalid_configuration` if other
+    ///   users may write to it or it is not this user's.
     /// - Parameter policy: Version retention and key-value limits.
     /// - Parameter chunks: Makes the store chunks go to instead of `DIR/chunks` (an
     ///   ``S3ChunkStore``), given the metadata store, where it keeps its index.
@@ -50,9 +78,17 @@ public struct ServerData: Sendable {
     public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), metadata: (any MetadataStore)? = nil,
                             chunks: ((any MetadataStore) -> any ChunkStore)? = nil) async throws -> ServerData {
         let directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
-        guard FileManager.default.fileExists(atPath: directory) || (try? FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])) != nil else {
-            throw XferError(.io, "cannot create the data directory \(directory)")
+        if !FileManager.default.fileExists(atPath: directory) {
+            guard (try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                            attributes: [.posixPermissions: 0o700])) != nil else {
+                throw XferError(.io, "cannot create the data directory \(directory)")
+            }
+            _ = chmod(directory, 0o700)
+        }
+        try PrivateFiles.checkDirectory(directory)
+        if metadata == nil {
+            let file = directory + "/metadata.sqlite"
+            try PrivateFiles.makePrivate(file, companions: [file + "-wal", file + "-shm"])
         }
         let metadata = try metadata ?? SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy)
         let files = try LocalChunkStore(root: directory + "/chunks")
@@ -61,13 +97,7 @@ public struct ServerData: Sendable {
         var created = false
         if try await !metadata.hasAdminToken() {
             let token = TokenHash.generate()
-            let path = directory + "/admin-token"
-            let temporary = path + ".tmp"
-            guard FileManager.default.createFile(atPath: temporary, contents: Data((token + "\n").utf8),
-                                                 attributes: [.posixPermissions: 0o600]),
-                  rename(temporary, path) == 0 else {
-                throw XferError(.io, "cannot write \(path)")
-            }
+            try PrivateFiles.writeSecret(token + "\n", to: directory + "/admin-token")
             try await metadata.addAdminToken(hash: TokenHash.hash(token))
             created = true
         }
@@ -89,8 +119,12 @@ public struct ServerData: Sendable {
 public enum XferServer {
     /// The router with every /v1 route, for tests (`app.test(.router)`) and ``application(data:host:port:limits:logger:)``.
     public static func router(data: ServerData, limits: ServerLimits = ServerLimits()) -> Router<XferRequestContext> {
+        router(data: data, limits: limits, changes: ChangeNotifier())
+    }
+
+    /// The router over a given notifier (tests watch its parked waiters).
+    static func router(data: ServerData, limits: ServerLimits, changes: ChangeNotifier) -> Router<XferRequestContext> {
         let router = Router(context: XferRequestContext.self)
-        let changes = ChangeNotifier()
         data.metadata.watchRemoteChanges { changes.notifyAll() }
         Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: QuotaGate()).register(on: router)
         return router
@@ -109,7 +143,13 @@ public enum XferServer {
                                    tls: TLSConfiguration? = nil, logger: Logger,
                                    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws
         -> some ApplicationProtocol {
-        let server: HTTPServerBuilder = try tls.map { try .tls(.http1(), tlsConfiguration: $0) } ?? .http1()
+        let connections = ConnectionGuard(maximumConnections: limits.maximumConnections,
+                                          maximumPerAddress: limits.maximumConnectionsPerAddress)
+        let http = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [ConnectionGuardHandler(connections),
+                                        BodyRateHandler(minimumBytes: limits.minimumBodyBytes, window: limits.bodyRateWindow)],
+            idleTimeout: TimeAmount(limits.idleTimeout))
+        let server: HTTPServerBuilder = try tls.map { try .tls(.http1(configuration: http), tlsConfiguration: $0) } ?? .http1(configuration: http)
         return Application(
             router: router(data: data, limits: limits),
             server: server,

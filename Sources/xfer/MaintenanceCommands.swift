@@ -31,6 +31,7 @@ func openExistingData(_ directory: String) async throws -> ServerData {
     guard FileManager.default.fileExists(atPath: directory + "/metadata.sqlite") else {
         throw XferError(.notFound, "\(directory) is not an xfer data directory (no metadata.sqlite)")
     }
+    restrictFileModes()
     return try await ServerData.open(directory)
 }
 

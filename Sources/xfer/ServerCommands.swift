@@ -14,6 +14,8 @@ extension Xfer {
                 Metadata goes to DIR/metadata.sqlite and chunks to DIR/chunks; nothing else is \
                 needed. With --metadata (PostgreSQL) and --chunks (S3) several servers share one \
                 deployment; --tls-cert/--tls-key serve HTTPS. On first start an admin token is written to DIR/admin-token (mode 0600). \
+                Listening on an address other than loopback needs TLS: --tls-cert/--tls-key, or \
+                --behind-tls-proxy when a TLS-terminating proxy is in front (docs/SECURITY.md). \
                 SIGINT or SIGTERM stops the server gracefully.
                 """)
 
@@ -53,11 +55,23 @@ extension Xfer {
         @Option(help: ArgumentHelp("Longest change-feed long poll a client may ask for.", valueName: "SECONDS"))
         var maxWait: Int = ProtocolLimits.maximumWaitSeconds
 
+        @Option(help: ArgumentHelp("Most documents in one page of a listing; clients read every page.", valueName: "N"))
+        var listPage: Int = ProtocolLimits.maximumListCount
+
         @Option(help: ArgumentHelp("Serve HTTPS with this PEM certificate chain (needs --tls-key).", valueName: "FILE"))
         var tlsCert: String?
 
         @Option(help: ArgumentHelp("The PEM private key of --tls-cert.", valueName: "FILE"))
         var tlsKey: String?
+
+        @Flag(name: .customLong("behind-tls-proxy"), help: "Serve plain HTTP on a non-loopback --listen address because a TLS-terminating proxy is in front (tokens cross the network only inside TLS).")
+        var behindTLSProxy = false
+
+        @Option(help: ArgumentHelp("Close a connection after this long without a complete request head, or idle between requests.", valueName: "SECONDS"))
+        var idleTimeout: Int = Int(ServerLimits().idleTimeout.components.seconds)
+
+        @Option(help: ArgumentHelp("Open connections from one client address.", valueName: "N"))
+        var maxConnectionsPerAddress: Int = ServerLimits().maximumConnectionsPerAddress
 
         func validate() throws {
             guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
@@ -65,6 +79,19 @@ extension Xfer {
             guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
             _ = try hostAndPort()
             guard keepVersions >= 0, keepDays >= 0, kvMaxKeys >= 0 else { throw ValidationError("--keep-versions, --keep-days and --kv-max-keys must not be negative") }
+            guard (1...ProtocolLimits.maximumListCount).contains(listPage) else { throw ValidationError("--list-page must be 1...\(ProtocolLimits.maximumListCount)") }
+            guard idleTimeout >= 1, maxConnectionsPerAddress >= 1 else { throw ValidationError("--idle-timeout and --max-connections-per-address must be at least 1") }
+        }
+
+        /// Refuses plain HTTP on an address other machines can reach: tokens would cross the
+        /// network in the clear.
+        func checkTransport(host: String) throws {
+            guard tlsCert == nil, !behindTLSProxy, !ListenAddress.isLoopback(host) else { return }
+            throw XferError(.invalidConfiguration, """
+                refusing to serve plain HTTP on \(host), which is not a loopback address: tokens and data would cross \
+                the network unencrypted. Give --tls-cert FILE --tls-key FILE to serve HTTPS, or, if a TLS-terminating \
+                proxy is in front of this server, --behind-tls-proxy (see docs/SECURITY.md); or listen on 127.0.0.1.
+                """)
         }
 
         func hostAndPort() throws -> (String, Int) {
@@ -76,9 +103,15 @@ extension Xfer {
 
         func run() async throws {
             try await runReportingErrors {
+                restrictFileModes()
                 var logger = Logger(label: "xfer.serve")
                 logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
                 let (host, port) = try hostAndPort()
+                try checkTransport(host: host)
+                if behindTLSProxy && tlsCert == nil && !ListenAddress.isLoopback(host) {
+                    FileHandle.standardError.write(Data("xfer: warning: serving plain HTTP on \(host) because of --behind-tls-proxy; make sure only the TLS proxy can reach this port\n".utf8))
+                }
+                let descriptors = DescriptorLimit.raise()
                 var policy = StorePolicy()
                 policy.keepVersions = keepVersions
                 policy.keepDays = keepDays
@@ -101,6 +134,12 @@ extension Xfer {
                 var limits = ServerLimits()
                 limits.defaultQuota = defaultQuota.value
                 limits.maximumWait = max(0, min(maxWait, ProtocolLimits.maximumWaitSeconds))
+                limits.maximumKeyValueBody = ServerLimits.keyValueBody(storeBytes: policy.keyValueMaximumBytes)
+                limits.idleTimeout = .seconds(idleTimeout)
+                limits.listPage = listPage
+                limits.maximumConnectionsPerAddress = maxConnectionsPerAddress
+                limits.maximumConnections = ConnectionGuard.connectionCap(descriptorLimit: descriptors)
+                logger.info("open-file limit", metadata: ["RLIMIT_NOFILE": "\(descriptors)", "max_connections": "\(limits.maximumConnections)"])
                 let tls = try tlsCert.map { try XferServer.tlsConfiguration(certificate: $0, key: tlsKey ?? "") }
                 let scheme = tls == nil ? "http" : "https"
                 let app = try XferServer.application(data: store, host: host, port: port, limits: limits, tls: tls, logger: logger) { bound in
@@ -147,6 +186,7 @@ extension Xfer {
                 try await runReportingErrors(json: json) {
                     let info: AccountInfo
                     if let data {
+                        restrictFileModes()
                         info = try await ServerData.open(data).createAccount(name: name, quota: quota?.value)
                     } else {
                         info = try await withRemote(client) { remote in
@@ -183,6 +223,7 @@ extension Xfer {
                 try await runReportingErrors(json: json) {
                     let info: TokenInfo
                     if let data {
+                        restrictFileModes()
                         info = try await ServerData.open(data).metadata.issueToken(account: name)
                     } else {
                         info = try await withRemote(client) { remote in try await remote.connection.newToken(account: name) }
@@ -224,6 +265,7 @@ extension Xfer {
                     let request = RevokeTokenRequest(token: revoked, account: account)
                     let result: RevokeTokenResult
                     if let data {
+                        restrictFileModes()
                         result = try await ServerData.open(data).metadata.revoke(request)
                     } else {
                         result = try await withRemote(client) { remote in try await remote.connection.revokeToken(request) }
@@ -233,5 +275,22 @@ extension Xfer {
                 }
             }
         }
+    }
+}
+
+/// Files a data-directory command creates are the server user's alone (umask 077): the
+/// metadata, chunks and tokens are nobody else's business.
+func restrictFileModes() {
+    umask(0o077)
+}
+
+/// What `--listen` may bind without TLS.
+enum ListenAddress {
+    /// Whether `host` is a loopback address: 127.0.0.0/8, ::1 or localhost.
+    static func isLoopback(_ host: String) -> Bool {
+        let host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        if host.lowercased() == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 }

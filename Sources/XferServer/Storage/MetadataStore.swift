@@ -360,7 +360,7 @@ enum KeyValueRules {
     /// A write's canonical key and JSON text (`nil` for a delete), or why it is refused.
     static func check(_ request: KeyValueWrite) throws -> (key: String, text: String?) {
         let key = try check(request.key)
-        guard request.device.utf8.count <= 256 else { throw XferError(.tooLarge, "the device name is longer than 256 bytes") }
+        try FieldLimit.check(request.device, "device", maximumBytes: ProtocolLimits.maximumDeviceBytes)
         return (key, request.value?.jsonText)
     }
 

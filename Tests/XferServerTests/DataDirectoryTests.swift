@@ -1,0 +1,44 @@
+import Foundation
+import Testing
+import XferCore
+@testable import XferServer
+
+/// The data directory's modes, whatever the process's umask, and the refusal of one other
+/// users may write to.
+@Suite struct DataDirectoryTests {
+    static func mode(_ path: String) -> mode_t {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return 0o7777 }
+        return info.st_mode & 0o7777
+    }
+
+    @Test func secretsAndMetadataAreTheServerUsersAlone() async throws {
+        let parent = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-dd-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+        chmod(parent, 0o755)
+        defer { try? FileManager.default.removeItem(atPath: parent) }
+        let data = try await ServerData.open(parent + "/data")
+        #expect(data.createdAdminToken)
+        #expect(Self.mode(parent + "/data") == 0o700)
+        #expect(Self.mode(data.adminTokenPath) == 0o600)
+        #expect(Self.mode(parent + "/data/metadata.sqlite") == 0o600)
+        #expect(!FileManager.default.fileExists(atPath: data.adminTokenPath + ".tmp"))
+    }
+
+    @Test func aDirectoryOthersMayWriteIsRefused() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-dd-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for mode: mode_t in [0o777, 0o775, 0o757] {
+            chmod(directory, mode)
+            do {
+                _ = try await ServerData.open(directory)
+                Issue.record("mode \(String(mode, radix: 8)) was accepted")
+            } catch let error as XferError {
+                #expect(error.code == .invalidConfiguration)
+                #expect(error.message.contains("chmod 700 \(directory)"), "\(error.message)")
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory + "/metadata.sqlite"))
+    }
+}
