@@ -17,5 +17,5 @@ if [ "${XFER_QUICK:-0}" != 1 ] && [ $# -eq 0 ]; then
   python3 tools/load-test.py --clients 20 --seconds 10 --configuration debug
   bash tools/schemathesis.sh 25
   bash tools/backend-tests.sh   # PostgreSQL + Ceph RGW (docs/SCALING.md)
-  python3 tools/attack-suite.py   # attacks on server and client (docs/SECURITY.md); fails until the sec fixes land
+  python3 tools/attack-suite.py   # a hostile peer against server and client (docs/SECURITY.md)
 fi
