@@ -135,14 +135,23 @@ public struct PullEngine: Sendable {
         }
 
         // Already there? Same version and every file untouched since it was written.
-        if let synced, synced.version == info.version, synced.manifest.entries.allSatisfy({ entry in
+        if let synced, synced.version == info.version, info.manifestDigest == nil || info.manifestDigest == synced.manifest.digest.hex,
+           synced.manifest.entries.allSatisfy({ entry in
             entry.kind != .file || known[entry.path].map { FileStamp.of(fullPath(entry.path)) == $0.stamp } == true
         }) {
             return report(name, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
         }
 
-        let answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: synced?.version)
-        let manifest = try Manifest(applying: answer.delta, to: answer.base != nil ? synced?.manifest : nil)
+        var answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: synced?.version)
+        let manifest: Manifest
+        do {
+            manifest = try Manifest(applying: answer.delta, to: answer.base != nil ? synced?.manifest : nil)
+        } catch let error as XferError where error.code == .invalidManifest && answer.base != nil {
+            // The server's version `base` is not the one this copy holds (a replaced or restored
+            // server reusing numbers): ask for the whole manifest instead.
+            answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: nil)
+            manifest = try Manifest(applying: answer.delta, to: nil)
+        }
         guard manifest.digest == answer.digest else {
             throw XferError(.invalidManifest, "the manifest of \(name) version \(answer.version) does not match its digest")
         }

@@ -45,6 +45,10 @@ public enum SyncEvent: Sendable {
     case offline(XferError, retryIn: Duration)
     /// One document failed (the others went on); the next pass tries again.
     case failed(DocumentPath?, XferError)
+    /// The server at the directory's URL is not the one it synced with (another deployment, or
+    /// one whose history is older than what was seen). Nothing is deleted on its word: local
+    /// documents are uploaded again and missing ones downloaded (``SyncDirectory/notices()``).
+    case serverChanged(String)
     /// A pass ended.
     case passFinished(SyncSummary)
 }
@@ -195,7 +199,7 @@ public final class SyncDirectory: Sendable {
     /// Plans every document. `remote` is the server's listing, or `nil` when it is unreachable
     /// (then nothing that needs the server's view is decided).
     /// - Returns: The plans, and the local names that are not valid document paths (skipped).
-    func plan(remote listing: [String: DocumentInfo]?) throws -> (plans: [Plan], invalid: [String]) {
+    func plan(remote listing: [String: DocumentInfo]?, forgetSynced: Bool = false) throws -> (plans: [Plan], invalid: [String]) {
         var (local, invalid) = scanLocal()
         // The namespace is a tree (docs/PROTOCOL.md, "Names"): a server that lists a document
         // inside another is not followed there; the inner one is skipped and reported.
@@ -213,7 +217,7 @@ public final class SyncDirectory: Sendable {
         let plans: [Plan] = try paths.sorted().compactMap { key in
             guard let path = try? DocumentPath(key) else { return nil }
             let clientState = state.clientState(for: path)
-            let synced = try clientState.document(server: server, container: remote.container, path: path)
+            let synced = forgetSynced ? nil : try clientState.document(server: server, container: remote.container, path: path)
             let file = local[key]
             let changed = try file.map { try !LocalSnapshot(path: $0.path, known: clientState.stamps()).isUnchanged(since: synced, state: clientState) } ?? false
             let record = records[key]
@@ -262,13 +266,52 @@ public final class SyncDirectory: Sendable {
     /// alone (`reachable` false).
     public func status() async throws -> (documents: [DocumentStatus], reachable: Bool) {
         let listing = try? await listing()
-        return (try plan(remote: listing?.documents).plans.compactMap(\.status), listing != nil)
+        let changed = try listing.map { try serverChange($0) } ?? nil
+        return (try plan(remote: listing?.documents, forgetSynced: changed != nil).plans.compactMap(\.status), listing != nil)
     }
 
-    /// The server's documents, by path, and the change-feed cursor they were read at.
-    func listing() async throws -> (documents: [String: DocumentInfo], cursor: Int64) {
+    /// What the user should know about this directory's server: that it was found replaced,
+    /// when, and what was done about it.
+    public func notices() throws -> [String] {
+        try state.meta("server_notice").map { [$0] } ?? []
+    }
+
+    /// The server's documents, by path, with the change-feed cursor they were read at and the
+    /// server's deployment identity.
+    struct Listing {
+        var documents: [String: DocumentInfo]
+        var cursor: Int64
+        var deployment: String?
+    }
+
+    /// The server's whole listing, every page read.
+    func listing() async throws -> Listing {
         let list = try await remote.connection.list(container: remote.container, prefix: "")
-        return (Dictionary(list.documents.map { ($0.path.value, $0) }, uniquingKeysWith: { $1 }), list.cursor)
+        return Listing(documents: Dictionary(list.documents.map { ($0.path.value, $0) }, uniquingKeysWith: { $1 }),
+                       cursor: list.cursor, deployment: list.deployment)
+    }
+
+    /// Why the server behind this directory's URL is not the one it synced with, or `nil`: another
+    /// deployment identity, or a feed that went backwards (a restore from an older backup).
+    func serverChange(_ listing: Listing) throws -> String? {
+        if let known = try state.meta("deployment"), let now = listing.deployment, known != now {
+            return "the server at \(remote.connection.server) is a different deployment (\(now.prefix(8)), not \(known.prefix(8)))"
+        }
+        if let seen = try state.meta("cursor").flatMap({ Int64($0) }), listing.cursor < seen {
+            return "the server at \(remote.connection.server) has an older history than this directory saw (change \(listing.cursor), after \(seen) had been seen): it was restored or replaced"
+        }
+        return nil
+    }
+
+    /// Takes the server as a new one: forgets which versions this directory holds (so every
+    /// local document is uploaded again and none is deleted), and remembers its identity and
+    /// cursor, and a notice for `xfer status`.
+    func adopt(_ listing: Listing, because reason: String) throws {
+        try state.forgetVersions()
+        if let deployment = listing.deployment { try state.setMeta("deployment", deployment) }
+        try state.setMeta("cursor", String(listing.cursor))
+        let when = ISO8601DateFormatter().string(from: Date())
+        try state.setMeta("server_notice", "\(when): \(reason). Nothing local was deleted; local documents were uploaded to it again and documents it has were downloaded.")
     }
 
     // MARK: Evict and fetch
@@ -403,6 +446,14 @@ public actor SyncEngine {
     public nonisolated let events: AsyncStream<SyncEvent>
     private let continuation: AsyncStream<SyncEvent>.Continuation
     private let lock: DirectoryLock
+    /// Set when a pass found a replaced server: the change feed's new starting point.
+    private var feedReset: Int64?
+
+    /// Takes the feed's new starting point, if a pass set one.
+    private func takeFeedReset() -> Int64? {
+        defer { feedReset = nil }
+        return feedReset
+    }
 
     /// Opens `directory` for syncing with `remote` and takes its lock.
     /// - Throws: `conflict` if another engine holds the directory or it is bound elsewhere.
@@ -426,6 +477,13 @@ public actor SyncEngine {
         let started = ContinuousClock.now
         let sync = directory
         let listing = try await sync.listing()
+        if let reason = try sync.serverChange(listing) {
+            try sync.adopt(listing, because: reason)
+            feedReset = listing.cursor
+            continuation.yield(.serverChanged(reason))
+        } else if let deployment = listing.deployment, try sync.state.meta("deployment") == nil {
+            try sync.state.setMeta("deployment", deployment)
+        }
         let (firstPlans, invalid) = try sync.plan(remote: listing.documents)
         var plans = firstPlans
         var summary = SyncSummary()
@@ -540,6 +598,7 @@ public actor SyncEngine {
                 var cursor = startCursor
                 var backoff = Duration.seconds(1)
                 while !Task.isCancelled {
+                    if let reset = await self.takeFeedReset() { cursor = reset }
                     do {
                         let list = try await connection.changes(container: container, after: cursor, wait: options.feedWait)
                         if !list.changes.isEmpty || !list.keys.isEmpty { trigger.yield(()) }

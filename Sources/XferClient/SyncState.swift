@@ -109,6 +109,16 @@ public final class SyncState: Sendable {
         }
     }
 
+    /// Forgets which version of every document this directory holds, keeping the files' stamps
+    /// and chunk lists (still good for finding unchanged files and reusing chunks): after it,
+    /// every local document is new to the server and nothing local can be decided deleted.
+    public func forgetVersions() throws {
+        let prefix = directory + "/"
+        try database.run { db in
+            try db.execute(sql: "DELETE FROM root_documents WHERE substr(root, 1, length(?)) = ?", arguments: [prefix, prefix])
+        }
+    }
+
     /// Forgets a document entirely: its record and its root's files and synced version.
     public func forget(_ path: DocumentPath) throws {
         try clientState(for: path).forget()

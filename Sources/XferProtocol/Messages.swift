@@ -191,6 +191,9 @@ public struct DocumentList: Codable, Sendable, Hashable {
     public var more: Bool
     /// The token that asks for the next page (opaque), when `more`.
     public var next: String?
+    /// The server's deployment identity (see `xfer status`): another one at the same URL is
+    /// another server.
+    public var deployment: String?
 
     /// Creates a list (one page, or all of it).
     public init(documents: [DocumentInfo], cursor: Int64, more: Bool = false, next: String? = nil) {
@@ -206,6 +209,7 @@ public struct DocumentList: Codable, Sendable, Hashable {
         cursor = try container.decode(Int64.self, forKey: .cursor)
         more = try container.decodeIfPresent(Bool.self, forKey: .more) ?? false
         next = try container.decodeIfPresent(String.self, forKey: .next)
+        deployment = try container.decodeIfPresent(String.self, forKey: .deployment)
     }
 }
 

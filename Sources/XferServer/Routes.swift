@@ -229,9 +229,11 @@ struct Routes: Sendable {
         let limit = try Self.intParameter(request, "limit", default: ProtocolLimits.maximumListCount, range: 1...ProtocolLimits.maximumListCount)
         let page = request.uri.queryParameters.get("page").map { String($0) }
         guard (page?.utf8.count ?? 0) <= DocumentPathRules.maximumPathBytes else { throw XferError(.badRequest, "page is not a token this server gave") }
-        return Self.json(try await metadata.list(account: account.accountID, container: try Self.container(context),
-                                                 prefix: prefix.precomposedStringWithCanonicalMapping, after: page,
-                                                 limit: min(limit, limits.listPage)))
+        var list = try await metadata.list(account: account.accountID, container: try Self.container(context),
+                                           prefix: prefix.precomposedStringWithCanonicalMapping, after: page,
+                                           limit: min(limit, limits.listPage))
+        list.deployment = try await metadata.deploymentID()
+        return Self.json(list)
     }
 
     @Sendable func stat(_ request: Request, context: XferRequestContext) async throws -> Response {

@@ -98,6 +98,7 @@ extension Xfer {
                 print("! \(path): v\(current) is current; conflict versions \(conflicts.map { "v\($0)" }.joined(separator: ", ")) — see `xfer versions \(path)`")
             case .failed(let path, let error): printError("\(path.map { "\($0): " } ?? "")\(error.message)")
             case .offline(let error, let retry): printError("offline (\(error.message)); retrying in \(retry)")
+            case .serverChanged(let reason): printError("\(reason); nothing local is deleted: local documents are uploaded to it again")
             case .passFinished(let summary):
                 if !quiet && (summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely + summary.evicted > 0) {
                     print("synced: \(summary.uploaded) up, \(summary.downloaded) down, \(summary.removedLocally + summary.removedRemotely) deleted, \(summary.conflicts) in conflict, \(summary.failed) failed in \(String(format: "%.2f", summary.seconds)) s")
@@ -124,16 +125,19 @@ extension Xfer {
         struct Output: Encodable {
             var directory: String
             var reachable: Bool
+            var notices: [String]
             var documents: [DocumentStatus]
         }
 
         func run() async throws {
             try await runReportingErrors(json: json) {
                 let (sync, status) = try await withSynced(directory, client) { sync in (sync, try await sync.status()) }
+                let notices = try sync.notices()
                 if json {
-                    printJSON(Output(directory: sync.directory, reachable: status.reachable, documents: status.documents))
+                    printJSON(Output(directory: sync.directory, reachable: status.reachable, notices: notices, documents: status.documents))
                     return
                 }
+                for notice in notices { print("note: \(notice)") }
                 if !status.reachable { print("(server unreachable: local state only)") }
                 for document in status.documents {
                     let conflicts = document.conflicts.isEmpty ? "" : "  conflicts: \(document.conflicts.map { "v\($0)" }.joined(separator: ", "))"
@@ -238,6 +242,7 @@ struct SyncEventLine: Encodable {
         case .conflict(let path, let current, let conflicts): self.event = "conflict"; self.path = path.value; self.version = current; self.conflicts = conflicts
         case .failed(let path, let error): self.event = "failed"; self.path = path?.value; self.message = error.message
         case .offline(let error, _): self.event = "offline"; self.message = error.message
+        case .serverChanged(let reason): self.event = "server_changed"; self.message = reason
         case .passFinished(let summary): self.event = "pass"; self.summary = summary
         case .progress: return nil
         }

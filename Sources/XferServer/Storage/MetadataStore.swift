@@ -104,6 +104,10 @@ enum AccountLimits {
 public protocol MetadataStore: Sendable {
     /// The principal a token hash belongs to, or `nil`.
     func principal(tokenHash: [UInt8]) async throws -> Principal?
+    /// This deployment's identity: made once when the store is created, kept in it, and the
+    /// same for every server sharing it. A client that sees another identity at the same URL
+    /// knows it talks to a different server, and deletes nothing on its word.
+    func deploymentID() async throws -> String
     /// Whether an admin token exists.
     func hasAdminToken() async throws -> Bool
     /// Records an admin token's hash.

@@ -136,6 +136,10 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             CREATE INDEX documents_path_bytewise ON documents (container_id, path COLLATE "C");
             CREATE INDEX versions_uploading ON versions (container_id) WHERE state = 'uploading';
             """),
+        ("v5: deployment identity", """
+            CREATE TABLE deployment (id TEXT NOT NULL);
+            INSERT INTO deployment VALUES (replace(gen_random_uuid()::text, '-', ''));
+            """),
     ]
 
     private func migrate() async throws {
@@ -217,6 +221,10 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             guard let id = try row["id"].decode(Int64?.self), let name = try row["name"].decode(String?.self) else { return nil }
             return Principal(accountID: id, name: name, isAdmin: false, authenticatedAt: now)
         }
+    }
+
+    public func deploymentID() async throws -> String {
+        try await transaction { tx in try await tx.one("SELECT id FROM deployment LIMIT 1").map { try $0["id"].decode(String.self) } ?? "" }
     }
 
     public func hasAdminToken() async throws -> Bool {

@@ -132,6 +132,12 @@ public final class SQLiteMetadataStore: MetadataStore {
         migrator.registerMigration("v6: pending versions by container") { db in
             try db.execute(sql: "CREATE INDEX versions_uploading ON versions (container_id) WHERE state = 'uploading'")
         }
+        migrator.registerMigration("v7: deployment identity") { db in
+            try db.execute(sql: """
+                CREATE TABLE deployment (id TEXT NOT NULL);
+                INSERT INTO deployment VALUES (lower(hex(randomblob(16))));
+                """)
+        }
         return migrator
     }
 
@@ -152,6 +158,10 @@ public final class SQLiteMetadataStore: MetadataStore {
             guard let id: Int64 = row["id"], let name: String = row["name"] else { return nil }
             return Principal(accountID: id, name: name, isAdmin: false, authenticatedAt: now)
         }
+    }
+
+    public func deploymentID() async throws -> String {
+        try await read { db in try String.fetchOne(db, sql: "SELECT id FROM deployment LIMIT 1") ?? "" }
     }
 
     public func hasAdminToken() async throws -> Bool {

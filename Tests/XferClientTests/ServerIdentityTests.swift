@@ -1,0 +1,98 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import Testing
+import XferClient
+import XferCore
+import XferProtocol
+import XferServer
+
+/// A client knows which server it talks to: a fresh server at the same address (an empty data
+/// directory, a wrong `--data`, a new database) is a new deployment, and nothing local is
+/// deleted or overwritten on its word.
+@Suite struct ServerIdentityTests {
+    /// Two servers behind one address: `second` says which answers.
+    static func withSwappableServer(_ body: @escaping @Sendable (_ root: String, _ remote: Remote, _ second: Locked<Bool>,
+                                                                 _ servers: [ServerData]) async throws -> Void) async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-identity-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let first = try await ServerData.open(root + "/data1")
+        let token = try await first.createAccount(name: "tester", quota: nil).token!
+        let replacement = try await ServerData.open(root + "/data2")
+        _ = try await replacement.metadata.createAccount(name: try AccountName("tester"), quota: 5 << 30, tokenHash: TokenHash.hash(token))
+        let one = XferServer.router(data: first).buildResponder()
+        let two = XferServer.router(data: replacement).buildResponder()
+        let second = Locked(false)
+        var logger = Logger(label: "xfer.test")
+        logger.logLevel = .warning
+        let app = Application(
+            responder: CallbackResponder<XferRequestContext> { request, context in
+                second.value ? try await two.respond(to: request, context: context) : try await one.respond(to: request, context: context)
+            },
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger)
+        try await app.test(.live) { client in
+            let connection = ServerConnection(server: "http://127.0.0.1:\(client.port!)", token: token)
+            defer { Task { await connection.shutdown() } }
+            try await body(root, Remote(connection: connection, container: .default, stateDirectory: root + "/state"), second, [first, replacement])
+        }
+    }
+
+    @Test func aFreshServerAtTheSameAddressDeletesNothing() async throws {
+        try await Self.withSwappableServer { root, remote, second, servers in
+            let directory = root + "/synced"
+            var contents: [String: [UInt8]] = [:]
+            for index in 0..<5 {
+                let name = "Documents/note\(index).txt"
+                contents[name] = Files.random(count: 10_000 + index, seed: UInt64(index))
+                try Files.write(directory + "/" + name, contents[name]!)
+            }
+            // A copy pulled from the old server, kept outside the synced directory.
+            let pulls = try ContainerName("pulls")
+            let oldDevice = Remote(connection: remote.connection, container: pulls, stateDirectory: root + "/state-c")
+            let puller = Remote(connection: remote.connection, container: pulls, stateDirectory: root + "/state")
+            try Files.write(root + "/old.txt", Array("the old server's content".utf8))
+            _ = try await PushEngine(remote: oldDevice).push(root + "/old.txt", as: try DocumentPath("Documents/only-old.txt"))
+            _ = try await PullEngine(remote: puller).pull(try DocumentPath("Documents/only-old.txt"), into: root + "/pulled.txt")
+
+            let engine = try SyncEngine(directory: directory, remote: remote)
+            #expect(try await engine.syncOnce().uploaded == 5)
+            #expect(try await engine.syncOnce().uploaded == 0)
+
+            // The server is replaced by an empty one at the same address.
+            second.withLock { $0 = true }
+            let status = try await engine.directory.status()
+            #expect(status.documents.count == 5 && status.documents.allSatisfy { $0.state == .pendingUpload },
+                    "status plans uploads, not deletions: \(status.documents.map(\.state))")
+            let events = Task { () -> [String] in
+                var seen: [String] = []
+                for await event in engine.events {
+                    if case .serverChanged(let reason) = event { seen.append(reason) }
+                }
+                return seen
+            }
+            let pass = try await engine.syncOnce()
+            await engine.close()
+            #expect(pass.removedLocally == 0 && pass.removedRemotely == 0)
+            #expect(pass.uploaded == 5)
+            #expect(await events.value.first?.contains("different deployment") == true)
+            for (name, bytes) in contents { #expect(Files.read(directory + "/" + name) == bytes, "\(name) is intact") }
+            #expect(try await servers[1].metadata.list(account: 1, container: .default, prefix: "", after: nil, limit: 100).documents.count == 5)
+            #expect(try engine.directory.notices().first?.contains("Nothing local was deleted") == true)
+            // And it settles: the next pass does nothing.
+            let settled = try await engine.syncOnce()
+            #expect(settled.uploaded == 0 && settled.downloaded == 0 && settled.removedLocally == 0)
+
+            // A pull into a copy pulled from the old server, of a name the new server holds with
+            // other content under the same version number: fetched whole, not patched against a
+            // base it never had (before: invalid_manifest, "the delta was made against base …").
+            let newDevice = Remote(connection: remote.connection, container: pulls, stateDirectory: root + "/state-b")
+            let other = root + "/other.txt"
+            try Files.write(other, Array("the new server's content".utf8))
+            _ = try await PushEngine(remote: newDevice).push(other, as: try DocumentPath("Documents/only-old.txt"))
+            #expect(Files.read(root + "/pulled.txt") == Array("the old server's content".utf8))
+            _ = try await PullEngine(remote: puller).pull(try DocumentPath("Documents/only-old.txt"), into: root + "/pulled.txt")
+            #expect(Files.read(root + "/pulled.txt") == Array("the new server's content".utf8))
+        }
+    }
+}
