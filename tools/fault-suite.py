@@ -60,9 +60,11 @@ def main():
     stats = {"seeds": [args.first_seed, args.first_seed + args.seeds - 1], "operations": 0, "clear_errors": 0, "retries": 0,
              "codes": {}, "bytes_verified": 0, "failures": 0}
     start = time.time()
-    with xferlab.Workspace("faults") as ws:
+    with xferlab.Workspace("faults", keep=bool(os.environ.get("XFER_KEEP"))) as ws:
         data = ws.join("data")
-        server = xferlab.Server(binary, data)
+        # Every client reaches the server through the proxy, so from one address, as behind a
+        # reverse proxy; connections the proxy drops stay open upstream until the idle timeout.
+        server = xferlab.Server(binary, data, extra=["--max-connections-per-address", "4096"])
         os.makedirs(data, exist_ok=True)
         token = xferlab.create_account(binary, data, "faults")
         server.start()
@@ -88,7 +90,7 @@ def main():
                 until_success(lambda: xferlab.run_xfer(binary, ["push", source, name, "--quiet"], via, token, ws.join("state-a")),
                               f"seed {seed} push {name}", stats)
                 target = ws.join("dst", name)
-                until_success(lambda: xferlab.run_xfer(binary, ["pull", name, target, "--quiet"], via, token, ws.join("state-b")),
+                until_success(lambda: xferlab.run_xfer(binary, ["pull", name, target, "--quiet", "--force"], via, token, ws.join("state-b")),
                               f"seed {seed} pull {name}", stats)
                 if tree_digest(target) != tree_digest(source):
                     stats["failures"] += 1

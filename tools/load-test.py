@@ -80,7 +80,7 @@ def main():
                     content = None
                 else:
                     name = f"shared{rng.randrange(len(shared_pushed))}.bin"
-                    op, args_ = "pull", ["pull", name, ws.join(f"c{index}", "shared-copy.bin"), "--quiet"]
+                    op, args_ = "pull", ["pull", name, ws.join(f"c{index}", f"copy-{name}"), "--quiet"]
                     content = None
                 state = ws.join(f"c{index}", "state-" + ("a" if op == "push" else "b"))
                 started = time.time()

@@ -194,6 +194,12 @@ public final class ConfinedDirectory: Sendable {
                        "rename \(describe(name)) to", destination.describe(newName))
     }
 
+    /// Makes `newName` in `destination` a hard link to the file `name` here (never to a symlink's target).
+    public func link(_ name: String, to destination: ConfinedDirectory, as newName: String) throws {
+        try Self.check(linkat(fd, try Self.checkedName(name), destination.fd, try Self.checkedName(newName), 0),
+                       "link \(describe(name)) as", destination.describe(newName))
+    }
+
     /// Exchanges `name` here with `other` in `destination` atomically (`renameat2(RENAME_EXCHANGE)`).
     /// - Returns: `false` where the file system cannot (the caller falls back to two renames).
     public func exchange(_ name: String, with destination: ConfinedDirectory, _ other: String) throws -> Bool {

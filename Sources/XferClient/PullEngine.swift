@@ -91,13 +91,14 @@ public struct PullEngine: Sendable {
     public func pull(_ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         var target = ClientState.absolute(destination)
-        // An existing directory that is not this document's own copy receives it as a new
-        // entry inside, as `cp -r doc.pkg ~/Downloads/` would.
+        // An existing directory named otherwise than the document (or given with a trailing
+        // "/") that is not this document's own copy receives it as a new entry inside, as
+        // `cp -r doc.pkg ~/Downloads/` would. One of the document's own name is the target itself.
         var info = stat()
-        if state == nil, stat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR,
+        if state == nil, let last = name.components.last, stat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR,
+           destination.hasSuffix("/") || (target as NSString).lastPathComponent != String(last),
            try ClientState(root: target, stateDirectory: remote.stateDirectory)
-               .documentVersion(server: remote.connection.server, container: remote.container, path: name) == nil,
-           let last = name.components.last {
+               .documentVersion(server: remote.connection.server, container: remote.container, path: name) == nil {
             target += "/" + last
         }
         let parentPath = (target as NSString).deletingLastPathComponent
@@ -111,8 +112,10 @@ public struct PullEngine: Sendable {
 
     /// Pulls document `name` to `baseName` inside `parent`: every write goes through `parent`'s
     /// descriptor, never through a symlink (the sync engine opens `parent` beneath its root).
+    /// - Parameter trash: Where what the pull replaces goes first (a synced directory's trash).
     func pull(_ name: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64? = nil,
-              state: ClientState? = nil, progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
+              state: ClientState? = nil, trash: Trash? = nil,
+              progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         let started = ContinuousClock.now
         let connection = remote.connection
         let info = try await connection.stat(container: remote.container, path: name, version: version)
@@ -272,7 +275,12 @@ public struct PullEngine: Sendable {
         if !options.force {
             try Self.checkUnchanged(target: target, known: known, name: name)
         }
-        try Self.publish(stagingName, as: baseName, in: parent, package: manifest.kind == .package)
+        let document = name
+        try Self.publish(stagingName, as: baseName, in: parent, package: manifest.kind == .package,
+                         keep: trash.map { trash in { kept, hardLink in
+                             try trash.keep(kept, in: parent, path: document, reason: "replaced by version \(answer.version)",
+                                            hardLink: hardLink, as: baseName)
+                         } })
         try parent.synchronize()
 
         let written = files.compactMap { file -> KnownFile? in
@@ -396,14 +404,19 @@ public struct PullEngine: Sendable {
         }
     }
 
-    /// Puts the staging copy in place in one step.
-    private static func publish(_ staging: String, as name: String, in parent: ConfinedDirectory, package: Bool) throws {
+    /// Puts the staging copy in place in one step. `keep`, when given, receives what is
+    /// replaced first (a name in `parent`, and whether to keep a hard link and leave it in place).
+    private static func publish(_ staging: String, as name: String, in parent: ConfinedDirectory, package: Bool,
+                                keep: ((String, Bool) throws -> Void)? = nil) throws {
         let existing = parent.kind(name)
         let target = parent.describe(name)
         if !package {
             guard existing != S_IFDIR else {
                 throw XferError(.io, "\(target) is a directory; the document is a file. Pull into another path, or remove it")
             }
+            // A replaced file is kept as a hard link (readers still see the old file or the new
+            // one); a replaced symlink is moved aside.
+            if let keep, let existing { try keep(name, existing == S_IFREG) }
             try parent.rename(staging, to: parent, as: name)
             return
         }
@@ -416,14 +429,14 @@ public struct PullEngine: Sendable {
         }
         if try parent.exchange(staging, with: parent, name) {
             // staging now holds the old tree.
-            try parent.remove(staging)
+            if let keep { try keep(staging, false) } else { try parent.remove(staging) }
             return
         }
         // No RENAME_EXCHANGE on this file system: move the old tree aside, then the new one in.
         let aside = staging + ".old"
         try parent.rename(name, to: parent, as: aside)
         try parent.rename(staging, to: parent, as: name)
-        try parent.remove(aside)
+        if let keep { try keep(aside, false) } else { try parent.remove(aside) }
     }
 
     private static func removeStaleStaging(in parent: ConfinedDirectory, baseName: String, keep: String) throws {

@@ -19,6 +19,10 @@ public struct SyncOptions: Sendable {
     public var push = PushOptions()
     /// Pull tuning (`force` is always off: a local edit is never replaced).
     public var pull = PullOptions()
+    /// Let a pass delete more than ``MassDeletion`` allows (`xfer sync --allow-mass-delete`).
+    public var allowMassDelete = false
+    /// Days what sync deletes or replaces here is kept in the directory's trash (``Trash``).
+    public var trashDays = 30
 
     /// Defaults.
     public init() {}
@@ -49,6 +53,10 @@ public enum SyncEvent: Sendable {
     /// one whose history is older than what was seen). Nothing is deleted on its word: local
     /// documents are uploaded again and missing ones downloaded (``SyncDirectory/notices()``).
     case serverChanged(String)
+    /// The pass would have deleted this many documents here (`local`) or on the server
+    /// (`remote`) out of the `total` the directory holds: more than ``MassDeletion`` allows,
+    /// so none of them was deleted. `xfer sync --allow-mass-delete` lets them go.
+    case deletionsHeld(local: Int, remote: Int, total: Int)
     /// A pass ended.
     case passFinished(SyncSummary)
 }
@@ -69,6 +77,8 @@ public struct SyncSummary: Codable, Sendable, Hashable {
     public var evicted = 0
     /// Documents that failed.
     public var failed = 0
+    /// Deletions held back by the mass-deletion rule.
+    public var deletionsHeld = 0
     /// Payload bytes uploaded.
     public var bytesSent: Int64 = 0
     /// Payload bytes downloaded.
@@ -359,9 +369,11 @@ public final class SyncDirectory: Sendable {
         let full = directory + "/" + path.value
         // Every write lands beneath the synced root, through directories opened without
         // following a symlink: a document named below a symlink is refused, not written.
-        let parent = try root().directory(path.components.dropLast(), create: true)
+        let root = try root()
+        let parent = try root.directory(path.components.dropLast(), create: true)
         let report = try await PullEngine(remote: remote, options: pullOptions)
-            .pull(path, in: parent, as: String(path.components.last!), state: state.clientState(for: path), progress: progress)
+            .pull(path, in: parent, as: String(path.components.last!), state: state.clientState(for: path),
+                  trash: options.trashDays > 0 ? Trash(root: root) : nil, progress: progress)
         let top = try DirectoryWalker.entry(at: full)
         try record(path, kind: top.kind == .directory ? .package : .file, size: report.bytes, mtimeNs: top.mtimeNanoseconds)
         return report
@@ -373,7 +385,7 @@ public final class SyncDirectory: Sendable {
             guard try LocalSnapshot(path: local.path, known: clientState.stamps()).isUnchanged(since: plan.synced, state: clientState) else {
                 throw XferError(.conflict, "\(plan.path) was deleted on the server but changed here; it will be pushed again")
             }
-            try remove(plan.path)
+            try remove(plan.path, toTrash: "deleted on the server")
         }
         try state.forget(plan.path)
     }
@@ -423,15 +435,53 @@ public final class SyncDirectory: Sendable {
 
     /// Removes a document's local data through the confined writer: its parent directories are
     /// opened beneath the root without following a symlink, and the document itself (a file,
-    /// a symlink, or a package tree) is removed as what it is, never followed.
-    func remove(_ path: DocumentPath) throws {
+    /// a symlink, or a package tree) is removed as what it is, never followed. With a reason,
+    /// it goes to the directory's trash instead (unless the trash is turned off).
+    func remove(_ path: DocumentPath, toTrash reason: String? = nil) throws {
+        let root = try root()
         let parent: ConfinedDirectory
         do {
-            parent = try root().directory(path.components.dropLast(), create: false)
+            parent = try root.directory(path.components.dropLast(), create: false)
         } catch let error as XferError where error.code == .notFound {
             return
         }
-        try parent.remove(String(path.components.last!))
+        let name = String(path.components.last!)
+        if let reason, options.trashDays > 0 {
+            try Trash(root: root).keep(name, in: parent, path: path, reason: reason)
+        } else {
+            try parent.remove(name)
+        }
+    }
+
+    /// The directory's trash (``Trash``).
+    public func trash() throws -> Trash {
+        Trash(root: try root())
+    }
+}
+
+/// The rule that stops a pass from deleting much at once: more than 50 documents and more
+/// than a third of those the directory holds, here or on the server. A server that lost its
+/// data, a folder whose disk was not mounted, a wrong `--data`: each looks like "everything was
+/// deleted", and none should be acted on without the user's word.
+public enum MassDeletion {
+    /// More deletions than this are never automatic ...
+    public static let minimumCount = 50
+    /// ... when they are also more than this share of the documents held.
+    public static let share = 1.0 / 3.0
+
+    /// Whether deleting `count` of `total` documents is a mass deletion.
+    public static func isMass(_ count: Int, of total: Int) -> Bool {
+        count > minimumCount && Double(count) > share * Double(total)
+    }
+
+    /// How many local and remote deletions to hold back among planned actions (each with
+    /// whether the directory holds a synced version of it), and of how many documents.
+    static func held(_ plans: [(action: SyncDirectory.Action, synced: Bool)], allowed: Bool) -> (local: Int, remote: Int, total: Int) {
+        let total = plans.filter(\.synced).count
+        let local = plans.filter { $0.action == .deleteLocal }.count
+        let remote = plans.filter { $0.action == .deleteRemote }.count
+        guard !allowed else { return (0, 0, total) }
+        return (isMass(local, of: total) ? local : 0, isMass(remote, of: total) ? remote : 0, total)
     }
 }
 
@@ -487,6 +537,20 @@ public actor SyncEngine {
         let (firstPlans, invalid) = try sync.plan(remote: listing.documents)
         var plans = firstPlans
         var summary = SyncSummary()
+        if sync.options.trashDays > 0 {
+            // Old trash goes at the start of a pass; failing to tidy it is no reason to stop.
+            let cutoff = Int64((Date().timeIntervalSince1970 - Double(sync.options.trashDays) * 86_400) * 1e9)
+            _ = try? sync.trash().empty(trashedBefore: cutoff)
+        }
+        // No mass deletion without a word: over the rule, that kind of deletion waits.
+        let held = MassDeletion.held(plans.map { ($0.action, $0.synced != nil) }, allowed: sync.options.allowMassDelete)
+        if held.local > 0 || held.remote > 0 {
+            plans = plans.filter { plan in
+                !(held.local > 0 && plan.action == .deleteLocal) && !(held.remote > 0 && plan.action == .deleteRemote)
+            }
+            summary.deletionsHeld = held.local + held.remote
+            continuation.yield(.deletionsHeld(local: held.local, remote: held.remote, total: held.total))
+        }
         var pullAfterPush: [DocumentPath] = []
         for name in invalid {
             summary.failed += 1

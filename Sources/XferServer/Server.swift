@@ -34,8 +34,9 @@ public struct ServerLimits: Sendable, Hashable {
     public var minimumBodyBytes = 4096
     /// ... in this much time spent waiting on the client (``BodyRate``); a slower upload is closed.
     public var bodyRateWindow: Duration = .seconds(20)
-    /// Open connections from one client address; more are closed at once.
-    public var maximumConnectionsPerAddress = 64
+    /// Open connections from one client address; more are closed at once. (One device uses a
+    /// handful; an office behind one NAT address, many.)
+    public var maximumConnectionsPerAddress = 256
     /// Open connections in all (``ConnectionGuard/connectionCap(descriptorLimit:)`` of the
     /// descriptor limit; `xfer serve` sets it from `RLIMIT_NOFILE`).
     public var maximumConnections = ConnectionGuard.connectionCap(descriptorLimit: 1024)

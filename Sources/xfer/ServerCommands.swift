@@ -70,8 +70,8 @@ extension Xfer {
         @Option(help: ArgumentHelp("Close a connection after this long without a complete request head, or idle between requests.", valueName: "SECONDS"))
         var idleTimeout: Int = Int(ServerLimits().idleTimeout.components.seconds)
 
-        @Option(help: ArgumentHelp("Open connections from one client address.", valueName: "N"))
-        var maxConnectionsPerAddress: Int = ServerLimits().maximumConnectionsPerAddress
+        @Option(help: ArgumentHelp("Open connections from one client address (default 256; with --behind-tls-proxy, the total cap).", valueName: "N"))
+        var maxConnectionsPerAddress: Int?
 
         func validate() throws {
             guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
@@ -80,7 +80,7 @@ extension Xfer {
             _ = try hostAndPort()
             guard keepVersions >= 0, keepDays >= 0, kvMaxKeys >= 0 else { throw ValidationError("--keep-versions, --keep-days and --kv-max-keys must not be negative") }
             guard (1...ProtocolLimits.maximumListCount).contains(listPage) else { throw ValidationError("--list-page must be 1...\(ProtocolLimits.maximumListCount)") }
-            guard idleTimeout >= 1, maxConnectionsPerAddress >= 1 else { throw ValidationError("--idle-timeout and --max-connections-per-address must be at least 1") }
+            guard idleTimeout >= 1, (maxConnectionsPerAddress ?? 1) >= 1 else { throw ValidationError("--idle-timeout and --max-connections-per-address must be at least 1") }
         }
 
         /// Refuses plain HTTP on an address other machines can reach: tokens would cross the
@@ -137,7 +137,9 @@ extension Xfer {
                 limits.maximumKeyValueBody = ServerLimits.keyValueBody(storeBytes: policy.keyValueMaximumBytes)
                 limits.idleTimeout = .seconds(idleTimeout)
                 limits.listPage = listPage
+                // Behind a proxy every client arrives from the proxy's address: only the total cap means anything.
                 limits.maximumConnectionsPerAddress = maxConnectionsPerAddress
+                    ?? (behindTLSProxy ? limits.maximumConnections : ServerLimits().maximumConnectionsPerAddress)
                 limits.maximumConnections = ConnectionGuard.connectionCap(descriptorLimit: descriptors)
                 logger.info("open-file limit", metadata: ["RLIMIT_NOFILE": "\(descriptors)", "max_connections": "\(limits.maximumConnections)"])
                 let tls = try tlsCert.map { try XferServer.tlsConfiguration(certificate: $0, key: tlsKey ?? "") }

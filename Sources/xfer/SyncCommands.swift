@@ -35,6 +35,12 @@ extension Xfer {
         @Option(help: ArgumentHelp("Keep local data under this size, evicting the least recently used synced documents.", valueName: "SIZE"))
         var localLimit: ByteCount?
 
+        @Flag(help: "Let a pass delete more than 50 documents that are also more than a third of the directory's (held back otherwise).")
+        var allowMassDelete = false
+
+        @Option(help: ArgumentHelp("Days what sync deletes or replaces here stays in DIR/.xfer-trash (0: no trash).", valueName: "DAYS"))
+        var trashDays: Int = 30
+
         @Flag(help: "Print one JSON object per event instead of text.")
         var json = false
 
@@ -45,6 +51,7 @@ extension Xfer {
 
         func validate() throws {
             if once && watch { throw ValidationError("--once and --watch exclude each other") }
+            if trashDays < 0 { throw ValidationError("--trash-days must not be negative") }
         }
 
         func run() async throws {
@@ -56,6 +63,8 @@ extension Xfer {
         func sync(_ remote: Remote) async throws {
             var options = SyncOptions()
             options.localLimit = localLimit?.value
+            options.allowMassDelete = allowMassDelete
+            options.trashDays = trashDays
             let state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
             if !packageExtensions.isEmpty { try state.setPackageExtensions(packageExtensions) }
             options.packageExtensions = try state.packageExtensions() ?? options.packageExtensions
@@ -99,6 +108,8 @@ extension Xfer {
             case .failed(let path, let error): printError("\(path.map { "\($0): " } ?? "")\(error.message)")
             case .offline(let error, let retry): printError("offline (\(error.message)); retrying in \(retry)")
             case .serverChanged(let reason): printError("\(reason); nothing local is deleted: local documents are uploaded to it again")
+            case .deletionsHeld(let local, let remote, let total):
+                printError("this pass would delete \(local > 0 ? "\(local) documents here" : "")\(local > 0 && remote > 0 ? " and " : "")\(remote > 0 ? "\(remote) on the server" : "") of \(total): more than \(MassDeletion.minimumCount) and a third, so nothing was deleted. If that is what you meant, run `xfer sync --once --allow-mass-delete`; deleted files go to the trash first (`xfer trash list`)")
             case .passFinished(let summary):
                 if !quiet && (summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely + summary.evicted > 0) {
                     print("synced: \(summary.uploaded) up, \(summary.downloaded) down, \(summary.removedLocally + summary.removedRemotely) deleted, \(summary.conflicts) in conflict, \(summary.failed) failed in \(String(format: "%.2f", summary.seconds)) s")
@@ -243,6 +254,8 @@ struct SyncEventLine: Encodable {
         case .failed(let path, let error): self.event = "failed"; self.path = path?.value; self.message = error.message
         case .offline(let error, _): self.event = "offline"; self.message = error.message
         case .serverChanged(let reason): self.event = "server_changed"; self.message = reason
+        case .deletionsHeld(let local, let remote, let total):
+            self.event = "deletions_held"; self.message = "\(local) local and \(remote) remote deletions of \(total) documents held back"
         case .passFinished(let summary): self.event = "pass"; self.summary = summary
         case .progress: return nil
         }
