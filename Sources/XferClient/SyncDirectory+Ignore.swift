@@ -13,4 +13,19 @@ extension SyncDirectory {
         rules.load(along: path, under: directory)
         return rules.isIgnored(path, isDirectory: isDirectory)
     }
+
+    /// A package that holds ignored files is not removed for a remote deletion: its ignored
+    /// files (never pushed, so on no server) would go with it. It stays, pending, until they
+    /// are moved away.
+    /// - Parameter plan: A document's plan.
+    /// - Returns: The plan, with a local removal of such a package turned into nothing.
+    func keepingIgnoredFiles(_ plan: Plan) -> Plan {
+        guard plan.action == .deleteLocal, let local = plan.local, local.kind == .package else { return plan }
+        let everything = (try? DirectoryWalker.walk(local.path).count) ?? 0
+        let synced = (try? IgnoreRules.walk(local.path).count) ?? 0
+        guard everything != synced else { return plan }
+        var kept = plan
+        kept.action = .none
+        return kept
+    }
 }

@@ -242,7 +242,7 @@ public final class SyncDirectory: Sendable {
                                         conflicts: info?.conflicts ?? [])
             return Plan(path: path, action: action, status: action == .forget ? nil : status, local: file, synced: synced, remote: info)
         }
-        return (plans, invalid)
+        return (plans.map(keepingIgnoredFiles), invalid)
     }
 
     /// The decision table (docs/SYNC.md): a local edit is pushed (the server settles a stale

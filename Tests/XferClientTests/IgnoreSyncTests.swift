@@ -141,3 +141,33 @@ extension IgnoreSyncTests {
         }
     }
 }
+
+extension IgnoreSyncTests {
+    @Test func aPackageHoldingIgnoredFilesIsNeitherReplacedNorRemoved() async throws {
+        try await LiveServer.run { server in
+            let a = try Device(server, "a"), b = try Device(server, "b")
+            try Files.write(a.path("Draft.pkg/index.json"), Array("{}".utf8))
+            #expect(try await a.engine.syncOnce().uploaded == 1)
+            #expect(try await b.engine.syncOnce().downloaded == 1)
+            // Finder drops metadata into A's copy: never pushed, and it keeps the package as it is.
+            try Files.write(a.path("Draft.pkg/.DS_Store"), Array("finder".utf8))
+            #expect(try await a.engine.syncOnce().uploaded == 0)
+
+            try Files.write(b.path("Draft.pkg/index.json"), Array("{\"v\": 2}".utf8))
+            #expect(try await b.engine.syncOnce().uploaded == 1)
+            let replaced = try await a.engine.syncOnce()
+            #expect(replaced.downloaded == 0 && replaced.failed == 1)
+            #expect(Files.read(a.path("Draft.pkg/.DS_Store")) == Array("finder".utf8))
+            #expect(Files.read(a.path("Draft.pkg/index.json")) == Array("{}".utf8))
+
+            _ = try await server.client().delete("Draft.pkg")
+            let removed = try await a.engine.syncOnce()
+            #expect(removed.removedLocally == 0)
+            #expect(Files.read(a.path("Draft.pkg/.DS_Store")) == Array("finder".utf8))
+            // Once the ignored file is gone, the remote deletion goes through.
+            try FileManager.default.removeItem(atPath: a.path("Draft.pkg/.DS_Store"))
+            #expect(try await a.engine.syncOnce().removedLocally == 1)
+            #expect(!FileManager.default.fileExists(atPath: a.path("Draft.pkg")))
+        }
+    }
+}
