@@ -4,8 +4,9 @@ import XferCore
 
 /// Watches a directory tree with inotify and reports that something changed in it.
 ///
-/// Every directory gets a watch (new ones as they appear). Events for names the `ignore`
-/// closure rejects (xfer's own staging files, editor swap files) are dropped. A thread reads
+/// Every directory gets a watch (new ones as they appear). Events for paths the `ignore`
+/// closure rejects (xfer's own staging files, editor swap files, what `.xferignore` files
+/// exclude) are dropped, and ignored directories get no watch. A thread reads
 /// the inotify descriptor, polling so that ``stop()`` ends it within 100 ms.
 final class DirectoryWatcher: Sendable {
     /// One element per batch of events read.
@@ -13,7 +14,7 @@ final class DirectoryWatcher: Sendable {
     private let continuation: AsyncStream<Void>.Continuation
     private let fd: Int32
     private let root: String
-    private let ignore: @Sendable (String) -> Bool
+    private let ignore: @Sendable (_ relativePath: String, _ isDirectory: Bool) -> Bool
     private let directories = Mutex<[Int32: String]>([:])
     private let stopped = Mutex(false)
 
@@ -23,8 +24,11 @@ final class DirectoryWatcher: Sendable {
     private static let created: UInt32 = 0x100 | 0x80
 
     /// Starts watching `root`.
+    /// - Parameters:
+    ///   - root: The directory (absolute).
+    ///   - ignore: Whether a path relative to `root` (and whether it is a directory) is ignored.
     /// - Throws: `io` if inotify is unavailable.
-    init(root: String, ignore: @escaping @Sendable (String) -> Bool) throws {
+    init(root: String, ignore: @escaping @Sendable (_ relativePath: String, _ isDirectory: Bool) -> Bool) throws {
         self.root = root
         self.ignore = ignore
         (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -46,11 +50,16 @@ final class DirectoryWatcher: Sendable {
         guard wd >= 0 else { return }
         directories.withLock { $0[wd] = path }
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
-        for name in names where !ignore(name) {
+        for name in names {
             var info = stat()
             let child = path + "/" + name
-            if lstat(child, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR { addTree(child) }
+            if lstat(child, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR && !ignore(relative(child), true) { addTree(child) }
         }
+    }
+
+    /// `path` (under `root`) relative to `root`.
+    private func relative(_ path: String) -> String {
+        path.count > root.count ? String(path.dropFirst(root.count + 1)) : ""
     }
 
     private func readLoop() {
@@ -69,10 +78,10 @@ final class DirectoryWatcher: Sendable {
                 let nameBytes = buffer[(offset + 16)..<min(count, offset + 16 + length)].prefix { $0 != 0 }
                 let name = String(decoding: nameBytes, as: UTF8.self)
                 offset += 16 + length
-                if !name.isEmpty && ignore(name) { continue }
+                let parent = directories.withLock { $0[wd] }
+                if !name.isEmpty, let parent, ignore(relative(parent + "/" + name), mask & Self.isDirectory != 0) { continue }
                 relevant = true
-                if mask & Self.isDirectory != 0, mask & Self.created != 0,
-                   let parent = directories.withLock({ $0[wd] }) {
+                if mask & Self.isDirectory != 0, mask & Self.created != 0, let parent {
                     addTree(parent + "/" + name)
                 }
             }

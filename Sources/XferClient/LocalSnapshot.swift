@@ -19,12 +19,17 @@ struct LocalSnapshot: Sendable {
     let toHash: [Int]
 
     /// Walks `path` and compares each file's stamp with `known` (the state's stamps, which
-    /// are cheap to read: no chunk lists are needed to decide what changed).
+    /// are cheap to read: no chunk lists are needed to decide what changed). Inside a package,
+    /// what its `.xferignore` files, `exclude` and the built-in defaults ignore is left out.
+    /// - Parameters:
+    ///   - path: A file, symlink or package directory.
+    ///   - known: The state's stamps.
+    ///   - exclude: Extra patterns relative to the package's root (`--exclude`).
     /// - Throws: `not_found` or `io` from the walk.
-    init(path: String, known: [String: FileStamp]) throws {
+    init(path: String, known: [String: FileStamp], exclude: [String] = []) throws {
         top = try DirectoryWalker.entry(at: path)
         kind = top.kind == .directory ? .package : .file
-        tree = kind == .package ? try DirectoryWalker.walk(path) : [top]
+        tree = kind == .package ? try IgnoreRules.walk(path, rules: IgnoreRules(exclude: exclude)) : [top]
         base = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
         var unchanged: [Int] = []
         var stamps: [FileStamp?] = Array(repeating: nil, count: tree.count)

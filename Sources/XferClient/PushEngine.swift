@@ -76,6 +76,10 @@ public struct PushOptions: Sendable {
     public var askBatch = 1024
     /// A name for this device, shown to others.
     public var device: String? = ProcessInfo.processInfo.hostName
+    /// Patterns (gitignore syntax, relative to the package's root) of files left out of a
+    /// package, on top of its `.xferignore` files and the built-in defaults (`--exclude`).
+    /// The sync engine does not use it (see ``SyncOptions/exclude``).
+    public var exclude: [String] = []
 
     /// Defaults.
     public init() {}
@@ -116,7 +120,7 @@ public struct PushEngine: Sendable {
         let connection = remote.connection
         let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
         // Which files must be read: those whose stamp changed since their chunks were computed.
-        let snapshot = try LocalSnapshot(path: path, known: try state.stamps())
+        let snapshot = try LocalSnapshot(path: path, known: try state.stamps(), exclude: options.exclude)
         let (top, kind, tree, stamps) = (snapshot.top, snapshot.kind, snapshot.tree, snapshot.stamps)
         var chunkLists: [[Manifest.ChunkReference]?] = []
         func fullPath(_ entry: TreeEntry) -> String { snapshot.fullPath(entry) }

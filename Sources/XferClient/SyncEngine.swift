@@ -23,6 +23,10 @@ public struct SyncOptions: Sendable {
     public var allowMassDelete = false
     /// Days what sync deletes or replaces here is kept in the directory's trash (``Trash``).
     public var trashDays = 30
+    /// Extra ignore patterns (gitignore syntax, relative to the directory), as if appended to
+    /// its root `.xferignore` (`--exclude`). Ignored paths are neither pushed nor pulled nor
+    /// deleted (docs/SYNC.md, "Ignored files").
+    public var exclude: [String] = []
 
     /// Defaults.
     public init() {}
@@ -157,24 +161,31 @@ public final class SyncDirectory: Sendable {
         var path: String
     }
 
-    /// Names the engine never syncs: its own staging copies and editors' temporary files.
+    /// Names the engine never syncs wherever they are: its own staging copies and the built-in
+    /// defaults (``IgnoreRules/defaultPatterns``). `.xferignore` files can add more.
+    /// - Parameter name: A file name.
+    /// - Returns: Whether the defaults ignore it.
     public static func isIgnored(_ name: String) -> Bool {
-        (name.hasPrefix(".") && name.contains(".xfer-")) || name.hasSuffix(".swp") || name.hasSuffix(".swx")
-            || name.hasSuffix("~") || name.hasPrefix(".#") || name == "4913"
+        IgnoreRules.defaults.isIgnoredItself(name, isDirectory: false)
     }
 
-    /// Every document on disk: files and symlinks, and directories with a package extension.
-    func scanLocal() -> (documents: [String: LocalDocument], invalid: [String]) {
+    /// Every document on disk that is not ignored: files and symlinks, and directories with a
+    /// package extension; ignored directories are not entered. Also the ignore rules read on
+    /// the way (every `.xferignore` outside packages, `options.exclude`, the defaults).
+    func scanLocal() -> (documents: [String: LocalDocument], invalid: [String], ignore: IgnoreRules) {
         var documents: [String: LocalDocument] = [:]
         var invalid: [String] = []
+        var rules = IgnoreRules(exclude: options.exclude)
         func visit(_ relative: String) {
             let absolute = relative.isEmpty ? directory : directory + "/" + relative
+            rules.load(directory: absolute, as: relative)
             guard let names = try? FileManager.default.contentsOfDirectory(atPath: absolute) else { return }
-            for name in names where !Self.isIgnored(name) {
+            for name in names {
                 let child = relative.isEmpty ? name : relative + "/" + name
                 var info = stat()
                 guard lstat(absolute + "/" + name, &info) == 0 else { continue }
                 let type = info.st_mode & S_IFMT
+                guard !rules.isIgnoredItself(child, isDirectory: type == S_IFDIR) else { continue }
                 let isPackage = type == S_IFDIR && options.packageExtensions.contains((name as NSString).pathExtension.lowercased())
                 if type == S_IFDIR && !isPackage {
                     visit(child)
@@ -189,7 +200,7 @@ public final class SyncDirectory: Sendable {
             }
         }
         visit("")
-        return (documents, invalid)
+        return (documents, invalid, rules)
     }
 
     /// What a pass should do with one document, and how it stands meanwhile.
@@ -210,7 +221,7 @@ public final class SyncDirectory: Sendable {
     /// (then nothing that needs the server's view is decided).
     /// - Returns: The plans, and the local names that are not valid document paths (skipped).
     func plan(remote listing: [String: DocumentInfo]?, forgetSynced: Bool = false) throws -> (plans: [Plan], invalid: [String]) {
-        var (local, invalid) = scanLocal()
+        var (local, invalid, ignore) = scanLocal()
         // The namespace is a tree (docs/PROTOCOL.md, "Names"): a server that lists a document
         // inside another is not followed there; the inner one is skipped and reported.
         var listing = listing
@@ -224,6 +235,11 @@ public final class SyncDirectory: Sendable {
         let server = remote.connection.server
         var paths = Set(local.keys).union(records.keys)
         if let listing { paths.formUnion(listing.keys) }
+        // An ignored path is left alone both ways: never pushed, pulled, or deleted here or
+        // there; its record stays for when it is no longer ignored (docs/SYNC.md, "Ignored files").
+        paths = paths.filter { key in
+            local[key] != nil || !ignore.isIgnored(key, isDirectory: (listing?[key]?.kind ?? records[key]?.kind) == .package)
+        }
         let plans: [Plan] = try paths.sorted().compactMap { key in
             guard let path = try? DocumentPath(key) else { return nil }
             let clientState = state.clientState(for: path)
@@ -240,7 +256,7 @@ public final class SyncDirectory: Sendable {
                                         conflicts: info?.conflicts ?? [])
             return Plan(path: path, action: action, status: action == .forget ? nil : status, local: file, synced: synced, remote: info)
         }
-        return (plans, invalid)
+        return (plans.map(keepingIgnoredFiles), invalid)
     }
 
     /// The decision table (docs/SYNC.md): a local edit is pushed (the server settles a stale
@@ -357,6 +373,7 @@ public final class SyncDirectory: Sendable {
     func push(_ plan: Plan, progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PushReport {
         var pushOptions = options.push
         pushOptions.force = false
+        pushOptions.exclude = []  // a package keeps to its own .xferignore files and the defaults
         let report = try await PushEngine(remote: remote, options: pushOptions)
             .push(plan.local!.path, as: plan.path, state: state.clientState(for: plan.path), progress: progress)
         try record(plan.path, kind: plan.local!.kind, size: report.bytes, mtimeNs: try DirectoryWalker.entry(at: plan.local!.path).mtimeNanoseconds)
@@ -647,7 +664,7 @@ public actor SyncEngine {
         let options = directory.options
         let connection = directory.remote.connection
         let container = directory.remote.container
-        let watcher = try DirectoryWatcher(root: directory.directory, ignore: SyncDirectory.isIgnored)
+        let watcher = try DirectoryWatcher(root: directory.directory, ignore: directory.isIgnored(_:isDirectory:))
         defer { watcher.stop() }
         let (triggers, trigger) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         trigger.yield(())

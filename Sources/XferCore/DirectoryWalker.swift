@@ -58,20 +58,33 @@ public enum DirectoryWalker {
     /// - Returns: The entries in bytewise order of their relative paths.
     /// - Throws: `XferError` `not_found` or `io`, naming the path that failed.
     public static func walk(_ root: String) throws -> [TreeEntry] {
+        try walk(root, include: { _ in true })
+    }
+
+    /// Lists the entries under `root` that `include` accepts; a directory it rejects is not
+    /// entered (ignore rules: nothing below an excluded directory can be re-included).
+    /// - Parameters:
+    ///   - root: A directory.
+    ///   - include: Asked about each entry, parents before children; for a directory, just
+    ///     before its children are listed (so it may read a rules file inside it).
+    /// - Returns: The accepted entries in bytewise order of their relative paths.
+    /// - Throws: `XferError` `not_found` or `io`, naming the path that failed, or what `include` throws.
+    public static func walk(_ root: String, include: (TreeEntry) throws -> Bool) throws -> [TreeEntry] {
         var result: [TreeEntry] = []
-        try walk(root, relative: "", into: &result)
+        try walk(root, relative: "", include: include, into: &result)
         return result
     }
 
-    private static func walk(_ directory: String, relative: String, into result: inout [TreeEntry]) throws {
+    private static func walk(_ directory: String, relative: String, include: (TreeEntry) throws -> Bool,
+                             into result: inout [TreeEntry]) throws {
         let names = try FileSystem.list(directory).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         for name in names {
             let path = directory.hasSuffix("/") ? directory + name : directory + "/" + name
             let childRelative = relative.isEmpty ? name : relative + "/" + name
-            guard let child = try entry(path: path, relativePath: childRelative) else { continue }
+            guard let child = try entry(path: path, relativePath: childRelative), try include(child) else { continue }
             result.append(child)
             if child.kind == .directory {
-                try walk(path, relative: childRelative, into: &result)
+                try walk(path, relative: childRelative, include: include, into: &result)
             }
         }
     }

@@ -16,7 +16,11 @@ extension Xfer {
                 and if the server had a newer edit both are kept (see `xfer versions`). \
                 --once syncs and exits; --watch follows local changes (inotify) and remote ones \
                 (the change feed) until interrupted, retrying with backoff while the server is \
-                unreachable. One sync per directory at a time.
+                unreachable. One sync per directory at a time. Paths ignored by .xferignore files \
+                (gitignore syntax, one per directory, each for its directory and below), by \
+                --exclude or by the built-in defaults (editor swap and backup files, .DS_Store, \
+                Thumbs.db, desktop.ini, ._*) are left alone: never pushed, never pulled over, \
+                never deleted.
                 """)
 
         @Argument(help: "The directory (bound to the container on first sync).", completion: .directory)
@@ -41,6 +45,9 @@ extension Xfer {
         @Option(help: ArgumentHelp("Days what sync deletes or replaces here stays in DIR/.xfer-trash (0: no trash).", valueName: "DAYS"))
         var trashDays: Int = 30
 
+        @Option(help: ArgumentHelp("Ignore what this gitignore-style pattern matches, as if it ended DIR/.xferignore (repeatable; this run only; e.g. 'build/', '*.log', '!keep.log').", valueName: "PATTERN"))
+        var exclude: [String] = []
+
         @Flag(help: "Print one JSON object per event instead of text.")
         var json = false
 
@@ -52,6 +59,11 @@ extension Xfer {
         func validate() throws {
             if once && watch { throw ValidationError("--once and --watch exclude each other") }
             if trashDays < 0 { throw ValidationError("--trash-days must not be negative") }
+            do {
+                for pattern in exclude { try IgnoreRules.validate(pattern) }
+            } catch let error as XferError {
+                throw ValidationError(error.message)
+            }
         }
 
         func run() async throws {
@@ -65,6 +77,7 @@ extension Xfer {
             options.localLimit = localLimit?.value
             options.allowMassDelete = allowMassDelete
             options.trashDays = trashDays
+            options.exclude = exclude
             let state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
             if !packageExtensions.isEmpty { try state.setPackageExtensions(packageExtensions) }
             options.packageExtensions = try state.packageExtensions() ?? options.packageExtensions

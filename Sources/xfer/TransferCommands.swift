@@ -13,7 +13,11 @@ extension Xfer {
                 chunks the server lacks and commits the new version atomically. Files unchanged \
                 since the last push (same size, mtime, inode and ctime) are not read again. If \
                 another device pushed since this copy was synced, both versions are kept: the \
-                later edit (by mtime) is current, the other a conflict version (`xfer versions`).
+                later edit (by mtime) is current, the other a conflict version (`xfer versions`). \
+                A directory leaves out what its .xferignore files (gitignore syntax, one per \
+                directory, each for its directory and below), --exclude and the built-in \
+                defaults ignore (editor swap and backup files, .DS_Store, Thumbs.db, \
+                desktop.ini, ._*).
                 """)
 
         @Argument(help: "A file or a directory.", completion: .file())
@@ -25,6 +29,17 @@ extension Xfer {
         @Flag(help: "Replace the server's current version even if this copy was not synced from it.")
         var force = false
 
+        @Option(help: ArgumentHelp("Leave out of a directory what this gitignore-style pattern matches, relative to the directory (repeatable; e.g. 'build/', '*.o', '!keep.o').", valueName: "PATTERN"))
+        var exclude: [String] = []
+
+        func validate() throws {
+            do {
+                for pattern in exclude { try IgnoreRules.validate(pattern) }
+            } catch let error as XferError {
+                throw ValidationError(error.message)
+            }
+        }
+
         @OptionGroup var client: ClientOptions
         @OptionGroup var output: OutputOptions
 
@@ -33,6 +48,7 @@ extension Xfer {
                 let document = try DocumentPath(name)
                 var options = PushOptions()
                 options.force = force
+                options.exclude = exclude
                 let bar = ProgressBar(quiet: output.quiet || output.json)
                 defer { bar.finish() }
                 let report = try await withRemote(client) { remote in
