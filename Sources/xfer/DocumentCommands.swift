@@ -161,7 +161,7 @@ extension Xfer {
             @Argument(help: "The key.")
             var key: String
 
-            @Argument(help: "The value: JSON (42, true, \"text\", {\"a\": 1}); anything that is not JSON is taken as a string.")
+            @Argument(help: "The value: JSON (42, true, \"text\", {\"a\": 1}); anything that is not JSON is taken as a string; - reads it from standard input (for values past the 128 KiB an argument may hold).")
             var value: String
 
             @Flag(help: "Take VALUE as a string even if it is JSON.")
@@ -173,13 +173,23 @@ extension Xfer {
             @OptionGroup var client: ClientOptions
 
             func run() async throws {
+                var value = value
+                if value == "-" {
+                    // At most the largest key-value store and a little: a bigger input is refused, not read whole.
+                    let limit = 16 << 20
+                    let data = FileHandle.standardInput.readData(ofLength: limit + 1)
+                    guard data.count <= limit else { throw ValidationError("standard input holds more than \(limit) bytes; a value is at most the container's key-value limit") }
+                    guard let text = String(data: data, encoding: .utf8) else { throw ValidationError("standard input is not UTF-8 text") }
+                    value = text.hasSuffix("\n") ? String(text.dropLast()) : text
+                }
                 let parsed = string ? .string(value) : ((try? JSONValue(parsing: value)) ?? .string(value))
                 try await runClientCommand(client, json: json, { client in
                     guard parsed != .null else { throw XferError(.badRequest, "null is not a value; remove the key with `xfer kv rm \(key)`") }
                     return try await client.setValue(parsed, forKey: key)
                 }) { result in
                     if result.applied {
-                        print("\(key) = \(parsed.jsonText)")
+                        let text = parsed.jsonText
+                        print("\(key) = \(text.count > 200 ? "\(text.prefix(200))… (\(text.utf8.count) bytes)" : text)")
                     } else {
                         print("\(key) kept \(result.entry.value?.jsonText ?? "(deleted)"): a later write (from \(result.entry.device)) wins")
                     }

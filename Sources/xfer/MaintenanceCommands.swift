@@ -77,10 +77,12 @@ extension Xfer {
                 if data != nil || remote {
                     let report: ServerVerifyReport
                     if let data {
+                        // Progress only on a terminal: `\r` lines do not belong in a log.
+                        let progress = !json && isatty(STDERR_FILENO) == 1
                         report = try await Maintenance(data: try await openExistingData(data)).verify { checked in
-                            if !json { FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8)) }
+                            if progress { FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8)) }
                         }
-                        if !json { FileHandle.standardError.write(Data("\n".utf8)) }
+                        if progress { FileHandle.standardError.write(Data("\n".utf8)) }
                     } else {
                         report = try await withRemote(client) { remote in try await remote.connection.verifyServer() }
                     }

@@ -121,6 +121,24 @@ import XferCore
         waiting.waitUntilExit()
         let changes = try JSONSerialization.jsonObject(with: output) as? [String: Any] ?? [:]
         #expect((changes["keys"] as? [[String: Any]])?.map { $0["key"] as? String ?? "" } == ["woke"])
+
+        // A value past what one argument may hold (128 KiB) comes from standard input.
+        let big = String(repeating: "v", count: 300_000)
+        let child = Process()
+        child.executableURL = XferProcess.binary
+        child.arguments = ["kv", "set", "big", "-"]
+        child.environment = ProcessInfo.processInfo.environment.merging(server.environment) { $1 }
+        let input = Pipe()
+        child.standardInput = input
+        child.standardOutput = Pipe()
+        child.standardError = Pipe()
+        try child.run()
+        input.fileHandleForWriting.write(Data((big + "\n").utf8))
+        try input.fileHandleForWriting.close()
+        _ = (child.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile()
+        child.waitUntilExit()
+        #expect(child.terminationStatus == 0)
+        #expect(try server.run("kv", "get", "big").stdout == "\"\(big)\"\n")
     }
 
     @Test func theExampleDaemonMergesConflictsItself() throws {
