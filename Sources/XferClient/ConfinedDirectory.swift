@@ -138,12 +138,7 @@ public final class ConfinedDirectory: Sendable {
             throw XferError(.io, "cannot list \(path)", cause: SystemErrno(err))
         }
         defer { closedir(handle) }
-        var names: [String] = []
-        while let item = readdir(handle) {
-            let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
+        return FileSystem.names(in: handle)
     }
 
     // MARK: Changing

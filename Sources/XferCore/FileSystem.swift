@@ -108,6 +108,11 @@ package enum FileSystem {
             throw XferError(errno == ENOENT ? .notFound : .io, "cannot list \(directory)", cause: SystemErrno(errno))
         }
         defer { closedir(handle) }
+        return names(in: handle)
+    }
+
+    /// The names an open directory stream holds ("." and ".." excluded).
+    package static func names(in handle: OpaquePointer) -> [String] {
         var names: [String] = []
         while let item = readdir(handle) {
             let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
