@@ -390,7 +390,7 @@ public final class SyncDirectory: Sendable {
         let parent = try root.directory(path.components.dropLast(), create: true)
         let report = try await PullEngine(remote: remote, options: pullOptions)
             .pull(path, in: parent, as: String(path.components.last!), state: state.clientState(for: path),
-                  trash: options.trashDays > 0 ? Trash(root: root) : nil, progress: progress)
+                  trash: trash(of: root), progress: progress)
         let top = try DirectoryWalker.entry(at: full)
         try record(path, kind: top.kind == .directory ? .package : .file, size: report.bytes, mtimeNs: top.mtimeNanoseconds)
         return report
@@ -463,8 +463,8 @@ public final class SyncDirectory: Sendable {
             return
         }
         let name = String(path.components.last!)
-        if let reason, options.trashDays > 0 {
-            try Trash(root: root).keep(name, in: parent, path: path, reason: reason)
+        if let reason, let trash = trash(of: root) {
+            try trash.keep(name, in: parent, path: path, reason: reason)
         } else {
             try parent.remove(name)
         }
@@ -473,6 +473,11 @@ public final class SyncDirectory: Sendable {
     /// The directory's trash (``Trash``).
     public func trash() throws -> Trash {
         Trash(root: try root())
+    }
+
+    /// Where what sync deletes or replaces goes first: the trash of `root`, unless it is turned off.
+    private func trash(of root: ConfinedDirectory) -> Trash? {
+        options.trashDays > 0 ? Trash(root: root) : nil
     }
 }
 

@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -12,6 +13,8 @@ struct Routes: Sendable {
     let limits: ServerLimits
     let changes: ChangeNotifier
     let quota: QuotaGate
+    /// The store's deployment identity, read once: it never changes.
+    let deployment = DeploymentCache()
 
     func register(on router: Router<XferRequestContext>) {
         router.add(middleware: ErrorMiddleware())
@@ -232,7 +235,7 @@ struct Routes: Sendable {
         var list = try await metadata.list(account: account.accountID, container: try Self.container(context),
                                            prefix: prefix.precomposedStringWithCanonicalMapping, after: page,
                                            limit: min(limit, limits.listPage))
-        list.deployment = try await metadata.deploymentID()
+        list.deployment = try await deployment.value(from: metadata)
         return Self.json(list)
     }
 
@@ -395,4 +398,17 @@ struct Routes: Sendable {
 struct HealthStatus: Codable, Sendable {
     var status: String
     var version: String
+}
+
+/// Remembers a store's deployment identity after the first read.
+final class DeploymentCache: Sendable {
+    private let cached = Mutex<String?>(nil)
+
+    /// The identity, read from `store` the first time.
+    func value(from store: any MetadataStore) async throws -> String {
+        if let known = cached.withLock({ $0 }) { return known }
+        let read = try await store.deploymentID()
+        cached.withLock { $0 = read }
+        return read
+    }
 }
