@@ -90,10 +90,17 @@ public struct PullEngine: Sendable {
     ///   - progress: Called now and then from any thread.
     public func pull(_ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
+        let (parentPath, baseName) = try resolve(name, into: destination, state: state)
+        let parent = try ConfinedDirectory(opening: parentPath, create: true)
+        return try await pull(name, in: parent, as: baseName, version: version, state: state, progress: progress)
+    }
+
+    /// Where a pull of `name` into `destination` puts it: the parent directory and the name in it.
+    /// An existing directory named otherwise than the document (or given with a trailing "/")
+    /// that is not this document's own copy receives it as a new entry inside, as
+    /// `cp -r doc.pkg ~/Downloads/` would. One of the document's own name is the target itself.
+    func resolve(_ name: DocumentPath, into destination: String, state: ClientState?) throws -> (parent: String, baseName: String) {
         var target = ClientState.absolute(destination)
-        // An existing directory named otherwise than the document (or given with a trailing
-        // "/") that is not this document's own copy receives it as a new entry inside, as
-        // `cp -r doc.pkg ~/Downloads/` would. One of the document's own name is the target itself.
         var info = stat()
         if state == nil, let last = name.components.last, stat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR,
            destination.hasSuffix("/") || (target as NSString).lastPathComponent != String(last),
@@ -106,8 +113,7 @@ public struct PullEngine: Sendable {
         guard !baseName.isEmpty, baseName != "/", baseName != ".", baseName != ".." else {
             throw XferError(.invalidPath, "\(destination) names no file or directory to pull into")
         }
-        let parent = try ConfinedDirectory(opening: parentPath, create: true)
-        return try await pull(name, in: parent, as: baseName, version: version, state: state, progress: progress)
+        return (parentPath, baseName)
     }
 
     /// Pulls document `name` to `baseName` inside `parent`: every write goes through `parent`'s
@@ -118,11 +124,7 @@ public struct PullEngine: Sendable {
               progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         let started = ContinuousClock.now
         let connection = remote.connection
-        let info = try await connection.stat(container: remote.container, path: name, version: version)
-        guard [.current, .superseded, .conflict].contains(info.state), version != nil || info.state == .current else {
-            throw XferError(.notFound, info.state == .deleted ? "\(name) was deleted (version \(info.version))"
-                                                              : "\(name) has no committed version yet (an upload is in progress)")
-        }
+        let info = try await pullableVersion(name, version: version)
         let target = parent.describe(baseName)
         let state = try state ?? ClientState(root: target, stateDirectory: remote.stateDirectory)
         let synced = try state.document(server: connection.server, container: remote.container, path: name)
@@ -131,44 +133,13 @@ public struct PullEngine: Sendable {
         func fullPath(_ relative: String) -> String { relative.isEmpty ? target : target + "/" + relative }
         if !options.force {
             // Asked before anything moves: what is there must be this client's own unchanged copy.
-            if parent.kind(baseName) != nil && synced == nil {
-                throw XferError(.conflict, "\(target) already exists and was not pulled from \(name) here; nothing was changed. Pull into another path, or pass --force to replace it")
-            }
-            try Self.checkUnchanged(target: target, known: known, name: name)
+            try Self.checkReplaceable(target: target, exists: parent.kind(baseName) != nil, synced: synced, known: known, name: name)
         }
-
-        // Already there? Same version and every file untouched since it was written.
-        if let synced, synced.version == info.version, info.manifestDigest == nil || info.manifestDigest == synced.manifest.digest.hex,
-           synced.manifest.entries.allSatisfy({ entry in
-            entry.kind != .file || known[entry.path].map { FileStamp.of(fullPath(entry.path)) == $0.stamp } == true
-        }) {
+        if let synced, Self.isInPlace(info, synced: synced, target: target, known: known) {
             return report(name, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
         }
-
-        var answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: synced?.version)
-        let manifest: Manifest
-        do {
-            manifest = try Manifest(applying: answer.delta, to: answer.base != nil ? synced?.manifest : nil)
-        } catch let error as XferError where error.code == .invalidManifest && answer.base != nil {
-            // The server's version `base` is not the one this copy holds (a replaced or restored
-            // server reusing numbers): ask for the whole manifest instead.
-            answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: nil)
-            manifest = try Manifest(applying: answer.delta, to: nil)
-        }
-        guard manifest.digest == answer.digest else {
-            throw XferError(.invalidManifest, "the manifest of \(name) version \(answer.version) does not match its digest")
-        }
-
-        // Local sources: files this root (and every root sharing its state database) synced
-        // that are unchanged since; a document renamed elsewhere arrives without downloading.
-        var sources: [ChunkID: (path: String, offset: Int64, length: Int)] = [:]
-        for (path, file) in try state.sources() {
-            var offset: Int64 = 0
-            for chunk in file.chunks {
-                if sources[chunk.id] == nil { sources[chunk.id] = (path, offset, chunk.length) }
-                offset += Int64(chunk.length)
-            }
-        }
+        let (answer, manifest) = try await manifest(name, info: info, synced: synced)
+        let sources = try Self.localSources(state)
 
         let stagingName = ".\(baseName).xfer-\(answer.version).partial"
         try Self.removeStaleStaging(in: parent, baseName: baseName, keep: stagingName)
@@ -289,6 +260,74 @@ public struct PullEngine: Sendable {
         try state.recordSynced(server: connection.server, container: remote.container, path: name,
                                document: SyncedDocument(version: answer.version, manifest: manifest), files: written)
         return report(name, target, answer.version, manifest, counters.value, manifestBytes: answer.delta.count, started: started)
+    }
+
+    /// The version a pull of `name` takes (`version`, else the current one), as the server describes it.
+    /// - Throws: `not_found` if it is deleted or has no committed version.
+    func pullableVersion(_ name: DocumentPath, version: Int64?) async throws -> DocumentInfo {
+        let info = try await remote.connection.stat(container: remote.container, path: name, version: version)
+        guard [.current, .superseded, .conflict].contains(info.state), version != nil || info.state == .current else {
+            throw XferError(.notFound, info.state == .deleted ? "\(name) was deleted (version \(info.version))"
+                                                              : "\(name) has no committed version yet (an upload is in progress)")
+        }
+        return info
+    }
+
+    /// The rule for replacing what is at `target` without `--force`: only this client's own
+    /// copy of the same document (per `synced`), unchanged since it was written.
+    /// - Throws: `conflict`, saying what to do, if anything else is there.
+    static func checkReplaceable(target: String, exists: Bool, synced: SyncedDocument?, known: [String: KnownFile],
+                                 name: DocumentPath) throws {
+        if exists && synced == nil {
+            throw XferError(.conflict, "\(target) already exists and was not pulled from \(name) here; nothing was changed. Pull into another path, or pass --force to replace it")
+        }
+        try checkUnchanged(target: target, known: known, name: name)
+    }
+
+    /// Whether `target` already holds version `info` as it was written: the same version and
+    /// manifest, every file untouched since.
+    static func isInPlace(_ info: DocumentInfo, synced: SyncedDocument, target: String, known: [String: KnownFile]) -> Bool {
+        guard synced.version == info.version, info.manifestDigest == nil || info.manifestDigest == synced.manifest.digest.hex else {
+            return false
+        }
+        return synced.manifest.entries.allSatisfy { entry in
+            let path = entry.path.isEmpty ? target : target + "/" + entry.path
+            return entry.kind != .file || known[entry.path].map { FileStamp.of(path) == $0.stamp } == true
+        }
+    }
+
+    /// The manifest of version `info`, as a delta against the synced copy's where the server
+    /// still has that base, checked against its digest.
+    func manifest(_ name: DocumentPath, info: DocumentInfo, synced: SyncedDocument?) async throws -> (answer: (delta: [UInt8], version: Int64, base: Int64?, digest: ChunkID), manifest: Manifest) {
+        let connection = remote.connection
+        var answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: synced?.version)
+        let manifest: Manifest
+        do {
+            manifest = try Manifest(applying: answer.delta, to: answer.base != nil ? synced?.manifest : nil)
+        } catch let error as XferError where error.code == .invalidManifest && answer.base != nil {
+            // The server's version `base` is not the one this copy holds (a replaced or restored
+            // server reusing numbers): ask for the whole manifest instead.
+            answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: nil)
+            manifest = try Manifest(applying: answer.delta, to: nil)
+        }
+        guard manifest.digest == answer.digest else {
+            throw XferError(.invalidManifest, "the manifest of \(name) version \(answer.version) does not match its digest")
+        }
+        return (answer, manifest)
+    }
+
+    /// Local sources of chunks: files this root (and every root sharing its state database)
+    /// synced that are unchanged since; a document renamed elsewhere arrives without downloading.
+    static func localSources(_ state: ClientState) throws -> [ChunkID: (path: String, offset: Int64, length: Int)] {
+        var sources: [ChunkID: (path: String, offset: Int64, length: Int)] = [:]
+        for (path, file) in try state.sources() {
+            var offset: Int64 = 0
+            for chunk in file.chunks {
+                if sources[chunk.id] == nil { sources[chunk.id] = (path, offset, chunk.length) }
+                offset += Int64(chunk.length)
+            }
+        }
+        return sources
     }
 
     private func report(_ name: DocumentPath, _ target: String, _ version: Int64, _ manifest: Manifest, _ counters: Counters,

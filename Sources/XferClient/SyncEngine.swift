@@ -94,6 +94,46 @@ public struct SyncSummary: Codable, Sendable, Hashable {
     public init() {}
 }
 
+/// What one sync pass would do (`xfer sync --dry-run`, ``SyncDirectory/preview()``).
+public struct SyncPreview: Codable, Sendable, Hashable {
+    /// One action.
+    public struct Step: Codable, Sendable, Hashable {
+        /// Its kind.
+        public enum Action: String, Codable, Sendable {
+            /// Push the local document.
+            case upload
+            /// Pull the server's version over (or beside nothing) here.
+            case download
+            /// Remove the local copy (deleted on the server); it goes to the trash.
+            case deleteLocal = "delete_local"
+            /// Delete the server's document (deleted here).
+            case deleteRemote = "delete_remote"
+            /// The server keeps unresolved conflict versions of it (`xfer versions`).
+            case conflict
+            /// A deletion the mass-deletion rule holds back.
+            case held
+            /// Not synced (not a valid document name).
+            case skipped
+        }
+
+        /// What would be done.
+        public var action: Action
+        /// The document's path.
+        public var path: String
+        /// File or package.
+        public var kind: DocumentKind
+        /// Why, in words.
+        public var reason: String
+    }
+
+    /// The directory.
+    public var directory: String
+    /// Set when the server is not the one the directory synced with (then nothing is deleted).
+    public var serverChanged: String?
+    /// Every action, by path.
+    public var steps: [Step]
+}
+
 /// Where a document of a synced directory stands.
 public enum DocumentSyncState: String, Codable, Sendable, Hashable {
     /// The same here and on the server.
@@ -139,9 +179,10 @@ public final class SyncDirectory: Sendable {
     /// Its state.
     public let state: SyncState
 
-    /// Opens a synced directory bound to `remote`'s server and container.
+    /// Opens a synced directory bound to `remote`'s server and container (binding it on first
+    /// use unless `bind` is false, as for a dry run, which records nothing).
     /// - Throws: `conflict` if it is bound to others, `not_found` if it is not a directory.
-    public init(directory: String, remote: Remote, options: SyncOptions = SyncOptions()) throws {
+    public init(directory: String, remote: Remote, options: SyncOptions = SyncOptions(), bind: Bool = true) throws {
         var info = stat()
         guard stat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
             throw XferError(.notFound, "\(directory) is not a directory; create it first")
@@ -150,7 +191,11 @@ public final class SyncDirectory: Sendable {
         self.directory = state.directory
         self.remote = remote
         self.options = options
-        try state.bind(server: remote.connection.server, container: remote.container)
+        if bind {
+            try state.bind(server: remote.connection.server, container: remote.container)
+        } else {
+            _ = try state.isBound(server: remote.connection.server, container: remote.container)
+        }
     }
 
     // MARK: Looking
@@ -286,6 +331,74 @@ public final class SyncDirectory: Sendable {
         }
         if current != nil { return (.pull, .pendingDownload) }
         return (.none, .pendingDownload)
+    }
+
+    /// One pass's plans over `listing`, with the deletions the mass-deletion rule holds back
+    /// set apart. Decides only; changes nothing (``SyncEngine/syncOnce()`` acts on it, and
+    /// ``preview()`` prints it).
+    struct PassPlan {
+        /// What to do, held deletions left out.
+        var plans: [Plan]
+        /// The deletions held back.
+        var held: [Plan]
+        /// How many local and remote deletions are held, of how many documents.
+        var heldCounts: (local: Int, remote: Int, total: Int)
+        /// Local names that are not valid document paths (skipped).
+        var invalid: [String]
+    }
+
+    /// Plans a pass. `serverChanged`: the server is not the one this directory synced with,
+    /// so no document counts as synced and nothing can be decided deleted.
+    func planPass(_ listing: Listing, serverChanged: Bool) throws -> PassPlan {
+        let (all, invalid) = try plan(remote: listing.documents, forgetSynced: serverChanged)
+        let held = MassDeletion.held(all.map { ($0.action, $0.synced != nil) }, allowed: options.allowMassDelete)
+        func isHeld(_ plan: Plan) -> Bool {
+            (held.local > 0 && plan.action == .deleteLocal) || (held.remote > 0 && plan.action == .deleteRemote)
+        }
+        return PassPlan(plans: all.filter { !isHeld($0) }, held: all.filter(isHeld), heldCounts: held, invalid: invalid)
+    }
+
+    /// What one pass would do now, found without changing anything here or on the server
+    /// (`xfer sync --dry-run`): the server is asked for its listing only, nothing is recorded.
+    public func preview() async throws -> SyncPreview {
+        let listing = try await listing()
+        let change = try serverChange(listing)
+        let pass = try planPass(listing, serverChanged: change != nil)
+        var steps: [SyncPreview.Step] = pass.invalid.map {
+            SyncPreview.Step(action: .skipped, path: $0, kind: .file, reason: "not a valid document name (docs/PROTOCOL.md, Names); not synced")
+        }
+        for plan in pass.plans {
+            let kind = plan.local?.kind ?? plan.remote?.kind ?? plan.status?.kind ?? .file
+            let current = plan.remote?.state == .current ? plan.remote?.version : nil
+            switch plan.action {
+            case .push:
+                var reason = plan.synced == nil ? "new here" : "changed here since v\(plan.synced!.version)"
+                if let current, current != plan.synced?.version {
+                    reason += "; the server has v\(current): both are kept, the later edit current and the other a conflict version"
+                }
+                steps.append(.init(action: .upload, path: plan.path.value, kind: kind, reason: reason))
+            case .pull:
+                let reason = plan.synced == nil ? "v\(current ?? 0) on the server, not here" : "v\(current ?? 0) on the server replaces v\(plan.synced!.version) here (kept in the trash)"
+                steps.append(.init(action: .download, path: plan.path.value, kind: kind, reason: reason))
+            case .deleteLocal:
+                steps.append(.init(action: .deleteLocal, path: plan.path.value, kind: kind,
+                                   reason: "deleted on the server; moved to the trash here" + (options.trashDays > 0 ? "" : " (no trash: --trash-days 0)")))
+            case .deleteRemote:
+                steps.append(.init(action: .deleteRemote, path: plan.path.value, kind: kind, reason: "deleted here"))
+            case .none, .forget:
+                break
+            }
+        }
+        for plan in pass.held {
+            steps.append(.init(action: .held, path: plan.path.value, kind: plan.status?.kind ?? .file,
+                               reason: "\(plan.action == .deleteLocal ? "deleted on the server" : "deleted here"): held back, more than \(MassDeletion.minimumCount) deletions and a third of \(pass.heldCounts.total) documents (--allow-mass-delete lets them go)"))
+        }
+        for info in listing.documents.values where info.conflicts?.isEmpty == false && pass.plans.contains(where: { $0.path == info.path }) {
+            steps.append(.init(action: .conflict, path: info.path.value, kind: info.kind,
+                               reason: "v\(info.version) is current; conflict versions \((info.conflicts ?? []).map { "v\($0)" }.joined(separator: ", ")) are kept on the server"))
+        }
+        steps.sort { ($0.path, $0.action.rawValue) < ($1.path, $1.action.rawValue) }
+        return SyncPreview(directory: directory, serverChanged: change, steps: steps)
     }
 
     /// Every document's status: with the server's view if it answers, else from local state
@@ -549,15 +662,16 @@ public actor SyncEngine {
         let started = ContinuousClock.now
         let sync = directory
         let listing = try await sync.listing()
-        if let reason = try sync.serverChange(listing) {
+        let change = try sync.serverChange(listing)
+        if let reason = change {
             try sync.adopt(listing, because: reason)
             feedReset = listing.cursor
             continuation.yield(.serverChanged(reason))
         } else if let deployment = listing.deployment, try sync.state.meta("deployment") == nil {
             try sync.state.setMeta("deployment", deployment)
         }
-        let (firstPlans, invalid) = try sync.plan(remote: listing.documents)
-        var plans = firstPlans
+        let pass = try sync.planPass(listing, serverChanged: change != nil)
+        var plans = pass.plans
         var summary = SyncSummary()
         if sync.options.trashDays > 0 {
             // Old trash goes at the start of a pass; failing to tidy it is no reason to stop.
@@ -565,16 +679,13 @@ public actor SyncEngine {
             _ = try? sync.trash().empty(trashedBefore: cutoff)
         }
         // No mass deletion without a word: over the rule, that kind of deletion waits.
-        let held = MassDeletion.held(plans.map { ($0.action, $0.synced != nil) }, allowed: sync.options.allowMassDelete)
-        if held.local > 0 || held.remote > 0 {
-            plans = plans.filter { plan in
-                !(held.local > 0 && plan.action == .deleteLocal) && !(held.remote > 0 && plan.action == .deleteRemote)
-            }
+        if !pass.held.isEmpty {
+            let held = pass.heldCounts
             summary.deletionsHeld = held.local + held.remote
             continuation.yield(.deletionsHeld(local: held.local, remote: held.remote, total: held.total))
         }
         var pullAfterPush: [DocumentPath] = []
-        for name in invalid {
+        for name in pass.invalid {
             summary.failed += 1
             continuation.yield(.failed(nil, XferError(.invalidPath, "\(name) is not a valid document name (see docs/PROTOCOL.md, Names); it is not synced")))
         }

@@ -78,14 +78,19 @@ public final class SyncState: Sendable {
     /// Binds the directory to a server and container, or checks that it already is bound to them.
     /// - Throws: `conflict` if it is bound elsewhere.
     public func bind(server: String, container: ContainerName) throws {
-        if let bound = try meta("server"), let boundContainer = try meta("container") {
-            guard bound == server, boundContainer == container.value else {
-                throw XferError(.conflict, "\(directory) is synced with container \(boundContainer) on \(bound); sync another directory with \(container) on \(server)")
-            }
-            return
-        }
+        guard try !isBound(server: server, container: container) else { return }
         try setMeta("server", server)
         try setMeta("container", container.value)
+    }
+
+    /// Whether the directory is bound to this server and container (`false`: to none yet).
+    /// - Throws: `conflict` if it is bound elsewhere.
+    public func isBound(server: String, container: ContainerName) throws -> Bool {
+        guard let bound = try meta("server"), let boundContainer = try meta("container") else { return false }
+        guard bound == server, boundContainer == container.value else {
+            throw XferError(.conflict, "\(directory) is synced with container \(boundContainer) on \(bound); sync another directory with \(container) on \(server)")
+        }
+        return true
     }
 
     /// Every document record, by path.

@@ -48,7 +48,10 @@ extension Xfer {
         @Option(help: ArgumentHelp("Ignore what this gitignore-style pattern matches, as if it ended DIR/.xferignore (repeatable; this run only; e.g. 'build/', '*.log', '!keep.log').", valueName: "PATTERN"))
         var exclude: [String] = []
 
-        @Flag(help: "Print one JSON object per event instead of text.")
+        @Flag(help: "Print what one pass would do (upload, download, delete here or there, conflicts, held deletions) and change nothing, here or on the server.")
+        var dryRun = false
+
+        @Flag(help: "Print one JSON object per event instead of text (with --dry-run: one object with every step).")
         var json = false
 
         @Flag(name: .shortAndLong, help: "Print only errors and conflicts.")
@@ -58,6 +61,7 @@ extension Xfer {
 
         func validate() throws {
             if once && watch { throw ValidationError("--once and --watch exclude each other") }
+            if dryRun && watch { throw ValidationError("--dry-run shows one pass; it does not go with --watch") }
             if trashDays < 0 { throw ValidationError("--trash-days must not be negative") }
             do {
                 for pattern in exclude { try IgnoreRules.validate(pattern) }
@@ -79,6 +83,14 @@ extension Xfer {
             options.trashDays = trashDays
             options.exclude = exclude
             let state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
+            if dryRun {
+                options.packageExtensions = !packageExtensions.isEmpty
+                    ? Set(packageExtensions.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: ".")).lowercased() })
+                    : try state.packageExtensions() ?? options.packageExtensions
+                let preview = try await SyncDirectory(directory: directory, remote: remote, options: options, bind: false).preview()
+                Self.report(preview, json: json)
+                return
+            }
             if !packageExtensions.isEmpty { try state.setPackageExtensions(packageExtensions) }
             options.packageExtensions = try state.packageExtensions() ?? options.packageExtensions
             let engine = try SyncEngine(directory: directory, remote: remote, options: options)
@@ -102,6 +114,22 @@ extension Xfer {
             }
             await engine.close()
             _ = await printer.value
+        }
+
+        static func report(_ preview: SyncPreview, json: Bool) {
+            if json {
+                printJSON(preview)
+                return
+            }
+            if let change = preview.serverChanged { print("note: \(change); a real pass deletes nothing and uploads every local document again") }
+            let symbols: [SyncPreview.Step.Action: String] = [.upload: "↑ upload", .download: "↓ download", .deleteLocal: "✕ delete here",
+                                                             .deleteRemote: "✕ delete on server", .conflict: "! conflict",
+                                                             .held: "‖ held", .skipped: "- skipped"]
+            for step in preview.steps {
+                print("\(symbols[step.action]!.padding(toLength: 19, withPad: " ", startingAt: 0))\(step.path)  (\(step.reason))")
+            }
+            let counts = Dictionary(grouping: preview.steps, by: \.action).mapValues(\.count)
+            print("dry run: \(counts[.upload] ?? 0) to upload, \(counts[.download] ?? 0) to download, \((counts[.deleteLocal] ?? 0) + (counts[.deleteRemote] ?? 0)) to delete, \(counts[.held] ?? 0) held, \(counts[.conflict] ?? 0) in conflict; nothing was changed")
         }
 
         static func report(_ event: SyncEvent, json: Bool, quiet: Bool) {

@@ -32,6 +32,9 @@ extension Xfer {
         @Option(help: ArgumentHelp("Leave out of a directory what this gitignore-style pattern matches, relative to the directory (repeatable; e.g. 'build/', '*.o', '!keep.o').", valueName: "PATTERN"))
         var exclude: [String] = []
 
+        @Flag(help: "Print what the push would do (a new document, a new version, a conflict, nothing) and how much it would read, and change nothing.")
+        var dryRun = false
+
         func validate() throws {
             do {
                 for pattern in exclude { try IgnoreRules.validate(pattern) }
@@ -49,6 +52,15 @@ extension Xfer {
                 var options = PushOptions()
                 options.force = force
                 options.exclude = exclude
+                if dryRun {
+                    let plan = try await withRemote(client) { remote in
+                        try await PushEngine(remote: remote, options: options).plan(path, as: document)
+                    }
+                    if output.json { printJSON(plan) } else {
+                        print("dry run: \(plan.action.rawValue) \(plan.document): \(plan.reason); \(plan.files) files, \(ByteCount(plan.bytes)), \(plan.filesToRead) to read (\(ByteCount(plan.bytesToRead))); nothing was changed")
+                    }
+                    return
+                }
                 let bar = ProgressBar(quiet: output.quiet || output.json)
                 defer { bar.finish() }
                 let report = try await withRemote(client) { remote in
@@ -98,6 +110,9 @@ extension Xfer {
         @Flag(help: "Replace whatever is at the destination. Without it, only a copy this client pulled from the same document and that is unchanged since is replaced; anything else is refused (exit 7) and left as it is.")
         var force = false
 
+        @Flag(help: "Print what the pull would do (create, replace, nothing, or refuse) and how much it would download, and change nothing.")
+        var dryRun = false
+
         @OptionGroup var client: ClientOptions
         @OptionGroup var output: OutputOptions
 
@@ -105,6 +120,21 @@ extension Xfer {
             try await runReportingErrors(json: output.json) {
                 let document = try DocumentPath(name)
                 let target = destination ?? String(document.components.last ?? "document")
+                if dryRun {
+                    var options = PullOptions()
+                    options.force = force
+                    let plan = try await withRemote(client) { remote in
+                        try await PullEngine(remote: remote, options: options).plan(document, into: target, version: version)
+                    }
+                    if output.json { printJSON(plan) } else {
+                        print("dry run: \(plan.action.rawValue) \(plan.destination) from \(plan.document) v\(plan.version): \(plan.reason)"
+                              + (plan.action == .create || plan.action == .replace ? "; \(plan.files) files, \(ByteCount(plan.bytes)), \(plan.chunksToFetch) chunks to download (\(ByteCount(plan.bytesToFetch)))" : "")
+                              + "; nothing was changed")
+                    }
+                    // A refused pull exits as the real one would (7), so a script can test first.
+                    if plan.action == .refused { throw ExitCode(ExitCodes.code(for: XferError(.conflict, plan.reason))) }
+                    return
+                }
                 let bar = ProgressBar(quiet: output.quiet || output.json)
                 defer { bar.finish() }
                 var options = PullOptions()

@@ -78,6 +78,11 @@ final class ServerProcess {
 
     /// Runs `xfer ARGS` to completion.
     func run(_ arguments: String..., environment extra: [String: String] = [:]) throws -> XferProcess {
+        try run(arguments, environment: extra)
+    }
+
+    /// Runs `xfer ARGS` to completion.
+    func run(_ arguments: [String], environment extra: [String: String] = [:]) throws -> XferProcess {
         let child = try start(arguments, environment: extra)
         let stdout = (child.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile()
         let stderr = (child.standardError as! Pipe).fileHandleForReading.readDataToEndOfFile()
