@@ -19,10 +19,20 @@ public struct FileStamp: Sendable, Hashable {
     public static func of(_ path: String) -> FileStamp? {
         var info = stat()
         guard lstat(path, &info) == 0 else { return nil }
-        return FileStamp(size: Int64(info.st_size),
-                         mtimeNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-                         inode: UInt64(info.st_ino),
-                         ctimeNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
+        return FileStamp(info)
+    }
+}
+
+extension FileStamp {
+    /// A compact text form (how ``SyncState`` compares a synced file's stamp in bulk).
+    public var text: String { "\(size):\(mtimeNanoseconds):\(inode):\(ctimeNanoseconds)" }
+
+    /// The stamp of what `lstat` returned.
+    public init(_ info: stat) {
+        self.init(size: Int64(info.st_size),
+                  mtimeNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+                  inode: UInt64(info.st_ino),
+                  ctimeNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
     }
 }
 
@@ -101,6 +111,19 @@ public final class StateDatabase: Sendable {
                 CREATE TABLE sync_documents (
                     path TEXT PRIMARY KEY, kind TEXT NOT NULL, evicted INTEGER NOT NULL DEFAULT 0,
                     size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, last_used_ns INTEGER NOT NULL) WITHOUT ROWID;
+                """)
+        }
+        migrator.registerMigration("v3: a synced file's stamp beside its version, the server's view") { db in
+            // `file_stamp`: the stamp of a single-file document when its version was recorded,
+            // written in the same transaction, so a pass can tell it unchanged without its manifest.
+            // `sync_remote`: the server's documents as last seen (a listing brought up to date
+            // from the change feed), so a pass need not list everything again.
+            try db.execute(sql: """
+                ALTER TABLE root_documents ADD COLUMN file_stamp TEXT;
+                CREATE TABLE sync_remote (
+                    path TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL, kind TEXT NOT NULL,
+                    size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, mode INTEGER NOT NULL, manifest_digest TEXT,
+                    sequence INTEGER NOT NULL, conflicts TEXT) WITHOUT ROWID;
                 """)
         }
         return migrator
@@ -223,8 +246,9 @@ public final class ClientState: Sendable {
         try database.run { db in
             try db.execute(sql: "DELETE FROM root_files WHERE root = ?", arguments: [root])
             try Self.insert(files, root: root, into: db)
-            try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?)",
-                           arguments: [root, server, container.value, path.value, document.version, Data(document.manifest.encoded())])
+            let single = document.manifest.kind == .file && files.count == 1 && files[0].path.isEmpty ? files[0].stamp.text : nil
+            try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           arguments: [root, server, container.value, path.value, document.version, Data(document.manifest.encoded()), single])
         }
     }
 

@@ -23,6 +23,11 @@ public struct SyncOptions: Sendable {
     public var allowMassDelete = false
     /// Days what sync deletes or replaces here is kept in the directory's trash (``Trash``).
     public var trashDays = 30
+    /// After a full listing, bring the server's view up to date from the change feed instead
+    /// of listing every document again each pass (docs/SYNC.md, "Following the feed").
+    public var followFeed = true
+    /// List everything again at least this often, whatever the feed says.
+    public var fullListingInterval: Duration = .seconds(3600)
     /// Extra ignore patterns (gitignore syntax, relative to the directory), as if appended to
     /// its root `.xferignore` (`--exclude`). Ignored paths are neither pushed nor pulled nor
     /// deleted (docs/SYNC.md, "Ignored files").
@@ -204,6 +209,8 @@ public final class SyncDirectory: Sendable {
     struct LocalDocument {
         var kind: DocumentKind
         var path: String
+        /// A regular file's stamp as the scan saw it (`nil` for symlinks and packages).
+        var stamp: FileStamp? = nil
     }
 
     /// Names the engine never syncs wherever they are: its own staging copies and the built-in
@@ -241,7 +248,8 @@ public final class SyncDirectory: Sendable {
                     invalid.append(child)
                     continue
                 }
-                documents[path.value] = LocalDocument(kind: isPackage ? .package : .file, path: absolute + "/" + name)
+                documents[path.value] = LocalDocument(kind: isPackage ? .package : .file, path: absolute + "/" + name,
+                                                      stamp: type == S_IFREG ? FileStamp(info) : nil)
             }
         }
         visit("")
@@ -258,7 +266,8 @@ public final class SyncDirectory: Sendable {
         var action: Action
         var status: DocumentStatus?
         var local: LocalDocument?
-        var synced: SyncedDocument?
+        /// The version this directory holds.
+        var synced: Int64?
         var remote: DocumentInfo?
     }
 
@@ -278,6 +287,7 @@ public final class SyncDirectory: Sendable {
         }
         let records = try state.records()
         let server = remote.connection.server
+        let versions = forgetSynced ? [:] : try state.syncedVersions(server: server, container: remote.container)
         var paths = Set(local.keys).union(records.keys)
         if let listing { paths.formUnion(listing.keys) }
         // An ignored path is left alone both ways: never pushed, pulled, or deleted here or
@@ -287,10 +297,19 @@ public final class SyncDirectory: Sendable {
         }
         let plans: [Plan] = try paths.sorted().compactMap { key in
             guard let path = try? DocumentPath(key) else { return nil }
-            let clientState = state.clientState(for: path)
-            let synced = forgetSynced ? nil : try clientState.document(server: server, container: remote.container, path: path)
+            let synced = versions[key]
             let file = local[key]
-            let changed = try file.map { try !LocalSnapshot(path: $0.path, known: clientState.stamps()).isUnchanged(since: synced, state: clientState) } ?? false
+            var changed = false
+            if let file, let synced {
+                // A single file whose stamp is the one recorded with its version is unchanged
+                // (size, mtime, inode and ctime: a write or a chmod moves ctime); anything else
+                // is compared with the synced manifest.
+                if file.stamp == nil || file.stamp?.text != synced.stamp {
+                    let clientState = state.clientState(for: path)
+                    let document = try clientState.document(server: server, container: remote.container, path: path)
+                    changed = try !LocalSnapshot(path: file.path, known: clientState.stamps()).isUnchanged(since: document, state: clientState)
+                }
+            }
             let record = records[key]
             let info = listing?[key]
             let (action, state) = Self.decide(local: file != nil, changed: changed, synced: synced?.version,
@@ -299,7 +318,7 @@ public final class SyncDirectory: Sendable {
                                         size: info?.size ?? record?.size ?? 0, mtimeNs: info?.mtimeNs ?? record?.mtimeNs ?? 0,
                                         localVersion: synced?.version, remoteVersion: info?.state == .current ? info?.version : nil,
                                         conflicts: info?.conflicts ?? [])
-            return Plan(path: path, action: action, status: action == .forget ? nil : status, local: file, synced: synced, remote: info)
+            return Plan(path: path, action: action, status: action == .forget ? nil : status, local: file, synced: synced?.version, remote: info)
         }
         return (plans.map(keepingIgnoredFiles), invalid)
     }
@@ -361,7 +380,7 @@ public final class SyncDirectory: Sendable {
     /// What one pass would do now, found without changing anything here or on the server
     /// (`xfer sync --dry-run`): the server is asked for its listing only, nothing is recorded.
     public func preview() async throws -> SyncPreview {
-        let listing = try await listing()
+        let listing = try await serverView()
         let change = try serverChange(listing)
         let pass = try planPass(listing, serverChanged: change != nil)
         var steps: [SyncPreview.Step] = pass.invalid.map {
@@ -372,13 +391,13 @@ public final class SyncDirectory: Sendable {
             let current = plan.remote?.state == .current ? plan.remote?.version : nil
             switch plan.action {
             case .push:
-                var reason = plan.synced == nil ? "new here" : "changed here since v\(plan.synced!.version)"
-                if let current, current != plan.synced?.version {
+                var reason = plan.synced == nil ? "new here" : "changed here since v\(plan.synced!)"
+                if let current, current != plan.synced {
                     reason += "; the server has v\(current): both are kept, the later edit current and the other a conflict version"
                 }
                 steps.append(.init(action: .upload, path: plan.path.value, kind: kind, reason: reason))
             case .pull:
-                let reason = plan.synced == nil ? "v\(current ?? 0) on the server, not here" : "v\(current ?? 0) on the server replaces v\(plan.synced!.version) here (kept in the trash)"
+                let reason = plan.synced == nil ? "v\(current ?? 0) on the server, not here" : "v\(current ?? 0) on the server replaces v\(plan.synced!) here (kept in the trash)"
                 steps.append(.init(action: .download, path: plan.path.value, kind: kind, reason: reason))
             case .deleteLocal:
                 steps.append(.init(action: .deleteLocal, path: plan.path.value, kind: kind,
@@ -421,6 +440,11 @@ public final class SyncDirectory: Sendable {
         var documents: [String: DocumentInfo]
         var cursor: Int64
         var deployment: String?
+        /// The paths brought up to date from the change feed since the full listing this view
+        /// grew from (`nil`: it is that full listing).
+        var changed: Set<String>? = nil
+        /// When that full listing was read, seconds since 1970.
+        var listedAt = Date().timeIntervalSince1970
     }
 
     /// The server's whole listing, every page read.
@@ -428,6 +452,79 @@ public final class SyncDirectory: Sendable {
         let list = try await remote.connection.list(container: remote.container, prefix: "")
         return Listing(documents: Dictionary(list.documents.map { ($0.path.value, $0) }, uniquingKeysWith: { $1 }),
                        cursor: list.cursor, deployment: list.deployment)
+    }
+
+    /// More changed paths than this since the kept view, and a pass lists everything instead.
+    static let feedFollowLimit = 1000
+
+    /// The server's documents for a pass: the view the last pass kept, brought up to date from
+    /// the change feed (one request when nothing changed), when that is safe; else the whole
+    /// listing. Safe means: a view was kept, it grew from a listing younger than
+    /// ``SyncOptions/fullListingInterval``, the server is the same deployment and its history
+    /// has not gone back past the view's cursor, and few paths changed. Either way the view
+    /// is complete or this throws: a pass never decides from part of one.
+    func serverView() async throws -> Listing {
+        if options.followFeed, let kept = try state.remoteView(),
+           Date().timeIntervalSince1970 - kept.listedAt < options.fullListingInterval.seconds,
+           let deployment = try state.meta("deployment"),
+           let view = try await following(Listing(documents: kept.documents, cursor: kept.cursor, deployment: deployment,
+                                                  changed: [], listedAt: kept.listedAt)) {
+            return view
+        }
+        return try await listing()
+    }
+
+    /// `view` brought up to date from the change feed: each path changed since its cursor is
+    /// asked about again, as a listing would show it. `nil` when the server is another
+    /// deployment, its history is older than the view, or too much changed: list instead.
+    func following(_ view: Listing) async throws -> Listing? {
+        guard let known = view.deployment else { return nil }
+        var changed: Set<String> = []
+        var cursor = view.cursor
+        while true {
+            let page = try await remote.connection.changes(container: remote.container, after: cursor, wait: 0)
+            guard page.deployment == known, let head = page.head, head >= view.cursor, page.cursor >= cursor else { return nil }
+            changed.formUnion(page.changes.map(\.path.value))
+            cursor = page.cursor
+            guard changed.count <= Self.feedFollowLimit else { return nil }
+            if !page.more { break }
+        }
+        var result = view
+        result.cursor = cursor
+        result.changed = (view.changed ?? []).union(changed)
+        if view.changed == nil { result.changed = nil }  // a full listing stays one: all of it is kept
+        let connection = remote.connection, container = remote.container
+        let answers = try await withThrowingTaskGroup(of: (String, DocumentInfo?).self) { group in
+            var answers: [(String, DocumentInfo?)] = []
+            var running = 0
+            for path in changed {
+                if running >= 8, let answer = try await group.next() {
+                    answers.append(answer)
+                    running -= 1
+                }
+                running += 1
+                group.addTask {
+                    let document = try DocumentPath(path)
+                    do {
+                        // What a listing shows: the current (else latest) version, unless deleted.
+                        let info = try await connection.stat(container: container, path: document)
+                        return (path, info.state == .deleted ? nil : info)
+                    } catch let error as XferError where error.code == .notFound {
+                        return (path, nil)
+                    }
+                }
+            }
+            for try await answer in group { answers.append(answer) }
+            return answers
+        }
+        for (path, info) in answers { result.documents[path] = info }
+        return result
+    }
+
+    /// Keeps `view` for the next pass (all of it after a full listing, else what changed).
+    func keep(_ view: Listing) throws {
+        try state.storeRemoteView(view.documents, cursor: view.cursor, changed: view.changed,
+                                  listedAt: view.changed == nil ? view.listedAt : nil)
     }
 
     /// Why the server behind this directory's URL is not the one it synced with, or `nil`: another
@@ -512,7 +609,9 @@ public final class SyncDirectory: Sendable {
     func deleteLocal(_ plan: Plan) throws {
         if let local = plan.local {
             let clientState = state.clientState(for: plan.path)
-            guard try LocalSnapshot(path: local.path, known: clientState.stamps()).isUnchanged(since: plan.synced, state: clientState) else {
+            let synced = try clientState.document(server: remote.connection.server, container: remote.container, path: plan.path)
+            guard synced?.version == plan.synced,
+                  try LocalSnapshot(path: local.path, known: clientState.stamps()).isUnchanged(since: synced, state: clientState) else {
                 throw XferError(.conflict, "\(plan.path) was deleted on the server but changed here; it will be pushed again")
             }
             try remove(plan.path, toTrash: "deleted on the server")
@@ -522,7 +621,7 @@ public final class SyncDirectory: Sendable {
 
     func deleteRemote(_ plan: Plan) async throws -> Bool {
         do {
-            _ = try await remote.connection.delete(container: remote.container, path: plan.path, baseVersion: plan.synced?.version)
+            _ = try await remote.connection.delete(container: remote.container, path: plan.path, baseVersion: plan.synced)
         } catch let error as XferError where error.code == .notFound {
             // Already gone.
         } catch let error as XferError where error.code == .conflict {
@@ -661,7 +760,7 @@ public actor SyncEngine {
     public func syncOnce() async throws -> SyncSummary {
         let started = ContinuousClock.now
         let sync = directory
-        let listing = try await sync.listing()
+        let listing = try await sync.serverView()
         let change = try sync.serverChange(listing)
         if let reason = change {
             try sync.adopt(listing, because: reason)
@@ -739,11 +838,16 @@ public actor SyncEngine {
             summary.removedLocally += 1
             continuation.yield(.removedLocally(plan.path))
         }
-        try sync.state.setMeta("cursor", String(listing.cursor))
+        // The server as it is now (this pass's own changes included), kept for the next pass.
+        var afterView = listing
+        if summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely > 0 {
+            if let followed = try await sync.following(listing) { afterView = followed } else { afterView = try await sync.listing() }
+        }
+        try sync.keep(afterView)
+        try sync.state.setMeta("cursor", String(afterView.cursor))
 
         // Conflicts, as the server now sees them.
-        let after = summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely > 0
-            ? try await sync.listing().documents : listing.documents
+        let after = afterView.documents
         for info in after.values.sorted(by: { $0.path.value < $1.path.value }) where info.conflicts?.isEmpty == false {
             summary.conflicts += 1
             continuation.yield(.conflict(info.path, current: info.version, conflicts: info.conflicts ?? []))

@@ -122,6 +122,88 @@ public final class SyncState: Sendable {
         try database.run { db in
             try db.execute(sql: "DELETE FROM root_documents WHERE substr(root, 1, length(?)) = ?", arguments: [prefix, prefix])
         }
+        try forgetRemoteView()
+    }
+
+    /// Every document this directory holds a version of from `server`'s `container`, by path:
+    /// the version, and for a single file the stamp it had when that version was recorded.
+    /// One query, no manifest read: what lets a pass over many unchanged files stay cheap.
+    public func syncedVersions(server: String, container: ContainerName) throws -> [String: (version: Int64, stamp: String?)] {
+        let prefix = directory + "/"
+        return try database.run { db in
+            var result: [String: (version: Int64, stamp: String?)] = [:]
+            let rows = try Row.fetchCursor(db, sql: """
+                SELECT path, version, file_stamp FROM root_documents
+                WHERE substr(root, 1, length(?)) = ? AND server = ? AND container = ?
+                """, arguments: [prefix, prefix, server, container.value])
+            while let row = try rows.next() {
+                result[row[0]] = (row[1], row[2])
+            }
+            return result
+        }
+    }
+
+    /// The server's documents as this directory last saw them, by path, and the feed cursor
+    /// they are current at; `nil` if none was kept.
+    public func remoteView() throws -> (documents: [String: DocumentInfo], cursor: Int64, listedAt: Double)? {
+        try database.run { db in
+            guard let cursor = try String.fetchOne(db, sql: "SELECT value FROM sync_meta WHERE key = 'view_cursor'").flatMap({ Int64($0) }),
+                  let listedAt = try String.fetchOne(db, sql: "SELECT value FROM sync_meta WHERE key = 'view_listed_at'").flatMap({ Double($0) })
+            else { return nil }
+            var documents: [String: DocumentInfo] = [:]
+            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM sync_remote")
+            while let row = try rows.next() {
+                guard let info = Self.info(row) else { return nil }  // unreadable: list again
+                documents[info.path.value] = info
+            }
+            return (documents, cursor, listedAt)
+        }
+    }
+
+    /// Keeps the server's view at `cursor`: all of it after a full listing (`listedAt` set), or
+    /// only the `changed` paths (absent from `documents`: gone) after one brought up to date.
+    public func storeRemoteView(_ documents: [String: DocumentInfo], cursor: Int64, changed: Set<String>?, listedAt: Double?) throws {
+        try database.run { db in
+            let paths: any Sequence<String>
+            if let changed {
+                paths = changed
+            } else {
+                try db.execute(sql: "DELETE FROM sync_remote")
+                paths = documents.keys
+            }
+            let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_remote VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            let remove = try db.cachedStatement(sql: "DELETE FROM sync_remote WHERE path = ?")
+            for path in paths {
+                guard let info = documents[path] else {
+                    try remove.execute(arguments: [path])
+                    continue
+                }
+                try insert.execute(arguments: [path, info.version, info.state.rawValue, info.kind.rawValue, info.size, info.mtimeNs,
+                                               Int64(info.mode), info.manifestDigest, info.sequence,
+                                               info.conflicts.map { $0.map(String.init).joined(separator: ",") }])
+            }
+            try db.execute(sql: "INSERT OR REPLACE INTO sync_meta VALUES ('view_cursor', ?)", arguments: [String(cursor)])
+            if let listedAt {
+                try db.execute(sql: "INSERT OR REPLACE INTO sync_meta VALUES ('view_listed_at', ?)", arguments: [String(listedAt)])
+            }
+        }
+    }
+
+    /// Drops the kept view of the server (the next pass lists everything).
+    public func forgetRemoteView() throws {
+        try database.run { db in
+            try db.execute(sql: "DELETE FROM sync_remote")
+            try db.execute(sql: "DELETE FROM sync_meta WHERE key IN ('view_cursor', 'view_listed_at')")
+        }
+    }
+
+    private static func info(_ row: Row) -> DocumentInfo? {
+        guard let path = try? DocumentPath(row["path"] as String), let state = VersionState(rawValue: row["state"]),
+              let kind = DocumentKind(rawValue: row["kind"]) else { return nil }
+        let conflicts = (row["conflicts"] as String?).map { $0.split(separator: ",").compactMap { Int64($0) } }
+        return DocumentInfo(path: path, version: row["version"], state: state, kind: kind, size: row["size"], mtimeNs: row["mtime_ns"],
+                            mode: UInt32(truncatingIfNeeded: row["mode"] as Int64), baseVersion: nil, manifestDigest: row["manifest_digest"],
+                            files: nil, chunks: nil, device: nil, sequence: row["sequence"], conflicts: conflicts)
     }
 
     /// Forgets a document entirely: its record and its root's files and synced version.

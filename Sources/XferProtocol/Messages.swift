@@ -223,13 +223,20 @@ public struct ChangeList: Codable, Sendable, Hashable {
     public var cursor: Int64
     /// More changes wait past `cursor`.
     public var more: Bool
+    /// The container's newest sequence number now. Below the `after` a client asked from, the
+    /// server's history is older than what that client saw (restored or replaced); the `cursor`
+    /// alone cannot tell, since it never goes below `after`. Absent from older servers.
+    public var head: Int64?
+    /// The server's deployment identity (as in a listing). Absent from older servers.
+    public var deployment: String?
 
     /// Creates a change list.
-    public init(changes: [DocumentInfo], keys: [KeyValueEntry] = [], cursor: Int64, more: Bool) {
+    public init(changes: [DocumentInfo], keys: [KeyValueEntry] = [], cursor: Int64, more: Bool, head: Int64? = nil) {
         self.changes = changes
         self.keys = keys
         self.cursor = cursor
         self.more = more
+        self.head = head
     }
 }
 

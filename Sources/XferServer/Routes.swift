@@ -297,6 +297,7 @@ struct Routes: Sendable {
             }
             list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit)
         }
+        list.deployment = try await deployment.value(from: metadata)
         return Self.json(list)
     }
 

@@ -399,6 +399,6 @@ extension ChangeList {
         let more = sequences.count > limit
         let cursor = more ? sequences[limit - 1] : max(after, head)
         return ChangeList(changes: documents.filter { $0.sequence <= cursor }, keys: keys.filter { $0.sequence <= cursor },
-                          cursor: cursor, more: more)
+                          cursor: cursor, more: more, head: head)
     }
 }

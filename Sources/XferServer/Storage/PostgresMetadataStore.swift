@@ -531,7 +531,7 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     public func changes(account: Int64, container: ContainerName, after: Int64, limit: Int) async throws -> ChangeList {
         try await transaction { tx in
             guard let containerID = try await Self.containerID(tx, account: account, name: container, create: false) else {
-                return ChangeList(changes: [], cursor: after, more: false)
+                return ChangeList(changes: [], cursor: after, more: false, head: 0)
             }
             let documents = try await tx.rows("""
                 SELECT d.path, v.*, \(unescaped: Self.conflictsColumn) FROM versions v JOIN documents d ON d.id = v.document_id

@@ -458,7 +458,7 @@ public final class SQLiteMetadataStore: MetadataStore {
     public func changes(account: Int64, container: ContainerName, after: Int64, limit: Int) async throws -> ChangeList {
         try await read { db in
             guard let containerID = try Self.containerID(db, account: account, name: container, create: false) else {
-                return ChangeList(changes: [], cursor: after, more: false)
+                return ChangeList(changes: [], cursor: after, more: false, head: 0)
             }
             let documents = try Row.fetchAll(db, sql: """
                 SELECT d.path, v.*, \(Self.conflictsColumn) FROM versions v JOIN documents d ON d.id = v.document_id

@@ -1,0 +1,133 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Testing
+import XferClient
+import XferCore
+import XferProtocol
+import XferServer
+
+/// After its first full listing, a pass brings the kept view of the server up to date from the
+/// change feed: an unchanged container costs one feed request, a change one request per path.
+@Suite struct FollowFeedTests {
+    /// Counts requests by route (the last path component: `documents`, `changes`, `document`).
+    final class Requests: Sendable {
+        let counts = Locked([String: Int]())
+        func count(_ request: Request) -> Response? {
+            let route = String(request.uri.path.split(separator: "/").last ?? "")
+            counts.withLock { $0[route, default: 0] += 1 }
+            return nil
+        }
+        func take() -> [String: Int] {
+            counts.withLock { counts in
+                let taken = counts
+                counts = [:]
+                return taken
+            }
+        }
+    }
+
+    @Test func passesAfterTheFirstFollowTheFeedAndStillSeeEveryChange() async throws {
+        let requests = Requests()
+        try await LiveServer.run(limits: ListingPagesTests.smallPages(4), intercept: requests.count) { server in
+            let a = server.root + "/a", b = server.root + "/b"
+            for index in 0..<20 { try Files.write(a + "/Documents/file\(index).txt", Array("content \(index)".utf8)) }
+            try Files.write(a + "/Documents/Deck.pkg/1.txt", Array("slide".utf8))
+            let deviceA = try SyncEngine(directory: a, remote: server.otherDevice("a"))
+            #expect(try await deviceA.syncOnce().uploaded == 21)
+            try FileManager.default.createDirectory(atPath: b, withIntermediateDirectories: true)
+            let deviceB = try SyncEngine(directory: b, remote: server.otherDevice("b"))
+            _ = requests.take()
+            #expect(try await deviceB.syncOnce().downloaded == 21)
+            #expect((requests.take()["documents"] ?? 0) >= 6, "the first pass lists every page")
+
+            // Nothing changed: one feed request, no listing, no per-document question.
+            let idle = try await deviceB.syncOnce()
+            #expect(idle.downloaded == 0 && idle.uploaded == 0 && idle.removedLocally == 0)
+            let quiet = requests.take()
+            #expect(quiet["documents"] == nil && quiet["document"] == nil && quiet["changes"] == 1, "\(quiet)")
+
+            // An edit, a new file, a deletion and a package edit on A reach B from the feed.
+            try Files.write(a + "/Documents/file3.txt", Array("edited".utf8))
+            try Files.write(a + "/Documents/new.txt", Array("new".utf8))
+            try FileManager.default.removeItem(atPath: a + "/Documents/file7.txt")
+            try Files.write(a + "/Documents/Deck.pkg/2.txt", Array("two".utf8))
+            let fromA = try await deviceA.syncOnce()
+            #expect(fromA.uploaded == 3 && fromA.removedRemotely == 1)
+            _ = requests.take()
+            let toB = try await deviceB.syncOnce()
+            #expect(toB.downloaded == 3 && toB.removedLocally == 1, "\(toB)")
+            #expect(requests.take()["documents"] == nil, "no listing")
+            #expect(FileManager.default.contents(atPath: b + "/Documents/file3.txt") == Data("edited".utf8))
+            #expect(FileManager.default.contents(atPath: b + "/Documents/Deck.pkg/2.txt") == Data("two".utf8))
+            #expect(!FileManager.default.fileExists(atPath: b + "/Documents/file7.txt"))
+
+            // B's own changes travel back; the view B keeps holds them, so its next pass is idle.
+            try Files.write(b + "/Documents/file4.txt", Array("from b".utf8))
+            #expect(try await deviceB.syncOnce().uploaded == 1)
+            let settled = try await deviceB.syncOnce()
+            #expect(settled.uploaded == 0 && settled.downloaded == 0 && settled.removedLocally == 0 && settled.removedRemotely == 0)
+            #expect(try await deviceA.syncOnce().downloaded == 1)
+            #expect(FileManager.default.contents(atPath: a + "/Documents/file4.txt") == Data("from b".utf8))
+            #expect(Set(try FileManager.default.contentsOfDirectory(atPath: a + "/Documents"))
+                    == Set(try FileManager.default.contentsOfDirectory(atPath: b + "/Documents")))
+        }
+    }
+
+    /// A document question that fails while the view is brought up to date stops the pass
+    /// before it decides anything: the remote deletion is not acted on until it can be confirmed.
+    @Test func aFailedQuestionWhileFollowingDeletesNothing() async throws {
+        let failing = Locked(false)
+        try await LiveServer.run(intercept: { request in
+            failing.value && request.method == .get && request.uri.path.hasSuffix("/document") ? Response(status: .badGateway) : nil
+        }) { server in
+            let a = server.root + "/a", b = server.root + "/b"
+            for index in 0..<3 { try Files.write(a + "/Documents/file\(index).txt", Array("content \(index)".utf8)) }
+            let deviceA = try SyncEngine(directory: a, remote: server.otherDevice("a"))
+            _ = try await deviceA.syncOnce()
+            try FileManager.default.createDirectory(atPath: b, withIntermediateDirectories: true)
+            let deviceB = try SyncEngine(directory: b, remote: server.otherDevice("b"))
+            #expect(try await deviceB.syncOnce().downloaded == 3)
+            try FileManager.default.removeItem(atPath: a + "/Documents/file1.txt")
+            #expect(try await deviceA.syncOnce().removedRemotely == 1)
+            failing.withLock { $0 = true }
+            await #expect(throws: XferError.self) { _ = try await deviceB.syncOnce() }
+            #expect(FileManager.default.fileExists(atPath: b + "/Documents/file1.txt"))
+            failing.withLock { $0 = false }
+            #expect(try await deviceB.syncOnce().removedLocally == 1)
+        }
+    }
+
+    @Test func aStaleKeptViewIsListedAgain() async throws {
+        let requests = Requests()
+        try await LiveServer.run(intercept: requests.count) { server in
+            let a = server.root + "/a"
+            try Files.write(a + "/Documents/one.txt", Array("1".utf8))
+            var options = SyncOptions()
+            options.fullListingInterval = .zero
+            let device = try SyncEngine(directory: a, remote: server.otherDevice("a"), options: options)
+            _ = try await device.syncOnce()
+            _ = requests.take()
+            _ = try await device.syncOnce()
+            #expect(requests.take()["documents"] == 1, "a view older than the interval is not followed")
+        }
+    }
+
+    /// A file changed without its size or mtime changing (same-length write, mtime put back)
+    /// still counts as changed: its ctime moved, so it is compared with the synced manifest.
+    @Test func aSameSizeEditWithTheOldMtimeIsStillPushed() async throws {
+        try await LiveServer.run { server in
+            let a = server.root + "/a"
+            let path = a + "/Documents/same.txt"
+            try Files.write(path, Array("aaaa".utf8))
+            let device = try SyncEngine(directory: a, remote: server.otherDevice("a"))
+            _ = try await device.syncOnce()
+            var info = stat()
+            #expect(lstat(path, &info) == 0)
+            try Files.write(path, Array("bbbb".utf8))
+            var times = [info.st_atim, info.st_mtim]
+            #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+            #expect(try await device.syncOnce().uploaded == 1)
+        }
+    }
+}
