@@ -17,6 +17,10 @@ final class DirectoryWatcher: Sendable {
     private let ignore: @Sendable (_ relativePath: String, _ isDirectory: Bool) -> Bool
     private let directories = Mutex<[Int32: String]>([:])
     private let stopped = Mutex(false)
+    private let limit: Int?
+    /// Directories that could not be watched (the per-user inotify limit, or `limit`), each
+    /// with its subtree; changes there are found only by rescans.
+    let unwatched = Mutex<[String: String]>([:])
 
     // inotify(7) masks.
     private static let mask: UInt32 = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800
@@ -28,9 +32,11 @@ final class DirectoryWatcher: Sendable {
     ///   - root: The directory (absolute).
     ///   - ignore: Whether a path relative to `root` (and whether it is a directory) is ignored.
     /// - Throws: `io` if inotify is unavailable.
-    init(root: String, ignore: @escaping @Sendable (_ relativePath: String, _ isDirectory: Bool) -> Bool) throws {
+    ///   - limit: Watch at most this many directories (`nil`: as many as the kernel allows).
+    init(root: String, limit: Int? = nil, ignore: @escaping @Sendable (_ relativePath: String, _ isDirectory: Bool) -> Bool) throws {
         self.root = root
         self.ignore = ignore
+        self.limit = limit
         (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
         fd = inotify_init1(Int32(O_NONBLOCK | O_CLOEXEC))
         guard fd >= 0 else { throw XferError(.io, "cannot start inotify", cause: SystemErrno(errno)) }
@@ -46,8 +52,14 @@ final class DirectoryWatcher: Sendable {
     }
 
     private func addTree(_ path: String) {
-        let wd = inotify_add_watch(fd, path, Self.mask)
-        guard wd >= 0 else { return }
+        let full = limit.map { limit in directories.withLock { $0.count >= limit } } ?? false
+        let wd = full ? -1 : inotify_add_watch(fd, path, Self.mask)
+        guard wd >= 0 else {
+            // Out of watches (ENOSPC: fs.inotify.max_user_watches): the subtree is left to rescans.
+            let reason = full ? "the watch limit given (\(limit!))" : String(cString: strerror(errno))
+            if full || errno == ENOSPC || errno == ENOMEM { unwatched.withLock { $0[path] = reason } }
+            return
+        }
         directories.withLock { $0[wd] = path }
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
         for name in names {

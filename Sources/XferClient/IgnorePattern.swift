@@ -16,6 +16,11 @@ public struct IgnorePattern: Sendable, Hashable, CustomStringConvertible {
     public let anchored: Bool
     /// The glob, without `!`, leading and trailing `/`.
     let glob: [Unicode.Scalar]
+    /// For a glob that is `*` then plain characters (`*.swp`): those characters, matched as a
+    /// suffix without the general matcher (most patterns are of this shape).
+    private let suffix: [Unicode.Scalar]?
+    /// For a glob of plain characters only (`.DS_Store`): the name itself.
+    private let literal: [Unicode.Scalar]?
 
     /// Parses one line.
     /// - Parameter line: A line of a `.xferignore` file, without its newline.
@@ -36,6 +41,9 @@ public struct IgnorePattern: Sendable, Hashable, CustomStringConvertible {
         if scalars.first == "/" { scalars.removeFirst() }
         guard !scalars.isEmpty else { return nil }
         glob = scalars
+        let special: Set<Unicode.Scalar> = ["*", "?", "[", "\\", "/"]
+        literal = scalars.contains(where: special.contains) ? nil : scalars
+        suffix = scalars.first == "*" && !scalars.dropFirst().contains(where: special.contains) ? Array(scalars.dropFirst()) : nil
     }
 
     public var description: String { line }
@@ -64,10 +72,17 @@ public struct IgnorePattern: Sendable, Hashable, CustomStringConvertible {
     ///   - isDirectory: Whether the path is a directory.
     /// - Returns: Whether it matches.
     public func matches(_ path: String, isDirectory: Bool) -> Bool {
+        matches(Array(path.unicodeScalars), isDirectory: isDirectory)
+    }
+
+    /// The same, for a path already split into scalars (one split serves every pattern).
+    func matches(_ scalars: [Unicode.Scalar], isDirectory: Bool) -> Bool {
         if directoryOnly && !isDirectory { return false }
-        let scalars = Array(path.unicodeScalars)
-        let text = anchored ? scalars : scalars.lastIndex(of: "/").map { Array(scalars[($0 + 1)...]) } ?? scalars
-        var matcher = Wildmatch(pattern: glob, text: text)
+        let start = anchored ? 0 : (scalars.lastIndex(of: "/").map { $0 + 1 } ?? 0)
+        let name = scalars[start...]
+        if let literal { return name.elementsEqual(literal) }
+        if let suffix { return name.count >= suffix.count && name.suffix(suffix.count).elementsEqual(suffix) }
+        var matcher = Wildmatch(pattern: glob, text: Array(name))
         return matcher.matches()
     }
 }

@@ -107,12 +107,13 @@ public struct IgnoreRules: Sendable {
     public func isIgnoredItself(_ path: String, isDirectory: Bool) -> Bool {
         let name = path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path[...]
         if Self.isEngineName(name) { return true }
+        let whole = Array(path.unicodeScalars)
         for layer in layers.reversed() {
-            let relative: String
+            let relative: [Unicode.Scalar]
             if layer.base.isEmpty {
-                relative = path
+                relative = whole
             } else if path.hasPrefix(layer.base + "/") {
-                relative = String(path.dropFirst(layer.base.count + 1))
+                relative = Array(whole.dropFirst(layer.base.unicodeScalars.count + 1))
             } else {
                 continue
             }

@@ -119,8 +119,10 @@ public struct PullEngine: Sendable {
     /// Pulls document `name` to `baseName` inside `parent`: every write goes through `parent`'s
     /// descriptor, never through a symlink (the sync engine opens `parent` beneath its root).
     /// - Parameter trash: Where what the pull replaces goes first (a synced directory's trash).
+    /// - Parameter sources: Where chunks on disk are, when the caller shares one finding among
+    ///   several pulls (a sync pass); else found for this pull.
     func pull(_ name: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64? = nil,
-              state: ClientState? = nil, trash: Trash? = nil,
+              state: ClientState? = nil, trash: Trash? = nil, sources shared: ChunkSources? = nil,
               progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         let started = ContinuousClock.now
         let connection = remote.connection
@@ -139,7 +141,7 @@ public struct PullEngine: Sendable {
             return report(name, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
         }
         let (answer, manifest) = try await manifest(name, info: info, synced: synced)
-        let sources = try Self.localSources(state)
+        let sources = try (shared ?? ChunkSources(state)).locations()
 
         let stagingName = ".\(baseName).xfer-\(answer.version).partial"
         try Self.removeStaleStaging(in: parent, baseName: baseName, keep: stagingName)
@@ -222,6 +224,12 @@ public struct PullEngine: Sendable {
 
         try await download(order, needed: needed, files: files.map { ($0.path, $0.fd) }, maximumLength: manifest.chunker.maximumSize,
                            total: manifest.totalSize, counters: counters, progress: progress)
+
+        // Files the package's ignore rules leave out (never on any server) go on in the new
+        // tree; before the directories' times are set, so those stay the version's.
+        if !options.force, let staging, parent.kind(baseName) == S_IFDIR {
+            try Self.carryIgnoredFiles(from: parent.directory([baseName], create: false), at: target, to: staging, manifest: manifest)
+        }
 
         // Metadata, durability, then publish.
         for file in files {
@@ -316,19 +324,6 @@ public struct PullEngine: Sendable {
         return (answer, manifest)
     }
 
-    /// Local sources of chunks: files this root (and every root sharing its state database)
-    /// synced that are unchanged since; a document renamed elsewhere arrives without downloading.
-    static func localSources(_ state: ClientState) throws -> [ChunkID: (path: String, offset: Int64, length: Int)] {
-        var sources: [ChunkID: (path: String, offset: Int64, length: Int)] = [:]
-        for (path, file) in try state.sources() {
-            var offset: Int64 = 0
-            for chunk in file.chunks {
-                if sources[chunk.id] == nil { sources[chunk.id] = (path, offset, chunk.length) }
-                offset += Int64(chunk.length)
-            }
-        }
-        return sources
-    }
 
     private func report(_ name: DocumentPath, _ target: String, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
                         manifestBytes: Int, started: ContinuousClock.Instant) -> PullReport {
@@ -426,12 +421,38 @@ public struct PullEngine: Sendable {
     }
 
     /// Throws `conflict` if the destination holds anything this root did not sync as it is.
+    /// Hard-links into the staging copy every entry of the old tree at `target` that its
+    /// ignore rules leave out (built-in defaults, its `.xferignore` files) and that the new
+    /// version does not have: they were never pushed, so nowhere else holds them. The old tree
+    /// keeps them too until it is replaced (and then in the trash, when there is one).
+    static func carryIgnoredFiles(from old: ConfinedDirectory, at target: String, to staging: ConfinedDirectory,
+                                  manifest: Manifest) throws {
+        let synced = Set(try IgnoreRules.walk(target).map(\.relativePath))
+        let arriving = Set(manifest.entries.map(\.path))
+        for entry in try DirectoryWalker.walk(target) where !entry.relativePath.isEmpty
+            && !synced.contains(entry.relativePath) && !arriving.contains(entry.relativePath) {
+            let components = entry.relativePath.split(separator: "/")
+            let name = String(components.last!)
+            let destination = try staging.directory(components.dropLast(), create: true)
+            guard destination.kind(name) == nil else { continue }
+            switch entry.kind {
+            case .directory:
+                try destination.makeDirectory(name, mode: safeMode(entry.mode))
+            case .symlink:
+                try destination.makeSymlink(name, target: entry.symlinkTarget ?? "")
+            case .file:
+                try old.directory(components.dropLast(), create: false).link(name, to: destination, as: name)
+            }
+        }
+    }
+
     private static func checkUnchanged(target: String, known: [String: KnownFile], name: DocumentPath) throws {
         var info = stat()
         guard lstat(target, &info) == 0 else { return }
         let changed: Bool
         if (info.st_mode & S_IFMT) == S_IFDIR {
-            let files = (try? DirectoryWalker.walk(target).filter { $0.kind == .file }) ?? []
+            // What the package's ignore rules leave out is not part of any version: it is kept, not compared.
+            let files = (try? IgnoreRules.walk(target).filter { $0.kind == .file }) ?? []
             changed = files.count != known.count || files.contains { entry in
                 known[entry.relativePath].map { FileStamp.of(target + "/" + entry.relativePath) != $0.stamp } ?? true
             }
@@ -484,5 +505,37 @@ public struct PullEngine: Sendable {
         for name in names where name.hasPrefix(prefix) && (name.hasSuffix(".partial") || name.hasSuffix(".partial.old")) && name != keep {
             try parent.remove(name)
         }
+    }
+}
+
+/// Local sources of chunks: files a root (and every root sharing its state database) synced
+/// that are unchanged since, so a document renamed elsewhere arrives without downloading.
+/// Found once, on first use, and shared by the pulls of one sync pass (finding them reads
+/// every remembered file's record and stamp). A source that changes afterwards costs
+/// nothing but a download: every chunk read from one is verified against its id.
+public final class ChunkSources: Sendable {
+    /// Where one chunk's bytes are.
+    typealias Location = (path: String, offset: Int64, length: Int)
+    private let state: ClientState
+    private let found = Locked<[ChunkID: Location]?>(nil)
+
+    /// The sources of `state`'s database.
+    init(_ state: ClientState) {
+        self.state = state
+    }
+
+    /// Each chunk's first location on disk.
+    func locations() throws -> [ChunkID: Location] {
+        if let found = found.value { return found }
+        var sources: [ChunkID: Location] = [:]
+        for (path, file) in try state.sources() {
+            var offset: Int64 = 0
+            for chunk in file.chunks {
+                if sources[chunk.id] == nil { sources[chunk.id] = (path, offset, chunk.length) }
+                offset += Int64(chunk.length)
+            }
+        }
+        found.withLock { $0 = sources }
+        return sources
     }
 }

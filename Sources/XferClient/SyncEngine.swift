@@ -23,6 +23,13 @@ public struct SyncOptions: Sendable {
     public var allowMassDelete = false
     /// Days what sync deletes or replaces here is kept in the directory's trash (``Trash``).
     public var trashDays = 30
+    /// `--watch`: look at everything again this often, to catch what inotify missed.
+    public var rescanInterval: Duration = .seconds(300)
+    /// `--watch`: how often to look again where inotify could not watch (the per-user limit).
+    public var unwatchedRescanInterval: Duration = .seconds(30)
+    /// `--watch`: watch at most this many directories with inotify (`nil`: as many as the
+    /// kernel allows); the rest are rescanned every ``unwatchedRescanInterval``.
+    public var maximumWatches: Int? = nil
     /// After a full listing, bring the server's view up to date from the change feed instead
     /// of listing every document again each pass (docs/SYNC.md, "Following the feed").
     public var followFeed = true
@@ -66,6 +73,10 @@ public enum SyncEvent: Sendable {
     /// (`remote`) out of the `total` the directory holds: more than ``MassDeletion`` allows,
     /// so none of them was deleted. `xfer sync --allow-mass-delete` lets them go.
     case deletionsHeld(local: Int, remote: Int, total: Int)
+    /// inotify could not watch `count` directories (the first is `example`) for `reason`
+    /// (raise `fs.inotify.max_user_watches`); changes there are found by a rescan every
+    /// ``SyncOptions/unwatchedRescanInterval`` instead. Said once per watch.
+    case watchLimited(count: Int, example: String, reason: String)
     /// A pass ended.
     case passFinished(SyncSummary)
 }
@@ -211,6 +222,8 @@ public final class SyncDirectory: Sendable {
         var path: String
         /// A regular file's stamp as the scan saw it (`nil` for symlinks and packages).
         var stamp: FileStamp? = nil
+        /// Its document path (checked once, by the scan).
+        var document: DocumentPath? = nil
     }
 
     /// Names the engine never syncs wherever they are: its own staging copies and the built-in
@@ -249,7 +262,7 @@ public final class SyncDirectory: Sendable {
                     continue
                 }
                 documents[path.value] = LocalDocument(kind: isPackage ? .package : .file, path: absolute + "/" + name,
-                                                      stamp: type == S_IFREG ? FileStamp(info) : nil)
+                                                      stamp: type == S_IFREG ? FileStamp(info) : nil, document: path)
             }
         }
         visit("")
@@ -296,7 +309,7 @@ public final class SyncDirectory: Sendable {
             local[key] != nil || !ignore.isIgnored(key, isDirectory: (listing?[key]?.kind ?? records[key]?.kind) == .package)
         }
         let plans: [Plan] = try paths.sorted().compactMap { key in
-            guard let path = try? DocumentPath(key) else { return nil }
+            guard let path = local[key]?.document ?? listing?[key]?.path ?? (try? DocumentPath(key)) else { return nil }
             let synced = versions[key]
             let file = local[key]
             var changed = false
@@ -590,7 +603,8 @@ public final class SyncDirectory: Sendable {
         return report
     }
 
-    func pull(_ path: DocumentPath, progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PullReport {
+    func pull(_ path: DocumentPath, sources: ChunkSources? = nil,
+              progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PullReport {
         var pullOptions = options.pull
         pullOptions.force = false
         let full = directory + "/" + path.value
@@ -600,7 +614,7 @@ public final class SyncDirectory: Sendable {
         let parent = try root.directory(path.components.dropLast(), create: true)
         let report = try await PullEngine(remote: remote, options: pullOptions)
             .pull(path, in: parent, as: String(path.components.last!), state: state.clientState(for: path),
-                  trash: trash(of: root), progress: progress)
+                  trash: trash(of: root), sources: sources, progress: progress)
         let top = try DirectoryWalker.entry(at: full)
         try record(path, kind: top.kind == .directory ? .package : .file, size: report.bytes, mtimeNs: top.mtimeNanoseconds)
         return report
@@ -820,8 +834,10 @@ public actor SyncEngine {
         }
         // Remote changes: pulls before deletions, so a rename's new name can reuse the old one's chunks.
         let pulls = plans.filter { $0.action == .pull }.map(\.path) + pullAfterPush
+        // Every file synced here is a chunk source: found once for all the pass's pulls.
+        let sources = ChunkSources(sync.state.clientState(for: try DocumentPath("sources")))
         for path in pulls {
-            guard let report = try await attempt(path, { try await sync.pull(path, progress: progress(path)) }) else {
+            guard let report = try await attempt(path, { try await sync.pull(path, sources: sources, progress: progress(path)) }) else {
                 summary.failed += 1
                 continue
             }
@@ -884,7 +900,8 @@ public actor SyncEngine {
         let options = directory.options
         let connection = directory.remote.connection
         let container = directory.remote.container
-        let watcher = try DirectoryWatcher(root: directory.directory, ignore: directory.isIgnored(_:isDirectory:))
+        let watcher = try DirectoryWatcher(root: directory.directory, limit: options.maximumWatches,
+                                           ignore: directory.isIgnored(_:isDirectory:))
         defer { watcher.stop() }
         let (triggers, trigger) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         trigger.yield(())
@@ -910,6 +927,25 @@ public actor SyncEngine {
                     } catch {
                         try? await Task.sleep(for: backoff)
                         backoff = min(backoff * 2, options.maximumBackoff)
+                        trigger.yield(())
+                    }
+                }
+            }
+            group.addTask {
+                // Rescans: everything on a slow period, and often where inotify could not watch.
+                var told = false
+                var sinceFull = Duration.zero
+                while !Task.isCancelled {
+                    let unwatched = watcher.unwatched.withLock { $0 }
+                    if !unwatched.isEmpty && !told, let first = unwatched.sorted(by: { $0.key < $1.key }).first {
+                        told = true
+                        continuation.yield(.watchLimited(count: unwatched.count, example: first.key, reason: first.value))
+                    }
+                    let period = unwatched.isEmpty ? options.rescanInterval : min(options.unwatchedRescanInterval, options.rescanInterval)
+                    try await Task.sleep(for: period)
+                    sinceFull += period
+                    if !unwatched.isEmpty || sinceFull >= options.rescanInterval {
+                        sinceFull = .zero
                         trigger.yield(())
                     }
                 }

@@ -97,9 +97,10 @@ public final class SyncState: Sendable {
     public func records() throws -> [String: SyncRecord] {
         try database.run { db in
             var result: [String: SyncRecord] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT * FROM sync_documents") {
-                let record = SyncRecord(path: row["path"], kind: DocumentKind(rawValue: row["kind"]) ?? .file, evicted: row["evicted"],
-                                        size: row["size"], mtimeNs: row["mtime_ns"], lastUsedNs: row["last_used_ns"])
+            let rows = try Row.fetchCursor(db, sql: "SELECT path, kind, evicted, size, mtime_ns, last_used_ns FROM sync_documents")
+            while let row = try rows.next() {
+                let record = SyncRecord(path: row[0], kind: DocumentKind(rawValue: row[1]) ?? .file, evicted: row[2],
+                                        size: row[3], mtimeNs: row[4], lastUsedNs: row[5])
                 result[record.path] = record
             }
             return result
@@ -151,7 +152,9 @@ public final class SyncState: Sendable {
                   let listedAt = try String.fetchOne(db, sql: "SELECT value FROM sync_meta WHERE key = 'view_listed_at'").flatMap({ Double($0) })
             else { return nil }
             var documents: [String: DocumentInfo] = [:]
-            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM sync_remote")
+            let rows = try Row.fetchCursor(db, sql: """
+                SELECT path, version, state, kind, size, mtime_ns, mode, manifest_digest, sequence, conflicts FROM sync_remote
+                """)
             while let row = try rows.next() {
                 guard let info = Self.info(row) else { return nil }  // unreadable: list again
                 documents[info.path.value] = info
@@ -197,13 +200,15 @@ public final class SyncState: Sendable {
         }
     }
 
+    /// A ``DocumentInfo`` from a `sync_remote` row (columns in table order, read by index:
+    /// this runs once per document per pass).
     private static func info(_ row: Row) -> DocumentInfo? {
-        guard let path = try? DocumentPath(row["path"] as String), let state = VersionState(rawValue: row["state"]),
-              let kind = DocumentKind(rawValue: row["kind"]) else { return nil }
-        let conflicts = (row["conflicts"] as String?).map { $0.split(separator: ",").compactMap { Int64($0) } }
-        return DocumentInfo(path: path, version: row["version"], state: state, kind: kind, size: row["size"], mtimeNs: row["mtime_ns"],
-                            mode: UInt32(truncatingIfNeeded: row["mode"] as Int64), baseVersion: nil, manifestDigest: row["manifest_digest"],
-                            files: nil, chunks: nil, device: nil, sequence: row["sequence"], conflicts: conflicts)
+        guard let path = try? DocumentPath(row[0] as String), let state = VersionState(rawValue: row[2]),
+              let kind = DocumentKind(rawValue: row[3]) else { return nil }
+        let conflicts = (row[9] as String?).map { $0.split(separator: ",").compactMap { Int64($0) } }
+        return DocumentInfo(path: path, version: row[1], state: state, kind: kind, size: row[4], mtimeNs: row[5],
+                            mode: UInt32(truncatingIfNeeded: row[6] as Int64), baseVersion: nil, manifestDigest: row[7],
+                            files: nil, chunks: nil, device: nil, sequence: row[8], conflicts: conflicts)
     }
 
     /// Forgets a document entirely: its record and its root's files and synced version.

@@ -150,7 +150,7 @@ extension PullEngine {
             return plan
         }
         let manifest = try await manifest(name, info: info, synced: synced).manifest
-        let sources = try Self.localSources(state)
+        let sources = try ChunkSources(state).locations()
         var counted: Set<ChunkID> = []
         for chunk in manifest.allChunks where sources[chunk.id] == nil && counted.insert(chunk.id).inserted {
             plan.chunksToFetch += 1

@@ -17,7 +17,8 @@ public struct DocumentPath: Hashable, Comparable, Sendable, CustomStringConverti
     /// - Parameter raw: The path as received.
     /// - Throws: `XferError` `invalid_path` saying which rule it breaks.
     public init(_ raw: String) throws {
-        let normalized = raw.precomposedStringWithCanonicalMapping
+        // ASCII is already in NFC: only other text goes through Foundation's (slow) mapping.
+        let normalized = raw.utf8.allSatisfy { $0 < 0x80 } ? raw : raw.precomposedStringWithCanonicalMapping
         try DocumentPathRules.validate(normalized)
         value = normalized
     }

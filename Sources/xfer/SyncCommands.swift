@@ -148,6 +148,8 @@ extension Xfer {
                 print("! \(path): v\(current) is current; conflict versions \(conflicts.map { "v\($0)" }.joined(separator: ", ")) — see `xfer versions \(path)`")
             case .failed(let path, let error): printError("\(path.map { "\($0): " } ?? "")\(error.message)")
             case .offline(let error, let retry): printError("offline (\(error.message)); retrying in \(retry)")
+            case .watchLimited(let count, let example, let reason):
+                printError("cannot watch \(count) director\(count == 1 ? "y" : "ies") for changes (\(example): \(reason)); they are rescanned every \(Int(SyncOptions().unwatchedRescanInterval.seconds)) s instead. Raise the limit: sysctl fs.inotify.max_user_watches=524288")
             case .serverChanged(let reason): printError("\(reason); nothing local is deleted: local documents are uploaded to it again")
             case .deletionsHeld(let local, let remote, let total):
                 printError("this pass would delete \(local > 0 ? "\(local) documents here" : "")\(local > 0 && remote > 0 ? " and " : "")\(remote > 0 ? "\(remote) on the server" : "") of \(total): more than \(MassDeletion.minimumCount) and a third, so nothing was deleted. If that is what you meant, run `xfer sync --once --allow-mass-delete`; deleted files go to the trash first (`xfer trash list`)")
@@ -295,6 +297,8 @@ struct SyncEventLine: Encodable {
         case .failed(let path, let error): self.event = "failed"; self.path = path?.value; self.message = error.message
         case .offline(let error, _): self.event = "offline"; self.message = error.message
         case .serverChanged(let reason): self.event = "server_changed"; self.message = reason
+        case .watchLimited(let count, let example, let reason):
+            self.event = "watch_limited"; self.path = example; self.message = "\(count) directories not watched: \(reason)"
         case .deletionsHeld(let local, let remote, let total):
             self.event = "deletions_held"; self.message = "\(local) local and \(remote) remote deletions of \(total) documents held back"
         case .passFinished(let summary): self.event = "pass"; self.summary = summary

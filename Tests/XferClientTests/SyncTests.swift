@@ -206,4 +206,42 @@ import XferProtocol
             watching.cancel()
         }
     }
+
+    /// Where inotify cannot watch (here a limit of two directories stands in for the per-user
+    /// limit), the engine says so once and finds changes there by rescanning.
+    @Test func directoriesBeyondTheWatchLimitAreRescanned() async throws {
+        try await LiveServer.run { server in
+            var options = SyncOptions()
+            options.feedWait = 10
+            options.maximumWatches = 2
+            options.unwatchedRescanInterval = .milliseconds(300)
+            let a = try Device(server, "a", options: options)
+            for name in ["one", "two", "three", "four"] { try Files.write(a.path("\(name)/seed.txt"), Array(name.utf8)) }
+            let events = Task {
+                var limited = false
+                var late = 0
+                for await event in a.engine.events {
+                    if case .watchLimited(let count, _, _) = event { limited = count >= 2 }
+                    if case .uploaded(let path, _, _) = event, path.value.hasSuffix("late.txt") { late += 1 }
+                    if late == 4 { return limited }
+                }
+                return false
+            }
+            let timeout = Task {
+                try await Task.sleep(for: .seconds(30))
+                events.cancel()
+            }
+            defer { timeout.cancel() }
+            let watching = Task { try await a.engine.watch() }
+            defer { watching.cancel() }
+            try await Task.sleep(for: .milliseconds(800))
+            // Directories are watched in the order they are found: at most two of five are.
+            for name in ["one", "two", "three", "four"] { try Files.write(a.path("\(name)/late.txt"), Array("late".utf8)) }
+            #expect(await events.value, "every late file goes up, and the limit was reported")
+            for name in ["one", "two", "three", "four"] {
+                #expect(try await server.client().stat("\(name)/late.txt").state == .current)
+            }
+            watching.cancel()
+        }
+    }
 }
