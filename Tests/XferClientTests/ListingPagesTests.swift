@@ -89,3 +89,48 @@ import XferServer
         }
     }
 }
+
+extension ListingPagesTests {
+    /// Past the real default page (10,000): a container of 10,050 documents lists whole, in
+    /// two pages, and a pass that lists it (not following the feed) keeps every local file.
+    @Test func theRealDefaultPageIsReadToItsEnd() async throws {
+        try await LiveServer.run { server in
+            let count = ServerLimits().listPage + 50
+            let connection = server.remote.connection
+            let manifest = try Manifest(kind: .file, chunker: .default,
+                                        entries: [Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: [])])
+            // Empty documents, announced and committed sixteen at a time.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<count {
+                    if index >= 16 { try await group.next() }
+                    group.addTask {
+                        let path = try DocumentPath(String(format: "Data/d%02d/f%05d", index / 1000, index))
+                        let announced = try await connection.announce(container: .default, AnnounceRequest(
+                            path: path, kind: .file, size: 0, mtimeNs: 0, mode: 0o644, baseVersion: nil))
+                        _ = try await connection.commit(container: .default, CommitRequest(
+                            path: path, version: announced.version, baseVersion: nil, deltaBase: nil,
+                            manifestDelta: manifest.delta(against: nil), manifestDigest: manifest.digest))
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let first = try await connection.listPage(container: .default, prefix: "", page: nil)
+            #expect(first.documents.count == ServerLimits().listPage && first.more)
+            #expect(try await connection.list(container: .default, prefix: "").documents.count == count)
+
+            // A device whose only local file sorts after the first page: listing every pass,
+            // it is pushed once and kept, and nothing of the server's is deleted.
+            let a = server.root + "/a"
+            try Files.write(a + "/Data/zz-last.txt", Array("mine".utf8))
+            var options = SyncOptions()
+            options.followFeed = false
+            let device = try SyncEngine(directory: a, remote: server.otherDevice("a"), options: options)
+            let status = try await device.directory.status()
+            #expect(status.documents.count == count + 1)
+            let preview = try await device.directory.preview()
+            #expect(preview.steps.filter { $0.action == .upload }.map(\.path) == ["Data/zz-last.txt"])
+            #expect(preview.steps.filter { $0.action == .download }.count == count)
+            #expect(preview.steps.allSatisfy { $0.action != .deleteLocal && $0.action != .deleteRemote })
+        }
+    }
+}
