@@ -133,14 +133,23 @@ public struct PullEngine: Sendable {
 
         let known = try state.files()
         func fullPath(_ relative: String) -> String { relative.isEmpty ? target : target + "/" + relative }
+        // Asked before anything moves: what is there must be this client's own unchanged copy,
+        // or the very version being pulled (a pull killed after putting it in place and before
+        // recording it): that is no local change either.
+        var refusal: XferError? = nil
         if !options.force {
-            // Asked before anything moves: what is there must be this client's own unchanged copy.
-            try Self.checkReplaceable(target: target, exists: parent.kind(baseName) != nil, synced: synced, known: known, name: name)
+            do {
+                try Self.checkReplaceable(target: target, exists: parent.kind(baseName) != nil, synced: synced, known: known, name: name)
+            } catch let error as XferError where error.code == .conflict {
+                refusal = error
+            }
         }
-        if let synced, Self.isInPlace(info, synced: synced, target: target, known: known) {
+        if refusal == nil, let synced, Self.isInPlace(info, synced: synced, target: target, known: known) {
             return report(name, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
         }
         let (answer, manifest) = try await manifest(name, info: info, synced: synced)
+        if let refusal, try !Self.holds(target, manifest) { throw refusal }
+        let alreadyThere = refusal != nil
         let sources = try (shared ?? ChunkSources(state)).locations()
 
         let stagingName = ".\(baseName).xfer-\(answer.version).partial"
@@ -252,7 +261,13 @@ public struct PullEngine: Sendable {
             try staging.setModificationTime(info.mtimeNs)
         }
         if !options.force {
-            try Self.checkUnchanged(target: target, known: known, name: name)
+            if alreadyThere {
+                guard try Self.holds(target, manifest) else {
+                    throw XferError(.conflict, "\(target) changed on this device during the pull; it was not replaced by the server's \(name) (pass --force to replace it)")
+                }
+            } else {
+                try Self.checkUnchanged(target: target, known: known, name: name)
+            }
         }
         let document = name
         try Self.publish(stagingName, as: baseName, in: parent, package: manifest.kind == .package,
@@ -444,6 +459,32 @@ public struct PullEngine: Sendable {
                 try old.directory(components.dropLast(), create: false).link(name, to: destination, as: name)
             }
         }
+    }
+
+    /// Whether `target` holds exactly the files of `manifest` (what the package's ignore rules
+    /// leave out aside), read and chunked as that version was: only asked when its stamps
+    /// say something changed.
+    static func holds(_ target: String, _ manifest: Manifest) throws -> Bool {
+        let tree: [TreeEntry]
+        do {
+            tree = manifest.kind == .package ? try IgnoreRules.walk(target) : [try DirectoryWalker.entry(at: target)]
+        } catch {
+            return false
+        }
+        let files = tree.filter { $0.kind == .file }
+        let expected = manifest.entries.filter { $0.kind == .file }
+        guard files.map(\.relativePath) == expected.map(\.path), zip(files, expected).allSatisfy({ $0.size == $1.size }) else { return false }
+        let lists = Locked([[ChunkID]](repeating: [], count: files.count))
+        var options = ChunkPipeline.Options()
+        options.chunker = manifest.chunker
+        do {
+            try ChunkPipeline(options: options).run(files.map { .file($0.relativePath.isEmpty ? target : target + "/" + $0.relativePath) }) { event in
+                if case .chunk(let file, let record) = event { lists.withLock { $0[file].append(record.id) } }
+            }
+        } catch {
+            return false
+        }
+        return lists.value == expected.map { $0.chunks.map(\.id) }
     }
 
     private static func checkUnchanged(target: String, known: [String: KnownFile], name: DocumentPath) throws {

@@ -131,3 +131,31 @@ import XferProtocol
         }
     }
 }
+
+extension PushPullTests {
+    /// A pull killed after it put the new version in place and before it recorded it: the
+    /// re-run finds that version there (a different stamp, the same content) and is not refused;
+    /// any other content there still is.
+    @Test func aPullKilledAfterPublishingIsNotRefusedOnReRun() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/source.txt", target = server.root + "/copy.txt"
+            try Files.write(source, Files.random(count: 300_000, seed: 5))
+            _ = try await server.push(source, "doc.txt")
+            _ = try await server.pull("doc.txt", target)
+            try Files.write(source, Files.random(count: 300_000, seed: 6))
+            _ = try await server.push(source, "doc.txt")
+            // As if the killed pull had renamed version 2 into place: a new inode, unrecorded.
+            try FileManager.default.removeItem(atPath: target)
+            try FileManager.default.copyItem(atPath: source, toPath: target)
+            let report = try await server.pull("doc.txt", target)
+            #expect(report.version == 2)
+            #expect(Files.read(target) == Files.read(source))
+            // Anything else there is still refused.
+            try Files.write(source, Files.random(count: 300_000, seed: 7))
+            _ = try await server.push(source, "doc.txt")
+            try Files.write(target, Array("my own edit".utf8))
+            await #expect(throws: XferError.self) { _ = try await server.pull("doc.txt", target) }
+            #expect(Files.read(target) == Array("my own edit".utf8))
+        }
+    }
+}
