@@ -110,7 +110,7 @@ import XferCore
             // With no grace, a gc may take the push's pending version or chunks as abandoned:
             // the push must then fail with a clear error (its version gone, or chunks missing),
             // and a re-run once the collections are over must succeed.
-            let code = try a.json(again)["code"] as? String
+            let code = (try a.json(again)["error"] as? [String: Any])?["code"] as? String
             #expect([5, 9].contains(again.status) && ["not_found", "missing_chunks"].contains(code ?? ""), "\(again.stdout)")
             again = try b.run("push", a.path("a.bin"), "again.bin", "--json")
         }
