@@ -130,4 +130,45 @@ import XferServer
             #expect(try await device.syncOnce().uploaded == 1)
         }
     }
+
+    /// A reader following the feed while others write sees every change: a page's cursor never
+    /// passes a change that page did not carry (on PostgreSQL each statement of a transaction
+    /// reads a newer snapshot, so the head must be read before the rows).
+    @Test func theFeedMissesNoChangeCommittedWhileItIsRead() async throws {
+        try await LiveServer.run { server in
+            let connection = server.remote.connection
+            let writers = 4, writes = 30
+            let reader = Task {
+                var seen: Set<String> = []
+                var cursor: Int64 = 0
+                var idle = 0
+                // Until every key arrived, or the writers are done and the feed has been quiet a while.
+                while seen.count < writers * writes && idle < 40 {
+                    let page = try await connection.changes(container: .default, after: cursor, wait: 0)
+                    #expect(page.cursor >= cursor)
+                    seen.formUnion(page.keys.map(\.key))
+                    idle = page.keys.isEmpty ? idle + 1 : 0
+                    cursor = page.cursor
+                    try await Task.sleep(for: .milliseconds(page.keys.isEmpty ? 50 : 1))
+                }
+                return seen
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<writers {
+                    group.addTask {
+                        for index in 0..<writes {
+                            let write = KeyValueWrite(key: "w\(writer)-\(index)", value: .int(Int64(index)),
+                                                      timestampNs: Int64(Date().timeIntervalSince1970 * 1e9), device: "d\(writer)")
+                            let result = try await connection.setValue(container: .default, write)
+                            #expect(result.applied)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let seen = try await reader.value
+            let written = Set((0..<writers).flatMap { writer in (0..<writes).map { "w\(writer)-\($0)" } })
+            #expect(written.subtracting(seen).isEmpty, "never seen on the feed: \(written.subtracting(seen).sorted())")
+        }
+    }
 }

@@ -533,14 +533,19 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             guard let containerID = try await Self.containerID(tx, account: account, name: container, create: false) else {
                 return ChangeList(changes: [], cursor: after, more: false, head: 0)
             }
+            // The head first, and no row past it: each statement of a READ COMMITTED transaction
+            // sees a newer snapshot, so a change committed between the rows and a later head
+            // would fall behind the cursor and never be seen (ChangeList.page).
+            let head = try await tx.int("SELECT sequence FROM containers WHERE id = \(containerID)") ?? 0
             let documents = try await tx.rows("""
                 SELECT d.path, v.*, \(unescaped: Self.conflictsColumn) FROM versions v JOIN documents d ON d.id = v.document_id
-                WHERE v.container_id = \(containerID) AND v.sequence > \(after) ORDER BY v.sequence LIMIT \(Int64(limit + 1))
+                WHERE v.container_id = \(containerID) AND v.sequence > \(after) AND v.sequence <= \(head)
+                ORDER BY v.sequence LIMIT \(Int64(limit + 1))
                 """).map(Self.info(row:))
             let keys = try await tx.rows("""
-                SELECT * FROM kv WHERE container_id = \(containerID) AND sequence > \(after) ORDER BY sequence LIMIT \(Int64(limit + 1))
+                SELECT * FROM kv WHERE container_id = \(containerID) AND sequence > \(after) AND sequence <= \(head)
+                ORDER BY sequence LIMIT \(Int64(limit + 1))
                 """).map(Self.entry(row:))
-            let head = try await tx.int("SELECT sequence FROM containers WHERE id = \(containerID)") ?? 0
             return ChangeList.page(documents: documents, keys: keys, after: after, head: head, limit: limit)
         }
     }

@@ -460,13 +460,14 @@ public final class SQLiteMetadataStore: MetadataStore {
             guard let containerID = try Self.containerID(db, account: account, name: container, create: false) else {
                 return ChangeList(changes: [], cursor: after, more: false, head: 0)
             }
+            // The head first and no row past it, as on PostgreSQL (one read snapshot here).
+            let head = try Int64.fetchOne(db, sql: "SELECT sequence FROM containers WHERE id = ?", arguments: [containerID]) ?? 0
             let documents = try Row.fetchAll(db, sql: """
                 SELECT d.path, v.*, \(Self.conflictsColumn) FROM versions v JOIN documents d ON d.id = v.document_id
-                WHERE v.container_id = ? AND v.sequence > ? ORDER BY v.sequence LIMIT ?
-                """, arguments: [containerID, after, limit + 1]).map(Self.info(row:))
-            let keys = try Row.fetchAll(db, sql: "SELECT * FROM kv WHERE container_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
-                                        arguments: [containerID, after, limit + 1]).map(Self.entry(row:))
-            let head = try Int64.fetchOne(db, sql: "SELECT sequence FROM containers WHERE id = ?", arguments: [containerID]) ?? 0
+                WHERE v.container_id = ? AND v.sequence > ? AND v.sequence <= ? ORDER BY v.sequence LIMIT ?
+                """, arguments: [containerID, after, head, limit + 1]).map(Self.info(row:))
+            let keys = try Row.fetchAll(db, sql: "SELECT * FROM kv WHERE container_id = ? AND sequence > ? AND sequence <= ? ORDER BY sequence LIMIT ?",
+                                        arguments: [containerID, after, head, limit + 1]).map(Self.entry(row:))
             return ChangeList.page(documents: documents, keys: keys, after: after, head: head, limit: limit)
         }
     }
