@@ -159,6 +159,7 @@ public struct PullEngine: Sendable {
         // Lay out the staging copy: directories, symlinks, files at their final size. Every
         // name is created in a directory opened beneath the staging copy, never through a symlink.
         var files: [(entry: Manifest.Entry, path: String, fd: Int32)] = []
+        var links: [(entry: Manifest.Entry, directory: ConfinedDirectory, name: String)] = []
         defer { for file in files where file.fd >= 0 { close(file.fd) } }
         var staging: ConfinedDirectory? = nil
         if manifest.kind == .package {
@@ -193,6 +194,7 @@ public struct PullEngine: Sendable {
             case .symlink:
                 try directory.remove(leaf)
                 try directory.makeSymlink(leaf, target: entry.symlinkTarget ?? "")
+                links.append((entry, directory, leaf))
             case .file:
                 try directory.remove(leaf, unless: S_IFREG)
                 let fd = try directory.openFile(leaf, flags: O_RDWR | O_CREAT)
@@ -247,6 +249,10 @@ public struct PullEngine: Sendable {
             try Self.check(futimens(file.fd, [ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds),
                                               ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds)]),
                            "set the modification time of", file.path)
+        }
+        // A symlink keeps its version's mtime too, or the next scan takes it for a local edit.
+        for link in links {
+            try link.directory.setModificationTime(link.entry.mtimeNanoseconds, of: link.name)
         }
         if let staging {
             for entry in manifest.entries.reversed() where entry.kind == .directory {

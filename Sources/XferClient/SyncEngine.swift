@@ -362,6 +362,9 @@ public final class SyncDirectory: Sendable {
             return (.none, .pendingDownload)
         }
         if current != nil { return (.pull, .pendingDownload) }
+        // A record of a document held nowhere (neither here nor on the server, no version
+        // synced: left after a server change) is dropped, not shown pending forever.
+        if remote == nil { return (.forget, .synced) }
         return (.none, .pendingDownload)
     }
 
@@ -436,7 +439,7 @@ public final class SyncDirectory: Sendable {
     /// Every document's status: with the server's view if it answers, else from local state
     /// alone (`reachable` false).
     public func status() async throws -> (documents: [DocumentStatus], reachable: Bool) {
-        let listing = try? await listing()
+        let listing = try? await serverView()
         let changed = try listing.map { try serverChange($0) } ?? nil
         return (try plan(remote: listing?.documents, forgetSynced: changed != nil).plans.compactMap(\.status), listing != nil)
     }
@@ -458,6 +461,9 @@ public final class SyncDirectory: Sendable {
         var changed: Set<String>? = nil
         /// When that full listing was read, seconds since 1970.
         var listedAt = Date().timeIntervalSince1970
+        /// Set when the server holds a version this directory saw with other content (see
+        /// ``SyncDirectory/divergence(of:from:)``): why it is not the server it synced with.
+        var divergence: String? = nil
     }
 
     /// The server's whole listing, every page read.
@@ -477,14 +483,36 @@ public final class SyncDirectory: Sendable {
     /// has not gone back past the view's cursor, and few paths changed. Either way the view
     /// is complete or this throws: a pass never decides from part of one.
     func serverView() async throws -> Listing {
-        if options.followFeed, let kept = try state.remoteView(),
+        let kept = try state.remoteView()
+        var view: Listing
+        if options.followFeed, let kept,
            Date().timeIntervalSince1970 - kept.listedAt < options.fullListingInterval.seconds,
            let deployment = try state.meta("deployment"),
-           let view = try await following(Listing(documents: kept.documents, cursor: kept.cursor, deployment: deployment,
-                                                  changed: [], listedAt: kept.listedAt)) {
-            return view
+           let followed = try await following(Listing(documents: kept.documents, cursor: kept.cursor, deployment: deployment,
+                                                      changed: [], listedAt: kept.listedAt)) {
+            view = followed
+        } else {
+            view = try await listing()
         }
-        return try await listing()
+        if let kept { view.divergence = divergence(of: view, from: kept.documents) }
+        return view
+    }
+
+    /// Why `view` cannot come from the history `kept` was read from, or `nil`: a document at
+    /// the same version number with another manifest. Version numbers are never reused on one
+    /// server, so that is a server restored from an older copy whose feed has since moved past
+    /// the position this directory saw (the cursor alone cannot tell), or another server.
+    func divergence(of view: Listing, from kept: [String: DocumentInfo]) -> String? {
+        let paths = view.changed.map { Array($0) } ?? Array(view.documents.keys)
+        for path in paths {
+            // Committed versions only: an announced one that expired may see its number again.
+            let committed: Set<VersionState> = [.current, .superseded, .conflict]
+            guard let now = view.documents[path], let before = kept[path], now.version == before.version,
+                  committed.contains(now.state), committed.contains(before.state),
+                  let digest = now.manifestDigest, let seen = before.manifestDigest, digest != seen else { continue }
+            return "the server at \(remote.connection.server) holds another version \(now.version) of \(path) than it did: it was restored from an older copy or replaced"
+        }
+        return nil
     }
 
     /// `view` brought up to date from the change feed: each path changed since its cursor is
@@ -543,6 +571,7 @@ public final class SyncDirectory: Sendable {
     /// Why the server behind this directory's URL is not the one it synced with, or `nil`: another
     /// deployment identity, or a feed that went backwards (a restore from an older backup).
     func serverChange(_ listing: Listing) throws -> String? {
+        if let divergence = listing.divergence { return divergence }
         if let known = try state.meta("deployment"), let now = listing.deployment, known != now {
             return "the server at \(remote.connection.server) is a different deployment (\(now.prefix(8)), not \(known.prefix(8)))"
         }

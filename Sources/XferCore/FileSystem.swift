@@ -114,8 +114,11 @@ package enum FileSystem {
     /// The names an open directory stream holds ("." and ".." excluded).
     package static func names(in handle: OpaquePointer) -> [String] {
         var names: [String] = []
+        // A record is only as long as its name: `item.pointee` would copy a whole `dirent` and
+        // read past the last record of readdir's buffer. The name is read in place instead.
+        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
         while let item = readdir(handle) {
-            let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = String(cString: (UnsafeRawPointer(item) + nameOffset).assumingMemoryBound(to: CChar.self))
             if name != "." && name != ".." { names.append(name) }
         }
         return names

@@ -13,14 +13,24 @@ import XferServer
 /// deleted or overwritten on its word.
 @Suite struct ServerIdentityTests {
     /// Two servers behind one address: `second` says which answers.
-    static func withSwappableServer(_ body: @escaping @Sendable (_ root: String, _ remote: Remote, _ second: Locked<Bool>,
+    /// - Parameter restored: The second server is a copy of the first's data directory taken
+    ///   when the account was new (a restore from an old backup: the same deployment, an older
+    ///   history), instead of an empty one.
+    static func withSwappableServer(restored: Bool = false,
+                                    _ body: @escaping @Sendable (_ root: String, _ remote: Remote, _ second: Locked<Bool>,
                                                                  _ servers: [ServerData]) async throws -> Void) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-identity-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
         let first = try await ServerData.open(root + "/data1")
         let token = try await first.createAccount(name: "tester", quota: nil).token!
-        let replacement = try await ServerData.open(root + "/data2")
-        _ = try await replacement.metadata.createAccount(name: try AccountName("tester"), quota: 5 << 30, tokenHash: TokenHash.hash(token))
+        let replacement: ServerData
+        if restored {
+            try FileManager.default.copyItem(atPath: root + "/data1", toPath: root + "/data2")
+            replacement = try await ServerData.open(root + "/data2")
+        } else {
+            replacement = try await ServerData.open(root + "/data2")
+            _ = try await replacement.metadata.createAccount(name: try AccountName("tester"), quota: 5 << 30, tokenHash: TokenHash.hash(token))
+        }
         let one = XferServer.router(data: first).buildResponder()
         let two = XferServer.router(data: replacement).buildResponder()
         let second = Locked(false)
@@ -93,6 +103,61 @@ import XferServer
             #expect(Files.read(root + "/pulled.txt") == Array("the old server's content".utf8))
             _ = try await PullEngine(remote: puller).pull(try DocumentPath("Documents/only-old.txt"), into: root + "/pulled.txt")
             #expect(Files.read(root + "/pulled.txt") == Array("the new server's content".utf8))
+        }
+    }
+
+    /// A server restored from an older copy keeps its deployment identity, and once other
+    /// devices have written to it its feed may be past the position this directory saw, so
+    /// neither tells. A document at a version number this directory saw, with other content,
+    /// does: the server is taken as a new one (nothing deleted, both contents kept).
+    @Test func aRestoredServerWhoseFeedMovedOnIsNoticed() async throws {
+        try await Self.withSwappableServer(restored: true) { root, remote, second, servers in
+            let directory = root + "/synced"
+            try Files.write(directory + "/Documents/a.txt", Array("one".utf8))
+            try Files.write(directory + "/Documents/gone.txt", Array("gone".utf8))
+            var options = SyncOptions()
+            options.fullListingInterval = .zero  // as after an hour: this pass lists everything
+            let engine = try SyncEngine(directory: directory, remote: remote, options: options)
+            #expect(try await engine.syncOnce().uploaded == 2)
+            // Deleted here while the server is away; the restored copy never had it.
+            try FileManager.default.removeItem(atPath: directory + "/Documents/gone.txt")
+
+            // The restored copy: another device writes a.txt there (version 1 again, other
+            // content) and enough besides that its feed passes the position seen here.
+            second.withLock { $0 = true }
+            let other = Remote(connection: remote.connection, container: .default, stateDirectory: root + "/state-b")
+            let elsewhere = root + "/b"
+            try Files.write(elsewhere + "/Documents/a.txt", Array("three".utf8))
+            for index in 0..<4 { try Files.write(elsewhere + "/Documents/more\(index).txt", Array("more \(index)".utf8)) }
+            let b = try SyncEngine(directory: elsewhere, remote: other)
+            #expect(try await b.syncOnce().uploaded == 5)
+            await b.close()
+
+            let events = Task { () -> [String] in
+                var seen: [String] = []
+                for await event in engine.events {
+                    if case .serverChanged(let reason) = event { seen.append(reason) }
+                }
+                return seen
+            }
+            let pass = try await engine.syncOnce()
+            await engine.close()
+            #expect(await events.value.first?.contains("another version 1 of Documents/a.txt") == true)
+            #expect(pass.removedLocally == 0 && pass.removedRemotely == 0)
+            // Both contents are kept: the current version and a conflict version.
+            let info = try await servers[1].metadata.list(account: 1, container: .default, prefix: "Documents/a.txt", after: nil, limit: 10).documents
+            #expect(info.first?.conflicts?.isEmpty == false, "\(info)")
+            #expect(Files.read(directory + "/Documents/more0.txt") == Array("more 0".utf8))
+            // Held nowhere any more: its record is dropped, not shown pending for ever.
+            let status = try await engine.directory.status().documents
+            #expect(!status.contains { $0.path == "Documents/gone.txt" }, "\(status.map { ($0.path, $0.state) })")
+            #expect(status.allSatisfy { $0.state == .synced || $0.state == .conflict }, "\(status.map { ($0.path, $0.state) })")
+            for version in [1, 2] {
+                _ = try await PullEngine(remote: other).pull(try DocumentPath("Documents/a.txt"), into: root + "/v\(version).txt",
+                                                             version: Int64(version))
+            }
+            let pulled = Set([Files.read(root + "/v1.txt"), Files.read(root + "/v2.txt")].compactMap { $0 }.map { String(decoding: $0, as: UTF8.self) })
+            #expect(pulled == ["one", "three"], "\(pulled)")
         }
     }
 }

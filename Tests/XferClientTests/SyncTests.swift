@@ -169,6 +169,27 @@ import XferProtocol
         }
     }
 
+    /// A symlink, alone or in a package, arrives with its version's mtime: the device that
+    /// pulled it does not take it for a local edit and send it back, and neither does the
+    /// first device after that (before: new versions back and forth, never quiet).
+    @Test func aPulledSymlinkIsNotSentBack() async throws {
+        try await LiveServer.run { server in
+            let a = try Device(server, "a"), b = try Device(server, "b")
+            try FileManager.default.createDirectory(atPath: a.path("Documents/Deck.pkg"), withIntermediateDirectories: true)
+            try Files.write(a.path("Documents/Deck.pkg/slide.txt"), Array("slide".utf8))
+            try FileManager.default.createSymbolicLink(atPath: a.path("Documents/Deck.pkg/latest"), withDestinationPath: "slide.txt")
+            try FileManager.default.createSymbolicLink(atPath: a.path("Documents/link"), withDestinationPath: "../elsewhere")
+            #expect(try await a.engine.syncOnce().uploaded == 2)
+            #expect(try await b.engine.syncOnce().downloaded == 2)
+            #expect(try FileManager.default.destinationOfSymbolicLink(atPath: b.path("Documents/link")) == "../elsewhere")
+            for device in [b, a, b] {
+                let pass = try await device.engine.syncOnce()
+                #expect(pass.uploaded == 0 && pass.downloaded == 0, "\(device.directory): \(pass)")
+            }
+            #expect(try await b.status().values.allSatisfy { $0 == .synced })
+        }
+    }
+
     @Test func watchPicksUpALocalSaveAndARemoteChange() async throws {
         try await LiveServer.run { server in
             var options = SyncOptions()
