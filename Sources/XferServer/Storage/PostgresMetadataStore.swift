@@ -259,6 +259,9 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
 
     public func revokeToken(hash: [UInt8]) async throws -> Bool {
         try await transaction { tx in
+            // Every admin token locked first (in one order), so two revocations cannot each see
+            // another admin token left and together remove the last two.
+            try await tx.run("SELECT 1 FROM tokens WHERE admin ORDER BY hash FOR UPDATE")
             guard let row = try await tx.one("SELECT admin FROM tokens WHERE hash = \(Data(hash)) FOR UPDATE") else { return false }
             if try row[0].decode(Bool.self), try await tx.int("SELECT COUNT(*) FROM tokens WHERE admin") ?? 0 <= 1 {
                 throw XferError(.badRequest, "that is the only admin token; the server would have none left")
@@ -455,8 +458,13 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     public func resolve(account: Int64, container: ContainerName, _ request: ResolveRequest) async throws -> DocumentInfo {
         let policy = policy
         return try await transaction { tx in
-            guard let containerID = try await Self.containerID(tx, account: account, name: container, create: false),
-                  let document = try await Self.documentRow(tx, container: containerID, path: request.path, create: false),
+            guard let containerID = try await Self.containerID(tx, account: account, name: container, create: false) else {
+                throw XferError(.notFound, "\(request.path) has no version \(request.keep)")
+            }
+            // The container's lock before the document's, the order commit, delete and announce
+            // take them in (the other order deadlocks against them).
+            try await tx.run("SELECT 1 FROM containers WHERE id = \(containerID) FOR UPDATE")
+            guard let document = try await Self.documentRow(tx, container: containerID, path: request.path, create: false),
                   let keep = try await Self.info(tx, document: document.id, path: request.path, version: request.keep) else {
                 throw XferError(.notFound, "\(request.path) has no version \(request.keep)")
             }
@@ -762,11 +770,18 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     public func expireUploads(olderThan cutoff: Int64) async throws -> Int {
         try await transaction { tx in
             let rows = try await tx.rows("SELECT document_id, version, container_id FROM versions WHERE state = 'uploading' AND created_at <= \(cutoff)")
+            var expired = 0
             for row in rows {
                 _ = try await Self.nextSequence(tx, container: try row["container_id"].decode(Int64.self))
-                try await tx.run("DELETE FROM versions WHERE document_id = \(try row["document_id"].decode(Int64.self)) AND version = \(try row["version"].decode(Int64.self))")
+                // Asked again under the container's lock: a commit may have made it current since
+                // the SELECT (each statement reads a newer snapshot), and a committed version stays.
+                expired += try await tx.rows("""
+                    DELETE FROM versions WHERE document_id = \(try row["document_id"].decode(Int64.self))
+                      AND version = \(try row["version"].decode(Int64.self)) AND state = 'uploading' AND created_at <= \(cutoff)
+                    RETURNING version
+                    """).count
             }
-            return rows.count
+            return expired
         }
     }
 
@@ -822,16 +837,26 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
 
     /// The ids (of `ids`, first occurrences, in order) the account does not hold: one query per
     /// 4,096 ids.
-    /// The stored length of each of `ids` the account holds.
+    /// The stored length of each of `ids` the account holds, the rows locked until the end of
+    /// the transaction: a commit that found a chunk held must still find it when it adds its
+    /// reference, so no release in another container (or lease expiry) may delete the row in
+    /// between (READ COMMITTED would let the later UPDATE match nothing). Locks are taken in id
+    /// order, as ``adjustReferences(_:account:manifest:by:)`` takes them, so two never deadlock.
     private static func heldLengths(_ tx: Transaction, account: Int64, _ ids: [ChunkID]) async throws -> [ChunkID: Int64] {
         var held: [ChunkID: Int64] = [:]
+        let ids = sortedForLocking(ids)
         for start in stride(from: 0, to: ids.count, by: 4096) {
             let batch = ids[start..<min(start + 4096, ids.count)].map { ByteBuffer(bytes: $0.bytes) }
-            for row in try await tx.rows("SELECT id, length FROM account_chunks WHERE account_id = \(account) AND id = ANY(\(batch))") {
+            for row in try await tx.rows("SELECT id, length FROM account_chunks WHERE account_id = \(account) AND id = ANY(\(batch)) ORDER BY id FOR UPDATE") {
                 if let id = ChunkID(bytes: try row[0].decode(Data.self)) { held[id] = try row[1].decode(Int64.self) }
             }
         }
         return held
+    }
+
+    /// Chunk ids in the order PostgreSQL sorts `bytea` (bytewise), so row locks are taken in one order.
+    private static func sortedForLocking(_ ids: [ChunkID]) -> [ChunkID] {
+        ids.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }
     }
 
     private static func lacking(_ tx: Transaction, account: Int64, _ ids: [ChunkID]) async throws -> [ChunkID] {
@@ -910,10 +935,14 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     }
 
     private static func adjustReferences(_ tx: Transaction, account: Int64, manifest: Manifest, by delta: Int64) async throws {
-        let ids = Array(Set(manifest.allChunks.map(\.id)))
+        let ids = sortedForLocking(Array(Set(manifest.allChunks.map(\.id))))
         var released: Int64 = 0
         for start in stride(from: 0, to: ids.count, by: 4096) {
             let batch = ids[start..<min(start + 4096, ids.count)].map { ByteBuffer(bytes: $0.bytes) }
+            if delta < 0 {
+                // A release locks in id order too (a commit locked its rows in heldLengths).
+                try await tx.run("SELECT 1 FROM account_chunks WHERE account_id = \(account) AND id = ANY(\(batch)) ORDER BY id FOR UPDATE")
+            }
             try await tx.run("UPDATE account_chunks SET refs = refs + \(delta) WHERE account_id = \(account) AND id = ANY(\(batch))")
             if delta < 0 {
                 for row in try await tx.rows("DELETE FROM account_chunks WHERE account_id = \(account) AND id = ANY(\(batch)) AND refs <= 0 RETURNING length") {
