@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The full reliability run of docs/RELIABILITY.md (release build): a million fuzzed decoder
 # inputs, 200 seeds through the fault proxy, 100 server and 30 client kill -9 iterations, 50
-# clients for 60 s, and schemathesis with 100 examples per operation. Each suite's JSON report
-# goes to ${OUT:-/tmp/xfer-reliability}. Takes about 15 minutes on 2 cores.
+# clients for 60 s, 8 seeds x 1000 steps of the randomized sync check, and schemathesis with 100 examples per operation. Each suite's JSON report
+# goes to ${OUT:-/tmp/xfer-reliability}. Takes about 30 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -13,6 +13,7 @@ swift build -c release --product xfer
 bash tools/fuzz.sh 200000 | tee "$OUT/fuzz.log" | tail -3
 python3 tools/fault-suite.py --seeds 200 --configuration release --json "$OUT/faults.json" | tail -1
 python3 tools/crash-suite.py --server-kills 100 --client-kills 30 --configuration release --json "$OUT/crash.json" | tail -1
+python3 tools/sync-check.py --seed 101 --seeds 8 --steps 1000 --configuration release --keep-going --json "$OUT/sync-check.json" | tail -1
 python3 tools/load-test.py --clients 50 --seconds 60 --configuration release --json "$OUT/load.json" | tail -1
 bash tools/schemathesis.sh 100 | tail -1
 echo "reports in $OUT"

@@ -186,6 +186,19 @@ public struct PushEngine: Sendable {
         let hashed = try await upload(initial: initial, files: toHash.map { (index: $0, path: fullPath(tree[$0])) },
                                       skip: onServer.union(queued), total: total, counters: counters, progress: progress)
         for (index, chunks) in hashed { chunkLists[index] = chunks }
+        // A file written while it was read is not committed: its chunks may mix two contents.
+        // Its stamp from before the read must still be its stamp now.
+        for index in hashed.keys {
+            guard let before = stamps[index] else { continue }
+            let path = fullPath(tree[index])
+            guard let now = FileStamp.of(path) else {
+                throw XferError(.notFound, "\(path) went away while it was read; nothing was committed", cause: SystemErrno(ENOENT))
+            }
+            guard now == before else {
+                throw XferError(.io, "\(path) changed while it was read; nothing was committed (push again, or let the next sync pass do it)",
+                                cause: ChangedWhileRead())
+            }
+        }
 
         // 4. The manifest, sent as a delta against the base version.
         let manifest = try Manifest(kind: kind, chunker: hashed.isEmpty && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker,
@@ -422,7 +435,7 @@ public struct PushEngine: Sendable {
             try buffer.withUnsafeMutableBytes { raw in
                 let plain = UnsafeMutableRawBufferPointer(rebasing: raw[0..<location.length])
                 guard try PositionalIO.read(fd, into: plain, at: location.offset, path: location.file) == location.length else {
-                    throw XferError(.io, "\(location.file) changed while it was being pushed (it is shorter now); push again")
+                    throw XferError(.io, "\(location.file) changed while it was being pushed (it is shorter now); push again", cause: ChangedWhileRead())
                 }
                 chunks.append(try Zstd.encode(UnsafeRawBufferPointer(plain), id: location.id, policy: policy))
             }

@@ -15,6 +15,8 @@ public struct SyncOptions: Sendable {
     public var feedWait = 30
     /// Longest wait between retries while the server is unreachable.
     public var maximumBackoff: Duration = .seconds(30)
+    /// How often a watch looks again for a folder found missing (``SyncEvent/folderMissing(_:)``).
+    public var folderCheckInterval: Duration = .seconds(5)
     /// Push tuning.
     public var push = PushOptions()
     /// Pull tuning (`force` is always off: a local edit is never replaced).
@@ -63,8 +65,18 @@ public enum SyncEvent: Sendable {
     case progress(DocumentPath, TransferProgress)
     /// The server is unreachable; local changes are kept and a pass is retried.
     case offline(XferError, retryIn: Duration)
+    /// A pass failed for another reason (under ``SyncEngine/watch()``, which goes on): it is
+    /// retried after `retryIn`, the delay doubling while it keeps failing.
+    case passFailed(XferError, retryIn: Duration)
+    /// The synced folder's root is gone, unmounted or not the folder that was synced
+    /// (``SyncDirectory/checkFolder(create:)``): nothing is decided until it is back. Said once
+    /// per absence; ``SyncEngine/watch()`` waits for it.
+    case folderMissing(String)
     /// One document failed (the others went on); the next pass tries again.
     case failed(DocumentPath?, XferError)
+    /// The local tree moved under this document while the pass read it (it vanished, or was
+    /// written while it was read): nothing was committed for it, and the next pass tries again.
+    case retrying(DocumentPath, String)
     /// The server at the directory's URL is not the one it synced with (another deployment, or
     /// one whose history is older than what was seen). Nothing is deleted on its word: local
     /// documents are uploaded again and missing ones downloaded (``SyncDirectory/notices()``).
@@ -97,6 +109,8 @@ public struct SyncSummary: Codable, Sendable, Hashable {
     public var evicted = 0
     /// Documents that failed.
     public var failed = 0
+    /// Documents the local tree changed under while they were read: left for the next pass.
+    public var retried = 0
     /// Deletions held back by the mass-deletion rule.
     public var deletionsHeld = 0
     /// Payload bytes uploaded.
@@ -216,6 +230,45 @@ public final class SyncDirectory: Sendable {
 
     // MARK: Looking
 
+    /// The marker at the root of every synced folder (as Syncthing's `.stfolder`): a folder
+    /// without it that holds none of its synced documents is taken for an unmounted or lost
+    /// one, never for "the user deleted everything".
+    public static let markerName = ".xfer-folder"
+
+    /// Checks the root is there and is the folder that was synced, before anything is decided
+    /// from its contents. A removed folder, an unmounted mount point (an empty directory where
+    /// the files were) or another folder put in its place deletes nothing, here or on the server.
+    /// - Parameter create: Writes the marker where it is missing and that is safe: nothing was
+    ///   synced here yet, or the folder still holds a document synced here (a folder synced by
+    ///   an older xfer, or a marker removed by hand). `false` only checks (dry runs, status).
+    /// - Throws: `folder_missing`.
+    public func checkFolder(create: Bool = true) throws {
+        var info = stat()
+        guard lstat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw XferError(.folderMissing, "the synced folder \(directory) is gone (or not mounted); nothing was deleted here or on the server. Put it back (or mount it) and sync again")
+        }
+        let marker = directory + "/" + Self.markerName
+        if access(marker, F_OK) == 0 { return }
+        let synced = try state.syncedVersions(server: remote.connection.server, container: remote.container)
+        guard synced.isEmpty || synced.keys.contains(where: { access(directory + "/" + $0, F_OK) == 0 }) else {
+            throw XferError(.folderMissing, "\(directory) holds none of the \(synced.count) documents synced there and no \(Self.markerName) marker: it looks like an empty mount point or another folder, so nothing was deleted. If you did remove them all and want that synced, create the marker (touch \(marker)) and sync again")
+        }
+        guard create else { return }
+        let text = Array("""
+            This folder is synced by xfer (\(remote.connection.server), container \(remote.container)).
+            Leave this file here: without it, and without the files synced here, xfer takes the
+            folder for an unmounted or lost one and stops rather than delete anything.
+
+            """.utf8)
+        let fd = open(marker, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        guard fd >= 0 else {
+            if errno == EEXIST { return }
+            throw XferError(.io, "cannot create \(marker)", cause: SystemErrno(errno))
+        }
+        defer { close(fd) }
+        _ = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+
     /// A local document: its kind and absolute path.
     struct LocalDocument {
         var kind: DocumentKind
@@ -235,20 +288,35 @@ public final class SyncDirectory: Sendable {
     }
 
     /// Every document on disk that is not ignored: files and symlinks, and directories with a
-    /// package extension; ignored directories are not entered. Also the ignore rules read on
-    /// the way (every `.xferignore` outside packages, `options.exclude`, the defaults).
-    func scanLocal() -> (documents: [String: LocalDocument], invalid: [String], ignore: IgnoreRules) {
+    /// package extension; ignored directories are not entered. Also the names that are not
+    /// valid document paths, the ignore rules read on the way (every `.xferignore` outside
+    /// packages, `options.exclude`, the defaults), and what could not be read. A name that
+    /// vanishes while it is scanned is simply not there; one that cannot be read for another
+    /// reason (a directory made unreadable, an I/O error) is in `unreadable`, and nothing under
+    /// it may be decided absent (docs/SYNC.md, "A tree that changes while it is read").
+    func scanLocal() -> (documents: [String: LocalDocument], invalid: [String], ignore: IgnoreRules, unreadable: [String: String]) {
         var documents: [String: LocalDocument] = [:]
         var invalid: [String] = []
+        var unreadable: [String: String] = [:]
         var rules = IgnoreRules(exclude: options.exclude)
         func visit(_ relative: String) {
             let absolute = relative.isEmpty ? directory : directory + "/" + relative
             rules.load(directory: absolute, as: relative)
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: absolute) else { return }
+            guard let handle = opendir(absolute) else {
+                let err = errno
+                if !SystemErrno.vanished(err) || relative.isEmpty { unreadable[relative] = SystemErrno(err).description }
+                return
+            }
+            let names = FileSystem.names(in: handle)
+            closedir(handle)
             for name in names {
                 let child = relative.isEmpty ? name : relative + "/" + name
                 var info = stat()
-                guard lstat(absolute + "/" + name, &info) == 0 else { continue }
+                guard lstat(absolute + "/" + name, &info) == 0 else {
+                    let err = errno
+                    if !SystemErrno.vanished(err) { unreadable[child] = SystemErrno(err).description }
+                    continue
+                }
                 let type = info.st_mode & S_IFMT
                 guard !rules.isIgnoredItself(child, isDirectory: type == S_IFDIR) else { continue }
                 let isPackage = type == S_IFDIR && options.packageExtensions.contains((name as NSString).pathExtension.lowercased())
@@ -266,7 +334,19 @@ public final class SyncDirectory: Sendable {
             }
         }
         visit("")
-        return (documents, invalid, rules)
+        return (documents, invalid, rules, unreadable)
+    }
+
+    /// Whether `path` is, or lies under, one of `unreadable`'s paths.
+    static func isUnder(_ path: String, _ unreadable: [String: String]) -> Bool {
+        guard !unreadable.isEmpty else { return false }
+        if unreadable[""] != nil || unreadable[path] != nil { return true }
+        var end = path.endIndex
+        while let slash = path[..<end].lastIndex(of: "/") {
+            if unreadable[String(path[..<slash])] != nil { return true }
+            end = slash
+        }
+        return false
     }
 
     /// What a pass should do with one document, and how it stands meanwhile.
@@ -287,8 +367,9 @@ public final class SyncDirectory: Sendable {
     /// Plans every document. `remote` is the server's listing, or `nil` when it is unreachable
     /// (then nothing that needs the server's view is decided).
     /// - Returns: The plans, and the local names that are not valid document paths (skipped).
-    func plan(remote listing: [String: DocumentInfo]?, forgetSynced: Bool = false) throws -> (plans: [Plan], invalid: [String]) {
-        var (local, invalid, ignore) = scanLocal()
+    func plan(remote listing: [String: DocumentInfo]?, forgetSynced: Bool = false) throws
+        -> (plans: [Plan], invalid: [String], unreadable: [String: String]) {
+        var (local, invalid, ignore, unreadable) = scanLocal()
         // The namespace is a tree (docs/PROTOCOL.md, "Names"): a server that lists a document
         // inside another is not followed there; the inner one is skipped and reported.
         var listing = listing
@@ -320,20 +401,31 @@ public final class SyncDirectory: Sendable {
                 if file.stamp == nil || file.stamp?.text != synced.stamp {
                     let clientState = state.clientState(for: path)
                     let document = try clientState.document(server: server, container: remote.container, path: path)
-                    changed = try !LocalSnapshot(path: file.path, known: clientState.stamps()).isUnchanged(since: document, state: clientState)
+                    do {
+                        changed = try !LocalSnapshot(path: file.path, known: clientState.stamps()).isUnchanged(since: document, state: clientState)
+                    } catch {
+                        // Gone or unreadable since the scan: a push is planned, and that push
+                        // says what happened to this document alone (the pass goes on).
+                        changed = true
+                    }
                 }
             }
             let record = records[key]
             let info = listing?[key]
-            let (action, state) = Self.decide(local: file != nil, changed: changed, synced: synced?.version,
+            var (action, state) = Self.decide(local: file != nil, changed: changed, synced: synced?.version,
                                               evicted: record?.evicted == true, remote: info, remoteKnown: listing != nil)
+            if file == nil && Self.isUnder(key, unreadable) {
+                // Not seen here is not known absent: nothing is deleted, pulled or forgotten
+                // under a directory that could not be read.
+                (action, state) = (.none, synced == nil ? .pendingDownload : .synced)
+            }
             let status = DocumentStatus(path: key, state: state, kind: info?.kind ?? record?.kind ?? file?.kind ?? .file,
                                         size: info?.size ?? record?.size ?? 0, mtimeNs: info?.mtimeNs ?? record?.mtimeNs ?? 0,
                                         localVersion: synced?.version, remoteVersion: info?.state == .current ? info?.version : nil,
                                         conflicts: info?.conflicts ?? [])
             return Plan(path: path, action: action, status: action == .forget ? nil : status, local: file, synced: synced?.version, remote: info)
         }
-        return (plans.map(keepingIgnoredFiles), invalid)
+        return (plans.map(keepingIgnoredFiles), invalid, unreadable)
     }
 
     /// The decision table (docs/SYNC.md): a local edit is pushed (the server settles a stale
@@ -380,22 +472,26 @@ public final class SyncDirectory: Sendable {
         var heldCounts: (local: Int, remote: Int, total: Int)
         /// Local names that are not valid document paths (skipped).
         var invalid: [String]
+        /// Local paths that could not be read, with why: nothing under them was decided.
+        var unreadable: [String: String] = [:]
     }
 
     /// Plans a pass. `serverChanged`: the server is not the one this directory synced with,
     /// so no document counts as synced and nothing can be decided deleted.
     func planPass(_ listing: Listing, serverChanged: Bool) throws -> PassPlan {
-        let (all, invalid) = try plan(remote: listing.documents, forgetSynced: serverChanged)
+        let (all, invalid, unreadable) = try plan(remote: listing.documents, forgetSynced: serverChanged)
         let held = MassDeletion.held(all.map { ($0.action, $0.synced != nil) }, allowed: options.allowMassDelete)
         func isHeld(_ plan: Plan) -> Bool {
             (held.local > 0 && plan.action == .deleteLocal) || (held.remote > 0 && plan.action == .deleteRemote)
         }
-        return PassPlan(plans: all.filter { !isHeld($0) }, held: all.filter(isHeld), heldCounts: held, invalid: invalid)
+        return PassPlan(plans: all.filter { !isHeld($0) }, held: all.filter(isHeld), heldCounts: held, invalid: invalid,
+                        unreadable: unreadable)
     }
 
     /// What one pass would do now, found without changing anything here or on the server
     /// (`xfer sync --dry-run`): the server is asked for its listing only, nothing is recorded.
     public func preview() async throws -> SyncPreview {
+        try checkFolder(create: false)
         let listing = try await serverView()
         let change = try serverChange(listing)
         let pass = try planPass(listing, serverChanged: change != nil)
@@ -439,6 +535,7 @@ public final class SyncDirectory: Sendable {
     /// Every document's status: with the server's view if it answers, else from local state
     /// alone (`reachable` false).
     public func status() async throws -> (documents: [DocumentStatus], reachable: Bool) {
+        try checkFolder(create: false)
         let listing = try? await serverView()
         let changed = try listing.map { try serverChange($0) } ?? nil
         return (try plan(remote: listing?.documents, forgetSynced: changed != nil).plans.compactMap(\.status), listing != nil)
@@ -773,6 +870,8 @@ public actor SyncEngine {
     public nonisolated let events: AsyncStream<SyncEvent>
     private let continuation: AsyncStream<SyncEvent>.Continuation
     private let lock: DirectoryLock
+    /// What `xfer status` shows of this engine (``SyncHealth``), written after every pass.
+    private var health = SyncHealth()
     /// Set when a pass found a replaced server: the change feed's new starting point.
     private var feedReset: Int64?
 
@@ -788,11 +887,29 @@ public actor SyncEngine {
         self.directory = try SyncDirectory(directory: directory, remote: remote, options: options)
         lock = try DirectoryLock(path: self.directory.state.database.path + ".lock", directory: self.directory.directory)
         (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        let previous = try? self.directory.state.health()
+        health.pid = getpid()
+        health.startedAt = Date().timeIntervalSince1970
+        health.lastPassAt = previous?.lastPassAt
+        health.lastPass = previous?.lastPass
+        health.lastError = previous?.lastError
+        health.lastErrorAt = previous?.lastErrorAt
     }
 
     /// Ends ``events``.
     public func close() {
+        health.phase = .stopped
+        directory.state.record(health)
         continuation.finish()
+    }
+
+    /// Notes a failed pass in ``SyncHealth``.
+    private func noteFailure(_ error: any Error, phase: SyncHealth.Phase) {
+        health.phase = phase
+        health.lastError = (error as? XferError)?.message ?? "\(error)"
+        health.lastErrorAt = Date().timeIntervalSince1970
+        health.failuresInARow += 1
+        directory.state.record(health)
     }
 
     /// One pass: push local changes and deletions, pull remote ones, apply remote deletions,
@@ -801,8 +918,25 @@ public actor SyncEngine {
     ///   changes stay pending), `unauthorized`; per-document failures are events instead.
     @discardableResult
     public func syncOnce() async throws -> SyncSummary {
+        do {
+            let summary = try await pass()
+            health.phase = .idle
+            health.lastPassAt = Date().timeIntervalSince1970
+            health.lastPass = summary
+            health.failuresInARow = 0
+            directory.state.record(health)
+            return summary
+        } catch {
+            let code = (error as? XferError)?.code
+            noteFailure(error, phase: code == .unavailable ? .offline : code == .folderMissing ? .folderMissing : .failing)
+            throw error
+        }
+    }
+
+    private func pass() async throws -> SyncSummary {
         let started = ContinuousClock.now
         let sync = directory
+        try sync.checkFolder()
         let listing = try await sync.serverView()
         let change = try sync.serverChange(listing)
         if let reason = change {
@@ -831,6 +965,10 @@ public actor SyncEngine {
             summary.failed += 1
             continuation.yield(.failed(nil, XferError(.invalidPath, "\(name) is not a valid document name (see docs/PROTOCOL.md, Names); it is not synced")))
         }
+        for (name, why) in pass.unreadable.sorted(by: { $0.key < $1.key }) {
+            summary.failed += 1
+            continuation.yield(.failed(nil, XferError(.io, "cannot read \(sync.directory)/\(name) (\(why)); nothing under it is uploaded, downloaded or deleted until it can be read")))
+        }
 
         let progress: @Sendable (DocumentPath) -> @Sendable (TransferProgress) -> Void = { [continuation] path in
             { continuation.yield(.progress(path, $0)) }
@@ -838,8 +976,7 @@ public actor SyncEngine {
 
         // Local changes first, so a pull never has to decide about a local edit.
         for plan in plans where plan.action == .push {
-            guard let report = try await attempt(plan.path, { try await sync.push(plan, progress: progress(plan.path)) }) else {
-                summary.failed += 1
+            guard let report = try await attempt(&summary, plan.path, { try await sync.push(plan, progress: progress(plan.path)) }) else {
                 continue
             }
             guard report.committed else { continue }
@@ -850,8 +987,7 @@ public actor SyncEngine {
             if report.state == .conflict { pullAfterPush.append(plan.path) }
         }
         for plan in plans where plan.action == .deleteRemote {
-            guard let deleted = try await attempt(plan.path, { try await sync.deleteRemote(plan) }) else {
-                summary.failed += 1
+            guard let deleted = try await attempt(&summary, plan.path, { try await sync.deleteRemote(plan) }) else {
                 continue
             }
             if deleted {
@@ -866,8 +1002,7 @@ public actor SyncEngine {
         // Every file synced here is a chunk source: found once for all the pass's pulls.
         let sources = ChunkSources(sync.state.clientState(for: try DocumentPath("sources")))
         for path in pulls {
-            guard let report = try await attempt(path, { try await sync.pull(path, sources: sources, progress: progress(path)) }) else {
-                summary.failed += 1
+            guard let report = try await attempt(&summary, path, { try await sync.pull(path, sources: sources, progress: progress(path)) }) else {
                 continue
             }
             summary.downloaded += 1
@@ -875,8 +1010,7 @@ public actor SyncEngine {
             continuation.yield(.downloaded(path, version: report.version, bytesFetched: report.bytesFetched))
         }
         for plan in plans where plan.action == .deleteLocal || plan.action == .forget {
-            guard try await attempt(plan.path, { try sync.deleteLocal(plan) }) != nil else {
-                summary.failed += 1
+            guard try await attempt(&summary, plan.path, { try sync.deleteLocal(plan) }) != nil else {
                 continue
             }
             guard plan.action == .deleteLocal else { continue }
@@ -911,21 +1045,66 @@ public actor SyncEngine {
 
     /// Runs one document's step; a failure other than the server's absence is reported and
     /// skipped (`nil`), so one bad document does not stop the others.
-    private func attempt<T: Sendable>(_ path: DocumentPath, _ body: @Sendable () async throws -> T) async throws -> T? {
+    /// A document the local tree moved under (gone, or written while it was read) is left for
+    /// the next pass (`retried`), with nothing committed for it.
+    private func attempt<T: Sendable>(_ summary: inout SyncSummary, _ path: DocumentPath,
+                                      _ body: @Sendable () async throws -> T) async throws -> T? {
         do {
             return try await body()
         } catch let error as XferError where error.code == .unavailable || error.code == .unauthorized || error.code == .cancelled {
             throw error
+        } catch let error as XferError where error.isLocalChange {
+            summary.retried += 1
+            continuation.yield(.retrying(path, error.message))
+            return nil
         } catch {
+            summary.failed += 1
             continuation.yield(.failed(path, error as? XferError ?? XferError(.io, "\(error)")))
             return nil
         }
     }
 
     /// Syncs now, then whenever something changes here (inotify) or on the server (the change
-    /// feed), until the task is cancelled. While the server is unreachable, passes are retried
-    /// with exponential backoff (1 s doubling up to `maximumBackoff`); local changes wait.
+    /// feed), until the task is cancelled. It keeps going through whatever a pass meets: the
+    /// server unreachable (``SyncEvent/offline(_:retryIn:)``) or any other failed pass
+    /// (``SyncEvent/passFailed(_:retryIn:)``) is retried with exponential backoff (1 s doubling
+    /// up to `maximumBackoff`), and a folder gone or unmounted (``SyncEvent/folderMissing(_:)``)
+    /// is waited for and watched afresh when it is back. Only a refused token
+    /// (`unauthorized`) or cancellation ends it.
     public func watch() async throws {
+        health.watching = true
+        while true {
+            do {
+                try await watchRound()
+                return
+            } catch is WatchAfresh {
+                continue
+            }
+        }
+    }
+
+    /// The folder came back after it was missing: its watches died with it, so watch anew.
+    private struct WatchAfresh: Error {}
+
+    /// Whether the folder is there to watch; else says so once (`said`) and waits a moment.
+    private func folderPresent(said: inout Bool) async throws -> Bool {
+        do {
+            try directory.checkFolder()
+            return true
+        } catch let error as XferError where error.code == .folderMissing {
+            if !said {
+                said = true
+                continuation.yield(.folderMissing(error.message))
+                noteFailure(error, phase: .folderMissing)
+            }
+            try await Task.sleep(for: directory.options.folderCheckInterval)
+            return false
+        }
+    }
+
+    private func watchRound() async throws {
+        var said = false
+        while try await !folderPresent(said: &said) {}
         let options = directory.options
         let connection = directory.remote.connection
         let container = directory.remote.container
@@ -981,13 +1160,34 @@ public actor SyncEngine {
             }
             group.addTask {
                 var backoff = Duration.seconds(1)
+                var missing = false
                 for await _ in triggers {
                     try await Task.sleep(for: options.debounce)
                     do {
                         try await self.syncOnce()
                         backoff = .seconds(1)
+                        if missing { throw WatchAfresh() }
                     } catch let error as XferError where error.code == .unavailable {
                         continuation.yield(.offline(error, retryIn: backoff))
+                        try await Task.sleep(for: backoff)
+                        backoff = min(backoff * 2, options.maximumBackoff)
+                        trigger.yield(())
+                    } catch let error as XferError where error.code == .folderMissing {
+                        // Gone or unmounted: nothing is decided; look again in a moment.
+                        if !missing { continuation.yield(.folderMissing(error.message)) }
+                        missing = true
+                        try await Task.sleep(for: options.folderCheckInterval)
+                        trigger.yield(())
+                    } catch let error as XferError where error.code == .cancelled || error.code == .unauthorized {
+                        throw error
+                    } catch is CancellationError {
+                        throw CancellationError()
+                    } catch is WatchAfresh {
+                        throw WatchAfresh()
+                    } catch {
+                        // Anything else (a state write that failed, a server error): said,
+                        // recorded for `xfer status`, and retried; the daemon does not stop.
+                        continuation.yield(.passFailed(error as? XferError ?? XferError(.io, "\(error)"), retryIn: backoff))
                         try await Task.sleep(for: backoff)
                         backoff = min(backoff * 2, options.maximumBackoff)
                         trigger.yield(())

@@ -95,7 +95,7 @@ package enum FileSystem {
             if n == 0 { break }
             filled += n
             if filled == bytes.count {
-                throw XferError(.corruptChunk, "\(path) grew while it was read")
+                throw XferError(.corruptChunk, "\(path) grew while it was read", cause: ChangedWhileRead())
             }
         }
         bytes.removeLast(bytes.count - filled)

@@ -50,6 +50,8 @@ public struct XferError: Error, Sendable, CustomStringConvertible {
         public static let alreadyExists = Code("already_exists")
         /// The server could not be reached or did not answer.
         public static let unavailable = Code("unavailable")
+        /// A synced folder's root is gone, unmounted, or not the folder that was synced.
+        public static let folderMissing = Code("folder_missing")
         /// The other side broke the protocol or failed unexpectedly.
         public static let `internal` = Code("internal")
 
@@ -77,6 +79,38 @@ public struct XferError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         if let cause { return "\(message) (\(cause))" }
         return message
+    }
+}
+
+/// The cause of an error that says a local file was written while it was read: what was read
+/// may mix two contents, so nothing made from it is committed.
+public struct ChangedWhileRead: Error, Sendable, CustomStringConvertible {
+    public init() {}
+    public var description: String { "changed while it was read" }
+}
+
+extension XferError {
+    /// Whether the local tree moved under the operation (``isVanished``, or a file written while
+    /// it was read): nothing was committed from it, and trying again later is the answer.
+    public var isLocalChange: Bool {
+        if isVanished || cause is ChangedWhileRead { return true }
+        return (cause as? XferError)?.isLocalChange ?? false
+    }
+
+    /// Whether this error says a local file or directory went away while it was being read
+    /// (`ENOENT`, `ENOTDIR`, `ESTALE` underneath): the ordinary event of a tree that editors,
+    /// compilers and git change while it is scanned, never a reason to fail a whole pass.
+    public var isVanished: Bool {
+        if let errno = cause as? SystemErrno { return SystemErrno.vanished(errno.rawValue) }
+        if let inner = cause as? XferError { return inner.isVanished }
+        return false
+    }
+}
+
+extension SystemErrno {
+    /// Whether `errno` means the entry is gone (or its parent is no longer a directory).
+    public static func vanished(_ errno: Int32) -> Bool {
+        errno == ENOENT || errno == ENOTDIR || errno == ESTALE
     }
 }
 

@@ -94,6 +94,7 @@ enum ExitCodes {
         case .quotaExceeded: return 8
         case .corruptChunk, .invalidManifest, .missingChunks: return 9
         case .io: return 10
+        case .folderMissing: return 11
         default: return 1
         }
     }

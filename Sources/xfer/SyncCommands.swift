@@ -147,6 +147,9 @@ extension Xfer {
             case .conflict(let path, let current, let conflicts):
                 print("! \(path): v\(current) is current; conflict versions \(conflicts.map { "v\($0)" }.joined(separator: ", ")) — see `xfer versions \(path)`")
             case .failed(let path, let error): printError("\(path.map { "\($0): " } ?? "")\(error.message)")
+            case .retrying(let path, let message): if !quiet { printError("~ \(path): \(message); tried again on the next pass") }
+            case .passFailed(let error, let retry): printError("the pass failed (\(error.message)); retrying in \(retry)")
+            case .folderMissing(let message): printError("\(message); waiting for it to come back")
             case .offline(let error, let retry): printError("offline (\(error.message)); retrying in \(retry)")
             case .watchLimited(let count, let example, let reason):
                 printError("cannot watch \(count) director\(count == 1 ? "y" : "ies") for changes (\(example): \(reason)); they are rescanned every \(Int(SyncOptions().unwatchedRescanInterval.seconds)) s instead. Raise the limit: sysctl fs.inotify.max_user_watches=524288")
@@ -180,6 +183,10 @@ extension Xfer {
             var directory: String
             var reachable: Bool
             var notices: [String]
+            /// How the folder's `xfer sync` is doing (running or not, last pass, last error).
+            var daemon: SyncHealth?
+            /// Documents pending upload or download.
+            var pending: Int
             var documents: [DocumentStatus]
         }
 
@@ -187,11 +194,15 @@ extension Xfer {
             try await runReportingErrors(json: json) {
                 let (sync, status) = try await withSynced(directory, client) { sync in (sync, try await sync.status()) }
                 let notices = try sync.notices()
+                let health = try sync.state.health()
+                let pending = status.documents.filter { $0.state == .pendingUpload || $0.state == .pendingDownload }.count
                 if json {
-                    printJSON(Output(directory: sync.directory, reachable: status.reachable, notices: notices, documents: status.documents))
+                    printJSON(Output(directory: sync.directory, reachable: status.reachable, notices: notices, daemon: health,
+                                     pending: pending, documents: status.documents))
                     return
                 }
                 for notice in notices { print("note: \(notice)") }
+                print(Self.describe(health, pending: pending))
                 if !status.reachable { print("(server unreachable: local state only)") }
                 for document in status.documents {
                     let conflicts = document.conflicts.isEmpty ? "" : "  conflicts: \(document.conflicts.map { "v\($0)" }.joined(separator: ", "))"
@@ -200,6 +211,24 @@ extension Xfer {
                           + "\(document.path)\(conflicts)")
                 }
             }
+        }
+
+        /// One line on the folder's daemon: running or not, its last pass and last error.
+        static func describe(_ health: SyncHealth?, pending: Int) -> String {
+            func ago(_ time: Double?) -> String {
+                guard let time else { return "never" }
+                let seconds = Int(max(0, Date().timeIntervalSince1970 - time))
+                return seconds < 120 ? "\(seconds) s ago" : seconds < 7200 ? "\(seconds / 60) min ago" : "\(seconds / 3600) h ago"
+            }
+            guard let health else { return "sync: never run here; \(pending) pending" }
+            var line = health.running ? "sync: running (pid \(health.pid.map(String.init) ?? "?")\(health.watching ? ", watching" : ""))"
+                                      : "sync: not running"
+            if health.running && health.phase != .idle && health.phase != .stopped { line += ", \(health.phase.rawValue.replacingOccurrences(of: "_", with: " "))" }
+            line += "; last pass \(ago(health.lastPassAt))"
+            if let error = health.lastError, let at = health.lastErrorAt, at >= (health.lastPassAt ?? 0) {
+                line += "; last error \(ago(at)): \(error)"
+            }
+            return line + "; \(pending) pending"
         }
     }
 
@@ -295,6 +324,9 @@ struct SyncEventLine: Encodable {
         case .evicted(let path): self.event = "evicted"; self.path = path.value
         case .conflict(let path, let current, let conflicts): self.event = "conflict"; self.path = path.value; self.version = current; self.conflicts = conflicts
         case .failed(let path, let error): self.event = "failed"; self.path = path?.value; self.message = error.message
+        case .retrying(let path, let message): self.event = "retry"; self.path = path.value; self.message = message
+        case .passFailed(let error, _): self.event = "pass_failed"; self.message = error.message
+        case .folderMissing(let message): self.event = "folder_missing"; self.message = message
         case .offline(let error, _): self.event = "offline"; self.message = error.message
         case .serverChanged(let reason): self.event = "server_changed"; self.message = reason
         case .watchLimited(let count, let example, let reason):

@@ -142,3 +142,20 @@ enum Backends {
         return try await ServerData.open(directory, policy: policy, metadata: metadata, chunks: chunks)
     }
 }
+
+extension SyncEngine {
+    /// Waits (at most `seconds`) for an event `until` matches; whether one came.
+    func awaitEvent(seconds: Int = 30, _ until: @escaping @Sendable (SyncEvent) -> Bool) async -> Bool {
+        let events = self.events
+        let waiter = Task {
+            for await event in events where until(event) { return true }
+            return false
+        }
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(seconds))
+            waiter.cancel()
+        }
+        defer { timeout.cancel() }
+        return await waiter.value
+    }
+}

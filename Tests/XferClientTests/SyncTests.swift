@@ -198,28 +198,16 @@ import XferProtocol
             let watching = Task { try await a.engine.watch() }
             defer { watching.cancel() }
             // Collects A's events until `until` matches one.
-            func awaitEvent(_ until: @escaping @Sendable (SyncEvent) -> Bool) async -> Bool {
-                let waiter = Task {
-                    for await event in a.engine.events where until(event) { return true }
-                    return false
-                }
-                let timeout = Task {
-                    try await Task.sleep(for: .seconds(30))
-                    waiter.cancel()
-                }
-                defer { timeout.cancel() }
-                return await waiter.value
-            }
             try await Task.sleep(for: .milliseconds(500))
 
             // A local save goes up.
-            async let uploaded = awaitEvent { if case .uploaded(let path, _, _) = $0 { return path.value == "saved.txt" }; return false }
+            async let uploaded = a.engine.awaitEvent { if case .uploaded(let path, _, _) = $0 { return path.value == "saved.txt" }; return false }
             try Files.write(a.path("saved.txt"), Array("hello".utf8))
             #expect(await uploaded)
             #expect(try await server.client().stat("saved.txt").state == .current)
 
             // A remote change comes down without polling.
-            async let downloaded = awaitEvent { if case .downloaded(let path, _, _) = $0 { return path.value == "remote.txt" }; return false }
+            async let downloaded = a.engine.awaitEvent { if case .downloaded(let path, _, _) = $0 { return path.value == "remote.txt" }; return false }
             try Files.write(b.path("remote.txt"), Array("from b".utf8))
             _ = try await b.engine.syncOnce()
             #expect(await downloaded)
