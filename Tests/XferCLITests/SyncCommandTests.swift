@@ -74,6 +74,66 @@ import XferCore
         #expect(watcher.terminationStatus == 0)
     }
 
+    /// A directory the syncing user cannot read is not a directory whose files were deleted:
+    /// the pass says so and deletes nothing under it. (As root, the sync runs as `nobody`
+    /// through setpriv, since root reads everything.) `status` shows how the last pass went.
+    @Test func anUnreadableDirectoryDeletesNothingAndStatusTellsTheDaemonsHealth() throws {
+        let server = try ServerProcess()
+        let home = server.path("unprivileged"), a = home + "/a"
+        try FileManager.default.createDirectory(atPath: a + "/Documents/open", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: a + "/Documents/secret", withIntermediateDirectories: true)
+        try Data("open".utf8).write(to: URL(fileURLWithPath: a + "/Documents/open/x.txt"))
+        try Data("secret".utf8).write(to: URL(fileURLWithPath: a + "/Documents/secret/y.txt"))
+        let asRoot = getuid() == 0
+        if asRoot {
+            let nobody = getpwnam("nobody")!.pointee
+            for path in [home, a, a + "/Documents", a + "/Documents/open", a + "/Documents/secret",
+                         a + "/Documents/open/x.txt", a + "/Documents/secret/y.txt"] {
+                #expect(chown(path, nobody.pw_uid, nobody.pw_gid) == 0)
+            }
+        }
+        let environment = server.environment.merging(["XFER_STATE_DIR": home + "/state"]) { $1 }
+        func sync(_ arguments: String...) throws -> XferProcess {
+            let child = Process()
+            child.executableURL = URL(fileURLWithPath: asRoot ? "/usr/bin/setpriv" : XferProcess.binary.path)
+            child.arguments = (asRoot ? ["--reuid=nobody", "--regid=nogroup", "--clear-groups", XferProcess.binary.path] : []) + arguments
+            child.environment = environment
+            child.standardOutput = Pipe()
+            child.standardError = Pipe()
+            try child.run()
+            let out = (child.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile()
+            let err = (child.standardError as! Pipe).fileHandleForReading.readDataToEndOfFile()
+            child.waitUntilExit()
+            return XferProcess(stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
+                               status: child.terminationStatus)
+        }
+        let first = try sync("sync", a, "--once", "--json")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try Self.lines(first.stdout).filter { $0["event"] as? String == "uploaded" }.count == 2)
+
+        // The directory becomes unreadable to the syncing user.
+        if asRoot { #expect(chown(a + "/Documents/secret", 0, 0) == 0) }
+        #expect(chmod(a + "/Documents/secret", 0o000) == 0)
+        defer { chmod(a + "/Documents/secret", 0o755) }
+        let blind = try sync("sync", a, "--once", "--json")
+        #expect(blind.status == 0, "\(blind.stderr)")
+        let events = try Self.lines(blind.stdout)
+        #expect(events.contains { $0["event"] as? String == "failed" && ($0["message"] as? String ?? "").contains("cannot read") },
+                "\(blind.stdout)")
+        #expect(!events.contains { $0["event"] as? String == "removed_remotely" }, "\(blind.stdout)")
+        let listed = try server.run("ls", "--json")
+        #expect(listed.stdout.contains("Documents/secret/y.txt"), "still on the server: \(listed.stdout)")
+
+        // status: the daemon is not running, its last pass and the documents.
+        let status = try server.json(try sync("status", a, "--json"))
+        let daemon = status["daemon"] as? [String: Any] ?? [:]
+        #expect(daemon["running"] as? Bool == false && daemon["phase"] as? String == "stopped", "\(daemon)")
+        #expect((daemon["last_pass"] as? [String: Any])?["failed"] as? Int == 1, "\(daemon)")
+        #expect(status["pending"] as? Int == 0, "\(status)")
+        let text = try sync("status", a)
+        #expect(text.stdout.contains("sync: not running; last pass"), "\(text.stdout)")
+    }
+
     @Test func offlineChangesWaitForTheServer() throws {
         let server = try ServerProcess()
         let a = server.path("a")
