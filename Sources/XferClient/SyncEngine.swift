@@ -302,13 +302,16 @@ public final class SyncDirectory: Sendable {
         func visit(_ relative: String) {
             let absolute = relative.isEmpty ? directory : directory + "/" + relative
             rules.load(directory: absolute, as: relative)
-            guard let handle = opendir(absolute) else {
-                let err = errno
-                if !SystemErrno.vanished(err) || relative.isEmpty { unreadable[relative] = SystemErrno(err).description }
+            let names: [String]
+            do {
+                names = try FileSystem.list(absolute)
+            } catch let error as XferError {
+                if !error.isVanished || relative.isEmpty { unreadable[relative] = error.cause.map { "\($0)" } ?? error.message }
+                return
+            } catch {
+                unreadable[relative] = "\(error)"
                 return
             }
-            let names = FileSystem.names(in: handle)
-            closedir(handle)
             for name in names {
                 let child = relative.isEmpty ? name : relative + "/" + name
                 var info = stat()
@@ -1073,18 +1076,22 @@ public actor SyncEngine {
     /// (`unauthorized`) or cancellation ends it.
     public func watch() async throws {
         health.watching = true
+        var said = false
         while true {
             do {
-                try await watchRound()
+                try await watchRound(folderMissingSaid: said)
                 return
-            } catch is WatchAfresh {
-                continue
+            } catch let again as WatchAfresh {
+                said = again.folderMissingSaid
             }
         }
     }
 
-    /// The folder came back after it was missing: its watches died with it, so watch anew.
-    private struct WatchAfresh: Error {}
+    /// A pass found the folder missing: its watches die with it, so wait for it and watch anew.
+    private struct WatchAfresh: Error {
+        /// Whether ``SyncEvent/folderMissing(_:)`` was already said for this absence.
+        var folderMissingSaid: Bool
+    }
 
     /// Whether the folder is there to watch; else says so once (`said`) and waits a moment.
     private func folderPresent(said: inout Bool) async throws -> Bool {
@@ -1102,8 +1109,8 @@ public actor SyncEngine {
         }
     }
 
-    private func watchRound() async throws {
-        var said = false
+    private func watchRound(folderMissingSaid: Bool) async throws {
+        var said = folderMissingSaid
         while try await !folderPresent(said: &said) {}
         let options = directory.options
         let connection = directory.remote.connection
@@ -1160,30 +1167,24 @@ public actor SyncEngine {
             }
             group.addTask {
                 var backoff = Duration.seconds(1)
-                var missing = false
                 for await _ in triggers {
                     try await Task.sleep(for: options.debounce)
                     do {
                         try await self.syncOnce()
                         backoff = .seconds(1)
-                        if missing { throw WatchAfresh() }
                     } catch let error as XferError where error.code == .unavailable {
                         continuation.yield(.offline(error, retryIn: backoff))
                         try await Task.sleep(for: backoff)
                         backoff = min(backoff * 2, options.maximumBackoff)
                         trigger.yield(())
                     } catch let error as XferError where error.code == .folderMissing {
-                        // Gone or unmounted: nothing is decided; look again in a moment.
-                        if !missing { continuation.yield(.folderMissing(error.message)) }
-                        missing = true
-                        try await Task.sleep(for: options.folderCheckInterval)
-                        trigger.yield(())
+                        // Gone or unmounted: nothing is decided; wait for it and watch it afresh.
+                        continuation.yield(.folderMissing(error.message))
+                        throw WatchAfresh(folderMissingSaid: true)
                     } catch let error as XferError where error.code == .cancelled || error.code == .unauthorized {
                         throw error
                     } catch is CancellationError {
                         throw CancellationError()
-                    } catch is WatchAfresh {
-                        throw WatchAfresh()
                     } catch {
                         // Anything else (a state write that failed, a server error): said,
                         // recorded for `xfer status`, and retried; the daemon does not stop.

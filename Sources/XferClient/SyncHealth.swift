@@ -62,19 +62,3 @@ extension SyncState {
         try? setMeta(Self.healthKey, String(decoding: data, as: UTF8.self))
     }
 }
-
-extension DirectoryLock {
-    /// The pid of the process holding the lock at `path`, or `nil` when none does.
-    static func holder(path: String) -> Int32? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
-            flock(fd, LOCK_UN)
-            return nil
-        }
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let count = pread(fd, &buffer, buffer.count, 0)
-        return Int32(String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
-    }
-}

@@ -227,10 +227,8 @@ final class DirectoryLock: Sendable {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw XferError(.io, "cannot open the lock file \(path)", cause: SystemErrno(errno)) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
-            var buffer = [UInt8](repeating: 0, count: 32)
-            let count = pread(fd, &buffer, buffer.count, 0)
+            let pid = Self.owner(fd)
             close(fd)
-            let pid = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             throw XferError(.conflict, "another `xfer sync` is already running on \(directory) (pid \(pid.isEmpty ? "?" : pid)); stop it first")
         }
         let text = Array("\(getpid())\n".utf8)
@@ -240,4 +238,23 @@ final class DirectoryLock: Sendable {
     }
 
     deinit { close(fd) }
+
+    /// The pid the holder wrote into the lock file (empty if none).
+    private static func owner(_ fd: Int32) -> String {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = pread(fd, &buffer, buffer.count, 0)
+        return String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The pid of the process holding the lock at `path` (-1 if it wrote none), or `nil` when none does.
+    static func holder(path: String) -> Int32? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        if flock(fd, LOCK_SH | LOCK_NB) == 0 {
+            flock(fd, LOCK_UN)
+            return nil
+        }
+        return Int32(owner(fd)) ?? -1
+    }
 }

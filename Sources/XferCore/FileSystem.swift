@@ -103,9 +103,10 @@ package enum FileSystem {
     }
 
     /// The names in a directory ("." and ".." excluded).
-    static func list(_ directory: String) throws -> [String] {
+    package static func list(_ directory: String) throws -> [String] {
         guard let handle = opendir(directory) else {
-            throw XferError(errno == ENOENT ? .notFound : .io, "cannot list \(directory)", cause: SystemErrno(errno))
+            let err = errno
+            throw XferError(err == ENOENT ? .notFound : .io, "cannot list \(directory)", cause: SystemErrno(err))
         }
         defer { closedir(handle) }
         return names(in: handle)

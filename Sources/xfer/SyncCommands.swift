@@ -169,7 +169,11 @@ extension Xfer {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show each document of a synced directory: synced, pending upload or download, conflict, evicted.",
-            discussion: "Without the server (unreachable), shows what local state alone can tell.")
+            discussion: """
+                The first line says how the directory's `xfer sync` is doing: running or not, its last pass and \
+                last error, how many documents are pending. Without the server (unreachable), shows what local \
+                state alone can tell. Exits 11 if the folder is gone or unmounted.
+                """)
 
         @Argument(help: "The synced directory, or a path inside it (default: here).", completion: .directory)
         var directory: String = "."

@@ -48,6 +48,17 @@ import XferServer
         }
     }
 
+    /// The reasons of the `serverChanged` events `engine` emits until it is closed.
+    static func serverChanges(of engine: SyncEngine) -> Task<[String], Never> {
+        Task {
+            var seen: [String] = []
+            for await event in engine.events {
+                if case .serverChanged(let reason) = event { seen.append(reason) }
+            }
+            return seen
+        }
+    }
+
     @Test func aFreshServerAtTheSameAddressDeletesNothing() async throws {
         try await Self.withSwappableServer { root, remote, second, servers in
             let directory = root + "/synced"
@@ -74,13 +85,7 @@ import XferServer
             let status = try await engine.directory.status()
             #expect(status.documents.count == 5 && status.documents.allSatisfy { $0.state == .pendingUpload },
                     "status plans uploads, not deletions: \(status.documents.map(\.state))")
-            let events = Task { () -> [String] in
-                var seen: [String] = []
-                for await event in engine.events {
-                    if case .serverChanged(let reason) = event { seen.append(reason) }
-                }
-                return seen
-            }
+            let events = Self.serverChanges(of: engine)
             let pass = try await engine.syncOnce()
             await engine.close()
             #expect(pass.removedLocally == 0 && pass.removedRemotely == 0)
@@ -133,13 +138,7 @@ import XferServer
             #expect(try await b.syncOnce().uploaded == 5)
             await b.close()
 
-            let events = Task { () -> [String] in
-                var seen: [String] = []
-                for await event in engine.events {
-                    if case .serverChanged(let reason) = event { seen.append(reason) }
-                }
-                return seen
-            }
+            let events = Self.serverChanges(of: engine)
             let pass = try await engine.syncOnce()
             await engine.close()
             #expect(await events.value.first?.contains("another version 1 of Documents/a.txt") == true)
