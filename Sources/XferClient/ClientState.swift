@@ -129,14 +129,31 @@ public final class StateDatabase: Sendable {
         return migrator
     }
 
+    /// Runs `body` in a transaction, or inside the one a ``batch(_:)`` on this thread has open.
     func run<T>(_ body: (Database) throws -> T) throws -> T {
         do {
-            return try queue.write(body)
+            return try queue.unsafeReentrantWrite { db in
+                if db.isInsideTransaction { return try body(db) }
+                var result: T? = nil
+                try db.inTransaction {
+                    result = try body(db)
+                    return .commit
+                }
+                return result!
+            }
         } catch let error as XferError {
             throw error
         } catch {
             throw XferError(.io, "the client state database \(path) failed", cause: DescribedError(error))
         }
+    }
+}
+
+extension StateDatabase {
+    /// Runs `body` as one transaction: every state change it makes through this database (on
+    /// this thread) is committed together, or none is. What a batch of documents records.
+    public func batch<T>(_ body: () throws -> T) throws -> T {
+        try run { _ in try body() }
     }
 }
 

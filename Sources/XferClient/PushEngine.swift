@@ -104,6 +104,8 @@ public struct PushEngine: Sendable {
         var file: String
         var offset: Int64
         var length: Int
+        /// Which document of a batch it is for (0 for a single push): whose bytes it counts as.
+        var owner: Int = 0
     }
 
     /// Pushes `path` as document `name`.
@@ -183,21 +185,14 @@ public struct PushEngine: Sendable {
         let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : stamps[$1]?.size ?? 0) }
         let counters = Locked(Counters(bytesHashed: unchangedBytes))
 
-        let hashed = try await upload(initial: initial, files: toHash.map { (index: $0, path: fullPath(tree[$0])) },
+        let hashed = try await upload(initial: initial, files: toHash.map { (index: $0, path: fullPath(tree[$0]), owner: 0) },
                                       skip: onServer.union(queued), total: total, counters: counters, progress: progress)
         for (index, chunks) in hashed { chunkLists[index] = chunks }
         // A file written while it was read is not committed: its chunks may mix two contents.
         // Its stamp from before the read must still be its stamp now.
         for index in hashed.keys {
             guard let before = stamps[index] else { continue }
-            let path = fullPath(tree[index])
-            guard let now = FileStamp.of(path) else {
-                throw XferError(.notFound, "\(path) went away while it was read; nothing was committed", cause: SystemErrno(ENOENT))
-            }
-            guard now == before else {
-                throw XferError(.io, "\(path) changed while it was read; nothing was committed (push again, or let the next sync pass do it)",
-                                cause: ChangedWhileRead())
-            }
+            try Self.checkStillAsRead(fullPath(tree[index]), before: before)
         }
 
         // 4. The manifest, sent as a delta against the base version.
@@ -237,7 +232,19 @@ public struct PushEngine: Sendable {
         return report
     }
 
-    private static func report(_ name: DocumentPath, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
+    /// Throws unless the file at `path` still has the stamp it had before it was read: a file
+    /// written (or removed) while it was read is not committed, as its chunks may mix two contents.
+    static func checkStillAsRead(_ path: String, before: FileStamp) throws {
+        guard let now = FileStamp.of(path) else {
+            throw XferError(.notFound, "\(path) went away while it was read; nothing was committed", cause: SystemErrno(ENOENT))
+        }
+        guard now == before else {
+            throw XferError(.io, "\(path) changed while it was read; nothing was committed (push again, or let the next sync pass do it)",
+                            cause: ChangedWhileRead())
+        }
+    }
+
+    static func report(_ name: DocumentPath, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
                                manifestBytes: Int, started: ContinuousClock.Instant) -> PushReport {
         let fileBytes = manifest.entries.reduce(Int64(0)) { $0 + ($1.kind == .file ? $1.size : 0) }
         return PushReport(document: name.value, version: version,
@@ -247,7 +254,7 @@ public struct PushEngine: Sendable {
                           seconds: (ContinuousClock.now - started).seconds)
     }
 
-    private func commit(_ request: CommitRequest, manifest: Manifest) async throws -> DocumentInfo {
+    func commit(_ request: CommitRequest, manifest: Manifest) async throws -> DocumentInfo {
         do {
             return try await remote.connection.commit(container: remote.container, request)
         } catch let error as XferError where (error.code == .invalidManifest || error.code == .notFound) && request.deltaBase != nil {
@@ -264,12 +271,26 @@ public struct PushEngine: Sendable {
         var chunksSent = 0
         var bytesSent: Int64 = 0
         var plainBytesSent: Int64 = 0
+        /// For a batch: the same three, by document (``Location/owner``).
+        var byOwner: [Int: Counters] = [:]
+
+        /// Counts uploaded chunks, for the whole push and for their documents.
+        mutating func sent(_ chunks: [EncodedChunk], owners: [Int]) {
+            for (chunk, owner) in zip(chunks, owners) {
+                chunksSent += 1
+                bytesSent += Int64(chunk.payload.count)
+                plainBytesSent += Int64(chunk.length)
+                byOwner[owner, default: Counters()].chunksSent += 1
+                byOwner[owner, default: Counters()].bytesSent += Int64(chunk.payload.count)
+                byOwner[owner, default: Counters()].plainBytesSent += Int64(chunk.length)
+            }
+        }
     }
 
     /// Hashes `files` in the pipeline on a background thread while this task asks which new
     /// chunks the server lacks and uploads them, several requests in flight.
     /// - Returns: The chunk list of each hashed file, by tree index.
-    private func upload(initial: [Location], files: [(index: Int, path: String)], skip: Set<ChunkID>, total: Int64,
+    func upload(initial: [Location], files: [(index: Int, path: String, owner: Int)], skip: Set<ChunkID>, total: Int64,
                         counters: Locked<Counters>, progress: @escaping @Sendable (TransferProgress) -> Void) async throws
         -> [Int: [Manifest.ChunkReference]] {
         let (batches, continuation) = AsyncStream<[Location]>.makeStream()
@@ -312,7 +333,7 @@ public struct PushEngine: Sendable {
 
     /// Runs the chunk pipeline on a Dispatch thread, yielding batches of new chunk locations.
     /// - Returns: The chunk list of each hashed file, by tree index.
-    private static func runPipeline(files: [(index: Int, path: String)], options: ChunkPipeline.Options, skip: Set<ChunkID>,
+    private static func runPipeline(files: [(index: Int, path: String, owner: Int)], options: ChunkPipeline.Options, skip: Set<ChunkID>,
                                     batch: Int, stop: Locked<Bool>, counters: Locked<Counters>,
                                     yield: @escaping @Sendable ([Location]) -> Void,
                                     report: @escaping @Sendable () -> Void) async throws -> [Int: [Manifest.ChunkReference]] {
@@ -347,7 +368,7 @@ public struct PushEngine: Sendable {
                             collector.unreportedBytes += Int64(record.length)
                             if collector.seen.insert(record.id).inserted {
                                 collector.pending.append(Location(id: record.id, file: files[file].path, offset: record.offset,
-                                                                  length: record.length))
+                                                                  length: record.length, owner: files[file].owner))
                                 if collector.pending.count >= batch {
                                     yield(collector.pending)
                                     collector.pending = []
@@ -396,11 +417,7 @@ public struct PushEngine: Sendable {
                 uploads.addTask {
                     let chunks = try Self.read(locations, policy: policy)
                     _ = try await connection.upload(chunks)
-                    counters.withLock { c in
-                        c.chunksSent += chunks.count
-                        c.bytesSent += chunks.reduce(0) { $0 + Int64($1.payload.count) }
-                        c.plainBytesSent += chunks.reduce(0) { $0 + Int64($1.length) }
-                    }
+                    counters.withLock { $0.sent(chunks, owners: locations.map(\.owner)) }
                     report()
                 }
             }

@@ -117,6 +117,16 @@ public final class ServerConnection: Sendable {
         try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/commit", body: WireJSON.encode(request))
     }
 
+    /// Commits many documents in one request (their chunks uploaded first); one outcome per
+    /// document, in order.
+    public func commit(container: ContainerName, batch: BatchCommitRequest) async throws -> [BatchCommitResult.Outcome] {
+        let answer = try await json(BatchCommitResult.self, "POST", "/v1/containers/\(container)/commits", body: WireJSON.encode(batch))
+        guard answer.results.count == batch.documents.count else {
+            throw XferError(.internal, "the server answered \(answer.results.count) outcomes for a batch of \(batch.documents.count)")
+        }
+        return answer.results
+    }
+
     /// A document's newest state, or one version of it.
     public func stat(container: ContainerName, path: DocumentPath, version: Int64? = nil) async throws -> DocumentInfo {
         var route = "/v1/containers/\(container)/document?path=\(Self.escape(path.value))"
@@ -296,11 +306,7 @@ public final class ServerConnection: Sendable {
         guard let body, let decoded = try? WireJSON.decode(ErrorBody.self, from: body.readableBytesView) else {
             return XferError(.internal, "the server answered \(response.status.code) \(response.status.reasonPhrase) without an xfer error body")
         }
-        let code = XferError.Code.named(decoded.error.code)
-        var cause: (any Error & Sendable)? = nil
-        if code == .conflict { cause = ConflictDetail(currentVersion: decoded.error.currentVersion) }
-        if code == .missingChunks { cause = MissingChunksDetail(ids: (decoded.error.missing ?? []).compactMap { ChunkID(hex: $0) }) }
-        return XferError(code, decoded.error.message, cause: cause)
+        return decoded.error.xferError
     }
 
     private static func escape(_ text: String) -> String {

@@ -732,6 +732,39 @@ public final class SyncDirectory: Sendable {
         return report
     }
 
+    /// The most a document may hold and still go in a batch (``pushMany(_:progress:)``): larger
+    /// ones are announced before their data moves, so other devices see them coming.
+    static let batchedDocumentBytes: Int64 = 4 << 20
+
+    /// Whether a push plan goes in a batch: a file or symlink of at most ``batchedDocumentBytes``.
+    static func isBatched(_ plan: Plan) -> Bool {
+        guard let local = plan.local, local.kind == .file else { return false }
+        return (local.stamp?.size ?? 0) <= batchedDocumentBytes
+    }
+
+    /// Pushes many small documents together (``PushEngine/pushMany(_:progress:)``), recording
+    /// each that went through in one transaction. One result per plan, in order.
+    func pushMany(_ plans: [Plan], progress: @escaping @Sendable (TransferProgress) -> Void) async throws
+        -> [Result<PushReport, any Error>] {
+        var pushOptions = options.push
+        pushOptions.force = false
+        pushOptions.exclude = []
+        let items = plans.map { PushItem(path: $0.local!.path, name: $0.path, state: state.clientState(for: $0.path)) }
+        var results = try await PushEngine(remote: remote, options: pushOptions).pushMany(items, progress: progress)
+        try state.database.batch {
+            for (index, plan) in plans.enumerated() {
+                guard case .success(let report) = results[index] else { continue }
+                do {
+                    try record(plan.path, kind: plan.local!.kind, size: report.bytes,
+                               mtimeNs: try DirectoryWalker.entry(at: plan.local!.path).mtimeNanoseconds)
+                } catch let error as XferError where error.isVanished {
+                    results[index] = .failure(error)  // gone since: the next pass sees it gone
+                }
+            }
+        }
+        return results
+    }
+
     func pull(_ path: DocumentPath, sources: ChunkSources? = nil,
               progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PullReport {
         var pullOptions = options.pull
@@ -978,16 +1011,31 @@ public actor SyncEngine {
         }
 
         // Local changes first, so a pull never has to decide about a local edit.
-        for plan in plans where plan.action == .push {
-            guard let report = try await attempt(&summary, plan.path, { try await sync.push(plan, progress: progress(plan.path)) }) else {
-                continue
-            }
-            guard report.committed else { continue }
+        func pushed(_ plan: SyncDirectory.Plan, _ report: PushReport) {
+            guard report.committed else { return }
             summary.uploaded += 1
             summary.bytesSent += report.bytesSent
             continuation.yield(.uploaded(plan.path, version: report.version, bytesSent: report.bytesSent))
             // Lost to a later edit: this version is kept as a conflict, the winner comes down.
             if report.state == .conflict { pullAfterPush.append(plan.path) }
+        }
+        // Small documents in batches: a few requests for hundreds of documents.
+        let batched = plans.filter { $0.action == .push && SyncDirectory.isBatched($0) }
+        for start in stride(from: 0, to: batched.count, by: Self.pushBatch) {
+            let group = Array(batched[start..<min(batched.count, start + Self.pushBatch)])
+            let results = try await sync.pushMany(group, progress: progress(group[0].path))
+            for (plan, result) in zip(group, results) {
+                switch result {
+                case .success(let report): pushed(plan, report)
+                case .failure(let error): try settle(error, &summary, plan.path)
+                }
+            }
+        }
+        for plan in plans where plan.action == .push && !SyncDirectory.isBatched(plan) {
+            guard let report = try await attempt(&summary, plan.path, { try await sync.push(plan, progress: progress(plan.path)) }) else {
+                continue
+            }
+            pushed(plan, report)
         }
         for plan in plans where plan.action == .deleteRemote {
             guard let deleted = try await attempt(&summary, plan.path, { try await sync.deleteRemote(plan) }) else {
@@ -1054,18 +1102,29 @@ public actor SyncEngine {
                                       _ body: @Sendable () async throws -> T) async throws -> T? {
         do {
             return try await body()
-        } catch let error as XferError where error.code == .unavailable || error.code == .unauthorized || error.code == .cancelled {
-            throw error
-        } catch let error as XferError where error.isLocalChange {
-            summary.retried += 1
-            continuation.yield(.retrying(path, error.message))
-            return nil
         } catch {
-            summary.failed += 1
-            continuation.yield(.failed(path, error as? XferError ?? XferError(.io, "\(error)")))
+            try settle(error, &summary, path)
             return nil
         }
     }
+
+    /// What one document's failure means for the pass: the server's absence, a refused token or
+    /// cancellation stops it (rethrown); a local change is retried next pass; the rest is reported.
+    private func settle(_ error: any Error, _ summary: inout SyncSummary, _ path: DocumentPath) throws {
+        if let error = error as? XferError, [.unavailable, .unauthorized, .cancelled].contains(error.code) {
+            throw error
+        } else if let error = error as? XferError, error.isLocalChange {
+            summary.retried += 1
+            continuation.yield(.retrying(path, error.message))
+        } else {
+            summary.failed += 1
+            continuation.yield(.failed(path, error as? XferError ?? XferError(.io, "\(error)")))
+        }
+    }
+
+    /// Small documents per batch push: big enough that requests are few, small enough that a
+    /// pass reports progress and keeps its memory bounded.
+    static let pushBatch = 500
 
     /// Syncs now, then whenever something changes here (inotify) or on the server (the change
     /// feed), until the task is cancelled. It keeps going through whatever a pass meets: the

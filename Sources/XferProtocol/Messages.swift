@@ -177,6 +177,81 @@ public struct CommitRequest: Codable, Sendable, Hashable {
     }
 }
 
+/// One document of a batch commit: its announcement and its whole manifest at once.
+public struct DirectCommit: Codable, Sendable, Hashable {
+    /// The document's path.
+    public var path: DocumentPath
+    /// File or package.
+    public var kind: DocumentKind
+    /// Total content bytes.
+    public var size: Int64
+    /// Modification time of the file or package root, nanoseconds since 1970.
+    public var mtimeNs: Int64
+    /// Permission bits of the file or package root.
+    public var mode: UInt32
+    /// The version this content was edited from; `nil` for a new document.
+    public var baseVersion: Int64?
+    /// A name for the device, shown to other devices.
+    public var device: String?
+    /// The full manifest (no delta), base64.
+    public var manifest: String
+    /// SHA-256 hex of the manifest, checked on arrival.
+    public var manifestDigest: String
+
+    /// Creates one document's commit.
+    public init(announce: AnnounceRequest, manifest: [UInt8], manifestDigest: ChunkID) {
+        path = announce.path
+        kind = announce.kind
+        size = announce.size
+        mtimeNs = announce.mtimeNs
+        mode = announce.mode
+        baseVersion = announce.baseVersion
+        device = announce.device
+        self.manifest = Base64.encode(manifest)
+        self.manifestDigest = manifestDigest.hex
+    }
+
+    /// Its announcement.
+    public var announcement: AnnounceRequest {
+        AnnounceRequest(path: path, kind: kind, size: size, mtimeNs: mtimeNs, mode: mode, baseVersion: baseVersion, device: device)
+    }
+}
+
+/// `POST /v1/containers/{container}/commits`: many documents committed in one request and one
+/// transaction, each with no announce before it (its chunks are uploaded first). What a sync
+/// pass uses for small documents, where a round trip per step would cost more than the data.
+/// Each document succeeds or fails on its own (see ``BatchCommitResult``).
+public struct BatchCommitRequest: Codable, Sendable, Hashable {
+    /// The documents, at most ``ProtocolLimits/maximumBatchDocuments``, each path once.
+    public var documents: [DirectCommit]
+
+    /// Creates a batch.
+    public init(documents: [DirectCommit]) { self.documents = documents }
+}
+
+/// The answer to a batch commit: one outcome per document, in the request's order.
+public struct BatchCommitResult: Codable, Sendable, Hashable {
+    /// One document's outcome: what it now is, or why it was not committed.
+    public struct Outcome: Codable, Sendable, Hashable {
+        /// The committed version (`state` `current` or `conflict`), when it was committed.
+        public var document: DocumentInfo?
+        /// Why it was not committed (as an error response's `error`), otherwise.
+        public var error: ErrorBody.Detail?
+
+        /// Creates an outcome.
+        public init(document: DocumentInfo? = nil, error: ErrorBody.Detail? = nil) {
+            self.document = document
+            self.error = error
+        }
+    }
+
+    /// The outcomes.
+    public var results: [Outcome]
+
+    /// Creates a result.
+    public init(results: [Outcome]) { self.results = results }
+}
+
 /// `GET /v1/containers/{container}/documents`: the documents under a prefix.
 ///
 /// A listing comes in pages in path order: while `more` is true, ask again with `page=next`.
@@ -339,6 +414,17 @@ public struct ErrorBody: Codable, Sendable, Hashable {
     }
 }
 
+extension ErrorBody.Detail {
+    /// The error it describes, with its details as the cause (`ConflictDetail`, `MissingChunksDetail`).
+    public var xferError: XferError {
+        let code = XferError.Code.named(self.code)
+        var cause: (any Error & Sendable)? = nil
+        if code == .conflict { cause = ConflictDetail(currentVersion: currentVersion) }
+        if code == .missingChunks { cause = MissingChunksDetail(ids: (missing ?? []).compactMap { ChunkID(hex: $0) }) }
+        return XferError(code, message, cause: cause)
+    }
+}
+
 /// A key-value entry (or, with no value, the deletion of one).
 public struct KeyValueEntry: Codable, Sendable, Hashable {
     /// The key: 1–64 bytes of UTF-8.
@@ -428,6 +514,10 @@ public enum ProtocolLimits {
     public static let maximumIDsPerRequest = 4096
     /// Bytes of a JSON request body (a commit carries a manifest delta; 64 MiB).
     public static let maximumJSONBody = 64 << 20
+    /// Documents in one batch commit.
+    public static let maximumBatchDocuments = 1000
+    /// Bytes of a batch commit's body (16 MiB): its manifests are whole, so this bounds them.
+    public static let maximumBatchBody = 16 << 20
     /// Documents in one list or change answer.
     public static let maximumListCount = 10_000
     /// Longest wait of a long-polling change request, in seconds.

@@ -49,6 +49,7 @@ extension ProtocolLimits {
 extension AnnounceRequest: WireRequest {
     public func validate() throws {
         try FieldLimit.check(device, "device", maximumBytes: ProtocolLimits.maximumDeviceBytes)
+        guard size >= 0, mode <= 0o7777 else { throw XferError(.badRequest, "\(path): size must be ≥ 0 and mode ≤ 7777") }
     }
 }
 
@@ -58,6 +59,25 @@ extension CommitRequest: WireRequest {
 
     public func validate() throws {
         try FieldLimit.check(manifestDigest, "manifest_digest", maximumBytes: 64)
+    }
+}
+
+extension BatchCommitRequest: WireRequest {
+    /// ``ProtocolLimits/maximumBatchBody``.
+    public static var maximumBodyBytes: Int { ProtocolLimits.maximumBatchBody }
+
+    public func validate() throws {
+        guard documents.count <= ProtocolLimits.maximumBatchDocuments else {
+            throw XferError(.tooLarge, "\(documents.count) documents in one batch; at most \(ProtocolLimits.maximumBatchDocuments)")
+        }
+        var paths = Set<String>()
+        for document in documents {
+            try document.announcement.validate()
+            try FieldLimit.check(document.manifestDigest, "manifest_digest", maximumBytes: 64)
+            guard paths.insert(document.path.value).inserted else {
+                throw XferError(.badRequest, "\(document.path) is in the batch twice; a batch commits each document once")
+            }
+        }
     }
 }
 

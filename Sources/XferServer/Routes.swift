@@ -33,6 +33,7 @@ struct Routes: Sendable {
         v1.post("chunks/download", use: download)
         v1.post("containers/:container/announce", use: announce)
         v1.post("containers/:container/commit", use: commit)
+        v1.post("containers/:container/commits", use: commitBatch)
         v1.get("containers/:container/documents", use: list)
         v1.get("containers/:container/document", use: stat)
         v1.delete("containers/:container/document", use: delete)
@@ -196,7 +197,6 @@ struct Routes: Sendable {
         let account = try context.requireAccount()
         let container = try Self.container(context)
         let body = try await Self.decode(AnnounceRequest.self, request)
-        guard body.size >= 0, body.mode <= 0o7777 else { throw XferError(.badRequest, "size must be ≥ 0 and mode ≤ 7777") }
         let info = try await metadata.announce(account: account.accountID, container: container, body)
         changes.notify(account: account.accountID, container: container)
         return Self.json(info, status: .created)
@@ -221,6 +221,44 @@ struct Routes: Sendable {
                                              version: body.version, baseVersion: body.baseVersion, manifest: manifest, encoded: encoded)
         changes.notify(account: account.accountID, container: container)
         return Self.json(info)
+    }
+
+    @Sendable func commitBatch(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let container = try Self.container(context)
+        let body = try await Self.decode(BatchCommitRequest.self, request)
+        // Each document is checked on its own: one bad manifest fails that document only.
+        var outcomes = [BatchCommitResult.Outcome?](repeating: nil, count: body.documents.count)
+        var valid: [(index: Int, commit: DirectCommitItem)] = []
+        for (index, document) in body.documents.enumerated() {
+            do {
+                guard let digest = ChunkID(hex: document.manifestDigest) else {
+                    throw XferError(.badRequest, "\(document.path): manifest_digest is not 64 hex digits")
+                }
+                let manifest = try Manifest(decoding: try Base64.decode(document.manifest))
+                let encoded = manifest.encoded()
+                guard ChunkID.of(encoded) == digest else {
+                    throw XferError(.invalidManifest, "\(document.path): the manifest has digest \(ChunkID.of(encoded)), not \(digest)")
+                }
+                guard (manifest.kind == .package) == (document.kind == .package) else {
+                    throw XferError(.invalidManifest, "\(document.path): a \(document.kind.rawValue) document with a \(manifest.kind) manifest")
+                }
+                valid.append((index, DirectCommitItem(announce: document.announcement, manifest: manifest, encoded: encoded)))
+            } catch {
+                outcomes[index] = BatchCommitResult.Outcome(error: ErrorMiddleware.body(for: error).error)
+            }
+        }
+        if !valid.isEmpty {
+            let results = try await metadata.commitDirect(account: account.accountID, container: container, valid.map(\.commit))
+            for (item, result) in zip(valid, results) {
+                switch result {
+                case .success(let info): outcomes[item.index] = BatchCommitResult.Outcome(document: info)
+                case .failure(let error): outcomes[item.index] = BatchCommitResult.Outcome(error: ErrorMiddleware.body(for: error).error)
+                }
+            }
+            changes.notify(account: account.accountID, container: container)
+        }
+        return Self.json(BatchCommitResult(results: outcomes.map { $0! }))
     }
 
     @Sendable func list(_ request: Request, context: XferRequestContext) async throws -> Response {

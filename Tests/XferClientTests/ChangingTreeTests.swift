@@ -25,7 +25,8 @@ import XferProtocol
         try await LiveServer.run { server in
             let directory = server.root + "/a"
             try Files.write(directory + "/Documents/a-big.bin", Files.random(count: 24 << 20, seed: 1))
-            try Files.write(directory + "/Documents/b.txt", Array("short-lived".utf8))
+            // Both large enough to be pushed alone (small files go in batches, first).
+            try Files.write(directory + "/Documents/b.txt", Files.random(count: 5 << 20, seed: 2))
             let engine = try SyncEngine(directory: directory, remote: server.otherDevice("a"))
             // b.txt goes while a-big.bin (first in the pass) is being pushed.
             let events = Self.collecting(engine) { event in

@@ -142,6 +142,12 @@ public protocol MetadataStore: Sendable {
     /// unknown version, `conflict` if the version was already committed.
     func commit(account: Int64, container: ContainerName, path: DocumentPath, version: Int64, baseVersion: Int64?,
                 manifest: Manifest, encoded: [UInt8]) async throws -> DocumentInfo
+    /// Announces and commits each of `items` at once, all in one transaction, each on its own:
+    /// an item that cannot be committed (`missing_chunks`, `invalid_path`, `quota_exceeded`, …)
+    /// leaves no trace and fails alone. A stale base is settled as ``commit(account:container:path:version:baseVersion:manifest:encoded:)`` does.
+    /// - Returns: One result per item, in order.
+    func commitDirect(account: Int64, container: ContainerName, _ items: [DirectCommitItem]) async throws
+        -> [Result<DocumentInfo, XferError>]
     /// A committed version (the current one if `version` is `nil`) and its encoded manifest.
     /// Throws `not_found` if there is none (or it is a deletion).
     func manifest(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws
@@ -251,6 +257,24 @@ extension MetadataStore {
     /// Calls `handler` whenever another process sharing the store changes something, for as
     /// long as the store is open. The default (a store only this process uses) never calls it.
     public func watchRemoteChanges(_ handler: @escaping @Sendable () -> Void) {}
+}
+
+/// One document of ``MetadataStore/commitDirect(account:container:_:)``: its announcement and
+/// its manifest, checked against its digest.
+public struct DirectCommitItem: Sendable {
+    /// The announcement.
+    public var announce: AnnounceRequest
+    /// The manifest.
+    public var manifest: Manifest
+    /// Its canonical encoding.
+    public var encoded: [UInt8]
+
+    /// Creates an item.
+    public init(announce: AnnounceRequest, manifest: Manifest, encoded: [UInt8]) {
+        self.announce = announce
+        self.manifest = manifest
+        self.encoded = encoded
+    }
 }
 
 /// Where a version is in ``MetadataStore/storedManifests(after:limit:)``'s order.

@@ -343,22 +343,32 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
         let policy = policy
         return try await transaction { tx in
             let containerID = try await Self.containerID(tx, account: account, name: container, create: true, policy: policy)!
-            let sequence = try await Self.nextSequence(tx, container: containerID)
-            try await Self.checkNamespace(tx, container: containerID, path: request.path)
+            let (document, version) = try await Self.announce(tx, account: account, container: containerID, request, policy: policy, direct: false)
+            try await Self.notify(tx, container: containerID)
+            return try await Self.info(tx, document: document, path: request.path, version: version)!
+        }
+    }
+
+    /// Records a pending version. A direct one (committed in the same transaction) is not
+    /// counted against the account's pending versions.
+    private static func announce(_ tx: Transaction, account: Int64, container containerID: Int64, _ request: AnnounceRequest,
+                                 policy: StorePolicy, direct: Bool) async throws -> (document: Int64, version: Int64) {
+        let sequence = try await nextSequence(tx, container: containerID)
+        try await checkNamespace(tx, container: containerID, path: request.path)
+        if !direct {
             try AccountLimits.checkNewPending(existing: try await tx.int("""
                 SELECT COUNT(*) FROM versions WHERE state = 'uploading' AND container_id IN (SELECT id FROM containers WHERE account_id = \(account))
                 """) ?? 0, policy: policy)
-            let document = try await Self.documentRow(tx, container: containerID, path: request.path, create: true)!
-            let version = document.latest + 1
-            try await tx.run("UPDATE documents SET latest_version = \(version) WHERE id = \(document.id)")
-            try await tx.run("""
-                INSERT INTO versions (document_id, version, container_id, state, kind, size, mtime_ns, mode, base_version, device, sequence, created_at)
-                VALUES (\(document.id), \(version), \(containerID), 'uploading', \(request.kind.rawValue), \(request.size), \(request.mtimeNs),
-                        \(Int64(request.mode)), \(request.baseVersion), \(request.device), \(sequence), \(Self.now()))
-                """)
-            try await Self.notify(tx, container: containerID)
-            return try await Self.info(tx, document: document.id, path: request.path, version: version)!
         }
+        let document = try await documentRow(tx, container: containerID, path: request.path, create: true)!
+        let version = document.latest + 1
+        try await tx.run("UPDATE documents SET latest_version = \(version) WHERE id = \(document.id)")
+        try await tx.run("""
+            INSERT INTO versions (document_id, version, container_id, state, kind, size, mtime_ns, mode, base_version, device, sequence, created_at)
+            VALUES (\(document.id), \(version), \(containerID), 'uploading', \(request.kind.rawValue), \(request.size), \(request.mtimeNs),
+                    \(Int64(request.mode)), \(request.baseVersion), \(request.device), \(sequence), \(now()))
+            """)
+        return (document.id, version)
     }
 
     public func commit(account: Int64, container: ContainerName, path: DocumentPath, version: Int64, baseVersion: Int64?,
@@ -370,48 +380,88 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             }
             // The container's row lock first: commits to one container are serialized, as on SQLite.
             _ = try await tx.int("SELECT id FROM containers WHERE id = \(containerID) FOR UPDATE")
-            guard let document = try await Self.documentRow(tx, container: containerID, path: path, create: false),
-                  let row = try await tx.one("SELECT state, mtime_ns FROM versions WHERE document_id = \(document.id) AND version = \(version)") else {
-                throw XferError(.notFound, "\(path) has no announced version \(version); announce before committing")
-            }
-            let state = try row["state"].decode(String.self)
-            guard state == VersionState.uploading.rawValue else {
-                throw XferError(.conflict, "\(path) version \(version) is already \(state)")
-            }
-            try await Self.checkNamespace(tx, container: containerID, path: path)
-            let declared = try CommitRules.distinctChunks(manifest)
-            let missing = try CommitRules.missing(declared, held: try await Self.heldLengths(tx, account: account, Array(declared.keys)))
-            guard missing.isEmpty else { throw XferError.missingChunks(missing) }
-            let digest = Data(ChunkID.of(encoded).bytes)
-            var outcome = VersionState.current
-            if let current = document.current,
-               let currentRow = try await tx.one("SELECT state, mtime_ns, manifest_digest FROM versions WHERE document_id = \(document.id) AND version = \(current)"),
-               try currentRow["state"].decode(String.self) == VersionState.current.rawValue {
-                let currentDigest = try currentRow["manifest_digest"].decode(Data?.self)
-                if current == baseVersion || currentDigest == digest {
-                    try await Self.setState(tx, .superseded, document: document.id, version: current, container: containerID)
-                } else if try row["mtime_ns"].decode(Int64.self) >= currentRow["mtime_ns"].decode(Int64.self) {
-                    try await Self.setState(tx, .conflict, document: document.id, version: current, container: containerID)
-                } else {
-                    outcome = .conflict
+            let info = try await Self.commit(tx, account: account, container: containerID, path: path, version: version,
+                                             baseVersion: baseVersion, manifest: manifest, encoded: encoded, policy: policy)
+            try await Self.notify(tx, container: containerID)
+            return info
+        }
+    }
+
+    public func commitDirect(account: Int64, container: ContainerName, _ items: [DirectCommitItem]) async throws
+        -> [Result<DocumentInfo, XferError>] {
+        let policy = policy
+        return try await transaction { tx in
+            let containerID = try await Self.containerID(tx, account: account, name: container, create: true, policy: policy)!
+            _ = try await tx.int("SELECT id FROM containers WHERE id = \(containerID) FOR UPDATE")
+            // Every chunk row the batch references, locked once in id order (as one commit does),
+            // so two batches sharing chunks cannot deadlock.
+            var all = Set<ChunkID>()
+            for item in items { all.formUnion(item.manifest.allChunks.map(\.id)) }
+            _ = try await Self.heldLengths(tx, account: account, Array(all))
+            var results: [Result<DocumentInfo, XferError>] = []
+            for item in items {
+                try await tx.run("SAVEPOINT direct_commit")
+                do {
+                    let (_, version) = try await Self.announce(tx, account: account, container: containerID, item.announce, policy: policy, direct: true)
+                    let info = try await Self.commit(tx, account: account, container: containerID, path: item.announce.path, version: version,
+                                                     baseVersion: item.announce.baseVersion, manifest: item.manifest, encoded: item.encoded,
+                                                     policy: policy)
+                    try await tx.run("RELEASE SAVEPOINT direct_commit")
+                    results.append(.success(info))
+                } catch let error as XferError {
+                    try await tx.run("ROLLBACK TO SAVEPOINT direct_commit")
+                    try await tx.run("RELEASE SAVEPOINT direct_commit")
+                    results.append(.failure(error))
                 }
             }
-            let kind: DocumentKind = manifest.kind == .package ? .package : .file
-            let sequence = try await Self.nextSequence(tx, container: containerID)
-            try await tx.run("""
-                UPDATE versions SET state = \(outcome.rawValue), kind = \(kind.rawValue), size = \(manifest.totalSize), manifest_digest = \(digest),
-                                    manifest = \(Data(encoded)), files = \(Int64(manifest.fileCount)), chunks = \(Int64(manifest.allChunks.count)),
-                                    base_version = \(baseVersion), sequence = \(sequence)
-                WHERE document_id = \(document.id) AND version = \(version)
-                """)
-            if outcome == .current {
-                try await tx.run("UPDATE documents SET current_version = \(version) WHERE id = \(document.id)")
-            }
-            try await Self.adjustReferences(tx, account: account, manifest: manifest, by: 1)
-            try await Self.prune(tx, account: account, document: document.id, policy: policy)
             try await Self.notify(tx, container: containerID)
-            return try await Self.info(tx, document: document.id, path: path, version: version)!
+            return results
         }
+    }
+
+    /// Commits an announced version, the container's row already locked.
+    private static func commit(_ tx: Transaction, account: Int64, container containerID: Int64, path: DocumentPath, version: Int64,
+                               baseVersion: Int64?, manifest: Manifest, encoded: [UInt8], policy: StorePolicy) async throws -> DocumentInfo {
+        guard let document = try await documentRow(tx, container: containerID, path: path, create: false),
+              let row = try await tx.one("SELECT state, mtime_ns FROM versions WHERE document_id = \(document.id) AND version = \(version)") else {
+            throw XferError(.notFound, "\(path) has no announced version \(version); announce before committing")
+        }
+        let state = try row["state"].decode(String.self)
+        guard state == VersionState.uploading.rawValue else {
+            throw XferError(.conflict, "\(path) version \(version) is already \(state)")
+        }
+        try await checkNamespace(tx, container: containerID, path: path)
+        let declared = try CommitRules.distinctChunks(manifest)
+        let missing = try CommitRules.missing(declared, held: try await heldLengths(tx, account: account, Array(declared.keys)))
+        guard missing.isEmpty else { throw XferError.missingChunks(missing) }
+        let digest = Data(ChunkID.of(encoded).bytes)
+        var outcome = VersionState.current
+        if let current = document.current,
+           let currentRow = try await tx.one("SELECT state, mtime_ns, manifest_digest FROM versions WHERE document_id = \(document.id) AND version = \(current)"),
+           try currentRow["state"].decode(String.self) == VersionState.current.rawValue {
+            let currentDigest = try currentRow["manifest_digest"].decode(Data?.self)
+            if current == baseVersion || currentDigest == digest {
+                try await setState(tx, .superseded, document: document.id, version: current, container: containerID)
+            } else if try row["mtime_ns"].decode(Int64.self) >= currentRow["mtime_ns"].decode(Int64.self) {
+                try await setState(tx, .conflict, document: document.id, version: current, container: containerID)
+            } else {
+                outcome = .conflict
+            }
+        }
+        let kind: DocumentKind = manifest.kind == .package ? .package : .file
+        let sequence = try await nextSequence(tx, container: containerID)
+        try await tx.run("""
+            UPDATE versions SET state = \(outcome.rawValue), kind = \(kind.rawValue), size = \(manifest.totalSize), manifest_digest = \(digest),
+                                manifest = \(Data(encoded)), files = \(Int64(manifest.fileCount)), chunks = \(Int64(manifest.allChunks.count)),
+                                base_version = \(baseVersion), sequence = \(sequence)
+            WHERE document_id = \(document.id) AND version = \(version)
+            """)
+        if outcome == .current {
+            try await tx.run("UPDATE documents SET current_version = \(version) WHERE id = \(document.id)")
+        }
+        try await adjustReferences(tx, account: account, manifest: manifest, by: 1)
+        try await prune(tx, account: account, document: document.id, policy: policy)
+        return try await info(tx, document: document.id, path: path, version: version)!
     }
 
     public func manifest(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws

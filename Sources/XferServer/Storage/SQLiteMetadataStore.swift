@@ -271,77 +271,118 @@ public final class SQLiteMetadataStore: MetadataStore {
         let policy = policy
         return try await write { db in
             let containerID = try Self.containerID(db, account: account, name: container, create: true, policy: policy)!
-            try Self.checkNamespace(db, container: containerID, path: request.path)
+            let (document, version) = try Self.announce(db, account: account, container: containerID, request, policy: policy, direct: false)
+            return try Self.info(db, document: document, path: request.path, version: version)!
+        }
+    }
+
+    /// Records a pending version. A direct one (committed in the same transaction) is not
+    /// counted against the account's pending versions.
+    private static func announce(_ db: Database, account: Int64, container containerID: Int64, _ request: AnnounceRequest,
+                                 policy: StorePolicy, direct: Bool) throws -> (document: Int64, version: Int64) {
+        try checkNamespace(db, container: containerID, path: request.path)
+        if !direct {
             try AccountLimits.checkNewPending(existing: try Int64.fetchOne(db, sql: """
                 SELECT COUNT(*) FROM versions WHERE state = 'uploading' AND container_id IN (SELECT id FROM containers WHERE account_id = ?)
                 """, arguments: [account]) ?? 0, policy: policy)
-            let document = try Self.documentRow(db, container: containerID, path: request.path, create: true)!
-            let version = document.latest + 1
-            let sequence = try Self.nextSequence(db, container: containerID)
-            try db.execute(sql: "UPDATE documents SET latest_version = ? WHERE id = ?", arguments: [version, document.id])
-            try db.execute(sql: """
-                INSERT INTO versions (document_id, version, container_id, state, kind, size, mtime_ns, mode, base_version,
-                                      device, sequence, created_at)
-                VALUES (?, ?, ?, 'uploading', ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [document.id, version, containerID, request.kind.rawValue, request.size, request.mtimeNs,
-                                 request.mode, request.baseVersion, request.device, sequence, Self.now()])
-            return try Self.info(db, document: document.id, path: request.path, version: version)!
         }
+        let document = try documentRow(db, container: containerID, path: request.path, create: true)!
+        let version = document.latest + 1
+        let sequence = try nextSequence(db, container: containerID)
+        try db.execute(sql: "UPDATE documents SET latest_version = ? WHERE id = ?", arguments: [version, document.id])
+        try db.execute(sql: """
+            INSERT INTO versions (document_id, version, container_id, state, kind, size, mtime_ns, mode, base_version,
+                                  device, sequence, created_at)
+            VALUES (?, ?, ?, 'uploading', ?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [document.id, version, containerID, request.kind.rawValue, request.size, request.mtimeNs,
+                             request.mode, request.baseVersion, request.device, sequence, now()])
+        return (document.id, version)
     }
 
     public func commit(account: Int64, container: ContainerName, path: DocumentPath, version: Int64, baseVersion: Int64?,
                        manifest: Manifest, encoded: [UInt8]) async throws -> DocumentInfo {
         let policy = policy
         return try await write { db in
-            guard let containerID = try Self.containerID(db, account: account, name: container, create: false),
-                  let document = try Self.documentRow(db, container: containerID, path: path, create: false),
-                  let row = try Row.fetchOne(db, sql: "SELECT state, mtime_ns FROM versions WHERE document_id = ? AND version = ?",
-                                             arguments: [document.id, version]) else {
+            guard let containerID = try Self.containerID(db, account: account, name: container, create: false) else {
                 throw XferError(.notFound, "\(path) has no announced version \(version); announce before committing")
             }
-            let state: String = row["state"]
-            guard state == VersionState.uploading.rawValue else {
-                throw XferError(.conflict, "\(path) version \(version) is already \(state)")
-            }
-            try Self.checkNamespace(db, container: containerID, path: path)
-            let declared = try CommitRules.distinctChunks(manifest)
-            let missing = try CommitRules.missing(declared, held: try Self.heldLengths(db, account: account, Array(declared.keys)))
-            guard missing.isEmpty else {
-                throw XferError.missingChunks(missing)
-            }
-            let digest = Data(ChunkID.of(encoded).bytes)
-            var outcome = VersionState.current
-            if let current = document.current,
-               let currentRow = try Row.fetchOne(db, sql: "SELECT state, mtime_ns, manifest_digest FROM versions WHERE document_id = ? AND version = ?",
-                                                 arguments: [document.id, current]),
-               currentRow["state"] == VersionState.current.rawValue {
-                let currentDigest: Data? = currentRow["manifest_digest"]
-                if current == baseVersion || currentDigest == digest {
-                    // Edited from the current version (or the same content): it is replaced.
-                    try Self.setState(db, .superseded, document: document.id, version: current, container: containerID)
-                } else if (row["mtime_ns"] as Int64) >= (currentRow["mtime_ns"] as Int64) {
-                    // A stale base and the later edit: this becomes current, the other a conflict version.
-                    try Self.setState(db, .conflict, document: document.id, version: current, container: containerID)
-                } else {
-                    // A stale base and the earlier edit: kept as a conflict version.
-                    outcome = .conflict
+            return try Self.commit(db, account: account, container: containerID, path: path, version: version, baseVersion: baseVersion,
+                                   manifest: manifest, encoded: encoded, policy: policy)
+        }
+    }
+
+    public func commitDirect(account: Int64, container: ContainerName, _ items: [DirectCommitItem]) async throws
+        -> [Result<DocumentInfo, XferError>] {
+        let policy = policy
+        return try await write { db in
+            let containerID = try Self.containerID(db, account: account, name: container, create: true, policy: policy)!
+            return try items.map { item in
+                do {
+                    var info: DocumentInfo? = nil
+                    try db.inSavepoint {
+                        let (_, version) = try Self.announce(db, account: account, container: containerID, item.announce, policy: policy, direct: true)
+                        info = try Self.commit(db, account: account, container: containerID, path: item.announce.path, version: version,
+                                               baseVersion: item.announce.baseVersion, manifest: item.manifest, encoded: item.encoded, policy: policy)
+                        return .commit
+                    }
+                    return .success(info!)
+                } catch let error as XferError {
+                    return .failure(error)
                 }
             }
-            let kind: DocumentKind = manifest.kind == .package ? .package : .file
-            let sequence = try Self.nextSequence(db, container: containerID)
-            try db.execute(sql: """
-                UPDATE versions SET state = ?, kind = ?, size = ?, manifest_digest = ?, manifest = ?, files = ?,
-                                    chunks = ?, base_version = ?, sequence = ?
-                WHERE document_id = ? AND version = ?
-                """, arguments: [outcome.rawValue, kind.rawValue, manifest.totalSize, digest, Data(encoded), manifest.fileCount,
-                                 manifest.allChunks.count, baseVersion, sequence, document.id, version])
-            if outcome == .current {
-                try db.execute(sql: "UPDATE documents SET current_version = ? WHERE id = ?", arguments: [version, document.id])
-            }
-            try Self.adjustReferences(db, account: account, manifest: manifest, by: 1)
-            try Self.prune(db, account: account, document: document.id, policy: policy)
-            return try Self.info(db, document: document.id, path: path, version: version)!
         }
+    }
+
+    /// Commits an announced version (see ``MetadataStore/commit(account:container:path:version:baseVersion:manifest:encoded:)``).
+    private static func commit(_ db: Database, account: Int64, container containerID: Int64, path: DocumentPath, version: Int64,
+                               baseVersion: Int64?, manifest: Manifest, encoded: [UInt8], policy: StorePolicy) throws -> DocumentInfo {
+        guard let document = try documentRow(db, container: containerID, path: path, create: false),
+              let row = try Row.fetchOne(db, sql: "SELECT state, mtime_ns FROM versions WHERE document_id = ? AND version = ?",
+                                         arguments: [document.id, version]) else {
+            throw XferError(.notFound, "\(path) has no announced version \(version); announce before committing")
+        }
+        let state: String = row["state"]
+        guard state == VersionState.uploading.rawValue else {
+            throw XferError(.conflict, "\(path) version \(version) is already \(state)")
+        }
+        try checkNamespace(db, container: containerID, path: path)
+        let declared = try CommitRules.distinctChunks(manifest)
+        let missing = try CommitRules.missing(declared, held: try heldLengths(db, account: account, Array(declared.keys)))
+        guard missing.isEmpty else {
+            throw XferError.missingChunks(missing)
+        }
+        let digest = Data(ChunkID.of(encoded).bytes)
+        var outcome = VersionState.current
+        if let current = document.current,
+           let currentRow = try Row.fetchOne(db, sql: "SELECT state, mtime_ns, manifest_digest FROM versions WHERE document_id = ? AND version = ?",
+                                             arguments: [document.id, current]),
+           currentRow["state"] == VersionState.current.rawValue {
+            let currentDigest: Data? = currentRow["manifest_digest"]
+            if current == baseVersion || currentDigest == digest {
+                // Edited from the current version (or the same content): it is replaced.
+                try setState(db, .superseded, document: document.id, version: current, container: containerID)
+            } else if (row["mtime_ns"] as Int64) >= (currentRow["mtime_ns"] as Int64) {
+                // A stale base and the later edit: this becomes current, the other a conflict version.
+                try setState(db, .conflict, document: document.id, version: current, container: containerID)
+            } else {
+                // A stale base and the earlier edit: kept as a conflict version.
+                outcome = .conflict
+            }
+        }
+        let kind: DocumentKind = manifest.kind == .package ? .package : .file
+        let sequence = try nextSequence(db, container: containerID)
+        try db.execute(sql: """
+            UPDATE versions SET state = ?, kind = ?, size = ?, manifest_digest = ?, manifest = ?, files = ?,
+                                chunks = ?, base_version = ?, sequence = ?
+            WHERE document_id = ? AND version = ?
+            """, arguments: [outcome.rawValue, kind.rawValue, manifest.totalSize, digest, Data(encoded), manifest.fileCount,
+                             manifest.allChunks.count, baseVersion, sequence, document.id, version])
+        if outcome == .current {
+            try db.execute(sql: "UPDATE documents SET current_version = ? WHERE id = ?", arguments: [version, document.id])
+        }
+        try adjustReferences(db, account: account, manifest: manifest, by: 1)
+        try prune(db, account: account, document: document.id, policy: policy)
+        return try info(db, document: document.id, path: path, version: version)!
     }
 
     public func manifest(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws

@@ -1,0 +1,257 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+/// One document of a batch push.
+public struct PushItem: Sendable {
+    /// The local file, symlink or package.
+    public var path: String
+    /// The document's path in the container.
+    public var name: DocumentPath
+    /// Its root's client state.
+    public var state: ClientState
+
+    /// Creates an item.
+    public init(path: String, name: DocumentPath, state: ClientState) {
+        self.path = path
+        self.name = name
+        self.state = state
+    }
+}
+
+extension PushEngine {
+    /// Pushes many small documents together: one hashing run over all their files to read, one
+    /// question about the chunks the server lacks, uploads in shared bodies, and a batch commit
+    /// (`POST …/commits`: no announce, one server transaction per batch), then one client-state
+    /// transaction. What a sync pass does with small documents, where a round trip per step
+    /// would cost far more than their bytes.
+    ///
+    /// Each document succeeds or fails on its own, with the single push's rules: a file written
+    /// while it was read is not committed, a stale base is kept as a conflict, an unchanged
+    /// document makes no version (`committed` false). `force` is not honoured here.
+    /// - Returns: One result per item, in order.
+    /// - Throws: Only what stops every item: `unavailable`, `unauthorized`, `cancelled`, or a
+    ///   client state that cannot be written.
+    public func pushMany(_ items: [PushItem], progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws
+        -> [Result<PushReport, any Error>] {
+        let started = ContinuousClock.now
+        let connection = remote.connection
+        var results = [Result<PushReport, any Error>?](repeating: nil, count: items.count)
+
+        /// A document to commit: what was found locally and what the state holds.
+        struct Prepared {
+            var item: Int
+            var snapshot: LocalSnapshot
+            var chunkLists: [[Manifest.ChunkReference]?]
+            var synced: SyncedDocument?
+            var hashed: Set<Int> = []
+            var manifest: Manifest? = nil
+            var encoded: [UInt8] = []
+        }
+        var prepared: [Prepared] = []
+        for (index, item) in items.enumerated() {
+            do {
+                let snapshot = try LocalSnapshot(path: item.path, known: try item.state.stamps(), exclude: options.exclude)
+                let chunkLists = try snapshot.knownChunks(item.state)
+                let synced = try item.state.document(server: connection.server, container: remote.container, path: item.name)
+                if let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
+                    var report = Self.report(item.name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+                    report.committed = false
+                    results[index] = .success(report)
+                    continue
+                }
+                prepared.append(Prepared(item: index, snapshot: snapshot, chunkLists: chunkLists, synced: synced))
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+
+        // Chunks the server surely has (each document's synced version's) are never asked about.
+        var onServer = Set<ChunkID>()
+        for document in prepared { onServer.formUnion((document.synced?.manifest.allChunks ?? []).map(\.id)) }
+        var queued = Set<ChunkID>()
+        var initial: [Location] = []
+        var toHash: [(index: Int, path: String, owner: Int)] = []
+        var where_: [(document: Int, entry: Int)] = []  // toHash's index → document and tree entry
+        var total: Int64 = 0
+        var unchangedBytes: Int64 = 0
+        for (number, document) in prepared.enumerated() {
+            let snapshot = document.snapshot
+            total += snapshot.totalSize
+            for (entry, chunks) in document.chunkLists.enumerated() {
+                guard let chunks else { continue }
+                unchangedBytes += snapshot.stamps[entry]?.size ?? 0
+                var offset: Int64 = 0
+                for chunk in chunks {
+                    if !onServer.contains(chunk.id) && queued.insert(chunk.id).inserted {
+                        initial.append(Location(id: chunk.id, file: snapshot.fullPath(snapshot.tree[entry]), offset: offset,
+                                                length: chunk.length, owner: number))
+                    }
+                    offset += Int64(chunk.length)
+                }
+            }
+            for entry in snapshot.toHash + snapshot.unchanged.filter({ document.chunkLists[$0] == nil }) {
+                toHash.append((index: where_.count, path: snapshot.fullPath(snapshot.tree[entry]), owner: number))
+                where_.append((number, entry))
+            }
+        }
+        let counters = Locked(Counters(bytesHashed: unchangedBytes))
+        let hashed: [Int: [Manifest.ChunkReference]]
+        do {
+            hashed = try await upload(initial: initial, files: toHash, skip: onServer.union(queued), total: total,
+                                      counters: counters, progress: progress)
+        } catch let error as XferError where ![.unavailable, .unauthorized, .cancelled].contains(error.code) {
+            // One document's trouble (a file gone or unreadable mid-read) stops a shared read:
+            // each document goes on alone, with the single push's rules (chunks sent so far are kept).
+            for document in prepared {
+                let item = items[document.item]
+                do {
+                    results[document.item] = .success(try await push(item.path, as: item.name, state: item.state, progress: progress))
+                } catch let error as XferError where [.unavailable, .unauthorized, .cancelled].contains(error.code) {
+                    throw error
+                } catch {
+                    results[document.item] = .failure(error)
+                }
+            }
+            return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
+        }
+
+        // Chunk lists into their documents; a file written while it was read fails its document.
+        var failed = Set<Int>()
+        for (index, chunks) in hashed {
+            let (number, entry) = where_[index]
+            prepared[number].chunkLists[entry] = chunks
+            prepared[number].hashed.insert(entry)
+            guard !failed.contains(number), let before = prepared[number].snapshot.stamps[entry] else { continue }
+            do {
+                try Self.checkStillAsRead(toHash[index].path, before: before)
+            } catch {
+                failed.insert(number)
+                results[prepared[number].item] = .failure(error)
+            }
+        }
+        var commits: [Int] = []  // indexes into prepared
+        for number in prepared.indices where !failed.contains(number) {
+            let document = prepared[number]
+            do {
+                let chunker = document.hashed.isEmpty && document.synced != nil ? document.synced!.manifest.chunker : options.pipeline.chunker
+                let manifest = try Manifest(kind: document.snapshot.kind, chunker: chunker,
+                                            entries: document.snapshot.entries(document.chunkLists))
+                prepared[number].manifest = manifest
+                prepared[number].encoded = manifest.encoded()
+                commits.append(number)
+            } catch {
+                results[document.item] = .failure(error)
+            }
+        }
+        // What was read is remembered even if a commit fails, so the next pass does not read it again.
+        try items.first?.state.database.batch {
+            for document in prepared where !document.hashed.isEmpty {
+                let snapshot = document.snapshot
+                try items[document.item].state.record(files: document.hashed.compactMap { entry in
+                    snapshot.stamps[entry].map { KnownFile(path: snapshot.tree[entry].relativePath, stamp: $0, chunks: document.chunkLists[entry]!) }
+                })
+            }
+        }
+
+        func commit(_ numbers: [Int]) async throws -> [Int: Result<DocumentInfo, XferError>] {
+            var outcomes: [Int: Result<DocumentInfo, XferError>] = [:]
+            for batch in Self.batches(numbers, size: { prepared[$0].encoded.count }) {
+                let request = BatchCommitRequest(documents: batch.map { number in
+                    let document = prepared[number]
+                    let top = document.snapshot.top
+                    return DirectCommit(announce: AnnounceRequest(
+                        path: items[document.item].name, kind: document.snapshot.kind == .package ? .package : .file,
+                        size: document.snapshot.totalSize, mtimeNs: top.mtimeNanoseconds, mode: top.mode,
+                        baseVersion: document.synced?.version, device: options.device),
+                        manifest: document.encoded, manifestDigest: ChunkID.of(document.encoded))
+                })
+                for (number, outcome) in zip(batch, try await connection.commit(container: remote.container, batch: request)) {
+                    if let info = outcome.document {
+                        outcomes[number] = .success(info)
+                    } else {
+                        outcomes[number] = .failure(outcome.error?.xferError ?? XferError(.internal, "the server gave no outcome"))
+                    }
+                }
+            }
+            return outcomes
+        }
+        var outcomes = try await commit(commits)
+        // The server lacks chunks this client believed it had: send them and commit again, once.
+        var missing = Set<ChunkID>()
+        var again: [Int] = []
+        for (number, outcome) in outcomes {
+            guard case .failure(let error) = outcome, error.code == .missingChunks else { continue }
+            missing.formUnion((error.cause as? MissingChunksDetail)?.ids ?? [])
+            again.append(number)
+        }
+        if !again.isEmpty {
+            var resend: [Location] = []
+            for number in again {
+                let snapshot = prepared[number].snapshot
+                for (entry, chunks) in prepared[number].chunkLists.enumerated() {
+                    var offset: Int64 = 0
+                    for chunk in chunks ?? [] {
+                        if missing.remove(chunk.id) != nil {
+                            resend.append(Location(id: chunk.id, file: snapshot.fullPath(snapshot.tree[entry]), offset: offset,
+                                                   length: chunk.length, owner: number))
+                        }
+                        offset += Int64(chunk.length)
+                    }
+                }
+            }
+            _ = try await upload(initial: resend, files: [], skip: [], total: total, counters: counters, progress: progress)
+            outcomes.merge(try await commit(again.sorted())) { $1 }
+        }
+
+        // Every committed document recorded in one client-state transaction.
+        let sent = counters.value.byOwner
+        try items.first?.state.database.batch {
+            for number in commits {
+                let document = prepared[number]
+                let item = items[document.item]
+                switch outcomes[number] {
+                case .success(let info):
+                    let snapshot = document.snapshot
+                    let files = snapshot.tree.enumerated().compactMap { entry, node -> KnownFile? in
+                        guard node.kind == .file, let stamp = snapshot.stamps[entry], let chunks = document.chunkLists[entry] else { return nil }
+                        return KnownFile(path: node.relativePath, stamp: stamp, chunks: chunks)
+                    }
+                    try item.state.recordSynced(server: connection.server, container: remote.container, path: item.name,
+                                                document: SyncedDocument(version: info.version, manifest: document.manifest!), files: files)
+                    var report = Self.report(item.name, info.version, document.manifest!, sent[number] ?? Counters(),
+                                             manifestBytes: document.encoded.count, started: started)
+                    report.state = info.state
+                    report.conflicts = info.conflicts ?? []
+                    results[document.item] = .success(report)
+                case .failure(let error):
+                    results[document.item] = .failure(error)
+                case nil:
+                    results[document.item] = .failure(XferError(.internal, "\(item.name) was not committed"))
+                }
+            }
+        }
+        return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
+    }
+
+    /// Splits `numbers` into batch commits: at most ``ProtocolLimits/maximumBatchDocuments`` each,
+    /// and bodies (base64 manifests, plus room for each document's other fields) under the limit.
+    static func batches(_ numbers: [Int], size: (Int) -> Int) -> [[Int]] {
+        let budget = ProtocolLimits.maximumBatchBody * 3 / 4 - (64 << 10)
+        var batches: [[Int]] = []
+        var current: [Int] = []
+        var bytes = 0
+        for number in numbers {
+            let cost = size(number) + 1024
+            if !current.isEmpty && (current.count == ProtocolLimits.maximumBatchDocuments || bytes + cost > budget) {
+                batches.append(current)
+                current = []
+                bytes = 0
+            }
+            current.append(number)
+            bytes += cost
+        }
+        if !current.isEmpty { batches.append(current) }
+        return batches
+    }
+}
