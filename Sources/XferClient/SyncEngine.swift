@@ -11,6 +11,10 @@ public struct SyncOptions: Sendable {
     public var localLimit: Int64? = nil
     /// Quiet time after a local change before a pass starts (`--watch`).
     public var debounce: Duration = .milliseconds(150)
+    /// `--watch`: a file changed less than this long ago is not pushed yet; it goes once it has
+    /// been left alone this long (a pass is started for it then). Lock and temporary files that
+    /// live for less (`.git/index.lock`, an editor's swap file) never travel. `--quiet-period`.
+    public var quietPeriod: Duration = .milliseconds(200)
     /// Seconds one change-feed request waits for a change (`--watch`).
     public var feedWait = 30
     /// Longest wait between retries while the server is unreachable.
@@ -111,6 +115,9 @@ public struct SyncSummary: Codable, Sendable, Hashable {
     public var failed = 0
     /// Documents the local tree changed under while they were read: left for the next pass.
     public var retried = 0
+    /// Files changed too recently to push (``SyncOptions/quietPeriod``, `--watch` only): pushed
+    /// by a later pass once they have been left alone.
+    public var waiting = 0
     /// Deletions held back by the mass-deletion rule.
     public var deletionsHeld = 0
     /// Payload bytes uploaded.
@@ -910,6 +917,16 @@ public actor SyncEngine {
     private var health = SyncHealth()
     /// Set when a pass found a replaced server: the change feed's new starting point.
     private var feedReset: Int64?
+    /// Whether passes hold back files changed within the quiet period (while watching).
+    private var holdsRecentChanges = false
+    /// How long until the youngest file a pass held back has been quiet long enough.
+    private var quietWait: Duration?
+
+    /// Takes how long until held-back files may go, if the last pass held any.
+    private func takeQuietWait() -> Duration? {
+        defer { quietWait = nil }
+        return quietWait
+    }
 
     /// Takes the feed's new starting point, if a pass set one.
     private func takeFeedReset() -> Int64? {
@@ -985,6 +1002,22 @@ public actor SyncEngine {
         let pass = try sync.planPass(listing, serverChanged: change != nil)
         var plans = pass.plans
         var summary = SyncSummary()
+        if holdsRecentChanges {
+            // A file written a moment ago may be written again (or gone) a moment later: it
+            // waits until it has been left alone for the quiet period.
+            let now = Int64(Date().timeIntervalSince1970 * 1e9)
+            let quiet = Int64(sync.options.quietPeriod.seconds * 1e9)
+            var wait: Int64 = 0
+            plans.removeAll { plan in
+                guard plan.action == .push, let stamp = plan.local?.stamp else { return false }
+                let age = now - max(stamp.ctimeNanoseconds, stamp.mtimeNanoseconds)
+                guard age >= 0, age < quiet else { return false }
+                wait = max(wait, quiet - age)
+                summary.waiting += 1
+                return true
+            }
+            quietWait = summary.waiting > 0 ? .nanoseconds(wait) : nil
+        }
         if sync.options.trashDays > 0 {
             // Old trash goes at the start of a pass; failing to tidy it is no reason to stop.
             let cutoff = Int64((Date().timeIntervalSince1970 - Double(sync.options.trashDays) * 86_400) * 1e9)
@@ -1169,6 +1202,8 @@ public actor SyncEngine {
     }
 
     private func watchRound(folderMissingSaid: Bool) async throws {
+        holdsRecentChanges = true
+        defer { holdsRecentChanges = false }
         var said = folderMissingSaid
         while try await !folderPresent(said: &said) {}
         let options = directory.options
@@ -1231,6 +1266,13 @@ public actor SyncEngine {
                     do {
                         try await self.syncOnce()
                         backoff = .seconds(1)
+                        if let wait = await self.takeQuietWait() {
+                            // Files held back for the quiet period: a pass once it has passed.
+                            Task {
+                                try await Task.sleep(for: wait)
+                                trigger.yield(())
+                            }
+                        }
                     } catch let error as XferError where error.code == .unavailable {
                         continuation.yield(.offline(error, retryIn: backoff))
                         try await Task.sleep(for: backoff)

@@ -45,6 +45,9 @@ extension Xfer {
         @Option(help: ArgumentHelp("Days what sync deletes or replaces here stays in DIR/.xfer-trash (0: no trash).", valueName: "DAYS"))
         var trashDays: Int = 30
 
+        @Option(help: ArgumentHelp("With --watch: a file changed less than this many milliseconds ago waits until it has been left alone that long (lock and temporary files that live for less never travel; 0: push at once).", valueName: "MS"))
+        var quietPeriod: Int = 200
+
         @Option(help: ArgumentHelp("Ignore what this gitignore-style pattern matches, as if it ended DIR/.xferignore (repeatable; this run only; e.g. 'build/', '*.log', '!keep.log').", valueName: "PATTERN"))
         var exclude: [String] = []
 
@@ -63,6 +66,7 @@ extension Xfer {
             if once && watch { throw ValidationError("--once and --watch exclude each other") }
             if dryRun && watch { throw ValidationError("--dry-run shows one pass; it does not go with --watch") }
             if trashDays < 0 { throw ValidationError("--trash-days must not be negative") }
+            if quietPeriod < 0 || quietPeriod > 600_000 { throw ValidationError("--quiet-period is milliseconds, 0 to 600000") }
             do {
                 for pattern in exclude { try IgnoreRules.validate(pattern) }
             } catch let error as XferError {
@@ -81,6 +85,7 @@ extension Xfer {
             options.localLimit = localLimit?.value
             options.allowMassDelete = allowMassDelete
             options.trashDays = trashDays
+            options.quietPeriod = .milliseconds(quietPeriod)
             options.exclude = exclude
             let state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
             if dryRun {

@@ -139,4 +139,37 @@ import XferProtocol
             watching.cancel()
         }
     }
+
+    /// While watching, a file written a moment ago waits for the quiet period: one that lives
+    /// for less (a lock file) never travels, and one left alone goes once the period is over.
+    @Test func aShortLivedFileNeverTravelsAndASettledOneGoesAfterTheQuietPeriod() async throws {
+        try await LiveServer.run { server in
+            let directory = server.root + "/a"
+            try FileManager.default.createDirectory(atPath: directory + "/Documents", withIntermediateDirectories: true)
+            var options = SyncOptions()
+            options.feedWait = 10
+            options.debounce = .milliseconds(20)
+            options.quietPeriod = .milliseconds(1500)
+            let engine = try SyncEngine(directory: directory, remote: server.otherDevice("a"), options: options)
+            let watching = Task { try await engine.watch() }
+            defer { watching.cancel() }
+            #expect(await engine.awaitEvent { if case .passFinished = $0 { return true }; return false })
+
+            let written = ContinuousClock.now
+            async let settled = engine.awaitEvent { if case .uploaded(let path, _, _) = $0 { return path.value == "Documents/kept.txt" }; return false }
+            // A lock file lives for 300 ms, rewritten as it goes; the kept file is written once.
+            try Files.write(directory + "/Documents/index.lock", Array("locked".utf8))
+            try Files.write(directory + "/Documents/kept.txt", Array("kept".utf8))
+            try await Task.sleep(for: .milliseconds(150))
+            try Files.write(directory + "/Documents/index.lock", Array("locked again".utf8))
+            try await Task.sleep(for: .milliseconds(150))
+            try FileManager.default.removeItem(atPath: directory + "/Documents/index.lock")
+            #expect(await settled)
+            #expect(ContinuousClock.now - written >= .milliseconds(1500), "pushed before the quiet period was over")
+            #expect(try await server.client().stat("Documents/kept.txt").state == .current)
+            let feed = try await server.remote.connection.changes(container: .default, after: 0)
+            #expect(!feed.changes.contains { $0.path.value == "Documents/index.lock" }, "the lock file travelled")
+            watching.cancel()
+        }
+    }
 }
