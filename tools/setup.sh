@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building and testing xfer needs on Debian/Ubuntu: the C libraries
-# (libzstd, OpenSSL libcrypto, SQLite) and pkg-config. Swift itself is expected at
+# (libzstd, OpenSSL libcrypto, SQLite) and pkg-config; git and rsync for the soak test and the
+# benchmarks that compare with rsync. Swift itself is expected at
 # /opt/swift or on PATH. Idempotent: does nothing when everything is present.
 set -euo pipefail
 
-packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev zstd time openssl curl)
+packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev zstd time openssl curl git rsync)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

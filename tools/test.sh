@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up the machine and runs the whole test suite (debug build): the Swift tests, then the
 # short versions of the reliability suites (docs/RELIABILITY.md): faults through the proxy,
-# kill -9 crash loops, the randomized sync check, a load test, schemathesis against the OpenAPI description, the
+# kill -9 crash loops, the randomized sync check, a git-checkout soak under two daemons, a load test, schemathesis against the OpenAPI description, the
 # backend suite on a real PostgreSQL and Ceph RGW, and the attacker's suite.
 # Arguments go to `swift test` (e.g. --filter); XFER_QUICK=1 skips the reliability suites.
 set -euo pipefail
@@ -15,6 +15,7 @@ if [ "${XFER_QUICK:-0}" != 1 ] && [ $# -eq 0 ]; then
   python3 tools/fault-suite.py --seeds 20
   python3 tools/crash-suite.py --server-kills 12 --client-kills 5
   python3 tools/sync-check.py --seeds 3 --steps 150   # seeded randomized sync model check
+  python3 tools/soak-git.py --switches 12              # git checkouts under two --watch daemons
   python3 tools/load-test.py --clients 20 --seconds 10 --configuration debug
   bash tools/schemathesis.sh 25
   bash tools/backend-tests.sh   # PostgreSQL + Ceph RGW (docs/SCALING.md)

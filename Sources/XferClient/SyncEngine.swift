@@ -2,6 +2,9 @@ import Foundation
 import XferCore
 import XferProtocol
 
+/// A document the server changed after the pass read its view: left for the next pass.
+struct ChangedSinceListed: Error {}
+
 /// How a synced directory is kept.
 public struct SyncOptions: Sendable {
     /// Directory name extensions that make a directory one package document (without the dot).
@@ -1086,7 +1089,15 @@ public actor SyncEngine {
         // Every file synced here is a chunk source: found once for all the pass's pulls.
         let sources = ChunkSources(sync.state.clientState(for: try DocumentPath("sources")))
         for path in pulls {
-            guard let report = try await attempt(&summary, path, { try await sync.pull(path, sources: sources, progress: progress(path)) }) else {
+            guard let report = try await attempt(&summary, path, {
+                do {
+                    return try await sync.pull(path, sources: sources, progress: progress(path))
+                } catch let error as XferError where error.code == .notFound && error.cause == nil {
+                    // Deleted or replaced on the server since this pass's view: the feed brings
+                    // that change, and the next pass acts on it.
+                    throw XferError(.notFound, "changed on the server while this pass ran (\(error.message))", cause: ChangedSinceListed())
+                }
+            }) else {
                 continue
             }
             summary.downloaded += 1
@@ -1146,7 +1157,7 @@ public actor SyncEngine {
     private func settle(_ error: any Error, _ summary: inout SyncSummary, _ path: DocumentPath) throws {
         if let error = error as? XferError, [.unavailable, .unauthorized, .cancelled].contains(error.code) {
             throw error
-        } else if let error = error as? XferError, error.isLocalChange {
+        } else if let error = error as? XferError, error.isLocalChange || error.cause is ChangedSinceListed {
             summary.retried += 1
             continuation.yield(.retrying(path, error.message))
         } else {

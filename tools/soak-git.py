@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Soak test: two devices run `xfer sync --watch` while device A's folder holds a real git
+repository that is checked out back and forth between two revisions (docs/RELIABILITY.md,
+"A git checkout under two daemons").
+
+The repository is built from real sources: revision `one` is a package checkout's Sources and
+Tests (from .build/checkouts), revision `two` the same tree as a developer would change it:
+files edited, removed and added, a directory renamed, modes changed, a symlink added. Device
+B's daemon starts before the storm; device A's starts before it and is stopped and started
+again in the middle of it. Afterwards:
+
+  - no daemon exited (a vanished file, a lock file or a half-written object is never fatal);
+  - within --timeout seconds of the last checkout both folders hold the same files, modes and
+    symlinks, .git included (directories are compared by what they hold: empty ones do not
+    sync yet).
+
+    python3 tools/soak-git.py [--switches 12] [--timeout 180] [--seed 1] [--configuration debug]
+"""
+import argparse
+import hashlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import xferlab  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def internal(name):
+    """The engine's own names in a synced folder (marker, trash, staging copies)."""
+    return name == ".xfer" or (name.startswith(".") and ".xfer-" in name)
+
+
+def tree_state(root):
+    """Every file and symlink under root: kind, mode and content digest or link target."""
+    state = {}
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not internal(d) and not os.path.islink(os.path.join(directory, d))]
+        names = files + [d for d in os.listdir(directory) if os.path.islink(os.path.join(directory, d)) and d not in files]
+        for name in names:
+            if internal(name):
+                continue
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, root)
+            try:
+                info = os.lstat(path)
+                if os.path.islink(path):
+                    state[relative] = ("link", os.readlink(path))
+                else:
+                    with open(path, "rb") as f:
+                        state[relative] = ("file", oct(info.st_mode & 0o7777), hashlib.sha256(f.read()).hexdigest())
+            except OSError:
+                state[relative] = ("vanishing",)
+    return state
+
+
+def git(repo, *args):
+    subprocess.run(["git", "-C", repo, "-c", "user.name=soak", "-c", "user.email=soak@localhost", *args],
+                   check=True, capture_output=True)
+
+
+def build_repository(repo, source, rng):
+    """Revision `one`: real sources; revision `two`: the same, changed as a developer would."""
+    os.makedirs(repo)
+    for part in ("Sources", "Tests"):
+        if os.path.isdir(os.path.join(source, part)):
+            shutil.copytree(os.path.join(source, part), os.path.join(repo, part), symlinks=True)
+    git(repo, "init", "-q", "-b", "one")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "one")
+    git(repo, "checkout", "-q", "-b", "two")
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(repo) if "/.git" not in d + "/" for f in fs)
+    for path in rng.sample(files, len(files) // 5):  # edits
+        with open(path, "ab") as f:
+            f.write(f"\n// changed on branch two ({rng.random()})\n".encode())
+    for path in rng.sample(files, len(files) // 10):  # removals
+        if os.path.exists(path):
+            os.remove(path)
+    for path in rng.sample(files, 5):  # modes
+        if os.path.exists(path):
+            os.chmod(path, 0o755)
+    os.makedirs(os.path.join(repo, "Sources", "Added"), exist_ok=True)
+    for index in range(30):  # additions
+        with open(os.path.join(repo, "Sources", "Added", f"New{index}.swift"), "w") as f:
+            f.write(f"// added on branch two\nlet value{index} = {rng.randrange(1 << 30)}\n" * (1 + index))
+    directories = sorted({os.path.dirname(p) for p in files if os.path.exists(p) and os.path.dirname(p) != repo})
+    moved = rng.choice(directories)
+    if os.path.isdir(moved):
+        os.rename(moved, moved + "Renamed")
+    os.symlink("Sources/Added/New0.swift", os.path.join(repo, "link-to-new"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "two")
+    git(repo, "checkout", "-q", "one")
+
+
+class Daemon:
+    def __init__(self, binary, folder, env, log):
+        self.binary, self.folder, self.env, self.log = binary, folder, env, log
+        self.process = None
+        self.exits = []
+
+    def start(self):
+        self.process = subprocess.Popen([self.binary, "sync", self.folder, "--watch", "--quiet"], env=self.env,
+                                        stdout=self.log, stderr=self.log)
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise SystemExit(f"the daemon on {self.folder} did not stop within 20 s of SIGTERM")
+
+    def check(self):
+        if self.process.poll() is not None:
+            raise SystemExit(f"the daemon on {self.folder} exited with {self.process.returncode}; see {self.log.name}")
+
+
+def converge(a, b, daemons, timeout):
+    started = time.time()
+    last = None
+    while time.time() - started < timeout:
+        for daemon in daemons:
+            daemon.check()
+        left, right = tree_state(a), tree_state(b)
+        if left == right:
+            return time.time() - started, len(left)
+        last = (left, right)
+        time.sleep(0.5)
+    left, right = last
+    differ = sorted(k for k in set(left) | set(right) if left.get(k) != right.get(k))
+    raise SystemExit(f"the folders still differ {timeout} s after the last checkout: {len(differ)} paths, e.g. "
+                     + "; ".join(f"{k}: A {left.get(k)} B {right.get(k)}" for k in differ[:5]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--switches", type=int, default=12, help="checkouts in the storm")
+    parser.add_argument("--timeout", type=float, default=180, help="seconds to converge after the storm")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--source", default=os.path.join(ROOT, ".build", "checkouts", "swift-argument-parser"),
+                        help="a source tree whose Sources and Tests become the repository")
+    parser.add_argument("--configuration", default="debug")
+    parser.add_argument("--binary")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    if not shutil.which("git"):
+        raise SystemExit("git is missing (apt-get install git)")
+    if not os.path.isdir(args.source):
+        raise SystemExit(f"{args.source} is missing; build first (swift build) or give --source")
+    binary = args.binary or xferlab.xfer_binary(args.configuration)
+    rng = random.Random(args.seed)
+    work = tempfile.mkdtemp(prefix="xfer-soak-git-")
+    server = None
+    daemons = []
+    try:
+        data = os.path.join(work, "data")
+        token = xferlab.create_account(binary, data, "soak")
+        server = xferlab.Server(binary, data).start()
+        a, b = os.path.join(work, "a"), os.path.join(work, "b")
+        os.makedirs(b)
+        repo = os.path.join(a, "repo")
+        build_repository(repo, args.source, rng)
+        env = dict(os.environ, XFER_SERVER=server.url, XFER_TOKEN=token, XFER_CONFIG=os.path.join(work, "none.json"))
+        daemon_b = Daemon(binary, b, dict(env, XFER_STATE_DIR=os.path.join(work, "state-b")), open(os.path.join(work, "daemon-b.log"), "w"))
+        daemon_a = Daemon(binary, a, dict(env, XFER_STATE_DIR=os.path.join(work, "state-a")), open(os.path.join(work, "daemon-a.log"), "w"))
+        daemons = [daemon_a, daemon_b]
+        daemon_b.start()
+        daemon_a.start()
+        seconds, files = converge(a, b, daemons, args.timeout)
+        print(f"soak-git: {files} files ({repo}) on both devices after {seconds:.1f} s", flush=True)
+
+        branch = "one"
+        storm = time.time()
+        for switch in range(args.switches):
+            branch = "two" if branch == "one" else "one"
+            git(repo, "checkout", "-q", branch)
+            if switch == args.switches // 2:
+                daemon_a.stop()  # a daemon started in the middle of the storm
+                daemon_a.start()
+            time.sleep(rng.uniform(0, 0.6))
+            for daemon in daemons:
+                daemon.check()
+        print(f"soak-git: {args.switches} checkouts in {time.time() - storm:.1f} s; device A's daemon restarted mid-storm", flush=True)
+        seconds, files = converge(a, b, daemons, args.timeout)
+        print(f"soak-git: PASS: both folders identical ({files} files, branch {branch}) {seconds:.1f} s after the last checkout; "
+              f"no daemon exited", flush=True)
+    finally:
+        for daemon in daemons:
+            try:
+                daemon.stop()
+            except SystemExit as error:
+                print(error, file=sys.stderr)
+        if server:
+            server.stop()
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
