@@ -121,12 +121,21 @@ public struct PullEngine: Sendable {
     /// - Parameter trash: Where what the pull replaces goes first (a synced directory's trash).
     /// - Parameter sources: Where chunks on disk are, when the caller shares one finding among
     ///   several pulls (a sync pass); else found for this pull.
+    /// - Parameter prefetched: The version, its manifest and (some of) its chunks, fetched
+    ///   already with other documents' (a sync pass's batch): nothing of it is asked again.
     func pull(_ name: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64? = nil,
               state: ClientState? = nil, trash: Trash? = nil, sources shared: ChunkSources? = nil,
+              prefetched: Prefetched? = nil,
               progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         let started = ContinuousClock.now
         let connection = remote.connection
-        let info = try await pullableVersion(name, version: version)
+        let info: DocumentInfo
+        if let prefetched {
+            try Self.checkPullable(prefetched.info, name, version: version)
+            info = prefetched.info
+        } else {
+            info = try await pullableVersion(name, version: version)
+        }
         let target = parent.describe(baseName)
         let state = try state ?? ClientState(root: target, stateDirectory: remote.stateDirectory)
         let synced = try state.document(server: connection.server, container: remote.container, path: name)
@@ -147,7 +156,12 @@ public struct PullEngine: Sendable {
         if refusal == nil, let synced, Self.isInPlace(info, synced: synced, target: target, known: known) {
             return report(name, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
         }
-        let (answer, manifest) = try await manifest(name, info: info, synced: synced)
+        let (answer, manifest): (answer: (delta: [UInt8], version: Int64, base: Int64?, digest: ChunkID), manifest: Manifest)
+        if let prefetched {
+            (answer, manifest) = ((delta: [], version: prefetched.info.version, base: nil, digest: prefetched.manifest.digest), prefetched.manifest)
+        } else {
+            (answer, manifest) = try await self.manifest(name, info: info, synced: synced)
+        }
         if let refusal, try !Self.holds(target, manifest) { throw refusal }
         let alreadyThere = refusal != nil
         let sources = try (shared ?? ChunkSources(state)).locations()
@@ -228,6 +242,11 @@ public struct PullEngine: Sendable {
                         }
                     }
                 }
+                if let plain = prefetched?.chunks[chunk.id], plain.count == chunk.length {
+                    try Self.write(plain, count: plain.count, to: file.fd, at: offset, path: file.path)
+                    counters.withLock { $0.bytesDone += Int64(chunk.length) }
+                    continue
+                }
                 if needed[chunk.id] == nil { order.append((chunk.id, chunk.length)) }
                 needed[chunk.id, default: []].append(Target(file: index, offset: offset))
             }
@@ -295,11 +314,18 @@ public struct PullEngine: Sendable {
     /// - Throws: `not_found` if it is deleted or has no committed version.
     func pullableVersion(_ name: DocumentPath, version: Int64?) async throws -> DocumentInfo {
         let info = try await remote.connection.stat(container: remote.container, path: name, version: version)
-        guard [.current, .superseded, .conflict].contains(info.state), version != nil || info.state == .current else {
+        try Self.checkPullable(info, name, version: version)
+        return info
+    }
+
+    /// Throws `not_found` unless `info` is a version a pull may write: a committed one, and
+    /// the current one when no version was asked for.
+    static func checkPullable(_ info: DocumentInfo, _ name: DocumentPath, version: Int64?) throws {
+        guard info.path == name, [.current, .superseded, .conflict].contains(info.state), version != nil || info.state == .current,
+              version == nil || version == info.version else {
             throw XferError(.notFound, info.state == .deleted ? "\(name) was deleted (version \(info.version))"
                                                               : "\(name) has no committed version yet (an upload is in progress)")
         }
-        return info
     }
 
     /// The rule for replacing what is at `target` without `--force`: only this client's own
@@ -409,6 +435,15 @@ public struct PullEngine: Sendable {
             }
             try await group.waitForAll()
         }
+    }
+
+    /// A version fetched with others' for one pull: its state, its manifest (checked against
+    /// the state's digest) and the plain bytes of those of its chunks that came with it
+    /// (each checked against its id).
+    struct Prefetched: Sendable {
+        var info: DocumentInfo
+        var manifest: Manifest
+        var chunks: [ChunkID: [UInt8]]
     }
 
     // MARK: File system helpers

@@ -176,7 +176,24 @@ extension PushEngine {
             }
             return outcomes
         }
-        var outcomes = try await commit(commits)
+        var outcomes: [Int: Result<DocumentInfo, XferError>]
+        do {
+            outcomes = try await commit(commits)
+        } catch let error as XferError where ![.unavailable, .unauthorized, .cancelled].contains(error.code) {
+            // The batch itself refused (a server without batch commits answers "no such
+            // route"): each document goes alone; its chunks are on the server already.
+            for number in commits {
+                let item = items[prepared[number].item]
+                do {
+                    results[prepared[number].item] = .success(try await push(item.path, as: item.name, state: item.state, progress: progress))
+                } catch let error as XferError where [.unavailable, .unauthorized, .cancelled].contains(error.code) {
+                    throw error
+                } catch {
+                    results[prepared[number].item] = .failure(error)
+                }
+            }
+            return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
+        }
         // The server lacks chunks this client believed it had: send them and commit again, once.
         var missing = Set<ChunkID>()
         var again: [Int] = []

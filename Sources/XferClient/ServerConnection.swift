@@ -127,6 +127,16 @@ public final class ServerConnection: Sendable {
         return answer.results
     }
 
+    /// The manifests of many documents in one request; one item per document, in order.
+    public func manifests(container: ContainerName, _ wanted: [ManifestBatchRequest.Wanted]) async throws -> [ManifestBatchResult.Item] {
+        let answer = try await json(ManifestBatchResult.self, "POST", "/v1/containers/\(container)/manifests",
+                                    body: WireJSON.encode(ManifestBatchRequest(documents: wanted)))
+        guard answer.manifests.count == wanted.count else {
+            throw XferError(.internal, "the server answered \(answer.manifests.count) manifests for \(wanted.count) documents")
+        }
+        return answer.manifests
+    }
+
     /// A document's newest state, or one version of it.
     public func stat(container: ContainerName, path: DocumentPath, version: Int64? = nil) async throws -> DocumentInfo {
         var route = "/v1/containers/\(container)/document?path=\(Self.escape(path.value))"

@@ -752,6 +752,32 @@ public final class SyncDirectory: Sendable {
         return (local.stamp?.size ?? 0) <= batchedDocumentBytes
     }
 
+    /// Whether a pull plan goes in a batch: a file or symlink of at most ``batchedDocumentBytes``.
+    static func isBatched(remote: DocumentInfo?) -> Bool {
+        guard let remote, remote.kind == .file else { return false }
+        return remote.size <= batchedDocumentBytes
+    }
+
+    /// Splits pulls into batches of at most 500 documents and 32 MiB, so the chunks a batch
+    /// holds in memory stay bounded.
+    static func pullGroups(_ paths: [DocumentPath], sizes: (DocumentPath) -> Int64) -> [[DocumentPath]] {
+        var groups: [[DocumentPath]] = []
+        var current: [DocumentPath] = []
+        var bytes: Int64 = 0
+        for path in paths {
+            let size = sizes(path)
+            if !current.isEmpty && (current.count == 500 || bytes + size > 32 << 20) {
+                groups.append(current)
+                current = []
+                bytes = 0
+            }
+            current.append(path)
+            bytes += size
+        }
+        if !current.isEmpty { groups.append(current) }
+        return groups
+    }
+
     /// Pushes many small documents together (``PushEngine/pushMany(_:progress:)``), recording
     /// each that went through in one transaction. One result per plan, in order.
     func pushMany(_ plans: [Plan], progress: @escaping @Sendable (TransferProgress) -> Void) async throws
@@ -775,7 +801,68 @@ public final class SyncDirectory: Sendable {
         return results
     }
 
-    func pull(_ path: DocumentPath, sources: ChunkSources? = nil,
+    /// Pulls many small documents: their manifests in one request, the chunks no local file
+    /// holds in shared downloads, then each written and recorded as a single pull does (with
+    /// its checks: a local edit is never replaced). A document whose manifest did not come
+    /// (changed since, or the answer full) is pulled alone. One result per path, in order.
+    /// - Throws: Only what stops every document (`unavailable`, `unauthorized`, `cancelled`).
+    func pullMany(_ paths: [DocumentPath], sources: ChunkSources,
+                  progress: @escaping @Sendable (DocumentPath) -> @Sendable (TransferProgress) -> Void) async throws
+        -> [Result<PullReport, any Error>] {
+        let connection = remote.connection
+        var prefetched: [Int: PullEngine.Prefetched] = [:]
+        do {
+            let items = try await connection.manifests(container: remote.container, paths.map { ManifestBatchRequest.Wanted(path: $0) })
+            for (index, item) in items.enumerated() {
+                // Anything amiss (an error, a digest that does not match) leaves it to a pull of its own, which says what.
+                guard let info = item.document, info.path == paths[index], let text = item.manifest,
+                      let manifest = try? Manifest(decoding: Base64.decode(text)), info.manifestDigest == manifest.digest.hex else { continue }
+                prefetched[index] = PullEngine.Prefetched(info: info, manifest: manifest, chunks: [:])
+            }
+            // The chunks no local file holds, fetched once for all, each checked against its id and length.
+            let local = try sources.locations()
+            var wanted: [ChunkID: Int] = [:]
+            var order: [ChunkID] = []
+            for index in prefetched.keys.sorted() {
+                for chunk in prefetched[index]!.manifest.allChunks where local[chunk.id] == nil && wanted[chunk.id] == nil {
+                    wanted[chunk.id] = chunk.length
+                    order.append(chunk.id)
+                }
+            }
+            var plain: [ChunkID: [UInt8]] = [:]
+            for start in stride(from: 0, to: order.count, by: ProtocolLimits.maximumIDsPerRequest) {
+                let batch = Array(order[start..<min(order.count, start + ProtocolLimits.maximumIDsPerRequest)])
+                try await connection.download(batch) { chunk in
+                    guard let length = wanted[chunk.id], plain[chunk.id] == nil else {
+                        throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for")
+                    }
+                    let bytes = try chunk.decoded(maximumLength: length)
+                    guard bytes.count == length else {
+                        throw XferError(.corruptChunk, "chunk \(chunk.id) holds \(bytes.count) bytes, but its manifest declares \(length)")
+                    }
+                    plain[chunk.id] = bytes
+                }
+            }
+            for index in prefetched.keys { prefetched[index]!.chunks = plain }
+        } catch let error as XferError where [.unavailable, .unauthorized, .cancelled].contains(error.code) {
+            throw error
+        } catch {
+            prefetched = [:]  // each document is pulled alone, and says what is wrong
+        }
+        var results: [Result<PullReport, any Error>] = []
+        for (index, path) in paths.enumerated() {
+            do {
+                results.append(.success(try await pull(path, sources: sources, prefetched: prefetched[index], progress: progress(path))))
+            } catch let error as XferError where [.unavailable, .unauthorized, .cancelled].contains(error.code) {
+                throw error
+            } catch {
+                results.append(.failure(error))
+            }
+        }
+        return results
+    }
+
+    func pull(_ path: DocumentPath, sources: ChunkSources? = nil, prefetched: PullEngine.Prefetched? = nil,
               progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PullReport {
         var pullOptions = options.pull
         pullOptions.force = false
@@ -786,7 +873,7 @@ public final class SyncDirectory: Sendable {
         let parent = try root.directory(path.components.dropLast(), create: true)
         let report = try await PullEngine(remote: remote, options: pullOptions)
             .pull(path, in: parent, as: String(path.components.last!), state: state.clientState(for: path),
-                  trash: trash(of: root), sources: sources, progress: progress)
+                  trash: trash(of: root), sources: sources, prefetched: prefetched, progress: progress)
         let top = try DirectoryWalker.entry(at: full)
         try record(path, kind: top.kind == .directory ? .package : .file, size: report.bytes, mtimeNs: top.mtimeNanoseconds)
         return report
@@ -1088,21 +1175,35 @@ public actor SyncEngine {
         let pulls = plans.filter { $0.action == .pull }.map(\.path) + pullAfterPush
         // Every file synced here is a chunk source: found once for all the pass's pulls.
         let sources = ChunkSources(sync.state.clientState(for: try DocumentPath("sources")))
-        for path in pulls {
-            guard let report = try await attempt(&summary, path, {
-                do {
-                    return try await sync.pull(path, sources: sources, progress: progress(path))
-                } catch let error as XferError where error.code == .notFound && error.cause == nil {
-                    // Deleted or replaced on the server since this pass's view: the feed brings
-                    // that change, and the next pass acts on it.
-                    throw XferError(.notFound, "changed on the server while this pass ran (\(error.message))", cause: ChangedSinceListed())
-                }
-            }) else {
-                continue
+        func pulled(_ path: DocumentPath, _ result: Result<PullReport, any Error>) throws {
+            switch result {
+            case .success(let report):
+                summary.downloaded += 1
+                summary.bytesFetched += report.bytesFetched
+                continuation.yield(.downloaded(path, version: report.version, bytesFetched: report.bytesFetched))
+            case .failure(let error as XferError) where error.code == .notFound && error.cause == nil:
+                // Deleted or replaced on the server since this pass's view: the feed brings
+                // that change, and the next pass acts on it.
+                try settle(XferError(.notFound, "changed on the server while this pass ran (\(error.message))", cause: ChangedSinceListed()),
+                           &summary, path)
+            case .failure(let error):
+                try settle(error, &summary, path)
             }
-            summary.downloaded += 1
-            summary.bytesFetched += report.bytesFetched
-            continuation.yield(.downloaded(path, version: report.version, bytesFetched: report.bytesFetched))
+        }
+        // Small documents in batches (manifests and chunks fetched together), the rest alone.
+        let remoteInfo = Dictionary(plans.compactMap { plan in plan.remote.map { (plan.path, $0) } }, uniquingKeysWith: { first, _ in first })
+        let small = Set(plans.filter { $0.action == .pull && SyncDirectory.isBatched(remote: $0.remote) }.map(\.path))
+        for group in SyncDirectory.pullGroups(pulls.filter { small.contains($0) }, sizes: { remoteInfo[$0]?.size ?? 0 }) {
+            for (path, result) in zip(group, try await sync.pullMany(group, sources: sources, progress: progress)) {
+                try pulled(path, result)
+            }
+        }
+        for path in pulls where !small.contains(path) {
+            do {
+                try pulled(path, .success(try await sync.pull(path, sources: sources, progress: progress(path))))
+            } catch {
+                try pulled(path, .failure(error))
+            }
         }
         for plan in plans where plan.action == .deleteLocal || plan.action == .forget {
             guard try await attempt(&summary, plan.path, { try sync.deleteLocal(plan) }) != nil else {

@@ -252,6 +252,58 @@ public struct BatchCommitResult: Codable, Sendable, Hashable {
     public init(results: [Outcome]) { self.results = results }
 }
 
+/// `POST /v1/containers/{container}/manifests`: the manifests of many documents at once (what a
+/// sync pass pulling many small documents asks, instead of one request each).
+public struct ManifestBatchRequest: Codable, Sendable, Hashable {
+    /// One document asked for.
+    public struct Wanted: Codable, Sendable, Hashable {
+        /// The document's path.
+        public var path: DocumentPath
+        /// A committed version; `nil`: the current one.
+        public var version: Int64?
+
+        /// Asks for one document.
+        public init(path: DocumentPath, version: Int64? = nil) {
+            self.path = path
+            self.version = version
+        }
+    }
+
+    /// The documents, at most ``ProtocolLimits/maximumBatchDocuments``.
+    public var documents: [Wanted]
+
+    /// Creates a request.
+    public init(documents: [Wanted]) { self.documents = documents }
+}
+
+/// The answer to a manifest batch: one item per document asked for, in order. The server stops
+/// adding manifests past ``ProtocolLimits/maximumBatchBody`` bytes; the rest answer `too_large`
+/// (ask for them alone, with `GET …/manifest`).
+public struct ManifestBatchResult: Codable, Sendable, Hashable {
+    /// One document's answer.
+    public struct Item: Codable, Sendable, Hashable {
+        /// The version whose manifest this is.
+        public var document: DocumentInfo?
+        /// The whole manifest, base64 (its digest is `document.manifest_digest`).
+        public var manifest: String?
+        /// Why there is none, otherwise.
+        public var error: ErrorBody.Detail?
+
+        /// Creates an item.
+        public init(document: DocumentInfo? = nil, manifest: String? = nil, error: ErrorBody.Detail? = nil) {
+            self.document = document
+            self.manifest = manifest
+            self.error = error
+        }
+    }
+
+    /// The items.
+    public var manifests: [Item]
+
+    /// Creates a result.
+    public init(manifests: [Item]) { self.manifests = manifests }
+}
+
 /// `GET /v1/containers/{container}/documents`: the documents under a prefix.
 ///
 /// A listing comes in pages in path order: while `more` is true, ask again with `page=next`.

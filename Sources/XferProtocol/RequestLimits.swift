@@ -81,6 +81,14 @@ extension BatchCommitRequest: WireRequest {
     }
 }
 
+extension ManifestBatchRequest: WireRequest {
+    public func validate() throws {
+        guard documents.count <= ProtocolLimits.maximumBatchDocuments else {
+            throw XferError(.tooLarge, "\(documents.count) documents in one request; at most \(ProtocolLimits.maximumBatchDocuments)")
+        }
+    }
+}
+
 extension ResolveRequest: WireRequest {}
 
 extension ChunkIDList: WireRequest {

@@ -34,6 +34,7 @@ struct Routes: Sendable {
         v1.post("containers/:container/announce", use: announce)
         v1.post("containers/:container/commit", use: commit)
         v1.post("containers/:container/commits", use: commitBatch)
+        v1.post("containers/:container/manifests", use: manifestBatch)
         v1.get("containers/:container/documents", use: list)
         v1.get("containers/:container/document", use: stat)
         v1.delete("containers/:container/document", use: delete)
@@ -259,6 +260,37 @@ struct Routes: Sendable {
             changes.notify(account: account.accountID, container: container)
         }
         return Self.json(BatchCommitResult(results: outcomes.map { $0! }))
+    }
+
+    @Sendable func manifestBatch(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let container = try Self.container(context)
+        let body = try await Self.decode(ManifestBatchRequest.self, request)
+        // The answer is bounded: past the budget every later document answers `too_large`
+        // unread, so one request loads at most one manifest it does not send.
+        var budget = ProtocolLimits.maximumBatchBody
+        var items: [ManifestBatchResult.Item] = []
+        items.reserveCapacity(body.documents.count)
+        for wanted in body.documents {
+            guard budget > 0 else {
+                items.append(ManifestBatchResult.Item(error: ErrorMiddleware.body(for: Self.overBudget(wanted.path)).error))
+                continue
+            }
+            do {
+                let (info, manifest) = try await metadata.manifest(account: account.accountID, container: container,
+                                                                   path: wanted.path, version: wanted.version)
+                budget -= manifest.count
+                guard budget >= 0 else { throw Self.overBudget(wanted.path) }
+                items.append(ManifestBatchResult.Item(document: info, manifest: Base64.encode(manifest)))
+            } catch {
+                items.append(ManifestBatchResult.Item(error: ErrorMiddleware.body(for: error).error))
+            }
+        }
+        return Self.json(ManifestBatchResult(manifests: items))
+    }
+
+    private static func overBudget(_ path: DocumentPath) -> XferError {
+        XferError(.tooLarge, "\(path): the answer is full (\(ByteCount(Int64(ProtocolLimits.maximumBatchBody))) of manifests); ask for it alone")
     }
 
     @Sendable func list(_ request: Request, context: XferRequestContext) async throws -> Response {

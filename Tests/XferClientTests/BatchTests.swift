@@ -1,13 +1,16 @@
 import Foundation
+import HTTPTypes
+import Hummingbird
 import Testing
 import XferClient
 import XferCore
 import XferProtocol
 
-/// Many small documents go in batches: one hashing run, one question about missing chunks,
-/// shared upload bodies and one batch commit (`POST …/commits`). Each document still succeeds
-/// or fails on its own, with the single push's rules. Runs on every backend (tools/backend-tests.sh).
-@Suite struct BatchPushTests {
+/// Many small documents go in batches. Up: one hashing run, one question about missing chunks,
+/// shared upload bodies and one batch commit (`POST …/commits`). Down: one manifest request
+/// (`POST …/manifests`) and shared chunk downloads. Each document still succeeds or fails on
+/// its own, with the single transfer's rules. Runs on every backend (tools/backend-tests.sh).
+@Suite struct BatchTests {
     /// A one-file manifest for `bytes` and the chunk that holds them.
     static func document(_ bytes: [UInt8], mtime: Int64 = 1_700_000_000_000_000_000) throws -> (manifest: Manifest, chunk: EncodedChunk) {
         let id = ChunkID.of(bytes)
@@ -158,6 +161,83 @@ import XferProtocol
             let again = try await engine.pushMany(Array(items.prefix(5)))
             #expect(again.allSatisfy { (try? $0.get().committed) == false })
             #expect(try await server.client().list().documents.count == 5)
+        }
+    }
+
+    @Test func manifestsOfManyDocumentsComeInOneAnswerEachOnItsOwn() async throws {
+        try await LiveServer.run { server in
+            let connection = server.remote.connection
+            let one = try Self.document(Array("one".utf8)), two = try Self.document(Array("two".utf8))
+            _ = try await connection.upload([one.chunk, two.chunk])
+            _ = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [
+                try Self.commit("Documents/a.txt", one.manifest), try Self.commit("Documents/gone.txt", one.manifest)]))
+            _ = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [
+                try Self.commit("Documents/a.txt", two.manifest, base: 1)]))
+            _ = try await server.client().delete("Documents/gone.txt")
+            let items = try await connection.manifests(container: .default, [
+                .init(path: try DocumentPath("Documents/a.txt")),
+                .init(path: try DocumentPath("Documents/a.txt"), version: 1),
+                .init(path: try DocumentPath("Documents/gone.txt")),
+                .init(path: try DocumentPath("Documents/never.txt")),
+            ])
+            #expect(items[0].document?.version == 2 && items[0].manifest.map { try? Base64.decode($0) } == two.manifest.encoded())
+            #expect(items[1].document?.version == 1 && items[1].manifest.map { try? Base64.decode($0) } == one.manifest.encoded())
+            #expect(items[2].error?.code == "not_found" && items[2].manifest == nil)
+            #expect(items[3].error?.code == "not_found")
+            let tooMany = try (0...ProtocolLimits.maximumBatchDocuments).map { ManifestBatchRequest.Wanted(path: try DocumentPath("Documents/f\($0)")) }
+            await #expect { _ = try await connection.manifests(container: .default, tooMany) } throws: { ($0 as? XferError)?.code == .tooLarge }
+        }
+    }
+
+    /// A server without the batch routes (an older one) answers "no such route": each document
+    /// then goes alone, and nothing is lost or failed.
+    @Test func aServerWithoutBatchRoutesIsSyncedOneDocumentAtATime() async throws {
+        let refused = Locked(0)
+        try await LiveServer.run(intercept: { request in
+            guard request.method == .post, request.uri.path.hasSuffix("/commits") || request.uri.path.hasSuffix("/manifests") else { return nil }
+            refused.withLock { $0 += 1 }
+            return Response(status: .notFound, headers: [.contentType: "application/json"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(ErrorBody(code: "not_found", message: "no such route")))))
+        }) { server in
+            let a = server.root + "/a", b = server.root + "/b"
+            for index in 0..<20 { try Files.write(a + "/Documents/f\(index).txt", Array("file \(index)".utf8)) }
+            let pushed = try await SyncEngine(directory: a, remote: server.otherDevice("a")).syncOnce()
+            #expect(pushed.uploaded == 20 && pushed.failed == 0, "\(pushed)")
+            try FileManager.default.createDirectory(atPath: b, withIntermediateDirectories: true)
+            let pulled = try await SyncEngine(directory: b, remote: server.otherDevice("b")).syncOnce()
+            #expect(pulled.downloaded == 20 && pulled.failed == 0, "\(pulled)")
+            #expect(Files.read(b + "/Documents/f7.txt") == Array("file 7".utf8))
+            #expect(refused.value >= 2)
+        }
+    }
+
+    /// Pulled in a batch, a document edited here since it was synced is still never replaced:
+    /// the remote edit waits as a conflict, as with a single pull.
+    @Test func aBatchedPullNeverReplacesALocalEdit() async throws {
+        try await LiveServer.run { server in
+            let a = server.root + "/a", b = server.root + "/b"
+            for index in 0..<10 { try Files.write(a + "/Documents/f\(index).txt", Array("first \(index)".utf8)) }
+            let deviceA = try SyncEngine(directory: a, remote: server.otherDevice("a"))
+            _ = try await deviceA.syncOnce()
+            try FileManager.default.createDirectory(atPath: b, withIntermediateDirectories: true)
+            let deviceB = try SyncEngine(directory: b, remote: server.otherDevice("b"))
+            #expect(try await deviceB.syncOnce().downloaded == 10)
+            for index in 0..<10 { try Files.write(a + "/Documents/f\(index).txt", Array("second \(index)".utf8)) }
+            #expect(try await deviceA.syncOnce().uploaded == 10)
+            // B edits f3 meanwhile: its pass pushes that edit first (kept as a conflict version or
+            // winning), and never overwrites the bytes written here without keeping them.
+            try Files.write(b + "/Documents/f3.txt", Array("edited on b".utf8))
+            let pass = try await deviceB.syncOnce()
+            #expect(pass.failed == 0, "\(pass)")
+            for index in [0, 1, 2, 4, 9] { #expect(Files.read(b + "/Documents/f\(index).txt") == Array("second \(index)".utf8)) }
+            let versions = try await server.client().versions("Documents/f3.txt")
+            var kept = false
+            for version in versions where version.state != .deleted {
+                let destination = server.root + "/check-\(version.version)"
+                _ = try await server.client().pull("Documents/f3.txt", into: destination, version: version.version)
+                if Files.read(destination) == Array("edited on b".utf8) { kept = true }
+            }
+            #expect(kept, "the local edit is on the server as a version")
         }
     }
 }
