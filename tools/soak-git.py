@@ -17,11 +17,9 @@ again in the middle of it. Afterwards:
     python3 tools/soak-git.py [--switches 12] [--timeout 180] [--seed 1] [--configuration debug]
 """
 import argparse
-import hashlib
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,34 +29,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import xferlab  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def internal(name):
-    """The engine's own names in a synced folder (marker, trash, staging copies)."""
-    return name == ".xfer" or (name.startswith(".") and ".xfer-" in name)
-
-
-def tree_state(root):
-    """Every file and symlink under root: kind, mode and content digest or link target."""
-    state = {}
-    for directory, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not internal(d) and not os.path.islink(os.path.join(directory, d))]
-        names = files + [d for d in os.listdir(directory) if os.path.islink(os.path.join(directory, d)) and d not in files]
-        for name in names:
-            if internal(name):
-                continue
-            path = os.path.join(directory, name)
-            relative = os.path.relpath(path, root)
-            try:
-                info = os.lstat(path)
-                if os.path.islink(path):
-                    state[relative] = ("link", os.readlink(path))
-                else:
-                    with open(path, "rb") as f:
-                        state[relative] = ("file", oct(info.st_mode & 0o7777), hashlib.sha256(f.read()).hexdigest())
-            except OSError:
-                state[relative] = ("vanishing",)
-    return state
 
 
 def git(repo, *args):
@@ -100,48 +70,6 @@ def build_repository(repo, source, rng):
     git(repo, "checkout", "-q", "one")
 
 
-class Daemon:
-    def __init__(self, binary, folder, env, log):
-        self.binary, self.folder, self.env, self.log = binary, folder, env, log
-        self.process = None
-        self.exits = []
-
-    def start(self):
-        self.process = subprocess.Popen([self.binary, "sync", self.folder, "--watch", "--quiet"], env=self.env,
-                                        stdout=self.log, stderr=self.log)
-
-    def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-                raise SystemExit(f"the daemon on {self.folder} did not stop within 20 s of SIGTERM")
-
-    def check(self):
-        if self.process.poll() is not None:
-            raise SystemExit(f"the daemon on {self.folder} exited with {self.process.returncode}; see {self.log.name}")
-
-
-def converge(a, b, daemons, timeout):
-    started = time.time()
-    last = None
-    while time.time() - started < timeout:
-        for daemon in daemons:
-            daemon.check()
-        left, right = tree_state(a), tree_state(b)
-        if left == right:
-            return time.time() - started, len(left)
-        last = (left, right)
-        time.sleep(0.5)
-    left, right = last
-    differ = sorted(k for k in set(left) | set(right) if left.get(k) != right.get(k))
-    raise SystemExit(f"the folders still differ {timeout} s after the last checkout: {len(differ)} paths, e.g. "
-                     + "; ".join(f"{k}: A {left.get(k)} B {right.get(k)}" for k in differ[:5]))
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--switches", type=int, default=12, help="checkouts in the storm")
@@ -171,12 +99,12 @@ def main():
         repo = os.path.join(a, "repo")
         build_repository(repo, args.source, rng)
         env = dict(os.environ, XFER_SERVER=server.url, XFER_TOKEN=token, XFER_CONFIG=os.path.join(work, "none.json"))
-        daemon_b = Daemon(binary, b, dict(env, XFER_STATE_DIR=os.path.join(work, "state-b")), open(os.path.join(work, "daemon-b.log"), "w"))
-        daemon_a = Daemon(binary, a, dict(env, XFER_STATE_DIR=os.path.join(work, "state-a")), open(os.path.join(work, "daemon-a.log"), "w"))
+        daemon_b = xferlab.Daemon(binary, b, dict(env, XFER_STATE_DIR=os.path.join(work, "state-b")), open(os.path.join(work, "daemon-b.log"), "w"))
+        daemon_a = xferlab.Daemon(binary, a, dict(env, XFER_STATE_DIR=os.path.join(work, "state-a")), open(os.path.join(work, "daemon-a.log"), "w"))
         daemons = [daemon_a, daemon_b]
         daemon_b.start()
         daemon_a.start()
-        seconds, files = converge(a, b, daemons, args.timeout)
+        seconds, files = xferlab.converge(a, b, daemons, args.timeout)
         print(f"soak-git: {files} files ({repo}) on both devices after {seconds:.1f} s", flush=True)
 
         branch = "one"
@@ -191,7 +119,7 @@ def main():
             for daemon in daemons:
                 daemon.check()
         print(f"soak-git: {args.switches} checkouts in {time.time() - storm:.1f} s; device A's daemon restarted mid-storm", flush=True)
-        seconds, files = converge(a, b, daemons, args.timeout)
+        seconds, files = xferlab.converge(a, b, daemons, args.timeout)
         print(f"soak-git: PASS: both folders identical ({files} files, branch {branch}) {seconds:.1f} s after the last checkout; "
               f"no daemon exited", flush=True)
     finally:

@@ -156,3 +156,82 @@ def report(path, value):
     if path:
         with open(path, "w") as f:
             json.dump(value, f, indent=2, sort_keys=True)
+
+
+def internal(name):
+    """The engine's own names in a synced folder (marker, trash, staging copies)."""
+    return name == ".xfer" or (name.startswith(".") and ".xfer-" in name)
+
+
+def tree_state(root, skip=lambda name: False):
+    """Every file and symlink under root (the engine's own names and those `skip` names left
+    out): kind, mode and content digest, or link target."""
+    state = {}
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not internal(d) and not skip(d) and not os.path.islink(os.path.join(directory, d))]
+        names = files + [d for d in os.listdir(directory) if os.path.islink(os.path.join(directory, d)) and d not in files]
+        for name in names:
+            if internal(name) or skip(name):
+                continue
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, root)
+            try:
+                info = os.lstat(path)
+                if os.path.islink(path):
+                    state[relative] = ("link", os.readlink(path))
+                else:
+                    with open(path, "rb") as f:
+                        state[relative] = ("file", oct(info.st_mode & 0o7777), hashlib.sha256(f.read()).hexdigest())
+            except OSError:
+                state[relative] = ("vanishing",)
+    return state
+
+
+class Daemon:
+    """`xfer sync FOLDER --watch --json` as a process; its events go to `log`."""
+
+    def __init__(self, binary, folder, env, log):
+        self.binary, self.folder, self.env, self.log = binary, folder, env, log
+        self.process = None
+
+    def start(self):
+        self.process = subprocess.Popen([self.binary, "sync", self.folder, "--watch", "--json"], env=self.env,
+                                        stdout=self.log, stderr=self.log)
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise SystemExit(f"the daemon on {self.folder} did not stop within 20 s of SIGTERM")
+
+    def check(self):
+        if self.process.poll() is not None:
+            raise SystemExit(f"the daemon on {self.folder} exited with {self.process.returncode}; see {self.log.name}")
+
+    def passes(self):
+        """How many passes the daemon has finished so far (its `pass` events)."""
+        with open(self.log.name) as f:
+            return sum(1 for line in f if '"event":"pass"' in line.replace(" ", ""))
+
+
+def converge(a, b, daemons, timeout, skip=lambda name: False):
+    """Waits until the trees under a and b are the same; (seconds, files). Exits on a daemon
+    that stopped, or on trees still different after `timeout` seconds (saying where)."""
+    started = time.time()
+    last = None
+    while time.time() - started < timeout:
+        for daemon in daemons:
+            daemon.check()
+        left, right = tree_state(a, skip), tree_state(b, skip)
+        if left == right:
+            return time.time() - started, len(left)
+        last = (left, right)
+        time.sleep(0.1)
+    left, right = last
+    differ = sorted(k for k in set(left) | set(right) if left.get(k) != right.get(k))
+    raise SystemExit(f"the folders still differ {timeout} s later: {len(differ)} paths, e.g. "
+                     + "; ".join(f"{k}: A {left.get(k)} B {right.get(k)}" for k in differ[:5]))

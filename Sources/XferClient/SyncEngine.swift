@@ -493,12 +493,51 @@ public final class SyncDirectory: Sendable {
     /// so no document counts as synced and nothing can be decided deleted.
     func planPass(_ listing: Listing, serverChanged: Bool) throws -> PassPlan {
         let (all, invalid, unreadable) = try plan(remote: listing.documents, forgetSynced: serverChanged)
-        let held = MassDeletion.held(all.map { ($0.action, $0.synced != nil) }, allowed: options.allowMassDelete)
+        var held = MassDeletion.held(all.map { ($0.action, $0.synced != nil) }, allowed: options.allowMassDelete)
+        // A deletion that is half of a move loses nothing: it is not what the rule guards against.
+        var moved = Set<DocumentPath>()
+        if held.local > 0 || held.remote > 0 {
+            moved = try moves(all)
+            held = MassDeletion.held(all.map { (moved.contains($0.path) ? .none : $0.action, $0.synced != nil) }, allowed: options.allowMassDelete)
+        }
         func isHeld(_ plan: Plan) -> Bool {
-            (held.local > 0 && plan.action == .deleteLocal) || (held.remote > 0 && plan.action == .deleteRemote)
+            guard !moved.contains(plan.path) else { return false }
+            return (held.local > 0 && plan.action == .deleteLocal) || (held.remote > 0 && plan.action == .deleteRemote)
         }
         return PassPlan(plans: all.filter { !isHeld($0) }, held: all.filter(isHeld), heldCounts: held, invalid: invalid,
                         unreadable: unreadable)
+    }
+
+    /// The deletions that are one half of a move in the same pass (a renamed directory): the
+    /// content goes on under another name, so the mass-deletion rule does not count them.
+    /// Renamed here: the same file (inode, size, modification time) appears as a new document.
+    /// Renamed on another device: a new document on the server has the very manifest (content,
+    /// mode and time) of the version held here.
+    func moves(_ plans: [Plan]) throws -> Set<DocumentPath> {
+        var moved = Set<DocumentPath>()
+        func identity(_ stamp: FileStamp) -> String { "\(stamp.size):\(stamp.mtimeNanoseconds):\(stamp.inode)" }
+        let arrivedHere = Set(plans.compactMap { plan -> String? in
+            guard plan.action == .push, plan.synced == nil, let stamp = plan.local?.stamp else { return nil }
+            return identity(stamp)
+        })
+        if !arrivedHere.isEmpty {
+            let synced = try state.syncedVersions(server: remote.connection.server, container: remote.container)
+            for plan in plans where plan.action == .deleteRemote {
+                guard let text = synced[plan.path.value]?.stamp else { continue }
+                if arrivedHere.contains(text.split(separator: ":").prefix(3).joined(separator: ":")) { moved.insert(plan.path) }
+            }
+        }
+        let arrivedThere = Set(plans.compactMap { plan -> String? in
+            plan.action == .pull && plan.synced == nil ? plan.remote?.manifestDigest : nil
+        })
+        if !arrivedThere.isEmpty {
+            for plan in plans where plan.action == .deleteLocal {
+                guard let held = try state.clientState(for: plan.path)
+                    .document(server: remote.connection.server, container: remote.container, path: plan.path) else { continue }
+                if arrivedThere.contains(held.manifest.digest.hex) { moved.insert(plan.path) }
+            }
+        }
+        return moved
     }
 
     /// What one pass would do now, found without changing anything here or on the server

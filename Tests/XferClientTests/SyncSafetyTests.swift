@@ -60,6 +60,31 @@ import XferProtocol
         }
     }
 
+    /// Renaming a directory of many files deletes as many documents as it creates: nothing is
+    /// lost, so the mass-deletion rule lets it through on both devices (the same number simply
+    /// deleted is still held).
+    @Test func aRenamedDirectoryIsNotAMassDeletion() async throws {
+        try await LiveServer.run { server in
+            let a = server.root + "/a", b = server.root + "/b"
+            for index in 0..<60 { try Files.write(a + "/Documents/old/f\(index).txt", Array("file \(index)".utf8)) }
+            #expect(try await Self.device(server, "a").syncOnce().uploaded == 60)
+            #expect(try await Self.device(server, "b").syncOnce().downloaded == 60)
+
+            try FileManager.default.moveItem(atPath: a + "/Documents/old", toPath: a + "/Documents/new")
+            let renamed = try await Self.device(server, "a").syncOnce()
+            #expect(renamed.uploaded == 60 && renamed.removedRemotely == 60 && renamed.deletionsHeld == 0, "\(renamed)")
+            let followed = try await Self.device(server, "b").syncOnce()
+            #expect(followed.downloaded == 60 && followed.removedLocally == 60 && followed.deletionsHeld == 0, "\(followed)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: b + "/Documents/new").count == 60)
+            #expect(!FileManager.default.fileExists(atPath: b + "/Documents/old/f1.txt"))
+
+            // The same count deleted outright (nothing arrives under another name) is still held.
+            try FileManager.default.removeItem(atPath: a + "/Documents/new")
+            let deleted = try await Self.device(server, "a").syncOnce()
+            #expect(deleted.removedRemotely == 0 && deleted.deletionsHeld == 60, "\(deleted)")
+        }
+    }
+
     @Test func aFileReplacedBySyncIsKeptInTheTrash() async throws {
         try await LiveServer.run { server in
             let a = server.root + "/a", b = server.root + "/b"
