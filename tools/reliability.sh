@@ -15,6 +15,7 @@ python3 tools/fault-suite.py --seeds 200 --configuration release --json "$OUT/fa
 python3 tools/crash-suite.py --server-kills 100 --client-kills 30 --configuration release --json "$OUT/crash.json" | tail -1
 python3 tools/sync-check.py --seed 101 --seeds 8 --steps 1000 --configuration release --keep-going --json "$OUT/sync-check.json" | tail -1
 python3 tools/soak-git.py --switches 100 --seed 7 --configuration release | tail -1   # the git-checkout soak, long
+python3 tools/editor-suite.py --rounds 5 --configuration release --json "$OUT/editors.json" | tail -1   # how real editors save
 python3 tools/load-test.py --clients 50 --seconds 60 --configuration release --json "$OUT/load.json" | tail -1
 bash tools/schemathesis.sh 100 | tail -1
 echo "reports in $OUT"

@@ -508,18 +508,15 @@ public final class SyncDirectory: Sendable {
                         unreadable: unreadable)
     }
 
-    /// The deletions that are one half of a move in the same pass (a renamed directory): the
-    /// content goes on under another name, so the mass-deletion rule does not count them.
-    /// Renamed here: the same file (inode, size, modification time) appears as a new document.
-    /// Renamed on another device: a new document on the server has the very manifest (content,
-    /// mode and time) of the version held here.
+    /// The deletions that are one half of a move (a renamed directory): the content goes on
+    /// under another name, so the mass-deletion rule does not count them. Gone here: the same
+    /// file (inode, size, modification time) is here under another name. Deleted on the server:
+    /// a current document there has the very manifest (content, mode and time) of the version
+    /// held here. Either may have arrived in an earlier pass (a rename seen half way).
     func moves(_ plans: [Plan]) throws -> Set<DocumentPath> {
         var moved = Set<DocumentPath>()
         func identity(_ stamp: FileStamp) -> String { "\(stamp.size):\(stamp.mtimeNanoseconds):\(stamp.inode)" }
-        let arrivedHere = Set(plans.compactMap { plan -> String? in
-            guard plan.action == .push, plan.synced == nil, let stamp = plan.local?.stamp else { return nil }
-            return identity(stamp)
-        })
+        let arrivedHere = Set(plans.compactMap { plan -> String? in plan.local?.stamp.map(identity) })
         if !arrivedHere.isEmpty {
             let synced = try state.syncedVersions(server: remote.connection.server, container: remote.container)
             for plan in plans where plan.action == .deleteRemote {
@@ -528,7 +525,7 @@ public final class SyncDirectory: Sendable {
             }
         }
         let arrivedThere = Set(plans.compactMap { plan -> String? in
-            plan.action == .pull && plan.synced == nil ? plan.remote?.manifestDigest : nil
+            plan.remote?.state == .current ? plan.remote?.manifestDigest : nil
         })
         if !arrivedThere.isEmpty {
             for plan in plans where plan.action == .deleteLocal {
