@@ -1259,7 +1259,7 @@ public actor SyncEngine {
 
         // Conflicts, as the server now sees them.
         let after = afterView.documents
-        for info in after.values.sorted(by: { $0.path.value < $1.path.value }) where info.conflicts?.isEmpty == false {
+        for info in after.values.filter({ $0.conflicts?.isEmpty == false }).sorted(by: { $0.path.value < $1.path.value }) {
             summary.conflicts += 1
             continuation.yield(.conflict(info.path, current: info.version, conflicts: info.conflicts ?? []))
         }
