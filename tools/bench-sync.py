@@ -6,7 +6,10 @@ from device A (the first sync; its time is reported too), then syncs device B fr
 server. Then, ROUNDS times each, as whole `xfer sync DIR --once` processes (what cron or a
 shell user runs; process start included):
 
-  noop          device B, nothing changed anywhere           (target: under 1 s at 100,000)
+  noop          device B, nothing changed anywhere since its last pass, which found nothing
+                to do either: the pass only confirms it (target: under 1 s at 100,000)
+  noop-first    device B's first pass after one that changed something: nothing to do,
+                found by planning every document
   remote-edit   device A edits one file and syncs; device B's pass that brings it over
   local-edit    device B edits one file; its pass that pushes it
 
@@ -90,7 +93,7 @@ def main():
         print(f"first sync on device B (downloads all): {second:.1f} s", flush=True)
         timed(sync_b, env_b)  # the pass after the first keeps B's view: the runs below start from it
 
-        noop, remote_edit, local_edit, git_status, find = [], [], [], [], []
+        noop, noop_first, remote_edit, local_edit, git_status, find = [], [], [], [], [], []
         files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(os.path.join(a, "Documents")) for f in fs)
         git = shutil.which("git")
         copy = os.path.join(work, "git-copy")  # outside the synced folders: .git would be synced
@@ -101,6 +104,7 @@ def main():
             subprocess.run([git, "-C", copy, "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "tree"],
                            check=True)
         for round_ in range(args.rounds):
+            noop_first.append(timed(sync_b, env_b)[0])
             noop.append(timed(sync_b, env_b)[0])
             if git:
                 git_status.append(timed([git, "-C", copy, "status", "--porcelain"], base)[0])
@@ -120,12 +124,13 @@ def main():
             local_edit.append(timed(sync_b, env_b)[0])
             timed(sync_a, env_a)
         results["noop"] = summary(noop)
+        results["noop_first"] = summary(noop_first)
         results["remote_edit"] = summary(remote_edit)
         results["local_edit"] = summary(local_edit)
         if git_status:
             results["git_status"] = summary(git_status)
         results["find_wc"] = summary(find)
-        for name in ["noop", "remote_edit", "local_edit", "git_status", "find_wc"]:
+        for name in ["noop", "noop_first", "remote_edit", "local_edit", "git_status", "find_wc"]:
             if name in results:
                 r = results[name]
                 print(f"{name:12} median {r['median']:.3f} s  (min {r['min']:.3f}, max {r['max']:.3f}, {r['runs']} runs)")

@@ -131,6 +131,7 @@ extension PushEngine {
             }
         }
         var commits: [Int] = []  // indexes into prepared
+        var unchanged: [Int] = []  // read again (their stamps moved) and the same as the synced version
         for number in prepared.indices where !failed.contains(number) {
             let document = prepared[number]
             do {
@@ -139,7 +140,11 @@ extension PushEngine {
                                             entries: document.snapshot.entries(document.chunkLists))
                 prepared[number].manifest = manifest
                 prepared[number].encoded = manifest.encoded()
-                commits.append(number)
+                if let synced = document.synced, manifest == synced.manifest {
+                    unchanged.append(number)  // read again and found as it was: no version
+                } else {
+                    commits.append(number)
+                }
             } catch {
                 results[document.item] = .failure(error)
             }
@@ -221,19 +226,25 @@ extension PushEngine {
             outcomes.merge(try await commit(again.sorted())) { $1 }
         }
 
-        // Every committed document recorded in one client-state transaction.
+        // Every committed document recorded in one client-state transaction (with the new
+        // stamps of those found unchanged, so they are not read again).
         let sent = counters.value.byOwner
         try items.first?.state.database.batch {
+            for number in unchanged {
+                let document = prepared[number], synced = document.synced!
+                let item = items[document.item]
+                try item.state.recordSynced(server: connection.server, container: remote.container, path: item.name,
+                                            document: synced, files: Self.knownFiles(document.snapshot, document.chunkLists))
+                var report = Self.report(item.name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+                report.committed = false
+                results[document.item] = .success(report)
+            }
             for number in commits {
                 let document = prepared[number]
                 let item = items[document.item]
                 switch outcomes[number] {
                 case .success(let info):
-                    let snapshot = document.snapshot
-                    let files = snapshot.tree.enumerated().compactMap { entry, node -> KnownFile? in
-                        guard node.kind == .file, let stamp = snapshot.stamps[entry], let chunks = document.chunkLists[entry] else { return nil }
-                        return KnownFile(path: node.relativePath, stamp: stamp, chunks: chunks)
-                    }
+                    let files = Self.knownFiles(document.snapshot, document.chunkLists)
                     try item.state.recordSynced(server: connection.server, container: remote.container, path: item.name,
                                                 document: SyncedDocument(version: info.version, manifest: document.manifest!), files: files)
                     var report = Self.report(item.name, info.version, document.manifest!, sent[number] ?? Counters(),
@@ -249,6 +260,14 @@ extension PushEngine {
             }
         }
         return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
+    }
+
+    /// Every file of a snapshot with its stamp and chunk list: what the state records with a version.
+    static func knownFiles(_ snapshot: LocalSnapshot, _ chunkLists: [[Manifest.ChunkReference]?]) -> [KnownFile] {
+        snapshot.tree.enumerated().compactMap { entry, node -> KnownFile? in
+            guard node.kind == .file, let stamp = snapshot.stamps[entry], let chunks = chunkLists[entry] else { return nil }
+            return KnownFile(path: node.relativePath, stamp: stamp, chunks: chunks)
+        }
     }
 
     /// Splits `numbers` into batch commits: at most ``ProtocolLimits/maximumBatchDocuments`` each,

@@ -220,10 +220,7 @@ public struct PushEngine: Sendable {
             committed = try await commit(request, manifest: manifest)
         }
 
-        let allFiles = tree.enumerated().compactMap { index, entry -> KnownFile? in
-            guard entry.kind == .file, let stamp = stamps[index], let chunks = chunkLists[index] else { return nil }
-            return KnownFile(path: entry.relativePath, stamp: stamp, chunks: chunks)
-        }
+        let allFiles = Self.knownFiles(snapshot, chunkLists)
         try state.recordSynced(server: connection.server, container: remote.container, path: name,
                                document: SyncedDocument(version: committed.version, manifest: manifest), files: allFiles)
         var report = Self.report(name, committed.version, manifest, counters.value, manifestBytes: delta.count, started: started)

@@ -129,6 +129,10 @@ public struct SyncSummary: Codable, Sendable, Hashable {
     public var bytesFetched: Int64 = 0
     /// Wall-clock seconds.
     public var seconds = 0.0
+    /// The pass only confirmed that nothing changed on either side since the last pass that
+    /// found nothing to do (the change feed empty, every file's stamp the recorded one), without
+    /// planning each document (docs/SYNC.md, "Following the feed").
+    public var confirmed = false
 
     /// Nothing.
     public init() {}
@@ -304,11 +308,26 @@ public final class SyncDirectory: Sendable {
     /// vanishes while it is scanned is simply not there; one that cannot be read for another
     /// reason (a directory made unreadable, an I/O error) is in `unreadable`, and nothing under
     /// it may be decided absent (docs/SYNC.md, "A tree that changes while it is read").
-    func scanLocal() -> (documents: [String: LocalDocument], invalid: [String], ignore: IgnoreRules, unreadable: [String: String]) {
+    /// - Parameter expected: About how many documents there are (the state's count), so the
+    ///   table of them is sized once instead of grown step by step.
+    func scanLocal(expected: Int = 0) -> (documents: [String: LocalDocument], invalid: [String], ignore: IgnoreRules, unreadable: [String: String]) {
         var documents: [String: LocalDocument] = [:]
+        documents.reserveCapacity(expected + expected / 8)
+        let (invalid, rules, unreadable) = walkLocal { key, document in
+            documents[key] = document
+            return true
+        }
+        return (documents, invalid, rules, unreadable)
+    }
+
+    /// Walks the directory as a pass sees it (ignore rules, packages, names that are not valid
+    /// documents, what cannot be read), handing each local document to `found`, which returns
+    /// whether to go on. The one walk every reading of the tree uses.
+    func walkLocal(_ found: (String, LocalDocument) -> Bool) -> (invalid: [String], ignore: IgnoreRules, unreadable: [String: String]) {
         var invalid: [String] = []
         var unreadable: [String: String] = [:]
         var rules = IgnoreRules(exclude: options.exclude)
+        var going = true
         func visit(_ relative: String) {
             let absolute = relative.isEmpty ? directory : directory + "/" + relative
             rules.load(directory: absolute, as: relative)
@@ -322,10 +341,15 @@ public final class SyncDirectory: Sendable {
                 unreadable[relative] = "\(error)"
                 return
             }
-            for name in names {
+            // Each name is looked at relative to its directory: the kernel walks one component,
+            // not the whole path, per file.
+            let directoryFD = open(absolute, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            defer { if directoryFD >= 0 { close(directoryFD) } }
+            for name in names where going {
                 let child = relative.isEmpty ? name : relative + "/" + name
                 var info = stat()
-                guard lstat(absolute + "/" + name, &info) == 0 else {
+                let looked = directoryFD >= 0 ? fstatat(directoryFD, name, &info, AT_SYMLINK_NOFOLLOW) : lstat(absolute + "/" + name, &info)
+                guard looked == 0 else {
                     let err = errno
                     if !SystemErrno.vanished(err) { unreadable[child] = SystemErrno(err).description }
                     continue
@@ -342,12 +366,12 @@ public final class SyncDirectory: Sendable {
                     invalid.append(child)
                     continue
                 }
-                documents[path.value] = LocalDocument(kind: isPackage ? .package : .file, path: absolute + "/" + name,
-                                                      stamp: type == S_IFREG ? FileStamp(info) : nil, document: path)
+                going = found(path.value, LocalDocument(kind: isPackage ? .package : .file, path: absolute + "/" + name,
+                                                        stamp: type == S_IFREG ? FileStamp(info) : nil, document: path))
             }
         }
         visit("")
-        return (documents, invalid, rules, unreadable)
+        return (invalid, rules, unreadable)
     }
 
     /// Whether `path` is, or lies under, one of `unreadable`'s paths.
@@ -382,7 +406,8 @@ public final class SyncDirectory: Sendable {
     /// - Returns: The plans, and the local names that are not valid document paths (skipped).
     func plan(remote listing: [String: DocumentInfo]?, forgetSynced: Bool = false) throws
         -> (plans: [Plan], invalid: [String], unreadable: [String: String]) {
-        var (local, invalid, ignore, unreadable) = scanLocal()
+        let records = try state.records()
+        var (local, invalid, ignore, unreadable) = scanLocal(expected: records.count)
         // The namespace is a tree (docs/PROTOCOL.md, "Names"): a server that lists a document
         // inside another is not followed there; the inner one is skipped and reported.
         var listing = listing
@@ -392,7 +417,6 @@ public final class SyncDirectory: Sendable {
                 invalid.append(key)
             }
         }
-        let records = try state.records()
         let server = remote.connection.server
         let versions = forgetSynced ? [:] : try state.syncedVersions(server: server, container: remote.container)
         var paths = Set(local.keys).union(records.keys)
@@ -617,6 +641,43 @@ public final class SyncDirectory: Sendable {
         let list = try await remote.connection.list(container: remote.container, prefix: "")
         return Listing(documents: Dictionary(list.documents.map { ($0.path.value, $0) }, uniquingKeysWith: { $1 }),
                        cursor: list.cursor, deployment: list.deployment)
+    }
+
+    /// The meta key of the last settled pass: one that planned every document, found nothing
+    /// to do and left nothing failed, held, waiting or in conflict ("CURSOR LISTED_AT"; empty
+    /// once a pass that may change something has begun).
+    static let settledKey = "settled"
+
+    /// Whether nothing changed on either side since the last settled pass, found without
+    /// planning (docs/SYNC.md, "Following the feed"): the change feed has nothing after that
+    /// pass's cursor (same deployment, head not gone back), the full listing it grew from is
+    /// younger than ``SyncOptions/fullListingInterval``, and the scan finds exactly the
+    /// documents this directory holds versions of, each a single file whose stamp (size, mtime,
+    /// inode, ctime) is the one recorded with its version. Anything else (a symlink, a package,
+    /// an evicted document, a name that cannot be read, a local limit) answers `false`, and
+    /// the pass plans every document as usual.
+    func nothingChanged() async throws -> Bool {
+        guard options.followFeed, options.localLimit == nil,
+              let settled = try state.meta(Self.settledKey)?.split(separator: " "), settled.count == 2,
+              let cursor = Int64(settled[0]), let listedAt = Double(settled[1]),
+              Date().timeIntervalSince1970 - listedAt < options.fullListingInterval.seconds,
+              let deployment = try state.meta("deployment") else { return false }
+        let page = try await remote.connection.changes(container: remote.container, after: cursor, wait: 0)
+        guard page.deployment == deployment, page.changes.isEmpty, page.keys.isEmpty, !page.more,
+              page.cursor == cursor, page.head == cursor else { return false }
+        let versions = try state.syncedVersions(server: remote.connection.server, container: remote.container)
+        var seen = 0
+        var same = true
+        let (invalid, _, unreadable) = walkLocal { key, document in
+            // The first difference ends the walk: the pass plans instead.
+            guard document.kind == .file, let stamp = document.stamp, let synced = versions[key], synced.stamp == stamp.text else {
+                same = false
+                return false
+            }
+            seen += 1
+            return true
+        }
+        return same && invalid.isEmpty && unreadable.isEmpty && seen == versions.count
     }
 
     /// More changed paths than this since the kept view, and a pass lists everything instead.
@@ -1116,6 +1177,20 @@ public actor SyncEngine {
         let started = ContinuousClock.now
         let sync = directory
         try sync.checkFolder()
+        if sync.options.trashDays > 0 {
+            // Old trash goes at the start of a pass; failing to tidy it is no reason to stop.
+            let cutoff = Int64((Date().timeIntervalSince1970 - Double(sync.options.trashDays) * 86_400) * 1e9)
+            _ = try? sync.trash().empty(trashedBefore: cutoff)
+        }
+        if try await sync.nothingChanged() {
+            // Confirmed unchanged on both sides since a pass that found nothing to do.
+            var summary = SyncSummary()
+            summary.confirmed = true
+            summary.seconds = (ContinuousClock.now - started).seconds
+            continuation.yield(.passFinished(summary))
+            return summary
+        }
+        try sync.state.setMeta(SyncDirectory.settledKey, "")
         let listing = try await sync.serverView()
         let change = try sync.serverChange(listing)
         if let reason = change {
@@ -1143,11 +1218,6 @@ public actor SyncEngine {
                 return true
             }
             quietWait = summary.waiting > 0 ? .nanoseconds(wait) : nil
-        }
-        if sync.options.trashDays > 0 {
-            // Old trash goes at the start of a pass; failing to tidy it is no reason to stop.
-            let cutoff = Int64((Date().timeIntervalSince1970 - Double(sync.options.trashDays) * 86_400) * 1e9)
-            _ = try? sync.trash().empty(trashedBefore: cutoff)
         }
         // No mass deletion without a word: over the rule, that kind of deletion waits.
         if !pass.held.isEmpty {
@@ -1269,6 +1339,10 @@ public actor SyncEngine {
                 summary.evicted += 1
                 continuation.yield(.evicted(path))
             }
+        }
+        // Found nothing to do and left nothing behind: the next pass may only confirm that.
+        if change == nil, pass.invalid.isEmpty, pass.unreadable.isEmpty, summary == SyncSummary() {
+            try sync.state.setMeta(SyncDirectory.settledKey, "\(afterView.cursor) \(afterView.listedAt)")
         }
         summary.seconds = (ContinuousClock.now - started).seconds
         continuation.yield(.passFinished(summary))

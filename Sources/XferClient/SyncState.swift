@@ -133,6 +133,7 @@ public final class SyncState: Sendable {
         let prefix = directory + "/"
         return try database.run { db in
             var result: [String: (version: Int64, stamp: String?)] = [:]
+            result.reserveCapacity(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM root_documents") ?? 0)
             let rows = try Row.fetchCursor(db, sql: """
                 SELECT path, version, file_stamp FROM root_documents
                 WHERE substr(root, 1, length(?)) = ? AND server = ? AND container = ?

@@ -27,6 +27,72 @@ import XferServer
         }
     }
 
+    /// After a pass that found nothing to do, a pass only confirms nothing changed (the feed
+    /// empty, every stamp the recorded one) instead of planning every document; any change on
+    /// either side, or a failure left behind, brings the full plan back.
+    @Test func aSettledDirectoryIsConfirmedWithoutPlanningAndStillSeesEveryChange() async throws {
+        let failing = Locked(false)
+        try await LiveServer.run(intercept: { request in
+            guard failing.value, request.uri.path.hasSuffix("/manifests") || request.uri.path.hasSuffix("/manifest")
+                                 || request.uri.path.hasSuffix("/chunks/download") else { return nil }
+            return Response(status: .badGateway)
+        }) { server in
+            let a = server.root + "/a", b = server.root + "/b"
+            for index in 0..<10 { try Files.write(a + "/Documents/file\(index).txt", Array("content \(index)".utf8)) }
+            let deviceA = try SyncEngine(directory: a, remote: server.otherDevice("a"))
+            #expect(try await deviceA.syncOnce().uploaded == 10)
+            try FileManager.default.createDirectory(atPath: b, withIntermediateDirectories: true)
+            let deviceB = try SyncEngine(directory: b, remote: server.otherDevice("b"))
+            #expect(try await deviceB.syncOnce().downloaded == 10)
+            // The first pass that finds nothing to do plans; the next ones only confirm.
+            #expect(try await deviceA.syncOnce().confirmed == false)
+            #expect(try await deviceA.syncOnce().confirmed == true)
+
+            // A local edit, a new file and a deletion are each seen.
+            try Files.write(a + "/Documents/file3.txt", Array("edited".utf8))
+            let edited = try await deviceA.syncOnce()
+            #expect(edited.uploaded == 1 && !edited.confirmed)
+            _ = try await deviceA.syncOnce()
+            try Files.write(a + "/Documents/new.txt", Array("new".utf8))
+            #expect(try await deviceA.syncOnce().uploaded == 1)
+            _ = try await deviceA.syncOnce()
+            try FileManager.default.removeItem(atPath: a + "/Documents/file7.txt")
+            #expect(try await deviceA.syncOnce().removedRemotely == 1)
+            _ = try await deviceA.syncOnce()
+            // The same bytes and mtime written again (only the ctime moves): planned, nothing sent.
+            var info = stat()
+            #expect(lstat(a + "/Documents/file2.txt", &info) == 0)
+            try Files.write(a + "/Documents/file2.txt", Array("content 2".utf8))
+            var times = [info.st_atim, info.st_mtim]
+            #expect(utimensat(AT_FDCWD, a + "/Documents/file2.txt", &times, 0) == 0)
+            let touched = try await deviceA.syncOnce()
+            #expect(touched.uploaded == 0 && !touched.confirmed, "\(touched)")
+            #expect(try await deviceA.syncOnce().confirmed == true)
+
+            // A remote change is seen through the feed.
+            #expect(try await deviceB.syncOnce().downloaded == 2)
+            try Files.write(b + "/Documents/file5.txt", Array("from b".utf8))
+            #expect(try await deviceB.syncOnce().uploaded == 1)
+            let pulled = try await deviceA.syncOnce()
+            #expect(pulled.downloaded == 1 && !pulled.confirmed)
+            #expect(Files.read(a + "/Documents/file5.txt") == Array("from b".utf8))
+            _ = try await deviceA.syncOnce()
+            #expect(try await deviceA.syncOnce().confirmed == true)
+
+            // A pull that failed is tried again by the next pass, not confirmed away.
+            try Files.write(b + "/Documents/file6.txt", Array("again from b".utf8))
+            #expect(try await deviceB.syncOnce().uploaded == 1)
+            failing.withLock { $0 = true }
+            let failed = try await deviceA.syncOnce()
+            #expect(failed.failed == 1 && failed.downloaded == 0, "\(failed)")
+            let stillFailing = try await deviceA.syncOnce()
+            #expect(!stillFailing.confirmed && stillFailing.failed == 1, "\(stillFailing)")
+            failing.withLock { $0 = false }
+            #expect(try await deviceA.syncOnce().downloaded == 1)
+            #expect(Files.read(a + "/Documents/file6.txt") == Array("again from b".utf8))
+        }
+    }
+
     @Test func passesAfterTheFirstFollowTheFeedAndStillSeeEveryChange() async throws {
         let requests = Requests()
         try await LiveServer.run(limits: ListingPagesTests.smallPages(4), intercept: requests.count) { server in
