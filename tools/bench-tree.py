@@ -23,7 +23,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -114,11 +113,7 @@ def edit_latency(binary, tree, work, files, edits):
             copies += 1
         os.makedirs(b)
         total = count_files(a)
-        env = dict(os.environ, XFER_SERVER=server.url, XFER_TOKEN=token, XFER_CONFIG=os.path.join(base, "none.json"))
-        for device, folder in (("a", a), ("b", b)):
-            log = open(os.path.join(base, f"daemon-{device}.log"), "w")
-            daemons.append(subprocess.Popen([binary, "sync", folder, "--watch", "--quiet"], stdout=log, stderr=log,
-                                            env=dict(env, XFER_STATE_DIR=os.path.join(base, f"state-{device}"))))
+        daemons, _ = xferlab.start_daemons(binary, server.url, token, base, [a, b])
         started = time.perf_counter()
         if not wait_for(lambda: count_files(b) >= total, timeout=900, step=0.5):
             raise SystemExit(f"device B did not receive the {total} files in 15 minutes")
@@ -152,16 +147,10 @@ def edit_latency(binary, tree, work, files, edits):
             latencies.append(time.perf_counter() - saved)
             time.sleep(1)
         for daemon in daemons:
-            if daemon.poll() is not None:
-                raise SystemExit(f"a daemon exited ({daemon.returncode}); see {base}")
+            daemon.check()
         return total, converge, latencies
     finally:
-        for daemon in daemons:
-            daemon.terminate()
-            try:
-                daemon.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
+        xferlab.stop_daemons(daemons)
         server.stop()
         drop_written(base)
 
@@ -181,8 +170,8 @@ def main():
     if not os.path.isdir(args.tree):
         raise SystemExit(f"{args.tree} is not a directory; give a source tree with --tree (a checkout appears there after `swift build`)")
     binary = args.binary or xferlab.xfer_binary(args.configuration)
-    work = tempfile.mkdtemp(prefix="xfer-bench-tree-")
-    try:
+    with xferlab.Workspace("bench-tree") as ws:
+        work = ws.path
         files = count_files(args.tree) - (count_files(os.path.join(args.tree, ".git")) if os.path.isdir(os.path.join(args.tree, ".git")) else 0)
         size = sum(os.path.getsize(os.path.join(dp, f)) for dp, dns, fs in os.walk(args.tree) if ".git" not in dp.split(os.sep)
                    for f in fs if not os.path.islink(os.path.join(dp, f)))
@@ -210,8 +199,6 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=2)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

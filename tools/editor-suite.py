@@ -26,7 +26,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -58,13 +57,7 @@ class Suite:
         self.a, self.b = os.path.join(work, "a"), os.path.join(work, "b")
         os.makedirs(os.path.join(self.a, "Documents"))
         os.makedirs(self.b)
-        self.env = dict(os.environ, XFER_SERVER=self.server.url, XFER_TOKEN=self.token, XFER_CONFIG=os.path.join(work, "none.json"))
-        self.daemons = []
-        for device, folder in (("a", self.a), ("b", self.b)):
-            log = open(os.path.join(work, f"daemon-{device}.log"), "w")
-            daemon = xferlab.Daemon(binary, folder, dict(self.env, XFER_STATE_DIR=os.path.join(work, f"state-{device}")), log)
-            daemon.start()
-            self.daemons.append(daemon)
+        self.daemons, self.env = xferlab.start_daemons(binary, self.server.url, self.token, work, [self.a, self.b])
         self.results = []
 
     def doc(self, *parts):
@@ -208,11 +201,7 @@ class Suite:
                 scenario(round_)
 
     def close(self):
-        for daemon in self.daemons:
-            try:
-                daemon.stop()
-            except SystemExit as error:
-                print(error, file=sys.stderr)
+        xferlab.stop_daemons(self.daemons)
         self.server.stop()
 
 
@@ -226,22 +215,16 @@ def main():
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     binary = args.binary or xferlab.xfer_binary(args.configuration)
-    work = tempfile.mkdtemp(prefix="xfer-editors-")
-    suite = None
-    try:
-        suite = Suite(binary, work, random.Random(args.seed))
-        suite.run(args.rounds)
+    with xferlab.Workspace("editors", keep=args.keep) as ws:
+        suite = Suite(binary, ws.path, random.Random(args.seed))
+        try:
+            suite.run(args.rounds)
+        finally:
+            suite.close()
         print(f"editor-suite: PASS: {len(suite.results)} scenarios converged, no daemon exited, no torn version kept", flush=True)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(suite.results, f, indent=2)
-    finally:
-        if suite:
-            suite.close()
-        if args.keep:
-            print(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -87,53 +86,40 @@ def main():
         raise SystemExit(f"{args.source} is missing; build first (swift build) or give --source")
     binary = args.binary or xferlab.xfer_binary(args.configuration)
     rng = random.Random(args.seed)
-    work = tempfile.mkdtemp(prefix="xfer-soak-git-")
-    server = None
-    daemons = []
-    try:
-        data = os.path.join(work, "data")
+    with xferlab.Workspace("soak-git", keep=args.keep) as ws:
+        data = ws.join("data")
         token = xferlab.create_account(binary, data, "soak")
         server = xferlab.Server(binary, data).start()
-        a, b = os.path.join(work, "a"), os.path.join(work, "b")
-        os.makedirs(b)
-        repo = os.path.join(a, "repo")
-        build_repository(repo, args.source, rng)
-        env = dict(os.environ, XFER_SERVER=server.url, XFER_TOKEN=token, XFER_CONFIG=os.path.join(work, "none.json"))
-        daemon_b = xferlab.Daemon(binary, b, dict(env, XFER_STATE_DIR=os.path.join(work, "state-b")), open(os.path.join(work, "daemon-b.log"), "w"))
-        daemon_a = xferlab.Daemon(binary, a, dict(env, XFER_STATE_DIR=os.path.join(work, "state-a")), open(os.path.join(work, "daemon-a.log"), "w"))
-        daemons = [daemon_a, daemon_b]
-        daemon_b.start()
-        daemon_a.start()
-        seconds, files = xferlab.converge(a, b, daemons, args.timeout)
-        print(f"soak-git: {files} files ({repo}) on both devices after {seconds:.1f} s", flush=True)
+        daemons = []
+        try:
+            a, b = ws.join("a"), ws.join("b")
+            os.makedirs(b)
+            repo = os.path.join(a, "repo")
+            build_repository(repo, args.source, rng)
+            # Device B's daemon starts before the storm; device A's too, and again in its middle.
+            daemons, _ = xferlab.start_daemons(binary, server.url, token, ws.path, [a, b])
+            daemon_a = daemons[0]
+            seconds, files = xferlab.converge(a, b, daemons, args.timeout)
+            print(f"soak-git: {files} files ({repo}) on both devices after {seconds:.1f} s", flush=True)
 
-        branch = "one"
-        storm = time.time()
-        for switch in range(args.switches):
-            branch = "two" if branch == "one" else "one"
-            git(repo, "checkout", "-q", branch)
-            if switch == args.switches // 2:
-                daemon_a.stop()  # a daemon started in the middle of the storm
-                daemon_a.start()
-            time.sleep(rng.uniform(0, 0.6))
-            for daemon in daemons:
-                daemon.check()
-        print(f"soak-git: {args.switches} checkouts in {time.time() - storm:.1f} s; device A's daemon restarted mid-storm", flush=True)
-        seconds, files = xferlab.converge(a, b, daemons, args.timeout)
-        print(f"soak-git: PASS: both folders identical ({files} files, branch {branch}) {seconds:.1f} s after the last checkout; "
-              f"no daemon exited", flush=True)
-    finally:
-        for daemon in daemons:
-            try:
-                daemon.stop()
-            except SystemExit as error:
-                print(error, file=sys.stderr)
-        if server:
+            branch = "one"
+            storm = time.time()
+            for switch in range(args.switches):
+                branch = "two" if branch == "one" else "one"
+                git(repo, "checkout", "-q", branch)
+                if switch == args.switches // 2:
+                    daemon_a.stop()  # a daemon started in the middle of the storm
+                    daemon_a.start()
+                time.sleep(rng.uniform(0, 0.6))
+                for daemon in daemons:
+                    daemon.check()
+            print(f"soak-git: {args.switches} checkouts in {time.time() - storm:.1f} s; device A's daemon restarted mid-storm", flush=True)
+            seconds, files = xferlab.converge(a, b, daemons, args.timeout)
+            print(f"soak-git: PASS: both folders identical ({files} files, branch {branch}) {seconds:.1f} s after the last checkout; "
+                  f"no daemon exited", flush=True)
+        finally:
+            xferlab.stop_daemons(daemons)
             server.stop()
-        if args.keep:
-            print(f"kept {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -97,7 +98,9 @@ class Workspace:
         return self
 
     def __exit__(self, *exc):
-        if not self.keep:
+        if self.keep:
+            print(f"kept {self.path}")
+        else:
             shutil.rmtree(self.path, ignore_errors=True)
 
     def join(self, *parts):
@@ -216,6 +219,29 @@ class Daemon:
         """How many passes the daemon has finished so far (its `pass` events)."""
         with open(self.log.name) as f:
             return sum(1 for line in f if '"event":"pass"' in line.replace(" ", ""))
+
+
+def start_daemons(binary, server_url, token, work, folders):
+    """`xfer sync --watch` on each folder, as devices a, b, … in order: each with its own state
+    directory and log in `work`, no user config. Returns the started daemons and the client
+    environment they share (without XFER_STATE_DIR)."""
+    env = dict(os.environ, XFER_SERVER=server_url, XFER_TOKEN=token, XFER_CONFIG=os.path.join(work, "none.json"))
+    daemons = []
+    for device, folder in zip("abcdefgh", folders):
+        log = open(os.path.join(work, f"daemon-{device}.log"), "w")
+        daemon = Daemon(binary, folder, dict(env, XFER_STATE_DIR=os.path.join(work, f"state-{device}")), log)
+        daemon.start()
+        daemons.append(daemon)
+    return daemons, env
+
+
+def stop_daemons(daemons):
+    """Stops every daemon, saying (not raising) if one does not stop."""
+    for daemon in daemons:
+        try:
+            daemon.stop()
+        except SystemExit as error:
+            print(error, file=sys.stderr)
 
 
 def converge(a, b, daemons, timeout, skip=lambda name: False):

@@ -37,6 +37,14 @@ extension PushEngine {
         let started = ContinuousClock.now
         let connection = remote.connection
         var results = [Result<PushReport, any Error>?](repeating: nil, count: items.count)
+        /// Pushes these items one at a time (the single push's rules) and answers for all.
+        func alone(_ indexes: [Int]) async throws -> [Result<PushReport, any Error>] {
+            for index in indexes {
+                let item = items[index]
+                results[index] = try await documentOutcome { try await push(item.path, as: item.name, state: item.state, progress: progress) }
+            }
+            return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
+        }
 
         /// A document to commit: what was found locally and what the state holds.
         struct Prepared {
@@ -100,20 +108,10 @@ extension PushEngine {
         do {
             hashed = try await upload(initial: initial, files: toHash, skip: onServer.union(queued), total: total,
                                       counters: counters, progress: progress)
-        } catch let error as XferError where ![.unavailable, .unauthorized, .cancelled].contains(error.code) {
+        } catch let error as XferError where !error.stopsEveryDocument {
             // One document's trouble (a file gone or unreadable mid-read) stops a shared read:
             // each document goes on alone, with the single push's rules (chunks sent so far are kept).
-            for document in prepared {
-                let item = items[document.item]
-                do {
-                    results[document.item] = .success(try await push(item.path, as: item.name, state: item.state, progress: progress))
-                } catch let error as XferError where [.unavailable, .unauthorized, .cancelled].contains(error.code) {
-                    throw error
-                } catch {
-                    results[document.item] = .failure(error)
-                }
-            }
-            return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
+            return try await alone(prepared.map(\.item))
         }
 
         // Chunk lists into their documents; a file written while it was read fails its document.
@@ -161,7 +159,10 @@ extension PushEngine {
 
         func commit(_ numbers: [Int]) async throws -> [Int: Result<DocumentInfo, XferError>] {
             var outcomes: [Int: Result<DocumentInfo, XferError>] = [:]
-            for batch in Self.batches(numbers, size: { prepared[$0].encoded.count }) {
+            // Under the body limit: base64 manifests, with room for each document's other fields.
+            for batch in numbers.batched(atMost: ProtocolLimits.maximumBatchDocuments,
+                                         budget: ProtocolLimits.maximumBatchBody * 3 / 4 - (64 << 10),
+                                         cost: { prepared[$0].encoded.count + 1024 }) {
                 let request = BatchCommitRequest(documents: batch.map { number in
                     let document = prepared[number]
                     let top = document.snapshot.top
@@ -184,20 +185,10 @@ extension PushEngine {
         var outcomes: [Int: Result<DocumentInfo, XferError>]
         do {
             outcomes = try await commit(commits)
-        } catch let error as XferError where ![.unavailable, .unauthorized, .cancelled].contains(error.code) {
+        } catch let error as XferError where !error.stopsEveryDocument {
             // The batch itself refused (a server without batch commits answers "no such
             // route"): each document goes alone; its chunks are on the server already.
-            for number in commits {
-                let item = items[prepared[number].item]
-                do {
-                    results[prepared[number].item] = .success(try await push(item.path, as: item.name, state: item.state, progress: progress))
-                } catch let error as XferError where [.unavailable, .unauthorized, .cancelled].contains(error.code) {
-                    throw error
-                } catch {
-                    results[prepared[number].item] = .failure(error)
-                }
-            }
-            return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
+            return try await alone(commits.map { prepared[$0].item })
         }
         // The server lacks chunks this client believed it had: send them and commit again, once.
         var missing = Set<ChunkID>()
@@ -268,26 +259,5 @@ extension PushEngine {
             guard node.kind == .file, let stamp = snapshot.stamps[entry], let chunks = chunkLists[entry] else { return nil }
             return KnownFile(path: node.relativePath, stamp: stamp, chunks: chunks)
         }
-    }
-
-    /// Splits `numbers` into batch commits: at most ``ProtocolLimits/maximumBatchDocuments`` each,
-    /// and bodies (base64 manifests, plus room for each document's other fields) under the limit.
-    static func batches(_ numbers: [Int], size: (Int) -> Int) -> [[Int]] {
-        let budget = ProtocolLimits.maximumBatchBody * 3 / 4 - (64 << 10)
-        var batches: [[Int]] = []
-        var current: [Int] = []
-        var bytes = 0
-        for number in numbers {
-            let cost = size(number) + 1024
-            if !current.isEmpty && (current.count == ProtocolLimits.maximumBatchDocuments || bytes + cost > budget) {
-                batches.append(current)
-                current = []
-                bytes = 0
-            }
-            current.append(number)
-            bytes += cost
-        }
-        if !current.isEmpty { batches.append(current) }
-        return batches
     }
 }

@@ -843,36 +843,14 @@ public final class SyncDirectory: Sendable {
     /// ones are announced before their data moves, so other devices see them coming.
     static let batchedDocumentBytes: Int64 = 4 << 20
 
-    /// Whether a push plan goes in a batch: a file or symlink of at most ``batchedDocumentBytes``.
+    /// Whether a plan goes in a batch: a file or symlink of at most ``batchedDocumentBytes``,
+    /// as it is here for a push and on the server for a pull.
     static func isBatched(_ plan: Plan) -> Bool {
-        guard let local = plan.local, local.kind == .file else { return false }
-        return (local.stamp?.size ?? 0) <= batchedDocumentBytes
-    }
-
-    /// Whether a pull plan goes in a batch: a file or symlink of at most ``batchedDocumentBytes``.
-    static func isBatched(remote: DocumentInfo?) -> Bool {
-        guard let remote, remote.kind == .file else { return false }
-        return remote.size <= batchedDocumentBytes
-    }
-
-    /// Splits pulls into batches of at most 500 documents and 32 MiB, so the chunks a batch
-    /// holds in memory stay bounded.
-    static func pullGroups(_ paths: [DocumentPath], sizes: (DocumentPath) -> Int64) -> [[DocumentPath]] {
-        var groups: [[DocumentPath]] = []
-        var current: [DocumentPath] = []
-        var bytes: Int64 = 0
-        for path in paths {
-            let size = sizes(path)
-            if !current.isEmpty && (current.count == 500 || bytes + size > 32 << 20) {
-                groups.append(current)
-                current = []
-                bytes = 0
-            }
-            current.append(path)
-            bytes += size
+        switch plan.action {
+        case .push: return plan.local?.kind == .file && (plan.local?.stamp?.size ?? 0) <= batchedDocumentBytes
+        case .pull: return plan.remote?.kind == .file && (plan.remote?.size ?? .max) <= batchedDocumentBytes
+        default: return false
         }
-        if !current.isEmpty { groups.append(current) }
-        return groups
     }
 
     /// Pushes many small documents together (``PushEngine/pushMany(_:progress:)``), recording
@@ -927,8 +905,7 @@ public final class SyncDirectory: Sendable {
                 }
             }
             var plain: [ChunkID: [UInt8]] = [:]
-            for start in stride(from: 0, to: order.count, by: ProtocolLimits.maximumIDsPerRequest) {
-                let batch = Array(order[start..<min(order.count, start + ProtocolLimits.maximumIDsPerRequest)])
+            for batch in order.batched(atMost: ProtocolLimits.maximumIDsPerRequest) {
                 try await connection.download(batch) { chunk in
                     guard let length = wanted[chunk.id], plain[chunk.id] == nil else {
                         throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for")
@@ -941,20 +918,16 @@ public final class SyncDirectory: Sendable {
                 }
             }
             for index in prefetched.keys { prefetched[index]!.chunks = plain }
-        } catch let error as XferError where [.unavailable, .unauthorized, .cancelled].contains(error.code) {
+        } catch let error as XferError where error.stopsEveryDocument {
             throw error
         } catch {
             prefetched = [:]  // each document is pulled alone, and says what is wrong
         }
         var results: [Result<PullReport, any Error>] = []
         for (index, path) in paths.enumerated() {
-            do {
-                results.append(.success(try await pull(path, sources: sources, prefetched: prefetched[index], progress: progress(path))))
-            } catch let error as XferError where [.unavailable, .unauthorized, .cancelled].contains(error.code) {
-                throw error
-            } catch {
-                results.append(.failure(error))
-            }
+            results.append(try await documentOutcome {
+                try await pull(path, sources: sources, prefetched: prefetched[index], progress: progress(path))
+            })
         }
         return results
     }
@@ -1250,8 +1223,7 @@ public actor SyncEngine {
         }
         // Small documents in batches: a few requests for hundreds of documents.
         let batched = plans.filter { $0.action == .push && SyncDirectory.isBatched($0) }
-        for start in stride(from: 0, to: batched.count, by: Self.pushBatch) {
-            let group = Array(batched[start..<min(batched.count, start + Self.pushBatch)])
+        for group in batched.batched(atMost: Self.pushBatch) {
             let results = try await sync.pushMany(group, progress: progress(group[0].path))
             for (plan, result) in zip(group, results) {
                 switch result {
@@ -1298,8 +1270,10 @@ public actor SyncEngine {
         }
         // Small documents in batches (manifests and chunks fetched together), the rest alone.
         let remoteInfo = Dictionary(plans.compactMap { plan in plan.remote.map { (plan.path, $0) } }, uniquingKeysWith: { first, _ in first })
-        let small = Set(plans.filter { $0.action == .pull && SyncDirectory.isBatched(remote: $0.remote) }.map(\.path))
-        for group in SyncDirectory.pullGroups(pulls.filter { small.contains($0) }, sizes: { remoteInfo[$0]?.size ?? 0 }) {
+        let small = Set(plans.filter { $0.action == .pull && SyncDirectory.isBatched($0) }.map(\.path))
+        // At most 500 documents and 32 MiB a batch: the chunks a batch holds in memory stay bounded.
+        for group in pulls.filter({ small.contains($0) }).batched(atMost: Self.pushBatch, budget: 32 << 20,
+                                                                  cost: { Int(remoteInfo[$0]?.size ?? 0) }) {
             for (path, result) in zip(group, try await sync.pullMany(group, sources: sources, progress: progress)) {
                 try pulled(path, result)
             }
@@ -1366,7 +1340,7 @@ public actor SyncEngine {
     /// What one document's failure means for the pass: the server's absence, a refused token or
     /// cancellation stops it (rethrown); a local change is retried next pass; the rest is reported.
     private func settle(_ error: any Error, _ summary: inout SyncSummary, _ path: DocumentPath) throws {
-        if let error = error as? XferError, [.unavailable, .unauthorized, .cancelled].contains(error.code) {
+        if let error = error as? XferError, error.stopsEveryDocument {
             throw error
         } else if let error = error as? XferError, error.isLocalChange || error.cause is ChangedSinceListed {
             summary.retried += 1
@@ -1377,8 +1351,8 @@ public actor SyncEngine {
         }
     }
 
-    /// Small documents per batch push: big enough that requests are few, small enough that a
-    /// pass reports progress and keeps its memory bounded.
+    /// Small documents per batch push or pull: big enough that requests are few, small enough
+    /// that a pass reports progress and keeps its memory bounded.
     static let pushBatch = 500
 
     /// Syncs now, then whenever something changes here (inotify) or on the server (the change

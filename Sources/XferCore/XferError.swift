@@ -90,6 +90,12 @@ public struct ChangedWhileRead: Error, Sendable, CustomStringConvertible {
 }
 
 extension XferError {
+    /// Whether this error stops every document of a pass or batch, not just the one it came
+    /// from: the server is unreachable, the token is refused, or the work was cancelled.
+    public var stopsEveryDocument: Bool {
+        code == .unavailable || code == .unauthorized || code == .cancelled
+    }
+
     /// Whether the local tree moved under the operation (``isVanished``, or a file written while
     /// it was read): nothing was committed from it, and trying again later is the answer.
     public var isLocalChange: Bool {
