@@ -1163,7 +1163,9 @@ public actor SyncEngine {
             continuation.yield(.passFinished(summary))
             return summary
         }
-        try sync.state.setMeta(SyncDirectory.settledKey, "")
+        if try sync.state.meta(SyncDirectory.settledKey)?.isEmpty == false {
+            try sync.state.setMeta(SyncDirectory.settledKey, "")  // this pass may change something
+        }
         let listing = try await sync.serverView()
         let change = try sync.serverChange(listing)
         if let reason = change {
