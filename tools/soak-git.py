@@ -10,9 +10,8 @@ B's daemon starts before the storm; device A's starts before it and is stopped a
 again in the middle of it. Afterwards:
 
   - no daemon exited (a vanished file, a lock file or a half-written object is never fatal);
-  - within --timeout seconds of the last checkout both folders hold the same files, modes and
-    symlinks, .git included (directories are compared by what they hold: empty ones do not
-    sync yet).
+  - within --timeout seconds of the last checkout both folders hold the same directories
+    (empty ones such as .git/refs/tags included), files, modes and symlinks, .git included.
 
     python3 tools/soak-git.py [--switches 12] [--timeout 180] [--seed 1] [--configuration debug]
 """

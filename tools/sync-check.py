@@ -172,6 +172,18 @@ def scan(root, hasher):
     return docs
 
 
+def directories(root):
+    """A device's directory documents: every directory that is not a package, with its mode as
+    it travels (rwx, the owner's always set)."""
+    found = {}
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not internal(d) and not d.endswith(".pkg"))
+        for name in dirs:
+            full = os.path.join(directory, name)
+            found[os.path.relpath(full, root)] = ("directory", "", stat.S_IMODE(os.lstat(full).st_mode) & 0o777 | 0o700, (None, {}))
+    return found
+
+
 def package_files(root):
     return {os.path.join(d, f) for d, dirs, fs in os.walk(root) if not dirs.sort() and not [dirs.remove(x) for x in list(dirs) if internal(x)]
             for f in fs if not internal(f)}
@@ -181,7 +193,7 @@ def ignored(docs, path):
     """Whether the rules in `docs` (a scan: the root .xferignore the "ignore" step writes, if
     there) ignore `path`."""
     rules = docs.get(".xferignore")
-    return rules is not None and rules[1] == IGNORE_DIGEST and (path.startswith("build/") or path.endswith(".tmp"))
+    return rules is not None and rules[1] == IGNORE_DIGEST and (path == "build" or path.startswith("build/") or path.endswith(".tmp"))
 
 
 def sigs_valid(seen):
@@ -516,7 +528,8 @@ class Check:
                     self.stats["mass_deletions_confirmed"] += 1
                     self.log(f"  {device.name}: {summary['deletions_held']} deletions held; confirmed with --allow-mass-delete")
                     code, summary, events, err = self.sync(device, "quiesce", must_succeed=True, extra=["--allow-mass-delete"])
-                if any(summary[k] for k in ("uploaded", "downloaded", "removed_locally", "removed_remotely", "failed", "deletions_held")):
+                if any(summary[k] for k in ("uploaded", "downloaded", "removed_locally", "removed_remotely", "directories", "failed",
+                                                  "deletions_held")):
                     changed = True
                 last_round.append(f"  {device.name}: {brief(summary)}")
                 last_round += [f"    {e['event']} {e.get('path', '')} {e.get('version', '')} {e.get('message', '')}".rstrip()
@@ -529,6 +542,7 @@ class Check:
         trees = {}
         for device in self.devices:
             tree = scan(device.dir, self.hasher)
+            tree.update(directories(device.dir))
             trees[device.name] = {p: v for p, v in tree.items() if not ignored(tree, p)}
         first = self.devices[0].name
         for device in self.devices[1:]:

@@ -167,11 +167,18 @@ def internal(name):
 
 
 def tree_state(root, skip=lambda name: False):
-    """Every file and symlink under root (the engine's own names and those `skip` names left
-    out): kind, mode and content digest, or link target."""
+    """Every directory, file and symlink under root (the engine's own names and those `skip`
+    names left out): kind and mode, and a file's content digest or a link's target. Empty
+    directories are part of a synced folder."""
     state = {}
     for directory, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if not internal(d) and not skip(d) and not os.path.islink(os.path.join(directory, d))]
+        for name in dirs:
+            path = os.path.join(directory, name)
+            try:
+                state[os.path.relpath(path, root)] = ("directory", oct(os.lstat(path).st_mode & 0o777 | 0o700))
+            except OSError:
+                state[os.path.relpath(path, root)] = ("vanishing",)
         names = files + [d for d in os.listdir(directory) if os.path.islink(os.path.join(directory, d)) and d not in files]
         for name in names:
             if internal(name) or skip(name):

@@ -263,7 +263,12 @@ public final class ClientState: Sendable {
         try database.run { db in
             try db.execute(sql: "DELETE FROM root_files WHERE root = ?", arguments: [root])
             try Self.insert(files, root: root, into: db)
-            let single = document.manifest.kind == .file && files.count == 1 && files[0].path.isEmpty ? files[0].stamp.text : nil
+            let single: String?
+            switch document.manifest.kind {
+            case .file: single = files.count == 1 && files[0].path.isEmpty ? files[0].stamp.text : nil
+            case .directory: single = LocalSnapshot.directoryStamp(mode: document.manifest.entries[0].mode)
+            case .package: single = nil
+            }
             try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?)",
                            arguments: [root, server, container.value, path.value, document.version, Data(document.manifest.encoded()), single])
         }

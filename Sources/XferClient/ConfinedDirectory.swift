@@ -204,6 +204,25 @@ public final class ConfinedDirectory: Sendable {
         throw XferError(.io, "cannot exchange \(describe(name)) with \(destination.describe(other))", cause: SystemErrno(err))
     }
 
+    /// This directory's permission bits (`st_mode & 0o7777`).
+    public func mode() throws -> UInt32 {
+        var info = stat()
+        try Self.check(fstat(fd, &info), "stat", path)
+        return UInt32(info.st_mode) & 0o7777
+    }
+
+    /// Removes the directory `name` if it is empty, and only then.
+    /// - Returns: `false` if it holds anything (it is left as it is); `true` if it was removed
+    ///   or is not there.
+    /// - Throws: `io` if `name` is not a directory or cannot be removed for another reason.
+    public func removeEmptyDirectory(_ name: String) throws -> Bool {
+        if unlinkat(fd, try Self.checkedName(name), AT_REMOVEDIR) == 0 { return true }
+        let err = errno
+        if err == ENOENT { return true }
+        if err == ENOTEMPTY || err == EEXIST { return false }
+        throw XferError(.io, "cannot remove the directory \(describe(name))", cause: SystemErrno(err))
+    }
+
     /// Sets this directory's permission bits.
     public func setMode(_ mode: mode_t) throws {
         try Self.check(fchmod(fd, mode), "set the mode of", path)

@@ -7,7 +7,7 @@ struct LocalSnapshot: Sendable {
     let base: String
     /// The file, symlink or package root itself.
     let top: TreeEntry
-    /// File or package.
+    /// File, package, or a directory alone.
     let kind: Manifest.Kind
     /// Every entry (one for a file).
     let tree: [TreeEntry]
@@ -25,11 +25,20 @@ struct LocalSnapshot: Sendable {
     ///   - path: A file, symlink or package directory.
     ///   - known: The state's stamps.
     ///   - exclude: Extra patterns relative to the package's root (`--exclude`).
+    ///   - directoryItself: A directory at `path` is the directory alone (a synced folder's
+    ///     directory document), not a package of everything below it.
     /// - Throws: `not_found` or `io` from the walk.
-    init(path: String, known: [String: FileStamp], exclude: [String] = []) throws {
-        top = try DirectoryWalker.entry(at: path)
-        kind = top.kind == .directory ? .package : .file
-        tree = kind == .package ? try IgnoreRules.walk(path, rules: IgnoreRules(exclude: exclude)) : [top]
+    init(path: String, known: [String: FileStamp], exclude: [String] = [], directoryItself: Bool = false) throws {
+        var top = try DirectoryWalker.entry(at: path)
+        if top.kind == .directory && directoryItself {
+            kind = .directory
+            top = Self.directoryEntry(mode: top.mode)
+            tree = [top]
+        } else {
+            kind = top.kind == .directory ? .package : .file
+            tree = kind == .package ? try IgnoreRules.walk(path, rules: IgnoreRules(exclude: exclude)) : [top]
+        }
+        self.top = top
         base = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
         var unchanged: [Int] = []
         var stamps: [FileStamp?] = Array(repeating: nil, count: tree.count)
@@ -48,6 +57,21 @@ struct LocalSnapshot: Sendable {
         self.unchanged = unchanged
         self.toHash = toHash
     }
+
+    /// The one entry of a directory document: its permission bits, no time (a directory's
+    /// mtime moves with every name made or removed in it, so it is not its content).
+    static func directoryEntry(mode: UInt32) -> TreeEntry {
+        TreeEntry(relativePath: "", kind: .directory, mode: directoryMode(mode), size: 0, mtimeNanoseconds: 0)
+    }
+
+    /// The mode a directory document carries: the rwx bits, the owner's always all set (a
+    /// directory its owner cannot read or write is one no device could sync into; one made so
+    /// here does not make it so elsewhere).
+    static func directoryMode(_ mode: UInt32) -> UInt32 { (mode & 0o777) | 0o700 }
+
+    /// What ``ClientState`` records as a directory document's stamp: its mode, the one thing
+    /// about it a pass compares.
+    static func directoryStamp(mode: UInt32) -> String { "dir:\(String(directoryMode(mode), radix: 8))" }
 
     /// The chunk list of each unchanged file, by tree index (`nil` for the others).
     func knownChunks(_ state: ClientState) throws -> [[Manifest.ChunkReference]?] {

@@ -9,6 +9,8 @@ public struct PullReport: Codable, Sendable {
     public var document: String
     /// Where it was put (a pull into an existing directory puts it inside, as `cp -r` does).
     public var destination: String = ""
+    /// A file (or symlink), a package, or a directory alone.
+    public var kind: DocumentKind = .file
     /// The version now on disk.
     public var version: Int64
     /// Files in the document.
@@ -146,7 +148,8 @@ public struct PullEngine: Sendable {
         // or the very version being pulled (a pull killed after putting it in place and before
         // recording it): that is no local change either.
         var refusal: XferError? = nil
-        if !options.force {
+        // A directory document over a directory replaces nothing: what is in it stays.
+        if !options.force && !(info.kind == .directory && parent.kind(baseName) == S_IFDIR) {
             do {
                 try Self.checkReplaceable(target: target, exists: parent.kind(baseName) != nil, synced: synced, known: known, name: name)
             } catch let error as XferError where error.code == .conflict {
@@ -161,6 +164,14 @@ public struct PullEngine: Sendable {
             (answer, manifest) = ((delta: [], version: prefetched.info.version, base: nil, digest: prefetched.manifest.digest), prefetched.manifest)
         } else {
             (answer, manifest) = try await self.manifest(name, info: info, synced: synced)
+        }
+        if manifest.kind == .directory {
+            try Self.makeDirectory(baseName, in: parent, manifest.entries[0].mode, replacing: refusal, trash: trash.map { trash in { kept in
+                try trash.keep(kept, in: parent, path: name, reason: "replaced by version \(answer.version)")
+            } })
+            try state.recordSynced(server: connection.server, container: remote.container, path: name,
+                                   document: SyncedDocument(version: answer.version, manifest: manifest), files: [])
+            return report(name, target, answer.version, manifest, Counters(), manifestBytes: answer.delta.count, started: started)
         }
         if let refusal, try !Self.holds(target, manifest) { throw refusal }
         let alreadyThere = refusal != nil
@@ -374,7 +385,7 @@ public struct PullEngine: Sendable {
 
     private func report(_ name: DocumentPath, _ target: String, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
                         manifestBytes: Int, started: ContinuousClock.Instant) -> PullReport {
-        return PullReport(document: name.value, destination: target, version: version,
+        return PullReport(document: name.value, destination: target, kind: DocumentKind(manifest.kind), version: version,
                           files: manifest.fileCount, bytes: manifest.totalSize,
                           chunksFetched: counters.chunksFetched, bytesFetched: counters.bytesFetched,
                           chunksReused: counters.chunksReused, manifestBytes: manifestBytes,
@@ -476,6 +487,31 @@ public struct PullEngine: Sendable {
         }
     }
 
+    /// Puts a directory document in place: a directory already there is kept with all it
+    /// holds (only its rwx bits become the version's, the owner's always set), and a missing one is made. A file or
+    /// symlink in the way is replaced only when the pull may replace it (`refusal` is `nil`:
+    /// this client's own unchanged copy), and goes to `keep` first when given.
+    static func makeDirectory(_ name: String, in parent: ConfinedDirectory, _ mode: UInt32, replacing refusal: XferError?,
+                              trash keep: ((String) throws -> Void)?) throws {
+        let mode = LocalSnapshot.directoryMode(mode)
+        switch parent.kind(name) {
+        case S_IFDIR?:
+            break
+        case nil:
+            try parent.makeDirectory(name, mode: mode_t(mode))
+        default:
+            if let refusal { throw refusal }
+            if let keep { try keep(name) } else { try parent.remove(name) }
+            try parent.makeDirectory(name, mode: mode_t(mode))
+        }
+        let directory = try parent.directory([name], create: false)
+        let current = try directory.mode()
+        // Special bits (setgid inherited from a parent, sticky) are this machine's own.
+        let wanted = (current & ~0o777) | mode
+        if current != wanted { try directory.setMode(mode_t(wanted)) }
+        try parent.synchronize()
+    }
+
     /// Throws `conflict` if the destination holds anything this root did not sync as it is.
     /// Hard-links into the staging copy every entry of the old tree at `target` that its
     /// ignore rules leave out (built-in defaults, its `.xferignore` files) and that the new
@@ -553,8 +589,10 @@ public struct PullEngine: Sendable {
         let existing = parent.kind(name)
         let target = parent.describe(name)
         if !package {
-            guard existing != S_IFDIR else {
-                throw XferError(.io, "\(target) is a directory; the document is a file. Pull into another path, or remove it")
+            // An empty directory holds nothing to lose (a directory document whose place a
+            // file took elsewhere); one that holds anything stays.
+            guard try existing != S_IFDIR || parent.removeEmptyDirectory(name) else {
+                throw XferError(.io, "\(target) is a directory that is not empty; the document is a file. Pull into another path, or empty it")
             }
             // A replaced file is kept as a hard link (readers still see the old file or the new
             // one); a replaced symlink is moved aside.

@@ -10,12 +10,15 @@ public struct PushItem: Sendable {
     public var name: DocumentPath
     /// Its root's client state.
     public var state: ClientState
+    /// A directory at `path` is the directory alone (a `directory` document), not a package.
+    public var directoryItself: Bool
 
     /// Creates an item.
-    public init(path: String, name: DocumentPath, state: ClientState) {
+    public init(path: String, name: DocumentPath, state: ClientState, directoryItself: Bool = false) {
         self.path = path
         self.name = name
         self.state = state
+        self.directoryItself = directoryItself
     }
 }
 
@@ -41,7 +44,7 @@ extension PushEngine {
         func alone(_ indexes: [Int]) async throws -> [Result<PushReport, any Error>] {
             for index in indexes {
                 let item = items[index]
-                results[index] = try await documentOutcome { try await push(item.path, as: item.name, state: item.state, progress: progress) }
+                results[index] = try await documentOutcome { try await push(item.path, as: item.name, state: item.state, directoryItself: item.directoryItself, progress: progress) }
             }
             return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
         }
@@ -59,7 +62,8 @@ extension PushEngine {
         var prepared: [Prepared] = []
         for (index, item) in items.enumerated() {
             do {
-                let snapshot = try LocalSnapshot(path: item.path, known: try item.state.stamps(), exclude: options.exclude)
+                let snapshot = try LocalSnapshot(path: item.path, known: try item.state.stamps(), exclude: options.exclude,
+                                                 directoryItself: item.directoryItself)
                 let chunkLists = try snapshot.knownChunks(item.state)
                 let synced = try item.state.document(server: connection.server, container: remote.container, path: item.name)
                 if let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
@@ -167,7 +171,7 @@ extension PushEngine {
                     let document = prepared[number]
                     let top = document.snapshot.top
                     return DirectCommit(announce: AnnounceRequest(
-                        path: items[document.item].name, kind: document.snapshot.kind == .package ? .package : .file,
+                        path: items[document.item].name, kind: DocumentKind(document.snapshot.kind),
                         size: document.snapshot.totalSize, mtimeNs: top.mtimeNanoseconds, mode: top.mode,
                         baseVersion: document.synced?.version, device: options.device),
                         manifest: document.encoded, manifestDigest: ChunkID.of(document.encoded))

@@ -112,17 +112,20 @@ public struct PushEngine: Sendable {
     /// - Parameters:
     ///   - path: A file, symlink or directory.
     ///   - name: The document's path in the container.
+    ///   - directoryItself: A directory at `path` is pushed as a `directory` document (its
+    ///     name and mode alone, what a sync pass does with a synced folder's directories)
+    ///     rather than as a package of everything in it.
     ///   - progress: Called now and then from any thread.
     /// - Returns: What was done.
     /// - Throws: `XferError`: `not_found`/`io` for the local path, `unavailable`, `unauthorized`,
     ///   `conflict`, `quota_exceeded`, `invalid_path` and the rest from the server.
-    public func push(_ path: String, as name: DocumentPath, state: ClientState? = nil,
+    public func push(_ path: String, as name: DocumentPath, state: ClientState? = nil, directoryItself: Bool = false,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
         let started = ContinuousClock.now
         let connection = remote.connection
         let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
         // Which files must be read: those whose stamp changed since their chunks were computed.
-        let snapshot = try LocalSnapshot(path: path, known: try state.stamps(), exclude: options.exclude)
+        let snapshot = try LocalSnapshot(path: path, known: try state.stamps(), exclude: options.exclude, directoryItself: directoryItself)
         let (top, kind, tree, stamps) = (snapshot.top, snapshot.kind, snapshot.tree, snapshot.stamps)
         var chunkLists: [[Manifest.ChunkReference]?] = []
         func fullPath(_ entry: TreeEntry) -> String { snapshot.fullPath(entry) }
@@ -168,7 +171,7 @@ public struct PushEngine: Sendable {
 
         // Metadata ahead of data: other devices see the pending version before any chunk moves.
         let announced = try await connection.announce(container: remote.container, AnnounceRequest(
-            path: name, kind: kind == .package ? .package : .file, size: total, mtimeNs: top.mtimeNanoseconds,
+            path: name, kind: DocumentKind(kind), size: total, mtimeNs: top.mtimeNanoseconds,
             mode: top.mode, baseVersion: baseVersion, device: options.device))
 
         if synced == nil && syncedVersion != nil {

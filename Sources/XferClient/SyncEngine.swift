@@ -102,14 +102,16 @@ public enum SyncEvent: Sendable {
 
 /// What one pass did.
 public struct SyncSummary: Codable, Sendable, Hashable {
-    /// Documents pushed.
+    /// Documents pushed (directories aside).
     public var uploaded = 0
-    /// Documents pulled.
+    /// Documents pulled (directories aside).
     public var downloaded = 0
-    /// Documents removed locally because they were deleted on the server.
+    /// Documents removed locally because they were deleted on the server (directories aside).
     public var removedLocally = 0
-    /// Documents deleted on the server because they were deleted here.
+    /// Documents deleted on the server because they were deleted here (directories aside).
     public var removedRemotely = 0
+    /// Directories made, changed or removed, here or on the server.
+    public var directories = 0
     /// Documents with unresolved conflicts.
     public var conflicts = 0
     /// Documents evicted for the local limit.
@@ -264,7 +266,11 @@ public final class SyncDirectory: Sendable {
         let marker = directory + "/" + Self.markerName
         if access(marker, F_OK) == 0 { return }
         let synced = try state.syncedVersions(server: remote.connection.server, container: remote.container)
-        guard synced.isEmpty || synced.keys.contains(where: { access(directory + "/" + $0, F_OK) == 0 }) else {
+        // A directory's name ("Documents") is no evidence: another folder may well have one too.
+        let records = synced.isEmpty ? [:] : try state.records()
+        guard synced.isEmpty || synced.keys.contains(where: {
+            records[$0]?.kind != .directory && access(directory + "/" + $0, F_OK) == 0
+        }) else {
             throw XferError(.folderMissing, "\(directory) holds none of the \(synced.count) documents synced there and no \(Self.markerName) marker: it looks like an empty mount point or another folder, so nothing was deleted. If you did remove them all and want that synced, create the marker (touch \(marker)) and sync again")
         }
         guard create else { return }
@@ -289,6 +295,8 @@ public final class SyncDirectory: Sendable {
         var path: String
         /// A regular file's stamp as the scan saw it (`nil` for symlinks and packages).
         var stamp: FileStamp? = nil
+        /// A directory's permission bits as the scan saw them.
+        var mode: UInt32 = 0
         /// Its document path (checked once, by the scan).
         var document: DocumentPath? = nil
     }
@@ -357,17 +365,18 @@ public final class SyncDirectory: Sendable {
                 let type = info.st_mode & S_IFMT
                 guard !rules.isIgnoredItself(child, isDirectory: type == S_IFDIR) else { continue }
                 let isPackage = type == S_IFDIR && options.packageExtensions.contains((name as NSString).pathExtension.lowercased())
-                if type == S_IFDIR && !isPackage {
-                    visit(child)
-                    continue
-                }
-                guard type == S_IFREG || type == S_IFLNK || isPackage else { continue }
+                guard type == S_IFREG || type == S_IFLNK || type == S_IFDIR else { continue }
                 guard let path = try? DocumentPath(child), path.value == child else {
                     invalid.append(child)
                     continue
                 }
-                going = found(path.value, LocalDocument(kind: isPackage ? .package : .file, path: absolute + "/" + name,
-                                                        stamp: type == S_IFREG ? FileStamp(info) : nil, document: path))
+                // A directory is a document of its own (its name and mode), and what is in it
+                // is walked: empty directories travel too.
+                let kind: DocumentKind = type == S_IFDIR ? (isPackage ? .package : .directory) : .file
+                going = found(path.value, LocalDocument(kind: kind, path: absolute + "/" + name,
+                                                        stamp: type == S_IFREG ? FileStamp(info) : nil,
+                                                        mode: UInt32(info.st_mode) & 0o777, document: path))
+                if going && kind == .directory { visit(child) }
             }
         }
         visit("")
@@ -399,6 +408,9 @@ public final class SyncDirectory: Sendable {
         /// The version this directory holds.
         var synced: Int64?
         var remote: DocumentInfo?
+
+        /// Whether it is a directory document here or on the server.
+        var isDirectory: Bool { local?.kind == .directory || (local == nil && remote?.kind == .directory) }
     }
 
     /// Plans every document. `remote` is the server's listing, or `nil` when it is unreachable
@@ -412,7 +424,7 @@ public final class SyncDirectory: Sendable {
         // inside another is not followed there; the inner one is skipped and reported.
         var listing = listing
         if let documents = listing {
-            for (key, info) in documents where info.path.ancestors.contains(where: { documents[$0] != nil }) {
+            for (key, info) in documents where info.path.ancestors.contains(where: { documents[$0].map { !$0.kind.holdsDocuments } ?? false }) {
                 listing?[key] = nil
                 invalid.append(key)
             }
@@ -424,14 +436,17 @@ public final class SyncDirectory: Sendable {
         // An ignored path is left alone both ways: never pushed, pulled, or deleted here or
         // there; its record stays for when it is no longer ignored (docs/SYNC.md, "Ignored files").
         paths = paths.filter { key in
-            local[key] != nil || !ignore.isIgnored(key, isDirectory: (listing?[key]?.kind ?? records[key]?.kind) == .package)
+            local[key] != nil || !ignore.isIgnored(key, isDirectory: [.package, .directory].contains(listing?[key]?.kind ?? records[key]?.kind))
         }
         let plans: [Plan] = try paths.sorted().compactMap { key in
             guard let path = local[key]?.document ?? listing?[key]?.path ?? (try? DocumentPath(key)) else { return nil }
             let synced = versions[key]
             let file = local[key]
             var changed = false
-            if let file, let synced {
+            if let file, let synced, file.kind == .directory {
+                // A directory is its mode: the stamp recorded with its version says which.
+                changed = synced.stamp != LocalSnapshot.directoryStamp(mode: file.mode)
+            } else if let file, let synced {
                 // A single file whose stamp is the one recorded with its version is unchanged
                 // (size, mtime, inode and ctime: a write or a chmod moves ctime); anything else
                 // is compared with the synced manifest.
@@ -517,12 +532,15 @@ public final class SyncDirectory: Sendable {
     /// so no document counts as synced and nothing can be decided deleted.
     func planPass(_ listing: Listing, serverChanged: Bool) throws -> PassPlan {
         let (all, invalid, unreadable) = try plan(remote: listing.documents, forgetSynced: serverChanged)
-        var held = MassDeletion.held(all.map { ($0.action, $0.synced != nil) }, allowed: options.allowMassDelete)
+        // Removing a directory loses nothing (it goes only when empty): the rule counts the rest.
+        func counted(_ plan: Plan) -> Action { plan.isDirectory ? .none : plan.action }
+        var held = MassDeletion.held(all.map { (counted($0), $0.synced != nil) }, allowed: options.allowMassDelete)
         // A deletion that is half of a move loses nothing: it is not what the rule guards against.
         var moved = Set<DocumentPath>()
         if held.local > 0 || held.remote > 0 {
             moved = try moves(all)
-            held = MassDeletion.held(all.map { (moved.contains($0.path) ? .none : $0.action, $0.synced != nil) }, allowed: options.allowMassDelete)
+            held = MassDeletion.held(all.map { (moved.contains($0.path) ? .none : counted($0), $0.synced != nil) },
+                                     allowed: options.allowMassDelete)
         }
         func isHeld(_ plan: Plan) -> Bool {
             guard !moved.contains(plan.path) else { return false }
@@ -586,7 +604,8 @@ public final class SyncDirectory: Sendable {
                 steps.append(.init(action: .download, path: plan.path.value, kind: kind, reason: reason))
             case .deleteLocal:
                 steps.append(.init(action: .deleteLocal, path: plan.path.value, kind: kind,
-                                   reason: "deleted on the server; moved to the trash here" + (options.trashDays > 0 ? "" : " (no trash: --trash-days 0)")))
+                                   reason: plan.isDirectory ? "deleted on the server; removed here once it is empty"
+                                       : "deleted on the server; moved to the trash here" + (options.trashDays > 0 ? "" : " (no trash: --trash-days 0)")))
             case .deleteRemote:
                 steps.append(.init(action: .deleteRemote, path: plan.path.value, kind: kind, reason: "deleted here"))
             case .none, .forget:
@@ -653,7 +672,8 @@ public final class SyncDirectory: Sendable {
     /// pass's cursor (same deployment, head not gone back), the full listing it grew from is
     /// younger than ``SyncOptions/fullListingInterval``, and the scan finds exactly the
     /// documents this directory holds versions of, each a single file whose stamp (size, mtime,
-    /// inode, ctime) is the one recorded with its version. Anything else (a symlink, a package,
+    /// inode, ctime) is the one recorded with its version, or a directory with the mode
+    /// recorded with its version. Anything else (a symlink, a package,
     /// an evicted document, a name that cannot be read, a local limit) answers `false`, and
     /// the pass plans every document as usual.
     func nothingChanged() async throws -> Bool {
@@ -670,7 +690,8 @@ public final class SyncDirectory: Sendable {
         var same = true
         let (invalid, _, unreadable) = walkLocal { key, document in
             // The first difference ends the walk: the pass plans instead.
-            guard document.kind == .file, let stamp = document.stamp, let synced = versions[key], synced.stamp == stamp.text else {
+            let stamp = document.kind == .directory ? LocalSnapshot.directoryStamp(mode: document.mode) : document.stamp?.text
+            guard document.kind != .package, let stamp, let synced = versions[key], synced.stamp == stamp else {
                 same = false
                 return false
             }
@@ -834,7 +855,8 @@ public final class SyncDirectory: Sendable {
         pushOptions.force = false
         pushOptions.exclude = []  // a package keeps to its own .xferignore files and the defaults
         let report = try await PushEngine(remote: remote, options: pushOptions)
-            .push(plan.local!.path, as: plan.path, state: state.clientState(for: plan.path), progress: progress)
+            .push(plan.local!.path, as: plan.path, state: state.clientState(for: plan.path),
+                  directoryItself: plan.local!.kind == .directory, progress: progress)
         try record(plan.path, kind: plan.local!.kind, size: report.bytes, mtimeNs: try DirectoryWalker.entry(at: plan.local!.path).mtimeNanoseconds)
         return report
     }
@@ -843,12 +865,16 @@ public final class SyncDirectory: Sendable {
     /// ones are announced before their data moves, so other devices see them coming.
     static let batchedDocumentBytes: Int64 = 4 << 20
 
-    /// Whether a plan goes in a batch: a file or symlink of at most ``batchedDocumentBytes``,
-    /// as it is here for a push and on the server for a pull.
+    /// Whether a plan goes in a batch: a directory, or a file or symlink of at most
+    /// ``batchedDocumentBytes``, as it is here for a push and on the server for a pull.
     static func isBatched(_ plan: Plan) -> Bool {
         switch plan.action {
-        case .push: return plan.local?.kind == .file && (plan.local?.stamp?.size ?? 0) <= batchedDocumentBytes
-        case .pull: return plan.remote?.kind == .file && (plan.remote?.size ?? .max) <= batchedDocumentBytes
+        case .push:
+            return plan.local?.kind == .directory
+                || (plan.local?.kind == .file && (plan.local?.stamp?.size ?? 0) <= batchedDocumentBytes)
+        case .pull:
+            return plan.remote?.kind == .directory
+                || (plan.remote?.kind == .file && (plan.remote?.size ?? .max) <= batchedDocumentBytes)
         default: return false
         }
     }
@@ -860,7 +886,9 @@ public final class SyncDirectory: Sendable {
         var pushOptions = options.push
         pushOptions.force = false
         pushOptions.exclude = []
-        let items = plans.map { PushItem(path: $0.local!.path, name: $0.path, state: state.clientState(for: $0.path)) }
+        let items = plans.map {
+            PushItem(path: $0.local!.path, name: $0.path, state: state.clientState(for: $0.path), directoryItself: $0.local!.kind == .directory)
+        }
         var results = try await PushEngine(remote: remote, options: pushOptions).pushMany(items, progress: progress)
         try state.database.batch {
             for (index, plan) in plans.enumerated() {
@@ -945,12 +973,26 @@ public final class SyncDirectory: Sendable {
             .pull(path, in: parent, as: String(path.components.last!), state: state.clientState(for: path),
                   trash: trash(of: root), sources: sources, prefetched: prefetched, progress: progress)
         let top = try DirectoryWalker.entry(at: full)
-        try record(path, kind: top.kind == .directory ? .package : .file, size: report.bytes, mtimeNs: top.mtimeNanoseconds)
+        try record(path, kind: report.kind, size: report.bytes, mtimeNs: top.mtimeNanoseconds)
         return report
     }
 
-    func deleteLocal(_ plan: Plan) throws {
-        if let local = plan.local {
+    /// Removes a document deleted on the server, unless it changed here (then it is pushed
+    /// again). A directory goes only when it is empty: one that still holds anything (a new
+    /// file, an ignored one) stays, with its record, and is tried again by a later pass.
+    /// - Returns: Whether it is gone.
+    func deleteLocal(_ plan: Plan) throws -> Bool {
+        if let local = plan.local, local.kind == .directory {
+            let parent: ConfinedDirectory
+            do {
+                parent = try root().directory(plan.path.components.dropLast(), create: false)
+            } catch let error as XferError where error.isVanished {
+                try state.forget(plan.path)
+                return true
+            }
+            guard try parent.removeEmptyDirectory(String(plan.path.components.last!)) else { return false }
+            try parent.synchronize()
+        } else if let local = plan.local {
             let clientState = state.clientState(for: plan.path)
             let synced = try clientState.document(server: remote.connection.server, container: remote.container, path: plan.path)
             guard synced?.version == plan.synced,
@@ -960,6 +1002,7 @@ public final class SyncDirectory: Sendable {
             try remove(plan.path, toTrash: "deleted on the server")
         }
         try state.forget(plan.path)
+        return true
     }
 
     func deleteRemote(_ plan: Plan) async throws -> Bool {
@@ -1217,7 +1260,7 @@ public actor SyncEngine {
         // Local changes first, so a pull never has to decide about a local edit.
         func pushed(_ plan: SyncDirectory.Plan, _ report: PushReport) {
             guard report.committed else { return }
-            summary.uploaded += 1
+            if plan.isDirectory { summary.directories += 1 } else { summary.uploaded += 1 }
             summary.bytesSent += report.bytesSent
             continuation.yield(.uploaded(plan.path, version: report.version, bytesSent: report.bytesSent))
             // Lost to a later edit: this version is kept as a conflict, the winner comes down.
@@ -1245,20 +1288,23 @@ public actor SyncEngine {
                 continue
             }
             if deleted {
-                summary.removedRemotely += 1
+                if plan.isDirectory { summary.directories += 1 } else { summary.removedRemotely += 1 }
                 continuation.yield(.removedRemotely(plan.path))
             } else {
                 pullAfterPush.append(plan.path)
             }
         }
-        // Remote changes: pulls before deletions, so a rename's new name can reuse the old one's chunks.
-        let pulls = plans.filter { $0.action == .pull }.map(\.path) + pullAfterPush
+        // Remote changes: pulls before deletions, so a rename's new name can reuse the old one's
+        // chunks; but a file taking a directory's place comes after, once the directory is empty.
+        func replacesDirectory(_ plan: SyncDirectory.Plan) -> Bool { plan.local?.kind == .directory && plan.remote?.kind != .directory }
+        let pulls = plans.filter { $0.action == .pull && !replacesDirectory($0) }.map(\.path) + pullAfterPush
+        let pullsAfterDeletions = plans.filter { $0.action == .pull && replacesDirectory($0) }.map(\.path)
         // Every file synced here is a chunk source: found once for all the pass's pulls.
         let sources = ChunkSources(sync.state.clientState(for: try DocumentPath("sources")))
         func pulled(_ path: DocumentPath, _ result: Result<PullReport, any Error>) throws {
             switch result {
             case .success(let report):
-                summary.downloaded += 1
+                if report.kind == .directory { summary.directories += 1 } else { summary.downloaded += 1 }
                 summary.bytesFetched += report.bytesFetched
                 continuation.yield(.downloaded(path, version: report.version, bytesFetched: report.bytesFetched))
             case .failure(let error as XferError) where error.code == .notFound && error.cause == nil:
@@ -1281,23 +1327,26 @@ public actor SyncEngine {
             }
         }
         for path in pulls where !small.contains(path) {
-            do {
-                try pulled(path, .success(try await sync.pull(path, sources: sources, progress: progress(path))))
-            } catch {
-                try pulled(path, .failure(error))
-            }
+            let result = try await documentOutcome { try await sync.pull(path, sources: sources, progress: progress(path)) }
+            try pulled(path, result)
         }
-        for plan in plans where plan.action == .deleteLocal || plan.action == .forget {
-            guard try await attempt(&summary, plan.path, { try sync.deleteLocal(plan) }) != nil else {
+        // Directories last and deepest first: each is removed once what was in it is gone.
+        let deletions = plans.filter { ($0.action == .deleteLocal || $0.action == .forget) && $0.local?.kind != .directory }
+            + plans.filter { $0.action == .deleteLocal && $0.local?.kind == .directory }.reversed()
+        for plan in deletions {
+            guard try await attempt(&summary, plan.path, { try sync.deleteLocal(plan) }) == true, plan.action == .deleteLocal else {
                 continue
             }
-            guard plan.action == .deleteLocal else { continue }
-            summary.removedLocally += 1
+            if plan.isDirectory { summary.directories += 1 } else { summary.removedLocally += 1 }
             continuation.yield(.removedLocally(plan.path))
+        }
+        for path in pullsAfterDeletions {
+            let result = try await documentOutcome { try await sync.pull(path, sources: sources, progress: progress(path)) }
+            try pulled(path, result)
         }
         // The server as it is now (this pass's own changes included), kept for the next pass.
         var afterView = listing
-        if summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely > 0 {
+        if summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely + summary.directories > 0 {
             if let followed = try await sync.following(listing) { afterView = followed } else { afterView = try await sync.listing() }
         }
         try sync.keep(afterView)

@@ -36,6 +36,17 @@ public struct TreeEntry: Sendable, Hashable {
     public var mtimeNanoseconds: Int64
     /// The link's target text, for symlinks.
     public var symlinkTarget: String?
+
+    /// Creates an entry.
+    public init(relativePath: String, kind: EntryKind, mode: UInt32, size: Int64, mtimeNanoseconds: Int64,
+                symlinkTarget: String? = nil) {
+        self.relativePath = relativePath
+        self.kind = kind
+        self.mode = mode
+        self.size = size
+        self.mtimeNanoseconds = mtimeNanoseconds
+        self.symlinkTarget = symlinkTarget
+    }
 }
 
 /// Lists a tree without following symlinks, in bytewise path order, so that the same tree

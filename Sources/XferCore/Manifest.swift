@@ -8,12 +8,16 @@ public struct Manifest: Sendable, Hashable {
     /// The current encoding version.
     public static let formatVersion: UInt8 = 1
 
-    /// A single file or a package.
+    /// A single file, a package, or a directory of a synced folder.
     public enum Kind: UInt8, Sendable, Hashable {
         /// One regular file (or symlink): exactly one entry, with the empty path.
         case file = 1
         /// A directory tree: entries with relative paths, the root implied.
         case package = 2
+        /// A directory alone, not what is in it (a synced folder's directories, empty ones
+        /// included): exactly one directory entry, with the empty path. Other documents may
+        /// lie below it.
+        case directory = 3
     }
 
     /// A chunk of a file: its id and plain length. Offsets follow from the order.
@@ -114,6 +118,10 @@ public struct Manifest: Sendable, Hashable {
         case .file:
             guard entries.count == 1, entries[0].path.isEmpty, entries[0].kind != .directory else {
                 throw XferError(.invalidManifest, "a file manifest has exactly one file or symlink entry with an empty path")
+            }
+        case .directory:
+            guard entries.count == 1, entries[0].path.isEmpty, entries[0].kind == .directory else {
+                throw XferError(.invalidManifest, "a directory manifest has exactly one directory entry with an empty path")
             }
         case .package:
             var directories: Set<String> = []

@@ -30,7 +30,8 @@ public struct DocumentPath: Hashable, Comparable, Sendable, CustomStringConverti
     ///
     /// The document namespace is a tree: a live document may have no other live document
     /// among its ancestors or below it (docs/PROTOCOL.md, "Names"), so no file is ever synced
-    /// *inside* a file or a symlink.
+    /// *inside* a file or a symlink. The one exception is a `directory` document
+    /// (``DocumentKind/holdsDocuments``): documents may lie below it.
     public var ancestors: [String] {
         var result: [String] = []
         var index = value.startIndex
@@ -50,7 +51,7 @@ public struct DocumentPath: Hashable, Comparable, Sendable, CustomStringConverti
     ///   - other: The live document in the way.
     public func namespaceConflict(with other: String) -> XferError {
         if other.utf8.count < value.utf8.count {
-            return XferError(.conflict, "\(other) is a document (a file, symlink or package), so \(value) cannot be one inside it; delete \(other) first or choose another name")
+            return XferError(.conflict, "\(other) is a document (a file, symlink or package), not a directory, so \(value) cannot be one inside it; delete \(other) first or choose another name")
         }
         return XferError(.conflict, "\(value) holds the document \(other), so it cannot itself be a document; delete what is inside it first or choose another name")
     }

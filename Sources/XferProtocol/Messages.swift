@@ -10,6 +10,21 @@ public enum DocumentKind: String, Codable, Sendable, Hashable {
     case file
     /// A directory tree committed as one document.
     case package
+    /// A directory of a synced folder, alone: its name and mode, not what is in it. Other
+    /// documents may lie below it (the namespace rule's one exception), and it may be empty.
+    case directory
+
+    /// The kind of document a manifest of this kind describes.
+    public init(_ manifest: Manifest.Kind) {
+        switch manifest {
+        case .file: self = .file
+        case .package: self = .package
+        case .directory: self = .directory
+        }
+    }
+
+    /// Whether other live documents may lie below one of this kind (docs/PROTOCOL.md, "Names").
+    public var holdsDocuments: Bool { self == .directory }
 }
 
 /// Where a version is in its life.

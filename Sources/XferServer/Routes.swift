@@ -241,7 +241,7 @@ struct Routes: Sendable {
                 guard ChunkID.of(encoded) == digest else {
                     throw XferError(.invalidManifest, "\(document.path): the manifest has digest \(ChunkID.of(encoded)), not \(digest)")
                 }
-                guard (manifest.kind == .package) == (document.kind == .package) else {
+                guard DocumentKind(manifest.kind) == document.kind else {
                     throw XferError(.invalidManifest, "\(document.path): a \(document.kind.rawValue) document with a \(manifest.kind) manifest")
                 }
                 valid.append((index, DirectCommitItem(announce: document.announcement, manifest: manifest, encoded: encoded)))

@@ -162,8 +162,10 @@ extension Xfer {
             case .deletionsHeld(let local, let remote, let total):
                 printError("this pass would delete \(local > 0 ? "\(local) documents here" : "")\(local > 0 && remote > 0 ? " and " : "")\(remote > 0 ? "\(remote) on the server" : "") of \(total): more than \(MassDeletion.minimumCount) and a third, so nothing was deleted. If that is what you meant, run `xfer sync --once --allow-mass-delete`; deleted files go to the trash first (`xfer trash list`)")
             case .passFinished(let summary):
-                if !quiet && (summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely + summary.evicted > 0) {
-                    print("synced: \(summary.uploaded) up, \(summary.downloaded) down, \(summary.removedLocally + summary.removedRemotely) deleted, \(summary.conflicts) in conflict, \(summary.failed) failed in \(String(format: "%.2f", summary.seconds)) s")
+                if !quiet && (summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely + summary.evicted
+                              + summary.directories > 0) {
+                    let directories = summary.directories > 0 ? ", \(summary.directories) director\(summary.directories == 1 ? "y" : "ies")" : ""
+                    print("synced: \(summary.uploaded) up, \(summary.downloaded) down, \(summary.removedLocally + summary.removedRemotely) deleted\(directories), \(summary.conflicts) in conflict, \(summary.failed) failed in \(String(format: "%.2f", summary.seconds)) s")
                 }
             case .progress: break
             }

@@ -26,8 +26,10 @@ import XferCore
         let first = try server.run("sync", a, "--once", "--json")
         #expect(first.status == 0, "\(first.stderr)")
         let events = try Self.lines(first.stdout)
-        #expect(events.filter { $0["event"] as? String == "uploaded" }.count == 3)
+        // Three documents and the directory that holds them.
+        #expect(events.filter { $0["event"] as? String == "uploaded" }.count == 4)
         #expect((events.last?["summary"] as? [String: Any])?["uploaded"] as? Int == 3)
+        #expect((events.last?["summary"] as? [String: Any])?["directories"] as? Int == 1)
         let second = try server.run("sync", b, "--once", environment: Self.device(server, "b"))
         #expect(second.status == 0, "\(second.stderr)")
         #expect(FileManager.default.contents(atPath: b + "/Documents/Deck.pkg/1.txt") == Data("slide".utf8))
@@ -35,7 +37,7 @@ import XferCore
         let status = try server.json(try server.run("status", a, "--json"))
         let documents = status["documents"] as? [[String: Any]] ?? []
         #expect(status["reachable"] as? Bool == true)
-        #expect(documents.map { $0["path"] as? String ?? "" } == ["Documents/Deck.pkg", "Documents/big.bin", "Documents/note.txt"])
+        #expect(documents.map { $0["path"] as? String ?? "" } == ["Documents", "Documents/Deck.pkg", "Documents/big.bin", "Documents/note.txt"])
         #expect(documents.allSatisfy { $0["state"] as? String == "synced" })
 
         // Evict and fetch by local path.
@@ -109,7 +111,8 @@ import XferCore
         }
         let first = try sync("sync", a, "--once", "--json")
         #expect(first.status == 0, "\(first.stderr)")
-        #expect(try Self.lines(first.stdout).filter { $0["event"] as? String == "uploaded" }.count == 2)
+        // Two files and three directories (Documents, Documents/open, Documents/secret).
+        #expect(try Self.lines(first.stdout).filter { $0["event"] as? String == "uploaded" }.count == 5)
 
         // The directory becomes unreadable to the syncing user.
         if asRoot { #expect(chown(a + "/Documents/secret", 0, 0) == 0) }

@@ -89,7 +89,7 @@ import XferProtocol
             // An empty directory where it was (an unmounted mount point): the same.
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             await #expect { try await engine.syncOnce() } throws: { ($0 as? XferError)?.code == .folderMissing }
-            #expect(try await server.client().list().documents.count == 3)
+            #expect(try await server.client().list().documents.count == 4)  // three notes and Documents
             let health = try engine.directory.state.health()
             #expect(health?.phase == .folderMissing && health?.running == true && health?.lastError?.contains("marker") == true,
                     "\(String(describing: health))")

@@ -29,7 +29,7 @@ import XferProtocol
 
             let first = try await a.engine.syncOnce()
             #expect(first.uploaded == 5 && first.failed == 0)
-            #expect(try await Self.names(server) == [".xferignore", "important.log", "notes.txt", "sub/.xferignore", "sub/debug.log"])
+            #expect(try await Self.names(server) == [".xferignore", "important.log", "notes.txt", "sub", "sub/.xferignore", "sub/debug.log"])
             #expect(try await a.status()["build/out.o"] == nil)
 
             // Another device pushes documents at A's ignored paths: A does not pull them over its files.

@@ -83,7 +83,7 @@ import XferServer
             // The server is replaced by an empty one at the same address.
             second.withLock { $0 = true }
             let status = try await engine.directory.status()
-            #expect(status.documents.count == 5 && status.documents.allSatisfy { $0.state == .pendingUpload },
+            #expect(status.documents.count == 6 && status.documents.allSatisfy { $0.state == .pendingUpload },
                     "status plans uploads, not deletions: \(status.documents.map(\.state))")
             let events = Self.serverChanges(of: engine)
             let pass = try await engine.syncOnce()
@@ -92,7 +92,7 @@ import XferServer
             #expect(pass.uploaded == 5)
             #expect(await events.value.first?.contains("different deployment") == true)
             for (name, bytes) in contents { #expect(Files.read(directory + "/" + name) == bytes, "\(name) is intact") }
-            #expect(try await servers[1].metadata.list(account: 1, container: .default, prefix: "", after: nil, limit: 100).documents.count == 5)
+            #expect(try await servers[1].metadata.list(account: 1, container: .default, prefix: "", after: nil, limit: 100).documents.count == 6)
             #expect(try engine.directory.notices().first?.contains("Nothing local was deleted") == true)
             // And it settles: the next pass does nothing.
             let settled = try await engine.syncOnce()

@@ -67,7 +67,7 @@ import XferProtocol
             #expect(try await a.engine.syncOnce().removedLocally == 1)
             #expect(!FileManager.default.fileExists(atPath: a.path("Data/state.bin")))
             #expect(try await server.client().list().documents.map(\.path.value).sorted()
-                    == ["Documents/Draft.pkg", "Documents/renamed.txt"])
+                    == ["Data", "Documents", "Documents/Draft.pkg", "Documents/renamed.txt"])
 
             // One engine per directory.
             #expect(throws: XferError.self) { _ = try SyncEngine(directory: a.directory, remote: server.otherDevice("a")) }

@@ -354,7 +354,7 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     private static func announce(_ tx: Transaction, account: Int64, container containerID: Int64, _ request: AnnounceRequest,
                                  policy: StorePolicy, direct: Bool) async throws -> (document: Int64, version: Int64) {
         let sequence = try await nextSequence(tx, container: containerID)
-        try await checkNamespace(tx, container: containerID, path: request.path)
+        try await checkNamespace(tx, container: containerID, path: request.path, kind: request.kind)
         if !direct {
             try AccountLimits.checkNewPending(existing: try await tx.int("""
                 SELECT COUNT(*) FROM versions WHERE state = 'uploading' AND container_id IN (SELECT id FROM containers WHERE account_id = \(account))
@@ -430,7 +430,8 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
         guard state == VersionState.uploading.rawValue else {
             throw XferError(.conflict, "\(path) version \(version) is already \(state)")
         }
-        try await checkNamespace(tx, container: containerID, path: path)
+        let kind = DocumentKind(manifest.kind)
+        try await checkNamespace(tx, container: containerID, path: path, kind: kind)
         let declared = try CommitRules.distinctChunks(manifest)
         let missing = try CommitRules.missing(declared, held: try await heldLengths(tx, account: account, Array(declared.keys)))
         guard missing.isEmpty else { throw XferError.missingChunks(missing) }
@@ -448,7 +449,6 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
                 outcome = .conflict
             }
         }
-        let kind: DocumentKind = manifest.kind == .package ? .package : .file
         let sequence = try await nextSequence(tx, container: containerID)
         try await tx.run("""
             UPDATE versions SET state = \(outcome.rawValue), kind = \(kind.rawValue), size = \(manifest.totalSize), manifest_digest = \(digest),
@@ -953,16 +953,20 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
                            latest: try row["latest_version"].decode(Int64.self))
     }
 
-    /// Throws `conflict` if a live document of the container is an ancestor of `path` or lies
-    /// below it (the namespace is a tree; docs/PROTOCOL.md, "Names"). Called under the
-    /// container's row lock, so the rule holds atomically across servers.
-    private static func checkNamespace(_ tx: Transaction, container: Int64, path: DocumentPath) async throws {
+    /// Throws `conflict` if a live document of the container is an ancestor of `path` (a
+    /// directory document aside) or lies below it (unless `kind` is a directory): the namespace
+    /// is a tree (docs/PROTOCOL.md, "Names"). Called under the container's row lock, so the
+    /// rule holds atomically across servers.
+    private static func checkNamespace(_ tx: Transaction, container: Int64, path: DocumentPath, kind: DocumentKind) async throws {
         let range = path.descendantRange
+        // A directory holds documents: below one, only the ancestors are asked about.
+        let (low, high) = kind.holdsDocuments ? ("", "") : range
         if let row = try await tx.one("""
             SELECT d.path FROM documents d
             JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)
             WHERE d.container_id = \(container) AND v.state != 'deleted'
-              AND (d.path = ANY(\(path.ancestors)) OR (d.path COLLATE "C" >= \(range.low) AND d.path COLLATE "C" < \(range.high)))
+              AND ((d.path = ANY(\(path.ancestors)) AND v.kind != \(DocumentKind.directory.rawValue))
+                   OR (d.path COLLATE "C" >= \(low) AND d.path COLLATE "C" < \(high)))
             LIMIT 1
             """) {
             throw path.namespaceConflict(with: try row["path"].decode(String.self))

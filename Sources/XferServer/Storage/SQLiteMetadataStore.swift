@@ -280,7 +280,7 @@ public final class SQLiteMetadataStore: MetadataStore {
     /// counted against the account's pending versions.
     private static func announce(_ db: Database, account: Int64, container containerID: Int64, _ request: AnnounceRequest,
                                  policy: StorePolicy, direct: Bool) throws -> (document: Int64, version: Int64) {
-        try checkNamespace(db, container: containerID, path: request.path)
+        try checkNamespace(db, container: containerID, path: request.path, kind: request.kind)
         if !direct {
             try AccountLimits.checkNewPending(existing: try Int64.fetchOne(db, sql: """
                 SELECT COUNT(*) FROM versions WHERE state = 'uploading' AND container_id IN (SELECT id FROM containers WHERE account_id = ?)
@@ -345,7 +345,8 @@ public final class SQLiteMetadataStore: MetadataStore {
         guard state == VersionState.uploading.rawValue else {
             throw XferError(.conflict, "\(path) version \(version) is already \(state)")
         }
-        try checkNamespace(db, container: containerID, path: path)
+        let kind = DocumentKind(manifest.kind)
+        try checkNamespace(db, container: containerID, path: path, kind: kind)
         let declared = try CommitRules.distinctChunks(manifest)
         let missing = try CommitRules.missing(declared, held: try heldLengths(db, account: account, Array(declared.keys)))
         guard missing.isEmpty else {
@@ -369,7 +370,6 @@ public final class SQLiteMetadataStore: MetadataStore {
                 outcome = .conflict
             }
         }
-        let kind: DocumentKind = manifest.kind == .package ? .package : .file
         let sequence = try nextSequence(db, container: containerID)
         try db.execute(sql: """
             UPDATE versions SET state = ?, kind = ?, size = ?, manifest_digest = ?, manifest = ?, files = ?,
@@ -814,10 +814,11 @@ public final class SQLiteMetadataStore: MetadataStore {
         return DocumentRow(id: db.lastInsertedRowID, current: nil, latest: 0)
     }
 
-    /// Throws `conflict` if a live document of the container is an ancestor of `path` or lies
-    /// below it (the namespace is a tree; docs/PROTOCOL.md, "Names"). Run inside the write
-    /// transaction that creates or commits the version, so the rule holds atomically.
-    private static func checkNamespace(_ db: Database, container: Int64, path: DocumentPath) throws {
+    /// Throws `conflict` if a live document of the container is an ancestor of `path` (a
+    /// directory document aside) or lies below it (unless `kind` is a directory): the namespace
+    /// is a tree (docs/PROTOCOL.md, "Names"). Run inside the write transaction that creates or
+    /// commits the version, so the rule holds atomically.
+    private static func checkNamespace(_ db: Database, container: Int64, path: DocumentPath, kind: DocumentKind) throws {
         // Two lookups, each a search of the (container_id, path) index: SQLite plans the two
         // conditions joined by OR as a scan of the whole container, which made every announce
         // and commit cost time in proportion to the documents already there.
@@ -829,12 +830,13 @@ public final class SQLiteMetadataStore: MetadataStore {
             """
         let ancestors = path.ancestors
         if !ancestors.isEmpty, let other = try String.fetchOne(db, sql: live.replacingOccurrences(
-            of: "%@", with: "d.path IN (\(ancestors.map { _ in "?" }.joined(separator: ", ")))"),
+            of: "%@", with: "d.path IN (\(ancestors.map { _ in "?" }.joined(separator: ", "))) AND v.kind != '\(DocumentKind.directory.rawValue)'"),
             arguments: StatementArguments([container] as [any DatabaseValueConvertible]) + StatementArguments(ancestors)) {
             throw path.namespaceConflict(with: other)
         }
         let range = path.descendantRange
-        if let other = try String.fetchOne(db, sql: live.replacingOccurrences(of: "%@", with: "d.path >= ? AND d.path < ?"),
+        if !kind.holdsDocuments,
+           let other = try String.fetchOne(db, sql: live.replacingOccurrences(of: "%@", with: "d.path >= ? AND d.path < ?"),
                                            arguments: [container, range.low, range.high]) {
             throw path.namespaceConflict(with: other)
         }
