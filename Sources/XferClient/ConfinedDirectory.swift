@@ -204,6 +204,12 @@ public final class ConfinedDirectory: Sendable {
         throw XferError(.io, "cannot exchange \(describe(name)) with \(destination.describe(other))", cause: SystemErrno(err))
     }
 
+    /// Whether this directory is on the same file system as `other` (a rename between them works).
+    public func isOnFileSystem(of other: ConfinedDirectory) -> Bool {
+        var mine = stat(), theirs = stat()
+        return fstat(fd, &mine) == 0 && fstat(other.fd, &theirs) == 0 && mine.st_dev == theirs.st_dev
+    }
+
     /// This directory's permission bits (`st_mode & 0o7777`).
     public func mode() throws -> UInt32 {
         var info = stat()

@@ -125,9 +125,13 @@ public struct PullEngine: Sendable {
     ///   several pulls (a sync pass); else found for this pull.
     /// - Parameter prefetched: The version, its manifest and (some of) its chunks, fetched
     ///   already with other documents' (a sync pass's batch): nothing of it is asked again.
+    /// - Parameter stagingArea: Where the staging copy is built instead of beside the target (a
+    ///   synced folder's hidden `.xfer-staging`, so nothing half-written appears among its
+    ///   files). Used only when it is on the target's file system (the copy is renamed into
+    ///   place); else the copy is built beside the target.
     func pull(_ name: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64? = nil,
               state: ClientState? = nil, trash: Trash? = nil, sources shared: ChunkSources? = nil,
-              prefetched: Prefetched? = nil,
+              prefetched: Prefetched? = nil, stagingArea: ConfinedDirectory? = nil,
               progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         let started = ContinuousClock.now
         let connection = remote.connection
@@ -177,9 +181,12 @@ public struct PullEngine: Sendable {
         let alreadyThere = refusal != nil
         let sources = try (shared ?? ChunkSources(state)).locations()
 
-        let stagingName = ".\(baseName).xfer-\(answer.version).partial"
-        try Self.removeStaleStaging(in: parent, baseName: baseName, keep: stagingName)
-        let resuming = parent.kind(stagingName) != nil
+        // The staging copy: in the staging area under a name of this document's own, or beside the target.
+        let area = stagingArea.flatMap { $0.isOnFileSystem(of: parent) ? $0 : nil } ?? parent
+        let prefix = area === parent ? ".\(baseName).xfer-" : "\(Self.stagingKey(name))-"
+        let stagingName = "\(prefix)\(answer.version).partial"
+        try Self.removeStaleStaging(in: area, prefix: prefix, keep: stagingName)
+        let resuming = area.kind(stagingName) != nil
 
         // Lay out the staging copy: directories, symlinks, files at their final size. Every
         // name is created in a directory opened beneath the staging copy, never through a symlink.
@@ -189,9 +196,9 @@ public struct PullEngine: Sendable {
         var staging: ConfinedDirectory? = nil
         if manifest.kind == .package {
             // A resumed staging copy may hold anything: only a real directory is kept.
-            try parent.remove(stagingName, unless: S_IFDIR)
-            try parent.makeDirectory(stagingName)
-            staging = try parent.directory([stagingName], create: false)
+            try area.remove(stagingName, unless: S_IFDIR)
+            try area.makeDirectory(stagingName)
+            staging = try area.directory([stagingName], create: false)
         }
         var lastDirectory: (path: Substring, directory: ConfinedDirectory)? = nil
         for entry in manifest.entries {
@@ -208,10 +215,10 @@ public struct PullEngine: Sendable {
                     lastDirectory = (parentPath, directory)
                 }
             } else {
-                directory = parent
+                directory = area
                 leaf = stagingName
             }
-            let path = manifest.kind == .package ? parent.describe(stagingName) + "/" + entry.path : parent.describe(stagingName)
+            let path = manifest.kind == .package ? area.describe(stagingName) + "/" + entry.path : area.describe(stagingName)
             switch entry.kind {
             case .directory:
                 try directory.remove(leaf, unless: S_IFDIR)
@@ -306,9 +313,9 @@ public struct PullEngine: Sendable {
             }
         }
         let document = name
-        try Self.publish(stagingName, as: baseName, in: parent, package: manifest.kind == .package,
-                         keep: trash.map { trash in { kept, hardLink in
-                             try trash.keep(kept, in: parent, path: document, reason: "replaced by version \(answer.version)",
+        try Self.publish(stagingName, from: area, as: baseName, in: parent, package: manifest.kind == .package,
+                         keep: trash.map { trash in { directory, kept, hardLink in
+                             try trash.keep(kept, in: directory, path: document, reason: "replaced by version \(answer.version)",
                                             hardLink: hardLink, as: baseName)
                          } })
         try parent.synchronize()
@@ -582,10 +589,11 @@ public struct PullEngine: Sendable {
         }
     }
 
-    /// Puts the staging copy in place in one step. `keep`, when given, receives what is
-    /// replaced first (a name in `parent`, and whether to keep a hard link and leave it in place).
-    private static func publish(_ staging: String, as name: String, in parent: ConfinedDirectory, package: Bool,
-                                keep: ((String, Bool) throws -> Void)? = nil) throws {
+    /// Puts the staging copy (`staging` in `area`) in place in one step. `keep`, when given,
+    /// receives what is replaced first (its directory and name, and whether to keep a hard link
+    /// and leave it in place).
+    private static func publish(_ staging: String, from area: ConfinedDirectory, as name: String, in parent: ConfinedDirectory,
+                                package: Bool, keep: ((ConfinedDirectory, String, Bool) throws -> Void)? = nil) throws {
         let existing = parent.kind(name)
         let target = parent.describe(name)
         if !package {
@@ -596,34 +604,40 @@ public struct PullEngine: Sendable {
             }
             // A replaced file is kept as a hard link (readers still see the old file or the new
             // one); a replaced symlink is moved aside.
-            if let keep, let existing { try keep(name, existing == S_IFREG) }
-            try parent.rename(staging, to: parent, as: name)
+            if let keep, let existing { try keep(parent, name, existing == S_IFREG) }
+            try area.rename(staging, to: parent, as: name)
             return
         }
         guard let existing else {
-            try parent.rename(staging, to: parent, as: name)
+            try area.rename(staging, to: parent, as: name)
             return
         }
         guard existing == S_IFDIR else {
             throw XferError(.io, "\(target) is a file; the document is a package (a directory). Pull into another path, or remove it")
         }
-        if try parent.exchange(staging, with: parent, name) {
+        if try area.exchange(staging, with: parent, name) {
             // staging now holds the old tree.
-            if let keep { try keep(staging, false) } else { try parent.remove(staging) }
+            if let keep { try keep(area, staging, false) } else { try area.remove(staging) }
             return
         }
         // No RENAME_EXCHANGE on this file system: move the old tree aside, then the new one in.
         let aside = staging + ".old"
-        try parent.rename(name, to: parent, as: aside)
-        try parent.rename(staging, to: parent, as: name)
-        if let keep { try keep(aside, false) } else { try parent.remove(aside) }
+        try parent.rename(name, to: area, as: aside)
+        try area.rename(staging, to: parent, as: name)
+        if let keep { try keep(area, aside, false) } else { try area.remove(aside) }
     }
 
-    private static func removeStaleStaging(in parent: ConfinedDirectory, baseName: String, keep: String) throws {
-        guard let names = try? parent.names() else { return }
-        let prefix = ".\(baseName).xfer-"
+    /// The name a document's staging copies start with in a staging area: a digest of its
+    /// path (any path fits in one name, and two documents never share one).
+    static func stagingKey(_ name: DocumentPath) -> String {
+        String(ChunkID.of(Array(name.value.utf8)).hex.prefix(32))
+    }
+
+    /// Removes this document's staging copies of other versions (`prefix` names them).
+    private static func removeStaleStaging(in area: ConfinedDirectory, prefix: String, keep: String) throws {
+        guard let names = try? area.names() else { return }
         for name in names where name.hasPrefix(prefix) && (name.hasSuffix(".partial") || name.hasSuffix(".partial.old")) && name != keep {
-            try parent.remove(name)
+            try area.remove(name)
         }
     }
 }

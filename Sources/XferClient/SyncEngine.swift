@@ -971,7 +971,8 @@ public final class SyncDirectory: Sendable {
         let parent = try root.directory(path.components.dropLast(), create: true)
         let report = try await PullEngine(remote: remote, options: pullOptions)
             .pull(path, in: parent, as: String(path.components.last!), state: state.clientState(for: path),
-                  trash: trash(of: root), sources: sources, prefetched: prefetched, progress: progress)
+                  trash: trash(of: root), sources: sources, prefetched: prefetched,
+                  stagingArea: try root.directory([Self.stagingName], create: true), progress: progress)
         let top = try DirectoryWalker.entry(at: full)
         try record(path, kind: report.kind, size: report.bytes, mtimeNs: top.mtimeNanoseconds)
         return report
@@ -1041,6 +1042,21 @@ public final class SyncDirectory: Sendable {
             evicted.append(plan.path)
         }
         return evicted
+    }
+
+    /// The hidden directory at the root where pulls build what they download, renamed into
+    /// place once complete: nothing half-written ever appears among the folder's files.
+    public static let stagingName = ".xfer-staging"
+
+    /// Removes staging copies left more than `age` ago (a pull interrupted and never resumed,
+    /// a document deleted since); younger ones are kept for a resumed pull to reuse.
+    func tidyStaging(olderThan age: Duration) throws {
+        guard let area = try? root().directory([Self.stagingName], create: false) else { return }
+        let cutoff = Date().timeIntervalSince1970 - age.seconds
+        for name in try area.names() {
+            guard let info = area.status(name), Double(info.st_mtim.tv_sec) < cutoff else { continue }
+            try area.remove(name)
+        }
     }
 
     /// The synced root, opened for confined writes (docs/SECURITY.md, "One confined writer").
@@ -1198,6 +1214,7 @@ public actor SyncEngine {
             let cutoff = Int64((Date().timeIntervalSince1970 - Double(sync.options.trashDays) * 86_400) * 1e9)
             _ = try? sync.trash().empty(trashedBefore: cutoff)
         }
+        try? sync.tidyStaging(olderThan: .seconds(86_400))
         if try await sync.nothingChanged() {
             // Confirmed unchanged on both sides since a pass that found nothing to do.
             var summary = SyncSummary()

@@ -132,6 +132,40 @@ import XferProtocol
         }
     }
 
+    /// While a document downloads, nothing of it shows among the folder's files: it is built
+    /// in the hidden `.xfer-staging` at the root and renamed into place whole.
+    @Test func aDownloadIsBuiltOutOfSightAndRenamedIntoPlace() async throws {
+        try await LiveServer.run { server in
+            let a = try Device(server, "a")
+            let content = Files.random(count: 6_000_000, seed: 9)
+            try Files.write(a.path("Documents/big.bin"), content)
+            _ = try await a.engine.syncOnce()
+            try FileManager.default.createDirectory(atPath: server.root + "/c", withIntermediateDirectories: true)
+            var options = PullOptions()
+            options.downloadBatchBytes = 256 << 10
+            options.downloadsInFlight = 1
+            var syncOptions = SyncOptions()
+            syncOptions.pull = options
+            let engine = try SyncEngine(directory: server.root + "/c", remote: server.otherDevice("c"), options: syncOptions)
+            let seen = Locked<[[String]]>([])
+            let staging = server.root + "/c/" + SyncDirectory.stagingName
+            _ = try await engine.directory.fetch(try DocumentPath("Documents/big.bin")) { _ in
+                let beside = (try? FileManager.default.contentsOfDirectory(atPath: server.root + "/c/Documents")) ?? []
+                let building = (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
+                seen.withLock { $0.append(beside + building.map { "staging:" + $0 }) }
+            }
+            let during = seen.value
+            #expect(during.count > 3)
+            #expect(during.allSatisfy { $0.allSatisfy { $0.hasPrefix("staging:") } }, "nothing beside the target: \(during.prefix(3))")
+            #expect(during.contains { $0.contains { $0.hasPrefix("staging:") && $0.hasSuffix(".partial") } })
+            #expect(Files.read(server.root + "/c/Documents/big.bin") == content)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: staging).isEmpty)
+            #expect(try Self.tree(server.root + "/c")["Documents/big.bin"] != nil)
+            #expect(try Self.tree(server.root + "/c").keys.allSatisfy { !$0.contains("partial") })
+            await engine.close()
+        }
+    }
+
     @Test func aFileAndADirectoryTakeEachOthersPlace() async throws {
         try await LiveServer.run { server in
             let a = try Device(server, "a"), b = try Device(server, "b")
