@@ -69,7 +69,7 @@ def first_sync(binary, tree, work, run):
         env = dict(os.environ, XFER_SERVER=server.url, XFER_TOKEN=token, XFER_CONFIG=os.path.join(base, "none.json"))
         push = timed([binary, "sync", a, "--once", "--quiet"], dict(env, XFER_STATE_DIR=os.path.join(base, "state-a")))
         pull = timed([binary, "sync", b, "--once", "--quiet"], dict(env, XFER_STATE_DIR=os.path.join(base, "state-b")))
-        check = subprocess.run(["diff", "-r", "--no-dereference", "-x", ".xfer-folder", a, b], capture_output=True, text=True)
+        check = subprocess.run(["diff", "-r", "--no-dereference", "-x", ".xfer-folder", "-x", ".xfer-staging", a, b], capture_output=True, text=True)
         if check.returncode != 0:
             raise SystemExit(f"device B differs from device A:\n{check.stdout[:2000]}")
         return push, pull

@@ -153,7 +153,8 @@ public struct PullEngine: Sendable {
         // recording it): that is no local change either.
         var refusal: XferError? = nil
         // A directory document over a directory replaces nothing: what is in it stays.
-        if !options.force && !(info.kind == .directory && parent.kind(baseName) == S_IFDIR) {
+        let directoryOverDirectory = info.kind == .directory && parent.kind(baseName) == S_IFDIR
+        if !options.force && !directoryOverDirectory {
             do {
                 try Self.checkReplaceable(target: target, exists: parent.kind(baseName) != nil, synced: synced, known: known, name: name)
             } catch let error as XferError where error.code == .conflict {
@@ -168,6 +169,9 @@ public struct PullEngine: Sendable {
             (answer, manifest) = ((delta: [], version: prefetched.info.version, base: nil, digest: prefetched.manifest.digest), prefetched.manifest)
         } else {
             (answer, manifest) = try await self.manifest(name, info: info, synced: synced)
+        }
+        guard !directoryOverDirectory || manifest.kind == .directory else {
+            throw XferError(.invalidManifest, "the server describes \(name) version \(answer.version) as a directory, but its manifest is a \(DocumentKind(manifest.kind).rawValue); nothing was changed")
         }
         if manifest.kind == .directory {
             try Self.makeDirectory(baseName, in: parent, manifest.entries[0].mode, replacing: refusal, trash: trash.map { trash in { kept in

@@ -832,6 +832,9 @@ public final class SyncDirectory: Sendable {
             throw XferError(.notFound, "\(path) is not a synced document of \(directory)")
         }
         if record.evicted { return }
+        guard record.kind != .directory else {
+            throw XferError(.badRequest, "\(path) is a directory, which holds no data of its own; evict the documents in it instead")
+        }
         let full = directory + "/" + path.value
         guard try LocalSnapshot(path: full, known: clientState.stamps()).isUnchanged(since: synced, state: clientState) else {
             throw XferError(.conflict, "\(path) has changes that are not on the server yet; sync first, then evict")
@@ -1026,7 +1029,9 @@ public final class SyncDirectory: Sendable {
     /// Evicts least recently used synced documents until local data fits `limit`.
     func enforceLocalLimit(_ limit: Int64, plans: [Plan]) throws -> [DocumentPath] {
         let records = try state.records()
-        var candidates = plans.filter { $0.status?.state == .synced && $0.local != nil && records[$0.path.value]?.evicted == false }
+        var candidates = plans.filter {
+            $0.status?.state == .synced && $0.local != nil && !$0.isDirectory && records[$0.path.value]?.evicted == false
+        }
         var total = candidates.reduce(Int64(0)) { $0 + (records[$1.path.value]?.size ?? 0) }
         guard total > limit else { return [] }
         func lastUsed(_ plan: Plan) -> Int64 {
@@ -1360,6 +1365,10 @@ public actor SyncEngine {
         for path in pullsAfterDeletions {
             let result = try await documentOutcome { try await sync.pull(path, sources: sources, progress: progress(path)) }
             try pulled(path, result)
+        }
+        // An empty staging directory is not left lying about.
+        if !pulls.isEmpty || !pullsAfterDeletions.isEmpty, let root = try? sync.root() {
+            _ = try? root.removeEmptyDirectory(SyncDirectory.stagingName)
         }
         // The server as it is now (this pass's own changes included), kept for the next pass.
         var afterView = listing
