@@ -272,8 +272,7 @@ public final class ConfinedDirectory: Sendable {
     static func check(_ result: Int32, _ action: String, _ path: String) throws {
         guard result >= 0 else {
             let err = errno
-            throw XferError(.io, err == ENOSPC ? "the disk is full: cannot \(action) \(path); free space and try again"
-                                               : "cannot \(action) \(path)", cause: SystemErrno(err))
+            throw XferError.writing(err, action, path)
         }
     }
 }

@@ -31,8 +31,7 @@ enum PositionalIO {
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else {
                 let err = errno
-                throw XferError(.io, err == ENOSPC ? "the disk is full writing \(path); free space and try again (what arrived is kept)"
-                                                  : "cannot write \(path)", cause: SystemErrno(err))
+                throw XferError.writing(err, "write", path, whenFull: "free some disk space and retry (what arrived is kept)")
             }
             done += n
         }

@@ -14,7 +14,7 @@ package enum FileSystem {
             try makeDirectories(String(path[..<slash]))
             if mkdir(path, 0o755) == 0 || errno == EEXIST { return }
         }
-        throw XferError(.io, "cannot create directory \(path)", cause: SystemErrno(errno))
+        throw XferError.writing(errno, "create the directory", path)
     }
 
     /// Writes `bytes` to `path` so that `path` is either unchanged or the new content, even
@@ -126,9 +126,6 @@ package enum FileSystem {
     }
 
     private static func writeError(_ path: String, _ err: Int32) -> XferError {
-        if err == ENOSPC || err == EDQUOT {
-            return XferError(.io, "no space left to write \(path); free some disk space and retry", cause: SystemErrno(err))
-        }
-        return XferError(.io, "cannot write \(path)", cause: SystemErrno(err))
+        XferError.writing(err, "write", path)
     }
 }

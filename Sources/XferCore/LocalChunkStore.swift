@@ -87,12 +87,12 @@ public final class LocalChunkStore: Sendable {
     /// - Throws: `io` if the file system reports a write error.
     public func synchronize() throws {
         if case .fail(let err)? = StorageFaults.take(.fsync, path: root) {
-            throw XferError(.io, "cannot sync \(root)", cause: SystemErrno(err))
+            throw XferError.writing(err, "sync", root)
         }
         let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw XferError(.io, "cannot open \(root)", cause: SystemErrno(errno)) }
         defer { close(fd) }
-        guard cxfer_syncfs(fd) == 0 else { throw XferError(.io, "cannot sync \(root)", cause: SystemErrno(errno)) }
+        guard cxfer_syncfs(fd) == 0 else { throw XferError.writing(errno, "sync", root) }
     }
 
     /// Stores plain bytes, compressed under `policy`.

@@ -18,6 +18,9 @@ public struct XferError: Error, Sendable, CustomStringConvertible {
         public static let invalidConfiguration = Code("invalid_configuration")
         /// A file system call failed.
         public static let io = Code("io")
+        /// The disk (or database) that would hold the data is full, or the file system's quota
+        /// is reached: nothing was stored, and freeing space is the answer.
+        public static let storageFull = Code("storage_full")
         /// A file or chunk was not found.
         public static let notFound = Code("not_found")
         /// Chunk bytes do not match their id, size or encoding.
@@ -117,6 +120,22 @@ extension SystemErrno {
     /// Whether `errno` means the entry is gone (or its parent is no longer a directory).
     public static func vanished(_ errno: Int32) -> Bool {
         errno == ENOENT || errno == ENOTDIR || errno == ESTALE
+    }
+
+    /// Whether `errno` means there is no room left to write (`ENOSPC`, `EDQUOT`).
+    public static func full(_ errno: Int32) -> Bool {
+        errno == ENOSPC || errno == EDQUOT
+    }
+}
+
+extension XferError {
+    /// The error for a failed write-side system call (`action` such as "write", on `path`):
+    /// `storage_full` when there is no room left, else `io`. The one place a full disk gets its code.
+    public static func writing(_ errno: Int32, _ action: String, _ path: String, whenFull advice: String = "free some disk space and retry") -> XferError {
+        if SystemErrno.full(errno) {
+            return XferError(.storageFull, "no space left to \(action) \(path); \(advice)", cause: SystemErrno(errno))
+        }
+        return XferError(.io, "cannot \(action) \(path)", cause: SystemErrno(errno))
     }
 }
 

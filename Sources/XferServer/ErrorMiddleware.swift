@@ -19,7 +19,7 @@ struct ErrorMiddleware: RouterMiddleware {
             return response
         } catch {
             let body = Self.body(for: error)
-            let status = Self.status(for: body.error.code)
+            let status = (error as? XferError)?.status ?? XferError.Code.named(body.error.code).status
             // A 503 is a client over its share (parked polls), not a server fault.
             let level: Logger.Level = status.code >= 500 && status != .serviceUnavailable ? .error : .info
             context.logger.log(level: level, "request failed", metadata: [
@@ -43,11 +43,11 @@ struct ErrorMiddleware: RouterMiddleware {
             var body = ErrorBody(code: error.code.name, message: error.message)
             if let detail = error.cause as? ConflictDetail { body.error.currentVersion = detail.currentVersion }
             if let detail = error.cause as? MissingChunksDetail { body.error.missing = detail.ids.map(\.hex) }
-            if error.code == .io {
-                // Paths and errno stay in the server's log; the client learns what it can act on.
-                let full = error.message.contains("no space left") || error.message.contains("disk is full")
-                body.error.message = full ? "the server's storage is full; nothing was stored; retry once its operator has freed space"
-                                          : "the server could not read or write its storage; see its log"
+            // Paths and errno stay in the server's log; the client learns what it can act on.
+            if error.code == .storageFull {
+                body.error.message = "the server's storage is full; nothing was stored; retry once its operator has freed space"
+            } else if error.code == .io {
+                body.error.message = "the server could not read or write its storage; see its log"
             }
             return body
         case let error as HTTPError:
@@ -61,20 +61,33 @@ struct ErrorMiddleware: RouterMiddleware {
             return ErrorBody(code: XferError.Code.internal.name, message: "internal error; see the server's log")
         }
     }
+}
 
-    /// The HTTP status of each error code (docs/PROTOCOL.md lists them).
-    static func status(for code: String) -> HTTPResponse.Status {
-        switch code {
-        case "bad_request", "invalid_path", "invalid_manifest", "invalid_configuration": return .badRequest
-        case "corrupt_chunk", "compression": return .unprocessableContent
-        case "unauthorized": return .unauthorized
-        case "forbidden": return .forbidden
-        case "not_found": return .notFound
-        case "conflict", "missing_chunks", "already_exists": return .conflict
-        case "too_large": return .contentTooLarge
-        case "quota_exceeded": return HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")
-        case "unavailable": return .serviceUnavailable
+extension XferError.Code {
+    /// The HTTP status this code is answered with (docs/PROTOCOL.md lists them): the one table.
+    var status: HTTPResponse.Status {
+        switch self {
+        case .badRequest, .invalidPath, .invalidManifest, .invalidConfiguration: return .badRequest
+        case .corruptChunk, .compression: return .unprocessableContent
+        case .unauthorized: return .unauthorized
+        case .forbidden: return .forbidden
+        case .notFound: return .notFound
+        case .conflict, .missingChunks, .alreadyExists: return .conflict
+        case .tooLarge: return .contentTooLarge
+        case .quotaExceeded, .storageFull: return HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")
+        case .unavailable: return .serviceUnavailable
         default: return .internalServerError
         }
+    }
+}
+
+/// An ``XferError`` thrown by a route answers with its own status and an ``ErrorBody``
+/// (hummingbird's `HTTPResponseError`; ``ErrorMiddleware`` does the same and logs it).
+extension XferError: HTTPResponseError {
+    public var status: HTTPResponse.Status { code.status }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        Response(status: status, headers: [.contentType: "application/json"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(ErrorMiddleware.body(for: self)))))
     }
 }

@@ -70,7 +70,7 @@ enum PrivateFiles {
         if failure == 0, rename(temporary, path) != 0 { failure = errno }
         guard failure == 0 else {
             unlink(temporary)
-            throw XferError(.io, "cannot write \(path)", cause: SystemErrno(failure))
+            throw XferError.writing(failure, "write", path)
         }
         let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
         let dfd = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -93,7 +93,7 @@ enum ExitCodes {
         case .conflict, .alreadyExists: return 7
         case .quotaExceeded: return 8
         case .corruptChunk, .invalidManifest, .missingChunks: return 9
-        case .io: return 10
+        case .io, .storageFull: return 10
         case .folderMissing: return 11
         default: return 1
         }

@@ -197,7 +197,7 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             if let closure = transaction.closureError { return mapped(closure, message) }
         }
         if let psql = error as? PSQLError, psql.serverInfo?[.sqlState] == "53100" {
-            return XferError(.io, "the metadata database's disk is full; nothing was changed; free some space and retry", cause: DescribedError(error))
+            return XferError(.storageFull, "the metadata database's disk is full; nothing was changed; free some space and retry", cause: DescribedError(error))
         }
         return XferError(.io, message, cause: DescribedError(error))
     }

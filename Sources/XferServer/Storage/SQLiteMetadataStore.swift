@@ -947,7 +947,7 @@ public final class SQLiteMetadataStore: MetadataStore {
         } catch let error as XferError {
             throw error
         } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL {
-            throw XferError(.io, "the metadata database's disk is full; nothing was changed; free some space and retry", cause: DescribedError(error))
+            throw XferError(.storageFull, "the metadata database's disk is full; nothing was changed; free some space and retry", cause: DescribedError(error))
         } catch {
             throw XferError(.io, "the metadata database failed", cause: DescribedError(error))
         }
