@@ -24,7 +24,7 @@ public struct S3ChunkStore: ChunkStore {
     /// The client.
     public let client: S3Client
     /// Where chunk locations are recorded (the server's metadata store).
-    public let index: any MetadataStore
+    public let index: any ChunkLocationIndex
     /// Requests in flight at once (pack PUTs and ranged GETs).
     public var concurrency = 16
     /// A pack is closed when it reaches this many bytes.
@@ -42,7 +42,7 @@ public struct S3ChunkStore: ChunkStore {
 
     /// A store over a client (its bucket must exist: ``S3Client/createBucketIfNeeded()``) that
     /// records locations in `index`.
-    public init(client: S3Client, index: any MetadataStore, threadPool: NIOThreadPool = .singleton) {
+    public init(client: S3Client, index: any ChunkLocationIndex, threadPool: NIOThreadPool = .singleton) {
         self.client = client
         self.index = index
         self.threadPool = threadPool

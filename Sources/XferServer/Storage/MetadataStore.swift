@@ -1,3 +1,4 @@
+import Foundation
 import XferCore
 import XferProtocol
 
@@ -97,11 +98,17 @@ enum AccountLimits {
 }
 
 /// Where the server keeps accounts, tokens, documents, versions, manifests, key-value
-/// entries and the change feed. The routes see only this protocol: SQLite is the embedded
-/// default; PostgreSQL comes with many servers.
+/// entries and the change feed: one protocol per concern, and a backend is all of them. The
+/// routes see only these protocols: SQLite is the embedded default; PostgreSQL comes with many
+/// servers. Each backend keeps one file per concern (`SQLiteMetadataStore+Documents.swift`, …);
+/// the rules they share are written once, below (``CommitRules``, ``KeyValueRules``,
+/// ``AccountLimits``) and in StoredValues.swift.
 ///
 /// Every method is one transaction: it happens entirely or not at all.
-public protocol MetadataStore: Sendable {
+public protocol MetadataStore: AccountStore, DocumentStore, KeyValueStore, MaintenanceStore, ChunkLocationIndex {}
+
+/// Accounts and tokens: who a request acts for, and the admin operations on accounts.
+public protocol AccountStore: Sendable {
     /// The principal a token hash belongs to, or `nil`.
     func principal(tokenHash: [UInt8]) async throws -> Principal?
     /// This deployment's identity: made once when the store is created, kept in it, and the
@@ -123,6 +130,13 @@ public protocol MetadataStore: Sendable {
     func revokeTokens(account: AccountName) async throws -> Int
     /// An account's name, quota and use.
     func account(_ accountID: Int64) async throws -> AccountInfo
+    /// Every account's recorded use and the sum of the chunks it holds.
+    func accounts() async throws -> [AccountUsage]
+}
+
+/// Documents, their versions and the change feed, and the chunks each account holds (what a
+/// commit may reference, what the quota counts).
+public protocol DocumentStore: Sendable {
     /// The ids (of `ids`) the account does not hold, in the order given.
     func missingChunks(account: Int64, ids: [ChunkID]) async throws -> [ChunkID]
     /// Records that the account holds these chunks (already stored durably). Throws
@@ -169,6 +183,12 @@ public protocol MetadataStore: Sendable {
     /// Versions and key-value entries whose last change has a sequence number above `after`,
     /// in sequence order.
     func changes(account: Int64, container: ContainerName, after: Int64, limit: Int) async throws -> ChangeList
+    /// See the extension's default.
+    func watchRemoteChanges(_ handler: @escaping @Sendable () -> Void)
+}
+
+/// The containers' key-value stores.
+public protocol KeyValueStore: Sendable {
     /// Sets or deletes a key, last writer wins. Throws `too_large` for a bad key and
     /// `quota_exceeded` past the container's limits (the previous value stays).
     func setValue(account: Int64, container: ContainerName, _ write: KeyValueWrite) async throws -> KeyValueWriteResult
@@ -176,9 +196,11 @@ public protocol MetadataStore: Sendable {
     func value(account: Int64, container: ContainerName, key: String) async throws -> KeyValueEntry
     /// Every live key.
     func values(account: Int64, container: ContainerName) async throws -> KeyValueList
+}
 
-    // MARK: Maintenance (garbage collection and verification)
-
+/// Garbage collection and verification: the deletion protocol that keeps an upload and a
+/// collection from losing a chunk, expiry, and walks of every manifest and chunk record.
+public protocol MaintenanceStore: Sendable {
     /// Which of `ids` some account holds (a chunk no account holds may be deleted).
     func heldChunks(_ ids: [ChunkID]) async throws -> Set<ChunkID>
     /// The store's clock, nanoseconds since 1970: one clock for every server sharing the store.
@@ -191,9 +213,19 @@ public protocol MetadataStore: Sendable {
     /// Forgets deletions that finished before `cutoff` (store clock, ns): no upload still
     /// running can have started before them.
     func forgetDeletions(before cutoff: Int64) async throws
+    /// Drops the chunks accounts hold for no committed version (uploaded for a commit that never
+    /// came) that were recorded before `cutoff` (Unix seconds), giving their bytes back.
+    func expireLeases(olderThan cutoff: Int64) async throws -> (chunks: Int, bytes: Int64)
+    /// Removes `uploading` versions announced before `cutoff` (Unix seconds) and never committed.
+    func expireUploads(olderThan cutoff: Int64) async throws -> Int
+    /// Committed versions with their encoded manifests, in key order after `after`.
+    func storedManifests(after: StoredVersionKey?, limit: Int) async throws -> [StoredManifest]
+    /// Every account's chunk records in key order after `after`.
+    func chunkRecords(after: ChunkRecordKey?, limit: Int) async throws -> [ChunkRecordRow]
+}
 
-    // MARK: Chunk locations (the index of a packed chunk store)
-
+/// Where the chunks of a packed chunk store (``S3ChunkStore``) live: the index beside its packs.
+public protocol ChunkLocationIndex: Sendable {
     /// Records where packed chunks are stored, stamped with the store's clock; a chunk already
     /// located keeps its first location (a second copy is dead space a compaction reclaims).
     func recordLocations(_ locations: [ChunkLocation]) async throws
@@ -212,22 +244,9 @@ public protocol MetadataStore: Sendable {
     /// compaction rewrote them); the others were removed meanwhile and stay removed.
     /// - Returns: How many moved.
     func moveLocations(_ moved: [ChunkLocation], from pack: String) async throws -> Int
-    /// Drops the chunks accounts hold for no committed version (uploaded for a commit that never
-    /// came) that were recorded before `cutoff` (Unix seconds), giving their bytes back.
-    func expireLeases(olderThan cutoff: Int64) async throws -> (chunks: Int, bytes: Int64)
-    /// Removes `uploading` versions announced before `cutoff` (Unix seconds) and never committed.
-    func expireUploads(olderThan cutoff: Int64) async throws -> Int
-    /// Committed versions with their encoded manifests, in key order after `after`.
-    func storedManifests(after: StoredVersionKey?, limit: Int) async throws -> [StoredManifest]
-    /// Every account's chunk records in key order after `after`.
-    func chunkRecords(after: ChunkRecordKey?, limit: Int) async throws -> [ChunkRecordRow]
-    /// Every account's recorded use and the sum of the chunks it holds.
-    func accounts() async throws -> [AccountUsage]
-    /// See the extension's default.
-    func watchRemoteChanges(_ handler: @escaping @Sendable () -> Void)
 }
 
-extension MetadataStore {
+extension AccountStore {
     /// Issues another token for an account (shown once; stored as its hash).
     public func issueToken(account: String) async throws -> TokenInfo {
         let token = TokenHash.generate()
@@ -249,6 +268,9 @@ extension MetadataStore {
         }
     }
 
+}
+
+extension DocumentStore {
     /// Records chunks with no deletion check (for callers that did not store them just now).
     public func addChunks(account: Int64, _ chunks: [OwnedChunk]) async throws -> (count: Int, bytes: Int64) {
         try await addChunks(account: account, chunks, uploadStartedAt: nil)
@@ -337,8 +359,27 @@ public struct AccountUsage: Sendable, Hashable {
     public var held: Int64
 }
 
-/// What a commit requires of the chunks its manifest references, the same for every backend.
+/// What a commit requires of the chunks its manifest references, and what it does to the
+/// document's current version: the same for every backend.
 enum CommitRules {
+    /// What committing a version does to the document's current version.
+    enum Outcome: Equatable {
+        /// Edited from the current version (or the same content): the current one is superseded.
+        case replaces
+        /// A stale base and the later edit: this becomes current, the other a conflict version.
+        case winsConflict
+        /// A stale base and the earlier edit: this is kept as a conflict version.
+        case keptAsConflict
+    }
+
+    /// The conflict rule (docs/PROTOCOL.md, "Conflicts"): a version based on the current one,
+    /// or with its very content, replaces it; one from a stale base is a conflict, and of the
+    /// two the later edit (by modification time; a tie goes to the newcomer) stays current.
+    static func outcome(current: Int64, currentDigest: Data?, currentMtime: Int64, base: Int64?, digest: Data, mtime: Int64) -> Outcome {
+        if current == base || currentDigest == digest { return .replaces }
+        return mtime >= currentMtime ? .winsConflict : .keptAsConflict
+    }
+
     /// The distinct chunks of a manifest with their declared lengths.
     /// - Throws: `invalid_manifest` if one id is declared with two lengths (one content has one length).
     static func distinctChunks(_ manifest: Manifest) throws -> [ChunkID: Int] {
@@ -390,6 +431,22 @@ enum KeyValueRules {
         let key = try check(request.key)
         try FieldLimit.check(request.device, "device", maximumBytes: ProtocolLimits.maximumDeviceBytes)
         return (key, request.value?.jsonText)
+    }
+
+    /// Decides a checked write (``check(_:)``'s key and text) against the entry stored under its
+    /// key, given the other live keys' count and bytes: `nil` when it applies, or the stored
+    /// entry when that one wins (last writer wins: the later timestamp, then the greater device).
+    /// - Throws: `quota_exceeded` past the container's limits; `not_found` deleting a key that
+    ///   holds nothing.
+    static func decide(_ request: KeyValueWrite, key: String, text: String?, existing: KeyValueEntry?,
+                       usage: (keys: Int, bytes: Int), policy: StorePolicy, container: ContainerName) throws -> KeyValueEntry? {
+        if let existing, !existing.isOlder(thanTimestamp: request.timestampNs, device: request.device) { return existing }
+        if let text {
+            try checkLimits(keys: usage.keys, bytes: usage.bytes, key: key, text: text, policy: policy)
+        } else if existing?.value == nil {
+            throw XferError(.notFound, "no key \"\(key)\" in container \(container)")
+        }
+        return nil
     }
 
     /// Refuses a write that would take the container past its limits, given the other live
