@@ -240,39 +240,40 @@ public struct PullEngine: Sendable {
         }
         lastDirectory = nil
 
-        // Decide where each chunk comes from: the staging copy (a resumed pull), a local file, or the server.
+        // Decide where each chunk comes from (the staging copy of a resumed pull, a local file,
+        // the batch's prefetched chunks, or the server), then try each source in that order.
+        let plan = ChunkSourcing.make(files: files.map(\.entry.chunks), resuming: resuming, local: sources,
+                                 prefetched: Set(prefetched.map { Array($0.chunks.keys) } ?? []))
         let counters = Locked(Counters())
-        var needed: [ChunkID: [Target]] = [:]
-        var order: [(id: ChunkID, length: Int)] = []
         var buffer = [UInt8](repeating: 0, count: manifest.chunker.maximumSize)
-        for (index, file) in files.enumerated() {
-            var offset: Int64 = 0
-            for chunk in file.entry.chunks {
-                defer { offset += Int64(chunk.length) }
-                if resuming, try Self.readVerified(file.fd, offset: offset, chunk: chunk, into: &buffer) {
-                    counters.withLock { $0.chunksReused += 1; $0.bytesDone += Int64(chunk.length) }
-                    continue
-                }
-                if let source = sources[chunk.id] {
-                    let fd = open(source.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-                    if fd >= 0 {
-                        defer { close(fd) }
-                        if try Self.readVerified(fd, offset: source.offset, chunk: chunk, into: &buffer) {
-                            try Self.write(buffer, count: chunk.length, to: file.fd, at: offset, path: file.path)
-                            counters.withLock { $0.chunksReused += 1; $0.bytesDone += Int64(chunk.length) }
-                            continue
-                        }
+        var failed: [Int] = []
+        for (index, step) in plan.steps.enumerated() {
+            let file = files[step.file]
+            var done = false
+            for source in step.sources where !done {
+                switch source {
+                case .staging:
+                    done = try Self.readVerified(file.fd, offset: step.offset, chunk: step.chunk, into: &buffer)
+                case .local(let path, let offset):
+                    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+                    guard fd >= 0 else { continue }
+                    defer { close(fd) }
+                    if try Self.readVerified(fd, offset: offset, chunk: step.chunk, into: &buffer) {
+                        try Self.write(buffer, count: step.chunk.length, to: file.fd, at: step.offset, path: file.path)
+                        done = true
                     }
-                }
-                if let plain = prefetched?.chunks[chunk.id], plain.count == chunk.length {
-                    try Self.write(plain, count: plain.count, to: file.fd, at: offset, path: file.path)
-                    counters.withLock { $0.bytesDone += Int64(chunk.length) }
+                case .prefetched:
+                    guard let plain = prefetched?.chunks[step.chunk.id], plain.count == step.chunk.length else { continue }
+                    try Self.write(plain, count: plain.count, to: file.fd, at: step.offset, path: file.path)
+                    counters.withLock { $0.bytesDone += Int64(step.chunk.length) }
+                    done = true
                     continue
                 }
-                if needed[chunk.id] == nil { order.append((chunk.id, chunk.length)) }
-                needed[chunk.id, default: []].append(Target(file: index, offset: offset))
+                if done { counters.withLock { $0.chunksReused += 1; $0.bytesDone += Int64(step.chunk.length) } }
             }
+            if !done { failed.append(index) }
         }
+        let (order, needed) = plan.downloads(failed: failed)
 
         try await download(order, needed: needed, files: files.map { ($0.path, $0.fd) }, maximumLength: manifest.chunker.maximumSize,
                            total: manifest.totalSize, counters: counters, progress: progress)
