@@ -380,6 +380,18 @@ enum CommitRules {
         return mtime >= currentMtime ? .winsConflict : .keptAsConflict
     }
 
+    /// The versions a resolve settles: every contender of `keep` (the current version and the
+    /// conflict versions) but `keep` itself, which must be the current version or a conflict one.
+    /// - Throws: `bad_request` for any other version.
+    static func contenders(resolving request: ResolveRequest, keep: DocumentInfo, current: Int64?) throws -> [Int64] {
+        guard keep.state == .current || keep.state == .conflict else {
+            throw XferError(.badRequest, "\(request.path) version \(request.keep) is \(keep.state.rawValue); keep the current version or a conflict version (see `xfer versions`)")
+        }
+        var others = keep.conflicts ?? []
+        if let current, current != request.keep { others.append(current) }
+        return others.filter { $0 != request.keep }
+    }
+
     /// The distinct chunks of a manifest with their declared lengths.
     /// - Throws: `invalid_manifest` if one id is declared with two lengths (one content has one length).
     static func distinctChunks(_ manifest: Manifest) throws -> [ChunkID: Int] {

@@ -227,12 +227,7 @@ extension PostgresMetadataStore {
                   let keep = try await Self.info(tx, document: document.id, path: request.path, version: request.keep) else {
                 throw XferError(.notFound, "\(request.path) has no version \(request.keep)")
             }
-            guard keep.state == .current || keep.state == .conflict else {
-                throw XferError(.badRequest, "\(request.path) version \(request.keep) is \(keep.state.rawValue); keep the current version or a conflict version (see `xfer versions`)")
-            }
-            var others = keep.conflicts ?? []
-            if let current = document.current, current != request.keep { others.append(current) }
-            for other in others where other != request.keep {
+            for other in try CommitRules.contenders(resolving: request, keep: keep, current: document.current) {
                 if request.keepAll {
                     try await Self.setState(tx, .superseded, document: document.id, version: other, container: containerID)
                 } else {
