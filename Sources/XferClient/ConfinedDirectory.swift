@@ -100,7 +100,7 @@ public final class ConfinedDirectory: Sendable {
             let err = errno
             switch err {
             case ENOENT where create:
-                if mkdirat(fd, name, 0o755) != 0 && errno != EEXIST { try Self.check(-1, "create the directory", describe(name)) }
+                _ = try Syscall.mkdirat(fd, name, mode: 0o755, path: describe(name))
             case ENOENT:
                 throw XferError(.notFound, "\(describe(name)) does not exist", cause: SystemErrno(err))
             case ELOOP, ENOTDIR:
@@ -153,10 +153,8 @@ public final class ConfinedDirectory: Sendable {
 
     /// Creates a subdirectory; an existing directory of that name is kept.
     public func makeDirectory(_ name: String, mode: mode_t = 0o755) throws {
-        if mkdirat(fd, try Self.checkedName(name), mode) == 0 { return }
-        let err = errno
-        if err == EEXIST && kind(name) == S_IFDIR { return }
-        throw XferError(.io, "cannot create the directory \(describe(name))", cause: SystemErrno(err))
+        if try Syscall.mkdirat(fd, try Self.checkedName(name), mode: mode, path: describe(name)) || kind(name) == S_IFDIR { return }
+        throw XferError(.io, "cannot create the directory \(describe(name)): something else has that name", cause: SystemErrno(EEXIST))
     }
 
     /// Creates a symlink named `name` holding `target` (never followed here).
@@ -185,23 +183,18 @@ public final class ConfinedDirectory: Sendable {
 
     /// Renames `name` here to `newName` in `destination` (a symlink is moved as itself, never followed).
     public func rename(_ name: String, to destination: ConfinedDirectory, as newName: String) throws {
-        try Self.check(renameat(fd, try Self.checkedName(name), destination.fd, try Self.checkedName(newName)),
-                       "rename \(describe(name)) to", destination.describe(newName))
+        try Syscall.renameat(fd, try Self.checkedName(name), destination.fd, try Self.checkedName(newName), path: destination.describe(newName))
     }
 
     /// Makes `newName` in `destination` a hard link to the file `name` here (never to a symlink's target).
     public func link(_ name: String, to destination: ConfinedDirectory, as newName: String) throws {
-        try Self.check(linkat(fd, try Self.checkedName(name), destination.fd, try Self.checkedName(newName), 0),
-                       "link \(describe(name)) as", destination.describe(newName))
+        try Syscall.linkat(fd, try Self.checkedName(name), destination.fd, try Self.checkedName(newName), path: destination.describe(newName))
     }
 
     /// Exchanges `name` here with `other` in `destination` atomically (`renameat2(RENAME_EXCHANGE)`).
     /// - Returns: `false` where the file system cannot (the caller falls back to two renames).
     public func exchange(_ name: String, with destination: ConfinedDirectory, _ other: String) throws -> Bool {
-        if cxfer_exchange_at(fd, try Self.checkedName(name), destination.fd, try Self.checkedName(other)) == 0 { return true }
-        let err = errno
-        if err == ENOSYS || err == EINVAL || err == ENOTSUP { return false }
-        throw XferError(.io, "cannot exchange \(describe(name)) with \(destination.describe(other))", cause: SystemErrno(err))
+        try Syscall.exchange(fd, try Self.checkedName(name), destination.fd, try Self.checkedName(other), path: destination.describe(other))
     }
 
     /// Whether this directory is on the same file system as `other` (a rename between them works).
@@ -246,7 +239,7 @@ public final class ConfinedDirectory: Sendable {
 
     /// fsyncs this directory, so renames and creations in it are durable.
     public func synchronize() throws {
-        try Self.check(fsync(fd), "fsync", path)
+        try Syscall.fsync(fd, path: path)
     }
 
     // MARK: Helpers

@@ -22,7 +22,7 @@ extension PullEngine {
     static func readVerified(_ fd: Int32, offset: Int64, chunk: Manifest.ChunkReference, into buffer: inout [UInt8]) throws -> Bool {
         // An unreadable source is only a chunk to fetch instead.
         let got = buffer.withUnsafeMutableBytes { raw in
-            (try? PositionalIO.read(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<chunk.length]), at: offset, path: "")) ?? 0
+            (try? Syscall.pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<chunk.length]), at: offset, path: "")) ?? 0
         }
         guard got == chunk.length else { return false }
         return buffer.withUnsafeBytes { ChunkID.of(UnsafeRawBufferPointer(rebasing: $0[0..<chunk.length])) } == chunk.id
@@ -30,7 +30,8 @@ extension PullEngine {
 
     static func write(_ bytes: [UInt8], count: Int, to fd: Int32, at offset: Int64, path: String) throws {
         try bytes.withUnsafeBytes { raw in
-            try PositionalIO.write(fd, UnsafeRawBufferPointer(rebasing: raw[0..<count]), at: offset, path: path)
+            try Syscall.pwrite(fd, UnsafeRawBufferPointer(rebasing: raw[0..<count]), at: offset, path: path,
+                               whenFull: "free some disk space and retry (what arrived is kept)")
         }
     }
 

@@ -287,7 +287,7 @@ public struct PullEngine: Sendable {
         // Metadata, durability, then publish.
         for file in files {
             try Self.check(fchmod(file.fd, Self.safeMode(file.entry.mode)), "set the mode of", file.path)
-            try Self.check(fsync(file.fd), "fsync", file.path)
+            try Syscall.fsync(file.fd, path: file.path)
             try Self.check(futimens(file.fd, [ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds),
                                               ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds)]),
                            "set the modification time of", file.path)

@@ -451,7 +451,7 @@ public struct PushEngine: Sendable {
             let fd = openFile!.fd
             try buffer.withUnsafeMutableBytes { raw in
                 let plain = UnsafeMutableRawBufferPointer(rebasing: raw[0..<location.length])
-                guard try PositionalIO.read(fd, into: plain, at: location.offset, path: location.file) == location.length else {
+                guard try Syscall.pread(fd, into: plain, at: location.offset, path: location.file) == location.length else {
                     throw XferError(.io, "\(location.file) changed while it was being pushed (it is shorter now); push again", cause: ChangedWhileRead())
                 }
                 chunks.append(try Zstd.encode(UnsafeRawBufferPointer(plain), id: location.id, policy: policy))

@@ -63,7 +63,7 @@ public struct Trash: Sendable {
         let fd = try record.openFile(id + ".json", flags: O_WRONLY | O_CREAT | O_TRUNC)
         defer { close(fd) }
         let bytes = WireJSON.encode(entry)
-        try bytes.withUnsafeBytes { try PositionalIO.write(fd, $0, at: 0, path: record.describe(id + ".json")) }
+        try bytes.withUnsafeBytes { try Syscall.pwrite(fd, $0, at: 0, path: record.describe(id + ".json")) }
         return entry
     }
 
@@ -75,7 +75,7 @@ public struct Trash: Sendable {
             let fd = try trash.openFile(name, flags: O_RDONLY)
             defer { close(fd) }
             var buffer = [UInt8](repeating: 0, count: 64 << 10)
-            let count = try buffer.withUnsafeMutableBytes { try PositionalIO.read(fd, into: $0, at: 0, path: trash.describe(name)) }
+            let count = try buffer.withUnsafeMutableBytes { try Syscall.pread(fd, into: $0, at: 0, path: trash.describe(name)) }
             if let entry = try? WireJSON.decode(TrashEntry.self, from: buffer[..<count]) { entries.append(entry) }
         }
         return entries.sorted { ($0.trashedNs, $0.id) < ($1.trashedNs, $1.id) }

@@ -32,27 +32,9 @@ package enum FileSystem {
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw writeError(temporary, errno) }
         do {
-            try bytes.withUnsafeBytes { raw in
-                var offset = 0
-                var failAfter: (bytes: Int, errno: Int32)? = nil
-                switch StorageFaults.take(.write, path: path) {
-                case .fail(let err): throw writeError(temporary, err)
-                case .shortWrite(let count, let err): failAfter = (min(count, raw.count), err)
-                case nil: break
-                }
-                while offset < raw.count {
-                    if let fault = failAfter, offset >= fault.bytes { throw writeError(temporary, fault.errno) }
-                    let limit = failAfter.map { $0.bytes - offset } ?? raw.count - offset
-                    let n = write(fd, raw.baseAddress! + offset, limit)
-                    if n < 0 {
-                        if errno == EINTR { continue }
-                        throw writeError(temporary, errno)
-                    }
-                    offset += n
-                }
-            }
-            if durable, case .fail(let err)? = StorageFaults.take(.fsync, path: path) { throw writeError(temporary, err) }
-            guard !durable || fsync(fd) == 0 else { throw writeError(temporary, errno) }
+            // Every write, fsync and rename goes through the fault seam, keyed by the final path.
+            try bytes.withUnsafeBytes { try Syscall.pwrite(fd, $0, at: 0, path: path) }
+            if durable { try Syscall.fsync(fd, path: path) }
             guard close(fd) == 0 else {
                 unlink(temporary)
                 throw writeError(temporary, errno)
@@ -62,12 +44,11 @@ package enum FileSystem {
             unlink(temporary)
             throw error
         }
-        let renameFault = StorageFaults.take(.rename, path: path)
-        guard renameFault == nil, rename(temporary, path) == 0 else {
-            var err = errno
-            if case .fail(let injected)? = renameFault { err = injected }
+        do {
+            try Syscall.renameat(AT_FDCWD, temporary, AT_FDCWD, path, path: path)
+        } catch {
             unlink(temporary)
-            throw writeError(path, err)
+            throw error
         }
         if durable { try syncDirectory(directory) }
     }

@@ -6,14 +6,15 @@ import Darwin
 #endif
 
 /// A seam for storage fault injection, in the manner of swift-system's and NIOFileSystem's
-/// mocked syscalls: tests arm faults here and ``FileSystem/writeAtomically(_:to:durable:)``
-/// (every chunk write goes through it) meets them instead of the real call's result.
+/// mocked syscalls: tests arm faults here and ``Syscall`` (every write, fsync, rename, link and
+/// mkdir of a pull) and ``FileSystem/writeAtomically(_:to:durable:)`` (every chunk write) meet
+/// them instead of the real call's result.
 ///
 /// Nothing is armed in normal operation; checking costs one uncontended lock per write.
 package enum StorageFaults {
     /// The syscall a fault replaces.
     package enum Operation: Sendable, Hashable {
-        case write, fsync, rename
+        case write, fsync, rename, link, mkdir
     }
 
     /// What the faulted call does.

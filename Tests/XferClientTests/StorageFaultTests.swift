@@ -91,4 +91,58 @@ import Glibc
             _ = try await server.push(server.root + "/d0.bin", "d0")
         }
     }
+
+    /// The client's side of the seam (``Syscall``): each write-side call of a pull, faulted where
+    /// it builds the new version, fails the pull with a clear error and publishes nothing; the
+    /// copy in place stays the old version, and the next pull completes.
+    static let pullFaults: [(name: String, fault: @Sendable (String) -> StorageFaults.Fault, code: XferError.Code)] = [
+        ("ENOSPC writing the staging copy", { .init(.write, .fail(ENOSPC), pathContains: $0 + "/out/.doc.bin.xfer-") }, .storageFull),
+        ("a short write, then ENOSPC", { .init(.write, .shortWrite(4096, then: ENOSPC), pathContains: $0 + "/out/.doc.bin.xfer-") }, .storageFull),
+        ("EIO on fsync of the staging copy", { .init(.fsync, .fail(EIO), pathContains: $0 + "/out/.doc.bin.xfer-") }, .io),
+        ("EIO renaming it into place", { .init(.rename, .fail(EIO), pathContains: $0 + "/out/doc.bin") }, .io),
+        ("ENOSPC keeping the old copy in the trash", { .init(.link, .fail(ENOSPC), pathContains: $0 + "/a/.xfer-trash/") }, .storageFull),
+    ]
+
+    @Test(arguments: 0..<5)
+    func pullWriteFaultsPublishNothingAndTheNextPullCompletes(_ index: Int) async throws {
+        let (name, fault, code) = Self.pullFaults[index]
+        try await LiveServer.run { server in
+            let source = server.root + "/doc.bin", target = server.root + "/out/doc.bin"
+            let first = Files.random(count: 200_000, seed: 1), second = Files.random(count: 300_000, seed: 2)
+            try Files.write(source, first)
+            _ = try await server.push(source, "doc.bin")
+            if name.contains("trash") {
+                // A synced folder keeps what a pull replaces in its trash (a hard link).
+                let a = try SyncTests.Device(server, "a")
+                _ = try await a.engine.syncOnce()
+                try Files.write(source, second)
+                _ = try await server.push(source, "doc.bin")
+                StorageFaults.arm(fault(server.root))
+                let pass = try await a.engine.syncOnce()
+                StorageFaults.disarm(pathContains: server.root)
+                #expect(pass.failed == 1 && pass.downloaded == 0, "\(name): \(pass)")
+                #expect(Files.read(a.path("doc.bin")) == first, "\(name): the old version stays in place")
+                #expect(try await a.engine.syncOnce().downloaded == 1)
+                #expect(Files.read(a.path("doc.bin")) == second)
+                return
+            }
+            _ = try await server.pull("doc.bin", target)
+            try Files.write(source, second)
+            _ = try await server.push(source, "doc.bin")
+            StorageFaults.arm(fault(server.root))
+            do {
+                _ = try await server.pull("doc.bin", target)
+                Issue.record("\(name): the pull succeeded through a fault")
+            } catch let error as XferError {
+                #expect(error.code == code, "\(name): \(error)")
+            }
+            StorageFaults.disarm(pathContains: server.root)
+            #expect(Files.read(target) == first, "\(name): the old version stays in place, whole")
+            _ = try await server.pull("doc.bin", target)
+            #expect(Files.read(target) == second)
+            let names = try FileManager.default.contentsOfDirectory(atPath: server.root + "/out")
+            #expect(names == ["doc.bin"], "\(name): nothing left beside it: \(names)")
+        }
+    }
+
 }

@@ -1,0 +1,88 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CXferShims
+
+/// The write-side system calls of client and server, each retried on `EINTR`, each failing with
+/// a typed ``XferError`` (`storage_full` for a full disk, `io` with the ``SystemErrno`` cause
+/// otherwise), and each a fault seam: a test arms ``StorageFaults`` and the call meets the fault
+/// instead of the kernel's answer (as swift-nio's `_NIOFileSystem` mocks its syscalls).
+///
+/// `path` names what is written, for the message and for matching armed faults.
+package enum Syscall {
+    /// Reads into all of `buffer` from `offset`, stopping early only at the end of the file.
+    /// - Returns: Bytes read (less than `buffer.count` at the end of the file).
+    package static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, path: String) throws -> Int {
+        var done = 0
+        while done < buffer.count {
+            let n = Glibc.pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { throw XferError(.io, "cannot read \(path)", cause: SystemErrno(errno)) }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    /// Writes all of `bytes` at `offset` (fault: ``StorageFaults/Operation/write``).
+    package static func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String,
+                               whenFull advice: String = "free some disk space and retry") throws {
+        var limit = bytes.count
+        var failure: Int32? = nil
+        switch StorageFaults.take(.write, path: path) {
+        case .fail(let err)?: throw XferError.writing(err, "write", path, whenFull: advice)
+        case .shortWrite(let count, let err)?: (limit, failure) = (min(count, bytes.count), err)
+        case nil: break
+        }
+        var done = 0
+        while done < limit {
+            let n = Glibc.pwrite(fd, bytes.baseAddress! + done, limit - done, off_t(offset) + off_t(done))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw XferError.writing(errno, "write", path, whenFull: advice) }
+            done += n
+        }
+        if let failure, limit < bytes.count { throw XferError.writing(failure, "write", path, whenFull: advice) }
+    }
+
+    /// Makes a file's (or directory's) writes durable (fault: ``StorageFaults/Operation/fsync``).
+    package static func fsync(_ fd: Int32, path: String) throws {
+        if case .fail(let err)? = StorageFaults.take(.fsync, path: path) { throw XferError.writing(err, "fsync", path) }
+        while Glibc.fsync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw XferError.writing(errno, "fsync", path)
+        }
+    }
+
+    /// `renameat` (fault: ``StorageFaults/Operation/rename``); `path` names the destination.
+    package static func renameat(_ fromFD: Int32, _ from: String, _ toFD: Int32, _ to: String, path: String) throws {
+        if case .fail(let err)? = StorageFaults.take(.rename, path: path) { throw XferError.writing(err, "rename into", path) }
+        guard Glibc.renameat(fromFD, from, toFD, to) == 0 else { throw XferError.writing(errno, "rename into", path) }
+    }
+
+    /// `renameat2(RENAME_EXCHANGE)` (fault: ``StorageFaults/Operation/rename``).
+    /// - Returns: `false` where the file system cannot exchange (the caller falls back).
+    package static func exchange(_ fromFD: Int32, _ from: String, _ toFD: Int32, _ to: String, path: String) throws -> Bool {
+        if case .fail(let err)? = StorageFaults.take(.rename, path: path) { throw XferError.writing(err, "exchange", path) }
+        if cxfer_exchange_at(fromFD, from, toFD, to) == 0 { return true }
+        let err = errno
+        if err == ENOSYS || err == EINVAL || err == ENOTSUP { return false }
+        throw XferError.writing(err, "exchange", path)
+    }
+
+    /// `linkat` without following a symlink (fault: ``StorageFaults/Operation/link``).
+    package static func linkat(_ fromFD: Int32, _ from: String, _ toFD: Int32, _ to: String, path: String) throws {
+        if case .fail(let err)? = StorageFaults.take(.link, path: path) { throw XferError.writing(err, "link", path) }
+        guard Glibc.linkat(fromFD, from, toFD, to, 0) == 0 else { throw XferError.writing(errno, "link", path) }
+    }
+
+    /// `mkdirat` (fault: ``StorageFaults/Operation/mkdir``).
+    /// - Returns: `false` if the name exists (the caller decides whether that is fine).
+    package static func mkdirat(_ fd: Int32, _ name: String, mode: mode_t, path: String) throws -> Bool {
+        if case .fail(let err)? = StorageFaults.take(.mkdir, path: path) { throw XferError.writing(err, "create the directory", path) }
+        if Glibc.mkdirat(fd, name, mode) == 0 { return true }
+        if errno == EEXIST { return false }
+        throw XferError.writing(errno, "create the directory", path)
+    }
+}
