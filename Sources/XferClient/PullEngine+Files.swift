@@ -28,6 +28,28 @@ extension PullEngine {
         return buffer.withUnsafeBytes { ChunkID.of(UnsafeRawBufferPointer(rebasing: $0[0..<chunk.length])) } == chunk.id
     }
 
+    /// Puts `step`'s chunk in place from `source` (the staging copy already holds it there; a
+    /// disk source's bytes are verified against the chunk's id first).
+    /// - Returns: Whether the source yielded it.
+    static func fill(_ step: ChunkSourcing.Step, from source: ChunkSourcing.Source, into fd: Int32, path: String,
+                     prefetched: Prefetched?, buffer: inout [UInt8]) throws -> Bool {
+        switch source {
+        case .staging:
+            return try readVerified(fd, offset: step.offset, chunk: step.chunk, into: &buffer)
+        case .local(let sourcePath, let offset):
+            let sourceFD = open(sourcePath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard sourceFD >= 0 else { return false }
+            defer { close(sourceFD) }
+            guard try readVerified(sourceFD, offset: offset, chunk: step.chunk, into: &buffer) else { return false }
+            try write(buffer, count: step.chunk.length, to: fd, at: step.offset, path: path)
+            return true
+        case .prefetched:
+            guard let plain = prefetched?.chunks[step.chunk.id], plain.count == step.chunk.length else { return false }
+            try write(plain, count: plain.count, to: fd, at: step.offset, path: path)
+            return true
+        }
+    }
+
     static func write(_ bytes: [UInt8], count: Int, to fd: Int32, at offset: Int64, path: String) throws {
         try bytes.withUnsafeBytes { raw in
             try Syscall.pwrite(fd, UnsafeRawBufferPointer(rebasing: raw[0..<count]), at: offset, path: path,

@@ -249,29 +249,17 @@ public struct PullEngine: Sendable {
         var failed: [Int] = []
         for (index, step) in plan.steps.enumerated() {
             let file = files[step.file]
-            var done = false
-            for source in step.sources where !done {
-                switch source {
-                case .staging:
-                    done = try Self.readVerified(file.fd, offset: step.offset, chunk: step.chunk, into: &buffer)
-                case .local(let path, let offset):
-                    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-                    guard fd >= 0 else { continue }
-                    defer { close(fd) }
-                    if try Self.readVerified(fd, offset: offset, chunk: step.chunk, into: &buffer) {
-                        try Self.write(buffer, count: step.chunk.length, to: file.fd, at: step.offset, path: file.path)
-                        done = true
-                    }
-                case .prefetched:
-                    guard let plain = prefetched?.chunks[step.chunk.id], plain.count == step.chunk.length else { continue }
-                    try Self.write(plain, count: plain.count, to: file.fd, at: step.offset, path: file.path)
-                    counters.withLock { $0.bytesDone += Int64(step.chunk.length) }
-                    done = true
-                    continue
-                }
-                if done { counters.withLock { $0.chunksReused += 1; $0.bytesDone += Int64(step.chunk.length) } }
+            guard let source = try step.sources.first(where: {
+                try Self.fill(step, from: $0, into: file.fd, path: file.path, prefetched: prefetched, buffer: &buffer)
+            }) else {
+                failed.append(index)
+                continue
             }
-            if !done { failed.append(index) }
+            // A chunk from disk was reused; one the batch fetched was downloaded all the same.
+            counters.withLock {
+                if source != .prefetched { $0.chunksReused += 1 }
+                $0.bytesDone += Int64(step.chunk.length)
+            }
         }
         let (order, needed) = plan.downloads(failed: failed)
 

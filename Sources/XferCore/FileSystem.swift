@@ -30,19 +30,20 @@ package enum FileSystem {
         var random = SystemRandomNumberGenerator()
         let temporary = "\(directory)/\(LocalChunkStore.temporaryPrefix)\(name.prefix(16)).\(String(random.next(), radix: 36))"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw writeError(temporary, errno) }
+        guard fd >= 0 else { throw XferError.writing(errno, "create", temporary) }
         do {
             // Every write, fsync and rename goes through the fault seam, keyed by the final path.
             try bytes.withUnsafeBytes { try Syscall.pwrite(fd, $0, at: 0, path: path) }
             if durable { try Syscall.fsync(fd, path: path) }
-            guard close(fd) == 0 else {
-                unlink(temporary)
-                throw writeError(temporary, errno)
-            }
         } catch {
             close(fd)
             unlink(temporary)
             throw error
+        }
+        guard close(fd) == 0 else {
+            let err = errno
+            unlink(temporary)
+            throw XferError.writing(err, "write", temporary)
         }
         do {
             try Syscall.renameat(AT_FDCWD, temporary, AT_FDCWD, path, path: path)
@@ -56,9 +57,9 @@ package enum FileSystem {
     /// fsyncs a directory so that a rename in it is durable.
     static func syncDirectory(_ directory: String) throws {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw writeError(directory, errno) }
+        guard fd >= 0 else { throw XferError.writing(errno, "open", directory) }
         defer { close(fd) }
-        guard fsync(fd) == 0 else { throw writeError(directory, errno) }
+        try Syscall.fsync(fd, path: directory)
     }
 
     /// Reads a whole file of at most `limit` bytes.
@@ -104,9 +105,5 @@ package enum FileSystem {
             if name != "." && name != ".." { names.append(name) }
         }
         return names
-    }
-
-    private static func writeError(_ path: String, _ err: Int32) -> XferError {
-        XferError.writing(err, "write", path)
     }
 }
