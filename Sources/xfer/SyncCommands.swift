@@ -10,7 +10,9 @@ extension Xfer {
             abstract: "Keep a directory in sync with a container.",
             discussion: """
                 Each file under DIR is a document (its path relative to DIR); a directory whose \
-                name ends in a package extension is one package document. Local changes are \
+                name ends in a package extension is one package document; other directories \
+                travel too, empty ones included, and one deleted elsewhere is removed only \
+                once it is empty here. Local changes are \
                 pushed, remote ones pulled, deletions go both ways, renames move no data. A \
                 local file that changed since the last sync is never overwritten: it is pushed, \
                 and if the server had a newer edit both are kept (see `xfer versions`). \
