@@ -544,11 +544,11 @@ def parked_long_polls(lab):
 
 @attack("4", "quota-before-disk",
         "an account with quota 0 uploads 40 MiB of chunks (5 requests of 32 × 256 KiB): every request is refused "
-        "(507 `quota_exceeded`) and the server's chunks/ grows by < 1 MiB")
+        "(507 `quota_exceeded`) and the server's packs/ grows by < 1 MiB")
 def quota_before_disk(lab):
     server = lab.server("4-quota")
     token = lab.account(server, "freeloader", quota="0")
-    chunks_dir = os.path.join(server.data, "chunks")
+    chunks_dir = os.path.join(server.data, "packs")
     before = tree_bytes(chunks_dir)
     statuses = []
     for _ in range(5):
@@ -557,7 +557,7 @@ def quota_before_disk(lab):
     time.sleep(0.2)
     growth = tree_bytes(chunks_dir) - before
     ok = all(s == "507 quota_exceeded" for s in statuses) and growth < MiB
-    return f"answers {sorted(set(statuses))} ×{len(statuses)}; chunks/ grew {growth / MiB:.1f} MiB", ok
+    return f"answers {sorted(set(statuses))} ×{len(statuses)}; packs/ grew {growth / MiB:.1f} MiB", ok
 
 
 # MARK: 5. oversized metadata
@@ -635,7 +635,7 @@ def hostile_entry_names_commit(lab):
 
 @attack("7a", "data-file-modes",
         "a fresh data directory under a 0755 parent (umask 022): the directory, metadata.sqlite (and -wal/-shm) and "
-        "admin-token have mode & 077 == 0")
+        "admin-token, packs/ and its fan-out directories have mode & 077 == 0")
 def data_file_modes(lab):
     parent = lab.dir("7a-modes", "parent")
     os.chmod(parent, 0o755)
@@ -645,14 +645,14 @@ def data_file_modes(lab):
         lab.servers.append(server)
     server.start(timeout=30)
     modes = {}
-    for name in [".", "metadata.sqlite", "metadata.sqlite-wal", "metadata.sqlite-shm", "admin-token", "chunks"]:
+    for name in [".", "metadata.sqlite", "metadata.sqlite-wal", "metadata.sqlite-shm", "admin-token", "packs", "packs/00"]:
         path = os.path.join(data, name)
         if os.path.exists(path):
             modes[name if name != "." else "data/"] = os.stat(path).st_mode & 0o7777
-    loose = sorted(name for name, mode in modes.items() if mode & 0o077 and name != "chunks")
+    loose = sorted(name for name, mode in modes.items() if mode & 0o077)
     text = ", ".join(f"{name} {oct(mode)[2:]}" for name, mode in modes.items())
-    return (f"{text} (chunks/ reported, not judged); readable by group/others: {', '.join(loose) or 'none'}",
-            not loose and "admin-token" in modes)
+    return (f"{text}; readable by group/others: {', '.join(loose) or 'none'}",
+            not loose and "admin-token" in modes and "packs" in modes)
 
 
 @attack("7b", "writable-data-dir",

@@ -59,11 +59,3 @@ int cxfer_open_beneath(int dirfd, const char *path, int flags, unsigned int mode
     return -1;
 #endif
 }
-
-int cxfer_syncfs(int fd) {
-#if defined(__linux__)
-    return syncfs(fd);
-#else
-    return fsync(fd);
-#endif
-}

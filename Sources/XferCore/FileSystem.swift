@@ -18,11 +18,11 @@ package enum FileSystem {
     }
 
     /// Writes `bytes` to `path` so that `path` is either unchanged or the new content, even
-    /// across a crash: temporary file in the same directory, write all, fsync, rename, fsync
+    /// across a crash: temporary file in the same directory, write all, fdatasync, rename, fsync
     /// the directory. On failure the temporary file is removed.
     ///
-    /// With `durable: false` both fsyncs are skipped: the caller makes a batch durable at once
-    /// (``LocalChunkStore/synchronize()``) before it relies on any of it.
+    /// With `durable: false` both syncs are skipped, for files whose loss in a crash costs
+    /// nothing (a cursor that is only an optimization).
     package static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true) throws {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[..<$0]) } ?? "."
@@ -34,7 +34,7 @@ package enum FileSystem {
         do {
             // Every write, fsync and rename goes through the fault seam, keyed by the final path.
             try bytes.withUnsafeBytes { try Syscall.pwrite(fd, $0, at: 0, path: path) }
-            if durable { try Syscall.fsync(fd, path: path) }
+            if durable { try Syscall.fdatasync(fd, path: path) }
         } catch {
             close(fd)
             unlink(temporary)
@@ -55,7 +55,7 @@ package enum FileSystem {
     }
 
     /// fsyncs a directory so that a rename in it is durable.
-    static func syncDirectory(_ directory: String) throws {
+    package static func syncDirectory(_ directory: String) throws {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw XferError.writing(errno, "open", directory) }
         defer { close(fd) }

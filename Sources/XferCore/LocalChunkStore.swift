@@ -5,12 +5,13 @@ import CXferShims
 import Darwin
 #endif
 
-/// A content-addressed chunk store in a local directory, for the server's data directory and
-/// the client's cache.
+/// A directory of one file per chunk: the layout of a server's data directory before packs
+/// (`DIR/chunks/`, read once by the server's migration into packs), and the home of the stored
+/// chunk format every pack entry uses (``fileBytes(_:)``, ``parse(_:id:name:)``).
 ///
 /// One file per chunk at `ROOT/ab/abcd…` (the first two hex digits fan out): a 9-byte header
 /// (`XFC1`, encoding, plain length) then the payload (docs/FORMAT.md). Writes are atomic: a
-/// temporary file in the same directory, written whole, fsync'd, renamed into place, and the
+/// temporary file in the same directory, written whole, fdatasync'd, renamed into place, and the
 /// directory fsync'd, so a chunk is either absent or complete. Every chunk is verified
 /// against its id before it is stored and again whenever it is read.
 public final class LocalChunkStore: Sendable {
@@ -50,49 +51,19 @@ public final class LocalChunkStore: Sendable {
         access(path(for: id), F_OK) == 0
     }
 
-    /// Stores a chunk after checking it decodes to bytes that hash to its id.
+    /// Stores a chunk durably after checking it decodes to bytes that hash to its id.
     /// - Parameter chunk: The encoded chunk.
     /// - Returns: `true` if it was stored, `false` if the store already had it.
     /// - Throws: `corrupt_chunk` or `too_large` for a chunk that fails verification (nothing
     ///   is written); `io` if writing fails (nothing is left behind).
-    ///
-    /// - Parameters:
-    ///   - chunk: The encoded chunk.
-    ///   - durable: `false` skips the per-chunk fsyncs; call ``synchronize()`` before relying
-    ///     on a batch of such writes.
-    ///   - verifyExisting: Read back a chunk that is already present and replace it if it is
-    ///     damaged (a server does this when the chunk's presence is not yet recorded, since a
-    ///     crash before ``synchronize()`` can leave a renamed but unwritten file).
-    ///   - rewrite: Write the file even if it is present (same bytes, atomically replaced), so
-    ///     that storing a chunk costs the same whether or not anyone held it before: a server
-    ///     uses this so the time an upload takes does not tell one account what another stores.
     @discardableResult
-    public func put(_ chunk: EncodedChunk, durable: Bool = true, verifyExisting: Bool = false, rewrite: Bool = false) throws -> Bool {
+    public func put(_ chunk: EncodedChunk) throws -> Bool {
         _ = try chunk.decoded(maximumLength: maximumChunkSize)
-        if !rewrite, contains(chunk.id) {
-            guard verifyExisting else { return false }
-            // Touched before it is read: garbage collection leaves recently touched files alone
-            // (see moveAside), so a chunk being uploaded again cannot be swept under the upload.
-            if touch(chunk.id), (try? load(chunk.id, verify: true)) != nil { return false }
-        }
-        let file = Self.fileBytes(chunk)
+        if contains(chunk.id) { return false }
         let destination = path(for: chunk.id)
-        let directory = String(destination[..<destination.lastIndex(of: "/")!])
-        try FileSystem.makeDirectories(directory)
-        try FileSystem.writeAtomically(file, to: destination, durable: durable)
+        try FileSystem.makeDirectories(String(destination[..<destination.lastIndex(of: "/")!]))
+        try FileSystem.writeAtomically(Self.fileBytes(chunk), to: destination, durable: true)
         return true
-    }
-
-    /// Makes every earlier write to the store durable (one `syncfs` of its file system).
-    /// - Throws: `io` if the file system reports a write error.
-    public func synchronize() throws {
-        if case .fail(let err)? = StorageFaults.take(.fsync, path: root) {
-            throw XferError.writing(err, "sync", root)
-        }
-        let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw XferError(.io, "cannot open \(root)", cause: SystemErrno(errno)) }
-        defer { close(fd) }
-        guard cxfer_syncfs(fd) == 0 else { throw XferError.writing(errno, "sync", root) }
     }
 
     /// Stores plain bytes, compressed under `policy`.
@@ -194,13 +165,13 @@ public final class LocalChunkStore: Sendable {
         return ids
     }
 
-    /// A chunk file on disk, for garbage collection and verification.
+    /// A stored chunk, as a listing shows it.
     public struct StoredFile: Sendable, Hashable {
         /// The chunk.
         public var id: ChunkID
         /// The file's size.
         public var bytes: Int64
-        /// Its modification time (Unix seconds): when it was written or last uploaded again.
+        /// When it was written (Unix seconds).
         public var modified: Int64
 
         /// Describes a stored chunk.
@@ -232,70 +203,8 @@ public final class LocalChunkStore: Sendable {
         }
     }
 
-    /// Sets a chunk file's modification time to now.
-    /// - Returns: `false` if the chunk is absent.
-    @discardableResult
-    public func touch(_ id: ChunkID) -> Bool {
-        utimensat(AT_FDCWD, path(for: id), nil, 0) == 0
-    }
-
-    /// A chunk file a sweep has moved aside (see ``moveAside(_:modifiedBefore:)``).
-    public struct SweptFile: Sendable {
-        /// The chunk.
-        public let id: ChunkID
-        let path: String
-        let bytes: Int64
-        let modified: Int64
-    }
-
-    /// The first half of a sweep (blocking): moves aside the candidates not modified since
-    /// `modifiedBefore` (Unix nanoseconds), as `.gc-ID` files.
-    ///
-    /// Deleting chunk files no one holds must not race a concurrent upload of the same chunk, so
-    /// a sweep is three steps: move the candidates aside; ask the metadata again which of them
-    /// someone holds now; ``settle(_:stillHeld:)``, which deletes the others unless an upload
-    /// touched their file meanwhile, and puts the rest back. An upload that looks after the move
-    /// finds no file and writes a new one.
-    public func moveAside(_ ids: [ChunkID], modifiedBefore: Int64) throws -> [SweptFile] {
-        var aside: [SweptFile] = []
-        for id in ids {
-            let file = path(for: id)
-            var info = stat()
-            guard lstat(file, &info) == 0, Self.nanoseconds(info.st_mtim) < modifiedBefore else { continue }
-            let trash = trashPath(for: id)
-            guard rename(file, trash) == 0 else {
-                if errno == ENOENT { continue }
-                let err = errno
-                settle(aside, stillHeld: Set(aside.map(\.id)))
-                throw XferError(.io, "cannot move \(file) aside", cause: SystemErrno(err))
-            }
-            var moved = stat()
-            let modified = lstat(trash, &moved) == 0 ? Self.nanoseconds(moved.st_mtim) : Int64.max
-            aside.append(SweptFile(id: id, path: trash, bytes: Int64(info.st_size), modified: modified))
-        }
-        return aside
-    }
-
-    /// The second half of a sweep (blocking): deletes the files moved aside that no one holds
-    /// and no upload touched meanwhile, and puts the others back.
-    /// - Returns: How many files were deleted and their bytes.
-    @discardableResult
-    public func settle(_ aside: [SweptFile], stillHeld: Set<ChunkID>) -> (count: Int, bytes: Int64) {
-        var removed = (count: 0, bytes: Int64(0))
-        for file in aside {
-            var now = stat()
-            let touched = lstat(file.path, &now) != 0 || Self.nanoseconds(now.st_mtim) != file.modified
-            if touched || stillHeld.contains(file.id) {
-                restore(file.path, to: file.id)
-            } else if unlink(file.path) == 0 {
-                removed.count += 1
-                removed.bytes += file.bytes
-            }
-        }
-        return removed
-    }
-
-    /// Puts back chunk files a sweep had moved aside when it was interrupted (a crash).
+    /// Puts back chunk files a sweep of an earlier version had set aside (`.gc-ID`) when it
+    /// was interrupted (a crash).
     /// - Returns: How many were put back.
     @discardableResult
     public func restoreSweptFiles() throws -> Int {
@@ -313,14 +222,7 @@ public final class LocalChunkStore: Sendable {
 
     static let trashPrefix = ".gc-"
 
-    private static func nanoseconds(_ time: timespec) -> Int64 { Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec) }
-
-    private func trashPath(for id: ChunkID) -> String {
-        let hex = id.hex
-        return "\(root)/\(hex.prefix(2))/\(Self.trashPrefix)\(hex)"
-    }
-
-    /// Renames a swept file back, unless an upload has written the chunk anew meanwhile.
+    /// Renames a file a sweep set aside back, unless the chunk was written anew meanwhile.
     private func restore(_ trash: String, to id: ChunkID) {
         if contains(id) {
             unlink(trash)

@@ -55,6 +55,16 @@ package enum Syscall {
         }
     }
 
+    /// Makes a file's data and size durable, not its other metadata (fault: ``StorageFaults/Operation/fsync``):
+    /// what a newly written file needs before it is renamed into place.
+    package static func fdatasync(_ fd: Int32, path: String) throws {
+        if case .fail(let err)? = StorageFaults.take(.fsync, path: path) { throw XferError.writing(err, "fsync", path) }
+        while Glibc.fdatasync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw XferError.writing(errno, "fsync", path)
+        }
+    }
+
     /// `renameat` (fault: ``StorageFaults/Operation/rename``); `path` names the destination.
     package static func renameat(_ fromFD: Int32, _ from: String, _ toFD: Int32, _ to: String, path: String) throws {
         if case .fail(let err)? = StorageFaults.take(.rename, path: path) { throw XferError.writing(err, "rename into", path) }

@@ -39,12 +39,14 @@ public struct Maintenance: Sendable {
     /// - Parameters:
     ///   - grace: Seconds.
     ///   - dryRun: Count only.
-    public func collectGarbage(grace: Int64 = Maintenance.defaultGrace, dryRun: Bool = false) async throws -> GarbageReport {
+    ///   - now: The time the grace period counts back from (tests set it to tell apart what
+    ///     was stored a moment before another thing).
+    public func collectGarbage(grace: Int64 = Maintenance.defaultGrace, dryRun: Bool = false, now: Date = Date()) async throws -> GarbageReport {
         let start = ContinuousClock.now
         // Longer than a century means "keep everything young"; the cap keeps the arithmetic in range.
         let grace = min(max(grace, 0), Self.maximumGrace)
         var report = GarbageReport(graceSeconds: grace, dryRun: dryRun)
-        let now = Date().timeIntervalSince1970
+        let now = now.timeIntervalSince1970
         let cutoff = Int64(now) - grace
         if !dryRun {
             report.uploadsExpired = try await metadata.expireUploads(olderThan: cutoff)

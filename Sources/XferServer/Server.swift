@@ -51,7 +51,7 @@ public struct ServerLimits: Sendable, Hashable {
     }
 }
 
-/// A server's data directory: `metadata.sqlite`, `chunks/`, `admin-token`.
+/// A server's data directory: `metadata.sqlite`, `packs/`, `admin-token`.
 ///
 /// Opening it creates what is missing; on first use it writes a new admin token to
 /// `admin-token` (mode 0600). `metadata.sqlite` is made mode 0600 too, whatever the umask.
@@ -64,6 +64,10 @@ public struct ServerData: Sendable {
     public let chunks: any ChunkStore
     /// Set when this open created the admin token (so the caller can say where it is).
     public let createdAdminToken: Bool
+    /// Chunk files of an older data directory (`chunks/`, one file per chunk) that this open
+    /// moved into the chunk store, and the paths of damaged ones it left in place.
+    public var migratedChunkFiles = 0
+    public var damagedChunkFiles: [String] = []
 
     /// The admin token's file.
     public var adminTokenPath: String { directory + "/admin-token" }
@@ -73,8 +77,9 @@ public struct ServerData: Sendable {
     /// - Throws: `io` if it cannot be created or opened; `invalid_configuration` if other
     ///   users may write to it or it is not this user's.
     /// - Parameter policy: Version retention and key-value limits.
-    /// - Parameter chunks: Makes the store chunks go to instead of `DIR/chunks` (an
-    ///   ``S3ChunkStore``), given the metadata store, where it keeps its index.
+    /// - Parameter chunks: Makes the store chunks go to instead of packs in `DIR/packs` (a
+    ///   ``PackedChunkStore`` over S3), given the metadata store, where it keeps its index.
+    ///   Chunk files an older version kept in `DIR/chunks` are moved into the store first.
     /// - Parameter metadata: Where metadata goes instead of `DIR/metadata.sqlite` (a ``PostgresMetadataStore``).
     public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), metadata: (any MetadataStore)? = nil,
                             chunks: ((any MetadataStore) -> any ChunkStore)? = nil) async throws -> ServerData {
@@ -92,9 +97,8 @@ public struct ServerData: Sendable {
             try PrivateFiles.makePrivate(file, companions: [file + "-wal", file + "-shm"])
         }
         let metadata = try metadata ?? SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy)
-        let files = try LocalChunkStore(root: directory + "/chunks")
-        _ = try? files.removeTemporaryFiles()
-        _ = try? files.restoreSweptFiles()
+        let store = try chunks?(metadata) ?? PackedChunkStore(storage: FilePackStorage(root: directory + "/packs"), index: metadata)
+        let migration = try await LegacyChunkFiles.migrate(directory + "/chunks", into: store)
         var created = false
         if try await !metadata.hasAdminToken() {
             let token = TokenHash.generate()
@@ -102,7 +106,10 @@ public struct ServerData: Sendable {
             try await metadata.addAdminToken(hash: TokenHash.hash(token))
             created = true
         }
-        return ServerData(directory: directory, metadata: metadata, chunks: chunks?(metadata) ?? FileChunkStore(files: files), createdAdminToken: created)
+        var data = ServerData(directory: directory, metadata: metadata, chunks: store, createdAdminToken: created)
+        data.migratedChunkFiles = migration.chunks
+        data.damagedChunkFiles = migration.damaged
+        return data
     }
 
     /// Creates an account directly in the data directory (no server needed).

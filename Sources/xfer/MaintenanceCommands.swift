@@ -32,7 +32,21 @@ func openExistingData(_ directory: String) async throws -> ServerData {
         throw XferError(.notFound, "\(directory) is not an xfer data directory (no metadata.sqlite)")
     }
     restrictFileModes()
-    return try await ServerData.open(directory)
+    return reportMigration(try await ServerData.open(directory))
+}
+
+/// Says on stderr what opening a data directory moved from the one-file-per-chunk layout of
+/// earlier versions into packs, and which damaged files it left.
+@discardableResult
+func reportMigration(_ data: ServerData) -> ServerData {
+    if data.migratedChunkFiles > 0 {
+        printError("moved \(data.migratedChunkFiles) chunk files from \(data.directory)/chunks into packs")
+    }
+    for path in data.damagedChunkFiles.prefix(20) {
+        printError("warning: left the damaged chunk file \(path) in place; `xfer verify` reports what it held")
+    }
+    if data.damagedChunkFiles.count > 20 { printError("warning: … and \(data.damagedChunkFiles.count - 20) more damaged chunk files") }
+    return data
 }
 
 extension Xfer {

@@ -125,8 +125,8 @@ extension Xfer {
                 }
                 var database: PostgresMetadataStore? = nil
                 if let metadata { database = try await PostgresMetadataStore(url: metadata, policy: policy) }
-                let store = try await ServerData.open(data, policy: policy, metadata: database,
-                                                      chunks: objectStore.map { client in { S3ChunkStore(client: client, index: $0) } })
+                let store = reportMigration(try await ServerData.open(data, policy: policy, metadata: database,
+                                                                      chunks: objectStore.map { client in { PackedChunkStore(client: client, index: $0) } }))
                 if store.createdAdminToken {
                     logger.notice("created an admin token", metadata: ["file": "\(store.adminTokenPath)"])
                     printError("wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(data)`")

@@ -55,13 +55,15 @@ import XferCore
         try randomFile(source, megabytes: 2, seed: 42)
         #expect(try server.run("push", source, "doc.bin", "--quiet").status == 0)
 
-        // verify: clean, then a flipped byte in a chunk file is found (exit 9).
+        // verify: clean, then a flipped byte in a pack (the last payload byte of its last chunk) is found (exit 9).
         let clean = try server.run("verify", "--data", data, "--json")
         #expect(clean.status == 0)
         #expect(try server.json(clean)["ok"] as? Bool == true)
-        let chunks = data + "/chunks"
-        let fan = try FileManager.default.contentsOfDirectory(atPath: chunks).filter { $0.count == 2 }.sorted()[0]
-        let file = chunks + "/" + fan + "/" + (try FileManager.default.contentsOfDirectory(atPath: chunks + "/" + fan).sorted()[0])
+        let packs = data + "/packs"
+        let files = try FileManager.default.contentsOfDirectory(atPath: packs).sorted().flatMap { fan in
+            try FileManager.default.contentsOfDirectory(atPath: packs + "/" + fan).filter { !$0.hasPrefix(".") }.map { packs + "/" + fan + "/" + $0 }
+        }
+        let file = try #require(files.first)
         var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
         bytes[bytes.count - 1] ^= 1
         try bytes.write(to: URL(fileURLWithPath: file))
@@ -118,8 +120,7 @@ extension URL {
         #expect(pushed.status == 0, "\(pushed.stderr)")
         #expect(try server.run("pull", "doc.bin", server.path("copy.bin"), "--quiet").status == 0)
         #expect(FileManager.default.contentsEqual(atPath: source, andPath: server.path("copy.bin")))
-        let localChunks = (try? FileManager.default.contentsOfDirectory(atPath: server.path("data/chunks"))) ?? []
-        #expect(localChunks.isEmpty, "chunks went to S3, not to the data directory")
+        #expect(!FileManager.default.fileExists(atPath: server.path("data/packs")), "chunks went to S3, not to the data directory")
         let admin = try String(contentsOfFile: server.path("data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let verified = try server.run("verify", "--remote", "--json", environment: ["XFER_TOKEN": admin])
         #expect(verified.status == 0, "\(verified.stdout)")

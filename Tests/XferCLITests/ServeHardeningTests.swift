@@ -28,8 +28,9 @@ import XferCore
         where FileManager.default.fileExists(atPath: data + "/" + file) {
             #expect(Self.mode(data + "/" + file) & 0o077 == 0, "\(file) is the server user's alone")
         }
-        let fan = try FileManager.default.contentsOfDirectory(atPath: data + "/chunks")
-        #expect(Self.mode(data + "/chunks") & 0o077 == 0, "\(fan)")
+        let fan = try FileManager.default.contentsOfDirectory(atPath: data + "/packs")
+        #expect(Self.mode(data + "/packs") & 0o077 == 0, "\(fan.count) fan-out directories")
+        #expect(Self.mode(data + "/packs/00") & 0o077 == 0)
     }
 
     @Test func aDataDirectoryOthersMayWriteIsRefused() throws {

@@ -137,7 +137,7 @@ enum Backends {
         if let endpoint = environment["XFER_S3_ENDPOINT"] {
             let client = S3Client(location: try S3Location(url: "s3://xfer-\(unique)/chunks", endpoint: endpoint))
             try await client.createBucketIfNeeded()
-            chunks = { S3ChunkStore(client: client, index: $0) }
+            chunks = { PackedChunkStore(client: client, index: $0) }
         }
         return try await ServerData.open(directory, policy: policy, metadata: metadata, chunks: chunks)
     }

@@ -13,13 +13,13 @@ import Glibc
 /// every one is a clear error, leaves nothing half-visible, and a retry converges.
 /// Serialized: the fault seam is process-wide.
 @Suite(.serialized) struct StorageFaultTests {
-    /// Each fault, scoped to one server's chunk directory (other suites run at the same time).
+    /// Each fault, scoped to one server's pack directory (other suites run at the same time).
     static let faults: [(name: String, fault: @Sendable (String) -> StorageFaults.Fault)] = [
-        ("ENOSPC on write", { .init(.write, .fail(ENOSPC), pathContains: $0 + "/data/chunks/") }),
-        ("EIO on write", { .init(.write, .fail(EIO), pathContains: $0 + "/data/chunks/") }),
-        ("short write then ENOSPC", { .init(.write, .shortWrite(1000, then: ENOSPC), pathContains: $0 + "/data/chunks/") }),
-        ("EIO on rename", { .init(.rename, .fail(EIO), pathContains: $0 + "/data/chunks/") }),
-        ("EIO on syncfs", { .init(.fsync, .fail(EIO), pathContains: $0 + "/data/chunks") }),
+        ("ENOSPC on write", { .init(.write, .fail(ENOSPC), pathContains: $0 + "/data/packs/") }),
+        ("EIO on write", { .init(.write, .fail(EIO), pathContains: $0 + "/data/packs/") }),
+        ("short write then ENOSPC", { .init(.write, .shortWrite(1000, then: ENOSPC), pathContains: $0 + "/data/packs/") }),
+        ("EIO on rename", { .init(.rename, .fail(EIO), pathContains: $0 + "/data/packs/") }),
+        ("EIO on a pack's fdatasync", { .init(.fsync, .fail(EIO), pathContains: $0 + "/data/packs/") }),
     ]
 
     @Test(.enabled(if: Backends.environment["XFER_S3_ENDPOINT"] == nil), arguments: 0..<5)
@@ -45,9 +45,10 @@ import Glibc
             #expect(try await server.remote.connection.account().used == before, "\(name)")
             let info = try? await server.remote.connection.stat(container: .default, path: try DocumentPath("doc"))
             #expect(info == nil || info?.state == .uploading, "\(name)")
-            let store = (server.data.chunks as! FileChunkStore).files
-            for fan in 0...255 {
-                for chunk in try store.files(fan: UInt8(fan)) { _ = try store.get(chunk.id) }  // any file present is whole
+            // Every chunk the store names is whole.
+            let store = server.data.chunks
+            for shard in UInt8.min...UInt8.max {
+                for chunk in try await store.list(shard: shard) { _ = try await store.verify(chunk.id) }
             }
             // The retry converges to the exact bytes.
             _ = try await server.push(file, "doc")

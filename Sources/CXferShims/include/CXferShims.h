@@ -15,7 +15,4 @@ int cxfer_exchange_at(int afd, const char *a, int bfd, const char *b);
 /// ENOSYS where the kernel has no openat2 (the caller then walks component by component).
 int cxfer_open_beneath(int dirfd, const char *path, int flags, unsigned int mode);
 
-/// Flushes the whole file system holding `fd` (Linux syncfs; fsync of `fd` elsewhere).
-int cxfer_syncfs(int fd);
-
 #endif

@@ -1,8 +1,8 @@
-import NIOPosix
 import XferCore
 
 /// Where the server keeps chunk payloads. The routes see only this protocol: files under the
-/// data directory are the embedded default; S3-compatible storage comes with many servers.
+/// data directory are the embedded default; S3-compatible storage comes with many servers
+/// (both are a ``PackedChunkStore``).
 public protocol ChunkStore: Sendable {
     /// Verifies every chunk (decodes it and checks its size and SHA-256) and stores the good
     /// ones durably before returning.
@@ -61,86 +61,3 @@ public struct Compaction: Sendable, Hashable {
 
 /// A stored chunk, as a listing shows it.
 public typealias StoredChunk = LocalChunkStore.StoredFile
-
-/// The embedded chunk store: ``LocalChunkStore`` files, with blocking I/O and verification
-/// run on NIO's thread pool, never on an event loop.
-public struct FileChunkStore: ChunkStore {
-    /// The store on disk.
-    public let files: LocalChunkStore
-    private let threadPool: NIOThreadPool
-
-    /// Wraps a store.
-    /// - Parameters:
-    ///   - files: The local store.
-    ///   - threadPool: Where blocking work runs.
-    public init(files: LocalChunkStore, threadPool: NIOThreadPool = .singleton) {
-        self.files = files
-        self.threadPool = threadPool
-    }
-
-    public func store(_ chunks: [EncodedChunk]) async throws -> [XferError?] {
-        let files = files
-        return try await threadPool.runIfActive {
-            var results: [XferError?] = []
-            results.reserveCapacity(chunks.count)
-            var wrote = false
-            for chunk in chunks {
-                do {
-                    // Written whether or not another account stored it before: the same work
-                    // on both paths, so an upload's timing does not reveal what others hold
-                    // (docs/SECURITY.md). The rename replaces a present file with equal bytes.
-                    wrote = try files.put(chunk, durable: false, rewrite: true) || wrote
-                    results.append(nil)
-                } catch let error as XferError where error.code == .corruptChunk || error.code == .tooLarge || error.code == .compression {
-                    results.append(error)
-                }
-            }
-            // One syncfs for the whole batch makes every file and rename durable.
-            if wrote { try files.synchronize() }
-            return results
-        }
-    }
-
-    public func load(_ ids: [ChunkID]) async throws -> [EncodedChunk] {
-        let files = files
-        return try await threadPool.runIfActive { try ids.map { try files.getUnverified($0) } }
-    }
-
-    /// Local reads are quick; a few small batches in flight keep the disk busy while the
-    /// socket drains.
-    public var readBatch: Int { 4 }
-    public var readAhead: Int { 4 }
-
-    public func list(shard: UInt8) async throws -> [StoredChunk] {
-        let files = files
-        return try await threadPool.runIfActive { try files.files(fan: shard) }
-    }
-
-    public func verify(_ id: ChunkID) async throws -> Int {
-        let files = files
-        return try await threadPool.runIfActive { try files.read(id).count }
-    }
-
-    public func sweep(_ ids: [ChunkID], modifiedBefore: Int64,
-                      begin: @escaping @Sendable ([ChunkID]) async throws -> [ChunkID],
-                      end: @escaping @Sendable ([ChunkID]) async throws -> Void) async throws -> (count: Int, bytes: Int64) {
-        // The file system work runs on the thread pool; the metadata is asked between.
-        let files = files
-        let aside = try await threadPool.runIfActive { try files.moveAside(ids, modifiedBefore: modifiedBefore) }
-        guard !aside.isEmpty else { return (0, 0) }
-        let marked: Set<ChunkID>
-        do {
-            marked = Set(try await begin(aside.map(\.id)))
-        } catch {
-            _ = try? await threadPool.runIfActive { files.settle(aside, stillHeld: Set(aside.map(\.id))) }
-            throw error
-        }
-        let unmarked = Set(aside.map(\.id)).subtracting(marked)
-        let removed = try await threadPool.runIfActive { files.settle(aside, stillHeld: unmarked) }
-        try await end(Array(marked))
-        return removed
-    }
-
-    /// A swept file's space is free at once.
-    public func compact(modifiedBefore: Int64) async throws -> Compaction { Compaction() }
-}

@@ -1,35 +1,29 @@
-import Crypto
 import Foundation
 import NIOPosix
 import XferCore
 
-/// Chunks in S3-compatible storage, packed: each upload batch becomes one or more pack objects
-/// of up to ``packSize`` at `PREFIX/packs/ab/abcd…`, and the metadata store keeps each chunk's
-/// location (``ChunkLocation``) so that any server finds it.
-///
-/// Why packs: an object store's cost is per request more than per byte. Measured on this
-/// project's Ceph RGW (`tools/bench-s3.sh`, docs/PERFORMANCE.md), 64 KiB objects stored at
-/// about 40 MiB/s however many PUTs were in flight, and 4 MiB objects at 200–280 MiB/s; a
-/// ranged GET of one chunk out of a pack costs what a GET of a one-chunk object does.
+/// Chunks in packs, on local disk (``FilePackStorage``, the embedded default) or in
+/// S3-compatible storage (``S3PackStorage``): each upload batch becomes one or more packs of up
+/// to ``packSize``, and the metadata store keeps each chunk's location (``ChunkLocation``) so
+/// that any server finds it. One format and one compaction, whatever holds the packs.
 ///
 /// A pack is entries back to back, each the chunk's 32-byte id followed by the chunk in the
 /// stored format of a chunk file (docs/FORMAT.md), so a pack describes itself and an index
 /// could be rebuilt from the packs. Pack names are random: a pack is written once and never
 /// again under its name, which is what lets a compaction delete a pack it saw emptied.
 ///
-/// Order of writes: the pack, then its locations, then (by the route) the account's records.
-/// A crash between leaves a pack no location names, which ``compact(modifiedBefore:)`` deletes
-/// once it is older than an hour, or a located chunk no account holds, which gc sweeps.
-public struct S3ChunkStore: ChunkStore {
-    /// The client.
-    public let client: S3Client
+/// Order of writes: the pack (durable), then its locations, then (by the route) the account's
+/// records. A crash between leaves a pack no location names, which
+/// ``compact(modifiedBefore:)`` deletes once it is older than an hour, or a located chunk no
+/// account holds, which gc sweeps.
+public struct PackedChunkStore: ChunkStore {
+    /// Where the packs are.
+    public let storage: any PackStorage
     /// Where chunk locations are recorded (the server's metadata store).
     public let index: any ChunkLocationIndex
-    /// Requests in flight at once (pack PUTs and ranged GETs).
-    public var concurrency = 16
     /// A pack is closed when it reaches this many bytes.
     public var packSize = 4 << 20
-    /// Neighbouring entries of one pack less than this far apart are read in one ranged GET.
+    /// Neighbouring entries of one pack less than this far apart are read in one request.
     public var readGap: Int64 = 256 << 10
     /// The largest plain chunk accepted.
     public var maximumChunkSize = ChunkerConfiguration.maximumAllowedSize
@@ -40,19 +34,17 @@ public struct S3ChunkStore: ChunkStore {
     public var rewriteBelow = 0.5
     private let threadPool: NIOThreadPool
 
-    /// A store over a client (its bucket must exist: ``S3Client/createBucketIfNeeded()``) that
-    /// records locations in `index`.
-    public init(client: S3Client, index: any ChunkLocationIndex, threadPool: NIOThreadPool = .singleton) {
-        self.client = client
+    /// A store of packs in `storage` that records locations in `index`.
+    public init(storage: any PackStorage, index: any ChunkLocationIndex, threadPool: NIOThreadPool = .singleton) {
+        self.storage = storage
         self.index = index
         self.threadPool = threadPool
     }
 
-    /// The key prefix of every pack.
-    public var packPrefix: String { client.location.prefix + "packs/" }
-
-    /// The object key of a pack.
-    public func key(pack name: String) -> String { "\(packPrefix)\(name.prefix(2))/\(name)" }
+    /// Packs in S3-compatible storage.
+    public init(client: S3Client, index: any ChunkLocationIndex) {
+        self.init(storage: S3PackStorage(client: client), index: index)
+    }
 
     // MARK: Store
 
@@ -90,7 +82,7 @@ public struct S3ChunkStore: ChunkStore {
         }
         try await forEach(packs.filter { !$0.isEmpty }) { entries in
             let (bytes, locations) = Self.pack(entries, name: Self.newPackName())
-            try await client.put(key(pack: locations[0].pack), bytes)
+            try await storage.put(locations[0].pack, bytes)
             try await index.recordLocations(locations)
         }
         return verdicts
@@ -128,7 +120,7 @@ public struct S3ChunkStore: ChunkStore {
 
     // MARK: Load
 
-    /// Enough to keep a pull's socket busy with one ranged GET per run of neighbours.
+    /// Enough to keep a pull's socket busy with one read per run of neighbours.
     public var readBatch: Int { 64 }
     public var readAhead: Int { 4 }
 
@@ -145,7 +137,7 @@ public struct S3ChunkStore: ChunkStore {
         }
     }
 
-    /// Reads what it can of `ids`: runs of neighbours in one pack come in one ranged GET.
+    /// Reads what it can of `ids`: runs of neighbours in one pack come in one read.
     private func read(_ ids: [ChunkID]) async throws -> [ChunkID: EncodedChunk] {
         let locations = try await index.locations(Array(Set(ids)))
         var runs: [[ChunkLocation]] = []
@@ -163,7 +155,7 @@ public struct S3ChunkStore: ChunkStore {
         try await forEach(runs) { run in
             let start = run[0].offset
             let end = run.map { $0.offset + Int64($0.length) }.max()!
-            guard let bytes = try await client.get(key(pack: run[0].pack), range: start..<end) else { return }
+            guard let bytes = try await storage.get(run[0].pack, range: start..<end) else { return }
             let chunks = try run.map { try entry(bytes[Int($0.offset - start)..<Int($0.offset - start) + $0.length], $0) }
             found.withLock { for chunk in chunks { $0[chunk.id] = chunk } }
         }
@@ -197,7 +189,7 @@ public struct S3ChunkStore: ChunkStore {
         let doomed = try await begin(old.map(\.id))
         guard !doomed.isEmpty else { return (0, 0) }
         let emptied = try await index.removeLocations(doomed)
-        try await forEach(Array(emptied)) { try await client.delete(key(pack: $0)) }
+        try await forEach(Array(emptied)) { try await storage.delete($0) }
         try await end(doomed)
         let lengths = Dictionary(old.map { ($0.id, Int64($0.length)) }) { first, _ in first }
         return (doomed.count, doomed.reduce(0) { $0 + (lengths[$1] ?? 0) })
@@ -210,32 +202,32 @@ public struct S3ChunkStore: ChunkStore {
     /// its second look (``load(_:)``).
     public func compact(modifiedBefore: Int64) async throws -> Compaction {
         var report = Compaction()
-        let objects = try await client.list(prefix: packPrefix)
+        let objects = try await storage.list()
         let usage = try await index.packUsage()
         let now = Int64(Date().timeIntervalSince1970)
         for object in objects {
-            let name = String(object.key.split(separator: "/").last ?? "")
+            let name = object.name
             guard object.modified * 1_000_000_000 < modifiedBefore else { continue }
             guard let live = usage[name] else {
                 // Named by no location: a crashed upload's, or one a sweep emptied.
                 guard object.modified < now - orphanAge else { continue }
-                try await client.delete(object.key)
+                try await storage.delete(name)
                 report.packsRemoved += 1
                 report.bytesFreed += object.size
                 continue
             }
             guard object.size > 0, Double(live) < Double(object.size) * rewriteBelow else { continue }
             let locations = try await index.locations(pack: name)
-            guard !locations.isEmpty, let bytes = try await client.get(object.key, limit: Int(object.size)) else { continue }
+            guard !locations.isEmpty, let bytes = try await storage.get(name, limit: Int(object.size)) else { continue }
             let chunks = try locations.map { try entry(bytes[Int($0.offset)..<Int($0.offset) + $0.length], $0) }
             let (packed, moved) = Self.pack(chunks, name: Self.newPackName())
-            try await client.put(key(pack: moved[0].pack), packed)
+            try await storage.put(moved[0].pack, packed)
             if try await index.moveLocations(moved, from: name) == 0 {
                 // Another compaction moved them first: this copy is named by nothing.
-                try await client.delete(key(pack: moved[0].pack))
+                try await storage.delete(moved[0].pack)
                 continue
             }
-            try await client.delete(object.key)
+            try await storage.delete(name)
             report.packsRewritten += 1
             report.packsRemoved += 1
             report.bytesFreed += object.size - Int64(packed.count)
@@ -245,6 +237,6 @@ public struct S3ChunkStore: ChunkStore {
 
     private func forEach<C: Collection & Sendable>(_ items: C, _ body: @escaping @Sendable (C.Element) async throws -> Void) async throws
         where C.Element: Sendable {
-        try await concurrentForEach(items, width: concurrency, body)
+        try await concurrentForEach(items, width: storage.concurrency, body)
     }
 }
