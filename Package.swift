@@ -3,7 +3,9 @@ import PackageDescription
 
 let package = Package(
     name: "xfer",
-    platforms: [.macOS(.v14)],
+    // Linux only, stated here rather than implied: the file-system layer uses Linux calls
+    // (openat2, renameat2, inotify, fdatasync, `st_mtim`) and nothing is built or tested on
+    // Darwin. A port would guard those in XferCore/Syscall and the watcher first.
     products: [
         .library(name: "XferCore", targets: ["XferCore"]),
         .library(name: "XferProtocol", targets: ["XferProtocol"]),

@@ -82,7 +82,7 @@ public struct Maintenance: Sendable {
             report.packBytesFreed = compaction.bytesFreed
             // No upload runs longer than an hour (requests have deadlines), so older deletion
             // records can no longer refuse anything.
-            try await metadata.forgetDeletions(before: try await metadata.clock() - max(grace, 3600) * 1_000_000_000)
+            try await metadata.forgetDeletions(before: DeletionRules.forgetBefore(now: try await metadata.clock(), grace: grace))
         }
         report.milliseconds = Int64((ContinuousClock.now - start).seconds * 1000)
         return report

@@ -21,9 +21,7 @@ final class QuotaGate: Sendable {
     func reserve(account: Int64, bytes: Int64, used: Int64, quota: Int64) throws {
         try reserved.withLock { table in
             let pending = table[account, default: 0]
-            guard used + pending + bytes <= quota else {
-                throw XferError(.quotaExceeded, "storing \(ByteCount(bytes).description) more would take the account past its quota of \(ByteCount(quota).description) (\(ByteCount(used).description) used\(pending > 0 ? ", \(ByteCount(pending).description) being uploaded" : "")); nothing was stored")
-            }
+            _ = try QuotaRules.charge(adding: bytes, used: used, quota: quota, pending: pending)
             table[account] = pending + bytes
         }
     }

@@ -61,4 +61,23 @@ import XferProtocol
         #expect(XferError.Code.named("made_up").status == .internalServerError)
         #expect(XferError(.notFound, "gone").status == .notFound)
     }
+
+    @Test func theQuotaChargesWhatFitsAndRefusesTheRest() throws {
+        #expect(try QuotaRules.charge(adding: 40, used: 60, quota: 100) == 100, "exactly full fits")
+        #expect(try QuotaRules.charge(adding: 0, used: 100, quota: 100) == 100, "holding nothing new costs nothing")
+        #expect { try QuotaRules.charge(adding: 41, used: 60, quota: 100) } throws: { ($0 as? XferError)?.code == .quotaExceeded }
+        #expect { try QuotaRules.charge(adding: 10, used: 60, quota: 100, pending: 31) } throws: {
+            ($0 as? XferError)?.message.contains("being uploaded") == true
+        }
+        #expect { try QuotaRules.charge(adding: -1, used: 0, quota: 100) } throws: { ($0 as? XferError)?.code == .quotaExceeded }
+    }
+
+    @Test func aDeletionMarkRefusesUploadsThatMayHaveStoredTheDeletedCopy() {
+        #expect(DeletionRules.refuses(finishedAt: nil, uploadStartedAt: 5), "still deleting")
+        #expect(DeletionRules.refuses(finishedAt: 10, uploadStartedAt: 5), "began before the deletion finished")
+        #expect(DeletionRules.refuses(finishedAt: 10, uploadStartedAt: 10), "at the same instant: refused, to be safe")
+        #expect(!DeletionRules.refuses(finishedAt: 10, uploadStartedAt: 11), "began after: its copy is whole")
+        #expect(DeletionRules.forgetBefore(now: 10_000_000_000_000, grace: 0) == 10_000_000_000_000 - 3_600_000_000_000)
+        #expect(DeletionRules.forgetBefore(now: 10_000_000_000_000, grace: 7200) == 10_000_000_000_000 - 7_200_000_000_000)
+    }
 }

@@ -23,19 +23,14 @@ extension PostgresMetadataStore {
                 // either the mark is visible here, or this transaction's holding is visible there.
                 try await tx.run("SELECT pg_advisory_xact_lock_shared(\(Self.deletionLock))")
                 let batch = lacking.map { ByteBuffer(bytes: $0.bytes) }
-                for row in try await tx.rows("""
-                    SELECT id FROM chunk_deletions WHERE id = ANY(\(batch)) AND (finished_at IS NULL OR finished_at >= \(uploadStartedAt))
-                    """) {
-                    if let id = ChunkID(bytes: try row[0].decode(Data.self)) { lacking.remove(id) }
+                for row in try await tx.rows("SELECT id, finished_at FROM chunk_deletions WHERE id = ANY(\(batch))") {
+                    guard let id = ChunkID(bytes: try row[0].decode(Data.self)) else { continue }
+                    if DeletionRules.refuses(finishedAt: try row[1].decode(Int64?.self), uploadStartedAt: uploadStartedAt) { lacking.remove(id) }
                 }
             }
             let fresh = chunks.filter { lacking.remove($0.id) != nil }
             let bytes = fresh.reduce(Int64(0)) { $0 + Int64($1.length) }
-            let quota = try row["quota"].decode(Int64.self)
-            let used = try row["used"].decode(Int64.self)
-            guard used + bytes <= quota else {
-                throw XferError(.quotaExceeded, "storing \(ByteCount(bytes).description) more would take the account past its quota of \(ByteCount(quota).description) (\(ByteCount(used).description) used)")
-            }
+            _ = try QuotaRules.charge(adding: bytes, used: try row["used"].decode(Int64.self), quota: try row["quota"].decode(Int64.self))
             if !fresh.isEmpty {
                 let ids = fresh.map { ByteBuffer(bytes: $0.id.bytes) }
                 let lengths = fresh.map { Int64($0.length) }

@@ -13,21 +13,18 @@ extension SQLiteMetadataStore {
         try await write { db in
             var lacking = Set(try Self.lacking(db, account: account, chunks.map(\.id)))
             if let uploadStartedAt {
-                let deleted = try db.cachedStatement(sql: """
-                    SELECT 1 FROM chunk_deletions WHERE id = ? AND (finished_at IS NULL OR finished_at >= ?)
-                    """)
-                for id in lacking where try Row.fetchOne(deleted, arguments: [Data(id.bytes), uploadStartedAt]) != nil { lacking.remove(id) }
+                let mark = try db.cachedStatement(sql: "SELECT finished_at FROM chunk_deletions WHERE id = ?")
+                for id in lacking {
+                    guard let row = try Row.fetchOne(mark, arguments: [Data(id.bytes)]) else { continue }
+                    if DeletionRules.refuses(finishedAt: row["finished_at"], uploadStartedAt: uploadStartedAt) { lacking.remove(id) }
+                }
             }
             let fresh = chunks.filter { lacking.remove($0.id) != nil }
             let bytes = fresh.reduce(Int64(0)) { $0 + Int64($1.length) }
             guard let row = try Row.fetchOne(db, sql: "SELECT quota, used FROM accounts WHERE id = ?", arguments: [account]) else {
                 throw XferError(.notFound, "no such account")
             }
-            let quota: Int64 = row["quota"]
-            let used: Int64 = row["used"]
-            guard used + bytes <= quota else {
-                throw XferError(.quotaExceeded, "storing \(ByteCount(bytes).description) more would take the account past its quota of \(ByteCount(quota).description) (\(ByteCount(used).description) used)")
-            }
+            _ = try QuotaRules.charge(adding: bytes, used: row["used"], quota: row["quota"])
             let insert = try db.cachedStatement(sql: "INSERT INTO account_chunks (account_id, id, length, added_at) VALUES (?, ?, ?, ?)")
             let now = Self.now()
             for chunk in fresh { try insert.execute(arguments: [account, Data(chunk.id.bytes), chunk.length, now]) }
