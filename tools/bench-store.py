@@ -13,9 +13,10 @@ this replaced, docs/PERFORMANCE.md).
 
 Steps, each against a fresh server (`--keep-versions 0 --keep-days 0`, so a deleted
 document's chunks are garbage at once):
-- big: push a SIZE file of random bytes; count the data directory's files; `rm` it; `gc --grace 0`.
-- small: push a directory of SMALL files of 1–4 KiB (a package: each file at least one chunk);
-  count files; `rm`; `gc --grace 0`.
+- big: push a SIZE file of random bytes; count the data directory's files; pull it into an
+  empty place; `rm` it; `gc --grace 0`.
+- small: the same with a directory of SMALL files of 1–4 KiB (a package: each file at least
+  one chunk).
 - writer: push a 256 MiB file alone, then again (new bytes) while another process writes
   WRITER MiB to a file on the same file system without syncing (the dirty pages a `syncfs`
   would have to flush before the push could finish).
@@ -75,10 +76,13 @@ class Bench:
         try:
             push = self.timed(server, ["push", source, name, "--json"])
             files, directories, stored = tree_counts(data)
+            out = self.ws.join(f"{self.label}-{self.count}", "out", name)
+            pull = self.timed(server, ["pull", name, out, "--json"])
+            subprocess.run(["rm", "-rf", out], check=True)
             self.timed(server, ["rm", name, "--json"])
             gc = self.timed(server, ["gc", "--grace", "0", "--json"], token=self.admin)
             after, _, left = tree_counts(data)
-            return {"push_s": push, "gc_s": gc, "files": files, "directories": directories,
+            return {"push_s": push, "pull_s": pull, "gc_s": gc, "files": files, "directories": directories,
                     "stored_mib": round(stored / MiB, 1), "files_per_gib": round(files / (stored / (1 << 30)), 1),
                     "files_after_gc": after, "stored_after_gc_mib": round(left / MiB, 1)}
         finally:

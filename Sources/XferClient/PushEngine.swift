@@ -139,31 +139,15 @@ public struct PushEngine: Sendable {
             synced = try state.document(server: connection.server, container: remote.container, path: name)
         }
         let syncedVersion = try synced?.version ?? state.documentVersion(server: connection.server, container: remote.container, path: name)
-        var baseVersion = syncedVersion
-        if options.force {
-            let current = try? await connection.stat(container: remote.container, path: name)
-            baseVersion = current.flatMap { $0.state == .current ? $0.version : nil }
-        }
+        var serverCurrent: DocumentInfo? = nil
+        if options.force { serverCurrent = try? await connection.stat(container: remote.container, path: name) }
+        let baseVersion = PushDecisions.baseVersion(synced: syncedVersion, force: options.force, serverCurrent: serverCurrent)
         let total = snapshot.totalSize
-
-        /// Where each chunk of the files with known chunk lists is, for the chunks `include` picks.
-        func locations(_ include: (ChunkID) -> Bool) -> [Location] {
-            var result: [Location] = []
-            for (index, chunks) in chunkLists.enumerated() {
-                guard let chunks else { continue }
-                var offset: Int64 = 0
-                for chunk in chunks {
-                    if include(chunk.id) {
-                        result.append(Location(id: chunk.id, file: fullPath(tree[index]), offset: offset, length: chunk.length))
-                    }
-                    offset += Int64(chunk.length)
-                }
-            }
-            return result
-        }
+        let filePath = { (index: Int) in fullPath(tree[index]) }
 
         // Nothing changed since this root last synced: no version to make, nothing to send.
-        if !options.force, let synced, baseVersion == synced.version, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
+        if let synced, PushDecisions.isNoOp(force: options.force, synced: synced, baseVersion: baseVersion,
+                                       unchanged: snapshot.isUnchanged(since: synced, chunks: chunkLists)) {
             var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
             report.committed = false
             return report
@@ -178,13 +162,11 @@ public struct PushEngine: Sendable {
             synced = try state.document(server: connection.server, container: remote.container, path: name)
         }
         if chunkLists.isEmpty { chunkLists = try snapshot.knownChunks(state) }
-        // A file whose record vanished since the stamps were read is read again.
-        let toHash = snapshot.toHash + snapshot.unchanged.filter { chunkLists[$0] == nil }
+        let toHash = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
 
         // 3. Chunks the server surely has (the base version's) are never asked about.
-        let onServer = baseVersion == synced?.version ? Set((synced?.manifest.allChunks ?? []).map(\.id)) : []
-        var queued: Set<ChunkID> = []
-        let initial = locations { !onServer.contains($0) && queued.insert($0).inserted }
+        let onServer = PushDecisions.onServer(baseVersion: baseVersion, synced: synced)
+        let (initial, queued) = PushDecisions.initialUpload(chunkLists, path: filePath, onServer: onServer)
         let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : stamps[$1]?.size ?? 0) }
         let counters = Locked(Counters(bytesHashed: unchangedBytes))
 
@@ -217,8 +199,7 @@ public struct PushEngine: Sendable {
         } catch let error as XferError where error.code == .missingChunks {
             // The server lacks chunks this client believed it had (a base from another root,
             // say): send them and commit again, once.
-            var missing = Set((error.cause as? MissingChunksDetail)?.ids ?? [])
-            let again = locations { missing.remove($0) != nil }
+            let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], chunkLists, path: filePath)
             _ = try await upload(initial: again, files: [], skip: [], total: total, counters: counters, progress: progress)
             committed = try await commit(request, manifest: manifest)
         }

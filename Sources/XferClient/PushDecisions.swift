@@ -1,0 +1,71 @@
+import XferCore
+import XferProtocol
+
+/// A push's decisions, made without I/O from what the client already knows: the version the
+/// new one is based on, whether there is anything to do, which chunks the server surely has,
+/// which files must be read, and where the bytes of each chunk to send are. ``PushEngine``
+/// gathers the facts (the local snapshot, the client state, the server's answers) and does the
+/// I/O these name; `PushDecisionsTests` tests them alone (as ``ChunkSourcing`` does for a pull).
+enum PushDecisions {
+    /// The version a push is based on: the one this root last synced, or with `force` whatever
+    /// is current on the server (none if the document is deleted or never was).
+    static func baseVersion(synced: Int64?, force: Bool, serverCurrent: DocumentInfo?) -> Int64? {
+        guard force else { return synced }
+        return serverCurrent.flatMap { $0.state == .current ? $0.version : nil }
+    }
+
+    /// Whether nothing needs doing: not forced, based on the synced version, and the snapshot
+    /// makes the same manifest (`unchanged`).
+    static func isNoOp(force: Bool, synced: SyncedDocument?, baseVersion: Int64?, unchanged: Bool) -> Bool {
+        guard !force, let synced else { return false }
+        return baseVersion == synced.version && unchanged
+    }
+
+    /// The chunks the server surely holds for this account: those of the base version, when
+    /// that is the version this root holds (the server keeps a version's chunks while it is
+    /// kept). Never asked about, never sent.
+    static func onServer(baseVersion: Int64?, synced: SyncedDocument?) -> Set<ChunkID> {
+        guard let synced, baseVersion == synced.version else { return [] }
+        return Set(synced.manifest.allChunks.map(\.id))
+    }
+
+    /// The files to read: the changed ones, then unchanged ones whose chunk list is no longer
+    /// recorded (a record removed since the stamps were read).
+    static func filesToRead(changed: [Int], unchanged: [Int], chunkLists: [[Manifest.ChunkReference]?]) -> [Int] {
+        changed + unchanged.filter { chunkLists[$0] == nil }
+    }
+
+    /// Where the bytes of each chunk `include` picks are, in file order, from the files whose
+    /// chunk lists are known. `include` sees every chunk and may keep state (to pick each once).
+    static func locations(_ chunkLists: [[Manifest.ChunkReference]?], path: (Int) -> String,
+                          include: (ChunkID) -> Bool) -> [PushEngine.Location] {
+        var result: [PushEngine.Location] = []
+        for (index, chunks) in chunkLists.enumerated() {
+            guard let chunks else { continue }
+            var offset: Int64 = 0
+            for chunk in chunks {
+                if include(chunk.id) {
+                    result.append(PushEngine.Location(id: chunk.id, file: path(index), offset: offset, length: chunk.length))
+                }
+                offset += Int64(chunk.length)
+            }
+        }
+        return result
+    }
+
+    /// What to send before any file is read: each chunk of the known files that the server
+    /// does not surely hold, once. `queued` is what it picked, so the files read next skip those.
+    static func initialUpload(_ chunkLists: [[Manifest.ChunkReference]?], path: (Int) -> String,
+                              onServer: Set<ChunkID>) -> (locations: [PushEngine.Location], queued: Set<ChunkID>) {
+        var queued: Set<ChunkID> = []
+        let locations = locations(chunkLists, path: path) { !onServer.contains($0) && queued.insert($0).inserted }
+        return (locations, queued)
+    }
+
+    /// What to send again when a commit answers that the server lacks `missing` (a base from
+    /// another root, say): each once, from wherever this push read it.
+    static func resend(_ missing: [ChunkID], _ chunkLists: [[Manifest.ChunkReference]?], path: (Int) -> String) -> [PushEngine.Location] {
+        var wanted = Set(missing)
+        return locations(chunkLists, path: path) { wanted.remove($0) != nil }
+    }
+}
