@@ -194,9 +194,8 @@ public struct PullEngine: Sendable {
 
         // Lay out the staging copy: directories, symlinks, files at their final size. Every
         // name is created in a directory opened beneath the staging copy, never through a symlink.
-        var files: [(entry: Manifest.Entry, path: String, fd: Int32)] = []
+        var files: [(entry: Manifest.Entry, place: StagingFiles.File)] = []
         var links: [(entry: Manifest.Entry, directory: ConfinedDirectory, name: String)] = []
-        defer { for file in files where file.fd >= 0 { close(file.fd) } }
         var staging: ConfinedDirectory? = nil
         if manifest.kind == .package {
             // A resumed staging copy may hold anything: only a real directory is kept.
@@ -208,9 +207,10 @@ public struct PullEngine: Sendable {
         for entry in manifest.entries {
             let directory: ConfinedDirectory
             let leaf: String
+            var parentPath: Substring = ""
             if let staging {
                 let slash = entry.path.lastIndex(of: "/")
-                let parentPath = slash.map { entry.path[..<$0] } ?? ""
+                parentPath = slash.map { entry.path[..<$0] } ?? ""
                 leaf = String(slash.map { entry.path[entry.path.index(after: $0)...] } ?? entry.path[...])
                 if let last = lastDirectory, last.path == parentPath {
                     directory = last.directory
@@ -233,12 +233,16 @@ public struct PullEngine: Sendable {
                 links.append((entry, directory, leaf))
             case .file:
                 try directory.remove(leaf, unless: S_IFREG)
+                // Created at its final size and closed: StagingFiles opens it again to write.
                 let fd = try directory.openFile(leaf, flags: O_RDWR | O_CREAT)
-                files.append((entry, path, fd))
+                defer { close(fd) }
                 try Self.check(ftruncate(fd, off_t(entry.size)), "size", path)
+                files.append((entry, StagingFiles.File(directory: parentPath.split(separator: "/").map(String.init), name: leaf, path: path)))
             }
         }
         lastDirectory = nil
+        let handles = StagingFiles(root: staging ?? area, files: files.map(\.place))
+        defer { handles.closeAll() }
 
         // Decide where each chunk comes from (the staging copy of a resumed pull, a local file,
         // the batch's prefetched chunks, or the server), then try each source in that order.
@@ -248,9 +252,11 @@ public struct PullEngine: Sendable {
         var buffer = [UInt8](repeating: 0, count: manifest.chunker.maximumSize)
         var failed: [Int] = []
         for (index, step) in plan.steps.enumerated() {
-            let file = files[step.file]
-            guard let source = try step.sources.first(where: {
-                try Self.fill(step, from: $0, into: file.fd, path: file.path, prefetched: prefetched, buffer: &buffer)
+            let path = files[step.file].place.path
+            guard let source = try step.sources.first(where: { source in
+                try handles.with(step.file) { fd in
+                    try Self.fill(step, from: source, into: fd, path: path, prefetched: prefetched, buffer: &buffer)
+                }
             }) else {
                 failed.append(index)
                 continue
@@ -263,7 +269,7 @@ public struct PullEngine: Sendable {
         }
         let (order, needed) = plan.downloads(failed: failed)
 
-        try await download(order, needed: needed, files: files.map { ($0.path, $0.fd) }, maximumLength: manifest.chunker.maximumSize,
+        try await download(order, needed: needed, files: handles, maximumLength: manifest.chunker.maximumSize,
                            total: manifest.totalSize, counters: counters, progress: progress)
 
         // Files the package's ignore rules leave out (never on any server) go on in the new
@@ -273,12 +279,16 @@ public struct PullEngine: Sendable {
         }
 
         // Metadata, durability, then publish.
-        for file in files {
-            try Self.check(fchmod(file.fd, Self.safeMode(file.entry.mode)), "set the mode of", file.path)
-            try Syscall.fsync(file.fd, path: file.path)
-            try Self.check(futimens(file.fd, [ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds),
-                                              ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds)]),
-                           "set the modification time of", file.path)
+        for (index, file) in files.enumerated() {
+            let path = file.place.path
+            try handles.with(index) { fd in
+                try Self.check(fchmod(fd, Self.safeMode(file.entry.mode)), "set the mode of", path)
+                try Syscall.fsync(fd, path: path)
+                try Self.check(futimens(fd, [ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds),
+                                             ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds)]),
+                               "set the modification time of", path)
+            }
+            handles.close(index)
         }
         // A symlink keeps its version's mtime too, or the next scan takes it for a local edit.
         for link in links {
@@ -393,7 +403,7 @@ public struct PullEngine: Sendable {
     }
 
     /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
-    private func download(_ order: [(id: ChunkID, length: Int)], needed: [ChunkID: [Target]], files: [(path: String, fd: Int32)],
+    private func download(_ order: [(id: ChunkID, length: Int)], needed: [ChunkID: [Target]], files: StagingFiles,
                           maximumLength: Int, total: Int64, counters: Locked<Counters>,
                           progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
         var batches: [[ChunkID]] = []
@@ -432,7 +442,9 @@ public struct PullEngine: Sendable {
                             throw XferError(.corruptChunk, "chunk \(chunk.id) holds \(plain.count) bytes, but the manifest declares \(declared[chunk.id] ?? 0); nothing was published")
                         }
                         for target in targets {
-                            try Self.write(plain, count: plain.count, to: files[target.file].fd, at: target.offset, path: files[target.file].path)
+                            try files.with(target.file) { fd in
+                                try Self.write(plain, count: plain.count, to: fd, at: target.offset, path: files.files[target.file].path)
+                            }
                         }
                         let c = counters.withLock { c in
                             c.chunksFetched += 1

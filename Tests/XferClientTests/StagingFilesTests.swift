@@ -1,0 +1,48 @@
+import Foundation
+import Testing
+import XferCore
+@testable import XferClient
+
+/// A pull keeps a bounded number of its staging files open, whatever the package holds.
+@Suite struct StagingFilesTests {
+    @Test func writesReachEveryFileWithFewDescriptorsOpen() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: root + "/a/b", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let places = (0..<6).map { index in
+            StagingFiles.File(directory: index % 2 == 0 ? ["a", "b"] : [], name: "f\(index)", path: "f\(index)")
+        }
+        for place in places { FileManager.default.createFile(atPath: ([root] + place.directory + [place.name]).joined(separator: "/"), contents: nil) }
+        let files = StagingFiles(root: try ConfinedDirectory(opening: root), files: places, limit: 2)
+        // Round-robin writes, so every write after the first two reopens a file closed earlier.
+        for round in 0..<3 {
+            for index in places.indices {
+                let byte = [UInt8(index * 10 + round)]
+                try files.with(index) { fd in try byte.withUnsafeBytes { try Syscall.pwrite(fd, $0, at: Int64(round), path: "f") } }
+                #expect(files.openCount <= 2)
+            }
+        }
+        files.closeAll()
+        #expect(files.openCount == 0)
+        for (index, place) in places.enumerated() {
+            let bytes = FileManager.default.contents(atPath: ([root] + place.directory + [place.name]).joined(separator: "/"))
+            #expect(bytes.map(Array.init) == [UInt8(index * 10), UInt8(index * 10 + 1), UInt8(index * 10 + 2)])
+        }
+    }
+
+    /// More files than a pull keeps open (128): each is whole, none missing.
+    @Test func aPackageWithManyFilesPullsWhole() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/many"
+            for index in 0..<300 {
+                try Files.write(source + "/d\(index % 7)/f\(index)", Files.random(count: 100 + index * 13, seed: UInt64(index)))
+            }
+            _ = try await server.push(source, "many")
+            _ = try await server.pull("many", server.root + "/copy")
+            for index in 0..<300 {
+                let path = "/d\(index % 7)/f\(index)"
+                #expect(Files.read(server.root + "/copy" + path) == Files.read(source + path), "\(path)")
+            }
+        }
+    }
+}
