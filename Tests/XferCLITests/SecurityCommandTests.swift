@@ -120,7 +120,10 @@ extension URL {
         #expect(pushed.status == 0, "\(pushed.stderr)")
         #expect(try server.run("pull", "doc.bin", server.path("copy.bin"), "--quiet").status == 0)
         #expect(FileManager.default.contentsEqual(atPath: source, andPath: server.path("copy.bin")))
-        #expect(!FileManager.default.fileExists(atPath: server.path("data/packs")), "chunks went to S3, not to the data directory")
+        // `account create --data` opened the directory (and its empty pack directories) before `serve` ran.
+        let packs = server.path("data/packs")
+        let local = ((try? FileManager.default.subpathsOfDirectory(atPath: packs)) ?? []).filter { $0.count > 3 && !$0.contains("/.") }
+        #expect(local.isEmpty, "chunks went to S3, not to the data directory: \(local.prefix(3))")
         let admin = try String(contentsOfFile: server.path("data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let verified = try server.run("verify", "--remote", "--json", environment: ["XFER_TOKEN": admin])
         #expect(verified.status == 0, "\(verified.stdout)")
