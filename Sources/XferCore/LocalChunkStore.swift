@@ -108,7 +108,7 @@ public final class LocalChunkStore: Sendable {
     private func load(_ id: ChunkID, verify: Bool) throws -> (chunk: EncodedChunk, plain: [UInt8]) {
         let file = path(for: id)
         let bytes = try FileSystem.readWhole(file, limit: Self.maximumFileSize(maximumChunkSize))
-        let chunk = try Self.parse(bytes, id: id, name: "chunk file \(file)")
+        let chunk = try Self.parse(bytes[...], id: id, name: "chunk file \(file)")
         guard verify else { return (chunk, []) }
         do {
             return (chunk, try chunk.decoded(maximumLength: maximumChunkSize))
@@ -131,12 +131,13 @@ public final class LocalChunkStore: Sendable {
 
     /// Reads the stored format back (header checked, payload not yet verified).
     /// - Throws: `corrupt_chunk` naming `name` if the header is not valid.
-    public static func parse(_ bytes: [UInt8], id: ChunkID, name: String) throws -> EncodedChunk {
-        guard bytes.count >= headerSize, Array(bytes.prefix(4)) == magic, let encoding = ChunkEncoding(rawValue: bytes[4]) else {
+    public static func parse(_ bytes: ArraySlice<UInt8>, id: ChunkID, name: String) throws -> EncodedChunk {
+        let at = bytes.startIndex
+        guard bytes.count >= headerSize, bytes.prefix(4).elementsEqual(magic), let encoding = ChunkEncoding(rawValue: bytes[at + 4]) else {
             throw XferError(.corruptChunk, "\(name) has no valid header")
         }
-        let length = Int(bytes[5]) | Int(bytes[6]) << 8 | Int(bytes[7]) << 16 | Int(bytes[8]) << 24
-        return EncodedChunk(id: id, length: length, encoding: encoding, payload: Array(bytes[headerSize...]))
+        let length = Int(bytes[at + 5]) | Int(bytes[at + 6]) << 8 | Int(bytes[at + 7]) << 16 | Int(bytes[at + 8]) << 24
+        return EncodedChunk(id: id, length: length, encoding: encoding, payload: Array(bytes[(at + headerSize)...]))
     }
 
     /// The largest stored form of a chunk of at most `maximumChunkSize` plain bytes.

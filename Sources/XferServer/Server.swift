@@ -64,9 +64,10 @@ public struct ServerData: Sendable {
     public let chunks: any ChunkStore
     /// Set when this open created the admin token (so the caller can say where it is).
     public let createdAdminToken: Bool
-    /// Chunk files of an older data directory (`chunks/`, one file per chunk) that this open
-    /// moved into the chunk store, and the paths of damaged ones it left in place.
+    /// How many chunk files of an older data directory (`chunks/`, one file per chunk) this
+    /// open moved into the chunk store.
     public var migratedChunkFiles = 0
+    /// The damaged chunk files that open left in `chunks/`.
     public var damagedChunkFiles: [String] = []
 
     /// The admin token's file.

@@ -142,7 +142,7 @@ extension Xfer {
         @Option(help: ArgumentHelp("A server's data directory.", valueName: "DIR"))
         var data: String?
 
-        @Option(help: ArgumentHelp("Leave uploads, leases and files younger than this alone (90s, 15m, 2h, 7d).", valueName: "SPAN"))
+        @Option(help: ArgumentHelp("Leave uploads, leases and chunks younger than this alone (90s, 15m, 2h, 7d).", valueName: "SPAN"))
         var grace = Span(argument: "1d")!
 
         @Flag(help: "Only count what would be removed.")
@@ -167,7 +167,7 @@ extension Xfer {
                     printJSON(report)
                 } else {
                     let verb = dryRun ? "would remove" : "removed"
-                    print("\(verb) \(report.chunksRemoved) of \(report.chunksScanned) chunk files (\(ByteCount(report.bytesRemoved))); released \(report.leasesExpired) unused uploads (\(ByteCount(report.quotaReleased)) of quota); expired \(report.uploadsExpired) unfinished versions; \(report.milliseconds) ms")
+                    print("\(verb) \(report.chunksRemoved) of \(report.chunksScanned) chunks (\(ByteCount(report.bytesRemoved))); released \(report.leasesExpired) unused uploads (\(ByteCount(report.quotaReleased)) of quota); expired \(report.uploadsExpired) unfinished versions; \(report.milliseconds) ms")
                 }
             }
         }

@@ -11,7 +11,7 @@ extension Xfer {
         static let configuration = CommandConfiguration(
             abstract: "Run an xfer server on a data directory.",
             discussion: """
-                Metadata goes to DIR/metadata.sqlite and chunks to DIR/chunks; nothing else is \
+                Metadata goes to DIR/metadata.sqlite and chunks to packs in DIR/packs; nothing else is \
                 needed. With --metadata (PostgreSQL) and --chunks (S3) several servers share one \
                 deployment; --tls-cert/--tls-key serve HTTPS. On first start an admin token is written to DIR/admin-token (mode 0600). \
                 Listening on an address other than loopback needs TLS: --tls-cert/--tls-key, or \
@@ -46,7 +46,7 @@ extension Xfer {
         @Option(help: ArgumentHelp("Keep metadata in PostgreSQL instead of DIR/metadata.sqlite; several servers may share it.", valueName: "postgres://USER@HOST:PORT/DB"))
         var metadata: String?
 
-        @Option(help: ArgumentHelp("Keep chunks in S3-compatible storage instead of DIR/chunks (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION).", valueName: "s3://BUCKET/PREFIX"))
+        @Option(help: ArgumentHelp("Keep chunks in S3-compatible storage instead of DIR/packs (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION).", valueName: "s3://BUCKET/PREFIX"))
         var chunks: String?
 
         @Option(help: ArgumentHelp("The S3 endpoint for --chunks (e.g. http://127.0.0.1:7480 for Ceph RGW).", valueName: "URL"))
@@ -189,7 +189,7 @@ extension Xfer {
                     let info: AccountInfo
                     if let data {
                         restrictFileModes()
-                        info = try await ServerData.open(data).createAccount(name: name, quota: quota?.value)
+                        info = try await reportMigration(ServerData.open(data)).createAccount(name: name, quota: quota?.value)
                     } else {
                         info = try await withRemote(client) { remote in
                             try await remote.connection.createAccount(CreateAccountRequest(name: name, quota: quota?.value))
@@ -226,7 +226,7 @@ extension Xfer {
                     let info: TokenInfo
                     if let data {
                         restrictFileModes()
-                        info = try await ServerData.open(data).metadata.issueToken(account: name)
+                        info = try await reportMigration(ServerData.open(data)).metadata.issueToken(account: name)
                     } else {
                         info = try await withRemote(client) { remote in try await remote.connection.newToken(account: name) }
                     }
@@ -268,7 +268,7 @@ extension Xfer {
                     let result: RevokeTokenResult
                     if let data {
                         restrictFileModes()
-                        result = try await ServerData.open(data).metadata.revoke(request)
+                        result = try await reportMigration(ServerData.open(data)).metadata.revoke(request)
                     } else {
                         result = try await withRemote(client) { remote in try await remote.connection.revokeToken(request) }
                     }

@@ -15,8 +15,6 @@ enum LegacyChunkFiles {
     struct Report: Sendable, Hashable {
         /// Chunks moved into the store.
         var chunks = 0
-        /// Their stored bytes.
-        var bytes: Int64 = 0
         /// Files left in place because they are damaged.
         var damaged: [String] = []
     }
@@ -38,22 +36,18 @@ enum LegacyChunkFiles {
         }
         for fan in UInt8.min...UInt8.max {
             let listed = try await threadPool.runIfActive { try files.files(fan: fan) }
-            var start = 0
-            while start < listed.count {
-                var end = start
-                var size: Int64 = 0
-                while end < listed.count, end == start || size + listed[end].bytes <= Int64(batchBytes) {
-                    size += listed[end].bytes
-                    end += 1
+            for batch in listed.batched(atMost: .max, budget: batchBytes, cost: { Int($0.bytes) }) {
+                // Read with a header check only: the store verifies every chunk before it keeps it.
+                let read = try await threadPool.runIfActive {
+                    batch.map { file in Result { try files.getUnverified(file.id) } }
                 }
-                let batch = Array(listed[start..<end])
-                start = end
                 var chunks: [EncodedChunk] = []
-                for file in batch {
-                    do {
-                        chunks.append(try await threadPool.runIfActive { try files.getUnverified(file.id) })
-                    } catch let error as XferError where error.code == .corruptChunk || error.code == .notFound {
-                        if error.code == .corruptChunk { report.damaged.append(files.path(for: file.id)) }
+                for (file, result) in zip(batch, read) {
+                    switch result {
+                    case .success(let chunk): chunks.append(chunk)
+                    case .failure(let error as XferError) where error.code == .notFound: break  // gone meanwhile
+                    case .failure(let error as XferError) where error.code == .corruptChunk: report.damaged.append(files.path(for: file.id))
+                    case .failure(let error): throw error
                     }
                 }
                 let verdicts = try await store.store(chunks)
@@ -61,12 +55,11 @@ enum LegacyChunkFiles {
                 for (chunk, verdict) in zip(chunks, verdicts) {
                     if verdict == nil {
                         moved.append(chunk.id)
-                        report.chunks += 1
-                        report.bytes += Int64(LocalChunkStore.headerSize + chunk.payload.count)
                     } else {
                         report.damaged.append(files.path(for: chunk.id))
                     }
                 }
+                report.chunks += moved.count
                 let done = moved
                 try await threadPool.runIfActive { for id in done { try files.remove(id) } }
             }

@@ -67,20 +67,10 @@ public struct PackedChunkStore: ChunkStore {
         // (docs/SECURITY.md). A located chunk keeps its location (recording is insert-or-
         // ignore); its new copy is dead weight that compaction reclaims. Repeats within the
         // batch are packed once.
-        let good = chunks.indices.filter { verdicts[$0] == nil }
         var seen: Set<ChunkID> = []
-        var packs: [[EncodedChunk]] = [[]]
-        var filled = 0
-        for index in good where seen.insert(chunks[index].id).inserted {
-            let size = ChunkID.byteCount + LocalChunkStore.headerSize + chunks[index].payload.count
-            if filled > 0, filled + size > packSize {
-                packs.append([])
-                filled = 0
-            }
-            packs[packs.count - 1].append(chunks[index])
-            filled += size
-        }
-        try await forEach(packs.filter { !$0.isEmpty }) { entries in
+        let good = chunks.indices.filter { verdicts[$0] == nil && seen.insert(chunks[$0].id).inserted }.map { chunks[$0] }
+        let packs = good.batched(atMost: .max, budget: packSize) { Self.entrySize($0) }
+        try await forEach(packs) { entries in
             let (bytes, locations) = Self.pack(entries, name: Self.newPackName())
             try await storage.put(locations[0].pack, bytes)
             try await index.recordLocations(locations)
@@ -94,10 +84,13 @@ public struct PackedChunkStore: ChunkStore {
         return (0..<16).map { _ in ChunkID.hexDigits(UInt8.random(in: 0...255, using: &generator)) }.joined()
     }
 
+    /// The bytes a chunk takes in a pack: its id, then the stored chunk.
+    static func entrySize(_ chunk: EncodedChunk) -> Int { ChunkID.byteCount + LocalChunkStore.headerSize + chunk.payload.count }
+
     /// A pack's bytes and the locations of its entries.
     static func pack(_ chunks: [EncodedChunk], name: String) -> ([UInt8], [ChunkLocation]) {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(chunks.reduce(0) { $0 + ChunkID.byteCount + LocalChunkStore.headerSize + $1.payload.count })
+        bytes.reserveCapacity(chunks.reduce(0) { $0 + entrySize($1) })
         var locations: [ChunkLocation] = []
         for chunk in chunks {
             let offset = bytes.count
@@ -115,7 +108,7 @@ public struct PackedChunkStore: ChunkStore {
               ChunkID(bytes: bytes.prefix(ChunkID.byteCount)) == location.id else {
             throw XferError(.corruptChunk, "\(name) is not chunk \(location.id.hex)")
         }
-        return try LocalChunkStore.parse(Array(bytes.dropFirst(ChunkID.byteCount)), id: location.id, name: name)
+        return try LocalChunkStore.parse(bytes.dropFirst(ChunkID.byteCount), id: location.id, name: name)
     }
 
     // MARK: Load
@@ -132,7 +125,7 @@ public struct PackedChunkStore: ChunkStore {
             found.merge(try await read(lost)) { first, _ in first }
         }
         return try ids.map { id in
-            guard let chunk = found[id] else { throw XferError(.notFound, "chunk \(id.hex) is not in the object store") }
+            guard let chunk = found[id] else { throw XferError(.notFound, "chunk \(id.hex) is not in the chunk store") }
             return chunk
         }
     }
