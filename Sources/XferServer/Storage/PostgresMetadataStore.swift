@@ -14,7 +14,7 @@ import XferProtocol
 /// a sequence number is taken with `UPDATE containers … RETURNING`, which holds the
 /// container's row lock until the transaction commits, so numbers are handed out and become
 /// visible in order. Each commit sends `NOTIFY xfer_changes` so other servers' long polls wake.
-public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
+public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable {
     let client: PostgresClient
 
     let runner: Task<Void, Never>
@@ -22,6 +22,9 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
     let policy: StorePolicy
 
     let logger: Logger
+
+    /// Connections to the database at most (and threads running transactions, ``PostgresSession/threads``).
+    static let maximumConnections = 32
 
     /// Connects to `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` and migrates the schema.
     /// - Parameters:
@@ -46,7 +49,7 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             }
             configuration.options.additionalStartupParameters = [("search_path", schema)]
         }
-        configuration.options.maximumConnections = 32
+        configuration.options.maximumConnections = Self.maximumConnections
         client = PostgresClient(configuration: configuration)
         let client = client
         runner = Task { await client.run() }
@@ -159,30 +162,19 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
         }
     }
 
-    /// One transaction's queries.
-    struct Transaction {
-        let connection: PostgresConnection
-        let logger: Logger
-
-        func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
-            try await connection.query(query, logger: logger).collect().map { $0.makeRandomAccess() }
-        }
-
-        func one(_ query: PostgresQuery) async throws -> PostgresRandomAccessRow? { try await rows(query).first }
-
-        func run(_ query: PostgresQuery) async throws { _ = try await connection.query(query, logger: logger).collect() }
-
-        func int(_ query: PostgresQuery) async throws -> Int64? {
-            guard let row = try await one(query) else { return nil }
-            return try row[0].decode(Int64?.self)
-        }
+    func reading<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
+        try await writing(body)
     }
 
-    func transaction<T: Sendable>(_ body: @escaping (Transaction) async throws -> T) async throws -> T {
+    /// One transaction: the rules run on a thread of ``PostgresSession/threads``, each
+    /// statement a round trip on the transaction's connection.
+    func writing<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
         let logger = logger
         do {
             return try await client.withTransaction(logger: logger) { connection in
-                try await body(Transaction(connection: connection, logger: logger))
+                try await PostgresSession.threads.runIfActive {
+                    try body(PostgresSession(connection: connection, logger: logger))
+                }
             }
         } catch {
             throw Self.mapped(error, "the metadata database failed")
@@ -199,27 +191,5 @@ public final class PostgresMetadataStore: MetadataStore, @unchecked Sendable {
             return XferError(.storageFull, "the metadata database's disk is full; nothing was changed; free some space and retry", cause: DescribedError(error))
         }
         return XferError(.io, message, cause: DescribedError(error))
-    }
-
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
-
-    static func containerID(_ tx: Transaction, account: Int64, name: ContainerName, create: Bool,
-                                    policy: StorePolicy = StorePolicy()) async throws -> Int64? {
-        if let id = try await tx.int("SELECT id FROM containers WHERE account_id = \(account) AND name = \(name.value)") { return id }
-        guard create else { return nil }
-        try AccountLimits.checkNewContainer(existing: try await tx.int("SELECT COUNT(*) FROM containers WHERE account_id = \(account)") ?? 0,
-                                            policy: policy)
-        try await tx.run("INSERT INTO containers (account_id, name) VALUES (\(account), \(name.value)) ON CONFLICT (account_id, name) DO NOTHING")
-        return try await tx.int("SELECT id FROM containers WHERE account_id = \(account) AND name = \(name.value)")
-    }
-
-    /// The container's next feed number; holds its row lock to the end of the transaction.
-    static func nextSequence(_ tx: Transaction, container: Int64) async throws -> Int64 {
-        try await tx.int("UPDATE containers SET sequence = sequence + 1 WHERE id = \(container) RETURNING sequence")!
-    }
-
-    /// Wakes long polls on every server (they re-read the feed).
-    static func notify(_ tx: Transaction, container: Int64) async throws {
-        try await tx.run("SELECT pg_notify('xfer_changes', \(String(container)))")
     }
 }

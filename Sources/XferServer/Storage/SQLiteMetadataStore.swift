@@ -6,8 +6,8 @@ import XferProtocol
 /// The embedded metadata store: one SQLite database (WAL mode) in the server's data directory.
 ///
 /// GRDB's `DatabasePool` serializes writers and runs readers concurrently; every method is
-/// one transaction.
-public final class SQLiteMetadataStore: MetadataStore {
+/// one transaction, its rules written once for both backends (``SQLMetadataStore``).
+public final class SQLiteMetadataStore: SQLMetadataStore {
     let pool: DatabasePool
 
     let policy: StorePolicy
@@ -20,6 +20,7 @@ public final class SQLiteMetadataStore: MetadataStore {
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            SQLiteSession.prepare(db)
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -104,7 +105,8 @@ public final class SQLiteMetadataStore: MetadataStore {
                 """)
             for row in rows {
                 let blob: Data = row["manifest"]
-                try adjustReferences(db, account: row["account_id"], manifest: try Manifest(decoding: Array(blob)), by: 1)
+                try MetadataTransaction(sql: SQLiteSession(db: db), policy: StorePolicy())
+                    .adjustReferences(account: row["account_id"], manifest: try Manifest(decoding: Array(blob)), by: 1)
             }
         }
         migrator.registerMigration("v3: chunk leases for garbage collection") { db in
@@ -142,26 +144,6 @@ public final class SQLiteMetadataStore: MetadataStore {
         return migrator
     }
 
-    static func containerID(_ db: Database, account: Int64, name: ContainerName, create: Bool,
-                                    policy: StorePolicy = StorePolicy()) throws -> Int64? {
-        if let id = try Int64.fetchOne(db, sql: "SELECT id FROM containers WHERE account_id = ? AND name = ?",
-                                       arguments: [account, name.value]) {
-            return id
-        }
-        guard create else { return nil }
-        try AccountLimits.checkNewContainer(existing: try Int64.fetchOne(db, sql: "SELECT COUNT(*) FROM containers WHERE account_id = ?",
-                                                                         arguments: [account]) ?? 0, policy: policy)
-        try db.execute(sql: "INSERT INTO containers (account_id, name) VALUES (?, ?)", arguments: [account, name.value])
-        return db.lastInsertedRowID
-    }
-
-    static func nextSequence(_ db: Database, container: Int64) throws -> Int64 {
-        try db.execute(sql: "UPDATE containers SET sequence = sequence + 1 WHERE id = ?", arguments: [container])
-        return try Int64.fetchOne(db, sql: "SELECT sequence FROM containers WHERE id = ?", arguments: [container])!
-    }
-
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
-
     /// Test seam: caps the database at its current size plus `extraPages` pages, so the next
     /// writes that need more meet SQLITE_FULL as on a full disk; `nil` lifts the cap.
     package func limitGrowth(extraPages: Int?) async throws {
@@ -171,12 +153,12 @@ public final class SQLiteMetadataStore: MetadataStore {
         }
     }
 
-    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await Self.mappingErrors { try await pool.read(body) }
+    func reading<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
+        try await Self.mappingErrors { try await pool.read { db in try body(SQLiteSession(db: db)) } }
     }
 
-    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await Self.mappingErrors { try await pool.write(body) }
+    func writing<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
+        try await Self.mappingErrors { try await pool.write { db in try body(SQLiteSession(db: db)) } }
     }
 
     /// Passes ``XferError``s through and wraps database errors as `io`.

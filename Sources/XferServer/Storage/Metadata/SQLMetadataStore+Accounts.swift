@@ -1,0 +1,107 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+// Accounts and tokens: who a request acts for, and the admin operations on accounts.
+extension SQLMetadataStore {
+    public func principal(tokenHash: [UInt8]) async throws -> Principal? {
+        try await read { tx in
+            // The clock in the same round trip: the request's start in the store's time.
+            guard let row = try tx.sql.one("""
+                SELECT t.hash, t.admin, a.id, a.name, \(tx.dialect.clock) AS now
+                FROM tokens t LEFT JOIN accounts a ON a.id = t.account_id WHERE t.hash = ?
+                """, tokenHash) else { return nil }
+            // The lookup is by hash of a 256-bit secret; the comparison itself is constant-time.
+            guard TokenHash.equal(try row.blob("hash"), tokenHash) else { return nil }
+            let now = try row.int("now")
+            if try row.bool("admin") { return Principal(accountID: 0, name: "admin", isAdmin: true, authenticatedAt: now) }
+            guard let id = try row.optionalInt("id"), let name = try row.optionalText("name") else { return nil }
+            return Principal(accountID: id, name: name, isAdmin: false, authenticatedAt: now)
+        }
+    }
+
+    public func deploymentID() async throws -> String {
+        try await read { tx in try tx.sql.one("SELECT id FROM deployment LIMIT 1")?.text("id") ?? "" }
+    }
+
+    public func hasAdminToken() async throws -> Bool {
+        try await read { tx in try tx.sql.one("SELECT 1 FROM tokens WHERE admin = ? LIMIT 1", true) != nil }
+    }
+
+    public func addAdminToken(hash: [UInt8]) async throws {
+        try await write { tx in
+            try tx.sql.rows("INSERT INTO tokens (hash, account_id, admin, created_at) VALUES (?, NULL, ?, ?)", hash, true, MetadataTransaction.now())
+        }
+    }
+
+    public func createAccount(name: AccountName, quota: Int64, tokenHash: [UInt8]) async throws -> AccountInfo {
+        try await write { tx in
+            guard let id = try tx.sql.int("""
+                INSERT INTO accounts (name, quota, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING RETURNING id
+                """, name.value, quota, MetadataTransaction.now()) else {
+                throw XferError(.alreadyExists, "an account named \"\(name)\" already exists")
+            }
+            try tx.sql.rows("INSERT INTO tokens (hash, account_id, admin, created_at) VALUES (?, ?, ?, ?)",
+                            tokenHash, id, false, MetadataTransaction.now())
+            return AccountInfo(name: name.value, quota: quota, used: 0)
+        }
+    }
+
+    public func addToken(account: AccountName, tokenHash: [UInt8]) async throws {
+        try await write { tx in
+            let id = try tx.accountID(account)
+            try tx.sql.rows("INSERT INTO tokens (hash, account_id, admin, created_at) VALUES (?, ?, ?, ?)",
+                            tokenHash, id, false, MetadataTransaction.now())
+        }
+    }
+
+    public func revokeToken(hash: [UInt8]) async throws -> Bool {
+        try await write { tx in
+            // Every admin token locked first (in one order), so two revocations cannot each see
+            // another admin token left and together remove the last two.
+            try tx.sql.rows("SELECT 1 FROM tokens WHERE admin = ? ORDER BY hash\(tx.dialect.forUpdate)", true)
+            guard let row = try tx.sql.one("SELECT admin FROM tokens WHERE hash = ?\(tx.dialect.forUpdate)", hash) else { return false }
+            if try row.bool("admin"), try tx.sql.int("SELECT COUNT(*) FROM tokens WHERE admin = ?", true) ?? 0 <= 1 {
+                throw XferError(.badRequest, "that is the only admin token; the server would have none left")
+            }
+            try tx.sql.rows("DELETE FROM tokens WHERE hash = ?", hash)
+            return true
+        }
+    }
+
+    public func revokeTokens(account: AccountName) async throws -> Int {
+        try await write { tx in
+            let id = try tx.accountID(account)
+            return try tx.sql.rows("DELETE FROM tokens WHERE account_id = ? RETURNING hash", id).count
+        }
+    }
+
+    public func account(_ accountID: Int64) async throws -> AccountInfo {
+        try await read { tx in
+            guard let row = try tx.sql.one("SELECT name, quota, used FROM accounts WHERE id = ?", accountID) else {
+                throw XferError(.notFound, "no such account")
+            }
+            return AccountInfo(name: try row.text("name"), quota: try row.int("quota"), used: try row.int("used"))
+        }
+    }
+
+    public func accounts() async throws -> [AccountUsage] {
+        try await read { tx in
+            try tx.sql.rows("""
+                SELECT a.id, a.name, a.used, CAST((SELECT COALESCE(SUM(length), 0) FROM account_chunks WHERE account_id = a.id) AS BIGINT) AS held
+                FROM accounts a ORDER BY a.id
+                """).map {
+                AccountUsage(id: try $0.int("id"), name: try $0.text("name"), used: try $0.int("used"), held: try $0.int("held"))
+            }
+        }
+    }
+}
+
+extension MetadataTransaction {
+    func accountID(_ name: AccountName) throws -> Int64 {
+        guard let id = try sql.int("SELECT id FROM accounts WHERE name = ?", name.value) else {
+            throw XferError(.notFound, "no account named \"\(name)\"")
+        }
+        return id
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+// The index of the packed chunk store: where each chunk lives.
+extension SQLMetadataStore {
+    public func recordLocations(_ locations: [ChunkLocation]) async throws {
+        guard !locations.isEmpty else { return }
+        try await write { tx in
+            let now = try tx.clock()
+            try tx.batched(locations) { batch in
+                try tx.sql.rows("""
+                    INSERT INTO chunk_locations (id, pack, "offset", length, recorded_at)
+                    VALUES \(Array(repeating: "(?, ?, ?, ?, ?)", count: batch.count).joined(separator: ", "))
+                    ON CONFLICT (id) DO NOTHING
+                    """, batch.flatMap { [$0.id.sqlValue, .text($0.pack), .int($0.offset), .int(Int64($0.length)), .int(now)] })
+            }
+        }
+    }
+
+    public func locations(_ ids: [ChunkID]) async throws -> [ChunkLocation] {
+        guard !ids.isEmpty else { return [] }
+        return try await read { tx in
+            var found: [ChunkLocation] = []
+            try tx.batched(ids) { batch in
+                found += try tx.sql.rows(#"SELECT id, pack, "offset", length, recorded_at FROM chunk_locations WHERE id IN (\#(sqlPlaceholders(batch.count)))"#,
+                                         batch.map(\.sqlValue)).compactMap(MetadataTransaction.location)
+            }
+            return found
+        }
+    }
+
+    public func locations(shard: UInt8) async throws -> [ChunkLocation] {
+        let (low, high) = ChunkLocation.shardBounds(shard)
+        return try await read { tx in
+            try tx.sql.rows(#"SELECT id, pack, "offset", length, recorded_at FROM chunk_locations WHERE id >= ? AND id < ? ORDER BY id"#,
+                            low, high).compactMap(MetadataTransaction.location)
+        }
+    }
+
+    public func locations(pack: String) async throws -> [ChunkLocation] {
+        try await read { tx in
+            try tx.sql.rows(#"SELECT id, pack, "offset", length, recorded_at FROM chunk_locations WHERE pack = ? ORDER BY "offset""#, pack)
+                .compactMap(MetadataTransaction.location)
+        }
+    }
+
+    public func removeLocations(_ ids: [ChunkID]) async throws -> Set<String> {
+        guard !ids.isEmpty else { return [] }
+        return try await write { tx in
+            var packs: Set<String> = []
+            try tx.batched(ids) { batch in
+                for row in try tx.sql.rows("DELETE FROM chunk_locations WHERE id IN (\(sqlPlaceholders(batch.count))) RETURNING pack",
+                                           batch.map(\.sqlValue)) {
+                    packs.insert(try row.text(0))
+                }
+            }
+            var live: Set<String> = []
+            try tx.batched(Array(packs)) { batch in
+                for row in try tx.sql.rows("SELECT DISTINCT pack FROM chunk_locations WHERE pack IN (\(sqlPlaceholders(batch.count)))",
+                                           batch.map(\.sqlValue)) {
+                    live.insert(try row.text(0))
+                }
+            }
+            return packs.subtracting(live)
+        }
+    }
+
+    public func packUsage() async throws -> [String: Int64] {
+        try await read { tx in
+            var usage: [String: Int64] = [:]
+            for row in try tx.sql.rows("SELECT pack, CAST(SUM(length) AS BIGINT) AS bytes FROM chunk_locations GROUP BY pack") {
+                usage[try row.text("pack")] = try row.int("bytes")
+            }
+            return usage
+        }
+    }
+
+    public func moveLocations(_ moved: [ChunkLocation], from pack: String) async throws -> Int {
+        guard !moved.isEmpty else { return 0 }
+        return try await write { tx in
+            var count = 0
+            for location in moved {
+                count += try tx.sql.rows(#"UPDATE chunk_locations SET pack = ?, "offset" = ?, length = ? WHERE id = ? AND pack = ? RETURNING id"#,
+                                         location.pack, location.offset, location.length, location.id, pack).count
+            }
+            return count
+        }
+    }
+}
+
+extension MetadataTransaction {
+    static func location(_ row: SQLRow) throws -> ChunkLocation? {
+        guard let id = ChunkID(bytes: try row.blob(0)) else { return nil }
+        return ChunkLocation(id: id, pack: try row.text(1), offset: try row.int(2), length: Int(try row.int(3)), recordedAt: try row.int(4))
+    }
+}

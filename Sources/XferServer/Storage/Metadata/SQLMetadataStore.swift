@@ -1,0 +1,88 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+/// A metadata store over SQL: the backend supplies its connection handling (``read(_:)`` and
+/// ``write(_:)`` as one transaction on a ``SQLSession``); everything else (the version state
+/// machine, quota and references, key-value rules, the deletion protocol, the chunk-location
+/// index) is written once, in this protocol's extensions, against ``MetadataTransaction``.
+///
+/// SQLite (``SQLiteMetadataStore``) and PostgreSQL (``PostgresMetadataStore``) conform, and
+/// one conformance suite (MetadataStoreTests, run on both) holds them to the same answers.
+protocol SQLMetadataStore: MetadataStore {
+    var policy: StorePolicy { get }
+
+    /// Runs `body` as one read-only transaction.
+    func reading<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T
+
+    /// Runs `body` as one read-write transaction: all of its changes, or (if it throws) none.
+    func writing<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T
+}
+
+extension SQLMetadataStore {
+    func read<T: Sendable>(_ body: @escaping @Sendable (MetadataTransaction) throws -> T) async throws -> T {
+        let policy = policy
+        return try await reading { try body(MetadataTransaction(sql: $0, policy: policy)) }
+    }
+
+    func write<T: Sendable>(_ body: @escaping @Sendable (MetadataTransaction) throws -> T) async throws -> T {
+        let policy = policy
+        return try await writing { try body(MetadataTransaction(sql: $0, policy: policy)) }
+    }
+}
+
+/// One transaction of the metadata store: the row operations the rules are made of, written
+/// once for both backends over ``SQLSession``.
+struct MetadataTransaction {
+    let sql: any SQLSession
+    let policy: StorePolicy
+
+    var dialect: SQLDialect { sql.dialect }
+
+    /// Seconds since 1970: the `created_at` and `added_at` of rows.
+    static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    /// The store's clock in nanoseconds (the database's on PostgreSQL, so every server agrees).
+    func clock() throws -> Int64 {
+        guard let now = try sql.int("SELECT \(dialect.clock)") else { throw XferError(.internal, "the metadata store has no clock") }
+        return now
+    }
+
+    func containerID(account: Int64, name: ContainerName, create: Bool) throws -> Int64? {
+        if let id = try sql.int("SELECT id FROM containers WHERE account_id = ? AND name = ?", account, name.value) { return id }
+        guard create else { return nil }
+        try AccountLimits.checkNewContainer(existing: try sql.int("SELECT COUNT(*) FROM containers WHERE account_id = ?", account) ?? 0,
+                                            policy: policy)
+        try sql.rows("INSERT INTO containers (account_id, name) VALUES (?, ?) ON CONFLICT (account_id, name) DO NOTHING", account, name.value)
+        return try sql.int("SELECT id FROM containers WHERE account_id = ? AND name = ?", account, name.value)
+    }
+
+    /// Locks the container's row to the end of the transaction: on PostgreSQL, commits,
+    /// deletions, resolutions and key writes to one container are serialized, as SQLite's one
+    /// writer serializes everything. Taken before any document's lock, always.
+    func lockContainer(_ id: Int64) throws {
+        try sql.rows("SELECT id FROM containers WHERE id = ?\(dialect.forUpdate)", id)
+    }
+
+    /// The container's next feed number; holds its row lock to the end of the transaction, so
+    /// numbers are handed out and become visible in order.
+    func nextSequence(container: Int64) throws -> Int64 {
+        guard let sequence = try sql.int("UPDATE containers SET sequence = sequence + 1 WHERE id = ? RETURNING sequence", container) else {
+            throw XferError(.internal, "container \(container) vanished inside its own transaction")
+        }
+        return sequence
+    }
+
+    /// Runs `body` on `items` in slices of ``sqlBatchSize`` (one `IN` list or `VALUES` each).
+    func batched<T>(_ items: [T], _ body: (ArraySlice<T>) throws -> Void) throws {
+        for start in stride(from: 0, to: items.count, by: sqlBatchSize) {
+            try body(items[start..<min(start + sqlBatchSize, items.count)])
+        }
+    }
+
+    /// Gives `bytes` back to an account's recorded use (never below zero).
+    func release(_ bytes: Int64, account: Int64) throws {
+        guard bytes > 0 else { return }
+        try sql.rows("UPDATE accounts SET used = CASE WHEN used > ? THEN used - ? ELSE 0 END WHERE id = ?", bytes, bytes, account)
+    }
+}

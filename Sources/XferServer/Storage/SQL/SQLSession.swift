@@ -1,0 +1,194 @@
+import XferCore
+
+/// A value bound to a statement or read from a row: the few types the metadata schema uses.
+enum SQLValue: Sendable, Equatable {
+    case null
+    case int(Int64)
+    case text(String)
+    case blob([UInt8])
+    case bool(Bool)
+}
+
+/// Values that bind as one ``SQLValue``.
+protocol SQLBindable {
+    var sqlValue: SQLValue { get }
+}
+
+extension Int64: SQLBindable { var sqlValue: SQLValue { .int(self) } }
+extension Int: SQLBindable { var sqlValue: SQLValue { .int(Int64(self)) } }
+extension UInt32: SQLBindable { var sqlValue: SQLValue { .int(Int64(self)) } }
+extension String: SQLBindable { var sqlValue: SQLValue { .text(self) } }
+extension Bool: SQLBindable { var sqlValue: SQLValue { .bool(self) } }
+extension Array: SQLBindable where Element == UInt8 { var sqlValue: SQLValue { .blob(self) } }
+extension ChunkID: SQLBindable { var sqlValue: SQLValue { .blob(bytes) } }
+extension Optional: SQLBindable where Wrapped: SQLBindable { var sqlValue: SQLValue { self?.sqlValue ?? .null } }
+
+/// One row of a result, its columns by name or position. Every read names the Swift type it
+/// expects; a stored value of another type (or NULL where one is required) is an error,
+/// never a guess.
+struct SQLRow: Sendable {
+    let names: [String]
+    let values: [SQLValue]
+
+    func value(_ column: String) throws -> SQLValue {
+        guard let index = names.firstIndex(of: column) else {
+            throw XferError(.internal, "the metadata query returned no column \"\(column)\"")
+        }
+        return values[index]
+    }
+
+    func value(_ index: Int) throws -> SQLValue {
+        guard values.indices.contains(index) else { throw XferError(.internal, "the metadata query returned no column \(index)") }
+        return values[index]
+    }
+
+    func int(_ column: String) throws -> Int64 { try Self.required(Self.int(try value(column)), column) }
+    func int(_ index: Int) throws -> Int64 { try Self.required(Self.int(try value(index)), "\(index)") }
+    func optionalInt(_ column: String) throws -> Int64? { try Self.int(try value(column)) }
+    func text(_ column: String) throws -> String { try Self.required(Self.text(try value(column)), column) }
+    func text(_ index: Int) throws -> String { try Self.required(Self.text(try value(index)), "\(index)") }
+    func optionalText(_ column: String) throws -> String? { try Self.text(try value(column)) }
+    func blob(_ column: String) throws -> [UInt8] { try Self.required(Self.blob(try value(column)), column) }
+    func blob(_ index: Int) throws -> [UInt8] { try Self.required(Self.blob(try value(index)), "\(index)") }
+    func optionalBlob(_ column: String) throws -> [UInt8]? { try Self.blob(try value(column)) }
+    func bool(_ column: String) throws -> Bool { try Self.required(Self.bool(try value(column)), column) }
+
+    private static func required<T>(_ value: T?, _ column: String) throws -> T {
+        guard let value else { throw XferError(.internal, "the metadata store holds NULL in column \(column), where a value is required") }
+        return value
+    }
+
+    private static func int(_ value: SQLValue) throws -> Int64? {
+        switch value {
+        case .null: return nil
+        case .int(let int): return int
+        default: throw mismatch(value, "an integer")
+        }
+    }
+
+    private static func text(_ value: SQLValue) throws -> String? {
+        switch value {
+        case .null: return nil
+        case .text(let text): return text
+        default: throw mismatch(value, "text")
+        }
+    }
+
+    private static func blob(_ value: SQLValue) throws -> [UInt8]? {
+        switch value {
+        case .null: return nil
+        case .blob(let bytes): return bytes
+        default: throw mismatch(value, "bytes")
+        }
+    }
+
+    /// A boolean: PostgreSQL's own type, or SQLite's 0 and 1.
+    private static func bool(_ value: SQLValue) throws -> Bool? {
+        switch value {
+        case .null: return nil
+        case .bool(let bool): return bool
+        case .int(0): return false
+        case .int(1): return true
+        default: throw mismatch(value, "a boolean")
+        }
+    }
+
+    private static func mismatch(_ value: SQLValue, _ expected: String) -> XferError {
+        XferError(.internal, "the metadata store holds \(value) where \(expected) was expected")
+    }
+}
+
+/// Where the two SQL dialects differ. Everything else (`ON CONFLICT`, `RETURNING`, row values,
+/// savepoints, `IS DISTINCT FROM`) is one text for both; statements use `?` placeholders.
+struct SQLDialect: Sendable {
+    /// Appended to a `SELECT` that locks the rows it reads until the transaction ends. Empty
+    /// on SQLite, whose one writer holds the whole database.
+    var forUpdate: String
+    /// Appended to a text column to compare and sort it byte by byte.
+    var bytewise: String
+    /// The comma-separated list of an integer expression over a group.
+    var joinedIntegers: @Sendable (String) -> String
+    /// The length in bytes of a text expression.
+    var octetLength: @Sendable (String) -> String
+    /// The database's clock, in nanoseconds since 1970, as an expression.
+    var clock: String
+
+    static let sqlite = SQLDialect(
+        forUpdate: "", bytewise: "",
+        joinedIntegers: { "group_concat(\($0))" },
+        octetLength: { "length(CAST(\($0) AS BLOB))" },
+        clock: "xfer_clock_ns()")
+
+    static let postgres = SQLDialect(
+        forUpdate: " FOR UPDATE", bytewise: #" COLLATE "C""#,
+        joinedIntegers: { "string_agg(\($0)::text, ',')" },
+        octetLength: { "octet_length(\($0))" },
+        clock: "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint")
+}
+
+/// One transaction's statements on one backend: the narrow interface the metadata rules are
+/// written against (``MetadataTransaction``). Calls block until the database answers; a
+/// backend runs the whole transaction off Swift's cooperative pool.
+protocol SQLSession {
+    var dialect: SQLDialect { get }
+
+    /// Runs a statement and returns its rows (none for most writes).
+    @discardableResult
+    func rows(_ sql: String, _ values: [SQLValue]) throws -> [SQLRow]
+
+    /// Takes the lock that orders uploads against a garbage collection's deletion marks:
+    /// shared by uploads, exclusive by the marking. Nothing on SQLite, whose writer is one.
+    func lockDeletions(exclusive: Bool) throws
+
+    /// Wakes other servers' long polls when this transaction commits. Nothing on SQLite.
+    func notifyChanges(container: Int64) throws
+}
+
+extension SQLSession {
+    @discardableResult
+    func rows(_ sql: String, _ values: any SQLBindable...) throws -> [SQLRow] {
+        try rows(sql, values.map(\.sqlValue))
+    }
+
+    func one(_ sql: String, _ values: any SQLBindable...) throws -> SQLRow? {
+        try rows(sql, values.map(\.sqlValue)).first
+    }
+
+    func int(_ sql: String, _ values: any SQLBindable...) throws -> Int64? {
+        try rows(sql, values.map(\.sqlValue)).first?.optionalInt(0)
+    }
+
+    /// Runs `body` inside a savepoint: its changes stay if it returns, and are undone if it
+    /// throws (the error is rethrown; the transaction goes on).
+    func savepoint<T>(_ body: () throws -> T) throws -> T {
+        try rows("SAVEPOINT xfer_step", [])
+        do {
+            let result = try body()
+            try rows("RELEASE SAVEPOINT xfer_step", [])
+            return result
+        } catch {
+            try rows("ROLLBACK TO SAVEPOINT xfer_step", [])
+            try rows("RELEASE SAVEPOINT xfer_step", [])
+            throw error
+        }
+    }
+}
+
+extension SQLRow {
+    func optionalInt(_ index: Int) throws -> Int64? {
+        switch try value(index) {
+        case .null: return nil
+        case .int(let int): return int
+        case let other: throw XferError(.internal, "the metadata store holds \(other) where an integer was expected")
+        }
+    }
+}
+
+/// `?, ?, ?`: placeholders for a list of `count` values.
+func sqlPlaceholders(_ count: Int) -> String {
+    Array(repeating: "?", count: count).joined(separator: ", ")
+}
+
+/// How many values one `IN (…)` list or multi-row `VALUES` carries: under SQLite's and
+/// PostgreSQL's limits on bound values, and large enough that a batch is one round trip.
+let sqlBatchSize = 1_000

@@ -1,0 +1,52 @@
+import Foundation
+import GRDB
+import XferCore
+
+/// A transaction on SQLite: GRDB's connection, inside the `read` or `write` it runs on.
+struct SQLiteSession: SQLSession {
+    let db: Database
+
+    var dialect: SQLDialect { .sqlite }
+
+    func rows(_ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
+        let statement = try db.cachedStatement(sql: sql)
+        let arguments = StatementArguments(values.map(Self.databaseValue))
+        var result: [SQLRow] = []
+        let cursor = try Row.fetchCursor(statement, arguments: arguments)
+        while let row = try cursor.next() {
+            result.append(SQLRow(names: Array(row.columnNames), values: try row.databaseValues.map(Self.value)))
+        }
+        return result
+    }
+
+    func lockDeletions(exclusive: Bool) throws {}
+
+    func notifyChanges(container: Int64) throws {}
+
+    static func databaseValue(_ value: SQLValue) -> DatabaseValue {
+        switch value {
+        case .null: return .null
+        case .int(let int): return int.databaseValue
+        case .text(let text): return text.databaseValue
+        case .blob(let bytes): return Data(bytes).databaseValue
+        case .bool(let bool): return (bool ? 1 : 0 as Int64).databaseValue
+        }
+    }
+
+    static func value(_ value: DatabaseValue) throws -> SQLValue {
+        switch value.storage {
+        case .null: return .null
+        case .int64(let int): return .int(int)
+        case .double(let double): throw XferError(.internal, "the metadata store holds a real number (\(double)), which no column has")
+        case .string(let text): return .text(text)
+        case .blob(let data): return .blob(Array(data))
+        }
+    }
+
+    /// Registers the functions the shared statements call (``SQLDialect/sqlite``).
+    static func prepare(_ db: Database) {
+        db.add(function: DatabaseFunction("xfer_clock_ns", argumentCount: 0, pure: false) { _ in
+            Int64(Date().timeIntervalSince1970 * 1e9)
+        })
+    }
+}
