@@ -55,13 +55,9 @@ extension SQLMetadataStore {
                     packs.insert(try row.text(0))
                 }
             }
-            var live: Set<String> = []
-            try tx.batched(Array(packs)) { batch in
-                for row in try tx.sql.rows("SELECT DISTINCT pack FROM chunk_locations WHERE pack IN (\(sqlPlaceholders(batch.count)))",
-                                           batch.map(\.sqlValue)) {
-                    live.insert(try row.text(0))
-                }
-            }
+            // One look per pack, stopping at its first remaining chunk (a DISTINCT over all
+            // of them would read every location of every pack named).
+            let live = try packs.filter { try tx.sql.one("SELECT 1 FROM chunk_locations WHERE pack = ? LIMIT 1", $0) != nil }
             return packs.subtracting(live)
         }
     }

@@ -41,14 +41,13 @@ struct PostgresSession: SQLSession {
         let logger = logger
         return try Self.blocking {
             var rows: [SQLRow] = []
+            var names: [String]? = nil
             for try await row in try await connection.query(query, logger: logger) {
-                var names: [String] = []
                 var values: [SQLValue] = []
-                for cell in row {
-                    names.append(cell.columnName)
-                    values.append(try Self.value(cell))
-                }
-                rows.append(SQLRow(names: names, values: values))
+                for cell in row { values.append(try Self.value(cell)) }
+                // One array of names for every row of the result (rows share it).
+                if names == nil { names = row.map(\.columnName) }
+                rows.append(SQLRow(names: names ?? [], values: values))
             }
             return rows
         }

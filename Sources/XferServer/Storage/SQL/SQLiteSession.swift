@@ -9,12 +9,20 @@ struct SQLiteSession: SQLSession {
     var dialect: SQLDialect { .sqlite }
 
     func rows(_ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
-        let statement = try db.cachedStatement(sql: sql)
+        // A statement of a few values is prepared once per connection; a long `IN` list or
+        // multi-row `VALUES` has as many texts as batch lengths, and caching each would keep
+        // hundreds of large prepared statements alive (tens of MB, each parsed once anyway).
+        let statement = values.count <= 16 ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
         let arguments = StatementArguments(values.map(Self.databaseValue))
+        // One array of names for every row of the result (rows share it).
+        let names = statement.columnNames
         var result: [SQLRow] = []
         let cursor = try Row.fetchCursor(statement, arguments: arguments)
         while let row = try cursor.next() {
-            result.append(SQLRow(names: Array(row.columnNames), values: try row.databaseValues.map(Self.value)))
+            var values: [SQLValue] = []
+            values.reserveCapacity(names.count)
+            for value in row.databaseValues { values.append(try Self.value(value)) }
+            result.append(SQLRow(names: names, values: values))
         }
         return result
     }
