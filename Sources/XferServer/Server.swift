@@ -97,6 +97,7 @@ public struct ServerData: Sendable {
             let file = directory + "/metadata.sqlite"
             try PrivateFiles.makePrivate(file, companions: [file + "-wal", file + "-shm"])
         }
+        try StoreLayout(metadataElsewhere: metadata != nil, chunksElsewhere: chunks != nil).record(in: directory)
         let metadata = try metadata ?? SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy)
         let store = try chunks?(metadata) ?? PackedChunkStore(storage: FilePackStorage(root: directory + "/packs"), index: metadata)
         let migration = try await LegacyChunkFiles.migrate(directory + "/chunks", into: store)
@@ -187,5 +188,49 @@ public enum XferServer {
         var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
         configuration.minimumTLSVersion = .tlsv12
         return configuration
+    }
+}
+
+/// Where a data directory's server keeps its metadata and chunks: in the directory itself (the
+/// embedded default) or elsewhere (`xfer serve --metadata postgres://…`, `--chunks s3://…`).
+/// Recorded in `DIR/stores` each time the server opens it, so that work on the directory alone
+/// (`xfer gc --data`, `xfer verify --data`) can tell that its files are not the whole story: a
+/// garbage collection that read a stale `metadata.sqlite` beside packs indexed in PostgreSQL
+/// would take every newer pack for an orphan and delete it.
+public struct StoreLayout: Sendable, Hashable, Codable {
+    /// Metadata is in PostgreSQL, not `DIR/metadata.sqlite`.
+    public var metadataElsewhere: Bool
+    /// Chunks are in S3, not `DIR/packs`.
+    public var chunksElsewhere: Bool
+
+    /// Describes a layout.
+    public init(metadataElsewhere: Bool, chunksElsewhere: Bool) {
+        self.metadataElsewhere = metadataElsewhere
+        self.chunksElsewhere = chunksElsewhere
+    }
+
+    /// Whether everything is in the directory.
+    public var isEmbedded: Bool { !metadataElsewhere && !chunksElsewhere }
+
+    /// What the directory's server last recorded (embedded when nothing is recorded).
+    /// - Throws: `invalid_configuration` if the record cannot be read.
+    public static func recorded(in directory: String) throws -> StoreLayout {
+        let path = directory + "/stores"
+        guard let data = FileManager.default.contents(atPath: path) else { return StoreLayout(metadataElsewhere: false, chunksElsewhere: false) }
+        guard let layout = try? JSONDecoder().decode(StoreLayout.self, from: data) else {
+            throw XferError(.invalidConfiguration, "\(path) is not a record xfer wrote; nothing was changed")
+        }
+        return layout
+    }
+
+    /// Records a layout with a store elsewhere. An embedded open (an account command on the
+    /// directory, say) never clears the record: only the operator knows the server has moved
+    /// back, and says so by removing the file.
+    func record(in directory: String) throws {
+        let path = directory + "/stores"
+        guard !isEmbedded else { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try FileSystem.writeAtomically(Array(try encoder.encode(self)) + [0x0a], to: path)
     }
 }

@@ -31,8 +31,19 @@ func openExistingData(_ directory: String) async throws -> ServerData {
     guard FileManager.default.fileExists(atPath: directory + "/metadata.sqlite") else {
         throw XferError(.notFound, "\(directory) is not an xfer data directory (no metadata.sqlite)")
     }
+    let layout = try StoreLayout.recorded(in: directory)
+    guard layout.isEmbedded else {
+        let stores = [layout.metadataElsewhere ? "metadata in PostgreSQL" : nil, layout.chunksElsewhere ? "chunks in S3" : nil]
+            .compactMap { $0 }.joined(separator: " and ")
+        throw XferError(.invalidConfiguration, """
+            \(directory) is served with its \(stores) (recorded in \(directory)/stores), which --data cannot reach; \
+            nothing was changed. Ask the server instead (--server URL with the admin token); if the server now keeps \
+            everything in \(directory), remove \(directory)/stores first
+            """)
+    }
     restrictFileModes()
     return reportMigration(try await ServerData.open(directory))
+
 }
 
 /// Says on stderr what opening a data directory moved from the one-file-per-chunk layout of
@@ -133,8 +144,8 @@ extension Xfer {
             abstract: "Remove chunks no version needs and give their space back.",
             discussion: """
                 Removes versions announced but never committed, releases chunks uploaded for a \
-                commit that never came (their bytes leave the account's quota), and deletes chunk \
-                files no account holds. Anything younger than --grace is left alone, so uploads in \
+                commit that never came (their bytes leave the account's quota), deletes chunks \
+                no account holds, and rewrites packs that are mostly empty. Anything younger than --grace is left alone, so uploads in \
                 flight are safe. Safe while the server runs: with --data it works on the data \
                 directory directly, otherwise it asks --server (admin token).
                 """)

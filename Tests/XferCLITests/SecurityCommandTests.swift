@@ -134,5 +134,12 @@ extension URL {
         #expect(gc.status == 0)
         let removed = try server.json(gc)["chunks_removed"] as? Int
         #expect(removed == 0, "the deletion version keeps history; nothing is unreferenced yet")
+        // The data directory alone is not the whole store: gc and verify on it refuse, and change nothing.
+        let before = try FileManager.default.subpathsOfDirectory(atPath: server.path("data")).sorted()
+        for command in [["gc", "--grace", "0"], ["verify"]] {
+            let offline = try server.run(command + ["--data", server.path("data")])
+            #expect(offline.status != 0 && offline.stderr.contains("chunks in S3"), "\(command): \(offline.stderr)")
+        }
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: server.path("data")).sorted() == before)
     }
 }

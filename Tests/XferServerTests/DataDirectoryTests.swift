@@ -42,3 +42,21 @@ import XferCore
         #expect(!FileManager.default.fileExists(atPath: directory + "/metadata.sqlite"))
     }
 }
+
+/// The record of where a data directory's stores are, which `xfer gc --data` and `verify --data` read.
+@Suite struct StoreLayoutTests {
+    @Test func aStoreElsewhereIsRecordedAndAnEmbeddedOpenDoesNotEraseIt() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-layout-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        _ = try await ServerData.open(directory)
+        #expect(try StoreLayout.recorded(in: directory).isEmbedded)
+        let elsewhere = try SQLiteMetadataStore(path: directory + "/other.sqlite")
+        _ = try await ServerData.open(directory, metadata: elsewhere)
+        #expect(try StoreLayout.recorded(in: directory) == StoreLayout(metadataElsewhere: true, chunksElsewhere: false))
+        // An account command opens the directory with its own files: the record stays.
+        _ = try await ServerData.open(directory)
+        #expect(try StoreLayout.recorded(in: directory).metadataElsewhere)
+        try Array("not json".utf8).withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: directory + "/stores")) }
+        #expect(throws: XferError.self) { _ = try StoreLayout.recorded(in: directory) }
+    }
+}
