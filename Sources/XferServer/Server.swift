@@ -209,14 +209,17 @@ public struct StoreLayout: Sendable, Hashable, Codable {
         self.chunksElsewhere = chunksElsewhere
     }
 
+    /// Everything in the directory: the default, and what no record means.
+    public static let embedded = StoreLayout(metadataElsewhere: false, chunksElsewhere: false)
+
     /// Whether everything is in the directory.
-    public var isEmbedded: Bool { !metadataElsewhere && !chunksElsewhere }
+    public var isEmbedded: Bool { self == .embedded }
 
     /// What the directory's server last recorded (embedded when nothing is recorded).
     /// - Throws: `invalid_configuration` if the record cannot be read.
     public static func recorded(in directory: String) throws -> StoreLayout {
         let path = directory + "/stores"
-        guard let data = FileManager.default.contents(atPath: path) else { return StoreLayout(metadataElsewhere: false, chunksElsewhere: false) }
+        guard let data = FileManager.default.contents(atPath: path) else { return .embedded }
         guard let layout = try? JSONDecoder().decode(StoreLayout.self, from: data) else {
             throw XferError(.invalidConfiguration, "\(path) is not a record xfer wrote; nothing was changed")
         }

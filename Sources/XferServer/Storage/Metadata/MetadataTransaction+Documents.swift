@@ -17,7 +17,7 @@ extension MetadataTransaction {
         var seen: Set<ChunkID> = []
         let unique = ids.filter { seen.insert($0).inserted }
         var held: Set<ChunkID> = []
-        try batched(unique) { batch in
+        for batch in unique.batched(atMost: sqlBatchSize) {
             for row in try sql.rows("SELECT id FROM account_chunks WHERE account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))",
                                     [.int(account)] + batch.map(\.sqlValue)) {
                 if let id = ChunkID(bytes: try row.blob(0)) { held.insert(id) }
@@ -33,7 +33,7 @@ extension MetadataTransaction {
     /// takes them, so two transactions never deadlock.
     func heldLengths(account: Int64, _ ids: [ChunkID]) throws -> [ChunkID: Int64] {
         var held: [ChunkID: Int64] = [:]
-        try batched(Self.sortedForLocking(ids)) { batch in
+        for batch in Self.sortedForLocking(ids).batched(atMost: sqlBatchSize) {
             for row in try sql.rows("""
                 SELECT id, length FROM account_chunks WHERE account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))
                 ORDER BY id\(dialect.forUpdate)
@@ -100,7 +100,7 @@ extension MetadataTransaction {
     /// less (`by: -1`); chunks no version references any more leave the account and its quota.
     func adjustReferences(account: Int64, manifest: Manifest, by delta: Int64) throws {
         var released: Int64 = 0
-        try batched(Self.sortedForLocking(manifest.allChunks.map(\.id))) { batch in
+        for batch in Self.sortedForLocking(manifest.allChunks.map(\.id)).batched(atMost: sqlBatchSize) {
             let ids = batch.map(\.sqlValue)
             let list = "account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))"
             if delta < 0 {

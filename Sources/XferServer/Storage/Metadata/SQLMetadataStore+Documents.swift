@@ -19,7 +19,7 @@ extension SQLMetadataStore {
                 // Shared with other uploads, exclusive with a deletion's marking (beginDeletion):
                 // either the mark is visible here, or this transaction's holding is visible there.
                 try tx.sql.lockDeletions(exclusive: false)
-                try tx.batched(Array(lacking)) { batch in
+                for batch in Array(lacking).batched(atMost: sqlBatchSize) {
                     for mark in try tx.sql.rows("SELECT id, finished_at FROM chunk_deletions WHERE id IN (\(sqlPlaceholders(batch.count)))",
                                                 batch.map(\.sqlValue)) {
                         guard let id = ChunkID(bytes: try mark.blob(0)) else { continue }
@@ -33,8 +33,8 @@ extension SQLMetadataStore {
             let bytes = fresh.reduce(Int64(0)) { $0 + Int64($1.length) }
             _ = try QuotaRules.charge(adding: bytes, used: try row.int("used"), quota: try row.int("quota"))
             let now = MetadataTransaction.now()
-            try tx.batched(fresh) { batch in
-                try tx.sql.rows("INSERT INTO account_chunks (account_id, id, length, added_at) VALUES \(Array(repeating: "(?, ?, ?, ?)", count: batch.count).joined(separator: ", "))",
+            for batch in fresh.batched(atMost: sqlBatchSize) {
+                try tx.sql.rows("INSERT INTO account_chunks (account_id, id, length, added_at) VALUES \(sqlRows("?, ?, ?, ?", count: batch.count))",
                                 batch.flatMap { [.int(account), $0.id.sqlValue, .int(Int64($0.length)), .int(now)] })
             }
             try tx.sql.rows("UPDATE accounts SET used = used + ? WHERE id = ?", bytes, account)

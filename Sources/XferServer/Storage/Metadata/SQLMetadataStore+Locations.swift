@@ -8,10 +8,10 @@ extension SQLMetadataStore {
         guard !locations.isEmpty else { return }
         try await write { tx in
             let now = try tx.clock()
-            try tx.batched(locations) { batch in
+            for batch in locations.batched(atMost: sqlBatchSize) {
                 try tx.sql.rows("""
                     INSERT INTO chunk_locations (id, pack, "offset", length, recorded_at)
-                    VALUES \(Array(repeating: "(?, ?, ?, ?, ?)", count: batch.count).joined(separator: ", "))
+                    VALUES \(sqlRows("?, ?, ?, ?, ?", count: batch.count))
                     ON CONFLICT (id) DO NOTHING
                     """, batch.flatMap { [$0.id.sqlValue, .text($0.pack), .int($0.offset), .int(Int64($0.length)), .int(now)] })
             }
@@ -22,7 +22,7 @@ extension SQLMetadataStore {
         guard !ids.isEmpty else { return [] }
         return try await read { tx in
             var found: [ChunkLocation] = []
-            try tx.batched(ids) { batch in
+            for batch in ids.batched(atMost: sqlBatchSize) {
                 found += try tx.sql.rows(#"SELECT id, pack, "offset", length, recorded_at FROM chunk_locations WHERE id IN (\#(sqlPlaceholders(batch.count)))"#,
                                          batch.map(\.sqlValue)).compactMap(MetadataTransaction.location)
             }
@@ -49,7 +49,7 @@ extension SQLMetadataStore {
         guard !ids.isEmpty else { return [] }
         return try await write { tx in
             var packs: Set<String> = []
-            try tx.batched(ids) { batch in
+            for batch in ids.batched(atMost: sqlBatchSize) {
                 for row in try tx.sql.rows("DELETE FROM chunk_locations WHERE id IN (\(sqlPlaceholders(batch.count))) RETURNING pack",
                                            batch.map(\.sqlValue)) {
                     packs.insert(try row.text(0))

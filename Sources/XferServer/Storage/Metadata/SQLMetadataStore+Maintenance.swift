@@ -7,12 +7,7 @@ extension SQLMetadataStore {
     public func heldChunks(_ ids: [ChunkID]) async throws -> Set<ChunkID> {
         try await read { tx in
             var held: Set<ChunkID> = []
-            try tx.batched(Array(Set(ids))) { batch in
-                for row in try tx.sql.rows("SELECT DISTINCT id FROM account_chunks WHERE id IN (\(sqlPlaceholders(batch.count)))",
-                                           batch.map(\.sqlValue)) {
-                    if let id = ChunkID(bytes: try row.blob(0)) { held.insert(id) }
-                }
-            }
+            for batch in Array(Set(ids)).batched(atMost: sqlBatchSize) { held.formUnion(try tx.heldByAnyAccount(batch)) }
             return held
         }
     }
@@ -29,16 +24,12 @@ extension SQLMetadataStore {
             try tx.sql.lockDeletions(exclusive: true)
             let now = try tx.clock()
             var marked: [ChunkID] = []
-            try tx.batched(Array(Set(ids))) { batch in
-                var held: Set<ChunkID> = []
-                for row in try tx.sql.rows("SELECT DISTINCT id FROM account_chunks WHERE id IN (\(sqlPlaceholders(batch.count)))",
-                                           batch.map(\.sqlValue)) {
-                    if let id = ChunkID(bytes: try row.blob(0)) { held.insert(id) }
-                }
+            for batch in Array(Set(ids)).batched(atMost: sqlBatchSize) {
+                let held = try tx.heldByAnyAccount(batch)
                 let unheld = batch.filter { !held.contains($0) }
-                guard !unheld.isEmpty else { return }
+                guard !unheld.isEmpty else { continue }
                 try tx.sql.rows("""
-                    INSERT INTO chunk_deletions (id, started_at, finished_at) VALUES \(Array(repeating: "(?, ?, NULL)", count: unheld.count).joined(separator: ", "))
+                    INSERT INTO chunk_deletions (id, started_at, finished_at) VALUES \(sqlRows("?, ?, NULL", count: unheld.count))
                     ON CONFLICT (id) DO UPDATE SET started_at = excluded.started_at, finished_at = NULL
                     """, unheld.flatMap { [$0.sqlValue, .int(now)] })
                 marked += unheld
@@ -51,7 +42,7 @@ extension SQLMetadataStore {
         guard !ids.isEmpty else { return }
         try await write { tx in
             let now = try tx.clock()
-            try tx.batched(ids) { batch in
+            for batch in ids.batched(atMost: sqlBatchSize) {
                 try tx.sql.rows("UPDATE chunk_deletions SET finished_at = ? WHERE id IN (\(sqlPlaceholders(batch.count)))",
                                 [.int(now)] + batch.map(\.sqlValue))
             }

@@ -73,11 +73,13 @@ struct MetadataTransaction {
         return sequence
     }
 
-    /// Runs `body` on `items` in slices of ``sqlBatchSize`` (one `IN` list or `VALUES` each).
-    func batched<T>(_ items: [T], _ body: (ArraySlice<T>) throws -> Void) throws {
-        for start in stride(from: 0, to: items.count, by: sqlBatchSize) {
-            try body(items[start..<min(start + sqlBatchSize, items.count)])
+    /// Which of `ids` (at most ``sqlBatchSize``) any account holds.
+    func heldByAnyAccount(_ ids: [ChunkID]) throws -> Set<ChunkID> {
+        var held: Set<ChunkID> = []
+        for row in try sql.rows("SELECT DISTINCT id FROM account_chunks WHERE id IN (\(sqlPlaceholders(ids.count)))", ids.map(\.sqlValue)) {
+            if let id = ChunkID(bytes: try row.blob(0)) { held.insert(id) }
         }
+        return held
     }
 
     /// Gives `bytes` back to an account's recorded use (never below zero).

@@ -45,6 +45,7 @@ struct SQLRow: Sendable {
     func int(_ column: String) throws -> Int64 { try Self.required(Self.int(try value(column)), column) }
     func int(_ index: Int) throws -> Int64 { try Self.required(Self.int(try value(index)), "\(index)") }
     func optionalInt(_ column: String) throws -> Int64? { try Self.int(try value(column)) }
+    func optionalInt(_ index: Int) throws -> Int64? { try Self.int(try value(index)) }
     func text(_ column: String) throws -> String { try Self.required(Self.text(try value(column)), column) }
     func text(_ index: Int) throws -> String { try Self.required(Self.text(try value(index)), "\(index)") }
     func optionalText(_ column: String) throws -> String? { try Self.text(try value(column)) }
@@ -174,19 +175,14 @@ extension SQLSession {
     }
 }
 
-extension SQLRow {
-    func optionalInt(_ index: Int) throws -> Int64? {
-        switch try value(index) {
-        case .null: return nil
-        case .int(let int): return int
-        case let other: throw XferError(.internal, "the metadata store holds \(other) where an integer was expected")
-        }
-    }
-}
-
 /// `?, ?, ?`: placeholders for a list of `count` values.
 func sqlPlaceholders(_ count: Int) -> String {
     Array(repeating: "?", count: count).joined(separator: ", ")
+}
+
+/// `(?, ?), (?, ?)`: the rows of a multi-row `VALUES` of `count` rows, each `row` (`?, ?`).
+func sqlRows(_ row: String, count: Int) -> String {
+    Array(repeating: "(\(row))", count: count).joined(separator: ", ")
 }
 
 /// How many values one `IN (…)` list or multi-row `VALUES` carries: under SQLite's and
