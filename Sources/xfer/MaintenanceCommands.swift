@@ -72,7 +72,8 @@ extension Xfer {
                 `xfer verify --data DIR` checks a server's data directory (safe while it serves): \
                 every chunk's SHA-256, every committed manifest, that each referenced chunk is \
                 present and intact, reference counts and quota use. `xfer verify --remote` asks \
-                the running server to do the same (admin token).
+                the running server to do the same (admin token); use it when the server keeps \
+                metadata or chunks elsewhere (--metadata, --chunks), which --data cannot reach.
 
                 Exits 0 if all is well, 9 if anything is damaged or missing.
                 """)
@@ -147,7 +148,7 @@ extension Xfer {
                 commit that never came (their bytes leave the account's quota), deletes chunks \
                 no account holds, and rewrites packs that are mostly empty. Anything younger than --grace is left alone, so uploads in \
                 flight are safe. Safe while the server runs: with --data it works on the data \
-                directory directly, otherwise it asks --server (admin token).
+                directory directly (embedded stores only), otherwise it asks --server (admin token).
                 """)
 
         @Option(help: ArgumentHelp("A server's data directory.", valueName: "DIR"))
