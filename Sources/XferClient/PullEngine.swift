@@ -92,9 +92,11 @@ public struct PullEngine: Sendable {
     ///   - progress: Called now and then from any thread.
     public func pull(_ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
-        let (parentPath, baseName) = try resolve(name, into: destination, state: state)
-        let parent = try ConfinedDirectory(opening: parentPath, create: true)
-        return try await pull(name, in: parent, as: baseName, version: version, state: state, progress: progress)
+        try await ClientThreads.run {
+            let (parentPath, baseName) = try resolve(name, into: destination, state: state)
+            let parent = try ConfinedDirectory(opening: parentPath, create: true)
+            return try await pull(name, in: parent, as: baseName, version: version, state: state, progress: progress)
+        }
     }
 
     /// Where a pull of `name` into `destination` puts it: the parent directory and the name in it.

@@ -37,224 +37,226 @@ extension PushEngine {
     ///   client state that cannot be written.
     public func pushMany(_ items: [PushItem], progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws
         -> [Result<PushReport, any Error>] {
-        let started = ContinuousClock.now
-        let connection = remote.connection
-        var results = [Result<PushReport, any Error>?](repeating: nil, count: items.count)
-        /// Pushes these items one at a time (the single push's rules) and answers for all.
-        func alone(_ indexes: [Int]) async throws -> [Result<PushReport, any Error>] {
-            for index in indexes {
-                let item = items[index]
-                results[index] = try await documentOutcome { try await push(item.path, as: item.name, state: item.state, directoryItself: item.directoryItself, progress: progress) }
-            }
-            return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
-        }
-
-        /// A document to commit: what was found locally and what the state holds.
-        struct Prepared {
-            var item: Int
-            var snapshot: LocalSnapshot
-            var chunkLists: [[Manifest.ChunkReference]?]
-            var synced: SyncedDocument?
-            var hashed: Set<Int> = []
-            var manifest: Manifest? = nil
-            var encoded: [UInt8] = []
-        }
-        var prepared: [Prepared] = []
-        for (index, item) in items.enumerated() {
-            do {
-                let snapshot = try LocalSnapshot(path: item.path, known: try item.state.stamps(), exclude: options.exclude,
-                                                 directoryItself: item.directoryItself)
-                let chunkLists = try snapshot.knownChunks(item.state)
-                let synced = try item.state.document(server: connection.server, container: remote.container, path: item.name)
-                if let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
-                    var report = Self.report(item.name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
-                    report.committed = false
-                    results[index] = .success(report)
-                    continue
+        try await ClientThreads.run {
+            let started = ContinuousClock.now
+            let connection = remote.connection
+            var results = [Result<PushReport, any Error>?](repeating: nil, count: items.count)
+            /// Pushes these items one at a time (the single push's rules) and answers for all.
+            func alone(_ indexes: [Int]) async throws -> [Result<PushReport, any Error>] {
+                for index in indexes {
+                    let item = items[index]
+                    results[index] = try await documentOutcome { try await push(item.path, as: item.name, state: item.state, directoryItself: item.directoryItself, progress: progress) }
                 }
-                prepared.append(Prepared(item: index, snapshot: snapshot, chunkLists: chunkLists, synced: synced))
-            } catch {
-                results[index] = .failure(error)
+                return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
             }
-        }
 
-        // Chunks the server surely has (each document's synced version's) are never asked about.
-        var onServer = Set<ChunkID>()
-        for document in prepared { onServer.formUnion((document.synced?.manifest.allChunks ?? []).map(\.id)) }
-        var queued = Set<ChunkID>()
-        var initial: [Location] = []
-        var toHash: [(index: Int, path: String, owner: Int)] = []
-        var where_: [(document: Int, entry: Int)] = []  // toHash's index → document and tree entry
-        var total: Int64 = 0
-        var unchangedBytes: Int64 = 0
-        for (number, document) in prepared.enumerated() {
-            let snapshot = document.snapshot
-            total += snapshot.totalSize
-            for (entry, chunks) in document.chunkLists.enumerated() {
-                guard let chunks else { continue }
-                unchangedBytes += snapshot.stamps[entry]?.size ?? 0
-                var offset: Int64 = 0
-                for chunk in chunks {
-                    if !onServer.contains(chunk.id) && queued.insert(chunk.id).inserted {
-                        initial.append(Location(id: chunk.id, file: snapshot.fullPath(snapshot.tree[entry]), offset: offset,
-                                                length: chunk.length, owner: number))
+            /// A document to commit: what was found locally and what the state holds.
+            struct Prepared {
+                var item: Int
+                var snapshot: LocalSnapshot
+                var chunkLists: [[Manifest.ChunkReference]?]
+                var synced: SyncedDocument?
+                var hashed: Set<Int> = []
+                var manifest: Manifest? = nil
+                var encoded: [UInt8] = []
+            }
+            var prepared: [Prepared] = []
+            for (index, item) in items.enumerated() {
+                do {
+                    let snapshot = try LocalSnapshot(path: item.path, known: try item.state.stamps(), exclude: options.exclude,
+                                                     directoryItself: item.directoryItself)
+                    let chunkLists = try snapshot.knownChunks(item.state)
+                    let synced = try item.state.document(server: connection.server, container: remote.container, path: item.name)
+                    if let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
+                        var report = Self.report(item.name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+                        report.committed = false
+                        results[index] = .success(report)
+                        continue
                     }
-                    offset += Int64(chunk.length)
+                    prepared.append(Prepared(item: index, snapshot: snapshot, chunkLists: chunkLists, synced: synced))
+                } catch {
+                    results[index] = .failure(error)
                 }
             }
-            for entry in snapshot.toHash + snapshot.unchanged.filter({ document.chunkLists[$0] == nil }) {
-                toHash.append((index: where_.count, path: snapshot.fullPath(snapshot.tree[entry]), owner: number))
-                where_.append((number, entry))
-            }
-        }
-        let counters = Locked(Counters(bytesHashed: unchangedBytes))
-        let hashed: [Int: [Manifest.ChunkReference]]
-        do {
-            hashed = try await upload(initial: initial, files: toHash, skip: onServer.union(queued), total: total,
-                                      counters: counters, progress: progress)
-        } catch let error as XferError where !error.stopsEveryDocument {
-            // One document's trouble (a file gone or unreadable mid-read) stops a shared read:
-            // each document goes on alone, with the single push's rules (chunks sent so far are kept).
-            return try await alone(prepared.map(\.item))
-        }
 
-        // Chunk lists into their documents; a file written while it was read fails its document.
-        var failed = Set<Int>()
-        for (index, chunks) in hashed {
-            let (number, entry) = where_[index]
-            prepared[number].chunkLists[entry] = chunks
-            prepared[number].hashed.insert(entry)
-            guard !failed.contains(number), let before = prepared[number].snapshot.stamps[entry] else { continue }
-            do {
-                try Self.checkStillAsRead(toHash[index].path, before: before)
-            } catch {
-                failed.insert(number)
-                results[prepared[number].item] = .failure(error)
-            }
-        }
-        var commits: [Int] = []  // indexes into prepared
-        var unchanged: [Int] = []  // read again (their stamps moved) and the same as the synced version
-        for number in prepared.indices where !failed.contains(number) {
-            let document = prepared[number]
-            do {
-                let chunker = document.hashed.isEmpty && document.synced != nil ? document.synced!.manifest.chunker : options.pipeline.chunker
-                let manifest = try Manifest(kind: document.snapshot.kind, chunker: chunker,
-                                            entries: document.snapshot.entries(document.chunkLists))
-                prepared[number].manifest = manifest
-                prepared[number].encoded = manifest.encoded()
-                if let synced = document.synced, manifest == synced.manifest {
-                    unchanged.append(number)  // read again and found as it was: no version
-                } else {
-                    commits.append(number)
-                }
-            } catch {
-                results[document.item] = .failure(error)
-            }
-        }
-        // What was read is remembered even if a commit fails, so the next pass does not read it again.
-        try items.first?.state.database.batch {
-            for document in prepared where !document.hashed.isEmpty {
+            // Chunks the server surely has (each document's synced version's) are never asked about.
+            var onServer = Set<ChunkID>()
+            for document in prepared { onServer.formUnion((document.synced?.manifest.allChunks ?? []).map(\.id)) }
+            var queued = Set<ChunkID>()
+            var initial: [Location] = []
+            var toHash: [(index: Int, path: String, owner: Int)] = []
+            var where_: [(document: Int, entry: Int)] = []  // toHash's index → document and tree entry
+            var total: Int64 = 0
+            var unchangedBytes: Int64 = 0
+            for (number, document) in prepared.enumerated() {
                 let snapshot = document.snapshot
-                try items[document.item].state.record(files: document.hashed.compactMap { entry in
-                    snapshot.stamps[entry].map { KnownFile(path: snapshot.tree[entry].relativePath, stamp: $0, chunks: document.chunkLists[entry]!) }
-                })
-            }
-        }
-
-        func commit(_ numbers: [Int]) async throws -> [Int: Result<DocumentInfo, XferError>] {
-            var outcomes: [Int: Result<DocumentInfo, XferError>] = [:]
-            // Under the body limit: base64 manifests, with room for each document's other fields.
-            for batch in numbers.batched(atMost: ProtocolLimits.maximumBatchDocuments,
-                                         budget: ProtocolLimits.maximumBatchBody * 3 / 4 - (64 << 10),
-                                         cost: { prepared[$0].encoded.count + 1024 }) {
-                let request = BatchCommitRequest(documents: batch.map { number in
-                    let document = prepared[number]
-                    let top = document.snapshot.top
-                    return DirectCommit(announce: AnnounceRequest(
-                        path: items[document.item].name, kind: DocumentKind(document.snapshot.kind),
-                        size: document.snapshot.totalSize, mtimeNs: top.mtimeNanoseconds, mode: top.mode,
-                        baseVersion: document.synced?.version, device: options.device),
-                        manifest: document.encoded, manifestDigest: ChunkID.of(document.encoded))
-                })
-                for (number, outcome) in zip(batch, try await connection.commit(container: remote.container, batch: request)) {
-                    if let info = outcome.document {
-                        outcomes[number] = .success(info)
-                    } else {
-                        outcomes[number] = .failure(outcome.error?.xferError ?? XferError(.internal, "the server gave no outcome"))
-                    }
-                }
-            }
-            return outcomes
-        }
-        var outcomes: [Int: Result<DocumentInfo, XferError>]
-        do {
-            outcomes = try await commit(commits)
-        } catch let error as XferError where !error.stopsEveryDocument {
-            // The batch itself refused (a server without batch commits answers "no such
-            // route"): each document goes alone; its chunks are on the server already.
-            return try await alone(commits.map { prepared[$0].item })
-        }
-        // The server lacks chunks this client believed it had: send them and commit again, once.
-        var missing = Set<ChunkID>()
-        var again: [Int] = []
-        for (number, outcome) in outcomes {
-            guard case .failure(let error) = outcome, error.code == .missingChunks else { continue }
-            missing.formUnion((error.cause as? MissingChunksDetail)?.ids ?? [])
-            again.append(number)
-        }
-        if !again.isEmpty {
-            var resend: [Location] = []
-            for number in again {
-                let snapshot = prepared[number].snapshot
-                for (entry, chunks) in prepared[number].chunkLists.enumerated() {
+                total += snapshot.totalSize
+                for (entry, chunks) in document.chunkLists.enumerated() {
+                    guard let chunks else { continue }
+                    unchangedBytes += snapshot.stamps[entry]?.size ?? 0
                     var offset: Int64 = 0
-                    for chunk in chunks ?? [] {
-                        if missing.remove(chunk.id) != nil {
-                            resend.append(Location(id: chunk.id, file: snapshot.fullPath(snapshot.tree[entry]), offset: offset,
-                                                   length: chunk.length, owner: number))
+                    for chunk in chunks {
+                        if !onServer.contains(chunk.id) && queued.insert(chunk.id).inserted {
+                            initial.append(Location(id: chunk.id, file: snapshot.fullPath(snapshot.tree[entry]), offset: offset,
+                                                    length: chunk.length, owner: number))
                         }
                         offset += Int64(chunk.length)
                     }
                 }
-            }
-            _ = try await upload(initial: resend, files: [], skip: [], total: total, counters: counters, progress: progress)
-            outcomes.merge(try await commit(again.sorted())) { $1 }
-        }
-
-        // Every committed document recorded in one client-state transaction (with the new
-        // stamps of those found unchanged, so they are not read again).
-        let sent = counters.value.byOwner
-        try items.first?.state.database.batch {
-            for number in unchanged {
-                let document = prepared[number], synced = document.synced!
-                let item = items[document.item]
-                try item.state.recordSynced(server: connection.server, container: remote.container, path: item.name,
-                                            document: synced, files: Self.knownFiles(document.snapshot, document.chunkLists))
-                var report = Self.report(item.name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
-                report.committed = false
-                results[document.item] = .success(report)
-            }
-            for number in commits {
-                let document = prepared[number]
-                let item = items[document.item]
-                switch outcomes[number] {
-                case .success(let info):
-                    let files = Self.knownFiles(document.snapshot, document.chunkLists)
-                    try item.state.recordSynced(server: connection.server, container: remote.container, path: item.name,
-                                                document: SyncedDocument(version: info.version, manifest: document.manifest!), files: files)
-                    var report = Self.report(item.name, info.version, document.manifest!, sent[number] ?? Counters(),
-                                             manifestBytes: document.encoded.count, started: started)
-                    report.state = info.state
-                    report.conflicts = info.conflicts ?? []
-                    results[document.item] = .success(report)
-                case .failure(let error):
-                    results[document.item] = .failure(error)
-                case nil:
-                    results[document.item] = .failure(XferError(.internal, "\(item.name) was not committed"))
+                for entry in snapshot.toHash + snapshot.unchanged.filter({ document.chunkLists[$0] == nil }) {
+                    toHash.append((index: where_.count, path: snapshot.fullPath(snapshot.tree[entry]), owner: number))
+                    where_.append((number, entry))
                 }
             }
+            let counters = Locked(Counters(bytesHashed: unchangedBytes))
+            let hashed: [Int: [Manifest.ChunkReference]]
+            do {
+                hashed = try await upload(initial: initial, files: toHash, skip: onServer.union(queued), total: total,
+                                          counters: counters, progress: progress)
+            } catch let error as XferError where !error.stopsEveryDocument {
+                // One document's trouble (a file gone or unreadable mid-read) stops a shared read:
+                // each document goes on alone, with the single push's rules (chunks sent so far are kept).
+                return try await alone(prepared.map(\.item))
+            }
+
+            // Chunk lists into their documents; a file written while it was read fails its document.
+            var failed = Set<Int>()
+            for (index, chunks) in hashed {
+                let (number, entry) = where_[index]
+                prepared[number].chunkLists[entry] = chunks
+                prepared[number].hashed.insert(entry)
+                guard !failed.contains(number), let before = prepared[number].snapshot.stamps[entry] else { continue }
+                do {
+                    try Self.checkStillAsRead(toHash[index].path, before: before)
+                } catch {
+                    failed.insert(number)
+                    results[prepared[number].item] = .failure(error)
+                }
+            }
+            var commits: [Int] = []  // indexes into prepared
+            var unchanged: [Int] = []  // read again (their stamps moved) and the same as the synced version
+            for number in prepared.indices where !failed.contains(number) {
+                let document = prepared[number]
+                do {
+                    let chunker = document.hashed.isEmpty && document.synced != nil ? document.synced!.manifest.chunker : options.pipeline.chunker
+                    let manifest = try Manifest(kind: document.snapshot.kind, chunker: chunker,
+                                                entries: document.snapshot.entries(document.chunkLists))
+                    prepared[number].manifest = manifest
+                    prepared[number].encoded = manifest.encoded()
+                    if let synced = document.synced, manifest == synced.manifest {
+                        unchanged.append(number)  // read again and found as it was: no version
+                    } else {
+                        commits.append(number)
+                    }
+                } catch {
+                    results[document.item] = .failure(error)
+                }
+            }
+            // What was read is remembered even if a commit fails, so the next pass does not read it again.
+            try items.first?.state.database.batch {
+                for document in prepared where !document.hashed.isEmpty {
+                    let snapshot = document.snapshot
+                    try items[document.item].state.record(files: document.hashed.compactMap { entry in
+                        snapshot.stamps[entry].map { KnownFile(path: snapshot.tree[entry].relativePath, stamp: $0, chunks: document.chunkLists[entry]!) }
+                    })
+                }
+            }
+
+            func commit(_ numbers: [Int]) async throws -> [Int: Result<DocumentInfo, XferError>] {
+                var outcomes: [Int: Result<DocumentInfo, XferError>] = [:]
+                // Under the body limit: base64 manifests, with room for each document's other fields.
+                for batch in numbers.batched(atMost: ProtocolLimits.maximumBatchDocuments,
+                                             budget: ProtocolLimits.maximumBatchBody * 3 / 4 - (64 << 10),
+                                             cost: { prepared[$0].encoded.count + 1024 }) {
+                    let request = BatchCommitRequest(documents: batch.map { number in
+                        let document = prepared[number]
+                        let top = document.snapshot.top
+                        return DirectCommit(announce: AnnounceRequest(
+                            path: items[document.item].name, kind: DocumentKind(document.snapshot.kind),
+                            size: document.snapshot.totalSize, mtimeNs: top.mtimeNanoseconds, mode: top.mode,
+                            baseVersion: document.synced?.version, device: options.device),
+                            manifest: document.encoded, manifestDigest: ChunkID.of(document.encoded))
+                    })
+                    for (number, outcome) in zip(batch, try await connection.commit(container: remote.container, batch: request)) {
+                        if let info = outcome.document {
+                            outcomes[number] = .success(info)
+                        } else {
+                            outcomes[number] = .failure(outcome.error?.xferError ?? XferError(.internal, "the server gave no outcome"))
+                        }
+                    }
+                }
+                return outcomes
+            }
+            var outcomes: [Int: Result<DocumentInfo, XferError>]
+            do {
+                outcomes = try await commit(commits)
+            } catch let error as XferError where !error.stopsEveryDocument {
+                // The batch itself refused (a server without batch commits answers "no such
+                // route"): each document goes alone; its chunks are on the server already.
+                return try await alone(commits.map { prepared[$0].item })
+            }
+            // The server lacks chunks this client believed it had: send them and commit again, once.
+            var missing = Set<ChunkID>()
+            var again: [Int] = []
+            for (number, outcome) in outcomes {
+                guard case .failure(let error) = outcome, error.code == .missingChunks else { continue }
+                missing.formUnion((error.cause as? MissingChunksDetail)?.ids ?? [])
+                again.append(number)
+            }
+            if !again.isEmpty {
+                var resend: [Location] = []
+                for number in again {
+                    let snapshot = prepared[number].snapshot
+                    for (entry, chunks) in prepared[number].chunkLists.enumerated() {
+                        var offset: Int64 = 0
+                        for chunk in chunks ?? [] {
+                            if missing.remove(chunk.id) != nil {
+                                resend.append(Location(id: chunk.id, file: snapshot.fullPath(snapshot.tree[entry]), offset: offset,
+                                                       length: chunk.length, owner: number))
+                            }
+                            offset += Int64(chunk.length)
+                        }
+                    }
+                }
+                _ = try await upload(initial: resend, files: [], skip: [], total: total, counters: counters, progress: progress)
+                outcomes.merge(try await commit(again.sorted())) { $1 }
+            }
+
+            // Every committed document recorded in one client-state transaction (with the new
+            // stamps of those found unchanged, so they are not read again).
+            let sent = counters.value.byOwner
+            try items.first?.state.database.batch {
+                for number in unchanged {
+                    let document = prepared[number], synced = document.synced!
+                    let item = items[document.item]
+                    try item.state.recordSynced(server: connection.server, container: remote.container, path: item.name,
+                                                document: synced, files: Self.knownFiles(document.snapshot, document.chunkLists))
+                    var report = Self.report(item.name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+                    report.committed = false
+                    results[document.item] = .success(report)
+                }
+                for number in commits {
+                    let document = prepared[number]
+                    let item = items[document.item]
+                    switch outcomes[number] {
+                    case .success(let info):
+                        let files = Self.knownFiles(document.snapshot, document.chunkLists)
+                        try item.state.recordSynced(server: connection.server, container: remote.container, path: item.name,
+                                                    document: SyncedDocument(version: info.version, manifest: document.manifest!), files: files)
+                        var report = Self.report(item.name, info.version, document.manifest!, sent[number] ?? Counters(),
+                                                 manifestBytes: document.encoded.count, started: started)
+                        report.state = info.state
+                        report.conflicts = info.conflicts ?? []
+                        results[document.item] = .success(report)
+                    case .failure(let error):
+                        results[document.item] = .failure(error)
+                    case nil:
+                        results[document.item] = .failure(XferError(.internal, "\(item.name) was not committed"))
+                    }
+                }
+            }
+            return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
         }
-        return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
     }
 
     /// Every file of a snapshot with its stamp and chunk list: what the state records with a version.

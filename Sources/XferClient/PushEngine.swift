@@ -121,96 +121,98 @@ public struct PushEngine: Sendable {
     ///   `conflict`, `quota_exceeded`, `invalid_path` and the rest from the server.
     public func push(_ path: String, as name: DocumentPath, state: ClientState? = nil, directoryItself: Bool = false,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
-        let started = ContinuousClock.now
-        let connection = remote.connection
-        let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
-        // Which files must be read: those whose stamp changed since their chunks were computed.
-        let snapshot = try LocalSnapshot(path: path, known: try state.stamps(), exclude: options.exclude, directoryItself: directoryItself)
-        let (top, kind, tree, stamps) = (snapshot.top, snapshot.kind, snapshot.tree, snapshot.stamps)
-        var chunkLists: [[Manifest.ChunkReference]?] = []
-        func fullPath(_ entry: TreeEntry) -> String { snapshot.fullPath(entry) }
-        func entries() -> [Manifest.Entry] { snapshot.entries(chunkLists) }
+        try await ClientThreads.run {
+            let started = ContinuousClock.now
+            let connection = remote.connection
+            let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
+            // Which files must be read: those whose stamp changed since their chunks were computed.
+            let snapshot = try LocalSnapshot(path: path, known: try state.stamps(), exclude: options.exclude, directoryItself: directoryItself)
+            let (top, kind, tree, stamps) = (snapshot.top, snapshot.kind, snapshot.tree, snapshot.stamps)
+            var chunkLists: [[Manifest.ChunkReference]?] = []
+            func fullPath(_ entry: TreeEntry) -> String { snapshot.fullPath(entry) }
+            func entries() -> [Manifest.Entry] { snapshot.entries(chunkLists) }
 
-        // The chunk lists and synced manifest are only needed before announcing if nothing may
-        // have changed; otherwise only the synced version is, and the announce goes out first.
-        var synced: SyncedDocument? = nil
-        if snapshot.toHash.isEmpty {
-            chunkLists = try snapshot.knownChunks(state)
-            synced = try state.document(server: connection.server, container: remote.container, path: name)
-        }
-        let syncedVersion = try synced?.version ?? state.documentVersion(server: connection.server, container: remote.container, path: name)
-        var serverCurrent: DocumentInfo? = nil
-        if options.force { serverCurrent = try? await connection.stat(container: remote.container, path: name) }
-        let baseVersion = PushDecisions.baseVersion(synced: syncedVersion, force: options.force, serverCurrent: serverCurrent)
-        let total = snapshot.totalSize
-        let filePath = { (index: Int) in fullPath(tree[index]) }
+            // The chunk lists and synced manifest are only needed before announcing if nothing may
+            // have changed; otherwise only the synced version is, and the announce goes out first.
+            var synced: SyncedDocument? = nil
+            if snapshot.toHash.isEmpty {
+                chunkLists = try snapshot.knownChunks(state)
+                synced = try state.document(server: connection.server, container: remote.container, path: name)
+            }
+            let syncedVersion = try synced?.version ?? state.documentVersion(server: connection.server, container: remote.container, path: name)
+            var serverCurrent: DocumentInfo? = nil
+            if options.force { serverCurrent = try? await connection.stat(container: remote.container, path: name) }
+            let baseVersion = PushDecisions.baseVersion(synced: syncedVersion, force: options.force, serverCurrent: serverCurrent)
+            let total = snapshot.totalSize
+            let filePath = { (index: Int) in fullPath(tree[index]) }
 
-        // Nothing changed since this root last synced: no version to make, nothing to send.
-        if let synced, PushDecisions.isNoOp(force: options.force, synced: synced, baseVersion: baseVersion,
-                                       unchanged: snapshot.isUnchanged(since: synced, chunks: chunkLists)) {
-            var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
-            report.committed = false
+            // Nothing changed since this root last synced: no version to make, nothing to send.
+            if let synced, PushDecisions.isNoOp(force: options.force, synced: synced, baseVersion: baseVersion,
+                                           unchanged: snapshot.isUnchanged(since: synced, chunks: chunkLists)) {
+                var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+                report.committed = false
+                return report
+            }
+
+            // Metadata ahead of data: other devices see the pending version before any chunk moves.
+            let announced = try await connection.announce(container: remote.container, AnnounceRequest(
+                path: name, kind: DocumentKind(kind), size: total, mtimeNs: top.mtimeNanoseconds,
+                mode: top.mode, baseVersion: baseVersion, device: options.device))
+
+            if synced == nil && syncedVersion != nil {
+                synced = try state.document(server: connection.server, container: remote.container, path: name)
+            }
+            if chunkLists.isEmpty { chunkLists = try snapshot.knownChunks(state) }
+            let toHash = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
+
+            // 3. Chunks the server surely has (the base version's) are never asked about.
+            let onServer = PushDecisions.onServer(baseVersion: baseVersion, synced: synced)
+            let (initial, queued) = PushDecisions.initialUpload(chunkLists, path: filePath, onServer: onServer)
+            let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : stamps[$1]?.size ?? 0) }
+            let counters = Locked(Counters(bytesHashed: unchangedBytes))
+
+            let hashed = try await upload(initial: initial, files: toHash.map { (index: $0, path: fullPath(tree[$0]), owner: 0) },
+                                          skip: onServer.union(queued), total: total, counters: counters, progress: progress)
+            for (index, chunks) in hashed { chunkLists[index] = chunks }
+            // A file written while it was read is not committed: its chunks may mix two contents.
+            // Its stamp from before the read must still be its stamp now.
+            for index in hashed.keys {
+                guard let before = stamps[index] else { continue }
+                try Self.checkStillAsRead(fullPath(tree[index]), before: before)
+            }
+
+            // 4. The manifest, sent as a delta against the base version.
+            let manifest = try Manifest(kind: kind, chunker: hashed.isEmpty && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker,
+                                        entries: entries())
+            // Remember what was read, even if the commit fails, so a re-run does not read it again.
+            let newlyKnown = hashed.compactMap { index, chunks in
+                stamps[index].map { KnownFile(path: tree[index].relativePath, stamp: $0, chunks: chunks) }
+            }
+            try state.record(files: newlyKnown)
+
+            // The delta is against the version this root holds, which the server keeps.
+            let delta = manifest.delta(against: synced?.manifest)
+            let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: synced?.version,
+                                        manifestDelta: delta, manifestDigest: manifest.digest)
+            let committed: DocumentInfo
+            do {
+                committed = try await commit(request, manifest: manifest)
+            } catch let error as XferError where error.code == .missingChunks {
+                // The server lacks chunks this client believed it had (a base from another root,
+                // say): send them and commit again, once.
+                let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], chunkLists, path: filePath)
+                _ = try await upload(initial: again, files: [], skip: [], total: total, counters: counters, progress: progress)
+                committed = try await commit(request, manifest: manifest)
+            }
+
+            let allFiles = Self.knownFiles(snapshot, chunkLists)
+            try state.recordSynced(server: connection.server, container: remote.container, path: name,
+                                   document: SyncedDocument(version: committed.version, manifest: manifest), files: allFiles)
+            var report = Self.report(name, committed.version, manifest, counters.value, manifestBytes: delta.count, started: started)
+            report.state = committed.state
+            report.conflicts = committed.conflicts ?? []
             return report
         }
-
-        // Metadata ahead of data: other devices see the pending version before any chunk moves.
-        let announced = try await connection.announce(container: remote.container, AnnounceRequest(
-            path: name, kind: DocumentKind(kind), size: total, mtimeNs: top.mtimeNanoseconds,
-            mode: top.mode, baseVersion: baseVersion, device: options.device))
-
-        if synced == nil && syncedVersion != nil {
-            synced = try state.document(server: connection.server, container: remote.container, path: name)
-        }
-        if chunkLists.isEmpty { chunkLists = try snapshot.knownChunks(state) }
-        let toHash = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
-
-        // 3. Chunks the server surely has (the base version's) are never asked about.
-        let onServer = PushDecisions.onServer(baseVersion: baseVersion, synced: synced)
-        let (initial, queued) = PushDecisions.initialUpload(chunkLists, path: filePath, onServer: onServer)
-        let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : stamps[$1]?.size ?? 0) }
-        let counters = Locked(Counters(bytesHashed: unchangedBytes))
-
-        let hashed = try await upload(initial: initial, files: toHash.map { (index: $0, path: fullPath(tree[$0]), owner: 0) },
-                                      skip: onServer.union(queued), total: total, counters: counters, progress: progress)
-        for (index, chunks) in hashed { chunkLists[index] = chunks }
-        // A file written while it was read is not committed: its chunks may mix two contents.
-        // Its stamp from before the read must still be its stamp now.
-        for index in hashed.keys {
-            guard let before = stamps[index] else { continue }
-            try Self.checkStillAsRead(fullPath(tree[index]), before: before)
-        }
-
-        // 4. The manifest, sent as a delta against the base version.
-        let manifest = try Manifest(kind: kind, chunker: hashed.isEmpty && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker,
-                                    entries: entries())
-        // Remember what was read, even if the commit fails, so a re-run does not read it again.
-        let newlyKnown = hashed.compactMap { index, chunks in
-            stamps[index].map { KnownFile(path: tree[index].relativePath, stamp: $0, chunks: chunks) }
-        }
-        try state.record(files: newlyKnown)
-
-        // The delta is against the version this root holds, which the server keeps.
-        let delta = manifest.delta(against: synced?.manifest)
-        let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: synced?.version,
-                                    manifestDelta: delta, manifestDigest: manifest.digest)
-        let committed: DocumentInfo
-        do {
-            committed = try await commit(request, manifest: manifest)
-        } catch let error as XferError where error.code == .missingChunks {
-            // The server lacks chunks this client believed it had (a base from another root,
-            // say): send them and commit again, once.
-            let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], chunkLists, path: filePath)
-            _ = try await upload(initial: again, files: [], skip: [], total: total, counters: counters, progress: progress)
-            committed = try await commit(request, manifest: manifest)
-        }
-
-        let allFiles = Self.knownFiles(snapshot, chunkLists)
-        try state.recordSynced(server: connection.server, container: remote.container, path: name,
-                               document: SyncedDocument(version: committed.version, manifest: manifest), files: allFiles)
-        var report = Self.report(name, committed.version, manifest, counters.value, manifestBytes: delta.count, started: started)
-        report.state = committed.state
-        report.conflicts = committed.conflicts ?? []
-        return report
     }
 
     /// Throws unless the file at `path` still has the stamp it had before it was read: a file

@@ -191,55 +191,59 @@ extension SyncDirectory {
     /// What one pass would do now, found without changing anything here or on the server
     /// (`xfer sync --dry-run`): the server is asked for its listing only, nothing is recorded.
     public func preview() async throws -> SyncPreview {
-        try checkFolder(create: false)
-        let listing = try await serverView()
-        let change = try serverChange(listing)
-        let pass = try planPass(listing, serverChanged: change != nil)
-        var steps: [SyncPreview.Step] = pass.invalid.map {
-            SyncPreview.Step(action: .skipped, path: $0, kind: .file, reason: "not a valid document name (docs/PROTOCOL.md, Names); not synced")
-        }
-        for plan in pass.plans {
-            let kind = plan.local?.kind ?? plan.remote?.kind ?? plan.status?.kind ?? .file
-            let current = plan.remote?.state == .current ? plan.remote?.version : nil
-            switch plan.action {
-            case .push:
-                var reason = plan.synced == nil ? "new here" : "changed here since v\(plan.synced!)"
-                if let current, current != plan.synced {
-                    reason += "; the server has v\(current): both are kept, the later edit current and the other a conflict version"
-                }
-                steps.append(.init(action: .upload, path: plan.path.value, kind: kind, reason: reason))
-            case .pull:
-                let reason = plan.synced == nil ? "v\(current ?? 0) on the server, not here" : "v\(current ?? 0) on the server replaces v\(plan.synced!) here (kept in the trash)"
-                steps.append(.init(action: .download, path: plan.path.value, kind: kind, reason: reason))
-            case .deleteLocal:
-                steps.append(.init(action: .deleteLocal, path: plan.path.value, kind: kind,
-                                   reason: plan.isDirectory ? "deleted on the server; removed here once it is empty"
-                                       : "deleted on the server; moved to the trash here" + (options.trashDays > 0 ? "" : " (no trash: --trash-days 0)")))
-            case .deleteRemote:
-                steps.append(.init(action: .deleteRemote, path: plan.path.value, kind: kind, reason: "deleted here"))
-            case .none, .forget:
-                break
+        try await ClientThreads.run {
+            try checkFolder(create: false)
+            let listing = try await serverView()
+            let change = try serverChange(listing)
+            let pass = try planPass(listing, serverChanged: change != nil)
+            var steps: [SyncPreview.Step] = pass.invalid.map {
+                SyncPreview.Step(action: .skipped, path: $0, kind: .file, reason: "not a valid document name (docs/PROTOCOL.md, Names); not synced")
             }
+            for plan in pass.plans {
+                let kind = plan.local?.kind ?? plan.remote?.kind ?? plan.status?.kind ?? .file
+                let current = plan.remote?.state == .current ? plan.remote?.version : nil
+                switch plan.action {
+                case .push:
+                    var reason = plan.synced == nil ? "new here" : "changed here since v\(plan.synced!)"
+                    if let current, current != plan.synced {
+                        reason += "; the server has v\(current): both are kept, the later edit current and the other a conflict version"
+                    }
+                    steps.append(.init(action: .upload, path: plan.path.value, kind: kind, reason: reason))
+                case .pull:
+                    let reason = plan.synced == nil ? "v\(current ?? 0) on the server, not here" : "v\(current ?? 0) on the server replaces v\(plan.synced!) here (kept in the trash)"
+                    steps.append(.init(action: .download, path: plan.path.value, kind: kind, reason: reason))
+                case .deleteLocal:
+                    steps.append(.init(action: .deleteLocal, path: plan.path.value, kind: kind,
+                                       reason: plan.isDirectory ? "deleted on the server; removed here once it is empty"
+                                           : "deleted on the server; moved to the trash here" + (options.trashDays > 0 ? "" : " (no trash: --trash-days 0)")))
+                case .deleteRemote:
+                    steps.append(.init(action: .deleteRemote, path: plan.path.value, kind: kind, reason: "deleted here"))
+                case .none, .forget:
+                    break
+                }
+            }
+            for plan in pass.held {
+                steps.append(.init(action: .held, path: plan.path.value, kind: plan.status?.kind ?? .file,
+                                   reason: "\(plan.action == .deleteLocal ? "deleted on the server" : "deleted here"): held back, more than \(MassDeletion.minimumCount) deletions and a third of \(pass.heldCounts.total) documents (--allow-mass-delete lets them go)"))
+            }
+            for info in listing.documents.values where info.conflicts?.isEmpty == false && pass.plans.contains(where: { $0.path == info.path }) {
+                steps.append(.init(action: .conflict, path: info.path.value, kind: info.kind,
+                                   reason: "v\(info.version) is current; conflict versions \((info.conflicts ?? []).map { "v\($0)" }.joined(separator: ", ")) are kept on the server"))
+            }
+            steps.sort { ($0.path, $0.action.rawValue) < ($1.path, $1.action.rawValue) }
+            return SyncPreview(directory: directory, serverChanged: change, steps: steps)
         }
-        for plan in pass.held {
-            steps.append(.init(action: .held, path: plan.path.value, kind: plan.status?.kind ?? .file,
-                               reason: "\(plan.action == .deleteLocal ? "deleted on the server" : "deleted here"): held back, more than \(MassDeletion.minimumCount) deletions and a third of \(pass.heldCounts.total) documents (--allow-mass-delete lets them go)"))
-        }
-        for info in listing.documents.values where info.conflicts?.isEmpty == false && pass.plans.contains(where: { $0.path == info.path }) {
-            steps.append(.init(action: .conflict, path: info.path.value, kind: info.kind,
-                               reason: "v\(info.version) is current; conflict versions \((info.conflicts ?? []).map { "v\($0)" }.joined(separator: ", ")) are kept on the server"))
-        }
-        steps.sort { ($0.path, $0.action.rawValue) < ($1.path, $1.action.rawValue) }
-        return SyncPreview(directory: directory, serverChanged: change, steps: steps)
     }
 
     /// Every document's status: with the server's view if it answers, else from local state
     /// alone (`reachable` false).
     public func status() async throws -> (documents: [DocumentStatus], reachable: Bool) {
-        try checkFolder(create: false)
-        let listing = try? await serverView()
-        let changed = try listing.map { try serverChange($0) } ?? nil
-        return (try plan(remote: listing?.documents, forgetSynced: changed != nil).plans.compactMap(\.status), listing != nil)
+        try await ClientThreads.run {
+            try checkFolder(create: false)
+            let listing = try? await serverView()
+            let changed = try listing.map { try serverChange($0) } ?? nil
+            return (try plan(remote: listing?.documents, forgetSynced: changed != nil).plans.compactMap(\.status), listing != nil)
+        }
     }
 
     /// What the user should know about this directory's server: that it was found replaced,

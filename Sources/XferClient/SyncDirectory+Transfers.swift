@@ -30,7 +30,9 @@ extension SyncDirectory {
     /// - Returns: The pull's report.
     @discardableResult
     public func fetch(_ path: DocumentPath, progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
-        try await pull(path, progress: progress)
+        try await ClientThreads.run {
+            try await pull(path, progress: progress)
+        }
     }
 
     func push(_ plan: Plan, progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PushReport {

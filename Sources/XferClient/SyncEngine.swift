@@ -71,18 +71,20 @@ public actor SyncEngine {
     ///   changes stay pending), `unauthorized`; per-document failures are events instead.
     @discardableResult
     public func syncOnce() async throws -> SyncSummary {
-        do {
-            let summary = try await pass()
-            health.phase = .idle
-            health.lastPassAt = Date().timeIntervalSince1970
-            health.lastPass = summary
-            health.failuresInARow = 0
-            directory.state.record(health)
-            return summary
-        } catch {
-            let code = (error as? XferError)?.code
-            noteFailure(error, phase: code == .unavailable ? .offline : code == .folderMissing ? .folderMissing : .failing)
-            throw error
+        try await ClientThreads.run {
+            do {
+                let summary = try await pass()
+                health.phase = .idle
+                health.lastPassAt = Date().timeIntervalSince1970
+                health.lastPass = summary
+                health.failuresInARow = 0
+                directory.state.record(health)
+                return summary
+            } catch {
+                let code = (error as? XferError)?.code
+                noteFailure(error, phase: code == .unavailable ? .offline : code == .folderMissing ? .folderMissing : .failing)
+                throw error
+            }
         }
     }
 
@@ -316,14 +318,16 @@ public actor SyncEngine {
     /// is waited for and watched afresh when it is back. Only a refused token
     /// (`unauthorized`) or cancellation ends it.
     public func watch() async throws {
-        health.watching = true
-        var said = false
-        while true {
-            do {
-                try await watchRound(folderMissingSaid: said)
-                return
-            } catch let again as WatchAfresh {
-                said = again.folderMissingSaid
+        try await ClientThreads.run {
+            health.watching = true
+            var said = false
+            while true {
+                do {
+                    try await watchRound(folderMissingSaid: said)
+                    return
+                } catch let again as WatchAfresh {
+                    said = again.folderMissingSaid
+                }
             }
         }
     }

@@ -78,42 +78,44 @@ extension PushEngine {
     /// only read-only questions and recording nothing. Files are not read: the plan counts
     /// those whose stamp changed, which a push would read and hash.
     public func plan(_ path: String, as name: DocumentPath, state: ClientState? = nil) async throws -> PushPlan {
-        let connection = remote.connection
-        let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
-        let snapshot = try LocalSnapshot(path: path, known: try state.stamps(), exclude: options.exclude)
-        let synced = try state.document(server: connection.server, container: remote.container, path: name)
-        let syncedVersion = try synced?.version ?? state.documentVersion(server: connection.server, container: remote.container, path: name)
-        let current: DocumentInfo?
-        do {
-            current = try await connection.stat(container: remote.container, path: name)
-        } catch let error as XferError where error.code == .notFound {
-            current = nil
+        try await ClientThreads.run {
+            let connection = remote.connection
+            let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
+            let snapshot = try LocalSnapshot(path: path, known: try state.stamps(), exclude: options.exclude)
+            let synced = try state.document(server: connection.server, container: remote.container, path: name)
+            let syncedVersion = try synced?.version ?? state.documentVersion(server: connection.server, container: remote.container, path: name)
+            let current: DocumentInfo?
+            do {
+                current = try await connection.stat(container: remote.container, path: name)
+            } catch let error as XferError where error.code == .notFound {
+                current = nil
+            }
+            let serverVersion = current?.state == .current ? current?.version : nil
+            let chunkLists = try snapshot.knownChunks(state)
+            let toRead = snapshot.toHash + snapshot.unchanged.filter { chunkLists[$0] == nil }
+            var plan = PushPlan(document: name.value, action: .update, reason: "", syncedVersion: syncedVersion, serverVersion: serverVersion,
+                                files: snapshot.tree.filter { $0.kind == .file }.count, bytes: snapshot.totalSize,
+                                filesToRead: toRead.count, bytesToRead: toRead.reduce(Int64(0)) { $0 + snapshot.tree[$1].size })
+            // The same order of questions as a push: unchanged first (without --force), then the base.
+            if !options.force, let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
+                plan.action = .unchanged
+                plan.reason = "unchanged since v\(synced.version) was synced here; no version would be made"
+                plan.filesToRead = 0
+                plan.bytesToRead = 0
+            } else if let serverVersion, options.force, serverVersion != syncedVersion {
+                plan.action = .replace
+                plan.reason = "would replace the server's v\(serverVersion) (--force)"
+            } else if serverVersion == nil {
+                plan.action = .create
+                plan.reason = syncedVersion == nil ? "a new document" : "the server has no current version (deleted there): a new one"
+            } else if serverVersion == syncedVersion {
+                plan.reason = "a new version on top of v\(serverVersion!)"
+            } else {
+                plan.action = .conflict
+                plan.reason = "the server's current version is v\(serverVersion!), not \(syncedVersion.map { "v\($0), " } ?? "")the one this copy was synced from: both would be kept, the later edit current and the other a conflict version"
+            }
+            return plan
         }
-        let serverVersion = current?.state == .current ? current?.version : nil
-        let chunkLists = try snapshot.knownChunks(state)
-        let toRead = snapshot.toHash + snapshot.unchanged.filter { chunkLists[$0] == nil }
-        var plan = PushPlan(document: name.value, action: .update, reason: "", syncedVersion: syncedVersion, serverVersion: serverVersion,
-                            files: snapshot.tree.filter { $0.kind == .file }.count, bytes: snapshot.totalSize,
-                            filesToRead: toRead.count, bytesToRead: toRead.reduce(Int64(0)) { $0 + snapshot.tree[$1].size })
-        // The same order of questions as a push: unchanged first (without --force), then the base.
-        if !options.force, let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
-            plan.action = .unchanged
-            plan.reason = "unchanged since v\(synced.version) was synced here; no version would be made"
-            plan.filesToRead = 0
-            plan.bytesToRead = 0
-        } else if let serverVersion, options.force, serverVersion != syncedVersion {
-            plan.action = .replace
-            plan.reason = "would replace the server's v\(serverVersion) (--force)"
-        } else if serverVersion == nil {
-            plan.action = .create
-            plan.reason = syncedVersion == nil ? "a new document" : "the server has no current version (deleted there): a new one"
-        } else if serverVersion == syncedVersion {
-            plan.reason = "a new version on top of v\(serverVersion!)"
-        } else {
-            plan.action = .conflict
-            plan.reason = "the server's current version is v\(serverVersion!), not \(syncedVersion.map { "v\($0), " } ?? "")the one this copy was synced from: both would be kept, the later edit current and the other a conflict version"
-        }
-        return plan
     }
 }
 
@@ -121,43 +123,45 @@ extension PullEngine {
     /// What ``pull(_:into:version:state:progress:)`` would do, asking the server only
     /// read-only questions, writing nothing and creating no directory.
     public func plan(_ name: DocumentPath, into destination: String, version: Int64? = nil) async throws -> PullPlan {
-        let connection = remote.connection
-        let (parent, baseName) = try resolve(name, into: destination, state: nil)
-        let target = parent == "/" ? "/" + baseName : parent + "/" + baseName
-        let info = try await pullableVersion(name, version: version)
-        let state = try ClientState(root: target, stateDirectory: remote.stateDirectory)
-        let synced = try state.document(server: connection.server, container: remote.container, path: name)
-        let known = try state.files()
-        var status = stat()
-        let exists = lstat(target, &status) == 0
-        var plan = PullPlan(document: name.value, destination: target, version: info.version, action: exists ? .replace : .create,
-                            reason: exists ? "would replace this client's unchanged copy" : "nothing is there yet",
-                            files: 0, bytes: 0, chunksToFetch: 0, bytesToFetch: 0)
-        if options.force && exists {
-            plan.reason = "would replace what is there (--force); it goes nowhere else"
-        } else if !options.force {
-            do {
-                try Self.checkReplaceable(target: target, exists: exists, synced: synced, known: known, name: name)
-            } catch let error as XferError where error.code == .conflict {
-                plan.action = .refused
-                plan.reason = error.message
+        try await ClientThreads.run {
+            let connection = remote.connection
+            let (parent, baseName) = try resolve(name, into: destination, state: nil)
+            let target = parent == "/" ? "/" + baseName : parent + "/" + baseName
+            let info = try await pullableVersion(name, version: version)
+            let state = try ClientState(root: target, stateDirectory: remote.stateDirectory)
+            let synced = try state.document(server: connection.server, container: remote.container, path: name)
+            let known = try state.files()
+            var status = stat()
+            let exists = lstat(target, &status) == 0
+            var plan = PullPlan(document: name.value, destination: target, version: info.version, action: exists ? .replace : .create,
+                                reason: exists ? "would replace this client's unchanged copy" : "nothing is there yet",
+                                files: 0, bytes: 0, chunksToFetch: 0, bytesToFetch: 0)
+            if options.force && exists {
+                plan.reason = "would replace what is there (--force); it goes nowhere else"
+            } else if !options.force {
+                do {
+                    try Self.checkReplaceable(target: target, exists: exists, synced: synced, known: known, name: name)
+                } catch let error as XferError where error.code == .conflict {
+                    plan.action = .refused
+                    plan.reason = error.message
+                    return plan
+                }
+            }
+            if let synced, Self.isInPlace(info, synced: synced, target: target, known: known) {
+                plan.action = .unchanged
+                plan.reason = "v\(info.version) is already there, unchanged"
                 return plan
             }
-        }
-        if let synced, Self.isInPlace(info, synced: synced, target: target, known: known) {
-            plan.action = .unchanged
-            plan.reason = "v\(info.version) is already there, unchanged"
+            let manifest = try await manifest(name, info: info, synced: synced).manifest
+            let sources = try ChunkSources(state).locations()
+            var counted: Set<ChunkID> = []
+            for chunk in manifest.allChunks where sources[chunk.id] == nil && counted.insert(chunk.id).inserted {
+                plan.chunksToFetch += 1
+                plan.bytesToFetch += Int64(chunk.length)
+            }
+            plan.files = manifest.fileCount
+            plan.bytes = manifest.totalSize
             return plan
         }
-        let manifest = try await manifest(name, info: info, synced: synced).manifest
-        let sources = try ChunkSources(state).locations()
-        var counted: Set<ChunkID> = []
-        for chunk in manifest.allChunks where sources[chunk.id] == nil && counted.insert(chunk.id).inserted {
-            plan.chunksToFetch += 1
-            plan.bytesToFetch += Int64(chunk.length)
-        }
-        plan.files = manifest.fileCount
-        plan.bytes = manifest.totalSize
-        return plan
     }
 }

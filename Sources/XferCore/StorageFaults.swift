@@ -46,15 +46,28 @@ package enum StorageFaults {
     }
 
     private static let armed = Locked<[Fault]>([])
-    /// How many faults are armed, read without the lock so the write path pays nothing when
-    /// none are (the usual case outside tests).
+    /// Told of every call that reaches the seam, while set.
+    private static let observer = Locked<(@Sendable (Operation, String) -> Void)?>(nil)
+    /// How many faults (and observers) are armed, read without the lock so the write path
+    /// pays nothing when none are (the usual case outside tests).
     private static let armedCount = Atomic<Int>(0)
 
     /// Arms faults (in addition to any already armed).
     package static func arm(_ faults: Fault...) { update { $0.append(contentsOf: faults) } }
 
-    /// Disarms every fault.
-    package static func reset() { update { $0.removeAll() } }
+    /// Disarms every fault and the observer.
+    package static func reset() {
+        observer.withLock { $0 = nil }
+        update { $0.removeAll() }
+    }
+
+    /// Calls `body` with the operation and path of every call that reaches the seam (on the
+    /// calling thread), until it is replaced or `nil` is given: a test's view of where, and
+    /// on which thread, storage work happens.
+    package static func observe(_ body: (@Sendable (Operation, String) -> Void)?) {
+        observer.withLock { $0 = body }
+        update { _ in }
+    }
 
     /// Disarms the faults scoped to paths containing this string.
     package static func disarm(pathContains: String) {
@@ -64,13 +77,14 @@ package enum StorageFaults {
     private static func update(_ change: (inout [Fault]) -> Void) {
         armed.withLock { faults in
             change(&faults)
-            armedCount.store(faults.count, ordering: .releasing)
+            armedCount.store(faults.count + (observer.value == nil ? 0 : 1), ordering: .releasing)
         }
     }
 
     /// The effect armed for this call, consuming one use of the fault.
     static func take(_ operation: Operation, path: String) -> Effect? {
         guard armedCount.load(ordering: .acquiring) > 0 else { return nil }
+        observer.value?(operation, path)
         return armed.withLock { faults in
             guard let index = faults.firstIndex(where: {
                 $0.operation == operation && $0.count > 0 && ($0.pathContains.isEmpty || path.contains($0.pathContains))
@@ -79,7 +93,7 @@ package enum StorageFaults {
             let effect = faults[index].effect
             if faults[index].count == 0 {
                 faults.remove(at: index)
-                armedCount.store(faults.count, ordering: .releasing)
+                armedCount.store(faults.count + (observer.value == nil ? 0 : 1), ordering: .releasing)
             }
             return effect
         }

@@ -146,4 +146,32 @@ import Glibc
         }
     }
 
+    /// The client's blocking work (every write, fsync, rename, link and mkdir of a pull and
+    /// of a sync pass) runs on ``ClientThreads``, never on the caller's or the cooperative
+    /// pool's threads.
+    @Test func clientStorageWorkRunsOnTheClientThreads() async throws {
+        try await LiveServer.run { server in
+            try Files.write(server.root + "/doc.pkg/a.bin", Files.random(count: 300_000, seed: 5))
+            try Files.write(server.root + "/doc.pkg/sub/b.bin", Files.random(count: 50_000, seed: 6))
+            _ = try await server.push(server.root + "/doc.pkg", "Documents/doc.pkg")
+            let device = try SyncTests.Device(server, "device")
+            let seen = Locked<[(StorageFaults.Operation, String, Bool)]>([])
+            StorageFaults.observe { operation, path in
+                guard path.hasPrefix(server.root + "/out") || path.hasPrefix(device.directory) else { return }
+                seen.withLock { $0.append((operation, path, ClientThreads.isCurrent)) }
+            }
+            defer { StorageFaults.observe(nil) }
+            #expect(!ClientThreads.isCurrent)
+            _ = try await server.pull("Documents/doc.pkg", server.root + "/out/doc.pkg")
+            #expect(try await device.engine.syncOnce().downloaded == 1)
+            #expect(Files.read(device.path("Documents/doc.pkg/sub/b.bin")) == Files.read(server.root + "/doc.pkg/sub/b.bin"))
+            let calls = seen.value
+            for operation in [StorageFaults.Operation.write, .fsync, .rename, .mkdir] {
+                #expect(calls.contains { $0.0 == operation && $0.1.hasPrefix(server.root + "/out") }, "the pull made no \(operation) call")
+                #expect(calls.contains { $0.0 == operation && $0.1.hasPrefix(device.directory) }, "the sync pass made no \(operation) call")
+            }
+            let elsewhere = calls.filter { !$0.2 }
+            #expect(elsewhere.isEmpty, "storage calls off the client's threads: \(elsewhere.prefix(5))")
+        }
+    }
 }
