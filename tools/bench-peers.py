@@ -25,6 +25,7 @@ Data sets (made once under $XFER_BENCH_DIR/peers, default /tmp/xfer-bench/peers)
 
     python3 tools/bench-peers.py XFER_BINARY [--sets file,libs,tree] [--runs 3]
                                  [--tools xfer,rsync,casync,restic,borg] [--json FILE]
+                                 [--xfer-variant NAME=PUSH-ARGS ...] [--xfer-binary NAME=PATH ...]
 
 tools/bench-peers.sh installs the peers, builds xfer and calls this; docs/PERFORMANCE.md
 reports the table.
@@ -208,9 +209,10 @@ class Tool:
 class Xfer(Tool):
     name = "xfer"
 
-    def __init__(self, work, binary):
+    def __init__(self, work, binary, push_args=()):
         super().__init__(work)
         self.binary = binary
+        self.push_args = list(push_args)
         self.repo = os.path.join(work, "data")
 
     def start(self):
@@ -224,7 +226,7 @@ class Xfer(Tool):
         self.server.stop()
 
     def backup(self, source, kind):
-        result = self.run([self.binary, "push", source, "bench.data", "--json"])
+        result = self.run([self.binary, "push", source, "bench.data", "--json"] + self.push_args)
         report = json.loads(result["out"])
         result["wire"] = report["bytes_sent"] + report["manifest_bytes"]
         return result
@@ -396,7 +398,10 @@ def one_round(tool, data, kind, extra_steps):
     return results
 
 
-def make_tool(name, work, binary):
+def make_tool(name, work, binary, variants):
+    if name in variants:
+        other, push_args = variants[name]
+        return Xfer(work, other or binary, push_args)
     return {"xfer": lambda: Xfer(work, binary), "rsync": lambda: Rsync(work), "rsync-z": lambda: Rsync(work, compress=True),
             "casync": lambda: Casync(work), "restic": lambda: Restic(work), "borg": lambda: Borg(work)}[name]()
 
@@ -412,12 +417,23 @@ def main():
     parser.add_argument("--sets", default="file,libs,tree")
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--xfer-variant", action="append", default=[], metavar="NAME=ARGS",
+                        help="another xfer column, its push run with these extra arguments (e.g. 'l1=--compression-level=1')")
+    parser.add_argument("--xfer-binary", action="append", default=[], metavar="NAME=PATH",
+                        help="another xfer column run with this build (e.g. 'before=/tmp/old/xfer'), for an A/B in one run")
     parser.add_argument("--json")
     args = parser.parse_args()
+    variants = {}
+    for spec in args.xfer_variant:
+        name, _, extra = spec.partition("=")
+        variants["xfer " + name] = (None, extra.split())
+    for spec in args.xfer_binary:
+        name, _, path = spec.partition("=")
+        variants["xfer " + name] = (os.path.abspath(path), [])
     root = os.path.join(os.environ.get("XFER_BENCH_DIR", "/tmp/xfer-bench"), "peers")
     os.makedirs(root, exist_ok=True)
     binary = os.path.abspath(args.binary)
-    tools = args.tools.split(",")
+    tools = args.tools.split(",") + list(variants)
     everything = {}
     for set_name in args.sets.split(","):
         data = MAKERS[set_name](root)
@@ -428,9 +444,9 @@ def main():
         for run in range(args.runs):
             order = names[run % len(names):] + names[:run % len(names)]
             for name in order:
-                work = tempfile.mkdtemp(prefix=f"peers-{set_name}-{name}-", dir=root)
+                work = tempfile.mkdtemp(prefix=f"peers-{set_name}-{name.replace(' ', '-')}-", dir=root)
                 try:
-                    results = one_round(make_tool(name, work, binary), data, kind, [])
+                    results = one_round(make_tool(name, work, binary, variants), data, kind, [])
                 finally:
                     shutil.rmtree(work, ignore_errors=True)
                     subprocess.run(["sync"])

@@ -59,3 +59,12 @@ int cxfer_open_beneath(int dirfd, const char *path, int flags, unsigned int mode
     return -1;
 #endif
 }
+
+int cxfer_start_writeback(int fd) {
+#if defined(__linux__)
+    return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}

@@ -78,6 +78,9 @@ public struct PullEngine: Sendable {
         var chunksReused = 0
     }
 
+    /// Staging files fsynced at once at the end of a pull.
+    static let fsyncsInFlight = 4
+
     /// Pulls document `name` into `destination`.
     /// - Returns: What was done.
     /// - Throws: `not_found` (no such document, or deleted), `unavailable`, `unauthorized`,
@@ -243,7 +246,7 @@ public struct PullEngine: Sendable {
             }
         }
         lastDirectory = nil
-        let handles = StagingFiles(root: staging ?? area, files: files.map(\.place))
+        let handles = StagingFiles(root: staging ?? area, files: files.map(\.place), writes: files.map(\.entry.chunks.count))
         defer { handles.closeAll() }
 
         // Decide where each chunk comes from (the staging copy of a resumed pull, a local file,
@@ -263,6 +266,7 @@ public struct PullEngine: Sendable {
                 failed.append(index)
                 continue
             }
+            handles.wrote(step.file)
             // A chunk from disk was reused; one the batch fetched was downloaded all the same.
             counters.withLock {
                 if source != .prefetched { $0.chunksReused += 1 }
@@ -280,15 +284,17 @@ public struct PullEngine: Sendable {
             try Self.carryIgnoredFiles(from: parent.directory([baseName], create: false), at: target, to: staging, manifest: manifest)
         }
 
-        // Metadata, durability, then publish.
-        for (index, file) in files.enumerated() {
-            let path = file.place.path
+        // Metadata, durability, then publish. The fsyncs run several at once (each mostly waits
+        // on writeback that started as its file's last chunk was written).
+        let placed = files
+        try await concurrentForEach(placed.indices, width: Self.fsyncsInFlight) { index in
+            let (entry, place) = placed[index]
             try handles.with(index) { fd in
-                try Self.check(fchmod(fd, Self.safeMode(file.entry.mode)), "set the mode of", path)
-                try Syscall.fsync(fd, path: path)
-                try Self.check(futimens(fd, [ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds),
-                                             ConfinedDirectory.timeSpec(file.entry.mtimeNanoseconds)]),
-                               "set the modification time of", path)
+                try Self.check(fchmod(fd, Self.safeMode(entry.mode)), "set the mode of", place.path)
+                try Syscall.fsync(fd, path: place.path)
+                try Self.check(futimens(fd, [ConfinedDirectory.timeSpec(entry.mtimeNanoseconds),
+                                             ConfinedDirectory.timeSpec(entry.mtimeNanoseconds)]),
+                               "set the modification time of", place.path)
             }
             handles.close(index)
         }
@@ -447,6 +453,7 @@ public struct PullEngine: Sendable {
                             try files.with(target.file) { fd in
                                 try Self.write(plain, count: plain.count, to: fd, at: target.offset, path: files.files[target.file].path)
                             }
+                            files.wrote(target.file)
                         }
                         let c = counters.withLock { c in
                             c.chunksFetched += 1

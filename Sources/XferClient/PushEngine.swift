@@ -258,14 +258,14 @@ public struct PushEngine: Sendable {
         var byOwner: [Int: Counters] = [:]
 
         /// Counts uploaded chunks, for the whole push and for their documents.
-        mutating func sent(_ chunks: [EncodedChunk], owners: [Int]) {
+        mutating func sent(_ chunks: [(payload: Int, plain: Int)], owners: [Int]) {
             for (chunk, owner) in zip(chunks, owners) {
                 chunksSent += 1
-                bytesSent += Int64(chunk.payload.count)
-                plainBytesSent += Int64(chunk.length)
+                bytesSent += Int64(chunk.payload)
+                plainBytesSent += Int64(chunk.plain)
                 byOwner[owner, default: Counters()].chunksSent += 1
-                byOwner[owner, default: Counters()].bytesSent += Int64(chunk.payload.count)
-                byOwner[owner, default: Counters()].plainBytesSent += Int64(chunk.length)
+                byOwner[owner, default: Counters()].bytesSent += Int64(chunk.payload)
+                byOwner[owner, default: Counters()].plainBytesSent += Int64(chunk.plain)
             }
         }
     }
@@ -398,9 +398,10 @@ public struct PushEngine: Sendable {
                 bodyBytes = 0
                 running += 1
                 uploads.addTask {
-                    let chunks = try Self.read(locations, policy: policy)
-                    _ = try await connection.upload(chunks)
-                    counters.withLock { $0.sent(chunks, owners: locations.map(\.owner)) }
+                    // The chunks are let go once framed: only the body is held while it is sent.
+                    let (body, sizes) = try Self.frames(locations, policy: policy)
+                    _ = try await connection.upload(frames: body)
+                    counters.withLock { $0.sent(sizes, owners: locations.map(\.owner)) }
                     report()
                 }
             }
@@ -415,6 +416,13 @@ public struct PushEngine: Sendable {
             try await launch()
             try await uploads.waitForAll()
         }
+    }
+
+    /// The upload body of `locations` (read, compressed and framed) and each chunk's payload
+    /// and plain sizes.
+    private static func frames(_ locations: [Location], policy: CompressionPolicy) throws -> (body: [UInt8], sizes: [(payload: Int, plain: Int)]) {
+        let chunks = try read(locations, policy: policy)
+        return (ChunkFrames.encode(chunks), chunks.map { ($0.payload.count, $0.length) })
     }
 
     /// Reads and compresses chunks from their files, checking each still hashes to its id.

@@ -108,7 +108,12 @@ public final class ServerConnection: Sendable {
 
     /// Uploads chunks in one framed body.
     public func upload(_ chunks: [EncodedChunk]) async throws -> UploadResult {
-        let response = try await send("POST", "/v1/chunks", body: ChunkFrames.encode(chunks), contentType: "application/octet-stream")
+        try await upload(frames: ChunkFrames.encode(chunks))
+    }
+
+    /// Uploads chunks already framed (``ChunkFrames/encode(_:)``).
+    public func upload(frames body: [UInt8]) async throws -> UploadResult {
+        let response = try await send("POST", "/v1/chunks", body: body, contentType: "application/octet-stream")
         return try WireJSON.decode(UploadResult.self, from: response.readableBytesView)
     }
 

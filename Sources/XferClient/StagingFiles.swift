@@ -22,34 +22,84 @@ final class StagingFiles: @unchecked Sendable {
     /// Descriptors kept open at once (and as many directories).
     let limit: Int
 
-    // Guarded by `lock`: open descriptors and directories, with when each was last used.
+    // Guarded by `lock`: open descriptors (with when each was last used and how many calls are
+    // using it now) and directories; how many chunk writes each file still waits for.
     private let lock = NSLock()
-    private var descriptors: [Int: (fd: Int32, used: Int)] = [:]
+    private var descriptors: [Int: Descriptor] = [:]
     private var directories: [[String]: (directory: ConfinedDirectory, used: Int)] = [:]
+    private var remainingWrites: [Int: Int] = [:]
     private var tick = 0
 
-    init(root: ConfinedDirectory, files: [File], limit: Int = 128) {
+    private struct Descriptor {
+        var fd: Int32
+        var used: Int
+        var users = 0
+        /// Closed by its last user (``close(_:)`` was asked while it was in use).
+        var closing = false
+    }
+
+    /// - Parameter writes: How many chunk writes each file will receive (by index), when known:
+    ///   a file's writeback starts once it has had them all (``wrote(_:)``), so the final
+    ///   fsync finds little left to write.
+    init(root: ConfinedDirectory, files: [File], limit: Int = 128, writes: [Int]? = nil) {
         self.root = root
         self.files = files
         self.limit = max(1, limit)
+        if let writes {
+            for (index, count) in writes.enumerated() where count > 0 { remainingWrites[index] = count }
+        }
     }
 
     deinit { closeAll() }
 
-    /// Runs `body` with file `index` open for reading and writing. Calls are serialized: a
-    /// descriptor is never closed while another thread writes through it.
+    /// Runs `body` with file `index` open for reading and writing. Calls on different files,
+    /// or on the same one, run at once; a descriptor in use is never closed under its user
+    /// (eviction passes it over, ``close(_:)`` leaves it to its last user).
     func with<T>(_ index: Int, _ body: (Int32) throws -> T) throws -> T {
-        try lock.withLock { try body(try descriptor(index)) }
+        let fd = try lock.withLock { () throws -> Int32 in
+            let fd = try descriptor(index)
+            descriptors[index]!.users += 1
+            return fd
+        }
+        defer {
+            lock.withLock {
+                descriptors[index]!.users -= 1
+                if descriptors[index]!.users == 0 && descriptors[index]!.closing {
+                    Foundation.close(descriptors.removeValue(forKey: index)!.fd)
+                }
+            }
+        }
+        return try body(fd)
     }
 
-    /// Closes file `index` if it is open.
+    /// Notes one chunk write to file `index` done; after its last, asks the kernel to start
+    /// writing the file out (`sync_file_range`), which the final fsync then waits on.
+    func wrote(_ index: Int) {
+        let last = lock.withLock { () -> Bool in
+            guard let remaining = remainingWrites[index] else { return false }
+            if remaining > 1 {
+                remainingWrites[index] = remaining - 1
+                return false
+            }
+            remainingWrites[index] = nil
+            return true
+        }
+        if last { _ = try? with(index) { Syscall.startWriteback($0) } }
+    }
+
+    /// Closes file `index` once no call is using it.
     func close(_ index: Int) {
         lock.withLock {
-            if let open = descriptors.removeValue(forKey: index) { Foundation.close(open.fd) }
+            guard let open = descriptors[index] else { return }
+            if open.users > 0 {
+                descriptors[index]!.closing = true
+            } else {
+                Foundation.close(descriptors.removeValue(forKey: index)!.fd)
+            }
         }
     }
 
-    /// Closes every open file and directory.
+    /// Closes every open file and directory (when no call is using them any more).
     func closeAll() {
         lock.withLock {
             for open in descriptors.values { Foundation.close(open.fd) }
@@ -63,17 +113,24 @@ final class StagingFiles: @unchecked Sendable {
 
     private func descriptor(_ index: Int) throws -> Int32 {
         tick += 1
-        if let open = descriptors[index] {
-            descriptors[index] = (open.fd, tick)
+        if let open = descriptors[index], !open.closing {
+            descriptors[index]!.used = tick
             return open.fd
         }
-        if descriptors.count >= limit, let oldest = descriptors.min(by: { $0.value.used < $1.value.used }) {
+        if descriptors.count >= limit,
+           let oldest = descriptors.filter({ $0.value.users == 0 }).min(by: { $0.value.used < $1.value.used }) {
             Foundation.close(oldest.value.fd)
             descriptors[oldest.key] = nil
         }
+        if let open = descriptors[index] {
+            // Asked to close while in use, and wanted again: keep it.
+            descriptors[index]!.closing = false
+            descriptors[index]!.used = tick
+            return open.fd
+        }
         let file = files[index]
         let fd = try directory(file.directory).openFile(file.name, flags: O_RDWR)
-        descriptors[index] = (fd, tick)
+        descriptors[index] = Descriptor(fd: fd, used: tick)
         return fd
     }
 

@@ -55,6 +55,14 @@ package enum Syscall {
         }
     }
 
+    /// Asks the kernel to start writing a file's dirty pages out now, without waiting
+    /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`): a hint that lets the disk work while the
+    /// caller goes on, so a later fsync has little left. Durability still comes from that
+    /// fsync alone; a failure here changes nothing and is not reported.
+    package static func startWriteback(_ fd: Int32) {
+        _ = cxfer_start_writeback(fd)
+    }
+
     /// Makes a file's data and size durable, not its other metadata (fault: ``StorageFaults/Operation/fsync``):
     /// what a newly written file needs before it is renamed into place.
     package static func fdatasync(_ fd: Int32, path: String) throws {

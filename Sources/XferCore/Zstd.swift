@@ -3,14 +3,19 @@ import Synchronization
 
 /// Compression settings for chunk payloads.
 public struct CompressionPolicy: Hashable, Sendable {
-    /// The zstd level (1...19; 3 is zstd's default).
+    /// The zstd level (``levels``; negative levels are zstd's fast ones).
     public var level: Int32
     /// Keep the compressed form only if it is at most this fraction of the plain size;
     /// otherwise store the chunk raw, since decompressing would cost more than it saves.
     public var maximumRatio: Double
 
-    /// Level 3, compressed form kept only if it saves at least 3 %.
-    public static let `default` = CompressionPolicy(level: 3, maximumRatio: 0.97)
+    /// Level 1, compressed form kept only if it saves at least 3 %. Level 1 rather than zstd's
+    /// own default of 3: on the benchmark's libraries it stores 5 % more and takes a fifth less
+    /// CPU from a first push (docs/PERFORMANCE.md, issue 15).
+    public static let `default` = CompressionPolicy(level: 1, maximumRatio: 0.97)
+
+    /// The levels a push may ask for: zstd's fast levels down to -7, and 1 to 19.
+    public static let levels: ClosedRange<Int32> = -7...19
 
     /// Creates a policy.
     /// - Parameters:

@@ -82,6 +82,25 @@ struct OutputOptions: ParsableArguments {
     var quiet = false
 }
 
+/// How a push compresses what it sends (`xfer push` and `xfer sync`).
+struct CompressionOptions: ParsableArguments {
+    @Option(parsing: .unconditional, help: ArgumentHelp("zstd level for the chunks a push sends: 1 to 19, or -1 to -7 for zstd's fast levels (faster, larger). The server stores what is sent.", valueName: "N"))
+    var compressionLevel: Int32 = CompressionPolicy.default.level
+
+    func validate() throws {
+        guard CompressionPolicy.levels.contains(compressionLevel), compressionLevel != 0 else {
+            throw ValidationError("--compression-level must be 1 to 19, or -1 to -7 for zstd's fast levels")
+        }
+    }
+
+    /// The policy a push uses.
+    var policy: CompressionPolicy {
+        var policy = CompressionPolicy.default
+        policy.level = compressionLevel
+        return policy
+    }
+}
+
 /// Exit codes (docs/CLI.md): stable per error code, so scripts can tell failures apart.
 enum ExitCodes {
     static func code(for error: XferError) -> Int32 {

@@ -62,6 +62,7 @@ extension Xfer {
         @Flag(name: .shortAndLong, help: "Print only errors and conflicts.")
         var quiet = false
 
+        @OptionGroup var compression: CompressionOptions
         @OptionGroup var client: ClientOptions
 
         func validate() throws {
@@ -89,6 +90,7 @@ extension Xfer {
             options.trashDays = trashDays
             options.quietPeriod = .milliseconds(quietPeriod)
             options.exclude = exclude
+            options.push.compression = compression.policy
             let state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
             if dryRun {
                 options.packageExtensions = !packageExtensions.isEmpty

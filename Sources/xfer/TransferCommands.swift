@@ -43,6 +43,7 @@ extension Xfer {
             }
         }
 
+        @OptionGroup var compression: CompressionOptions
         @OptionGroup var client: ClientOptions
         @OptionGroup var output: OutputOptions
 
@@ -52,6 +53,7 @@ extension Xfer {
                 var options = PushOptions()
                 options.force = force
                 options.exclude = exclude
+                options.compression = compression.policy
                 if dryRun {
                     let plan = try await withRemote(client) { remote in
                         try await PushEngine(remote: remote, options: options).plan(path, as: document)

@@ -30,6 +30,45 @@ import XferCore
         }
     }
 
+    /// Writes from several threads at once reach the right files while descriptors come and
+    /// go under them; a file closed while in use stays open for its user, then closes.
+    @Test func concurrentWritesWhileDescriptorsAreEvicted() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let places = (0..<8).map { StagingFiles.File(directory: [], name: "f\($0)", path: "f\($0)") }
+        for place in places { FileManager.default.createFile(atPath: root + "/" + place.name, contents: nil) }
+        let files = StagingFiles(root: try ConfinedDirectory(opening: root), files: places, limit: 2,
+                                 writes: Array(repeating: 64, count: places.count))
+        let failures = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            for round in 0..<64 {
+                for index in places.indices where index % 4 == thread || (index + round) % 4 == thread {
+                    let byte = [UInt8(index)]
+                    do {
+                        try files.with(index) { fd in try byte.withUnsafeBytes { try Syscall.pwrite(fd, $0, at: Int64(round), path: "f") } }
+                    } catch {
+                        failures.withLock { $0 += 1 }
+                    }
+                    if index % 4 == thread { files.wrote(index) }
+                }
+            }
+        }
+        #expect(failures.value == 0)
+        #expect(files.openCount <= 2 + 4)
+        try files.with(0) { fd in
+            files.close(0)
+            // Still this call's to use: the close waits for it.
+            #expect(fcntl(fd, F_GETFD) >= 0)
+            #expect(files.openCount >= 1)
+        }
+        files.closeAll()
+        for (index, place) in places.enumerated() {
+            let bytes = FileManager.default.contents(atPath: root + "/" + place.name)
+            #expect(bytes.map(Array.init) == Array(repeating: UInt8(index), count: 64))
+        }
+    }
+
     /// More files than a pull keeps open (128): each is whole, none missing.
     @Test func aPackageWithManyFilesPullsWhole() async throws {
         try await LiveServer.run { server in

@@ -15,4 +15,8 @@ int cxfer_exchange_at(int afd, const char *a, int bfd, const char *b);
 /// ENOSYS where the kernel has no openat2 (the caller then walks component by component).
 int cxfer_open_beneath(int dirfd, const char *path, int flags, unsigned int mode);
 
+/// Starts writeback of all of `fd`'s dirty pages without waiting (Linux sync_file_range with
+/// SYNC_FILE_RANGE_WRITE). Returns 0, or -1 with errno (ENOSYS where unsupported).
+int cxfer_start_writeback(int fd);
+
 #endif
