@@ -71,12 +71,7 @@ def insert_bytes(source, target, rng, count):
         shutil.copyfileobj(inp, out, 1 << 20)
 
 
-def make_file_set(root):
-    base = os.path.join(root, "file")
-    done = os.path.join(base, ".done")
-    if os.path.exists(done):
-        return base
-    os.makedirs(base, exist_ok=True)
+def make_file_set(base):
     print("bench-peers: making the file set (1 GiB tar of the toolchain's libraries)", file=sys.stderr)
     lib = toolchain_lib()
     v1 = os.path.join(base, "v1")
@@ -93,17 +88,9 @@ def make_file_set(root):
         tar.kill()
         tar.wait()
     insert_bytes(v1, os.path.join(base, "v2"), random.Random(16), 16)
-    open(done, "w").close()
-    return base
 
 
-def make_libs_set(root):
-    base = os.path.join(root, "libs")
-    done = os.path.join(base, ".done")
-    if os.path.exists(done):
-        return base
-    shutil.rmtree(base, ignore_errors=True)
-    os.makedirs(base)
+def make_libs_set(base):
     print("bench-peers: making the libs set (the toolchain's lib/, then seeded edits)", file=sys.stderr)
     v1, v2 = os.path.join(base, "v1"), os.path.join(base, "v2")
     subprocess.run(["cp", "-a", toolchain_lib(), v1], check=True)
@@ -133,17 +120,9 @@ def make_libs_set(root):
             f.write(rng.randbytes(4096) + body)
     for path in chosen[35:40]:        # removed
         os.unlink(path)
-    open(done, "w").close()
-    return base
 
 
-def make_tree_set(root):
-    base = os.path.join(root, "tree")
-    done = os.path.join(base, ".done")
-    if os.path.exists(done):
-        return base
-    shutil.rmtree(base, ignore_errors=True)
-    os.makedirs(base)
+def make_tree_set(base):
     mirror = "/opt/swift-packages/apple/swift-nio.git"
     for name, version in (("v1", "2.101.2"), ("v2", "2.101.3")):
         target = os.path.join(base, name)
@@ -152,11 +131,21 @@ def make_tree_set(root):
         subprocess.run(["tar", "xf", "-", "-C", target], stdin=archive.stdout, check=True)
         if archive.wait() != 0:
             sys.exit(f"bench-peers: cannot read swift-nio {version} from {mirror}")
-    open(done, "w").close()
-    return base
 
 
 MAKERS = {"file": make_file_set, "libs": make_libs_set, "tree": make_tree_set}
+
+
+def data_set(root, name):
+    """The data set's directory (v1 and v2 in it), made once: a set left half-made is made again."""
+    base = os.path.join(root, name)
+    done = os.path.join(base, ".done")
+    if not os.path.exists(done):
+        shutil.rmtree(base, ignore_errors=True)
+        os.makedirs(base)
+        MAKERS[name](base)
+        open(done, "w").close()
+    return base
 
 
 def du(path):
@@ -436,7 +425,7 @@ def main():
     tools = args.tools.split(",") + list(variants)
     everything = {}
     for set_name in args.sets.split(","):
-        data = MAKERS[set_name](root)
+        data = data_set(root, set_name)
         kind = "file" if set_name == "file" else "dir"
         names = tools + (["rsync-z"] if set_name == "tree" and "rsync" in tools else [])
         warm(data)
