@@ -317,8 +317,7 @@ class Restic(Tool):
         return self.run(["restic", "backup", "--quiet", "--host", "bench", source])
 
     def restore(self, target, kind):
-        result = self.run(["restic", "restore", "latest", "--target", target])
-        return result
+        return self.run(["restic", "restore", "latest", "--target", target])
 
 
 class Borg(Tool):
@@ -360,11 +359,14 @@ def same(expected, restored):
     return subprocess.run(["diff", "-r", "-q", "--no-dereference", expected, restored], capture_output=True).returncode == 0
 
 
-def one_round(tool, data, kind, extra_steps):
+def one_round(tool, data, kind):
     """The four steps on a fresh repository; returns {step: measurement}."""
     work = tool.work
     source = os.path.join(work, "src")
-    place(os.path.join(data, "v1"), source, kind) if kind == "file" else shutil.copytree(os.path.join(data, "v1"), source, symlinks=True)
+    if kind == "file":
+        place(os.path.join(data, "v1"), source, kind)
+    else:
+        shutil.copytree(os.path.join(data, "v1"), source, symlinks=True)
     subprocess.run(["sync"])
     results = {}
     tool.start()
@@ -380,8 +382,6 @@ def one_round(tool, data, kind, extra_steps):
         results["restore"] = tool.restore(target, kind)
         if "restored" in results["restore"] and not same(source, target):
             sys.exit(f"bench-peers: {tool.name}'s restore differs from the source")
-        for step, run in extra_steps:
-            results[step] = run(tool, source, kind)
     finally:
         tool.stop()
     return results
@@ -435,7 +435,7 @@ def main():
             for name in order:
                 work = tempfile.mkdtemp(prefix=f"peers-{set_name}-{name.replace(' ', '-')}-", dir=root)
                 try:
-                    results = one_round(make_tool(name, work, binary, variants), data, kind, [])
+                    results = one_round(make_tool(name, work, binary, variants), data, kind)
                 finally:
                     shutil.rmtree(work, ignore_errors=True)
                     subprocess.run(["sync"])

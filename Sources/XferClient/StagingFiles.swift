@@ -113,20 +113,16 @@ final class StagingFiles: @unchecked Sendable {
 
     private func descriptor(_ index: Int) throws -> Int32 {
         tick += 1
-        if let open = descriptors[index], !open.closing {
+        if let open = descriptors[index] {
+            // One asked to close while in use and wanted again is kept.
+            descriptors[index]!.closing = false
             descriptors[index]!.used = tick
             return open.fd
         }
         if descriptors.count >= limit,
-           let oldest = descriptors.filter({ $0.value.users == 0 }).min(by: { $0.value.used < $1.value.used }) {
+           let oldest = descriptors.lazy.filter({ $0.value.users == 0 }).min(by: { $0.value.used < $1.value.used }) {
             Foundation.close(oldest.value.fd)
             descriptors[oldest.key] = nil
-        }
-        if let open = descriptors[index] {
-            // Asked to close while in use, and wanted again: keep it.
-            descriptors[index]!.closing = false
-            descriptors[index]!.used = tick
-            return open.fd
         }
         let file = files[index]
         let fd = try directory(file.directory).openFile(file.name, flags: O_RDWR)

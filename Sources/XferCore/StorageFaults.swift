@@ -77,8 +77,13 @@ package enum StorageFaults {
     private static func update(_ change: (inout [Fault]) -> Void) {
         armed.withLock { faults in
             change(&faults)
-            armedCount.store(faults.count + (observer.value == nil ? 0 : 1), ordering: .releasing)
+            storeArmedCount(faults)
         }
+    }
+
+    /// Counts `faults` and the observer, if one is set, as armed.
+    private static func storeArmedCount(_ faults: [Fault]) {
+        armedCount.store(faults.count + (observer.value == nil ? 0 : 1), ordering: .releasing)
     }
 
     /// The effect armed for this call, consuming one use of the fault.
@@ -93,7 +98,7 @@ package enum StorageFaults {
             let effect = faults[index].effect
             if faults[index].count == 0 {
                 faults.remove(at: index)
-                armedCount.store(faults.count + (observer.value == nil ? 0 : 1), ordering: .releasing)
+                storeArmedCount(faults)
             }
             return effect
         }

@@ -3,7 +3,7 @@ import Synchronization
 
 /// Compression settings for chunk payloads.
 public struct CompressionPolicy: Hashable, Sendable {
-    /// The zstd level (``levels``; negative levels are zstd's fast ones).
+    /// The zstd level (``accepts(_:)``; negative levels are zstd's fast ones).
     public var level: Int32
     /// Keep the compressed form only if it is at most this fraction of the plain size;
     /// otherwise store the chunk raw, since decompressing would cost more than it saves.
@@ -14,8 +14,9 @@ public struct CompressionPolicy: Hashable, Sendable {
     /// CPU from a first push (docs/PERFORMANCE.md, issue 15).
     public static let `default` = CompressionPolicy(level: 1, maximumRatio: 0.97)
 
-    /// The levels a push may ask for: zstd's fast levels down to -7, and 1 to 19.
-    public static let levels: ClosedRange<Int32> = -7...19
+    /// Whether a push may ask for `level`: zstd's fast levels -7 to -1, and 1 to 19 (0 is not
+    /// a level of its own: zstd reads it as its default).
+    public static func accepts(_ level: Int32) -> Bool { level != 0 && (-7...19).contains(level) }
 
     /// Creates a policy.
     /// - Parameters:

@@ -88,7 +88,7 @@ struct CompressionOptions: ParsableArguments {
     var compressionLevel: Int32 = CompressionPolicy.default.level
 
     func validate() throws {
-        guard CompressionPolicy.levels.contains(compressionLevel), compressionLevel != 0 else {
+        guard CompressionPolicy.accepts(compressionLevel) else {
             throw ValidationError("--compression-level must be 1 to 19, or -1 to -7 for zstd's fast levels")
         }
     }
