@@ -135,6 +135,15 @@ public final class StateDatabase: Sendable {
                     sequence INTEGER NOT NULL, conflicts TEXT) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v4: recently synced small chunks") { db in
+            // ChunkCache: what a changed small file is sent against.
+            try db.execute(sql: """
+                CREATE TABLE chunk_cache (
+                    id BLOB NOT NULL UNIQUE, length INTEGER NOT NULL, encoding INTEGER NOT NULL,
+                    payload BLOB NOT NULL, used_ns INTEGER NOT NULL);
+                CREATE INDEX chunk_cache_used ON chunk_cache (used_ns);
+                """)
+        }
         return migrator
     }
 

@@ -275,8 +275,19 @@ public struct PullEngine: Sendable {
         }
         let (order, needed) = plan.downloads(failed: failed)
 
+        // A changed small file comes against its previous chunk where this client still has it.
+        var previous = PreviousChunks()
+        for (entry, _) in files { previous.add(fullPath: entry.path, relativePath: entry.path, previous: synced?.manifest) }
+        var against = PullAgainst(cache: ChunkCache(database: state.database), sources: sources)
+        for (id, _) in order {
+            for target in needed[id] ?? [] {
+                let entry = files[target.file].entry
+                against.add(id, at: target.offset, in: entry.path, size: entry.size, previous: previous)
+            }
+        }
+
         try await download(order, needed: needed, files: handles, maximumLength: manifest.chunker.maximumSize,
-                           total: manifest.totalSize, counters: counters, progress: progress)
+                           against: against, total: manifest.totalSize, counters: counters, progress: progress)
 
         // Files the package's ignore rules leave out (never on any server) go on in the new
         // tree; before the directories' times are set, so those stay the version's.
@@ -412,7 +423,7 @@ public struct PullEngine: Sendable {
 
     /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
     private func download(_ order: [(id: ChunkID, length: Int)], needed: [ChunkID: [Target]], files: StagingFiles,
-                          maximumLength: Int, total: Int64, counters: Locked<Counters>,
+                          maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
                           progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
         var batches: [[ChunkID]] = []
         var current: [ChunkID] = []
@@ -439,11 +450,13 @@ public struct PullEngine: Sendable {
                 running += 1
                 group.addTask {
                     let asked = Set(batch)
-                    try await connection.download(batch) { chunk in
+                    let offer = try against.offer(for: batch)
+                    var kept: [EncodedChunk] = []
+                    try await connection.download(batch, against: offer.references) { chunk in
                         guard asked.contains(chunk.id), let targets = needed[chunk.id] else {
                             throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for")
                         }
-                        let plain = try chunk.decoded(maximumLength: maximumLength)
+                        let plain = try against.decode(chunk, offer, maximumLength: maximumLength, kept: &kept)
                         // The hash vouches for the bytes; the manifest's length must agree too, or
                         // the file would be written at a size the server made up.
                         guard plain.count == declared[chunk.id] else {
@@ -463,6 +476,7 @@ public struct PullEngine: Sendable {
                         }
                         progress(TransferProgress(bytesDone: c.bytesDone, bytesTotal: total, bytesOnWire: c.bytesFetched))
                     }
+                    try against.cache.keep(kept)
                 }
             }
             try await group.waitForAll()

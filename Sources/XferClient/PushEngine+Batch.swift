@@ -88,6 +88,7 @@ extension PushEngine {
             var where_: [(document: Int, entry: Int)] = []  // toHash's index → document and tree entry
             var total: Int64 = 0
             var unchangedBytes: Int64 = 0
+            var previous = PreviousChunks()  // changed small files' previous chunks, to send against
             for (number, document) in prepared.enumerated() {
                 let snapshot = document.snapshot
                 total += snapshot.totalSize
@@ -104,14 +105,17 @@ extension PushEngine {
                     }
                 }
                 for entry in snapshot.toHash + snapshot.unchanged.filter({ document.chunkLists[$0] == nil }) {
-                    toHash.append((index: where_.count, path: snapshot.fullPath(snapshot.tree[entry]), owner: number))
+                    let path = snapshot.fullPath(snapshot.tree[entry])
+                    toHash.append((index: where_.count, path: path, owner: number))
                     where_.append((number, entry))
+                    previous.add(fullPath: path, relativePath: snapshot.tree[entry].relativePath, previous: document.synced?.manifest)
                 }
             }
             let counters = Locked(Counters(bytesHashed: unchangedBytes))
             let hashed: [Int: [Manifest.ChunkReference]]
             do {
                 hashed = try await upload(initial: initial, files: toHash, skip: onServer.union(queued), total: total,
+                                          previous: previous, cache: items.first.map { ChunkCache(database: $0.state.database) },
                                           counters: counters, progress: progress)
             } catch let error as XferError where !error.stopsEveryDocument {
                 // One document's trouble (a file gone or unreadable mid-read) stops a shared read:

@@ -106,6 +106,10 @@ public struct PushEngine: Sendable {
         var length: Int
         /// Which document of a batch it is for (0 for a single push): whose bytes it counts as.
         var owner: Int = 0
+        /// The previous chunk to send it against if the cache holds it (``PreviousChunks``).
+        var reference: ChunkID? = nil
+        /// Whether it belongs to a small file, whose chunks the cache keeps once sent.
+        var keep = false
     }
 
     /// Pushes `path` as document `name`.
@@ -171,8 +175,12 @@ public struct PushEngine: Sendable {
             let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : stamps[$1]?.size ?? 0) }
             let counters = Locked(Counters(bytesHashed: unchangedBytes))
 
+            // Changed small files go against their previous chunks where the cache holds them.
+            var previous = PreviousChunks()
+            for index in toHash { previous.add(fullPath: fullPath(tree[index]), relativePath: tree[index].relativePath, previous: synced?.manifest) }
             let hashed = try await upload(initial: initial, files: toHash.map { (index: $0, path: fullPath(tree[$0]), owner: 0) },
-                                          skip: onServer.union(queued), total: total, counters: counters, progress: progress)
+                                          skip: onServer.union(queued), total: total, previous: previous,
+                                          cache: ChunkCache(database: state.database), counters: counters, progress: progress)
             for (index, chunks) in hashed { chunkLists[index] = chunks }
             // A file written while it was read is not committed: its chunks may mix two contents.
             // Its stamp from before the read must still be its stamp now.
@@ -273,8 +281,12 @@ public struct PushEngine: Sendable {
     /// Hashes `files` in the pipeline on a background thread while this task asks which new
     /// chunks the server lacks and uploads them, several requests in flight.
     /// - Returns: The chunk list of each hashed file, by tree index.
+    /// - Parameters:
+    ///   - previous: Changed small files' previous chunks, which new chunks are sent against.
+    ///   - cache: Where those previous chunks' bytes are, and where sent small chunks are kept.
     func upload(initial: [Location], files: [(index: Int, path: String, owner: Int)], skip: Set<ChunkID>, total: Int64,
-                        counters: Locked<Counters>, progress: @escaping @Sendable (TransferProgress) -> Void) async throws
+                previous: PreviousChunks = PreviousChunks(), cache: ChunkCache? = nil,
+                counters: Locked<Counters>, progress: @escaping @Sendable (TransferProgress) -> Void) async throws
         -> [Int: [Manifest.ChunkReference]] {
         let (batches, continuation) = AsyncStream<[Location]>.makeStream()
         let stop = Locked(false)
@@ -297,13 +309,13 @@ public struct PushEngine: Sendable {
                 }
                 guard !files.isEmpty else { return }
                 let hashed = try await Self.runPipeline(files: files, options: options.pipeline, skip: skip, batch: askBatch,
-                                                        stop: stop, counters: counters, yield: { continuation.yield($0) },
+                                                        previous: previous, stop: stop, counters: counters, yield: { continuation.yield($0) },
                                                         report: report)
                 lists.withLock { $0 = hashed }
             }
             group.addTask {
                 do {
-                    try await self.sendMissing(batches, counters: counters, report: report)
+                    try await self.sendMissing(batches, cache: cache, counters: counters, report: report)
                 } catch {
                     stop.withLock { $0 = true }
                     throw error
@@ -317,7 +329,7 @@ public struct PushEngine: Sendable {
     /// Runs the chunk pipeline on a Dispatch thread, yielding batches of new chunk locations.
     /// - Returns: The chunk list of each hashed file, by tree index.
     private static func runPipeline(files: [(index: Int, path: String, owner: Int)], options: ChunkPipeline.Options, skip: Set<ChunkID>,
-                                    batch: Int, stop: Locked<Bool>, counters: Locked<Counters>,
+                                    batch: Int, previous: PreviousChunks, stop: Locked<Bool>, counters: Locked<Counters>,
                                     yield: @escaping @Sendable ([Location]) -> Void,
                                     report: @escaping @Sendable () -> Void) async throws -> [Int: [Manifest.ChunkReference]] {
         // Pipeline callbacks arrive in order on one serial queue; this state is touched only
@@ -327,6 +339,7 @@ public struct PushEngine: Sendable {
             var pending: [Location] = []
             var seen: Set<ChunkID>
             var unreportedBytes: Int64 = 0
+            var small = false
             var lastReport = ContinuousClock.now
             init(seen: Set<ChunkID>) { self.seen = seen }
 
@@ -344,14 +357,18 @@ public struct PushEngine: Sendable {
                     try ChunkPipeline(options: options).run(files.map { .file($0.path) }) { event in
                         if stop.value { throw XferError(.cancelled, "push stopped") }
                         switch event {
-                        case .fileStarted(let file, _, _):
+                        case .fileStarted(let file, _, let size):
                             collector.lists[files[file].index] = []
+                            collector.small = (size ?? .max) <= ChunkCache.fileLimit
                         case .chunk(let file, let record):
                             collector.lists[files[file].index]!.append(Manifest.ChunkReference(id: record.id, length: record.length))
                             collector.unreportedBytes += Int64(record.length)
                             if collector.seen.insert(record.id).inserted {
-                                collector.pending.append(Location(id: record.id, file: files[file].path, offset: record.offset,
-                                                                  length: record.length, owner: files[file].owner))
+                                let path = files[file].path
+                                collector.pending.append(Location(id: record.id, file: path, offset: record.offset,
+                                                                  length: record.length, owner: files[file].owner,
+                                                                  reference: previous.reference(forChunkAt: record.offset, in: path),
+                                                                  keep: collector.small))
                                 if collector.pending.count >= batch {
                                     yield(collector.pending)
                                     collector.pending = []
@@ -379,7 +396,7 @@ public struct PushEngine: Sendable {
 
     /// Asks about each batch, then uploads what is missing in bodies of about
     /// `uploadBatchBytes`, at most `uploadsInFlight` at once.
-    private func sendMissing(_ batches: AsyncStream<[Location]>, counters: Locked<Counters>,
+    private func sendMissing(_ batches: AsyncStream<[Location]>, cache: ChunkCache?, counters: Locked<Counters>,
                              report: @escaping @Sendable () -> Void) async throws {
         let connection = remote.connection
         let policy = options.compression
@@ -399,9 +416,22 @@ public struct PushEngine: Sendable {
                 running += 1
                 uploads.addTask {
                     // The chunks are let go once framed: only the body is held while it is sent.
-                    let (body, sizes) = try Self.frames(locations, policy: policy)
-                    _ = try await connection.upload(frames: body)
+                    let (body, sizes, kept) = try Self.frames(locations, policy: policy, cache: cache)
+                    let result = try await connection.upload(frames: body)
                     counters.withLock { $0.sent(sizes, owners: locations.map(\.owner)) }
+                    // Chunks sent against a reference the server could not use go again, whole.
+                    let unresolved = Set((result.unresolved ?? []).compactMap(ChunkID.init(hex:)))
+                    if !unresolved.isEmpty {
+                        let again = locations.filter { unresolved.contains($0.id) }.map { location in
+                            var whole = location
+                            whole.reference = nil
+                            return whole
+                        }
+                        let (body, sizes, _) = try Self.frames(again, policy: policy, cache: nil)
+                        _ = try await connection.upload(frames: body)
+                        counters.withLock { $0.sent(sizes, owners: again.map(\.owner)) }
+                    }
+                    try cache?.keep(kept)
                     report()
                 }
             }
@@ -418,17 +448,23 @@ public struct PushEngine: Sendable {
         }
     }
 
-    /// The upload body of `locations` (read, compressed and framed) and each chunk's payload
-    /// and plain sizes.
-    private static func frames(_ locations: [Location], policy: CompressionPolicy) throws -> (body: [UInt8], sizes: [(payload: Int, plain: Int)]) {
-        let chunks = try read(locations, policy: policy)
-        return (ChunkFrames.encode(chunks), chunks.map { ($0.payload.count, $0.length) })
+    /// The upload body of `locations` (read, compressed and framed), each chunk's payload and
+    /// plain sizes, and the chunks for the cache to keep (``Location/keep``, as stored).
+    private static func frames(_ locations: [Location], policy: CompressionPolicy, cache: ChunkCache?) throws
+        -> (body: [UInt8], sizes: [(payload: Int, plain: Int)], kept: [EncodedChunk]) {
+        let (chunks, kept) = try read(locations, policy: policy, cache: cache)
+        return (ChunkFrames.encode(chunks), chunks.map { ($0.payload.count, $0.length) }, kept)
     }
 
-    /// Reads and compresses chunks from their files, checking each still hashes to its id.
-    private static func read(_ locations: [Location], policy: CompressionPolicy) throws -> [EncodedChunk] {
+    /// Reads and compresses chunks from their files: against their reference where the cache
+    /// holds it, else alone.
+    /// - Returns: The chunks to send, and those of small files as the cache keeps them.
+    private static func read(_ locations: [Location], policy: CompressionPolicy, cache: ChunkCache?) throws
+        -> (chunks: [EncodedChunk], kept: [EncodedChunk]) {
         var chunks: [EncodedChunk] = []
         chunks.reserveCapacity(locations.count)
+        var kept: [EncodedChunk] = []
+        let references = try cache?.plain(locations.compactMap(\.reference)) ?? [:]
         var buffer = [UInt8](repeating: 0, count: locations.map(\.length).max() ?? 0)
         var openFile: (path: String, fd: Int32)? = nil
         defer { if let openFile { close(openFile.fd) } }
@@ -445,9 +481,17 @@ public struct PushEngine: Sendable {
                 guard try Syscall.pread(fd, into: plain, at: location.offset, path: location.file) == location.length else {
                     throw XferError(.io, "\(location.file) changed while it was being pushed (it is shorter now); push again", cause: ChangedWhileRead())
                 }
-                chunks.append(try Zstd.encode(UnsafeRawBufferPointer(plain), id: location.id, policy: policy))
+                let bytes = UnsafeRawBufferPointer(plain)
+                if let reference = location.reference, reference != location.id, let previous = references[reference] {
+                    let chunk = try Zstd.encode(bytes, id: location.id, policy: policy, against: (reference, previous))
+                    chunks.append(chunk)
+                    if location.keep { kept.append(chunk.encoding == .zstdAgainst ? try Zstd.encode(bytes, id: location.id, policy: policy) : chunk) }
+                } else {
+                    chunks.append(try Zstd.encode(bytes, id: location.id, policy: policy))
+                    if location.keep { kept.append(chunks[chunks.count - 1]) }
+                }
             }
         }
-        return chunks
+        return (chunks, kept)
     }
 }

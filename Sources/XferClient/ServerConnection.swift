@@ -230,8 +230,10 @@ public final class ServerConnection: Sendable {
 
     /// Downloads chunks, handing each to `onChunk` as its frame arrives (not yet verified:
     /// the caller verifies).
-    public func download(_ ids: [ChunkID], onChunk: (EncodedChunk) async throws -> Void) async throws {
-        var request = try makeRequest("POST", "/v1/chunks/download", body: WireJSON.encode(ChunkIDList(ids: ids)))
+    /// - Parameter against: Chunks this client holds, by wanted chunk, that the server may send
+    ///   it against (``ChunkEncoding/zstdAgainst``); the caller decodes those with them.
+    public func download(_ ids: [ChunkID], against: [ChunkID: ChunkID] = [:], onChunk: (EncodedChunk) async throws -> Void) async throws {
+        var request = try makeRequest("POST", "/v1/chunks/download", body: WireJSON.encode(ChunkIDList(ids: ids, against: against)))
         request.headers.add(name: "Content-Type", value: "application/json")
         let response = try await execute(request)
         guard response.status == .ok else { throw try await Self.error(from: response) }

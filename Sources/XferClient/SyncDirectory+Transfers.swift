@@ -117,18 +117,37 @@ extension SyncDirectory {
                     order.append(chunk.id)
                 }
             }
+            // A changed small file comes against the chunk its previous version had in that place.
+            var against = PullAgainst(cache: ChunkCache(database: state.database), sources: local)
+            for index in prefetched.keys.sorted() {
+                let old = try state.clientState(for: paths[index]).document(server: connection.server, container: remote.container,
+                                                                           path: paths[index])?.manifest
+                guard let old else { continue }
+                var previous = PreviousChunks()
+                for entry in prefetched[index]!.manifest.entries where entry.kind == .file {
+                    previous.add(fullPath: entry.path, relativePath: entry.path, previous: old)
+                    var offset: Int64 = 0
+                    for chunk in entry.chunks {
+                        if wanted[chunk.id] != nil { against.add(chunk.id, at: offset, in: entry.path, size: entry.size, previous: previous) }
+                        offset += Int64(chunk.length)
+                    }
+                }
+            }
             var plain: [ChunkID: [UInt8]] = [:]
             for batch in order.batched(atMost: ProtocolLimits.maximumIDsPerRequest) {
-                try await connection.download(batch) { chunk in
+                let offer = try against.offer(for: batch)
+                var kept: [EncodedChunk] = []
+                try await connection.download(batch, against: offer.references) { chunk in
                     guard let length = wanted[chunk.id], plain[chunk.id] == nil else {
                         throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for")
                     }
-                    let bytes = try chunk.decoded(maximumLength: length)
+                    let bytes = try against.decode(chunk, offer, maximumLength: length, kept: &kept)
                     guard bytes.count == length else {
                         throw XferError(.corruptChunk, "chunk \(chunk.id) holds \(bytes.count) bytes, but its manifest declares \(length)")
                     }
                     plain[chunk.id] = bytes
                 }
+                try against.cache.keep(kept)
             }
             for index in prefetched.keys { prefetched[index]!.chunks = plain }
         } catch let error as XferError where error.stopsEveryDocument {

@@ -4,8 +4,18 @@ public enum ChunkEncoding: UInt8, Sendable, Hashable, CustomStringConvertible {
     case raw = 0
     /// The payload is a single zstd frame that declares the plain length.
     case zstd = 1
+    /// The payload is the id of a reference chunk (32 bytes), then one zstd frame compressed
+    /// with that chunk's plain bytes as its prefix: a changed chunk sent against its previous
+    /// content (``Zstd/encode(_:id:policy:against:)``). It travels only; it is never stored.
+    case zstdAgainst = 2
 
-    public var description: String { self == .raw ? "raw" : "zstd" }
+    public var description: String {
+        switch self {
+        case .raw: "raw"
+        case .zstd: "zstd"
+        case .zstdAgainst: "zstd-against"
+        }
+    }
 }
 
 /// A chunk as it travels and is stored: its id, plain length, encoding and payload.
@@ -32,12 +42,24 @@ public struct EncodedChunk: Sendable, Hashable {
         self.payload = payload
     }
 
+    /// The chunk a ``ChunkEncoding/zstdAgainst`` payload was compressed against (`nil` for
+    /// the other encodings, or a payload too short to name one).
+    public var reference: ChunkID? {
+        guard encoding == .zstdAgainst, payload.count >= ChunkID.byteCount else { return nil }
+        return ChunkID(bytes: payload[0..<ChunkID.byteCount])
+    }
+
     /// The plain bytes, checked against the claimed length and id.
-    /// - Parameter maximumLength: The largest plain length accepted; a payload that would
-    ///   inflate past it is refused before any memory is reserved for it.
+    /// - Parameters:
+    ///   - maximumLength: The largest plain length accepted; a payload that would inflate past
+    ///     it is refused before any memory is reserved for it.
+    ///   - reference: For a ``ChunkEncoding/zstdAgainst`` payload, the plain bytes of the chunk
+    ///     it names (``reference``), already verified by the caller against that id.
     /// - Returns: The plain bytes.
-    /// - Throws: `XferError` `too_large`, `corrupt_chunk` or `compression`.
-    public func decoded(maximumLength: Int = ChunkerConfiguration.maximumAllowedSize) throws -> [UInt8] {
+    /// - Throws: `XferError` `too_large`, `corrupt_chunk` or `compression`; `missing_chunks`
+    ///   for a payload against a reference that was not given.
+    public func decoded(maximumLength: Int = ChunkerConfiguration.maximumAllowedSize,
+                        reference: (id: ChunkID, plain: [UInt8])? = nil) throws -> [UInt8] {
         guard length >= 0, length <= maximumLength else {
             throw XferError(.tooLarge, "chunk \(id) claims \(length) bytes, over the limit of \(maximumLength)")
         }
@@ -50,6 +72,15 @@ public struct EncodedChunk: Sendable, Hashable {
             plain = payload
         case .zstd:
             plain = try Zstd.decompress(payload, expectedLength: length, maximumLength: maximumLength)
+        case .zstdAgainst:
+            guard let named = self.reference else {
+                throw XferError(.corruptChunk, "chunk \(id) is sent against a reference but names none")
+            }
+            guard let reference, reference.id == named else {
+                throw XferError(.missingChunks, "chunk \(id) is sent against chunk \(named), which is not at hand")
+            }
+            plain = try Zstd.decompress(Array(payload[ChunkID.byteCount...]), expectedLength: length,
+                                        maximumLength: maximumLength, prefix: reference.plain)
         }
         let actual = ChunkID.of(plain)
         guard actual == id else {

@@ -67,7 +67,10 @@ public enum Zstd {
     /// - Returns: The plain bytes.
     /// - Throws: `XferError` `too_large` or `corrupt_chunk` before decompressing if the frame
     ///   declares another size, no size, or trailing bytes; `compression` if libzstd fails.
-    public static func decompress(_ frame: [UInt8], expectedLength: Int, maximumLength: Int) throws -> [UInt8] {
+    ///   - prefix: The plain bytes a frame made by ``encode(_:id:policy:against:)`` was
+    ///     compressed against (raw content, never read as a zstd dictionary).
+    public static func decompress(_ frame: [UInt8], expectedLength: Int, maximumLength: Int,
+                                  prefix: [UInt8]? = nil) throws -> [UInt8] {
         try frame.withUnsafeBytes { source in
             let declared = ZSTD_getFrameContentSize(source.baseAddress, source.count)
             // ZSTD_CONTENTSIZE_UNKNOWN and ZSTD_CONTENTSIZE_ERROR are the two largest UInt64 values.
@@ -86,8 +89,17 @@ public enum Zstd {
             }
             return try [UInt8](unsafeUninitializedCapacity: expectedLength) { out, initialized in
                 let written = decompressionContexts.withContext { context in
-                    ZSTD_decompressDCtx(context.pointer, out.baseAddress, expectedLength,
-                                        source.baseAddress, source.count)
+                    guard let prefix else {
+                        return ZSTD_decompressDCtx(context.pointer, out.baseAddress, expectedLength,
+                                                   source.baseAddress, source.count)
+                    }
+                    // A prefix is used by the next frame only; the context forgets it after.
+                    return prefix.withUnsafeBytes { prefix in
+                        let referenced = ZSTD_DCtx_refPrefix(context.pointer, prefix.baseAddress, prefix.count)
+                        if ZSTD_isError(referenced) != 0 { return referenced }
+                        return ZSTD_decompressDCtx(context.pointer, out.baseAddress, expectedLength,
+                                                   source.baseAddress, source.count)
+                    }
                 }
                 if ZSTD_isError(written) != 0 {
                     initialized = 0

@@ -36,8 +36,9 @@ extension ProtocolLimits {
     /// Bytes of a JSON body that carries no bulk (accounts, tokens, announce, resolve, gc): 4 MiB.
     public static let maximumSmallJSONBody = 4 << 20
     /// Bytes of a chunk-id list body: ``maximumIDsPerRequest`` ids of 64 hex digits, quoted and
-    /// separated (70 bytes each is generous), plus 4 KiB.
-    public static let maximumIDListBody = maximumIDsPerRequest * 70 + (4 << 10)
+    /// separated (70 bytes each is generous), as many offered references (an id and a reference
+    /// each, 140 bytes), plus 4 KiB.
+    public static let maximumIDListBody = maximumIDsPerRequest * (70 + 140) + (4 << 10)
     /// Bytes of UTF-8 in a device name (announce, key-value writes).
     public static let maximumDeviceBytes = 128
     /// Bytes of an account name as it arrives (``AccountName`` then checks its characters).
@@ -98,6 +99,9 @@ extension ChunkIDList: WireRequest {
     public func validate() throws {
         guard ids.count <= ProtocolLimits.maximumIDsPerRequest else {
             throw XferError(.tooLarge, "\(ids.count) ids in one request; at most \(ProtocolLimits.maximumIDsPerRequest)")
+        }
+        guard (against?.count ?? 0) <= ids.count else {
+            throw XferError(.badRequest, "\(against?.count ?? 0) references offered for \(ids.count) chunks")
         }
     }
 }

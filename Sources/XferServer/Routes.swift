@@ -113,11 +113,16 @@ struct Routes: Sendable {
         var storedBytes: Int64 = 0
         var pending: [EncodedChunk] = []
         var pendingBytes = 0
+        var unresolved: [ChunkID] = []
+        let against = ChunksAgainst(metadata: metadata, chunks: chunks, maximumLength: limits.frames.maximumChunkLength)
         func flush() async throws {
             guard !pending.isEmpty else { return }
-            let batch = pending
+            // Chunks sent against a reference are rebuilt into their stored form first.
+            let (batch, left) = try await against.rebuild(pending, account: account.accountID)
+            unresolved += left
             pending = []
             pendingBytes = 0
+            guard !batch.isEmpty else { return }
             // Quota before disk: what the batch would add is reserved before anything is written.
             let lacking = Set(try await metadata.missingChunks(account: account.accountID, ids: batch.map(\.id)))
             var adding: Int64 = 0
@@ -147,18 +152,21 @@ struct Routes: Sendable {
         }
         try decoder.finish()
         try await flush()
-        return Self.json(UploadResult(received: received, stored: stored, storedBytes: storedBytes))
+        return Self.json(UploadResult(received: received, stored: stored, storedBytes: storedBytes, unresolved: unresolved))
     }
 
     @Sendable func download(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
-        let ids = try await Self.decode(ChunkIDList.self, request).parsed()
+        let list = try await Self.decode(ChunkIDList.self, request)
+        let ids = try list.parsed()
         try Self.checkCount(ids.count)
         let absent = try await metadata.missingChunks(account: account.accountID, ids: ids)
         guard absent.isEmpty else {
             throw XferError(.notFound, "\(absent.count) of the requested chunks are not stored for this account (first: \(absent[0]))")
         }
         let chunks = chunks
+        let against = ChunksAgainst(metadata: metadata, chunks: chunks, maximumLength: limits.frames.maximumChunkLength)
+        let references = try await against.usable(list.parsedAgainst(ids: ids), account: account.accountID)
         return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: ResponseBody { writer in
             try await writer.write(ByteBuffer(bytes: ChunkFrames.magic))
             // Batches of loads run ahead of the writer (an object store answers each request in
@@ -181,7 +189,9 @@ struct Routes: Sendable {
                     ready[index] = loaded
                     while let next = ready.removeValue(forKey: written) {
                         var frames = ByteBuffer()
-                        for chunk in next { frames.writeBytes(ChunkFrames.frame(chunk)) }
+                        for chunk in next {
+                            frames.writeBytes(ChunkFrames.frame(try await against.forDownload(chunk, against: references[chunk.id])))
+                        }
                         try await writer.write(frames)
                         written += 1
                         if started < batches.count { start() }

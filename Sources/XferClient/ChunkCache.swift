@@ -1,0 +1,161 @@
+import Foundation
+import GRDB
+import XferCore
+
+/// A bounded cache of the chunks of recently synced small files, in the client state
+/// database: what a changed small file is sent against (``ChunkEncoding/zstdAgainst``), so an
+/// edit of a source file moves bytes on the order of the edit, not of the file. The server holds
+/// every chunk it stores; this is how the client holds the previous content of a file it has
+/// since overwritten.
+///
+/// Chunks are kept as stored (zstd), verified against their id when read, and the least
+/// recently used go first once the payloads pass ``maximumBytes``. Losing the cache costs only
+/// bytes on the wire: a chunk whose reference is not here is sent whole.
+public struct ChunkCache: Sendable {
+    /// Files no larger than this (the default largest chunk) have their chunks kept, and are
+    /// the ones sent against their previous content: a larger file's edit already moves only
+    /// the chunks around it.
+    public static let fileLimit: Int64 = 256 << 10
+    /// Payload bytes kept at most, by default.
+    public static let defaultMaximumBytes = 32 << 20
+
+    let database: StateDatabase
+    /// Payload bytes kept at most.
+    public let maximumBytes: Int
+
+    /// The cache in a state database.
+    /// - Parameters:
+    ///   - database: The client state database it lives in.
+    ///   - maximumBytes: Payload bytes kept at most.
+    public init(database: StateDatabase, maximumBytes: Int = ChunkCache.defaultMaximumBytes) {
+        self.database = database
+        self.maximumBytes = maximumBytes
+    }
+
+    /// Keeps chunks (as stored: a chunk sent against a reference is not kept), then lets the
+    /// least recently used go until the cache is within its bound.
+    /// - Throws: `io` if the state database fails.
+    public func keep(_ chunks: [EncodedChunk]) throws {
+        let maximumBytes = maximumBytes
+        let chunks = chunks.filter { $0.encoding != .zstdAgainst && $0.payload.count <= maximumBytes }
+        guard !chunks.isEmpty else { return }
+        let now = Self.now()
+        try database.run { db in
+            let insert = try db.cachedStatement(sql: """
+                INSERT INTO chunk_cache (id, length, encoding, payload, used_ns) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (id) DO UPDATE SET used_ns = excluded.used_ns
+                """)
+            for chunk in chunks {
+                try insert.execute(arguments: [Data(chunk.id.bytes), chunk.length, Int(chunk.encoding.rawValue), Data(chunk.payload), now])
+            }
+            var total = try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(LENGTH(payload)), 0) FROM chunk_cache") ?? 0
+            guard total > maximumBytes else { return }
+            // The oldest go first, in one pass over the use order.
+            var evict: [Data] = []
+            let rows = try Row.fetchCursor(db, sql: "SELECT id, LENGTH(payload) AS size FROM chunk_cache ORDER BY used_ns, id")
+            while total > maximumBytes, let row = try rows.next() {
+                evict.append(row["id"])
+                total -= row["size"] as Int
+            }
+            for batch in evict.batched(atMost: 500) {
+                try db.execute(sql: "DELETE FROM chunk_cache WHERE id IN (\(Array(repeating: "?", count: batch.count).joined(separator: ",")))",
+                               arguments: StatementArguments(batch))
+            }
+        }
+    }
+
+    /// The plain bytes of those of `ids` the cache holds and that verify against their id
+    /// (one that does not is dropped from the cache); each one read counts as a use.
+    /// - Throws: `io` if the state database fails.
+    public func plain(_ ids: some Collection<ChunkID>) throws -> [ChunkID: [UInt8]] {
+        let ids = Array(Set(ids))
+        guard !ids.isEmpty else { return [:] }
+        let now = Self.now()
+        return try database.run { db in
+            var result: [ChunkID: [UInt8]] = [:]
+            var damaged: [Data] = []
+            for batch in ids.batched(atMost: 500) {
+                let keys = batch.map { Data($0.bytes) }
+                let marks = Array(repeating: "?", count: keys.count).joined(separator: ",")
+                for row in try Row.fetchAll(db, sql: "SELECT id, length, encoding, payload FROM chunk_cache WHERE id IN (\(marks))",
+                                            arguments: StatementArguments(keys)) {
+                    let key: Data = row["id"]
+                    let payload: Data = row["payload"]
+                    guard let id = ChunkID(bytes: key), let encoding = ChunkEncoding(rawValue: UInt8(clamping: row["encoding"] as Int)),
+                          let plain = try? EncodedChunk(id: id, length: row["length"], encoding: encoding, payload: Array(payload))
+                              .decoded(maximumLength: ChunkerConfiguration.maximumAllowedSize) else {
+                        damaged.append(key)
+                        continue
+                    }
+                    result[id] = plain
+                }
+                try db.execute(sql: "UPDATE chunk_cache SET used_ns = ? WHERE id IN (\(marks))", arguments: StatementArguments([now] + keys))
+            }
+            for key in damaged { try db.execute(sql: "DELETE FROM chunk_cache WHERE id = ?", arguments: [key]) }
+            return result
+        }
+    }
+
+    /// Payload bytes and chunks held now.
+    /// - Throws: `io` if the state database fails.
+    public func usage() throws -> (bytes: Int, chunks: Int) {
+        try database.run { db in
+            let row = try Row.fetchOne(db, sql: "SELECT COALESCE(SUM(LENGTH(payload)), 0) AS bytes, COUNT(*) AS chunks FROM chunk_cache")!
+            return (row["bytes"], row["chunks"])
+        }
+    }
+
+    /// Lets every kept chunk go.
+    /// - Throws: `io` if the state database fails.
+    public func removeAll() throws {
+        try database.run { db in try db.execute(sql: "DELETE FROM chunk_cache") }
+    }
+
+    private static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+}
+
+/// What a push sends new chunks against: for each changed small file that had a previous
+/// version, that version's chunks. A pure choice, tested alone.
+struct PreviousChunks: Sendable {
+    /// The previous chunk list of each candidate file, by its full path.
+    private(set) var byPath: [String: [Manifest.ChunkReference]] = [:]
+
+    /// Adds a file whose previous version `manifest` may hold: when an entry of that relative
+    /// path was a file of at most ``ChunkCache/fileLimit`` bytes, its chunks are candidates.
+    mutating func add(fullPath: String, relativePath: String, previous manifest: Manifest?) {
+        guard let entry = manifest.flatMap({ Self.entry(relativePath, in: $0.entries) }), entry.kind == .file,
+              entry.size <= ChunkCache.fileLimit, !entry.chunks.isEmpty else { return }
+        byPath[fullPath] = entry.chunks
+    }
+
+    /// The previous chunk to send a new chunk at `offset` of the file at `path` against: the one
+    /// that covered that offset, else the last one (the file grew).
+    func reference(forChunkAt offset: Int64, in path: String) -> ChunkID? {
+        guard let chunks = byPath[path] else { return nil }
+        return Self.covering(offset, in: chunks)
+    }
+
+    /// The entry at `path` among `entries` sorted bytewise by path (a manifest's order).
+    static func entry(_ path: String, in entries: [Manifest.Entry]) -> Manifest.Entry? {
+        var low = 0, high = entries.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entries[middle].path.utf8.lexicographicallyPrecedes(path.utf8) { low = middle + 1 } else { high = middle }
+        }
+        return low < entries.count && entries[low].path == path ? entries[low] : nil
+    }
+
+    /// The chunk of `chunks` (a file's list, in order) that covers `offset`, else the last.
+    static func covering(_ offset: Int64, in chunks: [Manifest.ChunkReference]) -> ChunkID? {
+        var start: Int64 = 0
+        for chunk in chunks {
+            if offset < start + Int64(chunk.length) { return chunk.id }
+            start += Int64(chunk.length)
+        }
+        return chunks.last?.id
+    }
+}

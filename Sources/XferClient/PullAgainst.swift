@@ -1,0 +1,74 @@
+import Foundation
+import XferCore
+
+/// What a pull offers the server to send chunks against (``ChunkEncoding/zstdAgainst``):
+/// for each wanted chunk of a changed small file, the chunk that held its place in the version
+/// this client has, when its bytes are at hand (in the ``ChunkCache``, or on disk and still
+/// verifying). It also decodes what arrives and says which chunks the cache keeps.
+struct PullAgainst: Sendable {
+    /// The previous chunk at each wanted chunk's place, by wanted chunk.
+    private(set) var candidates: [ChunkID: ChunkID] = [:]
+    /// Wanted chunks of small files: the cache keeps them once they arrive.
+    private(set) var small = Set<ChunkID>()
+    let cache: ChunkCache
+    /// Where chunks are on disk.
+    let sources: [ChunkID: ChunkSources.Location]
+
+    /// References offered for one download request, and their plain bytes.
+    struct Offer: Sendable {
+        /// The reference offered, by wanted chunk.
+        var references: [ChunkID: ChunkID] = [:]
+        /// Each offered reference's plain bytes (verified against its id).
+        var plain: [ChunkID: [UInt8]] = [:]
+    }
+
+    init(cache: ChunkCache, sources: [ChunkID: ChunkSources.Location]) {
+        self.cache = cache
+        self.sources = sources
+    }
+
+    /// Notes that chunk `id` goes at `offset` of the file at `path` (of `size` bytes), whose
+    /// previous chunks `previous` may know.
+    mutating func add(_ id: ChunkID, at offset: Int64, in path: String, size: Int64, previous: PreviousChunks) {
+        if size <= ChunkCache.fileLimit { small.insert(id) }
+        if candidates[id] == nil, let reference = previous.reference(forChunkAt: offset, in: path), reference != id {
+            candidates[id] = reference
+        }
+    }
+
+    /// The references to offer for `batch`: those whose bytes are at hand.
+    /// - Throws: `io` if the state database fails (an unreadable file on disk is only not offered).
+    func offer(for batch: [ChunkID]) throws -> Offer {
+        let wanted = batch.compactMap { id in candidates[id].map { (id: id, reference: $0) } }
+        guard !wanted.isEmpty else { return Offer() }
+        var plain = try cache.plain(wanted.map(\.reference))
+        var buffer: [UInt8] = []
+        for (_, reference) in wanted where plain[reference] == nil {
+            guard let source = sources[reference] else { continue }
+            let fd = open(source.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            if buffer.count < source.length { buffer = [UInt8](repeating: 0, count: source.length) }
+            if try PullEngine.readVerified(fd, offset: source.offset, chunk: Manifest.ChunkReference(id: reference, length: source.length),
+                                           into: &buffer) {
+                plain[reference] = Array(buffer[0..<source.length])
+            }
+        }
+        var offer = Offer(plain: plain)
+        for (id, reference) in wanted where plain[reference] != nil { offer.references[id] = reference }
+        return offer
+    }
+
+    /// The plain bytes of a downloaded chunk, checked against its id: one sent against a
+    /// reference is read with the one offered for it (any other is refused, as not at hand).
+    /// A small file's chunk is added to `kept` as the cache keeps it.
+    /// - Throws: `corrupt_chunk`, `too_large`, `missing_chunks` (against a reference not offered).
+    func decode(_ chunk: EncodedChunk, _ offer: Offer, maximumLength: Int, kept: inout [EncodedChunk]) throws -> [UInt8] {
+        let reference = chunk.reference.flatMap { id in offer.references[chunk.id] == id ? offer.plain[id].map { (id, $0) } : nil }
+        let plain = try chunk.decoded(maximumLength: maximumLength, reference: reference)
+        if small.contains(chunk.id) {
+            kept.append(chunk.encoding == .zstdAgainst ? try plain.withUnsafeBytes { try Zstd.encode($0, id: chunk.id) } : chunk)
+        }
+        return plain
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+import XferClient
+import XferCore
+import XferProtocol
+
+/// Changed small files sent against their previous content (``ChunkEncoding/zstdAgainst``),
+/// both ways, with the client's cache of recently synced small chunks.
+@Suite struct SendAgainstTests {
+    /// A package of small files (random bytes, so a file sent whole costs its whole size).
+    static func writeTree(_ root: String, count: Int) throws -> [String: [UInt8]] {
+        var files: [String: [UInt8]] = [:]
+        for index in 0..<count {
+            let bytes = Files.random(count: 2_000 + index * 1_500, seed: UInt64(100 + index))
+            files["src/file\(index).c"] = bytes
+            try Files.write(root + "/src/file\(index).c", bytes)
+        }
+        return files
+    }
+
+    @Test func smallEditsOfSmallFilesMoveBytesOnTheOrderOfTheEditBothWays() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/src-tree"
+            var files = try Self.writeTree(source, count: 40)
+            let first = try await server.push(source, "Documents/tree")
+            #expect(first.chunksSent == first.chunks)
+            // The pushing device keeps the small files' chunks.
+            let cache = ChunkCache(database: try ClientState(root: source, stateDirectory: server.stateDirectory).database)
+            #expect(try cache.usage().chunks == first.chunksSent)
+
+            let reader = server.otherDevice("reader")
+            _ = try await server.pull("Documents/tree", server.root + "/copy", from: reader)
+
+            // Ten files edited: a few bytes inserted into each, one overwritten, one appended to.
+            var editedBytes = 0
+            for index in stride(from: 0, to: 40, by: 4) {
+                let name = "src/file\(index).c"
+                var bytes = files[name]!
+                switch index % 3 {
+                case 0: bytes.insert(contentsOf: Array("/* edit \(index) */".utf8), at: bytes.count / 2)
+                case 1: bytes.replaceSubrange(10..<30, with: Files.random(count: 20, seed: UInt64(index)))
+                default: bytes += Array("\nint added\(index);\n".utf8)
+                }
+                files[name] = bytes
+                editedBytes += bytes.count
+                try Files.write(source + "/" + name, bytes)
+            }
+            let second = try await server.push(source, "Documents/tree")
+            #expect(second.version == 2 && second.chunksSent == 10)
+            // Sent whole, the ten files would cost every byte (random data does not compress).
+            #expect(second.bytesSent < 10 * 200, "sent \(second.bytesSent) bytes for \(editedBytes) bytes of edited files")
+
+            let pulled = try await server.pull("Documents/tree", server.root + "/copy", from: reader)
+            #expect(pulled.version == 2 && pulled.chunksFetched == 10)
+            #expect(pulled.bytesFetched < 10 * 200, "fetched \(pulled.bytesFetched) bytes for \(editedBytes) bytes of edited files")
+            #expect(try Files.snapshot(server.root + "/copy") == Files.snapshot(source))
+
+            // A third device with no earlier copy gets the files whole, and the same content.
+            let fresh = try await server.pull("Documents/tree", server.root + "/fresh", from: server.otherDevice("fresh"))
+            #expect(fresh.bytesFetched >= Int64(files.values.reduce(0) { $0 + $1.count }))
+            #expect(try Files.snapshot(server.root + "/fresh") == Files.snapshot(source))
+        }
+    }
+
+    @Test func aPullWithoutTheCacheGoesAgainstTheFileOnDisk() async throws {
+        try await LiveServer.run { server in
+            let path = server.root + "/notes.txt"
+            var bytes = Files.random(count: 50_000, seed: 5)
+            try Files.write(path, bytes)
+            _ = try await server.push(path, "notes.txt")
+            let reader = server.otherDevice("reader")
+            _ = try await server.pull("notes.txt", server.root + "/copy.txt", from: reader)
+            // The reader's cache is emptied: its copy on disk still holds the previous chunk.
+            let readerCache = ChunkCache(database: try ClientState(root: server.root + "/copy.txt", stateDirectory: reader.stateDirectory).database)
+            #expect(try readerCache.usage().chunks == 1)
+            try readerCache.removeAll()
+            #expect(try readerCache.usage().chunks == 0)
+
+            bytes.insert(contentsOf: Array("a new line\n".utf8), at: 25_000)
+            try Files.write(path, bytes)
+            let pushed = try await server.push(path, "notes.txt")
+            #expect(pushed.bytesSent < 300)
+            let pulled = try await server.pull("notes.txt", server.root + "/copy.txt", from: reader)
+            #expect(pulled.bytesFetched < 300)
+            #expect(Files.read(server.root + "/copy.txt") == bytes)
+        }
+    }
+
+    @Test func theCacheStaysWithinItsBoundAndDropsWhatDoesNotVerify() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-cache-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let database = try StateDatabase(path: root + "/state.sqlite")
+        let cache = ChunkCache(database: database, maximumBytes: 100_000)
+        let chunks = try (0..<30).map { index in
+            let plain = Files.random(count: 10_000, seed: UInt64(index))
+            return try plain.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(plain)) }
+        }
+        for chunk in chunks { try cache.keep([chunk]) }
+        let usage = try cache.usage()
+        #expect(usage.bytes <= 100_000 && usage.chunks == 10)
+        // The least recently used went first: the last ten are there.
+        #expect(Set(try cache.plain(chunks.map(\.id)).keys) == Set(chunks.suffix(10).map(\.id)))
+        // One used now outlives newer ones.
+        _ = try cache.plain([chunks[20].id])
+        try cache.keep(Array(chunks[0..<9]))
+        #expect(try cache.plain([chunks[20].id]).count == 1)
+
+        // A chunk kept under another's id never comes back.
+        var lying = chunks[0]
+        lying.id = ChunkID.of([9, 9, 9])
+        try cache.keep([lying])
+        #expect(try cache.plain([lying.id]).isEmpty)
+    }
+}
