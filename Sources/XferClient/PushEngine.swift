@@ -199,7 +199,7 @@ public struct PushEngine: Sendable {
             try state.record(files: newlyKnown)
 
             // The delta is against the version this root holds, which the server keeps.
-            let delta = manifest.delta(against: synced?.manifest)
+            let delta = manifest.compressedDelta(against: synced?.manifest)
             let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: synced?.version,
                                         manifestDelta: delta, manifestDigest: manifest.digest)
             let committed: DocumentInfo

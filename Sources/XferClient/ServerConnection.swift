@@ -216,7 +216,7 @@ public final class ServerConnection: Sendable {
     ///   `nil`: against nothing) and the full manifest's digest.
     public func manifest(container: ContainerName, path: DocumentPath, version: Int64?, base: Int64?) async throws
         -> (delta: [UInt8], version: Int64, base: Int64?, digest: ChunkID) {
-        var route = "/v1/containers/\(container)/manifest?path=\(Self.escape(path.value))"
+        var route = "/v1/containers/\(container)/manifest?path=\(Self.escape(path.value))&compressed=1"
         if let version { route += "&version=\(version)" }
         if let base { route += "&base=\(base)" }
         let (response, body) = try await sendWithHeaders("GET", route, limit: Manifest.maximumEncodedSize)

@@ -44,6 +44,29 @@ extension Manifest {
         return out.buffer
     }
 
+    static let compressedDeltaMagic: [UInt8] = Array("XFDZ".utf8)
+
+    /// The most a compressed delta of `compressed` bytes may inflate to: 64 times plus 64 KiB,
+    /// within ``maximumEncodedSize``, so a small request cannot make the receiver reserve much.
+    /// Deltas of real trees compress 3–10 times; one that would compress more goes plain.
+    static func inflationLimit(compressed: Int) -> Int {
+        min(maximumEncodedSize, compressed * 64 + (64 << 10))
+    }
+
+    /// Encodes this manifest as a delta against `base`, compressed for the wire when that is
+    /// smaller: `XFDZ` then one zstd frame of ``delta(against:)``'s bytes. Entry headers (paths,
+    /// modes, times) are sent in full, and a tree's paths share most of their bytes, so a
+    /// package's delta shrinks several times. ``init(applying:to:)`` reads both forms.
+    /// - Parameter base: The version the receiver already has, or `nil`.
+    /// - Returns: The compressed delta, or the plain one if compressing saves nothing.
+    public func compressedDelta(against base: Manifest?) -> [UInt8] {
+        let plain = delta(against: base)
+        guard plain.count > 128, let frame = try? plain.withUnsafeBytes({ try Zstd.frame($0, level: 3) }),
+              frame.count + Self.compressedDeltaMagic.count < plain.count,
+              plain.count <= Self.inflationLimit(compressed: frame.count) else { return plain }
+        return Self.compressedDeltaMagic + frame
+    }
+
     /// Rebuilds a manifest from a delta and the base it was made against.
     /// - Parameters:
     ///   - delta: Bytes from ``delta(against:)``.
@@ -53,6 +76,21 @@ extension Manifest {
     public init(applying delta: [UInt8], to base: Manifest?) throws {
         guard delta.count <= Self.maximumEncodedSize else {
             throw XferError(.tooLarge, "manifest delta is \(delta.count) bytes, over the limit of \(Self.maximumEncodedSize)")
+        }
+        if delta.starts(with: Self.compressedDeltaMagic) {
+            // Inflated only up to the same limit, and only once: the inner bytes must be a plain delta.
+            let plain: [UInt8]
+            do {
+                let frame = Array(delta.dropFirst(Self.compressedDeltaMagic.count))
+                plain = try Zstd.decompressFrame(frame, maximumLength: Self.inflationLimit(compressed: frame.count))
+            } catch let error as XferError where error.code != .tooLarge {
+                throw XferError(.invalidManifest, "the compressed manifest delta does not decompress: \(error.message)")
+            }
+            guard !plain.starts(with: Self.compressedDeltaMagic) else {
+                throw XferError(.invalidManifest, "a compressed manifest delta holds another compressed one")
+            }
+            try self.init(applying: plain, to: base)
+            return
         }
         var input = ByteReader(delta)
         guard try input.bytes(3) == Self.deltaMagic else { throw XferError(.invalidManifest, "not an xfer manifest delta (bad magic)") }

@@ -42,4 +42,33 @@ extension Zstd {
         }
         return try encode(plain, id: id, policy: policy)
     }
+
+    /// One zstd frame of `plain` that declares its size and carries zstd's content checksum, so
+    /// damage is found on decompression (for bytes that no id vouches for: a manifest delta).
+    /// - Throws: `XferError` `compression` if libzstd fails.
+    public static func frame(_ plain: UnsafeRawBufferPointer, level: Int32) throws -> [UInt8] {
+        try compressionContexts.withContext { context in
+            let scratch = context.scratch(for: ZSTD_compressBound(plain.count))
+            defer { ZSTD_CCtx_reset(context.pointer, ZSTD_reset_session_and_parameters) }
+            var written = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_compressionLevel, level)
+            if ZSTD_isError(written) == 0 { written = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_checksumFlag, 1) }
+            if ZSTD_isError(written) == 0 {
+                written = ZSTD_compress2(context.pointer, scratch.baseAddress, scratch.count, plain.baseAddress, plain.count)
+            }
+            if ZSTD_isError(written) != 0 { throw XferError(.compression, "zstd compression failed: \(errorName(written))") }
+            return Array(UnsafeRawBufferPointer(rebasing: scratch[..<written]))
+        }
+    }
+
+    /// Decompresses one zstd frame of the size it declares, refused before inflating if that
+    /// is over `maximumLength` or not declared.
+    /// - Throws: `XferError` `too_large`, `corrupt_chunk`.
+    public static func decompressFrame(_ frame: [UInt8], maximumLength: Int) throws -> [UInt8] {
+        let declared = frame.withUnsafeBytes { ZSTD_getFrameContentSize($0.baseAddress, $0.count) }
+        guard declared < UInt64.max - 1 else { throw XferError(.corruptChunk, "zstd payload is not a frame with a declared size") }
+        guard declared <= UInt64(maximumLength) else {
+            throw XferError(.tooLarge, "zstd frame declares \(declared) bytes, over the limit of \(maximumLength)")
+        }
+        return try decompress(frame, expectedLength: Int(declared), maximumLength: maximumLength)
+    }
 }

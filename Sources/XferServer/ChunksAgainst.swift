@@ -1,4 +1,5 @@
 import NIOPosix
+import Synchronization
 import XferCore
 
 /// The server's half of sending a changed chunk against its previous content
@@ -6,14 +7,31 @@ import XferCore
 /// and a download sends a chunk against one the client says it holds when that is smaller.
 ///
 /// A reference must be a chunk the account holds: one it does not is never read, so the
-/// encoding cannot tell one account what another stores.
-struct ChunksAgainst: Sendable {
+/// encoding cannot tell one account what another stores. One request's work is bounded: past
+/// ``budget`` plain bytes read and rebuilt, an upload's chunks against a reference are left
+/// unresolved and a download's go as stored, so a small request cannot buy unbounded CPU.
+final class ChunksAgainst: Sendable {
     let metadata: any MetadataStore
     let chunks: any ChunkStore
     /// The largest plain chunk read or rebuilt.
     let maximumLength: Int
+    /// Plain bytes (references and chunks) one request may decode this way: as much as a
+    /// full upload body's chunks inflate to.
+    let budget: Int
     /// Where the decompressing and compressing runs (never on an event loop).
-    var threadPool: NIOThreadPool = .singleton
+    let threadPool: NIOThreadPool
+    /// Plain bytes decoded so far, and the last reference read (a batch often names one many times).
+    private let spent = Mutex<(bytes: Int, last: (id: ChunkID, plain: [UInt8])?)>((0, nil))
+
+    /// One request's worth.
+    init(metadata: any MetadataStore, chunks: any ChunkStore, maximumLength: Int, budget: Int = 64 << 20,
+         threadPool: NIOThreadPool = .singleton) {
+        self.metadata = metadata
+        self.chunks = chunks
+        self.maximumLength = maximumLength
+        self.budget = budget
+        self.threadPool = threadPool
+    }
 
     /// The chunks of an upload batch as they are stored: each one sent against a reference is
     /// decoded with the reference's bytes, checked against its id, and compressed on its own.
@@ -33,7 +51,7 @@ struct ChunksAgainst: Sendable {
                 rebuilt.append(chunk)
                 continue
             }
-            guard let referenceID = chunk.reference, !absent.contains(referenceID),
+            guard let referenceID = chunk.reference, !absent.contains(referenceID), spend(chunk.length),
                   let reference = try await plain(referenceID) else {
                 unresolved.append(chunk.id)
                 continue
@@ -64,7 +82,7 @@ struct ChunksAgainst: Sendable {
     ///   - reference: A chunk the account holds and the client says it has, or `nil`.
     /// - Throws: `io` if the store fails.
     func forDownload(_ chunk: EncodedChunk, against reference: ChunkID?) async throws -> EncodedChunk {
-        guard let reference, reference != chunk.id, let referencePlain = try await plain(reference) else { return chunk }
+        guard let reference, reference != chunk.id, spend(chunk.length), let referencePlain = try await plain(reference) else { return chunk }
         let maximumLength = maximumLength
         return try await threadPool.runIfActive {
             guard let plain = try? chunk.decoded(maximumLength: maximumLength) else { return chunk }
@@ -76,8 +94,20 @@ struct ChunksAgainst: Sendable {
     /// The plain bytes of a stored chunk, checked against its id; `nil` if it is not stored or
     /// does not verify (the caller falls back to sending whole).
     private func plain(_ id: ChunkID) async throws -> [UInt8]? {
-        guard let stored = try? await chunks.load(id), stored.encoding != .zstdAgainst else { return nil }
+        if let last = spent.withLock({ $0.last }), last.id == id { return last.plain }
+        guard let stored = try? await chunks.load(id), stored.encoding != .zstdAgainst, spend(stored.length) else { return nil }
         let maximumLength = maximumLength
-        return try await threadPool.runIfActive { try? stored.decoded(maximumLength: maximumLength) }
+        let plain = try await threadPool.runIfActive { try? stored.decoded(maximumLength: maximumLength) }
+        if let plain { spent.withLock { $0.last = (id, plain) } }
+        return plain
+    }
+
+    /// Counts `bytes` against the budget; `false` once it would pass it.
+    private func spend(_ bytes: Int) -> Bool {
+        spent.withLock { spent in
+            guard spent.bytes + max(0, bytes) <= budget else { return false }
+            spent.bytes += max(0, bytes)
+            return true
+        }
     }
 }

@@ -350,8 +350,9 @@ struct Routes: Sendable {
             base = try Manifest(decoding: known.manifest)
             headers[HTTPField.Name(XferHeader.base)!] = String(baseVersion)
         }
-        return Response(status: .ok, headers: headers,
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: manifest.delta(against: base))))
+        // A client that reads compressed deltas says so (`compressed=1`); others get the plain form.
+        let delta = request.uri.queryParameters.get("compressed") == "1" ? manifest.compressedDelta(against: base) : manifest.delta(against: base)
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: delta)))
     }
 
     @Sendable func changeList(_ request: Request, context: XferRequestContext) async throws -> Response {

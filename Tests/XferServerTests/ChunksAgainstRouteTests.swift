@@ -120,6 +120,33 @@ import XferServer
         }
     }
 
+    @Test func oneRequestRebuildsAtMostItsBudget() async throws {
+        let fixture = try await RouteFixture.make()
+        defer { fixture.remove() }
+        // 300 chunks of 256 KiB, each a byte away from one reference: 75 MiB to rebuild from a
+        // body of a few kilobytes, past the 64 MiB one request may spend.
+        let big = TestBytes.make(count: 256 << 10, seed: 43)
+        let sent = try (0..<300).map { index in
+            var plain = big
+            plain[index * 800] ^= 0xFF
+            return try plain.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(plain), against: (ChunkID.of(big), big)) }
+        }
+        #expect(sent.allSatisfy { $0.encoding == .zstdAgainst })
+        #expect(ChunkFrames.encode(sent).count < 300 * 200)
+        try await fixture.application.test(.router) { client in
+            #expect(try await upload([Self.whole(big)], client, fixture).stored == 1)
+            let result = try await upload(sent, client, fixture)
+            let unresolved = result.unresolved ?? []
+            #expect(result.stored > 200 && !unresolved.isEmpty && result.stored + unresolved.count == 300)
+            // What was left is exactly what is still missing; sent whole, it is stored.
+            let left = sent.filter { unresolved.contains($0.id.hex) }
+            let whole = try left.map { chunk in
+                try Self.whole(chunk.decoded(maximumLength: 256 << 10, reference: (ChunkID.of(big), big)))
+            }
+            #expect(try await upload(whole, client, fixture).stored == left.count)
+        }
+    }
+
     @Test func offeredReferencesAreChecked() async throws {
         let fixture = try await RouteFixture.make()
         defer { fixture.remove() }
