@@ -70,8 +70,10 @@ public struct PushOptions: Sendable {
     public var compression = CompressionPolicy.default
     /// Upload requests in flight at once.
     public var uploadsInFlight = 4
-    /// Plain bytes per upload request.
-    public var uploadBatchBytes = 8 << 20
+    /// Plain bytes per upload request. With ``uploadsInFlight`` it bounds the bodies a push
+    /// holds (each framed straight into its body, capacity reserved once): 6 MiB pushed the
+    /// 1.9 GB libraries as fast as 8 MiB did and peaked 20 MiB lower (docs/PERFORMANCE.md).
+    public var uploadBatchBytes = 6 << 20
     /// Chunk ids per "missing" question.
     public var askBatch = 1024
     /// A name for this device, shown to others.
@@ -448,21 +450,17 @@ public struct PushEngine: Sendable {
         }
     }
 
-    /// The upload body of `locations` (read, compressed and framed), each chunk's payload and
-    /// plain sizes, and the chunks for the cache to keep (``Location/keep``, as stored).
+    /// The upload body of `locations`, each chunk read, compressed (against its reference where
+    /// the cache holds it, else alone) and framed straight into the body, so only the body is
+    /// held (its capacity reserved once: a frame is never larger than its plain chunk plus its
+    /// header); each chunk's payload and plain sizes; and the small files' chunks as the cache
+    /// keeps them (``Location/keep``).
     private static func frames(_ locations: [Location], policy: CompressionPolicy, cache: ChunkCache?) throws
         -> (body: [UInt8], sizes: [(payload: Int, plain: Int)], kept: [EncodedChunk]) {
-        let (chunks, kept) = try read(locations, policy: policy, cache: cache)
-        return (ChunkFrames.encode(chunks), chunks.map { ($0.payload.count, $0.length) }, kept)
-    }
-
-    /// Reads and compresses chunks from their files: against their reference where the cache
-    /// holds it, else alone.
-    /// - Returns: The chunks to send, and those of small files as the cache keeps them.
-    private static func read(_ locations: [Location], policy: CompressionPolicy, cache: ChunkCache?) throws
-        -> (chunks: [EncodedChunk], kept: [EncodedChunk]) {
-        var chunks: [EncodedChunk] = []
-        chunks.reserveCapacity(locations.count)
+        var body = ChunkFrames.magic
+        body.reserveCapacity(ChunkFrames.magic.count + locations.reduce(0) { $0 + ChunkFrames.frameHeaderSize + $1.length })
+        var sizes: [(payload: Int, plain: Int)] = []
+        sizes.reserveCapacity(locations.count)
         var kept: [EncodedChunk] = []
         let references = try cache?.plain(locations.compactMap(\.reference)) ?? [:]
         var buffer = [UInt8](repeating: 0, count: locations.map(\.length).max() ?? 0)
@@ -482,16 +480,17 @@ public struct PushEngine: Sendable {
                     throw XferError(.io, "\(location.file) changed while it was being pushed (it is shorter now); push again", cause: ChangedWhileRead())
                 }
                 let bytes = UnsafeRawBufferPointer(plain)
+                let chunk: EncodedChunk
                 if let reference = location.reference, reference != location.id, let previous = references[reference] {
-                    let chunk = try Zstd.encode(bytes, id: location.id, policy: policy, against: (reference, previous))
-                    chunks.append(chunk)
-                    if location.keep { kept.append(chunk.encoding == .zstdAgainst ? try Zstd.encode(bytes, id: location.id, policy: policy) : chunk) }
+                    chunk = try Zstd.encode(bytes, id: location.id, policy: policy, against: (reference, previous))
                 } else {
-                    chunks.append(try Zstd.encode(bytes, id: location.id, policy: policy))
-                    if location.keep { kept.append(chunks[chunks.count - 1]) }
+                    chunk = try Zstd.encode(bytes, id: location.id, policy: policy)
                 }
+                ChunkFrames.append(chunk, to: &body)
+                sizes.append((chunk.payload.count, chunk.length))
+                if location.keep { kept.append(chunk.encoding == .zstdAgainst ? try Zstd.encode(bytes, id: location.id, policy: policy) : chunk) }
             }
         }
-        return (chunks, kept)
+        return (body, sizes, kept)
     }
 }

@@ -298,7 +298,8 @@ public final class ServerConnection: Sendable {
         request.method = HTTPMethod(rawValue: method)
         if authenticated { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         request.headers.add(name: "User-Agent", value: "xfer/\(XferVersion.current)")
-        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        // Turned into buffers a few megabytes at a time as it is sent, not copied whole first.
+        if let body { request.body = .bytes(body) }
         return request
     }
 

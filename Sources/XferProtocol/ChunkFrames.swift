@@ -33,7 +33,12 @@ public enum ChunkFrames {
         return frame
     }
 
-    private static func append(_ chunk: EncodedChunk, to body: inout [UInt8]) {
+    /// Appends one frame to a body being built (after ``magic``), so a sender can frame each
+    /// chunk as it is encoded instead of holding the chunks and the body at once.
+    /// - Parameters:
+    ///   - chunk: The chunk.
+    ///   - body: The body so far.
+    public static func append(_ chunk: EncodedChunk, to body: inout [UInt8]) {
         body.append(contentsOf: chunk.id.bytes)
         appendUInt32(UInt32(chunk.length), to: &body)
         body.append(chunk.encoding.rawValue)
