@@ -42,23 +42,24 @@ public struct ChunkCache: Sendable {
         let now = Self.now()
         try database.run { db in
             let insert = try db.cachedStatement(sql: """
-                INSERT INTO chunk_cache (id, length, encoding, payload, used_ns) VALUES (?, ?, ?, ?, ?)
+                INSERT INTO chunk_cache (id, length, encoding, payload, size, used_ns) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET used_ns = excluded.used_ns
                 """)
             for chunk in chunks {
-                try insert.execute(arguments: [Data(chunk.id.bytes), chunk.length, Int(chunk.encoding.rawValue), Data(chunk.payload), now])
+                try insert.execute(arguments: [Data(chunk.id.bytes), chunk.length, Int(chunk.encoding.rawValue), Data(chunk.payload),
+                                               chunk.payload.count, now])
             }
-            var total = try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(LENGTH(payload)), 0) FROM chunk_cache") ?? 0
+            var total = try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM chunk_cache") ?? 0
             guard total > maximumBytes else { return }
-            // The oldest go first, in one pass over the use order.
-            var evict: [Data] = []
-            let rows = try Row.fetchCursor(db, sql: "SELECT id, LENGTH(payload) AS size FROM chunk_cache ORDER BY used_ns, id")
+            // The oldest go first, in one pass over the use order (both from the index alone).
+            var evict: [Int64] = []
+            let rows = try Row.fetchCursor(db, sql: "SELECT rowid, size FROM chunk_cache ORDER BY used_ns")
             while total > maximumBytes, let row = try rows.next() {
-                evict.append(row["id"])
-                total -= row["size"] as Int
+                evict.append(row[0])
+                total -= row[1] as Int
             }
             for batch in evict.batched(atMost: 500) {
-                try db.execute(sql: "DELETE FROM chunk_cache WHERE id IN (\(Array(repeating: "?", count: batch.count).joined(separator: ",")))",
+                try db.execute(sql: "DELETE FROM chunk_cache WHERE rowid IN (\(Array(repeating: "?", count: batch.count).joined(separator: ",")))",
                                arguments: StatementArguments(batch))
             }
         }
@@ -100,7 +101,7 @@ public struct ChunkCache: Sendable {
     /// - Throws: `io` if the state database fails.
     public func usage() throws -> (bytes: Int, chunks: Int) {
         try database.run { db in
-            let row = try Row.fetchOne(db, sql: "SELECT COALESCE(SUM(LENGTH(payload)), 0) AS bytes, COUNT(*) AS chunks FROM chunk_cache")!
+            let row = try Row.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) AS bytes, COUNT(*) AS chunks FROM chunk_cache")!
             return (row["bytes"], row["chunks"])
         }
     }

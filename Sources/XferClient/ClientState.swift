@@ -136,12 +136,13 @@ public final class StateDatabase: Sendable {
                 """)
         }
         migrator.registerMigration("v4: recently synced small chunks") { db in
-            // ChunkCache: what a changed small file is sent against.
+            // ChunkCache: what a changed small file is sent against. The index covers the total
+            // and the eviction order, so neither reads the payloads.
             try db.execute(sql: """
                 CREATE TABLE chunk_cache (
                     id BLOB NOT NULL UNIQUE, length INTEGER NOT NULL, encoding INTEGER NOT NULL,
-                    payload BLOB NOT NULL, used_ns INTEGER NOT NULL);
-                CREATE INDEX chunk_cache_used ON chunk_cache (used_ns);
+                    payload BLOB NOT NULL, size INTEGER NOT NULL, used_ns INTEGER NOT NULL);
+                CREATE INDEX chunk_cache_used ON chunk_cache (used_ns, size);
                 """)
         }
         return migrator

@@ -36,12 +36,12 @@ struct PullAgainst: Sendable {
         }
     }
 
-    /// The references to offer for `batch`: those whose bytes are at hand.
-    /// - Throws: `io` if the state database fails (an unreadable file on disk is only not offered).
-    func offer(for batch: [ChunkID]) throws -> Offer {
+    /// The references to offer for `batch`: those whose bytes are at hand (a cache or a file
+    /// that cannot be read only offers nothing: the chunks come whole).
+    func offer(for batch: [ChunkID]) -> Offer {
         let wanted = batch.compactMap { id in candidates[id].map { (id: id, reference: $0) } }
         guard !wanted.isEmpty else { return Offer() }
-        var plain = try cache.plain(wanted.map(\.reference))
+        var plain = (try? cache.plain(wanted.map(\.reference))) ?? [:]
         var buffer: [UInt8] = []
         for (_, reference) in wanted where plain[reference] == nil {
             guard let source = sources[reference] else { continue }
@@ -49,8 +49,8 @@ struct PullAgainst: Sendable {
             guard fd >= 0 else { continue }
             defer { close(fd) }
             if buffer.count < source.length { buffer = [UInt8](repeating: 0, count: source.length) }
-            if try PullEngine.readVerified(fd, offset: source.offset, chunk: Manifest.ChunkReference(id: reference, length: source.length),
-                                           into: &buffer) {
+            if (try? PullEngine.readVerified(fd, offset: source.offset, chunk: Manifest.ChunkReference(id: reference, length: source.length),
+                                            into: &buffer)) == true {
                 plain[reference] = Array(buffer[0..<source.length])
             }
         }
@@ -61,7 +61,7 @@ struct PullAgainst: Sendable {
 
     /// The plain bytes of a downloaded chunk, checked against its id: one sent against a
     /// reference is read with the one offered for it (any other is refused, as not at hand).
-    /// A small file's chunk is added to `kept` as the cache keeps it.
+    /// A small file's chunk is added to `kept` as the cache keeps it (``keep(_:)``).
     /// - Throws: `corrupt_chunk`, `too_large`, `missing_chunks` (against a reference not offered).
     func decode(_ chunk: EncodedChunk, _ offer: Offer, maximumLength: Int, kept: inout [EncodedChunk]) throws -> [UInt8] {
         let reference = chunk.reference.flatMap { id in offer.references[chunk.id] == id ? offer.plain[id].map { (id, $0) } : nil }
@@ -70,5 +70,11 @@ struct PullAgainst: Sendable {
             kept.append(chunk.encoding == .zstdAgainst ? try plain.withUnsafeBytes { try Zstd.encode($0, id: chunk.id) } : chunk)
         }
         return plain
+    }
+
+    /// Keeps downloaded small files' chunks in the cache; one that cannot be written costs only
+    /// bytes on a later transfer.
+    func keep(_ chunks: [EncodedChunk]) {
+        try? cache.keep(chunks)
     }
 }

@@ -450,7 +450,7 @@ public struct PullEngine: Sendable {
                 running += 1
                 group.addTask {
                     let asked = Set(batch)
-                    let offer = try against.offer(for: batch)
+                    let offer = against.offer(for: batch)
                     var kept: [EncodedChunk] = []
                     try await connection.download(batch, against: offer.references) { chunk in
                         guard asked.contains(chunk.id), let targets = needed[chunk.id] else {
@@ -476,7 +476,7 @@ public struct PullEngine: Sendable {
                         }
                         progress(TransferProgress(bytesDone: c.bytesDone, bytesTotal: total, bytesOnWire: c.bytesFetched))
                     }
-                    try against.cache.keep(kept)
+                    against.keep(kept)
                 }
             }
             try await group.waitForAll()

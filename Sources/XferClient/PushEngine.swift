@@ -433,7 +433,7 @@ public struct PushEngine: Sendable {
                         _ = try await connection.upload(frames: body)
                         counters.withLock { $0.sent(sizes, owners: again.map(\.owner)) }
                     }
-                    try cache?.keep(kept)
+                    try? cache?.keep(kept)  // a cache that cannot be written costs only bytes next time
                     report()
                 }
             }
@@ -462,7 +462,8 @@ public struct PushEngine: Sendable {
         var sizes: [(payload: Int, plain: Int)] = []
         sizes.reserveCapacity(locations.count)
         var kept: [EncodedChunk] = []
-        let references = try cache?.plain(locations.compactMap(\.reference)) ?? [:]
+        // The cache only saves bytes on the wire: if it cannot be read, chunks go whole.
+        let references = (try? cache?.plain(locations.compactMap(\.reference))) ?? [:]
         var buffer = [UInt8](repeating: 0, count: locations.map(\.length).max() ?? 0)
         var openFile: (path: String, fd: Int32)? = nil
         defer { if let openFile { close(openFile.fd) } }

@@ -135,7 +135,7 @@ extension SyncDirectory {
             }
             var plain: [ChunkID: [UInt8]] = [:]
             for batch in order.batched(atMost: ProtocolLimits.maximumIDsPerRequest) {
-                let offer = try against.offer(for: batch)
+                let offer = against.offer(for: batch)
                 var kept: [EncodedChunk] = []
                 try await connection.download(batch, against: offer.references) { chunk in
                     guard let length = wanted[chunk.id], plain[chunk.id] == nil else {
@@ -147,7 +147,7 @@ extension SyncDirectory {
                     }
                     plain[chunk.id] = bytes
                 }
-                try against.cache.keep(kept)
+                against.keep(kept)
             }
             for index in prefetched.keys { prefetched[index]!.chunks = plain }
         } catch let error as XferError where error.stopsEveryDocument {
