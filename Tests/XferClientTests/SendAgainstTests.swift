@@ -86,6 +86,36 @@ import XferProtocol
         }
     }
 
+    @Test func aSyncPassSendsAndFetchesEditsAgainstThePreviousContent() async throws {
+        try await LiveServer.run { server in
+            func engine(_ name: String) throws -> (String, SyncEngine) {
+                let directory = server.root + "/" + name
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                return (directory, try SyncEngine(directory: directory, remote: server.otherDevice(name)))
+            }
+            let (a, syncA) = try engine("a"), (b, syncB) = try engine("b")
+            var files: [String: [UInt8]] = [:]
+            for index in 0..<30 {
+                files["Documents/src/f\(index).c"] = Files.random(count: 5_000 + index * 1_000, seed: UInt64(500 + index))
+                try Files.write(a + "/Documents/src/f\(index).c", files["Documents/src/f\(index).c"]!)
+            }
+            #expect(try await syncA.syncOnce().uploaded == 30)
+            #expect(try await syncB.syncOnce().downloaded == 30)
+
+            // Six files edited on A: a line inserted into each.
+            for index in stride(from: 0, to: 30, by: 5) {
+                let name = "Documents/src/f\(index).c"
+                files[name]!.insert(contentsOf: Array("// changed \(index)\n".utf8), at: 1_000 + index)
+                try Files.write(a + "/" + name, files[name]!)
+            }
+            let sent = try await syncA.syncOnce()
+            #expect(sent.uploaded == 6 && sent.bytesSent < 6 * 200, "sent \(sent.bytesSent) bytes")
+            let fetched = try await syncB.syncOnce()
+            #expect(fetched.downloaded == 6 && fetched.bytesFetched < 6 * 200, "fetched \(fetched.bytesFetched) bytes")
+            for (name, bytes) in files { #expect(Files.read(b + "/" + name) == bytes, "\(name)") }
+        }
+    }
+
     @Test func theCacheStaysWithinItsBoundAndDropsWhatDoesNotVerify() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-cache-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
