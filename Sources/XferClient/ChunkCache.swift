@@ -119,17 +119,27 @@ public struct ChunkCache: Sendable {
     }
 }
 
-/// What a push sends new chunks against: for each changed small file that had a previous
-/// version, that version's chunks. A pure choice, tested alone.
+/// What new chunks are sent against: for each changed file that had a previous version, that
+/// version's chunks. A pure choice, tested alone.
 struct PreviousChunks: Sendable {
+    /// The largest previous file whose chunks are candidates: a push's come from the cache,
+    /// which keeps small files' (``ChunkCache/fileLimit``); a pull's from the file on disk too,
+    /// whatever its size.
+    let sizeLimit: Int64
     /// The previous chunk list of each candidate file, by its full path.
     private(set) var byPath: [String: [Manifest.ChunkReference]] = [:]
 
+    /// No candidates yet.
+    /// - Parameter sizeLimit: The largest previous file whose chunks are candidates.
+    init(sizeLimit: Int64 = ChunkCache.fileLimit) {
+        self.sizeLimit = sizeLimit
+    }
+
     /// Adds a file whose previous version `manifest` may hold: when an entry of that relative
-    /// path was a file of at most ``ChunkCache/fileLimit`` bytes, its chunks are candidates.
+    /// path was a file of at most ``sizeLimit`` bytes, its chunks are candidates.
     mutating func add(fullPath: String, relativePath: String, previous manifest: Manifest?) {
         guard let entry = manifest.flatMap({ Self.entry(relativePath, in: $0.entries) }), entry.kind == .file,
-              entry.size <= ChunkCache.fileLimit, !entry.chunks.isEmpty else { return }
+              entry.size <= sizeLimit, !entry.chunks.isEmpty else { return }
         byPath[fullPath] = entry.chunks
     }
 

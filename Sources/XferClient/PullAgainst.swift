@@ -2,9 +2,9 @@ import Foundation
 import XferCore
 
 /// What a pull offers the server to send chunks against (``ChunkEncoding/zstdAgainst``):
-/// for each wanted chunk of a changed small file, the chunk that held its place in the version
-/// this client has, when its bytes are at hand (in the ``ChunkCache``, or on disk and still
-/// verifying). It also decodes what arrives and says which chunks the cache keeps.
+/// for each wanted chunk of a changed file, the chunk that held its place in the version this
+/// client has, when its bytes are at hand (in the ``ChunkCache``, or on disk and still
+/// verifying). It also decodes what arrives and says which chunks (small files') the cache keeps.
 struct PullAgainst: Sendable {
     /// The previous chunk at each wanted chunk's place, by wanted chunk.
     private(set) var candidates: [ChunkID: ChunkID] = [:]

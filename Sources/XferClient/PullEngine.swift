@@ -275,8 +275,9 @@ public struct PullEngine: Sendable {
         }
         let (order, needed) = plan.downloads(failed: failed)
 
-        // A changed small file comes against its previous chunk where this client still has it.
-        var previous = PreviousChunks()
+        // A changed chunk comes against the one at its place in this client's version, where the
+        // cache or the file on disk still has it (any file size: the old file is still here).
+        var previous = PreviousChunks(sizeLimit: .max)
         for (entry, _) in files { previous.add(fullPath: entry.path, relativePath: entry.path, previous: synced?.manifest) }
         var against = PullAgainst(cache: ChunkCache(database: state.database), sources: sources)
         for (id, _) in order {

@@ -117,13 +117,13 @@ extension SyncDirectory {
                     order.append(chunk.id)
                 }
             }
-            // A changed small file comes against the chunk its previous version had in that place.
+            // A changed chunk comes against the one its previous version had in that place.
             var against = PullAgainst(cache: ChunkCache(database: state.database), sources: local)
             for index in prefetched.keys.sorted() {
                 let old = try state.clientState(for: paths[index]).document(server: connection.server, container: remote.container,
                                                                            path: paths[index])?.manifest
                 guard let old else { continue }
-                var previous = PreviousChunks()
+                var previous = PreviousChunks(sizeLimit: .max)
                 for entry in prefetched[index]!.manifest.entries where entry.kind == .file {
                     previous.add(fullPath: entry.path, relativePath: entry.path, previous: old)
                     var offset: Int64 = 0

@@ -142,3 +142,27 @@ import XferProtocol
         #expect(try cache.plain([lying.id]).isEmpty)
     }
 }
+
+extension SendAgainstTests {
+    @Test func aPullOfALargeFileGetsItsChangedChunkAgainstTheCopyOnDisk() async throws {
+        try await LiveServer.run { server in
+            let path = server.root + "/big.bin"
+            var bytes = Files.random(count: 3_000_000, seed: 77)
+            try Files.write(path, bytes)
+            _ = try await server.push(path, "big.bin")
+            let reader = server.otherDevice("reader")
+            _ = try await server.pull("big.bin", server.root + "/copy.bin", from: reader)
+
+            bytes.insert(contentsOf: Files.random(count: 100, seed: 78), at: 1_500_000)
+            try Files.write(path, bytes)
+            // The push has no copy of the previous content of a large file: its changed chunks go whole.
+            let pushed = try await server.push(path, "big.bin")
+            #expect(pushed.chunksSent >= 1 && pushed.bytesSent > 10_000)
+            // The reader still has its copy: the same chunks come as a few hundred bytes.
+            let pulled = try await server.pull("big.bin", server.root + "/copy.bin", from: reader)
+            #expect(pulled.chunksFetched == pushed.chunksSent)
+            #expect(pulled.bytesFetched < 1_000, "fetched \(pulled.bytesFetched) bytes for \(pushed.bytesSent) sent whole")
+            #expect(Files.read(server.root + "/copy.bin") == bytes)
+        }
+    }
+}
