@@ -1,0 +1,53 @@
+import XferCore
+
+/// What new chunks are sent against: for each changed file that had a previous version, that
+/// version's chunks. A pure choice, tested alone.
+struct PreviousChunks: Sendable {
+    /// The largest previous file whose chunks are candidates: a push's come from the cache,
+    /// which keeps small files' (``ChunkCache/fileLimit``); a pull's from the file on disk too,
+    /// whatever its size.
+    let sizeLimit: Int64
+    /// The previous chunk list of each candidate file, by its full path.
+    private(set) var byPath: [String: [Manifest.ChunkReference]] = [:]
+
+    /// No candidates yet.
+    /// - Parameter sizeLimit: The largest previous file whose chunks are candidates.
+    init(sizeLimit: Int64 = ChunkCache.fileLimit) {
+        self.sizeLimit = sizeLimit
+    }
+
+    /// Adds a file whose previous version `manifest` may hold: when an entry of that relative
+    /// path was a file of at most ``sizeLimit`` bytes, its chunks are candidates.
+    mutating func add(fullPath: String, relativePath: String, previous manifest: Manifest?) {
+        guard let entry = manifest.flatMap({ Self.entry(relativePath, in: $0.entries) }), entry.kind == .file,
+              entry.size <= sizeLimit, !entry.chunks.isEmpty else { return }
+        byPath[fullPath] = entry.chunks
+    }
+
+    /// The previous chunk to send a new chunk at `offset` of the file at `path` against: the one
+    /// that covered that offset, else the last one (the file grew).
+    func reference(forChunkAt offset: Int64, in path: String) -> ChunkID? {
+        guard let chunks = byPath[path] else { return nil }
+        return Self.covering(offset, in: chunks)
+    }
+
+    /// The entry at `path` among `entries` sorted bytewise by path (a manifest's order).
+    static func entry(_ path: String, in entries: [Manifest.Entry]) -> Manifest.Entry? {
+        var low = 0, high = entries.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entries[middle].path.utf8.lexicographicallyPrecedes(path.utf8) { low = middle + 1 } else { high = middle }
+        }
+        return low < entries.count && entries[low].path == path ? entries[low] : nil
+    }
+
+    /// The chunk of `chunks` (a file's list, in order) that covers `offset`, else the last.
+    static func covering(_ offset: Int64, in chunks: [Manifest.ChunkReference]) -> ChunkID? {
+        var start: Int64 = 0
+        for chunk in chunks {
+            if offset < start + Int64(chunk.length) { return chunk.id }
+            start += Int64(chunk.length)
+        }
+        return chunks.last?.id
+    }
+}
