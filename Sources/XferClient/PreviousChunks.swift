@@ -27,7 +27,7 @@ struct PreviousChunks: Sendable {
     /// The previous chunk to send a new chunk at `offset` of the file at `path` against: the one
     /// that covered that offset, else the last one (the file grew).
     func reference(forChunkAt offset: Int64, in path: String) -> ChunkID? {
-        guard let chunks = byPath[path] else { return nil }
+        guard !byPath.isEmpty, let chunks = byPath[path] else { return nil }
         return Self.covering(offset, in: chunks)
     }
 

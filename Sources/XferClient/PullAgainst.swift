@@ -67,7 +67,7 @@ struct PullAgainst: Sendable {
         let reference = chunk.reference.flatMap { id in offer.references[chunk.id] == id ? offer.plain[id].map { (id, $0) } : nil }
         let plain = try chunk.decoded(maximumLength: maximumLength, reference: reference)
         if small.contains(chunk.id) {
-            kept.append(chunk.encoding == .zstdAgainst ? try plain.withUnsafeBytes { try Zstd.encode($0, id: chunk.id) } : chunk)
+            kept.append(try plain.withUnsafeBytes { try chunk.stored(plain: $0) })
         }
         return plain
     }

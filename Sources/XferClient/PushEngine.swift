@@ -489,7 +489,7 @@ public struct PushEngine: Sendable {
                 }
                 ChunkFrames.append(chunk, to: &body)
                 sizes.append((chunk.payload.count, chunk.length))
-                if location.keep { kept.append(chunk.encoding == .zstdAgainst ? try Zstd.encode(bytes, id: location.id, policy: policy) : chunk) }
+                if location.keep { kept.append(try chunk.stored(plain: bytes, policy: policy)) }
             }
         }
         return (body, sizes, kept)

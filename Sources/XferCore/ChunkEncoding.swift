@@ -42,6 +42,16 @@ public struct EncodedChunk: Sendable, Hashable {
         self.payload = payload
     }
 
+    /// The chunk as it is stored: itself, or for a ``ChunkEncoding/zstdAgainst`` payload (which
+    /// travels only) its plain bytes compressed alone.
+    /// - Parameters:
+    ///   - plain: The chunk's plain bytes (already checked against its id).
+    ///   - policy: Level and minimum saving for compressing it alone.
+    /// - Throws: `XferError` `compression` if libzstd fails.
+    public func stored(plain: UnsafeRawBufferPointer, policy: CompressionPolicy = .default) throws -> EncodedChunk {
+        encoding == .zstdAgainst ? try Zstd.encode(plain, id: id, policy: policy) : self
+    }
+
     /// The chunk a ``ChunkEncoding/zstdAgainst`` payload was compressed against (`nil` for
     /// the other encodings, or a payload too short to name one).
     public var reference: ChunkID? {

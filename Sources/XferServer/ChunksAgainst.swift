@@ -59,7 +59,7 @@ final class ChunksAgainst: Sendable {
             let maximumLength = maximumLength
             let whole: EncodedChunk? = try await threadPool.runIfActive {
                 guard let plain = try? chunk.decoded(maximumLength: maximumLength, reference: (referenceID, reference)) else { return nil }
-                return try plain.withUnsafeBytes { try Zstd.encode($0, id: chunk.id) }
+                return try plain.withUnsafeBytes { try chunk.stored(plain: $0) }
             }
             if let whole { rebuilt.append(whole) } else { unresolved.append(chunk.id) }
         }

@@ -18,6 +18,19 @@ import XferProtocol
         return files
     }
 
+    /// A random file pushed as document `name`, and a second device (`reader`) that pulled it
+    /// into `copy-NAME`: the file's path and bytes, and the reader.
+    static func pushedAndPulled(_ server: LiveServer, _ name: String, count: Int, seed: UInt64) async throws
+        -> (path: String, bytes: [UInt8], reader: Remote) {
+        let path = server.root + "/" + name
+        let bytes = Files.random(count: count, seed: seed)
+        try Files.write(path, bytes)
+        _ = try await server.push(path, name)
+        let reader = server.otherDevice("reader")
+        _ = try await server.pull(name, server.root + "/copy-" + name, from: reader)
+        return (path, bytes, reader)
+    }
+
     @Test func smallEditsOfSmallFilesMoveBytesOnTheOrderOfTheEditBothWays() async throws {
         try await LiveServer.run { server in
             let source = server.root + "/src-tree"
@@ -64,14 +77,9 @@ import XferProtocol
 
     @Test func aPullWithoutTheCacheGoesAgainstTheFileOnDisk() async throws {
         try await LiveServer.run { server in
-            let path = server.root + "/notes.txt"
-            var bytes = Files.random(count: 50_000, seed: 5)
-            try Files.write(path, bytes)
-            _ = try await server.push(path, "notes.txt")
-            let reader = server.otherDevice("reader")
-            _ = try await server.pull("notes.txt", server.root + "/copy.txt", from: reader)
+            var (path, bytes, reader) = try await Self.pushedAndPulled(server, "notes.txt", count: 50_000, seed: 5)
             // The reader's cache is emptied: its copy on disk still holds the previous chunk.
-            let readerCache = ChunkCache(database: try ClientState(root: server.root + "/copy.txt", stateDirectory: reader.stateDirectory).database)
+            let readerCache = ChunkCache(database: try ClientState(root: server.root + "/copy-notes.txt", stateDirectory: reader.stateDirectory).database)
             #expect(try readerCache.usage().chunks == 1)
             try readerCache.removeAll()
             #expect(try readerCache.usage().chunks == 0)
@@ -80,9 +88,9 @@ import XferProtocol
             try Files.write(path, bytes)
             let pushed = try await server.push(path, "notes.txt")
             #expect(pushed.bytesSent < 300)
-            let pulled = try await server.pull("notes.txt", server.root + "/copy.txt", from: reader)
+            let pulled = try await server.pull("notes.txt", server.root + "/copy-notes.txt", from: reader)
             #expect(pulled.bytesFetched < 300)
-            #expect(Files.read(server.root + "/copy.txt") == bytes)
+            #expect(Files.read(server.root + "/copy-notes.txt") == bytes)
         }
     }
 
@@ -141,17 +149,10 @@ import XferProtocol
         try cache.keep([lying])
         #expect(try cache.plain([lying.id]).isEmpty)
     }
-}
 
-extension SendAgainstTests {
     @Test func aPullOfALargeFileGetsItsChangedChunkAgainstTheCopyOnDisk() async throws {
         try await LiveServer.run { server in
-            let path = server.root + "/big.bin"
-            var bytes = Files.random(count: 3_000_000, seed: 77)
-            try Files.write(path, bytes)
-            _ = try await server.push(path, "big.bin")
-            let reader = server.otherDevice("reader")
-            _ = try await server.pull("big.bin", server.root + "/copy.bin", from: reader)
+            var (path, bytes, reader) = try await Self.pushedAndPulled(server, "big.bin", count: 3_000_000, seed: 77)
 
             bytes.insert(contentsOf: Files.random(count: 100, seed: 78), at: 1_500_000)
             try Files.write(path, bytes)
@@ -159,10 +160,10 @@ extension SendAgainstTests {
             let pushed = try await server.push(path, "big.bin")
             #expect(pushed.chunksSent >= 1 && pushed.bytesSent > 10_000)
             // The reader still has its copy: the same chunks come as a few hundred bytes.
-            let pulled = try await server.pull("big.bin", server.root + "/copy.bin", from: reader)
+            let pulled = try await server.pull("big.bin", server.root + "/copy-big.bin", from: reader)
             #expect(pulled.chunksFetched == pushed.chunksSent)
             #expect(pulled.bytesFetched < 1_000, "fetched \(pulled.bytesFetched) bytes for \(pushed.bytesSent) sent whole")
-            #expect(Files.read(server.root + "/copy.bin") == bytes)
+            #expect(Files.read(server.root + "/copy-big.bin") == bytes)
         }
     }
 }
