@@ -22,16 +22,21 @@ struct PullAgainst: Sendable {
         var plain: [ChunkID: [UInt8]] = [:]
     }
 
-    init(cache: ChunkCache, sources: [ChunkID: ChunkSources.Location]) {
+    /// Whether the server reads offers (``ServerFeature/chunksAgainst``); without, nothing is
+    /// offered and the cache only keeps what arrives.
+    let offers: Bool
+
+    init(cache: ChunkCache, sources: [ChunkID: ChunkSources.Location], offers: Bool) {
         self.cache = cache
         self.sources = sources
+        self.offers = offers
     }
 
     /// Notes that chunk `id` goes at `offset` of the file at `path` (of `size` bytes), whose
     /// previous chunks `previous` may know.
     mutating func add(_ id: ChunkID, at offset: Int64, in path: String, size: Int64, previous: PreviousChunks) {
         if size <= ChunkCache.fileLimit { small.insert(id) }
-        if candidates[id] == nil, let reference = previous.reference(forChunkAt: offset, in: path), reference != id {
+        if offers, candidates[id] == nil, let reference = previous.reference(forChunkAt: offset, in: path), reference != id {
             candidates[id] = reference
         }
     }

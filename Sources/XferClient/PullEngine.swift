@@ -253,7 +253,7 @@ public struct PullEngine: Sendable {
         // the batch's prefetched chunks, or the server), then try each source in that order.
         let plan = ChunkSourcing.make(files: files.map(\.entry.chunks), resuming: resuming, local: sources,
                                  prefetched: Set(prefetched.map { Array($0.chunks.keys) } ?? []))
-        let counters = Locked(Counters())
+        let counters = Locked(Counters(chunksFetched: prefetched?.chunksFetched ?? 0, bytesFetched: prefetched?.bytesFetched ?? 0))
         var buffer = [UInt8](repeating: 0, count: manifest.chunker.maximumSize)
         var failed: [Int] = []
         for (index, step) in plan.steps.enumerated() {
@@ -279,7 +279,8 @@ public struct PullEngine: Sendable {
         // cache or the file on disk still has it (any file size: the old file is still here).
         var previous = PreviousChunks(sizeLimit: .max)
         for (entry, _) in files { previous.add(fullPath: entry.path, relativePath: entry.path, previous: synced?.manifest) }
-        var against = PullAgainst(cache: ChunkCache(database: state.database), sources: sources)
+        var against = PullAgainst(cache: ChunkCache(database: state.database), sources: sources,
+                                  offers: await connection.features().contains(.chunksAgainst))
         for (id, _) in order {
             for target in needed[id] ?? [] {
                 let entry = files[target.file].entry
@@ -491,5 +492,9 @@ public struct PullEngine: Sendable {
         var info: DocumentInfo
         var manifest: Manifest
         var chunks: [ChunkID: [UInt8]]
+        /// The batch's downloads charged to this document (each chunk to the first document
+        /// of the batch that wanted it), so a pass's report counts every byte on the wire once.
+        var chunksFetched = 0
+        var bytesFetched: Int64 = 0
     }
 }

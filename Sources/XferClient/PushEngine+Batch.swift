@@ -89,6 +89,7 @@ extension PushEngine {
             var total: Int64 = 0
             var unchangedBytes: Int64 = 0
             var previous = PreviousChunks()  // changed small files' previous chunks, to send against
+            let sendAgainst = await connection.features().contains(.chunksAgainst)
             for (number, document) in prepared.enumerated() {
                 let snapshot = document.snapshot
                 total += snapshot.totalSize
@@ -108,7 +109,9 @@ extension PushEngine {
                     let path = snapshot.fullPath(snapshot.tree[entry])
                     toHash.append((index: where_.count, path: path, owner: number))
                     where_.append((number, entry))
-                    previous.add(fullPath: path, relativePath: snapshot.tree[entry].relativePath, previous: document.synced?.manifest)
+                    if sendAgainst {
+                        previous.add(fullPath: path, relativePath: snapshot.tree[entry].relativePath, previous: document.synced?.manifest)
+                    }
                 }
             }
             let counters = Locked(Counters(bytesHashed: unchangedBytes))

@@ -177,9 +177,11 @@ public struct PushEngine: Sendable {
             let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : stamps[$1]?.size ?? 0) }
             let counters = Locked(Counters(bytesHashed: unchangedBytes))
 
-            // Changed small files go against their previous chunks where the cache holds them.
+            // Changed small files go against their previous chunks where the cache holds them
+            // (and the server reads chunks sent that way).
+            let features = await connection.features()
             var previous = PreviousChunks()
-            for index in toHash { previous.add(fullPath: fullPath(tree[index]), relativePath: tree[index].relativePath, previous: synced?.manifest) }
+            for index in toHash where features.contains(.chunksAgainst) { previous.add(fullPath: fullPath(tree[index]), relativePath: tree[index].relativePath, previous: synced?.manifest) }
             let hashed = try await upload(initial: initial, files: toHash.map { (index: $0, path: fullPath(tree[$0]), owner: 0) },
                                           skip: onServer.union(queued), total: total, previous: previous,
                                           cache: ChunkCache(database: state.database), counters: counters, progress: progress)
@@ -201,7 +203,8 @@ public struct PushEngine: Sendable {
             try state.record(files: newlyKnown)
 
             // The delta is against the version this root holds, which the server keeps.
-            let delta = manifest.compressedDelta(against: synced?.manifest)
+            let delta = features.contains(.compressedManifests) ? manifest.compressedDelta(against: synced?.manifest)
+                                                                : manifest.delta(against: synced?.manifest)
             let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: synced?.version,
                                         manifestDelta: delta, manifestDigest: manifest.digest)
             let committed: DocumentInfo

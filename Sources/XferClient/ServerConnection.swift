@@ -13,6 +13,7 @@ public final class ServerConnection: Sendable {
     public let server: String
     private let token: String
     private let client: HTTPClient
+    private let knownFeatures = Locked<Set<ServerFeature>?>(nil)
     /// Longest time one request may take.
     public let timeout: TimeAmount
 
@@ -55,8 +56,20 @@ public final class ServerConnection: Sendable {
     // MARK: Routes
 
     /// `GET /v1/health` (no token needed).
-    public func health() async throws {
-        _ = try await send("GET", "/v1/health", authenticated: false)
+    @discardableResult
+    public func health() async throws -> HealthStatus {
+        try await json(HealthStatus.self, "GET", "/v1/health", authenticated: false)
+    }
+
+    /// The optional parts of the protocol the server understands, asked once (`GET /v1/health`)
+    /// and remembered for this connection's life. A server that does not name any, or does not
+    /// answer, has none: the caller then sends what every v1 server reads.
+    public func features() async -> Set<ServerFeature> {
+        if let known = knownFeatures.value { return known }
+        guard let status = try? await health() else { return [] }
+        let features = Set((status.features ?? []).compactMap(ServerFeature.init(rawValue:)))
+        knownFeatures.withLock { $0 = features }
+        return features
     }
 
     /// The account the token belongs to.
@@ -266,8 +279,9 @@ public final class ServerConnection: Sendable {
 
     // MARK: Plumbing
 
-    private func json<T: Decodable>(_ type: T.Type, _ method: String, _ route: String, body: [UInt8]? = nil) async throws -> T {
-        let response = try await send(method, route, body: body, contentType: "application/json")
+    private func json<T: Decodable>(_ type: T.Type, _ method: String, _ route: String, body: [UInt8]? = nil,
+                                    authenticated: Bool = true) async throws -> T {
+        let response = try await send(method, route, body: body, contentType: "application/json", authenticated: authenticated)
         do {
             return try WireJSON.decode(type, from: response.readableBytesView)
         } catch {

@@ -111,14 +111,17 @@ extension SyncDirectory {
             let local = try sources.locations()
             var wanted: [ChunkID: Int] = [:]
             var order: [ChunkID] = []
+            var chargedTo: [ChunkID: Int] = [:]  // the document a download is counted for
             for index in prefetched.keys.sorted() {
                 for chunk in prefetched[index]!.manifest.allChunks where local[chunk.id] == nil && wanted[chunk.id] == nil {
                     wanted[chunk.id] = chunk.length
+                    chargedTo[chunk.id] = index
                     order.append(chunk.id)
                 }
             }
             // A changed chunk comes against the one its previous version had in that place.
-            var against = PullAgainst(cache: ChunkCache(database: state.database), sources: local)
+            var against = PullAgainst(cache: ChunkCache(database: state.database), sources: local,
+                                      offers: await connection.features().contains(.chunksAgainst))
             for index in prefetched.keys.sorted() {
                 let old = try state.clientState(for: paths[index]).document(server: connection.server, container: remote.container,
                                                                            path: paths[index])?.manifest
@@ -134,6 +137,7 @@ extension SyncDirectory {
                 }
             }
             var plain: [ChunkID: [UInt8]] = [:]
+            var charged: [Int: (chunks: Int, bytes: Int64)] = [:]
             for batch in order.batched(atMost: ProtocolLimits.maximumIDsPerRequest) {
                 let offer = against.offer(for: batch)
                 var kept: [EncodedChunk] = []
@@ -146,10 +150,16 @@ extension SyncDirectory {
                         throw XferError(.corruptChunk, "chunk \(chunk.id) holds \(bytes.count) bytes, but its manifest declares \(length)")
                     }
                     plain[chunk.id] = bytes
+                    charged[chargedTo[chunk.id]!, default: (0, 0)].chunks += 1
+                    charged[chargedTo[chunk.id]!, default: (0, 0)].bytes += Int64(chunk.payload.count)
                 }
                 against.keep(kept)
             }
-            for index in prefetched.keys { prefetched[index]!.chunks = plain }
+            for index in prefetched.keys {
+                prefetched[index]!.chunks = plain
+                prefetched[index]!.chunksFetched = charged[index]?.chunks ?? 0
+                prefetched[index]!.bytesFetched = charged[index]?.bytes ?? 0
+            }
         } catch let error as XferError where error.stopsEveryDocument {
             throw error
         } catch {

@@ -46,6 +46,9 @@ extension Manifest {
 
     static let compressedDeltaMagic: [UInt8] = Array("XFDZ".utf8)
 
+    /// Whether `delta` is in the compressed form of ``compressedDelta(against:)``.
+    public static func isCompressedDelta(_ delta: [UInt8]) -> Bool { delta.starts(with: compressedDeltaMagic) }
+
     /// The most a compressed delta of `compressed` bytes may inflate to: 64 times plus 64 KiB,
     /// within ``maximumEncodedSize``, so a small request cannot make the receiver reserve much.
     /// Deltas of real trees compress 3–10 times; one that would compress more goes plain.

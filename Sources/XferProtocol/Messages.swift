@@ -424,3 +424,32 @@ public enum XferHeader {
     /// A manifest response: SHA-256 hex of the full manifest.
     public static let digest = "X-Xfer-Manifest-Digest"
 }
+
+/// `GET /v1/health`: the server is up, which release it runs, and which optional parts of
+/// the protocol it understands.
+public struct HealthStatus: Codable, Sendable, Hashable {
+    public var status: String
+    public var version: String
+    /// ``ServerFeature`` raw values. Absent from servers older than the first feature: a
+    /// client reads that as none.
+    public var features: [String]?
+
+    public init(status: String, version: String, features: [String]?) {
+        self.status = status
+        self.version = version
+        self.features = features
+    }
+}
+
+/// An optional part of the protocol, added after v1's first release. A client uses one only
+/// when the server's health answer names it, so a newer client works against an older server
+/// (it sends what every v1 server reads) and an older client against a newer one (it never
+/// asks).
+public enum ServerFeature: String, Sendable, CaseIterable {
+    /// Upload frames of chunk encoding 2 (`zstdAgainst`, sent against a chunk the account
+    /// holds) and the `unresolved` list in the upload's answer.
+    case chunksAgainst = "chunks-against"
+    /// `XFDZ` compressed manifest deltas in a commit's `manifest_delta` and, asked for with
+    /// `compressed=1`, from the manifest route.
+    case compressedManifests = "compressed-manifests"
+}

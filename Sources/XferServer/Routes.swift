@@ -19,7 +19,7 @@ struct Routes: Sendable {
     func register(on router: Router<XferRequestContext>) {
         router.add(middleware: ErrorMiddleware())
         router.get("/v1/health") { _, _ -> Response in
-            Self.json(HealthStatus(status: "ok", version: XferVersion.current))
+            Self.json(HealthStatus(status: "ok", version: XferVersion.current, features: ServerFeature.allCases.filter(limits.features.contains).map(\.rawValue)))
         }
         let v1 = router.group("v1").add(middleware: AuthMiddleware(metadata: metadata))
         v1.post("admin/accounts", use: createAccount)
@@ -145,6 +145,9 @@ struct Routes: Sendable {
             let frames = try decoder.feed(buffer.readableBytesView)
             received += frames.count
             for frame in frames {
+                if frame.encoding == .zstdAgainst && !limits.features.contains(.chunksAgainst) {
+                    throw XferError(.badRequest, "chunk \(frame.id) is sent against another chunk (encoding 2), which this server does not offer; send it whole")
+                }
                 pending.append(frame)
                 pendingBytes += frame.payload.count
             }
@@ -166,7 +169,9 @@ struct Routes: Sendable {
         }
         let chunks = chunks
         let against = ChunksAgainst(metadata: metadata, chunks: chunks, maximumLength: limits.frames.maximumChunkLength)
-        let references = try await against.usable(list.parsedAgainst(ids: ids), account: account.accountID)
+        // Offers are ignored (every chunk goes as stored) when this server does not offer the feature.
+        let references = limits.features.contains(.chunksAgainst)
+            ? try await against.usable(list.parsedAgainst(ids: ids), account: account.accountID) : [:]
         return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: ResponseBody { writer in
             try await writer.write(ByteBuffer(bytes: ChunkFrames.magic))
             // Batches of loads run ahead of the writer (an object store answers each request in
@@ -223,7 +228,11 @@ struct Routes: Sendable {
             let stored = try await metadata.manifest(account: account.accountID, container: container, path: body.path, version: deltaBase)
             base = try Manifest(decoding: stored.manifest)
         }
-        let manifest = try Manifest(applying: try Base64.decode(body.manifestDelta), to: base)
+        let delta = try Base64.decode(body.manifestDelta)
+        if Manifest.isCompressedDelta(delta) && !limits.features.contains(.compressedManifests) {
+            throw XferError(.invalidManifest, "the manifest delta is compressed (XFDZ), which this server does not offer; send it plain")
+        }
+        let manifest = try Manifest(applying: delta, to: base)
         let encoded = manifest.encoded()
         guard ChunkID.of(encoded) == digest else {
             throw XferError(.invalidManifest, "the manifest rebuilt from the delta has digest \(ChunkID.of(encoded)), not \(digest)")
@@ -351,7 +360,8 @@ struct Routes: Sendable {
             headers[HTTPField.Name(XferHeader.base)!] = String(baseVersion)
         }
         // A client that reads compressed deltas says so (`compressed=1`); others get the plain form.
-        let delta = request.uri.queryParameters.get("compressed") == "1" ? manifest.compressedDelta(against: base) : manifest.delta(against: base)
+        let delta = request.uri.queryParameters.get("compressed") == "1" && limits.features.contains(.compressedManifests)
+            ? manifest.compressedDelta(against: base) : manifest.delta(against: base)
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: delta)))
     }
 
@@ -474,12 +484,6 @@ struct Routes: Sendable {
             throw XferError(.tooLarge, "\(count) ids in one request; at most \(ProtocolLimits.maximumIDsPerRequest)")
         }
     }
-}
-
-/// The health check's answer.
-struct HealthStatus: Codable, Sendable {
-    var status: String
-    var version: String
 }
 
 /// Remembers a store's deployment identity after the first read.

@@ -41,6 +41,12 @@ public struct ServerLimits: Sendable, Hashable {
     /// descriptor limit; `xfer serve` sets it from `RLIMIT_NOFILE`).
     public var maximumConnections = ConnectionGuard.connectionCap(descriptorLimit: 1024)
 
+    /// The optional protocol parts the health check names (``ServerFeature``); clients use
+    /// only those. Every one by default. When several servers share a store behind one
+    /// address, a newer one leaves out what the older ones lack until all are upgraded, so no
+    /// client sends one of them what it cannot read (`xfer serve --without-feature NAME`).
+    public var features = Set(ServerFeature.allCases)
+
     /// Default limits.
     public init() {}
 

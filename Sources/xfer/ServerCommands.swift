@@ -73,7 +73,14 @@ extension Xfer {
         @Option(help: ArgumentHelp("Open connections from one client address (default 256; with --behind-tls-proxy, the total cap).", valueName: "N"))
         var maxConnectionsPerAddress: Int?
 
+        @Option(name: .customLong("without-feature"),
+                help: ArgumentHelp("Do not offer this optional protocol feature to clients (\(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))), while an older server shares this store; repeatable.", valueName: "NAME"))
+        var withoutFeatures: [String] = []
+
         func validate() throws {
+            for name in withoutFeatures where ServerFeature(rawValue: name) == nil {
+                throw ValidationError("--without-feature: no feature '\(name)'; the features are \(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
             guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
             guard chunks == nil || s3Endpoint != nil else { throw ValidationError("--chunks s3://… needs --s3-endpoint URL") }
             guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
@@ -137,6 +144,7 @@ extension Xfer {
                 limits.maximumKeyValueBody = ServerLimits.keyValueBody(storeBytes: policy.keyValueMaximumBytes)
                 limits.idleTimeout = .seconds(idleTimeout)
                 limits.listPage = listPage
+                limits.features.subtract(withoutFeatures.compactMap(ServerFeature.init(rawValue:)))
                 // Behind a proxy every client arrives from the proxy's address: only the total cap means anything.
                 limits.maximumConnectionsPerAddress = maxConnectionsPerAddress
                     ?? (behindTLSProxy ? limits.maximumConnections : ServerLimits().maximumConnectionsPerAddress)
