@@ -2,6 +2,9 @@
 #include "CXferShims.h"
 #include <errno.h>
 #include <fcntl.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,5 +69,14 @@ int cxfer_start_writeback(int fd) {
 #else
     errno = ENOSYS;
     return -1;
+#endif
+}
+
+int cxfer_fix_mmap_threshold(int bytes) {
+#if defined(__GLIBC__)
+    return mallopt(M_MMAP_THRESHOLD, bytes);
+#else
+    (void)bytes;
+    return 0;
 #endif
 }

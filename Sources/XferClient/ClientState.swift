@@ -277,19 +277,27 @@ public final class ClientState: Sendable {
 
     /// Records that this root now holds `document`, whose files are now exactly `files`, in one transaction.
     public func recordSynced(server: String, container: ContainerName, path: DocumentPath, document: SyncedDocument,
-                             files: [KnownFile]) throws {
+                             files: some Sequence<KnownFile> & Sendable) throws {
         let root = root
         try database.run { db in
             try db.execute(sql: "DELETE FROM root_files WHERE root = ?", arguments: [root])
             try Self.insert(files, root: root, into: db)
             let single: String?
             switch document.manifest.kind {
-            case .file: single = files.count == 1 && files[0].path.isEmpty ? files[0].stamp.text : nil
+            case .file:
+                var each = files.makeIterator()
+                let first = each.next()
+                single = first != nil && each.next() == nil && first!.path.isEmpty ? first!.stamp.text : nil
             case .directory: single = LocalSnapshot.directoryStamp(mode: document.manifest.entries[0].mode)
             case .package: single = nil
             }
-            try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           arguments: [root, server, container.value, path.value, document.version, Data(document.manifest.encoded()), single])
+            // The encoding is bound without another copy of it (a tree's manifest may be megabytes).
+            var encoded = document.manifest.encoded()
+            try encoded.withUnsafeMutableBytes { raw in
+                let blob = Data(bytesNoCopy: raw.baseAddress!, count: raw.count, deallocator: .none)
+                try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               arguments: [root, server, container.value, path.value, document.version, blob, single])
+            }
         }
     }
 
@@ -309,7 +317,7 @@ public final class ClientState: Sendable {
                   chunks: try decodeChunks(row["chunks"]))
     }
 
-    private static func insert(_ files: [KnownFile], root: String, into db: Database) throws {
+    private static func insert(_ files: some Sequence<KnownFile>, root: String, into db: Database) throws {
         let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO root_files VALUES (?, ?, ?, ?, ?, ?, ?)")
         for file in files {
             try insert.execute(arguments: [root, file.path, file.stamp.size, file.stamp.mtimeNanoseconds,

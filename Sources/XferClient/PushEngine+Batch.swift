@@ -267,10 +267,32 @@ extension PushEngine {
     }
 
     /// Every file of a snapshot with its stamp and chunk list: what the state records with a version.
-    static func knownFiles(_ snapshot: LocalSnapshot, _ chunkLists: [[Manifest.ChunkReference]?]) -> [KnownFile] {
-        snapshot.tree.enumerated().compactMap { entry, node -> KnownFile? in
-            guard node.kind == .file, let stamp = snapshot.stamps[entry], let chunks = chunkLists[entry] else { return nil }
-            return KnownFile(path: node.relativePath, stamp: stamp, chunks: chunks)
+    static func knownFiles(_ snapshot: LocalSnapshot, _ chunkLists: [[Manifest.ChunkReference]?]) -> KnownFiles {
+        KnownFiles(snapshot: snapshot, chunkLists: chunkLists)
+    }
+}
+
+/// A snapshot's files with their stamps and chunk lists, made one at a time as the state
+/// database reads them (a tree may have hundreds of thousands: no array of them all is built).
+struct KnownFiles: Sequence, Sendable {
+    let snapshot: LocalSnapshot
+    let chunkLists: [[Manifest.ChunkReference]?]
+
+    struct Iterator: IteratorProtocol {
+        let files: KnownFiles
+        var index = 0
+
+        mutating func next() -> KnownFile? {
+            let tree = files.snapshot.tree
+            while index < tree.count {
+                defer { index += 1 }
+                let node = tree[index]
+                guard node.kind == .file, let stamp = files.snapshot.stamps[index], let chunks = files.chunkLists[index] else { continue }
+                return KnownFile(path: node.relativePath, stamp: stamp, chunks: chunks)
+            }
+            return nil
         }
     }
+
+    func makeIterator() -> Iterator { Iterator(files: self) }
 }

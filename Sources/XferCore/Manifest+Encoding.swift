@@ -31,6 +31,7 @@ extension Manifest {
     /// - Returns: The encoding.
     public func encoded() -> [UInt8] {
         var out = ByteWriter()
+        out.buffer.reserveCapacity(estimatedEncodedSize)
         out.bytes(Self.magic)
         out.byte(Self.formatVersion)
         out.byte(kind.rawValue)
@@ -47,6 +48,17 @@ extension Manifest {
             }
         }
         return out.buffer
+    }
+
+    /// About the size of ``encoded()`` (each varint at its usual width), so the encoding of a
+    /// manifest of many entries is written into one buffer instead of doubling into several.
+    var estimatedEncodedSize: Int {
+        var size = 32
+        for entry in entries {
+            size += entry.path.utf8.count + 19 + (entry.symlinkTarget?.utf8.count ?? 0)
+            if entry.kind == .file { size += 3 + 36 * entry.chunks.count }
+        }
+        return size
     }
 
     /// Decodes and validates canonical bytes.

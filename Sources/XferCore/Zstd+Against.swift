@@ -48,7 +48,12 @@ extension Zstd {
     /// - Throws: `XferError` `compression` if libzstd fails.
     public static func frame(_ plain: UnsafeRawBufferPointer, level: Int32) throws -> [UInt8] {
         try compressionContexts.withContext { context in
-            let scratch = context.scratch(for: ZSTD_compressBound(plain.count))
+            // A large input (a manifest delta of many files) gets an output buffer of its own,
+            // freed after: the pooled context keeps its scratch for good.
+            let bound = ZSTD_compressBound(plain.count)
+            let own = bound > 1 << 20 ? UnsafeMutableRawBufferPointer.allocate(byteCount: bound, alignment: 16) : nil
+            defer { own?.deallocate() }
+            let scratch = own ?? context.scratch(for: bound)
             defer { ZSTD_CCtx_reset(context.pointer, ZSTD_reset_session_and_parameters) }
             var written = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_compressionLevel, level)
             if ZSTD_isError(written) == 0 { written = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_checksumFlag, 1) }

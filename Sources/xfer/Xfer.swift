@@ -24,6 +24,21 @@ struct Xfer: AsyncParsableCommand {
         subcommands: [Push.self, Pull.self, List.self, Remove.self, Versions.self, Resolve.self, Changes.self, KeyValue.self,
                       Sync.self, Status.self, Evict.self, Fetch.self, TrashCommand.self, Quota.self, Serve.self, Account.self, Verify.self, GarbageCollect.self, Chunk.self]
     )
+
+    /// ArgumentParser's entry point, after the process-wide memory setting.
+    static func main() async {
+        ProcessMemory.returnLargeBlocks()
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// Chunking flags shared by every command that cuts files.
