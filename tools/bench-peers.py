@@ -22,6 +22,8 @@ Data sets (made once under $XFER_BENCH_DIR/peers, default /tmp/xfer-bench/peers)
   libs    the toolchain's lib/ directory (~1.9 GB); v2 has seeded edits: insertions and
           overwrites in files, files replaced, added and removed
   tree    swift-nio 2.101.2's sources from the local package mirror; v2 is 2.101.3
+  many    (not in the default sets) 200,000 small text files in 2,000 directories; v2 edits
+          1,000, adds 200 and removes 200: memory and per-file costs at scale
 
     python3 tools/bench-peers.py XFER_BINARY [--sets file,libs,tree] [--runs 3]
                                  [--tools xfer,rsync,casync,restic,borg] [--json FILE]
@@ -133,7 +135,42 @@ def make_tree_set(base):
             sys.exit(f"bench-peers: cannot read swift-nio {version} from {mirror}")
 
 
-MAKERS = {"file": make_file_set, "libs": make_libs_set, "tree": make_tree_set}
+def make_many_set(base):
+    """200,000 small text files (100-3,000 bytes of words, seeded) in 2,000 directories; v2
+    edits 1,000 of them, adds 200 and removes 200. Not in the default sets: it measures memory
+    and per-file costs at a size the others do not reach, and takes minutes per tool."""
+    rng = random.Random(7)
+    words = [f"w{i}".encode() for i in range(5000)]
+    v1 = os.path.join(base, "v1")
+    paths = []
+    for a in range(200):
+        for b in range(10):
+            directory = os.path.join(v1, f"d{a:03d}", f"s{b}")
+            os.makedirs(directory)
+            for c in range(100):
+                size = rng.randint(100, 3000)
+                path = os.path.join(directory, f"f{c:03d}.txt")
+                with open(path, "wb") as f:
+                    f.write(b" ".join(rng.choice(words) for _ in range(size // 5))[:size])
+                paths.append(path)
+    v2 = os.path.join(base, "v2")
+    subprocess.run(["cp", "-a", v1, v2], check=True)
+    chosen = rng.sample(range(len(paths)), 1400)
+    for index in chosen[:1000]:                   # edited: a line inserted
+        path = paths[index].replace(v1, v2, 1)
+        with open(path, "rb") as f:
+            body = f.read()
+        at = rng.randrange(len(body) + 1)
+        with open(path, "wb") as f:
+            f.write(body[:at] + b"\nedited " + str(index).encode() + b"\n" + body[at:])
+    for index in chosen[1000:1200]:               # removed
+        os.unlink(paths[index].replace(v1, v2, 1))
+    for n in range(200):                          # added
+        with open(os.path.join(v2, f"d{n:03d}", "s0", f"new{n:03d}.txt"), "wb") as f:
+            f.write(b" ".join(rng.choice(words) for _ in range(300)))
+
+
+MAKERS = {"file": make_file_set, "libs": make_libs_set, "tree": make_tree_set, "many": make_many_set}
 
 
 def data_set(root, name):

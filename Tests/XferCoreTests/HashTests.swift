@@ -70,4 +70,12 @@ import XferCore
         #expect(generator.next() == 0xE220_A839_7B1D_CDAF)
         #expect(generator.next() == 0x6E78_9E6A_A1B9_65F4)
     }
+
+    /// The server locks chunk rows in `<` order and a manifest writes ids word by word: both
+    /// rely on `<` being the order of the ids' bytes, and on the words being those bytes.
+    @Test func idOrderIsTheBytesOrder() {
+        let ids = (0..<500).map { ChunkID.of([UInt8($0 % 256), UInt8($0 / 256)]) }
+        #expect(ids.sorted() == ids.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) })
+        for id in ids.prefix(20) { #expect(ChunkID(bytes: id.bytes) == id) }
+    }
 }

@@ -46,7 +46,7 @@ extension MetadataTransaction {
 
     /// Chunk ids in the order both databases sort blobs (bytewise), so row locks are taken in one order.
     static func sortedForLocking(_ ids: [ChunkID]) -> [ChunkID] {
-        Array(Set(ids)).sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }
+        Array(Set(ids)).sorted()  // ChunkID's `<` is its bytes' order, compared as four words
     }
 
     /// The document's row, locked; created first if `create` and it does not exist.
