@@ -211,14 +211,18 @@ public final class ClientState: Sendable {
 
     /// Every remembered file.
     public func files() throws -> [String: KnownFile] {
+        var result: [String: KnownFile] = [:]
+        try forEachFile { result[$0.path] = $0 }
+        return result
+    }
+
+    /// Calls `body` with each remembered file, read one row at a time (a root may remember
+    /// hundreds of thousands: no array of rows is built).
+    public func forEachFile(_ body: (KnownFile) throws -> Void) throws {
         let root = root
-        return try database.run { db in
-            var result: [String: KnownFile] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT * FROM root_files WHERE root = ?", arguments: [root]) {
-                let file = try Self.knownFile(row)
-                result[file.path] = file
-            }
-            return result
+        try database.run { db in
+            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM root_files WHERE root = ?", arguments: [root])
+            while let row = try rows.next() { try body(try Self.knownFile(row)) }
         }
     }
 
@@ -227,7 +231,8 @@ public final class ClientState: Sendable {
         let root = root
         return try database.run { db in
             var result: [String: FileStamp] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT path, size, mtime_ns, inode, ctime_ns FROM root_files WHERE root = ?", arguments: [root]) {
+            let rows = try Row.fetchCursor(db, sql: "SELECT path, size, mtime_ns, inode, ctime_ns FROM root_files WHERE root = ?", arguments: [root])
+            while let row = try rows.next() {
                 result[row["path"]] = FileStamp(size: row["size"], mtimeNanoseconds: row["mtime_ns"],
                                                 inode: UInt64(bitPattern: row["inode"]), ctimeNanoseconds: row["ctime_ns"])
             }

@@ -75,9 +75,14 @@ struct LocalSnapshot: Sendable {
 
     /// The chunk list of each unchanged file, by tree index (`nil` for the others).
     func knownChunks(_ state: ClientState) throws -> [[Manifest.ChunkReference]?] {
-        let known = try state.files()
         var lists: [[Manifest.ChunkReference]?] = Array(repeating: nil, count: tree.count)
-        for index in unchanged { lists[index] = known[tree[index].relativePath]?.chunks }
+        var wanted: [String: Int] = [:]
+        wanted.reserveCapacity(unchanged.count)
+        for index in unchanged { wanted[tree[index].relativePath] = index }
+        // Read row by row: only the chunk lists wanted are kept.
+        try state.forEachFile { file in
+            if let index = wanted[file.path] { lists[index] = file.chunks }
+        }
         return lists
     }
 
