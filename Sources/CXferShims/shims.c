@@ -80,3 +80,13 @@ int cxfer_fix_mmap_threshold(int bytes) {
     return 0;
 #endif
 }
+
+int cxfer_syncfs(int fd) {
+#if defined(__linux__)
+    return syncfs(fd);
+#else
+    (void)fd;
+    errno = ENOSYS;
+    return -1;
+#endif
+}

@@ -242,6 +242,12 @@ public final class ConfinedDirectory: Sendable {
         try Syscall.fsync(fd, path: path)
     }
 
+    /// Makes everything written on this directory's file system durable (`syncfs`), this
+    /// directory's entries and every file below it included.
+    public func synchronizeFileSystem() throws {
+        try Syscall.syncfs(fd, path: path)
+    }
+
     // MARK: Helpers
 
     /// A `timespec` for nanoseconds since 1970, any `Int64` included (floor division, no overflow).

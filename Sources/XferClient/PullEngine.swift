@@ -81,6 +81,12 @@ public struct PullEngine: Sendable {
     /// Staging files fsynced at once at the end of a pull.
     static let fsyncsInFlight = 4
 
+    /// From this many files, a package's staging copy is made durable by one `syncfs` of its
+    /// file system rather than an fsync per file and directory: 200,000 fsyncs each wait on a
+    /// journal commit, and one syncfs does the same work once (docs/PERFORMANCE.md). Below it,
+    /// fsyncs, which flush nothing of other programs'.
+    static let syncWholeFileSystemFrom = 64
+
     /// Pulls document `name` into `destination`.
     /// - Returns: What was done.
     /// - Throws: `not_found` (no such document, or deleted), `unavailable`, `unauthorized`,
@@ -209,6 +215,9 @@ public struct PullEngine: Sendable {
             staging = try area.directory([stagingName], create: false)
         }
         var lastDirectory: (path: Substring, directory: ConfinedDirectory)? = nil
+        // One components array for all the files of a directory (they come together, in path order).
+        var lastComponents: (path: Substring, components: [String]) = ("", [])
+        let stagingPath = area.describe(stagingName)
         for entry in manifest.entries {
             let directory: ConfinedDirectory
             let leaf: String
@@ -227,7 +236,9 @@ public struct PullEngine: Sendable {
                 directory = area
                 leaf = stagingName
             }
-            let path = manifest.kind == .package ? area.describe(stagingName) + "/" + entry.path : area.describe(stagingName)
+            let place = StagingFiles.File(directory: [], name: leaf, prefix: stagingPath,
+                                          relative: manifest.kind == .package ? entry.path : "")
+            let path = place.path
             switch entry.kind {
             case .directory:
                 try directory.remove(leaf, unless: S_IFDIR)
@@ -242,7 +253,12 @@ public struct PullEngine: Sendable {
                 let fd = try directory.openFile(leaf, flags: O_RDWR | O_CREAT)
                 defer { close(fd) }
                 try Self.check(ftruncate(fd, off_t(entry.size)), "size", path)
-                files.append((entry, StagingFiles.File(directory: parentPath.split(separator: "/").map(String.init), name: leaf, path: path)))
+                if lastComponents.path != parentPath || (lastComponents.components.isEmpty && !parentPath.isEmpty) {
+                    lastComponents = (parentPath, parentPath.split(separator: "/").map(String.init))
+                }
+                var file = place
+                file.directory = lastComponents.components
+                files.append((entry, file))
             }
         }
         lastDirectory = nil
@@ -298,13 +314,15 @@ public struct PullEngine: Sendable {
         }
 
         // Metadata, durability, then publish. The fsyncs run several at once (each mostly waits
-        // on writeback that started as its file's last chunk was written).
+        // on writeback that started as its file's last chunk was written). A package of many
+        // files is made durable by one syncfs at the end instead (Self.syncWholeFileSystemFrom).
         let placed = files
+        let wholeFileSystem = staging != nil && placed.count >= Self.syncWholeFileSystemFrom
         try await concurrentForEach(placed.indices, width: Self.fsyncsInFlight) { index in
             let (entry, place) = placed[index]
             try handles.with(index) { fd in
                 try Self.check(fchmod(fd, Self.safeMode(entry.mode)), "set the mode of", place.path)
-                try Syscall.fsync(fd, path: place.path)
+                if !wholeFileSystem { try Syscall.fsync(fd, path: place.path) }
                 try Self.check(futimens(fd, [ConfinedDirectory.timeSpec(entry.mtimeNanoseconds),
                                              ConfinedDirectory.timeSpec(entry.mtimeNanoseconds)]),
                                "set the modification time of", place.path)
@@ -319,13 +337,18 @@ public struct PullEngine: Sendable {
             for entry in manifest.entries.reversed() where entry.kind == .directory {
                 let directory = try staging.directory(entry.path.split(separator: "/"), create: false)
                 try directory.setMode(Self.safeMode(entry.mode))
-                try directory.synchronize()
+                if !wholeFileSystem { try directory.synchronize() }
                 try directory.setModificationTime(entry.mtimeNanoseconds)
             }
             // The package root's own mode and mtime travel in the version's metadata.
             try staging.setMode(Self.safeMode(UInt32(truncatingIfNeeded: info.mode)))
-            try staging.synchronize()
-            try staging.setModificationTime(info.mtimeNs)
+            if wholeFileSystem {
+                try staging.setModificationTime(info.mtimeNs)
+                try staging.synchronizeFileSystem()  // every staged file and directory, at once
+            } else {
+                try staging.synchronize()
+                try staging.setModificationTime(info.mtimeNs)
+            }
         }
         if !options.force {
             if alreadyThere {

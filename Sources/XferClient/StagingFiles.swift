@@ -11,8 +11,14 @@ final class StagingFiles: @unchecked Sendable {
     struct File: Sendable {
         var directory: [String]
         var name: String
-        /// The file's path, for messages.
-        var path: String
+        /// What the file's path starts with (one string shared by every file of a pull).
+        var prefix: String
+        /// The rest of its path ("" when `prefix` is the whole of it).
+        var relative: String
+
+        /// The file's path, for messages (made when asked: a pull of 200,000 files would
+        /// otherwise hold 200,000 absolute paths).
+        var path: String { relative.isEmpty ? prefix : prefix + "/" + relative }
     }
 
     /// The directory the files' paths start from.

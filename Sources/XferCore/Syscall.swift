@@ -55,6 +55,17 @@ package enum Syscall {
         }
     }
 
+    /// Makes everything written to the file system holding `fd` durable (`syncfs`): one call
+    /// instead of an fsync per file when a pull stages many files. It also flushes what other
+    /// programs have dirty on that file system. Injected faults are the `fsync` ones.
+    package static func syncfs(_ fd: Int32, path: String) throws {
+        if case .fail(let err)? = StorageFaults.take(.fsync, path: path) { throw XferError.writing(err, "syncfs", path) }
+        while cxfer_syncfs(fd) != 0 {
+            if errno == EINTR { continue }
+            throw XferError.writing(errno, "syncfs", path)
+        }
+    }
+
     /// Asks the kernel to start writing a file's dirty pages out now, without waiting
     /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`): a hint that lets the disk work while the
     /// caller goes on, so a later fsync has little left. Durability still comes from that

@@ -10,7 +10,7 @@ import XferCore
         try FileManager.default.createDirectory(atPath: root + "/a/b", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let places = (0..<6).map { index in
-            StagingFiles.File(directory: index % 2 == 0 ? ["a", "b"] : [], name: "f\(index)", path: "f\(index)")
+            StagingFiles.File(directory: index % 2 == 0 ? ["a", "b"] : [], name: "f\(index)", prefix: "f\(index)", relative: "")
         }
         for place in places { FileManager.default.createFile(atPath: ([root] + place.directory + [place.name]).joined(separator: "/"), contents: nil) }
         let files = StagingFiles(root: try ConfinedDirectory(opening: root), files: places, limit: 2)
@@ -36,7 +36,7 @@ import XferCore
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let places = (0..<8).map { StagingFiles.File(directory: [], name: "f\($0)", path: "f\($0)") }
+        let places = (0..<8).map { StagingFiles.File(directory: [], name: "f\($0)", prefix: "f\($0)", relative: "") }
         for place in places { FileManager.default.createFile(atPath: root + "/" + place.name, contents: nil) }
         let files = StagingFiles(root: try ConfinedDirectory(opening: root), files: places, limit: 2,
                                  writes: Array(repeating: 64, count: places.count))

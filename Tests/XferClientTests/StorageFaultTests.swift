@@ -146,6 +146,35 @@ import Glibc
         }
     }
 
+    /// A package of many files is made durable by one syncfs of its staging copy's file
+    /// system, not an fsync per file: that call failing fails the pull the same way, with
+    /// nothing published, and the per-file fsyncs are not made.
+    @Test func aFailedSyncOfAManyFilePackagePublishesNothing() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/pkg", target = server.root + "/out/pkg"
+            for index in 0..<80 { try Files.write(source + "/d\(index % 4)/f\(index).txt", Array("file \(index)\n".utf8)) }
+            _ = try await server.push(source, "pkg")
+            let fsynced = Locked<[String]>([])
+            StorageFaults.observe { operation, path in
+                if operation == .fsync, path.hasPrefix(server.root + "/out") { fsynced.withLock { $0.append(path) } }
+            }
+            defer { StorageFaults.observe(nil) }
+            StorageFaults.arm(.init(.fsync, .fail(EIO), pathContains: server.root + "/out/.pkg.xfer-"))
+            do {
+                _ = try await server.pull("pkg", target)
+                Issue.record("the pull succeeded through a failed syncfs")
+            } catch let error as XferError {
+                #expect(error.code == .io, "\(error)")
+            }
+            StorageFaults.disarm(pathContains: server.root)
+            #expect(!FileManager.default.fileExists(atPath: target), "nothing is published")
+            // One flush for the staging copy, not one per file (80) and directory.
+            #expect(fsynced.value.count == 1, "\(fsynced.value)")
+            _ = try await server.pull("pkg", target)
+            #expect(try Files.snapshot(target) == Files.snapshot(source))
+        }
+    }
+
     /// The client's blocking work (every write, fsync, rename, link and mkdir of a pull and
     /// of a sync pass) runs on ``ClientThreads``, never on the caller's or the cooperative
     /// pool's threads.

@@ -19,6 +19,10 @@ int cxfer_open_beneath(int dirfd, const char *path, int flags, unsigned int mode
 /// SYNC_FILE_RANGE_WRITE). Returns 0, or -1 with errno (ENOSYS where unsupported).
 int cxfer_start_writeback(int fd);
 
+/// Makes the file system holding `fd` durable (Linux syncfs). Returns 0, or -1 with errno
+/// (ENOSYS where unsupported).
+int cxfer_syncfs(int fd);
+
 /// Fixes glibc's mmap threshold at `bytes` (mallopt M_MMAP_THRESHOLD), which also stops glibc
 /// from raising it after each large free: blocks of that size or more are then mapped alone and
 /// given back when freed, instead of staying resident in the heap. Returns 1, or 0 where the
