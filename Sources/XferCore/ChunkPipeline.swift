@@ -199,12 +199,13 @@ final class PipelineRun: Sendable {
         if let error = failure.value { throw error }
     }
 
-    /// Hashes (and compresses) a batch, then hands its results to the reorder buffer.
-    func process(_ batch: [PendingChunk], in arena: Arena) {
+    /// Hashes (and compresses) a batch, then hands its results to the reorder buffer, with the
+    /// file events (`events`) the reader numbered while cutting it.
+    func process(_ batch: [PendingChunk], in arena: Arena, events: [(Int, ChunkEvent)]) {
         if failed { return }
         var hasher = SHA256Hasher()
-        var results: [(Int, ChunkEvent)] = []
-        results.reserveCapacity(batch.count)
+        var results: [(Int, ChunkEvent)] = events
+        results.reserveCapacity(events.count + batch.count)
         do {
             for chunk in batch {
                 let bytes = arena.bytes(chunk.range)
@@ -229,6 +230,9 @@ struct Reader {
     var batch: [PendingChunk] = []
     var batchBytes = 0
     var sequence = 0
+    /// File events numbered but not yet handed out: they go with the next batch, so a tree of
+    /// small files costs one hand-off per batch, not two or three per file.
+    var events: [(Int, ChunkEvent)] = []
 
     init(run: PipelineRun?) {
         self.run = run
@@ -295,22 +299,35 @@ struct Reader {
     }
 
     private mutating func submitEvent(_ event: ChunkEvent) {
-        // Chunks already cut must keep their place ahead of this event: hand them out first.
-        flush()
-        run!.order.submit([(sequence, event)], retaining: nil)
+        // Its number places it after the chunks cut so far; the reorder buffer delivers in
+        // number order whenever it is handed out.
+        events.append((sequence, event))
         sequence += 1
+        if events.count >= Self.eventsPerHandOff { flush() }
     }
 
-    /// Dispatches the pending batch.
+    /// File events held at most before they are handed out without a batch.
+    static let eventsPerHandOff = 1024
+
+    /// Dispatches the pending batch, with the file events numbered since the last one. Called
+    /// before the reader waits for an arena, so nothing it holds can keep one from coming back.
     mutating func flush() {
-        guard let run, !batch.isEmpty, let arena else { return }
-        let work = batch
+        guard let run else { return }
+        guard !batch.isEmpty, let arena else {
+            if !events.isEmpty {
+                run.order.submit(events, retaining: nil)
+                events = []
+            }
+            return
+        }
+        let work = batch, numbered = events
         batch = []
         batchBytes = 0
+        events = []
         if run.options.parallel {
-            run.workers.async(group: run.inFlight) { run.process(work, in: arena) }
+            run.workers.async(group: run.inFlight) { run.process(work, in: arena, events: numbered) }
         } else {
-            run.process(work, in: arena)
+            run.process(work, in: arena, events: numbered)
         }
     }
 }
