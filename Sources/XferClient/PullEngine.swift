@@ -253,12 +253,12 @@ public struct PullEngine: Sendable {
                 let fd = try directory.openFile(leaf, flags: O_RDWR | O_CREAT)
                 defer { close(fd) }
                 try Self.check(ftruncate(fd, off_t(entry.size)), "size", path)
-                if lastComponents.path != parentPath || (lastComponents.components.isEmpty && !parentPath.isEmpty) {
+                if lastComponents.path != parentPath {
                     lastComponents = (parentPath, parentPath.split(separator: "/").map(String.init))
                 }
-                var file = place
-                file.directory = lastComponents.components
-                files.append((entry, file))
+                var place = place
+                place.directory = lastComponents.components
+                files.append((entry, place))
             }
         }
         lastDirectory = nil
