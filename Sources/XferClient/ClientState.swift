@@ -335,7 +335,7 @@ public final class ClientState: Sendable {
         var data = Data(capacity: chunks.count * 36)
         for chunk in chunks {
             withUnsafeBytes(of: UInt32(chunk.length).littleEndian) { data.append(contentsOf: $0) }
-            data.append(contentsOf: chunk.id.bytes)
+            chunk.id.withUnsafeBytes { data.append(contentsOf: $0) }
         }
         return data
     }

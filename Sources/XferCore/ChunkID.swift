@@ -46,15 +46,14 @@ public struct ChunkID: Hashable, Comparable, Sendable, CustomStringConvertible {
     }
 
     /// The 32 raw bytes.
-    public var bytes: [UInt8] {
-        var out = [UInt8]()
-        out.reserveCapacity(Self.byteCount)
-        for word in [w0, w1, w2, w3] {
-            for shift in stride(from: 56, through: 0, by: -8) {
-                out.append(UInt8(truncatingIfNeeded: word >> UInt64(shift)))
-            }
-        }
-        return out
+    public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
+
+    /// Calls `body` with the 32 raw bytes, without making an array of them (for appending an
+    /// id to a body being built: a manifest, an upload frame, a pack).
+    @inlinable
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let words = (w0.bigEndian, w1.bigEndian, w2.bigEndian, w3.bigEndian)
+        return try Swift.withUnsafeBytes(of: words) { try body($0) }
     }
 
     /// A byte as two lowercase hex digits (a chunk directory's name).

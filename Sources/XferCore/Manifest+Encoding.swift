@@ -135,9 +135,7 @@ extension ByteWriter {
     /// One chunk reference: plain length, then the 32-byte id.
     package mutating func chunk(_ chunk: Manifest.ChunkReference) {
         varint(UInt64(chunk.length))
-        for word in [chunk.id.w0, chunk.id.w1, chunk.id.w2, chunk.id.w3] {
-            withUnsafeBytes(of: word.bigEndian) { buffer.append(contentsOf: $0) }  // the id's bytes, without an array of them
-        }
+        chunk.id.withUnsafeBytes { buffer.append(contentsOf: $0) }
     }
 }
 

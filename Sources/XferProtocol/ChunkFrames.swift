@@ -39,7 +39,7 @@ public enum ChunkFrames {
     ///   - chunk: The chunk.
     ///   - body: The body so far.
     public static func append(_ chunk: EncodedChunk, to body: inout [UInt8]) {
-        body.append(contentsOf: chunk.id.bytes)
+        chunk.id.withUnsafeBytes { body.append(contentsOf: $0) }
         appendUInt32(UInt32(chunk.length), to: &body)
         body.append(chunk.encoding.rawValue)
         appendUInt32(UInt32(chunk.payload.count), to: &body)

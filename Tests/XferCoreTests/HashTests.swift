@@ -76,6 +76,9 @@ import XferCore
     @Test func idOrderIsTheBytesOrder() {
         let ids = (0..<500).map { ChunkID.of([UInt8($0 % 256), UInt8($0 / 256)]) }
         #expect(ids.sorted() == ids.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) })
-        for id in ids.prefix(20) { #expect(ChunkID(bytes: id.bytes) == id) }
+        for id in ids.prefix(20) {
+            #expect(ChunkID(bytes: id.bytes) == id)
+            #expect(id.withUnsafeBytes { Array($0) }.map(ChunkID.hexDigits).joined() == id.hex)
+        }
     }
 }

@@ -94,7 +94,7 @@ public struct PackedChunkStore: ChunkStore {
         var locations: [ChunkLocation] = []
         for chunk in chunks {
             let offset = bytes.count
-            bytes.append(contentsOf: chunk.id.bytes)
+            chunk.id.withUnsafeBytes { bytes.append(contentsOf: $0) }
             bytes.append(contentsOf: LocalChunkStore.fileBytes(chunk))
             locations.append(ChunkLocation(id: chunk.id, pack: name, offset: Int64(offset), length: bytes.count - offset))
         }
