@@ -254,7 +254,7 @@ public final class ClientState: Sendable {
     }
 
     /// Replaces the records of these files.
-    public func record(files: [KnownFile]) throws {
+    public func record(files: some Sequence<KnownFile> & Sendable) throws {
         let root = root
         try database.run { db in try Self.insert(files, root: root, into: db) }
     }
@@ -267,7 +267,7 @@ public final class ClientState: Sendable {
                 SELECT version, manifest FROM root_documents WHERE root = ? AND server = ? AND container = ? AND path = ?
                 """, arguments: [root, server, container.value, path.value]) else { return nil }
             let bytes: Data = row["manifest"]
-            return SyncedDocument(version: row["version"], manifest: try Manifest(decoding: Array(bytes)))
+            return SyncedDocument(version: row["version"], manifest: try Self.storedManifest(Array(bytes)))
         }
     }
 
@@ -296,14 +296,21 @@ public final class ClientState: Sendable {
             case .directory: single = LocalSnapshot.directoryStamp(mode: document.manifest.entries[0].mode)
             case .package: single = nil
             }
-            // The encoding is bound without another copy of it (a tree's manifest may be megabytes).
-            var encoded = document.manifest.encoded()
+            // Stored as a compressed delta against nothing (a tree's manifest may be megabytes:
+            // SQLite copies a blob twice as it is bound and written), bound without another copy.
+            var encoded = document.manifest.compressedDelta(against: nil)
             try encoded.withUnsafeMutableBytes { raw in
                 let blob = Data(bytesNoCopy: raw.baseAddress!, count: raw.count, deallocator: .none)
                 try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?)",
                                arguments: [root, server, container.value, path.value, document.version, blob, single])
             }
         }
+    }
+
+    /// A manifest as ``recordSynced(server:container:path:document:files:)`` stores it: a
+    /// compressed delta against nothing, or (written by earlier releases) its canonical encoding.
+    static func storedManifest(_ bytes: [UInt8]) throws -> Manifest {
+        Manifest.isDelta(bytes) ? try Manifest(applying: bytes, to: nil) : try Manifest(decoding: bytes)
     }
 
     /// Forgets everything about this root (its document was deleted).

@@ -8,8 +8,9 @@ import XferCore
 struct PullAgainst: Sendable {
     /// The previous chunk at each wanted chunk's place, by wanted chunk.
     private(set) var candidates: [ChunkID: ChunkID] = [:]
-    /// Wanted chunks of small files: the cache keeps them once they arrive.
-    private(set) var small = Set<ChunkID>()
+    /// Wanted chunks of small files: the cache keeps them once they arrive (by prefix: one
+    /// kept by mistake only takes room in the cache).
+    private(set) var small = ChunkIDPrefixes()
     let cache: ChunkCache
     /// Where chunks are on disk.
     let sources: [ChunkID: ChunkSources.Location]

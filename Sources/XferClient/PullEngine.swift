@@ -66,7 +66,7 @@ public struct PullEngine: Sendable {
     }
 
     /// A place a chunk's bytes go: a file (by index) and offset.
-    struct Target: Sendable {
+    struct Target: Sendable, Equatable {
         var file: Int
         var offset: Int64
     }
@@ -158,7 +158,6 @@ public struct PullEngine: Sendable {
         let synced = try state.document(server: connection.server, container: remote.container, path: name)
 
         let known = try state.files()
-        func fullPath(_ relative: String) -> String { relative.isEmpty ? target : target + "/" + relative }
         // Asked before anything moves: what is there must be this client's own unchanged copy,
         // or the very version being pulled (a pull killed after putting it in place and before
         // recording it): that is no local change either.
@@ -205,7 +204,12 @@ public struct PullEngine: Sendable {
 
         // Lay out the staging copy: directories, symlinks, files at their final size. Every
         // name is created in a directory opened beneath the staging copy, never through a symlink.
-        var files: [(entry: Manifest.Entry, place: StagingFiles.File)] = []
+        // Each staged file: its entry's index in the manifest, and where it is staged.
+        var fileEntries: [Int] = []
+        var places: [StagingFiles.File] = []
+        let fileCount = manifest.entries.reduce(0) { $0 + ($1.kind == .file ? 1 : 0) }
+        fileEntries.reserveCapacity(fileCount)
+        places.reserveCapacity(fileCount)
         var links: [(entry: Manifest.Entry, directory: ConfinedDirectory, name: String)] = []
         var staging: ConfinedDirectory? = nil
         if manifest.kind == .package {
@@ -218,7 +222,7 @@ public struct PullEngine: Sendable {
         // One components array for all the files of a directory (they come together, in path order).
         var lastComponents: (path: Substring, components: [String]) = ("", [])
         let stagingPath = area.describe(stagingName)
-        for entry in manifest.entries {
+        for (entryIndex, entry) in manifest.entries.enumerated() {
             let directory: ConfinedDirectory
             let leaf: String
             var parentPath: Substring = ""
@@ -258,22 +262,25 @@ public struct PullEngine: Sendable {
                 }
                 var place = place
                 place.directory = lastComponents.components
-                files.append((entry, place))
+                fileEntries.append(entryIndex)
+                places.append(place)
             }
         }
         lastDirectory = nil
-        let handles = StagingFiles(root: staging ?? area, files: files.map(\.place), writes: files.map(\.entry.chunks.count))
+        let handles = StagingFiles(root: staging ?? area, files: places, writes: fileEntries.map { manifest.entries[$0].chunks.count })
+        places = []  // held by handles from here
         defer { handles.closeAll() }
+        func entry(ofFile index: Int) -> Manifest.Entry { manifest.entries[fileEntries[index]] }
 
         // Decide where each chunk comes from (the staging copy of a resumed pull, a local file,
         // the batch's prefetched chunks, or the server), then try each source in that order.
-        let plan = ChunkSourcing.make(files: files.map(\.entry.chunks), resuming: resuming, local: sources,
+        let plan = ChunkSourcing.make(files: fileEntries.map { manifest.entries[$0].chunks }, resuming: resuming, local: sources,
                                  prefetched: Set(prefetched.map { Array($0.chunks.keys) } ?? []))
         let counters = Locked(Counters(chunksFetched: prefetched?.chunksFetched ?? 0, bytesFetched: prefetched?.bytesFetched ?? 0))
         var buffer = [UInt8](repeating: 0, count: manifest.chunker.maximumSize)
         var failed: [Int] = []
         for (index, step) in plan.steps.enumerated() {
-            let path = files[step.file].place.path
+            let path = handles.files[step.file].path
             guard let source = try step.sources.first(where: { source in
                 try handles.with(step.file) { fd in
                     try Self.fill(step, from: source, into: fd, path: path, prefetched: prefetched, buffer: &buffer)
@@ -289,22 +296,23 @@ public struct PullEngine: Sendable {
                 $0.bytesDone += Int64(step.chunk.length)
             }
         }
-        let (order, needed) = plan.downloads(failed: failed)
+        let order = plan.downloads(failed: failed)
 
         // A changed chunk comes against the one at its place in this client's version, where the
         // cache or the file on disk still has it (any file size: the old file is still here).
+        // Only the files with chunks to download are looked up.
         var previous = PreviousChunks(sizeLimit: .max)
-        for (entry, _) in files { previous.add(fullPath: entry.path, relativePath: entry.path, previous: synced?.manifest) }
         var against = PullAgainst(cache: ChunkCache(database: state.database), sources: sources,
                                   offers: await connection.features().contains(.chunksAgainst))
-        for (id, _) in order {
-            for target in needed[id] ?? [] {
-                let entry = files[target.file].entry
-                against.add(id, at: target.offset, in: entry.path, size: entry.size, previous: previous)
+        for download in order {
+            for target in download.targets {
+                let entry = entry(ofFile: target.file)
+                if let synced { previous.add(fullPath: entry.path, relativePath: entry.path, previous: synced.manifest) }
+                against.add(download.chunk.id, at: target.offset, in: entry.path, size: entry.size, previous: previous)
             }
         }
 
-        try await download(order, needed: needed, files: handles, maximumLength: manifest.chunker.maximumSize,
+        try await download(order, files: handles, maximumLength: manifest.chunker.maximumSize,
                            against: against, total: manifest.totalSize, counters: counters, progress: progress)
 
         // Files the package's ignore rules leave out (never on any server) go on in the new
@@ -316,10 +324,10 @@ public struct PullEngine: Sendable {
         // Metadata, durability, then publish. The fsyncs run several at once (each mostly waits
         // on writeback that started as its file's last chunk was written). A package of many
         // files is made durable by one syncfs at the end instead (Self.syncWholeFileSystemFrom).
-        let placed = files
+        let placed = fileEntries
         let wholeFileSystem = staging != nil && placed.count >= Self.syncWholeFileSystemFrom
         try await concurrentForEach(placed.indices, width: Self.fsyncsInFlight) { index in
-            let (entry, place) = placed[index]
+            let (entry, place) = (manifest.entries[placed[index]], handles.files[index])
             try handles.with(index) { fd in
                 try Self.check(fchmod(fd, Self.safeMode(entry.mode)), "set the mode of", place.path)
                 if !wholeFileSystem { try Syscall.fsync(fd, path: place.path) }
@@ -367,9 +375,7 @@ public struct PullEngine: Sendable {
                          } })
         try parent.synchronize()
 
-        let written = files.compactMap { file -> KnownFile? in
-            return FileStamp.of(fullPath(file.entry.path)).map { KnownFile(path: file.entry.path, stamp: $0, chunks: file.entry.chunks) }
-        }
+        let written = WrittenFiles(manifest: manifest, files: fileEntries, target: target)
         try state.recordSynced(server: connection.server, container: remote.container, path: name,
                                document: SyncedDocument(version: answer.version, manifest: manifest), files: written)
         return report(name, target, answer.version, manifest, counters.value, manifestBytes: answer.delta.count, started: started)
@@ -447,24 +453,22 @@ public struct PullEngine: Sendable {
     }
 
     /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
-    private func download(_ order: [(id: ChunkID, length: Int)], needed: [ChunkID: [Target]], files: StagingFiles,
+    private func download(_ order: [ChunkSourcing.Download], files: StagingFiles,
                           maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
                           progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
-        var batches: [[ChunkID]] = []
-        var current: [ChunkID] = []
+        var batches: [Range<Int>] = []  // of order
+        var start = 0
         var bytes = 0
-        for chunk in order {
-            current.append(chunk.id)
-            bytes += chunk.length
-            if bytes >= options.downloadBatchBytes || current.count >= ProtocolLimits.maximumIDsPerRequest {
-                batches.append(current)
-                current = []
+        for (index, download) in order.enumerated() {
+            bytes += download.chunk.length
+            if bytes >= options.downloadBatchBytes || index + 1 - start >= ProtocolLimits.maximumIDsPerRequest {
+                batches.append(start..<index + 1)
+                start = index + 1
                 bytes = 0
             }
         }
-        if !current.isEmpty { batches.append(current) }
+        if start < order.count { batches.append(start..<order.count) }
         let connection = remote.connection
-        let declared = Dictionary(order.map { ($0.id, $0.length) }, uniquingKeysWith: { first, _ in first })
         try await withThrowingTaskGroup(of: Void.self) { group in
             var running = 0
             for batch in batches {
@@ -474,19 +478,23 @@ public struct PullEngine: Sendable {
                 }
                 running += 1
                 group.addTask {
-                    let asked = Set(batch)
-                    let offer = against.offer(for: batch)
+                    let ids = order[batch].map(\.chunk.id)
+                    // Which download each asked chunk is: a map of this request's chunks only.
+                    let asked = Dictionary(zip(ids, batch), uniquingKeysWith: { first, _ in first })
+                    let offer = against.offer(for: ids)
                     var kept: [EncodedChunk] = []
-                    try await connection.download(batch, against: offer.references) { chunk in
-                        guard asked.contains(chunk.id), let targets = needed[chunk.id] else {
+                    try await connection.download(ids, against: offer.references) { chunk in
+                        guard let index = asked[chunk.id] else {
                             throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for")
                         }
+                        let download = order[index]
                         let plain = try against.decode(chunk, offer, maximumLength: maximumLength, kept: &kept)
                         // The hash vouches for the bytes; the manifest's length must agree too, or
                         // the file would be written at a size the server made up.
-                        guard plain.count == declared[chunk.id] else {
-                            throw XferError(.corruptChunk, "chunk \(chunk.id) holds \(plain.count) bytes, but the manifest declares \(declared[chunk.id] ?? 0); nothing was published")
+                        guard plain.count == download.chunk.length else {
+                            throw XferError(.corruptChunk, "chunk \(chunk.id) holds \(plain.count) bytes, but the manifest declares \(download.chunk.length); nothing was published")
                         }
+                        let targets = download.targets
                         for target in targets {
                             try files.with(target.file) { fd in
                                 try Self.write(plain, count: plain.count, to: fd, at: target.offset, path: files.files[target.file].path)
@@ -520,4 +528,31 @@ public struct PullEngine: Sendable {
         var chunksFetched = 0
         var bytesFetched: Int64 = 0
     }
+}
+
+/// A pull's files as the state records them: each one's stamp on disk now, with its chunk
+/// list, made one at a time as the state database takes them (no array of every file).
+struct WrittenFiles: Sequence, Sendable {
+    let manifest: Manifest
+    /// Indexes of the file entries in `manifest`.
+    let files: [Int]
+    /// Where the document is.
+    let target: String
+
+    struct Iterator: IteratorProtocol {
+        let written: WrittenFiles
+        var index = 0
+
+        mutating func next() -> KnownFile? {
+            while index < written.files.count {
+                defer { index += 1 }
+                let entry = written.manifest.entries[written.files[index]]
+                let path = entry.path.isEmpty ? written.target : written.target + "/" + entry.path
+                if let stamp = FileStamp.of(path) { return KnownFile(path: entry.path, stamp: stamp, chunks: entry.chunks) }
+            }
+            return nil
+        }
+    }
+
+    func makeIterator() -> Iterator { Iterator(written: self) }
 }

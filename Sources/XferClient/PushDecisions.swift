@@ -23,10 +23,13 @@ enum PushDecisions {
 
     /// The chunks the server surely holds for this account: those of the base version, when
     /// that is the version this root holds (the server keeps a version's chunks while it is
-    /// kept). Never asked about, never sent.
-    static func onServer(baseVersion: Int64?, synced: SyncedDocument?) -> Set<ChunkID> {
+    /// kept). Never asked about, never sent: by prefix, as a chunk taken for one of them by
+    /// mistake is sent when the commit answers `missing_chunks` (``ChunkIDPrefixes``).
+    static func onServer(baseVersion: Int64?, synced: SyncedDocument?) -> ChunkIDPrefixes {
         guard let synced, baseVersion == synced.version else { return [] }
-        return Set(synced.manifest.allChunks.map(\.id))
+        var ids = ChunkIDPrefixes()
+        for entry in synced.manifest.entries { ids.formUnion(entry.chunks.lazy.map(\.id)) }
+        return ids
     }
 
     /// The files to read: the changed ones, then unchanged ones whose chunk list is no longer
@@ -56,9 +59,9 @@ enum PushDecisions {
     /// What to send before any file is read: each chunk of the known files that the server
     /// does not surely hold, once. `queued` is what it picked, so the files read next skip those.
     static func initialUpload(_ chunkLists: [[Manifest.ChunkReference]?], path: (Int) -> String,
-                              onServer: Set<ChunkID>) -> (locations: [PushEngine.Location], queued: Set<ChunkID>) {
-        var queued: Set<ChunkID> = []
-        let locations = locations(chunkLists, path: path) { !onServer.contains($0) && queued.insert($0).inserted }
+                              onServer: ChunkIDPrefixes) -> (locations: [PushEngine.Location], queued: ChunkIDPrefixes) {
+        var queued = ChunkIDPrefixes()
+        let locations = locations(chunkLists, path: path) { !onServer.contains($0) && queued.insert($0) }
         return (locations, queued)
     }
 

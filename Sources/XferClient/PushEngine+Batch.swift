@@ -80,12 +80,14 @@ extension PushEngine {
             }
 
             // Chunks the server surely has (each document's synced version's) are never asked about.
-            var onServer = Set<ChunkID>()
-            for document in prepared { onServer.formUnion((document.synced?.manifest.allChunks ?? []).map(\.id)) }
-            var queued = Set<ChunkID>()
+            // By prefix: one taken for them by mistake is sent when the commit misses it (ChunkIDPrefixes).
+            var onServer = ChunkIDPrefixes()
+            for document in prepared {
+                for entry in document.synced?.manifest.entries ?? [] { onServer.formUnion(entry.chunks.lazy.map(\.id)) }
+            }
+            var queued = ChunkIDPrefixes()
             var initial: [Location] = []
-            var toHash: [(index: Int, path: String, owner: Int)] = []
-            var where_: [(document: Int, entry: Int)] = []  // toHash's index → document and tree entry
+            var where_: [(document: Int, entry: Int)] = []  // the files to read: document and tree entry
             var total: Int64 = 0
             var unchangedBytes: Int64 = 0
             var previous = PreviousChunks()  // changed small files' previous chunks, to send against
@@ -98,7 +100,7 @@ extension PushEngine {
                     unchangedBytes += snapshot.stamps[entry]?.size ?? 0
                     var offset: Int64 = 0
                     for chunk in chunks {
-                        if !onServer.contains(chunk.id) && queued.insert(chunk.id).inserted {
+                        if !onServer.contains(chunk.id) && queued.insert(chunk.id) {
                             initial.append(Location(id: chunk.id, file: snapshot.fullPath(snapshot.tree[entry]), offset: offset,
                                                     length: chunk.length, owner: number))
                         }
@@ -106,18 +108,22 @@ extension PushEngine {
                     }
                 }
                 for entry in snapshot.toHash + snapshot.unchanged.filter({ document.chunkLists[$0] == nil }) {
-                    let path = snapshot.fullPath(snapshot.tree[entry])
-                    toHash.append((index: where_.count, path: path, owner: number))
                     where_.append((number, entry))
                     if sendAgainst {
-                        previous.add(fullPath: path, relativePath: snapshot.tree[entry].relativePath, previous: document.synced?.manifest)
+                        previous.add(fullPath: snapshot.fullPath(snapshot.tree[entry]), relativePath: snapshot.tree[entry].relativePath,
+                                     previous: document.synced?.manifest)
                     }
                 }
             }
             let counters = Locked(Counters(bytesHashed: unchangedBytes))
-            let hashed: [Int: [Manifest.ChunkReference]]
+            let hashed: [[Manifest.ChunkReference]]
+            let snapshots = prepared.map(\.snapshot)
+            let reading = FilesToRead(owners: where_.map(\.document)) { [where_] position in
+                let (number, entry) = where_[position]
+                return snapshots[number].fullPath(snapshots[number].tree[entry])
+            }
             do {
-                hashed = try await upload(initial: initial, files: toHash, skip: onServer.union(queued), total: total,
+                hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
                                           previous: previous, cache: items.first.map { ChunkCache(database: $0.state.database) },
                                           counters: counters, progress: progress)
             } catch let error as XferError where !error.stopsEveryDocument {
@@ -128,13 +134,13 @@ extension PushEngine {
 
             // Chunk lists into their documents; a file written while it was read fails its document.
             var failed = Set<Int>()
-            for (index, chunks) in hashed {
-                let (number, entry) = where_[index]
+            for (position, chunks) in hashed.enumerated() {
+                let (number, entry) = where_[position]
                 prepared[number].chunkLists[entry] = chunks
                 prepared[number].hashed.insert(entry)
                 guard !failed.contains(number), let before = prepared[number].snapshot.stamps[entry] else { continue }
                 do {
-                    try Self.checkStillAsRead(toHash[index].path, before: before)
+                    try Self.checkStillAsRead(reading.path(position), before: before)
                 } catch {
                     failed.insert(number)
                     results[prepared[number].item] = .failure(error)
@@ -225,7 +231,7 @@ extension PushEngine {
                         }
                     }
                 }
-                _ = try await upload(initial: resend, files: [], skip: [], total: total, counters: counters, progress: progress)
+                _ = try await upload(initial: resend, files: .none, skip: ChunkIDPrefixes(), total: total, counters: counters, progress: progress)
                 outcomes.merge(try await commit(again.sorted())) { $1 }
             }
 
@@ -267,8 +273,8 @@ extension PushEngine {
     }
 
     /// Every file of a snapshot with its stamp and chunk list: what the state records with a version.
-    static func knownFiles(_ snapshot: LocalSnapshot, _ chunkLists: [[Manifest.ChunkReference]?]) -> KnownFiles {
-        KnownFiles(snapshot: snapshot, chunkLists: chunkLists)
+    static func knownFiles(_ snapshot: LocalSnapshot, _ chunkLists: [[Manifest.ChunkReference]?], only: [Int]? = nil) -> KnownFiles {
+        KnownFiles(snapshot: snapshot, chunkLists: chunkLists, only: only)
     }
 }
 
@@ -277,15 +283,19 @@ extension PushEngine {
 struct KnownFiles: Sequence, Sendable {
     let snapshot: LocalSnapshot
     let chunkLists: [[Manifest.ChunkReference]?]
+    /// The tree indexes to give, in order (`nil`: every file of the tree).
+    var only: [Int]? = nil
 
     struct Iterator: IteratorProtocol {
         let files: KnownFiles
-        var index = 0
+        var position = 0
 
         mutating func next() -> KnownFile? {
             let tree = files.snapshot.tree
-            while index < tree.count {
-                defer { index += 1 }
+            let count = files.only?.count ?? tree.count
+            while position < count {
+                defer { position += 1 }
+                let index = files.only?[position] ?? position
                 let node = tree[index]
                 guard node.kind == .file, let stamp = files.snapshot.stamps[index], let chunks = files.chunkLists[index] else { continue }
                 return KnownFile(path: node.relativePath, stamp: stamp, chunks: chunks)

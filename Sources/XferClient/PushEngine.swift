@@ -182,13 +182,16 @@ public struct PushEngine: Sendable {
             let features = await connection.features()
             var previous = PreviousChunks()
             for index in toHash where features.contains(.chunksAgainst) { previous.add(fullPath: fullPath(tree[index]), relativePath: tree[index].relativePath, previous: synced?.manifest) }
-            let hashed = try await upload(initial: initial, files: toHash.map { (index: $0, path: fullPath(tree[$0]), owner: 0) },
-                                          skip: onServer.union(queued), total: total, previous: previous,
-                                          cache: ChunkCache(database: state.database), counters: counters, progress: progress)
-            for (index, chunks) in hashed { chunkLists[index] = chunks }
+            let reading = FilesToRead(owners: Array(repeating: 0, count: toHash.count)) { [toHash] in
+                snapshot.fullPath(snapshot.tree[toHash[$0]])
+            }
+            let hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
+                                          previous: previous, cache: ChunkCache(database: state.database), counters: counters,
+                                          progress: progress)
+            for (position, chunks) in hashed.enumerated() { chunkLists[toHash[position]] = chunks }
             // A file written while it was read is not committed: its chunks may mix two contents.
             // Its stamp from before the read must still be its stamp now.
-            for index in hashed.keys {
+            for index in toHash {
                 guard let before = stamps[index] else { continue }
                 try Self.checkStillAsRead(fullPath(tree[index]), before: before)
             }
@@ -197,16 +200,16 @@ public struct PushEngine: Sendable {
             let manifest = try Manifest(kind: kind, chunker: hashed.isEmpty && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker,
                                         entries: entries())
             // Remember what was read, even if the commit fails, so a re-run does not read it again.
-            let newlyKnown = hashed.compactMap { index, chunks in
-                stamps[index].map { KnownFile(path: tree[index].relativePath, stamp: $0, chunks: chunks) }
-            }
-            try state.record(files: newlyKnown)
+            try state.record(files: Self.knownFiles(snapshot, chunkLists, only: toHash))
 
             // The delta is against the version this root holds, which the server keeps.
-            let delta = features.contains(.compressedManifests) ? manifest.compressedDelta(against: synced?.manifest)
+            let digest = manifest.digest  // (its encoding is let go before the delta is made)
+            var delta = features.contains(.compressedManifests) ? manifest.compressedDelta(against: synced?.manifest)
                                                                 : manifest.delta(against: synced?.manifest)
             let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: synced?.version,
-                                        manifestDelta: delta, manifestDigest: manifest.digest)
+                                        manifestDelta: delta, manifestDigest: digest)
+            let deltaSize = delta.count
+            delta = []  // the request holds it (as base64) from here
             let committed: DocumentInfo
             do {
                 committed = try await commit(request, manifest: manifest)
@@ -214,14 +217,14 @@ public struct PushEngine: Sendable {
                 // The server lacks chunks this client believed it had (a base from another root,
                 // say): send them and commit again, once.
                 let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], chunkLists, path: filePath)
-                _ = try await upload(initial: again, files: [], skip: [], total: total, counters: counters, progress: progress)
+                _ = try await upload(initial: again, files: .none, skip: ChunkIDPrefixes(), total: total, counters: counters, progress: progress)
                 committed = try await commit(request, manifest: manifest)
             }
 
             let allFiles = Self.knownFiles(snapshot, chunkLists)
             try state.recordSynced(server: connection.server, container: remote.container, path: name,
                                    document: SyncedDocument(version: committed.version, manifest: manifest), files: allFiles)
-            var report = Self.report(name, committed.version, manifest, counters.value, manifestBytes: delta.count, started: started)
+            var report = Self.report(name, committed.version, manifest, counters.value, manifestBytes: deltaSize, started: started)
             report.state = committed.state
             report.conflicts = committed.conflicts ?? []
             return report
@@ -283,19 +286,34 @@ public struct PushEngine: Sendable {
         }
     }
 
+    /// The files a push reads, in order: each one's owner (which document of a batch) and
+    /// path, made only when the pipeline reaches the file, so a tree of many files holds no
+    /// array of full paths.
+    struct FilesToRead: Sendable {
+        /// Which document of a batch each file belongs to (0 for a single push).
+        var owners: [Int]
+        /// The path of the file at a position.
+        var path: @Sendable (Int) -> String
+
+        var count: Int { owners.count }
+        var isEmpty: Bool { owners.isEmpty }
+        static let none = FilesToRead(owners: []) { _ in "" }
+    }
+
     /// Hashes `files` in the pipeline on a background thread while this task asks which new
     /// chunks the server lacks and uploads them, several requests in flight.
-    /// - Returns: The chunk list of each hashed file, by tree index.
+    /// - Returns: The chunk list of each file read, by position in `files`.
     /// - Parameters:
+    ///   - skip: Chunks not to ask about or send (the server has them, or they are in `initial`).
     ///   - previous: Changed small files' previous chunks, which new chunks are sent against.
     ///   - cache: Where those previous chunks' bytes are, and where sent small chunks are kept.
-    func upload(initial: [Location], files: [(index: Int, path: String, owner: Int)], skip: Set<ChunkID>, total: Int64,
+    func upload(initial: [Location], files: FilesToRead, skip: ChunkIDPrefixes, total: Int64,
                 previous: PreviousChunks = PreviousChunks(), cache: ChunkCache? = nil,
                 counters: Locked<Counters>, progress: @escaping @Sendable (TransferProgress) -> Void) async throws
-        -> [Int: [Manifest.ChunkReference]] {
+        -> [[Manifest.ChunkReference]] {
         let (batches, continuation) = AsyncStream<[Location]>.makeStream()
         let stop = Locked(false)
-        let lists = Locked([Int: [Manifest.ChunkReference]]())  // set once, when hashing ends
+        let lists = Locked([[Manifest.ChunkReference]]())  // set once, when hashing ends
         let options = options
         let askBatch = options.askBatch
 
@@ -332,21 +350,27 @@ public struct PushEngine: Sendable {
     }
 
     /// Runs the chunk pipeline on a Dispatch thread, yielding batches of new chunk locations.
-    /// - Returns: The chunk list of each hashed file, by tree index.
-    private static func runPipeline(files: [(index: Int, path: String, owner: Int)], options: ChunkPipeline.Options, skip: Set<ChunkID>,
+    /// - Returns: The chunk list of each file, by position in `files`.
+    private static func runPipeline(files: FilesToRead, options: ChunkPipeline.Options, skip: ChunkIDPrefixes,
                                     batch: Int, previous: PreviousChunks, stop: Locked<Bool>, counters: Locked<Counters>,
                                     yield: @escaping @Sendable ([Location]) -> Void,
-                                    report: @escaping @Sendable () -> Void) async throws -> [Int: [Manifest.ChunkReference]] {
+                                    report: @escaping @Sendable () -> Void) async throws -> [[Manifest.ChunkReference]] {
         // Pipeline callbacks arrive in order on one serial queue; this state is touched only
         // there, and read by the caller after the pipeline has returned.
         final class Collector: @unchecked Sendable {
-            var lists: [Int: [Manifest.ChunkReference]] = [:]
+            var lists: [[Manifest.ChunkReference]]
             var pending: [Location] = []
-            var seen: Set<ChunkID>
+            /// Chunks already asked about or sent: a chunk mistaken for one of them (a shared
+            /// 64-bit prefix) is caught by the commit's `missing_chunks` and sent then.
+            var seen: ChunkIDPrefixes
+            var path = ""  // the file being read
             var unreportedBytes: Int64 = 0
             var small = false
             var lastReport = ContinuousClock.now
-            init(seen: Set<ChunkID>) { self.seen = seen }
+            init(files: Int, seen: ChunkIDPrefixes) {
+                lists = Array(repeating: [], count: files)
+                self.seen = seen
+            }
 
             /// Moves the bytes hashed since the last call into the shared counters.
             func publish(_ counters: Locked<Counters>) {
@@ -355,23 +379,23 @@ public struct PushEngine: Sendable {
                 unreportedBytes = 0
             }
         }
-        let collector = Collector(seen: skip)
+        let collector = Collector(files: files.count, seen: skip)
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
             DispatchQueue.global().async {
                 do {
-                    try ChunkPipeline(options: options).run(files.map { .file($0.path) }) { event in
+                    try ChunkPipeline(options: options).run((0..<files.count).lazy.map { .file(files.path($0)) }) { event in
                         if stop.value { throw XferError(.cancelled, "push stopped") }
                         switch event {
-                        case .fileStarted(let file, _, let size):
-                            collector.lists[files[file].index] = []
+                        case .fileStarted(_, let path, let size):
+                            collector.path = path
                             collector.small = (size ?? .max) <= ChunkCache.fileLimit
                         case .chunk(let file, let record):
-                            collector.lists[files[file].index]!.append(Manifest.ChunkReference(id: record.id, length: record.length))
+                            collector.lists[file].append(Manifest.ChunkReference(id: record.id, length: record.length))
                             collector.unreportedBytes += Int64(record.length)
-                            if collector.seen.insert(record.id).inserted {
-                                let path = files[file].path
+                            if collector.seen.insert(record.id) {
+                                let path = collector.path
                                 collector.pending.append(Location(id: record.id, file: path, offset: record.offset,
-                                                                  length: record.length, owner: files[file].owner,
+                                                                  length: record.length, owner: files.owners[file],
                                                                   reference: previous.reference(forChunkAt: record.offset, in: path),
                                                                   keep: collector.small))
                                 if collector.pending.count >= batch {

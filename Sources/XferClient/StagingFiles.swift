@@ -33,7 +33,7 @@ final class StagingFiles: @unchecked Sendable {
     private let lock = NSLock()
     private var descriptors: [Int: Descriptor] = [:]
     private var directories: [[String]: (directory: ConfinedDirectory, used: Int)] = [:]
-    private var remainingWrites: [Int: Int] = [:]
+    private var remainingWrites: [Int32]  // by file; 0 once written whole, or when not known
     private var tick = 0
 
     private struct Descriptor {
@@ -51,9 +51,7 @@ final class StagingFiles: @unchecked Sendable {
         self.root = root
         self.files = files
         self.limit = max(1, limit)
-        if let writes {
-            for (index, count) in writes.enumerated() where count > 0 { remainingWrites[index] = count }
-        }
+        remainingWrites = writes.map { $0.map { Int32(clamping: $0) } } ?? Array(repeating: 0, count: files.count)
     }
 
     deinit { closeAll() }
@@ -82,13 +80,9 @@ final class StagingFiles: @unchecked Sendable {
     /// writing the file out (`sync_file_range`), which the final fsync then waits on.
     func wrote(_ index: Int) {
         let last = lock.withLock { () -> Bool in
-            guard let remaining = remainingWrites[index] else { return false }
-            if remaining > 1 {
-                remainingWrites[index] = remaining - 1
-                return false
-            }
-            remainingWrites[index] = nil
-            return true
+            guard remainingWrites.indices.contains(index), remainingWrites[index] > 0 else { return false }
+            remainingWrites[index] -= 1
+            return remainingWrites[index] == 0
         }
         if last { _ = try? with(index) { Syscall.startWriteback($0) } }
     }

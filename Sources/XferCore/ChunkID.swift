@@ -45,6 +45,10 @@ public struct ChunkID: Hashable, Comparable, Sendable, CustomStringConvertible {
         self.init(bytes: bytes)
     }
 
+    /// The first 64 bits, for maps and sets that key by them to save memory (and settle the
+    /// rare shared prefix by the whole id, or by a later check: ``ChunkIDPrefixes``).
+    public var prefix: UInt64 { w0 }
+
     /// The 32 raw bytes.
     public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
 

@@ -49,12 +49,14 @@ public struct ChunkPipeline: Sendable {
     /// Runs the pipeline over `inputs` and blocks until every event has been delivered.
     ///
     /// - Parameters:
-    ///   - inputs: Files or in-memory bytes, reported in this order.
+    ///   - inputs: Files or in-memory bytes, reported in this order (numbered from 0). Each is
+    ///     taken from the collection when the reader reaches it, so a lazy one (paths made as
+    ///     they are needed) keeps no array of every path.
     ///   - onEvent: Called on one serial queue, in order: for each input `fileStarted`, its
     ///     chunks, `fileFinished`. Throwing from it stops the pipeline.
     /// - Throws: The first error: an unreadable file (`io`, `not_found`), a compression
     ///   failure, or what `onEvent` threw. Events already delivered stay delivered.
-    public func run(_ inputs: [ChunkInput], onEvent: @escaping @Sendable (ChunkEvent) throws -> Void) throws {
+    public func run(_ inputs: some Sequence<ChunkInput>, onEvent: @escaping @Sendable (ChunkEvent) throws -> Void) throws {
         let run = PipelineRun(options: options, onEvent: onEvent)
         try run.read(inputs)
     }
@@ -176,7 +178,7 @@ final class PipelineRun: Sendable {
     func fail(_ error: any Error) { failure.withLock { if $0 == nil { $0 = error } } }
 
     /// The reader: runs on the caller's thread, then waits for the workers and the delivery.
-    func read(_ inputs: [ChunkInput]) throws {
+    func read(_ inputs: some Sequence<ChunkInput>) throws {
         var reader = Reader(run: self)
         do {
             for (index, input) in inputs.enumerated() where !failed {

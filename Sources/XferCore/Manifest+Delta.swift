@@ -20,22 +20,25 @@ extension Manifest {
     /// - Returns: Bytes that ``init(applying:to:)`` turns back into this manifest given the same base.
     public func delta(against base: Manifest?) -> [UInt8] {
         var out = ByteWriter()
+        // Without a base every chunk is listed: about the size of the whole encoding.
+        if base == nil { out.buffer.reserveCapacity(estimatedEncodedSize + 64) }
         out.bytes(Self.deltaMagic)
         out.byte(Self.deltaFormatVersion)
         out.bytes(base?.digest.bytes ?? [UInt8](repeating: 0, count: ChunkID.byteCount))
         out.byte(kind.rawValue)
         out.chunker(chunker)
         out.varint(UInt64(entries.count))
-        var basePositions: [String: Int] = [:]
-        for (index, entry) in (base?.entries ?? []).enumerated() where entry.kind == .file {
-            basePositions[entry.path] = index
-        }
+        // Both entry lists are in bytewise path order: the base's entry of a path, if any, is
+        // found by walking the two together (no map of the base's paths).
+        let baseEntries = base?.entries ?? []
+        var cursor = 0
         for entry in entries {
             out.entryHeader(entry)
             guard entry.kind == .file else { continue }
-            if let base, let position = basePositions[entry.path] {
-                out.varint(UInt64(position + 1))
-                Self.writeOps(entry.chunks, against: base.entries[position].chunks, to: &out)
+            while cursor < baseEntries.count && baseEntries[cursor].path.utf8.lexicographicallyPrecedes(entry.path.utf8) { cursor += 1 }
+            if cursor < baseEntries.count, baseEntries[cursor].kind == .file, baseEntries[cursor].path.utf8.elementsEqual(entry.path.utf8) {
+                out.varint(UInt64(cursor + 1))
+                Self.writeOps(entry.chunks, against: baseEntries[cursor].chunks, to: &out)
             } else {
                 out.varint(0)
                 Self.writeOps(entry.chunks, against: [], to: &out)
@@ -48,6 +51,9 @@ extension Manifest {
 
     /// Whether `delta` is in the compressed form of ``compressedDelta(against:)``.
     public static func isCompressedDelta(_ delta: [UInt8]) -> Bool { delta.starts(with: compressedDeltaMagic) }
+
+    /// Whether `bytes` are a delta (plain or compressed) rather than a canonical encoding.
+    public static func isDelta(_ bytes: [UInt8]) -> Bool { bytes.starts(with: deltaMagic) || isCompressedDelta(bytes) }
 
     /// The most a compressed delta of `compressed` bytes may inflate to: 64 times plus 64 KiB,
     /// within ``maximumEncodedSize``, so a small request cannot make the receiver reserve much.
@@ -64,10 +70,11 @@ extension Manifest {
     /// - Returns: The compressed delta, or the plain one if compressing saves nothing.
     public func compressedDelta(against base: Manifest?) -> [UInt8] {
         let plain = delta(against: base)
-        guard plain.count > 128, let frame = try? plain.withUnsafeBytes({ try Zstd.frame($0, level: 3) }),
-              frame.count + Self.compressedDeltaMagic.count < plain.count,
-              plain.count <= Self.inflationLimit(compressed: frame.count) else { return plain }
-        return Self.compressedDeltaMagic + frame
+        guard plain.count > 128,
+              let compressed = try? plain.withUnsafeBytes({ try Zstd.frame($0, level: 3, prefix: Self.compressedDeltaMagic) }),
+              compressed.count < plain.count,
+              plain.count <= Self.inflationLimit(compressed: compressed.count - Self.compressedDeltaMagic.count) else { return plain }
+        return compressed
     }
 
     /// Rebuilds a manifest from a delta and the base it was made against.

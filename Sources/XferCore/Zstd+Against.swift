@@ -45,8 +45,10 @@ extension Zstd {
 
     /// One zstd frame of `plain` that declares its size and carries zstd's content checksum, so
     /// damage is found on decompression (for bytes that no id vouches for: a manifest delta).
+    /// - Parameter prefix: Bytes the result starts with, before the frame (a magic), so the
+    ///   frame is not copied again to put them in front.
     /// - Throws: `XferError` `compression` if libzstd fails.
-    public static func frame(_ plain: UnsafeRawBufferPointer, level: Int32) throws -> [UInt8] {
+    public static func frame(_ plain: UnsafeRawBufferPointer, level: Int32, prefix: [UInt8] = []) throws -> [UInt8] {
         try compressionContexts.withContext { context in
             // A large input (a manifest delta of many files) gets an output buffer of its own,
             // freed after: the pooled context keeps its scratch for good.
@@ -61,7 +63,12 @@ extension Zstd {
                 written = ZSTD_compress2(context.pointer, scratch.baseAddress, scratch.count, plain.baseAddress, plain.count)
             }
             if ZSTD_isError(written) != 0 { throw XferError(.compression, "zstd compression failed: \(errorName(written))") }
-            return Array(UnsafeRawBufferPointer(rebasing: scratch[..<written]))
+            return [UInt8](unsafeUninitializedCapacity: prefix.count + written) { out, initialized in
+                let raw = UnsafeMutableRawBufferPointer(out)
+                prefix.withUnsafeBytes { raw.copyMemory(from: $0) }
+                UnsafeMutableRawBufferPointer(rebasing: raw[prefix.count...]).copyMemory(from: UnsafeRawBufferPointer(rebasing: scratch[..<written]))
+                initialized = prefix.count + written
+            }
         }
     }
 

@@ -44,7 +44,13 @@ public enum WireJSON {
 /// Base64 for binary fields inside JSON.
 public enum Base64 {
     /// Encodes bytes as standard base64.
-    public static func encode(_ bytes: [UInt8]) -> String { Data(bytes).base64EncodedString() }
+    public static func encode(_ bytes: [UInt8]) -> String {
+        // Read in place: a manifest delta may be megabytes, and a copy of it would only be dropped.
+        bytes.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return "" }
+            return Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: raw.count, deallocator: .none).base64EncodedString()
+        }
+    }
 
     /// Decodes standard base64.
     /// - Throws: `bad_request` if the text is not base64.

@@ -24,12 +24,24 @@ import XferCore
         let a = Self.chunk(1), b = Self.chunk(2)
         // a three times (twice in the first file), b once.
         let plan = ChunkSourcing.make(files: [[a, b, a], [a]], resuming: false, local: [:], prefetched: [])
-        let (order, targets) = plan.downloads(failed: Array(plan.steps.indices))
-        #expect(order.map(\.id) == [a.id, b.id])
-        #expect(targets[a.id]?.map { [Int64($0.file), $0.offset] } == [[0, 0], [0, 20], [1, 0]])
-        #expect(targets[b.id]?.map { [Int64($0.file), $0.offset] } == [[0, 10]])
+        let order = plan.downloads(failed: Array(plan.steps.indices))
+        #expect(order.map(\.chunk) == [a, b])
+        #expect(order[0].targets.map { [Int64($0.file), $0.offset] } == [[0, 0], [0, 20], [1, 0]])
+        #expect(order[1].targets.map { [Int64($0.file), $0.offset] } == [[0, 10]])
+        #expect(order[1].more.isEmpty, "one place: held inline")
         // What a source yielded is not downloaded.
         let some = plan.downloads(failed: [1])
-        #expect(some.order.map(\.id) == [b.id] && some.targets[a.id] == nil)
+        #expect(some.map(\.chunk) == [b])
+    }
+
+    @Test func chunksSharingTheirFirst64BitsAreStillTwoDownloads() {
+        // Two ids alike in their first 8 bytes (the planner keys by those first).
+        let x = Manifest.ChunkReference(id: ChunkID(bytes: [UInt8](repeating: 7, count: 8) + [UInt8](repeating: 1, count: 24))!, length: 10)
+        let y = Manifest.ChunkReference(id: ChunkID(bytes: [UInt8](repeating: 7, count: 8) + [UInt8](repeating: 2, count: 24))!, length: 10)
+        let plan = ChunkSourcing.make(files: [[x, y, x], [y]], resuming: false, local: [:], prefetched: [])
+        let order = plan.downloads(failed: Array(plan.steps.indices))
+        #expect(order.map(\.chunk) == [x, y])
+        #expect(order[0].targets.map { [Int64($0.file), $0.offset] } == [[0, 0], [0, 20]])
+        #expect(order[1].targets.map { [Int64($0.file), $0.offset] } == [[0, 10], [1, 0]])
     }
 }
