@@ -72,6 +72,14 @@ int cxfer_start_writeback(int fd) {
 #endif
 }
 
+int cxfer_trim_heap(void) {
+#if defined(__GLIBC__)
+    return malloc_trim(0);
+#else
+    return 0;
+#endif
+}
+
 int cxfer_fix_mmap_threshold(int bytes) {
 #if defined(__GLIBC__)
     return mallopt(M_MMAP_THRESHOLD, bytes);

@@ -191,6 +191,8 @@ public struct PullEngine: Sendable {
                                    document: SyncedDocument(version: answer.version, manifest: manifest), files: [])
             return report(name, target, answer.version, manifest, Counters(), manifestBytes: answer.delta.count, started: started)
         }
+        // The delta's pages, before the staging copy is laid out.
+        ProcessMemory.returnFreePages(afterFiles: manifest.entries.count, bytes: 0)
         if let refusal, try !Self.holds(target, manifest) { throw refusal }
         let alreadyThere = refusal != nil
         let sources = try (shared ?? ChunkSources(state)).locations()
@@ -314,6 +316,8 @@ public struct PullEngine: Sendable {
 
         try await download(order, files: handles, maximumLength: manifest.chunker.maximumSize,
                            against: against, total: manifest.totalSize, counters: counters, progress: progress)
+        // The download bodies' pages, before the state is written.
+        ProcessMemory.returnFreePages(afterFiles: manifest.entries.count, bytes: manifest.totalSize)
 
         // Files the package's ignore rules leave out (never on any server) go on in the new
         // tree; before the directories' times are set, so those stay the version's.

@@ -189,6 +189,8 @@ public struct PushEngine: Sendable {
                                           previous: previous, cache: ChunkCache(database: state.database), counters: counters,
                                           progress: progress)
             for (position, chunks) in hashed.enumerated() { chunkLists[toHash[position]] = chunks }
+            // The upload bodies' pages, before the manifest is made.
+            ProcessMemory.returnFreePages(afterFiles: tree.count, bytes: total)
             // A file written while it was read is not committed: its chunks may mix two contents.
             // Its stamp from before the read must still be its stamp now.
             for index in toHash {
@@ -210,6 +212,7 @@ public struct PushEngine: Sendable {
                                         manifestDelta: delta, manifestDigest: digest)
             let deltaSize = delta.count
             delta = []  // the request holds it (as base64) from here
+            ProcessMemory.returnFreePages(afterFiles: tree.count, bytes: 0)  // the delta's making
             let committed: DocumentInfo
             do {
                 committed = try await commit(request, manifest: manifest)

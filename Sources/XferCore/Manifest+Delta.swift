@@ -22,6 +22,15 @@ extension Manifest {
         var out = ByteWriter()
         // Without a base every chunk is listed: about the size of the whole encoding.
         if base == nil { out.buffer.reserveCapacity(estimatedEncodedSize + 64) }
+        writeDelta(against: base, into: &out, drainingPast: .max) { _ in }
+        return out.buffer
+    }
+
+    /// Writes ``delta(against:)``'s bytes into `out`, handing them to `drain` (which empties
+    /// `out`) whenever more than `limit` have gathered, after an entry; what is left at the
+    /// end stays in `out`.
+    private func writeDelta(against base: Manifest?, into out: inout ByteWriter, drainingPast limit: Int,
+                            _ drain: (inout ByteWriter) throws -> Void) rethrows {
         out.bytes(Self.deltaMagic)
         out.byte(Self.deltaFormatVersion)
         out.bytes(base?.digest.bytes ?? [UInt8](repeating: 0, count: ChunkID.byteCount))
@@ -34,17 +43,18 @@ extension Manifest {
         var cursor = 0
         for entry in entries {
             out.entryHeader(entry)
-            guard entry.kind == .file else { continue }
-            while cursor < baseEntries.count && baseEntries[cursor].path.utf8.lexicographicallyPrecedes(entry.path.utf8) { cursor += 1 }
-            if cursor < baseEntries.count, baseEntries[cursor].kind == .file, baseEntries[cursor].path.utf8.elementsEqual(entry.path.utf8) {
-                out.varint(UInt64(cursor + 1))
-                Self.writeOps(entry.chunks, against: baseEntries[cursor].chunks, to: &out)
-            } else {
-                out.varint(0)
-                Self.writeOps(entry.chunks, against: [], to: &out)
+            if entry.kind == .file {
+                while cursor < baseEntries.count && baseEntries[cursor].path.utf8.lexicographicallyPrecedes(entry.path.utf8) { cursor += 1 }
+                if cursor < baseEntries.count, baseEntries[cursor].kind == .file, baseEntries[cursor].path.utf8.elementsEqual(entry.path.utf8) {
+                    out.varint(UInt64(cursor + 1))
+                    Self.writeOps(entry.chunks, against: baseEntries[cursor].chunks, to: &out)
+                } else {
+                    out.varint(0)
+                    Self.writeOps(entry.chunks, against: [], to: &out)
+                }
             }
+            if out.buffer.count > limit { try drain(&out) }
         }
-        return out.buffer
     }
 
     static let compressedDeltaMagic: [UInt8] = Array("XFDZ".utf8)
@@ -69,11 +79,26 @@ extension Manifest {
     /// - Parameter base: The version the receiver already has, or `nil`.
     /// - Returns: The compressed delta, or the plain one if compressing saves nothing.
     public func compressedDelta(against base: Manifest?) -> [UInt8] {
-        let plain = delta(against: base)
-        guard plain.count > 128,
-              let compressed = try? plain.withUnsafeBytes({ try Zstd.frame($0, level: 3, prefix: Self.compressedDeltaMagic) }),
-              compressed.count < plain.count,
-              plain.count <= Self.inflationLimit(compressed: compressed.count - Self.compressedDeltaMagic.count) else { return plain }
+        // Made twice, a piece at a time, never held whole: once to learn its size (the frame
+        // declares it), once into the compressor (a tree of 200,000 files held 28 MB more
+        // with the plain delta and zstd's output both whole).
+        let piece = 256 << 10
+        var out = ByteWriter()
+        var size = 0
+        writeDelta(against: base, into: &out, drainingPast: piece) { size += $0.buffer.count; $0.buffer.removeAll(keepingCapacity: true) }
+        size += out.buffer.count
+        guard size > 128 else { return delta(against: base) }
+        let compressed = try? Zstd.frame(level: 3, pledgedSize: size, prefix: Self.compressedDeltaMagic) { write in
+            var out = ByteWriter()
+            out.buffer.reserveCapacity(piece + (64 << 10))
+            try writeDelta(against: base, into: &out, drainingPast: piece) { out in
+                try out.buffer.withUnsafeBytes { try write($0) }
+                out.buffer.removeAll(keepingCapacity: true)
+            }
+            try out.buffer.withUnsafeBytes { try write($0) }
+        }
+        guard let compressed, compressed.count < size,
+              size <= Self.inflationLimit(compressed: compressed.count - Self.compressedDeltaMagic.count) else { return delta(against: base) }
         return compressed
     }
 

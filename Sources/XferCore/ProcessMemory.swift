@@ -16,4 +16,18 @@ public enum ProcessMemory {
     public static func returnLargeBlocks() {
         _ = cxfer_fix_mmap_threshold(Int32(largeBlock))
     }
+
+    /// Gives the free pages inside the heap back to the system: after a phase that freed much
+    /// (a push's upload bodies, once every chunk is sent), before one that allocates anew.
+    /// glibc by itself returns only memory at the top of each heap.
+    public static func returnFreePages() {
+        _ = cxfer_trim_heap()
+    }
+
+    /// ``returnFreePages()`` after a phase of a transfer of `files` files and `bytes` bytes,
+    /// when it is large enough to have freed much (a trim walks the heap, so a sync pass of
+    /// small documents does not pay for one each).
+    public static func returnFreePages(afterFiles files: Int, bytes: Int64) {
+        if files >= 4096 || bytes >= 64 << 20 { returnFreePages() }
+    }
 }

@@ -72,6 +72,39 @@ extension Zstd {
         }
     }
 
+    /// One zstd frame like ``frame(_:level:prefix:)``'s, of bytes `produce` hands over in
+    /// pieces through the function it is given, so the plain bytes are never held whole (a
+    /// manifest delta of many files is megabytes). The frame declares `pledgedSize`, which
+    /// must be exactly how many bytes `produce` gives.
+    /// - Throws: `XferError` `compression` if libzstd fails or the size given differs; what
+    ///   `produce` throws.
+    public static func frame(level: Int32, pledgedSize: Int, prefix: [UInt8] = [],
+                             _ produce: (_ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws -> [UInt8] {
+        try compressionContexts.withContext { context in
+            defer { ZSTD_CCtx_reset(context.pointer, ZSTD_reset_session_and_parameters) }
+            var status = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_compressionLevel, level)
+            if ZSTD_isError(status) == 0 { status = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_checksumFlag, 1) }
+            if ZSTD_isError(status) == 0 { status = ZSTD_CCtx_setPledgedSrcSize(context.pointer, UInt64(pledgedSize)) }
+            if ZSTD_isError(status) != 0 { throw XferError(.compression, "zstd compression failed: \(errorName(status))") }
+            var result = prefix
+            let scratch = context.scratch(for: 64 << 10)
+            // Feeds `input` (or, with `end`, finishes the frame), appending what comes out.
+            func pump(_ input: UnsafeRawBufferPointer, end: Bool) throws {
+                var source = ZSTD_inBuffer(src: input.baseAddress, size: input.count, pos: 0)
+                while true {
+                    var output = ZSTD_outBuffer(dst: scratch.baseAddress, size: scratch.count, pos: 0)
+                    let remaining = ZSTD_compressStream2(context.pointer, &output, &source, end ? ZSTD_e_end : ZSTD_e_continue)
+                    if ZSTD_isError(remaining) != 0 { throw XferError(.compression, "zstd compression failed: \(errorName(remaining))") }
+                    result.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[..<output.pos]))
+                    if end ? remaining == 0 : source.pos == source.size { return }
+                }
+            }
+            try produce { try pump($0, end: false) }
+            try pump(UnsafeRawBufferPointer(start: nil, count: 0), end: true)
+            return result
+        }
+    }
+
     /// Decompresses one zstd frame of the size it declares, refused before inflating if that
     /// is over `maximumLength` or not declared.
     /// - Throws: `XferError` `too_large`, `corrupt_chunk`.

@@ -31,6 +31,33 @@ import XferCore
         #expect(single.compressedDelta(against: nil) == single.delta(against: nil))
     }
 
+    @Test func aLargeTreesDeltaIsCompressedInPiecesAndRoundTrips() throws {
+        // 12,000 files: over half a megabyte of plain delta, fed to the compressor in several pieces.
+        let base = try Self.tree(files: 12_000, mtime: 1)
+        let next = try Self.tree(files: 12_000, mtime: 2, changed: [5, 6_000, 11_999])
+        for against in [nil, base] {
+            let plain = next.delta(against: against)
+            let compressed = next.compressedDelta(against: against)
+            #expect(against != nil || plain.count > 2 * (256 << 10))
+            #expect(Manifest.isCompressedDelta(compressed) && compressed.count < plain.count)
+            #expect(try Manifest(applying: compressed, to: against) == next)
+        }
+    }
+
+    @Test func aStreamedFrameHoldsItsPiecesAndItsDeclaredSize() throws {
+        let pieces = [TestData.text(count: 100_000, seed: 1), [], TestData.random(count: 70_000, seed: 2)]
+        let whole = pieces.flatMap { $0 }
+        let frame = try Zstd.frame(level: 3, pledgedSize: whole.count, prefix: [7, 7]) { write in
+            for piece in pieces { try piece.withUnsafeBytes { try write($0) } }
+        }
+        #expect(frame.prefix(2) == [7, 7])
+        #expect(try Zstd.decompressFrame(Array(frame.dropFirst(2)), maximumLength: whole.count) == whole)
+        // Given fewer bytes than it declared, the frame is not made.
+        #expect(throws: XferError.self) {
+            try Zstd.frame(level: 3, pledgedSize: whole.count + 1) { write in try whole.withUnsafeBytes { try write($0) } }
+        }
+    }
+
     @Test func aDamagedOrHostileCompressedDeltaIsRefused() throws {
         let base = try Self.tree(files: 300, mtime: 1)
         let next = try Self.tree(files: 300, mtime: 2)

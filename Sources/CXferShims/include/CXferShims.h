@@ -28,5 +28,6 @@ int cxfer_syncfs(int fd);
 /// given back when freed, instead of staying resident in the heap. Returns 1, or 0 where the
 /// C library has no such setting.
 int cxfer_fix_mmap_threshold(int bytes);
+int cxfer_trim_heap(void);
 
 #endif
