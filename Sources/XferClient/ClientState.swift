@@ -216,28 +216,36 @@ public final class ClientState: Sendable {
         return result
     }
 
-    /// Calls `body` with each remembered file, read one row at a time (a root may remember
-    /// hundreds of thousands: no array of rows is built).
+    /// Calls `body` with each remembered file in bytewise path order, read one row at a time
+    /// (a root may remember hundreds of thousands: no array of rows is built).
     public func forEachFile(_ body: (KnownFile) throws -> Void) throws {
         let root = root
         try database.run { db in
-            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM root_files WHERE root = ?", arguments: [root])
+            // The primary key's order (BINARY collation: UTF-8 bytes), so nothing is sorted.
+            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM root_files WHERE root = ? ORDER BY path", arguments: [root])
             while let row = try rows.next() { try body(try Self.knownFile(row)) }
+        }
+    }
+
+    /// Calls `body` with each remembered file's path and stamp (no chunk list), in bytewise
+    /// path order, one row at a time.
+    public func forEachStamp(_ body: (String, FileStamp) throws -> Void) throws {
+        let root = root
+        try database.run { db in
+            let rows = try Row.fetchCursor(db, sql: "SELECT path, size, mtime_ns, inode, ctime_ns FROM root_files WHERE root = ? ORDER BY path",
+                                           arguments: [root])
+            while let row = try rows.next() {
+                try body(row["path"], FileStamp(size: row["size"], mtimeNanoseconds: row["mtime_ns"],
+                                                inode: UInt64(bitPattern: row["inode"]), ctimeNanoseconds: row["ctime_ns"]))
+            }
         }
     }
 
     /// Every remembered file's stamp (without its chunk list): enough to tell what changed.
     public func stamps() throws -> [String: FileStamp] {
-        let root = root
-        return try database.run { db in
-            var result: [String: FileStamp] = [:]
-            let rows = try Row.fetchCursor(db, sql: "SELECT path, size, mtime_ns, inode, ctime_ns FROM root_files WHERE root = ?", arguments: [root])
-            while let row = try rows.next() {
-                result[row["path"]] = FileStamp(size: row["size"], mtimeNanoseconds: row["mtime_ns"],
-                                                inode: UInt64(bitPattern: row["inode"]), ctimeNanoseconds: row["ctime_ns"])
-            }
-            return result
-        }
+        var result: [String: FileStamp] = [:]
+        try forEachStamp { result[$0] = $1 }
+        return result
     }
 
     /// Every remembered file of every root in the database that still looks as it did, by
@@ -263,11 +271,15 @@ public final class ClientState: Sendable {
     public func document(server: String, container: ContainerName, path: DocumentPath) throws -> SyncedDocument? {
         let root = root
         return try database.run { db in
-            guard let row = try Row.fetchOne(db, sql: """
+            // Read through a cursor: the blob is copied once, out of SQLite's row (a tree's
+            // manifest may be megabytes).
+            let rows = try Row.fetchCursor(db, sql: """
                 SELECT version, manifest FROM root_documents WHERE root = ? AND server = ? AND container = ? AND path = ?
-                """, arguments: [root, server, container.value, path.value]) else { return nil }
-            let bytes: Data = row["manifest"]
-            return SyncedDocument(version: row["version"], manifest: try Self.storedManifest(Array(bytes)))
+                """, arguments: [root, server, container.value, path.value])
+            guard let row = try rows.next() else { return nil }
+            let version: Int64 = row["version"]
+            let bytes = try row.withUnsafeData(named: "manifest") { data in data.map { [UInt8]($0) } ?? [] }
+            return SyncedDocument(version: version, manifest: try Self.storedManifest(bytes))
         }
     }
 

@@ -18,17 +18,19 @@ struct LocalSnapshot: Sendable {
     /// Tree indexes of the files that must be read.
     let toHash: [Int]
 
-    /// Walks `path` and compares each file's stamp with `known` (the state's stamps, which
-    /// are cheap to read: no chunk lists are needed to decide what changed). Inside a package,
+    /// Walks `path` and compares each file's stamp with what `state` remembers (stamps are
+    /// cheap to read: no chunk lists are needed to decide what changed). Inside a package,
     /// what its `.xferignore` files, `exclude` and the built-in defaults ignore is left out.
+    /// The tree is put in bytewise path order (a manifest's), so it is set against the state's
+    /// rows, read in the same order one at a time, without a map of either.
     /// - Parameters:
     ///   - path: A file, symlink or package directory.
-    ///   - known: The state's stamps.
+    ///   - state: What this root remembers.
     ///   - exclude: Extra patterns relative to the package's root (`--exclude`).
     ///   - directoryItself: A directory at `path` is the directory alone (a synced folder's
     ///     directory document), not a package of everything below it.
-    /// - Throws: `not_found` or `io` from the walk.
-    init(path: String, known: [String: FileStamp], exclude: [String] = [], directoryItself: Bool = false) throws {
+    /// - Throws: `not_found` or `io` from the walk; `io` from the state.
+    init(path: String, state: ClientState, exclude: [String] = [], directoryItself: Bool = false) throws {
         var top = try DirectoryWalker.entry(at: path)
         if top.kind == .directory && directoryItself {
             kind = .directory
@@ -36,26 +38,40 @@ struct LocalSnapshot: Sendable {
             tree = [top]
         } else {
             kind = top.kind == .directory ? .package : .file
-            tree = kind == .package ? try IgnoreRules.walk(path, rules: IgnoreRules(exclude: exclude)) : [top]
+            tree = kind == .package ? Self.inPathOrder(try IgnoreRules.walk(path, rules: IgnoreRules(exclude: exclude))) : [top]
         }
         self.top = top
         base = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
-        var unchanged: [Int] = []
         var stamps: [FileStamp?] = Array(repeating: nil, count: tree.count)
-        var toHash: [Int] = []
         let kind = kind, base = base
         for (index, entry) in tree.enumerated() where entry.kind == .file {
-            let stamp = FileStamp.of(kind == .package ? base + "/" + entry.relativePath : base)
-            stamps[index] = stamp
-            if let stamp, known[entry.relativePath] == stamp {
-                unchanged.append(index)
-            } else {
-                toHash.append(index)
+            stamps[index] = FileStamp.of(kind == .package ? base + "/" + entry.relativePath : base)
+        }
+        // Both in path order: each remembered row is matched by walking the tree along with it.
+        var matches = [Bool](repeating: false, count: tree.count)
+        var cursor = 0
+        let tree = tree
+        try state.forEachStamp { path, stamp in
+            while cursor < tree.count && tree[cursor].relativePath.utf8.lexicographicallyPrecedes(path.utf8) { cursor += 1 }
+            if cursor < tree.count, tree[cursor].kind == .file, tree[cursor].relativePath.utf8.elementsEqual(path.utf8) {
+                matches[cursor] = stamps[cursor] != nil && stamps[cursor] == stamp
             }
+        }
+        var unchanged: [Int] = []
+        var toHash: [Int] = []
+        for index in tree.indices where tree[index].kind == .file {
+            if matches[index] { unchanged.append(index) } else { toHash.append(index) }
         }
         self.stamps = stamps
         self.unchanged = unchanged
         self.toHash = toHash
+    }
+
+    /// `entries` in bytewise path order (a walk's is directory by directory, which differs
+    /// where a name holds a byte below "/", as "a-b" and "a/b" do); not sorted again if it is.
+    static func inPathOrder(_ entries: [TreeEntry]) -> [TreeEntry] {
+        let precedes = { (a: TreeEntry, b: TreeEntry) in a.relativePath.utf8.lexicographicallyPrecedes(b.relativePath.utf8) }
+        return zip(entries, entries.dropFirst()).allSatisfy { precedes($0, $1) } ? entries : entries.sorted(by: precedes)
     }
 
     /// The one entry of a directory document: its permission bits, no time (a directory's
@@ -73,15 +89,21 @@ struct LocalSnapshot: Sendable {
     /// about it a pass compares.
     static func directoryStamp(mode: UInt32) -> String { "dir:\(String(directoryMode(mode), radix: 8))" }
 
-    /// The chunk list of each unchanged file, by tree index (`nil` for the others).
-    func knownChunks(_ state: ClientState) throws -> [[Manifest.ChunkReference]?] {
+    /// The chunk list of each unchanged file, by tree index (`nil` for the others). A list
+    /// equal to the one `synced` has at the same path is that one (shared, not held twice).
+    func knownChunks(_ state: ClientState, synced: Manifest? = nil) throws -> [[Manifest.ChunkReference]?] {
         var lists: [[Manifest.ChunkReference]?] = Array(repeating: nil, count: tree.count)
-        var wanted: [String: Int] = [:]
-        wanted.reserveCapacity(unchanged.count)
-        for index in unchanged { wanted[tree[index].relativePath] = index }
-        // Read row by row: only the chunk lists wanted are kept.
+        // Rows one at a time, in path order, as the unchanged files and the synced entries are
+        // (the tree is in path order): only the chunk lists wanted are kept, no map is made.
+        var next = 0, previous = 0
+        let tree = tree, unchanged = unchanged, entries = synced?.entries ?? []
         try state.forEachFile { file in
-            if let index = wanted[file.path] { lists[index] = file.chunks }
+            while next < unchanged.count && tree[unchanged[next]].relativePath.utf8.lexicographicallyPrecedes(file.path.utf8) { next += 1 }
+            guard next < unchanged.count, tree[unchanged[next]].relativePath.utf8.elementsEqual(file.path.utf8) else { return }
+            while previous < entries.count && entries[previous].path.utf8.lexicographicallyPrecedes(file.path.utf8) { previous += 1 }
+            let same = previous < entries.count && entries[previous].path.utf8.elementsEqual(file.path.utf8) && entries[previous].chunks == file.chunks
+            lists[unchanged[next]] = same ? entries[previous].chunks : file.chunks
+            next += 1
         }
         return lists
     }
@@ -103,13 +125,19 @@ struct LocalSnapshot: Sendable {
     /// Whether this is exactly `synced`: no file needs reading and the manifest it would make is the same.
     func isUnchanged(since synced: SyncedDocument?, state: ClientState) throws -> Bool {
         guard toHash.isEmpty, synced != nil else { return false }
-        return isUnchanged(since: synced, chunks: try knownChunks(state))
+        return isUnchanged(since: synced, chunks: try knownChunks(state, synced: synced?.manifest))
     }
 
-    /// The same, with the unchanged files' chunk lists already read (``knownChunks(_:)``).
+    /// The same, with the unchanged files' chunk lists already read (``knownChunks(_:synced:)``):
+    /// entry by entry against `synced`'s (both in path order), without making a manifest.
     func isUnchanged(since synced: SyncedDocument?, chunks: [[Manifest.ChunkReference]?]) -> Bool {
-        guard toHash.isEmpty, let synced,
-              let manifest = try? Manifest(kind: kind, chunker: synced.manifest.chunker, entries: entries(chunks)) else { return false }
-        return manifest == synced.manifest
+        guard toHash.isEmpty, let synced, synced.manifest.kind == kind, synced.manifest.entries.count == tree.count else { return false }
+        for (index, entry) in tree.enumerated() {
+            let previous = synced.manifest.entries[index]
+            guard previous.path.utf8.elementsEqual(entry.relativePath.utf8), previous.kind == entry.kind, previous.mode == entry.mode,
+                  previous.mtimeNanoseconds == entry.mtimeNanoseconds, previous.symlinkTarget == entry.symlinkTarget,
+                  previous.chunks == (chunks[index] ?? []) else { return false }
+        }
+        return true
     }
 }

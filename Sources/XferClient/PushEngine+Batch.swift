@@ -63,10 +63,10 @@ extension PushEngine {
             var prepared: [Prepared] = []
             for (index, item) in items.enumerated() {
                 do {
-                    let snapshot = try LocalSnapshot(path: item.path, known: try item.state.stamps(), exclude: options.exclude,
+                    let snapshot = try LocalSnapshot(path: item.path, state: item.state, exclude: options.exclude,
                                                      directoryItself: item.directoryItself)
-                    let chunkLists = try snapshot.knownChunks(item.state)
                     let synced = try item.state.document(server: connection.server, container: remote.container, path: item.name)
+                    let chunkLists = try snapshot.knownChunks(item.state, synced: synced?.manifest)
                     if let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
                         var report = Self.report(item.name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
                         report.committed = false

@@ -132,7 +132,7 @@ public struct PushEngine: Sendable {
             let connection = remote.connection
             let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
             // Which files must be read: those whose stamp changed since their chunks were computed.
-            let snapshot = try LocalSnapshot(path: path, known: try state.stamps(), exclude: options.exclude, directoryItself: directoryItself)
+            let snapshot = try LocalSnapshot(path: path, state: state, exclude: options.exclude, directoryItself: directoryItself)
             let (top, kind, tree, stamps) = (snapshot.top, snapshot.kind, snapshot.tree, snapshot.stamps)
             var chunkLists: [[Manifest.ChunkReference]?] = []
             func fullPath(_ entry: TreeEntry) -> String { snapshot.fullPath(entry) }
@@ -142,8 +142,8 @@ public struct PushEngine: Sendable {
             // have changed; otherwise only the synced version is, and the announce goes out first.
             var synced: SyncedDocument? = nil
             if snapshot.toHash.isEmpty {
-                chunkLists = try snapshot.knownChunks(state)
                 synced = try state.document(server: connection.server, container: remote.container, path: name)
+                chunkLists = try snapshot.knownChunks(state, synced: synced?.manifest)
             }
             let syncedVersion = try synced?.version ?? state.documentVersion(server: connection.server, container: remote.container, path: name)
             var serverCurrent: DocumentInfo? = nil
@@ -168,7 +168,7 @@ public struct PushEngine: Sendable {
             if synced == nil && syncedVersion != nil {
                 synced = try state.document(server: connection.server, container: remote.container, path: name)
             }
-            if chunkLists.isEmpty { chunkLists = try snapshot.knownChunks(state) }
+            if chunkLists.isEmpty { chunkLists = try snapshot.knownChunks(state, synced: synced?.manifest) }
             let toHash = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
 
             // 3. Chunks the server surely has (the base version's) are never asked about.

@@ -63,7 +63,7 @@ extension SyncDirectory {
                     let clientState = state.clientState(for: path)
                     let document = try clientState.document(server: server, container: remote.container, path: path)
                     do {
-                        changed = try !LocalSnapshot(path: file.path, known: clientState.stamps()).isUnchanged(since: document, state: clientState)
+                        changed = try !LocalSnapshot(path: file.path, state: clientState).isUnchanged(since: document, state: clientState)
                     } catch {
                         // Gone or unreadable since the scan: a push is planned, and that push
                         // says what happened to this document alone (the pass goes on).

@@ -18,7 +18,7 @@ extension SyncDirectory {
             throw XferError(.badRequest, "\(path) is a directory, which holds no data of its own; evict the documents in it instead")
         }
         let full = directory + "/" + path.value
-        guard try LocalSnapshot(path: full, known: clientState.stamps()).isUnchanged(since: synced, state: clientState) else {
+        guard try LocalSnapshot(path: full, state: clientState).isUnchanged(since: synced, state: clientState) else {
             throw XferError(.conflict, "\(path) has changes that are not on the server yet; sync first, then evict")
         }
         try remove(path)
@@ -211,7 +211,7 @@ extension SyncDirectory {
             let clientState = state.clientState(for: plan.path)
             let synced = try clientState.document(server: remote.connection.server, container: remote.container, path: plan.path)
             guard synced?.version == plan.synced,
-                  try LocalSnapshot(path: local.path, known: clientState.stamps()).isUnchanged(since: synced, state: clientState) else {
+                  try LocalSnapshot(path: local.path, state: clientState).isUnchanged(since: synced, state: clientState) else {
                 throw XferError(.conflict, "\(plan.path) was deleted on the server but changed here; it will be pushed again")
             }
             try remove(plan.path, toTrash: "deleted on the server")

@@ -81,7 +81,7 @@ extension PushEngine {
         try await ClientThreads.run {
             let connection = remote.connection
             let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
-            let snapshot = try LocalSnapshot(path: path, known: try state.stamps(), exclude: options.exclude)
+            let snapshot = try LocalSnapshot(path: path, state: state, exclude: options.exclude)
             let synced = try state.document(server: connection.server, container: remote.container, path: name)
             let syncedVersion = try synced?.version ?? state.documentVersion(server: connection.server, container: remote.container, path: name)
             let current: DocumentInfo?

@@ -89,7 +89,7 @@ public struct EncodedChunk: Sendable, Hashable {
             guard let reference, reference.id == named else {
                 throw XferError(.missingChunks, "chunk \(id) is sent against chunk \(named), which is not at hand")
             }
-            plain = try Zstd.decompress(Array(payload[ChunkID.byteCount...]), expectedLength: length,
+            plain = try Zstd.decompress(payload[ChunkID.byteCount...], expectedLength: length,
                                         maximumLength: maximumLength, prefix: reference.plain)
         }
         let actual = ChunkID.of(plain)

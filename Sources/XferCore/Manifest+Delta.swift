@@ -116,7 +116,7 @@ extension Manifest {
             // Inflated only up to the same limit, and only once: the inner bytes must be a plain delta.
             let plain: [UInt8]
             do {
-                let frame = Array(delta.dropFirst(Self.compressedDeltaMagic.count))
+                let frame = delta.dropFirst(Self.compressedDeltaMagic.count)  // read in place
                 plain = try Zstd.decompressFrame(frame, maximumLength: Self.inflationLimit(compressed: frame.count))
             } catch let error as XferError where error.code != .tooLarge {
                 throw XferError(.invalidManifest, "the compressed manifest delta does not decompress: \(error.message)")

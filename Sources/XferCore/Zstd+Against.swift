@@ -109,6 +109,11 @@ extension Zstd {
     /// is over `maximumLength` or not declared.
     /// - Throws: `XferError` `too_large`, `corrupt_chunk`.
     public static func decompressFrame(_ frame: [UInt8], maximumLength: Int) throws -> [UInt8] {
+        try decompressFrame(frame[...], maximumLength: maximumLength)
+    }
+
+    /// The same, of a frame that is part of a larger array, read in place.
+    public static func decompressFrame(_ frame: ArraySlice<UInt8>, maximumLength: Int) throws -> [UInt8] {
         let declared = frame.withUnsafeBytes { ZSTD_getFrameContentSize($0.baseAddress, $0.count) }
         guard declared < UInt64.max - 1 else { throw XferError(.corruptChunk, "zstd payload is not a frame with a declared size") }
         guard declared <= UInt64(maximumLength) else {

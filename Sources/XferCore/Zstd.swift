@@ -71,6 +71,13 @@ public enum Zstd {
     ///     compressed against (raw content, never read as a zstd dictionary).
     public static func decompress(_ frame: [UInt8], expectedLength: Int, maximumLength: Int,
                                   prefix: [UInt8]? = nil) throws -> [UInt8] {
+        try decompress(frame[...], expectedLength: expectedLength, maximumLength: maximumLength, prefix: prefix)
+    }
+
+    /// ``decompress(_:expectedLength:maximumLength:prefix:)`` of a frame that is part of a
+    /// larger array (after a magic or a reference id), read in place.
+    public static func decompress(_ frame: ArraySlice<UInt8>, expectedLength: Int, maximumLength: Int,
+                                  prefix: [UInt8]? = nil) throws -> [UInt8] {
         try frame.withUnsafeBytes { source in
             let declared = ZSTD_getFrameContentSize(source.baseAddress, source.count)
             // ZSTD_CONTENTSIZE_UNKNOWN and ZSTD_CONTENTSIZE_ERROR are the two largest UInt64 values.

@@ -82,6 +82,27 @@ import XferProtocol
         }
     }
 
+    @Test func namesWithBytesBelowTheSlashAreMatchedToWhatTheStateRemembers() async throws {
+        // A walk goes directory by directory ("a", "a/b", "a-b"); a manifest and the state are
+        // in bytewise order ("a", "a-b", "a/b"). A no-op must still be found, and one edit read alone.
+        try await LiveServer.run { server in
+            let source = server.root + "/mixed"
+            for name in ["a/b", "a-b", "a.b/c", "a0", "a b", "a/b-c/d", "a/c/e"] {
+                try Files.write(source + "/" + name, Array("content of \(name)\n".utf8))
+            }
+            let pushed = try await server.push(source, "mixed.pkg")
+            #expect(pushed.files == 7)
+            let noOp = try await server.push(source, "mixed.pkg")
+            #expect(!noOp.committed && noOp.chunksSent == 0)
+            try Files.write(source + "/a-b", Array("changed".utf8))
+            let one = try await server.push(source, "mixed.pkg")
+            #expect(one.version == pushed.version + 1 && one.chunksSent == 1)
+            let pulled = try await server.pull("mixed.pkg", server.root + "/mixed-copy", from: server.otherDevice("m"))
+            #expect(pulled.files == 7)
+            #expect(try Files.snapshot(server.root + "/mixed-copy") == Files.snapshot(source))
+        }
+    }
+
     @Test func pullReplacesAPackageWhole() async throws {
         try await LiveServer.run { server in
             let source = server.root + "/doc"
