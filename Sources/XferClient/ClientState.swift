@@ -145,6 +145,21 @@ public final class StateDatabase: Sendable {
                 CREATE INDEX chunk_cache_used ON chunk_cache (used_ns, size);
                 """)
         }
+        migrator.registerMigration("v5: large manifests in parts") { db in
+            // A manifest over ClientState.manifestPart bytes is stored here in parts (its row in
+            // root_documents holding an empty blob): SQLite copies a blob twice as it binds and
+            // writes it, so parts bound those copies. Removing a document removes its parts.
+            try db.execute(sql: """
+                CREATE TABLE root_manifest_parts (
+                    root TEXT NOT NULL, server TEXT NOT NULL, container TEXT NOT NULL, path TEXT NOT NULL,
+                    part INTEGER NOT NULL, bytes BLOB NOT NULL,
+                    PRIMARY KEY (root, server, container, path, part)) WITHOUT ROWID;
+                CREATE TRIGGER root_documents_parts AFTER DELETE ON root_documents BEGIN
+                    DELETE FROM root_manifest_parts
+                    WHERE root = OLD.root AND server = OLD.server AND container = OLD.container AND path = OLD.path;
+                END;
+                """)
+        }
         return migrator
     }
 
@@ -278,7 +293,17 @@ public final class ClientState: Sendable {
                 """, arguments: [root, server, container.value, path.value])
             guard let row = try rows.next() else { return nil }
             let version: Int64 = row["version"]
-            let bytes = try row.withUnsafeData(named: "manifest") { data in data.map { [UInt8]($0) } ?? [] }
+            var bytes = try row.withUnsafeData(named: "manifest") { data in data.map { [UInt8]($0) } ?? [] }
+            if bytes.isEmpty {
+                // A large manifest, in parts: each copied once, into one array.
+                let key: StatementArguments = [root, server, container.value, path.value]
+                let where_ = "WHERE root = ? AND server = ? AND container = ? AND path = ?"
+                bytes.reserveCapacity(try Int.fetchOne(db, sql: "SELECT SUM(length(bytes)) FROM root_manifest_parts \(where_)", arguments: key) ?? 0)
+                let parts = try Row.fetchCursor(db, sql: "SELECT bytes FROM root_manifest_parts \(where_) ORDER BY part", arguments: key)
+                while let part = try parts.next() {
+                    try part.withUnsafeData(atIndex: 0) { data in if let data { bytes.append(contentsOf: data) } }
+                }
+            }
             return SyncedDocument(version: version, manifest: try Self.storedManifest(bytes))
         }
     }
@@ -308,14 +333,36 @@ public final class ClientState: Sendable {
             case .directory: single = LocalSnapshot.directoryStamp(mode: document.manifest.entries[0].mode)
             case .package: single = nil
             }
-            // Stored as a compressed delta against nothing (a tree's manifest may be megabytes:
-            // SQLite copies a blob twice as it is bound and written), bound without another copy.
-            var encoded = document.manifest.compressedDelta(against: nil)
-            try encoded.withUnsafeMutableBytes { raw in
-                let blob = Data(bytesNoCopy: raw.baseAddress!, count: raw.count, deallocator: .none)
+            // Stored as a compressed delta against nothing, a large one in parts (SQLite copies
+            // a blob twice as it binds and writes it; a tree's manifest may be megabytes), each
+            // bound without another copy. A replaced row's parts go first (REPLACE does not fire
+            // the delete trigger).
+            let key: [any DatabaseValueConvertible] = [root, server, container.value, path.value]
+            try db.execute(sql: "DELETE FROM root_manifest_parts WHERE root = ? AND server = ? AND container = ? AND path = ?",
+                           arguments: StatementArguments(key))
+            let stored = document.manifest.compressedDelta(against: nil)
+            let parts = stored.count > Self.manifestPart ? Array(stride(from: 0, to: stored.count, by: Self.manifestPart)) : []
+            try Self.withBlob(parts.isEmpty ? stored[...] : []) { blob in
                 try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               arguments: [root, server, container.value, path.value, document.version, blob, single])
+                               arguments: StatementArguments(key + [document.version, blob, single]))
             }
+            for (number, start) in parts.enumerated() {
+                try Self.withBlob(stored[start..<min(stored.count, start + Self.manifestPart)]) { blob in
+                    try db.execute(sql: "INSERT INTO root_manifest_parts VALUES (?, ?, ?, ?, ?, ?)",
+                                   arguments: StatementArguments(key + [number, blob]))
+                }
+            }
+        }
+    }
+
+    /// The largest manifest stored in its document's row; larger ones go in parts of this size.
+    static let manifestPart = 1 << 20
+
+    /// Calls `body` with `bytes` as `Data` that shares their memory (for binding, which copies).
+    private static func withBlob<R>(_ bytes: ArraySlice<UInt8>, _ body: (Data) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return try body(Data()) }
+            return try body(Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: raw.count, deallocator: .none))
         }
     }
 
