@@ -323,13 +323,12 @@ public final class ClientState: Sendable {
         let root = root
         try database.run { db in
             try db.execute(sql: "DELETE FROM root_files WHERE root = ?", arguments: [root])
-            try Self.insert(files, root: root, into: db)
+            let (first, only) = try Self.insert(files, root: root, into: db)
             let single: String?
             switch document.manifest.kind {
             case .file:
-                var each = files.makeIterator()
-                let first = each.next()
-                single = first != nil && each.next() == nil && first!.path.isEmpty ? first!.stamp.text : nil
+                // The stamp recorded just now (the files are taken once: a pull's look at the disk).
+                single = only && first!.path.isEmpty ? first!.stamp.text : nil
             case .directory: single = LocalSnapshot.directoryStamp(mode: document.manifest.entries[0].mode)
             case .package: single = nil
             }
@@ -340,7 +339,10 @@ public final class ClientState: Sendable {
             let key: [any DatabaseValueConvertible] = [root, server, container.value, path.value]
             try db.execute(sql: "DELETE FROM root_manifest_parts WHERE root = ? AND server = ? AND container = ? AND path = ?",
                            arguments: StatementArguments(key))
-            let stored = document.manifest.compressedDelta(against: nil)
+            // (A delta past the size a delta may be read at, which only a manifest near every
+            // limit could make, is stored as the canonical encoding, which is always readable.)
+            var stored = document.manifest.compressedDelta(against: nil)
+            if stored.count > Manifest.maximumEncodedSize { stored = document.manifest.encoded() }
             let parts = stored.count > Self.manifestPart ? Array(stride(from: 0, to: stored.count, by: Self.manifestPart)) : []
             try Self.withBlob(parts.isEmpty ? stored[...] : []) { blob in
                 try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -388,13 +390,21 @@ public final class ClientState: Sendable {
                   chunks: try decodeChunks(row["chunks"]))
     }
 
-    private static func insert(_ files: some Sequence<KnownFile>, root: String, into db: Database) throws {
+    /// Records `files`, taking each once from the sequence (a lazy one may look at the disk).
+    /// - Returns: The first file and whether it was the only one.
+    @discardableResult
+    private static func insert(_ files: some Sequence<KnownFile>, root: String, into db: Database) throws -> (first: KnownFile?, only: Bool) {
         let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO root_files VALUES (?, ?, ?, ?, ?, ?, ?)")
+        var first: KnownFile? = nil
+        var count = 0
         for file in files {
             try insert.execute(arguments: [root, file.path, file.stamp.size, file.stamp.mtimeNanoseconds,
                                            Int64(bitPattern: file.stamp.inode), file.stamp.ctimeNanoseconds,
                                            encodeChunks(file.chunks)])
+            if count == 0 { first = file }
+            count += 1
         }
+        return (first, count == 1)
     }
 
     static func encodeChunks(_ chunks: [Manifest.ChunkReference]) -> Data {

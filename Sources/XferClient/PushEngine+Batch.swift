@@ -156,7 +156,9 @@ extension PushEngine {
                                                 entries: document.snapshot.entries(document.chunkLists))
                     prepared[number].manifest = manifest
                     prepared[number].encoded = manifest.encoded()
-                    if let synced = document.synced, manifest == synced.manifest {
+                    // Byte for byte, as the single push's no-op check (LocalSnapshot.isUnchanged)
+                    // compares: a name rewritten to another Unicode form is a change either way.
+                    if let synced = document.synced, prepared[number].encoded == synced.manifest.encoded() {
                         unchanged.append(number)  // read again and found as it was: no version
                     } else {
                         commits.append(number)
