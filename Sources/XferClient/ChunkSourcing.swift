@@ -77,16 +77,11 @@ struct ChunkSourcing: Equatable {
             let step = steps[index]
             let target = PullEngine.Target(file: step.file, offset: step.offset)
             let id = step.chunk.id
-            let known: Int?
-            if let candidate = position[id.prefix] {
-                known = order[candidate].chunk.id == id ? candidate : sharingPrefix[id]
-            } else {
-                known = nil
-            }
-            if let known {
+            let candidate = position[id.prefix]
+            if let known = candidate.flatMap({ order[$0].chunk.id == id ? $0 : sharingPrefix[id] }) {
                 order[known].more.append(target)
             } else {
-                if position[id.prefix] == nil { position[id.prefix] = order.count } else { sharingPrefix[id] = order.count }
+                if candidate == nil { position[id.prefix] = order.count } else { sharingPrefix[id] = order.count }
                 order.append(Download(chunk: step.chunk, first: target))
             }
         }

@@ -38,7 +38,7 @@ struct LocalSnapshot: Sendable {
             tree = [top]
         } else {
             kind = top.kind == .directory ? .package : .file
-            tree = kind == .package ? Self.inPathOrder(try IgnoreRules.walk(path, rules: IgnoreRules(exclude: exclude))) : [top]
+            tree = kind == .package ? PathOrder.sorted(try IgnoreRules.walk(path, rules: IgnoreRules(exclude: exclude)), by: \.relativePath) : [top]
         }
         self.top = top
         base = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
@@ -52,8 +52,7 @@ struct LocalSnapshot: Sendable {
         var cursor = 0
         let tree = tree
         try state.forEachStamp { path, stamp in
-            while cursor < tree.count && tree[cursor].relativePath.utf8.lexicographicallyPrecedes(path.utf8) { cursor += 1 }
-            if cursor < tree.count, tree[cursor].kind == .file, tree[cursor].relativePath.utf8.elementsEqual(path.utf8) {
+            if PathOrder.seek(&cursor, count: tree.count, to: path, pathAt: { tree[$0].relativePath }), tree[cursor].kind == .file {
                 matches[cursor] = stamps[cursor] != nil && stamps[cursor] == stamp
             }
         }
@@ -65,13 +64,6 @@ struct LocalSnapshot: Sendable {
         self.stamps = stamps
         self.unchanged = unchanged
         self.toHash = toHash
-    }
-
-    /// `entries` in bytewise path order (a walk's is directory by directory, which differs
-    /// where a name holds a byte below "/", as "a-b" and "a/b" do); not sorted again if it is.
-    static func inPathOrder(_ entries: [TreeEntry]) -> [TreeEntry] {
-        let precedes = { (a: TreeEntry, b: TreeEntry) in a.relativePath.utf8.lexicographicallyPrecedes(b.relativePath.utf8) }
-        return zip(entries, entries.dropFirst()).allSatisfy { precedes($0, $1) } ? entries : entries.sorted(by: precedes)
     }
 
     /// The one entry of a directory document: its permission bits, no time (a directory's
@@ -98,10 +90,9 @@ struct LocalSnapshot: Sendable {
         var next = 0, previous = 0
         let tree = tree, unchanged = unchanged, entries = synced?.entries ?? []
         try state.forEachFile { file in
-            while next < unchanged.count && tree[unchanged[next]].relativePath.utf8.lexicographicallyPrecedes(file.path.utf8) { next += 1 }
-            guard next < unchanged.count, tree[unchanged[next]].relativePath.utf8.elementsEqual(file.path.utf8) else { return }
-            while previous < entries.count && entries[previous].path.utf8.lexicographicallyPrecedes(file.path.utf8) { previous += 1 }
-            let same = previous < entries.count && entries[previous].path.utf8.elementsEqual(file.path.utf8) && entries[previous].chunks == file.chunks
+            guard PathOrder.seek(&next, count: unchanged.count, to: file.path, pathAt: { tree[unchanged[$0]].relativePath }) else { return }
+            let same = PathOrder.seek(&previous, count: entries.count, to: file.path, pathAt: { entries[$0].path })
+                && entries[previous].chunks == file.chunks
             lists[unchanged[next]] = same ? entries[previous].chunks : file.chunks
             next += 1
         }

@@ -28,7 +28,7 @@ enum PushDecisions {
     static func onServer(baseVersion: Int64?, synced: SyncedDocument?) -> ChunkIDPrefixes {
         guard let synced, baseVersion == synced.version else { return [] }
         var ids = ChunkIDPrefixes()
-        for entry in synced.manifest.entries { ids.formUnion(entry.chunks.lazy.map(\.id)) }
+        ids.formUnion(chunksOf: synced.manifest)
         return ids
     }
 

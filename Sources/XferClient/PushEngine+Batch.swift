@@ -82,9 +82,7 @@ extension PushEngine {
             // Chunks the server surely has (each document's synced version's) are never asked about.
             // By prefix: one taken for them by mistake is sent when the commit misses it (ChunkIDPrefixes).
             var onServer = ChunkIDPrefixes()
-            for document in prepared {
-                for entry in document.synced?.manifest.entries ?? [] { onServer.formUnion(entry.chunks.lazy.map(\.id)) }
-            }
+            for document in prepared { if let synced = document.synced { onServer.formUnion(chunksOf: synced.manifest) } }
             var queued = ChunkIDPrefixes()
             var initial: [Location] = []
             var where_: [(document: Int, entry: Int)] = []  // the files to read: document and tree entry

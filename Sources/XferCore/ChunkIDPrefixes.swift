@@ -39,8 +39,10 @@ public struct ChunkIDPrefixes: Sendable, ExpressibleByArrayLiteral {
         for id in other { prefixes.insert(id.prefix) }
     }
 
-    /// Prepares room for `count` ids in all.
-    public mutating func reserveCapacity(_ count: Int) { prefixes.reserveCapacity(count) }
+    /// Adds the ids of every chunk `manifest` references (without a list of them all).
+    public mutating func formUnion(chunksOf manifest: Manifest) {
+        for entry in manifest.entries { formUnion(entry.chunks.lazy.map(\.id)) }
+    }
 
     /// How many distinct prefixes it holds.
     public var count: Int { prefixes.count }

@@ -44,8 +44,8 @@ extension Manifest {
         for entry in entries {
             out.entryHeader(entry)
             if entry.kind == .file {
-                while cursor < baseEntries.count && baseEntries[cursor].path.utf8.lexicographicallyPrecedes(entry.path.utf8) { cursor += 1 }
-                if cursor < baseEntries.count, baseEntries[cursor].kind == .file, baseEntries[cursor].path.utf8.elementsEqual(entry.path.utf8) {
+                if PathOrder.seek(&cursor, count: baseEntries.count, to: entry.path, pathAt: { baseEntries[$0].path }),
+                   baseEntries[cursor].kind == .file {
                     out.varint(UInt64(cursor + 1))
                     Self.writeOps(entry.chunks, against: baseEntries[cursor].chunks, to: &out)
                 } else {

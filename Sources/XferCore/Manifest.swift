@@ -96,9 +96,7 @@ public struct Manifest: Sendable, Hashable {
     public init(kind: Kind, chunker: ChunkerConfiguration, entries: [Entry]) throws {
         self.kind = kind
         self.chunker = chunker
-        // Already in order (a walk's usual output), they are kept without a sorted copy.
-        let precedes = { (a: Entry, b: Entry) in a.path.utf8.lexicographicallyPrecedes(b.path.utf8) }
-        self.entries = zip(entries, entries.dropFirst()).allSatisfy { precedes($0, $1) } ? entries : entries.sorted(by: precedes)
+        self.entries = PathOrder.sorted(entries, by: \.path)  // no sorted copy if already in order
         try validate()
     }
 

@@ -69,17 +69,23 @@ import XferProtocol
             for i in 0..<1000 {
                 try Files.write(source + "/d\(i % 10)/file-\(i).txt", Array("file \(i)\n".utf8) + Files.random(count: i, seed: UInt64(i)))
             }
-            let pushed = try await server.push(source, "many.pkg")
-            #expect(pushed.files == 1000)
-            let noOp = try await server.push(source, "many.pkg")
-            #expect(noOp.version == pushed.version && noOp.chunksSent == 0)
-            try Files.write(source + "/d3/file-3.txt", Array("changed".utf8))
-            let one = try await server.push(source, "many.pkg")
-            #expect(one.version == pushed.version + 1 && one.chunksSent == 1)
-            let pulled = try await server.pull("many.pkg", server.root + "/many-copy", from: server.otherDevice("c"))
-            #expect(pulled.files == 1000)
-            #expect(try Files.snapshot(server.root + "/many-copy") == Files.snapshot(source))
+            try await Self.pushNoOpOneEditPull(server, source, "many.pkg", files: 1000, edit: "d3/file-3.txt")
         }
+    }
+
+    /// Pushes `source` (of `files` files), pushes it again (nothing to do), edits `edit` and
+    /// pushes (one chunk goes), then pulls it on another device: the same tree.
+    static func pushNoOpOneEditPull(_ server: LiveServer, _ source: String, _ name: String, files: Int, edit: String) async throws {
+        let pushed = try await server.push(source, name)
+        #expect(pushed.files == files)
+        let noOp = try await server.push(source, name)
+        #expect(!noOp.committed && noOp.version == pushed.version && noOp.chunksSent == 0)
+        try Files.write(source + "/" + edit, Array("changed".utf8))
+        let one = try await server.push(source, name)
+        #expect(one.version == pushed.version + 1 && one.chunksSent == 1)
+        let pulled = try await server.pull(name, source + "-copy", from: server.otherDevice("c"))
+        #expect(pulled.files == files)
+        #expect(try Files.snapshot(source + "-copy") == Files.snapshot(source))
     }
 
     @Test func namesWithBytesBelowTheSlashAreMatchedToWhatTheStateRemembers() async throws {
@@ -90,16 +96,7 @@ import XferProtocol
             for name in ["a/b", "a-b", "a.b/c", "a0", "a b", "a/b-c/d", "a/c/e"] {
                 try Files.write(source + "/" + name, Array("content of \(name)\n".utf8))
             }
-            let pushed = try await server.push(source, "mixed.pkg")
-            #expect(pushed.files == 7)
-            let noOp = try await server.push(source, "mixed.pkg")
-            #expect(!noOp.committed && noOp.chunksSent == 0)
-            try Files.write(source + "/a-b", Array("changed".utf8))
-            let one = try await server.push(source, "mixed.pkg")
-            #expect(one.version == pushed.version + 1 && one.chunksSent == 1)
-            let pulled = try await server.pull("mixed.pkg", server.root + "/mixed-copy", from: server.otherDevice("m"))
-            #expect(pulled.files == 7)
-            #expect(try Files.snapshot(server.root + "/mixed-copy") == Files.snapshot(source))
+            try await Self.pushNoOpOneEditPull(server, source, "mixed.pkg", files: 7, edit: "a-b")
         }
     }
 
