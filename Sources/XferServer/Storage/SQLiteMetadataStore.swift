@@ -20,6 +20,7 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            if !db.configuration.readonly { try db.execute(sql: Self.writerPragmas) }
             SQLiteSession.prepare(db)
         }
         do {
@@ -29,6 +30,18 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
             throw XferError(.io, "cannot open the metadata database \(path)", cause: DescribedError(error))
         }
     }
+
+    /// The writer's page cache and checkpoints. Chunk ids are random, so each upload's rows land
+    /// on pages all over the id-keyed tables: with SQLite's default 2 MiB cache most of those
+    /// pages were read again for every batch, and a checkpoint every 1,000 WAL pages copied each
+    /// page into the database once per batch that touched it. A 32 MiB cache and a checkpoint
+    /// every 8,192 pages (32 MiB) cut a first push of 200,000 small files from 22.5 to 16.8 s
+    /// (docs/PERFORMANCE.md); the WAL is cut back to 32 MiB after a checkpoint.
+    static let writerPragmas = """
+        PRAGMA cache_size = -32768;
+        PRAGMA wal_autocheckpoint = 8192;
+        PRAGMA journal_size_limit = 33554432;
+        """
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
