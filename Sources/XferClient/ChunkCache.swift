@@ -19,6 +19,29 @@ public struct ChunkCache: Sendable {
     /// Payload bytes kept at most, by default.
     public static let defaultMaximumBytes = 32 << 20
 
+    /// What one transfer offers the cache: its small files' chunks, the first that come, up to
+    /// the cache's bound in plain bytes. A transfer of more would only have the cache evict, in
+    /// the same transfer, what it had just written: a first push of 200,000 small files wrote
+    /// 800 MB of payloads into the state database to keep the last 32 MiB of them.
+    public struct Admission: Sendable {
+        /// Plain bytes still admitted.
+        public private(set) var left: Int64
+
+        /// A budget of `maximumBytes` plain bytes.
+        public init(maximumBytes: Int) { left = Int64(maximumBytes) }
+
+        /// Whether a chunk of `length` plain bytes of a file of `size` bytes is kept (and, if
+        /// so, counts against the budget).
+        public mutating func admits(_ length: Int, ofFileSized size: Int64) -> Bool {
+            guard size <= ChunkCache.fileLimit, Int64(length) <= left else { return false }
+            left -= Int64(length)
+            return true
+        }
+    }
+
+    /// A budget for one transfer (``Admission``).
+    public func admission() -> Admission { Admission(maximumBytes: maximumBytes) }
+
     let database: StateDatabase
     /// Payload bytes kept at most.
     public let maximumBytes: Int

@@ -9,8 +9,9 @@ struct PullAgainst: Sendable {
     /// The previous chunk at each wanted chunk's place, by wanted chunk.
     private(set) var candidates: [ChunkID: ChunkID] = [:]
     /// Wanted chunks of small files: the cache keeps them once they arrive (by prefix: one
-    /// kept by mistake only takes room in the cache).
+    /// kept by mistake only takes room in the cache), as many as its ``ChunkCache/Admission`` lets in.
     private(set) var small = ChunkIDPrefixes()
+    private var admission: ChunkCache.Admission
     let cache: ChunkCache
     /// Where chunks are on disk.
     let sources: [ChunkID: ChunkSources.Location]
@@ -29,14 +30,16 @@ struct PullAgainst: Sendable {
 
     init(cache: ChunkCache, sources: [ChunkID: ChunkSources.Location], offers: Bool) {
         self.cache = cache
+        admission = cache.admission()
         self.sources = sources
         self.offers = offers
     }
 
-    /// Notes that chunk `id` goes at `offset` of the file at `path` (of `size` bytes), whose
+    /// Notes that `chunk` goes at `offset` of the file at `path` (of `size` bytes), whose
     /// previous chunks `previous` may know.
-    mutating func add(_ id: ChunkID, at offset: Int64, in path: String, size: Int64, previous: PreviousChunks) {
-        if size <= ChunkCache.fileLimit { small.insert(id) }
+    mutating func add(_ chunk: Manifest.ChunkReference, at offset: Int64, in path: String, size: Int64, previous: PreviousChunks) {
+        let id = chunk.id
+        if !small.contains(id), admission.admits(chunk.length, ofFileSized: size) { small.insert(id) }
         if offers, candidates[id] == nil, let reference = previous.reference(forChunkAt: offset, in: path), reference != id {
             candidates[id] = reference
         }

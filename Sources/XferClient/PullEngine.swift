@@ -40,6 +40,9 @@ public struct PullOptions: Sendable {
     /// not changed since; anything else is refused with `conflict` and left as it is, checked
     /// before anything is downloaded and again just before the new version is put in place.
     public var force = false
+    /// Payload bytes of recently synced small files' chunks the client state keeps, to fetch
+    /// their next edits against (``ChunkCache``); a pull offers it at most this many plain bytes.
+    public var cacheBytes = ChunkCache.defaultMaximumBytes
 
     /// Defaults.
     public init() {}
@@ -304,13 +307,13 @@ public struct PullEngine: Sendable {
         // cache or the file on disk still has it (any file size: the old file is still here).
         // Only the files with chunks to download are looked up.
         var previous = PreviousChunks(sizeLimit: .max)
-        var against = PullAgainst(cache: ChunkCache(database: state.database), sources: sources,
+        var against = PullAgainst(cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes), sources: sources,
                                   offers: await connection.features().contains(.chunksAgainst))
         for download in order {
             for target in download.targets {
                 let entry = entry(ofFile: target.file)
                 if let synced { previous.add(fullPath: entry.path, relativePath: entry.path, previous: synced.manifest) }
-                against.add(download.chunk.id, at: target.offset, in: entry.path, size: entry.size, previous: previous)
+                against.add(download.chunk, at: target.offset, in: entry.path, size: entry.size, previous: previous)
             }
         }
 

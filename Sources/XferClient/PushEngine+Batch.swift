@@ -122,7 +122,7 @@ extension PushEngine {
             }
             do {
                 hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
-                                          previous: previous, cache: items.first.map { ChunkCache(database: $0.state.database) },
+                                          previous: previous, cache: items.first.map { ChunkCache(database: $0.state.database, maximumBytes: options.cacheBytes) },
                                           counters: counters, progress: progress)
             } catch let error as XferError where !error.stopsEveryDocument {
                 // One document's trouble (a file gone or unreadable mid-read) stops a shared read:

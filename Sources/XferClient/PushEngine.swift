@@ -82,6 +82,9 @@ public struct PushOptions: Sendable {
     /// package, on top of its `.xferignore` files and the built-in defaults (`--exclude`).
     /// The sync engine does not use it (see ``SyncOptions/exclude``).
     public var exclude: [String] = []
+    /// Payload bytes of recently synced small files' chunks the client state keeps, to send
+    /// their next edits against (``ChunkCache``); a push offers it at most this many plain bytes.
+    public var cacheBytes = ChunkCache.defaultMaximumBytes
 
     /// Defaults.
     public init() {}
@@ -110,7 +113,7 @@ public struct PushEngine: Sendable {
         var owner: Int = 0
         /// The previous chunk to send it against if the cache holds it (``PreviousChunks``).
         var reference: ChunkID? = nil
-        /// Whether it belongs to a small file, whose chunks the cache keeps once sent.
+        /// Whether the cache keeps it once sent: a small file's, within the push's ``ChunkCache/Admission``.
         var keep = false
     }
 
@@ -186,7 +189,7 @@ public struct PushEngine: Sendable {
                 snapshot.fullPath(snapshot.tree[toHash[$0]])
             }
             let hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
-                                          previous: previous, cache: ChunkCache(database: state.database), counters: counters,
+                                          previous: previous, cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes), counters: counters,
                                           progress: progress)
             for (position, chunks) in hashed.enumerated() { chunkLists[toHash[position]] = chunks }
             // The upload bodies' pages, before the manifest is made.
@@ -335,7 +338,8 @@ public struct PushEngine: Sendable {
                 }
                 guard !files.isEmpty else { return }
                 let hashed = try await Self.runPipeline(files: files, options: options.pipeline, skip: skip, batch: askBatch,
-                                                        previous: previous, stop: stop, counters: counters, yield: { continuation.yield($0) },
+                                                        previous: previous, admission: cache?.admission() ?? ChunkCache.Admission(maximumBytes: 0),
+                                                        stop: stop, counters: counters, yield: { continuation.yield($0) },
                                                         report: report)
                 lists.withLock { $0 = hashed }
             }
@@ -355,7 +359,8 @@ public struct PushEngine: Sendable {
     /// Runs the chunk pipeline on a Dispatch thread, yielding batches of new chunk locations.
     /// - Returns: The chunk list of each file, by position in `files`.
     private static func runPipeline(files: FilesToRead, options: ChunkPipeline.Options, skip: ChunkIDPrefixes,
-                                    batch: Int, previous: PreviousChunks, stop: Locked<Bool>, counters: Locked<Counters>,
+                                    batch: Int, previous: PreviousChunks, admission: ChunkCache.Admission,
+                                    stop: Locked<Bool>, counters: Locked<Counters>,
                                     yield: @escaping @Sendable ([Location]) -> Void,
                                     report: @escaping @Sendable () -> Void) async throws -> [[Manifest.ChunkReference]] {
         // Pipeline callbacks arrive in order on one serial queue; this state is touched only
@@ -368,11 +373,14 @@ public struct PushEngine: Sendable {
             var seen: ChunkIDPrefixes
             var path = ""  // the file being read
             var unreportedBytes: Int64 = 0
-            var small = false
+            var size: Int64 = .max  // of the file being read (.max: not known)
+            /// Which sent chunks the cache keeps.
+            var admission: ChunkCache.Admission
             var lastReport = ContinuousClock.now
-            init(files: Int, seen: ChunkIDPrefixes) {
+            init(files: Int, seen: ChunkIDPrefixes, admission: ChunkCache.Admission) {
                 lists = Array(repeating: [], count: files)
                 self.seen = seen
+                self.admission = admission
             }
 
             /// Moves the bytes hashed since the last call into the shared counters.
@@ -382,7 +390,7 @@ public struct PushEngine: Sendable {
                 unreportedBytes = 0
             }
         }
-        let collector = Collector(files: files.count, seen: skip)
+        let collector = Collector(files: files.count, seen: skip, admission: admission)
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
             DispatchQueue.global().async {
                 do {
@@ -391,7 +399,7 @@ public struct PushEngine: Sendable {
                         switch event {
                         case .fileStarted(_, let path, let size):
                             collector.path = path
-                            collector.small = (size ?? .max) <= ChunkCache.fileLimit
+                            collector.size = size ?? .max
                         case .chunk(let file, let record):
                             collector.lists[file].append(Manifest.ChunkReference(id: record.id, length: record.length))
                             collector.unreportedBytes += Int64(record.length)
@@ -400,7 +408,7 @@ public struct PushEngine: Sendable {
                                 collector.pending.append(Location(id: record.id, file: path, offset: record.offset,
                                                                   length: record.length, owner: files.owners[file],
                                                                   reference: previous.reference(forChunkAt: record.offset, in: path),
-                                                                  keep: collector.small))
+                                                                  keep: collector.admission.admits(record.length, ofFileSized: collector.size)))
                                 if collector.pending.count >= batch {
                                     yield(collector.pending)
                                     collector.pending = []

@@ -131,7 +131,7 @@ extension SyncDirectory {
                     previous.add(fullPath: entry.path, relativePath: entry.path, previous: old)
                     var offset: Int64 = 0
                     for chunk in entry.chunks {
-                        if wanted[chunk.id] != nil { against.add(chunk.id, at: offset, in: entry.path, size: entry.size, previous: previous) }
+                        if wanted[chunk.id] != nil { against.add(chunk, at: offset, in: entry.path, size: entry.size, previous: previous) }
                         offset += Int64(chunk.length)
                     }
                 }

@@ -151,6 +151,64 @@ import XferServer
         #expect(try cache.plain([lying.id]).isEmpty)
     }
 
+    @Test func aTransferOffersTheCacheOnlyWhatItsBoundHolds() {
+        var admission = ChunkCache.Admission(maximumBytes: 10_000)
+        let verdicts = [admission.admits(1_000, ofFileSized: ChunkCache.fileLimit + 1),  // a large file's chunk
+                        admission.admits(6_000, ofFileSized: 6_000),
+                        admission.admits(5_000, ofFileSized: 5_000),  // over what is left
+                        admission.admits(4_000, ofFileSized: 4_000),
+                        admission.admits(1, ofFileSized: 1)]
+        #expect(verdicts == [false, true, false, true, false])
+        #expect(admission.left == 0)
+    }
+
+    /// A push or pull of more small files than the cache holds writes only what it keeps (the
+    /// first files, in the order they are read), not every file for the cache to evict again.
+    @Test func aTransferLargerThanTheCacheKeepsItsFirstFilesAndWritesNoMore() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/src-tree"
+            var files: [String: [UInt8]] = [:]  // 314 kB, each file under the smallest chunk: one chunk a file
+            for index in 0..<40 {
+                files["src/file\(index).c"] = Files.random(count: 2_000 + index * 300, seed: UInt64(500 + index))
+                try Files.write(source + "/src/file\(index).c", files["src/file\(index).c"]!)
+            }
+            let bound = 100_000
+            var options = PushOptions()
+            options.cacheBytes = bound
+            _ = try await PushEngine(remote: server.remote, options: options).push(source, as: try DocumentPath("Documents/tree"))
+
+            // The files a push reads come in bytewise path order; the first that fit are kept.
+            var admission = ChunkCache.Admission(maximumBytes: bound)
+            let admitted = files.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+                .filter { admission.admits(files[$0]!.count, ofFileSized: Int64(files[$0]!.count)) }
+            #expect(admitted.count > 3 && admitted.count < 40)
+            let cache = ChunkCache(database: try ClientState(root: source, stateDirectory: server.stateDirectory).database)
+            let usage = try cache.usage()
+            #expect(usage.chunks == admitted.count, "\(usage) \(admitted)")
+            #expect(Set(try cache.plain(admitted.map { ChunkID.of(files[$0]!) }).keys).count == admitted.count)
+
+            // A reader with the same bound keeps the same number of chunks.
+            let reader = server.otherDevice("reader")
+            var pullOptions = PullOptions()
+            pullOptions.cacheBytes = bound
+            _ = try await PullEngine(remote: reader, options: pullOptions).pull(try DocumentPath("Documents/tree"), into: server.root + "/copy")
+            let readerCache = ChunkCache(database: try ClientState(root: server.root + "/copy", stateDirectory: reader.stateDirectory).database)
+            let held = try readerCache.usage()
+            #expect(held.chunks > 3 && held.chunks < 40 && held.bytes <= bound + 40 * 64)
+
+            // A kept file's edit still goes against its previous content; one not kept goes whole.
+            let kept = admitted[0], notKept = files.keys.first { !admitted.contains($0) }!
+            for name in [kept, notKept] {
+                files[name]!.insert(contentsOf: Array("/* edit */".utf8), at: 100)
+                try Files.write(source + "/" + name, files[name]!)
+            }
+            let second = try await PushEngine(remote: server.remote, options: options).push(source, as: try DocumentPath("Documents/tree"))
+            #expect(second.chunksSent == 2)
+            #expect(second.bytesSent >= Int64(files[notKept]!.count) && second.bytesSent < Int64(files[notKept]!.count) + 500,
+                    "sent \(second.bytesSent) bytes for a \(files[notKept]!.count)-byte file sent whole and a kept one's edit")
+        }
+    }
+
     @Test func aPullOfALargeFileGetsItsChangedChunkAgainstTheCopyOnDisk() async throws {
         try await LiveServer.run { server in
             var (path, bytes, reader) = try await Self.pushedAndPulled(server, "big.bin", count: 3_000_000, seed: 77)
