@@ -212,19 +212,20 @@ public struct PushEngine: Sendable {
             var delta = features.contains(.compressedManifests) ? manifest.compressedDelta(against: synced?.manifest)
                                                                 : manifest.delta(against: synced?.manifest)
             let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: synced?.version,
-                                        manifestDelta: delta, manifestDigest: digest)
+                                        manifestDelta: [], manifestDigest: digest)
+            let body = request.body(delta: delta)
             let deltaSize = delta.count
-            delta = []  // the request holds it (as base64) from here
+            delta = []  // the body holds it (as base64) from here
             ProcessMemory.returnFreePages(afterFiles: tree.count, bytes: 0)  // the delta's making
             let committed: DocumentInfo
             do {
-                committed = try await commit(request, manifest: manifest)
+                committed = try await commit(request, body: body, manifest: manifest)
             } catch let error as XferError where error.code == .missingChunks {
                 // The server lacks chunks this client believed it had (a base from another root,
                 // say): send them and commit again, once.
                 let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], chunkLists, path: filePath)
                 _ = try await upload(initial: again, files: .none, skip: ChunkIDPrefixes(), total: total, counters: counters, progress: progress)
-                committed = try await commit(request, manifest: manifest)
+                committed = try await commit(request, body: body, manifest: manifest)
             }
 
             let allFiles = Self.knownFiles(snapshot, chunkLists)
@@ -259,15 +260,15 @@ public struct PushEngine: Sendable {
                           seconds: (ContinuousClock.now - started).seconds)
     }
 
-    func commit(_ request: CommitRequest, manifest: Manifest) async throws -> DocumentInfo {
+    /// Sends a commit (`request`, whose JSON with its delta is `body`).
+    func commit(_ request: CommitRequest, body: [UInt8], manifest: Manifest) async throws -> DocumentInfo {
         do {
-            return try await remote.connection.commit(container: remote.container, request)
+            return try await remote.connection.commit(container: remote.container, body: body)
         } catch let error as XferError where (error.code == .invalidManifest || error.code == .notFound) && request.deltaBase != nil {
             // The server could not rebuild the delta (it lacks that version now): send the full manifest.
             var full = request
-            full.manifestDelta = Base64.encode(manifest.delta(against: nil))
             full.deltaBase = nil
-            return try await remote.connection.commit(container: remote.container, full)
+            return try await remote.connection.commit(container: remote.container, body: full.body(delta: manifest.delta(against: nil)))
         }
     }
 

@@ -132,7 +132,13 @@ public final class ServerConnection: Sendable {
 
     /// Commits an announced version.
     public func commit(container: ContainerName, _ request: CommitRequest) async throws -> DocumentInfo {
-        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/commit", body: WireJSON.encode(request))
+        try await commit(container: container, body: WireJSON.encode(request))
+    }
+
+    /// Makes an announced version current, from a ``CommitRequest``'s JSON made beforehand
+    /// (``CommitRequest/body(delta:)``).
+    public func commit(container: ContainerName, body: [UInt8]) async throws -> DocumentInfo {
+        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/commit", body: body)
     }
 
     /// Commits many documents in one request (their chunks uploaded first); one outcome per

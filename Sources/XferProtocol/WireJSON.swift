@@ -14,6 +14,30 @@ public enum WireJSON {
         return Array(try! encoder.encode(value))
     }
 
+    /// Encodes a message whose string field `field` is empty, with that field holding the
+    /// base64 of `bytes`, written straight into the result: a commit's manifest delta may be
+    /// megabytes, and a base64 string of it, then the encoder's copy, then an array of that,
+    /// would hold it three times over.
+    /// - Parameters:
+    ///   - value: A wire message whose `field` (its wire name) encodes as `""`.
+    ///   - bytes: What `field` carries.
+    /// - Returns: UTF-8 JSON, as ``encode(_:)`` with the field set.
+    public static func encode(_ value: some Encodable, base64 bytes: [UInt8], in field: String) -> [UInt8] {
+        let empty = encode(value)
+        // Inside a JSON string every quote is escaped, so `"field":""` is only ever the key.
+        let mark = Array("\"\(field)\":\"".utf8)
+        guard let start = empty.indices.first(where: { empty[$0...].starts(with: mark) }),
+              empty.count > start + mark.count, empty[start + mark.count] == UInt8(ascii: "\"") else {
+            preconditionFailure("\(type(of: value)) has no empty field \(field)")
+        }
+        var json: [UInt8] = []
+        json.reserveCapacity(empty.count + Base64.encodedCount(bytes.count))
+        json += empty[..<(start + mark.count)]
+        Base64.append(bytes, to: &json)
+        json += empty[(start + mark.count)...]
+        return json
+    }
+
     /// Decodes a message, turning any decoding failure into `bad_request`.
     /// - Parameters:
     ///   - type: The message type.
@@ -49,6 +73,40 @@ public enum Base64 {
         bytes.withUnsafeBytes { raw in
             guard let base = raw.baseAddress else { return "" }
             return Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: raw.count, deallocator: .none).base64EncodedString()
+        }
+    }
+
+    /// The length of `count` bytes in base64 (padded).
+    public static func encodedCount(_ count: Int) -> Int { (count + 2) / 3 * 4 }
+
+    /// Appends the standard (padded) base64 of `bytes` to `output`.
+    public static func append(_ bytes: [UInt8], to output: inout [UInt8]) {
+        let alphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        let start = output.count
+        let length = encodedCount(bytes.count)
+        output.append(contentsOf: repeatElement(UInt8(ascii: "="), count: length))
+        alphabet.withUTF8Buffer { table in
+            bytes.withUnsafeBufferPointer { input in
+                output.withUnsafeMutableBufferPointer { out in
+                    var o = start, i = 0
+                    while i + 3 <= input.count {
+                        let word = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
+                        out[o] = table[Int(word >> 18 & 63)]
+                        out[o + 1] = table[Int(word >> 12 & 63)]
+                        out[o + 2] = table[Int(word >> 6 & 63)]
+                        out[o + 3] = table[Int(word & 63)]
+                        i += 3
+                        o += 4
+                    }
+                    let rest = input.count - i  // 0, 1 or 2 bytes, padded with "="
+                    if rest > 0 {
+                        let word = UInt32(input[i]) << 16 | (rest == 2 ? UInt32(input[i + 1]) << 8 : 0)
+                        out[o] = table[Int(word >> 18 & 63)]
+                        out[o + 1] = table[Int(word >> 12 & 63)]
+                        if rest == 2 { out[o + 2] = table[Int(word >> 6 & 63)] }
+                    }
+                }
+            }
         }
     }
 
