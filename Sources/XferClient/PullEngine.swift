@@ -89,6 +89,9 @@ public struct PullEngine: Sendable {
     /// journal commit, and one syncfs does the same work once (docs/PERFORMANCE.md). Below it,
     /// fsyncs, which flush nothing of other programs'.
     static let syncWholeFileSystemFrom = 64
+    /// In a package made durable by one syncfs, files from this size have their writeback
+    /// started as their last chunk is written (smaller ones are left to the syncfs).
+    static let writebackFrom: Int64 = 1 << 20
 
     /// Pulls document `name` into `destination`.
     /// - Returns: What was done.
@@ -272,7 +275,14 @@ public struct PullEngine: Sendable {
             }
         }
         lastDirectory = nil
-        let handles = StagingFiles(root: staging ?? area, files: places, writes: fileEntries.map { manifest.entries[$0].chunks.count })
+        // A package of many files is made durable by one syncfs at the end, which writes its
+        // small files out together: their writeback is not started one by one (a write request
+        // per file of a few kB); a large file's still is, so the syncfs finds little left.
+        let wholeFileSystem = staging != nil && fileEntries.count >= Self.syncWholeFileSystemFrom
+        let handles = StagingFiles(root: staging ?? area, files: places, writes: fileEntries.map {
+            let entry = manifest.entries[$0]
+            return wholeFileSystem && entry.size < Self.writebackFrom ? 0 : entry.chunks.count
+        })
         places = []  // held by handles from here
         defer { handles.closeAll() }
         func entry(ofFile index: Int) -> Manifest.Entry { manifest.entries[fileEntries[index]] }
@@ -332,7 +342,6 @@ public struct PullEngine: Sendable {
         // on writeback that started as its file's last chunk was written). A package of many
         // files is made durable by one syncfs at the end instead (Self.syncWholeFileSystemFrom).
         let placed = fileEntries
-        let wholeFileSystem = staging != nil && placed.count >= Self.syncWholeFileSystemFrom
         try await concurrentForEach(placed.indices, width: Self.fsyncsInFlight) { index in
             let (entry, place) = (manifest.entries[placed[index]], handles.files[index])
             try handles.with(index) { fd in

@@ -33,7 +33,7 @@ final class StagingFiles: @unchecked Sendable {
     private let lock = NSLock()
     private var descriptors: [Int: Descriptor] = [:]
     private var directories: [[String]: (directory: ConfinedDirectory, used: Int)] = [:]
-    private var remainingWrites: [Int32]  // by file; 0 once written whole, or when not known
+    private var remainingWrites: [Int32]  // by file; 0 once written whole, or when not counted
     private var tick = 0
 
     private struct Descriptor {
@@ -46,7 +46,7 @@ final class StagingFiles: @unchecked Sendable {
 
     /// - Parameter writes: How many chunk writes each file will receive (by index), when known:
     ///   a file's writeback starts once it has had them all (``wrote(_:)``), so the final
-    ///   fsync finds little left to write.
+    ///   fsync finds little left to write. A file given 0 has no writeback started early.
     init(root: ConfinedDirectory, files: [File], limit: Int = 128, writes: [Int]? = nil) {
         self.root = root
         self.files = files
