@@ -12,6 +12,16 @@ import XferCore
         return info.st_mode & 0o7777
     }
 
+    /// Every commit of the embedded metadata store is synced (GRDB turns WAL on with
+    /// `synchronous = NORMAL`, which syncs only at checkpoints); opened again, too.
+    @Test func theMetadataWriterSyncsEveryCommit() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-sync-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        #expect(try await SQLiteMetadataStore(path: directory + "/metadata.sqlite").writerSynchronous() == 2)
+        #expect(try await SQLiteMetadataStore(path: directory + "/metadata.sqlite").writerSynchronous() == 2)
+    }
+
     @Test func secretsAndMetadataAreTheServerUsersAlone() async throws {
         let parent = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-dd-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)

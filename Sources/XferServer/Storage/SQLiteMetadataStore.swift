@@ -25,6 +25,10 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
+            // GRDB sets `synchronous = NORMAL` on the writer as it turns WAL on, after
+            // prepareDatabase: under NORMAL a commit is synced only at the next checkpoint, so a
+            // power cut could take back commits already answered. Every commit is synced here.
+            try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
             try Self.migrator.migrate(pool)
         } catch {
             throw XferError(.io, "cannot open the metadata database \(path)", cause: DescribedError(error))
@@ -155,6 +159,11 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 """)
         }
         return migrator
+    }
+
+    /// Test seam: the writer's `synchronous` setting (2: FULL).
+    package func writerSynchronous() async throws -> Int {
+        try await pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     /// Test seam: caps the database at its current size plus `extraPages` pages, so the next
