@@ -69,11 +69,10 @@ public enum WireJSON {
 public enum Base64 {
     /// Encodes bytes as standard base64.
     public static func encode(_ bytes: [UInt8]) -> String {
-        // Read in place: a manifest delta may be megabytes, and a copy of it would only be dropped.
-        bytes.withUnsafeBytes { raw in
-            guard let base = raw.baseAddress else { return "" }
-            return Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: raw.count, deallocator: .none).base64EncodedString()
-        }
+        var text: [UInt8] = []
+        text.reserveCapacity(encodedCount(bytes.count))
+        append(bytes, to: &text)
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// The length of `count` bytes in base64 (padded).
