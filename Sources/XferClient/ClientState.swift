@@ -250,8 +250,7 @@ public final class ClientState: Sendable {
             let rows = try Row.fetchCursor(db, sql: "SELECT path, size, mtime_ns, inode, ctime_ns FROM root_files WHERE root = ? ORDER BY path",
                                            arguments: [root])
             while let row = try rows.next() {
-                try body(row["path"], FileStamp(size: row["size"], mtimeNanoseconds: row["mtime_ns"],
-                                                inode: UInt64(bitPattern: row["inode"]), ctimeNanoseconds: row["ctime_ns"]))
+                try body(row["path"], Self.stamp(row))
             }
         }
     }
@@ -324,35 +323,61 @@ public final class ClientState: Sendable {
         try database.run { db in
             try db.execute(sql: "DELETE FROM root_files WHERE root = ?", arguments: [root])
             let (first, only) = try Self.insert(files, root: root, into: db)
-            let single: String?
-            switch document.manifest.kind {
-            case .file:
-                // The stamp recorded just now (the files are taken once: a pull's look at the disk).
-                single = only && first!.path.isEmpty ? first!.stamp.text : nil
-            case .directory: single = LocalSnapshot.directoryStamp(mode: document.manifest.entries[0].mode)
-            case .package: single = nil
+            // (A file document: the stamp recorded just now; the files are taken once, a pull's look at the disk.)
+            let single = document.manifest.kind == .file && only && first!.path.isEmpty ? first!.stamp.text : nil
+            try Self.store(document, single: single, key: [root, server, container.value, path.value], in: db)
+        }
+    }
+
+    /// Records that this root now holds `document`, made from this root's files as they are
+    /// recorded now: those read for it by ``record(files:)``, the others unchanged since their
+    /// rows were written (a push matched each one's stamp). Only the rows of paths that are no
+    /// longer files of the document go; nothing is written again. One transaction.
+    public func recordPushed(server: String, container: ContainerName, path: DocumentPath, document: SyncedDocument) throws {
+        let root = root
+        try database.run { db in
+            // Both in path order: the rows are walked along the manifest's entries, no map made.
+            let entries = document.manifest.entries
+            var stale: [String] = []
+            var cursor = 0
+            let rows = try String.fetchCursor(db, sql: "SELECT path FROM root_files WHERE root = ? ORDER BY path", arguments: [root])
+            while let file = try rows.next() {
+                let kept = PathOrder.seek(&cursor, count: entries.count, to: file, pathAt: { entries[$0].path }) && entries[cursor].kind == .file
+                if !kept { stale.append(file) }
             }
-            // Stored as a compressed delta against nothing, a large one in parts (SQLite copies
-            // a blob twice as it binds and writes it; a tree's manifest may be megabytes), each
-            // bound without another copy. A replaced row's parts go first (REPLACE does not fire
-            // the delete trigger).
-            let key: [any DatabaseValueConvertible] = [root, server, container.value, path.value]
-            try db.execute(sql: "DELETE FROM root_manifest_parts WHERE root = ? AND server = ? AND container = ? AND path = ?",
-                           arguments: StatementArguments(key))
-            // (A delta past the size a delta may be read at, which only a manifest near every
-            // limit could make, is stored as the canonical encoding, which is always readable.)
-            var stored = document.manifest.compressedDelta(against: nil)
-            if stored.count > Manifest.maximumEncodedSize { stored = document.manifest.encoded() }
-            let parts = stored.count > Self.manifestPart ? Array(stride(from: 0, to: stored.count, by: Self.manifestPart)) : []
-            try Self.withBlob(parts.isEmpty ? stored[...] : []) { blob in
-                try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               arguments: StatementArguments(key + [document.version, blob, single]))
+            let remove = try db.cachedStatement(sql: "DELETE FROM root_files WHERE root = ? AND path = ?")
+            for file in stale { try remove.execute(arguments: [root, file]) }
+            var single: String? = nil
+            if document.manifest.kind == .file,
+               let row = try Row.fetchOne(db, sql: "SELECT size, mtime_ns, inode, ctime_ns FROM root_files WHERE root = ? AND path = ''", arguments: [root]) {
+                single = Self.stamp(row).text
             }
-            for (number, start) in parts.enumerated() {
-                try Self.withBlob(stored[start..<min(stored.count, start + Self.manifestPart)]) { blob in
-                    try db.execute(sql: "INSERT INTO root_manifest_parts VALUES (?, ?, ?, ?, ?, ?)",
-                                   arguments: StatementArguments(key + [number, blob]))
-                }
+            try Self.store(document, single: single, key: [root, server, container.value, path.value], in: db)
+        }
+    }
+
+    /// Writes `document` as the version the root holds (`single`: a file document's stamp).
+    private static func store(_ document: SyncedDocument, single: String?, key: [any DatabaseValueConvertible], in db: Database) throws {
+        let single = document.manifest.kind == .directory ? LocalSnapshot.directoryStamp(mode: document.manifest.entries[0].mode) : single
+        // Stored as a compressed delta against nothing, a large one in parts (SQLite copies
+        // a blob twice as it binds and writes it; a tree's manifest may be megabytes), each
+        // bound without another copy. A replaced row's parts go first (REPLACE does not fire
+        // the delete trigger).
+        try db.execute(sql: "DELETE FROM root_manifest_parts WHERE root = ? AND server = ? AND container = ? AND path = ?",
+                       arguments: StatementArguments(key))
+        // (A delta past the size a delta may be read at, which only a manifest near every
+        // limit could make, is stored as the canonical encoding, which is always readable.)
+        var stored = document.manifest.compressedDelta(against: nil)
+        if stored.count > Manifest.maximumEncodedSize { stored = document.manifest.encoded() }
+        let parts = stored.count > Self.manifestPart ? Array(stride(from: 0, to: stored.count, by: Self.manifestPart)) : []
+        try Self.withBlob(parts.isEmpty ? stored[...] : []) { blob in
+            try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           arguments: StatementArguments(key + [document.version, blob, single]))
+        }
+        for (number, start) in parts.enumerated() {
+            try Self.withBlob(stored[start..<min(stored.count, start + Self.manifestPart)]) { blob in
+                try db.execute(sql: "INSERT INTO root_manifest_parts VALUES (?, ?, ?, ?, ?, ?)",
+                               arguments: StatementArguments(key + [number, blob]))
             }
         }
     }
@@ -384,10 +409,12 @@ public final class ClientState: Sendable {
     }
 
     private static func knownFile(_ row: Row) throws -> KnownFile {
-        KnownFile(path: row["path"],
-                  stamp: FileStamp(size: row["size"], mtimeNanoseconds: row["mtime_ns"],
-                                   inode: UInt64(bitPattern: row["inode"]), ctimeNanoseconds: row["ctime_ns"]),
-                  chunks: try decodeChunks(row["chunks"]))
+        KnownFile(path: row["path"], stamp: stamp(row), chunks: try decodeChunks(row["chunks"]))
+    }
+
+    /// The stamp in a `root_files` row.
+    private static func stamp(_ row: Row) -> FileStamp {
+        FileStamp(size: row["size"], mtimeNanoseconds: row["mtime_ns"], inode: UInt64(bitPattern: row["inode"]), ctimeNanoseconds: row["ctime_ns"])
     }
 
     /// Records `files`, taking each once from the sequence (a lazy one may look at the disk).

@@ -10,13 +10,13 @@ struct LocalSnapshot: Sendable {
     /// File, package, or a directory alone.
     let kind: Manifest.Kind
     /// Every entry (one for a file).
-    let tree: [TreeEntry]
+    private(set) var tree: [TreeEntry]
     /// Each file's stamp now, by tree index.
-    let stamps: [FileStamp?]
+    private(set) var stamps: [FileStamp?]
     /// Tree indexes of the files whose stamp matches the state's record (their chunks are known).
-    let unchanged: [Int]
+    private(set) var unchanged: [Int]
     /// Tree indexes of the files that must be read.
-    let toHash: [Int]
+    private(set) var toHash: [Int]
 
     /// Walks `path` and compares each file's stamp with what `state` remembers (stamps are
     /// cheap to read: no chunk lists are needed to decide what changed). Inside a package,
@@ -103,7 +103,19 @@ struct LocalSnapshot: Sendable {
     var totalSize: Int64 { tree.reduce(Int64(0)) { $0 + ($1.kind == .file ? $1.size : 0) } }
 
     /// The absolute path of an entry.
-    func fullPath(_ entry: TreeEntry) -> String { kind == .package ? base + "/" + entry.relativePath : base }
+    func fullPath(_ entry: TreeEntry) -> String { fullPath(relative: entry.relativePath) }
+
+    /// The absolute path of the entry at `relative` (the tree itself is not needed).
+    func fullPath(relative: String) -> String { kind == .package ? base + "/" + relative : base }
+
+    /// Lets go of the tree and the stamps (a push past its reading: the manifest has what is
+    /// left to say), which are most of what a tree of many files holds.
+    mutating func releaseTree() {
+        tree = []
+        stamps = []
+        unchanged = []
+        toHash = []
+    }
 
     /// Manifest entries with these chunk lists (by tree index; missing lists count as empty).
     func entries(_ chunkLists: [[Manifest.ChunkReference]?]) -> [Manifest.Entry] {

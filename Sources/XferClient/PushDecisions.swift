@@ -35,7 +35,8 @@ enum PushDecisions {
     /// The files to read: the changed ones, then unchanged ones whose chunk list is no longer
     /// recorded (a record removed since the stamps were read).
     static func filesToRead(changed: [Int], unchanged: [Int], chunkLists: [[Manifest.ChunkReference]?]) -> [Int] {
-        changed + unchanged.filter { chunkLists[$0] == nil }
+        let unread = unchanged.filter { chunkLists[$0] == nil }
+        return unread.isEmpty ? changed : changed + unread  // (the first shares the list it was given)
     }
 
     /// Where the bytes of each chunk `include` picks are, in file order, from the files whose

@@ -235,15 +235,14 @@ extension PushEngine {
                 outcomes.merge(try await commit(again.sorted())) { $1 }
             }
 
-            // Every committed document recorded in one client-state transaction (with the new
-            // stamps of those found unchanged, so they are not read again).
+            // Every committed document recorded in one client-state transaction (what was read,
+            // those found unchanged included, has its new stamps already: it is not read again).
             let sent = counters.value.byOwner
             try items.first?.state.database.batch {
                 for number in unchanged {
                     let document = prepared[number], synced = document.synced!
                     let item = items[document.item]
-                    try item.state.recordSynced(server: connection.server, container: remote.container, path: item.name,
-                                                document: synced, files: Self.knownFiles(document.snapshot, document.chunkLists))
+                    try item.state.recordPushed(server: connection.server, container: remote.container, path: item.name, document: synced)
                     var report = Self.report(item.name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
                     report.committed = false
                     results[document.item] = .success(report)
@@ -253,9 +252,8 @@ extension PushEngine {
                     let item = items[document.item]
                     switch outcomes[number] {
                     case .success(let info):
-                        let files = Self.knownFiles(document.snapshot, document.chunkLists)
-                        try item.state.recordSynced(server: connection.server, container: remote.container, path: item.name,
-                                                    document: SyncedDocument(version: info.version, manifest: document.manifest!), files: files)
+                        try item.state.recordPushed(server: connection.server, container: remote.container, path: item.name,
+                                                    document: SyncedDocument(version: info.version, manifest: document.manifest!))
                         var report = Self.report(item.name, info.version, document.manifest!, sent[number] ?? Counters(),
                                                  manifestBytes: document.encoded.count, started: started)
                         report.state = info.state

@@ -135,11 +135,9 @@ public struct PushEngine: Sendable {
             let connection = remote.connection
             let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
             // Which files must be read: those whose stamp changed since their chunks were computed.
-            let snapshot = try LocalSnapshot(path: path, state: state, exclude: options.exclude, directoryItself: directoryItself)
-            let (top, kind, tree, stamps) = (snapshot.top, snapshot.kind, snapshot.tree, snapshot.stamps)
+            var snapshot = try LocalSnapshot(path: path, state: state, exclude: options.exclude, directoryItself: directoryItself)
+            let (top, kind) = (snapshot.top, snapshot.kind)
             var chunkLists: [[Manifest.ChunkReference]?] = []
-            func fullPath(_ entry: TreeEntry) -> String { snapshot.fullPath(entry) }
-            func entries() -> [Manifest.Entry] { snapshot.entries(chunkLists) }
 
             // The chunk lists and synced manifest are only needed before announcing if nothing may
             // have changed; otherwise only the synced version is, and the announce goes out first.
@@ -153,7 +151,6 @@ public struct PushEngine: Sendable {
             if options.force { serverCurrent = try? await connection.stat(container: remote.container, path: name) }
             let baseVersion = PushDecisions.baseVersion(synced: syncedVersion, force: options.force, serverCurrent: serverCurrent)
             let total = snapshot.totalSize
-            let filePath = { (index: Int) in fullPath(tree[index]) }
 
             // Nothing changed since this root last synced: no version to make, nothing to send.
             if let synced, PushDecisions.isNoOp(force: options.force, synced: synced, baseVersion: baseVersion,
@@ -172,40 +169,53 @@ public struct PushEngine: Sendable {
                 synced = try state.document(server: connection.server, container: remote.container, path: name)
             }
             if chunkLists.isEmpty { chunkLists = try snapshot.knownChunks(state, synced: synced?.manifest) }
-            let toHash = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
+            var toHash = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
 
             // 3. Chunks the server surely has (the base version's) are never asked about.
             let onServer = PushDecisions.onServer(baseVersion: baseVersion, synced: synced)
-            let (initial, queued) = PushDecisions.initialUpload(chunkLists, path: filePath, onServer: onServer)
-            let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : stamps[$1]?.size ?? 0) }
+            let (initial, queued) = PushDecisions.initialUpload(chunkLists, path: { snapshot.fullPath(snapshot.tree[$0]) }, onServer: onServer)
+            let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : snapshot.stamps[$1]?.size ?? 0) }
             let counters = Locked(Counters(bytesHashed: unchangedBytes))
 
             // Changed small files go against their previous chunks where the cache holds them
             // (and the server reads chunks sent that way).
             let features = await connection.features()
             var previous = PreviousChunks()
-            for index in toHash where features.contains(.chunksAgainst) { previous.add(fullPath: fullPath(tree[index]), relativePath: tree[index].relativePath, previous: synced?.manifest) }
-            let reading = FilesToRead(owners: Array(repeating: 0, count: toHash.count)) { [toHash] in
-                snapshot.fullPath(snapshot.tree[toHash[$0]])
+            for index in toHash where features.contains(.chunksAgainst) {
+                previous.add(fullPath: snapshot.fullPath(snapshot.tree[index]), relativePath: snapshot.tree[index].relativePath, previous: synced?.manifest)
             }
-            let hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
-                                          previous: previous, cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes), counters: counters,
-                                          progress: progress)
-            for (position, chunks) in hashed.enumerated() { chunkLists[toHash[position]] = chunks }
+            let hashedAny: Bool
+            do {
+                let reading = FilesToRead(owners: Array(repeating: 0, count: toHash.count)) { [snapshot, toHash] in
+                    snapshot.fullPath(snapshot.tree[toHash[$0]])
+                }
+                let hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
+                                              previous: previous, cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes),
+                                              counters: counters, progress: progress)
+                for (position, chunks) in hashed.enumerated() { chunkLists[toHash[position]] = chunks }
+                hashedAny = !hashed.isEmpty
+            }
+            let fileCount = snapshot.tree.count
             // The upload bodies' pages, before the manifest is made.
-            ProcessMemory.returnFreePages(afterFiles: tree.count, bytes: total)
+            ProcessMemory.returnFreePages(afterFiles: fileCount, bytes: total)
             // A file written while it was read is not committed: its chunks may mix two contents.
             // Its stamp from before the read must still be its stamp now.
             for index in toHash {
-                guard let before = stamps[index] else { continue }
-                try Self.checkStillAsRead(fullPath(tree[index]), before: before)
+                guard let before = snapshot.stamps[index] else { continue }
+                try Self.checkStillAsRead(snapshot.fullPath(snapshot.tree[index]), before: before)
             }
 
             // 4. The manifest, sent as a delta against the base version.
-            let manifest = try Manifest(kind: kind, chunker: hashed.isEmpty && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker,
-                                        entries: entries())
-            // Remember what was read, even if the commit fails, so a re-run does not read it again.
+            let manifest = try Manifest(kind: kind, chunker: !hashedAny && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker,
+                                        entries: snapshot.entries(chunkLists))
+            // Remember what was read, even if the commit fails, so a re-run does not read it again
+            // (and so the state has every file's row: the unchanged ones' are as they were).
             try state.record(files: Self.knownFiles(snapshot, chunkLists, only: toHash))
+            // From here the manifest holds the names and chunk lists: the tree, its stamps and the
+            // lists by tree index go before the commit (a tree of many files holds tens of MB of them).
+            snapshot.releaseTree()
+            chunkLists = []
+            toHash = []
 
             // The delta is against the version this root holds, which the server keeps.
             let digest = manifest.digest  // (its encoding is let go before the delta is made)
@@ -216,21 +226,21 @@ public struct PushEngine: Sendable {
             let body = request.body(delta: delta)
             let deltaSize = delta.count
             delta = []  // the body holds it (as base64) from here
-            ProcessMemory.returnFreePages(afterFiles: tree.count, bytes: 0)  // the delta's making
+            ProcessMemory.returnFreePages(afterFiles: fileCount, bytes: 0)  // the delta's making
             let committed: DocumentInfo
             do {
                 committed = try await commit(request, body: body, manifest: manifest)
             } catch let error as XferError where error.code == .missingChunks {
                 // The server lacks chunks this client believed it had (a base from another root,
                 // say): send them and commit again, once.
-                let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], chunkLists, path: filePath)
+                let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], manifest.entries.map { $0.chunks },
+                                                 path: { snapshot.fullPath(relative: manifest.entries[$0].path) })
                 _ = try await upload(initial: again, files: .none, skip: ChunkIDPrefixes(), total: total, counters: counters, progress: progress)
                 committed = try await commit(request, body: body, manifest: manifest)
             }
 
-            let allFiles = Self.knownFiles(snapshot, chunkLists)
-            try state.recordSynced(server: connection.server, container: remote.container, path: name,
-                                   document: SyncedDocument(version: committed.version, manifest: manifest), files: allFiles)
+            try state.recordPushed(server: connection.server, container: remote.container, path: name,
+                                   document: SyncedDocument(version: committed.version, manifest: manifest))
             var report = Self.report(name, committed.version, manifest, counters.value, manifestBytes: deltaSize, started: started)
             report.state = committed.state
             report.conflicts = committed.conflicts ?? []
@@ -323,6 +333,9 @@ public struct PushEngine: Sendable {
         let lists = Locked([[Manifest.ChunkReference]]())  // set once, when hashing ends
         let options = options
         let askBatch = options.askBatch
+        // Hashing may outrun the link: the pipeline waits while this many of its batches are
+        // not yet taken, so what waits to be asked about is bounded, not the whole tree's chunks.
+        let slots = BatchSlots(Self.batchesAhead, stop: stop)
 
         let report: @Sendable () -> Void = {
             let c = counters.value
@@ -340,21 +353,53 @@ public struct PushEngine: Sendable {
                 guard !files.isEmpty else { return }
                 let hashed = try await Self.runPipeline(files: files, options: options.pipeline, skip: skip, batch: askBatch,
                                                         previous: previous, admission: cache?.admission() ?? ChunkCache.Admission(maximumBytes: 0),
-                                                        stop: stop, counters: counters, yield: { continuation.yield($0) },
+                                                        stop: stop, counters: counters,
+                                                        yield: { batch in if slots.take() { continuation.yield(batch) } },
                                                         report: report)
                 lists.withLock { $0 = hashed }
             }
             group.addTask {
-                do {
-                    try await self.sendMissing(batches, cache: cache, counters: counters, report: report)
-                } catch {
-                    stop.withLock { $0 = true }
-                    throw error
-                }
+                // However this ends (an error, cancellation), the pipeline must not wait for it.
+                defer { stop.withLock { $0 = true } }
+                // (The first batches, the known files' chunks, are yielded before the pipeline starts
+                // and took no slot.)
+                var unslotted = (initial.count + askBatch - 1) / askBatch
+                try await self.sendMissing(batches, taken: {
+                    if unslotted > 0 { unslotted -= 1 } else { slots.give() }
+                }, cache: cache, counters: counters, report: report)
             }
             try await group.waitForAll()
             return lists.value
         }
+    }
+
+    /// How many batches of new chunks the pipeline may have waiting to be asked about.
+    static let batchesAhead = 4
+
+    /// Room for batches between the pipeline's thread, which waits for a slot, and the task
+    /// that asks about them, which frees one as it takes each of the pipeline's batches.
+    final class BatchSlots: Sendable {
+        private let free: DispatchSemaphore
+        private let stop: Locked<Bool>
+
+        init(_ count: Int, stop: Locked<Bool>) {
+            // Made empty and then given its slots: libdispatch traps when a semaphore goes with
+            // a count below the one it was made with (a push that stops with slots taken).
+            free = DispatchSemaphore(value: 0)
+            for _ in 0..<count { free.signal() }
+            self.stop = stop
+        }
+
+        /// Waits for a slot (on a thread that may block, never a task's); `false` once `stop` is set.
+        func take() -> Bool {
+            while free.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
+                if stop.value { return false }
+            }
+            return !stop.value
+        }
+
+        /// Frees a slot (a batch was taken).
+        func give() { free.signal() }
     }
 
     /// Runs the chunk pipeline on a Dispatch thread, yielding batches of new chunk locations.
@@ -437,7 +482,7 @@ public struct PushEngine: Sendable {
 
     /// Asks about each batch, then uploads what is missing in bodies of about
     /// `uploadBatchBytes`, at most `uploadsInFlight` at once.
-    private func sendMissing(_ batches: AsyncStream<[Location]>, cache: ChunkCache?, counters: Locked<Counters>,
+    private func sendMissing(_ batches: AsyncStream<[Location]>, taken: () -> Void, cache: ChunkCache?, counters: Locked<Counters>,
                              report: @escaping @Sendable () -> Void) async throws {
         let connection = remote.connection
         let policy = options.compression
@@ -477,6 +522,7 @@ public struct PushEngine: Sendable {
                 }
             }
             for await batch in batches {
+                taken()
                 let missing = Set(try await connection.missing(batch.map(\.id)))
                 for location in batch where missing.contains(location.id) {
                     body.append(location)

@@ -37,4 +37,39 @@ import XferProtocol
         #expect(try parts() == 0)
         #expect(try state.document(server: "s", container: try ContainerName("c"), path: name) == nil)
     }
+
+    /// After a push the rows of the files it read are recorded already and the rest are as
+    /// they were: only the rows of paths no longer files of the document go, and a file
+    /// document keeps its stamp.
+    @Test func aPushedVersionKeepsTheRowsOfItsFilesAndDropsTheRest() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-state-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let container = try ContainerName("c")
+        let state = try ClientState(root: "/somewhere/tree", stateDirectory: directory)
+        let chunk = { (text: String) in [Manifest.ChunkReference(id: ChunkID.of(Array(text.utf8)), length: text.utf8.count)] }
+        let stamp = { (size: Int64) in FileStamp(size: size, mtimeNanoseconds: 7, inode: 9, ctimeNanoseconds: 8) }
+        // "a", "b/c", "b/d" and "e" were files; the new version has "a", "b/d" and "e" as a directory.
+        try state.record(files: [KnownFile(path: "a", stamp: stamp(1), chunks: chunk("a")), KnownFile(path: "b/c", stamp: stamp(2), chunks: chunk("c")),
+                                 KnownFile(path: "b/d", stamp: stamp(3), chunks: chunk("d")), KnownFile(path: "e", stamp: stamp(4), chunks: chunk("e"))])
+        let manifest = try Manifest(kind: .package, chunker: .default, entries: [
+            Manifest.Entry(path: "a", kind: .file, mode: 0o644, mtimeNanoseconds: 7, chunks: chunk("a")),
+            Manifest.Entry(path: "b", kind: .directory, mode: 0o755, mtimeNanoseconds: 0),
+            Manifest.Entry(path: "b/d", kind: .file, mode: 0o644, mtimeNanoseconds: 7, chunks: chunk("d")),
+            Manifest.Entry(path: "e", kind: .directory, mode: 0o755, mtimeNanoseconds: 0),
+        ])
+        try state.recordPushed(server: "s", container: container, path: try DocumentPath("tree"), document: SyncedDocument(version: 2, manifest: manifest))
+        var rows: [String: FileStamp] = [:]
+        try state.forEachStamp { rows[$0] = $1 }
+        #expect(rows == ["a": stamp(1), "b/d": stamp(3)])
+        #expect(try state.document(server: "s", container: container, path: try DocumentPath("tree")) == SyncedDocument(version: 2, manifest: manifest))
+
+        // A file document: its one row stays, and its stamp is the version's.
+        let file = try ClientState(root: "/somewhere/file", stateDirectory: directory)
+        try file.record(files: [KnownFile(path: "", stamp: stamp(5), chunks: chunk("f"))])
+        let single = try Manifest(kind: .file, chunker: .default, entries: [Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 7, chunks: chunk("f"))])
+        try file.recordPushed(server: "s", container: container, path: try DocumentPath("file"), document: SyncedDocument(version: 1, manifest: single))
+        let stored = { (state: ClientState) in try state.database.run { db in try String.fetchOne(db, sql: "SELECT COALESCE(file_stamp, 'none') FROM root_documents WHERE root = ?", arguments: [state.root]) } }
+        #expect(try stored(file) == stamp(5).text)
+        #expect(try stored(state) == "none")
+    }
 }

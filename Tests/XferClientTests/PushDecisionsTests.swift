@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import XferCore
 import XferProtocol
@@ -76,5 +77,33 @@ import XferProtocol
         #expect(try ClientState.storedManifest(stored) == manifest)
         #expect(try ClientState.storedManifest(manifest.encoded()) == manifest, "what earlier releases stored")
         #expect(throws: XferError.self) { try ClientState.storedManifest(Array(stored.prefix(20))) }
+    }
+
+    /// The hand-off between hashing and asking: a producer waits while every slot is taken,
+    /// goes on when one is given back, and once the push stops it waits for nothing.
+    @Test func theBatchHandOffHoldsTheProducerUntilASlotIsFreeOrThePushStops() {
+        let stop = Locked(false)
+        let slots = PushEngine.BatchSlots(2, stop: stop)
+        #expect(slots.take() && slots.take())
+        let outcome = Locked<Bool?>(nil)
+        let returned = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let taken = slots.take()
+            outcome.withLock { $0 = taken }
+            returned.signal()
+        }
+        #expect(returned.wait(timeout: .now() + .milliseconds(300)) == .timedOut)  // both slots are taken
+        slots.give()
+        #expect(returned.wait(timeout: .now() + .seconds(10)) == .success)
+        #expect(outcome.value == true)
+
+        DispatchQueue.global().async {
+            let taken = slots.take()
+            outcome.withLock { $0 = taken }
+            returned.signal()
+        }
+        stop.withLock { $0 = true }
+        #expect(returned.wait(timeout: .now() + .seconds(10)) == .success)
+        #expect(outcome.value == false)
     }
 }

@@ -73,6 +73,25 @@ import XferProtocol
         }
     }
 
+    /// Hashing runs ahead of the asking and uploading by a few batches only: with batches of
+    /// eight chunks, the 1,000 files' chunks pass through the bounded hand-off 125 times, and
+    /// every one arrives (the pull gives the same tree).
+    @Test func batchesOfNewChunksPassABoundedHandOff() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/many"
+            for i in 0..<1000 {
+                try Files.write(source + "/d\(i % 7)/file-\(i).txt", Array("small file \(i)\n".utf8) + Files.random(count: i % 300, seed: UInt64(i + 5)))
+            }
+            var options = PushOptions()
+            options.askBatch = 8
+            let pushed = try await PushEngine(remote: server.remote, options: options).push(source, as: try DocumentPath("many.pkg"))
+            #expect(pushed.files == 1000 && pushed.chunksSent == pushed.chunks)
+            let pulled = try await server.pull("many.pkg", source + "-copy", from: server.otherDevice("c"))
+            #expect(pulled.files == 1000)
+            #expect(try Files.snapshot(source + "-copy") == Files.snapshot(source))
+        }
+    }
+
     /// Pushes `source` (of `files` files), pushes it again (nothing to do), edits `edit` and
     /// pushes (one chunk goes), then pulls it on another device: the same tree.
     static func pushNoOpOneEditPull(_ server: LiveServer, _ source: String, _ name: String, files: Int, edit: String) async throws {
