@@ -24,7 +24,10 @@ struct ChunkSourcing: Equatable {
         var sources: [Source]
     }
 
-    /// Every place of every chunk, file by file, offset by offset.
+    /// Each file's chunks in order.
+    var files: [[Manifest.ChunkReference]]
+    /// The places that have a source to try, file by file, offset by offset. A place only the
+    /// server has is no step (a first pull of 200,000 files makes none, not 12.8 MB of them).
     var steps: [Step]
 
     /// Plans a pull of files with these chunk lists.
@@ -36,7 +39,7 @@ struct ChunkSourcing: Equatable {
     static func make(files: [[Manifest.ChunkReference]], resuming: Bool, local: [ChunkID: ChunkSources.Location],
                      prefetched: Set<ChunkID>) -> ChunkSourcing {
         var steps: [Step] = []
-        steps.reserveCapacity(files.reduce(0) { $0 + $1.count })
+        if resuming { steps.reserveCapacity(files.reduce(0) { $0 + $1.count }) }
         for (file, chunks) in files.enumerated() {
             var offset: Int64 = 0
             for chunk in chunks {
@@ -44,11 +47,11 @@ struct ChunkSourcing: Equatable {
                 if resuming { sources.append(.staging) }
                 if let source = local[chunk.id] { sources.append(.local(path: source.path, offset: source.offset)) }
                 if prefetched.contains(chunk.id) { sources.append(.prefetched) }
-                steps.append(Step(chunk: chunk, file: file, offset: offset, sources: sources))
+                if !sources.isEmpty { steps.append(Step(chunk: chunk, file: file, offset: offset, sources: sources)) }
                 offset += Int64(chunk.length)
             }
         }
-        return ChunkSourcing(steps: steps)
+        return ChunkSourcing(files: files, steps: steps)
     }
 
     /// A chunk to download and every place it goes: the first held inline, since most chunks
@@ -62,27 +65,40 @@ struct ChunkSourcing: Equatable {
         var targets: [PullEngine.Target] { [first] + more }
     }
 
-    /// What to download when every source of `failed` steps (indexes into ``steps``) fell
-    /// through: each chunk once, in first-needed order, with every place it goes.
+    /// What to download: the places no step has, and those of the `failed` steps (indexes
+    /// into ``steps``, ascending), every source of which fell through. Each chunk once, in
+    /// first-needed order, with every place it goes.
     func downloads(failed: [Int]) -> [Download] {
+        let places = files.reduce(0) { $0 + $1.count } - steps.count + failed.count
         var order: [Download] = []
-        order.reserveCapacity(failed.count)
+        order.reserveCapacity(places)
         // Only while planning (the downloads hold the places): where each chunk is in `order`,
         // by its first 64 bits (a quarter of a map by whole ids; 200,000 chunks took 31 MB
         // that way), with the rare chunk whose prefix another holds kept by its whole id.
         var position: [UInt64: Int] = [:]
-        position.reserveCapacity(failed.count)
+        position.reserveCapacity(places)
         var sharingPrefix: [ChunkID: Int] = [:]
-        for index in failed {
-            let step = steps[index]
-            let target = PullEngine.Target(file: step.file, offset: step.offset)
-            let id = step.chunk.id
-            let candidate = position[id.prefix]
-            if let known = candidate.flatMap({ order[$0].chunk.id == id ? $0 : sharingPrefix[id] }) {
-                order[known].more.append(target)
-            } else {
-                if candidate == nil { position[id.prefix] = order.count } else { sharingPrefix[id] = order.count }
-                order.append(Download(chunk: step.chunk, first: target))
+        // The steps and the failed ones are in place order too: each is met by a cursor.
+        var nextStep = 0, nextFailed = 0
+        for (file, chunks) in files.enumerated() {
+            var offset: Int64 = 0
+            for chunk in chunks {
+                defer { offset += Int64(chunk.length) }
+                if nextStep < steps.count && steps[nextStep].file == file && steps[nextStep].offset == offset {
+                    let fellThrough = nextFailed < failed.count && failed[nextFailed] == nextStep
+                    if fellThrough { nextFailed += 1 }
+                    nextStep += 1
+                    guard fellThrough else { continue }  // a source yielded it
+                }
+                let target = PullEngine.Target(file: file, offset: offset)
+                let id = chunk.id
+                let candidate = position[id.prefix]
+                if let known = candidate.flatMap({ order[$0].chunk.id == id ? $0 : sharingPrefix[id] }) {
+                    order[known].more.append(target)
+                } else {
+                    if candidate == nil { position[id.prefix] = order.count } else { sharingPrefix[id] = order.count }
+                    order.append(Download(chunk: chunk, first: target))
+                }
             }
         }
         return order

@@ -180,9 +180,9 @@ public struct PullEngine: Sendable {
         if refusal == nil, let synced, Self.isInPlace(info, synced: synced, target: target, known: known) {
             return report(name, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
         }
-        let (answer, manifest): (answer: (delta: [UInt8], version: Int64, base: Int64?, digest: ChunkID), manifest: Manifest)
+        let (answer, manifest): (answer: ManifestAnswer, manifest: Manifest)
         if let prefetched {
-            (answer, manifest) = ((delta: [], version: prefetched.info.version, base: nil, digest: prefetched.manifest.digest), prefetched.manifest)
+            (answer, manifest) = ((deltaSize: 0, version: prefetched.info.version, digest: prefetched.manifest.digest), prefetched.manifest)
         } else {
             (answer, manifest) = try await self.manifest(name, info: info, synced: synced)
         }
@@ -195,7 +195,7 @@ public struct PullEngine: Sendable {
             } })
             try state.recordSynced(server: connection.server, container: remote.container, path: name,
                                    document: SyncedDocument(version: answer.version, manifest: manifest), files: [])
-            return report(name, target, answer.version, manifest, Counters(), manifestBytes: answer.delta.count, started: started)
+            return report(name, target, answer.version, manifest, Counters(), manifestBytes: answer.deltaSize, started: started)
         }
         // The delta's pages, before the staging copy is laid out.
         ProcessMemory.returnFreePages(afterFiles: manifest.entries.count, bytes: 0)
@@ -289,7 +289,7 @@ public struct PullEngine: Sendable {
 
         // Decide where each chunk comes from (the staging copy of a resumed pull, a local file,
         // the batch's prefetched chunks, or the server), then try each source in that order.
-        let plan = ChunkSourcing.make(files: fileEntries.map { manifest.entries[$0].chunks }, resuming: resuming, local: sources,
+        var plan = ChunkSourcing.make(files: fileEntries.map { manifest.entries[$0].chunks }, resuming: resuming, local: sources,
                                  prefetched: Set(prefetched.map { Array($0.chunks.keys) } ?? []))
         let counters = Locked(Counters(chunksFetched: prefetched?.chunksFetched ?? 0, bytesFetched: prefetched?.bytesFetched ?? 0))
         var buffer = [UInt8](repeating: 0, count: manifest.chunker.maximumSize)
@@ -312,6 +312,8 @@ public struct PullEngine: Sendable {
             }
         }
         let order = plan.downloads(failed: failed)
+        plan.steps = []  // the downloads hold what is left to do
+        failed = []
 
         // A changed chunk comes against the one at its place in this client's version, where the
         // cache or the file on disk still has it (any file size: the old file is still here).
@@ -394,7 +396,7 @@ public struct PullEngine: Sendable {
         let written = WrittenFiles(manifest: manifest, files: fileEntries, target: target)
         try state.recordSynced(server: connection.server, container: remote.container, path: name,
                                document: SyncedDocument(version: answer.version, manifest: manifest), files: written)
-        return report(name, target, answer.version, manifest, counters.value, manifestBytes: answer.delta.count, started: started)
+        return report(name, target, answer.version, manifest, counters.value, manifestBytes: answer.deltaSize, started: started)
     }
 
     /// The version a pull of `name` takes (`version`, else the current one), as the server describes it.
@@ -438,9 +440,13 @@ public struct PullEngine: Sendable {
         }
     }
 
+    /// What a pull keeps of the server's answer for a manifest: the delta's size, not its bytes
+    /// (megabytes for a tree of many files, let go once the manifest is made).
+    typealias ManifestAnswer = (deltaSize: Int, version: Int64, digest: ChunkID)
+
     /// The manifest of version `info`, as a delta against the synced copy's where the server
     /// still has that base, checked against its digest.
-    func manifest(_ name: DocumentPath, info: DocumentInfo, synced: SyncedDocument?) async throws -> (answer: (delta: [UInt8], version: Int64, base: Int64?, digest: ChunkID), manifest: Manifest) {
+    func manifest(_ name: DocumentPath, info: DocumentInfo, synced: SyncedDocument?) async throws -> (answer: ManifestAnswer, manifest: Manifest) {
         let connection = remote.connection
         var answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: synced?.version)
         let manifest: Manifest
@@ -455,7 +461,7 @@ public struct PullEngine: Sendable {
         guard manifest.digest == answer.digest else {
             throw XferError(.invalidManifest, "the manifest of \(name) version \(answer.version) does not match its digest")
         }
-        return (answer, manifest)
+        return ((answer.delta.count, answer.version, answer.digest), manifest)
     }
 
 
@@ -469,6 +475,9 @@ public struct PullEngine: Sendable {
     }
 
     /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
+    /// How many bytes of downloaded chunks a request holds for the cache before writing them to it.
+    static let keptBatchBytes = 1 << 20
+
     private func download(_ order: [ChunkSourcing.Download], files: StagingFiles,
                           maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
                           progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
@@ -498,13 +507,23 @@ public struct PullEngine: Sendable {
                     // Which download each asked chunk is: a map of this request's chunks only.
                     let asked = Dictionary(zip(ids, batch), uniquingKeysWith: { first, _ in first })
                     let offer = against.offer(for: ids)
+                    // Chunks for the cache go to it a megabyte at a time, not a whole body's worth
+                    // per request in flight (at the start of a pull of many small files, all of them are).
                     var kept: [EncodedChunk] = []
+                    var keptBytes = 0
                     try await connection.download(ids, against: offer.references) { chunk in
                         guard let index = asked[chunk.id] else {
                             throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for")
                         }
                         let download = order[index]
+                        let before = kept.count
                         let plain = try against.decode(chunk, offer, maximumLength: maximumLength, kept: &kept)
+                        if kept.count > before { keptBytes += kept[before].payload.count }
+                        if keptBytes >= Self.keptBatchBytes {
+                            against.keep(kept)
+                            kept.removeAll(keepingCapacity: true)
+                            keptBytes = 0
+                        }
                         // The hash vouches for the bytes; the manifest's length must agree too, or
                         // the file would be written at a size the server made up.
                         guard plain.count == download.chunk.length else {

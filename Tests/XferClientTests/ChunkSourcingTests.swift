@@ -16,8 +16,11 @@ import XferCore
             .init(chunk: b, file: 0, offset: 10, sources: [.staging, .local(path: "/x/old.bin", offset: 100)]),
             .init(chunk: c, file: 1, offset: 0, sources: [.staging, .prefetched]),
         ])
-        let fresh = ChunkSourcing.make(files: [[a]], resuming: false, local: [:], prefetched: [])
-        #expect(fresh.steps == [.init(chunk: a, file: 0, offset: 0, sources: [])])
+        // A place only the server has is no step: it is downloaded.
+        let fresh = ChunkSourcing.make(files: [[a, b]], resuming: false, local: [b.id: ("/x/old.bin", 100, 20)], prefetched: [])
+        #expect(fresh.steps == [.init(chunk: b, file: 0, offset: 10, sources: [.local(path: "/x/old.bin", offset: 100)])])
+        #expect(fresh.downloads(failed: []).map(\.chunk) == [a])
+        #expect(fresh.downloads(failed: [0]).map(\.chunk) == [a, b])
     }
 
     @Test func aChunkThatNoSourceYieldsIsDownloadedOnceForEveryPlaceItGoes() {
@@ -30,8 +33,11 @@ import XferCore
         #expect(order[1].targets.map { [Int64($0.file), $0.offset] } == [[0, 10]])
         #expect(order[1].more.isEmpty, "one place: held inline")
         // What a source yielded is not downloaded.
-        let some = plan.downloads(failed: [1])
-        #expect(some.map(\.chunk) == [b])
+        let resumed = ChunkSourcing.make(files: [[a, b, a], [a]], resuming: true, local: [:], prefetched: [])
+        #expect(resumed.steps.count == 4)
+        #expect(resumed.downloads(failed: [1]).map(\.chunk) == [b])
+        #expect(resumed.downloads(failed: [2, 3]).map { $0.targets.map { [Int64($0.file), $0.offset] } } == [[[0, 20], [1, 0]]])
+        #expect(resumed.downloads(failed: []).isEmpty)
     }
 
     @Test func chunksSharingTheirFirst64BitsAreStillTwoDownloads() {
