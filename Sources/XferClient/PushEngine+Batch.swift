@@ -114,7 +114,7 @@ extension PushEngine {
                 }
             }
             let counters = Locked(Counters(bytesHashed: unchangedBytes))
-            let hashed: [[Manifest.ChunkReference]]
+            let hashed: ChunkLists
             let snapshots = prepared.map(\.snapshot)
             let reading = FilesToRead(owners: where_.map(\.document)) { [where_] position in
                 let (number, entry) = where_[position]

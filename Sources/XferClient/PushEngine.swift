@@ -327,10 +327,10 @@ public struct PushEngine: Sendable {
     func upload(initial: [Location], files: FilesToRead, skip: ChunkIDPrefixes, total: Int64,
                 previous: PreviousChunks = PreviousChunks(), cache: ChunkCache? = nil,
                 counters: Locked<Counters>, progress: @escaping @Sendable (TransferProgress) -> Void) async throws
-        -> [[Manifest.ChunkReference]] {
+        -> ChunkLists {
         let (batches, continuation) = AsyncStream<[Location]>.makeStream()
         let stop = Locked(false)
-        let lists = Locked([[Manifest.ChunkReference]]())  // set once, when hashing ends
+        let lists = Locked(ChunkLists())  // set once, when hashing ends
         let options = options
         let askBatch = options.askBatch
         // Hashing may outrun the link: the pipeline waits while this many of its batches are
@@ -408,11 +408,11 @@ public struct PushEngine: Sendable {
                                     batch: Int, previous: PreviousChunks, admission: ChunkCache.Admission,
                                     stop: Locked<Bool>, counters: Locked<Counters>,
                                     yield: @escaping @Sendable ([Location]) -> Void,
-                                    report: @escaping @Sendable () -> Void) async throws -> [[Manifest.ChunkReference]] {
+                                    report: @escaping @Sendable () -> Void) async throws -> ChunkLists {
         // Pipeline callbacks arrive in order on one serial queue; this state is touched only
         // there, and read by the caller after the pipeline has returned.
         final class Collector: @unchecked Sendable {
-            var lists: [[Manifest.ChunkReference]]
+            var lists: ChunkLists.Builder
             var pending: [Location] = []
             /// Chunks already asked about or sent: a chunk mistaken for one of them (a shared
             /// 64-bit prefix) is caught by the commit's `missing_chunks` and sent then.
@@ -424,7 +424,7 @@ public struct PushEngine: Sendable {
             var admission: ChunkCache.Admission
             var lastReport = ContinuousClock.now
             init(files: Int, seen: ChunkIDPrefixes, admission: ChunkCache.Admission) {
-                lists = Array(repeating: [], count: files)
+                lists = ChunkLists.Builder(files: files)
                 self.seen = seen
                 self.admission = admission
             }
@@ -447,7 +447,7 @@ public struct PushEngine: Sendable {
                             collector.path = path
                             collector.size = size ?? .max
                         case .chunk(let file, let record):
-                            collector.lists[file].append(Manifest.ChunkReference(id: record.id, length: record.length))
+                            collector.lists.append(Manifest.ChunkReference(id: record.id, length: record.length), toFile: file)
                             collector.unreportedBytes += Int64(record.length)
                             if collector.seen.insert(record.id) {
                                 let path = collector.path
@@ -477,7 +477,7 @@ public struct PushEngine: Sendable {
                 }
             }
         }
-        return collector.lists
+        return collector.lists.finished()
     }
 
     /// Asks about each batch, then uploads what is missing in bodies of about
