@@ -101,6 +101,8 @@ struct ChunkSourcing: Equatable {
                 }
             }
         }
+        // Every step met, every failed one among them: else a place would be neither filled nor downloaded.
+        precondition(nextStep == steps.count && nextFailed == failed.count, "failed steps out of order")
         return order
     }
 }

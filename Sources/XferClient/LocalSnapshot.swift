@@ -108,6 +108,20 @@ struct LocalSnapshot: Sendable {
     /// The absolute path of the entry at `relative` (the tree itself is not needed).
     func fullPath(relative: String) -> String { kind == .package ? base + "/" + relative : base }
 
+    /// Makes each entry's path the very string `synced` holds for that path, where it has one,
+    /// so the tree and the manifest it is set against hold each name once (200,000 names took
+    /// 12.8 MB twice). Both are in path order: walked together, no map.
+    mutating func shareNames(with synced: Manifest) {
+        let entries = synced.entries
+        var cursor = 0
+        for index in tree.indices {
+            let path = tree[index].relativePath
+            if PathOrder.seek(&cursor, count: entries.count, to: path, pathAt: { entries[$0].path }) {
+                tree[index].relativePath = entries[cursor].path
+            }
+        }
+    }
+
     /// Lets go of the tree and the stamps (a push past its reading: the manifest has what is
     /// left to say), which are most of what a tree of many files holds.
     mutating func releaseTree() {

@@ -136,9 +136,9 @@ extension PushEngine {
                 let (number, entry) = where_[position]
                 prepared[number].chunkLists[entry] = chunks
                 prepared[number].hashed.insert(entry)
-                guard !failed.contains(number), let before = prepared[number].snapshot.stamps[entry] else { continue }
+                guard !failed.contains(number) else { continue }
                 do {
-                    try Self.checkStillAsRead(reading.path(position), before: before)
+                    try Self.checkStillAsRead(reading.path(position), before: prepared[number].snapshot.stamps[entry])
                 } catch {
                     failed.insert(number)
                     results[prepared[number].item] = .failure(error)

@@ -134,19 +134,19 @@ public struct PushEngine: Sendable {
             let started = ContinuousClock.now
             let connection = remote.connection
             let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
+            // The version this root holds, read first: its manifest (megabytes for a tree of many
+            // files, decoded through buffers as large) is made before the walk's entries exist,
+            // and the walk's names are then its names (LocalSnapshot.shareNames).
+            let synced = try state.document(server: connection.server, container: remote.container, path: name)
             // Which files must be read: those whose stamp changed since their chunks were computed.
             var snapshot = try LocalSnapshot(path: path, state: state, exclude: options.exclude, directoryItself: directoryItself)
-            let (top, kind) = (snapshot.top, snapshot.kind)
-            var chunkLists: [[Manifest.ChunkReference]?] = []
-
-            // The chunk lists and synced manifest are only needed before announcing if nothing may
-            // have changed; otherwise only the synced version is, and the announce goes out first.
-            var synced: SyncedDocument? = nil
-            if snapshot.toHash.isEmpty {
-                synced = try state.document(server: connection.server, container: remote.container, path: name)
-                chunkLists = try snapshot.knownChunks(state, synced: synced?.manifest)
+            if let synced {
+                snapshot.shareNames(with: synced.manifest)
+                ProcessMemory.returnFreePages(afterFiles: snapshot.tree.count, bytes: 0)  // the walk's names and the manifest's decoding
             }
-            let syncedVersion = try synced?.version ?? state.documentVersion(server: connection.server, container: remote.container, path: name)
+            let (top, kind) = (snapshot.top, snapshot.kind)
+            var chunkLists = try snapshot.knownChunks(state, synced: synced?.manifest)
+            let syncedVersion = synced?.version
             var serverCurrent: DocumentInfo? = nil
             if options.force { serverCurrent = try? await connection.stat(container: remote.container, path: name) }
             let baseVersion = PushDecisions.baseVersion(synced: syncedVersion, force: options.force, serverCurrent: serverCurrent)
@@ -165,10 +165,6 @@ public struct PushEngine: Sendable {
                 path: name, kind: DocumentKind(kind), size: total, mtimeNs: top.mtimeNanoseconds,
                 mode: top.mode, baseVersion: baseVersion, device: options.device))
 
-            if synced == nil && syncedVersion != nil {
-                synced = try state.document(server: connection.server, container: remote.container, path: name)
-            }
-            if chunkLists.isEmpty { chunkLists = try snapshot.knownChunks(state, synced: synced?.manifest) }
             var toHash = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
 
             // 3. Chunks the server surely has (the base version's) are never asked about.
@@ -201,8 +197,7 @@ public struct PushEngine: Sendable {
             // A file written while it was read is not committed: its chunks may mix two contents.
             // Its stamp from before the read must still be its stamp now.
             for index in toHash {
-                guard let before = snapshot.stamps[index] else { continue }
-                try Self.checkStillAsRead(snapshot.fullPath(snapshot.tree[index]), before: before)
+                try Self.checkStillAsRead(snapshot.fullPath(snapshot.tree[index]), before: snapshot.stamps[index])
             }
 
             // 4. The manifest, sent as a delta against the base version.
@@ -250,7 +245,13 @@ public struct PushEngine: Sendable {
 
     /// Throws unless the file at `path` still has the stamp it had before it was read: a file
     /// written (or removed) while it was read is not committed, as its chunks may mix two contents.
-    static func checkStillAsRead(_ path: String, before: FileStamp) throws {
+    /// One that had no stamp then (it was being replaced as the tree was walked) is not either:
+    /// the state would have no row to record for what was read.
+    static func checkStillAsRead(_ path: String, before: FileStamp?) throws {
+        guard let before else {
+            throw XferError(.io, "\(path) was being replaced as the tree was walked; nothing was committed (push again, or let the next sync pass do it)",
+                            cause: ChangedWhileRead())
+        }
         guard let now = FileStamp.of(path) else {
             throw XferError(.notFound, "\(path) went away while it was read; nothing was committed", cause: SystemErrno(ENOENT))
         }
@@ -332,7 +333,7 @@ public struct PushEngine: Sendable {
         let stop = Locked(false)
         let lists = Locked(ChunkLists())  // set once, when hashing ends
         let options = options
-        let askBatch = options.askBatch
+        let askBatch = max(1, options.askBatch)
         // Hashing may outrun the link: the pipeline waits while this many of its batches are
         // not yet taken, so what waits to be asked about is bounded, not the whole tree's chunks.
         let slots = BatchSlots(Self.batchesAhead, stop: stop)
@@ -363,7 +364,7 @@ public struct PushEngine: Sendable {
                 defer { stop.withLock { $0 = true } }
                 // (The first batches, the known files' chunks, are yielded before the pipeline starts
                 // and took no slot.)
-                var unslotted = (initial.count + askBatch - 1) / askBatch
+                var unslotted = (initial.count + askBatch - 1) / askBatch  // (askBatch is at least 1)
                 try await self.sendMissing(batches, taken: {
                     if unslotted > 0 { unslotted -= 1 } else { slots.give() }
                 }, cache: cache, counters: counters, report: report)
@@ -470,6 +471,8 @@ public struct PushEngine: Sendable {
                         }
                     }
                     if !collector.pending.isEmpty { yield(collector.pending) }
+                    // Stopped with batches not handed over (the asking ended): not a finished read.
+                    if stop.value { throw XferError(.cancelled, "push stopped") }
                     collector.publish(counters)
                     done.resume()
                 } catch {

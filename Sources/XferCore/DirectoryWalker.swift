@@ -83,10 +83,7 @@ public enum DirectoryWalker {
     public static func walk(_ root: String, include: (TreeEntry) throws -> Bool) throws -> [TreeEntry] {
         var result: [TreeEntry] = []
         try walk(root, relative: "", include: include, into: &result)
-        // Grown by doubling, the list may have room for up to twice its entries; a tree of many
-        // files keeps it for the whole transfer, so it is copied to its size (a quarter of it, say, spare).
-        guard result.capacity - result.count > result.count / 8 else { return result }
-        return result.withUnsafeBufferPointer { Array($0) }
+        return result
     }
 
     private static func walk(_ directory: String, relative: String, include: (TreeEntry) throws -> Bool,
