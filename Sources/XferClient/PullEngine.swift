@@ -474,10 +474,10 @@ public struct PullEngine: Sendable {
                           seconds: (ContinuousClock.now - started).seconds)
     }
 
-    /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
     /// How many bytes of downloaded chunks a request holds for the cache before writing them to it.
     static let keptBatchBytes = 1 << 20
 
+    /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
     private func download(_ order: [ChunkSourcing.Download], files: StagingFiles,
                           maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
                           progress: @escaping @Sendable (TransferProgress) -> Void) async throws {

@@ -168,10 +168,7 @@ extension PushEngine {
             // What was read is remembered even if a commit fails, so the next pass does not read it again.
             try items.first?.state.database.batch {
                 for document in prepared where !document.hashed.isEmpty {
-                    let snapshot = document.snapshot
-                    try items[document.item].state.record(files: document.hashed.compactMap { entry in
-                        snapshot.stamps[entry].map { KnownFile(path: snapshot.tree[entry].relativePath, stamp: $0, chunks: document.chunkLists[entry]!) }
-                    })
+                    try items[document.item].state.record(files: Self.knownFiles(document.snapshot, document.chunkLists, only: document.hashed.sorted()))
                 }
             }
 
@@ -270,19 +267,20 @@ extension PushEngine {
         }
     }
 
-    /// Every file of a snapshot with its stamp and chunk list: what the state records with a version.
-    static func knownFiles(_ snapshot: LocalSnapshot, _ chunkLists: [[Manifest.ChunkReference]?], only: [Int]? = nil) -> KnownFiles {
+    /// The files of a snapshot at tree indexes `only` (those a push read) with their stamps and
+    /// chunk lists: what the state records of them.
+    static func knownFiles(_ snapshot: LocalSnapshot, _ chunkLists: [[Manifest.ChunkReference]?], only: [Int]) -> KnownFiles {
         KnownFiles(snapshot: snapshot, chunkLists: chunkLists, only: only)
     }
 }
 
-/// A snapshot's files with their stamps and chunk lists, made one at a time as the state
-/// database reads them (a tree may have hundreds of thousands: no array of them all is built).
+/// Some of a snapshot's files with their stamps and chunk lists, made one at a time as the
+/// state database reads them (a tree may have hundreds of thousands: no array of them is built).
 struct KnownFiles: Sequence, Sendable {
     let snapshot: LocalSnapshot
     let chunkLists: [[Manifest.ChunkReference]?]
-    /// The tree indexes to give, in order (`nil`: every file of the tree).
-    var only: [Int]? = nil
+    /// The tree indexes to give, in order.
+    let only: [Int]
 
     struct Iterator: IteratorProtocol {
         let files: KnownFiles
@@ -290,10 +288,9 @@ struct KnownFiles: Sequence, Sendable {
 
         mutating func next() -> KnownFile? {
             let tree = files.snapshot.tree
-            let count = files.only?.count ?? tree.count
-            while position < count {
+            while position < files.only.count {
                 defer { position += 1 }
-                let index = files.only?[position] ?? position
+                let index = files.only[position]
                 let node = tree[index]
                 guard node.kind == .file, let stamp = files.snapshot.stamps[index], let chunks = files.chunkLists[index] else { continue }
                 return KnownFile(path: node.relativePath, stamp: stamp, chunks: chunks)

@@ -83,7 +83,7 @@ extension PushEngine {
             let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
             let snapshot = try LocalSnapshot(path: path, state: state, exclude: options.exclude)
             let synced = try state.document(server: connection.server, container: remote.container, path: name)
-            let syncedVersion = try synced?.version ?? state.documentVersion(server: connection.server, container: remote.container, path: name)
+            let syncedVersion = synced?.version
             let current: DocumentInfo?
             do {
                 current = try await connection.stat(container: remote.container, path: name)
@@ -92,7 +92,7 @@ extension PushEngine {
             }
             let serverVersion = current?.state == .current ? current?.version : nil
             let chunkLists = try snapshot.knownChunks(state)
-            let toRead = snapshot.toHash + snapshot.unchanged.filter { chunkLists[$0] == nil }
+            let toRead = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
             var plan = PushPlan(document: name.value, action: .update, reason: "", syncedVersion: syncedVersion, serverVersion: serverVersion,
                                 files: snapshot.tree.filter { $0.kind == .file }.count, bytes: snapshot.totalSize,
                                 filesToRead: toRead.count, bytesToRead: toRead.reduce(Int64(0)) { $0 + snapshot.tree[$1].size })

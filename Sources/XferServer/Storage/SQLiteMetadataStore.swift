@@ -39,8 +39,8 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
     /// on pages all over the id-keyed tables: with SQLite's default 2 MiB cache most of those
     /// pages were read again for every batch, and a checkpoint every 1,000 WAL pages copied each
     /// page into the database once per batch that touched it. A 32 MiB cache and a checkpoint
-    /// every 8,192 pages (32 MiB) cut a first push of 200,000 small files from 22.5 to 16.8 s
-    /// (docs/PERFORMANCE.md); the WAL is cut back to 32 MiB after a checkpoint.
+    /// every 8,192 pages (32 MiB) cut a first push of 200,000 small files from 20.0–20.5 to
+    /// 17.7 s (docs/PERFORMANCE.md, issue 15's fifth step); the WAL is cut back to 32 MiB after a checkpoint.
     static let writerPragmas = """
         PRAGMA cache_size = -32768;
         PRAGMA wal_autocheckpoint = 8192;
