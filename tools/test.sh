@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up the machine and runs the whole test suite (debug build): the Swift tests, then the
+# Sets up the machine and runs the whole test suite (debug build): the Swift tests (the client
+# suite a second time over servers that seal their data at rest, XFER_TEST_SEALING=1), then the
 # short versions of the reliability suites (docs/RELIABILITY.md): faults through the proxy,
 # kill -9 crash loops, the randomized sync check, a git-checkout soak under two daemons, a load test, schemathesis against the OpenAPI description, the
 # backend suite on a real PostgreSQL and Ceph RGW, and the attacker's suite.
@@ -11,6 +12,10 @@ bash tools/setup.sh
 python3 tools/check-format.py   # docs/FORMAT.md, implemented independently, against the pinned vectors
 swift build --build-tests
 swift test --skip-build "$@"
+if [ $# -eq 0 ]; then
+  # The library-level client suite again over servers that seal their data at rest.
+  XFER_TEST_SEALING=1 swift test --skip-build --filter XferClientTests
+fi
 if [ "${XFER_QUICK:-0}" != 1 ] && [ $# -eq 0 ]; then
   python3 tools/fault-suite.py --seeds 20
   python3 tools/crash-suite.py --server-kills 12 --client-kills 5

@@ -3,4 +3,5 @@
 #include <openssl/evp.h>
 #include <openssl/err.h>
 #include <openssl/crypto.h>
+#include <openssl/hmac.h>
 #endif

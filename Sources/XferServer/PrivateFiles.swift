@@ -48,7 +48,7 @@ enum PrivateFiles {
     /// Writes a secret atomically with mode 0600: a new temporary file (never through a
     /// symlink), written whole, fsynced, renamed over `path`; then the directory is fsynced.
     /// - Throws: `io` naming the file.
-    static func writeSecret(_ text: String, to path: String) throws {
+    static func writeSecret(_ text: String, to path: String, replacing: Bool = true) throws {
         let temporary = path + ".tmp"
         unlink(temporary)
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -67,7 +67,11 @@ enum PrivateFiles {
         }
         if failure == 0, fsync(fd) != 0 { failure = errno }
         if close(fd) != 0, failure == 0 { failure = errno }
-        if failure == 0, rename(temporary, path) != 0 { failure = errno }
+        if failure == 0 {
+            // Without `replacing`, a link fails if `path` exists (a key file is never overwritten).
+            if replacing ? rename(temporary, path) != 0 : link(temporary, path) != 0 { failure = errno }
+            if !replacing { unlink(temporary) }
+        }
         guard failure == 0 else {
             unlink(temporary)
             throw XferError.writing(failure, "write", path)

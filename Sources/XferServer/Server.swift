@@ -84,12 +84,16 @@ public struct ServerData: Sendable {
     /// - Throws: `io` if it cannot be created or opened; `invalid_configuration` if other
     ///   users may write to it or it is not this user's.
     /// - Parameter policy: Version retention and key-value limits.
-    /// - Parameter chunks: Makes the store chunks go to instead of packs in `DIR/packs` (a
-    ///   ``PackedChunkStore`` over S3), given the metadata store, where it keeps its index.
+    /// - Parameter sealing: Keys that seal chunks and manifests at rest, the first for what is
+    ///   written from now on. The store records which keys its data is sealed with, and open
+    ///   refuses (`invalid_configuration`, changing nothing) keys that leave one of them out,
+    ///   or no keys for a store that has sealed data.
+    /// - Parameter metadata: Where metadata goes instead of `DIR/metadata.sqlite` (a
+    ///   ``PostgresMetadataStore``, made with the same `sealing`).
+    /// - Parameter packs: Where packs go instead of `DIR/packs` (``S3PackStorage``).
     ///   Chunk files an older version kept in `DIR/chunks` are moved into the store first.
-    /// - Parameter metadata: Where metadata goes instead of `DIR/metadata.sqlite` (a ``PostgresMetadataStore``).
-    public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), metadata: (any MetadataStore)? = nil,
-                            chunks: ((any MetadataStore) -> any ChunkStore)? = nil) async throws -> ServerData {
+    public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil,
+                            metadata: (any MetadataStore)? = nil, packs: (any PackStorage)? = nil) async throws -> ServerData {
         let directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
         if !FileManager.default.fileExists(atPath: directory) {
             guard (try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
@@ -103,9 +107,15 @@ public struct ServerData: Sendable {
             let file = directory + "/metadata.sqlite"
             try PrivateFiles.makePrivate(file, companions: [file + "-wal", file + "-shm"])
         }
-        try StoreLayout(metadataElsewhere: metadata != nil, chunksElsewhere: chunks != nil).record(in: directory)
-        let metadata = try metadata ?? SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy)
-        let store = try chunks?(metadata) ?? PackedChunkStore(storage: FilePackStorage(root: directory + "/packs"), index: metadata)
+        if let given = metadata as? any SQLMetadataStore, given.sealing?.ids != sealing?.ids {
+            throw XferError(.invalidConfiguration, "the metadata store was opened with other encryption keys than the data directory")
+        }
+        try StoreLayout(metadataElsewhere: metadata != nil, chunksElsewhere: packs != nil).record(in: directory)
+        let metadata = try metadata ?? SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy, sealing: sealing)
+        try checkSealing(sealing, recorded: try await metadata.sealingKeys(), directory: directory)
+        if let sealing { try await metadata.recordSealingKey(sealing.current.id) }
+        var store = try PackedChunkStore(storage: packs ?? FilePackStorage(root: directory + "/packs"), index: metadata)
+        store.sealing = sealing
         let migration = try await LegacyChunkFiles.migrate(directory + "/chunks", into: store)
         var created = false
         if try await !metadata.hasAdminToken() {
@@ -118,6 +128,25 @@ public struct ServerData: Sendable {
         data.migratedChunkFiles = migration.chunks
         data.damagedChunkFiles = migration.damaged
         return data
+    }
+
+    /// Refuses keys that cannot open everything the store holds: each key id the store recorded
+    /// must be among them, and a store with sealed data needs keys.
+    static func checkSealing(_ sealing: SealingKeys?, recorded: [SealingKeyID], directory: String) throws {
+        let given = Set(sealing?.ids ?? [])
+        let missing = recorded.filter { !given.contains($0) }
+        guard !missing.isEmpty else { return }
+        let names = missing.map(\.description).joined(separator: ", ")
+        guard sealing != nil else {
+            throw XferError(.invalidConfiguration, """
+                the data of \(directory) is sealed with encryption key \(names), and no key was given; nothing was changed. \
+                Give it with --encryption-key FILE or XFER_ENCRYPTION_KEY
+                """)
+        }
+        throw XferError(.invalidConfiguration, """
+            the data of \(directory) is also sealed with encryption key \(names), which was not given; nothing was changed. \
+            Give every key still in use (--encryption-key FILE, repeatable, or several lines of one file), the current one first
+            """)
     }
 
     /// Creates an account directly in the data directory (no server needed).

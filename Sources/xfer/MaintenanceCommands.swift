@@ -27,7 +27,7 @@ struct Span: ExpressibleByArgument {
 }
 
 /// Opens a server's data directory for maintenance, refusing to create one where there is none.
-func openExistingData(_ directory: String) async throws -> ServerData {
+func openExistingData(_ directory: String, sealing: SealingOptions) async throws -> ServerData {
     guard FileManager.default.fileExists(atPath: directory + "/metadata.sqlite") else {
         throw XferError(.notFound, "\(directory) is not an xfer data directory (no metadata.sqlite)")
     }
@@ -42,7 +42,7 @@ func openExistingData(_ directory: String) async throws -> ServerData {
             """)
     }
     restrictFileModes()
-    return reportMigration(try await ServerData.open(directory))
+    return reportMigration(try await ServerData.open(directory, sealing: try sealing.keys()))
 
 }
 
@@ -92,6 +92,8 @@ extension Xfer {
 
         @OptionGroup var client: ClientOptions
 
+        @OptionGroup var sealing: SealingOptions
+
         func validate() throws {
             guard [directory != nil, data != nil, remote].filter({ $0 }).count <= 1 else {
                 throw ValidationError("give one of DIR, --data DIR or --remote")
@@ -105,7 +107,7 @@ extension Xfer {
                     if let data {
                         // Progress only on a terminal: `\r` lines do not belong in a log.
                         let progress = !json && isatty(STDERR_FILENO) == 1
-                        report = try await Maintenance(data: try await openExistingData(data)).verify { checked in
+                        report = try await Maintenance(data: try await openExistingData(data, sealing: sealing)).verify { checked in
                             if progress { FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8)) }
                         }
                         if progress { FileHandle.standardError.write(Data("\n".utf8)) }
@@ -165,11 +167,13 @@ extension Xfer {
 
         @OptionGroup var client: ClientOptions
 
+        @OptionGroup var sealing: SealingOptions
+
         func run() async throws {
             try await runReportingErrors(json: json) {
                 let report: GarbageReport
                 if let data {
-                    report = try await Maintenance(data: try await openExistingData(data)).collectGarbage(grace: grace.seconds, dryRun: dryRun)
+                    report = try await Maintenance(data: try await openExistingData(data, sealing: sealing)).collectGarbage(grace: grace.seconds, dryRun: dryRun)
                 } else {
                     report = try await withRemote(client) { remote in
                         try await remote.connection.collectGarbage(GarbageRequest(graceSeconds: grace.seconds, dryRun: dryRun))

@@ -64,6 +64,8 @@ extension Xfer {
         @Option(help: ArgumentHelp("The PEM private key of --tls-cert.", valueName: "FILE"))
         var tlsKey: String?
 
+        @OptionGroup var sealing: SealingOptions
+
         @Flag(name: .customLong("behind-tls-proxy"), help: "Serve plain HTTP on a non-loopback --listen address because a TLS-terminating proxy is in front (tokens cross the network only inside TLS).")
         var behindTLSProxy = false
 
@@ -131,9 +133,11 @@ extension Xfer {
                     objectStore = client
                 }
                 var database: PostgresMetadataStore? = nil
-                if let metadata { database = try await PostgresMetadataStore(url: metadata, policy: policy) }
-                let store = reportMigration(try await ServerData.open(data, policy: policy, metadata: database,
-                                                                      chunks: objectStore.map { client in { PackedChunkStore(client: client, index: $0) } }))
+                let keys = try sealing.keys()
+                if let metadata { database = try await PostgresMetadataStore(url: metadata, policy: policy, sealing: keys) }
+                let store = reportMigration(try await ServerData.open(data, policy: policy, sealing: keys, metadata: database,
+                                                                      packs: objectStore.map { S3PackStorage(client: $0) }))
+                if let keys { logger.info("sealing data at rest", metadata: ["key": "\(keys.current.id)", "keys": "\(keys.ids.count)"]) }
                 if store.createdAdminToken {
                     logger.notice("created an admin token", metadata: ["file": "\(store.adminTokenPath)"])
                     printError("wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(data)`")
@@ -192,12 +196,14 @@ extension Xfer {
 
             @OptionGroup var client: ClientOptions
 
+            @OptionGroup var sealing: SealingOptions
+
             func run() async throws {
                 try await runReportingErrors(json: json) {
                     let info: AccountInfo
                     if let data {
                         restrictFileModes()
-                        info = try await reportMigration(ServerData.open(data)).createAccount(name: name, quota: quota?.value)
+                        info = try await reportMigration(ServerData.open(data, sealing: try sealing.keys())).createAccount(name: name, quota: quota?.value)
                     } else {
                         info = try await withRemote(client) { remote in
                             try await remote.connection.createAccount(CreateAccountRequest(name: name, quota: quota?.value))
@@ -229,12 +235,14 @@ extension Xfer {
 
             @OptionGroup var client: ClientOptions
 
+            @OptionGroup var sealing: SealingOptions
+
             func run() async throws {
                 try await runReportingErrors(json: json) {
                     let info: TokenInfo
                     if let data {
                         restrictFileModes()
-                        info = try await reportMigration(ServerData.open(data)).metadata.issueToken(account: name)
+                        info = try await reportMigration(ServerData.open(data, sealing: try sealing.keys())).metadata.issueToken(account: name)
                     } else {
                         info = try await withRemote(client) { remote in try await remote.connection.newToken(account: name) }
                     }
@@ -266,6 +274,8 @@ extension Xfer {
 
             @OptionGroup var client: ClientOptions
 
+            @OptionGroup var sealing: SealingOptions
+
             func validate() throws {
                 guard (revoked == nil) != (account == nil) else { throw ValidationError("give a TOKEN or --account NAME, not both") }
             }
@@ -276,7 +286,7 @@ extension Xfer {
                     let result: RevokeTokenResult
                     if let data {
                         restrictFileModes()
-                        result = try await reportMigration(ServerData.open(data)).metadata.revoke(request)
+                        result = try await reportMigration(ServerData.open(data, sealing: try sealing.keys())).metadata.revoke(request)
                     } else {
                         result = try await withRemote(client) { remote in try await remote.connection.revokeToken(request) }
                     }
@@ -303,4 +313,92 @@ enum ListenAddress {
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
+}
+
+/// The keys that seal a server's data at rest, for `serve` and every command that opens a
+/// data directory (`--data`): they all need the same keys.
+struct SealingOptions: ParsableArguments {
+    @Option(name: .customLong("encryption-key"),
+            help: ArgumentHelp("""
+                Seal chunks and manifests at rest with the keys in FILE (64 hex digits a line, mode 0600; make one with \
+                `xfer server-key new FILE`). Repeatable: the first key seals new data, every key opens what it sealed. \
+                Default: the keys in XFER_ENCRYPTION_KEY. A data directory with sealed data refuses to open without its keys.
+                """, valueName: "FILE"))
+    var encryptionKeys: [String] = []
+
+    /// The keys of the files, then of XFER_ENCRYPTION_KEY; `nil` if none.
+    func keys() throws -> SealingKeys? {
+        try SealingKeys.load(files: encryptionKeys, environment: ProcessInfo.processInfo.environment["XFER_ENCRYPTION_KEY"])
+    }
+}
+
+extension Xfer {
+    struct ServerKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "server-key",
+            abstract: "Make and inspect the keys that seal a server's data at rest (xfer serve --encryption-key).",
+            discussion: """
+                A server given keys seals every chunk and manifest it stores from then on with AES-256-GCM, on disk and \
+                in S3 alike; data stored before stays readable as it is. To rotate, make a new key and start the server \
+                with the new key first and the old ones after: new data is sealed with the new key, and the old keys \
+                still open what they sealed. Keep a copy of every key: sealed data cannot be read without its key. \
+                See docs/SECURITY.md.
+                """,
+            subcommands: [New.self, Show.self])
+
+        struct New: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Write a new random key to a new file (mode 0600) and print its id.",
+                discussion: "Never overwrites a file: an overwritten key file is data lost.")
+
+            @Argument(help: "The key file to create.")
+            var file: String
+
+            @Flag(help: "Print {\"file\", \"id\"} as JSON.")
+            var json = false
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    restrictFileModes()
+                    let key = try SealingKeys.createKeyFile(at: file)
+                    if json {
+                        printJSON(["file": file, "id": key.id.description])
+                    } else {
+                        print("wrote key \(key.id) to \(file); keep a copy elsewhere: data sealed with it cannot be read without it")
+                    }
+                }
+            }
+        }
+
+        struct Show: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Print the ids of the keys given (--encryption-key, XFER_ENCRYPTION_KEY), the current one first.",
+                discussion: "Compare them with the ids the server names when it refuses to start for a missing key.")
+
+            @OptionGroup var sealing: SealingOptions
+
+            @Flag(help: "Print {\"current\", \"keys\"} as JSON.")
+            var json = false
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    guard let keys = try sealing.keys() else {
+                        throw XferError(.invalidConfiguration, "no key given: pass --encryption-key FILE or set XFER_ENCRYPTION_KEY")
+                    }
+                    let others = keys.ids.filter { $0 != keys.current.id }.map(\.description)
+                    if json {
+                        printJSON(ShownKeys(current: keys.current.id.description, keys: [keys.current.id.description] + others))
+                    } else {
+                        print("\(keys.current.id) (current)")
+                        for id in others { print(id) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+private struct ShownKeys: Encodable {
+    var current: String
+    var keys: [String]
 }

@@ -24,12 +24,13 @@ struct LiveServer {
     ///   - limits: The server's limits (a small `listPage` makes paging cheap to test).
     ///   - intercept: Answers a request in place of the server when it returns a response
     ///     (a fault at one route, as a broken server or proxy would give).
-    static func run<T: Sendable>(policy: StorePolicy = StorePolicy(), quota: Int64? = nil, limits: ServerLimits = ServerLimits(),
+    static func run<T: Sendable>(policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = Backends.sealing, quota: Int64? = nil,
+                                 limits: ServerLimits = ServerLimits(),
                                  intercept: (@Sendable (Request) -> Response?)? = nil,
                                  _ body: @escaping @Sendable (LiveServer) async throws -> T) async throws -> T {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-live-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let data = try await Backends.open(root + "/data", policy: policy)
+        let data = try await Backends.open(root + "/data", policy: policy, sealing: sealing)
         let token = try await data.createAccount(name: "tester", quota: quota).token!
         var logger = Logger(label: "xfer.test")
         logger.logLevel = .warning
@@ -123,23 +124,29 @@ enum Files {
 
 /// The backends the suite runs against: SQLite and files by default; PostgreSQL when
 /// XFER_POSTGRES_URL is set and S3 when XFER_S3_ENDPOINT is (tools/pg-up.sh, tools/ceph-up.sh),
-/// each test in its own schema and bucket.
+/// each test in its own schema and bucket; with XFER_TEST_SEALING=1, every server seals its data
+/// at rest with a key of its own (the whole suite then runs over sealed stores).
 enum Backends {
     static let environment = ProcessInfo.processInfo.environment
 
-    static func open(_ directory: String, policy: StorePolicy) async throws -> ServerData {
+    /// A new key for each server when XFER_TEST_SEALING=1.
+    static var sealing: SealingKeys? {
+        environment["XFER_TEST_SEALING"] == "1" ? try! SealingKeys([SealingKey.generate()]) : nil
+    }
+
+    static func open(_ directory: String, policy: StorePolicy, sealing: SealingKeys? = nil) async throws -> ServerData {
         let unique = UUID().uuidString.prefix(8).lowercased()
         var metadata: (any MetadataStore)? = nil
         if let url = environment["XFER_POSTGRES_URL"] {
-            metadata = try await PostgresMetadataStore(url: url, policy: policy, schema: "t_\(unique)")
+            metadata = try await PostgresMetadataStore(url: url, policy: policy, schema: "t_\(unique)", sealing: sealing)
         }
-        var chunks: ((any MetadataStore) -> any ChunkStore)? = nil
+        var packs: (any PackStorage)? = nil
         if let endpoint = environment["XFER_S3_ENDPOINT"] {
             let client = S3Client(location: try S3Location(url: "s3://xfer-\(unique)/chunks", endpoint: endpoint))
             try await client.createBucketIfNeeded()
-            chunks = { PackedChunkStore(client: client, index: $0) }
+            packs = S3PackStorage(client: client)
         }
-        return try await ServerData.open(directory, policy: policy, metadata: metadata, chunks: chunks)
+        return try await ServerData.open(directory, policy: policy, sealing: sealing, metadata: metadata, packs: packs)
     }
 }
 

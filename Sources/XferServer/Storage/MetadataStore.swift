@@ -98,6 +98,11 @@ public protocol AccountStore: Sendable {
     /// same for every server sharing it. A client that sees another identity at the same URL
     /// knows it talks to a different server, and deletes nothing on its word.
     func deploymentID() async throws -> String
+    /// The ids of the encryption keys data in this deployment was sealed with, as recorded by
+    /// ``recordSealingKey(_:)``: a server must be given every one of them.
+    func sealingKeys() async throws -> [SealingKeyID]
+    /// Records that data is sealed with the key `id` from now on (nothing if it is recorded).
+    func recordSealingKey(_ id: SealingKeyID) async throws
     /// Whether an admin token exists.
     func hasAdminToken() async throws -> Bool
     /// Records an admin token's hash.

@@ -9,7 +9,10 @@ import XferCore
 ///
 /// A pack is entries back to back, each the chunk's 32-byte id followed by the chunk in the
 /// stored format of a chunk file (docs/FORMAT.md), so a pack describes itself and an index
-/// could be rebuilt from the packs. Pack names are random: a pack is written once and never
+/// could be rebuilt from the packs. With ``sealing`` keys, an entry is instead the chunk's
+/// name under the key (``SealingKey/name(of:)``) followed by the stored chunk sealed with it
+/// (``SealingKeys``, the chunk's id bound in): the packs hold neither plain bytes nor ids.
+/// Entries written before keys were given stay readable as they are. Pack names are random: a pack is written once and never
 /// again under its name, which is what lets a compaction delete a pack it saw emptied.
 ///
 /// Order of writes: the pack (durable), then its locations, then (by the route) the account's
@@ -32,6 +35,9 @@ public struct PackedChunkStore: ChunkStore {
     public var orphanAge: Int64 = 3600
     /// A pack whose live bytes fall under this fraction of its size is rewritten.
     public var rewriteBelow = 0.5
+    /// Keys that seal entries written from now on, and open those sealed before; `nil` writes
+    /// them plain (sealed ones then cannot be read).
+    public var sealing: SealingKeys?
     private let threadPool: NIOThreadPool
 
     /// A store of packs in `storage` that records locations in `index`.
@@ -69,9 +75,9 @@ public struct PackedChunkStore: ChunkStore {
         // batch are packed once.
         var seen: Set<ChunkID> = []
         let good = chunks.indices.filter { verdicts[$0] == nil && seen.insert(chunks[$0].id).inserted }.map { chunks[$0] }
-        let packs = good.batched(atMost: .max, budget: packSize) { Self.entrySize($0) }
+        let packs = good.batched(atMost: .max, budget: packSize) { entrySize($0) }
         try await forEach(packs) { entries in
-            let (bytes, locations) = Self.pack(entries, name: Self.newPackName())
+            let (bytes, locations) = pack(entries, name: Self.newPackName())
             try await storage.put(locations[0].pack, bytes)
             try await index.recordLocations(locations)
         }
@@ -84,31 +90,47 @@ public struct PackedChunkStore: ChunkStore {
         return (0..<16).map { _ in ChunkID.hexDigits(UInt8.random(in: 0...255, using: &generator)) }.joined()
     }
 
-    /// The bytes a chunk takes in a pack: its id, then the stored chunk.
-    static func entrySize(_ chunk: EncodedChunk) -> Int { ChunkID.byteCount + LocalChunkStore.headerSize + chunk.payload.count }
+    /// The bytes a chunk takes in a pack: its id (or name), then the stored chunk (sealed or not).
+    func entrySize(_ chunk: EncodedChunk) -> Int {
+        ChunkID.byteCount + LocalChunkStore.headerSize + chunk.payload.count + (sealing == nil ? 0 : Sealing.overhead)
+    }
 
-    /// A pack's bytes and the locations of its entries.
-    static func pack(_ chunks: [EncodedChunk], name: String) -> ([UInt8], [ChunkLocation]) {
+    /// A pack's bytes and the locations of its entries, sealed with the current key if there are keys.
+    func pack(_ chunks: [EncodedChunk], name: String) -> ([UInt8], [ChunkLocation]) {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(chunks.reduce(0) { $0 + entrySize($1) })
         var locations: [ChunkLocation] = []
         for chunk in chunks {
             let offset = bytes.count
-            chunk.id.withUnsafeBytes { bytes.append(contentsOf: $0) }
-            bytes.append(contentsOf: LocalChunkStore.fileBytes(chunk))
+            if let sealing {
+                sealing.current.name(of: chunk.id).withUnsafeBytes { bytes.append(contentsOf: $0) }
+                bytes.append(contentsOf: sealing.seal(LocalChunkStore.fileBytes(chunk), context: Sealing.chunkContext(chunk.id)))
+            } else {
+                chunk.id.withUnsafeBytes { bytes.append(contentsOf: $0) }
+                bytes.append(contentsOf: LocalChunkStore.fileBytes(chunk))
+            }
             locations.append(ChunkLocation(id: chunk.id, pack: name, offset: Int64(offset), length: bytes.count - offset))
         }
         return (bytes, locations)
     }
 
-    /// An entry read back: its id must be the one asked for.
+    /// An entry read back: it must be the chunk asked for, by its id or (sealed) its name under
+    /// the key that sealed it, and a sealed one must open with that key and the id.
     func entry(_ bytes: ArraySlice<UInt8>, _ location: ChunkLocation) throws -> EncodedChunk {
         let name = "entry \(location.offset) of pack \(location.pack)"
-        guard bytes.count == location.length, bytes.count > ChunkID.byteCount,
-              ChunkID(bytes: bytes.prefix(ChunkID.byteCount)) == location.id else {
+        guard bytes.count == location.length, bytes.count > ChunkID.byteCount, let slot = ChunkID(bytes: bytes.prefix(ChunkID.byteCount)) else {
             throw XferError(.corruptChunk, "\(name) is not chunk \(location.id.hex)")
         }
-        return try LocalChunkStore.parse(bytes.dropFirst(ChunkID.byteCount), id: location.id, name: name)
+        let stored = bytes.dropFirst(ChunkID.byteCount)
+        guard Sealing.isSealed(stored) else {
+            guard slot == location.id else { throw XferError(.corruptChunk, "\(name) is not chunk \(location.id.hex)") }
+            return try LocalChunkStore.parse(stored, id: location.id, name: name)
+        }
+        let plain = try SealingKeys.openIfSealed(Array(stored), keys: sealing, context: Sealing.chunkContext(location.id), what: name)
+        guard let key = Sealing.keyID(of: stored).flatMap({ sealing?.byID[$0] }), slot == key.name(of: location.id) else {
+            throw XferError(.corruptChunk, "\(name) is not chunk \(location.id.hex)")
+        }
+        return try LocalChunkStore.parse(plain[...], id: location.id, name: name)
     }
 
     // MARK: Load
@@ -213,7 +235,7 @@ public struct PackedChunkStore: ChunkStore {
             let locations = try await index.locations(pack: name)
             guard !locations.isEmpty, let bytes = try await storage.get(name, limit: Int(object.size)) else { continue }
             let chunks = try locations.map { try entry(bytes[Int($0.offset)..<Int($0.offset) + $0.length], $0) }
-            let (packed, moved) = Self.pack(chunks, name: Self.newPackName())
+            let (packed, moved) = pack(chunks, name: Self.newPackName())
             try await storage.put(moved[0].pack, packed)
             if try await index.moveLocations(moved, from: name) == 0 {
                 // Another compaction moved them first: this copy is named by nothing.

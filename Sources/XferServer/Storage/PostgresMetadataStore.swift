@@ -21,6 +21,8 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
 
     let policy: StorePolicy
 
+    let sealing: SealingKeys?
+
     let logger: Logger
 
     /// Connections to the database at most (and threads running transactions, ``PostgresSession/threads``).
@@ -31,9 +33,10 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
     ///   - url: The database.
     ///   - policy: Retention and key-value limits.
     ///   - schema: A schema to work in (created if missing), for tests that share a database.
+    ///   - sealing: Keys that seal manifests at rest.
     /// - Throws: `invalid_configuration` for a bad URL, `io` if the database cannot be reached.
     ///   A `?schema=NAME` in the URL does the same (one database, several deployments).
-    public init(url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil) async throws {
+    public init(url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil) async throws {
         let schema = schema ?? URLComponents(string: url)?.queryItems?.first { $0.name == "schema" }?.value
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
               let host = components.host, let user = components.user else {
@@ -54,6 +57,7 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
         let client = client
         runner = Task { await client.run() }
         self.policy = policy
+        self.sealing = sealing
         var logger = Logger(label: "xfer.postgres")
         logger.logLevel = .warning
         self.logger = logger
@@ -143,6 +147,9 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
         ("v5: deployment identity", """
             CREATE TABLE deployment (id TEXT NOT NULL);
             INSERT INTO deployment VALUES (replace(gen_random_uuid()::text, '-', ''));
+            """),
+        ("v6: sealing keys", """
+            CREATE TABLE sealing_keys (id TEXT PRIMARY KEY, added_at BIGINT NOT NULL)
             """),
     ]
 

@@ -12,10 +12,15 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
 
     let policy: StorePolicy
 
+    let sealing: SealingKeys?
+
     /// Opens (creating and migrating as needed) the database at `path`.
+    /// - Parameter sealing: Keys that seal manifests at rest (``ServerData/open(_:policy:sealing:metadata:packs:)``
+    ///   checks them against the ones the store records).
     /// - Throws: `io` if it cannot be opened.
-    public init(path: String, policy: StorePolicy = StorePolicy()) throws {
+    public init(path: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil) throws {
         self.policy = policy
+        self.sealing = sealing
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
@@ -157,6 +162,9 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 CREATE TABLE deployment (id TEXT NOT NULL);
                 INSERT INTO deployment VALUES (lower(hex(randomblob(16))));
                 """)
+        }
+        migrator.registerMigration("v8: sealing keys") { db in
+            try db.execute(sql: "CREATE TABLE sealing_keys (id TEXT PRIMARY KEY, added_at INTEGER NOT NULL) WITHOUT ROWID")
         }
         return migrator
     }

@@ -121,7 +121,7 @@ extension MetadataTransaction {
     func removeVersion(account: Int64, document: Int64, version: Int64) throws {
         if let row = try sql.one("SELECT manifest FROM versions WHERE document_id = ? AND version = ?", document, version),
            let blob = try row.optionalBlob("manifest") {
-            try adjustReferences(account: account, manifest: try Manifest(decoding: blob), by: -1)
+            try adjustReferences(account: account, manifest: try Manifest(decoding: openedManifest(blob, document: document, version: version)), by: -1)
         }
         try sql.rows("DELETE FROM versions WHERE document_id = ? AND version = ?", document, version)
     }

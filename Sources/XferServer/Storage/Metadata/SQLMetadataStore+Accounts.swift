@@ -24,6 +24,18 @@ extension SQLMetadataStore {
         try await read { tx in try tx.sql.one("SELECT id FROM deployment LIMIT 1")?.text("id") ?? "" }
     }
 
+    public func sealingKeys() async throws -> [SealingKeyID] {
+        try await read { tx in
+            try tx.sql.rows("SELECT id FROM sealing_keys ORDER BY id").compactMap { SealingKeyID(hex: try $0.text("id")) }
+        }
+    }
+
+    public func recordSealingKey(_ id: SealingKeyID) async throws {
+        try await write { tx in
+            try tx.sql.rows("INSERT INTO sealing_keys (id, added_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", id.description, MetadataTransaction.now())
+        }
+    }
+
     public func hasAdminToken() async throws -> Bool {
         try await read { tx in try tx.sql.one("SELECT 1 FROM tokens WHERE admin = ? LIMIT 1", true) != nil }
     }

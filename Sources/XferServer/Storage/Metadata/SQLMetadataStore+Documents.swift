@@ -103,7 +103,7 @@ extension SQLMetadataStore {
                       .optionalBlob("manifest") else {
                 throw XferError(.notFound, version.map { "\(path) has no committed version \($0)" } ?? "\(path) has no current version")
             }
-            return (info, blob)
+            return (info, try tx.openedManifest(blob, document: document.id, version: number))
         }
     }
 
@@ -284,7 +284,7 @@ extension MetadataTransaction {
         try sql.rows("""
             UPDATE versions SET state = ?, kind = ?, size = ?, manifest_digest = ?, manifest = ?, files = ?, chunks = ?, base_version = ?, sequence = ?
             WHERE document_id = ? AND version = ?
-            """, outcome.rawValue, kind.rawValue, manifest.totalSize, digest, encoded, manifest.fileCount, manifest.allChunks.count,
+            """, outcome.rawValue, kind.rawValue, manifest.totalSize, digest, storedManifest(encoded), manifest.fileCount, manifest.allChunks.count,
                      baseVersion, sequence, document.id, version)
         if outcome == .current {
             try sql.rows("UPDATE documents SET current_version = ? WHERE id = ?", version, document.id)

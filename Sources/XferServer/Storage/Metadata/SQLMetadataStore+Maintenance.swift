@@ -91,7 +91,9 @@ extension SQLMetadataStore {
                 """, after.document, after.version, limit).map { row in
                 StoredManifest(key: StoredVersionKey(document: try row.int("document_id"), version: try row.int("version")),
                                account: try row.int("account_id"), container: try row.text("container"), path: try row.text("path"),
-                               state: try row.text("state"), encoded: try row.blob("manifest"), digest: try row.optionalBlob("manifest_digest"))
+                               state: try row.text("state"),
+                               encoded: try tx.openedManifest(try row.blob("manifest"), document: try row.int("document_id"), version: try row.int("version")),
+                               digest: try row.optionalBlob("manifest_digest"))
             }
         }
     }

@@ -12,6 +12,9 @@ import XferProtocol
 protocol SQLMetadataStore: MetadataStore {
     var policy: StorePolicy { get }
 
+    /// The keys manifests are sealed with at rest; `nil` keeps new ones plain.
+    var sealing: SealingKeys? { get }
+
     /// Runs `body` as one read-only transaction.
     func reading<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T
 
@@ -21,13 +24,13 @@ protocol SQLMetadataStore: MetadataStore {
 
 extension SQLMetadataStore {
     func read<T: Sendable>(_ body: @escaping @Sendable (MetadataTransaction) throws -> T) async throws -> T {
-        let policy = policy
-        return try await reading { try body(MetadataTransaction(sql: $0, policy: policy)) }
+        let (policy, sealing) = (policy, sealing)
+        return try await reading { try body(MetadataTransaction(sql: $0, policy: policy, sealing: sealing)) }
     }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (MetadataTransaction) throws -> T) async throws -> T {
-        let policy = policy
-        return try await writing { try body(MetadataTransaction(sql: $0, policy: policy)) }
+        let (policy, sealing) = (policy, sealing)
+        return try await writing { try body(MetadataTransaction(sql: $0, policy: policy, sealing: sealing)) }
     }
 }
 
@@ -36,8 +39,20 @@ extension SQLMetadataStore {
 struct MetadataTransaction {
     let sql: any SQLSession
     let policy: StorePolicy
+    var sealing: SealingKeys? = nil
 
     var dialect: SQLDialect { sql.dialect }
+
+    /// A manifest's bytes as the versions table keeps them: sealed when the store has keys.
+    func storedManifest(_ encoded: [UInt8]) -> [UInt8] {
+        sealing?.seal(encoded, context: Sealing.manifestContext) ?? encoded
+    }
+
+    /// A manifest's encoding from what the versions table keeps (opened if it was sealed).
+    func openedManifest(_ stored: [UInt8], document: Int64, version: Int64) throws -> [UInt8] {
+        try SealingKeys.openIfSealed(stored, keys: sealing, context: Sealing.manifestContext,
+                                     what: "the manifest of version \(version) of document \(document)")
+    }
 
     /// Seconds since 1970: the `created_at` and `added_at` of rows.
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970) }

@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+@testable import XferCore
+
+@Suite("Sealing at rest")
+struct SealingTests {
+    static let context = Array("test context".utf8)
+
+    @Test("a sealed value opens to what was sealed, 44 bytes longer, different each time")
+    func sealedValuesRoundTrip() throws {
+        let keys = try SealingKeys([SealingKey.generate()])
+        for size in [0, 1, 15, 16, 17, 1000, 70_000] {
+            let plain = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+            let sealed = keys.seal(plain, context: Self.context)
+            #expect(sealed.count == plain.count + Sealing.overhead)
+            #expect(Sealing.isSealed(sealed))
+            #expect(Sealing.keyID(of: sealed) == keys.current.id)
+            #expect(try keys.open(sealed, context: Self.context, what: "value") == plain)
+            // A fresh salt each time: the same value never seals to the same bytes.
+            #expect(keys.seal(plain, context: Self.context) != sealed)
+            if size >= 16 {
+                // The plain bytes do not show through.
+                #expect(Data(sealed).range(of: Data(plain.prefix(16))) == nil)
+            }
+        }
+    }
+
+    @Test("every flipped byte is refused: the key id as an unknown key, anything else by the tag")
+    func everyFlippedByteIsRefused() throws {
+        let keys = try SealingKeys([SealingKey.generate()])
+        let sealed = keys.seal(Array("a value worth keeping".utf8), context: Self.context)
+        for index in sealed.indices {
+            var damaged = sealed
+            damaged[index] ^= 0x40
+            let error = #expect(throws: XferError.self) { try keys.open(damaged, context: Self.context, what: "value") }
+            if (4..<12).contains(index) {
+                #expect(error?.code == .invalidConfiguration)
+            } else {
+                #expect(error?.code == .corruptChunk)
+            }
+        }
+        // Cut short, or sealed for another place.
+        #expect(throws: XferError.self) { try keys.open(sealed.dropLast(), context: Self.context, what: "value") }
+        let moved = #expect(throws: XferError.self) { try keys.open(sealed, context: Array("elsewhere".utf8), what: "value") }
+        #expect(moved?.code == .corruptChunk)
+    }
+
+    @Test("a rotated key still opens what it sealed; without it the error names its id")
+    func rotation() throws {
+        let old = SealingKey.generate()
+        let new = SealingKey.generate()
+        #expect(old.id != new.id)
+        let sealedOld = try SealingKeys([old]).seal(Array("before".utf8), context: Self.context)
+        let rotated = try SealingKeys([new, old])
+        #expect(rotated.current.id == new.id)
+        #expect(try rotated.open(sealedOld, context: Self.context, what: "value") == Array("before".utf8))
+        #expect(Sealing.keyID(of: rotated.seal([1, 2, 3], context: Self.context)) == new.id)
+        let missing = #expect(throws: XferError.self) { try SealingKeys([new]).open(sealedOld, context: Self.context, what: "value") }
+        #expect(missing?.message.contains(old.id.description) == true)
+        // Plain values pass through openIfSealed; sealed ones need keys.
+        #expect(try SealingKeys.openIfSealed(Array("XFM plain".utf8), keys: nil, context: Self.context, what: "v") == Array("XFM plain".utf8))
+        #expect(throws: XferError.self) { try SealingKeys.openIfSealed(sealedOld, keys: nil, context: Self.context, what: "v") }
+    }
+
+    @Test("a key's id and chunk names come from the key alone")
+    func idsAndNamesAreKeyed() throws {
+        let bytes = [UInt8](repeating: 7, count: 32)
+        let key = try SealingKey(bytes: bytes)
+        #expect(try SealingKey(bytes: bytes).id == key.id)
+        let id = ChunkID.of(Array("chunk".utf8))
+        #expect(key.name(of: id) == (try SealingKey(bytes: bytes)).name(of: id))
+        #expect(key.name(of: id) != id)
+        #expect(SealingKey.generate().name(of: id) != key.name(of: id))
+        #expect(SealingKeyID(hex: key.id.description) == key.id)
+        #expect(throws: XferError.self) { try SealingKey(bytes: [1, 2, 3]) }
+    }
+
+    @Test("key text: one key a line, comments skipped, the first current; bad lines named")
+    func keyText() throws {
+        let a = SealingKey.generate()
+        let b = SealingKey.generate()
+        let keys = try SealingKeys.parse("# comment\n\n\(a.hex)\n  \(b.hex.uppercased())  \n", source: "f")
+        #expect(keys.map(\.id) == [a.id, b.id])
+        let short = #expect(throws: XferError.self) { try SealingKeys.parse("# c\n\(a.hex)\nabc\n", source: "f") }
+        #expect(short?.message.contains("f, line 3") == true)
+        #expect(throws: XferError.self) { try SealingKeys.parse("# only a comment\n", source: "f") }
+        #expect(try SealingKeys.parse(SealingKeys.keyFileText(a), source: "f").map(\.id) == [a.id])
+    }
+
+    @Test("key files: read in order before the environment's keys; one others may read is refused")
+    func keyFiles() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-keys-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let a = SealingKey.generate()
+        let b = SealingKey.generate()
+        let file = directory + "/key"
+        try Data(SealingKeys.keyFileText(a).utf8).write(to: URL(fileURLWithPath: file))
+        chmod(file, 0o600)
+        let loaded = try #require(try SealingKeys.load(files: [file], environment: b.hex))
+        #expect(loaded.current.id == a.id)
+        #expect(loaded.ids.sorted() == [a.id, b.id].sorted())
+        #expect(try SealingKeys.load(files: [], environment: nil) == nil)
+        #expect(try SealingKeys.load(files: [], environment: b.hex)?.current.id == b.id)
+        chmod(file, 0o644)
+        let open = #expect(throws: XferError.self) { try SealingKeys.load(files: [file], environment: nil) }
+        #expect(open?.message.contains("chmod 600") == true)
+        #expect(throws: XferError.self) { try SealingKeys.load(files: [directory + "/none"], environment: nil) }
+    }
+}
