@@ -28,6 +28,7 @@ Data sets (made once under $XFER_BENCH_DIR/peers, default /tmp/xfer-bench/peers)
     python3 tools/bench-peers.py XFER_BINARY [--sets file,libs,tree] [--runs 3]
                                  [--tools xfer,rsync,casync,restic,borg] [--json FILE]
                                  [--xfer-variant NAME=PUSH-ARGS ...] [--xfer-binary NAME=PATH ...]
+                                 [--xfer-sealed NAME ...]
 
 tools/bench-peers.sh installs the peers, builds xfer and calls this; docs/PERFORMANCE.md
 reports the table.
@@ -235,15 +236,22 @@ class Tool:
 class Xfer(Tool):
     name = "xfer"
 
-    def __init__(self, work, binary, push_args=()):
+    def __init__(self, work, binary, push_args=(), sealed=False):
         super().__init__(work)
         self.binary = binary
         self.push_args = list(push_args)
         self.repo = os.path.join(work, "data")
+        self.sealed = sealed
 
     def start(self):
-        token = xferlab.create_account(self.binary, self.repo, "bench")
-        self.server = xferlab.Server(self.binary, self.repo).start()
+        serve_args = []
+        if self.sealed:
+            # A server that seals everything at rest (--encryption-key), with a new key each round.
+            key = os.path.join(self.work, "key")
+            subprocess.run([self.binary, "server-key", "new", key], check=True, capture_output=True)
+            serve_args = ["--encryption-key", key]
+        token = xferlab.create_account(self.binary, self.repo, "bench", extra=serve_args)
+        self.server = xferlab.Server(self.binary, self.repo, extra=serve_args).start()
         self.server_pid = self.server.process.pid
         self.env.update(XFER_SERVER=self.server.url, XFER_TOKEN=token, XFER_CONFIG=os.path.join(self.work, "none.json"),
                         XFER_STATE_DIR=os.path.join(self.work, "state"))
@@ -427,8 +435,8 @@ def one_round(tool, data, kind):
 
 def make_tool(name, work, binary, variants):
     if name in variants:
-        other, push_args = variants[name]
-        return Xfer(work, other or binary, push_args)
+        other, push_args, sealed = variants[name]
+        return Xfer(work, other or binary, push_args, sealed)
     return {"xfer": lambda: Xfer(work, binary), "rsync": lambda: Rsync(work), "rsync-z": lambda: Rsync(work, compress=True),
             "casync": lambda: Casync(work), "restic": lambda: Restic(work), "borg": lambda: Borg(work)}[name]()
 
@@ -448,15 +456,19 @@ def main():
                         help="another xfer column, its push run with these extra arguments (e.g. 'l1=--compression-level=1')")
     parser.add_argument("--xfer-binary", action="append", default=[], metavar="NAME=PATH",
                         help="another xfer column run with this build (e.g. 'before=/tmp/old/xfer'), for an A/B in one run")
+    parser.add_argument("--xfer-sealed", action="append", default=[], metavar="NAME",
+                        help="another xfer column whose server seals its data at rest (xfer serve --encryption-key)")
     parser.add_argument("--json")
     args = parser.parse_args()
     variants = {}
     for spec in args.xfer_variant:
         name, _, extra = spec.partition("=")
-        variants["xfer " + name] = (None, extra.split())
+        variants["xfer " + name] = (None, extra.split(), False)
     for spec in args.xfer_binary:
         name, _, path = spec.partition("=")
-        variants["xfer " + name] = (os.path.abspath(path), [])
+        variants["xfer " + name] = (os.path.abspath(path), [], False)
+    for name in args.xfer_sealed:
+        variants["xfer " + name] = (None, [], True)
     root = os.path.join(os.environ.get("XFER_BENCH_DIR", "/tmp/xfer-bench"), "peers")
     os.makedirs(root, exist_ok=True)
     binary = os.path.abspath(args.binary)

@@ -81,8 +81,8 @@ class Server:
         return 0
 
 
-def create_account(binary, data, name, quota="100G"):
-    out = subprocess.run([binary, "account", "create", name, "--data", data, "--quota", quota],
+def create_account(binary, data, name, quota="100G", extra=()):
+    out = subprocess.run([binary, "account", "create", name, "--data", data, "--quota", quota] + list(extra),
                          check=True, capture_output=True, text=True)
     return out.stdout.strip()
 

@@ -99,13 +99,21 @@ public struct SealingKeys: Sendable {
     /// Seals `plain` with the current key.
     /// - Parameters:
     ///   - plain: The value.
-    ///   - context: What the value is; ``open(_:context:)`` must be given the same.
+    ///   - context: What the value is; ``open(_:context:what:)`` must be given the same.
     /// - Returns: The sealed value, ``Sealing/overhead`` bytes longer than `plain`.
     public func seal(_ plain: some ContiguousBytes, context: [UInt8]) -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
+        var out: [UInt8] = []
+        seal(plain, context: context, appendingTo: &out)
+        return out
+    }
+
+    /// Seals `plain` with the current key onto the end of `out` (a pack being built), without a
+    /// copy of its own.
+    public func seal(_ plain: some ContiguousBytes, context: [UInt8], appendingTo out: inout [UInt8]) {
+        // libcrypto's DRBG: one call, no system call per byte.
         var salt = [UInt8](repeating: 0, count: Sealing.saltSize)
-        for index in salt.indices { salt[index] = UInt8.random(in: 0...255, using: &generator) }
-        return plain.withUnsafeBytes { Sealing.seal($0, key: current, salt: salt, context: context) }
+        guard RAND_bytes(&salt, Int32(salt.count)) == 1 else { fatalError("RAND_bytes failed: \(CryptoErrors.drain())") }
+        plain.withUnsafeBytes { Sealing.seal($0, key: current, salt: salt, context: context, appendingTo: &out) }
     }
 
     /// Opens a value sealed by ``seal(_:context:)`` with any of these keys.
@@ -117,30 +125,34 @@ public struct SealingKeys: Sendable {
     /// - Throws: `invalid_configuration` if the key that sealed it is not among these;
     ///   `corrupt_chunk` if it is not a sealed value or fails its tag (damaged, or moved from
     ///   another place).
-    public func open(_ sealed: some Collection<UInt8>, context: [UInt8], what: String) throws -> [UInt8] {
-        let sealed = Array(sealed)
-        guard Sealing.isSealed(sealed), sealed.count >= Sealing.overhead else {
+    public func open(_ sealed: ArraySlice<UInt8>, context: [UInt8], what: String) throws -> [UInt8] {
+        guard Sealing.isSealed(sealed) else {
             throw XferError(.corruptChunk, "\(what) is not a sealed value")
         }
         let keyID = Sealing.keyID(of: sealed)!
         guard let key = byID[keyID] else {
             throw XferError(.invalidConfiguration, "\(what) is sealed with encryption key \(keyID), which was not given; pass every key still in use (--encryption-key, XFER_ENCRYPTION_KEY)")
         }
-        guard let plain = Sealing.open(sealed, key: key, context: context) else {
+        guard let plain = sealed.withUnsafeBytes({ Sealing.open($0, key: key, context: context) }) else {
             throw XferError(.corruptChunk, "\(what) fails its authentication tag: it is damaged, or is not what was sealed there")
         }
         return plain
     }
 
+    /// ``open(_:context:what:)`` of a whole array.
+    public func open(_ sealed: [UInt8], context: [UInt8], what: String) throws -> [UInt8] {
+        try open(sealed[...], context: context, what: what)
+    }
+
     /// Opens `stored` if it is sealed, and returns it as it is if not (data kept before the
     /// server was given keys stays readable).
-    public static func openIfSealed(_ stored: [UInt8], keys: SealingKeys?, context: [UInt8], what: String) throws -> [UInt8] {
+    public static func openIfSealed(_ stored: ArraySlice<UInt8>, keys: SealingKeys?, context: [UInt8], what: String) throws -> ArraySlice<UInt8> {
         guard Sealing.isSealed(stored) else { return stored }
         guard let keys else {
             let id = Sealing.keyID(of: stored).map { " \($0)" } ?? ""
             throw XferError(.invalidConfiguration, "\(what) is sealed with encryption key\(id), and no key was given; pass it with --encryption-key FILE or XFER_ENCRYPTION_KEY")
         }
-        return try keys.open(stored, context: context, what: what)
+        return try keys.open(stored, context: context, what: what)[...]
     }
 
     // MARK: Key text
@@ -275,36 +287,37 @@ public enum Sealing {
         return FetchedCipher(cipher: cipher)
     }()
 
-    static func seal(_ plain: UnsafeRawBufferPointer, key: SealingKey, salt: [UInt8], context: [UInt8]) -> [UInt8] {
+    static func seal(_ plain: UnsafeRawBufferPointer, key: SealingKey, salt: [UInt8], context: [UInt8], appendingTo out: inout [UInt8]) {
         let valueKey = hmac(key: key.bytes, valueKeyLabel + salt)
-        var out = magic
-        out.reserveCapacity(overhead + plain.count)
+        out.reserveCapacity(out.count + overhead + plain.count)
+        out += magic
         withUnsafeBytes(of: key.id.value.bigEndian) { out.append(contentsOf: $0) }
         out += salt
         let start = out.count
-        out += [UInt8](repeating: 0, count: plain.count + tagSize)
+        out += repeatElement(0, count: plain.count + tagSize)
         let ok = out.withUnsafeMutableBufferPointer { buffer in
             crypt(encrypting: true, key: valueKey, context: context, input: plain,
                   output: buffer.baseAddress! + start, tag: buffer.baseAddress! + start + plain.count)
         }
         guard ok else { fatalError("AES-256-GCM sealing failed: \(CryptoErrors.drain())") }
-        return out
     }
 
-    static func open(_ sealed: [UInt8], key: SealingKey, context: [UInt8]) -> [UInt8]? {
+    /// The plain value of `sealed` (a whole sealed value, at least ``overhead`` bytes), or `nil`
+    /// if it fails its tag under `key`.
+    static func open(_ sealed: UnsafeRawBufferPointer, key: SealingKey, context: [UInt8]) -> [UInt8]? {
+        guard sealed.count >= overhead else { return nil }
         let salt = Array(sealed[(4 + keyIDSize)..<headerSize])
         let valueKey = hmac(key: key.bytes, valueKeyLabel + salt)
         let length = sealed.count - overhead
-        var plain = [UInt8](repeating: 0, count: length)
-        var tag = Array(sealed.suffix(tagSize))
-        let ok = sealed.withUnsafeBytes { raw in
-            plain.withUnsafeMutableBufferPointer { out in
-                tag.withUnsafeMutableBufferPointer { tag in
-                    crypt(encrypting: false, key: valueKey, context: context,
-                          input: UnsafeRawBufferPointer(rebasing: raw[headerSize..<(headerSize + length)]),
-                          output: out.baseAddress, tag: tag.baseAddress!)
-                }
+        var tag = Array(sealed[(sealed.count - tagSize)...])
+        var ok = false
+        let plain = [UInt8](unsafeUninitializedCapacity: length) { out, initialized in
+            ok = tag.withUnsafeMutableBufferPointer { tag in
+                crypt(encrypting: false, key: valueKey, context: context,
+                      input: UnsafeRawBufferPointer(rebasing: sealed[headerSize..<(headerSize + length)]),
+                      output: out.baseAddress, tag: tag.baseAddress!)
             }
+            initialized = length
         }
         if !ok { _ = CryptoErrors.drain() }
         return ok ? plain : nil

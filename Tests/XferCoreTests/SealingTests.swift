@@ -16,6 +16,11 @@ struct SealingTests {
             #expect(Sealing.isSealed(sealed))
             #expect(Sealing.keyID(of: sealed) == keys.current.id)
             #expect(try keys.open(sealed, context: Self.context, what: "value") == plain)
+            // Appended to what is there (a pack being built), the value is the same length and opens from its slice.
+            var pack: [UInt8] = [9, 9, 9]
+            keys.seal(plain, context: Self.context, appendingTo: &pack)
+            #expect(pack.prefix(3) == [9, 9, 9] && pack.count == 3 + sealed.count)
+            #expect(try keys.open(pack[3...], context: Self.context, what: "value") == plain)
             // A fresh salt each time: the same value never seals to the same bytes.
             #expect(keys.seal(plain, context: Self.context) != sealed)
             if size >= 16 {
@@ -58,8 +63,9 @@ struct SealingTests {
         let missing = #expect(throws: XferError.self) { try SealingKeys([new]).open(sealedOld, context: Self.context, what: "value") }
         #expect(missing?.message.contains(old.id.description) == true)
         // Plain values pass through openIfSealed; sealed ones need keys.
-        #expect(try SealingKeys.openIfSealed(Array("XFM plain".utf8), keys: nil, context: Self.context, what: "v") == Array("XFM plain".utf8))
-        #expect(throws: XferError.self) { try SealingKeys.openIfSealed(sealedOld, keys: nil, context: Self.context, what: "v") }
+        #expect(try SealingKeys.openIfSealed(Array("XFM plain".utf8)[...], keys: nil, context: Self.context, what: "v") == Array("XFM plain".utf8)[...])
+        #expect(throws: XferError.self) { try SealingKeys.openIfSealed(sealedOld[...], keys: nil, context: Self.context, what: "v") }
+        #expect(try SealingKeys.openIfSealed(sealedOld[...], keys: rotated, context: Self.context, what: "v") == Array("before".utf8)[...])
     }
 
     @Test("a key's id and chunk names come from the key alone")

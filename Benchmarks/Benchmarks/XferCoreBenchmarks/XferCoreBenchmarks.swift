@@ -33,6 +33,23 @@ let benchmarks: @Sendable () -> Void = {
             blackHole(try chunk.withUnsafeBytes { try Zstd.encode($0, id: id) })
         }
     }
+    // Sealing at rest (xfer serve --encryption-key): compare with
+    // `openssl speed -evp aes-256-gcm -bytes 65536` on the same machine (docs/PERFORMANCE.md).
+    let keys = try! SealingKeys([SealingKey.generate()])
+    let context = Array("xfer chunk v1".utf8)
+    Benchmark("AES-256-GCM seal 1 MiB in 64 KiB values") { benchmark in
+        for _ in benchmark.scaledIterations {
+            for offset in stride(from: 0, to: megabyte.count, by: 65536) {
+                blackHole(keys.seal(megabyte[offset..<(offset + 65536)], context: context))
+            }
+        }
+    }
+    let sealed = stride(from: 0, to: megabyte.count, by: 65536).map { keys.seal(megabyte[$0..<($0 + 65536)], context: context) }
+    Benchmark("AES-256-GCM open 1 MiB in 64 KiB values") { benchmark in
+        for _ in benchmark.scaledIterations {
+            for value in sealed { blackHole(try keys.open(value, context: context, what: "value")) }
+        }
+    }
     Benchmark("Pipeline 1 MiB random, hash only") { benchmark in
         let pipeline = ChunkPipeline()
         for _ in benchmark.scaledIterations {

@@ -104,7 +104,7 @@ public struct PackedChunkStore: ChunkStore {
             let offset = bytes.count
             if let sealing {
                 sealing.current.name(of: chunk.id).withUnsafeBytes { bytes.append(contentsOf: $0) }
-                bytes.append(contentsOf: sealing.seal(LocalChunkStore.fileBytes(chunk), context: Sealing.chunkContext(chunk.id)))
+                sealing.seal(LocalChunkStore.fileBytes(chunk), context: Sealing.chunkContext(chunk.id), appendingTo: &bytes)
             } else {
                 chunk.id.withUnsafeBytes { bytes.append(contentsOf: $0) }
                 bytes.append(contentsOf: LocalChunkStore.fileBytes(chunk))
@@ -126,11 +126,11 @@ public struct PackedChunkStore: ChunkStore {
             guard slot == location.id else { throw XferError(.corruptChunk, "\(name) is not chunk \(location.id.hex)") }
             return try LocalChunkStore.parse(stored, id: location.id, name: name)
         }
-        let plain = try SealingKeys.openIfSealed(Array(stored), keys: sealing, context: Sealing.chunkContext(location.id), what: name)
+        let plain = try SealingKeys.openIfSealed(stored, keys: sealing, context: Sealing.chunkContext(location.id), what: name)
         guard let key = Sealing.keyID(of: stored).flatMap({ sealing?.byID[$0] }), slot == key.name(of: location.id) else {
             throw XferError(.corruptChunk, "\(name) is not chunk \(location.id.hex)")
         }
-        return try LocalChunkStore.parse(plain[...], id: location.id, name: name)
+        return try LocalChunkStore.parse(plain, id: location.id, name: name)
     }
 
     // MARK: Load

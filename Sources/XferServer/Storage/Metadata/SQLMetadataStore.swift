@@ -50,8 +50,9 @@ struct MetadataTransaction {
 
     /// A manifest's encoding from what the versions table keeps (opened if it was sealed).
     func openedManifest(_ stored: [UInt8], document: Int64, version: Int64) throws -> [UInt8] {
-        try SealingKeys.openIfSealed(stored, keys: sealing, context: Sealing.manifestContext,
-                                     what: "the manifest of version \(version) of document \(document)")
+        guard Sealing.isSealed(stored) else { return stored }
+        return Array(try SealingKeys.openIfSealed(stored[...], keys: sealing, context: Sealing.manifestContext,
+                                                  what: "the manifest of version \(version) of document \(document)"))
     }
 
     /// Seconds since 1970: the `created_at` and `added_at` of rows.
