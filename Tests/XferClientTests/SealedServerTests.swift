@@ -87,6 +87,28 @@ import XferProtocol
         }
     }
 
+    @Test func keyValuesAreSealedAndCountTheirPlainBytes() async throws {
+        let secret = "the echidna's passphrase hint, never on a disk in the clear"
+        let plainBytes = try await LiveServer.run(sealing: nil) { server in
+            _ = try await server.client().setValue(.string(secret), forKey: "hint")
+            #expect(try Self.revealed([Array(secret.utf8)], under: server.root + "/data").count == 1, "the check can fail")
+            return try await server.client().values().bytes
+        }
+        try await LiveServer.run(sealing: try SealingKeys([SealingKey.generate()])) { server in
+            let client = server.client()
+            _ = try await client.setValue(.string(secret), forKey: "hint")
+            _ = try await client.setValue(.object(["n": .int(7)]), forKey: "other")
+            #expect(try Self.revealed([Array(secret.utf8), Array("\"n\":7".utf8)], under: server.root + "/data") == [])
+            #expect(try await client.value(forKey: "hint") == .string(secret))
+            let list = try await client.values()
+            #expect(list.entries.map(\.key) == ["hint", "other"])
+            // The limits count the plain JSON text, as without keys.
+            #expect(list.bytes == plainBytes + "other".utf8.count + #"{"n":7}"#.utf8.count)
+            let feed = try await server.remote.connection.changes(container: .default, after: 0)
+            #expect(feed.keys.contains { $0.key == "hint" && $0.value == .string(secret) })
+        }
+    }
+
     @Test func aDamagedSealedPackFailsThePullAndWritesNothing() async throws {
         try await LiveServer.run(sealing: try SealingKeys([SealingKey.generate()])) { server in
             try Files.write(server.root + "/file.bin", Files.random(count: 300_000, seed: 5))

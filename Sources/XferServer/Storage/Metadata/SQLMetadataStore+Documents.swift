@@ -218,7 +218,7 @@ extension SQLMetadataStore {
                 """, containerID, after, head, limit + 1).map(MetadataTransaction.info(row:))
             let keys = try tx.sql.rows("""
                 SELECT * FROM kv WHERE container_id = ? AND sequence > ? AND sequence <= ? ORDER BY sequence LIMIT ?
-                """, containerID, after, head, limit + 1).map(MetadataTransaction.entry(row:))
+                """, containerID, after, head, limit + 1).map { try tx.keyValueEntry(row: $0, container: containerID) }
             return ChangeList.page(documents: documents, keys: keys, after: after, head: head, limit: limit)
         }
     }

@@ -11,7 +11,7 @@ extension SQLMetadataStore {
             // The container's lock first: the decision and the write see the same keys.
             try tx.lockContainer(containerID)
             let existing = try tx.sql.one("SELECT * FROM kv WHERE container_id = ? AND key = ?", containerID, key)
-                .map(MetadataTransaction.entry(row:))
+                .map { try tx.keyValueEntry(row: $0, container: containerID) }
             if let winner = try KeyValueRules.decide(request, key: key, text: text, existing: existing,
                                                      usage: try tx.keyValueUsage(container: containerID, excluding: key),
                                                      policy: tx.policy, container: container) {
@@ -22,7 +22,7 @@ extension SQLMetadataStore {
                 INSERT INTO kv (container_id, key, value, timestamp_ns, device, sequence) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT (container_id, key) DO UPDATE SET value = excluded.value, timestamp_ns = excluded.timestamp_ns,
                     device = excluded.device, sequence = excluded.sequence
-                """, containerID, key, text, request.timestampNs, request.device, sequence)
+                """, containerID, key, text.map { tx.storedValue($0, container: containerID, key: key) }, request.timestampNs, request.device, sequence)
             try tx.sql.notifyChanges(container: containerID)
             return KeyValueWriteResult(applied: true, entry: KeyValueEntry(key: key, value: request.value, timestampNs: request.timestampNs,
                                                                            device: request.device, sequence: sequence))
@@ -36,7 +36,7 @@ extension SQLMetadataStore {
                   let row = try tx.sql.one("SELECT * FROM kv WHERE container_id = ? AND key = ? AND value IS NOT NULL", containerID, key) else {
                 throw XferError(.notFound, "no key \"\(key)\" in container \(container)")
             }
-            return try MetadataTransaction.entry(row: row)
+            return try tx.keyValueEntry(row: row, container: containerID)
         }
     }
 
@@ -47,7 +47,7 @@ extension SQLMetadataStore {
                 return KeyValueList(entries: [], bytes: 0, maximumBytes: policy.keyValueMaximumBytes, maximumKeys: policy.keyValueMaximumKeys)
             }
             let entries = try tx.sql.rows("SELECT * FROM kv WHERE container_id = ? AND value IS NOT NULL ORDER BY key\(tx.dialect.bytewise)", id)
-                .map(MetadataTransaction.entry(row:))
+                .map { try tx.keyValueEntry(row: $0, container: id) }
             return KeyValueList(entries: entries, bytes: try tx.keyValueUsage(container: id, excluding: nil).bytes,
                                 maximumBytes: policy.keyValueMaximumBytes, maximumKeys: policy.keyValueMaximumKeys)
         }
@@ -56,17 +56,47 @@ extension SQLMetadataStore {
 
 extension MetadataTransaction {
     /// Live keys of a container's key-value store and their bytes (key plus JSON text), what
-    /// the limits count; `excluding` leaves one key out (the one being written).
+    /// the limits count; `excluding` leaves one key out (the one being written). A sealed value
+    /// counts its plain JSON text's bytes, as it would unsealed (its stored form is longer).
     func keyValueUsage(container: Int64, excluding key: String?) throws -> (keys: Int, bytes: Int) {
-        guard let row = try sql.one("""
-            SELECT COUNT(*) AS keys, CAST(COALESCE(SUM(\(dialect.octetLength("key")) + \(dialect.octetLength("value"))), 0) AS BIGINT) AS bytes
-            FROM kv WHERE container_id = ? AND value IS NOT NULL AND key IS DISTINCT FROM ?
-            """, container, key) else { return (0, 0) }
-        return (Int(try row.int("keys")), Int(try row.int("bytes")))
+        var (keys, bytes) = (0, 0)
+        for row in try sql.rows("SELECT key, value FROM kv WHERE container_id = ? AND value IS NOT NULL AND key IS DISTINCT FROM ?", container, key) {
+            let name = try row.text("key")
+            keys += 1
+            bytes += name.utf8.count + (try openedValue(try row.text("value"), container: container, key: name)).utf8.count
+        }
+        return (keys, bytes)
     }
 
-    static func entry(row: SQLRow) throws -> KeyValueEntry {
-        KeyValueEntry(key: try row.text("key"), value: try row.optionalText("value").map { try JSONValue(parsing: $0) },
-                      timestampNs: try row.int("timestamp_ns"), device: try row.text("device"), sequence: try row.int("sequence"))
+    /// A key-value row as an entry, its value opened if it was sealed.
+    func keyValueEntry(row: SQLRow, container: Int64) throws -> KeyValueEntry {
+        let key = try row.text("key")
+        return KeyValueEntry(key: key, value: try row.optionalText("value").map { try JSONValue(parsing: try openedValue($0, container: container, key: key)) },
+                             timestampNs: try row.int("timestamp_ns"), device: try row.text("device"), sequence: try row.int("sequence"))
+    }
+
+    /// Marks a sealed value in the `value` column: no JSON text starts with it.
+    static let sealedValuePrefix = "~"
+
+    /// A value's JSON text as the kv table keeps it: with keys, sealed (bound to its container
+    /// and key) and written as `~` and base64.
+    func storedValue(_ text: String, container: Int64, key: String) -> String {
+        guard let sealing else { return text }
+        return Self.sealedValuePrefix + Data(sealing.seal(Array(text.utf8), context: Self.valueContext(container: container, key: key))).base64EncodedString()
+    }
+
+    /// A value's JSON text from what the kv table keeps.
+    func openedValue(_ stored: String, container: Int64, key: String) throws -> String {
+        guard stored.hasPrefix(Self.sealedValuePrefix) else { return stored }
+        let what = "the value of key \"\(key)\" in container \(container)"
+        guard let sealed = Data(base64Encoded: String(stored.dropFirst())) else {
+            throw XferError(.corruptChunk, "\(what) is damaged: not a sealed value")
+        }
+        let plain = try SealingKeys.openIfSealed(Array(sealed)[...], keys: sealing, context: Self.valueContext(container: container, key: key), what: what)
+        return String(decoding: plain, as: UTF8.self)
+    }
+
+    static func valueContext(container: Int64, key: String) -> [UInt8] {
+        Array("xfer kv value v1 \(container) ".utf8) + Array(key.utf8)
     }
 }

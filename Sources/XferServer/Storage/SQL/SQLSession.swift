@@ -109,21 +109,17 @@ struct SQLDialect: Sendable {
     var bytewise: String
     /// The comma-separated list of an integer expression over a group.
     var joinedIntegers: @Sendable (String) -> String
-    /// The length in bytes of a text expression.
-    var octetLength: @Sendable (String) -> String
     /// The database's clock, in nanoseconds since 1970, as an expression.
     var clock: String
 
     static let sqlite = SQLDialect(
         forUpdate: "", bytewise: "",
         joinedIntegers: { "group_concat(\($0))" },
-        octetLength: { "length(CAST(\($0) AS BLOB))" },
         clock: "xfer_clock_ns()")
 
     static let postgres = SQLDialect(
         forUpdate: " FOR UPDATE", bytewise: #" COLLATE "C""#,
         joinedIntegers: { "string_agg(\($0)::text, ',')" },
-        octetLength: { "octet_length(\($0))" },
         clock: "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint")
 }
 
