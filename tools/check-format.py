@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""An independent implementation of docs/FORMAT.md (Gear table, chunk boundaries, chunk ids),
-written from the document, not from the Swift code. It recomputes the committed vectors for
+"""An independent implementation of docs/FORMAT.md (Gear table, chunk boundaries, chunk ids,
+sealed values), written from the document, not from the Swift code. It recomputes the committed vectors for
 the seeded random inputs and compares them with Tests/XferCoreTests/VectorTests+Expected.swift,
 so the document, the Swift chunker and the pinned vectors must all agree.
 
 Run: python3 tools/check-format.py   (tools/test.sh runs it)
 """
 import hashlib
+import hmac
 import pathlib
 import re
 import struct
@@ -107,8 +108,30 @@ def main():
             failures += 1
         else:
             print(f"ok   {name}: {len(lengths)} chunks, ids digest {digest[:16]}…")
-    print(f"{3 - failures} passed, {failures} failed")
+    failures += check_sealed()
+    print(f"{5 - failures} passed, {failures} failed")
     return 1 if failures else 0
+
+
+def check_sealed():
+    """docs/FORMAT.md "Sealed values" against the vector pinned in SealingTests.swift."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    text = (pathlib.Path(__file__).resolve().parent.parent / "Tests/XferCoreTests/SealingTests.swift").read_text()
+    pinned_sealed = re.search(r'vectorSealed = "([0-9a-f]+)"', text).group(1)
+    pinned_name = re.search(r'vectorChunkName = "([0-9a-f]{64})"', text).group(1)
+    key, salt = bytes(range(32)), bytes(range(100, 116))
+    key_id = hmac.new(key, b"xfer key id v1", hashlib.sha256).digest()[:8]
+    value_key = hmac.new(key, b"xfer sealed value v1" + salt, hashlib.sha256).digest()
+    sealed = b"XFS1" + key_id + salt + AESGCM(value_key).encrypt(bytes(12), b"xfer sealed value test vector", b"xfer manifest v1 7 3")
+    name = hmac.new(key, b"xfer chunk name v1" + hashlib.sha256(b"chunk").digest(), hashlib.sha256).hexdigest()
+    failures = 0
+    for label, mine, pinned in (("sealed value", sealed.hex(), pinned_sealed), ("sealed chunk name", name, pinned_name)):
+        if mine != pinned:
+            print(f"FAIL {label}: document gives {mine}, pinned {pinned}")
+            failures += 1
+        else:
+            print(f"ok   {label} {mine[:16]}…")
+    return failures
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ public struct SealingKeyID: Hashable, Sendable, CustomStringConvertible, Compara
 }
 
 /// A 256-bit secret key that seals data at rest (``SealingKeys``). Its text form, in a key
-/// file or an environment variable, is 64 hex digits.
-public struct SealingKey: Sendable, Hashable {
+/// file or an environment variable, is 64 hex digits; printed, it shows only its id.
+public struct SealingKey: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
     /// Bytes in a key.
     public static let byteCount = 32
 
@@ -55,6 +55,9 @@ public struct SealingKey: Sendable, Hashable {
         return try! SealingKey(bytes: (0..<byteCount).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
+    public var description: String { "SealingKey(\(id))" }
+    public var debugDescription: String { description }
+
     /// The 64 hex digits a key file holds.
     public var hex: String { bytes.map { ChunkID.hexDigits($0) }.joined() }
 
@@ -75,8 +78,10 @@ public struct SealingKey: Sendable, Hashable {
 /// salt (16 bytes), the AES-256-GCM ciphertext, and its 16-byte tag. Each value is sealed under
 /// its own key, HMAC-SHA-256 of the salt under the sealing key, so the GCM nonce (all zero) is
 /// never used twice with one key however many values a server seals. The caller's context
-/// (what the value is: a chunk and its id, a manifest) is the associated data: a value moved to
-/// another place does not open there.
+/// (what the value is: a chunk and its id, the manifest of one version, a key-value entry) is the
+/// associated data: a value moved to another place does not open there. Sealing gives
+/// confidentiality against whoever can read the store; a plain value (kept from before there
+/// were keys) is taken as it is.
 public struct SealingKeys: Sendable {
     /// The key new values are sealed with.
     public let current: SealingKey
@@ -91,6 +96,12 @@ public struct SealingKeys: Sendable {
         }
         current = first
         byID = Dictionary(keys.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// The same keys with `id`'s current.
+    public func makingCurrent(_ id: SealingKeyID) throws -> SealingKeys {
+        guard let key = byID[id] else { throw XferError(.invalidConfiguration, "no encryption key \(id) was given") }
+        return try SealingKeys([key] + byID.values.filter { $0.id != id })
     }
 
     /// The ids of every key, sorted.
@@ -131,7 +142,7 @@ public struct SealingKeys: Sendable {
         }
         let keyID = Sealing.keyID(of: sealed)!
         guard let key = byID[keyID] else {
-            throw XferError(.invalidConfiguration, "\(what) is sealed with encryption key \(keyID), which was not given; pass every key still in use (--encryption-key, XFER_ENCRYPTION_KEY)")
+            throw XferError(.internal, "\(what) is sealed with encryption key \(keyID), which this process was not given; pass every key still in use (--encryption-key, XFER_ENCRYPTION_KEY)")
         }
         guard let plain = sealed.withUnsafeBytes({ Sealing.open($0, key: key, context: context) }) else {
             throw XferError(.corruptChunk, "\(what) fails its authentication tag: it is damaged, or is not what was sealed there")
@@ -150,7 +161,7 @@ public struct SealingKeys: Sendable {
         guard Sealing.isSealed(stored) else { return stored }
         guard let keys else {
             let id = Sealing.keyID(of: stored).map { " \($0)" } ?? ""
-            throw XferError(.invalidConfiguration, "\(what) is sealed with encryption key\(id), and no key was given; pass it with --encryption-key FILE or XFER_ENCRYPTION_KEY")
+            throw XferError(.internal, "\(what) is sealed with encryption key\(id), and this process was given no key; pass it with --encryption-key FILE or XFER_ENCRYPTION_KEY")
         }
         return try keys.open(stored, context: context, what: what)[...]
     }
@@ -164,7 +175,7 @@ public struct SealingKeys: Sendable {
     public static func parse(_ text: String, source: String) throws -> [SealingKey] {
         var keys: [SealingKey] = []
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             for word in trimmed.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "\t" }) {
                 guard let bytes = Sealing.hexBytes(word), bytes.count == SealingKey.byteCount else {
@@ -243,8 +254,10 @@ public enum Sealing {
         id.withUnsafeBytes { Array("xfer chunk v1".utf8) + Array($0) }
     }
 
-    /// The context of a manifest's sealed bytes.
-    public static let manifestContext = Array("xfer manifest v1".utf8)
+    /// The context of a manifest's sealed bytes: the version it is the manifest of.
+    public static func manifestContext(document: Int64, version: Int64) -> [UInt8] {
+        Array("xfer manifest v1 \(document) \(version)".utf8)
+    }
 
     static func hmac(key: [UInt8], _ message: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)

@@ -47,12 +47,14 @@ enum PrivateFiles {
 
     /// Writes a secret atomically with mode 0600: a new temporary file (never through a
     /// symlink), written whole, fsynced, renamed over `path`; then the directory is fsynced.
+    /// Without `replacing`, `path` itself is created (failing with `EEXIST` if anything is
+    /// there, touching nothing else), written and fsynced, and removed again if that fails.
     /// - Throws: `io` naming the file.
     static func writeSecret(_ text: String, to path: String, replacing: Bool = true) throws {
-        let temporary = path + ".tmp"
-        unlink(temporary)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw XferError(.io, "cannot write \(temporary)", cause: SystemErrno(errno)) }
+        let target = replacing ? path + ".tmp" : path
+        if replacing { unlink(target) }
+        let fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw XferError(.io, "cannot write \(target)", cause: SystemErrno(errno)) }
         let bytes = Array(text.utf8)
         var offset = 0
         var failure: Int32 = 0
@@ -67,13 +69,9 @@ enum PrivateFiles {
         }
         if failure == 0, fsync(fd) != 0 { failure = errno }
         if close(fd) != 0, failure == 0 { failure = errno }
-        if failure == 0 {
-            // Without `replacing`, a link fails if `path` exists (a key file is never overwritten).
-            if replacing ? rename(temporary, path) != 0 : link(temporary, path) != 0 { failure = errno }
-            if !replacing { unlink(temporary) }
-        }
+        if failure == 0, replacing, rename(target, path) != 0 { failure = errno }
         guard failure == 0 else {
-            unlink(temporary)
+            unlink(target)
             throw XferError.writing(failure, "write", path)
         }
         let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."

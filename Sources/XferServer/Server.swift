@@ -84,15 +84,19 @@ public struct ServerData: Sendable {
     /// - Throws: `io` if it cannot be created or opened; `invalid_configuration` if other
     ///   users may write to it or it is not this user's.
     /// - Parameter policy: Version retention and key-value limits.
-    /// - Parameter sealing: Keys that seal chunks and manifests at rest, the first for what is
-    ///   written from now on. The store records which keys its data is sealed with, and open
-    ///   refuses (`invalid_configuration`, changing nothing) keys that leave one of them out,
-    ///   or no keys for a store that has sealed data.
+    /// - Parameter sealing: Keys that seal chunks, manifests and key-value values at rest, the
+    ///   first for what is written from now on. The store records each key as its first sealed
+    ///   value is stored, and open refuses (`invalid_configuration`) keys that leave a recorded
+    ///   one out, or no keys for a store that has sealed data.
+    /// - Parameter use: `.maintain` for a command that works on the directory beside its server
+    ///   (`--data`): it seals what it rewrites only with a key the store already uses (the
+    ///   latest recorded of those given), never one the running server may not have; with none
+    ///   recorded it seals nothing.
     /// - Parameter metadata: Where metadata goes instead of `DIR/metadata.sqlite` (a
     ///   ``PostgresMetadataStore``, made with the same `sealing`).
     /// - Parameter packs: Where packs go instead of `DIR/packs` (``S3PackStorage``).
     ///   Chunk files an older version kept in `DIR/chunks` are moved into the store first.
-    public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil,
+    public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil, use: Use = .serve,
                             metadata: (any MetadataStore)? = nil, packs: (any PackStorage)? = nil) async throws -> ServerData {
         let directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
         if !FileManager.default.fileExists(atPath: directory) {
@@ -107,13 +111,19 @@ public struct ServerData: Sendable {
             let file = directory + "/metadata.sqlite"
             try PrivateFiles.makePrivate(file, companions: [file + "-wal", file + "-shm"])
         }
-        if let given = metadata as? any SQLMetadataStore, given.sealing?.ids != sealing?.ids {
+        if let given = metadata as? any SQLMetadataStore,
+           given.sealing?.ids != sealing?.ids || given.sealing?.current.id != sealing?.current.id {
             throw XferError(.invalidConfiguration, "the metadata store was opened with other encryption keys than the data directory")
+        }
+        var sealing = sealing
+        if use == .maintain, metadata == nil {
+            let recorded = try await SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy).sealingKeys()
+            try checkSealing(sealing, recorded: recorded, directory: directory)
+            sealing = try sealing.flatMap { keys in try recorded.last { keys.byID[$0] != nil }.map { try keys.makingCurrent($0) } }
         }
         try StoreLayout(metadataElsewhere: metadata != nil, chunksElsewhere: packs != nil).record(in: directory)
         let metadata = try metadata ?? SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy, sealing: sealing)
         try checkSealing(sealing, recorded: try await metadata.sealingKeys(), directory: directory)
-        if let sealing { try await metadata.recordSealingKey(sealing.current.id) }
         var store = try PackedChunkStore(storage: packs ?? FilePackStorage(root: directory + "/packs"), index: metadata)
         store.sealing = sealing
         let migration = try await LegacyChunkFiles.migrate(directory + "/chunks", into: store)
@@ -129,6 +139,9 @@ public struct ServerData: Sendable {
         data.damagedChunkFiles = migration.damaged
         return data
     }
+
+    /// Who opens a data directory: its server, or a command beside it (``open(_:policy:sealing:use:metadata:packs:)``).
+    public enum Use: Sendable { case serve, maintain }
 
     /// Refuses keys that cannot open everything the store holds: each key id the store recorded
     /// must be among them, and a store with sealed data needs keys.

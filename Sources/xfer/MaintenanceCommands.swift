@@ -42,7 +42,7 @@ func openExistingData(_ directory: String, sealing: SealingOptions) async throws
             """)
     }
     restrictFileModes()
-    return reportMigration(try await ServerData.open(directory, sealing: try sealing.keys()))
+    return reportMigration(try await ServerData.open(directory, sealing: try sealing.keys(), use: .maintain))
 
 }
 

@@ -203,7 +203,7 @@ extension Xfer {
                     let info: AccountInfo
                     if let data {
                         restrictFileModes()
-                        info = try await reportMigration(ServerData.open(data, sealing: try sealing.keys())).createAccount(name: name, quota: quota?.value)
+                        info = try await reportMigration(ServerData.open(data, sealing: try sealing.keys(), use: .maintain)).createAccount(name: name, quota: quota?.value)
                     } else {
                         info = try await withRemote(client) { remote in
                             try await remote.connection.createAccount(CreateAccountRequest(name: name, quota: quota?.value))
@@ -242,7 +242,7 @@ extension Xfer {
                     let info: TokenInfo
                     if let data {
                         restrictFileModes()
-                        info = try await reportMigration(ServerData.open(data, sealing: try sealing.keys())).metadata.issueToken(account: name)
+                        info = try await reportMigration(ServerData.open(data, sealing: try sealing.keys(), use: .maintain)).metadata.issueToken(account: name)
                     } else {
                         info = try await withRemote(client) { remote in try await remote.connection.newToken(account: name) }
                     }
@@ -286,7 +286,7 @@ extension Xfer {
                     let result: RevokeTokenResult
                     if let data {
                         restrictFileModes()
-                        result = try await reportMigration(ServerData.open(data, sealing: try sealing.keys())).metadata.revoke(request)
+                        result = try await reportMigration(ServerData.open(data, sealing: try sealing.keys(), use: .maintain)).metadata.revoke(request)
                     } else {
                         result = try await withRemote(client) { remote in try await remote.connection.revokeToken(request) }
                     }
@@ -322,7 +322,8 @@ struct SealingOptions: ParsableArguments {
             help: ArgumentHelp("""
                 Seal chunks and manifests at rest with the keys in FILE (64 hex digits a line, mode 0600; make one with \
                 `xfer server-key new FILE`). Repeatable: the first key seals new data, every key opens what it sealed. \
-                Default: the keys in XFER_ENCRYPTION_KEY. A data directory with sealed data refuses to open without its keys.
+                The keys in XFER_ENCRYPTION_KEY come after those of the files. A data directory with sealed data refuses to \
+                open without its keys.
                 """, valueName: "FILE"))
     var encryptionKeys: [String] = []
 

@@ -55,7 +55,8 @@ import XferCore
         #expect(keyless.status != 0)
         #expect(keyless.stderr.contains("sealed with encryption key"), "\(keyless.stderr)")
         let keylessVerify = try server.run("verify", "--data", data)
-        #expect(keylessVerify.status != 0)
+        #expect(keylessVerify.status == 6)
+        #expect(keylessVerify.stderr.contains("sealed with encryption key"), "\(keylessVerify.stderr)")
 
         // The key from the environment works as the file does.
         let keyText = try String(contentsOfFile: key, encoding: .utf8)

@@ -68,6 +68,8 @@ import XferProtocol
             let (secrets, digests) = try Self.makeTree(server.root + "/tree")
             _ = try await server.push(server.root + "/tree", "Documents/vault")
             #expect(Self.revealed(secrets, in: try await Self.packBytes(server.data)) > 10)
+            // The names are in the (plain) manifests in the metadata database.
+            #expect(try Self.revealed(secrets.filter { String(decoding: $0, as: UTF8.self).hasSuffix(".txt") }, under: server.root + "/data").count == 8)
             #expect(Self.revealed(digests, in: try await Self.packBytes(server.data)) >= 8)
         }
         try await LiveServer.run(sealing: try SealingKeys([SealingKey.generate()])) { server in
@@ -106,6 +108,25 @@ import XferProtocol
             #expect(list.bytes == plainBytes + "other".utf8.count + #"{"n":7}"#.utf8.count)
             let feed = try await server.remote.connection.changes(container: .default, after: 0)
             #expect(feed.keys.contains { $0.key == "hint" && $0.value == .string(secret) })
+        }
+    }
+
+    @Test func aDamagedSealedManifestIsReportedByVerifyAndFailsThePull() async throws {
+        try await LiveServer.run(sealing: try SealingKeys([SealingKey.generate()])) { server in
+            try Files.write(server.root + "/tree/a.txt", Array("alpha\n".utf8))
+            _ = try await server.push(server.root + "/tree", "Documents/pkg")
+            let store = try #require(server.data.metadata as? any SQLMetadataStore)
+            try await store.write { tx in
+                let blob = try #require(try tx.sql.one("SELECT manifest FROM versions WHERE manifest IS NOT NULL")?.blob("manifest"))
+                #expect(Sealing.isSealed(blob))
+                var damaged = blob
+                damaged[damaged.count / 2] ^= 0x01
+                try tx.sql.rows("UPDATE versions SET manifest = ? WHERE manifest IS NOT NULL", damaged)
+            }
+            let report = try await Maintenance(data: server.data).verify()
+            #expect(report.problems.contains { $0.contains("manifest") }, "\(report.problems)")
+            await #expect(throws: XferError.self) { _ = try await server.pull("Documents/pkg", server.root + "/copy") }
+            #expect(!FileManager.default.fileExists(atPath: server.root + "/copy"))
         }
     }
 

@@ -229,9 +229,9 @@ import XferProtocol
     @Test(arguments: backends) func chunkLocationsMoveAndEmptyTheirPacks(_ kind: String) async throws {
         try await Self.withStore(kind) { store, _ in
             let ids = (0..<5).map { ChunkID.of([UInt8($0)]) }
-            try await store.recordLocations(ids.enumerated().map { ChunkLocation(id: $1, pack: $0 < 3 ? "p1" : "p2", offset: Int64($0) * 10, length: 10) })
+            try await store.recordLocations(ids.enumerated().map { ChunkLocation(id: $1, pack: $0 < 3 ? "p1" : "p2", offset: Int64($0) * 10, length: 10) }, sealedWith: nil)
             // Recording again changes nothing.
-            try await store.recordLocations([ChunkLocation(id: ids[0], pack: "other", offset: 0, length: 1)])
+            try await store.recordLocations([ChunkLocation(id: ids[0], pack: "other", offset: 0, length: 1)], sealedWith: nil)
             #expect(try await store.locations(ids).count == 5)
             #expect(try await store.locations([ids[0]]).first?.pack == "p1")
             #expect(try await store.locations(pack: "p1").map(\.offset) == [0, 10, 20])
@@ -239,8 +239,8 @@ import XferProtocol
             var sharded = 0
             for shard in UInt8.min...UInt8.max { sharded += try await store.locations(shard: shard).count }
             #expect(sharded == 5)
-            #expect(try await store.moveLocations([ChunkLocation(id: ids[0], pack: "p3", offset: 0, length: 10)], from: "p1") == 1)
-            #expect(try await store.moveLocations([ChunkLocation(id: ids[1], pack: "p3", offset: 0, length: 10)], from: "p2") == 0)
+            #expect(try await store.moveLocations([ChunkLocation(id: ids[0], pack: "p3", offset: 0, length: 10)], from: "p1", sealedWith: nil) == 1)
+            #expect(try await store.moveLocations([ChunkLocation(id: ids[1], pack: "p3", offset: 0, length: 10)], from: "p2", sealedWith: nil) == 0)
             #expect(try await store.removeLocations([ids[1], ids[2]]) == ["p1"])
             #expect(try await store.removeLocations([ids[3]]) == [])
         }

@@ -76,7 +76,7 @@ import XferCore
             // Without keys the sealed chunks are refused by name of the key; the plain ones read.
             #expect(try await plain.load(before.map(\.id)) == before)
             let refused = await #expect(throws: XferError.self) { _ = try await plain.load(after[0].id) }
-            #expect(refused?.code == .invalidConfiguration)
+            #expect(refused?.code == .internal)
             #expect(refused?.message.contains(old.id.description) == true)
             // Rotated: the new key seals from now on, the old one still opens.
             var rotated = plain
@@ -96,12 +96,23 @@ import XferCore
         }
     }
 
+    /// Stores one sealed chunk through the data directory's store (which records its key).
+    static func storeOne(_ data: ServerData, seed: UInt64) async throws -> EncodedChunk {
+        let chunk = try rawChunks(1, seed: seed)[0]
+        #expect(try await data.chunks.store([chunk]).allSatisfy { $0 == nil })
+        return chunk
+    }
+
     @Test func aDataDirectoryOpensOnlyWithEveryKeyItsDataNeeds() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-sealed-\(UUID().uuidString.prefix(8))").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let a = SealingKey.generate()
         let b = SealingKey.generate()
         let first = try await ServerData.open(directory, sealing: try SealingKeys([a]))
+        // A key is recorded with the first value sealed with it, not when a store opens.
+        #expect(try await first.metadata.sealingKeys() == [])
+        _ = try await ServerData.open(directory)
+        let chunk = try await Self.storeOne(first, seed: 7)
         #expect(try await first.metadata.sealingKeys() == [a.id])
 
         let none = await #expect(throws: XferError.self) { _ = try await ServerData.open(directory) }
@@ -111,10 +122,44 @@ import XferCore
         #expect(other?.message.contains(a.id.description) == true)
         #expect(try await first.metadata.sealingKeys() == [a.id], "a refused open records nothing")
 
+        // A command beside the server (--data) given a key the store does not use yet seals
+        // nothing with it: it rewrites with a key the store uses.
+        let beside = try await ServerData.open(directory, sealing: try SealingKeys([b, a]), use: .maintain)
+        #expect(try await beside.chunks.load(chunk.id) == chunk)
+        _ = try await Self.storeOne(beside, seed: 8)
+        #expect(try await first.metadata.sealingKeys() == [a.id], "b is not brought in by a --data command")
+
         let rotated = try await ServerData.open(directory, sealing: try SealingKeys([b, a]))
-        #expect(try await rotated.metadata.sealingKeys() == [a.id, b.id].sorted())
-        // Now data may be sealed with b: a alone is refused too.
+        _ = try await Self.storeOne(rotated, seed: 9)
+        #expect(try await rotated.metadata.sealingKeys() == [a.id, b.id], "in the order first used")
+        // Now data is sealed with b: a alone is refused too; --data commands given both seal with b.
         let old = await #expect(throws: XferError.self) { _ = try await ServerData.open(directory, sealing: try SealingKeys([a])) }
         #expect(old?.message.contains(b.id.description) == true)
+        let later = try await ServerData.open(directory, sealing: try SealingKeys([a, b]), use: .maintain)
+        #expect(try await Self.storeOne(later, seed: 10).id != chunk.id)
+        #expect(try await later.metadata.sealingKeys() == [a.id, b.id])
+    }
+
+    @Test func aDamagedEntryLeavesItsPackOutOfACompactionAndTheOthersGoOn() async throws {
+        try await PackedChunkStoreTests.withStore("files") { store in
+            var store = store
+            store.sealing = try SealingKeys([SealingKey.generate()])
+            let first = try Self.rawChunks(3, seed: 20)
+            let second = try Self.rawChunks(3, seed: 21)
+            _ = try await store.store(first)
+            _ = try await store.store(second)
+            let packs = Dictionary(grouping: try await store.index.locations((first + second).map(\.id)), by: \.pack)
+            #expect(packs.count == 2)
+            // Both packs mostly dead; one entry left in the first is damaged.
+            _ = try await store.index.removeLocations([first[0].id, first[1].id, second[0].id, second[1].id])
+            let damaged = try #require(try await store.index.locations([first[2].id]).first)
+            var bytes = try #require(try await store.storage.get(damaged.pack, limit: 1 << 20))
+            bytes[Int(damaged.offset) + damaged.length - 20] ^= 0x01
+            try await store.storage.put(damaged.pack, bytes)
+            let report = try await store.compact(modifiedBefore: PackedChunkStoreTests.future())
+            #expect(report.packsDamaged == [damaged.pack])
+            #expect(report.packsRewritten == 1)
+            #expect(try await store.load(second[2].id) == second[2])
+        }
     }
 }

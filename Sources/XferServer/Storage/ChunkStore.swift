@@ -54,6 +54,9 @@ public struct Compaction: Sendable, Hashable {
     public var packsRewritten = 0
     /// Bytes of object storage given back.
     public var bytesFreed: Int64 = 0
+    /// Packs left as they are because an entry in them is damaged (`xfer verify` reports the
+    /// chunk); the others are compacted all the same.
+    public var packsDamaged: [String] = []
 
     /// Nothing done.
     public init() {}

@@ -98,11 +98,11 @@ public protocol AccountStore: Sendable {
     /// same for every server sharing it. A client that sees another identity at the same URL
     /// knows it talks to a different server, and deletes nothing on its word.
     func deploymentID() async throws -> String
-    /// The ids of the encryption keys data in this deployment was sealed with, as recorded by
-    /// ``recordSealingKey(_:)``: a server must be given every one of them.
+    /// The ids of the encryption keys data in this deployment was sealed with, the first used
+    /// first: each is recorded in the transaction that first stores a reference to a value
+    /// sealed with it (a chunk's location, a manifest, a key-value value), so a server must be
+    /// given every one of them.
     func sealingKeys() async throws -> [SealingKeyID]
-    /// Records that data is sealed with the key `id` from now on (nothing if it is recorded).
-    func recordSealingKey(_ id: SealingKeyID) async throws
     /// Whether an admin token exists.
     func hasAdminToken() async throws -> Bool
     /// Records an admin token's hash.
@@ -216,7 +216,8 @@ public protocol MaintenanceStore: Sendable {
 public protocol ChunkLocationIndex: Sendable {
     /// Records where packed chunks are stored, stamped with the store's clock; a chunk already
     /// located keeps its first location (a second copy is dead space a compaction reclaims).
-    func recordLocations(_ locations: [ChunkLocation]) async throws
+    /// `sealedWith` is the key the entries are sealed with (recorded as in use in the same transaction).
+    func recordLocations(_ locations: [ChunkLocation], sealedWith key: SealingKeyID?) async throws
     /// The locations of those of `ids` that are located, in no particular order.
     func locations(_ ids: [ChunkID]) async throws -> [ChunkLocation]
     /// The located chunks whose id starts with byte `shard`.
@@ -231,7 +232,7 @@ public protocol ChunkLocationIndex: Sendable {
     /// Points those chunks of `moved` that are still located in `pack` at their new place (a
     /// compaction rewrote them); the others were removed meanwhile and stay removed.
     /// - Returns: How many moved.
-    func moveLocations(_ moved: [ChunkLocation], from pack: String) async throws -> Int
+    func moveLocations(_ moved: [ChunkLocation], from pack: String, sealedWith key: SealingKeyID?) async throws -> Int
 }
 
 extension AccountStore {

@@ -79,7 +79,7 @@ public struct PackedChunkStore: ChunkStore {
         try await forEach(packs) { entries in
             let (bytes, locations) = pack(entries, name: Self.newPackName())
             try await storage.put(locations[0].pack, bytes)
-            try await index.recordLocations(locations)
+            try await index.recordLocations(locations, sealedWith: sealing?.current.id)
         }
         return verdicts
     }
@@ -234,10 +234,16 @@ public struct PackedChunkStore: ChunkStore {
             guard object.size > 0, Double(live) < Double(object.size) * rewriteBelow else { continue }
             let locations = try await index.locations(pack: name)
             guard !locations.isEmpty, let bytes = try await storage.get(name, limit: Int(object.size)) else { continue }
-            let chunks = try locations.map { try entry(bytes[Int($0.offset)..<Int($0.offset) + $0.length], $0) }
+            let chunks: [EncodedChunk]
+            do {
+                chunks = try locations.map { try entry(bytes[Int($0.offset)..<Int($0.offset) + $0.length], $0) }
+            } catch let error as XferError where error.code == .corruptChunk {
+                report.packsDamaged.append(name)
+                continue
+            }
             let (packed, moved) = pack(chunks, name: Self.newPackName())
             try await storage.put(moved[0].pack, packed)
-            if try await index.moveLocations(moved, from: name) == 0 {
+            if try await index.moveLocations(moved, from: name, sealedWith: sealing?.current.id) == 0 {
                 // Another compaction moved them first: this copy is named by nothing.
                 try await storage.delete(moved[0].pack)
                 continue

@@ -121,7 +121,11 @@ extension MetadataTransaction {
     func removeVersion(account: Int64, document: Int64, version: Int64) throws {
         if let row = try sql.one("SELECT manifest FROM versions WHERE document_id = ? AND version = ?", document, version),
            let blob = try row.optionalBlob("manifest") {
-            try adjustReferences(account: account, manifest: try Manifest(decoding: openedManifest(blob, document: document, version: version)), by: -1)
+            // A manifest that no longer opens or decodes gives nothing back: its chunks stay
+            // held (gc keeps them), and the version still goes.
+            if let manifest = try? Manifest(decoding: openedManifest(blob, document: document, version: version)) {
+                try adjustReferences(account: account, manifest: manifest, by: -1)
+            }
         }
         try sql.rows("DELETE FROM versions WHERE document_id = ? AND version = ?", document, version)
     }

@@ -26,13 +26,7 @@ extension SQLMetadataStore {
 
     public func sealingKeys() async throws -> [SealingKeyID] {
         try await read { tx in
-            try tx.sql.rows("SELECT id FROM sealing_keys ORDER BY id").compactMap { SealingKeyID(hex: try $0.text("id")) }
-        }
-    }
-
-    public func recordSealingKey(_ id: SealingKeyID) async throws {
-        try await write { tx in
-            try tx.sql.rows("INSERT INTO sealing_keys (id, added_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", id.description, MetadataTransaction.now())
+            try tx.sql.rows("SELECT id FROM sealing_keys ORDER BY added_at, id").compactMap { SealingKeyID(hex: try $0.text("id")) }
         }
     }
 

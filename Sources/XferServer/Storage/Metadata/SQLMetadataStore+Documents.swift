@@ -284,7 +284,7 @@ extension MetadataTransaction {
         try sql.rows("""
             UPDATE versions SET state = ?, kind = ?, size = ?, manifest_digest = ?, manifest = ?, files = ?, chunks = ?, base_version = ?, sequence = ?
             WHERE document_id = ? AND version = ?
-            """, outcome.rawValue, kind.rawValue, manifest.totalSize, digest, storedManifest(encoded), manifest.fileCount, manifest.allChunks.count,
+            """, outcome.rawValue, kind.rawValue, manifest.totalSize, digest, try storedManifest(encoded, document: document.id, version: version), manifest.fileCount, manifest.allChunks.count,
                      baseVersion, sequence, document.id, version)
         if outcome == .current {
             try sql.rows("UPDATE documents SET current_version = ? WHERE id = ?", version, document.id)

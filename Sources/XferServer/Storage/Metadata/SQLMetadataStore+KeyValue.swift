@@ -18,6 +18,7 @@ extension SQLMetadataStore {
                 return KeyValueWriteResult(applied: false, entry: winner)
             }
             let sequence = try tx.nextSequence(container: containerID)
+            if text != nil { try tx.noteSealing(with: tx.sealing?.current.id) }
             try tx.sql.rows("""
                 INSERT INTO kv (container_id, key, value, timestamp_ns, device, sequence) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT (container_id, key) DO UPDATE SET value = excluded.value, timestamp_ns = excluded.timestamp_ns,

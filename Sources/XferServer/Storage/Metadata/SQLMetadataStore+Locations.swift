@@ -4,9 +4,10 @@ import XferProtocol
 
 // The index of the packed chunk store: where each chunk lives.
 extension SQLMetadataStore {
-    public func recordLocations(_ locations: [ChunkLocation]) async throws {
+    public func recordLocations(_ locations: [ChunkLocation], sealedWith key: SealingKeyID?) async throws {
         guard !locations.isEmpty else { return }
         try await write { tx in
+            try tx.noteSealing(with: key)
             let now = try tx.clock()
             for batch in locations.batched(atMost: sqlBatchSize) {
                 try tx.sql.rows("""
@@ -72,9 +73,10 @@ extension SQLMetadataStore {
         }
     }
 
-    public func moveLocations(_ moved: [ChunkLocation], from pack: String) async throws -> Int {
+    public func moveLocations(_ moved: [ChunkLocation], from pack: String, sealedWith key: SealingKeyID?) async throws -> Int {
         guard !moved.isEmpty else { return 0 }
         return try await write { tx in
+            try tx.noteSealing(with: key)
             var count = 0
             for location in moved {
                 count += try tx.sql.rows(#"UPDATE chunk_locations SET pack = ?, "offset" = ?, length = ? WHERE id = ? AND pack = ? RETURNING id"#,

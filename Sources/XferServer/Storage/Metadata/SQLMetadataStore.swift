@@ -43,15 +43,25 @@ struct MetadataTransaction {
 
     var dialect: SQLDialect { sql.dialect }
 
-    /// A manifest's bytes as the versions table keeps them: sealed when the store has keys.
-    func storedManifest(_ encoded: [UInt8]) -> [UInt8] {
-        sealing?.seal(encoded, context: Sealing.manifestContext) ?? encoded
+    /// Records that values sealed with `key` are stored from this transaction on (nothing if
+    /// recorded already), before the first reference to one commits.
+    func noteSealing(with key: SealingKeyID?) throws {
+        guard let key else { return }
+        try sql.rows("INSERT INTO sealing_keys (id, added_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", key.description, try clock())
+    }
+
+    /// A manifest's bytes as the versions table keeps them: sealed when the store has keys
+    /// (bound to its document and version, whose row never moves).
+    func storedManifest(_ encoded: [UInt8], document: Int64, version: Int64) throws -> [UInt8] {
+        guard let sealing else { return encoded }
+        try noteSealing(with: sealing.current.id)
+        return sealing.seal(encoded, context: Sealing.manifestContext(document: document, version: version))
     }
 
     /// A manifest's encoding from what the versions table keeps (opened if it was sealed).
     func openedManifest(_ stored: [UInt8], document: Int64, version: Int64) throws -> [UInt8] {
         guard Sealing.isSealed(stored) else { return stored }
-        return Array(try SealingKeys.openIfSealed(stored[...], keys: sealing, context: Sealing.manifestContext,
+        return Array(try SealingKeys.openIfSealed(stored[...], keys: sealing, context: Sealing.manifestContext(document: document, version: version),
                                                   what: "the manifest of version \(version) of document \(document)"))
     }
 
