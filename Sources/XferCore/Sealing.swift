@@ -364,6 +364,66 @@ public enum Sealing {
 }
 
 /// An AES-256-GCM cipher fetched once; `EVP_CIPHER` objects are immutable and shareable.
-private struct FetchedCipher: @unchecked Sendable {  // immutable after init
+struct FetchedCipher: @unchecked Sendable {  // immutable after init
     let cipher: OpaquePointer
+}
+
+/// Chunk ids as a store keeps them at rest: each 16-byte half enciphered with AES-256 under a
+/// key of the store's own (its index key, kept sealed beside the data), so the store names no
+/// chunk by the SHA-256 of its bytes, while the same id always gives the same stored bytes (the
+/// store still looks ids up, and every lookup goes through here) and the stored bytes give the
+/// id back. A chunk id is uniformly random, so enciphering its halves apart hides as much as a
+/// wide block would.
+public final class ChunkIDCipher: @unchecked Sendable {  // the template contexts are only copied from, never used
+    private let encryptTemplate: OpaquePointer
+    private let decryptTemplate: OpaquePointer
+
+    /// Bytes in an index key.
+    public static let keySize = 32
+
+    /// A cipher under `key` (32 bytes).
+    public init(key: [UInt8]) throws {
+        guard key.count == Self.keySize else { throw XferError(.invalidConfiguration, "an index key is \(Self.keySize) bytes") }
+        guard let cipher = EVP_CIPHER_fetch(nil, "AES-256-ECB", nil) else {
+            throw XferError(.crypto, "libcrypto has no AES-256-ECB: \(CryptoErrors.drain())")
+        }
+        defer { EVP_CIPHER_free(cipher) }
+        func template(_ encrypting: Bool) throws -> OpaquePointer {
+            guard let context = EVP_CIPHER_CTX_new(), EVP_CipherInit_ex2(context, cipher, key, nil, encrypting ? 1 : 0, nil) == 1,
+                  EVP_CIPHER_CTX_set_padding(context, 0) == 1 else {
+                throw XferError(.crypto, "cannot set up AES-256-ECB: \(CryptoErrors.drain())")
+            }
+            return context
+        }
+        encryptTemplate = try template(true)
+        decryptTemplate = try template(false)
+    }
+
+    deinit {
+        EVP_CIPHER_CTX_free(encryptTemplate)
+        EVP_CIPHER_CTX_free(decryptTemplate)
+    }
+
+    /// The bytes a store keeps for `id`.
+    public func encipher(_ id: ChunkID) -> [UInt8] {
+        id.withUnsafeBytes { run(encryptTemplate, $0) }
+    }
+
+    /// The id whose stored bytes these are; `nil` if they are not 32 bytes.
+    public func decipher(_ stored: [UInt8]) -> ChunkID? {
+        guard stored.count == ChunkID.byteCount else { return nil }
+        return ChunkID(bytes: stored.withUnsafeBytes { run(decryptTemplate, $0) })
+    }
+
+    private func run(_ template: OpaquePointer, _ input: UnsafeRawBufferPointer) -> [UInt8] {
+        guard let context = EVP_CIPHER_CTX_new() else { fatalError("EVP_CIPHER_CTX_new failed: out of memory") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        var out = [UInt8](repeating: 0, count: ChunkID.byteCount)
+        var written: Int32 = 0
+        let ok = EVP_CIPHER_CTX_copy(context, template) == 1
+            && EVP_CipherUpdate(context, &out, &written, input.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(input.count)) == 1
+            && written == Int32(ChunkID.byteCount)
+        guard ok else { fatalError("AES-256-ECB failed: \(CryptoErrors.drain())") }
+        return out
+    }
 }

@@ -5,10 +5,9 @@ import XferCore
 import XferProtocol
 @testable import XferServer
 
-/// A server sealing its data at rest, seen from a client: everything reads back, nothing in
-/// its data directory (packs, SQLite database and WAL) shows a file's content or a file's name
-/// in a package, and its packs show no SHA-256 of a chunk or a file either. (The metadata
-/// database still keys its chunk rows by chunk id: docs/SECURITY.md.)
+/// A server sealing its data at rest, seen from a client: everything reads back, and nothing
+/// in its data directory (packs, SQLite database and WAL) shows a file's content, a file's name
+/// in a package, or the SHA-256 of a chunk or a file.
 @Suite struct SealedServerTests {
     /// A package of known files: text (compressed when stored), random bytes (stored as they
     /// are, several chunks), names no store should show. Returns the byte strings that must
@@ -69,8 +68,12 @@ import XferProtocol
             _ = try await server.push(server.root + "/tree", "Documents/vault")
             #expect(Self.revealed(secrets, in: try await Self.packBytes(server.data)) > 10)
             // The names are in the (plain) manifests in the metadata database.
-            #expect(try Self.revealed(secrets.filter { String(decoding: $0, as: UTF8.self).hasSuffix(".txt") }, under: server.root + "/data").count == 8)
+            #expect(try Self.revealed(secrets.filter { String(decoding: $0, as: UTF8.self).hasSuffix(".txt") }, under: server.root + "/data").count >= 8)
             #expect(Self.revealed(digests, in: try await Self.packBytes(server.data)) >= 8)
+            if Backends.environment["XFER_POSTGRES_URL"] == nil {
+                // The metadata database keys its rows by chunk id: the files' SHA-256 show there.
+                #expect(try Self.revealed(digests.filter { $0.count == 32 }, under: server.root + "/data").count >= 8)
+            }
         }
         try await LiveServer.run(sealing: try SealingKeys([SealingKey.generate()])) { server in
             let (secrets, digests) = try Self.makeTree(server.root + "/tree")
@@ -83,6 +86,8 @@ import XferProtocol
             #expect(try Self.revealed(secrets, under: server.root + "/data") == [])
             let hashes = digests + ids.map(\.bytes) + ids.map { Array($0.hex.utf8) }
             #expect(Self.revealed(secrets + hashes, in: try await Self.packBytes(server.data)) == 0)
+            // Nor anywhere in the data directory: the metadata database keeps ids enciphered.
+            #expect(try Self.revealed(hashes, under: server.root + "/data") == [])
 
             _ = try await server.pull("Documents/vault", server.root + "/copy")
             #expect(try Files.snapshot(server.root + "/copy") == Files.snapshot(server.root + "/tree"))

@@ -108,12 +108,16 @@ import XferCore
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let a = SealingKey.generate()
         let b = SealingKey.generate()
-        let first = try await ServerData.open(directory, sealing: try SealingKeys([a]))
-        // A key is recorded with the first value sealed with it, not when a store opens.
-        #expect(try await first.metadata.sealingKeys() == [])
+        // A command beside the server (--data) given keys for a store that has none seals
+        // nothing and records nothing: the server may not have them.
+        let plain = try await ServerData.open(directory, sealing: try SealingKeys([a]), use: .maintain)
+        _ = try await Self.storeOne(plain, seed: 6)
+        #expect(try await plain.metadata.sealingKeys() == [])
         _ = try await ServerData.open(directory)
-        let chunk = try await Self.storeOne(first, seed: 7)
+        // The server given keys for the first time records the key its index key is sealed with.
+        let first = try await ServerData.open(directory, sealing: try SealingKeys([a]))
         #expect(try await first.metadata.sealingKeys() == [a.id])
+        let chunk = try await Self.storeOne(first, seed: 7)
 
         let none = await #expect(throws: XferError.self) { _ = try await ServerData.open(directory) }
         #expect(none?.code == .invalidConfiguration)
@@ -138,6 +142,80 @@ import XferCore
         let later = try await ServerData.open(directory, sealing: try SealingKeys([a, b]), use: .maintain)
         #expect(try await Self.storeOne(later, seed: 10).id != chunk.id)
         #expect(try await later.metadata.sealingKeys() == [a.id, b.id])
+    }
+
+    /// A store without keys in `directory` whose account holds `count` stored chunks.
+    static func plainStoreHolding(_ count: Int, seed: UInt64, in directory: String) async throws -> (ServerData, [EncodedChunk]) {
+        let plain = try await ServerData.open(directory)
+        let token = try #require(try await plain.createAccount(name: "owner", quota: nil).token)
+        let account = try #require(try await plain.metadata.principal(tokenHash: TokenHash.hash(token))).accountID
+        let chunks = try rawChunks(count, seed: seed)
+        _ = try await plain.chunks.store(chunks)
+        _ = try await plain.metadata.addChunks(account: account, chunks.map { OwnedChunk(id: $0.id, length: $0.length) }, uploadStartedAt: nil)
+        return (plain, chunks)
+    }
+
+    @Test func aStoreGivenKeysLaterEnciphersItsIDsAndKeepsEverything() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-index-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (_, chunks) = try await Self.plainStoreHolding(5, seed: 30, in: directory)
+        let ids = Set(chunks.map(\.id))
+
+        let key = SealingKey.generate()
+        let sealed = try await ServerData.open(directory, sealing: try SealingKeys([key]))
+        #expect(try await sealed.metadata.sealingKeys() == [key.id])
+        // Every id is found again through the index key: held, located, loaded, listed.
+        #expect(try await sealed.metadata.heldChunks(Array(ids)) == ids)
+        #expect(try await sealed.chunks.load(chunks.map(\.id)) == chunks)
+        var listed: Set<ChunkID> = []
+        for shard in UInt8.min...UInt8.max { listed.formUnion(try await sealed.chunks.list(shard: shard).map(\.id)) }
+        #expect(listed == ids)
+        var records: [ChunkID] = []
+        var cursor: ChunkRecordKey? = nil
+        while true {
+            let page = try await sealed.metadata.chunkRecords(after: cursor, limit: 2)
+            guard let last = page.last else { break }
+            records += page.map(\.id)
+            cursor = ChunkRecordKey(account: last.account, id: last.id)
+        }
+        #expect(records.count == 5 && Set(records) == ids, "paging by enciphered ids visits each once")
+        // gc finds every chunk held (they are leases here, so a dry run, which expires none).
+        let report = try await Maintenance(data: sealed).collectGarbage(grace: 0, dryRun: true)
+        #expect(report.chunksScanned == 5 && report.chunksRemoved == 0)
+        // A second open finds the same index key.
+        let again = try await ServerData.open(directory, sealing: try SealingKeys([key]))
+        #expect(try await again.chunks.load(chunks.map(\.id)) == chunks)
+        let verified = try await Maintenance(data: again).verify()
+        #expect(verified.chunksChecked == 5)
+        // Without the key the store does not open; a wrong key alone neither.
+        await #expect(throws: XferError.self) { _ = try await ServerData.open(directory) }
+        await #expect(throws: XferError.self) { _ = try await ServerData.open(directory, sealing: try SealingKeys([SealingKey.generate()])) }
+    }
+
+    @Test func aProcessWithoutKeysOnAStoreWhoseIDsWereEncipheredStopsInsteadOfMissingThem() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-index-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (plain, chunks) = try await Self.plainStoreHolding(3, seed: 40, in: directory)
+        #expect(try await plain.metadata.heldChunks(chunks.map(\.id)).count == 3)
+
+        // Another server of the fleet starts with keys: the ids are enciphered under it.
+        let a = SealingKey.generate()
+        _ = try await ServerData.open(directory, sealing: try SealingKeys([a]))
+        // The keyless one still running neither finds nothing nor writes plain ids beside them.
+        let lookup = await #expect(throws: XferError.self) { _ = try await plain.metadata.heldChunks(chunks.map(\.id)) }
+        #expect(lookup?.code == .internal && lookup?.message.contains("--encryption-key") == true)
+        let more = try Self.rawChunks(1, seed: 41)
+        await #expect(throws: XferError.self) { _ = try await plain.chunks.store(more) }
+
+        // A new current key wraps the index key too, so it opens with the new key's data.
+        let b = SealingKey.generate()
+        let rotated = try await ServerData.open(directory, sealing: try SealingKeys([b, a]))
+        #expect(try await rotated.metadata.heldChunks(chunks.map(\.id)).count == 3)
+        let wrapped = try await (rotated.metadata as! SQLiteMetadataStore).read { tx in
+            try tx.sql.rows("SELECT key_id FROM sealing_index ORDER BY key_id", []).map { try $0.text(0) }
+        }
+        #expect(Set(wrapped) == [a.id.description, b.id.description])
+        #expect(try await ServerData.open(directory, sealing: try SealingKeys([b, a])).chunks.load(chunks.map(\.id)) == chunks)
     }
 
     @Test func aDamagedEntryLeavesItsPackOutOfACompactionAndTheOthersGoOn() async throws {

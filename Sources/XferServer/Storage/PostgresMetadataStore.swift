@@ -23,6 +23,8 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
 
     let sealing: SealingKeys?
 
+    private(set) var ids: ChunkIDCipher? = nil
+
     let logger: Logger
 
     /// Connections to the database at most (and threads running transactions, ``PostgresSession/threads``).
@@ -64,6 +66,10 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
         do {
             if let schema { try await client.query("CREATE SCHEMA IF NOT EXISTS \(unescaped: schema)") }
             try await migrate()
+            if let sealing {
+                let policy = policy
+                ids = try await writing { try MetadataTransaction(sql: $0, policy: policy).indexKey(sealing) }
+            }
         } catch {
             runner.cancel()
             throw Self.mapped(error, "cannot set up the metadata database at \(host)")
@@ -149,7 +155,8 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             INSERT INTO deployment VALUES (replace(gen_random_uuid()::text, '-', ''));
             """),
         ("v6: sealing keys", """
-            CREATE TABLE sealing_keys (id TEXT PRIMARY KEY, added_at BIGINT NOT NULL)
+            CREATE TABLE sealing_keys (id TEXT PRIMARY KEY, added_at BIGINT NOT NULL);
+            CREATE TABLE sealing_index (key_id TEXT PRIMARY KEY, wrapped BYTEA NOT NULL)
             """),
     ]
 

@@ -14,9 +14,13 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
 
     let sealing: SealingKeys?
 
+    let ids: ChunkIDCipher?
+
     /// Opens (creating and migrating as needed) the database at `path`.
-    /// - Parameter sealing: Keys that seal manifests at rest (``ServerData/open(_:policy:sealing:metadata:packs:)``
-    ///   checks them against the ones the store records).
+    /// - Parameter sealing: Keys that seal manifests and values at rest and open the store's
+    ///   index key, which chunk ids are enciphered under (made, and the ids stored so far
+    ///   enciphered, the first time a store is given keys). ``ServerData/open(_:policy:sealing:use:metadata:packs:)``
+    ///   checks them against the ones the store records.
     /// - Throws: `io` if it cannot be opened.
     public init(path: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil) throws {
         self.policy = policy
@@ -37,6 +41,14 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
             try Self.migrator.migrate(pool)
         } catch {
             throw XferError(.io, "cannot open the metadata database \(path)", cause: DescribedError(error))
+        }
+        let pool = pool
+        do {
+            ids = try sealing.map { keys in try pool.write { db in try MetadataTransaction(sql: SQLiteSession(db: db), policy: policy).indexKey(keys) } }
+        } catch let error as XferError {
+            throw error
+        } catch {
+            throw XferError(.io, "cannot set up the index key of \(path)", cause: DescribedError(error))
         }
     }
 
@@ -164,7 +176,10 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 """)
         }
         migrator.registerMigration("v8: sealing keys") { db in
-            try db.execute(sql: "CREATE TABLE sealing_keys (id TEXT PRIMARY KEY, added_at INTEGER NOT NULL) WITHOUT ROWID")
+            try db.execute(sql: """
+                CREATE TABLE sealing_keys (id TEXT PRIMARY KEY, added_at INTEGER NOT NULL) WITHOUT ROWID;
+                CREATE TABLE sealing_index (key_id TEXT PRIMARY KEY, wrapped BLOB NOT NULL) WITHOUT ROWID;
+                """)
         }
         return migrator
     }

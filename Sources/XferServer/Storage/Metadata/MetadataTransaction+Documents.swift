@@ -20,7 +20,7 @@ extension MetadataTransaction {
         for batch in unique.batched(atMost: sqlBatchSize) {
             for row in try sql.rows("SELECT id FROM account_chunks WHERE account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))",
                                     [.int(account)] + batch.map(\.sqlValue)) {
-                if let id = ChunkID(bytes: try row.blob(0)) { held.insert(id) }
+                if let id = try row.chunkID(0) { held.insert(id) }
             }
         }
         return unique.filter { !held.contains($0) }
@@ -38,7 +38,7 @@ extension MetadataTransaction {
                 SELECT id, length FROM account_chunks WHERE account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))
                 ORDER BY id\(dialect.forUpdate)
                 """, [.int(account)] + batch.map(\.sqlValue)) {
-                if let id = ChunkID(bytes: try row.blob(0)) { held[id] = try row.int(1) }
+                if let id = try row.chunkID(0) { held[id] = try row.int(1) }
             }
         }
         return held

@@ -22,7 +22,7 @@ extension SQLMetadataStore {
                 for batch in Array(lacking).batched(atMost: sqlBatchSize) {
                     for mark in try tx.sql.rows("SELECT id, finished_at FROM chunk_deletions WHERE id IN (\(sqlPlaceholders(batch.count)))",
                                                 batch.map(\.sqlValue)) {
-                        guard let id = ChunkID(bytes: try mark.blob(0)) else { continue }
+                        guard let id = try mark.chunkID(0) else { continue }
                         if DeletionRules.refuses(finishedAt: try mark.optionalInt("finished_at"), uploadStartedAt: uploadStartedAt) {
                             lacking.remove(id)
                         }

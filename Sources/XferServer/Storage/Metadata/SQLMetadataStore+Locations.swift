@@ -89,7 +89,7 @@ extension SQLMetadataStore {
 
 extension MetadataTransaction {
     static func location(_ row: SQLRow) throws -> ChunkLocation? {
-        guard let id = ChunkID(bytes: try row.blob(0)) else { return nil }
+        guard let id = try row.chunkID(0) else { return nil }
         return ChunkLocation(id: id, pack: try row.text(1), offset: try row.int(2), length: Int(try row.int(3)), recordedAt: try row.int(4))
     }
 }

@@ -112,8 +112,8 @@ extension SQLMetadataStore {
             try tx.sql.rows("""
                 SELECT account_id, id, length, refs FROM account_chunks WHERE (account_id, id) > (?, ?)
                 ORDER BY account_id, id LIMIT ?
-                """, after?.account ?? -1, after?.id.bytes ?? [], limit).compactMap { row in
-                guard let id = ChunkID(bytes: try row.blob("id")) else { return nil }
+                """, after?.account ?? -1, after.map { $0.id as any SQLBindable } ?? [UInt8](), limit).compactMap { row in
+                guard let id = try row.chunkID("id") else { return nil }
                 return ChunkRecordRow(account: try row.int("account_id"), id: id, length: try row.int("length"), refs: try row.int("refs"))
             }
         }

@@ -12,8 +12,11 @@ import XferProtocol
 protocol SQLMetadataStore: MetadataStore {
     var policy: StorePolicy { get }
 
-    /// The keys manifests are sealed with at rest; `nil` keeps new ones plain.
+    /// The keys manifests and key-value values are sealed with at rest; `nil` keeps new ones plain.
     var sealing: SealingKeys? { get }
+
+    /// How chunk ids are kept at rest: enciphered under the store's index key when it has keys.
+    var ids: ChunkIDCipher? { get }
 
     /// Runs `body` as one read-only transaction.
     func reading<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T
@@ -24,13 +27,13 @@ protocol SQLMetadataStore: MetadataStore {
 
 extension SQLMetadataStore {
     func read<T: Sendable>(_ body: @escaping @Sendable (MetadataTransaction) throws -> T) async throws -> T {
-        let (policy, sealing) = (policy, sealing)
-        return try await reading { try body(MetadataTransaction(sql: $0, policy: policy, sealing: sealing)) }
+        let (policy, sealing, ids) = (policy, sealing, ids)
+        return try await reading { try body(MetadataTransaction(sql: $0, policy: policy, sealing: sealing, ids: ids)) }
     }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (MetadataTransaction) throws -> T) async throws -> T {
-        let (policy, sealing) = (policy, sealing)
-        return try await writing { try body(MetadataTransaction(sql: $0, policy: policy, sealing: sealing)) }
+        let (policy, sealing, ids) = (policy, sealing, ids)
+        return try await writing { try body(MetadataTransaction(sql: $0, policy: policy, sealing: sealing, ids: ids)) }
     }
 }
 
@@ -39,7 +42,14 @@ extension SQLMetadataStore {
 struct MetadataTransaction {
     let sql: any SQLSession
     let policy: StorePolicy
-    var sealing: SealingKeys? = nil
+    let sealing: SealingKeys?
+
+    /// A transaction on `session`, chunk ids bound through `ids` (``ChunkIDSession``).
+    init(sql session: any SQLSession, policy: StorePolicy, sealing: SealingKeys? = nil, ids: ChunkIDCipher? = nil) {
+        sql = ChunkIDSession(base: session, ids: ids)
+        self.policy = policy
+        self.sealing = sealing
+    }
 
     var dialect: SQLDialect { sql.dialect }
 
@@ -103,7 +113,7 @@ struct MetadataTransaction {
     func heldByAnyAccount(_ ids: [ChunkID]) throws -> Set<ChunkID> {
         var held: Set<ChunkID> = []
         for row in try sql.rows("SELECT DISTINCT id FROM account_chunks WHERE id IN (\(sqlPlaceholders(ids.count)))", ids.map(\.sqlValue)) {
-            if let id = ChunkID(bytes: try row.blob(0)) { held.insert(id) }
+            if let id = try row.chunkID(0) { held.insert(id) }
         }
         return held
     }

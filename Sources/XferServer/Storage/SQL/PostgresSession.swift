@@ -34,6 +34,7 @@ struct PostgresSession: SQLSession {
             case .text(let text): bindings.append(text)
             case .blob(let bytes): bindings.append(ByteBuffer(bytes: bytes))
             case .bool(let bool): bindings.append(bool)
+            case .chunkID(let id): bindings.append(ByteBuffer(bytes: id.bytes))  // as it is (ChunkIDSession binds ids)
             }
         }
         let query = PostgresQuery(unsafeSQL: Self.numbered(sql), binds: bindings)

@@ -7,6 +7,9 @@ enum SQLValue: Sendable, Equatable {
     case text(String)
     case blob([UInt8])
     case bool(Bool)
+    /// A chunk id, bound as the store keeps it (``ChunkIDSession``): a blob of its bytes, or
+    /// of their encipherment when the store has an index key.
+    case chunkID(ChunkID)
 }
 
 /// Values that bind as one ``SQLValue``.
@@ -20,7 +23,7 @@ extension UInt32: SQLBindable { var sqlValue: SQLValue { .int(Int64(self)) } }
 extension String: SQLBindable { var sqlValue: SQLValue { .text(self) } }
 extension Bool: SQLBindable { var sqlValue: SQLValue { .bool(self) } }
 extension Array: SQLBindable where Element == UInt8 { var sqlValue: SQLValue { .blob(self) } }
-extension ChunkID: SQLBindable { var sqlValue: SQLValue { .blob(bytes) } }
+extension ChunkID: SQLBindable { var sqlValue: SQLValue { .chunkID(self) } }
 extension Optional: SQLBindable where Wrapped: SQLBindable { var sqlValue: SQLValue { self?.sqlValue ?? .null } }
 
 /// One row of a result, its columns by name or position. Every read names the Swift type it
@@ -29,6 +32,17 @@ extension Optional: SQLBindable where Wrapped: SQLBindable { var sqlValue: SQLVa
 struct SQLRow: Sendable {
     let names: [String]
     let values: [SQLValue]
+    /// How chunk ids are kept (set by ``ChunkIDSession``); `nil`: as they are.
+    var ids: ChunkIDCipher? = nil
+
+    /// A chunk id column (``chunkID(_:)-…``): `nil` if it is not an id.
+    func chunkID(_ column: String) throws -> ChunkID? { Self.chunkID(try blob(column), ids) }
+    func chunkID(_ index: Int) throws -> ChunkID? { Self.chunkID(try blob(index), ids) }
+
+    private static func chunkID(_ stored: [UInt8], _ ids: ChunkIDCipher?) -> ChunkID? {
+        if let ids { return ids.decipher(stored) }
+        return ChunkID(bytes: stored)
+    }
 
     func value(_ column: String) throws -> SQLValue {
         guard let index = names.firstIndex(of: column) else {
@@ -169,6 +183,59 @@ extension SQLSession {
             throw error
         }
     }
+}
+
+/// The session the metadata rules run on (``MetadataTransaction/sql``): binds chunk ids as the
+/// store keeps them, enciphered when it has an index key (``ChunkIDCipher``), and gives rows
+/// that read them back. The one place ids cross into the database.
+///
+/// A session with no cipher makes sure, before the first id it binds in a transaction, that the
+/// store has no index key: another server of a fleet given keys may have enciphered the ids
+/// while this one ran without them, and plain ids looked up or written there would find nothing
+/// or be taken for garbage (docs/SECURITY.md, "Keys and rotation").
+struct ChunkIDSession: SQLSession {
+    let base: any SQLSession
+    let ids: ChunkIDCipher?
+    private let plainChecked = PlainCheck()
+
+    /// Whether this transaction has found its store's ids plain (one look per transaction).
+    private final class PlainCheck {
+        var done = false
+    }
+
+    init(base: any SQLSession, ids: ChunkIDCipher?) {
+        self.base = base
+        self.ids = ids
+    }
+
+    var dialect: SQLDialect { base.dialect }
+
+    func rows(_ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
+        if ids == nil, !plainChecked.done, values.contains(where: { if case .chunkID = $0 { true } else { false } }) {
+            guard try base.rows("SELECT 1 FROM sealing_index LIMIT 1", []).isEmpty else {
+                throw XferError(.internal, """
+                    the store's chunk ids are enciphered under an index key (a server was started on it with encryption keys), \
+                    and this process has no keys; restart it with --encryption-key
+                    """)
+            }
+            plainChecked.done = true
+        }
+        let bound = values.map { value -> SQLValue in
+            guard case .chunkID(let id) = value else { return value }
+            return .blob(ids?.encipher(id) ?? id.bytes)
+        }
+        let rows = try base.rows(sql, bound)
+        guard let ids else { return rows }
+        return rows.map { row in
+            var row = row
+            row.ids = ids
+            return row
+        }
+    }
+
+    func lockDeletions(exclusive: Bool) throws { try base.lockDeletions(exclusive: exclusive) }
+
+    func notifyChanges(container: Int64) throws { try base.notifyChanges(container: container) }
 }
 
 /// `?, ?, ?`: placeholders for a list of `count` values.

@@ -38,6 +38,7 @@ struct SQLiteSession: SQLSession {
         case .text(let text): return text.databaseValue
         case .blob(let bytes): return Data(bytes).databaseValue
         case .bool(let bool): return (bool ? 1 : 0 as Int64).databaseValue
+        case .chunkID(let id): return Data(id.bytes).databaseValue  // as it is (ChunkIDSession binds ids)
         }
     }
 
