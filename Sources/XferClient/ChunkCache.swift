@@ -33,7 +33,13 @@ public struct ChunkCache: Sendable {
         /// Whether a chunk of `length` plain bytes of a file of `size` bytes is kept (and, if
         /// so, counts against the budget).
         public mutating func admits(_ length: Int, ofFileSized size: Int64) -> Bool {
-            guard size <= ChunkCache.fileLimit, Int64(length) <= left else { return false }
+            size <= ChunkCache.fileLimit && admits(length)
+        }
+
+        /// Whether a small file's chunk of `length` plain bytes is kept (and, if so, counts
+        /// against the budget).
+        public mutating func admits(_ length: Int) -> Bool {
+            guard Int64(length) <= left else { return false }
             left -= Int64(length)
             return true
         }

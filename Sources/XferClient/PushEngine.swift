@@ -113,7 +113,9 @@ public struct PushEngine: Sendable {
         var owner: Int = 0
         /// The previous chunk to send it against if the cache holds it (``PreviousChunks``).
         var reference: ChunkID? = nil
-        /// Whether the cache keeps it once sent: a small file's, within the push's ``ChunkCache/Admission``.
+        /// Whether the cache keeps it once sent: a small file's (``ChunkCache/fileLimit``) as it is
+        /// read; of those, the push's ``sendMissing`` keeps only chunks the server lacks, within
+        /// its ``ChunkCache/Admission``.
         var keep = false
     }
 
@@ -353,7 +355,7 @@ public struct PushEngine: Sendable {
                 }
                 guard !files.isEmpty else { return }
                 let hashed = try await Self.runPipeline(files: files, options: options.pipeline, skip: skip, batch: askBatch,
-                                                        previous: previous, admission: cache?.admission() ?? ChunkCache.Admission(maximumBytes: 0),
+                                                        previous: previous,
                                                         stop: stop, counters: counters,
                                                         yield: { batch in if slots.take() { continuation.yield(batch) } },
                                                         report: report)
@@ -406,7 +408,7 @@ public struct PushEngine: Sendable {
     /// Runs the chunk pipeline on a Dispatch thread, yielding batches of new chunk locations.
     /// - Returns: The chunk list of each file, by position in `files`.
     private static func runPipeline(files: FilesToRead, options: ChunkPipeline.Options, skip: ChunkIDPrefixes,
-                                    batch: Int, previous: PreviousChunks, admission: ChunkCache.Admission,
+                                    batch: Int, previous: PreviousChunks,
                                     stop: Locked<Bool>, counters: Locked<Counters>,
                                     yield: @escaping @Sendable ([Location]) -> Void,
                                     report: @escaping @Sendable () -> Void) async throws -> ChunkLists {
@@ -421,13 +423,10 @@ public struct PushEngine: Sendable {
             var path = ""  // the file being read
             var unreportedBytes: Int64 = 0
             var size: Int64 = .max  // of the file being read (.max: not known)
-            /// Which sent chunks the cache keeps.
-            var admission: ChunkCache.Admission
             var lastReport = ContinuousClock.now
-            init(files: Int, seen: ChunkIDPrefixes, admission: ChunkCache.Admission) {
+            init(files: Int, seen: ChunkIDPrefixes) {
                 lists = ChunkLists.Builder(files: files)
                 self.seen = seen
-                self.admission = admission
             }
 
             /// Moves the bytes hashed since the last call into the shared counters.
@@ -437,7 +436,7 @@ public struct PushEngine: Sendable {
                 unreportedBytes = 0
             }
         }
-        let collector = Collector(files: files.count, seen: skip, admission: admission)
+        let collector = Collector(files: files.count, seen: skip)
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
             DispatchQueue.global().async {
                 do {
@@ -455,7 +454,7 @@ public struct PushEngine: Sendable {
                                 collector.pending.append(Location(id: record.id, file: path, offset: record.offset,
                                                                   length: record.length, owner: files.owners[file],
                                                                   reference: previous.reference(forChunkAt: record.offset, in: path),
-                                                                  keep: collector.admission.admits(record.length, ofFileSized: collector.size)))
+                                                                  keep: collector.size <= ChunkCache.fileLimit))
                                 if collector.pending.count >= batch {
                                     yield(collector.pending)
                                     collector.pending = []
@@ -491,6 +490,8 @@ public struct PushEngine: Sendable {
         let policy = options.compression
         try await withThrowingTaskGroup(of: Void.self) { uploads in
             var running = 0
+            // Charged only for chunks the server lacks: one it has is not sent, so not kept.
+            var admission = cache?.admission() ?? ChunkCache.Admission(maximumBytes: 0)
             var body: [Location] = []
             var bodyBytes = 0
             func launch() async throws {
@@ -527,7 +528,8 @@ public struct PushEngine: Sendable {
             for await batch in batches {
                 taken()
                 let missing = Set(try await connection.missing(batch.map(\.id)))
-                for location in batch where missing.contains(location.id) {
+                for var location in batch where missing.contains(location.id) {
+                    location.keep = location.keep && admission.admits(location.length)
                     body.append(location)
                     bodyBytes += location.length
                     if bodyBytes >= options.uploadBatchBytes || body.count >= ChunkFrameLimits().maximumFrames { try await launch() }

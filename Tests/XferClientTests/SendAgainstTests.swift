@@ -209,6 +209,35 @@ import XferServer
         }
     }
 
+    /// A push's cache budget goes to chunks it sends: chunks the server has already (another
+    /// device pushed them) are not sent, so not kept, and use none of it.
+    @Test func chunksTheServerHasUseNoneOfAPushsCacheBudget() async throws {
+        try await LiveServer.run { server in
+            var files: [String: [UInt8]] = [:]  // one chunk a file
+            for index in 0..<20 {
+                files["src/file\(index + 10).c"] = Files.random(count: 3_000 + index * 100, seed: UInt64(700 + index))
+            }
+            let names = files.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+            let (held, fresh) = (Array(names.prefix(10)), Array(names.suffix(10)))
+            // Another device pushes the first ten files: the server has their chunks.
+            let other = server.root + "/other"
+            for name in held { try Files.write(other + "/" + name, files[name]!) }
+            _ = try await PushEngine(remote: server.otherDevice("other")).push(other, as: try DocumentPath("Documents/theirs"))
+
+            // This device pushes all twenty, with room in its cache for about ten files.
+            let source = server.root + "/mine"
+            for name in names { try Files.write(source + "/" + name, files[name]!) }
+            var options = PushOptions()
+            options.cacheBytes = fresh.reduce(0) { $0 + files[$1]!.count }
+            let pushed = try await PushEngine(remote: server.remote, options: options).push(source, as: try DocumentPath("Documents/mine"))
+            #expect(pushed.chunksSent == 10)
+            let cache = ChunkCache(database: try ClientState(root: source, stateDirectory: server.stateDirectory).database)
+            // Every chunk it sent is kept: the ten it did not send took none of the room.
+            #expect(try cache.usage().chunks == 10)
+            #expect(Set(try cache.plain(fresh.map { ChunkID.of(files[$0]!) }).keys).count == 10)
+        }
+    }
+
     @Test func aPullOfALargeFileGetsItsChangedChunkAgainstTheCopyOnDisk() async throws {
         try await LiveServer.run { server in
             var (path, bytes, reader) = try await Self.pushedAndPulled(server, "big.bin", count: 3_000_000, seed: 77)
