@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An independent implementation of docs/FORMAT.md (Gear table, chunk boundaries, chunk ids,
-sealed values), written from the document, not from the Swift code. It recomputes the committed vectors for
+sealed values, end-to-end keys), written from the document, not from the Swift code. It recomputes the committed vectors for
 the seeded random inputs and compares them with Tests/XferCoreTests/VectorTests+Expected.swift,
 so the document, the Swift chunker and the pinned vectors must all agree.
 
@@ -109,7 +109,8 @@ def main():
         else:
             print(f"ok   {name}: {len(lengths)} chunks, ids digest {digest[:16]}…")
     failures += check_sealed()
-    print(f"{5 - failures} passed, {failures} failed")
+    failures += check_end_to_end()
+    print(f"{11 - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
@@ -131,6 +132,71 @@ def check_sealed():
             failures += 1
         else:
             print(f"ok   {label} {mine[:16]}…")
+    return failures
+
+
+def hkdf(ikm, info, count):
+    """RFC 5869 HKDF-SHA-256 with no salt (32 zero bytes)."""
+    prk = hmac.new(bytes(32), ikm, hashlib.sha256).digest()
+    out, block, counter = b"", b"", 1
+    while len(out) < count:
+        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
+        out += block
+        counter += 1
+    return out[:count]
+
+
+def padme(length):
+    if length <= 2:
+        return length
+    e = length.bit_length() - 1
+    s = e.bit_length()
+    mask = (1 << (e - s)) - 1
+    return (length + mask) & ~mask
+
+
+def end_to_end_vectors():
+    """docs/FORMAT.md "End-to-end keys", for the container key 00…1f."""
+    import base64
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESSIV
+    key = bytes(range(32))
+    derive = lambda label, count=32: hkdf(key, b"xfer e2e " + label + b" v1", count)
+    gear = derive(b"gear", 2048)
+    chunk_id = hmac.new(derive(b"chunk id"), b"chunk", hashlib.sha256).hexdigest()
+    name_plain = b"Notes.txt" + b"\x80" + bytes(15 - len(b"Notes.txt") % 16)
+    siv = AESSIV(derive(b"name", 64)).encrypt(name_plain, [b"xfer name v1 Documents"])
+    name = base64.b32encode(siv).decode().lower().rstrip("=")
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    bits = int.from_bytes(key + hashlib.sha256(key).digest()[:2], "big") << 3  # 272 bits, padded to 275
+    digits = "".join(alphabet[(bits >> (5 * (54 - i))) & 31] for i in range(55))
+    recovery = "-".join(digits[i:i + 5] for i in range(0, 55, 5))
+    salt, value_salt = bytes(range(16)), bytes(range(16, 32))
+    wrapping = hashlib.scrypt(b"correct horse", salt=salt, n=1 << 10, r=8, p=1, dklen=32)
+    value_key = hmac.new(wrapping, b"xfer sealed value v1" + value_salt, hashlib.sha256).digest()
+    sealed = (b"XFS1" + hmac.new(wrapping, b"xfer key id v1", hashlib.sha256).digest()[:8] + value_salt
+              + AESGCM(value_key).encrypt(bytes(12), key, b"xfer container key v1 com.example.notes"))
+    wrapped = b"XFW1" + bytes([10, 8, 1]) + salt + sealed
+    return {
+        "gear0": "%016x" % struct.unpack("<Q", gear[:8])[0],
+        "chunkID": chunk_id,
+        "name": name,
+        "recovery": recovery,
+        "wrapped": wrapped.hex(),
+        "padme": ",".join(str(padme(n)) for n in (1, 2, 3, 9, 100, 1000, 65536, 65537, 1000000)),
+    }
+
+
+def check_end_to_end():
+    """docs/FORMAT.md "End-to-end keys" against the vectors pinned in ContainerKeyTests.swift."""
+    text = (pathlib.Path(__file__).resolve().parent.parent / "Tests/XferCoreTests/ContainerKeyTests.swift").read_text()
+    failures = 0
+    for label, mine in end_to_end_vectors().items():
+        pinned = re.search(r'static let %s = "([^"]+)"' % label, text)
+        if pinned is None or pinned.group(1) != mine:
+            print(f"FAIL end-to-end {label}: document gives {mine}, pinned {pinned and pinned.group(1)}")
+            failures += 1
+        else:
+            print(f"ok   end-to-end {label} {mine[:16]}…")
     return failures
 
 

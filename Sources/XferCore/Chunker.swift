@@ -11,6 +11,8 @@ public struct Chunker: Sendable {
     private let maximumSize: Int
     private let smallMask: UInt64
     private let largeMask: UInt64
+    /// The Gear table: ``GearTable/values``, or a container's keyed one (``KeyedChunking``).
+    private let gear: [UInt64]
 
     /// Bytes of the current chunk seen so far.
     public private(set) var pendingCount: Int = 0
@@ -22,8 +24,12 @@ public struct Chunker: Sendable {
     public static let windowSize = 64
 
     /// Creates a chunker at the start of a stream.
-    /// - Parameter configuration: Chunk size limits.
-    public init(configuration: ChunkerConfiguration = .default) {
+    /// - Parameters:
+    ///   - configuration: Chunk size limits.
+    ///   - gear: The 256 values of the Gear table (a keyed container's own, ``KeyedChunking/gear``).
+    public init(configuration: ChunkerConfiguration = .default, gear: [UInt64] = GearTable.values) {
+        precondition(gear.count == 256, "a Gear table has 256 values")
+        self.gear = gear
         self.configuration = configuration
         minimumSize = configuration.minimumSize
         averageSize = configuration.averageSize
@@ -54,7 +60,7 @@ public struct Chunker: Sendable {
             index = skip
             if index == count { return nil }
         }
-        return GearTable.values.withUnsafeBufferPointer { table -> Int? in
+        return gear.withUnsafeBufferPointer { table -> Int? in
             let gear = table.baseAddress!
             var h = hash
             if pendingCount < minimumSize {
@@ -200,10 +206,11 @@ extension Chunker {
     /// - Parameters:
     ///   - bytes: The complete input.
     ///   - configuration: Chunk size limits.
+    ///   - gear: The Gear table.
     /// - Returns: Chunk lengths in order; their sum is `bytes.count`.
     public static func chunkLengths(of bytes: UnsafeRawBufferPointer,
-                                    configuration: ChunkerConfiguration = .default) -> [Int] {
-        var chunker = Chunker(configuration: configuration)
+                                    configuration: ChunkerConfiguration = .default, gear: [UInt64] = GearTable.values) -> [Int] {
+        var chunker = Chunker(configuration: configuration, gear: gear)
         var lengths: [Int] = []
         var rest = bytes
         while let cut = chunker.nextBoundary(in: rest) {

@@ -43,6 +43,26 @@ import Testing
         #expect(parallel == expected)
     }
 
+    /// Under a container key (end-to-end encryption) the pipeline cuts with the key's Gear
+    /// table and names chunks by their keyed HMAC, however it is run.
+    @Test func aKeyedPipelineCutsAndNamesAsTheKeyedChunkerDoes() throws {
+        let keying = ContainerKey.generate().chunking
+        let expected = Self.files.map { (_, data) -> [ChunkRecord] in
+            let lengths = data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: smallChunks, gear: keying.gear) }
+            var offset = 0
+            return lengths.map { length in
+                defer { offset += length }
+                return ChunkRecord(offset: Int64(offset), length: length, id: keying.id(of: Array(data[offset..<(offset + length)])))
+            }
+        }
+        #expect(expected != Self.files.map { expectedRecords($0.1) })
+        for parallel in [false, true] {
+            var keyed = options(parallel: parallel, readSize: 7_000)
+            keyed.keying = keying
+            #expect(try ChunkPipeline(options: keyed).records(for: Self.inputs) == expected)
+        }
+    }
+
     @Test(arguments: [(1, 4096), (7, 9000), (4096, 20000), (65536, 1 << 20)])
     func readAndBufferSizesDoNotChangeRecords(readSize: Int, bufferSize: Int) throws {
         let expected = Self.files.map { expectedRecords($0.1) }

@@ -74,6 +74,33 @@ let chunkerRate = bytes.withUnsafeBytes { raw in
 }
 log("chunker alone: \(chunkerRate / 1e9) GB/s, \(lengths.count) chunks")
 
+// 1b. The keyed chunker of an end-to-end encrypted container (its own Gear table), against
+// the plain one in this same run: the cut points move, the cost must not.
+let keyed = ContainerKey.generate().chunking
+var keyedLengths: [Int] = []
+let keyedChunkerRate = bytes.withUnsafeBytes { raw in
+    bestRate(bytes: bytes.count, repeats: arguments.repeats) {
+        keyedLengths = Chunker.chunkLengths(of: raw, configuration: config, gear: keyed.gear)
+    }
+}
+log("keyed chunker alone: \(keyedChunkerRate / 1e9) GB/s, \(keyedLengths.count) chunks")
+
+// 1c. Chunk ids over the same chunks: SHA-256, and the keyed HMAC-SHA-256 of such a container.
+func idRate(_ lengths: [Int], _ id: (UnsafeRawBufferPointer) -> ChunkID) -> Double {
+    bytes.withUnsafeBytes { raw in
+        bestRate(bytes: bytes.count, repeats: arguments.repeats) {
+            var offset = 0
+            for length in lengths {
+                _ = id(UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)]))
+                offset += length
+            }
+        }
+    }
+}
+let plainIDRate = idRate(keyedLengths) { ChunkID.of($0) }
+let keyedIDRate = idRate(keyedLengths) { keyed.id(of: $0) }
+log("chunk ids one core: sha256 \(plainIDRate / 1e9) GB/s, keyed hmac-sha256 \(keyedIDRate / 1e9) GB/s")
+
 // 2. SHA-256 ceiling on one core, in-process over the same 64 KiB blocks openssl speed uses.
 let shaInProcess = bytes.withUnsafeBytes { raw in
     bestRate(bytes: bytes.count, repeats: arguments.repeats) {
@@ -131,6 +158,10 @@ struct Row: Codable {
 let rows = [
     Row(name: "chunker alone, one core (GB/s)", value: chunkerRate / 1e9, ceiling: nil, ratio: nil,
         target: 2.5, pass: chunkerRate / 1e9 >= 2.5),
+    Row(name: "keyed chunker / chunker, one core", value: keyedChunkerRate / 1e9, ceiling: chunkerRate / 1e9,
+        ratio: keyedChunkerRate / chunkerRate, target: 0.95, pass: keyedChunkerRate / chunkerRate >= 0.95),
+    Row(name: "keyed ids (HMAC-SHA-256) / ids (SHA-256), one core", value: keyedIDRate / 1e9, ceiling: plainIDRate / 1e9,
+        ratio: keyedIDRate / plainIDRate, target: 0.95, pass: keyedIDRate / plainIDRate >= 0.95),
     Row(name: "chunk+sha256, both cores / 2x sha256 one core", value: hashRate / 1e9, ceiling: 2 * shaCeiling / 1e9,
         ratio: hashRate / (2 * shaCeiling), target: 0.75, pass: hashRate / (2 * shaCeiling) >= 0.75),
     Row(name: "chunk+sha256+zstd, both cores / 2x zstd one core", value: compressRate / 1e9,
