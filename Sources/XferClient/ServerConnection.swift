@@ -183,6 +183,16 @@ public final class ServerConnection: Sendable {
         try await json(KeyValueWriteResult.self, "PUT", "/v1/containers/\(container)/kv", body: WireJSON.encode(write))
     }
 
+    /// Whether a container is end-to-end encrypted, and its wrapped key.
+    public func containerKey(container: ContainerName) async throws -> ContainerKeyInfo {
+        try await json(ContainerKeyInfo.self, "GET", "/v1/containers/\(container)/key")
+    }
+
+    /// Makes a container end-to-end encrypted, or replaces its wrapped key.
+    public func setContainerKey(container: ContainerName, _ write: ContainerKeyWrite) async throws -> ContainerKeyInfo {
+        try await json(ContainerKeyInfo.self, "PUT", "/v1/containers/\(container)/key", body: WireJSON.encode(write))
+    }
+
     /// One key-value entry.
     public func value(container: ContainerName, key: String) async throws -> KeyValueEntry {
         try await json(KeyValueEntry.self, "GET", "/v1/containers/\(container)/kv?key=\(Self.escape(key))")

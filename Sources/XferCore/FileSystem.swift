@@ -23,13 +23,14 @@ package enum FileSystem {
     ///
     /// With `durable: false` both syncs are skipped, for files whose loss in a crash costs
     /// nothing (a cursor that is only an optimization).
-    package static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true) throws {
+    /// `mode` is the new file's (0600 for a secret: it never exists readable by others).
+    package static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true, mode: mode_t = 0o644) throws {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
         var random = SystemRandomNumberGenerator()
         let temporary = "\(directory)/\(LocalChunkStore.temporaryPrefix)\(name.prefix(16)).\(String(random.next(), radix: 36))"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else { throw XferError.writing(errno, "create", temporary) }
         do {
             // Every write, fsync and rename goes through the fault seam, keyed by the final path.

@@ -51,6 +51,9 @@ public struct XferError: Error, Sendable, CustomStringConvertible {
         public static let quotaExceeded = Code("quota_exceeded")
         /// A name (account, container) is already taken.
         public static let alreadyExists = Code("already_exists")
+        /// The container is end-to-end encrypted and the request is not one an encrypted
+        /// container takes (a plain document or value), or it cannot be made encrypted.
+        public static let encryptedContainer = Code("encrypted_container")
         /// The server could not be reached or did not answer.
         public static let unavailable = Code("unavailable")
         /// A synced folder's root is gone, unmounted, or not the folder that was synced.

@@ -72,7 +72,7 @@ extension XferError.Code {
         case .unauthorized: return .unauthorized
         case .forbidden: return .forbidden
         case .notFound: return .notFound
-        case .conflict, .missingChunks, .alreadyExists: return .conflict
+        case .conflict, .missingChunks, .alreadyExists, .encryptedContainer: return .conflict
         case .tooLarge: return .contentTooLarge
         case .quotaExceeded, .storageFull: return HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")
         case .unavailable: return .serviceUnavailable

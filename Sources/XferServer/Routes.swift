@@ -44,6 +44,8 @@ struct Routes: Sendable {
         v1.post("containers/:container/resolve", use: resolve)
         v1.get("containers/:container/kv", use: keyValues)
         v1.put("containers/:container/kv", use: setKeyValue)
+        v1.get("containers/:container/key", use: containerKey)
+        v1.put("containers/:container/key", use: setContainerKey)
     }
 
     // MARK: Accounts
@@ -425,6 +427,26 @@ struct Routes: Sendable {
         let result = try await metadata.setValue(account: account.accountID, container: container, body)
         if result.applied { changes.notify(account: account.accountID, container: container) }
         return Self.json(result)
+    }
+
+    // MARK: End-to-end encrypted containers
+
+    @Sendable func containerKey(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        return Self.json(Self.keyInfo(try await metadata.containerKey(account: account.accountID, container: try Self.container(context))))
+    }
+
+    static func keyInfo(_ kept: (wrapped: [UInt8], keyID: String)?) -> ContainerKeyInfo {
+        ContainerKeyInfo(encrypted: kept != nil, wrapped: kept.map { Data($0.wrapped).base64EncodedString() }, keyID: kept?.keyID)
+    }
+
+    @Sendable func setContainerKey(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        let container = try Self.container(context)
+        let body = try await Self.decode(ContainerKeyWrite.self, request)
+        try await metadata.setContainerKey(account: account.accountID, container: container, wrapped: try body.wrappedBytes(),
+                                           previous: try body.previousBytes(), keyID: body.keyID)
+        return Self.json(Self.keyInfo(try await metadata.containerKey(account: account.accountID, container: container)))
     }
 
     // MARK: Helpers

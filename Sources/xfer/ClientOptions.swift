@@ -109,7 +109,7 @@ enum ExitCodes {
         case .unauthorized, .forbidden: return 4
         case .notFound: return 5
         case .invalidPath, .badRequest, .invalidConfiguration: return 6
-        case .conflict, .alreadyExists: return 7
+        case .conflict, .alreadyExists, .encryptedContainer: return 7
         case .quotaExceeded: return 8
         case .corruptChunk, .invalidManifest, .missingChunks: return 9
         case .io, .storageFull: return 10

@@ -88,7 +88,21 @@ public struct StorePolicy: Sendable, Hashable {
 /// ``AccountLimits``) and in StoredValues.swift.
 ///
 /// Every method is one transaction: it happens entirely or not at all.
-public protocol MetadataStore: AccountStore, DocumentStore, KeyValueStore, MaintenanceStore, ChunkLocationIndex {}
+public protocol MetadataStore: AccountStore, DocumentStore, KeyValueStore, ContainerKeyStore, MaintenanceStore, ChunkLocationIndex {}
+
+/// End-to-end encrypted containers: the passphrase-wrapped key the server keeps for each, which
+/// it can neither open nor check beyond its form.
+public protocol ContainerKeyStore: Sendable {
+    /// The container's wrapped key and its key's id; `nil` if it is plain (or does not exist).
+    func containerKey(account: Int64, container: ContainerName) async throws -> (wrapped: [UInt8], keyID: String)?
+    /// Makes a container end-to-end encrypted with `wrapped` (`previous` nil: it must be new or
+    /// hold nothing yet), or replaces its wrapped key if the one kept is still `previous`.
+    /// Throws `encrypted_container` for a container that already holds plain data,
+    /// `already_exists` if it is encrypted already and no `previous` was given, `not_found` if
+    /// `previous` was given for a plain container, `conflict` if the key kept is not `previous`.
+    /// `keyID` must be the id recorded when it was made encrypted (`conflict` otherwise).
+    func setContainerKey(account: Int64, container: ContainerName, wrapped: [UInt8], previous: [UInt8]?, keyID: String) async throws
+}
 
 /// Accounts and tokens: who a request acts for, and the admin operations on accounts.
 public protocol AccountStore: Sendable {

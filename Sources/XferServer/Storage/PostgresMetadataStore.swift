@@ -158,6 +158,10 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             CREATE TABLE sealing_keys (id TEXT PRIMARY KEY, added_at BIGINT NOT NULL);
             CREATE TABLE sealing_index (key_id TEXT PRIMARY KEY, wrapped BYTEA NOT NULL)
             """),
+        ("v7: end-to-end encrypted containers", """
+            CREATE TABLE container_keys (container_id BIGINT PRIMARY KEY REFERENCES containers(id),
+                                         wrapped BYTEA NOT NULL, key_id TEXT NOT NULL, updated_at BIGINT NOT NULL)
+            """),
     ]
 
     func migrate() async throws {

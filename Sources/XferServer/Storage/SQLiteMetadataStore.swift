@@ -181,6 +181,12 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 CREATE TABLE sealing_index (key_id TEXT PRIMARY KEY, wrapped BLOB NOT NULL) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v9: end-to-end encrypted containers") { db in
+            try db.execute(sql: """
+                CREATE TABLE container_keys (container_id INTEGER PRIMARY KEY REFERENCES containers(id),
+                                             wrapped BLOB NOT NULL, key_id TEXT NOT NULL, updated_at INTEGER NOT NULL)
+                """)
+        }
         return migrator
     }
 

@@ -84,8 +84,22 @@ struct MetadataTransaction {
         return now
     }
 
+    /// The container's row id; with `create`, made if absent, for a plain write: an end-to-end
+    /// encrypted container takes no plain document or value (`encrypted_container`), so a client
+    /// that does not know it is encrypted never stores plain data in it.
     func containerID(account: Int64, name: ContainerName, create: Bool) throws -> Int64? {
-        if let id = try sql.int("SELECT id FROM containers WHERE account_id = ? AND name = ?", account, name.value) { return id }
+        if let row = try sql.one("""
+            SELECT c.id, k.container_id AS keyed FROM containers c LEFT JOIN container_keys k ON k.container_id = c.id
+            WHERE c.account_id = ? AND c.name = ?
+            """, account, name.value) {
+            if create, try row.optionalInt("keyed") != nil {
+                throw XferError(.encryptedContainer, """
+                    container \(name) is end-to-end encrypted; this server takes no plain documents or values in it, \
+                    and this client cannot write encrypted ones yet
+                    """)
+            }
+            return try row.int(0)
+        }
         guard create else { return nil }
         try AccountLimits.checkNewContainer(existing: try sql.int("SELECT COUNT(*) FROM containers WHERE account_id = ?", account) ?? 0,
                                             policy: policy)

@@ -1,0 +1,198 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+/// The keys of end-to-end encrypted containers on one device (docs/SECURITY.md, "End-to-end
+/// encryption"): making a container encrypted, unlocking it with its passphrase, changing the
+/// passphrase, and the recovery key. The container key never leaves the device unwrapped; the
+/// server keeps it wrapped by the passphrase, with the key's public id.
+///
+/// A device keeps each unlocked key in its state directory (``ContainerKeyFile``, mode 0600).
+public struct EncryptedContainers: Sendable {
+    /// The server and container.
+    public let remote: Remote
+
+    /// Key management for `remote`'s container.
+    public init(remote: Remote) {
+        self.remote = remote
+    }
+
+    /// What this device knows of the container's encryption.
+    public struct Status: Sendable, Hashable, Codable {
+        /// Whether the container is end-to-end encrypted.
+        public var encrypted: Bool
+        /// The container key's id (the server's record), if encrypted.
+        public var keyID: String?
+        /// Whether this device holds the key (unlocked), and it is the container's.
+        public var unlocked: Bool
+        /// The key file on this device, if any.
+        public var keyFile: String?
+    }
+
+    /// The container's encryption and whether this device holds its key.
+    /// - Throws: The server's errors.
+    public func status() async throws -> Status {
+        let info = try await remote.connection.containerKey(container: remote.container)
+        let file = try await keyFile()
+        let held = try file.read()
+        return Status(encrypted: info.encrypted, keyID: info.keyID, unlocked: info.encrypted && held?.id == info.keyID,
+                      keyFile: held == nil ? nil : file.path)
+    }
+
+    /// Makes the container end-to-end encrypted under a new random key wrapped by `passphrase`,
+    /// and keeps the key on this device.
+    /// - Parameters:
+    ///   - passphrase: What other devices unlock it with.
+    ///   - parameters: scrypt's cost.
+    /// - Returns: The new key (show its ``ContainerKey/recoveryText`` to the user once).
+    /// - Throws: `encrypted_container` if the container already holds plain data,
+    ///   `already_exists` if it is encrypted already; nothing is changed then.
+    public func create(passphrase: String, parameters: ScryptParameters = .default) async throws -> ContainerKey {
+        let key = ContainerKey.generate()
+        let wrapped = try ContainerKeyWrap.wrap(key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
+        _ = try await remote.connection.setContainerKey(container: remote.container, ContainerKeyWrite(wrapped: wrapped, previous: nil, keyID: key.id))
+        try await keyFile().write(key)
+        return key
+    }
+
+    /// Unlocks the container on this device with its passphrase and keeps the key.
+    /// - Returns: The key.
+    /// - Throws: `unauthorized` for a wrong passphrase, `not_found` if the container is not
+    ///   encrypted, `internal` if the server's wrapped key does not match its key id.
+    public func unlock(passphrase: String) async throws -> ContainerKey {
+        let (wrapped, keyID) = try await encryptedKey()
+        let key = try ContainerKeyWrap.unwrap(wrapped, passphrase: passphrase, container: remote.container.value)
+        try Self.check(key, against: keyID)
+        try await keyFile().write(key)
+        return key
+    }
+
+    /// Wraps the container's key with a new passphrase. The data is not touched: the key stays.
+    /// - Parameters:
+    ///   - newPassphrase: The new passphrase.
+    ///   - currentPassphrase: The current one, needed if this device does not hold the key.
+    ///   - parameters: scrypt's cost.
+    /// - Throws: `unauthorized` for a wrong current passphrase, `conflict` if another device
+    ///   changed it meanwhile (nothing is changed: unlock again and retry).
+    public func changePassphrase(to newPassphrase: String, currentPassphrase: String? = nil,
+                                 parameters: ScryptParameters = .default) async throws {
+        let (wrapped, keyID) = try await encryptedKey()
+        let key: ContainerKey
+        if let currentPassphrase {
+            key = try ContainerKeyWrap.unwrap(wrapped, passphrase: currentPassphrase, container: remote.container.value)
+        } else if let held = try await keyFile().read(), held.id == keyID {
+            key = held
+        } else {
+            throw XferError(.unauthorized, "this device does not hold the key of container \(remote.container): give the current passphrase, or unlock it first")
+        }
+        try Self.check(key, against: keyID)
+        try await replace(wrapped, with: key, passphrase: newPassphrase, parameters: parameters)
+    }
+
+    /// Restores the container's key from its recovery key, sets a new passphrase, and keeps the
+    /// key on this device.
+    /// - Throws: `invalid_configuration` for a mistyped recovery key, or one of another container.
+    public func recover(recoveryText: String, newPassphrase: String, parameters: ScryptParameters = .default) async throws -> ContainerKey {
+        let key = try ContainerKey(recoveryText: recoveryText)
+        let (wrapped, keyID) = try await encryptedKey()
+        guard key.id == keyID else {
+            throw XferError(.invalidConfiguration, "this recovery key is of key \(key.id), and container \(remote.container)'s key is \(keyID); nothing was changed")
+        }
+        try await replace(wrapped, with: key, passphrase: newPassphrase, parameters: parameters)
+        return key
+    }
+
+    /// The key this device holds for the container.
+    /// - Throws: `unauthorized` if it holds none (unlock first).
+    public func heldKey() async throws -> ContainerKey {
+        guard let key = try await keyFile().read() else {
+            throw XferError(.unauthorized, "this device does not hold the key of container \(remote.container): run `xfer key unlock` first")
+        }
+        return key
+    }
+
+    /// Forgets the key on this device (the container stays encrypted; unlock again to use it).
+    /// - Returns: Whether a key was kept.
+    public func forget() async throws -> Bool {
+        try await keyFile().remove()
+    }
+
+    private func replace(_ wrapped: [UInt8], with key: ContainerKey, passphrase: String, parameters: ScryptParameters) async throws {
+        let rewrapped = try ContainerKeyWrap.wrap(key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
+        _ = try await remote.connection.setContainerKey(container: remote.container, ContainerKeyWrite(wrapped: rewrapped, previous: wrapped, keyID: key.id))
+        try await keyFile().write(key)
+    }
+
+    private func encryptedKey() async throws -> (wrapped: [UInt8], keyID: String) {
+        let info = try await remote.connection.containerKey(container: remote.container)
+        guard info.encrypted, let wrapped = try info.wrappedBytes(), let keyID = info.keyID else {
+            throw XferError(.notFound, "container \(remote.container) is not end-to-end encrypted (create one with `xfer container create NAME --encrypted`)")
+        }
+        return (wrapped, keyID)
+    }
+
+    /// A key unwrapped or recovered must be the one the server records: a server that sends a
+    /// wrapped key of another container's is not believed.
+    static func check(_ key: ContainerKey, against keyID: String) throws {
+        guard key.id == keyID else {
+            throw XferError(.internal, "the server's wrapped key opens to key \(key.id), but it records key \(keyID) for the container; nothing was kept")
+        }
+    }
+
+    private func keyFile() async throws -> ContainerKeyFile {
+        let account = try await remote.connection.account().name
+        return ContainerKeyFile(stateDirectory: remote.stateDirectory, server: remote.connection.server, account: account,
+                                container: remote.container)
+    }
+}
+
+/// Where a device keeps an unlocked container key: `STATE/keys/<hash>.key`, mode 0600 in a
+/// directory of mode 0700, named by SHA-256 of the server, account and container; it holds a
+/// comment naming them and the key as its recovery text.
+public struct ContainerKeyFile: Sendable {
+    /// The file's path.
+    public let path: String
+    let comment: String
+
+    /// The key file of `container` of `account` on `server`.
+    public init(stateDirectory: String, server: String, account: String, container: ContainerName) {
+        let name = ChunkID.of(Array("\(server)\n\(account)\n\(container)".utf8)).hex.prefix(32)
+        path = "\(stateDirectory)/keys/\(name).key"
+        comment = "# xfer container key of \(container) (account \(account) on \(server)). Anyone with this file can read the container.\n"
+    }
+
+    /// The key kept, if any.
+    /// - Throws: `invalid_configuration` if the file is readable by others or is not a key.
+    public func read() throws -> ContainerKey? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        guard status.st_mode & 0o077 == 0 else {
+            throw XferError(.invalidConfiguration, "the key file \(path) may be read by other users (mode \(String(status.st_mode & 0o777, radix: 8))); chmod 600 it")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        let text = String(decoding: data, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.joined()
+        do {
+            return try ContainerKey(recoveryText: text)
+        } catch {
+            throw XferError(.invalidConfiguration, "the key file \(path) does not hold a container key; remove it and unlock again")
+        }
+    }
+
+    /// Keeps `key` (replacing the file atomically).
+    /// - Throws: `io` if it cannot be written.
+    public func write(_ key: ContainerKey) throws {
+        let directory = String(path[..<path.lastIndex(of: "/")!])
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        _ = chmod(directory, 0o700)
+        try FileSystem.writeAtomically(Array((comment + key.recoveryText + "\n").utf8), to: path, mode: 0o600)
+    }
+
+    /// Removes the file. Returns whether there was one.
+    public func remove() throws -> Bool {
+        guard unlink(path) == 0 else {
+            if errno == ENOENT { return false }
+            throw XferError(.io, "cannot remove the key file \(path)", cause: SystemErrno(errno))
+        }
+        return true
+    }
+}

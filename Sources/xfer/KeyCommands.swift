@@ -1,0 +1,290 @@
+import ArgumentParser
+import Foundation
+import XferClient
+import XferCore
+import XferProtocol
+
+extension Xfer {
+    struct Container: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make an end-to-end encrypted container, or show a container's encryption.",
+            discussion: """
+                A plain container needs no creating: its first push makes it. An end-to-end \
+                encrypted one is made here, empty, under a new random key that only devices \
+                holding it can use; the server keeps the key wrapped by your passphrase \
+                (docs/SECURITY.md, "End-to-end encryption"). Pushing and pulling documents in an \
+                encrypted container is not built yet: until it is, the server refuses plain \
+                documents and values there, so nothing is ever stored in the clear by mistake.
+                """,
+            subcommands: [Create.self, Show.self])
+
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Make a new end-to-end encrypted container and print its recovery key.",
+                discussion: """
+                    Asks for a passphrase twice (or reads --passphrase-file / XFER_PASSPHRASE), \
+                    keeps the key on this device (mode 0600 under the state directory), and prints \
+                    the recovery key once: write it down; without it and the passphrase the data \
+                    cannot be read by anyone. Refused for a container that already holds data.
+                    """)
+
+            @Argument(help: "The container's name.")
+            var name: String
+
+            @Flag(help: "End-to-end encrypted (required: a plain container is made by its first push).")
+            var encrypted = false
+
+            @OptionGroup var passphrase: PassphraseOptions
+
+            @Flag(help: "Print one JSON object instead of text.")
+            var json = false
+
+            @OptionGroup var client: ClientOptions
+
+            func validate() throws {
+                guard encrypted else {
+                    throw ValidationError("only --encrypted containers are made here; a plain container is made by its first push")
+                }
+            }
+
+            func run() async throws {
+                var client = client
+                client.container = name
+                try await runReportingErrors(json: json) {
+                    let secret = try passphrase.new(prompt: "Passphrase for container \(name)", orCurrent: true)
+                    let key = try await withRemote(client) { remote in try await EncryptedContainers(remote: remote).create(passphrase: secret) }
+                    if json {
+                        printJSON(["container": name, "key_id": key.id, "recovery_key": key.recoveryText])
+                    } else {
+                        print("made end-to-end encrypted container \(name) (key \(key.id))")
+                        print("recovery key: \(key.recoveryText)")
+                        printError("write the recovery key down and keep it apart from this device: with neither it nor the passphrase, nobody can read the container")
+                    }
+                }
+            }
+        }
+
+        struct Show: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Show whether a container is encrypted and whether this device holds its key.")
+
+            @Argument(help: "The container's name (default: --container, XFER_CONTAINER, …).")
+            var name: String?
+
+            @Flag(help: "Print one JSON object instead of text.")
+            var json = false
+
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                var client = client
+                if let name { client.container = name }
+                try await runReportingErrors(json: json) {
+                    let (container, status) = try await withRemote(client) { remote in
+                        (remote.container, try await EncryptedContainers(remote: remote).status())
+                    }
+                    if json { printJSON(status); return }
+                    guard status.encrypted, let keyID = status.keyID else {
+                        print("\(container): not encrypted")
+                        return
+                    }
+                    print("\(container): end-to-end encrypted, key \(keyID), \(status.unlocked ? "unlocked on this device" : "locked on this device (xfer key unlock)")")
+                }
+            }
+        }
+    }
+
+    struct Key: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The key of an end-to-end encrypted container on this device.",
+            discussion: """
+                The container is --container (or XFER_CONTAINER, …). Passphrases are asked for on \
+                the terminal, or read from --passphrase-file / XFER_PASSPHRASE and \
+                --new-passphrase-file / XFER_NEW_PASSPHRASE.
+                """,
+            subcommands: [Unlock.self, Change.self, ExportRecovery.self, Recover.self, Forget.self])
+
+        struct Unlock: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Unlock the container on this device with its passphrase.")
+
+            @OptionGroup var passphrase: PassphraseOptions
+            @Flag(help: "Print one JSON object instead of text.")
+            var json = false
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                try await runKeyCommand(client, json: json, { containers in
+                    try await containers.unlock(passphrase: try passphrase.current(prompt: "Passphrase for container \(containers.remote.container)"))
+                }) { container, key in "unlocked \(container) (key \(key.id))" }
+            }
+        }
+
+        struct Change: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Change the container's passphrase (the key and the data stay).",
+                discussion: "Needs the key on this device (unlocked) or, with --ask-current, the current passphrase.")
+
+            @OptionGroup var passphrase: PassphraseOptions
+            @Flag(help: "Ask for the current passphrase even if this device holds the key.")
+            var askCurrent = false
+            @Flag(help: "Print one JSON object instead of text.")
+            var json = false
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let container = try await withRemote(client) { remote in
+                        let containers = EncryptedContainers(remote: remote)
+                        let held = try? await containers.status()
+                        let current = askCurrent || held?.unlocked != true
+                            ? try passphrase.current(prompt: "Current passphrase for container \(remote.container)") : nil
+                        let new = try passphrase.new(prompt: "New passphrase for container \(remote.container)")
+                        try await containers.changePassphrase(to: new, currentPassphrase: current)
+                        return remote.container
+                    }
+                    if json { printJSON(["container": container.value, "changed": "passphrase"]) } else { print("changed the passphrase of \(container)") }
+                }
+            }
+        }
+
+        struct ExportRecovery: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Print the recovery key of the container's key this device holds.")
+
+            @Flag(help: "Print one JSON object instead of text.")
+            var json = false
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                try await runKeyCommand(client, json: json, { try await $0.heldKey() },
+                                        fields: { ["recovery_key": $0.recoveryText] }) { _, key in key.recoveryText }
+            }
+        }
+
+        struct Recover: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Restore the key from its recovery key and set a new passphrase.",
+                discussion: "For a forgotten passphrase. The recovery key is read from --recovery-file, else asked for.")
+
+            @Option(help: ArgumentHelp("A file holding the recovery key.", valueName: "FILE"), completion: .file())
+            var recoveryFile: String?
+            @OptionGroup var passphrase: PassphraseOptions
+            @Flag(help: "Print one JSON object instead of text.")
+            var json = false
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let text: String
+                    if let recoveryFile {
+                        guard let data = FileManager.default.contents(atPath: recoveryFile) else {
+                            throw XferError(.invalidConfiguration, "cannot read the recovery key file \(recoveryFile)")
+                        }
+                        text = String(decoding: data.prefix(4096), as: UTF8.self)
+                    } else {
+                        text = try PassphraseOptions.ask("Recovery key")
+                    }
+                    try await runKeyCommand(client, json: json, { containers in
+                        let new = try passphrase.new(prompt: "New passphrase for container \(containers.remote.container)")
+                        return try await containers.recover(recoveryText: text, newPassphrase: new)
+                    }) { container, key in "recovered \(container) (key \(key.id)) and set a new passphrase" }
+                }
+            }
+        }
+
+        struct Forget: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Remove the container's key from this device (unlock again to use it).")
+
+            @OptionGroup var client: ClientOptions
+
+            func run() async throws {
+                try await runReportingErrors {
+                    let (container, removed) = try await withRemote(client) { remote in
+                        (remote.container, try await EncryptedContainers(remote: remote).forget())
+                    }
+                    print(removed ? "forgot the key of \(container) on this device" : "this device held no key of \(container)")
+                }
+            }
+        }
+    }
+}
+
+/// Runs a key command: `body` with the container's key management, then its key as JSON
+/// (`container`, `key_id` and `fields`) or as `text`.
+func runKeyCommand(_ client: ClientOptions, json: Bool, _ body: (EncryptedContainers) async throws -> ContainerKey,
+                   fields: (ContainerKey) -> [String: String] = { _ in [:] }, text: (ContainerName, ContainerKey) -> String) async throws {
+    try await runReportingErrors(json: json) {
+        let (container, key) = try await withRemote(client) { remote in
+            (remote.container, try await body(EncryptedContainers(remote: remote)))
+        }
+        if json {
+            printJSON(["container": container.value, "key_id": key.id].merging(fields(key)) { $1 })
+        } else {
+            print(text(container, key))
+        }
+    }
+}
+
+/// Where passphrases come from: a file, the environment, else the terminal (never echoed).
+struct PassphraseOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("A file whose first line is the (current) passphrase (default: XFER_PASSPHRASE, else asked).", valueName: "FILE"),
+            completion: .file())
+    var passphraseFile: String?
+
+    @Option(help: ArgumentHelp("A file whose first line is the new passphrase (default: XFER_NEW_PASSPHRASE, else asked twice).", valueName: "FILE"),
+            completion: .file())
+    var newPassphraseFile: String?
+
+    /// The current passphrase.
+    func current(prompt: String) throws -> String {
+        try Self.given(passphraseFile, "XFER_PASSPHRASE") ?? Self.ask(prompt)
+    }
+
+    /// A new passphrase: from --new-passphrase-file or XFER_NEW_PASSPHRASE (or, where there is
+    /// no current one, `orCurrent`, from --passphrase-file or XFER_PASSPHRASE), else asked twice.
+    func new(prompt: String, orCurrent: Bool = false) throws -> String {
+        if let given = try Self.given(newPassphraseFile, "XFER_NEW_PASSPHRASE") { return given }
+        if orCurrent, let given = try Self.given(passphraseFile, "XFER_PASSPHRASE") { return given }
+        let first = try Self.ask(prompt)
+        guard try Self.ask("Again") == first else { throw XferError(.invalidConfiguration, "the two passphrases differ; nothing was changed") }
+        return first
+    }
+
+    static func given(_ file: String?, _ variable: String) throws -> String? {
+        if let file {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw XferError(.invalidConfiguration, "cannot read the passphrase file \(file)")
+            }
+            let line = String(decoding: data.prefix(4096), as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).first ?? ""
+            let passphrase = line.hasSuffix("\r") ? String(line.dropLast()) : String(line)
+            guard !passphrase.isEmpty else { throw XferError(.invalidConfiguration, "the passphrase file \(file) starts with an empty line") }
+            return passphrase
+        }
+        if let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty { return value }
+        return nil
+    }
+
+    /// Asks on the terminal with echo off.
+    static func ask(_ prompt: String) throws -> String {
+        let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw XferError(.invalidConfiguration, "no terminal to ask for \(prompt.lowercased()) on: give it with --passphrase-file FILE or XFER_PASSPHRASE (XFER_NEW_PASSPHRASE for a new one)")
+        }
+        defer { close(fd) }
+        var saved = termios()
+        let isTerminal = tcgetattr(fd, &saved) == 0
+        if isTerminal {
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            _ = tcsetattr(fd, TCSAFLUSH, &quiet)
+        }
+        defer { if isTerminal { _ = tcsetattr(fd, TCSAFLUSH, &saved) } }
+        let text = Array("\(prompt): ".utf8)
+        _ = write(fd, text, text.count)
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while read(fd, &byte, 1) == 1, byte != UInt8(ascii: "\n"), line.count < 4096 { line.append(byte) }
+        _ = write(fd, [UInt8(ascii: "\n")], 1)
+        let answer = String(decoding: line, as: UTF8.self)
+        guard !answer.isEmpty else { throw XferError(.invalidConfiguration, "nothing was typed; nothing was changed") }
+        return answer
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+
+/// `xfer container create --encrypted` and `xfer key …` through the binary: the recovery key
+/// printed once, a second device unlocking with the passphrase from the environment or a file,
+/// a wrong one refused with its exit code, and a plain push into the container refused.
+@Suite struct EncryptedContainerCommandTests {
+    @Test func aContainerMadeEncryptedIsUnlockedElsewhereAndTakesNoPlainPush() throws {
+        let server = try ServerProcess()
+        let made = try server.run("container", "create", "vault", "--encrypted", "--json", environment: ["XFER_PASSPHRASE": "correct horse"])
+        #expect(made.status == 0, "\(made.stderr)")
+        let answer = try server.json(made)
+        let recovery = try #require(answer["recovery_key"] as? String)
+        let keyID = try #require(answer["key_id"] as? String)
+        #expect(recovery.count == 65 && keyID.count == 16)
+
+        let plain = try server.run("container", "create", "other")
+        #expect(plain.status != 0 && plain.stderr.contains("--encrypted"), "\(plain.stderr)")
+        let again = try server.run("container", "create", "vault", "--encrypted", environment: ["XFER_PASSPHRASE": "x"])
+        #expect(again.status == 7, "\(again.stderr)")
+
+        let shown = try server.run("container", "show", "vault")
+        #expect(shown.status == 0 && shown.stdout.contains("end-to-end encrypted, key \(keyID), unlocked"), "\(shown.stdout)")
+
+        // Another device (its own state directory): locked, a wrong passphrase refused, then unlocked from a file.
+        let elsewhere = ["XFER_STATE_DIR": server.path("state-b"), "XFER_CONTAINER": "vault"]
+        #expect(try server.run("container", "show", environment: elsewhere).stdout.contains("locked on this device"))
+        let wrong = try server.run("key", "unlock", environment: elsewhere.merging(["XFER_PASSPHRASE": "wrong"]) { $1 })
+        #expect(wrong.status == 4 && wrong.stderr.contains("wrong passphrase"), "\(wrong.stderr)")
+        try Data("correct horse\n".utf8).write(to: URL(fileURLWithPath: server.path("pass")))
+        let unlocked = try server.run("key", "unlock", "--passphrase-file", server.path("pass"), environment: elsewhere)
+        #expect(unlocked.status == 0 && unlocked.stdout.contains(keyID), "\(unlocked.stderr)")
+        let exported = try server.run("key", "export-recovery", environment: elsewhere)
+        #expect(exported.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == recovery)
+
+        // The passphrase changes from that device; the old one no longer unlocks a third.
+        let changed = try server.run("key", "change", environment: elsewhere.merging(["XFER_NEW_PASSPHRASE": "battery staple"]) { $1 })
+        #expect(changed.status == 0, "\(changed.stderr)")
+        let third = ["XFER_STATE_DIR": server.path("state-c"), "XFER_CONTAINER": "vault"]
+        #expect(try server.run("key", "unlock", environment: third.merging(["XFER_PASSPHRASE": "correct horse"]) { $1 }).status == 4)
+        try Data(recovery.lowercased().utf8).write(to: URL(fileURLWithPath: server.path("recovery")))
+        let recovered = try server.run("key", "recover", "--recovery-file", server.path("recovery"),
+                                       environment: third.merging(["XFER_NEW_PASSPHRASE": "new one"]) { $1 })
+        #expect(recovered.status == 0, "\(recovered.stderr)")
+        #expect(try server.run("key", "unlock", environment: third.merging(["XFER_PASSPHRASE": "new one"]) { $1 }).status == 0)
+
+        // A push into it is refused, and nothing is stored.
+        try Data("plain text".utf8).write(to: URL(fileURLWithPath: server.path("note.txt")))
+        let pushed = try server.run("push", server.path("note.txt"), "note.txt", environment: elsewhere)
+        #expect(pushed.status == 7 && pushed.stderr.contains("end-to-end encrypted"), "\(pushed.stderr)")
+        #expect(try server.run("ls", environment: elsewhere).stdout.contains("note.txt") == false)
+    }
+}

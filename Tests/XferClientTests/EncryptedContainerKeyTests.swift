@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+import XferClient
+import XferCore
+import XferProtocol
+
+/// The keys of end-to-end encrypted containers across devices (``EncryptedContainers``): made
+/// on one, unlocked with the passphrase on another, the passphrase changed without the key
+/// changing, recovered with the recovery key, and no plain data ever accepted in the container.
+@Suite struct EncryptedContainerKeyTests {
+    static let fast = try! ScryptParameters(logN: 10, r: 8, p: 1)
+
+    static func device(_ server: LiveServer, _ name: String, container: String = "vault") throws -> EncryptedContainers {
+        EncryptedContainers(remote: Remote(connection: server.remote.connection, container: try ContainerName(container),
+                                           stateDirectory: server.root + "/state-" + name))
+    }
+
+    @Test func aSecondDeviceJoinsWithThePassphraseAloneAndAChangeKeepsTheKey() async throws {
+        try await LiveServer.run { server in
+            let a = try Self.device(server, "a"), b = try Self.device(server, "b"), c = try Self.device(server, "c")
+            let key = try await a.create(passphrase: "correct horse", parameters: Self.fast)
+            let status = try await a.status()
+            #expect(status.encrypted && status.unlocked && status.keyID == key.id)
+            let file = try #require(status.keyFile)
+            var mode = stat()
+            #expect(stat(file, &mode) == 0 && mode.st_mode & 0o777 == 0o600)
+            #expect(try String(contentsOfFile: file, encoding: .utf8).contains(key.recoveryText), "kept as its recovery text")
+
+            // B is locked until it gives the passphrase; a wrong one is refused and keeps nothing.
+            #expect(try await b.status().unlocked == false)
+            let wrong = await #expect(throws: XferError.self) { _ = try await b.unlock(passphrase: "correct horse!") }
+            #expect(wrong?.code == .unauthorized)
+            #expect(try await b.status().keyFile == nil)
+            #expect(try await b.unlock(passphrase: "correct horse") == key)
+
+            // B changes the passphrase with the key it holds: the old one no longer unlocks C.
+            try await b.changePassphrase(to: "battery staple", parameters: Self.fast)
+            await #expect(throws: XferError.self) { _ = try await c.unlock(passphrase: "correct horse") }
+            #expect(try await c.unlock(passphrase: "battery staple") == key)
+            // A still holds the key (nothing was encrypted again).
+            #expect(try await a.heldKey() == key)
+            #expect(try await a.status().unlocked)
+
+            // A device whose view is stale cannot undo the change: it gives the old passphrase, which
+            // no longer opens the wrapped key.
+            await #expect(throws: XferError.self) {
+                try await Self.device(server, "d").changePassphrase(to: "x", currentPassphrase: "correct horse", parameters: Self.fast)
+            }
+            #expect(try await c.forget())
+            #expect(try await c.status().unlocked == false)
+
+            // The recovery key restores it with a new passphrase; another container's is refused.
+            let other = try Self.device(server, "a", container: "other")
+            let otherKey = try await other.create(passphrase: "p", parameters: Self.fast)
+            let refused = await #expect(throws: XferError.self) {
+                _ = try await c.recover(recoveryText: otherKey.recoveryText, newPassphrase: "new", parameters: Self.fast)
+            }
+            #expect(refused?.code == .invalidConfiguration)
+            #expect(try await c.recover(recoveryText: key.recoveryText.lowercased(), newPassphrase: "forgotten no more", parameters: Self.fast) == key)
+            #expect(try await Self.device(server, "e").unlock(passphrase: "forgotten no more") == key)
+        }
+    }
+
+    @Test func aPlainClientStoresNothingInAnEncryptedContainer() async throws {
+        try await LiveServer.run { server in
+            _ = try await Self.device(server, "a").create(passphrase: "pw", parameters: Self.fast)
+            let vault = Remote(connection: server.remote.connection, container: try ContainerName("vault"), stateDirectory: server.root + "/state-a")
+            try Files.write(server.root + "/secret.txt", Array("plain text that must not be stored".utf8))
+            let push = await #expect(throws: XferError.self) {
+                _ = try await PushEngine(remote: vault).push(server.root + "/secret.txt", as: try DocumentPath("secret.txt"))
+            }
+            #expect(push?.code == .encryptedContainer, "\(String(describing: push))")
+            let value = await #expect(throws: XferError.self) {
+                _ = try await DocumentClient(remote: vault, device: "a").setValue(.string("plain"), forKey: "k")
+            }
+            #expect(value?.code == .encryptedContainer)
+            #expect(try await server.remote.connection.list(container: try ContainerName("vault"), prefix: "").documents.isEmpty)
+            // A container that already holds data cannot be made encrypted.
+            _ = try await server.push(server.root + "/secret.txt", "secret.txt")
+            let held = await #expect(throws: XferError.self) {
+                _ = try await EncryptedContainers(remote: server.remote).create(passphrase: "pw", parameters: Self.fast)
+            }
+            #expect(held?.code == .encryptedContainer)
+        }
+    }
+}
