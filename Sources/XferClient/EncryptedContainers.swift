@@ -33,7 +33,7 @@ public struct EncryptedContainers: Sendable {
     /// - Throws: The server's errors.
     public func status() async throws -> Status {
         let info = try await remote.connection.containerKey(container: remote.container)
-        let file = try await keyFile()
+        let file = try keyFile()
         let held = try file.read()
         return Status(encrypted: info.encrypted, keyID: info.keyID, unlocked: info.encrypted && held?.id == info.keyID,
                       keyFile: held == nil ? nil : file.path)
@@ -51,7 +51,7 @@ public struct EncryptedContainers: Sendable {
         let key = ContainerKey.generate()
         let wrapped = try ContainerKeyWrap.wrap(key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
         _ = try await remote.connection.setContainerKey(container: remote.container, ContainerKeyWrite(wrapped: wrapped, previous: nil, keyID: key.id))
-        try await keyFile().write(key)
+        try keyFile().write(key)
         return key
     }
 
@@ -63,7 +63,7 @@ public struct EncryptedContainers: Sendable {
         let (wrapped, keyID) = try await encryptedKey()
         let key = try ContainerKeyWrap.unwrap(wrapped, passphrase: passphrase, container: remote.container.value)
         try Self.check(key, against: keyID)
-        try await keyFile().write(key)
+        try keyFile().write(key)
         return key
     }
 
@@ -80,7 +80,7 @@ public struct EncryptedContainers: Sendable {
         let key: ContainerKey
         if let currentPassphrase {
             key = try ContainerKeyWrap.unwrap(wrapped, passphrase: currentPassphrase, container: remote.container.value)
-        } else if let held = try await keyFile().read(), held.id == keyID {
+        } else if let held = try keyFile().read(), held.id == keyID {
             key = held
         } else {
             throw XferError(.unauthorized, "this device does not hold the key of container \(remote.container): give the current passphrase, or unlock it first")
@@ -104,8 +104,8 @@ public struct EncryptedContainers: Sendable {
 
     /// The key this device holds for the container.
     /// - Throws: `unauthorized` if it holds none (unlock first).
-    public func heldKey() async throws -> ContainerKey {
-        guard let key = try await keyFile().read() else {
+    public func heldKey() throws -> ContainerKey {
+        guard let key = try keyFile().read() else {
             throw XferError(.unauthorized, "this device does not hold the key of container \(remote.container): run `xfer key unlock` first")
         }
         return key
@@ -113,14 +113,14 @@ public struct EncryptedContainers: Sendable {
 
     /// Forgets the key on this device (the container stays encrypted; unlock again to use it).
     /// - Returns: Whether a key was kept.
-    public func forget() async throws -> Bool {
-        try await keyFile().remove()
+    public func forget() throws -> Bool {
+        try keyFile().remove()
     }
 
     private func replace(_ wrapped: [UInt8], with key: ContainerKey, passphrase: String, parameters: ScryptParameters) async throws {
         let rewrapped = try ContainerKeyWrap.wrap(key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
         _ = try await remote.connection.setContainerKey(container: remote.container, ContainerKeyWrite(wrapped: rewrapped, previous: wrapped, keyID: key.id))
-        try await keyFile().write(key)
+        try keyFile().write(key)
     }
 
     private func encryptedKey() async throws -> (wrapped: [UInt8], keyID: String) {
@@ -139,26 +139,26 @@ public struct EncryptedContainers: Sendable {
         }
     }
 
-    private func keyFile() async throws -> ContainerKeyFile {
-        let account = try await remote.connection.account().name
-        return ContainerKeyFile(stateDirectory: remote.stateDirectory, server: remote.connection.server, account: account,
-                                container: remote.container)
+    /// Named from what this device knows alone, so a key can be shown or forgotten offline.
+    private func keyFile() throws -> ContainerKeyFile {
+        ContainerKeyFile(stateDirectory: remote.stateDirectory, server: remote.connection.server, container: remote.container)
     }
 }
 
 /// Where a device keeps an unlocked container key: `STATE/keys/<hash>.key`, mode 0600 in a
-/// directory of mode 0700, named by SHA-256 of the server, account and container; it holds a
-/// comment naming them and the key as its recovery text.
+/// directory of mode 0700, named by SHA-256 of the server and container (one key per
+/// container name and server on a device; a key is always checked against the container's key
+/// id before use); it holds a comment naming them and the key as its recovery text.
 public struct ContainerKeyFile: Sendable {
     /// The file's path.
     public let path: String
     let comment: String
 
-    /// The key file of `container` of `account` on `server`.
-    public init(stateDirectory: String, server: String, account: String, container: ContainerName) {
-        let name = ChunkID.of(Array("\(server)\n\(account)\n\(container)".utf8)).hex.prefix(32)
+    /// The key file of `container` on `server`.
+    public init(stateDirectory: String, server: String, container: ContainerName) {
+        let name = ChunkID.of(Array("\(server)\n\(container)".utf8)).hex.prefix(32)
         path = "\(stateDirectory)/keys/\(name).key"
-        comment = "# xfer container key of \(container) (account \(account) on \(server)). Anyone with this file can read the container.\n"
+        comment = "# xfer container key of \(container) on \(server). Anyone with this file can read the container.\n"
     }
 
     /// The key kept, if any.

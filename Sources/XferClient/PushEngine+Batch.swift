@@ -33,13 +33,15 @@ extension PushEngine {
     /// while it was read is not committed, a stale base is kept as a conflict, an unchanged
     /// document makes no version (`committed` false). `force` is not honoured here.
     /// - Returns: One result per item, in order.
-    /// - Throws: Only what stops every item: `unavailable`, `unauthorized`, `cancelled`, or a
-    ///   client state that cannot be written.
+    /// - Throws: Only what stops every item: `unavailable`, `unauthorized`, `cancelled`,
+    ///   `encrypted_container`, or a client state that cannot be written.
     public func pushMany(_ items: [PushItem], progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws
         -> [Result<PushReport, any Error>] {
         try await ClientThreads.run {
             let started = ContinuousClock.now
             let connection = remote.connection
+            // Chunks go up before the commit: never into an end-to-end encrypted container.
+            if !items.isEmpty { try await connection.refuseIfEncrypted(container: remote.container) }
             var results = [Result<PushReport, any Error>?](repeating: nil, count: items.count)
             /// Pushes these items one at a time (the single push's rules) and answers for all.
             func alone(_ indexes: [Int]) async throws -> [Result<PushReport, any Error>] {

@@ -45,7 +45,8 @@ public struct NameSealing: Sendable, Hashable {
     /// - Throws: `corrupt_chunk` if it is not a sealed name, fails its tag (damaged, from
     ///   another folder or another container), or its padding is wrong.
     public func open(_ sealed: String, parent: String) throws -> String {
-        guard let bytes = Base32.decode(sealed), bytes.count >= 32, (bytes.count - 16) % 16 == 0 else {
+        // Only the one encoding of the bytes: two server-side names never open to one name.
+        guard let bytes = Base32.decode(sealed), bytes.count >= 32, (bytes.count - 16) % 16 == 0, Base32.encode(bytes) == sealed else {
             throw XferError(.corruptChunk, "\(sealed.prefix(40)) is not a sealed name")
         }
         guard let opened = try? Self.siv(encrypting: false, key: key, associated: Self.associated(parent),

@@ -43,21 +43,38 @@ struct ClientOptions: ParsableArguments {
         return try options.remote()
     }
 
+    /// Where this device keeps `container`'s key on the server these options name: no token or
+    /// server needed, so a key can be shown or forgotten offline.
+    func containerKeyFile() throws -> ContainerKeyFile {
+        let environment = ProcessInfo.processInfo.environment
+        let file = try configFile(environment)
+        let server = Self.pick(self.server, "XFER_SERVER", file.server, environment) ?? "http://127.0.0.1:8750"
+        let container = try ContainerName(Self.pick(self.container, "XFER_CONTAINER", file.container, environment) ?? ContainerName.default.value)
+        return ContainerKeyFile(stateDirectory: stateDir ?? ClientState.defaultDirectory(environment: environment), server: server, container: container)
+    }
+
+    private static func pick(_ flag: String?, _ variable: String, _ fromFile: String?, _ environment: [String: String]) -> String? {
+        if let flag, !flag.isEmpty { return flag }
+        if let value = environment[variable], !value.isEmpty { return value }
+        return fromFile
+    }
+
+    private func configFile(_ environment: [String: String]) throws -> ConfigFile {
+        let path = Self.configPath(environment)
+        guard let data = FileManager.default.contents(atPath: path) else { return ConfigFile() }
+        do {
+            return try JSONDecoder().decode(ConfigFile.self, from: data)
+        } catch {
+            throw XferError(.invalidConfiguration, "the config file \(path) is not valid JSON of the form {\"server\": …, \"token\": …, \"container\": …}")
+        }
+    }
+
     func remote() throws -> Remote {
         let environment = ProcessInfo.processInfo.environment
         let path = Self.configPath(environment)
-        var file = ConfigFile()
-        if let data = FileManager.default.contents(atPath: path) {
-            do {
-                file = try JSONDecoder().decode(ConfigFile.self, from: data)
-            } catch {
-                throw XferError(.invalidConfiguration, "the config file \(path) is not valid JSON of the form {\"server\": …, \"token\": …, \"container\": …}")
-            }
-        }
+        let file = try configFile(environment)
         func pick(_ flag: String?, _ variable: String, _ fromFile: String?) -> String? {
-            if let flag, !flag.isEmpty { return flag }
-            if let value = environment[variable], !value.isEmpty { return value }
-            return fromFile
+            Self.pick(flag, variable, fromFile, environment)
         }
         let server = pick(self.server, "XFER_SERVER", file.server) ?? "http://127.0.0.1:8750"
         guard let token = pick(self.token, "XFER_TOKEN", file.token) else {

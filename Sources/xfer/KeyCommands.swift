@@ -147,15 +147,20 @@ extension Xfer {
         }
 
         struct ExportRecovery: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Print the recovery key of the container's key this device holds.")
+            static let configuration = CommandConfiguration(abstract: "Print the recovery key of the container's key this device holds (no server needed).")
 
             @Flag(help: "Print one JSON object instead of text.")
             var json = false
             @OptionGroup var client: ClientOptions
 
             func run() async throws {
-                try await runKeyCommand(client, json: json, { try await $0.heldKey() },
-                                        fields: { ["recovery_key": $0.recoveryText] }) { _, key in key.recoveryText }
+                try await runReportingErrors(json: json) {
+                    let file = try client.containerKeyFile()
+                    guard let key = try file.read() else {
+                        throw XferError(.unauthorized, "this device does not hold the key of that container: run `xfer key unlock` first")
+                    }
+                    if json { printJSON(["key_id": key.id, "recovery_key": key.recoveryText, "key_file": file.path]) } else { print(key.recoveryText) }
+                }
             }
         }
 
@@ -191,16 +196,14 @@ extension Xfer {
         }
 
         struct Forget: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Remove the container's key from this device (unlock again to use it).")
+            static let configuration = CommandConfiguration(abstract: "Remove the container's key from this device (unlock again to use it; no server needed).")
 
             @OptionGroup var client: ClientOptions
 
             func run() async throws {
                 try await runReportingErrors {
-                    let (container, removed) = try await withRemote(client) { remote in
-                        (remote.container, try await EncryptedContainers(remote: remote).forget())
-                    }
-                    print(removed ? "forgot the key of \(container) on this device" : "this device held no key of \(container)")
+                    let removed = try client.containerKeyFile().remove()
+                    print(removed ? "forgot the container's key on this device" : "this device held no key of that container")
                 }
             }
         }

@@ -38,15 +38,26 @@ import XferProtocol
             await #expect(throws: XferError.self) { _ = try await c.unlock(passphrase: "correct horse") }
             #expect(try await c.unlock(passphrase: "battery staple") == key)
             // A still holds the key (nothing was encrypted again).
-            #expect(try await a.heldKey() == key)
+            #expect(try a.heldKey() == key)
             #expect(try await a.status().unlocked)
 
-            // A device whose view is stale cannot undo the change: it gives the old passphrase, which
-            // no longer opens the wrapped key.
-            await #expect(throws: XferError.self) {
+            // The old passphrase no longer changes it; a write over a wrapped key that is no longer
+            // the server's (a device whose view went stale) is refused, and changes nothing.
+            let old = await #expect(throws: XferError.self) {
                 try await Self.device(server, "d").changePassphrase(to: "x", currentPassphrase: "correct horse", parameters: Self.fast)
             }
-            #expect(try await c.forget())
+            #expect(old?.code == .unauthorized)
+            let vault = try ContainerName("vault")
+            let current = try #require(try await server.remote.connection.containerKey(container: vault).wrappedBytes())
+            let staleView = try ContainerKeyWrap.wrap(key, passphrase: "correct horse", container: "vault", parameters: Self.fast)
+            let stale = await #expect(throws: XferError.self) {
+                _ = try await server.remote.connection.setContainerKey(container: vault, ContainerKeyWrite(
+                    wrapped: try ContainerKeyWrap.wrap(key, passphrase: "mine", container: "vault", parameters: Self.fast),
+                    previous: staleView, keyID: key.id))
+            }
+            #expect(stale?.code == .conflict)
+            #expect(try await server.remote.connection.containerKey(container: vault).wrappedBytes() == current)
+            #expect(try c.forget())
             #expect(try await c.status().unlocked == false)
 
             // The recovery key restores it with a new passphrase; another container's is refused.
@@ -66,10 +77,18 @@ import XferProtocol
             _ = try await Self.device(server, "a").create(passphrase: "pw", parameters: Self.fast)
             let vault = Remote(connection: server.remote.connection, container: try ContainerName("vault"), stateDirectory: server.root + "/state-a")
             try Files.write(server.root + "/secret.txt", Array("plain text that must not be stored".utf8))
+            let used = try await server.remote.connection.account().used
             let push = await #expect(throws: XferError.self) {
                 _ = try await PushEngine(remote: vault).push(server.root + "/secret.txt", as: try DocumentPath("secret.txt"))
             }
             #expect(push?.code == .encryptedContainer, "\(String(describing: push))")
+            // A batch push (what a sync pass does) asks before it uploads a byte.
+            let state = try ClientState(root: server.root, stateDirectory: server.root + "/state-a")
+            let batch = await #expect(throws: XferError.self) {
+                _ = try await PushEngine(remote: vault).pushMany([PushItem(path: server.root + "/secret.txt", name: try DocumentPath("secret.txt"), state: state)])
+            }
+            #expect(batch?.code == .encryptedContainer)
+            #expect(try await server.remote.connection.account().used == used, "no chunk of either push reached the server")
             let value = await #expect(throws: XferError.self) {
                 _ = try await DocumentClient(remote: vault, device: "a").setValue(.string("plain"), forKey: "k")
             }

@@ -47,6 +47,32 @@ import XferProtocol
         return found
     }
 
+    /// The secrets found where the server keeps its metadata: any file under its data
+    /// directory, and on PostgreSQL (the backend suite) every text and bytes value of its tables.
+    static func revealed(_ secrets: [[UInt8]], metadataOf server: LiveServer) async throws -> [String] {
+        var found = try revealed(secrets, under: server.root + "/data")
+        guard let store = server.data.metadata as? PostgresMetadataStore else { return found }
+        let bytes = try await store.read { tx in
+            var all = Data()
+            for table in ["containers", "documents", "versions", "kv", "account_chunks", "chunk_locations", "chunk_deletions"] {
+                for row in try tx.sql.rows("SELECT * FROM \(table)", []) {
+                    for value in row.values {
+                        switch value {
+                        case .blob(let bytes): all.append(contentsOf: bytes)
+                        case .text(let text): all.append(contentsOf: Array(text.utf8))
+                        default: break
+                        }
+                    }
+                }
+            }
+            return all
+        }
+        for secret in secrets where bytes.range(of: Data(secret)) != nil {
+            found.append("postgres: \(String(decoding: secret.prefix(24), as: UTF8.self))")
+        }
+        return found
+    }
+
     /// Every pack's bytes, wherever the server keeps them (files, or S3 in the backend suite).
     static func packBytes(_ data: ServerData) async throws -> Data {
         let store = try #require(data.chunks as? PackedChunkStore)
@@ -68,12 +94,10 @@ import XferProtocol
             _ = try await server.push(server.root + "/tree", "Documents/vault")
             #expect(Self.revealed(secrets, in: try await Self.packBytes(server.data)) > 10)
             // The names are in the (plain) manifests in the metadata database.
-            #expect(try Self.revealed(secrets.filter { String(decoding: $0, as: UTF8.self).hasSuffix(".txt") }, under: server.root + "/data").count >= 8)
+            #expect(try await Self.revealed(secrets.filter { String(decoding: $0, as: UTF8.self).hasSuffix(".txt") }, metadataOf: server).count >= 8)
             #expect(Self.revealed(digests, in: try await Self.packBytes(server.data)) >= 8)
-            if Backends.environment["XFER_POSTGRES_URL"] == nil {
-                // The metadata database keys its rows by chunk id: the files' SHA-256 show there.
-                #expect(try Self.revealed(digests.filter { $0.count == 32 }, under: server.root + "/data").count >= 8)
-            }
+            // The metadata database keys its rows by chunk id: the files' SHA-256 show there.
+            #expect(try await Self.revealed(digests.filter { $0.count == 32 }, metadataOf: server).count >= 8)
         }
         try await LiveServer.run(sealing: try SealingKeys([SealingKey.generate()])) { server in
             let (secrets, digests) = try Self.makeTree(server.root + "/tree")
@@ -83,11 +107,11 @@ import XferProtocol
                                                                  path: try DocumentPath("Documents/vault"), version: nil)
             let ids = try Manifest(decoding: stored.manifest).allChunks.map(\.id)
             #expect(ids.count >= 10)
-            #expect(try Self.revealed(secrets, under: server.root + "/data") == [])
+            #expect(try await Self.revealed(secrets, metadataOf: server) == [])
             let hashes = digests + ids.map(\.bytes) + ids.map { Array($0.hex.utf8) }
             #expect(Self.revealed(secrets + hashes, in: try await Self.packBytes(server.data)) == 0)
             // Nor anywhere in the data directory: the metadata database keeps ids enciphered.
-            #expect(try Self.revealed(hashes, under: server.root + "/data") == [])
+            #expect(try await Self.revealed(hashes, metadataOf: server) == [])
 
             _ = try await server.pull("Documents/vault", server.root + "/copy")
             #expect(try Files.snapshot(server.root + "/copy") == Files.snapshot(server.root + "/tree"))
@@ -98,14 +122,14 @@ import XferProtocol
         let secret = "the echidna's passphrase hint, never on a disk in the clear"
         let plainBytes = try await LiveServer.run(sealing: nil) { server in
             _ = try await server.client().setValue(.string(secret), forKey: "hint")
-            #expect(try Self.revealed([Array(secret.utf8)], under: server.root + "/data").count == 1, "the check can fail")
+            #expect(try await Self.revealed([Array(secret.utf8)], metadataOf: server).count == 1, "the check can fail")
             return try await server.client().values().bytes
         }
         try await LiveServer.run(sealing: try SealingKeys([SealingKey.generate()])) { server in
             let client = server.client()
             _ = try await client.setValue(.string(secret), forKey: "hint")
             _ = try await client.setValue(.object(["n": .int(7)]), forKey: "other")
-            #expect(try Self.revealed([Array(secret.utf8), Array("\"n\":7".utf8)], under: server.root + "/data") == [])
+            #expect(try await Self.revealed([Array(secret.utf8), Array("\"n\":7".utf8)], metadataOf: server) == [])
             #expect(try await client.value(forKey: "hint") == .string(secret))
             let list = try await client.values()
             #expect(list.entries.map(\.key) == ["hint", "other"])

@@ -28,8 +28,10 @@ import XferProtocol
             try await store.setContainerKey(account: account, container: vault, wrapped: first, previous: nil, keyID: key.id)
             let kept = try #require(try await store.containerKey(account: account, container: vault))
             #expect(kept.wrapped == first && kept.keyID == key.id)
+            // Made encrypted again (by another device, with a key of its own): refused as taken.
+            let otherKey = ContainerKey.generate()
             let again = await #expect(throws: XferError.self) {
-                try await store.setContainerKey(account: account, container: vault, wrapped: try Self.wrapped("x", key), previous: nil, keyID: key.id)
+                try await store.setContainerKey(account: account, container: vault, wrapped: try Self.wrapped("x", otherKey), previous: nil, keyID: otherKey.id)
             }
             #expect(again?.code == .alreadyExists)
 

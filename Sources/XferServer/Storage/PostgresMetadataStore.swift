@@ -68,7 +68,7 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             try await migrate()
             if let sealing {
                 let policy = policy
-                ids = try await writing { try MetadataTransaction(sql: $0, policy: policy).indexKey(sealing) }
+                ids = try await writing { try MetadataTransaction(sql: $0, policy: policy, checkingPlainIDs: false).indexKey(sealing) }
             }
         } catch {
             runner.cancel()

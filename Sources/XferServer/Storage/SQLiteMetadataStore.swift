@@ -44,7 +44,7 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         }
         let pool = pool
         do {
-            ids = try sealing.map { keys in try pool.write { db in try MetadataTransaction(sql: SQLiteSession(db: db), policy: policy).indexKey(keys) } }
+            ids = try sealing.map { keys in try pool.write { db in try MetadataTransaction(sql: SQLiteSession(db: db), policy: policy, checkingPlainIDs: false).indexKey(keys) } }
         } catch let error as XferError {
             throw error
         } catch {
@@ -139,7 +139,7 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 """)
             for row in rows {
                 let blob: Data = row["manifest"]
-                try MetadataTransaction(sql: SQLiteSession(db: db), policy: StorePolicy())
+                try MetadataTransaction(sql: SQLiteSession(db: db), policy: StorePolicy(), checkingPlainIDs: false)
                     .adjustReferences(account: row["account_id"], manifest: try Manifest(decoding: Array(blob)), by: 1)
             }
         }

@@ -25,9 +25,6 @@ extension SQLMetadataStore {
             try tx.lockContainer(id)
             let row = try tx.sql.one("SELECT wrapped, key_id FROM container_keys WHERE container_id = ?", id)
             let kept = try row.map { try $0.blob(0) }
-            if let row, try row.text(1) != keyID {
-                throw XferError(.conflict, "container \(container)'s key is \(try row.text(1)), not \(keyID): a passphrase change keeps the key")
-            }
             switch (kept, previous) {
             case (nil, nil):
                 let holds = try tx.sql.one("SELECT 1 FROM documents WHERE container_id = ? LIMIT 1", id) != nil
@@ -45,6 +42,10 @@ extension SQLMetadataStore {
             case (.some, nil):
                 throw XferError(.alreadyExists, "container \(container) is end-to-end encrypted already; to change its passphrase, give the wrapped key it replaces")
             case (.some(let kept), .some(let previous)):
+                let keptID = try row!.text(1)
+                guard keptID == keyID else {
+                    throw XferError(.conflict, "container \(container)'s key is \(keptID), not \(keyID): a passphrase change keeps the key")
+                }
                 guard kept == previous else {
                     throw XferError(.conflict, "the passphrase of container \(container) was changed on another device; unlock it again (xfer key unlock) and retry")
                 }

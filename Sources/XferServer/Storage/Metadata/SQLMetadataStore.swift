@@ -44,9 +44,12 @@ struct MetadataTransaction {
     let policy: StorePolicy
     let sealing: SealingKeys?
 
-    /// A transaction on `session`, chunk ids bound through `ids` (``ChunkIDSession``).
-    init(sql session: any SQLSession, policy: StorePolicy, sealing: SealingKeys? = nil, ids: ChunkIDCipher? = nil) {
-        sql = ChunkIDSession(base: session, ids: ids)
+    /// A transaction on `session`, chunk ids bound through `ids` (``ChunkIDSession``);
+    /// `checkingPlainIDs: false` only where no index key can be looked for (making it, or a
+    /// migration from before its table).
+    init(sql session: any SQLSession, policy: StorePolicy, sealing: SealingKeys? = nil, ids: ChunkIDCipher? = nil,
+         checkingPlainIDs: Bool = true) {
+        sql = ChunkIDSession(base: session, ids: ids, checksPlain: checkingPlainIDs)
         self.policy = policy
         self.sealing = sealing
     }
@@ -88,17 +91,19 @@ struct MetadataTransaction {
     /// encrypted container takes no plain document or value (`encrypted_container`), so a client
     /// that does not know it is encrypted never stores plain data in it.
     func containerID(account: Int64, name: ContainerName, create: Bool) throws -> Int64? {
-        if let row = try sql.one("""
-            SELECT c.id, k.container_id AS keyed FROM containers c LEFT JOIN container_keys k ON k.container_id = c.id
-            WHERE c.account_id = ? AND c.name = ?
-            """, account, name.value) {
-            if create, try row.optionalInt("keyed") != nil {
-                throw XferError(.encryptedContainer, """
-                    container \(name) is end-to-end encrypted; this server takes no plain documents or values in it, \
-                    and this client cannot write encrypted ones yet
-                    """)
+        if let id = try sql.int("SELECT id FROM containers WHERE account_id = ? AND name = ?", account, name.value) {
+            if create {
+                // The container's lock before the look, so a key made meanwhile (which takes the
+                // same lock, and finds the container empty) is seen, on PostgreSQL as on SQLite.
+                try lockContainer(id)
+                if try sql.one("SELECT 1 FROM container_keys WHERE container_id = ?", id) != nil {
+                    throw XferError(.encryptedContainer, """
+                        container \(name) is end-to-end encrypted; this server takes no plain documents or values in it, \
+                        and this client cannot write encrypted ones yet
+                        """)
+                }
             }
-            return try row.int(0)
+            return id
         }
         guard create else { return nil }
         try AccountLimits.checkNewContainer(existing: try sql.int("SELECT COUNT(*) FROM containers WHERE account_id = ?", account) ?? 0,

@@ -60,6 +60,12 @@ struct PostgresSession: SQLSession {
         try rows(exclusive ? "SELECT pg_advisory_xact_lock(?)" : "SELECT pg_advisory_xact_lock_shared(?)", [.int(Self.deletionLock)])
     }
 
+    static let indexKeyLock: Int64 = 7305
+
+    func lockIndexKey(exclusive: Bool) throws {
+        try rows(exclusive ? "SELECT pg_advisory_xact_lock(?)" : "SELECT pg_advisory_xact_lock_shared(?)", [.int(Self.indexKeyLock)])
+    }
+
     func notifyChanges(container: Int64) throws {
         try rows("SELECT pg_notify('xfer_changes', ?)", [.text(String(container))])
     }

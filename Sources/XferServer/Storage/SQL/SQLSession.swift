@@ -151,6 +151,11 @@ protocol SQLSession {
     /// shared by uploads, exclusive by the marking. Nothing on SQLite, whose writer is one.
     func lockDeletions(exclusive: Bool) throws
 
+    /// Takes the lock that orders a store's first encipherment of its chunk ids (exclusive, by
+    /// ``MetadataTransaction/indexKey(_:)``) against transactions that bind plain ids (shared,
+    /// by ``ChunkIDSession``), always before the deletions' lock. Nothing on SQLite.
+    func lockIndexKey(exclusive: Bool) throws
+
     /// Wakes other servers' long polls when this transaction commits. Nothing on SQLite.
     func notifyChanges(container: Int64) throws
 }
@@ -196,29 +201,41 @@ extension SQLSession {
 struct ChunkIDSession: SQLSession {
     let base: any SQLSession
     let ids: ChunkIDCipher?
-    private let plainChecked = PlainCheck()
+    private let plainCheck: PlainCheck?
 
     /// Whether this transaction has found its store's ids plain (one look per transaction).
     private final class PlainCheck {
         var done = false
     }
 
-    init(base: any SQLSession, ids: ChunkIDCipher?) {
+    /// A session binding ids through `ids`; `checksPlain: false` for the transactions that
+    /// make the index key or migrate a store from before it (they must not look for it).
+    init(base: any SQLSession, ids: ChunkIDCipher?, checksPlain: Bool = true) {
         self.base = base
         self.ids = ids
+        plainCheck = ids == nil && checksPlain ? PlainCheck() : nil
     }
 
     var dialect: SQLDialect { base.dialect }
 
+    /// Before the first plain id is bound (or the deletions' lock taken): the index key's lock,
+    /// shared, so no encipherment can start or finish under this transaction, then a look that
+    /// there is none.
+    private func checkPlain() throws {
+        guard let plainCheck, !plainCheck.done else { return }
+        try base.lockIndexKey(exclusive: false)
+        guard try base.rows("SELECT 1 FROM sealing_index LIMIT 1", []).isEmpty else {
+            throw XferError(.internal, """
+                the store's chunk ids are enciphered under an index key (a server was started on it with encryption keys), \
+                and this process has no keys; restart it with --encryption-key
+                """)
+        }
+        plainCheck.done = true
+    }
+
     func rows(_ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
-        if ids == nil, !plainChecked.done, values.contains(where: { if case .chunkID = $0 { true } else { false } }) {
-            guard try base.rows("SELECT 1 FROM sealing_index LIMIT 1", []).isEmpty else {
-                throw XferError(.internal, """
-                    the store's chunk ids are enciphered under an index key (a server was started on it with encryption keys), \
-                    and this process has no keys; restart it with --encryption-key
-                    """)
-            }
-            plainChecked.done = true
+        if plainCheck != nil, values.contains(where: { if case .chunkID = $0 { true } else { false } }) {
+            try checkPlain()
         }
         let bound = values.map { value -> SQLValue in
             guard case .chunkID(let id) = value else { return value }
@@ -233,7 +250,12 @@ struct ChunkIDSession: SQLSession {
         }
     }
 
-    func lockDeletions(exclusive: Bool) throws { try base.lockDeletions(exclusive: exclusive) }
+    func lockDeletions(exclusive: Bool) throws {
+        try checkPlain()  // the index key's lock first, always
+        try base.lockDeletions(exclusive: exclusive)
+    }
+
+    func lockIndexKey(exclusive: Bool) throws { try base.lockIndexKey(exclusive: exclusive) }
 
     func notifyChanges(container: Int64) throws { try base.notifyChanges(container: container) }
 }

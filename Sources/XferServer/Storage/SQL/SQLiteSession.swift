@@ -29,6 +29,8 @@ struct SQLiteSession: SQLSession {
 
     func lockDeletions(exclusive: Bool) throws {}
 
+    func lockIndexKey(exclusive: Bool) throws {}
+
     func notifyChanges(container: Int64) throws {}
 
     static func databaseValue(_ value: SQLValue) -> DatabaseValue {
