@@ -28,7 +28,7 @@ Data sets (made once under $XFER_BENCH_DIR/peers, default /tmp/xfer-bench/peers)
     python3 tools/bench-peers.py XFER_BINARY [--sets file,libs,tree] [--runs 3]
                                  [--tools xfer,rsync,casync,restic,borg] [--json FILE]
                                  [--xfer-variant NAME=PUSH-ARGS ...] [--xfer-binary NAME=PATH ...]
-                                 [--xfer-sealed NAME ...]
+                                 [--xfer-sealed NAME[=PATH] ...]
 
 tools/bench-peers.sh installs the peers, builds xfer and calls this; docs/PERFORMANCE.md
 reports the table.
@@ -456,8 +456,9 @@ def main():
                         help="another xfer column, its push run with these extra arguments (e.g. 'l1=--compression-level=1')")
     parser.add_argument("--xfer-binary", action="append", default=[], metavar="NAME=PATH",
                         help="another xfer column run with this build (e.g. 'before=/tmp/old/xfer'), for an A/B in one run")
-    parser.add_argument("--xfer-sealed", action="append", default=[], metavar="NAME",
-                        help="another xfer column whose server seals its data at rest (xfer serve --encryption-key)")
+    parser.add_argument("--xfer-sealed", action="append", default=[], metavar="NAME[=PATH]",
+                        help="another xfer column whose server seals its data at rest (xfer serve --encryption-key), "
+                             "run with this build if a PATH is given")
     parser.add_argument("--json")
     args = parser.parse_args()
     variants = {}
@@ -467,8 +468,9 @@ def main():
     for spec in args.xfer_binary:
         name, _, path = spec.partition("=")
         variants["xfer " + name] = (os.path.abspath(path), [], False)
-    for name in args.xfer_sealed:
-        variants["xfer " + name] = (None, [], True)
+    for spec in args.xfer_sealed:
+        name, _, path = spec.partition("=")
+        variants["xfer " + name] = (os.path.abspath(path) if path else None, [], True)
     root = os.path.join(os.environ.get("XFER_BENCH_DIR", "/tmp/xfer-bench"), "peers")
     os.makedirs(root, exist_ok=True)
     binary = os.path.abspath(args.binary)

@@ -131,4 +131,32 @@ struct SealingTests {
         #expect(open?.message.contains("chmod 600") == true)
         #expect(throws: XferError.self) { try SealingKeys.load(files: [directory + "/none"], environment: nil) }
     }
+
+    /// Chunk ids as a sealed store keeps them: the same id always the same bytes, read back to
+    /// the id, unlike the id's own bytes, another key's unlike; and the same from many threads
+    /// at once (pooled contexts).
+    @Test func chunkIDsEncipherDeterministicallyAndBackFromAnyThread() throws {
+        let cipher = try ChunkIDCipher(key: Array(0..<32))
+        let other = try ChunkIDCipher(key: Array(1...32))
+        let ids = (0..<2_000).map { ChunkID.of(Array("id \($0)".utf8)) }
+        let stored = ids.map(cipher.encipher)
+        #expect(Set(stored).count == ids.count)
+        for (id, bytes) in zip(ids, stored) {
+            #expect(bytes != id.bytes && bytes.count == 32)
+            #expect(cipher.decipher(bytes) == id)
+            #expect(other.encipher(id) != bytes)
+        }
+        #expect(cipher.decipher([1, 2, 3]) == nil)
+        let mismatches = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { lane in
+            var wrong = 0
+            for round in 0..<5 {
+                for index in stride(from: (lane + round) % 8, to: ids.count, by: 8) {
+                    if cipher.encipher(ids[index]) != stored[index] || cipher.decipher(stored[index]) != ids[index] { wrong += 1 }
+                }
+            }
+            mismatches.withLock { $0 += wrong }
+        }
+        #expect(mismatches.value == 0)
+    }
 }
