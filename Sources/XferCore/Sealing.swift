@@ -1,6 +1,5 @@
 import CCrypto
 import Foundation
-import Synchronization
 
 /// The id of a ``SealingKey``: 8 bytes derived from the key (HMAC-SHA-256 under the key of a
 /// fixed label), written into everything sealed with it so that the key that opens it is found
@@ -375,22 +374,9 @@ struct FetchedCipher: @unchecked Sendable {  // immutable after init
 /// store still looks ids up, and every lookup goes through here) and the stored bytes give the
 /// id back. A chunk id is uniformly random, so enciphering its halves apart hides as much as a
 /// wide block would.
-///
-/// A store binds and reads ids by the hundred thousand (a version of a large package names each
-/// of its chunks), so contexts are kept for reuse: each is taken from its pool by one thread at
-/// a time (ECB on whole blocks keeps no state between calls), instead of one made per id.
-public final class ChunkIDCipher: @unchecked Sendable {  // the templates are only copied from; a pooled context is used by the one thread that took it
+public final class ChunkIDCipher: @unchecked Sendable {  // the template contexts are only copied from, never used
     private let encryptTemplate: OpaquePointer
     private let decryptTemplate: OpaquePointer
-    private let encryptors = Mutex<[PooledContext]>([])
-    private let decryptors = Mutex<[PooledContext]>([])
-
-    /// A context in a pool: used by the one thread that took it out.
-    private struct PooledContext: @unchecked Sendable {
-        let pointer: OpaquePointer
-    }
-    /// Contexts kept per direction at most (more than the threads that run transactions).
-    private static let pooled = 32
 
     /// Bytes in an index key.
     public static let keySize = 32
@@ -416,41 +402,28 @@ public final class ChunkIDCipher: @unchecked Sendable {  // the templates are on
     deinit {
         EVP_CIPHER_CTX_free(encryptTemplate)
         EVP_CIPHER_CTX_free(decryptTemplate)
-        for context in encryptors.withLock({ $0 }) + decryptors.withLock({ $0 }) { EVP_CIPHER_CTX_free(context.pointer) }
     }
 
     /// The bytes a store keeps for `id`.
     public func encipher(_ id: ChunkID) -> [UInt8] {
-        id.withUnsafeBytes { run(encryptTemplate, encryptors, $0) }
+        id.withUnsafeBytes { run(encryptTemplate, $0) }
     }
 
     /// The id whose stored bytes these are; `nil` if they are not 32 bytes.
     public func decipher(_ stored: [UInt8]) -> ChunkID? {
         guard stored.count == ChunkID.byteCount else { return nil }
-        return ChunkID(bytes: stored.withUnsafeBytes { run(decryptTemplate, decryptors, $0) })
+        return ChunkID(bytes: stored.withUnsafeBytes { run(decryptTemplate, $0) })
     }
 
-    private func run(_ template: OpaquePointer, _ pool: borrowing Mutex<[PooledContext]>, _ input: UnsafeRawBufferPointer) -> [UInt8] {
-        let context: OpaquePointer
-        if let spare = pool.withLock({ $0.popLast() }) {
-            context = spare.pointer
-        } else {
-            guard let made = EVP_CIPHER_CTX_new() else { fatalError("EVP_CIPHER_CTX_new failed: out of memory") }
-            guard EVP_CIPHER_CTX_copy(made, template) == 1 else { fatalError("AES-256-ECB failed: \(CryptoErrors.drain())") }
-            context = made
-        }
+    private func run(_ template: OpaquePointer, _ input: UnsafeRawBufferPointer) -> [UInt8] {
+        guard let context = EVP_CIPHER_CTX_new() else { fatalError("EVP_CIPHER_CTX_new failed: out of memory") }
+        defer { EVP_CIPHER_CTX_free(context) }
         var out = [UInt8](repeating: 0, count: ChunkID.byteCount)
         var written: Int32 = 0
-        let ok = EVP_CipherUpdate(context, &out, &written, input.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(input.count)) == 1
+        let ok = EVP_CIPHER_CTX_copy(context, template) == 1
+            && EVP_CipherUpdate(context, &out, &written, input.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(input.count)) == 1
             && written == Int32(ChunkID.byteCount)
         guard ok else { fatalError("AES-256-ECB failed: \(CryptoErrors.drain())") }
-        let returned = PooledContext(pointer: context)
-        let kept = pool.withLock { contexts -> Bool in
-            guard contexts.count < Self.pooled else { return false }
-            contexts.append(returned)
-            return true
-        }
-        if !kept { EVP_CIPHER_CTX_free(context) }
         return out
     }
 }
