@@ -164,12 +164,7 @@ public struct ContainerKeyFile: Sendable {
     /// The key kept, if any.
     /// - Throws: `invalid_configuration` if the file is readable by others or is not a key.
     public func read() throws -> ContainerKey? {
-        var status = stat()
-        guard stat(path, &status) == 0 else { return nil }
-        guard status.st_mode & 0o077 == 0 else {
-            throw XferError(.invalidConfiguration, "the key file \(path) may be read by other users (mode \(String(status.st_mode & 0o777, radix: 8))); chmod 600 it")
-        }
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        guard let data = try FileSystem.readSecret(path, what: "the key file") else { return nil }
         let text = String(decoding: data, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.joined()
         do {
             return try ContainerKey(recoveryText: text)

@@ -78,7 +78,7 @@ public enum ContainerKeyWrap {
     ///   another container, or damaged); `invalid_configuration` if `wrapped` is not a wrapped
     ///   key or asks for more scrypt work than a client gives (``ScryptParameters/maximumMemory``).
     public static func unwrap(_ wrapped: [UInt8], passphrase: String, container: String) throws -> ContainerKey {
-        guard wrapped.count == size, wrapped.prefix(4).elementsEqual(magic) else {
+        guard hasWrappedForm(wrapped) else {
             throw XferError(.invalidConfiguration, "the container's wrapped key is not in a format this client reads (\(wrapped.count) bytes)")
         }
         guard !passphrase.isEmpty else { throw XferError(.unauthorized, "wrong passphrase for container \(container): it is empty") }
@@ -93,9 +93,15 @@ public enum ContainerKeyWrap {
         return try ContainerKey(bytes: bytes)
     }
 
+    /// Whether `bytes` has the form of a wrapped key (its length and magic): all a server can
+    /// check of one.
+    public static func hasWrappedForm(_ bytes: some Collection<UInt8>) -> Bool {
+        bytes.count == size && bytes.prefix(4).elementsEqual(magic)
+    }
+
     /// The scrypt parameters `wrapped` was made with, if it is a wrapped key.
     public static func parameters(of wrapped: [UInt8]) -> ScryptParameters? {
-        guard wrapped.count == size, wrapped.prefix(4).elementsEqual(magic) else { return nil }
+        guard hasWrappedForm(wrapped) else { return nil }
         return try? ScryptParameters(logN: wrapped[4], r: wrapped[5], p: wrapped[6])
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -53,6 +54,19 @@ package enum FileSystem {
             throw error
         }
         if durable { try syncDirectory(directory) }
+    }
+
+    /// A secret file's bytes (a key), refused if other users may read it; `nil` if there is no
+    /// such file or it cannot be read.
+    /// - Parameter what: What the file is, for the error ("the encryption key file").
+    /// - Throws: `invalid_configuration` naming its mode.
+    package static func readSecret(_ path: String, what: String) throws -> Data? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        guard status.st_mode & 0o077 == 0 else {
+            throw XferError(.invalidConfiguration, "\(what) \(path) may be read by other users (mode \(String(status.st_mode & 0o777, radix: 8))); chmod 600 it")
+        }
+        return FileManager.default.contents(atPath: path)
     }
 
     /// fsyncs a directory so that a rename in it is durable.

@@ -122,8 +122,7 @@ public struct SealingKeys: Sendable {
     /// copy of its own.
     public func seal(_ plain: some ContiguousBytes, context: [UInt8], appendingTo out: inout [UInt8]) {
         // libcrypto's DRBG: one call, no system call per byte.
-        var salt = [UInt8](repeating: 0, count: Sealing.saltSize)
-        guard RAND_bytes(&salt, Int32(salt.count)) == 1 else { fatalError("RAND_bytes failed: \(CryptoErrors.drain())") }
+        let salt = Crypto.randomBytes(Sealing.saltSize)
         plain.withUnsafeBytes { Sealing.seal($0, key: current, salt: salt, context: context, appendingTo: &out) }
     }
 
@@ -197,12 +196,8 @@ public struct SealingKeys: Sendable {
     public static func load(files: [String], environment: String?) throws -> SealingKeys? {
         var keys: [SealingKey] = []
         for file in files {
-            var status = stat()
-            guard stat(file, &status) == 0, let data = FileManager.default.contents(atPath: file) else {
+            guard let data = try FileSystem.readSecret(file, what: "the encryption key file") else {
                 throw XferError(.invalidConfiguration, "cannot read the encryption key file \(file)")
-            }
-            guard status.st_mode & 0o077 == 0 else {
-                throw XferError(.invalidConfiguration, "the encryption key file \(file) may be read by other users (mode \(String(status.st_mode & 0o777, radix: 8))); chmod 600 it")
             }
             keys += try parse(String(decoding: data, as: UTF8.self), source: file)
         }
@@ -260,15 +255,7 @@ public enum Sealing {
     }
 
     static func hmac(key: [UInt8], _ message: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        let done = key.withUnsafeBytes { keyBytes in
-            message.withUnsafeBufferPointer { messageBytes in
-                HMAC(EVP_sha256(), keyBytes.baseAddress, Int32(keyBytes.count), messageBytes.baseAddress, messageBytes.count, &out, &length)
-            }
-        }
-        guard done != nil, length == 32 else { fatalError("HMAC-SHA-256 failed: \(CryptoErrors.drain())") }
-        return out
+        message.withUnsafeBytes { Crypto.hmac(key: key, $0) }
     }
 
     static func hexBytes(_ text: some StringProtocol) -> [UInt8]? {
@@ -380,6 +367,9 @@ public final class ChunkIDCipher: @unchecked Sendable {  // the template context
 
     /// Bytes in an index key.
     public static let keySize = 32
+
+    /// A new random index key.
+    public static func newKey() -> [UInt8] { Crypto.randomBytes(keySize) }
 
     /// A cipher under `key` (32 bytes).
     public init(key: [UInt8]) throws {

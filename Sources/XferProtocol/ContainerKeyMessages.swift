@@ -83,7 +83,7 @@ public struct ContainerKeyWrite: Codable, Sendable, Hashable, WireRequest {
     public func previousBytes() throws -> [UInt8]? { try previous.map { try Self.bytes($0, "previous") } }
 
     static func bytes(_ text: String, _ field: String) throws -> [UInt8] {
-        guard let data = Data(base64Encoded: text), data.count == ContainerKeyWrap.size, data.prefix(4) == Data("XFW1".utf8) else {
+        guard let data = Data(base64Encoded: text), ContainerKeyWrap.hasWrappedForm(data) else {
             throw XferError(.badRequest, "\(field) must be base64 of a \(ContainerKeyWrap.size)-byte wrapped container key (XFW1)")
         }
         return Array(data)

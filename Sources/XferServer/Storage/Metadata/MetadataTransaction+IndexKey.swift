@@ -37,8 +37,7 @@ extension MetadataTransaction {
         guard missing.isEmpty else {
             throw XferError(.invalidConfiguration, "the store's data is sealed with encryption key \(missing.joined(separator: ", ")), which was not given; nothing was changed")
         }
-        var generator = SystemRandomNumberGenerator()
-        let key = (0..<4).flatMap { _ in withUnsafeBytes(of: generator.next()) { Array($0) } }
+        let key = ChunkIDCipher.newKey()
         let cipher = try ChunkIDCipher(key: key)
         try wrapIndexKey(key, keys)
         try encipherStoredIDs(cipher)

@@ -68,8 +68,7 @@ extension SQLMetadataStore {
     public func commitDirect(account: Int64, container: ContainerName, _ items: [DirectCommitItem]) async throws
         -> [Result<DocumentInfo, XferError>] {
         try await write { tx in
-            let containerID = try tx.containerID(account: account, name: container, create: true)!
-            try tx.lockContainer(containerID)
+            let containerID = try tx.containerID(account: account, name: container, create: true)!  // and its lock
             // Every chunk row the batch references, locked once in id order (as one commit does),
             // so two batches sharing chunks cannot deadlock.
             _ = try tx.heldLengths(account: account, items.flatMap { $0.manifest.allChunks.map(\.id) })

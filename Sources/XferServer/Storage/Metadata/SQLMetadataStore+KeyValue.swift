@@ -7,9 +7,8 @@ extension SQLMetadataStore {
     public func setValue(account: Int64, container: ContainerName, _ request: KeyValueWrite) async throws -> KeyValueWriteResult {
         let (key, text) = try KeyValueRules.check(request)
         return try await write { tx in
+            // The container's lock first (containerID takes it): the decision and the write see the same keys.
             let containerID = try tx.containerID(account: account, name: container, create: true)!
-            // The container's lock first: the decision and the write see the same keys.
-            try tx.lockContainer(containerID)
             let existing = try tx.sql.one("SELECT * FROM kv WHERE container_id = ? AND key = ?", containerID, key)
                 .map { try tx.keyValueEntry(row: $0, container: containerID) }
             if let winner = try KeyValueRules.decide(request, key: key, text: text, existing: existing,

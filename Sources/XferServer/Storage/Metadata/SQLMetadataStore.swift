@@ -87,29 +87,34 @@ struct MetadataTransaction {
         return now
     }
 
-    /// The container's row id; with `create`, made if absent, for a plain write: an end-to-end
-    /// encrypted container takes no plain document or value (`encrypted_container`), so a client
-    /// that does not know it is encrypted never stores plain data in it.
+    /// The container's row id. With `create`, for a plain write: made if absent, its lock taken
+    /// (``lockContainer(_:)``), and refused (`encrypted_container`) if it is end-to-end
+    /// encrypted, so a client that does not know it is encrypted never stores plain data in it.
     func containerID(account: Int64, name: ContainerName, create: Bool) throws -> Int64? {
-        if let id = try sql.int("SELECT id FROM containers WHERE account_id = ? AND name = ?", account, name.value) {
-            if create {
-                // The container's lock before the look, so a key made meanwhile (which takes the
-                // same lock, and finds the container empty) is seen, on PostgreSQL as on SQLite.
-                try lockContainer(id)
-                if try sql.one("SELECT 1 FROM container_keys WHERE container_id = ?", id) != nil {
-                    throw XferError(.encryptedContainer, """
-                        container \(name) is end-to-end encrypted; this server takes no plain documents or values in it, \
-                        and this client cannot write encrypted ones yet
-                        """)
-                }
-            }
+        let select = "SELECT id FROM containers WHERE account_id = ? AND name = ?"
+        if let id = try sql.int(select, account, name.value) {
+            if create { try lockForPlainWrite(id, name) }
             return id
         }
         guard create else { return nil }
         try AccountLimits.checkNewContainer(existing: try sql.int("SELECT COUNT(*) FROM containers WHERE account_id = ?", account) ?? 0,
                                             policy: policy)
         try sql.rows("INSERT INTO containers (account_id, name) VALUES (?, ?) ON CONFLICT (account_id, name) DO NOTHING", account, name.value)
-        return try sql.int("SELECT id FROM containers WHERE account_id = ? AND name = ?", account, name.value)
+        guard let id = try sql.int(select, account, name.value) else { return nil }
+        try lockForPlainWrite(id, name)
+        return id
+    }
+
+    /// The container's lock, then the look for its key: a key made meanwhile (which takes the
+    /// same lock, and finds the container empty) is seen, on PostgreSQL as on SQLite.
+    private func lockForPlainWrite(_ id: Int64, _ name: ContainerName) throws {
+        try lockContainer(id)
+        if try sql.one("SELECT 1 FROM container_keys WHERE container_id = ?", id) != nil {
+            throw XferError(.encryptedContainer, """
+                container \(name) is end-to-end encrypted; this server takes no plain documents or values in it, \
+                and this client cannot write encrypted ones yet
+                """)
+        }
     }
 
     /// Locks the container's row to the end of the transaction: on PostgreSQL, commits,

@@ -237,12 +237,13 @@ struct ChunkIDSession: SQLSession {
         if plainCheck != nil, values.contains(where: { if case .chunkID = $0 { true } else { false } }) {
             try checkPlain()
         }
+        // Without a cipher the backends bind an id as it is.
+        guard let ids else { return try base.rows(sql, values) }
         let bound = values.map { value -> SQLValue in
             guard case .chunkID(let id) = value else { return value }
-            return .blob(ids?.encipher(id) ?? id.bytes)
+            return .blob(ids.encipher(id))
         }
         let rows = try base.rows(sql, bound)
-        guard let ids else { return rows }
         return rows.map { row in
             var row = row
             row.ids = ids
