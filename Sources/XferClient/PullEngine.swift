@@ -214,7 +214,9 @@ public struct PullEngine: Sendable {
         // name is created in a directory opened beneath the staging copy, never through a symlink.
         // Each staged file: its entry's index in the manifest, and where it is staged.
         var fileEntries: [Int] = []
-        var places: [StagingFiles.File] = []
+        // Each staged file's path below the staging copy (a package's entry path, shared with
+        // the manifest), or the staging file's name in the area for a single file.
+        var places: [String] = []
         let fileCount = manifest.entries.reduce(0) { $0 + ($1.kind == .file ? 1 : 0) }
         fileEntries.reserveCapacity(fileCount)
         places.reserveCapacity(fileCount)
@@ -226,9 +228,12 @@ public struct PullEngine: Sendable {
             try area.makeDirectory(stagingName)
             staging = try area.directory([stagingName], create: false)
         }
+        // A new staging copy is empty: nothing in it to remove first, and its files are created
+        // by their first write (exclusively: a name that appears meanwhile stops the pull).
+        let fresh = staging != nil && !resuming
+        var creating: [Bool] = []
+        if fresh { creating.reserveCapacity(fileCount) }
         var lastDirectory: (path: Substring, directory: ConfinedDirectory)? = nil
-        // One components array for all the files of a directory (they come together, in path order).
-        var lastComponents: (path: Substring, components: [String]) = ("", [])
         let stagingPath = area.describe(stagingName)
         for (entryIndex, entry) in manifest.entries.enumerated() {
             let directory: ConfinedDirectory
@@ -248,28 +253,27 @@ public struct PullEngine: Sendable {
                 directory = area
                 leaf = stagingName
             }
-            let place = StagingFiles.File(directory: [], name: leaf, prefix: stagingPath,
-                                          relative: manifest.kind == .package ? entry.path : "")
-            let path = place.path
+            let place = staging != nil ? entry.path : stagingName
             switch entry.kind {
             case .directory:
-                try directory.remove(leaf, unless: S_IFDIR)
+                if !fresh { try directory.remove(leaf, unless: S_IFDIR) }
                 try directory.makeDirectory(leaf)
             case .symlink:
-                try directory.remove(leaf)
+                if !fresh { try directory.remove(leaf) }
                 try directory.makeSymlink(leaf, target: entry.symlinkTarget ?? "")
                 links.append((entry, directory, leaf))
             case .file:
-                try directory.remove(leaf, unless: S_IFREG)
-                // Created at its final size and closed: StagingFiles opens it again to write.
-                let fd = try directory.openFile(leaf, flags: O_RDWR | O_CREAT)
-                defer { close(fd) }
-                try Self.check(ftruncate(fd, off_t(entry.size)), "size", path)
-                if lastComponents.path != parentPath {
-                    lastComponents = (parentPath, parentPath.split(separator: "/").map(String.init))
+                if fresh {
+                    // Created by its first chunk's write; an empty file has none, so it is made here.
+                    if entry.size == 0 { close(try directory.openFile(leaf, flags: O_RDWR | O_CREAT | O_EXCL)) }
+                    creating.append(entry.size > 0)
+                } else {
+                    try directory.remove(leaf, unless: S_IFREG)
+                    // Created at its final size and closed: StagingFiles opens it again to write.
+                    let fd = try directory.openFile(leaf, flags: O_RDWR | O_CREAT)
+                    defer { close(fd) }
+                    try Self.check(ftruncate(fd, off_t(entry.size)), "size", directory.describe(leaf))
                 }
-                var place = place
-                place.directory = lastComponents.components
                 fileEntries.append(entryIndex)
                 places.append(place)
             }
@@ -279,11 +283,19 @@ public struct PullEngine: Sendable {
         // small files out together: their writeback is not started one by one (a write request
         // per file of a few kB); a large file's still is, so the syncfs finds little left.
         let wholeFileSystem = staging != nil && fileEntries.count >= Self.syncWholeFileSystemFrom
-        let handles = StagingFiles(root: staging ?? area, files: places, writes: fileEntries.map {
-            let entry = manifest.entries[$0]
-            return wholeFileSystem && entry.size < Self.writebackFrom ? 0 : entry.chunks.count
-        })
+        let entries = manifest.entries, filesEntries = fileEntries
+        // After its last chunk a file's writeback starts (not a small one's when one syncfs
+        // makes the package durable); with no fsync of its own to come, it is finished then too.
+        let handles = StagingFiles(root: staging ?? area, prefix: staging != nil ? stagingPath : area.path, paths: places, writes: fileEntries.map { manifest.entries[$0].chunks.count },
+                                   creating: fresh ? creating : nil) { index, fd in
+            let entry = entries[filesEntries[index]]
+            if !wholeFileSystem || entry.size >= Self.writebackFrom { Syscall.startWriteback(fd) }
+            guard wholeFileSystem else { return false }
+            try Self.finish(fd, entry, path: "\(stagingPath)/\(entry.path)", durable: false)
+            return true
+        }
         places = []  // held by handles from here
+        creating = []
         defer { handles.closeAll() }
         func entry(ofFile index: Int) -> Manifest.Entry { manifest.entries[fileEntries[index]] }
 
@@ -295,7 +307,7 @@ public struct PullEngine: Sendable {
         var buffer = [UInt8](repeating: 0, count: manifest.chunker.maximumSize)
         var failed: [Int] = []
         for (index, step) in plan.steps.enumerated() {
-            let path = handles.files[step.file].path
+            let path = handles.path(step.file)
             guard let source = try step.sources.first(where: { source in
                 try handles.with(step.file) { fd in
                     try Self.fill(step, from: source, into: fd, path: path, prefetched: prefetched, buffer: &buffer)
@@ -304,7 +316,7 @@ public struct PullEngine: Sendable {
                 failed.append(index)
                 continue
             }
-            handles.wrote(step.file)
+            try handles.wrote(step.file)
             // A chunk from disk was reused; one the batch fetched was downloaded all the same.
             counters.withLock {
                 if source != .prefetched { $0.chunksReused += 1 }
@@ -344,14 +356,12 @@ public struct PullEngine: Sendable {
         // on writeback that started as its file's last chunk was written). A package of many
         // files is made durable by one syncfs at the end instead (Self.syncWholeFileSystemFrom).
         let placed = fileEntries
-        try await concurrentForEach(placed.indices, width: Self.fsyncsInFlight) { index in
-            let (entry, place) = (manifest.entries[placed[index]], handles.files[index])
+        // Files finished by their last chunk (StagingFiles' whenWritten) are done already.
+        let unfinished = placed.indices.filter { !handles.isFinished($0) }
+        try await concurrentForEach(unfinished, width: Self.fsyncsInFlight) { index in
+            let entry = manifest.entries[placed[index]]
             try handles.with(index) { fd in
-                try Self.check(fchmod(fd, Self.safeMode(entry.mode)), "set the mode of", place.path)
-                if !wholeFileSystem { try Syscall.fsync(fd, path: place.path) }
-                try Self.check(futimens(fd, [ConfinedDirectory.timeSpec(entry.mtimeNanoseconds),
-                                             ConfinedDirectory.timeSpec(entry.mtimeNanoseconds)]),
-                               "set the modification time of", place.path)
+                try Self.finish(fd, entry, path: handles.path(index), durable: !wholeFileSystem)
             }
             handles.close(index)
         }
@@ -397,6 +407,16 @@ public struct PullEngine: Sendable {
         try state.recordSynced(server: connection.server, container: remote.container, path: name,
                                document: SyncedDocument(version: answer.version, manifest: manifest), files: written)
         return report(name, target, answer.version, manifest, counters.value, manifestBytes: answer.deltaSize, started: started)
+    }
+
+    /// Gives a staged file its version's mode and modification time, fsynced between the two
+    /// when `durable` (else a syncfs of the whole staging copy makes it durable later).
+    static func finish(_ fd: Int32, _ entry: Manifest.Entry, path: String, durable: Bool) throws {
+        try check(fchmod(fd, safeMode(entry.mode)), "set the mode of", path)
+        if durable { try Syscall.fsync(fd, path: path) }
+        try check(futimens(fd, [ConfinedDirectory.timeSpec(entry.mtimeNanoseconds),
+                                ConfinedDirectory.timeSpec(entry.mtimeNanoseconds)]),
+                  "set the modification time of", path)
     }
 
     /// The version a pull of `name` takes (`version`, else the current one), as the server describes it.
@@ -478,7 +498,7 @@ public struct PullEngine: Sendable {
     static let keptBatchBytes = 1 << 20
 
     /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
-    private func download(_ order: [ChunkSourcing.Download], files: StagingFiles,
+    private func download(_ order: ChunkSourcing.Downloads, files: StagingFiles,
                           maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
                           progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
         var batches: [Range<Int>] = []  // of order
@@ -532,9 +552,9 @@ public struct PullEngine: Sendable {
                         let targets = download.targets
                         for target in targets {
                             try files.with(target.file) { fd in
-                                try Self.write(plain, count: plain.count, to: fd, at: target.offset, path: files.files[target.file].path)
+                                try Self.write(plain, count: plain.count, to: fd, at: target.offset, path: files.path(target.file))
                             }
-                            files.wrote(target.file)
+                            try files.wrote(target.file)
                         }
                         let c = counters.withLock { c in
                             c.chunksFetched += 1

@@ -6,34 +6,31 @@ import XferCore
 /// is often 1,024 or 20,000), so a pull never holds a descriptor per file for its whole length;
 /// a file closed early is opened again, beneath the staging copy and never through a symlink,
 /// when a later chunk or the final fsync needs it.
+///
+/// A file of a new staging copy can be created by its first write (``init(root:prefix:paths:limit:writes:creating:whenWritten:)``'s
+/// `creating`: exclusively, so a name that appeared meanwhile is an error, never overwritten), and
+/// finished by its last (`whenWritten`): a file of a small-file package then costs one open
+/// and one close instead of three of each.
 final class StagingFiles: @unchecked Sendable {
-    /// Where one file is: its directory's path below ``root`` and its name there.
-    struct File: Sendable {
-        var directory: [String]
-        var name: String
-        /// What the file's path starts with (one string shared by every file of a pull).
-        var prefix: String
-        /// The rest of its path ("" when `prefix` is the whole of it).
-        var relative: String
-
-        /// The file's path, for messages (made when asked: a pull of 200,000 files would
-        /// otherwise hold 200,000 absolute paths).
-        var path: String { relative.isEmpty ? prefix : prefix + "/" + relative }
-    }
-
     /// The directory the files' paths start from.
     let root: ConfinedDirectory
-    /// Every file, by index.
-    let files: [File]
+    /// `root`'s own path, for messages.
+    let prefix: String
+    /// Every file's path below `root` ("dir/sub/name"), by index: one string a file, shared
+    /// with the manifest's entry (a pull of 200,000 files holds no second copy of their names).
+    let paths: [String]
     /// Descriptors kept open at once (and as many directories).
     let limit: Int
 
     // Guarded by `lock`: open descriptors (with when each was last used and how many calls are
-    // using it now) and directories; how many chunk writes each file still waits for.
+    // using it now) and directories (by path below `root`); how many chunk writes each file still waits for.
     private let lock = NSLock()
     private var descriptors: [Int: Descriptor] = [:]
-    private var directories: [[String]: (directory: ConfinedDirectory, used: Int)] = [:]
+    private var directories: [Substring: (directory: ConfinedDirectory, used: Int)] = [:]
     private var remainingWrites: [Int32]  // by file; 0 once written whole, or when not counted
+    private var toCreate: [Bool]  // by file: not created yet (its first open creates it)
+    private var finished: [Bool]  // by file: finished by `whenWritten`, closed for good
+    private let whenWritten: (Int, Int32) throws -> Bool
     private var tick = 0
 
     private struct Descriptor {
@@ -44,15 +41,28 @@ final class StagingFiles: @unchecked Sendable {
         var closing = false
     }
 
-    /// - Parameter writes: How many chunk writes each file will receive (by index), when known:
-    ///   a file's writeback starts once it has had them all (``wrote(_:)``), so the final
-    ///   fsync finds little left to write. A file given 0 has no writeback started early.
-    init(root: ConfinedDirectory, files: [File], limit: Int = 128, writes: [Int]? = nil) {
+    /// - Parameters:
+    ///   - writes: How many chunk writes each file will receive (by index), when known: once a
+    ///     file has had them all (``wrote(_:)``), `whenWritten` runs. A file given 0 is not counted.
+    ///   - creating: Which files do not exist yet: each is created (`O_EXCL`, mode 0600) by its first open.
+    ///   - whenWritten: Runs with a file open after its last counted write. Returns whether the
+    ///     file is finished: it is closed then and never opened again (``isFinished(_:)``).
+    ///     By default the kernel is asked to start writing the file out (`sync_file_range`),
+    ///     which the final fsync then waits on, and the file is not finished.
+    init(root: ConfinedDirectory, prefix: String, paths: [String], limit: Int = 128, writes: [Int]? = nil, creating: [Bool]? = nil,
+         whenWritten: @escaping (Int, Int32) throws -> Bool = { _, fd in Syscall.startWriteback(fd); return false }) {
         self.root = root
-        self.files = files
+        self.prefix = prefix
+        self.paths = paths
         self.limit = max(1, limit)
-        remainingWrites = writes.map { $0.map { Int32(clamping: $0) } } ?? Array(repeating: 0, count: files.count)
+        self.whenWritten = whenWritten
+        remainingWrites = writes.map { $0.map { Int32(clamping: $0) } } ?? Array(repeating: 0, count: paths.count)
+        toCreate = creating ?? Array(repeating: false, count: paths.count)
+        finished = Array(repeating: false, count: paths.count)
     }
+
+    /// File `index`'s full path, for messages.
+    func path(_ index: Int) -> String { (prefix == "/" ? "" : prefix) + "/" + paths[index] }
 
     deinit { closeAll() }
 
@@ -76,16 +86,23 @@ final class StagingFiles: @unchecked Sendable {
         return try body(fd)
     }
 
-    /// Notes one chunk write to file `index` done; after its last, asks the kernel to start
-    /// writing the file out (`sync_file_range`), which the final fsync then waits on.
-    func wrote(_ index: Int) {
+    /// Notes one chunk write to file `index` done; after its last, runs `whenWritten` on it
+    /// (and closes it if that finished it).
+    func wrote(_ index: Int) throws {
         let last = lock.withLock { () -> Bool in
             guard remainingWrites.indices.contains(index), remainingWrites[index] > 0 else { return false }
             remainingWrites[index] -= 1
             return remainingWrites[index] == 0
         }
-        if last { _ = try? with(index) { Syscall.startWriteback($0) } }
+        guard last else { return }
+        if try with(index, { try whenWritten(index, $0) }) {
+            lock.withLock { finished[index] = true }
+            close(index)
+        }
     }
+
+    /// Whether file `index` was finished by its last write (and is closed for good).
+    func isFinished(_ index: Int) -> Bool { lock.withLock { finished[index] } }
 
     /// Closes file `index` once no call is using it.
     func close(_ index: Int) {
@@ -124,23 +141,31 @@ final class StagingFiles: @unchecked Sendable {
             Foundation.close(oldest.value.fd)
             descriptors[oldest.key] = nil
         }
-        let file = files[index]
-        let fd = try directory(file.directory).openFile(file.name, flags: O_RDWR)
+        if finished[index] {
+            throw XferError(.io, "\(path(index)) was opened after it was finished; nothing was published")
+        }
+        let relative = paths[index]
+        let slash = relative.lastIndex(of: "/")
+        let directory = try directory(slash.map { relative[..<$0] } ?? "")
+        let name = String(slash.map { relative[relative.index(after: $0)...] } ?? relative[...])
+        let fd = try directory.openFile(name, flags: O_RDWR | (toCreate[index] ? O_CREAT | O_EXCL : 0))
+        toCreate[index] = false
         descriptors[index] = Descriptor(fd: fd, used: tick)
         return fd
     }
 
-    private func directory(_ components: [String]) throws -> ConfinedDirectory {
-        if components.isEmpty { return root }
-        if let open = directories[components] {
-            directories[components] = (open.directory, tick)
+    /// The directory at `relative` below `root` ("" for `root` itself), opened beneath it.
+    private func directory(_ relative: Substring) throws -> ConfinedDirectory {
+        if relative.isEmpty { return root }
+        if let open = directories[relative] {
+            directories[relative] = (open.directory, tick)
             return open.directory
         }
         if directories.count >= limit, let oldest = directories.min(by: { $0.value.used < $1.value.used }) {
             directories[oldest.key] = nil  // its descriptor closes when the last user lets go
         }
-        let directory = try root.directory(components, create: false)
-        directories[components] = (directory, tick)
+        let directory = try root.directory(relative.split(separator: "/"), create: false)
+        directories[relative] = (directory, tick)
         return directory
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import XferClient
+@testable import XferClient
 import XferCore
 import XferProtocol
 
@@ -29,6 +29,31 @@ import XferProtocol
             // Pulling again moves nothing.
             let again = try await server.pull("Documents/Project.pkg", server.root + "/dst", from: other)
             #expect(again.chunksFetched == 0 && again.manifestBytes == 0)
+        }
+    }
+
+    /// A package of many files (made durable by one syncfs, each file created by its first
+    /// chunk and finished by its last): content, modes and times all arrive, read-only and
+    /// empty files, files sharing chunks and a file of many chunks included.
+    @Test func aPackageOfManyFilesKeepsContentModesAndTimes() async throws {
+        #expect(PullEngine.syncWholeFileSystemFrom <= 100)
+        try await LiveServer.run { server in
+            let source = server.root + "/many"
+            for index in 0..<100 {
+                let mode = [0o644, 0o444, 0o755, 0o600][index % 4]
+                let bytes = index % 10 == 9 ? [] : Files.random(count: 50 + index * 97, seed: UInt64(index % 30))
+                try Files.write(source + "/d\(index % 6)/f\(index)", bytes, mode: mode)
+                try Files.setMtime(source + "/d\(index % 6)/f\(index)", 1_600_000_000 + Double(index) * 1.5)
+            }
+            try Files.write(source + "/large.bin", Files.random(count: 3 << 20, seed: 77))
+            try FileManager.default.createSymbolicLink(atPath: source + "/d0/link", withDestinationPath: "f6")
+            let pushed = try await server.push(source, "many.pkg")
+            #expect(pushed.files == 102)  // the symlink counts
+            let pulled = try await server.pull("many.pkg", server.root + "/copy", from: server.otherDevice("b"))
+            #expect(pulled.version == 1)
+            #expect(try Files.snapshot(server.root + "/copy") == Files.snapshot(source))
+            // Nothing of the staging copy is left beside it.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: server.root).filter { $0.contains("xfer-") }.isEmpty)
         }
     }
 

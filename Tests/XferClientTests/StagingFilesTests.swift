@@ -9,11 +9,10 @@ import XferCore
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: root + "/a/b", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let places = (0..<6).map { index in
-            StagingFiles.File(directory: index % 2 == 0 ? ["a", "b"] : [], name: "f\(index)", prefix: "f\(index)", relative: "")
-        }
-        for place in places { FileManager.default.createFile(atPath: ([root] + place.directory + [place.name]).joined(separator: "/"), contents: nil) }
-        let files = StagingFiles(root: try ConfinedDirectory(opening: root), files: places, limit: 2)
+        let places = (0..<6).map { index in index % 2 == 0 ? "a/b/f\(index)" : "f\(index)" }
+        for place in places { FileManager.default.createFile(atPath: root + "/" + place, contents: nil) }
+        let files = StagingFiles(root: try ConfinedDirectory(opening: root), prefix: root, paths: places, limit: 2)
+        #expect(files.path(0) == root + "/a/b/f0")
         // Round-robin writes, so every write after the first two reopens a file closed earlier.
         for round in 0..<3 {
             for index in places.indices {
@@ -25,7 +24,7 @@ import XferCore
         files.closeAll()
         #expect(files.openCount == 0)
         for (index, place) in places.enumerated() {
-            let bytes = FileManager.default.contents(atPath: ([root] + place.directory + [place.name]).joined(separator: "/"))
+            let bytes = FileManager.default.contents(atPath: root + "/" + place)
             #expect(bytes.map(Array.init) == [UInt8(index * 10), UInt8(index * 10 + 1), UInt8(index * 10 + 2)])
         }
     }
@@ -36,9 +35,9 @@ import XferCore
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
-        let places = (0..<8).map { StagingFiles.File(directory: [], name: "f\($0)", prefix: "f\($0)", relative: "") }
-        for place in places { FileManager.default.createFile(atPath: root + "/" + place.name, contents: nil) }
-        let files = StagingFiles(root: try ConfinedDirectory(opening: root), files: places, limit: 2,
+        let places = (0..<8).map { "f\($0)" }
+        for place in places { FileManager.default.createFile(atPath: root + "/" + place, contents: nil) }
+        let files = StagingFiles(root: try ConfinedDirectory(opening: root), prefix: root, paths: places, limit: 2,
                                  writes: Array(repeating: 64, count: places.count))
         let failures = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 4) { thread in
@@ -50,7 +49,9 @@ import XferCore
                     } catch {
                         failures.withLock { $0 += 1 }
                     }
-                    if index % 4 == thread { files.wrote(index) }
+                    if index % 4 == thread {
+                        do { try files.wrote(index) } catch { failures.withLock { $0 += 1 } }
+                    }
                 }
             }
         }
@@ -64,9 +65,46 @@ import XferCore
         }
         files.closeAll()
         for (index, place) in places.enumerated() {
-            let bytes = FileManager.default.contents(atPath: root + "/" + place.name)
+            let bytes = FileManager.default.contents(atPath: root + "/" + place)
             #expect(bytes.map(Array.init) == Array(repeating: UInt8(index), count: 64))
         }
+    }
+
+    /// A file not created yet is created by its first open, exclusively (a name found there is
+    /// an error, not overwritten); one finished by its last write is closed and never opened again.
+    @Test func filesAreCreatedByTheirFirstWriteAndFinishedByTheirLast() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let places = (0..<3).map { "f\($0)" }
+        FileManager.default.createFile(atPath: root + "/f2", contents: Data("theirs".utf8))
+        let finishedWith = Locked<[Int]>([])
+        let files = StagingFiles(root: try ConfinedDirectory(opening: root), prefix: root, paths: places, limit: 1, writes: [2, 1, 1],
+                                 creating: [true, true, true]) { index, fd in
+            #expect(fchmod(fd, 0o444) == 0)
+            finishedWith.withLock { $0.append(index) }
+            return index != 1
+        }
+        #expect(!FileManager.default.fileExists(atPath: root + "/f0"))
+        for (offset, byte) in [(Int64(0), UInt8(1)), (1, 2)] {
+            try files.with(0) { fd in try [byte].withUnsafeBytes { try Syscall.pwrite(fd, $0, at: offset, path: "f0") } }
+            // Evicted between the two writes (limit 1): opened again, not created again.
+            try files.with(1) { _ in }
+            #expect(!files.isFinished(0))
+            try files.wrote(0)
+        }
+        #expect(files.isFinished(0) && files.openCount <= 1)
+        #expect(Files.read(root + "/f0") == [1, 2])
+        #expect(throws: XferError.self) { try files.with(0) { _ in } }
+        // whenWritten may leave a file open for more (its final fsync).
+        try files.wrote(1)
+        #expect(!files.isFinished(1))
+        try files.with(1) { _ in }
+        // A name that is there already is not written over.
+        #expect(throws: XferError.self) { try files.with(2) { _ in } }
+        #expect(Files.read(root + "/f2") == Array("theirs".utf8))
+        #expect(finishedWith.value == [0, 1])
+        files.closeAll()
     }
 
     /// More files than a pull keeps open (128): each is whole, none missing.
