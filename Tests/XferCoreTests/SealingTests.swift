@@ -134,7 +134,7 @@ struct SealingTests {
 
     /// Chunk ids as a sealed store keeps them: the same id always the same bytes, read back to
     /// the id, unlike the id's own bytes, another key's unlike; and the same from many threads
-    /// at once (pooled contexts).
+    /// at once.
     @Test func chunkIDsEncipherDeterministicallyAndBackFromAnyThread() throws {
         let cipher = try ChunkIDCipher(key: Array(0..<32))
         let other = try ChunkIDCipher(key: Array(1...32))
@@ -154,6 +154,31 @@ struct SealingTests {
                 for index in stride(from: (lane + round) % 8, to: ids.count, by: 8) {
                     if cipher.encipher(ids[index]) != stored[index] || cipher.decipher(stored[index]) != ids[index] { wrong += 1 }
                 }
+            }
+            mismatches.withLock { $0 += wrong }
+        }
+        #expect(mismatches.value == 0)
+    }
+
+    /// A transaction's contexts give what the cipher gives, many ids in one call or one at a
+    /// time, and one set of them shared by threads at once gives the same.
+    @Test func contextsMadeOnceGiveTheSameBytesBatchedAndShared() throws {
+        let cipher = try ChunkIDCipher(key: Array(0..<32))
+        let ids = (0..<1_000).map { ChunkID.of(Array("id \($0)".utf8)) }
+        let stored = ids.map(cipher.encipher)
+        let contexts = cipher.contexts()
+        #expect(contexts.encipher(ids) == stored)
+        #expect(contexts.encipher([]) == [])
+        #expect(contexts.encipher([ids[7]]) == [stored[7]])
+        #expect(stored.map(contexts.decipher) == ids)
+        #expect(contexts.decipher(Array(repeating: 0, count: 31)) == nil)
+        let mismatches = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { lane in
+            var wrong = 0
+            for round in 0..<5 {
+                let batch = Array(stride(from: (lane + round) % 8, to: ids.count, by: 8))
+                if contexts.encipher(batch.map { ids[$0] }) != batch.map({ stored[$0] }) { wrong += 1 }
+                for index in batch where contexts.decipher(stored[index]) != ids[index] { wrong += 1 }
             }
             mismatches.withLock { $0 += wrong }
         }

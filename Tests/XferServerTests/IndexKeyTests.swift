@@ -70,6 +70,16 @@ import XferProtocol
             try tx.sql.rows("SELECT id FROM account_chunks", []).map { try $0.blob(0) }
         }
         #expect(stored.count == 1100 && Set(stored).isDisjoint(with: Set(ids.map(\.bytes))), "no plain id left")
+        // Batches and row locks go in the order the database sorts what it keeps (the
+        // enciphered bytes), not the ids' own order: every transaction locks in one order.
+        let first = accounts[0]
+        let (ordered, databaseOrder) = try await (sealed as! any SQLMetadataStore).read { tx in
+            (tx.inStoredOrder(ids.reversed() + ids.prefix(5)),
+             try tx.sql.rows("SELECT id FROM account_chunks WHERE account_id = ? ORDER BY id", [.int(first)]).compactMap { try $0.chunkID(0) })
+        }
+        #expect(databaseOrder.count == 600)
+        #expect(ordered.count == 900 && ordered.filter(Set(databaseOrder).contains) == databaseOrder)
+        #expect(ordered != ids.sorted())
 
         // A keyless process on the store stops rather than miss its ids.
         let keyless = try await Self.open(kind, place)

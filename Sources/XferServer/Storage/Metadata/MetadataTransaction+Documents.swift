@@ -17,7 +17,7 @@ extension MetadataTransaction {
         var seen: Set<ChunkID> = []
         let unique = ids.filter { seen.insert($0).inserted }
         var held: Set<ChunkID> = []
-        for batch in unique.batched(atMost: sqlBatchSize) {
+        for batch in inStoredOrder(unique).batched(atMost: sqlBatchSize) {
             for row in try sql.rows("SELECT id FROM account_chunks WHERE account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))",
                                     [.int(account)] + batch.map(\.sqlValue)) {
                 if let id = try row.chunkID(0) { held.insert(id) }
@@ -33,7 +33,7 @@ extension MetadataTransaction {
     /// takes them, so two transactions never deadlock.
     func heldLengths(account: Int64, _ ids: [ChunkID]) throws -> [ChunkID: Int64] {
         var held: [ChunkID: Int64] = [:]
-        for batch in Self.sortedForLocking(ids).batched(atMost: sqlBatchSize) {
+        for batch in inStoredOrder(ids).batched(atMost: sqlBatchSize) {
             for row in try sql.rows("""
                 SELECT id, length FROM account_chunks WHERE account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))
                 ORDER BY id\(dialect.forUpdate)
@@ -44,9 +44,16 @@ extension MetadataTransaction {
         return held
     }
 
-    /// Chunk ids in the order both databases sort blobs (bytewise), so row locks are taken in one order.
-    static func sortedForLocking(_ ids: [ChunkID]) -> [ChunkID] {
-        Array(Set(ids)).sorted()  // ChunkID's `<` is its bytes' order, compared as four words
+    /// The distinct `ids` in the order both databases sort what they keep for them (bytewise;
+    /// a sealed store keeps ids enciphered, so that is the enciphered bytes' order, not the
+    /// ids'). Row locks are then taken in one order by every transaction, batch after batch and
+    /// within each (`ORDER BY id`), so two never deadlock; and a batch's rows are neighbours in
+    /// the index.
+    func inStoredOrder(_ ids: [ChunkID]) -> [ChunkID] {
+        let distinct = Array(Set(ids))
+        // ChunkID's `<` is its bytes' order, compared as four words.
+        guard let storedIDs else { return distinct.sorted() }
+        return zip(storedIDs.storedForms(distinct), distinct).sorted { $0.0 < $1.0 }.map(\.1)
     }
 
     /// The document's row, locked; created first if `create` and it does not exist.
@@ -100,7 +107,7 @@ extension MetadataTransaction {
     /// less (`by: -1`); chunks no version references any more leave the account and its quota.
     func adjustReferences(account: Int64, manifest: Manifest, by delta: Int64) throws {
         var released: Int64 = 0
-        for batch in Self.sortedForLocking(manifest.allChunks.map(\.id)).batched(atMost: sqlBatchSize) {
+        for batch in inStoredOrder(manifest.allChunks.map(\.id)).batched(atMost: sqlBatchSize) {
             let ids = batch.map(\.sqlValue)
             let list = "account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))"
             if delta < 0 {

@@ -43,13 +43,17 @@ struct MetadataTransaction {
     let sql: any SQLSession
     let policy: StorePolicy
     let sealing: SealingKeys?
+    /// How `sql` keeps chunk ids (its ``ChunkIDSession``'s contexts); `nil`: as they are.
+    let storedIDs: ChunkIDCipher.Contexts?
 
     /// A transaction on `session`, chunk ids bound through `ids` (``ChunkIDSession``);
     /// `checkingPlainIDs: false` only where no index key can be looked for (making it, or a
     /// migration from before its table).
     init(sql session: any SQLSession, policy: StorePolicy, sealing: SealingKeys? = nil, ids: ChunkIDCipher? = nil,
          checkingPlainIDs: Bool = true) {
-        sql = ChunkIDSession(base: session, ids: ids, checksPlain: checkingPlainIDs)
+        let bound = ChunkIDSession(base: session, ids: ids, checksPlain: checkingPlainIDs)
+        sql = bound
+        storedIDs = bound.ids
         self.policy = policy
         self.sealing = sealing
     }

@@ -33,13 +33,13 @@ struct SQLRow: Sendable {
     let names: [String]
     let values: [SQLValue]
     /// How chunk ids are kept (set by ``ChunkIDSession``); `nil`: as they are.
-    var ids: ChunkIDCipher? = nil
+    var ids: ChunkIDCipher.Contexts? = nil
 
     /// A chunk id column (``chunkID(_:)-…``): `nil` if it is not an id.
     func chunkID(_ column: String) throws -> ChunkID? { Self.chunkID(try blob(column), ids) }
     func chunkID(_ index: Int) throws -> ChunkID? { Self.chunkID(try blob(index), ids) }
 
-    private static func chunkID(_ stored: [UInt8], _ ids: ChunkIDCipher?) -> ChunkID? {
+    private static func chunkID(_ stored: [UInt8], _ ids: ChunkIDCipher.Contexts?) -> ChunkID? {
         if let ids { return ids.decipher(stored) }
         return ChunkID(bytes: stored)
     }
@@ -200,7 +200,9 @@ extension SQLSession {
 /// or be taken for garbage (docs/SECURITY.md, "Keys and rotation").
 struct ChunkIDSession: SQLSession {
     let base: any SQLSession
-    let ids: ChunkIDCipher?
+    /// The cipher's contexts, made once for this transaction (not one per id: a version of
+    /// 200,000 chunks binds and reads each id several times).
+    let ids: ChunkIDCipher.Contexts?
     private let plainCheck: PlainCheck?
 
     /// Whether this transaction has found its store's ids plain (one look per transaction).
@@ -212,7 +214,7 @@ struct ChunkIDSession: SQLSession {
     /// make the index key or migrate a store from before it (they must not look for it).
     init(base: any SQLSession, ids: ChunkIDCipher?, checksPlain: Bool = true) {
         self.base = base
-        self.ids = ids
+        self.ids = ids?.contexts()
         plainCheck = ids == nil && checksPlain ? PlainCheck() : nil
     }
 
@@ -239,10 +241,11 @@ struct ChunkIDSession: SQLSession {
         }
         // Without a cipher the backends bind an id as it is.
         guard let ids else { return try base.rows(sql, values) }
-        let bound = values.map { value -> SQLValue in
-            guard case .chunkID(let id) = value else { return value }
-            return .blob(ids.encipher(id))
-        }
+        // A statement's ids enciphered in one call.
+        var bound = values
+        let positions = values.indices.filter { if case .chunkID = values[$0] { true } else { false } }
+        let enciphered = ids.encipher(positions.map { if case .chunkID(let id) = values[$0] { id } else { preconditionFailure() } })
+        for (position, stored) in zip(positions, enciphered) { bound[position] = .blob(stored) }
         let rows = try base.rows(sql, bound)
         return rows.map { row in
             var row = row
