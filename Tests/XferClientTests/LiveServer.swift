@@ -151,8 +151,10 @@ enum Backends {
 }
 
 extension SyncEngine {
-    /// Waits (at most `seconds`) for an event `until` matches; whether one came.
-    func awaitEvent(seconds: Int = 30, _ until: @escaping @Sendable (SyncEvent) -> Bool) async -> Bool {
+    /// Waits (at most `seconds`) for an event `until` matches; whether one came. The default
+    /// is long: under CI's load (every suite at once on two cores) a first pass has been seen
+    /// to wait half a minute for a thread; a passing test never waits it out.
+    func awaitEvent(seconds: Int = 90, _ until: @escaping @Sendable (SyncEvent) -> Bool) async -> Bool {
         let events = self.events
         let waiter = Task {
             for await event in events where until(event) { return true }
