@@ -74,6 +74,15 @@ public struct PushOptions: Sendable {
     /// holds (each framed straight into its body, capacity reserved once): 6 MiB pushed the
     /// 1.9 GB libraries as fast as 8 MiB did and peaked 20 MiB lower (docs/PERFORMANCE.md).
     public var uploadBatchBytes = 6 << 20
+    /// Plain bytes per upload request to a server that offers ``ServerFeature/largeUploads``
+    /// (up to ``largeUploadFrames`` chunks): the body is made while it is sent, a megabyte of
+    /// chunks at a time, so this bounds no memory; 200,000 small files go in ~50 requests, not
+    /// ~200, and the server records them in a quarter of the transactions (docs/PERFORMANCE.md).
+    public var largeUploadBytes = 32 << 20
+    /// Chunks per upload request to such a server (it reads up to 16,384). What a request
+    /// holds until it is answered grows with this (about 180 bytes a chunk, its file's path
+    /// among them, for each of ``uploadsInFlight`` requests and the one being gathered).
+    public var largeUploadFrames = 4_096
     /// Chunk ids per "missing" question.
     public var askBatch = 1024
     /// A name for this device, shown to others.
@@ -488,12 +497,21 @@ public struct PushEngine: Sendable {
                              report: @escaping @Sendable () -> Void) async throws {
         let connection = remote.connection
         let policy = options.compression
+        // A server that reads large bodies gets far fewer requests, each made while it is sent;
+        // the first few are small all the same, so a small push still keeps every upload (and
+        // the cores that compress for it) busy at once.
+        let large = await connection.features().contains(.largeUploads)
+        var launched = 0
+        func bodyLimits() -> (bytes: Int, frames: Int) {
+            guard large && launched >= options.uploadsInFlight else { return (options.uploadBatchBytes, ChunkFrameLimits().maximumFrames) }
+            return (options.largeUploadBytes, min(options.largeUploadFrames, ChunkFrameLimits.largeUploadFrames))
+        }
         try await withThrowingTaskGroup(of: Void.self) { uploads in
             var running = 0
             // Charged only for chunks the server lacks: one it has is not sent, so not kept.
             var admission = cache?.admission() ?? ChunkCache.Admission(maximumBytes: 0)
             var body: [Location] = []
-            var bodyBytes = 0
+            var bodyPlain = 0
             func launch() async throws {
                 guard !body.isEmpty else { return }
                 if running >= options.uploadsInFlight {
@@ -502,12 +520,11 @@ public struct PushEngine: Sendable {
                 }
                 let locations = body
                 body = []
-                bodyBytes = 0
+                bodyPlain = 0
                 running += 1
+                launched += 1
                 uploads.addTask {
-                    // The chunks are let go once framed: only the body is held while it is sent.
-                    let (body, sizes, kept) = try Self.frames(locations, policy: policy, cache: cache)
-                    let result = try await connection.upload(frames: body)
+                    let (result, sizes) = try await Self.upload(locations, streamed: large, policy: policy, cache: cache, connection: connection)
                     counters.withLock { $0.sent(sizes, owners: locations.map(\.owner)) }
                     // Chunks sent against a reference the server could not use go again, whole.
                     let unresolved = Set((result.unresolved ?? []).compactMap(ChunkID.init(hex:)))
@@ -515,13 +532,12 @@ public struct PushEngine: Sendable {
                         let again = locations.filter { unresolved.contains($0.id) }.map { location in
                             var whole = location
                             whole.reference = nil
+                            whole.keep = false
                             return whole
                         }
-                        let (body, sizes, _) = try Self.frames(again, policy: policy, cache: nil)
-                        _ = try await connection.upload(frames: body)
+                        let (_, sizes) = try await Self.upload(again, streamed: large, policy: policy, cache: nil, connection: connection)
                         counters.withLock { $0.sent(sizes, owners: again.map(\.owner)) }
                     }
-                    try? cache?.keep(kept)  // a cache that cannot be written costs only bytes next time
                     report()
                 }
             }
@@ -531,8 +547,9 @@ public struct PushEngine: Sendable {
                 for var location in batch where missing.contains(location.id) {
                     location.keep = location.keep && admission.admits(location.length)
                     body.append(location)
-                    bodyBytes += location.length
-                    if bodyBytes >= options.uploadBatchBytes || body.count >= ChunkFrameLimits().maximumFrames { try await launch() }
+                    bodyPlain += location.length
+                    let limits = bodyLimits()
+                    if bodyPlain >= limits.bytes || body.count >= limits.frames { try await launch() }
                 }
             }
             try await launch()
@@ -540,48 +557,29 @@ public struct PushEngine: Sendable {
         }
     }
 
-    /// The upload body of `locations`, each chunk read, compressed (against its reference where
-    /// the cache holds it, else alone) and framed straight into the body, so only the body is
-    /// held (its capacity reserved once: a frame is never larger than its plain chunk plus its
-    /// header); each chunk's payload and plain sizes; and the small files' chunks as the cache
-    /// keeps them (``Location/keep``).
-    private static func frames(_ locations: [Location], policy: CompressionPolicy, cache: ChunkCache?) throws
-        -> (body: [UInt8], sizes: [(payload: Int, plain: Int)], kept: [EncodedChunk]) {
-        var body = ChunkFrames.magic
-        body.reserveCapacity(ChunkFrames.magic.count + locations.reduce(0) { $0 + ChunkFrames.frameHeaderSize + $1.length })
-        var sizes: [(payload: Int, plain: Int)] = []
-        sizes.reserveCapacity(locations.count)
-        var kept: [EncodedChunk] = []
-        // The cache only saves bytes on the wire: if it cannot be read, chunks go whole.
-        let references = (try? cache?.plain(locations.compactMap(\.reference))) ?? [:]
-        var buffer = [UInt8](repeating: 0, count: locations.map(\.length).max() ?? 0)
-        var openFile: (path: String, fd: Int32)? = nil
-        defer { if let openFile { close(openFile.fd) } }
-        for location in locations {
-            if openFile?.path != location.file {
-                if let openFile { close(openFile.fd) }
-                let fd = open(location.file, O_RDONLY | O_CLOEXEC)
-                guard fd >= 0 else { throw XferError(.io, "cannot open \(location.file) to upload it", cause: SystemErrno(errno)) }
-                openFile = (location.file, fd)
-            }
-            let fd = openFile!.fd
-            try buffer.withUnsafeMutableBytes { raw in
-                let plain = UnsafeMutableRawBufferPointer(rebasing: raw[0..<location.length])
-                guard try Syscall.pread(fd, into: plain, at: location.offset, path: location.file) == location.length else {
-                    throw XferError(.io, "\(location.file) changed while it was being pushed (it is shorter now); push again", cause: ChangedWhileRead())
-                }
-                let bytes = UnsafeRawBufferPointer(plain)
-                let chunk: EncodedChunk
-                if let reference = location.reference, reference != location.id, let previous = references[reference] {
-                    chunk = try Zstd.encode(bytes, id: location.id, policy: policy, against: (reference, previous))
-                } else {
-                    chunk = try Zstd.encode(bytes, id: location.id, policy: policy)
-                }
-                ChunkFrames.append(chunk, to: &body)
-                sizes.append((chunk.payload.count, chunk.length))
-                if location.keep { kept.append(try chunk.stored(plain: bytes, policy: policy)) }
-            }
+    /// Uploads `locations`' chunks in one request: made whole when the server reads only
+    /// bodies of 1,024 frames, sent while it is made, a megabyte of chunks at a time, when it
+    /// offers ``ServerFeature/largeUploads``. The small files' chunks go to the cache.
+    /// - Returns: The server's answer, and each chunk's payload and plain sizes.
+    private static func upload(_ locations: [Location], streamed: Bool, policy: CompressionPolicy, cache: ChunkCache?,
+                               connection: ServerConnection) async throws -> (result: UploadResult, sizes: [(payload: Int, plain: Int)]) {
+        let framer = ChunkFramer(locations, policy: policy, cache: cache)
+        let result: UploadResult
+        if streamed {
+            result = try await connection.upload(pieces: {
+                guard let piece = try framer.piece(plainBytes: uploadPieceBytes) else { return nil }
+                try? cache?.keep(piece.kept)  // a cache that cannot be written costs only bytes next time
+                return piece.bytes
+            })
+        } else {
+            // The chunks are let go once framed: only the body is held while it is sent.
+            let whole = try framer.piece(plainBytes: .max)
+            result = try await connection.upload(frames: whole?.bytes ?? ChunkFrames.magic)
+            try? cache?.keep(whole?.kept ?? [])
         }
-        return (body, sizes, kept)
+        return (result, framer.framedSizes)
     }
+
+    /// Plain bytes of chunks framed at a time into a body sent while it is made.
+    static let uploadPieceBytes = 1 << 20
 }

@@ -130,6 +130,41 @@ public final class ServerConnection: Sendable {
         return try WireJSON.decode(UploadResult.self, from: response.readableBytesView)
     }
 
+    /// Uploads a body made a piece at a time while it is sent (chunked, of unknown length), so
+    /// only a piece is held at once: `nextPiece` is called for each until it returns `nil` (the
+    /// first piece starts with the body's magic). Only to a server that offers
+    /// ``ServerFeature/largeUploads``; an error `nextPiece` throws ends the request and is thrown here.
+    public func upload(pieces nextPiece: @escaping @Sendable () throws -> [UInt8]?) async throws -> UploadResult {
+        var request = try makeRequest("POST", "/v1/chunks")
+        request.headers.add(name: "Content-Type", value: "application/octet-stream")
+        request.body = .stream(BodyPieces(make: nextPiece), length: .unknown)
+        let response = try await execute(request)
+        guard (200..<300).contains(response.status.code) else { throw try await Self.error(from: response) }
+        let body: ByteBuffer
+        do {
+            body = try await response.body.collect(upTo: 64 << 20)
+        } catch {
+            throw XferError(.unavailable, "the connection to \(server) broke while reading the answer", cause: DescribedError(error))
+        }
+        return try WireJSON.decode(UploadResult.self, from: body.readableBytesView)
+    }
+
+    /// A request body as the pieces a closure makes, one when the client asks for more.
+    private struct BodyPieces: AsyncSequence, Sendable {
+        typealias Element = ByteBuffer
+        let make: @Sendable () throws -> [UInt8]?
+
+        struct AsyncIterator: AsyncIteratorProtocol {
+            let make: @Sendable () throws -> [UInt8]?
+            mutating func next() async throws -> ByteBuffer? {
+                try Task.checkCancellation()
+                return try make().map { ByteBuffer(bytes: $0) }
+            }
+        }
+
+        func makeAsyncIterator() -> AsyncIterator { AsyncIterator(make: make) }
+    }
+
     /// Commits an announced version.
     public func commit(container: ContainerName, _ request: CommitRequest) async throws -> DocumentInfo {
         try await commit(container: container, body: WireJSON.encode(request))
@@ -352,6 +387,8 @@ public final class ServerConnection: Sendable {
     private func execute(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
         do {
             return try await client.execute(request, timeout: timeout)
+        } catch let error as XferError {
+            throw error  // from a body made while it is sent (upload(pieces:))
         } catch let error as HTTPClientError where error == .cancelled {
             throw XferError(.cancelled, "cancelled")
         } catch is CancellationError {

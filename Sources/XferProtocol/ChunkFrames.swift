@@ -59,6 +59,9 @@ public struct ChunkFrameLimits: Sendable, Hashable {
     public var maximumPayloadLength: Int
     /// Most frames in one body.
     public var maximumFrames: Int
+    /// Most frames in one body for a server that offers ``ServerFeature/largeUploads``
+    /// (``maximumFrames`` is 1,024 by default, what every v1 server reads).
+    public static let largeUploadFrames = 16_384
     /// Largest body.
     public var maximumBodyLength: Int
 

@@ -461,4 +461,8 @@ public enum ServerFeature: String, Sendable, CaseIterable {
     /// `XFDZ` compressed manifest deltas in a commit's `manifest_delta` and, asked for with
     /// `compressed=1`, from the manifest route.
     case compressedManifests = "compressed-manifests"
+    /// Upload bodies of up to ``ChunkFrameLimits/largeUploadFrames`` frames (still at most
+    /// 64 MiB), which may arrive chunked, of unknown length: a push of many small chunks then
+    /// sends them in far fewer requests, and the server records them in far fewer transactions.
+    case largeUploads = "large-uploads"
 }

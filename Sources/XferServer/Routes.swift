@@ -109,7 +109,11 @@ struct Routes: Sendable {
         // The store's time when the request was authenticated, before anything was stored: a
         // chunk deleted by gc after this is not recorded.
         let startedAt = account.authenticatedAt
-        var decoder = ChunkFrameDecoder(limits: limits.frames)
+        var frameLimits = limits.frames
+        if limits.features.contains(.largeUploads) {
+            frameLimits.maximumFrames = max(frameLimits.maximumFrames, ChunkFrameLimits.largeUploadFrames)
+        }
+        var decoder = ChunkFrameDecoder(limits: frameLimits)
         var received = 0
         var stored = 0
         var storedBytes: Int64 = 0
