@@ -290,7 +290,9 @@ public struct PullEngine: Sendable {
                                    creating: fresh ? creating : nil) { index, fd in
             let entry = entries[filesEntries[index]]
             if !wholeFileSystem || entry.size >= Self.writebackFrom { Syscall.startWriteback(fd) }
-            guard wholeFileSystem else { return false }
+            // Only a mode its owner can read and write: a pull resumed from this staging copy
+            // opens the file again to write (a read-only one is given its mode at the end).
+            guard wholeFileSystem, Self.safeMode(entry.mode) & 0o600 == 0o600 else { return false }
             try Self.finish(fd, entry, path: "\(stagingPath)/\(entry.path)", durable: false)
             return true
         }
@@ -343,6 +345,10 @@ public struct PullEngine: Sendable {
 
         try await download(order, files: handles, maximumLength: manifest.chunker.maximumSize,
                            against: against, total: manifest.totalSize, counters: counters, progress: progress)
+        // Every place of every file written, each once: else nothing is published.
+        guard handles.allWritten else {
+            throw XferError(.corruptChunk, "not every chunk of \(name) version \(answer.version) was written; nothing was published")
+        }
         // The download bodies' pages, before the state is written.
         ProcessMemory.returnFreePages(afterFiles: manifest.entries.count, bytes: manifest.totalSize)
 
@@ -524,16 +530,18 @@ public struct PullEngine: Sendable {
                 running += 1
                 group.addTask {
                     let ids = order[batch].map(\.chunk.id)
-                    // Which download each asked chunk is: a map of this request's chunks only.
-                    let asked = Dictionary(zip(ids, batch), uniquingKeysWith: { first, _ in first })
+                    // Which download each asked chunk is: a map of this request's chunks only,
+                    // each taken out as it arrives (a chunk sent twice is refused, so with the
+                    // count of chunks checked, every asked one came).
+                    var asked = Dictionary(zip(ids, batch), uniquingKeysWith: { first, _ in first })
                     let offer = against.offer(for: ids)
                     // Chunks for the cache go to it a megabyte at a time, not a whole body's worth
                     // per request in flight (at the start of a pull of many small files, all of them are).
                     var kept: [EncodedChunk] = []
                     var keptBytes = 0
                     try await connection.download(ids, against: offer.references) { chunk in
-                        guard let index = asked[chunk.id] else {
-                            throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for")
+                        guard let index = asked.removeValue(forKey: chunk.id) else {
+                            throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for or was sent already; nothing was published")
                         }
                         let download = order[index]
                         let before = kept.count

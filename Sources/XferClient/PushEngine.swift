@@ -504,7 +504,8 @@ public struct PushEngine: Sendable {
         var launched = 0
         func bodyLimits() -> (bytes: Int, frames: Int) {
             guard large && launched >= options.uploadsInFlight else { return (options.uploadBatchBytes, ChunkFrameLimits().maximumFrames) }
-            return (options.largeUploadBytes, min(options.largeUploadFrames, ChunkFrameLimits.largeUploadFrames))
+            // Within the server's body limit (64 MiB) and the plain bytes a body may declare.
+            return (min(options.largeUploadBytes, 48 << 20), min(options.largeUploadFrames, ChunkFrameLimits.largeUploadFrames))
         }
         try await withThrowingTaskGroup(of: Void.self) { uploads in
             var running = 0
@@ -525,6 +526,9 @@ public struct PushEngine: Sendable {
                 launched += 1
                 uploads.addTask {
                     let (result, sizes) = try await Self.upload(locations, streamed: large, policy: policy, cache: cache, connection: connection)
+                    guard result.received == locations.count else {
+                        throw XferError(.unavailable, "the server received \(result.received) of the \(locations.count) chunks sent in one request; push again")
+                    }
                     counters.withLock { $0.sent(sizes, owners: locations.map(\.owner)) }
                     // Chunks sent against a reference the server could not use go again, whole.
                     let unresolved = Set((result.unresolved ?? []).compactMap(ChunkID.init(hex:)))

@@ -104,6 +104,9 @@ final class StagingFiles: @unchecked Sendable {
     /// Whether file `index` was finished by its last write (and is closed for good).
     func isFinished(_ index: Int) -> Bool { lock.withLock { finished[index] } }
 
+    /// Whether every counted write came (none is still awaited).
+    var allWritten: Bool { lock.withLock { remainingWrites.allSatisfy { $0 == 0 } } }
+
     /// Closes file `index` once no call is using it.
     func close(_ index: Int) {
         lock.withLock {
@@ -129,6 +132,9 @@ final class StagingFiles: @unchecked Sendable {
     var openCount: Int { lock.withLock { descriptors.count } }
 
     private func descriptor(_ index: Int) throws -> Int32 {
+        if finished[index] {
+            throw XferError(.io, "\(path(index)) was opened after it was finished; nothing was published")
+        }
         tick += 1
         if let open = descriptors[index] {
             // One asked to close while in use and wanted again is kept.
@@ -140,9 +146,6 @@ final class StagingFiles: @unchecked Sendable {
            let oldest = descriptors.lazy.filter({ $0.value.users == 0 }).min(by: { $0.value.used < $1.value.used }) {
             Foundation.close(oldest.value.fd)
             descriptors[oldest.key] = nil
-        }
-        if finished[index] {
-            throw XferError(.io, "\(path(index)) was opened after it was finished; nothing was published")
         }
         let relative = paths[index]
         let slash = relative.lastIndex(of: "/")

@@ -64,6 +64,11 @@ public struct ChunkFrameLimits: Sendable, Hashable {
     public static let largeUploadFrames = 16_384
     /// Largest body.
     public var maximumBodyLength: Int
+    /// Most plain bytes the frames of one body may declare, together: what decoding and
+    /// verifying a body may cost, however small its frames (a few bytes of zstd can declare
+    /// a maximum chunk). By default what 1,024 frames of maximum chunks declare (256 MiB), so
+    /// a body of more frames costs no more than one of 1,024 could.
+    public var maximumPlainBytes: Int
 
     /// Limits for chunks of at most `maximumChunkLength` bytes: up to 1,024 frames and 64 MiB a body.
     /// - Parameter maximumChunkLength: Largest plain chunk accepted.
@@ -73,6 +78,8 @@ public struct ChunkFrameLimits: Sendable, Hashable {
         maximumPayloadLength = maximumChunkLength + maximumChunkLength / 128 + 1024
         self.maximumFrames = maximumFrames
         self.maximumBodyLength = maximumBodyLength
+        maximumPlainBytes = maximumFrames.multipliedReportingOverflow(by: maximumChunkLength).overflow
+            ? Int.max : maximumFrames * maximumChunkLength
     }
 }
 
@@ -87,6 +94,7 @@ public struct ChunkFrameDecoder: Sendable {
     private var sawMagic = false
     private var frames = 0
     private var bodyLength = 0
+    private var plainBytes = 0
 
     /// Creates a decoder at the start of a body.
     /// - Parameter limits: Limits to enforce.
@@ -147,12 +155,16 @@ public struct ChunkFrameDecoder: Sendable {
         guard frames < limits.maximumFrames else {
             throw XferError(.tooLarge, "chunk body has more than \(limits.maximumFrames) frames")
         }
+        guard plainBytes + plainLength <= limits.maximumPlainBytes else {
+            throw XferError(.tooLarge, "chunk body declares more than \(limits.maximumPlainBytes) plain bytes")
+        }
         guard available >= ChunkFrames.frameHeaderSize + payloadLength else { return nil }
         let id = ChunkID(bytes: buffer[header..<(header + 32)])!
         let start = header + ChunkFrames.frameHeaderSize
         let payload = Array(buffer[start..<(start + payloadLength)])
         consumed = start + payloadLength
         frames += 1
+        plainBytes += plainLength
         return EncodedChunk(id: id, length: plainLength, encoding: encoding, payload: payload)
     }
 

@@ -110,8 +110,10 @@ struct Routes: Sendable {
         // chunk deleted by gc after this is not recorded.
         let startedAt = account.authenticatedAt
         var frameLimits = limits.frames
-        if limits.features.contains(.largeUploads) {
-            frameLimits.maximumFrames = max(frameLimits.maximumFrames, ChunkFrameLimits.largeUploadFrames)
+        // More frames a body where offered (unless the operator set a limit of their own); the
+        // plain bytes they may declare stay what 1,024 frames could (maximumPlainBytes).
+        if limits.features.contains(.largeUploads) && frameLimits.maximumFrames == ChunkFrameLimits().maximumFrames {
+            frameLimits.maximumFrames = ChunkFrameLimits.largeUploadFrames
         }
         var decoder = ChunkFrameDecoder(limits: frameLimits)
         var received = 0

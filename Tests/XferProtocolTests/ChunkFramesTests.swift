@@ -78,6 +78,16 @@ import XferProtocol
         var small = ChunkFrameDecoder(limits: ChunkFrameLimits(maximumFrames: 2))
         #expect { _ = try small.feed(ChunkFrames.encode(try Self.chunks())) } throws: { ($0 as? XferError)?.code == .tooLarge }
 
+        // More frames allowed, but not more plain bytes than the default frames could declare.
+        var plainLimited = ChunkFrameLimits(maximumChunkLength: 100, maximumFrames: 2)
+        plainLimited.maximumFrames = 100
+        #expect(plainLimited.maximumPlainBytes == 200)
+        let declared = (0..<3).map { EncodedChunk(id: ChunkID.of([UInt8($0)]), length: 90, encoding: .raw, payload: [UInt8](repeating: UInt8($0), count: 90)) }
+        var overPlain = ChunkFrameDecoder(limits: plainLimited)
+        #expect { _ = try overPlain.feed(ChunkFrames.encode(declared)) } throws: { ($0 as? XferError)?.code == .tooLarge }
+        var withinPlain = ChunkFrameDecoder(limits: plainLimited)
+        #expect(try withinPlain.feed(ChunkFrames.encode(Array(declared.prefix(2)))).count == 2)
+
         var tiny = ChunkFrameDecoder(limits: ChunkFrameLimits(maximumBodyLength: 100))
         #expect { _ = try tiny.feed([UInt8](repeating: 0, count: 101)) } throws: { ($0 as? XferError)?.code == .tooLarge }
     }
