@@ -237,7 +237,7 @@ import XferProtocol
                 return false
             }
             let timeout = Task {
-                try await Task.sleep(for: .seconds(30))
+                try await Task.sleep(for: .seconds(90))
                 events.cancel()
             }
             defer { timeout.cancel() }
