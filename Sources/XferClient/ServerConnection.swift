@@ -138,14 +138,7 @@ public final class ServerConnection: Sendable {
         var request = try makeRequest("POST", "/v1/chunks")
         request.headers.add(name: "Content-Type", value: "application/octet-stream")
         request.body = .stream(BodyPieces(make: nextPiece), length: .unknown)
-        let response = try await execute(request)
-        guard (200..<300).contains(response.status.code) else { throw try await Self.error(from: response) }
-        let body: ByteBuffer
-        do {
-            body = try await response.body.collect(upTo: 64 << 20)
-        } catch {
-            throw XferError(.unavailable, "the connection to \(server) broke while reading the answer", cause: DescribedError(error))
-        }
+        let body = try await answer(to: request).1
         return try WireJSON.decode(UploadResult.self, from: body.readableBytesView)
     }
 
@@ -365,6 +358,11 @@ public final class ServerConnection: Sendable {
                                  authenticated: Bool = true, limit: Int = 64 << 20) async throws -> (HTTPClientResponse, ByteBuffer) {
         var request = try makeRequest(method, route, body: body, authenticated: authenticated)
         if let contentType, body != nil { request.headers.add(name: "Content-Type", value: contentType) }
+        return try await answer(to: request, limit: limit)
+    }
+
+    /// Sends `request` and reads its whole answer (at most `limit` bytes); an error status is thrown as its xfer error.
+    private func answer(to request: HTTPClientRequest, limit: Int = 64 << 20) async throws -> (HTTPClientResponse, ByteBuffer) {
         let response = try await execute(request)
         guard (200..<300).contains(response.status.code) else { throw try await Self.error(from: response) }
         do {

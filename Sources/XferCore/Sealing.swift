@@ -454,7 +454,19 @@ public final class ChunkIDCipher: @unchecked Sendable {  // the template context
 
         /// The bytes a store keeps for each of `ids`, in order: one cipher call for all of them.
         public func encipher(_ ids: [ChunkID]) -> [[UInt8]] {
-            guard !ids.isEmpty else { return [] }
+            let output = enciphered(ids)
+            return (0..<ids.count).map { Array(output[$0 * ChunkID.byteCount..<($0 + 1) * ChunkID.byteCount]) }
+        }
+
+        /// The bytes a store keeps for each of `ids`, as ids (the order a database sorts them
+        /// in is theirs: ``ChunkID``'s `<` is bytewise).
+        public func storedForms(_ ids: [ChunkID]) -> [ChunkID] {
+            let output = enciphered(ids)
+            return (0..<ids.count).map { ChunkID(bytes: output[$0 * ChunkID.byteCount..<($0 + 1) * ChunkID.byteCount])! }
+        }
+
+        /// `ids`' stored bytes, one after another.
+        private func enciphered(_ ids: [ChunkID]) -> [UInt8] {
             let size = ChunkID.byteCount
             var input = [UInt8](repeating: 0, count: ids.count * size)
             input.withUnsafeMutableBytes { buffer in
@@ -468,13 +480,7 @@ public final class ChunkIDCipher: @unchecked Sendable {  // the template context
                     output.withUnsafeMutableBytes { ChunkIDCipher.update(encrypting, inBytes, into: $0) }
                 }
             }
-            return (0..<ids.count).map { Array(output[$0 * size..<($0 + 1) * size]) }
-        }
-
-        /// The bytes a store keeps for each of `ids`, as ids (the order a database sorts them
-        /// in is theirs: ``ChunkID``'s `<` is bytewise).
-        public func storedForms(_ ids: [ChunkID]) -> [ChunkID] {
-            encipher(ids).map { ChunkID(bytes: $0)! }
+            return output
         }
 
         /// The id whose stored bytes these are; `nil` if they are not 32 bytes.

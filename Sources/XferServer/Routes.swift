@@ -109,13 +109,7 @@ struct Routes: Sendable {
         // The store's time when the request was authenticated, before anything was stored: a
         // chunk deleted by gc after this is not recorded.
         let startedAt = account.authenticatedAt
-        var frameLimits = limits.frames
-        // More frames a body where offered (unless the operator set a limit of their own); the
-        // plain bytes they may declare stay what 1,024 frames could (maximumPlainBytes).
-        if limits.features.contains(.largeUploads) && frameLimits.maximumFrames == ChunkFrameLimits().maximumFrames {
-            frameLimits.maximumFrames = ChunkFrameLimits.largeUploadFrames
-        }
-        var decoder = ChunkFrameDecoder(limits: frameLimits)
+        var decoder = ChunkFrameDecoder(limits: limits.uploadFrames)
         var received = 0
         var stored = 0
         var storedBytes: Int64 = 0

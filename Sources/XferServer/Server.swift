@@ -47,6 +47,17 @@ public struct ServerLimits: Sendable, Hashable {
     /// client sends one of them what it cannot read (`xfer serve --without-feature NAME`).
     public var features = Set(ServerFeature.allCases)
 
+    /// The frame limits of an upload body: ``frames``, with ``ChunkFrameLimits/largeUploadFrames``
+    /// where ``ServerFeature/largeUploads`` is offered and the frame count was left at its
+    /// default; the plain bytes a body may declare stay what the default frames could.
+    var uploadFrames: ChunkFrameLimits {
+        var limits = frames
+        if features.contains(.largeUploads) && limits.maximumFrames == ChunkFrameLimits().maximumFrames {
+            limits.maximumFrames = ChunkFrameLimits.largeUploadFrames
+        }
+        return limits
+    }
+
     /// Default limits.
     public init() {}
 
