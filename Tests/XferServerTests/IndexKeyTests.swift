@@ -9,12 +9,25 @@ import XferProtocol
 /// backend this run can reach; every id is found again through the index key, and a process
 /// without keys on it stops.
 @Suite struct IndexKeyTests {
-    /// Opens the store of `kind` at `place` (a directory for SQLite, a schema for PostgreSQL).
-    static func open(_ kind: String, _ place: String, sealing: SealingKeys? = nil) async throws -> any MetadataStore {
+    /// Opens the store of `kind` at `place` (a directory for SQLite, a schema for PostgreSQL),
+    /// migrated up to `last` if named.
+    static func open(_ kind: String, _ place: String, sealing: SealingKeys? = nil, migratingUpTo last: String? = nil) async throws -> any MetadataStore {
         if kind == "postgres", let url = MetadataStoreTests.postgres {
-            return try await PostgresMetadataStore(url: url, schema: place, sealing: sealing)
+            return try await PostgresMetadataStore(url: url, schema: place, sealing: sealing, migratingUpTo: last)
         }
-        return try SQLiteMetadataStore(path: place + "/metadata.sqlite", sealing: sealing)
+        return try SQLiteMetadataStore(path: place + "/metadata.sqlite", sealing: sealing, migratingUpTo: last)
+    }
+
+    /// Every chunk record, paged through `page` at a time.
+    static func allRecords(_ store: any MetadataStore, page size: Int) async throws -> [ChunkRecordRow] {
+        var records: [ChunkRecordRow] = []
+        var cursor: ChunkRecordKey? = nil
+        while true {
+            let page = try await store.chunkRecords(after: cursor, limit: size)
+            guard let last = page.last else { return records }
+            records += page
+            cursor = ChunkRecordKey(account: last.account, id: last.id)
+        }
     }
 
     @Test(arguments: MetadataStoreTests.backends)
@@ -51,14 +64,7 @@ import XferProtocol
         var listed: [ChunkID] = []
         for shard in UInt8.min...UInt8.max { listed += try await sealed.locations(shard: shard).map(\.id) }
         #expect(listed.count == 900 && Set(listed) == Set(ids), "each location listed once")
-        var records: [ChunkRecordRow] = []
-        var cursor: ChunkRecordKey? = nil
-        while true {
-            let page = try await sealed.chunkRecords(after: cursor, limit: 97)
-            guard let last = page.last else { break }
-            records += page
-            cursor = ChunkRecordKey(account: last.account, id: last.id)
-        }
+        let records = try await Self.allRecords(sealed, page: 97)
         #expect(records.count == 1100, "600 + 500 account rows, each once")
         #expect(Set(records.filter { $0.account == accounts[1] }.map(\.id)) == Set(chunks.suffix(500).map(\.id)))
         // The deletion mark was enciphered too: stored as other bytes, read back as the id.

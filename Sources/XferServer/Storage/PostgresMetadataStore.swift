@@ -38,7 +38,14 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
     ///   - sealing: Keys that seal manifests at rest.
     /// - Throws: `invalid_configuration` for a bad URL, `io` if the database cannot be reached.
     ///   A `?schema=NAME` in the URL does the same (one database, several deployments).
-    public init(url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil) async throws {
+    public convenience init(url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil) async throws {
+        try await self.init(url: url, policy: policy, schema: schema, sealing: sealing, migratingUpTo: nil)
+    }
+
+    /// Test seam for migrations: `migratingUpTo` stops after the migration of that name, so a
+    /// test can fill a schema laid out as an older release left it.
+    package init(url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil,
+                 migratingUpTo last: String?) async throws {
         let schema = schema ?? URLComponents(string: url)?.queryItems?.first { $0.name == "schema" }?.value
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
               let host = components.host, let user = components.user else {
@@ -65,7 +72,7 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
         self.logger = logger
         do {
             if let schema { try await client.query("CREATE SCHEMA IF NOT EXISTS \(unescaped: schema)") }
-            try await migrate()
+            try await migrate(upTo: last)
             if let sealing {
                 let policy = policy
                 ids = try await writing { try MetadataTransaction(sql: $0, policy: policy, checkingPlainIDs: false).indexKey(sealing) }
@@ -162,9 +169,22 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             CREATE TABLE container_keys (container_id BIGINT PRIMARY KEY REFERENCES containers(id),
                                          wrapped BYTEA NOT NULL, key_id TEXT NOT NULL, updated_at BIGINT NOT NULL)
             """),
+        // As SQLite's v10: locations name their pack by number, holdings are keyed by chunk first.
+        ("v8: compact chunk index", """
+            CREATE TABLE packs (id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, recorded_at BIGINT NOT NULL);
+            INSERT INTO packs (name, recorded_at) SELECT pack, MAX(recorded_at) FROM chunk_locations GROUP BY pack ORDER BY MIN(recorded_at);
+            ALTER TABLE chunk_locations ADD COLUMN pack_id BIGINT;
+            UPDATE chunk_locations l SET pack_id = p.id FROM packs p WHERE p.name = l.pack;
+            ALTER TABLE chunk_locations ALTER COLUMN pack_id SET NOT NULL;
+            DROP INDEX chunk_locations_by_pack;
+            ALTER TABLE chunk_locations DROP COLUMN pack, DROP COLUMN recorded_at;
+            CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack_id);
+            ALTER TABLE account_chunks DROP CONSTRAINT account_chunks_pkey, ADD PRIMARY KEY (id, account_id);
+            DROP INDEX account_chunks_by_id
+            """),
     ]
 
-    func migrate() async throws {
+    func migrate(upTo last: String? = nil) async throws {
         try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(7303)", logger: logger)
             try await connection.query("CREATE TABLE IF NOT EXISTS xfer_migrations (name TEXT PRIMARY KEY)", logger: logger)
@@ -176,6 +196,7 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
                 try await connection.query("INSERT INTO xfer_migrations (name) VALUES (\(name))", logger: logger)
+                if name == last { break }
             }
         }
     }

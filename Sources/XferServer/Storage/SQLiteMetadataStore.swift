@@ -22,7 +22,13 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
     ///   enciphered, the first time a store is given keys). ``ServerData/open(_:policy:sealing:use:metadata:packs:)``
     ///   checks them against the ones the store records.
     /// - Throws: `io` if it cannot be opened.
-    public init(path: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil) throws {
+    public convenience init(path: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil) throws {
+        try self.init(path: path, policy: policy, sealing: sealing, migratingUpTo: nil)
+    }
+
+    /// Test seam for migrations: `migratingUpTo` stops after the migration of that name, so a
+    /// test can fill a database laid out as an older release left it.
+    package init(path: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil, migratingUpTo last: String?) throws {
         self.policy = policy
         self.sealing = sealing
         var configuration = Configuration()
@@ -38,7 +44,7 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
             // prepareDatabase: under NORMAL a commit is synced only at the next checkpoint, so a
             // power cut could take back commits already answered. Every commit is synced here.
             try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
-            try Self.migrator.migrate(pool)
+            if let last { try Self.migrator.migrate(pool, upTo: last) } else { try Self.migrator.migrate(pool) }
         } catch {
             throw XferError(.io, "cannot open the metadata database \(path)", cause: DescribedError(error))
         }
@@ -185,6 +191,36 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
             try db.execute(sql: """
                 CREATE TABLE container_keys (container_id INTEGER PRIMARY KEY REFERENCES containers(id),
                                              wrapped BLOB NOT NULL, key_id TEXT NOT NULL, updated_at INTEGER NOT NULL)
+                """)
+        }
+        migrator.registerMigration("v10: compact chunk index") { db in
+            // Each upload inserts rows keyed by random chunk ids, so a batch dirties pages all
+            // over these trees and the WAL writes every one of them again: smaller trees, fewer
+            // pages. A location names its pack by number (the name and the time it was recorded
+            // are the pack's, in `packs`), and a holding is keyed by the chunk first, which also
+            // serves the look-ups by chunk alone that needed a second index (docs/PERFORMANCE.md,
+            // issue 15's ninth step).
+            try db.execute(sql: """
+                CREATE TABLE packs (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, recorded_at INTEGER NOT NULL);
+                INSERT INTO packs (name, recorded_at) SELECT pack, MAX(recorded_at) FROM chunk_locations GROUP BY pack ORDER BY MIN(recorded_at);
+                CREATE TABLE chunk_locations_v10 (id BLOB PRIMARY KEY, pack_id INTEGER NOT NULL, "offset" INTEGER NOT NULL,
+                                                  length INTEGER NOT NULL) WITHOUT ROWID;
+                INSERT INTO chunk_locations_v10 (id, pack_id, "offset", length)
+                    SELECT l.id, p.id, l."offset", l.length FROM chunk_locations l JOIN packs p ON p.name = l.pack;
+                DROP TABLE chunk_locations;
+                ALTER TABLE chunk_locations_v10 RENAME TO chunk_locations;
+                CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack_id);
+                CREATE TABLE account_chunks_v10 (
+                    id BLOB NOT NULL,
+                    account_id INTEGER NOT NULL,
+                    length INTEGER NOT NULL,
+                    refs INTEGER NOT NULL DEFAULT 0,
+                    added_at INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (id, account_id)) WITHOUT ROWID;
+                INSERT INTO account_chunks_v10 (id, account_id, length, refs, added_at)
+                    SELECT id, account_id, length, refs, added_at FROM account_chunks;
+                DROP TABLE account_chunks;
+                ALTER TABLE account_chunks_v10 RENAME TO account_chunks;
                 """)
         }
         return migrator

@@ -56,6 +56,13 @@ extension MetadataTransaction {
         return zip(storedIDs.storedForms(distinct), distinct).sorted { $0.0 < $1.0 }.map(\.1)
     }
 
+    /// `items` (distinct ids) in ``inStoredOrder(_:)``: rows inserted in the order the index
+    /// keeps them fill its pages one after another instead of seeking all over it.
+    func inStoredOrder<T>(_ items: [T], id: (T) -> ChunkID) -> [T] {
+        let order = Dictionary(inStoredOrder(items.map(id)).enumerated().map { ($1, $0) }) { first, _ in first }
+        return items.sorted { order[id($0)]! < order[id($1)]! }
+    }
+
     /// The document's row, locked; created first if `create` and it does not exist.
     func documentRow(container: Int64, path: DocumentPath, create: Bool) throws -> DocumentRow? {
         if create {

@@ -94,8 +94,9 @@ extension SQLMetadataStore {
     public func accounts() async throws -> [AccountUsage] {
         try await read { tx in
             try tx.sql.rows("""
-                SELECT a.id, a.name, a.used, CAST((SELECT COALESCE(SUM(length), 0) FROM account_chunks WHERE account_id = a.id) AS BIGINT) AS held
-                FROM accounts a ORDER BY a.id
+                SELECT a.id, a.name, a.used, CAST(COALESCE(h.held, 0) AS BIGINT) AS held
+                FROM accounts a LEFT JOIN (SELECT account_id, SUM(length) AS held FROM account_chunks GROUP BY account_id) h ON h.account_id = a.id
+                ORDER BY a.id
                 """).map {
                 AccountUsage(id: try $0.int("id"), name: try $0.text("name"), used: try $0.int("used"), held: try $0.int("held"))
             }

@@ -33,7 +33,7 @@ extension SQLMetadataStore {
             let bytes = fresh.reduce(Int64(0)) { $0 + Int64($1.length) }
             _ = try QuotaRules.charge(adding: bytes, used: try row.int("used"), quota: try row.int("quota"))
             let now = MetadataTransaction.now()
-            for batch in fresh.batched(atMost: sqlBatchSize) {
+            for batch in tx.inStoredOrder(fresh, id: \.id).batched(atMost: sqlBatchSize) {
                 try tx.sql.rows("INSERT INTO account_chunks (account_id, id, length, added_at) VALUES \(sqlRows("?, ?, ?, ?", count: batch.count))",
                                 batch.flatMap { [.int(account), $0.id.sqlValue, .int(Int64($0.length)), .int(now)] })
             }

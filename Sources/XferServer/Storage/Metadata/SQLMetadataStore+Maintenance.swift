@@ -110,9 +110,9 @@ extension SQLMetadataStore {
     public func chunkRecords(after: ChunkRecordKey?, limit: Int) async throws -> [ChunkRecordRow] {
         try await read { tx in
             try tx.sql.rows("""
-                SELECT account_id, id, length, refs FROM account_chunks WHERE (account_id, id) > (?, ?)
-                ORDER BY account_id, id LIMIT ?
-                """, after?.account ?? -1, after.map { $0.id as any SQLBindable } ?? [UInt8](), limit).compactMap { row in
+                SELECT account_id, id, length, refs FROM account_chunks WHERE (id, account_id) > (?, ?)
+                ORDER BY id, account_id LIMIT ?
+                """, after.map { $0.id as any SQLBindable } ?? [UInt8](), after?.account ?? -1, limit).compactMap { row in
                 guard let id = try row.chunkID("id") else { return nil }
                 return ChunkRecordRow(account: try row.int("account_id"), id: id, length: try row.int("length"), refs: try row.int("refs"))
             }

@@ -35,6 +35,11 @@ extension SQLMetadataStore {
         let (policy, sealing, ids) = (policy, sealing, ids)
         return try await writing { try body(MetadataTransaction(sql: $0, policy: policy, sealing: sealing, ids: ids)) }
     }
+
+    /// Test seam: one statement, as it is (ids bound as given), in a transaction of its own.
+    func execute(_ statement: String, _ values: [SQLValue]) async throws {
+        _ = try await writing { try $0.rows(statement, values).count }
+    }
 }
 
 /// One transaction of the metadata store: the row operations the rules are made of, written
