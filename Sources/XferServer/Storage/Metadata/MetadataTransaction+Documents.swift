@@ -50,17 +50,16 @@ extension MetadataTransaction {
     /// within each (`ORDER BY id`), so two never deadlock; and a batch's rows are neighbours in
     /// the index.
     func inStoredOrder(_ ids: [ChunkID]) -> [ChunkID] {
-        let distinct = Array(Set(ids))
-        // ChunkID's `<` is its bytes' order, compared as four words.
-        guard let storedIDs else { return distinct.sorted() }
-        return zip(storedIDs.storedForms(distinct), distinct).sorted { $0.0 < $1.0 }.map(\.1)
+        inStoredOrder(Array(Set(ids))) { $0 }
     }
 
-    /// `items` (distinct ids) in ``inStoredOrder(_:)``: rows inserted in the order the index
-    /// keeps them fill its pages one after another instead of seeking all over it.
+    /// `items` in the order of their ids as ``inStoredOrder(_:)`` gives it: rows inserted in
+    /// the order the index keeps them fill its pages one after another instead of splitting
+    /// pages all over it.
     func inStoredOrder<T>(_ items: [T], id: (T) -> ChunkID) -> [T] {
-        let order = Dictionary(inStoredOrder(items.map(id)).enumerated().map { ($1, $0) }) { first, _ in first }
-        return items.sorted { order[id($0)]! < order[id($1)]! }
+        // ChunkID's `<` is its bytes' order, compared as four words.
+        guard let storedIDs else { return items.sorted { id($0) < id($1) } }
+        return zip(storedIDs.storedForms(items.map(id)), items).sorted { $0.0 < $1.0 }.map(\.1)
     }
 
     /// The document's row, locked; created first if `create` and it does not exist.
