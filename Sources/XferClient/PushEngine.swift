@@ -157,18 +157,30 @@ public struct PushEngine: Sendable {
             }
             let (top, kind) = (snapshot.top, snapshot.kind)
             var chunkLists = try snapshot.knownChunks(state, synced: synced?.manifest)
-            let syncedVersion = synced?.version
             var serverCurrent: DocumentInfo? = nil
             if options.force { serverCurrent = try? await connection.stat(container: remote.container, path: name) }
-            let baseVersion = PushDecisions.baseVersion(synced: syncedVersion, force: options.force, serverCurrent: serverCurrent)
+            // What the server is taken to hold of this document: the version this root synced,
+            // unless the server says otherwise below. (The root's own records, its chunk lists
+            // and names, stay `synced`'s whatever the server says: they describe local files.)
+            var basis = synced
+            var baseVersion = PushDecisions.baseVersion(synced: basis?.version, force: options.force, serverCurrent: serverCurrent)
             let total = snapshot.totalSize
 
-            // Nothing changed since this root last synced: no version to make, nothing to send.
+            // Nothing changed since this root last synced: no version to make, nothing to send,
+            // once the server confirms it still holds that version as this root knows it. One that
+            // does not (another server at this URL, one restored from an older backup, a version
+            // dropped since) gets the push in full, as if this root had never synced there: a push
+            // that sends nothing must not leave the user believing the server has their files.
             if let synced, PushDecisions.isNoOp(force: options.force, synced: synced, baseVersion: baseVersion,
                                            unchanged: snapshot.isUnchanged(since: synced, chunks: chunkLists)) {
-                var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
-                report.committed = false
-                return report
+                let held = try? await connection.stat(container: remote.container, path: name, version: synced.version)
+                if PushDecisions.holds(held, synced) {
+                    var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+                    report.committed = false
+                    return report
+                }
+                basis = nil
+                baseVersion = nil
             }
 
             // Metadata ahead of data: other devices see the pending version before any chunk moves.
@@ -179,7 +191,7 @@ public struct PushEngine: Sendable {
             var toHash = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
 
             // 3. Chunks the server surely has (the base version's) are never asked about.
-            let onServer = PushDecisions.onServer(baseVersion: baseVersion, synced: synced)
+            let onServer = PushDecisions.onServer(baseVersion: baseVersion, synced: basis)
             let (initial, queued) = PushDecisions.initialUpload(chunkLists, path: { snapshot.fullPath(snapshot.tree[$0]) }, onServer: onServer)
             let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : snapshot.stamps[$1]?.size ?? 0) }
             let counters = Locked(Counters(bytesHashed: unchangedBytes))
@@ -225,9 +237,9 @@ public struct PushEngine: Sendable {
 
             // The delta is against the version this root holds, which the server keeps.
             let digest = manifest.digest  // (its encoding is let go before the delta is made)
-            var delta = features.contains(.compressedManifests) ? manifest.compressedDelta(against: synced?.manifest)
-                                                                : manifest.delta(against: synced?.manifest)
-            let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: synced?.version,
+            var delta = features.contains(.compressedManifests) ? manifest.compressedDelta(against: basis?.manifest)
+                                                                : manifest.delta(against: basis?.manifest)
+            let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: basis?.version,
                                         manifestDelta: [], manifestDigest: digest)
             let body = request.body(delta: delta)
             let deltaSize = delta.count

@@ -38,6 +38,26 @@ import XferProtocol
         #expect(!PushDecisions.isNoOp(force: false, synced: nil, baseVersion: nil, unchanged: true))
     }
 
+    @Test func aNoOpNeedsTheServerToHoldTheSyncedVersionAsThisRootKnowsIt() throws {
+        let synced = try Self.synced(4, [Self.chunk(1)])
+        func held(_ version: Int64, _ state: VersionState, digest: String?) throws -> DocumentInfo {
+            var info = try Self.info(version, state)
+            info.manifestDigest = digest
+            return info
+        }
+        let digest = synced.manifest.digest.hex
+        #expect(PushDecisions.holds(try held(4, .current, digest: digest), synced))
+        #expect(PushDecisions.holds(try held(4, .superseded, digest: digest), synced), "another device pushed since: this root's copy is still there")
+        #expect(PushDecisions.holds(try held(4, .conflict, digest: digest), synced))
+        #expect(!PushDecisions.holds(nil, synced), "the server has no such version (a fresh server at the same address)")
+        #expect(!PushDecisions.holds(try held(4, .current, digest: try Self.synced(4, [Self.chunk(2)]).manifest.digest.hex), synced),
+                "the same number with other content (another deployment)")
+        #expect(!PushDecisions.holds(try held(4, .current, digest: nil), synced))
+        #expect(!PushDecisions.holds(try held(4, .deleted, digest: digest), synced))
+        #expect(!PushDecisions.holds(try held(4, .uploading, digest: digest), synced))
+        #expect(!PushDecisions.holds(try held(5, .current, digest: digest), synced))
+    }
+
     @Test func theBaseVersionsChunksAreNeverSentAndTheRestGoOnce() throws {
         let a = Self.chunk(1), b = Self.chunk(2, 20), c = Self.chunk(3, 5)
         let synced = try Self.synced(2, [a])

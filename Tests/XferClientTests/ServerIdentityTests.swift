@@ -59,6 +59,39 @@ import XferServer
         }
     }
 
+    /// `xfer push` of a root unchanged since it synced sends nothing only if the server still
+    /// holds that version: a fresh server at the same address (or one restored from a backup
+    /// taken before the push) gets the whole push, and the user's files are then really there.
+    @Test(arguments: [false, true])
+    func anUnchangedPushToAServerThatLacksItsVersionSendsEverything(restored: Bool) async throws {
+        try await Self.withSwappableServer(restored: restored) { root, remote, second, _ in
+            let tree = root + "/tree"
+            for index in 0..<4 { try Files.write(tree + "/dir\(index % 2)/file\(index).bin", Files.random(count: 30_000 + index, seed: UInt64(index))) }
+            let name = try DocumentPath("Documents/tree")
+            let first = try await PushEngine(remote: remote).push(tree, as: name)
+            #expect(first.committed && first.chunksSent > 0)
+            let again = try await PushEngine(remote: remote).push(tree, as: name)
+            #expect(!again.committed && again.chunksSent == 0, "the same server holds it: nothing to do")
+
+            #expect(try await PushEngine(remote: remote).plan(tree, as: name).action == .unchanged)
+            second.withLock { $0 = true }
+            let plan = try await PushEngine(remote: remote).plan(tree, as: name)
+            #expect(plan.action == .create && plan.filesToRead == 4, "--dry-run says the same: \(plan.reason)")
+            let moved = try await PushEngine(remote: remote).push(tree, as: name)
+            #expect(moved.committed, "the server at this address lacks the version this root synced")
+            #expect(moved.chunksSent == first.chunksSent)
+            let pulled = root + "/pulled"
+            _ = try await PullEngine(remote: Remote(connection: remote.connection, container: remote.container, stateDirectory: root + "/state-pull"))
+                .pull(name, into: pulled)
+            for index in 0..<4 {
+                let path = "/dir\(index % 2)/file\(index).bin"
+                #expect(try Files.read(pulled + path) == Files.read(tree + path))
+            }
+            let settled = try await PushEngine(remote: remote).push(tree, as: name)
+            #expect(!settled.committed && settled.chunksSent == 0, "and once it holds it, a push does nothing again")
+        }
+    }
+
     @Test func aFreshServerAtTheSameAddressDeletesNothing() async throws {
         try await Self.withSwappableServer { root, remote, second, servers in
             let directory = root + "/synced"
