@@ -52,6 +52,16 @@ public struct SyncedDocument: Sendable, Hashable {
     public var version: Int64
     /// Its manifest.
     public var manifest: Manifest
+
+    /// Whether the server holds this version as this root knows it: `answer` (the server's
+    /// description of that version number, `nil` if it has none) is committed and has the same
+    /// manifest. Another server at the same address, or one restored from an older backup, may
+    /// answer for the number with other content, or not at all. What this root skips sending,
+    /// or deletes locally, on the ground that the server has it, waits for this.
+    public func isHeld(by answer: DocumentInfo?) -> Bool {
+        guard let answer, answer.version == version, [.current, .superseded, .conflict].contains(answer.state) else { return false }
+        return answer.manifestDigest == manifest.digest.hex
+    }
 }
 
 /// A client state database: one SQLite file holding the state of one or more roots (a pushed

@@ -21,15 +21,6 @@ enum PushDecisions {
         return baseVersion == synced.version && unchanged
     }
 
-    /// Whether the server still holds the version this root synced, as this root knows it:
-    /// `held` (the server's answer for that version number, `nil` if it has none) is committed
-    /// and has the same manifest. Another server at the same URL, or one restored from an older
-    /// backup, may answer for the number with other content, or not at all.
-    static func holds(_ held: DocumentInfo?, _ synced: SyncedDocument) -> Bool {
-        guard let held, held.version == synced.version, [.current, .superseded, .conflict].contains(held.state) else { return false }
-        return held.manifestDigest == synced.manifest.digest.hex
-    }
-
     /// The chunks the server surely holds for this account: those of the base version, when
     /// that is the version this root holds (the server keeps a version's chunks while it is
     /// kept). Never asked about, never sent: by prefix, as a chunk taken for one of them by

@@ -174,7 +174,7 @@ public struct PushEngine: Sendable {
             if let synced, PushDecisions.isNoOp(force: options.force, synced: synced, baseVersion: baseVersion,
                                            unchanged: snapshot.isUnchanged(since: synced, chunks: chunkLists)) {
                 let held = try? await connection.stat(container: remote.container, path: name, version: synced.version)
-                if PushDecisions.holds(held, synced) {
+                if synced.isHeld(by: held) {
                     var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
                     report.committed = false
                     return report

@@ -5,9 +5,30 @@ import XferProtocol
 // Doing: pushes, pulls and deletions of single documents and batches, evicting and fetching, through the confined writer.
 extension SyncDirectory {
     /// Removes a synced document's local data, keeping its metadata: it stays in `status` as
-    /// evicted until ``fetch(_:)``.
-    /// - Throws: `not_found` if it is not synced here, `conflict` if it has unsynced changes.
-    public func evict(_ path: DocumentPath) throws {
+    /// evicted until ``fetch(_:)``. The server is asked first (one request) whether it holds the
+    /// version synced here, as it was synced: the local copy is never removed on the word of
+    /// this directory's records alone (the server at the address may be another one, or one
+    /// restored from a backup taken before that version).
+    /// - Throws: `not_found` if it is not synced here, `conflict` if it has unsynced changes or
+    ///   the server does not hold its version; `unavailable` and the rest from the server.
+    public func evict(_ path: DocumentPath) async throws {
+        try await ClientThreads.run {
+            guard let synced = try state.clientState(for: path).document(server: remote.connection.server, container: remote.container, path: path) else {
+                throw XferError(.notFound, "\(path) is not a synced document of \(directory)")
+            }
+            let answer: DocumentInfo?
+            do {
+                answer = try await remote.connection.stat(container: remote.container, path: path, version: synced.version)
+            } catch let error as XferError where error.code == .notFound {
+                answer = nil
+            }
+            try evict(path, serverAnswer: answer)
+        }
+    }
+
+    /// Evicts `path` if `serverAnswer` (the server's description of the version synced here,
+    /// `nil` if it has none) shows the server holds that version (``SyncedDocument/isHeld(by:)``).
+    func evict(_ path: DocumentPath, serverAnswer: DocumentInfo?) throws {
         let clientState = state.clientState(for: path)
         guard var record = try state.records()[path.value],
               let synced = try clientState.document(server: remote.connection.server, container: remote.container, path: path) else {
@@ -20,6 +41,9 @@ extension SyncDirectory {
         let full = directory + "/" + path.value
         guard try LocalSnapshot(path: full, state: clientState).isUnchanged(since: synced, state: clientState) else {
             throw XferError(.conflict, "\(path) has changes that are not on the server yet; sync first, then evict")
+        }
+        guard synced.isHeld(by: serverAnswer) else {
+            throw XferError(.conflict, "the server at \(remote.connection.server) does not hold v\(synced.version) of \(path) as it was synced here (another server at this address, or one restored from an older backup): the local copy may be the only one, so nothing was removed; sync first, then evict")
         }
         try remove(path)
         record.evicted = true
@@ -253,7 +277,8 @@ extension SyncDirectory {
         candidates.sort { lastUsed($0) < lastUsed($1) }
         var evicted: [DocumentPath] = []
         for plan in candidates where total > limit {
-            try evict(plan.path)
+            // This pass's listing is the server's answer: it shows the version synced here current.
+            try evict(plan.path, serverAnswer: plan.remote)
             total -= records[plan.path.value]?.size ?? 0
             evicted.append(plan.path)
         }

@@ -264,7 +264,7 @@ extension Xfer {
             try await runReportingErrors(json: json) {
                 let document = try await withSynced(path, client) { sync in
                     let document = try documentPath(path, in: sync)
-                    try sync.evict(document)
+                    try await sync.evict(document)
                     return document
                 }
                 if json { printJSON(["evicted": document.value]) } else { print("evicted \(document) (its data stays on the server)") }

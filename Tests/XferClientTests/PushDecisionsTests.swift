@@ -46,16 +46,16 @@ import XferProtocol
             return info
         }
         let digest = synced.manifest.digest.hex
-        #expect(PushDecisions.holds(try held(4, .current, digest: digest), synced))
-        #expect(PushDecisions.holds(try held(4, .superseded, digest: digest), synced), "another device pushed since: this root's copy is still there")
-        #expect(PushDecisions.holds(try held(4, .conflict, digest: digest), synced))
-        #expect(!PushDecisions.holds(nil, synced), "the server has no such version (a fresh server at the same address)")
-        #expect(!PushDecisions.holds(try held(4, .current, digest: try Self.synced(4, [Self.chunk(2)]).manifest.digest.hex), synced),
+        #expect(synced.isHeld(by: try held(4, .current, digest: digest)))
+        #expect(synced.isHeld(by: try held(4, .superseded, digest: digest)), "another device pushed since: this root's copy is still there")
+        #expect(synced.isHeld(by: try held(4, .conflict, digest: digest)))
+        #expect(!synced.isHeld(by: nil), "the server has no such version (a fresh server at the same address)")
+        #expect(!synced.isHeld(by: try held(4, .current, digest: try Self.synced(4, [Self.chunk(2)]).manifest.digest.hex)),
                 "the same number with other content (another deployment)")
-        #expect(!PushDecisions.holds(try held(4, .current, digest: nil), synced))
-        #expect(!PushDecisions.holds(try held(4, .deleted, digest: digest), synced))
-        #expect(!PushDecisions.holds(try held(4, .uploading, digest: digest), synced))
-        #expect(!PushDecisions.holds(try held(5, .current, digest: digest), synced))
+        #expect(!synced.isHeld(by: try held(4, .current, digest: nil)))
+        #expect(!synced.isHeld(by: try held(4, .deleted, digest: digest)))
+        #expect(!synced.isHeld(by: try held(4, .uploading, digest: digest)))
+        #expect(!synced.isHeld(by: try held(5, .current, digest: digest)))
     }
 
     @Test func theBaseVersionsChunksAreNeverSentAndTheRestGoOnce() throws {

@@ -92,6 +92,29 @@ import XferServer
         }
     }
 
+    /// `xfer evict` removes a document's local data only once the server confirms it holds the
+    /// version synced here: not on a fresh server at the same address, nor on one restored from
+    /// a backup taken before that version.
+    @Test(arguments: [false, true])
+    func evictKeepsTheLocalCopyWhenTheServerLacksItsVersion(restored: Bool) async throws {
+        try await Self.withSwappableServer(restored: restored) { root, remote, second, _ in
+            let directory = root + "/synced"
+            let content = Files.random(count: 200_000, seed: 5)
+            try Files.write(directory + "/Documents/only-copy.bin", content)
+            try Files.write(directory + "/Documents/other.bin", Files.random(count: 1_000, seed: 6))
+            let engine = try SyncEngine(directory: directory, remote: remote)
+            #expect(try await engine.syncOnce().uploaded == 2)
+            await engine.close()
+
+            second.withLock { $0 = true }
+            await #expect(throws: XferError.self) { try await engine.directory.evict(try DocumentPath("Documents/only-copy.bin")) }
+            #expect(Files.read(directory + "/Documents/only-copy.bin") == content, "the only copy stays")
+            second.withLock { $0 = false }
+            try await engine.directory.evict(try DocumentPath("Documents/other.bin"))
+            #expect(!FileManager.default.fileExists(atPath: directory + "/Documents/other.bin"), "the server that holds it: evicted")
+        }
+    }
+
     @Test func aFreshServerAtTheSameAddressDeletesNothing() async throws {
         try await Self.withSwappableServer { root, remote, second, servers in
             let directory = root + "/synced"

@@ -140,7 +140,7 @@ import XferProtocol
             try Files.write(a.path("Documents/small.txt"), Array("small".utf8))
             _ = try await a.engine.syncOnce()
 
-            try a.engine.directory.evict(DocumentPath("Documents/big.bin"))
+            try await a.engine.directory.evict(DocumentPath("Documents/big.bin"))
             #expect(!FileManager.default.fileExists(atPath: a.path("Documents/big.bin")))
             let status = try await a.engine.directory.status().documents.first { $0.path == "Documents/big.bin" }
             #expect(status?.state == .evicted && status?.size == 500_000)
@@ -156,7 +156,7 @@ import XferProtocol
 
             // A document with unsynced changes is never evicted.
             try Files.write(a.path("Documents/small.txt"), Array("changed".utf8))
-            #expect(throws: XferError.self) { try a.engine.directory.evict(DocumentPath("Documents/small.txt")) }
+            await #expect(throws: XferError.self) { try await a.engine.directory.evict(DocumentPath("Documents/small.txt")) }
             #expect(Files.read(a.path("Documents/small.txt")) == Array("changed".utf8))
 
             // A local size limit evicts the least recently used synced documents first.
