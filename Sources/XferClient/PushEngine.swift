@@ -173,8 +173,7 @@ public struct PushEngine: Sendable {
             // that sends nothing must not leave the user believing the server has their files.
             if let synced, PushDecisions.isNoOp(force: options.force, synced: synced, baseVersion: baseVersion,
                                            unchanged: snapshot.isUnchanged(since: synced, chunks: chunkLists)) {
-                let held = try? await connection.stat(container: remote.container, path: name, version: synced.version)
-                if synced.isHeld(by: held) {
+                if synced.isHeld(by: try await connection.statIfKept(container: remote.container, path: name, version: synced.version)) {
                     var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
                     report.committed = false
                     return report

@@ -196,6 +196,16 @@ public final class ServerConnection: Sendable {
         return try await json(DocumentInfo.self, "GET", route)
     }
 
+    /// One version of a document as the server keeps it, or `nil` if it keeps no such version
+    /// (`not_found`); any other failure is thrown, never taken for an answer.
+    public func statIfKept(container: ContainerName, path: DocumentPath, version: Int64) async throws -> DocumentInfo? {
+        do {
+            return try await stat(container: container, path: path, version: version)
+        } catch let error as XferError where error.code == .notFound {
+            return nil
+        }
+    }
+
     /// Every version the server keeps of a document, newest first.
     public func versions(container: ContainerName, path: DocumentPath) async throws -> VersionList {
         try await json(VersionList.self, "GET", "/v1/containers/\(container)/versions?path=\(Self.escape(path.value))")

@@ -16,13 +16,7 @@ extension SyncDirectory {
             guard let synced = try state.clientState(for: path).document(server: remote.connection.server, container: remote.container, path: path) else {
                 throw XferError(.notFound, "\(path) is not a synced document of \(directory)")
             }
-            let answer: DocumentInfo?
-            do {
-                answer = try await remote.connection.stat(container: remote.container, path: path, version: synced.version)
-            } catch let error as XferError where error.code == .notFound {
-                answer = nil
-            }
-            try evict(path, serverAnswer: answer)
+            try evict(path, serverAnswer: try await remote.connection.statIfKept(container: remote.container, path: path, version: synced.version))
         }
     }
 
@@ -262,7 +256,7 @@ extension SyncDirectory {
     }
 
     /// Evicts least recently used synced documents until local data fits `limit`.
-    func enforceLocalLimit(_ limit: Int64, plans: [Plan]) throws -> [DocumentPath] {
+    func enforceLocalLimit(_ limit: Int64, plans: [Plan]) async throws -> [DocumentPath] {
         let records = try state.records()
         var candidates = plans.filter {
             $0.status?.state == .synced && $0.local != nil && !$0.isDirectory && records[$0.path.value]?.evicted == false
@@ -277,10 +271,11 @@ extension SyncDirectory {
         candidates.sort { lastUsed($0) < lastUsed($1) }
         var evicted: [DocumentPath] = []
         for plan in candidates where total > limit {
-            // This pass's listing is the server's answer: it shows the version synced here current.
-            // One it does not confirm (changed since, or a listing without digests) stays.
+            // Asked of the server now, one document at a time: this pass's view may be a cached
+            // listing followed through the feed, which a server restored from an older backup
+            // need not contradict. One it does not confirm (or changed since) stays.
             do {
-                try evict(plan.path, serverAnswer: plan.remote)
+                try await evict(plan.path)
             } catch let error as XferError where error.code == .conflict {
                 continue
             }

@@ -264,7 +264,7 @@ public actor SyncEngine {
         }
         if let limit = sync.options.localLimit {
             plans = try sync.plan(remote: after).plans
-            for path in try sync.enforceLocalLimit(limit, plans: plans) {
+            for path in try await sync.enforceLocalLimit(limit, plans: plans) {
                 summary.evicted += 1
                 continuation.yield(.evicted(path))
             }

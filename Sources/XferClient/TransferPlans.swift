@@ -98,7 +98,7 @@ extension PushEngine {
                                 filesToRead: toRead.count, bytesToRead: toRead.reduce(Int64(0)) { $0 + snapshot.tree[$1].size })
             // The same order of questions as a push: unchanged first (without --force), then the base.
             if !options.force, let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
-                if synced.isHeld(by: try? await connection.stat(container: remote.container, path: name, version: synced.version)) {
+                if synced.isHeld(by: try await connection.statIfKept(container: remote.container, path: name, version: synced.version)) {
                     plan.action = .unchanged
                     plan.reason = "unchanged since v\(synced.version) was synced here; no version would be made"
                     plan.filesToRead = 0

@@ -70,4 +70,29 @@ import XferProtocol
         let packs = try await (store as! any SQLMetadataStore).read { tx in try tx.sql.rows("SELECT name FROM packs ORDER BY name", []).map { try $0.text(0) } }
         #expect(packs == ["p3", "p5"], "a pack no location names has no row")
     }
+
+    /// Two transactions that each remove part of one pack, at once: one of them reports the
+    /// pack emptied (its file is then deleted) and its row goes with its last location.
+    @Test(arguments: MetadataStoreTests.backends)
+    func aPackRowGoesWithItsLastLocationUnderConcurrentRemovals(_ kind: String) async throws {
+        let unique = UUID().uuidString.prefix(8).lowercased()
+        let place = kind == "postgres" ? "cr_\(unique)" : FileManager.default.temporaryDirectory.appendingPathComponent("xfer-cr-\(unique)").path
+        if kind != "postgres" { try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: true) }
+        defer { if kind != "postgres" { try? FileManager.default.removeItem(atPath: place) } }
+        let store = try await IndexKeyTests.open(kind, place)
+        defer { (store as? PostgresMetadataStore)?.shutdown() }
+        let packs = (0..<20).map { "pack\($0)" }
+        let halves = packs.map { pack in (0..<2).map { ChunkID.of(Array("\(pack) \($0)".utf8)) } }
+        for (pack, ids) in zip(packs, halves) {
+            try await store.recordLocations(ids.enumerated().map { ChunkLocation(id: $1, pack: pack, offset: Int64($0 * 100), length: 100) },
+                                            sealedWith: nil)
+        }
+        let emptied = try await withThrowingTaskGroup(of: Set<String>.self) { group in
+            for half in 0..<2 { group.addTask { try await store.removeLocations(halves.map { $0[half] }) } }
+            return try await group.reduce(into: [String: Int]()) { counts, names in for name in names { counts[name, default: 0] += 1 } }
+        }
+        #expect(emptied == Dictionary(uniqueKeysWithValues: packs.map { ($0, 1) }), "each pack reported emptied once")
+        let rows = try await (store as! any SQLMetadataStore).read { tx in try tx.sql.rows("SELECT name FROM packs", []).count }
+        #expect(rows == 0)
+    }
 }

@@ -119,9 +119,13 @@ extension MetadataTransaction {
     /// - Returns: Their names.
     func forgetEmptyPacks(_ ids: [Int64]) throws -> Set<String> {
         var names: Set<String> = []
-        // One look per pack, stopping at its first remaining chunk (a DISTINCT over all of them
-        // would read every location of every pack named).
-        for id in Set(ids) {
+        // Each pack's row locked first, in one order (on PostgreSQL; SQLite has one writer): two
+        // transactions that each removed part of one pack look at it one after the other, so
+        // the second sees the first's removals and the row does not outlive its last location.
+        // Then one look per pack, stopping at its first remaining chunk (a DISTINCT over all of
+        // them would read every location of every pack named).
+        for id in Set(ids).sorted() {
+            try sql.rows("SELECT id FROM packs WHERE id = ?\(dialect.forUpdate)", id)
             guard try sql.one("SELECT 1 FROM chunk_locations WHERE pack_id = ? LIMIT 1", id) == nil else { continue }
             for row in try sql.rows("DELETE FROM packs WHERE id = ? RETURNING name", id) { names.insert(try row.text(0)) }
         }
