@@ -54,7 +54,8 @@ extension SQLMetadataStore {
         guard !ids.isEmpty else { return [] }
         return try await write { tx in
             var packs: Set<Int64> = []
-            for batch in ids.batched(atMost: sqlBatchSize) {
+            // In the index's order, as a move updates them: the two never lock rows crosswise.
+            for batch in tx.inStoredOrder(ids).batched(atMost: sqlBatchSize) {
                 for row in try tx.sql.rows("DELETE FROM chunk_locations WHERE id IN (\(sqlPlaceholders(batch.count))) RETURNING pack_id",
                                            batch.map(\.sqlValue)) {
                     packs.insert(try row.int(0))
@@ -83,7 +84,8 @@ extension SQLMetadataStore {
             guard let source = try tx.sql.int("SELECT id FROM packs WHERE name = ?", pack) else { return 0 }
             let packs = try tx.packIDs(Set(moved.map(\.pack)), recordedAt: try tx.clock())
             var count = 0
-            for location in moved {
+            // In the index's order, as a removal deletes them: the two never lock rows crosswise.
+            for location in tx.inStoredOrder(moved, id: \.id) {
                 count += try tx.sql.rows(#"UPDATE chunk_locations SET pack_id = ?, "offset" = ?, length = ? WHERE id = ? AND pack_id = ? RETURNING id"#,
                                          packs[location.pack]!, location.offset, location.length, location.id, source).count
             }
