@@ -11,6 +11,12 @@ public struct Remote: Sendable {
     /// Where client state databases live.
     public let stateDirectory: String
 
+    /// Whether the server holds `synced`, the version of `path` a root synced, as that root
+    /// knows it (``SyncedDocument/isHeld(by:)``): one request for that version.
+    func holds(_ synced: SyncedDocument, at path: DocumentPath) async throws -> Bool {
+        synced.isHeld(by: try await connection.statIfKept(container: container, path: path, version: synced.version))
+    }
+
     /// Creates a remote.
     public init(connection: ServerConnection, container: ContainerName, stateDirectory: String) {
         self.connection = connection
@@ -173,7 +179,7 @@ public struct PushEngine: Sendable {
             // that sends nothing must not leave the user believing the server has their files.
             if let synced, PushDecisions.isNoOp(force: options.force, synced: synced, baseVersion: baseVersion,
                                            unchanged: snapshot.isUnchanged(since: synced, chunks: chunkLists)) {
-                if synced.isHeld(by: try await connection.statIfKept(container: remote.container, path: name, version: synced.version)) {
+                if try await remote.holds(synced, at: name) {
                     var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
                     report.committed = false
                     return report

@@ -13,35 +13,26 @@ extension SyncDirectory {
     ///   the server does not hold its version; `unavailable` and the rest from the server.
     public func evict(_ path: DocumentPath) async throws {
         try await ClientThreads.run {
-            guard let synced = try state.clientState(for: path).document(server: remote.connection.server, container: remote.container, path: path) else {
+            let clientState = state.clientState(for: path)
+            guard var record = try state.records()[path.value],
+                  let synced = try clientState.document(server: remote.connection.server, container: remote.container, path: path) else {
                 throw XferError(.notFound, "\(path) is not a synced document of \(directory)")
             }
-            try evict(path, serverAnswer: try await remote.connection.statIfKept(container: remote.container, path: path, version: synced.version))
+            if record.evicted { return }
+            guard record.kind != .directory else {
+                throw XferError(.badRequest, "\(path) is a directory, which holds no data of its own; evict the documents in it instead")
+            }
+            let full = directory + "/" + path.value
+            guard try LocalSnapshot(path: full, state: clientState).isUnchanged(since: synced, state: clientState) else {
+                throw XferError(.conflict, "\(path) has changes that are not on the server yet; sync first, then evict")
+            }
+            guard try await remote.holds(synced, at: path) else {
+                throw XferError(.conflict, "the server at \(remote.connection.server) does not hold v\(synced.version) of \(path) as it was synced here (another server at this address, or one restored from an older backup): the local copy may be the only one, so nothing was removed; sync first, then evict")
+            }
+            try remove(path)
+            record.evicted = true
+            try state.put(record)
         }
-    }
-
-    /// Evicts `path` if `serverAnswer` (the server's description of the version synced here,
-    /// `nil` if it has none) shows the server holds that version (``SyncedDocument/isHeld(by:)``).
-    func evict(_ path: DocumentPath, serverAnswer: DocumentInfo?) throws {
-        let clientState = state.clientState(for: path)
-        guard var record = try state.records()[path.value],
-              let synced = try clientState.document(server: remote.connection.server, container: remote.container, path: path) else {
-            throw XferError(.notFound, "\(path) is not a synced document of \(directory)")
-        }
-        if record.evicted { return }
-        guard record.kind != .directory else {
-            throw XferError(.badRequest, "\(path) is a directory, which holds no data of its own; evict the documents in it instead")
-        }
-        let full = directory + "/" + path.value
-        guard try LocalSnapshot(path: full, state: clientState).isUnchanged(since: synced, state: clientState) else {
-            throw XferError(.conflict, "\(path) has changes that are not on the server yet; sync first, then evict")
-        }
-        guard synced.isHeld(by: serverAnswer) else {
-            throw XferError(.conflict, "the server at \(remote.connection.server) does not hold v\(synced.version) of \(path) as it was synced here (another server at this address, or one restored from an older backup): the local copy may be the only one, so nothing was removed; sync first, then evict")
-        }
-        try remove(path)
-        record.evicted = true
-        try state.put(record)
     }
 
     /// Brings an evicted (or missing) document back: pulls the server's current version.

@@ -98,7 +98,7 @@ extension PushEngine {
                                 filesToRead: toRead.count, bytesToRead: toRead.reduce(Int64(0)) { $0 + snapshot.tree[$1].size })
             // The same order of questions as a push: unchanged first (without --force), then the base.
             if !options.force, let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
-                if synced.isHeld(by: try await connection.statIfKept(container: remote.container, path: name, version: synced.version)) {
+                if try await remote.holds(synced, at: name) {
                     plan.action = .unchanged
                     plan.reason = "unchanged since v\(synced.version) was synced here; no version would be made"
                     plan.filesToRead = 0
@@ -108,7 +108,7 @@ extension PushEngine {
                     plan.action = serverVersion == nil ? .create : .conflict
                     plan.reason = "unchanged since v\(synced.version) was synced here, but the server at this address does not hold that version (another server, or one restored from an older backup): everything would be sent" + (serverVersion == nil ? "" : ", and its current v\(serverVersion!) kept beside it")
                     plan.filesToRead = plan.files
-                    plan.bytesToRead = snapshot.tree.reduce(Int64(0)) { $0 + ($1.kind == .file ? $1.size : 0) }
+                    plan.bytesToRead = plan.bytes
                 }
             } else if let serverVersion, options.force, serverVersion != syncedVersion {
                 plan.action = .replace

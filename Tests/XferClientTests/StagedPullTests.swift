@@ -28,15 +28,21 @@ import XferProtocol
         Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
     }
 
+    /// A live server whose downloads are answered with the bytes `answer` holds while it holds
+    /// some (and served as usual while it holds `nil`).
+    static func withDownloadsAnswered(_ body: @escaping @Sendable (LiveServer, Locked<[UInt8]?>) async throws -> Void) async throws {
+        let answer = Locked<[UInt8]?>(nil)
+        try await LiveServer.run(intercept: { request in
+            guard request.method == .post, request.uri.path == "/v1/chunks/download", let bytes = answer.value else { return nil }
+            return Self.answer(bytes)
+        }) { server in try await body(server, answer) }
+    }
+
     /// The download breaks after 10 of 70 chunks: the files finished meanwhile that their owner
     /// may not write (0444) still are writable in the staging copy, and the next pull resumes
     /// from it and gives every file its content, mode and time.
     @Test func aPullThatStopsHalfWayIsResumedWithReadOnlyFiles() async throws {
-        let breaking = Locked<[UInt8]?>(nil)
-        try await LiveServer.run(intercept: { request in
-            guard request.method == .post, request.uri.path == "/v1/chunks/download", let body = breaking.value else { return nil }
-            return Self.answer(body)
-        }) { server in
+        try await Self.withDownloadsAnswered { server, breaking in
             let source = server.root + "/src"
             let files = try Self.package(source, count: 70)
             _ = try await server.push(source, "pkg")
@@ -62,11 +68,7 @@ import XferProtocol
     /// A server that answers a download with one chunk twice and another never gets nothing
     /// published: every asked chunk must come, once.
     @Test func aChunkSentTwiceInsteadOfAnotherPublishesNothing() async throws {
-        let body = Locked<[UInt8]?>(nil)
-        try await LiveServer.run(intercept: { request in
-            guard request.method == .post, request.uri.path == "/v1/chunks/download", let body = body.value else { return nil }
-            return Self.answer(body)
-        }) { server in
+        try await Self.withDownloadsAnswered { server, body in
             let source = server.root + "/src"
             let files = try Self.package(source, count: 70)
             _ = try await server.push(source, "pkg")
