@@ -250,7 +250,7 @@ extension Xfer {
     struct Evict: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Remove a synced document's local data, keeping it listed; `xfer fetch` brings it back.",
-            discussion: "Refused for a document with changes not yet on the server.")
+            discussion: "Refused for a document with changes not yet on the server, and for one whose version the server does not confirm it holds (asked first): the local copy may be the only one.")
 
         @Argument(help: "A document in a synced directory.", completion: .file())
         var path: String

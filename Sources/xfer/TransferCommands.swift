@@ -11,7 +11,9 @@ extension Xfer {
             discussion: """
                 Announces the document at once, then chunks and hashes it, uploads only the \
                 chunks the server lacks and commits the new version atomically. Files unchanged \
-                since the last push (same size, mtime, inode and ctime) are not read again. If \
+                since the last push (same size, mtime, inode and ctime) are not read again; \
+                nothing at all is sent only once the server confirms it holds the version this \
+                copy was synced from (a new server at the same address gets everything). If \
                 another device pushed since this copy was synced, both versions are kept: the \
                 later edit (by mtime) is current, the other a conflict version (`xfer versions`). \
                 A directory leaves out what its .xferignore files (gitignore syntax, one per \
