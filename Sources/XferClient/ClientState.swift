@@ -3,39 +3,6 @@ import GRDB
 import XferCore
 import XferProtocol
 
-/// What a file looked like when its chunks were last computed: if all four still match,
-/// the file is unchanged and is not read again.
-public struct FileStamp: Sendable, Hashable {
-    /// Size in bytes.
-    public var size: Int64
-    /// Modification time, nanoseconds.
-    public var mtimeNanoseconds: Int64
-    /// Inode number.
-    public var inode: UInt64
-    /// Status change time, nanoseconds (catches edits that restore the mtime).
-    public var ctimeNanoseconds: Int64
-
-    /// The stamp of a path (lstat), or `nil` if it does not exist.
-    public static func of(_ path: String) -> FileStamp? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
-        return FileStamp(info)
-    }
-}
-
-extension FileStamp {
-    /// A compact text form (how ``SyncState`` compares a synced file's stamp in bulk).
-    public var text: String { "\(size):\(mtimeNanoseconds):\(inode):\(ctimeNanoseconds)" }
-
-    /// The stamp of what `lstat` returned.
-    public init(_ info: stat) {
-        self.init(size: Int64(info.st_size),
-                  mtimeNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-                  inode: UInt64(info.st_ino),
-                  ctimeNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
-    }
-}
-
 /// A file the state remembers: its stamp and chunks.
 public struct KnownFile: Sendable, Hashable {
     /// Path relative to the root ("" when the root is the file).

@@ -11,8 +11,8 @@ struct LocalSnapshot: Sendable {
     let kind: Manifest.Kind
     /// Every entry (one for a file).
     private(set) var tree: [TreeEntry]
-    /// Each file's stamp now, by tree index.
-    private(set) var stamps: [FileStamp?]
+    /// Each file's stamp as the walk saw it (the same `lstat` as its entry), by tree index.
+    var stamps: Stamps { Stamps(tree: tree) }
     /// Tree indexes of the files whose stamp matches the state's record (their chunks are known).
     private(set) var unchanged: [Int]
     /// Tree indexes of the files that must be read.
@@ -42,18 +42,13 @@ struct LocalSnapshot: Sendable {
         }
         self.top = top
         base = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
-        var stamps: [FileStamp?] = Array(repeating: nil, count: tree.count)
-        let kind = kind, base = base
-        for (index, entry) in tree.enumerated() where entry.kind == .file {
-            stamps[index] = FileStamp.of(kind == .package ? base + "/" + entry.relativePath : base)
-        }
         // Both in path order: each remembered row is matched by walking the tree along with it.
         var matches = [Bool](repeating: false, count: tree.count)
         var cursor = 0
         let tree = tree
         try state.forEachStamp { path, stamp in
             if PathOrder.seek(&cursor, count: tree.count, to: path, pathAt: { tree[$0].relativePath }), tree[cursor].kind == .file {
-                matches[cursor] = stamps[cursor] != nil && stamps[cursor] == stamp
+                matches[cursor] = tree[cursor].stamp == stamp
             }
         }
         var unchanged: [Int] = []
@@ -61,7 +56,6 @@ struct LocalSnapshot: Sendable {
         for index in tree.indices where tree[index].kind == .file {
             if matches[index] { unchanged.append(index) } else { toHash.append(index) }
         }
-        self.stamps = stamps
         self.unchanged = unchanged
         self.toHash = toHash
     }
@@ -126,7 +120,6 @@ struct LocalSnapshot: Sendable {
     /// left to say), which are most of what a tree of many files holds.
     mutating func releaseTree() {
         tree = []
-        stamps = []
         unchanged = []
         toHash = []
     }
@@ -156,5 +149,15 @@ struct LocalSnapshot: Sendable {
                   previous.chunks == (chunks[index] ?? []) else { return false }
         }
         return true
+    }
+}
+
+extension LocalSnapshot {
+    /// The stamps of a snapshot's files, read from its entries: no array of its own.
+    struct Stamps: Sendable {
+        let tree: [TreeEntry]
+
+        /// The stamp of the file at tree index `index`; `nil` for a directory or symlink.
+        subscript(index: Int) -> FileStamp? { tree[index].kind == .file ? tree[index].stamp : nil }
     }
 }

@@ -118,10 +118,13 @@ extension PushEngine {
             let counters = Locked(Counters(bytesHashed: unchangedBytes))
             let hashed: ChunkLists
             let snapshots = prepared.map(\.snapshot)
-            let reading = FilesToRead(owners: where_.map(\.document)) { [where_] position in
+            let reading = FilesToRead(owners: where_.map(\.document), path: { [where_] position in
                 let (number, entry) = where_[position]
                 return snapshots[number].fullPath(snapshots[number].tree[entry])
-            }
+            }, stamp: { [where_] position in
+                let (number, entry) = where_[position]
+                return snapshots[number].stamps[entry]
+            })
             do {
                 hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
                                           previous: previous, cache: items.first.map { ChunkCache(database: $0.state.database, maximumBytes: options.cacheBytes) },
@@ -132,23 +135,16 @@ extension PushEngine {
                 return try await alone(prepared.map(\.item))
             }
 
-            // Chunk lists into their documents; a file written while it was read fails its document.
-            var failed = Set<Int>()
+            // Chunk lists into their documents. (A file written while it was read stopped the
+            // shared read above, and its document failed alone.)
             for (position, chunks) in hashed.enumerated() {
                 let (number, entry) = where_[position]
                 prepared[number].chunkLists[entry] = chunks
                 prepared[number].hashed.insert(entry)
-                guard !failed.contains(number) else { continue }
-                do {
-                    try Self.checkStillAsRead(reading.path(position), before: prepared[number].snapshot.stamps[entry])
-                } catch {
-                    failed.insert(number)
-                    results[prepared[number].item] = .failure(error)
-                }
             }
             var commits: [Int] = []  // indexes into prepared
             var unchanged: [Int] = []  // read again (their stamps moved) and the same as the synced version
-            for number in prepared.indices where !failed.contains(number) {
+            for number in prepared.indices {
                 let document = prepared[number]
                 do {
                     let chunker = document.hashed.isEmpty && document.synced != nil ? document.synced!.manifest.chunker : options.pipeline.chunker

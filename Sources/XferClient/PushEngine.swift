@@ -210,9 +210,9 @@ public struct PushEngine: Sendable {
             }
             let hashedAny: Bool
             do {
-                let reading = FilesToRead(owners: Array(repeating: 0, count: toHash.count)) { [snapshot, toHash] in
-                    snapshot.fullPath(snapshot.tree[toHash[$0]])
-                }
+                let reading = FilesToRead(owners: Array(repeating: 0, count: toHash.count),
+                                          path: { [snapshot, toHash] in snapshot.fullPath(snapshot.tree[toHash[$0]]) },
+                                          stamp: { [snapshot, toHash] in snapshot.stamps[toHash[$0]] })
                 let hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
                                               previous: previous, cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes),
                                               counters: counters, progress: progress)
@@ -222,12 +222,6 @@ public struct PushEngine: Sendable {
             let fileCount = snapshot.tree.count
             // The upload bodies' pages, before the manifest is made.
             ProcessMemory.returnFreePages(afterFiles: fileCount, bytes: total)
-            // A file written while it was read is not committed: its chunks may mix two contents.
-            // Its stamp from before the read must still be its stamp now.
-            for index in toHash {
-                try Self.checkStillAsRead(snapshot.fullPath(snapshot.tree[index]), before: snapshot.stamps[index])
-            }
-
             // 4. The manifest, sent as a delta against the base version.
             let manifest = try Manifest(kind: kind, chunker: !hashedAny && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker,
                                         entries: snapshot.entries(chunkLists))
@@ -271,17 +265,20 @@ public struct PushEngine: Sendable {
         }
     }
 
-    /// Throws unless the file at `path` still has the stamp it had before it was read: a file
-    /// written (or removed) while it was read is not committed, as its chunks may mix two contents.
+    /// Throws unless the file at `path`, once its end had been read, still had the stamp the
+    /// walk saw (`after`, from the descriptor it was read through): a file written while it was
+    /// read is not committed, as its chunks may mix two contents, and neither is one replaced
+    /// between the walk and the read (another inode). What is written after the read does not
+    /// touch what was read; the state records the stamp read, so the next push reads it again.
     /// One that had no stamp then (it was being replaced as the tree was walked) is not either:
     /// the state would have no row to record for what was read.
-    static func checkStillAsRead(_ path: String, before: FileStamp?) throws {
+    static func checkStillAsRead(_ path: String, before: FileStamp?, after: FileStamp?) throws {
         guard let before else {
             throw XferError(.io, "\(path) was being replaced as the tree was walked; nothing was committed (push again, or let the next sync pass do it)",
                             cause: ChangedWhileRead())
         }
-        guard let now = FileStamp.of(path) else {
-            throw XferError(.notFound, "\(path) went away while it was read; nothing was committed", cause: SystemErrno(ENOENT))
+        guard let now = after else {
+            throw XferError(.io, "\(path) could not be looked at once it was read; nothing was committed", cause: ChangedWhileRead())
         }
         guard now == before else {
             throw XferError(.io, "\(path) changed while it was read; nothing was committed (push again, or let the next sync pass do it)",
@@ -340,10 +337,13 @@ public struct PushEngine: Sendable {
         var owners: [Int]
         /// The path of the file at a position.
         var path: @Sendable (Int) -> String
+        /// The stamp the walk saw for the file at a position: it must still be the file's once
+        /// its end has been read (``PushEngine/checkStillAsRead(_:before:after:)``).
+        var stamp: @Sendable (Int) -> FileStamp?
 
         var count: Int { owners.count }
         var isEmpty: Bool { owners.isEmpty }
-        static let none = FilesToRead(owners: []) { _ in "" }
+        static let none = FilesToRead(owners: [], path: { _ in "" }, stamp: { _ in nil })
     }
 
     /// Hashes `files` in the pipeline on a background thread while this task asks which new
@@ -449,7 +449,8 @@ public struct PushEngine: Sendable {
             var path = ""  // the file being read
             var unreportedBytes: Int64 = 0
             var size: Int64 = .max  // of the file being read (.max: not known)
-            var lastReport = ContinuousClock.now
+            /// The first chunk is reported at once (a push shows it has begun to read).
+            var lastReport = ContinuousClock.now - .seconds(1)
             init(files: Int, seen: ChunkIDPrefixes) {
                 lists = ChunkLists.Builder(files: files)
                 self.seen = seen
@@ -491,8 +492,9 @@ public struct PushEngine: Sendable {
                                 collector.publish(counters)
                                 report()
                             }
-                        case .fileFinished:
-                            break
+                        case .fileFinished(let file, _, _, let stamp):
+                            // A file written while it was read stops the read: nothing is committed from it.
+                            try Self.checkStillAsRead(collector.path, before: files.stamp(file), after: stamp)
                         }
                     }
                     if !collector.pending.isEmpty { yield(collector.pending) }

@@ -27,6 +27,8 @@ protocol ByteSource: ~Copyable {
     /// Reads up to `buffer.count` bytes.
     /// - Returns: The number of bytes read; 0 at the end.
     mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int
+    /// What the file is now (its end having been read), or `nil` for bytes in memory.
+    func stampNow() -> FileStamp?
 }
 
 /// A file opened read-only; closed when it goes out of scope.
@@ -63,6 +65,8 @@ struct FileByteSource: ByteSource, ~Copyable {
 
     deinit { close(descriptor) }
 
+    func stampNow() -> FileStamp? { FileStamp.of(descriptor: descriptor) }
+
     mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         while true {
             let n = Glibc.read(descriptor, buffer.baseAddress, buffer.count)
@@ -79,6 +83,8 @@ struct MemoryByteSource: ByteSource {
     let bytes: [UInt8]
     var position = 0
     var expectedSize: Int64? { Int64(bytes.count) }
+
+    func stampNow() -> FileStamp? { nil }
 
     mutating func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         let n = min(buffer.count, bytes.count - position)

@@ -285,7 +285,8 @@ struct Reader {
             chunks += 1
             precondition(chunkStart + last == current.used)
         }
-        submitEvent(.fileFinished(file: file, bytes: fileOffset, chunks: chunks))
+        // Taken once the end has been read: a file written while it was read shows it here.
+        submitEvent(.fileFinished(file: file, bytes: fileOffset, chunks: chunks, stamp: source.stampNow()))
     }
 
     /// Starts a new arena, carrying over the unfinished chunk `[start, used)` of the old one.

@@ -29,6 +29,8 @@ public enum ChunkEvent: Sendable, Hashable {
     case fileStarted(file: Int, name: String, size: Int64?)
     /// The next chunk of input `file`.
     case chunk(file: Int, ChunkRecord)
-    /// Input `file` was read to its end: `bytes` in `chunks` chunks.
-    case fileFinished(file: Int, bytes: Int64, chunks: Int)
+    /// Input `file` was read to its end: `bytes` in `chunks` chunks. `stamp` is the file's as
+    /// it was once its end had been read (`fstat` of the descriptor read from; `nil` for bytes
+    /// in memory): the same as before the read, and what was read is one content of the file.
+    case fileFinished(file: Int, bytes: Int64, chunks: Int, stamp: FileStamp?)
 }

@@ -36,16 +36,28 @@ public struct TreeEntry: Sendable, Hashable {
     public var mtimeNanoseconds: Int64
     /// The link's target text, for symlinks.
     public var symlinkTarget: String?
+    /// Inode number, as the walk saw it (0 where it was not looked at).
+    public var inode: UInt64
+    /// Status change time in nanoseconds, as the walk saw it.
+    public var ctimeNanoseconds: Int64
 
     /// Creates an entry.
     public init(relativePath: String, kind: EntryKind, mode: UInt32, size: Int64, mtimeNanoseconds: Int64,
-                symlinkTarget: String? = nil) {
+                symlinkTarget: String? = nil, inode: UInt64 = 0, ctimeNanoseconds: Int64 = 0) {
         self.relativePath = relativePath
         self.kind = kind
         self.mode = mode
         self.size = size
         self.mtimeNanoseconds = mtimeNanoseconds
         self.symlinkTarget = symlinkTarget
+        self.inode = inode
+        self.ctimeNanoseconds = ctimeNanoseconds
+    }
+
+    /// The stamp the walk saw (for a file: what its chunks are remembered under, and what it
+    /// must still be once it has been read). From the same `lstat` as the rest of the entry.
+    public var stamp: FileStamp {
+        FileStamp(size: size, mtimeNanoseconds: mtimeNanoseconds, inode: inode, ctimeNanoseconds: ctimeNanoseconds)
     }
 }
 
@@ -88,24 +100,52 @@ public enum DirectoryWalker {
 
     private static func walk(_ directory: String, relative: String, include: (TreeEntry) throws -> Bool,
                              into result: inout [TreeEntry]) throws {
-        let names = try FileSystem.list(directory).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        for name in names {
-            let path = directory.hasSuffix("/") ? directory + name : directory + "/" + name
-            let childRelative = relative.isEmpty ? name : relative + "/" + name
-            guard let child = try entry(path: path, relativePath: childRelative), try include(child) else { continue }
+        // Each name is looked at relative to its open directory: the kernel walks one component
+        // per file, not the whole path. A directory below the root that became a symlink since
+        // its parent was listed is not opened through (O_NOFOLLOW); the root is as named.
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (relative.isEmpty ? 0 : O_NOFOLLOW))
+        guard descriptor >= 0, let handle = fdopendir(descriptor) else {
+            let err = errno
+            if descriptor >= 0 { close(descriptor) }
+            throw XferError(err == ENOENT ? .notFound : .io, "cannot list \(directory)", cause: SystemErrno(err))
+        }
+        var children: [TreeEntry] = []
+        do {
+            defer { closedir(handle) }
+            let names = FileSystem.names(in: handle).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            for name in names {
+                let childRelative = relative.isEmpty ? name : relative + "/" + name
+                if let child = try entry(in: dirfd(handle), name: name, directory: directory, relativePath: childRelative) {
+                    children.append(child)
+                }
+            }
+        }
+        // The directory is closed before its subdirectories are walked: a deep tree holds one
+        // descriptor at a time.
+        for child in children {
+            guard try include(child) else { continue }
             result.append(child)
             if child.kind == .directory {
-                try walk(path, relative: childRelative, include: include, into: &result)
+                let path = directory.hasSuffix("/") ? directory + child.name : directory + "/" + child.name
+                try walk(path, relative: child.relativePath, include: include, into: &result)
             }
         }
     }
 
     /// - Returns: The entry, or `nil` for a socket, device or fifo.
     static func entry(path: String, relativePath: String) throws -> TreeEntry? {
+        try entry(in: AT_FDCWD, name: path, directory: nil, relativePath: relativePath)
+    }
+
+    /// The entry `name` of the open directory `descriptor` (`AT_FDCWD`: `name` is a path).
+    /// - Parameter directory: The directory's path, for errors (`nil`: `name` is the whole path).
+    /// - Returns: The entry, or `nil` for a socket, device or fifo.
+    static func entry(in descriptor: Int32, name: String, directory: String?, relativePath: String) throws -> TreeEntry? {
+        func path() -> String { directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name }
         var info = stat()
-        guard lstat(path, &info) == 0 else {
+        guard fstatat(descriptor, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
             let err = errno
-            throw XferError(err == ENOENT ? .notFound : .io, "cannot stat \(path)", cause: SystemErrno(err))
+            throw XferError(err == ENOENT ? .notFound : .io, "cannot stat \(path())", cause: SystemErrno(err))
         }
         let kind: EntryKind
         var target: String? = nil
@@ -115,21 +155,26 @@ public enum DirectoryWalker {
         case S_IFLNK:
             kind = .symlink
             var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-            let n = readlink(path, &buffer, buffer.count)
+            let n = readlinkat(descriptor, name, &buffer, buffer.count)
             guard n >= 0 else {
-                throw XferError(.io, "cannot read link \(path)", cause: SystemErrno(errno))
+                throw XferError(.io, "cannot read link \(path())", cause: SystemErrno(errno))
             }
             target = String(decoding: buffer[..<n], as: UTF8.self)
         default:
             return nil
         }
-        #if canImport(Glibc)
-        let mtime = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
-        #else
-        let mtime = Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec)
-        #endif
+        let stamp = FileStamp(info)
         return TreeEntry(
             relativePath: relativePath, kind: kind, mode: UInt32(info.st_mode) & 0o7777,
-            size: kind == .directory ? 0 : Int64(info.st_size), mtimeNanoseconds: mtime, symlinkTarget: target)
+            size: kind == .directory ? 0 : stamp.size, mtimeNanoseconds: stamp.mtimeNanoseconds, symlinkTarget: target,
+            inode: stamp.inode, ctimeNanoseconds: stamp.ctimeNanoseconds)
+    }
+}
+
+extension TreeEntry {
+    /// The last component of the path.
+    var name: String {
+        guard let slash = relativePath.utf8.lastIndex(of: UInt8(ascii: "/")) else { return relativePath }
+        return String(relativePath[relativePath.utf8.index(after: slash)...])
     }
 }

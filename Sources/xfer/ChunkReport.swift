@@ -63,7 +63,7 @@ final class ChunkReport: Sendable {
                     if let encoded = record.encoded { line += " \(encoded.encoding) \(encoded.payload.count)" }
                     print(line)
                 }
-            case .fileFinished(_, let bytes, let chunks):
+            case .fileFinished(_, let bytes, let chunks, _):
                 state.totalFiles += 1
                 state.totalBytes += bytes
                 if keepRecords { state.files[state.files.count - 1].size = bytes }

@@ -49,11 +49,14 @@ import XferProtocol
     @Test func aFileWrittenWhileItIsReadIsNotCommitted() async throws {
         try await LiveServer.run { server in
             let path = server.root + "/growing.bin"
-            try Files.write(path, Files.random(count: 8 << 20, seed: 2))
+            // Larger than what the reader may hold ahead of the first chunk's progress report
+            // (two 4 MiB buffers), so the file is surely still being read when it is appended to.
+            try Files.write(path, Files.random(count: 24 << 20, seed: 2))
             let written = Locked(false)
             await #expect {
                 _ = try await PushEngine(remote: server.remote).push(path, as: try DocumentPath("Documents/growing.bin")) { _ in
-                    // While the push reads the file, another program appends to it.
+                    // While the push reads the file (the first report comes with its first
+                    // chunk, on the reader's delivery), another program appends to it.
                     guard written.withLock({ let first = !$0; $0 = true; return first }) else { return }
                     let handle = FileHandle(forWritingAtPath: path)!
                     handle.seekToEndOfFile()
@@ -72,6 +75,34 @@ import XferProtocol
             #expect(report.committed)
             _ = try await server.pull("Documents/growing.bin", server.root + "/copy.bin")
             #expect(Files.read(server.root + "/copy.bin") == Files.read(path))
+        }
+    }
+
+    /// A file written once it has been read (here, after its chunks were sent) does not touch
+    /// what was read: the version holds the content read, whole, and the state remembers the
+    /// stamp read, so the next push sends the new content.
+    @Test func aFileWrittenAfterItWasReadIsCommittedAsRead() async throws {
+        try await LiveServer.run { server in
+            let path = server.root + "/note.txt"
+            let first = Files.random(count: 100_000, seed: 3)
+            try Files.write(path, first)
+            let written = Locked(false)
+            let report = try await PushEngine(remote: server.remote).push(path, as: try DocumentPath("Documents/note.txt")) { progress in
+                // Bytes on the wire: the file's one batch of chunks was sent, so it was read to its end.
+                guard progress.bytesOnWire > 0, written.withLock({ let first = !$0; $0 = true; return first }) else { return }
+                let handle = FileHandle(forWritingAtPath: path)!
+                handle.seekToEndOfFile()
+                handle.write(Data("appended".utf8))
+                try? handle.close()
+            }
+            #expect(written.value && report.committed)
+            _ = try await server.pull("Documents/note.txt", server.root + "/copy.txt")
+            #expect(Files.read(server.root + "/copy.txt") == first)
+            // The state holds the stamp read, not the file's now: the next push reads it again.
+            let again = try await PushEngine(remote: server.remote).push(path, as: try DocumentPath("Documents/note.txt"))
+            #expect(again.committed && again.version > report.version)
+            _ = try await server.pull("Documents/note.txt", server.root + "/copy2.txt")
+            #expect(Files.read(server.root + "/copy2.txt") == first + Array("appended".utf8))
         }
     }
 

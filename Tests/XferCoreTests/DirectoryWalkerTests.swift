@@ -22,6 +22,19 @@ import Glibc
         #expect(entries.first { $0.relativePath == "a" }?.kind == .directory)
     }
 
+    /// An entry carries the stamp of the same `lstat` as its size and time: a push compares
+    /// it with the state's record and with the file once read, without looking again.
+    @Test func entriesCarryTheirStamps() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        dir.write("a/one", [1, 2, 3])
+        dir.write("two", Array(repeating: 7, count: 5000))
+        for entry in try DirectoryWalker.walk(dir.path) where entry.kind == .file {
+            let stamp = try #require(FileStamp.of(dir.path + "/" + entry.relativePath))
+            #expect(entry.stamp == stamp && entry.inode != 0 && entry.ctimeNanoseconds != 0)
+        }
+    }
+
     @Test func missingRootIsNotFound() {
         #expect { try DirectoryWalker.walk("/nonexistent/xfer") } throws: { ($0 as? XferError)?.code == .notFound }
     }

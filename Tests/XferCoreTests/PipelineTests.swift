@@ -85,13 +85,43 @@ import Testing
             case .chunk(let file, let record):
                 #expect(open && file == expectedFile && record.offset == offset)
                 offset += Int64(record.length)
-            case .fileFinished(let file, let bytes, _):
+            case .fileFinished(let file, let bytes, _, _):
                 #expect(open && file == expectedFile && bytes == offset && bytes == Int64(Self.files[file].1.count))
                 open = false
                 expectedFile += 1
             }
         }
         #expect(expectedFile == Self.files.count)
+    }
+
+    /// A file read to its end is stamped then, from the descriptor read: a file nobody wrote
+    /// to has its stamp from before the read; one written to while it was read does not.
+    @Test func aFileIsStampedOnceItsEndIsRead() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        dir.write("quiet", TestData.random(count: 100_000, seed: 41))
+        dir.write("growing", TestData.random(count: 24 << 20, seed: 42))
+        let before = try [#require(FileStamp.of(dir.path + "/quiet")), #require(FileStamp.of(dir.path + "/growing"))]
+        let appended = Locked(false)
+        var finished: [Int: FileStamp?] = [:]
+        let events = Locked<[ChunkEvent]>([])
+        // Delivery of the second file's first chunk holds back the reader (two 4 MiB buffers in
+        // flight), so it is still reading the 24 MiB when another program appends to it.
+        try ChunkPipeline(options: ChunkPipeline.Options()).run([.file(dir.path + "/quiet"), .file(dir.path + "/growing")]) { event in
+            events.withLock { $0.append(event) }
+            if case .chunk(1, _) = event, appended.withLock({ let first = !$0; $0 = true; return first }) {
+                let fd = open(dir.path + "/growing", O_WRONLY | O_APPEND)
+                _ = write(fd, "appended", 8)
+                close(fd)
+            }
+        }
+        for case let .fileFinished(file, _, _, stamp) in events.value { finished[file] = stamp }
+        #expect(finished[0] == before[0])
+        let grown = try #require(finished[1] ?? nil)
+        #expect(grown != before[1] && grown.size == before[1].size + 8)
+        // Bytes in memory have no stamp.
+        let memory = try ChunkPipeline(options: options()).events(for: [.bytes(name: "m", [1, 2, 3])])
+        #expect(memory.contains { if case .fileFinished(0, 3, 1, nil) = $0 { return true }; return false })
     }
 
     @Test func compressedPayloadsDecodeToTheChunkBytes() throws {
