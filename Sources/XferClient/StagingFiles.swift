@@ -24,8 +24,10 @@ final class StagingFiles: @unchecked Sendable {
 
     // Guarded by `lock`: open descriptors (with when each was last used and how many calls are
     // using it now) and directories (by path below `root`); how many chunk writes each file still waits for.
-    private let lock = NSLock()
+    private let lock = NSCondition()
     private var descriptors: [Int: Descriptor] = [:]
+    /// Files being opened now, outside the lock (a caller that wants one of them waits for it).
+    private var opening: Set<Int> = []
     private var directories: [Substring: (directory: ConfinedDirectory, used: Int)] = [:]
     private var remainingWrites: [Int32]  // by file; 0 once written whole, or when not counted
     private var toCreate: [Bool]  // by file: not created yet (its first open creates it)
@@ -70,18 +72,14 @@ final class StagingFiles: @unchecked Sendable {
     /// or on the same one, run at once; a descriptor in use is never closed under its user
     /// (eviction passes it over, ``close(_:)`` leaves it to its last user).
     func with<T>(_ index: Int, _ body: (Int32) throws -> T) throws -> T {
-        let fd = try lock.withLock { () throws -> Int32 in
-            let fd = try descriptor(index)
-            descriptors[index]!.users += 1
-            return fd
-        }
+        let fd = try take(index)
         defer {
-            lock.withLock {
+            let unused: Int32? = lock.withLock {
                 descriptors[index]!.users -= 1
-                if descriptors[index]!.users == 0 && descriptors[index]!.closing {
-                    Foundation.close(descriptors.removeValue(forKey: index)!.fd)
-                }
+                guard descriptors[index]!.users == 0 && descriptors[index]!.closing else { return nil }
+                return descriptors.removeValue(forKey: index)!.fd
             }
+            if let unused { Foundation.close(unused) }
         }
         return try body(fd)
     }
@@ -109,14 +107,16 @@ final class StagingFiles: @unchecked Sendable {
 
     /// Closes file `index` once no call is using it.
     func close(_ index: Int) {
-        lock.withLock {
-            guard let open = descriptors[index] else { return }
+        let unused: Int32? = lock.withLock {
+            guard let open = descriptors[index] else { return nil }
             if open.users > 0 {
                 descriptors[index]!.closing = true
-            } else {
-                Foundation.close(descriptors.removeValue(forKey: index)!.fd)
+                return nil
             }
+            return descriptors.removeValue(forKey: index)!.fd
         }
+        // Outside the lock, as opens are: a close can cost a small file's writeback bookkeeping.
+        if let unused { Foundation.close(unused) }
     }
 
     /// Closes every open file and directory (when no call is using them any more).
@@ -131,29 +131,60 @@ final class StagingFiles: @unchecked Sendable {
     /// Descriptors open now (for tests).
     var openCount: Int { lock.withLock { descriptors.count } }
 
-    private func descriptor(_ index: Int) throws -> Int32 {
+    /// File `index`'s descriptor, taken for one more user; opened (or created, the first time)
+    /// if it is not open. The open itself runs outside the lock: creating a file is most of
+    /// what a small file costs, and the downloads in flight create theirs at once. One file is
+    /// opened by one caller at a time; another that wants it meanwhile waits for that open.
+    private func take(_ index: Int) throws -> Int32 {
+        lock.lock()
+        while opening.contains(index) { lock.wait() }
         if finished[index] {
+            lock.unlock()
             throw XferError(.io, "\(path(index)) was opened after it was finished; nothing was published")
         }
         tick += 1
-        if let open = descriptors[index] {
+        if descriptors[index] != nil {
             // One asked to close while in use and wanted again is kept.
             descriptors[index]!.closing = false
             descriptors[index]!.used = tick
-            return open.fd
+            descriptors[index]!.users += 1
+            let fd = descriptors[index]!.fd
+            lock.unlock()
+            return fd
         }
+        var evicted: Int32? = nil
         if descriptors.count >= limit,
            let oldest = descriptors.lazy.filter({ $0.value.users == 0 }).min(by: { $0.value.used < $1.value.used }) {
-            Foundation.close(oldest.value.fd)
+            evicted = oldest.value.fd
             descriptors[oldest.key] = nil
         }
         let relative = paths[index]
         let slash = relative.lastIndex(of: "/")
-        let directory = try directory(slash.map { relative[..<$0] } ?? "")
+        let directory: ConfinedDirectory
+        do {
+            directory = try self.directory(slash.map { relative[..<$0] } ?? "")
+        } catch {
+            lock.unlock()
+            if let evicted { Foundation.close(evicted) }
+            throw error
+        }
+        let create = toCreate[index]
+        opening.insert(index)
+        lock.unlock()
+
+        if let evicted { Foundation.close(evicted) }
         let name = String(slash.map { relative[relative.index(after: $0)...] } ?? relative[...])
-        let fd = try directory.openFile(name, flags: O_RDWR | (toCreate[index] ? O_CREAT | O_EXCL : 0))
-        toCreate[index] = false
-        descriptors[index] = Descriptor(fd: fd, used: tick)
+        let opened = Result { try directory.openFile(name, flags: O_RDWR | (create ? O_CREAT | O_EXCL : 0)) }
+
+        lock.lock()
+        defer {
+            opening.remove(index)
+            lock.broadcast()
+            lock.unlock()
+        }
+        let fd = try opened.get()
+        if create { toCreate[index] = false }
+        descriptors[index] = Descriptor(fd: fd, used: tick, users: 1)
         return fd
     }
 
