@@ -255,7 +255,7 @@ public final class ClientState: Sendable {
     /// Replaces the records of these files.
     public func record(files: some Sequence<KnownFile> & Sendable) throws {
         let root = root
-        try database.run { db in try Self.insert(files, root: root, into: db) }
+        try database.run { db in _ = try Self.insert(files, root: root, into: db) }
     }
 
     /// The version of a document this root holds, if any.
@@ -303,6 +303,34 @@ public final class ClientState: Sendable {
             // (A file document: the stamp recorded just now; the files are taken once, a pull's look at the disk.)
             let single = document.manifest.kind == .file && only && first!.path.isEmpty ? first!.stamp.text : nil
             try Self.store(document, single: single, key: [root, server, container.value, path.value], in: db)
+        }
+    }
+
+    /// Holds `files` (a package's, as a pull staged them, before it publishes them) aside for
+    /// ``recordStagedSynced(server:container:path:document:)``, in a table of this process's
+    /// connection that nothing else reads. A pull does it while the disk makes the staging copy
+    /// durable, so the rows cost it no time after; and their stamps are the staged files',
+    /// taken before the copy is renamed into place (which changes no file's stamp), so a file
+    /// written once it is published is never recorded as the version's.
+    public func stageSynced(files: some Sequence<KnownFile> & Sendable) throws {
+        let root = root
+        try database.run { db in
+            try db.execute(sql: "CREATE TEMP TABLE IF NOT EXISTS staged_files AS SELECT * FROM main.root_files WHERE 0")
+            try db.execute(sql: "DELETE FROM temp.staged_files WHERE root = ?", arguments: [root])
+            try Self.insert(files, root: root, into: db, table: "temp.staged_files")
+        }
+    }
+
+    /// Records that this root now holds the package `document`, its files' rows those that
+    /// ``stageSynced(files:)`` held aside (in one statement). One transaction.
+    public func recordStagedSynced(server: String, container: ContainerName, path: DocumentPath, document: SyncedDocument) throws {
+        let root = root
+        try database.run { db in
+            try db.execute(sql: "DELETE FROM root_files WHERE root = ?", arguments: [root])
+            try db.execute(sql: "CREATE TEMP TABLE IF NOT EXISTS staged_files AS SELECT * FROM main.root_files WHERE 0")
+            try db.execute(sql: "INSERT INTO main.root_files SELECT * FROM temp.staged_files WHERE root = ?", arguments: [root])
+            try db.execute(sql: "DELETE FROM temp.staged_files WHERE root = ?", arguments: [root])
+            try Self.store(document, single: nil, key: [root, server, container.value, path.value], in: db)
         }
     }
 
@@ -397,8 +425,9 @@ public final class ClientState: Sendable {
     /// Records `files`, taking each once from the sequence (a lazy one may look at the disk).
     /// - Returns: The first file and whether it was the only one.
     @discardableResult
-    private static func insert(_ files: some Sequence<KnownFile>, root: String, into db: Database) throws -> (first: KnownFile?, only: Bool) {
-        let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO root_files VALUES (?, ?, ?, ?, ?, ?, ?)")
+    private static func insert(_ files: some Sequence<KnownFile>, root: String, into db: Database,
+                               table: String = "root_files") throws -> (first: KnownFile?, only: Bool) {
+        let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO \(table) VALUES (?, ?, ?, ?, ?, ?, ?)")
         var first: KnownFile? = nil
         var count = 0
         for file in files {

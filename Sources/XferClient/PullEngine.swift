@@ -375,6 +375,11 @@ public struct PullEngine: Sendable {
         for link in links {
             try link.directory.setModificationTime(link.entry.mtimeNanoseconds, of: link.name)
         }
+        // A package's files are finished: their rows go into the state (held aside until the
+        // version is published) while the disk makes the staging copy durable, with the stamps
+        // they have there, which renaming the copy into place does not change.
+        let stagedFiles = WrittenFiles(manifest: manifest, files: fileEntries, target: stagingPath)
+        async let staged = Self.stageRows(staging != nil ? state : nil, stagedFiles)
         if let staging {
             for entry in manifest.entries.reversed() where entry.kind == .directory {
                 let directory = try staging.directory(entry.path.split(separator: "/"), create: false)
@@ -401,6 +406,8 @@ public struct PullEngine: Sendable {
                 try Self.checkUnchanged(target: target, known: known, name: name)
             }
         }
+        // The staged files' rows are taken before the copy moves (their paths are the staging copy's).
+        let rowsStaged = try await staged
         let document = name
         try Self.publish(stagingName, from: area, as: baseName, in: parent, package: manifest.kind == .package,
                          keep: trash.map { trash in { directory, kept, hardLink in
@@ -409,10 +416,24 @@ public struct PullEngine: Sendable {
                          } })
         try parent.synchronize()
 
-        let written = WrittenFiles(manifest: manifest, files: fileEntries, target: target)
-        try state.recordSynced(server: connection.server, container: remote.container, path: name,
-                               document: SyncedDocument(version: answer.version, manifest: manifest), files: written)
+        if rowsStaged {
+            try state.recordStagedSynced(server: connection.server, container: remote.container, path: name,
+                                         document: SyncedDocument(version: answer.version, manifest: manifest))
+        } else {
+            let written = WrittenFiles(manifest: manifest, files: fileEntries, target: target)
+            try state.recordSynced(server: connection.server, container: remote.container, path: name,
+                                   document: SyncedDocument(version: answer.version, manifest: manifest), files: written)
+        }
         return report(name, target, answer.version, manifest, counters.value, manifestBytes: answer.deltaSize, started: started)
+    }
+
+    /// Holds a staged package's file rows aside in `state` (``ClientState/stageSynced(files:)``).
+    /// - Returns: Whether it did (`state` is `nil` for a file document, whose stamp is taken
+    ///   once it is in place: renaming a file changes its ctime).
+    static func stageRows(_ state: ClientState?, _ files: WrittenFiles) throws -> Bool {
+        guard let state else { return false }
+        try state.stageSynced(files: files)
+        return true
     }
 
     /// Gives a staged file its version's mode and modification time, fsynced between the two
