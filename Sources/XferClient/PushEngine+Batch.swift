@@ -299,3 +299,43 @@ struct KnownFiles: Sequence, Sendable {
 
     func makeIterator() -> Iterator { Iterator(files: self) }
 }
+
+/// The files a push read, as the state records them, made from the manifest the push made
+/// (its entries are the tree's, in the same order) and the one thing of each stamp it lacks:
+/// 16 bytes a file, so the tree can go before the rows are written.
+struct PushedFiles: Sequence, Sendable {
+    let manifest: Manifest
+    /// The entry indexes of the files read, in order.
+    let indexes: [Int]
+    /// Each one's inode and ctime, by position in `indexes` (size and mtime are the entry's).
+    let identities: [(inode: UInt64, ctimeNanoseconds: Int64)]
+
+    /// The files at tree indexes `only` of `snapshot` (files all: ``LocalSnapshot/toHash``),
+    /// whose manifest (made from the same tree) is `manifest`.
+    init(_ snapshot: LocalSnapshot, manifest: Manifest, only: [Int]) {
+        self.manifest = manifest
+        let tree = snapshot.tree
+        indexes = only  // (shared, not copied)
+        identities = only.map { (tree[$0].inode, tree[$0].ctimeNanoseconds) }
+    }
+
+    struct Iterator: IteratorProtocol {
+        let files: PushedFiles
+        var position = 0
+
+        mutating func next() -> KnownFile? {
+            while position < files.indexes.count {
+                defer { position += 1 }
+                let entry = files.manifest.entries[files.indexes[position]]
+                guard entry.kind == .file else { continue }
+                let identity = files.identities[position]
+                return KnownFile(path: entry.path, stamp: FileStamp(size: entry.size, mtimeNanoseconds: entry.mtimeNanoseconds,
+                                                                inode: identity.inode, ctimeNanoseconds: identity.ctimeNanoseconds),
+                                 chunks: entry.chunks)
+            }
+            return nil
+        }
+    }
+
+    func makeIterator() -> Iterator { Iterator(files: self) }
+}

@@ -226,10 +226,14 @@ public struct PushEngine: Sendable {
             let manifest = try Manifest(kind: kind, chunker: !hashedAny && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker,
                                         entries: snapshot.entries(chunkLists))
             // Remember what was read, even if the commit fails, so a re-run does not read it again
-            // (and so the state has every file's row: the unchanged ones' are as they were).
-            try state.record(files: Self.knownFiles(snapshot, chunkLists, only: toHash))
-            // From here the manifest holds the names and chunk lists: the tree, its stamps and the
-            // lists by tree index go before the commit (a tree of many files holds tens of MB of them).
+            // (and so the state has every file's row: the unchanged ones' are as they were). The
+            // rows (a second of work for 200,000 files) are written while the delta is made and
+            // the server commits; the commit's outcome is recorded once they are in.
+            let pushed = PushedFiles(snapshot, manifest: manifest, only: toHash)
+            precondition(manifest.entries.count == snapshot.tree.count, "a manifest's entries are its tree's")
+            let recording = Task(executorPreference: ClientThreads.shared) { try state.record(files: pushed) }
+            // From here the manifest holds the names and chunk lists: the tree and the lists by
+            // tree index go (a tree of many files holds tens of MB of them) once the rows are written.
             snapshot.releaseTree()
             chunkLists = []
             toHash = []
@@ -246,16 +250,21 @@ public struct PushEngine: Sendable {
             ProcessMemory.returnFreePages(afterFiles: fileCount, bytes: 0)  // the delta's making
             let committed: DocumentInfo
             do {
-                committed = try await commit(request, body: body, manifest: manifest)
-            } catch let error as XferError where error.code == .missingChunks {
-                // The server lacks chunks this client believed it had (a base from another root,
-                // say): send them and commit again, once.
-                let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], manifest.entries.map { $0.chunks },
-                                                 path: { snapshot.fullPath(relative: manifest.entries[$0].path) })
-                _ = try await upload(initial: again, files: .none, skip: ChunkIDPrefixes(), total: total, counters: counters, progress: progress)
-                committed = try await commit(request, body: body, manifest: manifest)
+                do {
+                    committed = try await commit(request, body: body, manifest: manifest)
+                } catch let error as XferError where error.code == .missingChunks {
+                    // The server lacks chunks this client believed it had (a base from another root,
+                    // say): send them and commit again, once.
+                    let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], manifest.entries.map { $0.chunks },
+                                                     path: { snapshot.fullPath(relative: manifest.entries[$0].path) })
+                    _ = try await upload(initial: again, files: .none, skip: ChunkIDPrefixes(), total: total, counters: counters, progress: progress)
+                    committed = try await commit(request, body: body, manifest: manifest)
+                }
+            } catch {
+                _ = await recording.result  // what was read is remembered before the failure is told
+                throw error
             }
-
+            try await recording.value
             try state.recordPushed(server: connection.server, container: remote.container, path: name,
                                    document: SyncedDocument(version: committed.version, manifest: manifest))
             var report = Self.report(name, committed.version, manifest, counters.value, manifestBytes: deltaSize, started: started)
