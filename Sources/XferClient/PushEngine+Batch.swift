@@ -58,33 +58,52 @@ extension PushEngine {
                 var snapshot: LocalSnapshot
                 var chunkLists: [[Manifest.ChunkReference]?]
                 var synced: SyncedDocument?
+                /// What the server is taken to hold of the document: `synced`, unless the server
+                /// said it lacks that version (then nothing: the document goes as if new there).
+                var basis: SyncedDocument?
                 var hashed: Set<Int> = []
                 var manifest: Manifest? = nil
                 var encoded: [UInt8] = []
             }
             var prepared: [Prepared] = []
+            var unchangedHere: [Prepared] = []  // unchanged since they synced here, if the server holds them
             for (index, item) in items.enumerated() {
                 do {
                     let snapshot = try LocalSnapshot(path: item.path, state: item.state, exclude: options.exclude,
                                                      directoryItself: item.directoryItself)
                     let synced = try item.state.document(server: connection.server, container: remote.container, path: item.name)
                     let chunkLists = try snapshot.knownChunks(item.state, synced: synced?.manifest)
+                    let document = Prepared(item: index, snapshot: snapshot, chunkLists: chunkLists, synced: synced, basis: synced)
                     if let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
-                        var report = Self.report(item.name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
-                        report.committed = false
-                        results[index] = .success(report)
-                        continue
+                        unchangedHere.append(document)
+                    } else {
+                        prepared.append(document)
                     }
-                    prepared.append(Prepared(item: index, snapshot: snapshot, chunkLists: chunkLists, synced: synced))
                 } catch {
                     results[index] = .failure(error)
                 }
             }
 
+            // Nothing to send for those, once the server confirms it holds their versions (the
+            // single push's rule); one it lacks goes in full, as if new there.
+            for (document, held) in zip(unchangedHere, try await remote.holds(unchangedHere.map { ($0.synced!, items[$0.item].name) })) {
+                if held {
+                    let item = items[document.item], synced = document.synced!
+                    var report = Self.report(item.name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+                    report.committed = false
+                    results[document.item] = .success(report)
+                } else {
+                    var alone = document
+                    alone.basis = nil
+                    prepared.append(alone)
+                }
+            }
+            unchangedHere = []
+
             // Chunks the server surely has (each document's synced version's) are never asked about.
             // By prefix: one taken for them by mistake is sent when the commit misses it (ChunkIDPrefixes).
             var onServer = ChunkIDPrefixes()
-            for document in prepared { if let synced = document.synced { onServer.formUnion(chunksOf: synced.manifest) } }
+            for document in prepared { if let basis = document.basis { onServer.formUnion(chunksOf: basis.manifest) } }
             var queued = ChunkIDPrefixes()
             var initial: [Location] = []
             var where_: [(document: Int, entry: Int)] = []  // the files to read: document and tree entry
@@ -144,6 +163,7 @@ extension PushEngine {
             }
             var commits: [Int] = []  // indexes into prepared
             var unchanged: [Int] = []  // read again (their stamps moved) and the same as the synced version
+            var foundAsItWas: [Int] = []  // the same as the synced version, if the server holds it
             for number in prepared.indices {
                 let document = prepared[number]
                 do {
@@ -154,13 +174,23 @@ extension PushEngine {
                     prepared[number].encoded = manifest.encoded()
                     // Byte for byte, as the single push's no-op check (LocalSnapshot.isUnchanged)
                     // compares: a name rewritten to another Unicode form is a change either way.
-                    if let synced = document.synced, prepared[number].encoded == synced.manifest.encoded() {
-                        unchanged.append(number)  // read again and found as it was: no version
+                    if let basis = document.basis, prepared[number].encoded == basis.manifest.encoded() {
+                        foundAsItWas.append(number)  // read again and found as it was
                     } else {
                         commits.append(number)
                     }
                 } catch {
                     results[document.item] = .failure(error)
+                }
+            }
+            // No version for those, once the server confirms it holds that one; else it goes in
+            // full (its chunks too, asked for by the commit's missing_chunks).
+            for (number, held) in zip(foundAsItWas, try await remote.holds(foundAsItWas.map { (prepared[$0].basis!, items[prepared[$0].item].name) })) {
+                if held {
+                    unchanged.append(number)
+                } else {
+                    prepared[number].basis = nil
+                    commits.append(number)
                 }
             }
             // What was read is remembered even if a commit fails, so the next pass does not read it again.
@@ -182,7 +212,7 @@ extension PushEngine {
                         return DirectCommit(announce: AnnounceRequest(
                             path: items[document.item].name, kind: DocumentKind(document.snapshot.kind),
                             size: document.snapshot.totalSize, mtimeNs: top.mtimeNanoseconds, mode: top.mode,
-                            baseVersion: document.synced?.version, device: options.device),
+                            baseVersion: document.basis?.version, device: options.device),
                             manifest: document.encoded, manifestDigest: ChunkID.of(document.encoded))
                     })
                     for (number, outcome) in zip(batch, try await connection.commit(container: remote.container, batch: request)) {

@@ -17,6 +17,36 @@ public struct Remote: Sendable {
         synced.isHeld(by: try await connection.statIfKept(container: container, path: path, version: synced.version))
     }
 
+    /// The same for many documents, asked a thousand at a time (the manifest batch route:
+    /// each item describes the version asked for, or says `not_found`); one the batch does not
+    /// answer for plainly (too large an answer, an older server) is asked alone.
+    /// - Returns: One answer per document, in order.
+    func holds(_ documents: [(synced: SyncedDocument, path: DocumentPath)]) async throws -> [Bool] {
+        var answers = [Bool?](repeating: nil, count: documents.count)
+        for batch in Array(documents.indices).batched(atMost: ProtocolLimits.maximumBatchDocuments) {
+            let items: [ManifestBatchResult.Item]
+            do {
+                items = try await connection.manifests(container: container, batch.map {
+                    ManifestBatchRequest.Wanted(path: documents[$0].path, version: documents[$0].synced.version)
+                })
+            } catch let error as XferError where !error.stopsEveryDocument {
+                continue  // each asked alone below
+            }
+            for (index, item) in zip(batch, items) {
+                if let info = item.document, info.path == documents[index].path {
+                    answers[index] = documents[index].synced.isHeld(by: info)
+                } else if item.error?.code == XferError.Code.notFound.name {
+                    answers[index] = false
+                }
+            }
+        }
+        var result: [Bool] = []
+        for (index, answer) in answers.enumerated() {
+            if let answer { result.append(answer) } else { result.append(try await holds(documents[index].synced, at: documents[index].path)) }
+        }
+        return result
+    }
+
     /// Creates a remote.
     public init(connection: ServerConnection, container: ContainerName, stateDirectory: String) {
         self.connection = connection

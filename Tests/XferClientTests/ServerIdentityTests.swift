@@ -92,6 +92,43 @@ import XferServer
         }
     }
 
+    /// A batch push (what a sync pass does with small documents) has the single push's rule: a
+    /// document unchanged since it synced here, or read again and found as it was, makes no
+    /// version only if the server confirms it holds the synced one; else it goes in full.
+    @Test(arguments: [false, true])
+    func anUnchangedBatchPushToAServerThatLacksItsVersionsSendsThem(restored: Bool) async throws {
+        try await Self.withSwappableServer(restored: restored) { root, remote, second, _ in
+            var items: [PushItem] = []
+            var contents: [[UInt8]] = []
+            for index in 0..<3 {
+                let path = root + "/files/f\(index).bin"
+                contents.append(Files.random(count: 2_000 + index, seed: UInt64(40 + index)))
+                try Files.write(path, contents[index])
+                items.append(PushItem(path: path, name: try DocumentPath("Documents/f\(index).bin"),
+                                      state: try ClientState(root: path, stateDirectory: root + "/state")))
+            }
+            let engine = PushEngine(remote: remote)
+            #expect(try await engine.pushMany(items).allSatisfy { (try? $0.get().committed) == true })
+            #expect(try await engine.pushMany(items).allSatisfy { (try? $0.get().committed) == false }, "the same server holds them")
+
+            second.withLock { $0 = true }
+            // f1's stamp moves (the same bytes written again): it is read again and found as it was.
+            try Files.write(items[1].path, contents[1])
+            let moved = try await engine.pushMany(items)
+            for result in moved {
+                let report = try result.get()
+                #expect(report.committed && report.chunksSent == 1, "the server at this address lacks it: \(report)")
+            }
+            for index in 0..<3 {
+                let pulled = root + "/pulled\(index).bin"
+                _ = try await PullEngine(remote: Remote(connection: remote.connection, container: remote.container, stateDirectory: root + "/state-pull"))
+                    .pull(items[index].name, into: pulled)
+                #expect(Files.read(pulled) == contents[index])
+            }
+            #expect(try await engine.pushMany(items).allSatisfy { (try? $0.get().committed) == false }, "once it holds them, nothing again")
+        }
+    }
+
     /// `xfer evict` removes a document's local data only once the server confirms it holds the
     /// version synced here: not on a fresh server at the same address, nor on one restored from
     /// a backup taken before that version.
