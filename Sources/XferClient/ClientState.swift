@@ -450,11 +450,14 @@ public final class ClientState: Sendable {
     }
 
     static func decodeChunks(_ data: Data) throws -> [Manifest.ChunkReference] {
-        let bytes = Array(data)
-        guard bytes.count % 36 == 0 else { throw XferError(.io, "the client state has a damaged chunk list; delete the state directory") }
-        return stride(from: 0, to: bytes.count, by: 36).map { start in
-            let length = Int(bytes[start]) | Int(bytes[start + 1]) << 8 | Int(bytes[start + 2]) << 16 | Int(bytes[start + 3]) << 24
-            return Manifest.ChunkReference(id: ChunkID(bytes: bytes[(start + 4)..<(start + 36)])!, length: length)
+        guard data.count % 36 == 0 else { throw XferError(.io, "the client state has a damaged chunk list; delete the state directory") }
+        // Read in place (a no-op push reads every file's list: 200,000 of them).
+        return data.withUnsafeBytes { raw in
+            stride(from: 0, to: raw.count, by: 36).map { start in
+                let length = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start, as: UInt32.self)))
+                return Manifest.ChunkReference(id: ChunkID(bytes: UnsafeRawBufferPointer(rebasing: raw[(start + 4)..<(start + 36)]))!,
+                                               length: length)
+            }
         }
     }
 

@@ -13,6 +13,17 @@ public struct ChunkID: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// - Returns: `nil` if `bytes` is not 32 bytes long.
     public init?(bytes: some Collection<UInt8>) {
         guard bytes.count == Self.byteCount else { return nil }
+        // Bytes in one piece (an array, a slice, a buffer) are read a word at a time.
+        if let words = bytes.withContiguousStorageIfAvailable({ buffer in
+            let raw = UnsafeRawBufferPointer(buffer)
+            return (UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+                    UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
+                    UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self)),
+                    UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self)))
+        }) {
+            (w0, w1, w2, w3) = words
+            return
+        }
         var words = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         var index = 0
         for byte in bytes {
