@@ -86,7 +86,11 @@ extension PushEngine {
 
             // Nothing to send for those, once the server confirms it holds their versions (the
             // single push's rule); one it lacks goes in full, as if new there.
-            for (document, held) in zip(unchangedHere, try await remote.holds(unchangedHere.map { ($0.synced!, items[$0.item].name) })) {
+            for (document, answer) in zip(unchangedHere, try await remote.holds(unchangedHere.map { ($0.synced!, items[$0.item].name) })) {
+                guard case .success(let held) = answer else {
+                    if case .failure(let error) = answer { results[document.item] = .failure(error) }
+                    continue
+                }
                 if held {
                     let item = items[document.item], synced = document.synced!
                     var report = Self.report(item.name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
@@ -185,7 +189,11 @@ extension PushEngine {
             }
             // No version for those, once the server confirms it holds that one; else it goes in
             // full (its chunks too, asked for by the commit's missing_chunks).
-            for (number, held) in zip(foundAsItWas, try await remote.holds(foundAsItWas.map { (prepared[$0].basis!, items[prepared[$0].item].name) })) {
+            for (number, answer) in zip(foundAsItWas, try await remote.holds(foundAsItWas.map { (prepared[$0].basis!, items[prepared[$0].item].name) })) {
+                guard case .success(let held) = answer else {
+                    if case .failure(let error) = answer { results[prepared[number].item] = .failure(error) }
+                    continue
+                }
                 if held {
                     unchanged.append(number)
                 } else {

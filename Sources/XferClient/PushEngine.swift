@@ -20,8 +20,10 @@ public struct Remote: Sendable {
     /// The same for many documents, asked a thousand at a time (the manifest batch route:
     /// each item describes the version asked for, or says `not_found`); one the batch does not
     /// answer for plainly (too large an answer, an older server) is asked alone.
-    /// - Returns: One answer per document, in order.
-    func holds(_ documents: [(synced: SyncedDocument, path: DocumentPath)]) async throws -> [Bool] {
+    /// - Returns: One answer per document, in order: a document asked alone whose answer was
+    ///   an error (one that does not stop every document) has that error.
+    /// - Throws: What stops every document (`unavailable`, `unauthorized`, `cancelled`).
+    func holds(_ documents: [(synced: SyncedDocument, path: DocumentPath)]) async throws -> [Result<Bool, any Error>] {
         var answers = [Bool?](repeating: nil, count: documents.count)
         for batch in Array(documents.indices).batched(atMost: ProtocolLimits.maximumBatchDocuments) {
             let items: [ManifestBatchResult.Item]
@@ -40,9 +42,19 @@ public struct Remote: Sendable {
                 }
             }
         }
-        var result: [Bool] = []
+        var result: [Result<Bool, any Error>] = []
         for (index, answer) in answers.enumerated() {
-            if let answer { result.append(answer) } else { result.append(try await holds(documents[index].synced, at: documents[index].path)) }
+            if let answer {
+                result.append(.success(answer))
+                continue
+            }
+            do {
+                result.append(.success(try await holds(documents[index].synced, at: documents[index].path)))
+            } catch let error as XferError where error.stopsEveryDocument {
+                throw error
+            } catch {
+                result.append(.failure(error))
+            }
         }
         return result
     }
