@@ -44,6 +44,25 @@ extension MetadataTransaction {
         return held
     }
 
+    /// Adds a reference to each of `ids` (distinct) that the account holds and returns their
+    /// lengths: ``heldLengths(account:_:)`` and ``adjustReferences(account:manifest:by:)``
+    /// by 1 in one pass over the rows, for a database that locks no rows one by one (SQLite).
+    /// The caller throws, and so rolls the references back, if any is missing.
+    func referenceHeld(account: Int64, _ ids: [ChunkID]) throws -> [ChunkID: Int64] {
+        precondition(!dialect.locksRows, "rows are locked in id order before they are written")
+        var held: [ChunkID: Int64] = [:]
+        held.reserveCapacity(ids.count)
+        for batch in inStoredOrder(ids).batched(atMost: sqlBatchSize) {
+            for row in try sql.rows("""
+                UPDATE account_chunks SET refs = refs + 1 WHERE account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))
+                RETURNING id, length
+                """, [.int(account)] + batch.map(\.sqlValue)) {
+                if let id = try row.chunkID(0) { held[id] = try row.int(1) }
+            }
+        }
+        return held
+    }
+
     /// The distinct `ids` in the order both databases sort what they keep for them (bytewise;
     /// a sealed store keeps ids enciphered, so that is the enciphered bytes' order, not the
     /// ids'). Row locks are then taken in one order by every transaction, batch after batch and

@@ -263,7 +263,13 @@ extension MetadataTransaction {
         let kind = DocumentKind(manifest.kind)
         try checkNamespace(container: container, path: path, kind: kind)
         let declared = try CommitRules.distinctChunks(manifest)
-        let missing = try CommitRules.missing(declared, held: try heldLengths(account: account, Array(declared.keys)))
+        // Where rows are locked one by one, they are locked in id order first and referenced
+        // below; else one pass references them and says which are held (a missing one throws,
+        // which rolls the references back with the rest).
+        let referencedNow = !dialect.locksRows
+        let held = referencedNow ? try referenceHeld(account: account, Array(declared.keys))
+                                 : try heldLengths(account: account, Array(declared.keys))
+        let missing = try CommitRules.missing(declared, held: held)
         guard missing.isEmpty else { throw XferError.missingChunks(missing) }
         let digest = ChunkID.of(encoded).bytes
         var outcome = VersionState.current
@@ -288,7 +294,7 @@ extension MetadataTransaction {
         if outcome == .current {
             try sql.rows("UPDATE documents SET current_version = ? WHERE id = ?", version, document.id)
         }
-        try adjustReferences(account: account, manifest: manifest, by: 1)
+        if !referencedNow { try adjustReferences(account: account, manifest: manifest, by: 1) }
         try prune(account: account, document: document.id)
         return try info(document: document.id, path: path, version: version)!
     }

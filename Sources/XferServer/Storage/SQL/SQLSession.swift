@@ -125,16 +125,20 @@ struct SQLDialect: Sendable {
     var joinedIntegers: @Sendable (String) -> String
     /// The database's clock, in nanoseconds since 1970, as an expression.
     var clock: String
+    /// Whether rows are locked one by one (a statement that writes many rows must then be
+    /// preceded by a `SELECT … ORDER BY id FOR UPDATE`, so every transaction takes its locks in
+    /// one order); `false` on SQLite, whose one writer holds the whole database.
+    var locksRows: Bool
 
     static let sqlite = SQLDialect(
         forUpdate: "", bytewise: "",
         joinedIntegers: { "group_concat(\($0))" },
-        clock: "xfer_clock_ns()")
+        clock: "xfer_clock_ns()", locksRows: false)
 
     static let postgres = SQLDialect(
         forUpdate: " FOR UPDATE", bytewise: #" COLLATE "C""#,
         joinedIntegers: { "string_agg(\($0)::text, ',')" },
-        clock: "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint")
+        clock: "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint", locksRows: true)
 }
 
 /// One transaction's statements on one backend: the narrow interface the metadata rules are
