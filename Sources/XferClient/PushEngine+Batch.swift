@@ -141,13 +141,14 @@ extension PushEngine {
             let counters = Locked(Counters(bytesHashed: unchangedBytes))
             let hashed: ChunkLists
             let snapshots = prepared.map(\.snapshot)
+            let changedWhileRead = Locked<[Int: any Error]>([:])  // by document (number in prepared)
             let reading = FilesToRead(owners: where_.map(\.document), path: { [where_] position in
                 let (number, entry) = where_[position]
                 return snapshots[number].fullPath(snapshots[number].tree[entry])
             }, stamp: { [where_] position in
                 let (number, entry) = where_[position]
                 return snapshots[number].stamps[entry]
-            })
+            }, changed: changedWhileRead)
             do {
                 hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
                                           previous: previous, cache: items.first.map { ChunkCache(database: $0.state.database, maximumBytes: options.cacheBytes) },
@@ -158,17 +159,19 @@ extension PushEngine {
                 return try await alone(prepared.map(\.item))
             }
 
-            // Chunk lists into their documents. (A file written while it was read stopped the
-            // shared read above, and its document failed alone.)
+            // Chunk lists into their documents; a file written while it was read fails its document.
+            let failed = changedWhileRead.value
+            for (number, error) in failed { results[prepared[number].item] = .failure(error) }
             for (position, chunks) in hashed.enumerated() {
                 let (number, entry) = where_[position]
+                guard failed[number] == nil else { continue }
                 prepared[number].chunkLists[entry] = chunks
                 prepared[number].hashed.insert(entry)
             }
             var commits: [Int] = []  // indexes into prepared
             var unchanged: [Int] = []  // read again (their stamps moved) and the same as the synced version
             var foundAsItWas: [Int] = []  // the same as the synced version, if the server holds it
-            for number in prepared.indices {
+            for number in prepared.indices where failed[number] == nil {
                 let document = prepared[number]
                 do {
                     let chunker = document.hashed.isEmpty && document.synced != nil ? document.synced!.manifest.chunker : options.pipeline.chunker
@@ -239,7 +242,7 @@ extension PushEngine {
             } catch let error as XferError where !error.stopsEveryDocument {
                 // The batch itself refused (a server without batch commits answers "no such
                 // route"): each document goes alone; its chunks are on the server already.
-                return try await alone(commits.map { prepared[$0].item })
+                return try await alone((commits + unchanged).map { prepared[$0].item })
             }
             // The server lacks chunks this client believed it had: send them and commit again, once.
             var missing = Set<ChunkID>()

@@ -306,7 +306,11 @@ public struct PushEngine: Sendable {
                 _ = await recording.result  // what was read is remembered before the failure is told
                 throw error
             }
-            try await recording.value
+            if case .failure = await recording.result {
+                // The version is committed: the rows are tried once more, and the commit recorded
+                // either way (a file whose row is stale is only read again by the next push).
+                try? state.record(files: pushed)
+            }
             try state.recordPushed(server: connection.server, container: remote.container, path: name,
                                    document: SyncedDocument(version: committed.version, manifest: manifest))
             var report = Self.report(name, committed.version, manifest, counters.value, manifestBytes: deltaSize, started: started)
@@ -391,6 +395,9 @@ public struct PushEngine: Sendable {
         /// The stamp the walk saw for the file at a position: it must still be the file's once
         /// its end has been read (``PushEngine/checkStillAsRead(_:before:after:)``).
         var stamp: @Sendable (Int) -> FileStamp?
+        /// Where a batch's read puts each document's file that was written while it was read (by
+        /// owner), so the read goes on for the others; `nil`, such a file stops the read.
+        var changed: Locked<[Int: any Error]>? = nil
 
         var count: Int { owners.count }
         var isEmpty: Bool { owners.isEmpty }
@@ -544,8 +551,15 @@ public struct PushEngine: Sendable {
                                 report()
                             }
                         case .fileFinished(let file, _, _, let stamp):
-                            // A file written while it was read stops the read: nothing is committed from it.
-                            try Self.checkStillAsRead(collector.path, before: files.stamp(file), after: stamp)
+                            // A file written while it was read stops the read (a batch's: fails its
+                            // document): nothing is committed from it.
+                            do {
+                                try Self.checkStillAsRead(collector.path, before: files.stamp(file), after: stamp)
+                            } catch {
+                                guard let changed = files.changed else { throw error }
+                                let owner = files.owners[file]
+                                changed.withLock { if $0[owner] == nil { $0[owner] = error } }
+                            }
                         }
                     }
                     if !collector.pending.isEmpty { yield(collector.pending) }

@@ -153,7 +153,7 @@ final class StagingFiles: @unchecked Sendable {
             return fd
         }
         var evicted: Int32? = nil
-        if descriptors.count >= limit,
+        if descriptors.count + opening.count >= limit,
            let oldest = descriptors.lazy.filter({ $0.value.users == 0 }).min(by: { $0.value.used < $1.value.used }) {
             evicted = oldest.value.fd
             descriptors[oldest.key] = nil

@@ -107,6 +107,10 @@ public enum DirectoryWalker {
         guard descriptor >= 0, let handle = fdopendir(descriptor) else {
             let err = errno
             if descriptor >= 0 { close(descriptor) }
+            if err == ELOOP && !relative.isEmpty {
+                // A directory when its parent was listed, a symlink now: the tree moved under the walk.
+                throw XferError(.io, "\(directory) became a symlink as the tree was walked", cause: ChangedWhileRead())
+            }
             throw XferError(err == ENOENT ? .notFound : .io, "cannot list \(directory)", cause: SystemErrno(err))
         }
         var children: [TreeEntry] = []

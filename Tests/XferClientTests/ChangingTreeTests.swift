@@ -78,6 +78,38 @@ import XferProtocol
         }
     }
 
+    /// In a batch push (a sync pass's small documents, read together), a file written while it
+    /// is read fails its own document only; the others are committed.
+    @Test func aFileWrittenWhileABatchReadsItFailsOnlyItsDocument() async throws {
+        try await LiveServer.run { server in
+            let directory = server.root + "/batch"
+            var items: [PushItem] = []
+            // The first file read is large enough that it is surely still being read at the first
+            // progress report (its first chunk's), when another program appends to it.
+            let names = ["a-growing.bin", "b.txt", "c.txt"]
+            for (index, name) in names.enumerated() {
+                let path = directory + "/" + name
+                try Files.write(path, Files.random(count: index == 0 ? 24 << 20 : 3_000, seed: UInt64(60 + index)))
+                items.append(PushItem(path: path, name: try DocumentPath("Documents/" + name),
+                                      state: try ClientState(root: path, stateDirectory: server.stateDirectory)))
+            }
+            let written = Locked(false)
+            let growing = items[0].path
+            let results = try await PushEngine(remote: server.remote).pushMany(items) { _ in
+                guard written.withLock({ let first = !$0; $0 = true; return first }) else { return }
+                let handle = FileHandle(forWritingAtPath: growing)!
+                handle.seekToEndOfFile()
+                handle.write(Data("appended".utf8))
+                try? handle.close()
+            }
+            #expect(written.value)
+            #expect(throws: XferError.self) { try results[0].get() }
+            if case .failure(let error as XferError) = results[0] { #expect(error.isLocalChange, "\(error)") }
+            for result in results.dropFirst() { #expect(try result.get().committed) }
+            #expect(try await server.client().list().documents.map(\.path.value).sorted() == ["Documents/b.txt", "Documents/c.txt"])
+        }
+    }
+
     /// A file written once it has been read (here, after its chunks were sent) does not touch
     /// what was read: the version holds the content read, whole, and the state remembers the
     /// stamp read, so the next push sends the new content.
