@@ -378,8 +378,8 @@ public struct PullEngine: Sendable {
         // A package's files are finished: their rows go into the state (held aside until the
         // version is published) while the disk makes the staging copy durable, with the stamps
         // they have there, which renaming the copy into place does not change.
-        let stagedFiles = WrittenFiles(manifest: manifest, files: fileEntries, target: stagingPath)
-        async let staged = Self.stageRows(staging != nil ? state : nil, stagedFiles)
+        let stagedFiles = staging.map { StagedFiles(manifest: manifest, files: fileEntries, root: $0) }
+        async let staged = Self.stageRows(state, stagedFiles)
         if let staging {
             for entry in manifest.entries.reversed() where entry.kind == .directory {
                 let directory = try staging.directory(entry.path.split(separator: "/"), create: false)
@@ -428,10 +428,10 @@ public struct PullEngine: Sendable {
     }
 
     /// Holds a staged package's file rows aside in `state` (``ClientState/stageSynced(files:)``).
-    /// - Returns: Whether it did (`state` is `nil` for a file document, whose stamp is taken
+    /// - Returns: Whether it did (`files` is `nil` for a file document, whose stamp is taken
     ///   once it is in place: renaming a file changes its ctime).
-    static func stageRows(_ state: ClientState?, _ files: WrittenFiles) throws -> Bool {
-        guard let state else { return false }
+    static func stageRows(_ state: ClientState, _ files: StagedFiles?) throws -> Bool {
+        guard let files else { return false }
         try state.stageSynced(files: files)
         return true
     }
@@ -616,6 +616,44 @@ public struct PullEngine: Sendable {
 
 /// A pull's files as the state records them: each one's stamp on disk now, with its chunk
 /// list, made one at a time as the state database takes them (no array of every file).
+/// A package's files as its staging copy holds them, as the state records them: each one's
+/// stamp looked at beneath the staging copy's open directory (never by a path resolved again),
+/// with its chunk list, made one at a time. A file that cannot be looked at gets no row (the
+/// next push reads it again).
+struct StagedFiles: Sequence, Sendable {
+    let manifest: Manifest
+    /// Indexes of the file entries in `manifest`.
+    let files: [Int]
+    /// The staging copy's root.
+    let root: ConfinedDirectory
+
+    struct Iterator: IteratorProtocol {
+        let staged: StagedFiles
+        var index = 0
+        /// The directory of the file before (files come in path order: a directory's files together).
+        var directory: (path: Substring, opened: ConfinedDirectory?)? = nil
+
+        mutating func next() -> KnownFile? {
+            while index < staged.files.count {
+                defer { index += 1 }
+                let entry = staged.manifest.entries[staged.files[index]]
+                let slash = entry.path.lastIndex(of: "/")
+                let parent = slash.map { entry.path[..<$0] } ?? ""
+                let name = String(slash.map { entry.path[entry.path.index(after: $0)...] } ?? entry.path[...])
+                if directory?.path != parent {
+                    directory = (parent, parent.isEmpty ? staged.root : try? staged.root.directory(parent.split(separator: "/"), create: false))
+                }
+                if let info = directory?.opened?.status(name), (info.st_mode & S_IFMT) == S_IFREG {
+                    return KnownFile(path: entry.path, stamp: FileStamp(info), chunks: entry.chunks)
+                }
+            }
+            return nil
+        }
+    }
+
+    func makeIterator() -> Iterator { Iterator(staged: self) }
+}
+
 struct WrittenFiles: Sequence, Sendable {
     let manifest: Manifest
     /// Indexes of the file entries in `manifest`.
