@@ -614,8 +614,6 @@ public struct PullEngine: Sendable {
     }
 }
 
-/// A pull's files as the state records them: each one's stamp on disk now, with its chunk
-/// list, made one at a time as the state database takes them (no array of every file).
 /// A package's files as its staging copy holds them, as the state records them: each one's
 /// stamp looked at beneath the staging copy's open directory (never by a path resolved again),
 /// with its chunk list, made one at a time. A file that cannot be looked at gets no row (the
@@ -654,6 +652,8 @@ struct StagedFiles: Sequence, Sendable {
     func makeIterator() -> Iterator { Iterator(staged: self) }
 }
 
+/// A pull's files as the state records them: each one's stamp on disk now, with its chunk
+/// list, made one at a time as the state database takes them (no array of every file).
 struct WrittenFiles: Sequence, Sendable {
     let manifest: Manifest
     /// Indexes of the file entries in `manifest`.
