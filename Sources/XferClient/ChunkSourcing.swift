@@ -25,7 +25,7 @@ struct ChunkSourcing: Equatable {
     }
 
     /// Each file's chunks in order.
-    var files: [[Manifest.ChunkReference]]
+    var files: [Manifest.Chunks]
     /// The places that have a source to try, file by file, offset by offset. A place only the
     /// server has is no step (a first pull of 200,000 files makes none, not 12.8 MB of them).
     var steps: [Step]
@@ -36,7 +36,7 @@ struct ChunkSourcing: Equatable {
     ///   - resuming: A staging copy of this version is there (its chunks are tried first, in place).
     ///   - local: Where chunks are on disk (``ChunkSources``).
     ///   - prefetched: The chunks fetched already.
-    static func make(files: [[Manifest.ChunkReference]], resuming: Bool, local: [ChunkID: ChunkSources.Location],
+    static func make(files: [Manifest.Chunks], resuming: Bool, local: [ChunkID: ChunkSources.Location],
                      prefetched: Set<ChunkID>) -> ChunkSourcing {
         var steps: [Step] = []
         if resuming { steps.reserveCapacity(files.reduce(0) { $0 + $1.count }) }
@@ -75,7 +75,7 @@ struct ChunkSourcing: Equatable {
             var offset: Int64
             var more: [PullEngine.Target] = []
         }
-        let files: [[Manifest.ChunkReference]]
+        let files: [Manifest.Chunks]
         fileprivate var records: [Record] = []
 
         var startIndex: Int { 0 }

@@ -347,7 +347,7 @@ public final class ClientState: Sendable {
             var cursor = 0
             let rows = try String.fetchCursor(db, sql: "SELECT path FROM root_files WHERE root = ? ORDER BY path", arguments: [root])
             while let file = try rows.next() {
-                let kept = PathOrder.seek(&cursor, count: entries.count, to: file, pathAt: { entries[$0].path }) && entries[cursor].kind == .file
+                let kept = PathOrder.seek(&cursor, count: entries.count, to: file, pathAt: { entries.path(at: $0) }) && entries.kind(at: cursor) == .file
                 if !kept { stale.append(file) }
             }
             let remove = try db.cachedStatement(sql: "DELETE FROM root_files WHERE root = ? AND path = ?")

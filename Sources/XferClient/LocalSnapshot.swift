@@ -75,19 +75,16 @@ struct LocalSnapshot: Sendable {
     /// about it a pass compares.
     static func directoryStamp(mode: UInt32) -> String { "dir:\(String(directoryMode(mode), radix: 8))" }
 
-    /// The chunk list of each unchanged file, by tree index (`nil` for the others). A list
-    /// equal to the one `synced` has at the same path is that one (shared, not held twice).
+    /// The chunk list of each unchanged file, by tree index (`nil` for the others).
     func knownChunks(_ state: ClientState, synced: Manifest? = nil) throws -> [[Manifest.ChunkReference]?] {
         var lists: [[Manifest.ChunkReference]?] = Array(repeating: nil, count: tree.count)
-        // Rows one at a time, in path order, as the unchanged files and the synced entries are
-        // (the tree is in path order): only the chunk lists wanted are kept, no map is made.
-        var next = 0, previous = 0
-        let tree = tree, unchanged = unchanged, entries = synced?.entries ?? []
+        // Rows one at a time, in path order, as the unchanged files are (the tree is in path
+        // order): only the chunk lists wanted are kept, no map is made.
+        var next = 0
+        let tree = tree, unchanged = unchanged
         try state.forEachFile { file in
             guard PathOrder.seek(&next, count: unchanged.count, to: file.path, pathAt: { tree[unchanged[$0]].relativePath }) else { return }
-            let same = PathOrder.seek(&previous, count: entries.count, to: file.path, pathAt: { entries[$0].path })
-                && entries[previous].chunks == file.chunks
-            lists[unchanged[next]] = same ? entries[previous].chunks : file.chunks
+            lists[unchanged[next]] = file.chunks
             next += 1
         }
         return lists
@@ -102,20 +99,6 @@ struct LocalSnapshot: Sendable {
     /// The absolute path of the entry at `relative` (the tree itself is not needed).
     func fullPath(relative: String) -> String { kind == .package ? base + "/" + relative : base }
 
-    /// Makes each entry's path the very string `synced` holds for that path, where it has one,
-    /// so the tree and the manifest it is set against hold each name once (200,000 names took
-    /// 12.8 MB twice). Both are in path order: walked together, no map.
-    mutating func shareNames(with synced: Manifest) {
-        let entries = synced.entries
-        var cursor = 0
-        for index in tree.indices {
-            let path = tree[index].relativePath
-            if PathOrder.seek(&cursor, count: entries.count, to: path, pathAt: { entries[$0].path }) {
-                tree[index].relativePath = entries[cursor].path
-            }
-        }
-    }
-
     /// Lets go of the tree and the stamps (a push past its reading: the manifest has what is
     /// left to say), which are most of what a tree of many files holds.
     mutating func releaseTree() {
@@ -124,12 +107,18 @@ struct LocalSnapshot: Sendable {
         toHash = []
     }
 
-    /// Manifest entries with these chunk lists (by tree index; missing lists count as empty).
-    func entries(_ chunkLists: [[Manifest.ChunkReference]?]) -> [Manifest.Entry] {
-        tree.enumerated().map { index, entry in
-            Manifest.Entry(path: entry.relativePath, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
-                           chunks: chunkLists[index] ?? [], symlinkTarget: entry.symlinkTarget)
+    /// The manifest of this tree with these chunk lists (by tree index; missing lists count
+    /// as empty), made straight into its packed form.
+    func manifest(_ chunkLists: [[Manifest.ChunkReference]?], chunker: ChunkerConfiguration) throws -> Manifest {
+        var builder = Manifest.Builder(kind: kind, chunker: chunker, entries: tree.count,
+                                       nameBytes: tree.reduce(0) { $0 + $1.relativePath.utf8.count },
+                                       chunks: chunkLists.reduce(0) { $0 + ($1?.count ?? 0) })
+        for (index, entry) in tree.enumerated() {
+            builder.append(path: entry.relativePath.utf8, kind: entry.kind, mode: entry.mode,
+                           mtimeNanoseconds: entry.mtimeNanoseconds, symlinkTarget: entry.symlinkTarget)
+            if let chunks = chunkLists[index] { builder.appendChunks(chunks) }
         }
+        return try builder.finish()
     }
 
     /// Whether this is exactly `synced`: no file needs reading and the manifest it would make is the same.
@@ -142,11 +131,12 @@ struct LocalSnapshot: Sendable {
     /// entry by entry against `synced`'s (both in path order), without making a manifest.
     func isUnchanged(since synced: SyncedDocument?, chunks: [[Manifest.ChunkReference]?]) -> Bool {
         guard toHash.isEmpty, let synced, synced.manifest.kind == kind, synced.manifest.entries.count == tree.count else { return false }
+        let previous = synced.manifest.entries
         for (index, entry) in tree.enumerated() {
-            let previous = synced.manifest.entries[index]
-            guard previous.path.utf8.elementsEqual(entry.relativePath.utf8), previous.kind == entry.kind, previous.mode == entry.mode,
-                  previous.mtimeNanoseconds == entry.mtimeNanoseconds, previous.symlinkTarget == entry.symlinkTarget,
-                  previous.chunks == (chunks[index] ?? []) else { return false }
+            guard previous.pathBytes(at: index).elementsEqual(entry.relativePath.utf8), previous.kind(at: index) == entry.kind,
+                  previous.mode(at: index) == entry.mode, previous.mtimeNanoseconds(at: index) == entry.mtimeNanoseconds,
+                  previous.symlinkTarget(at: index) == entry.symlinkTarget,
+                  previous.chunks(at: index).elementsEqual(chunks[index] ?? []) else { return false }
         }
         return true
     }

@@ -19,9 +19,9 @@ struct PreviousChunks: Sendable {
     /// Adds a file whose previous version `manifest` may hold: when an entry of that relative
     /// path was a file of at most ``sizeLimit`` bytes, its chunks are candidates.
     mutating func add(fullPath: String, relativePath: String, previous manifest: Manifest?) {
-        guard let entry = manifest.flatMap({ Self.entry(relativePath, in: $0.entries) }), entry.kind == .file,
-              entry.size <= sizeLimit, !entry.chunks.isEmpty else { return }
-        byPath[fullPath] = entry.chunks
+        guard let entries = manifest?.entries, let index = entries.index(ofPath: relativePath.utf8),
+              entries.kind(at: index) == .file, entries.size(at: index) <= sizeLimit, !entries.chunks(at: index).isEmpty else { return }
+        byPath[fullPath] = Array(entries.chunks(at: index))
     }
 
     /// The previous chunk to send a new chunk at `offset` of the file at `path` against: the one
@@ -29,16 +29,6 @@ struct PreviousChunks: Sendable {
     func reference(forChunkAt offset: Int64, in path: String) -> ChunkID? {
         guard !byPath.isEmpty, let chunks = byPath[path] else { return nil }
         return Self.covering(offset, in: chunks)
-    }
-
-    /// The entry at `path` among `entries` sorted bytewise by path (a manifest's order).
-    static func entry(_ path: String, in entries: [Manifest.Entry]) -> Manifest.Entry? {
-        var low = 0, high = entries.count
-        while low < high {
-            let middle = (low + high) / 2
-            if entries[middle].path.utf8.lexicographicallyPrecedes(path.utf8) { low = middle + 1 } else { high = middle }
-        }
-        return low < entries.count && entries[low].path == path ? entries[low] : nil
     }
 
     /// The chunk of `chunks` (a file's list, in order) that covers `offset`, else the last.

@@ -212,14 +212,11 @@ public struct PullEngine: Sendable {
 
         // Lay out the staging copy: directories, symlinks, files at their final size. Every
         // name is created in a directory opened beneath the staging copy, never through a symlink.
-        // Each staged file: its entry's index in the manifest, and where it is staged.
+        // Each staged file: its entry's index in the manifest (where it is staged is its entry's
+        // path below the staging copy, or the staging file's name in the area for a single file).
         var fileEntries: [Int] = []
-        // Each staged file's path below the staging copy (a package's entry path, shared with
-        // the manifest), or the staging file's name in the area for a single file.
-        var places: [String] = []
-        let fileCount = manifest.entries.reduce(0) { $0 + ($1.kind == .file ? 1 : 0) }
+        let fileCount = manifest.entries.indices.reduce(0) { $0 + (manifest.entries.kind(at: $1) == .file ? 1 : 0) }
         fileEntries.reserveCapacity(fileCount)
-        places.reserveCapacity(fileCount)
         var links: [(entry: Manifest.Entry, directory: ConfinedDirectory, name: String)] = []
         var staging: ConfinedDirectory? = nil
         if manifest.kind == .package {
@@ -253,7 +250,6 @@ public struct PullEngine: Sendable {
                 directory = area
                 leaf = stagingName
             }
-            let place = staging != nil ? entry.path : stagingName
             switch entry.kind {
             case .directory:
                 if !fresh { try directory.remove(leaf, unless: S_IFDIR) }
@@ -275,7 +271,6 @@ public struct PullEngine: Sendable {
                     try Self.check(ftruncate(fd, off_t(entry.size)), "size", directory.describe(leaf))
                 }
                 fileEntries.append(entryIndex)
-                places.append(place)
             }
         }
         lastDirectory = nil
@@ -286,7 +281,10 @@ public struct PullEngine: Sendable {
         let entries = manifest.entries, filesEntries = fileEntries
         // After its last chunk a file's writeback starts (not a small one's when one syncfs
         // makes the package durable); with no fsync of its own to come, it is finished then too.
-        let handles = StagingFiles(root: staging ?? area, prefix: staging != nil ? stagingPath : area.path, paths: places, writes: fileEntries.map { manifest.entries[$0].chunks.count },
+        let inPackage = staging != nil
+        let handles = StagingFiles(root: staging ?? area, prefix: inPackage ? stagingPath : area.path, count: fileEntries.count,
+                                   path: { [stagingName] in inPackage ? entries.path(at: filesEntries[$0]) : stagingName },
+                                   writes: fileEntries.map { manifest.entries.chunks(at: $0).count },
                                    creating: fresh ? creating : nil) { index, fd in
             let entry = entries[filesEntries[index]]
             if !wholeFileSystem || entry.size >= Self.writebackFrom { Syscall.startWriteback(fd) }
@@ -296,14 +294,13 @@ public struct PullEngine: Sendable {
             try Self.finish(fd, entry, path: "\(stagingPath)/\(entry.path)", durable: false)
             return true
         }
-        places = []  // held by handles from here
         creating = []
         defer { handles.closeAll() }
         func entry(ofFile index: Int) -> Manifest.Entry { manifest.entries[fileEntries[index]] }
 
         // Decide where each chunk comes from (the staging copy of a resumed pull, a local file,
         // the batch's prefetched chunks, or the server), then try each source in that order.
-        var plan = ChunkSourcing.make(files: fileEntries.map { manifest.entries[$0].chunks }, resuming: resuming, local: sources,
+        var plan = ChunkSourcing.make(files: fileEntries.map { manifest.entries.chunks(at: $0) }, resuming: resuming, local: sources,
                                  prefetched: Set(prefetched.map { Array($0.chunks.keys) } ?? []))
         let counters = Locked(Counters(chunksFetched: prefetched?.chunksFetched ?? 0, bytesFetched: prefetched?.bytesFetched ?? 0))
         var buffer = [UInt8](repeating: 0, count: manifest.chunker.maximumSize)

@@ -175,8 +175,7 @@ extension PushEngine {
                 let document = prepared[number]
                 do {
                     let chunker = document.hashed.isEmpty && document.synced != nil ? document.synced!.manifest.chunker : options.pipeline.chunker
-                    let manifest = try Manifest(kind: document.snapshot.kind, chunker: chunker,
-                                                entries: document.snapshot.entries(document.chunkLists))
+                    let manifest = try document.snapshot.manifest(document.chunkLists, chunker: chunker)
                     prepared[number].manifest = manifest
                     prepared[number].encoded = manifest.encoded()
                     // Byte for byte, as the single push's no-op check (LocalSnapshot.isUnchanged)

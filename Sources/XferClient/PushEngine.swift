@@ -194,14 +194,12 @@ public struct PushEngine: Sendable {
             let connection = remote.connection
             let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
             // The version this root holds, read first: its manifest (megabytes for a tree of many
-            // files, decoded through buffers as large) is made before the walk's entries exist,
-            // and the walk's names are then its names (LocalSnapshot.shareNames).
+            // files, decoded through buffers as large) is made before the walk's entries exist.
             let synced = try state.document(server: connection.server, container: remote.container, path: name)
             // Which files must be read: those whose stamp changed since their chunks were computed.
             var snapshot = try LocalSnapshot(path: path, state: state, exclude: options.exclude, directoryItself: directoryItself)
-            if let synced {
-                snapshot.shareNames(with: synced.manifest)
-                ProcessMemory.returnFreePages(afterFiles: snapshot.tree.count, bytes: 0)  // the walk's names and the manifest's decoding
+            if synced != nil {
+                ProcessMemory.returnFreePages(afterFiles: snapshot.tree.count, bytes: 0)  // the manifest's decoding
             }
             let (top, kind) = (snapshot.top, snapshot.kind)
             var chunkLists = try snapshot.knownChunks(state, synced: synced?.manifest)
@@ -265,8 +263,7 @@ public struct PushEngine: Sendable {
             // The upload bodies' pages, before the manifest is made.
             ProcessMemory.returnFreePages(afterFiles: fileCount, bytes: total)
             // 4. The manifest, sent as a delta against the base version.
-            let manifest = try Manifest(kind: kind, chunker: !hashedAny && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker,
-                                        entries: snapshot.entries(chunkLists))
+            let manifest = try snapshot.manifest(chunkLists, chunker: !hashedAny && synced != nil ? synced!.manifest.chunker : options.pipeline.chunker)
             // Remember what was read, even if the commit fails, so a re-run does not read it again
             // (and so the state has every file's row: the unchanged ones' are as they were). The
             // rows (a second of work for 200,000 files) are written while the delta is made and
@@ -343,7 +340,8 @@ public struct PushEngine: Sendable {
 
     static func report(_ name: DocumentPath, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
                                manifestBytes: Int, started: ContinuousClock.Instant) -> PushReport {
-        let fileBytes = manifest.entries.reduce(Int64(0)) { $0 + ($1.kind == .file ? $1.size : 0) }
+        let entries = manifest.entries
+        let fileBytes = entries.indices.reduce(Int64(0)) { $0 + (entries.kind(at: $1) == .file ? entries.size(at: $1) : 0) }
         return PushReport(document: name.value, version: version,
                           files: manifest.fileCount, bytes: manifest.totalSize,
                           chunks: manifest.allChunks.count, chunksSent: counters.chunksSent, bytesSent: counters.bytesSent,

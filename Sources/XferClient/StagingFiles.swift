@@ -7,7 +7,7 @@ import XferCore
 /// a file closed early is opened again, beneath the staging copy and never through a symlink,
 /// when a later chunk or the final fsync needs it.
 ///
-/// A file of a new staging copy can be created by its first write (``init(root:prefix:paths:limit:writes:creating:whenWritten:)``'s
+/// A file of a new staging copy can be created by its first write (``init(root:prefix:count:path:limit:writes:creating:whenWritten:)``'s
 /// `creating`: exclusively, so a name that appeared meanwhile is an error, never overwritten), and
 /// finished by its last (`whenWritten`): a file of a small-file package then costs one open
 /// and one close instead of three of each.
@@ -16,9 +16,11 @@ final class StagingFiles: @unchecked Sendable {
     let root: ConfinedDirectory
     /// `root`'s own path, for messages.
     let prefix: String
-    /// Every file's path below `root` ("dir/sub/name"), by index: one string a file, shared
-    /// with the manifest's entry (a pull of 200,000 files holds no second copy of their names).
-    let paths: [String]
+    /// File `index`'s path below `root` ("dir/sub/name"), made when it is opened: read from
+    /// the manifest's packed names (a pull of 200,000 files holds no string a file).
+    let relativePath: @Sendable (Int) -> String
+    /// How many files.
+    let count: Int
     /// Descriptors kept open at once (and as many directories).
     let limit: Int
 
@@ -51,20 +53,29 @@ final class StagingFiles: @unchecked Sendable {
     ///     file is finished: it is closed then and never opened again (``isFinished(_:)``).
     ///     By default the kernel is asked to start writing the file out (`sync_file_range`),
     ///     which the final fsync then waits on, and the file is not finished.
-    init(root: ConfinedDirectory, prefix: String, paths: [String], limit: Int = 128, writes: [Int]? = nil, creating: [Bool]? = nil,
+    init(root: ConfinedDirectory, prefix: String, count: Int, path: @escaping @Sendable (Int) -> String, limit: Int = 128,
+         writes: [Int]? = nil, creating: [Bool]? = nil,
          whenWritten: @escaping (Int, Int32) throws -> Bool = { _, fd in Syscall.startWriteback(fd); return false }) {
         self.root = root
         self.prefix = prefix
-        self.paths = paths
+        self.relativePath = path
+        self.count = count
         self.limit = max(1, limit)
         self.whenWritten = whenWritten
-        remainingWrites = writes.map { $0.map { Int32(clamping: $0) } } ?? Array(repeating: 0, count: paths.count)
-        toCreate = creating ?? Array(repeating: false, count: paths.count)
-        finished = Array(repeating: false, count: paths.count)
+        remainingWrites = writes.map { $0.map { Int32(clamping: $0) } } ?? Array(repeating: 0, count: count)
+        toCreate = creating ?? Array(repeating: false, count: count)
+        finished = Array(repeating: false, count: count)
+    }
+
+    /// Files at these paths below `root`.
+    convenience init(root: ConfinedDirectory, prefix: String, paths: [String], limit: Int = 128, writes: [Int]? = nil, creating: [Bool]? = nil,
+                     whenWritten: @escaping (Int, Int32) throws -> Bool = { _, fd in Syscall.startWriteback(fd); return false }) {
+        self.init(root: root, prefix: prefix, count: paths.count, path: { paths[$0] }, limit: limit, writes: writes, creating: creating,
+                  whenWritten: whenWritten)
     }
 
     /// File `index`'s full path, for messages.
-    func path(_ index: Int) -> String { (prefix == "/" ? "" : prefix) + "/" + paths[index] }
+    func path(_ index: Int) -> String { (prefix == "/" ? "" : prefix) + "/" + relativePath(index) }
 
     deinit { closeAll() }
 
@@ -158,7 +169,7 @@ final class StagingFiles: @unchecked Sendable {
             evicted = oldest.value.fd
             descriptors[oldest.key] = nil
         }
-        let relative = paths[index]
+        let relative = relativePath(index)
         let slash = relative.lastIndex(of: "/")
         let directory: ConfinedDirectory
         do {

@@ -41,7 +41,7 @@ public struct ChunkIDPrefixes: Sendable, ExpressibleByArrayLiteral {
 
     /// Adds the ids of every chunk `manifest` references (without a list of them all).
     public mutating func formUnion(chunksOf manifest: Manifest) {
-        for entry in manifest.entries { formUnion(entry.chunks.lazy.map(\.id)) }
+        formUnion(manifest.entries.allChunks.chunkIDs)
     }
 
     /// How many distinct prefixes it holds.

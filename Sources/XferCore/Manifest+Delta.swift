@@ -39,18 +39,19 @@ extension Manifest {
         out.varint(UInt64(entries.count))
         // Both entry lists are in bytewise path order: the base's entry of a path, if any, is
         // found by walking the two together (no map of the base's paths).
-        let baseEntries = base?.entries ?? []
+        let baseEntries = base?.entries ?? Entries()
         var cursor = 0
-        for entry in entries {
-            out.entryHeader(entry)
-            if entry.kind == .file {
-                if PathOrder.seek(&cursor, count: baseEntries.count, to: entry.path, pathAt: { baseEntries[$0].path }),
-                   baseEntries[cursor].kind == .file {
+        for index in entries.indices {
+            out.entryHeader(entries, index)
+            if entries.kind(at: index) == .file {
+                let path = entries.pathBytes(at: index)
+                while cursor < baseEntries.count && baseEntries.pathBytes(at: cursor).lexicographicallyPrecedes(path) { cursor += 1 }
+                if cursor < baseEntries.count, baseEntries.kind(at: cursor) == .file, baseEntries.pathBytes(at: cursor).elementsEqual(path) {
                     out.varint(UInt64(cursor + 1))
-                    Self.writeOps(entry.chunks, against: baseEntries[cursor].chunks, to: &out)
+                    Self.writeOps(entries.chunks(at: index), against: baseEntries.chunks(at: cursor), to: &out)
                 } else {
                     out.varint(0)
-                    Self.writeOps(entry.chunks, against: [], to: &out)
+                    Self.writeOps(entries.chunks(at: index), against: Chunks.none, to: &out)
                 }
             }
             if out.buffer.count > limit { try drain(&out) }
@@ -142,34 +143,42 @@ extension Manifest {
         let chunker = try input.chunker()
         let count = try input.int(limit: input.remaining / 4)
         try Self.checkTotals(entries: count, references: 0, bytes: 0)
-        var entries: [Entry] = []
-        entries.reserveCapacity(count)
-        let baseEntries = base?.entries ?? []
+        let baseEntries = base?.entries ?? Entries()
+        // Room as for a decoding: as much as the delta could name without copies, capped by the limits.
+        var builder = Builder(kind: kind, chunker: chunker, entries: count, nameBytes: max(0, input.remaining - 4 * count),
+                              chunks: min(input.remaining / 33 + baseEntries.ids.count, Self.maximumChunkReferences))
         // Totals over the whole result, checked before each copy or add is made: a few bytes
         // of delta can name millions of references, so nothing is built past the limits.
         var totals = (references: 0, bytes: Int64(0))
         for _ in 0..<count {
-            var entry = try input.entryHeader()
-            if entry.kind == .file {
+            if try input.entryHeader(into: &builder) == .file {
                 let reference = try input.int(limit: baseEntries.count)
-                let source = reference == 0 ? [] : baseEntries[reference - 1].chunks
-                entry.chunks = try Self.readOps(from: &input, against: source, maximumLength: chunker.maximumSize,
-                                                entries: count, totals: &totals)
+                let source = reference == 0 ? Chunks.none : baseEntries.chunks(at: reference - 1)
+                try Self.readOps(from: &input, against: source, into: &builder, maximumLength: chunker.maximumSize,
+                                 entries: count, totals: &totals)
             }
-            entries.append(entry)
         }
         guard input.remaining == 0 else {
             throw XferError(.invalidManifest, "manifest delta has \(input.remaining) bytes after its last entry")
         }
-        try self.init(kind: kind, chunker: chunker, entries: entries)
+        self = try builder.finish()
     }
 
     /// Greedy matching: every new chunk that starts a run found in `base` is copied as the
     /// longest such run from its first occurrence; everything else is added.
-    private static func writeOps(_ chunks: [ChunkReference], against base: [ChunkReference], to out: inout ByteWriter) {
+    private static func writeOps(_ chunks: Chunks, against base: Chunks, to out: inout ByteWriter) {
+        // Offsets into `base` (its indices start where its entry's chunks start).
+        let origin = base.startIndex
         var firstIndex: [ChunkID: Int] = [:]
-        firstIndex.reserveCapacity(base.count)
-        for (index, chunk) in base.enumerated() where firstIndex[chunk.id] == nil { firstIndex[chunk.id] = index }
+        // A short base (a small file's one chunk) is searched, not mapped.
+        let mapped = base.count > 8
+        if mapped {
+            firstIndex.reserveCapacity(base.count)
+            for offset in 0..<base.count where firstIndex[base[origin + offset].id] == nil { firstIndex[base[origin + offset].id] = offset }
+        }
+        func first(_ id: ChunkID) -> Int? {
+            mapped ? firstIndex[id] : base.firstIndex(where: { $0.id == id }).map { $0 - origin }
+        }
         var ops = ByteWriter()
         var opCount = 0
         var pendingAdds: [ChunkReference] = []
@@ -181,11 +190,13 @@ extension Manifest {
             pendingAdds.removeAll(keepingCapacity: true)
             opCount += 1
         }
+        let count = chunks.count, chunkOrigin = chunks.startIndex
         var i = 0
-        while i < chunks.count {
-            if let start = firstIndex[chunks[i].id], base[start] == chunks[i] {
+        while i < count {
+            let chunk = chunks[chunkOrigin + i]
+            if let start = first(chunk.id), base[origin + start] == chunk {
                 var run = 1
-                while i + run < chunks.count, start + run < base.count, base[start + run] == chunks[i + run] { run += 1 }
+                while i + run < count, start + run < base.count, base[origin + start + run] == chunks[chunkOrigin + i + run] { run += 1 }
                 flushAdds()
                 ops.byte(DeltaOp.copy.rawValue)
                 ops.varint(UInt64(start))
@@ -193,7 +204,7 @@ extension Manifest {
                 opCount += 1
                 i += run
             } else {
-                pendingAdds.append(chunks[i])
+                pendingAdds.append(chunk)
                 i += 1
             }
         }
@@ -202,11 +213,11 @@ extension Manifest {
         out.bytes(ops.buffer)
     }
 
-    private static func readOps(from input: inout ByteReader, against base: [ChunkReference], maximumLength: Int,
-                                entries: Int, totals: inout (references: Int, bytes: Int64)) throws -> [ChunkReference] {
+    private static func readOps(from input: inout ByteReader, against base: Chunks, into builder: inout Builder, maximumLength: Int,
+                                entries: Int, totals: inout (references: Int, bytes: Int64)) throws {
         // Every op takes at least 3 bytes.
         let opCount = try input.int(limit: input.remaining / 3)
-        var chunks: [ChunkReference] = []
+        let origin = base.startIndex
         for _ in 0..<opCount {
             switch DeltaOp(rawValue: try input.byte()) {
             case .copy:
@@ -215,9 +226,9 @@ extension Manifest {
                 guard run > 0 else { throw XferError(.invalidManifest, "manifest delta copies an empty run") }
                 totals.references += run
                 try checkTotals(entries: entries, references: totals.references, bytes: totals.bytes)
-                for chunk in base[start..<(start + run)] { totals.bytes += Int64(chunk.length) }
+                for offset in start..<(start + run) { totals.bytes += Int64(base[origin + offset].length) }
                 try checkTotals(entries: entries, references: totals.references, bytes: totals.bytes)
-                chunks.append(contentsOf: base[start..<(start + run)])
+                for offset in start..<(start + run) { builder.appendChunk(base[origin + offset]) }
             case .add:
                 let added = try input.int(limit: input.remaining / 33)
                 guard added > 0 else { throw XferError(.invalidManifest, "manifest delta adds no chunks") }
@@ -226,13 +237,12 @@ extension Manifest {
                 for _ in 0..<added {
                     let chunk = try input.chunk(maximumLength: maximumLength)
                     totals.bytes += Int64(chunk.length)
-                    chunks.append(chunk)
+                    builder.appendChunk(chunk)
                 }
                 try checkTotals(entries: entries, references: totals.references, bytes: totals.bytes)
             case nil:
                 throw XferError(.invalidManifest, "manifest delta has an unknown operation")
             }
         }
-        return chunks
     }
 }

@@ -37,14 +37,12 @@ extension Manifest {
         out.byte(kind.rawValue)
         out.chunker(chunker)
         out.varint(UInt64(entries.count))
-        for entry in entries {
-            out.entryHeader(entry)
-            switch entry.kind {
-            case .file:
-                out.varint(UInt64(entry.chunks.count))
-                for chunk in entry.chunks { out.chunk(chunk) }
-            case .symlink, .directory:
-                break
+        for index in entries.indices {
+            out.entryHeader(entries, index)
+            if entries.kind(at: index) == .file {
+                let chunks = entries.chunks(at: index)
+                out.varint(UInt64(chunks.count))
+                for chunk in chunks { out.chunk(chunk) }
             }
         }
         return out.buffer
@@ -53,10 +51,9 @@ extension Manifest {
     /// About the size of ``encoded()`` (each varint at its usual width), so the encoding of a
     /// manifest of many entries is written into one buffer instead of doubling into several.
     var estimatedEncodedSize: Int {
-        var size = 32
-        for entry in entries {
-            size += entry.path.utf8.count + 19 + (entry.symlinkTarget?.utf8.count ?? 0)
-            if entry.kind == .file { size += 3 + 36 * entry.chunks.count }
+        var size = 32 + entries.names.count + 19 * entries.count + 36 * entries.ids.count
+        for index in entries.indices where entries.kind(at: index) != .directory {
+            size += entries.kind(at: index) == .file ? 3 : entries.symlinkTarget(at: index)?.utf8.count ?? 0
         }
         return size
     }
@@ -82,35 +79,31 @@ extension Manifest {
         // Every entry takes at least 4 bytes (path length, kind, mode, mtime).
         let count = try input.int(limit: input.remaining / 4)
         try Self.checkTotals(entries: count, references: 0, bytes: 0)
-        var entries: [Entry] = []
-        entries.reserveCapacity(count)
+        // Room for as many names and chunks as the input could hold (pages never written to are
+        // only address space), so that no buffer is copied to grow.
+        var builder = Builder(kind: kind, chunker: chunker, entries: count, nameBytes: max(0, input.remaining - 4 * count),
+                              chunks: input.remaining / 33)
         var references = 0
         var bytes: Int64 = 0
         for _ in 0..<count {
-            var entry = try input.entryHeader()
-            if entry.kind == .file {
+            if try input.entryHeader(into: &builder) == .file {
                 // Every chunk takes at least 33 bytes (length, id).
                 let chunkCount = try input.int(limit: input.remaining / 33)
                 references += chunkCount
                 try Self.checkTotals(entries: count, references: references, bytes: bytes)
-                entry.chunks.reserveCapacity(chunkCount)
                 for _ in 0..<chunkCount {
                     let chunk = try input.chunk(maximumLength: chunker.maximumSize)
                     bytes += Int64(chunk.length)
-                    entry.chunks.append(chunk)
+                    builder.appendChunk(chunk)
                 }
                 try Self.checkTotals(entries: count, references: references, bytes: bytes)
             }
-            entries.append(entry)
         }
         guard input.remaining == 0 else {
             throw XferError(.invalidManifest, "manifest has \(input.remaining) bytes after its last entry")
         }
-        self.kind = kind
-        self.chunker = chunker
-        self.entries = entries
         // Sorting is part of the canonical form: the stored order must already be sorted.
-        try validate()
+        self = try builder.finish()
     }
 }
 
@@ -125,11 +118,23 @@ extension ByteWriter {
 
     /// What every entry starts with: path, kind, mode, zigzag mtime; a symlink's target.
     package mutating func entryHeader(_ entry: Manifest.Entry) {
-        string(entry.path)
-        byte(entry.kind.rawValue)
-        varint(UInt64(entry.mode))
-        varint(UInt64(bitPattern: (entry.mtimeNanoseconds << 1) ^ (entry.mtimeNanoseconds >> 63)))
-        if entry.kind == .symlink { string(entry.symlinkTarget ?? "") }
+        entryHeader(path: entry.path.utf8, kind: entry.kind, mode: entry.mode, mtime: entry.mtimeNanoseconds,
+                    symlinkTarget: entry.symlinkTarget)
+    }
+
+    /// ``entryHeader(_:)`` of packed entry `index`.
+    package mutating func entryHeader(_ entries: Manifest.Entries, _ index: Int) {
+        entryHeader(path: entries.pathBytes(at: index), kind: entries.kind(at: index), mode: entries.mode(at: index),
+                    mtime: entries.mtimeNanoseconds(at: index), symlinkTarget: entries.symlinkTarget(at: index))
+    }
+
+    private mutating func entryHeader(path: some Collection<UInt8>, kind: EntryKind, mode: UInt32, mtime: Int64, symlinkTarget: String?) {
+        varint(UInt64(path.count))
+        buffer.append(contentsOf: path)
+        byte(kind.rawValue)
+        varint(UInt64(mode))
+        varint(UInt64(bitPattern: (mtime << 1) ^ (mtime >> 63)))
+        if kind == .symlink { string(symlinkTarget ?? "") }
     }
 
     /// One chunk reference: plain length, then the 32-byte id.
@@ -153,18 +158,19 @@ extension ByteReader {
         }
     }
 
-    /// Reads what ``ByteWriter/entryHeader(_:)`` wrote (chunks left empty).
-    package mutating func entryHeader() throws -> Manifest.Entry {
-        let path = try string(limit: DocumentPathRules.maximumPathBytes)
+    /// Reads what ``ByteWriter/entryHeader(_:)`` wrote into `builder` (chunks left to add).
+    /// - Returns: The entry's kind.
+    package mutating func entryHeader(into builder: inout Manifest.Builder) throws -> EntryKind {
+        let path = try utf8(limit: DocumentPathRules.maximumPathBytes)
         guard let kind = EntryKind(rawValue: try byte()) else {
-            throw XferError(.invalidManifest, "entry \"\(path)\" has an unknown kind")
+            throw XferError(.invalidManifest, "entry \"\(String(decoding: path, as: UTF8.self))\" has an unknown kind")
         }
         let mode = UInt32(try int(limit: 0o7777))
         let zigzag = try varint()
         let mtime = Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1)
-        var entry = Manifest.Entry(path: path, kind: kind, mode: mode, mtimeNanoseconds: mtime)
-        if kind == .symlink { entry.symlinkTarget = try string(limit: DocumentPathRules.maximumPathBytes) }
-        return entry
+        let target = kind == .symlink ? try string(limit: DocumentPathRules.maximumPathBytes) : nil
+        builder.append(path: path, kind: kind, mode: mode, mtimeNanoseconds: mtime, symlinkTarget: target)
+        return kind
     }
 
     /// Reads what ``ByteWriter/chunk(_:)`` wrote.
@@ -244,6 +250,16 @@ package struct ByteReader {
             throw XferError(.invalidManifest, "value \(value) is over its limit of \(limit)")
         }
         return Int(value)
+    }
+
+    /// A varint length (at most `limit`) and that many bytes of valid UTF-8, read in place.
+    package mutating func utf8(limit: Int) throws -> ArraySlice<UInt8> {
+        let count = try int(limit: min(limit, remaining))
+        guard count <= remaining else { throw truncated() }
+        let raw = data[position..<(position + count)]
+        position += count
+        guard UTF8Scalars.isValid(raw) else { throw XferError(.invalidManifest, "text is not valid UTF-8") }
+        return raw
     }
 
     /// A varint length (at most `limit`) and that many bytes of valid UTF-8.

@@ -84,8 +84,8 @@ public struct Manifest: Sendable, Hashable {
     public let kind: Kind
     /// The chunk limits the files were cut with (a client re-cutting a file must use them).
     public let chunker: ChunkerConfiguration
-    /// The entries in bytewise path order, parents before children.
-    public let entries: [Entry]
+    /// The entries in bytewise path order, parents before children (packed: see ``Entries``).
+    public let entries: Entries
 
     /// Creates a manifest, checking it.
     /// - Parameters:
@@ -94,73 +94,90 @@ public struct Manifest: Sendable, Hashable {
     ///   - entries: For a file, one entry with path ""; for a package, any order (they are sorted).
     /// - Throws: `XferError` `invalid_manifest` or `invalid_path` saying what is wrong.
     public init(kind: Kind, chunker: ChunkerConfiguration, entries: [Entry]) throws {
+        var packed = Entries()
+        let sorted = PathOrder.sorted(entries, by: \.path)  // no sorted copy if already in order
+        try Self.checkTotals(entries: sorted.count, references: 0, bytes: 0)
+        packed.reserve(entries: sorted.count, nameBytes: sorted.reduce(0) { $0 + $1.path.utf8.count },
+                       chunks: sorted.reduce(0) { $0 + $1.chunks.count })
+        for entry in sorted { packed.append(entry) }
+        guard !packed.overflowed else {
+            throw XferError(.tooLarge, "manifest names take over 4 GiB, more than a document may hold")
+        }
+        try self.init(kind: kind, chunker: chunker, packed: packed)
+    }
+
+    /// Creates a manifest from entries packed in path order, checking it.
+    init(kind: Kind, chunker: ChunkerConfiguration, packed: Entries) throws {
         self.kind = kind
         self.chunker = chunker
-        self.entries = PathOrder.sorted(entries, by: \.path)  // no sorted copy if already in order
+        self.entries = packed
         try validate()
     }
 
     /// Total content bytes of all files and symlinks.
-    public var totalSize: Int64 { entries.reduce(0) { $0 + $1.size } }
+    public var totalSize: Int64 {
+        entries.indices.reduce(entries.chunkBytes) { $0 + (entries.kind(at: $1) == .symlink ? entries.size(at: $1) : 0) }
+    }
 
     /// Files and symlinks (entries that are not directories).
-    public var fileCount: Int { entries.reduce(0) { $0 + ($1.kind == .directory ? 0 : 1) } }
+    public var fileCount: Int { entries.indices.reduce(0) { $0 + (entries.kind(at: $1) == .directory ? 0 : 1) } }
 
     /// Every chunk reference, in entry order, repeats included.
-    public var allChunks: [ChunkReference] { entries.flatMap(\.chunks) }
+    public var allChunks: [ChunkReference] { Array(entries.allChunks) }
 
     /// The SHA-256 of the canonical encoding: names this version's content.
     public var digest: ChunkID { ChunkID.of(encoded()) }
 
     func validate() throws {
-        try Self.checkTotals(entries: entries.count, references: entries.reduce(0) { $0 + $1.chunks.count }, bytes: 0)
+        try Self.checkTotals(entries: entries.count, references: entries.allChunks.count, bytes: 0)
+        let slash = UInt8(ascii: "/")
         switch kind {
         case .file:
-            guard entries.count == 1, entries[0].path.isEmpty, entries[0].kind != .directory else {
+            guard entries.count == 1, entries.pathBytes(at: 0).isEmpty, entries.kind(at: 0) != .directory else {
                 throw XferError(.invalidManifest, "a file manifest has exactly one file or symlink entry with an empty path")
             }
         case .directory:
-            guard entries.count == 1, entries[0].path.isEmpty, entries[0].kind == .directory else {
+            guard entries.count == 1, entries.pathBytes(at: 0).isEmpty, entries.kind(at: 0) == .directory else {
                 throw XferError(.invalidManifest, "a directory manifest has exactly one directory entry with an empty path")
             }
         case .package:
-            var directories: Set<String> = []
-            var previous: String? = nil
-            for entry in entries {
-                try DocumentPathRules.validate(entry.path)
-                if let previous, !previous.utf8.lexicographicallyPrecedes(entry.path.utf8) {
-                    throw XferError(.invalidManifest, "package entries must have distinct paths in bytewise order; \"\(entry.path)\" repeats or is out of order")
+            for index in entries.indices {
+                let path = entries.pathBytes(at: index)
+                try DocumentPathRules.validate(utf8: path)
+                if index > 0, !entries.pathBytes(at: index - 1).lexicographicallyPrecedes(path) {
+                    throw XferError(.invalidManifest, "package entries must have distinct paths in bytewise order; \"\(entries.path(at: index))\" repeats or is out of order")
                 }
-                if let slash = entry.path.utf8.lastIndex(of: UInt8(ascii: "/")) {
-                    let parent = String(entry.path[..<slash])
-                    guard directories.contains(parent) else {
-                        throw XferError(.invalidManifest, "\"\(entry.path)\" has no directory entry for its parent \"\(parent)\"")
+                // Its parent is an earlier entry (path order puts it first), found by its bytes.
+                if let cut = path.lastIndex(of: slash) {
+                    let parent = path[..<cut]
+                    guard let found = entries.index(ofPath: parent), entries.kind(at: found) == .directory else {
+                        throw XferError(.invalidManifest, "\"\(entries.path(at: index))\" has no directory entry for its parent \"\(String(decoding: parent, as: UTF8.self))\"")
                     }
                 }
-                if entry.kind == .directory { directories.insert(entry.path) }
-                previous = entry.path
             }
         }
-        for entry in entries {
-            guard entry.mode <= 0o7777 else {
-                throw XferError(.invalidManifest, "\"\(entry.path)\" has mode \(String(entry.mode, radix: 8)), above 7777")
+        for index in entries.indices {
+            let mode = entries.mode(at: index)
+            guard mode <= 0o7777 else {
+                throw XferError(.invalidManifest, "\"\(entries.path(at: index))\" has mode \(String(mode, radix: 8)), above 7777")
             }
-            switch entry.kind {
+            let chunks = entries.chunks(at: index), target = entries.symlinkTarget(at: index)
+            switch entries.kind(at: index) {
             case .file:
-                guard entry.symlinkTarget == nil else {
-                    throw XferError(.invalidManifest, "file \"\(entry.path)\" has a symlink target")
+                guard target == nil else {
+                    throw XferError(.invalidManifest, "file \"\(entries.path(at: index))\" has a symlink target")
                 }
-                for chunk in entry.chunks where chunk.length < 1 || chunk.length > chunker.maximumSize {
-                    throw XferError(.invalidManifest, "file \"\(entry.path)\" has a chunk of \(chunk.length) bytes, outside 1...\(chunker.maximumSize)")
+                for chunk in chunks where chunk.length < 1 || chunk.length > chunker.maximumSize {
+                    throw XferError(.invalidManifest, "file \"\(entries.path(at: index))\" has a chunk of \(chunk.length) bytes, outside 1...\(chunker.maximumSize)")
                 }
             case .directory:
-                guard entry.chunks.isEmpty, entry.symlinkTarget == nil else {
-                    throw XferError(.invalidManifest, "directory \"\(entry.path)\" has content")
+                guard chunks.isEmpty, target == nil else {
+                    throw XferError(.invalidManifest, "directory \"\(entries.path(at: index))\" has content")
                 }
             case .symlink:
-                guard entry.chunks.isEmpty, let target = entry.symlinkTarget, !target.isEmpty,
+                guard chunks.isEmpty, let target, !target.isEmpty,
                       target.utf8.count <= DocumentPathRules.maximumPathBytes, !target.utf8.contains(0) else {
-                    throw XferError(.invalidManifest, "symlink \"\(entry.path)\" needs a target of 1...\(DocumentPathRules.maximumPathBytes) bytes without NUL")
+                    throw XferError(.invalidManifest, "symlink \"\(entries.path(at: index))\" needs a target of 1...\(DocumentPathRules.maximumPathBytes) bytes without NUL")
                 }
             }
         }
@@ -185,24 +202,35 @@ public enum DocumentPathRules {
     /// - Parameter path: The path.
     /// - Throws: `XferError` `invalid_path` saying which rule it breaks.
     public static func validate(_ path: String) throws {
-        let bytes = Array(path.utf8)
+        var path = path
+        try path.withUTF8 { try validate(utf8: $0) }
+    }
+
+    /// Checks a relative path given as UTF-8 bytes (valid UTF-8: a string's, or checked so by
+    /// whoever read them), without making a string unless it is refused.
+    /// - Parameter bytes: The path's bytes.
+    /// - Throws: `XferError` `invalid_path` saying which rule it breaks.
+    public static func validate(utf8 bytes: some Collection<UInt8>) throws {
+        func text() -> String { String(decoding: bytes, as: UTF8.self) }
         guard !bytes.isEmpty else { throw XferError(.invalidPath, "a path inside a package cannot be empty") }
         guard bytes.count <= maximumPathBytes else {
             throw XferError(.invalidPath, "path is \(bytes.count) bytes, over the limit of \(maximumPathBytes)")
         }
         guard !bytes.contains(0) else { throw XferError(.invalidPath, "path contains a NUL byte") }
         guard bytes.first != UInt8(ascii: "/") else {
-            throw XferError(.invalidPath, "\"\(path)\" is absolute; paths are relative to the document")
+            throw XferError(.invalidPath, "\"\(text())\" is absolute; paths are relative to the document")
         }
-        if let bad = path.unicodeScalars.first(where: isRefused) {
+        // Every refused character is a control byte or starts with a byte of 0xC2 or more.
+        if bytes.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 >= 0xC2 }),
+           let bad = UTF8Scalars.first(in: bytes, where: isRefused) {
             throw XferError(.invalidPath, "path contains the character U+\(String(bad.value, radix: 16, uppercase: true).leftPadded(to: 4)), which names may not hold (a control, separator or bidirectional formatting character)")
         }
         for component in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             if component.isEmpty || component.elementsEqual([0x2E]) || component.elementsEqual([0x2E, 0x2E]) {
-                throw XferError(.invalidPath, "\"\(path)\" has an empty, \".\" or \"..\" component")
+                throw XferError(.invalidPath, "\"\(text())\" has an empty, \".\" or \"..\" component")
             }
             if component.count > maximumComponentBytes {
-                throw XferError(.invalidPath, "\"\(path)\" has a component over \(maximumComponentBytes) bytes")
+                throw XferError(.invalidPath, "\"\(text())\" has a component over \(maximumComponentBytes) bytes")
             }
         }
     }
@@ -222,5 +250,33 @@ extension String {
     /// The string with leading zeros up to `width` characters.
     func leftPadded(to width: Int) -> String {
         count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}
+
+/// Unicode scalars of UTF-8 bytes, decoded in place.
+package enum UTF8Scalars {
+    /// The first scalar of `bytes` that `refused` picks, if any (bytes past an invalid
+    /// sequence are not looked at: valid UTF-8 is the caller's to ensure, see ``isValid(_:)``).
+    package static func first(in bytes: some Collection<UInt8>, where refused: (Unicode.Scalar) -> Bool) -> Unicode.Scalar? {
+        var iterator = bytes.makeIterator()
+        var decoder = UTF8()
+        while case .scalarValue(let scalar) = decoder.decode(&iterator) {
+            if refused(scalar) { return scalar }
+        }
+        return nil
+    }
+
+    /// Whether `bytes` are valid UTF-8 (no overlong form, surrogate or value past U+10FFFF).
+    package static func isValid(_ bytes: some Collection<UInt8>) -> Bool {
+        if !bytes.contains(where: { $0 >= 0x80 }) { return true }
+        var iterator = bytes.makeIterator()
+        var decoder = UTF8()
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue: continue
+            case .emptyInput: return true
+            case .error: return false
+            }
+        }
     }
 }

@@ -77,7 +77,7 @@ import XferProtocol
         let manifests = try Self.sampleManifests()
         let plain = Self.fuzz("manifest", seeds: manifests.map { $0.encoded() }, salt: 1) { _ = try Manifest(decoding: $0) }
         let base = manifests[0]
-        var edited = base.entries
+        var edited = Array(base.entries)
         edited[3].chunks.append(.init(id: ChunkID.of([9]), length: 77))
         let target = try Manifest(kind: .package, chunker: .default, entries: edited)
         let deltas = Self.fuzz("manifest delta", seeds: [target.delta(against: base), target.delta(against: nil)], salt: 2) {

@@ -94,8 +94,9 @@ enum CommitRules {
     /// - Throws: `invalid_manifest` if one id is declared with two lengths (one content has one length).
     static func distinctChunks(_ manifest: Manifest) throws -> [ChunkID: Int] {
         var lengths: [ChunkID: Int] = [:]
-        for entry in manifest.entries {
-            for chunk in entry.chunks {
+        let entries = manifest.entries
+        for index in entries.indices {
+            for chunk in entries.chunks(at: index) {
                 if let known = lengths.updateValue(chunk.length, forKey: chunk.id), known != chunk.length {
                     throw XferError(.invalidManifest, "the manifest declares chunk \(chunk.id) as both \(known) and \(chunk.length) bytes")
                 }
