@@ -45,7 +45,7 @@ extension IgnoreRules {
     ///   - rules: The rules to start from (the defaults, `--exclude` patterns).
     /// - Returns: The entries kept, in the order of ``DirectoryWalker/walk(_:)``.
     /// - Throws: `not_found` or `io` from the walk.
-    public static func walk(_ root: String, rules: IgnoreRules = .defaults) throws -> [TreeEntry] {
+    public static func walk(_ root: String, rules: IgnoreRules = .defaults) throws -> TreeEntries {
         var rules = rules
         rules.load(directory: root, as: "")
         let base = root.hasSuffix("/") && root.count > 1 ? String(root.dropLast()) : root

@@ -9,8 +9,8 @@ struct LocalSnapshot: Sendable {
     let top: TreeEntry
     /// File, package, or a directory alone.
     let kind: Manifest.Kind
-    /// Every entry (one for a file).
-    private(set) var tree: [TreeEntry]
+    /// Every entry (one for a file), packed.
+    private(set) var tree: TreeEntries
     /// Each file's stamp as the walk saw it (the same `lstat` as its entry), by tree index.
     var stamps: Stamps { Stamps(tree: tree) }
     /// Tree indexes of the files whose stamp matches the state's record (their chunks are known).
@@ -35,10 +35,10 @@ struct LocalSnapshot: Sendable {
         if top.kind == .directory && directoryItself {
             kind = .directory
             top = Self.directoryEntry(mode: top.mode)
-            tree = [top]
+            tree = TreeEntries([top])
         } else {
             kind = top.kind == .directory ? .package : .file
-            tree = kind == .package ? PathOrder.sorted(try IgnoreRules.walk(path, rules: IgnoreRules(exclude: exclude)), by: \.relativePath) : [top]
+            tree = kind == .package ? try IgnoreRules.walk(path, rules: IgnoreRules(exclude: exclude)).sortedByPath() : TreeEntries([top])
         }
         self.top = top
         base = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
@@ -47,13 +47,13 @@ struct LocalSnapshot: Sendable {
         var cursor = 0
         let tree = tree
         try state.forEachStamp { path, stamp in
-            if PathOrder.seek(&cursor, count: tree.count, to: path, pathAt: { tree[$0].relativePath }), tree[cursor].kind == .file {
-                matches[cursor] = tree[cursor].stamp == stamp
+            if PathOrder.seek(&cursor, count: tree.count, to: path.utf8, bytesAt: tree.pathBytes), tree.kind(at: cursor) == .file {
+                matches[cursor] = tree.stamp(at: cursor) == stamp
             }
         }
         var unchanged: [Int] = []
         var toHash: [Int] = []
-        for index in tree.indices where tree[index].kind == .file {
+        for index in tree.indices where tree.kind(at: index) == .file {
             if matches[index] { unchanged.append(index) } else { toHash.append(index) }
         }
         self.unchanged = unchanged
@@ -83,7 +83,7 @@ struct LocalSnapshot: Sendable {
         var next = 0
         let tree = tree, unchanged = unchanged
         try state.forEachFile { file in
-            guard PathOrder.seek(&next, count: unchanged.count, to: file.path, pathAt: { tree[unchanged[$0]].relativePath }) else { return }
+            guard PathOrder.seek(&next, count: unchanged.count, to: file.path.utf8, bytesAt: { tree.pathBytes(at: unchanged[$0]) }) else { return }
             lists[unchanged[next]] = file.chunks
             next += 1
         }
@@ -91,10 +91,13 @@ struct LocalSnapshot: Sendable {
     }
 
     /// Content bytes of every file.
-    var totalSize: Int64 { tree.reduce(Int64(0)) { $0 + ($1.kind == .file ? $1.size : 0) } }
+    var totalSize: Int64 { tree.indices.reduce(Int64(0)) { $0 + (tree.kind(at: $1) == .file ? tree.size(at: $1) : 0) } }
 
     /// The absolute path of an entry.
     func fullPath(_ entry: TreeEntry) -> String { fullPath(relative: entry.relativePath) }
+
+    /// The absolute path of tree entry `index`.
+    func fullPath(at index: Int) -> String { fullPath(relative: tree.relativePath(at: index)) }
 
     /// The absolute path of the entry at `relative` (the tree itself is not needed).
     func fullPath(relative: String) -> String { kind == .package ? base + "/" + relative : base }
@@ -102,7 +105,7 @@ struct LocalSnapshot: Sendable {
     /// Lets go of the tree and the stamps (a push past its reading: the manifest has what is
     /// left to say), which are most of what a tree of many files holds.
     mutating func releaseTree() {
-        tree = []
+        tree = TreeEntries()
         unchanged = []
         toHash = []
     }
@@ -111,11 +114,11 @@ struct LocalSnapshot: Sendable {
     /// as empty), made straight into its packed form.
     func manifest(_ chunkLists: [[Manifest.ChunkReference]?], chunker: ChunkerConfiguration) throws -> Manifest {
         var builder = Manifest.Builder(kind: kind, chunker: chunker, entries: tree.count,
-                                       nameBytes: tree.reduce(0) { $0 + $1.relativePath.utf8.count },
+                                       nameBytes: tree.nameBytes,
                                        chunks: chunkLists.reduce(0) { $0 + ($1?.count ?? 0) })
-        for (index, entry) in tree.enumerated() {
-            builder.append(path: entry.relativePath.utf8, kind: entry.kind, mode: entry.mode,
-                           mtimeNanoseconds: entry.mtimeNanoseconds, symlinkTarget: entry.symlinkTarget)
+        for index in tree.indices {
+            builder.append(path: tree.pathBytes(at: index), kind: tree.kind(at: index), mode: tree.mode(at: index),
+                           mtimeNanoseconds: tree.mtimeNanoseconds(at: index), symlinkTarget: tree.symlinkTarget(at: index))
             if let chunks = chunkLists[index] { builder.appendChunks(chunks) }
         }
         return try builder.finish()
@@ -132,10 +135,10 @@ struct LocalSnapshot: Sendable {
     func isUnchanged(since synced: SyncedDocument?, chunks: [[Manifest.ChunkReference]?]) -> Bool {
         guard toHash.isEmpty, let synced, synced.manifest.kind == kind, synced.manifest.entries.count == tree.count else { return false }
         let previous = synced.manifest.entries
-        for (index, entry) in tree.enumerated() {
-            guard previous.pathBytes(at: index).elementsEqual(entry.relativePath.utf8), previous.kind(at: index) == entry.kind,
-                  previous.mode(at: index) == entry.mode, previous.mtimeNanoseconds(at: index) == entry.mtimeNanoseconds,
-                  previous.symlinkTarget(at: index) == entry.symlinkTarget,
+        for index in tree.indices {
+            guard previous.pathBytes(at: index).elementsEqual(tree.pathBytes(at: index)), previous.kind(at: index) == tree.kind(at: index),
+                  previous.mode(at: index) == tree.mode(at: index), previous.mtimeNanoseconds(at: index) == tree.mtimeNanoseconds(at: index),
+                  previous.symlinkTarget(at: index) == tree.symlinkTarget(at: index),
                   previous.chunks(at: index).elementsEqual(chunks[index] ?? []) else { return false }
         }
         return true
@@ -145,9 +148,9 @@ struct LocalSnapshot: Sendable {
 extension LocalSnapshot {
     /// The stamps of a snapshot's files, read from its entries: no array of its own.
     struct Stamps: Sendable {
-        let tree: [TreeEntry]
+        let tree: TreeEntries
 
         /// The stamp of the file at tree index `index`; `nil` for a directory or symlink.
-        subscript(index: Int) -> FileStamp? { tree[index].kind == .file ? tree[index].stamp : nil }
+        subscript(index: Int) -> FileStamp? { tree.kind(at: index) == .file ? tree.stamp(at: index) : nil }
     }
 }

@@ -114,7 +114,7 @@ extension PullEngine {
     static func holds(_ target: String, _ manifest: Manifest) throws -> Bool {
         let tree: [TreeEntry]
         do {
-            tree = manifest.kind == .package ? try IgnoreRules.walk(target) : [try DirectoryWalker.entry(at: target)]
+            tree = manifest.kind == .package ? Array(try IgnoreRules.walk(target)) : [try DirectoryWalker.entry(at: target)]
         } catch {
             return false
         }

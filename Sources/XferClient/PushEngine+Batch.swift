@@ -124,7 +124,7 @@ extension PushEngine {
                     var offset: Int64 = 0
                     for chunk in chunks {
                         if !onServer.contains(chunk.id) && queued.insert(chunk.id) {
-                            initial.append(Location(id: chunk.id, file: snapshot.fullPath(snapshot.tree[entry]), offset: offset,
+                            initial.append(Location(id: chunk.id, file: snapshot.fullPath(at: entry), offset: offset,
                                                     length: chunk.length, owner: number))
                         }
                         offset += Int64(chunk.length)
@@ -133,7 +133,7 @@ extension PushEngine {
                 for entry in snapshot.toHash + snapshot.unchanged.filter({ document.chunkLists[$0] == nil }) {
                     where_.append((number, entry))
                     if sendAgainst {
-                        previous.add(fullPath: snapshot.fullPath(snapshot.tree[entry]), relativePath: snapshot.tree[entry].relativePath,
+                        previous.add(fullPath: snapshot.fullPath(at: entry), relativePath: snapshot.tree.relativePath(at: entry),
                                      previous: document.synced?.manifest)
                     }
                 }
@@ -144,7 +144,7 @@ extension PushEngine {
             let changedWhileRead = Locked<[Int: any Error]>([:])  // by document (number in prepared)
             let reading = FilesToRead(owners: where_.map(\.document), path: { [where_] position in
                 let (number, entry) = where_[position]
-                return snapshots[number].fullPath(snapshots[number].tree[entry])
+                return snapshots[number].fullPath(at: entry)
             }, stamp: { [where_] position in
                 let (number, entry) = where_[position]
                 return snapshots[number].stamps[entry]
@@ -259,7 +259,7 @@ extension PushEngine {
                         var offset: Int64 = 0
                         for chunk in chunks ?? [] {
                             if missing.remove(chunk.id) != nil {
-                                resend.append(Location(id: chunk.id, file: snapshot.fullPath(snapshot.tree[entry]), offset: offset,
+                                resend.append(Location(id: chunk.id, file: snapshot.fullPath(at: entry), offset: offset,
                                                        length: chunk.length, owner: number))
                             }
                             offset += Int64(chunk.length)
@@ -329,9 +329,8 @@ struct KnownFiles: Sequence, Sendable {
             while position < files.only.count {
                 defer { position += 1 }
                 let index = files.only[position]
-                let node = tree[index]
-                guard node.kind == .file, let stamp = files.snapshot.stamps[index], let chunks = files.chunkLists[index] else { continue }
-                return KnownFile(path: node.relativePath, stamp: stamp, chunks: chunks)
+                guard tree.kind(at: index) == .file, let stamp = files.snapshot.stamps[index], let chunks = files.chunkLists[index] else { continue }
+                return KnownFile(path: tree.relativePath(at: index), stamp: stamp, chunks: chunks)
             }
             return nil
         }
@@ -356,7 +355,7 @@ struct PushedFiles: Sequence, Sendable {
         self.manifest = manifest
         let tree = snapshot.tree
         indexes = only  // (shared, not copied)
-        identities = only.map { (tree[$0].inode, tree[$0].ctimeNanoseconds) }
+        identities = only.map { let stamp = tree.stamp(at: $0); return (stamp.inode, stamp.ctimeNanoseconds) }
     }
 
     struct Iterator: IteratorProtocol {

@@ -237,7 +237,7 @@ public struct PushEngine: Sendable {
 
             // 3. Chunks the server surely has (the base version's) are never asked about.
             let onServer = PushDecisions.onServer(baseVersion: baseVersion, synced: basis)
-            let (initial, queued) = PushDecisions.initialUpload(chunkLists, path: { snapshot.fullPath(snapshot.tree[$0]) }, onServer: onServer)
+            let (initial, queued) = PushDecisions.initialUpload(chunkLists, path: { snapshot.fullPath(at: $0) }, onServer: onServer)
             let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : snapshot.stamps[$1]?.size ?? 0) }
             let counters = Locked(Counters(bytesHashed: unchangedBytes))
 
@@ -246,12 +246,12 @@ public struct PushEngine: Sendable {
             let features = await connection.features()
             var previous = PreviousChunks()
             for index in toHash where features.contains(.chunksAgainst) {
-                previous.add(fullPath: snapshot.fullPath(snapshot.tree[index]), relativePath: snapshot.tree[index].relativePath, previous: synced?.manifest)
+                previous.add(fullPath: snapshot.fullPath(at: index), relativePath: snapshot.tree.relativePath(at: index), previous: synced?.manifest)
             }
             let hashedAny: Bool
             do {
                 let reading = FilesToRead(owners: Array(repeating: 0, count: toHash.count),
-                                          path: { [snapshot, toHash] in snapshot.fullPath(snapshot.tree[toHash[$0]]) },
+                                          path: { [snapshot, toHash] in snapshot.fullPath(at: toHash[$0]) },
                                           stamp: { [snapshot, toHash] in snapshot.stamps[toHash[$0]] })
                 let hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
                                               previous: previous, cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes),

@@ -94,8 +94,8 @@ extension PushEngine {
             let chunkLists = try snapshot.knownChunks(state)
             let toRead = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
             var plan = PushPlan(document: name.value, action: .update, reason: "", syncedVersion: syncedVersion, serverVersion: serverVersion,
-                                files: snapshot.tree.filter { $0.kind == .file }.count, bytes: snapshot.totalSize,
-                                filesToRead: toRead.count, bytesToRead: toRead.reduce(Int64(0)) { $0 + snapshot.tree[$1].size })
+                                files: snapshot.tree.indices.filter { snapshot.tree.kind(at: $0) == .file }.count, bytes: snapshot.totalSize,
+                                filesToRead: toRead.count, bytesToRead: toRead.reduce(Int64(0)) { $0 + snapshot.tree.size(at: $1) })
             // The same order of questions as a push: unchanged first (without --force), then the base.
             if !options.force, let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
                 if try await remote.holds(synced, at: name) {

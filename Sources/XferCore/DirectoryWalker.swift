@@ -80,7 +80,7 @@ public enum DirectoryWalker {
     /// - Parameter root: A directory.
     /// - Returns: The entries in bytewise order of their relative paths.
     /// - Throws: `XferError` `not_found` or `io`, naming the path that failed.
-    public static func walk(_ root: String) throws -> [TreeEntry] {
+    public static func walk(_ root: String) throws -> TreeEntries {
         try walk(root, include: { _ in true })
     }
 
@@ -92,14 +92,14 @@ public enum DirectoryWalker {
     ///     before its children are listed (so it may read a rules file inside it).
     /// - Returns: The accepted entries in bytewise order of their relative paths.
     /// - Throws: `XferError` `not_found` or `io`, naming the path that failed, or what `include` throws.
-    public static func walk(_ root: String, include: (TreeEntry) throws -> Bool) throws -> [TreeEntry] {
-        var result: [TreeEntry] = []
+    public static func walk(_ root: String, include: (TreeEntry) throws -> Bool) throws -> TreeEntries {
+        var result = TreeEntries()
         try walk(root, relative: "", include: include, into: &result)
         return result
     }
 
     private static func walk(_ directory: String, relative: String, include: (TreeEntry) throws -> Bool,
-                             into result: inout [TreeEntry]) throws {
+                             into result: inout TreeEntries) throws {
         // Each name is looked at relative to its open directory: the kernel walks one component
         // per file, not the whole path. A directory below the root that became a symlink since
         // its parent was listed is not opened through (O_NOFOLLOW); the root is as named.

@@ -17,7 +17,7 @@ extension Manifest {
     ) throws -> Manifest {
         let top = try DirectoryWalker.entry(at: path)
         let kind: Kind = top.kind == .directory ? .package : .file
-        let tree = kind == .package ? try DirectoryWalker.walk(path) : [top]
+        let tree = kind == .package ? try DirectoryWalker.walk(path) : TreeEntries([top])
         let base = path.hasSuffix("/") ? String(path.dropLast()) : path
         let fileIndexes = tree.indices.filter { tree[$0].kind == .file }
         let inputs: [ChunkInput] = fileIndexes.map { index in

@@ -51,7 +51,7 @@ extension Manifest {
     /// About the size of ``encoded()`` (each varint at its usual width), so the encoding of a
     /// manifest of many entries is written into one buffer instead of doubling into several.
     var estimatedEncodedSize: Int {
-        var size = 32 + entries.names.count + 19 * entries.count + 36 * entries.ids.count
+        var size = 32 + entries.names.totalBytes + 19 * entries.count + 36 * entries.ids.count
         for index in entries.indices where entries.kind(at: index) != .directory {
             size += entries.kind(at: index) == .file ? 3 : entries.symlinkTarget(at: index)?.utf8.count ?? 0
         }

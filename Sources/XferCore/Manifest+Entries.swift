@@ -1,7 +1,7 @@
 extension Manifest {
-    /// A manifest's entries, packed: every path's bytes in one buffer, every chunk reference in
-    /// two flat arrays (ids, lengths), and a fixed 24-byte record an entry saying where its path
-    /// and its chunks end. A package of 200,000 one-chunk files held about 190 bytes an entry as
+    /// A manifest's entries, packed: every path's bytes in one buffer (``PackedNames``), every
+    /// chunk reference in two flat arrays (ids, lengths), and a fixed 24-byte record an entry
+    /// saying where its chunks end. A package of 200,000 one-chunk files held about 190 bytes an entry as
     /// ``Entry`` values (a path string, an array of chunks and the entry itself, each its own
     /// allocation) and holds its path's bytes plus 60 here, in five allocations in all.
     ///
@@ -9,24 +9,22 @@ extension Manifest {
     /// its chunks a new array): hot loops read the parts they need instead (``path(at:)``,
     /// ``pathBytes(at:)``, ``chunks(at:)``, ``kind(at:)``), which make nothing.
     public struct Entries: RandomAccessCollection, Sendable, Hashable {
-        /// One entry: where its path and chunks end in the shared buffers, and its metadata.
+        /// One entry: where its chunks end in the shared lists, and its metadata.
         struct Record: Sendable, Hashable {
             var mtimeNanoseconds: Int64
-            var pathEnd: UInt32
             var chunkEnd: UInt32
             var mode: UInt32
             var kind: EntryKind
         }
 
-        private(set) var names: [UInt8] = []
+        private(set) var names = PackedNames()
         private(set) var records: [Record] = []
         private(set) var ids: [ChunkID] = []
         private(set) var lengths: [UInt32] = []
         /// Symlink targets by entry index (symlinks are few).
         private(set) var targets: [Int: String] = [:]
-        /// Set when the names passed 4 GiB (more than any valid manifest holds): the builder
-        /// throws `too_large` rather than store a wrapped offset.
-        private(set) var overflowed = false
+        /// Whether the names passed 4 GiB: the builder throws `too_large`.
+        var overflowed: Bool { names.overflowed }
 
         /// No entries.
         public init() {}
@@ -41,12 +39,6 @@ extension Manifest {
                          chunks: Array(chunks(at: index)), symlinkTarget: targets[index])
         }
 
-        /// Where entry `index`'s path lies in ``names``.
-        @inline(__always)
-        func pathRange(_ index: Int) -> Range<Int> {
-            (index == 0 ? 0 : Int(records[index - 1].pathEnd))..<Int(records[index].pathEnd)
-        }
-
         /// Where entry `index`'s chunks lie in ``ids`` and ``lengths``.
         @inline(__always)
         func chunkRange(_ index: Int) -> Range<Int> {
@@ -54,10 +46,10 @@ extension Manifest {
         }
 
         /// Entry `index`'s path.
-        public func path(at index: Int) -> String { String(decoding: names[pathRange(index)], as: UTF8.self) }
+        public func path(at index: Int) -> String { names.string(at: index) }
 
         /// Entry `index`'s path as UTF-8 bytes, read in place.
-        public func pathBytes(at index: Int) -> ArraySlice<UInt8> { names[pathRange(index)] }
+        public func pathBytes(at index: Int) -> ArraySlice<UInt8> { names[index] }
 
         /// Entry `index`'s kind.
         public func kind(at index: Int) -> EntryKind { records[index].kind }
@@ -91,25 +83,11 @@ extension Manifest {
 
         /// The index of the entry whose path is `path` (bytes), by binary search: entries are
         /// in path order once checked.
-        public func index(ofPath path: some Collection<UInt8>) -> Int? {
-            var low = 0, high = records.count
-            while low < high {
-                let middle = (low + high) / 2
-                let candidate = pathBytes(at: middle)
-                if candidate.lexicographicallyPrecedes(path) {
-                    low = middle + 1
-                } else if candidate.elementsEqual(path) {
-                    return middle
-                } else {
-                    high = middle
-                }
-            }
-            return nil
-        }
+        public func index(ofPath path: some Collection<UInt8>) -> Int? { names.index(of: path) }
 
         mutating func reserve(entries: Int, nameBytes: Int, chunks: Int) {
             records.reserveCapacity(entries)
-            names.reserveCapacity(nameBytes)
+            names.reserve(count: entries, bytes: nameBytes)
             ids.reserveCapacity(chunks)
             lengths.reserveCapacity(chunks)
         }
@@ -117,14 +95,10 @@ extension Manifest {
         /// Appends an entry with no chunks yet (``appendChunk(_:)`` adds them).
         mutating func append(path: some Collection<UInt8>, kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64,
                              symlinkTarget: String?) {
-            names.append(contentsOf: path)
-            if names.count > Int(UInt32.max) {
-                overflowed = true
-                names.removeLast(path.count)
-            }
+            names.append(path)
             if let symlinkTarget { targets[records.count] = symlinkTarget }
-            records.append(Record(mtimeNanoseconds: mtimeNanoseconds, pathEnd: UInt32(names.count),
-                                  chunkEnd: UInt32(truncatingIfNeeded: ids.count), mode: mode, kind: kind))
+            records.append(Record(mtimeNanoseconds: mtimeNanoseconds, chunkEnd: UInt32(truncatingIfNeeded: ids.count),
+                                  mode: mode, kind: kind))
         }
 
         /// Appends a chunk to the last entry's list.

@@ -21,4 +21,12 @@ public enum PathOrder {
         while cursor < count && precedes(pathAt(cursor), path) { cursor += 1 }
         return cursor < count && pathAt(cursor).utf8.elementsEqual(path.utf8)
     }
+
+    /// ``seek(_:count:to:pathAt:)`` over paths read as bytes in place (a packed list's).
+    @inlinable
+    public static func seek(_ cursor: inout Int, count: Int, to path: some Collection<UInt8>,
+                            bytesAt: (Int) -> ArraySlice<UInt8>) -> Bool {
+        while cursor < count && bytesAt(cursor).lexicographicallyPrecedes(path) { cursor += 1 }
+        return cursor < count && bytesAt(cursor).elementsEqual(path)
+    }
 }
