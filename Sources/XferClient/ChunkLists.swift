@@ -65,3 +65,70 @@ struct ChunkLists: RandomAccessCollection, Sendable {
         return (start..<end).map { blocks[$0 / Self.blockSize][$0 % Self.blockSize] }
     }
 }
+
+/// Each file's chunk list by tree index, as a push knows them (from the state's rows, then
+/// from its reading), packed: the references of all files in two flat arrays and 8 bytes a
+/// file saying where its list lies, or that it is not known. An array a file took about 80
+/// bytes for a one-chunk file and 8 for an unknown one; here 44 and 8. A list is set once
+/// (setting one again leaves the old one's references unused until the whole goes).
+struct FileChunkLists: RandomAccessCollection, MutableCollection, ExpressibleByArrayLiteral, Sendable {
+    private struct Span: Sendable {
+        var start: UInt32
+        var count: UInt32
+    }
+    /// A span's count for a file whose list is not known.
+    private static let unknown = UInt32.max
+
+    private var ids: [ChunkID] = []
+    private var lengths: [UInt32] = []
+    private var spans: [Span]
+
+    /// Lists for `files` files, none known.
+    init(files: Int = 0) {
+        spans = Array(repeating: Span(start: 0, count: Self.unknown), count: files)
+    }
+
+    /// The lists of a manifest's entries, by entry index (empty for what is not a file).
+    init(of manifest: Manifest) {
+        self.init(files: manifest.entries.count)
+        for index in manifest.entries.indices { self[index] = Array(manifest.entries.chunks(at: index)) }
+    }
+
+    init(arrayLiteral lists: [Manifest.ChunkReference]?...) {
+        self.init(files: lists.count)
+        for (index, list) in lists.enumerated() { self[index] = list }
+    }
+
+    var startIndex: Int { 0 }
+    var endIndex: Int { spans.count }
+
+    /// File `index`'s list, made now (`nil`: not known).
+    subscript(index: Int) -> [Manifest.ChunkReference]? {
+        get { chunks(at: index).map { Array($0) } }
+        set {
+            guard let list = newValue else {
+                spans[index] = Span(start: 0, count: Self.unknown)
+                return
+            }
+            precondition(ids.count + list.count < Int(UInt32.max), "more than 2^32 chunk references in one push")
+            spans[index] = Span(start: UInt32(ids.count), count: UInt32(list.count))
+            for chunk in list {
+                ids.append(chunk.id)
+                lengths.append(UInt32(clamping: chunk.length))
+            }
+        }
+    }
+
+    /// Whether file `index`'s list is known.
+    func isKnown(_ index: Int) -> Bool { spans[index].count != Self.unknown }
+
+    /// File `index`'s list, read in place (`nil`: not known).
+    func chunks(at index: Int) -> Manifest.Chunks? {
+        let span = spans[index]
+        guard span.count != Self.unknown else { return nil }
+        return Manifest.Chunks(ids: ids, lengths: lengths, range: Int(span.start)..<Int(span.start + span.count))
+    }
+
+    /// References held, over all files.
+    var referenceCount: Int { ids.count }
+}

@@ -76,8 +76,8 @@ struct LocalSnapshot: Sendable {
     static func directoryStamp(mode: UInt32) -> String { "dir:\(String(directoryMode(mode), radix: 8))" }
 
     /// The chunk list of each unchanged file, by tree index (`nil` for the others).
-    func knownChunks(_ state: ClientState, synced: Manifest? = nil) throws -> [[Manifest.ChunkReference]?] {
-        var lists: [[Manifest.ChunkReference]?] = Array(repeating: nil, count: tree.count)
+    func knownChunks(_ state: ClientState, synced: Manifest? = nil) throws -> FileChunkLists {
+        var lists = FileChunkLists(files: tree.count)
         // Rows one at a time, in path order, as the unchanged files are (the tree is in path
         // order): only the chunk lists wanted are kept, no map is made.
         var next = 0
@@ -112,14 +112,14 @@ struct LocalSnapshot: Sendable {
 
     /// The manifest of this tree with these chunk lists (by tree index; missing lists count
     /// as empty), made straight into its packed form.
-    func manifest(_ chunkLists: [[Manifest.ChunkReference]?], chunker: ChunkerConfiguration) throws -> Manifest {
+    func manifest(_ chunkLists: FileChunkLists, chunker: ChunkerConfiguration) throws -> Manifest {
         var builder = Manifest.Builder(kind: kind, chunker: chunker, entries: tree.count,
                                        nameBytes: tree.nameBytes,
-                                       chunks: chunkLists.reduce(0) { $0 + ($1?.count ?? 0) })
+                                       chunks: chunkLists.referenceCount)
         for index in tree.indices {
             builder.append(path: tree.pathBytes(at: index), kind: tree.kind(at: index), mode: tree.mode(at: index),
                            mtimeNanoseconds: tree.mtimeNanoseconds(at: index), symlinkTarget: tree.symlinkTarget(at: index))
-            if let chunks = chunkLists[index] { builder.appendChunks(chunks) }
+            if let chunks = chunkLists.chunks(at: index) { builder.appendChunks(chunks) }
         }
         return try builder.finish()
     }
@@ -132,14 +132,14 @@ struct LocalSnapshot: Sendable {
 
     /// The same, with the unchanged files' chunk lists already read (``knownChunks(_:synced:)``):
     /// entry by entry against `synced`'s (both in path order), without making a manifest.
-    func isUnchanged(since synced: SyncedDocument?, chunks: [[Manifest.ChunkReference]?]) -> Bool {
+    func isUnchanged(since synced: SyncedDocument?, chunks: FileChunkLists) -> Bool {
         guard toHash.isEmpty, let synced, synced.manifest.kind == kind, synced.manifest.entries.count == tree.count else { return false }
         let previous = synced.manifest.entries
         for index in tree.indices {
             guard previous.pathBytes(at: index).elementsEqual(tree.pathBytes(at: index)), previous.kind(at: index) == tree.kind(at: index),
                   previous.mode(at: index) == tree.mode(at: index), previous.mtimeNanoseconds(at: index) == tree.mtimeNanoseconds(at: index),
                   previous.symlinkTarget(at: index) == tree.symlinkTarget(at: index),
-                  previous.chunks(at: index).elementsEqual(chunks[index] ?? []) else { return false }
+                  previous.chunks(at: index).elementsEqual(chunks.chunks(at: index) ?? .none) else { return false }
         }
         return true
     }

@@ -34,18 +34,18 @@ enum PushDecisions {
 
     /// The files to read: the changed ones, then unchanged ones whose chunk list is no longer
     /// recorded (a record removed since the stamps were read).
-    static func filesToRead(changed: [Int], unchanged: [Int], chunkLists: [[Manifest.ChunkReference]?]) -> [Int] {
-        let unread = unchanged.filter { chunkLists[$0] == nil }
+    static func filesToRead(changed: [Int], unchanged: [Int], chunkLists: FileChunkLists) -> [Int] {
+        let unread = unchanged.filter { !chunkLists.isKnown($0) }
         return unread.isEmpty ? changed : changed + unread  // (the first shares the list it was given)
     }
 
     /// Where the bytes of each chunk `include` picks are, in file order, from the files whose
     /// chunk lists are known. `include` sees every chunk and may keep state (to pick each once).
-    static func locations(_ chunkLists: [[Manifest.ChunkReference]?], path: (Int) -> String,
+    static func locations(_ chunkLists: FileChunkLists, path: (Int) -> String,
                           include: (ChunkID) -> Bool) -> [PushEngine.Location] {
         var result: [PushEngine.Location] = []
-        for (index, chunks) in chunkLists.enumerated() {
-            guard let chunks else { continue }
+        for index in chunkLists.indices {
+            guard let chunks = chunkLists.chunks(at: index) else { continue }
             var offset: Int64 = 0
             for chunk in chunks {
                 if include(chunk.id) {
@@ -59,7 +59,7 @@ enum PushDecisions {
 
     /// What to send before any file is read: each chunk of the known files that the server
     /// does not surely hold, once. `queued` is what it picked, so the files read next skip those.
-    static func initialUpload(_ chunkLists: [[Manifest.ChunkReference]?], path: (Int) -> String,
+    static func initialUpload(_ chunkLists: FileChunkLists, path: (Int) -> String,
                               onServer: ChunkIDPrefixes) -> (locations: [PushEngine.Location], queued: ChunkIDPrefixes) {
         var queued = ChunkIDPrefixes()
         let locations = locations(chunkLists, path: path) { !onServer.contains($0) && queued.insert($0) }
@@ -68,7 +68,7 @@ enum PushDecisions {
 
     /// What to send again when a commit answers that the server lacks `missing` (a base from
     /// another root, say): each once, from wherever this push read it.
-    static func resend(_ missing: [ChunkID], _ chunkLists: [[Manifest.ChunkReference]?], path: (Int) -> String) -> [PushEngine.Location] {
+    static func resend(_ missing: [ChunkID], _ chunkLists: FileChunkLists, path: (Int) -> String) -> [PushEngine.Location] {
         var wanted = Set(missing)
         return locations(chunkLists, path: path) { wanted.remove($0) != nil }
     }

@@ -56,7 +56,7 @@ extension PushEngine {
             struct Prepared {
                 var item: Int
                 var snapshot: LocalSnapshot
-                var chunkLists: [[Manifest.ChunkReference]?]
+                var chunkLists: FileChunkLists
                 var synced: SyncedDocument?
                 /// What the server is taken to hold of the document: `synced`, unless the server
                 /// said it lacks that version (then nothing: the document goes as if new there).
@@ -307,7 +307,7 @@ extension PushEngine {
 
     /// The files of a snapshot at tree indexes `only` (those a push read) with their stamps and
     /// chunk lists: what the state records of them.
-    static func knownFiles(_ snapshot: LocalSnapshot, _ chunkLists: [[Manifest.ChunkReference]?], only: [Int]) -> KnownFiles {
+    static func knownFiles(_ snapshot: LocalSnapshot, _ chunkLists: FileChunkLists, only: [Int]) -> KnownFiles {
         KnownFiles(snapshot: snapshot, chunkLists: chunkLists, only: only)
     }
 }
@@ -316,7 +316,7 @@ extension PushEngine {
 /// state database reads them (a tree may have hundreds of thousands: no array of them is built).
 struct KnownFiles: Sequence, Sendable {
     let snapshot: LocalSnapshot
-    let chunkLists: [[Manifest.ChunkReference]?]
+    let chunkLists: FileChunkLists
     /// The tree indexes to give, in order.
     let only: [Int]
 

@@ -238,7 +238,7 @@ public struct PushEngine: Sendable {
             // 3. Chunks the server surely has (the base version's) are never asked about.
             let onServer = PushDecisions.onServer(baseVersion: baseVersion, synced: basis)
             let (initial, queued) = PushDecisions.initialUpload(chunkLists, path: { snapshot.fullPath(at: $0) }, onServer: onServer)
-            let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists[$1] == nil ? 0 : snapshot.stamps[$1]?.size ?? 0) }
+            let unchangedBytes = chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists.isKnown($1) ? snapshot.stamps[$1]?.size ?? 0 : 0) }
             let counters = Locked(Counters(bytesHashed: unchangedBytes))
 
             // Changed small files go against their previous chunks where the cache holds them
@@ -294,7 +294,7 @@ public struct PushEngine: Sendable {
                 } catch let error as XferError where error.code == .missingChunks {
                     // The server lacks chunks this client believed it had (a base from another root,
                     // say): send them and commit again, once.
-                    let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], manifest.entries.map { $0.chunks },
+                    let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], FileChunkLists(of: manifest),
                                                      path: { snapshot.fullPath(relative: manifest.entries[$0].path) })
                     _ = try await upload(initial: again, files: .none, skip: ChunkIDPrefixes(), total: total, counters: counters, progress: progress)
                     committed = try await commit(request, body: body, manifest: manifest)

@@ -127,7 +127,8 @@ extension Manifest {
         public let endIndex: Int
         public var startIndex: Int { 0 }
 
-        init(ids: [ChunkID], lengths: [UInt32], range: Range<Int>) {
+        /// The references at `range` of `ids` and `lengths` (each length as stored: see ``Manifest/Entries``).
+        package init(ids: [ChunkID], lengths: [UInt32], range: Range<Int>) {
             self.ids = ids
             self.lengths = lengths
             self.base = range.lowerBound

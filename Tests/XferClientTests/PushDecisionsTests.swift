@@ -65,7 +65,7 @@ import XferProtocol
         #expect(sure.count == 1 && sure.contains(a.id) && !sure.contains(b.id))
         #expect(PushDecisions.onServer(baseVersion: 3, synced: synced).isEmpty, "another base: nothing is sure")
         // File 0 is [a, b, a, c], file 1 unknown (to be read), file 2 is [b].
-        let lists: [[Manifest.ChunkReference]?] = [[a, b, a, c], nil, [b]]
+        let lists: FileChunkLists = [[a, b, a, c], nil, [b]]
         let (locations, queued) = PushDecisions.initialUpload(lists, path: { "/f\($0)" }, onServer: [a.id])
         #expect(locations.map(\.id) == [b.id, c.id])
         #expect(locations.map(\.file) == ["/f0", "/f0"])
@@ -76,6 +76,22 @@ import XferProtocol
         // The server lacked a chunk it was thought to hold: sent again from where it is.
         let again = PushDecisions.resend([a.id], lists, path: { "/f\($0)" })
         #expect(again.map(\.offset) == [0])
+    }
+
+    @Test func packedChunkListsReadBackAsTheyWereSet() {
+        let a = Self.chunk(1), b = Self.chunk(2, 20)
+        var lists = FileChunkLists(files: 4)
+        #expect(lists.indices.allSatisfy { !lists.isKnown($0) && lists[$0] == nil })
+        lists[2] = [a, b]
+        lists[0] = []
+        lists[3] = [b]
+        #expect(lists[0] == [] && lists.isKnown(0))
+        #expect(lists[1] == nil && !lists.isKnown(1))
+        #expect(lists[2] == [a, b] && lists[3] == [b])
+        #expect(lists.chunks(at: 3).map(Array.init) == [b])
+        #expect(lists.referenceCount == 3)
+        lists[2] = nil
+        #expect(!lists.isKnown(2) && lists[3] == [b])
     }
 
     @Test func aPrefixSetTakesIdsAlikeInTheirFirst64BitsForOneAnother() {
