@@ -17,9 +17,10 @@ struct PreviousChunks: Sendable {
     }
 
     /// Adds a file whose previous version `manifest` may hold: when an entry of that relative
-    /// path was a file of at most ``sizeLimit`` bytes, its chunks are candidates.
+    /// path was a file of at most ``sizeLimit`` bytes, its chunks are candidates. A file added
+    /// already is not looked up again.
     mutating func add(fullPath: String, relativePath: String, previous manifest: Manifest?) {
-        guard let entries = manifest?.entries, let index = entries.index(ofPath: relativePath.utf8),
+        guard byPath[fullPath] == nil, let entries = manifest?.entries, let index = entries.index(ofPath: relativePath.utf8),
               entries.kind(at: index) == .file, entries.size(at: index) <= sizeLimit, !entries.chunks(at: index).isEmpty else { return }
         byPath[fullPath] = Array(entries.chunks(at: index))
     }

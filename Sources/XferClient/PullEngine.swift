@@ -296,7 +296,6 @@ public struct PullEngine: Sendable {
         }
         creating = []
         defer { handles.closeAll() }
-        func entry(ofFile index: Int) -> Manifest.Entry { manifest.entries[fileEntries[index]] }
 
         // Decide where each chunk comes from (the staging copy of a resumed pull, a local file,
         // the batch's prefetched chunks, or the server), then try each source in that order.
@@ -332,11 +331,18 @@ public struct PullEngine: Sendable {
         var previous = PreviousChunks(sizeLimit: .max)
         var against = PullAgainst(cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes), sources: sources,
                                   offers: await connection.features().contains(.chunksAgainst))
+        // A file's path and size are read once for its run of places (a large file's entry is
+        // tens of thousands of chunks: read whole per place, it made a 1 GiB restore quadratic).
+        var current: (file: Int, path: String, size: Int64)? = nil
         for download in order {
             for target in download.targets {
-                let entry = entry(ofFile: target.file)
-                if let synced { previous.add(fullPath: entry.path, relativePath: entry.path, previous: synced.manifest) }
-                against.add(download.chunk, at: target.offset, in: entry.path, size: entry.size, previous: previous)
+                if current?.file != target.file {
+                    let index = fileEntries[target.file]
+                    current = (target.file, manifest.entries.path(at: index), manifest.entries.size(at: index))
+                    if let synced, let path = current?.path { previous.add(fullPath: path, relativePath: path, previous: synced.manifest) }
+                }
+                guard let file = current else { continue }
+                against.add(download.chunk, at: target.offset, in: file.path, size: file.size, previous: previous)
             }
         }
 

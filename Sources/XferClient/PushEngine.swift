@@ -295,7 +295,7 @@ public struct PushEngine: Sendable {
                     // The server lacks chunks this client believed it had (a base from another root,
                     // say): send them and commit again, once.
                     let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], FileChunkLists(of: manifest),
-                                                     path: { snapshot.fullPath(relative: manifest.entries[$0].path) })
+                                                     path: { snapshot.fullPath(relative: manifest.entries.path(at: $0)) })
                     _ = try await upload(initial: again, files: .none, skip: ChunkIDPrefixes(), total: total, counters: counters, progress: progress)
                     committed = try await commit(request, body: body, manifest: manifest)
                 }

@@ -144,9 +144,9 @@ extension Manifest {
         let count = try input.int(limit: input.remaining / 4)
         try Self.checkTotals(entries: count, references: 0, bytes: 0)
         let baseEntries = base?.entries ?? Entries()
-        // Room as for a decoding: as much as the delta could name without copies, capped by the limits.
-        var builder = Builder(kind: kind, chunker: chunker, entries: count, nameBytes: max(0, input.remaining - 4 * count),
-                              chunks: min(input.remaining / 33 + baseEntries.ids.count, Self.maximumChunkReferences))
+        // Room for exactly what the delta makes, counted first as for a decoding.
+        let room = Self.room(of: input, entries: count, against: baseEntries)
+        var builder = Builder(kind: kind, chunker: chunker, entries: count, nameBytes: room.names, chunks: room.chunks)
         // Totals over the whole result, checked before each copy or add is made: a few bytes
         // of delta can name millions of references, so nothing is built past the limits.
         var totals = (references: 0, bytes: Int64(0))

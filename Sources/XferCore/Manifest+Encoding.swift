@@ -79,10 +79,10 @@ extension Manifest {
         // Every entry takes at least 4 bytes (path length, kind, mode, mtime).
         let count = try input.int(limit: input.remaining / 4)
         try Self.checkTotals(entries: count, references: 0, bytes: 0)
-        // Room for as many names and chunks as the input could hold (pages never written to are
-        // only address space), so that no buffer is copied to grow.
-        var builder = Builder(kind: kind, chunker: chunker, entries: count, nameBytes: max(0, input.remaining - 4 * count),
-                              chunks: input.remaining / 33)
+        // Room for exactly the names and chunks the entries hold (a quick pass over them first),
+        // so that no buffer grows by copying or is left half empty.
+        let room = Self.room(of: input, entries: count, against: nil)
+        var builder = Builder(kind: kind, chunker: chunker, entries: count, nameBytes: room.names, chunks: room.chunks)
         var references = 0
         var bytes: Int64 = 0
         for _ in 0..<count {
@@ -104,6 +104,49 @@ extension Manifest {
         }
         // Sorting is part of the canonical form: the stored order must already be sorted.
         self = try builder.finish()
+    }
+}
+
+extension Manifest {
+    /// How many name bytes and chunk references the `count` entries at `input` hold (a plain
+    /// encoding's, or a delta's when `base` is given: its copies counted by their runs), read
+    /// without keeping anything. Input that does not parse gives what was counted up to there:
+    /// the decoding that follows refuses it.
+    static func room(of input: ByteReader, entries count: Int, against base: Entries?) -> (names: Int, chunks: Int) {
+        var input = input
+        var names = 0, chunks = 0
+        do {
+            for _ in 0..<count {
+                let pathLength = try input.int(limit: input.remaining)
+                try input.skip(pathLength)
+                names += pathLength
+                let kind = try input.byte()
+                _ = try input.varint()  // mode
+                _ = try input.varint()  // mtime
+                if kind == EntryKind.symlink.rawValue { try input.skip(try input.int(limit: input.remaining)) }
+                guard kind == EntryKind.file.rawValue else { continue }
+                if let base {
+                    let reference = try input.int(limit: base.count)
+                    let source = reference == 0 ? 0 : base.chunks(at: reference - 1).count
+                    for _ in 0..<(try input.int(limit: input.remaining / 3)) {
+                        if try input.byte() == 0 {  // copy: start, run
+                            _ = try input.varint()
+                            chunks += min(try input.int(limit: source), maximumChunkReferences)
+                        } else {  // add: count, then each chunk
+                            let added = try input.int(limit: input.remaining / 33)
+                            chunks += added
+                            for _ in 0..<added { _ = try input.varint(); try input.skip(ChunkID.byteCount) }
+                        }
+                    }
+                } else {
+                    let added = try input.int(limit: input.remaining / 33)
+                    chunks += added
+                    for _ in 0..<added { _ = try input.varint(); try input.skip(ChunkID.byteCount) }
+                }
+                if chunks > maximumChunkReferences { break }
+            }
+        } catch {}
+        return (names, min(chunks, maximumChunkReferences))
     }
 }
 
@@ -219,6 +262,11 @@ package struct ByteReader {
         guard position < data.count else { throw truncated() }
         defer { position += 1 }
         return data[position]
+    }
+
+    package mutating func skip(_ count: Int) throws {
+        guard count >= 0, count <= remaining else { throw truncated() }
+        position += count
     }
 
     package mutating func bytes(_ count: Int) throws -> [UInt8] {

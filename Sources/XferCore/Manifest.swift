@@ -206,8 +206,7 @@ public enum DocumentPathRules {
         try path.withUTF8 { try validate(utf8: $0) }
     }
 
-    /// Checks a relative path given as UTF-8 bytes (valid UTF-8: a string's, or checked so by
-    /// whoever read them), without making a string unless it is refused.
+    /// Checks a relative path given as UTF-8 bytes, without making a string unless it is refused.
     /// - Parameter bytes: The path's bytes.
     /// - Throws: `XferError` `invalid_path` saying which rule it breaks.
     public static func validate(utf8 bytes: some Collection<UInt8>) throws {
@@ -217,6 +216,7 @@ public enum DocumentPathRules {
             throw XferError(.invalidPath, "path is \(bytes.count) bytes, over the limit of \(maximumPathBytes)")
         }
         guard !bytes.contains(0) else { throw XferError(.invalidPath, "path contains a NUL byte") }
+        guard UTF8Scalars.isValid(bytes) else { throw XferError(.invalidPath, "path is not valid UTF-8") }
         guard bytes.first != UInt8(ascii: "/") else {
             throw XferError(.invalidPath, "\"\(text())\" is absolute; paths are relative to the document")
         }

@@ -96,6 +96,13 @@ import Testing
         }
     }
 
+    @Test func aBuiltPathThatIsNotUTF8IsRefused() throws {
+        var builder = Manifest.Builder(kind: .package, chunker: .default)
+        builder.append(path: [0x61, 0xFF], kind: .file, mode: 0o644, mtimeNanoseconds: 0)
+        let error = #expect(throws: XferError.self) { try builder.finish() }
+        #expect(error?.code == .invalidPath)
+    }
+
     @Test func utf8IsCheckedWithoutMakingStrings() {
         #expect(UTF8Scalars.isValid(Array("plain".utf8)))
         #expect(UTF8Scalars.isValid(Array("é😀".utf8)))
@@ -113,5 +120,29 @@ import Testing
         bytes[at] = 0xFF
         let error = #expect(throws: XferError.self) { try Manifest(decoding: bytes) }
         #expect(error?.code == .invalidManifest)
+    }
+
+    @Test func roomIsCountedExactlyForEncodingsAndDeltas() throws {
+        let base = try ManifestTests.sample()
+        var edited = Array(base.entries)
+        edited[1].chunks.append(.init(id: ChunkID.of([7]), length: 3))
+        edited.append(.init(path: "c", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: edited[4].chunks + edited[1].chunks))
+        let target = try Manifest(kind: .package, chunker: .default, entries: edited)
+        let names = target.entries.map(\.path.utf8.count).reduce(0, +), chunks = target.allChunks.count
+        // The encoding: magic, version, kind, chunker, then the count.
+        var plain = ByteReader(target.encoded())
+        _ = try plain.bytes(5)
+        _ = try plain.chunker()
+        let count = try plain.int(limit: 1000)
+        #expect(Manifest.room(of: plain, entries: count, against: nil) == (names, chunks))
+        // A delta: magic, version, base digest, kind, chunker, then the count.
+        var delta = ByteReader(target.delta(against: base))
+        _ = try delta.bytes(4 + ChunkID.byteCount + 1)
+        _ = try delta.chunker()
+        let deltaCount = try delta.int(limit: 1000)
+        #expect(Manifest.room(of: delta, entries: deltaCount, against: base.entries) == (names, chunks))
+        // Input cut short counts what it has, and the decoding refuses it.
+        let cut = Array(target.encoded().dropLast(40))
+        #expect(throws: XferError.self) { try Manifest(decoding: cut) }
     }
 }
