@@ -25,7 +25,7 @@ struct ChunkSourcing: Equatable {
     }
 
     /// Each file's chunks in order.
-    var files: [Manifest.Chunks]
+    var files: FileChunks
     /// The places that have a source to try, file by file, offset by offset. A place only the
     /// server has is no step (a first pull of 200,000 files makes none, not 12.8 MB of them).
     var steps: [Step]
@@ -36,7 +36,7 @@ struct ChunkSourcing: Equatable {
     ///   - resuming: A staging copy of this version is there (its chunks are tried first, in place).
     ///   - local: Where chunks are on disk (``ChunkSources``).
     ///   - prefetched: The chunks fetched already.
-    static func make(files: [Manifest.Chunks], resuming: Bool, local: [ChunkID: ChunkSources.Location],
+    static func make(files: FileChunks, resuming: Bool, local: [ChunkID: ChunkSources.Location],
                      prefetched: Set<ChunkID>) -> ChunkSourcing {
         var steps: [Step] = []
         if resuming { steps.reserveCapacity(files.reduce(0) { $0 + $1.count }) }
@@ -75,7 +75,7 @@ struct ChunkSourcing: Equatable {
             var offset: Int64
             var more: [PullEngine.Target] = []
         }
-        let files: [Manifest.Chunks]
+        let files: FileChunks
         fileprivate var records: [Record] = []
 
         var startIndex: Int { 0 }
@@ -130,5 +130,40 @@ struct ChunkSourcing: Equatable {
         // Every step met, every failed one among them: else a place would be neither filled nor downloaded.
         precondition(nextStep == steps.count && nextFailed == failed.count, "failed steps out of order")
         return order
+    }
+}
+
+/// Each file of a pull's chunk list, in file order: read from the manifest's packed entries by
+/// each file's entry index (the indexes the pull keeps anyway: nothing a file of its own), or
+/// given as lists.
+struct FileChunks: RandomAccessCollection, Sendable, Equatable, ExpressibleByArrayLiteral {
+    private let entries: Manifest.Entries?
+    private let entryIndexes: [Int]
+    private let lists: [Manifest.Chunks]
+
+    /// File `n`'s chunks are those of entry `entryIndexes[n]` of `entries`.
+    init(_ entries: Manifest.Entries, entryIndexes: [Int]) {
+        self.entries = entries
+        self.entryIndexes = entryIndexes
+        self.lists = []
+    }
+
+    /// These lists, file by file.
+    init(arrayLiteral lists: [Manifest.ChunkReference]...) {
+        self.entries = nil
+        self.entryIndexes = []
+        self.lists = lists.map(Manifest.Chunks.init)
+    }
+
+    var startIndex: Int { 0 }
+    var endIndex: Int { entries == nil ? lists.count : entryIndexes.count }
+
+    subscript(file: Int) -> Manifest.Chunks {
+        if let entries { return entries.chunks(at: entryIndexes[file]) }
+        return lists[file]
+    }
+
+    static func == (a: FileChunks, b: FileChunks) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { $0 == $1 }
     }
 }

@@ -113,12 +113,11 @@ struct LocalSnapshot: Sendable {
     /// The manifest of this tree with these chunk lists (by tree index; missing lists count
     /// as empty), made straight into its packed form.
     func manifest(_ chunkLists: FileChunkLists, chunker: ChunkerConfiguration) throws -> Manifest {
-        var builder = Manifest.Builder(kind: kind, chunker: chunker, entries: tree.count,
-                                       nameBytes: tree.nameBytes,
-                                       chunks: chunkLists.referenceCount)
+        // The manifest's paths are the tree's own buffer (in the same order), not a copy.
+        var builder = Manifest.Builder(kind: kind, chunker: chunker, names: tree.packedNames, chunks: chunkLists.referenceCount)
         for index in tree.indices {
-            builder.append(path: tree.pathBytes(at: index), kind: tree.kind(at: index), mode: tree.mode(at: index),
-                           mtimeNanoseconds: tree.mtimeNanoseconds(at: index), symlinkTarget: tree.symlinkTarget(at: index))
+            builder.appendEntry(kind: tree.kind(at: index), mode: tree.mode(at: index),
+                                mtimeNanoseconds: tree.mtimeNanoseconds(at: index), symlinkTarget: tree.symlinkTarget(at: index))
             if let chunks = chunkLists.chunks(at: index) { builder.appendChunks(chunks) }
         }
         return try builder.finish()

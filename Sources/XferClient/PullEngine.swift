@@ -299,7 +299,7 @@ public struct PullEngine: Sendable {
 
         // Decide where each chunk comes from (the staging copy of a resumed pull, a local file,
         // the batch's prefetched chunks, or the server), then try each source in that order.
-        var plan = ChunkSourcing.make(files: fileEntries.map { manifest.entries.chunks(at: $0) }, resuming: resuming, local: sources,
+        var plan = ChunkSourcing.make(files: FileChunks(manifest.entries, entryIndexes: fileEntries), resuming: resuming, local: sources,
                                  prefetched: Set(prefetched.map { Array($0.chunks.keys) } ?? []))
         let counters = Locked(Counters(chunksFetched: prefetched?.chunksFetched ?? 0, bytesFetched: prefetched?.bytesFetched ?? 0))
         var buffer = [UInt8](repeating: 0, count: manifest.chunker.maximumSize)

@@ -101,6 +101,26 @@ extension Manifest {
                                   mode: mode, kind: kind))
         }
 
+        /// Entries for these names (in this order), their records to come (``appendRecord``):
+        /// the names are shared, not copied.
+        init(names: PackedNames) {
+            self.names = names
+            records.reserveCapacity(names.count)
+        }
+
+        mutating func reserveChunks(_ chunks: Int) {
+            ids.reserveCapacity(chunks)
+            lengths.reserveCapacity(chunks)
+        }
+
+        /// Appends the record of the entry whose name is the next without one.
+        mutating func appendRecord(kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64, symlinkTarget: String?) {
+            precondition(records.count < names.count, "a record for a name that is not there")
+            if let symlinkTarget { targets[records.count] = symlinkTarget }
+            records.append(Record(mtimeNanoseconds: mtimeNanoseconds, chunkEnd: UInt32(truncatingIfNeeded: ids.count),
+                                  mode: mode, kind: kind))
+        }
+
         /// Appends a chunk to the last entry's list.
         mutating func appendChunk(_ chunk: ChunkReference) {
             ids.append(chunk.id)
@@ -169,12 +189,34 @@ extension Manifest {
             self.entries.reserve(entries: entries, nameBytes: nameBytes, chunks: chunks)
         }
 
+        /// A builder for the entries named by `names` (in path order), in that order: each
+        /// entry's path is the name at its position, shared with whoever holds `names` (a walked
+        /// tree's, ``TreeEntries/packedNames``), not copied. Entries are added with
+        /// ``appendEntry(kind:mode:mtimeNanoseconds:symlinkTarget:)``.
+        public init(kind: Kind, chunker: ChunkerConfiguration, names: PackedNames, chunks: Int = 0) {
+            self.kind = kind
+            self.chunker = chunker
+            self.entries = Entries(names: names)
+            self.entries.reserveChunks(chunks)  // (the names are left alone: reserving room would copy them)
+            self.namesGiven = true
+        }
+
+        /// Whether the names came with the builder (entries then come without paths).
+        private var namesGiven = false
+
         /// Entries so far.
         public var count: Int { entries.count }
+
+        /// Appends the next entry of a builder made with its names (path order is theirs).
+        public mutating func appendEntry(kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64, symlinkTarget: String? = nil) {
+            precondition(namesGiven, "entries without paths need a builder made with their names")
+            entries.appendRecord(kind: kind, mode: mode, mtimeNanoseconds: mtimeNanoseconds, symlinkTarget: symlinkTarget)
+        }
 
         /// Appends an entry; entries must come in path order (``finish()`` checks).
         public mutating func append(path: some Collection<UInt8>, kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64,
                                     symlinkTarget: String? = nil) {
+            precondition(!namesGiven, "a builder made with its names takes entries without paths")
             entries.append(path: path, kind: kind, mode: mode, mtimeNanoseconds: mtimeNanoseconds, symlinkTarget: symlinkTarget)
         }
 
@@ -187,7 +229,10 @@ extension Manifest {
         }
 
         /// Appends an entry whole.
-        public mutating func append(_ entry: Entry) { entries.append(entry) }
+        public mutating func append(_ entry: Entry) {
+            precondition(!namesGiven, "a builder made with its names takes entries without paths")
+            entries.append(entry)
+        }
 
         /// The manifest, checked as every manifest is.
         /// - Throws: `invalid_manifest`, `invalid_path` or `too_large`, as ``Manifest/init(kind:chunker:entries:)``,
@@ -195,6 +240,9 @@ extension Manifest {
         public consuming func finish() throws -> Manifest {
             guard !entries.overflowed else {
                 throw XferError(.tooLarge, "manifest names take over 4 GiB, more than a document may hold")
+            }
+            guard entries.names.count == entries.count else {
+                throw XferError(.invalidManifest, "\(entries.names.count) names were given for \(entries.count) entries")
             }
             return try Manifest(kind: kind, chunker: chunker, packed: entries)
         }

@@ -38,6 +38,9 @@ public struct TreeEntries: RandomAccessCollection, Sendable {
                          ctimeNanoseconds: record.ctimeNanoseconds)
     }
 
+    /// The paths, packed (a manifest of this tree can share them: ``Manifest/Builder/init(kind:chunker:names:chunks:)``).
+    public var packedNames: PackedNames { names }
+
     /// All paths' bytes together.
     public var nameBytes: Int { names.totalBytes }
 

@@ -60,4 +60,28 @@ import Testing
         names.append("a".utf8)
         #expect(!names.isInOrder)
     }
+
+    @Test func aManifestMadeOnATreesNamesIsTheManifestOfItsEntries() throws {
+        let tree = TreeEntries(Self.entries).sortedByPath()
+        let id = ChunkID.of([1])
+        var builder = Manifest.Builder(kind: .package, chunker: .default, names: tree.packedNames)
+        for index in tree.indices {
+            builder.appendEntry(kind: tree.kind(at: index), mode: tree.mode(at: index),
+                                mtimeNanoseconds: tree.mtimeNanoseconds(at: index), symlinkTarget: tree.symlinkTarget(at: index))
+            if tree.kind(at: index) == .file, tree.size(at: index) > 0 { builder.appendChunk(.init(id: id, length: Int(tree.size(at: index)))) }
+        }
+        let shared = try builder.finish()
+        let made = try Manifest(kind: .package, chunker: .default, entries: tree.map { entry in
+            Manifest.Entry(path: entry.relativePath, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
+                           chunks: entry.kind == .file && entry.size > 0 ? [.init(id: id, length: Int(entry.size))] : [],
+                           symlinkTarget: entry.symlinkTarget)
+        })
+        #expect(shared == made)
+        #expect(shared.encoded() == made.encoded())
+        // Names left without an entry: refused, not a manifest of fewer entries.
+        var short = Manifest.Builder(kind: .package, chunker: .default, names: tree.packedNames)
+        short.appendEntry(kind: .file, mode: 0o644, mtimeNanoseconds: 0)
+        let error = #expect(throws: XferError.self) { try short.finish() }
+        #expect(error?.code == .invalidManifest)
+    }
 }
