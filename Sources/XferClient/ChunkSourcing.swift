@@ -134,34 +134,21 @@ struct ChunkSourcing: Equatable {
 }
 
 /// Each file of a pull's chunk list, in file order: read from the manifest's packed entries by
-/// each file's entry index (the indexes the pull keeps anyway: nothing a file of its own), or
-/// given as lists.
-struct FileChunks: RandomAccessCollection, Sendable, Equatable, ExpressibleByArrayLiteral {
-    private let entries: Manifest.Entries?
+/// each file's entry index (the indexes the pull keeps anyway: nothing a file of its own).
+struct FileChunks: RandomAccessCollection, Sendable, Equatable {
+    private let entries: Manifest.Entries
     private let entryIndexes: [Int]
-    private let lists: [Manifest.Chunks]
 
     /// File `n`'s chunks are those of entry `entryIndexes[n]` of `entries`.
     init(_ entries: Manifest.Entries, entryIndexes: [Int]) {
         self.entries = entries
         self.entryIndexes = entryIndexes
-        self.lists = []
-    }
-
-    /// These lists, file by file.
-    init(arrayLiteral lists: [Manifest.ChunkReference]...) {
-        self.entries = nil
-        self.entryIndexes = []
-        self.lists = lists.map(Manifest.Chunks.init)
     }
 
     var startIndex: Int { 0 }
-    var endIndex: Int { entries == nil ? lists.count : entryIndexes.count }
+    var endIndex: Int { entryIndexes.count }
 
-    subscript(file: Int) -> Manifest.Chunks {
-        if let entries { return entries.chunks(at: entryIndexes[file]) }
-        return lists[file]
-    }
+    subscript(file: Int) -> Manifest.Chunks { entries.chunks(at: entryIndexes[file]) }
 
     static func == (a: FileChunks, b: FileChunks) -> Bool {
         a.count == b.count && zip(a, b).allSatisfy { $0 == $1 }

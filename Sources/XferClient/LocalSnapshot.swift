@@ -76,7 +76,7 @@ struct LocalSnapshot: Sendable {
     static func directoryStamp(mode: UInt32) -> String { "dir:\(String(directoryMode(mode), radix: 8))" }
 
     /// The chunk list of each unchanged file, by tree index (`nil` for the others).
-    func knownChunks(_ state: ClientState, synced: Manifest? = nil) throws -> FileChunkLists {
+    func knownChunks(_ state: ClientState) throws -> FileChunkLists {
         var lists = FileChunkLists(files: tree.count)
         // Rows one at a time, in path order, as the unchanged files are (the tree is in path
         // order): only the chunk lists wanted are kept, no map is made.
@@ -126,10 +126,10 @@ struct LocalSnapshot: Sendable {
     /// Whether this is exactly `synced`: no file needs reading and the manifest it would make is the same.
     func isUnchanged(since synced: SyncedDocument?, state: ClientState) throws -> Bool {
         guard toHash.isEmpty, synced != nil else { return false }
-        return isUnchanged(since: synced, chunks: try knownChunks(state, synced: synced?.manifest))
+        return isUnchanged(since: synced, chunks: try knownChunks(state))
     }
 
-    /// The same, with the unchanged files' chunk lists already read (``knownChunks(_:synced:)``):
+    /// The same, with the unchanged files' chunk lists already read (``knownChunks(_:)``):
     /// entry by entry against `synced`'s (both in path order), without making a manifest.
     func isUnchanged(since synced: SyncedDocument?, chunks: FileChunkLists) -> Bool {
         guard toHash.isEmpty, let synced, synced.manifest.kind == kind, synced.manifest.entries.count == tree.count else { return false }

@@ -72,7 +72,7 @@ extension PushEngine {
                     let snapshot = try LocalSnapshot(path: item.path, state: item.state, exclude: options.exclude,
                                                      directoryItself: item.directoryItself)
                     let synced = try item.state.document(server: connection.server, container: remote.container, path: item.name)
-                    let chunkLists = try snapshot.knownChunks(item.state, synced: synced?.manifest)
+                    let chunkLists = try snapshot.knownChunks(item.state)
                     let document = Prepared(item: index, snapshot: snapshot, chunkLists: chunkLists, synced: synced, basis: synced)
                     if let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
                         unchangedHere.append(document)

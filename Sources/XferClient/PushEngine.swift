@@ -202,7 +202,7 @@ public struct PushEngine: Sendable {
                 ProcessMemory.returnFreePages(afterFiles: snapshot.tree.count, bytes: 0)  // the manifest's decoding
             }
             let (top, kind) = (snapshot.top, snapshot.kind)
-            var chunkLists = try snapshot.knownChunks(state, synced: synced?.manifest)
+            var chunkLists = try snapshot.knownChunks(state)
             var serverCurrent: DocumentInfo? = nil
             if options.force { serverCurrent = try? await connection.stat(container: remote.container, path: name) }
             // What the server is taken to hold of this document: the version this root synced,

@@ -88,8 +88,7 @@ extension Manifest {
         mutating func reserve(entries: Int, nameBytes: Int, chunks: Int) {
             records.reserveCapacity(entries)
             names.reserve(count: entries, bytes: nameBytes)
-            ids.reserveCapacity(chunks)
-            lengths.reserveCapacity(chunks)
+            reserveChunks(chunks)
         }
 
         /// Appends an entry with no chunks yet (``appendChunk(_:)`` adds them).

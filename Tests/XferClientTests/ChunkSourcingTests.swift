@@ -4,20 +4,28 @@ import XferCore
 
 /// The pure half of a pull: where each chunk comes from, decided without touching a disk.
 @Suite struct ChunkSourcingTests {
+    /// Files with these chunk lists, as a pull reads them: from a manifest's entries.
+    static func files(_ lists: [[Manifest.ChunkReference]]) -> FileChunks {
+        let manifest = try! Manifest(kind: .package, chunker: .default, entries: lists.enumerated().map { index, chunks in
+            .init(path: "f\(index)", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: chunks)
+        })
+        return FileChunks(manifest.entries, entryIndexes: Array(manifest.entries.indices))
+    }
+
     static func chunk(_ byte: UInt8, _ length: Int = 10) -> Manifest.ChunkReference {
         Manifest.ChunkReference(id: ChunkID.of([byte]), length: length)
     }
 
     @Test func eachPlaceTriesTheStagingCopyThenADiskThenTheBatch() {
         let a = Self.chunk(1), b = Self.chunk(2, 20), c = Self.chunk(3)
-        let plan = ChunkSourcing.make(files: [[a, b], [c]], resuming: true, local: [b.id: ("/x/old.bin", 100, 20)], prefetched: [c.id])
+        let plan = ChunkSourcing.make(files: Self.files([[a, b], [c]]), resuming: true, local: [b.id: ("/x/old.bin", 100, 20)], prefetched: [c.id])
         #expect(plan.steps == [
             .init(chunk: a, file: 0, offset: 0, sources: [.staging]),
             .init(chunk: b, file: 0, offset: 10, sources: [.staging, .local(path: "/x/old.bin", offset: 100)]),
             .init(chunk: c, file: 1, offset: 0, sources: [.staging, .prefetched]),
         ])
         // A place only the server has is no step: it is downloaded.
-        let fresh = ChunkSourcing.make(files: [[a, b]], resuming: false, local: [b.id: ("/x/old.bin", 100, 20)], prefetched: [])
+        let fresh = ChunkSourcing.make(files: Self.files([[a, b]]), resuming: false, local: [b.id: ("/x/old.bin", 100, 20)], prefetched: [])
         #expect(fresh.steps == [.init(chunk: b, file: 0, offset: 10, sources: [.local(path: "/x/old.bin", offset: 100)])])
         #expect(fresh.downloads(failed: []).map(\.chunk) == [a])
         #expect(fresh.downloads(failed: [0]).map(\.chunk) == [a, b])
@@ -26,14 +34,14 @@ import XferCore
     @Test func aChunkThatNoSourceYieldsIsDownloadedOnceForEveryPlaceItGoes() {
         let a = Self.chunk(1), b = Self.chunk(2)
         // a three times (twice in the first file), b once.
-        let plan = ChunkSourcing.make(files: [[a, b, a], [a]], resuming: false, local: [:], prefetched: [])
+        let plan = ChunkSourcing.make(files: Self.files([[a, b, a], [a]]), resuming: false, local: [:], prefetched: [])
         let order = plan.downloads(failed: Array(plan.steps.indices))
         #expect(order.map(\.chunk) == [a, b])
         #expect(order[0].targets.map { [Int64($0.file), $0.offset] } == [[0, 0], [0, 20], [1, 0]])
         #expect(order[1].targets.map { [Int64($0.file), $0.offset] } == [[0, 10]])
         #expect(order[1].more.isEmpty, "one place: held inline")
         // What a source yielded is not downloaded.
-        let resumed = ChunkSourcing.make(files: [[a, b, a], [a]], resuming: true, local: [:], prefetched: [])
+        let resumed = ChunkSourcing.make(files: Self.files([[a, b, a], [a]]), resuming: true, local: [:], prefetched: [])
         #expect(resumed.steps.count == 4)
         #expect(resumed.downloads(failed: [1]).map(\.chunk) == [b])
         #expect(resumed.downloads(failed: [2, 3]).map { $0.targets.map { [Int64($0.file), $0.offset] } } == [[[0, 20], [1, 0]]])
@@ -44,7 +52,7 @@ import XferCore
         // Two ids alike in their first 8 bytes (the planner keys by those first).
         let x = Manifest.ChunkReference(id: ChunkID(bytes: [UInt8](repeating: 7, count: 8) + [UInt8](repeating: 1, count: 24))!, length: 10)
         let y = Manifest.ChunkReference(id: ChunkID(bytes: [UInt8](repeating: 7, count: 8) + [UInt8](repeating: 2, count: 24))!, length: 10)
-        let plan = ChunkSourcing.make(files: [[x, y, x], [y]], resuming: false, local: [:], prefetched: [])
+        let plan = ChunkSourcing.make(files: Self.files([[x, y, x], [y]]), resuming: false, local: [:], prefetched: [])
         let order = plan.downloads(failed: Array(plan.steps.indices))
         #expect(order.map(\.chunk) == [x, y])
         #expect(order[0].targets.map { [Int64($0.file), $0.offset] } == [[0, 0], [0, 20]])
