@@ -111,7 +111,7 @@ public struct ChunkCache: Sendable {
                                             arguments: StatementArguments(keys)) {
                     let key: Data = row["id"]
                     let payload: Data = row["payload"]
-                    guard let id = ChunkID(bytes: key), let encoding = ChunkEncoding(rawValue: UInt8(clamping: row["encoding"] as Int)),
+                    guard let id = ChunkID(bytes: key), let encoding = ChunkEncoding(rawValue: UInt8(clamping: row["encoding"] as Int)), encoding != .sealed,
                           let plain = try? EncodedChunk(id: id, length: row["length"], encoding: encoding, payload: Array(payload))
                               .decoded(maximumLength: ChunkerConfiguration.maximumAllowedSize) else {
                         damaged.append(key)

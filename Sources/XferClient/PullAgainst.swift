@@ -73,6 +73,10 @@ struct PullAgainst: Sendable {
     /// A small file's chunk is added to `kept` as the cache keeps it (``keep(_:)``).
     /// - Throws: `corrupt_chunk`, `too_large`, `missing_chunks` (against a reference not offered).
     func decode(_ chunk: EncodedChunk, _ offer: Offer, maximumLength: Int, kept: inout [EncodedChunk]) throws -> [UInt8] {
+        // A plain document's chunk is never sealed: its payload is not the bytes the id names.
+        guard chunk.encoding != .sealed else {
+            throw XferError(.corruptChunk, "chunk \(chunk.id) came sealed end to end, as no chunk of a plain document is")
+        }
         let reference = chunk.reference.flatMap { id in offer.references[chunk.id] == id ? offer.plain[id].map { (id, $0) } : nil }
         let plain = try chunk.decoded(maximumLength: maximumLength, reference: reference)
         if small.contains(chunk.id) {

@@ -8,12 +8,19 @@ public enum ChunkEncoding: UInt8, Sendable, Hashable, CustomStringConvertible {
     /// with that chunk's plain bytes as its prefix: a changed chunk sent against its previous
     /// content (``Zstd/encode(_:id:policy:against:)``). It travels only; it is never stored.
     case zstdAgainst = 2
+    /// The payload is a chunk of an end-to-end encrypted container (``EndToEndChunks``): its
+    /// 32-byte keyed id, then a sealed value only the container's key opens. The chunk's id is
+    /// the SHA-256 of `xfer e2e chunk id v1` and that keyed id, and its length is the payload's;
+    /// that binding is all the server can check, and all it needs to keep it apart from every
+    /// other chunk. Stored and served as it came.
+    case sealed = 3
 
     public var description: String {
         switch self {
         case .raw: "raw"
         case .zstd: "zstd"
         case .zstdAgainst: "zstd-against"
+        case .sealed: "sealed"
         }
     }
 }
@@ -59,10 +66,14 @@ public struct EncodedChunk: Sendable, Hashable {
         return ChunkID(bytes: payload[0..<ChunkID.byteCount])
     }
 
-    /// The plain bytes, checked against the claimed length and id.
+    /// The plain bytes, checked against the claimed length and id. For a
+    /// ``ChunkEncoding/sealed`` chunk, the payload as it is (what the server stores and serves),
+    /// once its length and its id's binding to the keyed id in it are checked; only the
+    /// container's key opens it (``EndToEndChunks/open(_:maximumLength:)``).
     /// - Parameters:
     ///   - maximumLength: The largest plain length accepted; a payload that would inflate past
-    ///     it is refused before any memory is reserved for it.
+    ///     it is refused before any memory is reserved for it (a sealed payload may be as long
+    ///     as such a chunk sealed, ``EndToEndChunks/maximumPayload(plain:)``).
     ///   - reference: For a ``ChunkEncoding/zstdAgainst`` payload, the plain bytes of the chunk
     ///     it names (``reference``), already verified by the caller against that id.
     /// - Returns: The plain bytes.
@@ -70,8 +81,9 @@ public struct EncodedChunk: Sendable, Hashable {
     ///   for a payload against a reference that was not given.
     public func decoded(maximumLength: Int = ChunkerConfiguration.maximumAllowedSize,
                         reference: (id: ChunkID, plain: [UInt8])? = nil) throws -> [UInt8] {
-        guard length >= 0, length <= maximumLength else {
-            throw XferError(.tooLarge, "chunk \(id) claims \(length) bytes, over the limit of \(maximumLength)")
+        let limit = encoding == .sealed ? EndToEndChunks.maximumPayload(plain: maximumLength) : maximumLength
+        guard length >= 0, length <= limit else {
+            throw XferError(.tooLarge, "chunk \(id) claims \(length) bytes, over the limit of \(limit)")
         }
         let plain: [UInt8]
         switch encoding {
@@ -91,6 +103,14 @@ public struct EncodedChunk: Sendable, Hashable {
             }
             plain = try Zstd.decompress(payload[ChunkID.byteCount...], expectedLength: length,
                                         maximumLength: maximumLength, prefix: reference.plain)
+        case .sealed:
+            guard payload.count == length, length >= EndToEndChunks.minimumPayload else {
+                throw XferError(.corruptChunk, "sealed chunk \(id) is \(payload.count) bytes, expected \(length) and at least \(EndToEndChunks.minimumPayload)")
+            }
+            guard EndToEndChunks.id(keyed: payload[0..<ChunkID.byteCount]) == id else {
+                throw XferError(.corruptChunk, "sealed chunk \(id) carries a keyed id that does not give its id")
+            }
+            return payload
         }
         let actual = ChunkID.of(plain)
         guard actual == id else {

@@ -149,8 +149,11 @@ public struct ChunkFrameDecoder: Sendable {
         guard let encoding = ChunkEncoding(rawValue: encodingByte) else {
             throw XferError(.corruptChunk, "chunk frame \(frames) has unknown encoding \(encodingByte)")
         }
-        guard plainLength <= limits.maximumChunkLength, payloadLength <= limits.maximumPayloadLength else {
-            throw XferError(.tooLarge, "chunk frame \(frames) declares \(plainLength) plain / \(payloadLength) payload bytes, over the limits \(limits.maximumChunkLength) / \(limits.maximumPayloadLength)")
+        // A sealed chunk's length is its payload's: a sealed maximum chunk, a little longer.
+        let sealedLimit = EndToEndChunks.maximumPayload(plain: limits.maximumChunkLength)
+        let (plainLimit, payloadLimit) = encoding == .sealed ? (sealedLimit, sealedLimit) : (limits.maximumChunkLength, limits.maximumPayloadLength)
+        guard plainLength <= plainLimit, payloadLength <= payloadLimit else {
+            throw XferError(.tooLarge, "chunk frame \(frames) declares \(plainLength) plain / \(payloadLength) payload bytes, over the limits \(plainLimit) / \(payloadLimit)")
         }
         guard frames < limits.maximumFrames else {
             throw XferError(.tooLarge, "chunk body has more than \(limits.maximumFrames) frames")

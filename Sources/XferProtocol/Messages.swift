@@ -465,4 +465,7 @@ public enum ServerFeature: String, Sendable, CaseIterable {
     /// 64 MiB), which may arrive chunked, of unknown length: a push of many small chunks then
     /// sends them in far fewer requests, and the server records them in far fewer transactions.
     case largeUploads = "large-uploads"
+    /// Upload frames of chunk encoding 3 (``ChunkEncoding/sealed``: chunks of an end-to-end
+    /// encrypted container), stored and served as they came.
+    case sealedChunks = "sealed-chunks"
 }

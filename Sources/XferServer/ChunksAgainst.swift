@@ -82,7 +82,9 @@ final class ChunksAgainst: Sendable {
     ///   - reference: A chunk the account holds and the client says it has, or `nil`.
     /// - Throws: `io` if the store fails.
     func forDownload(_ chunk: EncodedChunk, against reference: ChunkID?) async throws -> EncodedChunk {
-        guard let reference, reference != chunk.id, spend(chunk.length), let referencePlain = try await plain(reference) else { return chunk }
+        // A sealed chunk goes as it is: its bytes mean nothing here.
+        guard chunk.encoding != .sealed, let reference, reference != chunk.id, spend(chunk.length),
+              let referencePlain = try await plain(reference) else { return chunk }
         let maximumLength = maximumLength
         return try await threadPool.runIfActive {
             guard let plain = try? chunk.decoded(maximumLength: maximumLength) else { return chunk }
@@ -91,11 +93,11 @@ final class ChunksAgainst: Sendable {
         }
     }
 
-    /// The plain bytes of a stored chunk, checked against its id; `nil` if it is not stored or
-    /// does not verify (the caller falls back to sending whole).
+    /// The plain bytes of a stored chunk, checked against its id; `nil` if it is not stored, is
+    /// sealed end to end (no reference), or does not verify (the caller falls back to sending whole).
     private func plain(_ id: ChunkID) async throws -> [UInt8]? {
         if let last = spent.withLock({ $0.last }), last.id == id { return last.plain }
-        guard let stored = try? await chunks.load(id), stored.encoding != .zstdAgainst, spend(stored.length) else { return nil }
+        guard let stored = try? await chunks.load(id), stored.encoding != .zstdAgainst, stored.encoding != .sealed, spend(stored.length) else { return nil }
         let maximumLength = maximumLength
         let plain = try await threadPool.runIfActive { try? stored.decoded(maximumLength: maximumLength) }
         if let plain { spent.withLock { $0.last = (id, plain) } }

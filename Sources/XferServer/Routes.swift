@@ -150,6 +150,9 @@ struct Routes: Sendable {
                 if frame.encoding == .zstdAgainst && !limits.features.contains(.chunksAgainst) {
                     throw XferError(.badRequest, "chunk \(frame.id) is sent against another chunk (encoding 2), which this server does not offer; send it whole")
                 }
+                if frame.encoding == .sealed && !limits.features.contains(.sealedChunks) {
+                    throw XferError(.badRequest, "chunk \(frame.id) is sealed end to end (encoding 3), which this server does not offer")
+                }
                 pending.append(frame)
                 pendingBytes += frame.payload.count
             }

@@ -100,4 +100,21 @@ import XferProtocol
         var second = ChunkFrameDecoder()
         #expect { _ = try second.feed(body) } throws: { ($0 as? XferError)?.code == .corruptChunk }
     }
+
+    @Test func aSealedMaximumChunkFitsItsFrameAndOneLongerDoesNot() throws {
+        // Random bytes do not compress: a sealed 256 KiB chunk is longer than 256 KiB.
+        var generator = SplitMix64(seed: 9)
+        let plain = (0..<(256 << 10)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        let sealed = try plain.withUnsafeBytes { try EndToEndChunks(key: ContainerKey.generate()).seal($0) }
+        #expect(sealed.payload.count > 256 << 10)
+        var decoder = ChunkFrameDecoder()
+        #expect(try decoder.feed(ChunkFrames.encode([sealed])) == [sealed])
+
+        let limit = EndToEndChunks.maximumPayload(plain: 256 << 10)
+        var header = ChunkFrames.magic + sealed.id.bytes
+        header += withUnsafeBytes(of: UInt32(limit + 1).littleEndian, Array.init) + [ChunkEncoding.sealed.rawValue]
+        header += withUnsafeBytes(of: UInt32(limit + 1).littleEndian, Array.init)
+        var over = ChunkFrameDecoder()
+        #expect { _ = try over.feed(header) } throws: { ($0 as? XferError)?.code == .tooLarge }
+    }
 }
