@@ -10,15 +10,19 @@ final class ChunkFramer: @unchecked Sendable {  // its state is only touched und
     private let lock = NSLock()
     private let locations: [PushEngine.Location]
     private let policy: CompressionPolicy
+    private let codec: ChunkCodec
     private let cache: ChunkCache?
     private var next = 0
     private var openFile: (path: String, fd: Int32)? = nil
     private var buffer: [UInt8] = []
     private var sizes: [(payload: Int, plain: Int)] = []
 
-    init(_ locations: [PushEngine.Location], policy: CompressionPolicy, cache: ChunkCache?) {
+    /// - Parameter codec: How the container's chunks travel: sealed ones are sealed here,
+    ///   never against a reference, and never kept in the cache.
+    init(_ locations: [PushEngine.Location], policy: CompressionPolicy, codec: ChunkCodec = .plain, cache: ChunkCache?) {
         self.locations = locations
         self.policy = policy
+        self.codec = codec
         self.cache = cache
         sizes.reserveCapacity(locations.count)
     }
@@ -62,14 +66,20 @@ final class ChunkFramer: @unchecked Sendable {  // its state is only touched und
                     }
                     let bytes = UnsafeRawBufferPointer(plain)
                     let chunk: EncodedChunk
-                    if let reference = location.reference, reference != location.id, let previous = references[reference] {
+                    if codec.isSealed {
+                        chunk = try codec.encode(bytes, id: location.id, policy: policy)
+                        // Sealing names the bytes again: other bytes now are a file changed since it was read.
+                        guard chunk.id == location.id else {
+                            throw XferError(.io, "\(location.file) changed while it was being pushed; push again", cause: ChangedWhileRead())
+                        }
+                    } else if let reference = location.reference, reference != location.id, let previous = references[reference] {
                         chunk = try Zstd.encode(bytes, id: location.id, policy: policy, against: (reference, previous))
                     } else {
                         chunk = try Zstd.encode(bytes, id: location.id, policy: policy)
                     }
                     ChunkFrames.append(chunk, to: &body)
-                    sizes.append((chunk.payload.count, chunk.length))
-                    if location.keep { kept.append(try chunk.stored(plain: bytes, policy: policy)) }
+                    sizes.append((chunk.payload.count, location.length))
+                    if location.keep && !codec.isSealed { kept.append(try chunk.stored(plain: bytes, policy: policy)) }
                 }
             }
             if next == locations.count, let openFile {

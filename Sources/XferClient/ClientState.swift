@@ -25,9 +25,11 @@ public struct SyncedDocument: Sendable, Hashable {
     /// manifest. Another server at the same address, or one restored from an older backup, may
     /// answer for the number with other content, or not at all. What this root skips sending,
     /// or deletes locally, on the ground that the server has it, waits for this.
-    public func isHeld(by answer: DocumentInfo?) -> Bool {
+    /// - Parameter digest: The digest the server records for this version, when it is not the
+    ///   manifest's own (an end-to-end encrypted container's carrier, ``Remote/serverDigest(of:at:)``).
+    public func isHeld(by answer: DocumentInfo?, digest: String? = nil) -> Bool {
         guard let answer, answer.version == version, [.current, .superseded, .conflict].contains(answer.state) else { return false }
-        return answer.manifestDigest == manifest.digest.hex
+        return answer.manifestDigest == (digest ?? manifest.digest.hex)
     }
 }
 

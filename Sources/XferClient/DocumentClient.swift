@@ -45,14 +45,15 @@ public final class DocumentClient: Sendable {
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
         var options = options
         options.device = device
-        return try await PushEngine(remote: remote, options: options).push(path, as: try DocumentPath(name), progress: progress)
+        // An end-to-end encrypted container's key, if it is one: the push seals what it sends.
+        return try await PushEngine(remote: try await remote.unlocked(), options: options).push(path, as: try DocumentPath(name), progress: progress)
     }
 
     /// Pulls document `name` (its current version, or `version`) into `destination`; see ``PullEngine``.
     public func pull(_ name: String, into destination: String, version: Int64? = nil, options: PullOptions = PullOptions(),
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
-        try await PullEngine(remote: remote, options: options).pull(try DocumentPath(name), into: destination, version: version,
-                                                                     progress: progress)
+        try await PullEngine(remote: try await remote.unlocked(), options: options).pull(try DocumentPath(name), into: destination,
+                                                                                          version: version, progress: progress)
     }
 
     /// Documents under `prefix` (and in `scope`, if given), deleted ones left out.

@@ -27,12 +27,16 @@ struct PullAgainst: Sendable {
     /// Whether the server reads offers (``ServerFeature/chunksAgainst``); without, nothing is
     /// offered and the cache only keeps what arrives.
     let offers: Bool
+    /// How the container's chunks are named and carried: sealed ones are opened with its key,
+    /// never offered against a reference, and never kept in the cache.
+    let codec: ChunkCodec
 
-    init(cache: ChunkCache, sources: [ChunkID: ChunkSources.Location], offers: Bool) {
+    init(cache: ChunkCache, sources: [ChunkID: ChunkSources.Location], offers: Bool, codec: ChunkCodec = .plain) {
         self.cache = cache
-        admission = cache.admission()
+        admission = codec.isSealed ? ChunkCache.Admission(maximumBytes: 0) : cache.admission()
         self.sources = sources
-        self.offers = offers
+        self.offers = offers && codec.sendsAgainst
+        self.codec = codec
     }
 
     /// Notes that `chunk` goes at `offset` of the file at `path` (of `size` bytes), whose
@@ -73,12 +77,8 @@ struct PullAgainst: Sendable {
     /// A small file's chunk is added to `kept` as the cache keeps it (``keep(_:)``).
     /// - Throws: `corrupt_chunk`, `too_large`, `missing_chunks` (against a reference not offered).
     func decode(_ chunk: EncodedChunk, _ offer: Offer, maximumLength: Int, kept: inout [EncodedChunk]) throws -> [UInt8] {
-        // A plain document's chunk is never sealed: its payload is not the bytes the id names.
-        guard chunk.encoding != .sealed else {
-            throw XferError(.corruptChunk, "chunk \(chunk.id) came sealed end to end, as no chunk of a plain document is")
-        }
         let reference = chunk.reference.flatMap { id in offer.references[chunk.id] == id ? offer.plain[id].map { (id, $0) } : nil }
-        let plain = try chunk.decoded(maximumLength: maximumLength, reference: reference)
+        let plain = try codec.decode(chunk, maximumLength: maximumLength, reference: reference)
         if small.contains(chunk.id) {
             kept.append(try plain.withUnsafeBytes { try chunk.stored(plain: $0) })
         }

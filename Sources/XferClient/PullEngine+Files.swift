@@ -18,29 +18,31 @@ extension PullEngine {
         }
     }
 
-    /// Reads `chunk.length` bytes at `offset` and reports whether they hash to the chunk's id.
-    static func readVerified(_ fd: Int32, offset: Int64, chunk: Manifest.ChunkReference, into buffer: inout [UInt8]) throws -> Bool {
+    /// Reads `chunk.length` bytes at `offset` and reports whether they give the chunk's id
+    /// (under `codec`: a keyed one in an end-to-end encrypted container).
+    static func readVerified(_ fd: Int32, offset: Int64, chunk: Manifest.ChunkReference, codec: ChunkCodec = .plain,
+                             into buffer: inout [UInt8]) throws -> Bool {
         // An unreadable source is only a chunk to fetch instead.
         let got = buffer.withUnsafeMutableBytes { raw in
             (try? Syscall.pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<chunk.length]), at: offset, path: "")) ?? 0
         }
         guard got == chunk.length else { return false }
-        return buffer.withUnsafeBytes { ChunkID.of(UnsafeRawBufferPointer(rebasing: $0[0..<chunk.length])) } == chunk.id
+        return buffer.withUnsafeBytes { codec.id(of: UnsafeRawBufferPointer(rebasing: $0[0..<chunk.length])) } == chunk.id
     }
 
     /// Puts `step`'s chunk in place from `source` (the staging copy already holds it there; a
     /// disk source's bytes are verified against the chunk's id first).
     /// - Returns: Whether the source yielded it.
     static func fill(_ step: ChunkSourcing.Step, from source: ChunkSourcing.Source, into fd: Int32, path: String,
-                     prefetched: Prefetched?, buffer: inout [UInt8]) throws -> Bool {
+                     prefetched: Prefetched?, codec: ChunkCodec = .plain, buffer: inout [UInt8]) throws -> Bool {
         switch source {
         case .staging:
-            return try readVerified(fd, offset: step.offset, chunk: step.chunk, into: &buffer)
+            return try readVerified(fd, offset: step.offset, chunk: step.chunk, codec: codec, into: &buffer)
         case .local(let sourcePath, let offset):
             let sourceFD = open(sourcePath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
             guard sourceFD >= 0 else { return false }
             defer { close(sourceFD) }
-            guard try readVerified(sourceFD, offset: offset, chunk: step.chunk, into: &buffer) else { return false }
+            guard try readVerified(sourceFD, offset: offset, chunk: step.chunk, codec: codec, into: &buffer) else { return false }
             try write(buffer, count: step.chunk.length, to: fd, at: step.offset, path: path)
             return true
         case .prefetched:

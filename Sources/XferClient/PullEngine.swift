@@ -108,9 +108,14 @@ public struct PullEngine: Sendable {
     public func pull(_ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         try await ClientThreads.run {
-            let (parentPath, baseName) = try resolve(name, into: destination, state: state)
+            // In an end-to-end encrypted container the server (and the destination's state)
+            // know the document by its sealed path; the destination and the report by its name.
+            let serverName = try remote.serverPath(name)
+            let (parentPath, baseName) = try resolve(name, serverPath: serverName, into: destination, state: state)
             let parent = try ConfinedDirectory(opening: parentPath, create: true)
-            return try await pull(name, in: parent, as: baseName, version: version, state: state, progress: progress)
+            var report = try await pull(serverName, in: parent, as: baseName, version: version, state: state, progress: progress)
+            report.document = name.value
+            return report
         }
     }
 
@@ -118,13 +123,15 @@ public struct PullEngine: Sendable {
     /// An existing directory named otherwise than the document (or given with a trailing "/")
     /// that is not this document's own copy receives it as a new entry inside, as
     /// `cp -r doc.pkg ~/Downloads/` would. One of the document's own name is the target itself.
-    func resolve(_ name: DocumentPath, into destination: String, state: ClientState?) throws -> (parent: String, baseName: String) {
+    /// - Parameter serverPath: The path the server keeps it at (sealed, in an end-to-end encrypted container).
+    func resolve(_ name: DocumentPath, serverPath: DocumentPath? = nil, into destination: String, state: ClientState?) throws
+        -> (parent: String, baseName: String) {
         var target = ClientState.absolute(destination)
         var info = stat()
         if state == nil, let last = name.components.last, stat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR,
            destination.hasSuffix("/") || (target as NSString).lastPathComponent != String(last),
            try ClientState(root: target, stateDirectory: remote.stateDirectory)
-               .documentVersion(server: remote.connection.server, container: remote.container, path: name) == nil {
+               .documentVersion(server: remote.connection.server, container: remote.container, path: serverPath ?? name) == nil {
             target += "/" + last
         }
         let parentPath = (target as NSString).deletingLastPathComponent
@@ -177,7 +184,8 @@ public struct PullEngine: Sendable {
                 refusal = error
             }
         }
-        if refusal == nil, let synced, Self.isInPlace(info, synced: synced, target: target, known: known) {
+        if refusal == nil, let synced,
+           Self.isInPlace(info, synced: synced, target: target, known: known, digest: remote.serverDigest(of: synced, at: name)) {
             return report(name, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
         }
         let (answer, manifest): (answer: ManifestAnswer, manifest: Manifest)
@@ -308,7 +316,7 @@ public struct PullEngine: Sendable {
             let path = handles.path(step.file)
             guard let source = try step.sources.first(where: { source in
                 try handles.with(step.file) { fd in
-                    try Self.fill(step, from: source, into: fd, path: path, prefetched: prefetched, buffer: &buffer)
+                    try Self.fill(step, from: source, into: fd, path: path, prefetched: prefetched, codec: remote.codec, buffer: &buffer)
                 }
             }) else {
                 failed.append(index)
@@ -330,7 +338,7 @@ public struct PullEngine: Sendable {
         // Only the files with chunks to download are looked up.
         var previous = PreviousChunks(sizeLimit: .max)
         var against = PullAgainst(cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes), sources: sources,
-                                  offers: await connection.features().contains(.chunksAgainst))
+                                  offers: await connection.features().contains(.chunksAgainst), codec: remote.codec)
         // A file's path and size are read once for its run of places (a large file's entry is
         // tens of thousands of chunks: read whole per place, it made a 1 GiB restore quadratic).
         var current: (file: Int, path: String, size: Int64)? = nil
@@ -480,8 +488,11 @@ public struct PullEngine: Sendable {
 
     /// Whether `target` already holds version `info` as it was written: the same version and
     /// manifest, every file untouched since.
-    static func isInPlace(_ info: DocumentInfo, synced: SyncedDocument, target: String, known: [String: KnownFile]) -> Bool {
-        guard synced.version == info.version, info.manifestDigest == nil || info.manifestDigest == synced.manifest.digest.hex else {
+    /// - Parameter digest: The digest the server records for `synced`, when not its manifest's
+    ///   (``Remote/serverDigest(of:at:)``).
+    static func isInPlace(_ info: DocumentInfo, synced: SyncedDocument, target: String, known: [String: KnownFile],
+                          digest: String? = nil) -> Bool {
+        guard synced.version == info.version, info.manifestDigest == nil || info.manifestDigest == (digest ?? synced.manifest.digest.hex) else {
             return false
         }
         return synced.manifest.entries.allSatisfy { entry in
@@ -496,8 +507,23 @@ public struct PullEngine: Sendable {
 
     /// The manifest of version `info`, as a delta against the synced copy's where the server
     /// still has that base, checked against its digest.
+    /// In an end-to-end encrypted container, the whole carrier, checked against its digest,
+    /// then the manifest sealed in it (``EndToEndKeys/manifest(in:sealedPath:version:fetch:)``).
     func manifest(_ name: DocumentPath, info: DocumentInfo, synced: SyncedDocument?) async throws -> (answer: ManifestAnswer, manifest: Manifest) {
         let connection = remote.connection
+        if let endToEnd = remote.endToEnd {
+            let answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: nil)
+            let carrier = try Manifest(applying: answer.delta, to: nil)
+            guard carrier.digest == answer.digest, answer.version == info.version else {
+                throw XferError(.invalidManifest, "the record of \(name) version \(answer.version) does not match its digest")
+            }
+            let manifest = try await endToEnd.manifest(in: carrier, sealedPath: name.value, version: answer.version) { ids in
+                var pieces: [EncodedChunk] = []
+                try await connection.download(ids) { pieces.append($0) }
+                return pieces
+            }
+            return ((answer.delta.count, answer.version, answer.digest), manifest)
+        }
         var answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: synced?.version)
         let manifest: Manifest
         do {

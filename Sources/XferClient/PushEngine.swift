@@ -10,11 +10,56 @@ public struct Remote: Sendable {
     public let container: ContainerName
     /// Where client state databases live.
     public let stateDirectory: String
+    /// The container's keys if it is end-to-end encrypted (``unlocked()``): pushes and pulls
+    /// then seal names, chunks and manifests, and the server keeps only what they sealed.
+    public private(set) var endToEnd: EndToEndKeys? = nil
+
+    /// How the container's chunks are cut, named and carried.
+    public var codec: ChunkCodec { endToEnd?.codec ?? .plain }
+
+    /// The path the server keeps document `name` at: sealed in an end-to-end encrypted container.
+    /// - Throws: `invalid_path` for a name too long to seal.
+    public func serverPath(_ name: DocumentPath) throws -> DocumentPath {
+        guard let endToEnd else { return name }
+        return try DocumentPath(try endToEnd.sealedPath(name.value))
+    }
+
+    /// This remote with its container's key when the container is end-to-end encrypted: the key
+    /// this device holds (``EncryptedContainers``), checked against the server's key id.
+    /// - Throws: `unauthorized` if the container is encrypted and this device holds no key for
+    ///   it (or a key that is not the server's), saying to unlock it; the server's errors.
+    public func unlocked() async throws -> Remote {
+        let info: ContainerKeyInfo
+        do {
+            info = try await connection.containerKey(container: container)
+        } catch let error as XferError where error.code == .notFound {
+            return self  // a server without the route has no encrypted containers
+        }
+        guard info.encrypted else { return self }
+        let file = ContainerKeyFile(stateDirectory: stateDirectory, server: connection.server, container: container)
+        guard let key = try file.read(), key.id == info.keyID else {
+            throw XferError(.unauthorized, """
+                container \(container) is end-to-end encrypted and this device does not hold its key \(info.keyID ?? ""); \
+                run `xfer key unlock --container \(container)` (or `xfer key recover`) first
+                """)
+        }
+        var unlocked = self
+        unlocked.endToEnd = EndToEndKeys(key: key)
+        return unlocked
+    }
+
+    /// The manifest digest the server records for `synced` at `path` (its server path): the
+    /// manifest's, or in an end-to-end encrypted container its carrier's.
+    func serverDigest(of synced: SyncedDocument, at path: DocumentPath) -> String {
+        guard let endToEnd else { return synced.manifest.digest.hex }
+        return (try? endToEnd.carrier(of: synced.manifest, sealedPath: path.value, version: synced.version).carrier.digest.hex) ?? ""
+    }
 
     /// Whether the server holds `synced`, the version of `path` a root synced, as that root
-    /// knows it (``SyncedDocument/isHeld(by:)``): one request for that version.
+    /// knows it (``SyncedDocument/isHeld(by:digest:)``): one request for that version.
     func holds(_ synced: SyncedDocument, at path: DocumentPath) async throws -> Bool {
-        synced.isHeld(by: try await connection.statIfKept(container: container, path: path, version: synced.version))
+        synced.isHeld(by: try await connection.statIfKept(container: container, path: path, version: synced.version),
+                      digest: serverDigest(of: synced, at: path))
     }
 
     /// The same for many documents, asked a thousand at a time (the manifest batch route:
@@ -36,7 +81,7 @@ public struct Remote: Sendable {
             }
             for (index, item) in zip(batch, items) {
                 if let info = item.document, info.path == documents[index].path {
-                    answers[index] = documents[index].synced.isHeld(by: info)
+                    answers[index] = documents[index].synced.isHeld(by: info, digest: serverDigest(of: documents[index].synced, at: documents[index].path))
                 } else if item.error?.code == XferError.Code.notFound.name {
                     answers[index] = false
                 }
@@ -154,9 +199,12 @@ public struct PushEngine: Sendable {
     let remote: Remote
     let options: PushOptions
 
-    /// Creates an engine.
+    /// Creates an engine. In an end-to-end encrypted container (``Remote/endToEnd``) its
+    /// pipeline cuts and names chunks under the container's key.
     public init(remote: Remote, options: PushOptions = PushOptions()) {
         self.remote = remote
+        var options = options
+        options.pipeline.codec = remote.codec
         self.options = options
     }
 
@@ -189,6 +237,17 @@ public struct PushEngine: Sendable {
     ///   `conflict`, `quota_exceeded`, `invalid_path` and the rest from the server.
     public func push(_ path: String, as name: DocumentPath, state: ClientState? = nil, directoryItself: Bool = false,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
+        // In an end-to-end encrypted container the server (and this root's state) know the
+        // document by its sealed path; the report gives the name.
+        var report = try await push(path, serverPath: try remote.serverPath(name), state: state, directoryItself: directoryItself,
+                                    progress: progress)
+        report.document = name.value
+        return report
+    }
+
+    /// ``push(_:as:state:directoryItself:progress:)`` to the document the server keeps at `name`.
+    func push(_ path: String, serverPath name: DocumentPath, state: ClientState? = nil, directoryItself: Bool = false,
+              progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
         try await ClientThreads.run {
             let started = ContinuousClock.now
             let connection = remote.connection
@@ -245,7 +304,7 @@ public struct PushEngine: Sendable {
             // (and the server reads chunks sent that way).
             let features = await connection.features()
             var previous = PreviousChunks()
-            for index in toHash where features.contains(.chunksAgainst) {
+            for index in toHash where features.contains(.chunksAgainst) && remote.codec.sendsAgainst {
                 previous.add(fullPath: snapshot.fullPath(at: index), relativePath: snapshot.tree.relativePath(at: index), previous: synced?.manifest)
             }
             let hashedAny: Bool
@@ -254,7 +313,8 @@ public struct PushEngine: Sendable {
                                           path: { [snapshot, toHash] in snapshot.fullPath(at: toHash[$0]) },
                                           stamp: { [snapshot, toHash] in snapshot.stamps[toHash[$0]] })
                 let hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
-                                              previous: previous, cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes),
+                                              previous: previous,
+                                              cache: remote.codec.isSealed ? nil : ChunkCache(database: state.database, maximumBytes: options.cacheBytes),
                                               counters: counters, progress: progress)
                 for (position, chunks) in hashed.enumerated() { chunkLists[toHash[position]] = chunks }
                 hashedAny = !hashed.isEmpty
@@ -277,11 +337,14 @@ public struct PushEngine: Sendable {
             chunkLists = []
             toHash = []
 
-            // The delta is against the version this root holds, which the server keeps.
-            let digest = manifest.digest  // (its encoding is let go before the delta is made)
-            var delta = features.contains(.compressedManifests) ? manifest.compressedDelta(against: basis?.manifest)
-                                                                : manifest.delta(against: basis?.manifest)
-            let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: basis?.version,
+            // The delta is against the version this root holds, which the server keeps; in an
+            // end-to-end encrypted container, the carrier whole, its sealed manifest's pieces uploaded first.
+            let sent = try await serverManifest(manifest, at: name, version: announced.version, counters: counters)
+            let digest = sent.digest  // (its encoding is let go before the delta is made)
+            let deltaBase = remote.endToEnd == nil ? basis?.version : nil
+            var delta = features.contains(.compressedManifests) ? sent.compressedDelta(against: deltaBase == nil ? nil : basis?.manifest)
+                                                                : sent.delta(against: deltaBase == nil ? nil : basis?.manifest)
+            let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: deltaBase,
                                         manifestDelta: [], manifestDigest: digest)
             let body = request.body(delta: delta)
             let deltaSize = delta.count
@@ -290,14 +353,14 @@ public struct PushEngine: Sendable {
             let committed: DocumentInfo
             do {
                 do {
-                    committed = try await commit(request, body: body, manifest: manifest)
+                    committed = try await commit(request, body: body, manifest: sent)
                 } catch let error as XferError where error.code == .missingChunks {
                     // The server lacks chunks this client believed it had (a base from another root,
                     // say): send them and commit again, once.
                     let again = PushDecisions.resend((error.cause as? MissingChunksDetail)?.ids ?? [], FileChunkLists(of: manifest),
                                                      path: { snapshot.fullPath(relative: manifest.entries.path(at: $0)) })
                     _ = try await upload(initial: again, files: .none, skip: ChunkIDPrefixes(), total: total, counters: counters, progress: progress)
-                    committed = try await commit(request, body: body, manifest: manifest)
+                    committed = try await commit(request, body: body, manifest: sent)
                 }
             } catch {
                 _ = await recording.result  // what was read is remembered before the failure is told
@@ -347,6 +410,24 @@ public struct PushEngine: Sendable {
                           chunks: manifest.allChunks.count, chunksSent: counters.chunksSent, bytesSent: counters.bytesSent,
                           bytesReused: max(0, fileBytes - counters.plainBytesSent), manifestBytes: manifestBytes,
                           seconds: (ContinuousClock.now - started).seconds)
+    }
+
+    /// The manifest the server keeps for version `version` of the document at `path`: `manifest`
+    /// itself, or in an end-to-end encrypted container its carrier (``EndToEndKeys``), once
+    /// the sealed manifest's pieces are uploaded.
+    func serverManifest(_ manifest: Manifest, at path: DocumentPath, version: Int64, counters: Locked<Counters>) async throws -> Manifest {
+        guard let endToEnd = remote.endToEnd else { return manifest }
+        let (carrier, pieces) = try endToEnd.carrier(of: manifest, sealedPath: path.value, version: version)
+        // Sealed for this version: none is on the server yet (a retried push's are sent again).
+        let sealed = try pieces.map { piece in try piece.withUnsafeBytes { try endToEnd.chunks.seal($0, policy: options.compression) } }
+        for batch in sealed.batched(atMost: 64) {
+            let result = try await remote.connection.upload(batch)
+            guard result.received == batch.count else {
+                throw XferError(.unavailable, "the server received \(result.received) of the \(batch.count) pieces of the sealed manifest; push again")
+            }
+            counters.withLock { $0.sent(batch.map { ($0.payload.count, 0) }, owners: batch.map { _ in 0 }) }
+        }
+        return carrier
     }
 
     /// Sends a commit (`request`, whose JSON with its delta is `body`).
@@ -579,6 +660,7 @@ public struct PushEngine: Sendable {
                              report: @escaping @Sendable () -> Void) async throws {
         let connection = remote.connection
         let policy = options.compression
+        let codec = options.pipeline.codec
         // A server that reads large bodies gets far fewer requests, each made while it is sent;
         // the first few are small all the same, so a small push still keeps every upload (and
         // the cores that compress for it) busy at once.
@@ -607,7 +689,7 @@ public struct PushEngine: Sendable {
                 running += 1
                 launched += 1
                 uploads.addTask {
-                    let (result, sizes) = try await Self.upload(locations, streamed: large, policy: policy, cache: cache, connection: connection)
+                    let (result, sizes) = try await Self.upload(locations, streamed: large, policy: policy, codec: codec, cache: cache, connection: connection)
                     guard result.received == locations.count else {
                         throw XferError(.unavailable, "the server received \(result.received) of the \(locations.count) chunks sent in one request; push again")
                     }
@@ -621,7 +703,7 @@ public struct PushEngine: Sendable {
                             whole.keep = false
                             return whole
                         }
-                        let (_, sizes) = try await Self.upload(again, streamed: large, policy: policy, cache: nil, connection: connection)
+                        let (_, sizes) = try await Self.upload(again, streamed: large, policy: policy, codec: codec, cache: nil, connection: connection)
                         counters.withLock { $0.sent(sizes, owners: again.map(\.owner)) }
                     }
                     report()
@@ -647,9 +729,9 @@ public struct PushEngine: Sendable {
     /// bodies of 1,024 frames, sent while it is made, a megabyte of chunks at a time, when it
     /// offers ``ServerFeature/largeUploads``. The small files' chunks go to the cache.
     /// - Returns: The server's answer, and each chunk's payload and plain sizes.
-    private static func upload(_ locations: [Location], streamed: Bool, policy: CompressionPolicy, cache: ChunkCache?,
+    private static func upload(_ locations: [Location], streamed: Bool, policy: CompressionPolicy, codec: ChunkCodec, cache: ChunkCache?,
                                connection: ServerConnection) async throws -> (result: UploadResult, sizes: [(payload: Int, plain: Int)]) {
-        let framer = ChunkFramer(locations, policy: policy, cache: cache)
+        let framer = ChunkFramer(locations, policy: policy, codec: codec, cache: cache)
         let result: UploadResult
         if streamed {
             result = try await connection.upload(pieces: {

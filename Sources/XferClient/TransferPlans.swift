@@ -77,9 +77,10 @@ extension PushEngine {
     /// What ``push(_:as:state:progress:)`` would do with `path` as `name`, asking the server
     /// only read-only questions and recording nothing. Files are not read: the plan counts
     /// those whose stamp changed, which a push would read and hash.
-    public func plan(_ path: String, as name: DocumentPath, state: ClientState? = nil) async throws -> PushPlan {
+    public func plan(_ path: String, as document: DocumentPath, state: ClientState? = nil) async throws -> PushPlan {
         try await ClientThreads.run {
             let connection = remote.connection
+            let name = try remote.serverPath(document)  // sealed, in an end-to-end encrypted container
             let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
             let snapshot = try LocalSnapshot(path: path, state: state, exclude: options.exclude)
             let synced = try state.document(server: connection.server, container: remote.container, path: name)
@@ -93,7 +94,7 @@ extension PushEngine {
             let serverVersion = current?.state == .current ? current?.version : nil
             let chunkLists = try snapshot.knownChunks(state)
             let toRead = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
-            var plan = PushPlan(document: name.value, action: .update, reason: "", syncedVersion: syncedVersion, serverVersion: serverVersion,
+            var plan = PushPlan(document: document.value, action: .update, reason: "", syncedVersion: syncedVersion, serverVersion: serverVersion,
                                 files: snapshot.tree.indices.filter { snapshot.tree.kind(at: $0) == .file }.count, bytes: snapshot.totalSize,
                                 filesToRead: toRead.count, bytesToRead: toRead.reduce(Int64(0)) { $0 + snapshot.tree.size(at: $1) })
             // The same order of questions as a push: unchanged first (without --force), then the base.
@@ -130,10 +131,11 @@ extension PushEngine {
 extension PullEngine {
     /// What ``pull(_:into:version:state:progress:)`` would do, asking the server only
     /// read-only questions, writing nothing and creating no directory.
-    public func plan(_ name: DocumentPath, into destination: String, version: Int64? = nil) async throws -> PullPlan {
+    public func plan(_ document: DocumentPath, into destination: String, version: Int64? = nil) async throws -> PullPlan {
         try await ClientThreads.run {
             let connection = remote.connection
-            let (parent, baseName) = try resolve(name, into: destination, state: nil)
+            let name = try remote.serverPath(document)  // sealed, in an end-to-end encrypted container
+            let (parent, baseName) = try resolve(document, serverPath: name, into: destination, state: nil)
             let target = parent == "/" ? "/" + baseName : parent + "/" + baseName
             let info = try await pullableVersion(name, version: version)
             let state = try ClientState(root: target, stateDirectory: remote.stateDirectory)
@@ -141,7 +143,7 @@ extension PullEngine {
             let known = try state.files()
             var status = stat()
             let exists = lstat(target, &status) == 0
-            var plan = PullPlan(document: name.value, destination: target, version: info.version, action: exists ? .replace : .create,
+            var plan = PullPlan(document: document.value, destination: target, version: info.version, action: exists ? .replace : .create,
                                 reason: exists ? "would replace this client's unchanged copy" : "nothing is there yet",
                                 files: 0, bytes: 0, chunksToFetch: 0, bytesToFetch: 0)
             if options.force && exists {
@@ -155,7 +157,7 @@ extension PullEngine {
                     return plan
                 }
             }
-            if let synced, Self.isInPlace(info, synced: synced, target: target, known: known) {
+            if let synced, Self.isInPlace(info, synced: synced, target: target, known: known, digest: remote.serverDigest(of: synced, at: name)) {
                 plan.action = .unchanged
                 plan.reason = "v\(info.version) is already there, unchanged"
                 return plan

@@ -18,10 +18,10 @@ public struct ChunkPipeline: Sendable {
     public struct Options: Sendable, Hashable {
         /// Chunk size limits.
         public var chunker: ChunkerConfiguration = .default
-        /// Chunk under an end-to-end encrypted container's key: its Gear table cuts and its
-        /// keyed HMAC-SHA-256 names each chunk (``KeyedChunking``); `nil`, the plain Gear
-        /// table and SHA-256.
-        public var keying: KeyedChunking? = nil
+        /// How chunks are cut and named (``ChunkCodec``): plain (the plain Gear table and
+        /// SHA-256), or under an end-to-end encrypted container's key (its Gear table cuts, its
+        /// keyed ids name each chunk, and a chunk compressed here is sealed).
+        public var codec = ChunkCodec.plain
         /// Compress chunk payloads under this policy; `nil` hashes only.
         public var compression: CompressionPolicy? = nil
         /// Bytes per read buffer; raised to hold a maximum chunk plus two reads.
@@ -217,13 +217,13 @@ final class PipelineRun: Sendable {
             for chunk in batch {
                 let bytes = arena.bytes(chunk.range)
                 let id: ChunkID
-                if let keying = options.keying {
-                    id = keying.id(of: bytes)
+                if let endToEnd = options.codec.endToEnd {
+                    id = endToEnd.id(of: bytes)
                 } else {
                     hasher.update(bytes)
                     id = hasher.finalize()
                 }
-                let encoded = try options.compression.map { try Zstd.encode(bytes, id: id, policy: $0) }
+                let encoded = try options.compression.map { try options.codec.encode(bytes, id: id, policy: $0) }
                 let record = ChunkRecord(offset: chunk.offset, length: chunk.range.count, id: id, encoded: encoded)
                 results.append((chunk.sequence, .chunk(file: chunk.file, record)))
             }
@@ -254,7 +254,7 @@ struct Reader {
     mutating func chunk(_ source: inout some ByteSource & ~Copyable, file: Int, name: String) throws {
         guard let run else { return }
         submitEvent(.fileStarted(file: file, name: name, size: source.expectedSize))
-        var chunker = Chunker(configuration: run.options.chunker, gear: run.options.keying?.gear ?? GearTable.values)
+        var chunker = Chunker(configuration: run.options.chunker, gear: run.options.codec.gear)
         var fileOffset: Int64 = 0
         var chunkStart = arena?.used ?? 0
         var chunks = 0

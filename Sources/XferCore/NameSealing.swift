@@ -57,6 +57,39 @@ public struct NameSealing: Sendable, Hashable {
         return name
     }
 
+    /// A whole path (`/`-separated, plain), each component sealed under its plain parent.
+    /// - Throws: `invalid_path` for a component over ``maximumComponentBytes``.
+    public func seal(path: String) throws -> String {
+        var parent = "", sealed: [String] = []
+        for component in path.split(separator: "/", omittingEmptySubsequences: false) {
+            sealed.append(try seal(String(component), parent: parent))
+            parent = parent.isEmpty ? String(component) : parent + "/" + component
+        }
+        return sealed.joined(separator: "/")
+    }
+
+    /// The plain path a sealed one stands for, each component opened under its plain parent.
+    /// - Throws: `corrupt_chunk` if a component is not a sealed name of this container there.
+    public func open(path: String) throws -> String {
+        var parent = ""
+        for component in path.split(separator: "/", omittingEmptySubsequences: false) {
+            let plain = try open(String(component), parent: parent)
+            parent = parent.isEmpty ? plain : parent + "/" + plain
+        }
+        return parent
+    }
+
+    /// Whether every component of `path` has the form of a sealed name (its one base32
+    /// encoding of 16 bytes of synthetic IV and a whole number of 16-byte blocks): what a server
+    /// without the key checks before it takes a document into an end-to-end encrypted
+    /// container, so that a client unaware of the encryption never writes a plain name there.
+    public static func isSealed(path: some StringProtocol) -> Bool {
+        !path.isEmpty && path.split(separator: "/", omittingEmptySubsequences: false).allSatisfy { component in
+            guard let bytes = Base32.decode(String(component)), bytes.count >= 32, (bytes.count - 16) % 16 == 0 else { return false }
+            return Base32.encode(bytes) == component
+        }
+    }
+
     static func associated(_ parent: String) -> [UInt8] { Array("xfer name v1 \(parent)".utf8) }
 
     private static let cipher: FetchedCipher = {

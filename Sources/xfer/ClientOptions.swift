@@ -153,10 +153,13 @@ func runReportingErrors(json: Bool = false, _ body: () async throws -> Void) asy
 
 /// Runs `body` with the remote these options name, closing its connection afterwards
 /// whether `body` succeeds or throws.
-func withRemote<T>(_ options: ClientOptions, boundTo state: SyncState? = nil, _ body: (Remote) async throws -> T) async throws -> T {
+/// - Parameter unlocking: The remote holds the container's key when it is end-to-end encrypted
+///   (``Remote/unlocked()``): a push or pull then seals and opens what it sends and gets.
+func withRemote<T>(_ options: ClientOptions, boundTo state: SyncState? = nil, unlocking: Bool = false,
+                   _ body: (Remote) async throws -> T) async throws -> T {
     let remote = try state.map { try options.remote(boundTo: $0) } ?? options.remote()
     do {
-        let result = try await body(remote)
+        let result = try await body(unlocking ? try await remote.unlocked() : remote)
         await remote.connection.shutdown()
         return result
     } catch {

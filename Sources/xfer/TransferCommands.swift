@@ -57,7 +57,7 @@ extension Xfer {
                 options.exclude = exclude
                 options.compression = compression.policy
                 if dryRun {
-                    let plan = try await withRemote(client) { remote in
+                    let plan = try await withRemote(client, unlocking: true) { remote in
                         try await PushEngine(remote: remote, options: options).plan(path, as: document)
                     }
                     if output.json { printJSON(plan) } else {
@@ -67,7 +67,7 @@ extension Xfer {
                 }
                 let bar = ProgressBar(quiet: output.quiet || output.json)
                 defer { bar.finish() }
-                let report = try await withRemote(client) { remote in
+                let report = try await withRemote(client, unlocking: true) { remote in
                     try await PushEngine(remote: remote, options: options).push(path, as: document, progress: bar.update)
                 }
                 bar.finish()
@@ -127,7 +127,7 @@ extension Xfer {
                 if dryRun {
                     var options = PullOptions()
                     options.force = force
-                    let plan = try await withRemote(client) { remote in
+                    let plan = try await withRemote(client, unlocking: true) { remote in
                         try await PullEngine(remote: remote, options: options).plan(document, into: target, version: version)
                     }
                     if output.json { printJSON(plan) } else {
@@ -143,7 +143,7 @@ extension Xfer {
                 defer { bar.finish() }
                 var options = PullOptions()
                 options.force = force
-                let report = try await withRemote(client) { remote in
+                let report = try await withRemote(client, unlocking: true) { remote in
                     try await PullEngine(remote: remote, options: options).pull(document, into: target, version: version, progress: bar.update)
                 }
                 bar.finish()

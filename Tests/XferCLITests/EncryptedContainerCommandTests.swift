@@ -3,9 +3,9 @@ import Testing
 
 /// `xfer container create --encrypted` and `xfer key …` through the binary: the recovery key
 /// printed once, a second device unlocking with the passphrase from the environment or a file,
-/// a wrong one refused with its exit code, and a plain push into the container refused.
+/// a wrong one refused with its exit code, and a push and pull by devices holding the key.
 @Suite struct EncryptedContainerCommandTests {
-    @Test func aContainerMadeEncryptedIsUnlockedElsewhereAndTakesNoPlainPush() throws {
+    @Test func aContainerMadeEncryptedIsUnlockedElsewhereAndCarriesSealedDocuments() throws {
         let server = try ServerProcess()
         let made = try server.run("container", "create", "vault", "--encrypted", "--json", environment: ["XFER_PASSPHRASE": "correct horse"])
         #expect(made.status == 0, "\(made.stderr)")
@@ -44,10 +44,18 @@ import Testing
         #expect(recovered.status == 0, "\(recovered.stderr)")
         #expect(try server.run("key", "unlock", environment: third.merging(["XFER_PASSPHRASE": "new one"]) { $1 }).status == 0)
 
-        // A push into it is refused, and nothing is stored.
+        // A device holding the key pushes; the server lists only a sealed name; another device
+        // pulls the same bytes; one without the key is told to unlock (exit 4), and sends nothing.
         try Data("plain text".utf8).write(to: URL(fileURLWithPath: server.path("note.txt")))
-        let pushed = try server.run("push", server.path("note.txt"), "note.txt", environment: elsewhere)
-        #expect(pushed.status == 7 && pushed.stderr.contains("end-to-end encrypted"), "\(pushed.stderr)")
+        let pushed = try server.run("push", server.path("note.txt"), "note.txt", "--json", environment: elsewhere)
+        #expect(pushed.status == 0, "\(pushed.stderr)")
+        #expect(try server.json(pushed)["document"] as? String == "note.txt")
         #expect(try server.run("ls", environment: elsewhere).stdout.contains("note.txt") == false)
+        let pulled = try server.run("pull", "note.txt", server.path("note-c.txt"), environment: third)
+        #expect(pulled.status == 0, "\(pulled.stderr)")
+        #expect(FileManager.default.contents(atPath: server.path("note-c.txt")) == Data("plain text".utf8))
+        let fourth = ["XFER_STATE_DIR": server.path("state-d"), "XFER_CONTAINER": "vault"]
+        let locked = try server.run("push", server.path("note.txt"), "other.txt", environment: fourth)
+        #expect(locked.status == 4 && locked.stderr.contains("xfer key unlock"), "\(locked.stderr)")
     }
 }

@@ -44,22 +44,35 @@ import Testing
     }
 
     /// Under a container key (end-to-end encryption) the pipeline cuts with the key's Gear
-    /// table and names chunks by their keyed HMAC, however it is run.
+    /// table and names chunks by their keyed ids, however it is run.
     @Test func aKeyedPipelineCutsAndNamesAsTheKeyedChunkerDoes() throws {
-        let keying = ContainerKey.generate().chunking
+        let chunks = EndToEndChunks(key: ContainerKey.generate())
         let expected = Self.files.map { (_, data) -> [ChunkRecord] in
-            let lengths = data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: smallChunks, gear: keying.gear) }
+            let lengths = data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: smallChunks, gear: chunks.keying.gear) }
             var offset = 0
             return lengths.map { length in
                 defer { offset += length }
-                return ChunkRecord(offset: Int64(offset), length: length, id: keying.id(of: Array(data[offset..<(offset + length)])))
+                let id = EndToEndChunks.id(keyed: chunks.keying.id(of: Array(data[offset..<(offset + length)])).bytes)
+                return ChunkRecord(offset: Int64(offset), length: length, id: id)
             }
         }
         #expect(expected != Self.files.map { expectedRecords($0.1) })
         for parallel in [false, true] {
             var keyed = options(parallel: parallel, readSize: 7_000)
-            keyed.keying = keying
+            keyed.codec = ChunkCodec(chunks)
             #expect(try ChunkPipeline(options: keyed).records(for: Self.inputs) == expected)
+        }
+        // Compressed in the pipeline, a chunk is sealed, and opens to its bytes.
+        var sealing = options(parallel: true)
+        sealing.codec = ChunkCodec(chunks)
+        sealing.compression = .default
+        let (name, data) = Self.files[3]
+        let records = try ChunkPipeline(options: sealing).records(for: [.bytes(name: name, data)])[0]
+        #expect(records.count > 1)
+        for record in records {
+            let encoded = try #require(record.encoded)
+            #expect(encoded.encoding == .sealed && encoded.id == record.id)
+            #expect(try chunks.open(encoded) == Array(data[Int(record.offset)..<(Int(record.offset) + record.length)]))
         }
     }
 

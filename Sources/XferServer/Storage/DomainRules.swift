@@ -106,16 +106,18 @@ enum CommitRules {
     }
 
     /// The chunks the account does not hold, given the lengths of those it does.
+    /// - Parameter compareLengths: Whether a held chunk's length must be the one declared
+    ///   (not in an end-to-end encrypted container, whose manifests the server cannot read).
     /// - Throws: `invalid_manifest` if a held chunk's length differs from the one declared
     ///   (a file would be written at the wrong size).
-    static func missing(_ declared: [ChunkID: Int], held: [ChunkID: Int64]) throws -> [ChunkID] {
+    static func missing(_ declared: [ChunkID: Int], held: [ChunkID: Int64], compareLengths: Bool = true) throws -> [ChunkID] {
         var missing: [ChunkID] = []
         for (id, length) in declared {
             guard let stored = held[id] else {
                 missing.append(id)
                 continue
             }
-            guard stored == Int64(length) else {
+            guard stored == Int64(length) || !compareLengths else {
                 throw XferError(.invalidManifest, "the manifest declares chunk \(id) as \(length) bytes, but it holds \(stored)")
             }
         }

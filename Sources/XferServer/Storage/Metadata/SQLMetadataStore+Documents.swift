@@ -44,7 +44,8 @@ extension SQLMetadataStore {
 
     public func announce(account: Int64, container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo {
         try await write { tx in
-            let containerID = try tx.containerID(account: account, name: container, create: true)!
+            let containerID = try tx.containerID(account: account, name: container, create: true,
+                                                 sealed: NameSealing.isSealed(path: request.path.value))!
             let (document, version) = try tx.announce(account: account, container: containerID, request, direct: false)
             try tx.sql.notifyChanges(container: containerID)
             return try tx.info(document: document, path: request.path, version: version)!
@@ -68,7 +69,8 @@ extension SQLMetadataStore {
     public func commitDirect(account: Int64, container: ContainerName, _ items: [DirectCommitItem]) async throws
         -> [Result<DocumentInfo, XferError>] {
         try await write { tx in
-            let containerID = try tx.containerID(account: account, name: container, create: true)!  // and its lock
+            let containerID = try tx.containerID(account: account, name: container, create: true,  // and its lock
+                                                 sealed: items.allSatisfy { NameSealing.isSealed(path: $0.announce.path.value) })!
             // Every chunk row the batch references, locked once in id order (as one commit does),
             // so two batches sharing chunks cannot deadlock.
             _ = try tx.heldLengths(account: account, items.flatMap { $0.manifest.allChunks.map(\.id) })
@@ -262,6 +264,9 @@ extension MetadataTransaction {
         }
         let kind = DocumentKind(manifest.kind)
         try checkNamespace(container: container, path: path, kind: kind)
+        // A sealed document's manifest (a carrier, docs/FORMAT.md) cannot know the lengths the
+        // server holds its sealed chunks at: they are not compared, and its size is theirs.
+        let sealed = try isEncrypted(container: container)
         let declared = try CommitRules.distinctChunks(manifest)
         // Where rows are locked one by one, they are locked in id order first and referenced
         // below; else one pass references them and says which are held (a missing one throws,
@@ -269,8 +274,9 @@ extension MetadataTransaction {
         let referencedNow = !dialect.locksRows
         let held = referencedNow ? try referenceHeld(account: account, Array(declared.keys))
                                  : try heldLengths(account: account, Array(declared.keys))
-        let missing = try CommitRules.missing(declared, held: held)
+        let missing = try CommitRules.missing(declared, held: held, compareLengths: !sealed)
         guard missing.isEmpty else { throw XferError.missingChunks(missing) }
+        let size = sealed ? held.values.reduce(0, +) : manifest.totalSize
         let digest = ChunkID.of(encoded).bytes
         var outcome = VersionState.current
         if let current = document.current,
@@ -289,7 +295,7 @@ extension MetadataTransaction {
         try sql.rows("""
             UPDATE versions SET state = ?, kind = ?, size = ?, manifest_digest = ?, manifest = ?, files = ?, chunks = ?, base_version = ?, sequence = ?
             WHERE document_id = ? AND version = ?
-            """, outcome.rawValue, kind.rawValue, manifest.totalSize, digest, try storedManifest(encoded, document: document.id, version: version), manifest.fileCount, manifest.allChunks.count,
+            """, outcome.rawValue, kind.rawValue, size, digest, try storedManifest(encoded, document: document.id, version: version), manifest.fileCount, manifest.allChunks.count,
                      baseVersion, sequence, document.id, version)
         if outcome == .current {
             try sql.rows("UPDATE documents SET current_version = ? WHERE id = ?", version, document.id)

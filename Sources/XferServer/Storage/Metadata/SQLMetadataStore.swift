@@ -96,13 +96,15 @@ struct MetadataTransaction {
         return now
     }
 
-    /// The container's row id. With `create`, for a plain write: made if absent, its lock taken
+    /// The container's row id. With `create`, for a write: made if absent, its lock taken
     /// (``lockContainer(_:)``), and refused (`encrypted_container`) if it is end-to-end
-    /// encrypted, so a client that does not know it is encrypted never stores plain data in it.
-    func containerID(account: Int64, name: ContainerName, create: Bool) throws -> Int64? {
+    /// encrypted and the write is not `sealed` (a document under a sealed path,
+    /// ``NameSealing/isSealed(path:)``), so a client that does not know it is encrypted never
+    /// stores plain data in it.
+    func containerID(account: Int64, name: ContainerName, create: Bool, sealed: Bool = false) throws -> Int64? {
         let select = "SELECT id FROM containers WHERE account_id = ? AND name = ?"
         if let id = try sql.int(select, account, name.value) {
-            if create { try lockForPlainWrite(id, name) }
+            if create { try lockForWrite(id, name, sealed: sealed) }
             return id
         }
         guard create else { return nil }
@@ -110,20 +112,25 @@ struct MetadataTransaction {
                                             policy: policy)
         try sql.rows("INSERT INTO containers (account_id, name) VALUES (?, ?) ON CONFLICT (account_id, name) DO NOTHING", account, name.value)
         guard let id = try sql.int(select, account, name.value) else { return nil }
-        try lockForPlainWrite(id, name)
+        try lockForWrite(id, name, sealed: sealed)
         return id
     }
 
     /// The container's lock, then the look for its key: a key made meanwhile (which takes the
     /// same lock, and finds the container empty) is seen, on PostgreSQL as on SQLite.
-    private func lockForPlainWrite(_ id: Int64, _ name: ContainerName) throws {
+    private func lockForWrite(_ id: Int64, _ name: ContainerName, sealed: Bool) throws {
         try lockContainer(id)
-        if try sql.one("SELECT 1 FROM container_keys WHERE container_id = ?", id) != nil {
+        if !sealed, try isEncrypted(container: id) {
             throw XferError(.encryptedContainer, """
-                container \(name) is end-to-end encrypted; this server takes no plain documents or values in it, \
-                and this client cannot write encrypted ones yet
+                container \(name) is end-to-end encrypted; this server takes only sealed documents in it (names \
+                sealed by a client holding its key), and no plain values
                 """)
         }
+    }
+
+    /// Whether the container is end-to-end encrypted (it has a key).
+    func isEncrypted(container id: Int64) throws -> Bool {
+        try sql.one("SELECT 1 FROM container_keys WHERE container_id = ?", id) != nil
     }
 
     /// Locks the container's row to the end of the transaction: on PostgreSQL, commits,

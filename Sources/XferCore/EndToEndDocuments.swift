@@ -1,0 +1,150 @@
+/// What a client derives from a container key to keep documents end to end (issue 16, second
+/// level; docs/FORMAT.md, "End-to-end documents"): sealed names, sealed chunks, and each
+/// version's manifest sealed and carried to the server inside a *carrier* it can check.
+///
+/// The server still keys versions, conflicts and the feed by path (the sealed path), still
+/// checks that a commit references only chunks the account holds, and still counts references
+/// and quota; it learns the document's kind, the number of chunks it references and their stored
+/// (padded, sealed) sizes, and nothing of names, sizes, times, modes or contents.
+///
+/// A carrier is a manifest of the document's kind with one file entry (path `""` for a file,
+/// `c` for a package; mode 0600, time 0) whose chunks are the sealed manifest's pieces, then
+/// every distinct chunk the document references in id order, each declared as 1 byte (the
+/// server, which cannot know a sealed chunk's plain length, records the lengths it holds).
+/// The manifest is compressed, sealed under the container's `manifest` key with its sealed path
+/// and version as context, and cut into pieces of at most ``pieceSize`` bytes, the first
+/// starting with the number of pieces (u32 little-endian); each piece is a sealed chunk.
+/// Sealing the manifest takes its salt from the `manifest salt` key and the value, so the same
+/// manifest at the same place and version always makes the same pieces and the same carrier:
+/// a device can tell the server still holds the version it synced from the carrier's digest.
+public struct EndToEndKeys: Sendable {
+    /// The container key's id (``ContainerKey/id``).
+    public let keyID: String
+    /// Chunks: keyed cuts and ids, sealed payloads.
+    public let chunks: EndToEndChunks
+    /// Document names, a path component at a time.
+    public let names: NameSealing
+    private let manifests: SealingKeys
+    private let saltKey: [UInt8]
+
+    /// Plain bytes in one piece of a sealed manifest: well under the smallest maximum chunk a
+    /// server takes by default (256 KiB), sealed.
+    public static let pieceSize = 192 << 10
+    /// The most pieces a manifest may take: a manifest's largest encoding, and one more.
+    static let maximumPieces = Manifest.maximumEncodedSize / (pieceSize - 4) + 2
+    static let manifestLabel = "xfer e2e manifest v1"
+
+    /// The keys of the container whose key is `key`.
+    public init(key: ContainerKey) {
+        keyID = key.id
+        chunks = EndToEndChunks(key: key)
+        names = key.names
+        manifests = key.manifestSealing
+        saltKey = key.derive("manifest salt")
+    }
+
+    /// The codec a push and a pull of the container use.
+    public var codec: ChunkCodec { ChunkCodec(chunks) }
+
+    /// The path the server keys the document at.
+    /// - Throws: `invalid_path` for a component over ``NameSealing/maximumComponentBytes``.
+    public func sealedPath(_ path: String) throws -> String { try names.seal(path: path) }
+
+    /// What sealing the manifest of version `version` at `sealedPath` binds it to.
+    static func context(sealedPath: String, version: Int64) -> [UInt8] {
+        Array("\(manifestLabel) \(version) \(sealedPath)".utf8)
+    }
+
+    /// The plain bytes of each piece of `manifest` sealed for version `version` at `sealedPath`.
+    public func pieces(of manifest: Manifest, sealedPath: String, version: Int64) -> [[UInt8]] {
+        let plain = manifest.compressedDelta(against: nil)
+        let context = Self.context(sealedPath: sealedPath, version: version)
+        let salt = Array(Sealing.hmac(key: saltKey, context + [0] + plain).prefix(Sealing.saltSize))
+        var sealed: [UInt8] = []
+        plain.withUnsafeBytes { Sealing.seal($0, key: manifests.current, salt: salt, context: context, appendingTo: &sealed) }
+        let count = (sealed.count + 4 + Self.pieceSize - 1) / Self.pieceSize
+        var stream = withUnsafeBytes(of: UInt32(count).littleEndian, Array.init)
+        stream += sealed
+        return stride(from: 0, to: stream.count, by: Self.pieceSize).map { Array(stream[$0..<min($0 + Self.pieceSize, stream.count)]) }
+    }
+
+    /// The carrier of a document of kind `kind` whose sealed manifest is in pieces `pieces`
+    /// (their ids) and which references `chunks`.
+    public static func carrier(kind: Manifest.Kind, pieces: [ChunkID], chunks: some Sequence<ChunkID>) throws -> Manifest {
+        guard kind == .file || kind == .package else {
+            throw XferError(.badRequest, "a \(DocumentKindName.of(kind)) document cannot be kept end to end yet")
+        }
+        var builder = Manifest.Builder(kind: kind, chunker: .default)
+        builder.append(path: kind == .file ? [] : Array("c".utf8), kind: .file, mode: 0o600, mtimeNanoseconds: 0)
+        let references = pieces + Set(chunks).subtracting(pieces).sorted()
+        builder.appendChunks(references.map { Manifest.ChunkReference(id: $0, length: 1) })
+        return try builder.finish()
+    }
+
+    /// The carrier of `manifest` as version `version` at `sealedPath`, and its pieces' plain
+    /// bytes (to seal and upload; their ids are the carrier's first chunks).
+    public func carrier(of manifest: Manifest, sealedPath: String, version: Int64) throws -> (carrier: Manifest, pieces: [[UInt8]]) {
+        let pieces = pieces(of: manifest, sealedPath: sealedPath, version: version)
+        let ids = pieces.map { piece in piece.withUnsafeBytes { chunks.id(of: $0) } }
+        return (try Self.carrier(kind: manifest.kind, pieces: ids, chunks: manifest.entries.allChunks.lazy.map(\.id)), pieces)
+    }
+
+    /// The chunks a carrier references: what a pull downloads the pieces from (the first ones).
+    /// - Throws: `invalid_manifest` if it is not a carrier's shape.
+    public static func references(of carrier: Manifest) throws -> Manifest.Chunks {
+        let entries = carrier.entries
+        guard carrier.kind == .file || carrier.kind == .package, entries.count == 1, entries.kind(at: 0) == .file,
+              entries.path(at: 0) == (carrier.kind == .file ? "" : "c"), !entries.chunks(at: 0).isEmpty else {
+            throw XferError(.invalidManifest, "the server's record of this document is not the carrier of an end-to-end encrypted one")
+        }
+        return entries.chunks(at: 0)
+    }
+
+    /// The manifest a carrier holds, its pieces fetched by `fetch` (sealed chunks, in the order
+    /// asked) and every one checked; then checked against the carrier: the same kind, and no
+    /// chunk the carrier does not reference.
+    /// - Throws: `invalid_manifest`, `corrupt_chunk`, `too_large`, and what `fetch` throws.
+    public func manifest(in carrier: Manifest, sealedPath: String, version: Int64,
+                         fetch: ([ChunkID]) async throws -> [EncodedChunk]) async throws -> Manifest {
+        let references = try Self.references(of: carrier)
+        func open(_ ids: [ChunkID]) async throws -> [[UInt8]] {
+            let fetched = try await fetch(ids)
+            guard fetched.count == ids.count, zip(fetched, ids).allSatisfy({ $0.0.id == $0.1 }) else {
+                throw XferError(.invalidManifest, "the server sent other chunks than the sealed manifest's pieces asked for")
+            }
+            return try fetched.map { try chunks.open($0, maximumLength: Self.pieceSize) }
+        }
+        let first = try await open([references[0].id])[0]
+        guard first.count >= 4 else { throw XferError(.invalidManifest, "a sealed manifest's first piece is \(first.count) bytes") }
+        let count = first[0..<4].reversed().reduce(0) { $0 << 8 | Int($1) }
+        guard count >= 1, count <= min(references.count, Self.maximumPieces) else {
+            throw XferError(.invalidManifest, "the sealed manifest claims \(count) pieces, and its carrier has \(references.count) chunks")
+        }
+        var sealed = Array(first[4...])
+        if count > 1 {
+            for piece in try await open(Array(references[1..<count].map(\.id))) { sealed += piece }
+        }
+        let context = Self.context(sealedPath: sealedPath, version: version)
+        let plain = try manifests.open(sealed, context: context, what: "the manifest of version \(version)")
+        let manifest = try Manifest(applying: plain, to: nil)
+        guard manifest.kind == carrier.kind else {
+            throw XferError(.invalidManifest, "the sealed manifest is of a \(DocumentKindName.of(manifest.kind)), its carrier of a \(DocumentKindName.of(carrier.kind))")
+        }
+        let referenced = Set(references.lazy.map(\.id))
+        guard manifest.entries.allChunks.allSatisfy({ referenced.contains($0.id) }) else {
+            throw XferError(.invalidManifest, "the sealed manifest names chunks its carrier does not reference: the server may not keep them")
+        }
+        return manifest
+    }
+}
+
+/// A kind's name in messages.
+enum DocumentKindName {
+    static func of(_ kind: Manifest.Kind) -> String {
+        switch kind {
+        case .file: "file"
+        case .package: "package"
+        case .directory: "directory"
+        }
+    }
+}

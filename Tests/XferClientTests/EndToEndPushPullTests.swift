@@ -1,0 +1,136 @@
+import Foundation
+import Testing
+import XferClient
+import XferCore
+import XferProtocol
+
+/// Push and pull on an end-to-end encrypted container (issue 16, second level): a device
+/// holding the key seals names, chunks and manifests; the server stores what it cannot read;
+/// another device with the passphrase pulls the same bytes; damage is refused, writing nothing.
+@Suite struct EndToEndPushPullTests {
+    static let fast = EncryptedContainerKeyTests.fast
+    static let marker = "The harbour project moves to phase two on the ninth of March."
+    static let secretName = "Harbour plans"
+
+    /// A device's remote on container `vault`.
+    static func vault(_ server: LiveServer, _ device: String) throws -> Remote {
+        Remote(connection: server.remote.connection, container: try ContainerName("vault"), stateDirectory: server.root + "/state-" + device)
+    }
+
+    /// A package of known files: text (compressible), random bytes over several chunks, an
+    /// empty file, a nested one.
+    static func makeTree(_ root: String) throws -> [String: [UInt8]] {
+        let files: [String: [UInt8]] = [
+            "\(secretName)/notes.txt": Array(String(repeating: marker + "\n", count: 300).utf8),
+            "\(secretName)/survey.bin": Files.random(count: 700_000, seed: 61),
+            "empty.txt": [],
+            "a/b/c/deep.txt": Array("deep \(marker)".utf8),
+        ]
+        for (path, bytes) in files { try Files.write(root + "/" + path, bytes) }
+        return files
+    }
+
+    /// Every file the server wrote under `directory` (its database, packs, whatever else).
+    static func serverFiles(_ directory: String) -> [(path: String, bytes: [UInt8])] {
+        (FileManager.default.enumerator(atPath: directory)?.compactMap { $0 as? String } ?? []).compactMap { relative in
+            Files.read(directory + "/" + relative).map { (relative, $0) }
+        }
+    }
+
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard let first = needle.first, needle.count <= haystack.count else { return false }
+        var index = haystack.startIndex
+        while let found = haystack[index...].firstIndex(of: first), found + needle.count <= haystack.count {
+            if haystack[found..<(found + needle.count)].elementsEqual(needle) { return true }
+            index = found + 1
+        }
+        return false
+    }
+
+    @Test func aSecondDeviceWithThePassphrasePullsWhatTheServerCannotRead() async throws {
+        try await LiveServer.run { server in
+            let key = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "correct horse", parameters: Self.fast)
+            let a = try await Self.vault(server, "a").unlocked()
+            #expect(a.endToEnd?.keyID == key.id)
+            let tree = server.root + "/tree"
+            let files = try Self.makeTree(tree)
+            let pushed = try await PushEngine(remote: a).push(tree, as: try DocumentPath("Projects/Harbour.pkg"))
+            #expect(pushed.committed && pushed.files == files.count && pushed.document == "Projects/Harbour.pkg")
+            _ = try await PushEngine(remote: a).push(tree + "/\(Self.secretName)/notes.txt", as: try DocumentPath("notes.txt"))
+
+            // Device B joins with the passphrase and pulls the same bytes.
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "b")).unlock(passphrase: "correct horse")
+            let b = try await Self.vault(server, "b").unlocked()
+            let pulled = try await PullEngine(remote: b).pull(try DocumentPath("Projects/Harbour.pkg"), into: server.root + "/out")
+            #expect(pulled.files == files.count && pulled.document == "Projects/Harbour.pkg")
+            for (path, bytes) in files { #expect(Files.read(server.root + "/out/" + path) == bytes, "\(path)") }
+            _ = try await PullEngine(remote: b).pull(try DocumentPath("notes.txt"), into: server.root + "/notes-b.txt")
+            #expect(Files.read(server.root + "/notes-b.txt") == files["\(Self.secretName)/notes.txt"])
+
+            // The server keeps sealed names, and no file's content, name, or plain chunk id.
+            let listed = try await server.remote.connection.list(container: try ContainerName("vault"), prefix: "")
+            #expect(listed.documents.count == 2 && listed.documents.allSatisfy { NameSealing.isSealed(path: $0.path.value) })
+            let survey = files["\(Self.secretName)/survey.bin"]!
+            let plainChunks = survey.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: .default) }
+            var offset = 0
+            var plainIDs: [ChunkID] = [ChunkID.of(survey)]
+            for length in plainChunks {
+                plainIDs.append(ChunkID.of(Array(survey[offset..<(offset + length)])))
+                offset += length
+            }
+            var needles: [(String, [UInt8])] = [("text", Array(Self.marker.prefix(24).utf8)), ("folder name", Array(Self.secretName.utf8)),
+                                                ("file name", Array("survey.bin".utf8)), ("document name", Array("Harbour.pkg".utf8)),
+                                                ("random bytes", Array(survey[1000..<1032]))]
+            for id in plainIDs { needles += [("plain id", id.bytes), ("plain id as hex", Array(id.hex.utf8))] }
+            let written = Self.serverFiles(server.root + "/data")
+            #expect(!written.isEmpty)
+            for file in written {
+                for (what, needle) in needles {
+                    #expect(!Self.contains(file.bytes, needle), "\(file.path) holds a \(what)")
+                }
+            }
+            // Cut with the key's Gear table: not where the plain chunker cuts the same bytes.
+            let state = try ClientState(root: server.root + "/out", stateDirectory: server.root + "/state-b")
+            let keyed = try #require(try state.files()["\(Self.secretName)/survey.bin"]).chunks.map(\.length)
+            #expect(keyed.count > 1 && keyed != plainChunks)
+
+            // An edit sends what changed; an unchanged tree sends nothing and makes no version.
+            try Files.write(tree + "/a/b/c/deep.txt", Array("deeper still".utf8))
+            let edit = try await PushEngine(remote: a).push(tree, as: try DocumentPath("Projects/Harbour.pkg"))
+            #expect(edit.committed && edit.version == pushed.version + 1 && edit.chunksSent <= 3, "\(edit)")
+            let noop = try await PushEngine(remote: a).push(tree, as: try DocumentPath("Projects/Harbour.pkg"))
+            #expect(!noop.committed && noop.version == edit.version)
+            let again = try await PullEngine(remote: b).pull(try DocumentPath("Projects/Harbour.pkg"), into: server.root + "/out")
+            #expect(again.version == edit.version && again.chunksFetched <= 3, "\(again)")
+            #expect(Files.read(server.root + "/out/a/b/c/deep.txt") == Array("deeper still".utf8))
+
+            // A device without the key is told to unlock; a plain push there is refused.
+            let locked = await #expect(throws: XferError.self) { _ = try await Self.vault(server, "c").unlocked() }
+            #expect(locked?.code == .unauthorized && locked?.message.contains("xfer key unlock") == true)
+        }
+    }
+
+    @Test func aByteChangedOnTheServerIsRefusedAndNothingIsWritten() async throws {
+        try await LiveServer.run { server in
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            let a = try await Self.vault(server, "a").unlocked()
+            let tree = server.root + "/tree"
+            _ = try Self.makeTree(tree)
+            _ = try await PushEngine(remote: a).push(tree, as: try DocumentPath("doc"))
+            // Damage every pack in its middle (a data chunk's or a piece of the sealed manifest's bytes).
+            guard Backends.environment["XFER_S3_ENDPOINT"] == nil else { return }  // packs in a bucket
+            let packs = Self.serverFiles(server.root + "/data").filter { $0.path.hasPrefix("packs/") && !$0.path.contains("/.") }
+            try #require(!packs.isEmpty, "this backend keeps its packs elsewhere")
+            for pack in packs {
+                var bytes = pack.bytes
+                bytes[bytes.count / 2] ^= 0x20
+                try Data(bytes).write(to: URL(fileURLWithPath: server.root + "/data/" + pack.path))
+            }
+            let failed = await #expect(throws: XferError.self) {
+                _ = try await PullEngine(remote: a).pull(try DocumentPath("doc"), into: server.root + "/out")
+            }
+            #expect(failed != nil)
+            #expect(!FileManager.default.fileExists(atPath: server.root + "/out"))
+        }
+    }
+}
