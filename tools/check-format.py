@@ -176,7 +176,18 @@ def end_to_end_vectors():
     sealed = (b"XFS1" + hmac.new(wrapping, b"xfer key id v1", hashlib.sha256).digest()[:8] + value_salt
               + AESGCM(value_key).encrypt(bytes(12), key, b"xfer container key v1 com.example.notes"))
     wrapped = b"XFW1" + bytes([10, 8, 1]) + salt + sealed
+    # "End-to-end chunks": the chunk "chunk" sealed with the salt 20…2f.
+    keyed = hmac.new(derive(b"chunk id"), b"chunk", hashlib.sha256).digest()
+    chunk_key = derive(b"chunk")
+    chunk_salt = bytes(range(32, 48))
+    inner = b"\x00" + (5).to_bytes(4, "little") + b"chunk"
+    inner += b"\x80" + bytes(padme(len(inner) + 1) - len(inner) - 1)
+    chunk_value_key = hmac.new(chunk_key, b"xfer sealed value v1" + chunk_salt, hashlib.sha256).digest()
+    sealed_chunk = (keyed + b"XFS1" + hmac.new(chunk_key, b"xfer key id v1", hashlib.sha256).digest()[:8] + chunk_salt
+                    + AESGCM(chunk_value_key).encrypt(bytes(12), inner, b"xfer e2e chunk v1" + keyed))
     return {
+        "wireID": hashlib.sha256(b"xfer e2e chunk id v1" + keyed).hexdigest(),
+        "sealedChunk": sealed_chunk.hex(),
         "gear0": "%016x" % struct.unpack("<Q", gear[:8])[0],
         "chunkID": chunk_id,
         "name": name,

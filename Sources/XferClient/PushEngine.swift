@@ -288,9 +288,12 @@ public struct PushEngine: Sendable {
             }
 
             // Metadata ahead of data: other devices see the pending version before any chunk moves.
+            // (In an end-to-end encrypted container it says nothing true but the kind: the size,
+            // time and mode are in the sealed manifest.)
+            let sealed = remote.endToEnd != nil
             let announced = try await connection.announce(container: remote.container, AnnounceRequest(
-                path: name, kind: DocumentKind(kind), size: total, mtimeNs: top.mtimeNanoseconds,
-                mode: top.mode, baseVersion: baseVersion, device: options.device))
+                path: name, kind: DocumentKind(kind), size: sealed ? 0 : total, mtimeNs: sealed ? 0 : top.mtimeNanoseconds,
+                mode: sealed ? 0o600 : top.mode, baseVersion: baseVersion, device: options.device))
 
             var toHash = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
 

@@ -70,6 +70,11 @@ import XferProtocol
             // The server keeps sealed names, and no file's content, name, or plain chunk id.
             let listed = try await server.remote.connection.list(container: try ContainerName("vault"), prefix: "")
             #expect(listed.documents.count == 2 && listed.documents.allSatisfy { NameSealing.isSealed(path: $0.path.value) })
+            // Nor a true size, time or mode: the size is what it stores (sealed, padded).
+            let plainBytes = files.values.reduce(0) { $0 + $1.count }
+            for document in listed.documents {
+                #expect(document.mtimeNs == 0 && document.mode == 0o600 && document.size != Int64(plainBytes), "\(document)")
+            }
             let survey = files["\(Self.secretName)/survey.bin"]!
             let plainChunks = survey.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: .default) }
             var offset = 0

@@ -13,6 +13,8 @@ import Testing
     static let recovery = "000G4-0R40M-30E20-9185G-R38E1-W8124-GK2GA-HC5RR-34D1P-70X3R-FP638"
     static let wrapped = "584657310a0801000102030405060708090a0b0c0d0e0f5846533145b3d787653959e1101112131415161718191a1b1c1d1e1fa95c0c4aa78105ab443ff83d5da12ab309369be766a0c66a8ccec3652239fc59c56fe1e278f20bf066e9d3b440031d67"
     static let padme = "1,2,3,10,104,1024,65536,67584,1015808"
+    static let wireID = "18ddba35d429550891c492dfcede495a3fd0e1ec53c286ed25a7e9c7ce4bb67c"
+    static let sealedChunk = "4355084864e1938ed781fa1cb2098b082224f21b4cd7bdf4f79166e60fb1c129584653310fab79fe54e5023f202122232425262728292a2b2c2d2e2fe245d0ffb1283c2d4a2ddaa94975b74b38e2884c4b078c7c2668d5e8"
 
     static let key = try! ContainerKey(bytes: Array(0..<32))
     static let fast = try! ScryptParameters(logN: 10, r: 8, p: 1)
@@ -29,6 +31,12 @@ import Testing
                                                 salt: Array(0..<16), valueSalt: Array(16..<32))
         #expect(Self.hex(wrapped) == Self.wrapped)
         #expect([1, 2, 3, 9, 100, 1000, 65536, 65537, 1_000_000].map { String(Padding.padme($0)) }.joined(separator: ",") == Self.padme)
+        // A chunk sealed end to end ("End-to-end chunks"; salt 20…2f): its id, and the payload opens.
+        let chunks = EndToEndChunks(key: key)
+        #expect(Array("chunk".utf8).withUnsafeBytes { chunks.id(of: $0) }.hex == Self.wireID)
+        let payload = Sealing.hexBytes(Self.sealedChunk)!
+        let sealed = EncodedChunk(id: ChunkID(hex: Self.wireID)!, length: payload.count, encoding: .sealed, payload: payload)
+        #expect(try chunks.open(sealed) == Array("chunk".utf8))
     }
 
     @Test func hkdfMatchesRFC5869() {
