@@ -17,6 +17,9 @@ public final class DocumentClient: Sendable {
     public let remote: Remote
     /// The name other devices see for this one's versions and key-value writes.
     public let device: String
+    /// ``remote`` with its container's key once asked (``Remote/unlocked()``): in an end-to-end
+    /// encrypted container, names are sealed on the way out and opened on the way in.
+    private let unlockedRemote = Locked<Remote?>(nil)
 
     /// A client of `container` on `server`, keeping local state in `stateDirectory`.
     /// - Throws: `invalid_path` for a bad container name.
@@ -46,43 +49,78 @@ public final class DocumentClient: Sendable {
         var options = options
         options.device = device
         // An end-to-end encrypted container's key, if it is one: the push seals what it sends.
-        return try await PushEngine(remote: try await remote.unlocked(), options: options).push(path, as: try DocumentPath(name), progress: progress)
+        return try await PushEngine(remote: try await unlocked(), options: options).push(path, as: try DocumentPath(name), progress: progress)
     }
 
     /// Pulls document `name` (its current version, or `version`) into `destination`; see ``PullEngine``.
     public func pull(_ name: String, into destination: String, version: Int64? = nil, options: PullOptions = PullOptions(),
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
-        try await PullEngine(remote: try await remote.unlocked(), options: options).pull(try DocumentPath(name), into: destination,
-                                                                                          version: version, progress: progress)
+        try await PullEngine(remote: try await unlocked(), options: options).pull(try DocumentPath(name), into: destination,
+                                                                                   version: version, progress: progress)
     }
 
     /// Documents under `prefix` (and in `scope`, if given), deleted ones left out.
+    /// In an end-to-end encrypted container the server knows only sealed names, which it
+    /// cannot sort or filter by the plain ones: the whole container is listed, each name
+    /// opened (one that does not open under the key is left out), then filtered and sorted here.
     public func list(prefix: String = "", scope: Scope? = nil) async throws -> DocumentList {
-        var list = try await remote.connection.list(container: remote.container, prefix: scope.map { $0.prefix + prefix } ?? prefix)
+        let remote = try await unlocked()
+        let full = scope.map { $0.prefix + prefix } ?? prefix
+        var list = try await remote.connection.list(container: remote.container, prefix: remote.endToEnd == nil ? full : "")
+        if remote.endToEnd != nil {
+            list.documents = list.documents.compactMap { try? Self.named($0, remote) }.filter { $0.path.value.hasPrefix(full) }
+                .sorted { PathOrder.precedes($0.path.value, $1.path.value) }
+        }
         if let scope { list.documents = list.documents.filter { $0.scope == scope } }
         return list
     }
 
     /// A document's newest state, or one version of it.
     public func stat(_ name: String, version: Int64? = nil) async throws -> DocumentInfo {
-        try await remote.connection.stat(container: remote.container, path: try DocumentPath(name), version: version)
+        let remote = try await unlocked()
+        return try Self.named(try await remote.connection.stat(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
+                                                               version: version), remote)
     }
 
     /// Every version the server keeps of a document, newest first; conflict versions have
     /// state ``VersionState/conflict``.
     public func versions(_ name: String) async throws -> [DocumentInfo] {
-        try await remote.connection.versions(container: remote.container, path: try DocumentPath(name)).versions
+        let remote = try await unlocked()
+        return try await remote.connection.versions(container: remote.container, path: try remote.serverPath(try DocumentPath(name)))
+            .versions.map { try Self.named($0, remote) }
     }
 
     /// Settles a conflict: `keep` becomes current; the other contenders are removed (their
     /// space given back to the quota), or kept in history with `keepAll`.
     public func resolve(_ name: String, keep: Int64, keepAll: Bool = false) async throws -> DocumentInfo {
-        try await remote.connection.resolve(container: remote.container, ResolveRequest(path: try DocumentPath(name), keep: keep, keepAll: keepAll))
+        let remote = try await unlocked()
+        return try Self.named(try await remote.connection.resolve(container: remote.container, ResolveRequest(
+            path: try remote.serverPath(try DocumentPath(name)), keep: keep, keepAll: keepAll)), remote)
     }
 
     /// Deletes a document (a deletion version; history stays until pruned).
     public func delete(_ name: String, baseVersion: Int64? = nil) async throws -> DocumentInfo {
-        try await remote.connection.delete(container: remote.container, path: try DocumentPath(name), baseVersion: baseVersion)
+        let remote = try await unlocked()
+        return try Self.named(try await remote.connection.delete(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
+                                                                 baseVersion: baseVersion), remote)
+    }
+
+    /// ``remote`` with its container's key if the container is end-to-end encrypted (asked once).
+    /// - Throws: `unauthorized` if it is and this device holds no key; the server's errors.
+    func unlocked() async throws -> Remote {
+        if let known = unlockedRemote.value { return known }
+        let unlocked = try await remote.unlocked()
+        unlockedRemote.withLock { $0 = unlocked }
+        return unlocked
+    }
+
+    /// `info` with its path opened, in an end-to-end encrypted container.
+    /// - Throws: `corrupt_chunk` if the name does not open under the container's key.
+    static func named(_ info: DocumentInfo, _ remote: Remote) throws -> DocumentInfo {
+        guard let keys = remote.endToEnd else { return info }
+        var info = info
+        info.path = try DocumentPath(try keys.names.open(path: info.path.value))
+        return info
     }
 
     /// The account's quota and use.

@@ -75,6 +75,9 @@ public enum LocalVerifier {
         }
         var report = LocalVerifyReport(directory: absolute)
         var buffer: [UInt8] = []
+        // Chunks of an end-to-end encrypted container are named under its key (kept on this device).
+        let codec = try ContainerKeyFile(stateDirectory: stateDirectory, server: server, container: container).read()
+            .map { ChunkCodec(EndToEndChunks(key: $0)) } ?? .plain
         for (name, record) in try state.records().sorted(by: { $0.key < $1.key }) {
             if record.evicted {
                 report.evicted += 1
@@ -106,7 +109,7 @@ public enum LocalVerifier {
                         continue
                     }
                     report.filesChecked += 1
-                    if try !matches(local, entry, buffer: &buffer, read: &report.bytesChecked) {
+                    if try !matches(local, entry, codec: codec, buffer: &buffer, read: &report.bytesChecked) {
                         report.damaged.append(relative)
                     }
                 }
@@ -116,7 +119,8 @@ public enum LocalVerifier {
     }
 
     /// Whether a file's bytes are exactly the entry's chunks.
-    private static func matches(_ path: String, _ entry: Manifest.Entry, buffer: inout [UInt8], read: inout Int64) throws -> Bool {
+    private static func matches(_ path: String, _ entry: Manifest.Entry, codec: ChunkCodec, buffer: inout [UInt8],
+                                read: inout Int64) throws -> Bool {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -126,7 +130,7 @@ public enum LocalVerifier {
             let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, chunk.length, off_t(offset)) }
             guard n == chunk.length else { return false }
             read += Int64(n)
-            guard ChunkID.of(buffer[0..<chunk.length]) == chunk.id else { return false }
+            guard buffer.withUnsafeBytes({ codec.id(of: UnsafeRawBufferPointer(rebasing: $0[0..<chunk.length])) }) == chunk.id else { return false }
             offset += Int64(chunk.length)
         }
         var extra: UInt8 = 0

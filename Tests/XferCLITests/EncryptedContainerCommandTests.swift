@@ -50,12 +50,14 @@ import Testing
         let pushed = try server.run("push", server.path("note.txt"), "note.txt", "--json", environment: elsewhere)
         #expect(pushed.status == 0, "\(pushed.stderr)")
         #expect(try server.json(pushed)["document"] as? String == "note.txt")
-        #expect(try server.run("ls", environment: elsewhere).stdout.contains("note.txt") == false)
+        // Listed by a device holding the key, with its name opened there.
+        #expect(try server.run("ls", environment: elsewhere).stdout.contains("note.txt"))
         let pulled = try server.run("pull", "note.txt", server.path("note-c.txt"), environment: third)
         #expect(pulled.status == 0, "\(pulled.stderr)")
         #expect(FileManager.default.contents(atPath: server.path("note-c.txt")) == Data("plain text".utf8))
         let fourth = ["XFER_STATE_DIR": server.path("state-d"), "XFER_CONTAINER": "vault"]
         let locked = try server.run("push", server.path("note.txt"), "other.txt", environment: fourth)
         #expect(locked.status == 4 && locked.stderr.contains("xfer key unlock"), "\(locked.stderr)")
+        #expect(try server.run("ls", environment: fourth).status == 4)
     }
 }

@@ -109,6 +109,16 @@ import XferProtocol
             #expect(again.version == edit.version && again.chunksFetched <= 3, "\(again)")
             #expect(Files.read(server.root + "/out/a/b/c/deep.txt") == Array("deeper still".utf8))
 
+            // The library's listing, versions and deletion speak plain names.
+            let client = DocumentClient(remote: try Self.vault(server, "b"), device: "b")
+            #expect(try await client.list().documents.map(\.path.value) == ["Projects/Harbour.pkg", "notes.txt"])
+            #expect(try await client.list(prefix: "Proj").documents.map(\.path.value) == ["Projects/Harbour.pkg"])
+            #expect(try await client.versions("Projects/Harbour.pkg").map(\.version) == [edit.version, pushed.version])
+            #expect(try await client.stat("notes.txt").path.value == "notes.txt")
+            let deleted = try await client.delete("notes.txt")
+            #expect(deleted.path.value == "notes.txt" && deleted.state == .deleted)
+            #expect(try await client.list().documents.filter { $0.state != .deleted }.map(\.path.value) == ["Projects/Harbour.pkg"])
+
             // A device without the key is told to unlock; a plain push there is refused.
             let locked = await #expect(throws: XferError.self) { _ = try await Self.vault(server, "c").unlocked() }
             #expect(locked?.code == .unauthorized && locked?.message.contains("xfer key unlock") == true)
