@@ -28,7 +28,7 @@ Data sets (made once under $XFER_BENCH_DIR/peers, default /tmp/xfer-bench/peers)
     python3 tools/bench-peers.py XFER_BINARY [--sets file,libs,tree] [--runs 3]
                                  [--tools xfer,rsync,casync,restic,borg] [--json FILE]
                                  [--xfer-variant NAME=PUSH-ARGS ...] [--xfer-binary NAME=PATH ...]
-                                 [--xfer-sealed NAME[=PATH] ...]
+                                 [--xfer-sealed NAME[=PATH] ...] [--xfer-encrypted NAME[=PATH] ...]
 
 tools/bench-peers.sh installs the peers, builds xfer and calls this; docs/PERFORMANCE.md
 reports the table.
@@ -236,12 +236,13 @@ class Tool:
 class Xfer(Tool):
     name = "xfer"
 
-    def __init__(self, work, binary, push_args=(), sealed=False):
+    def __init__(self, work, binary, push_args=(), sealed=False, encrypted=False):
         super().__init__(work)
         self.binary = binary
         self.push_args = list(push_args)
         self.repo = os.path.join(work, "data")
         self.sealed = sealed
+        self.encrypted = encrypted
 
     def start(self):
         serve_args = []
@@ -255,6 +256,11 @@ class Xfer(Tool):
         self.server_pid = self.server.process.pid
         self.env.update(XFER_SERVER=self.server.url, XFER_TOKEN=token, XFER_CONFIG=os.path.join(self.work, "none.json"),
                         XFER_STATE_DIR=os.path.join(self.work, "state"))
+        if self.encrypted:
+            # An end-to-end encrypted container, made (and its key kept on this device) before any timed step.
+            self.env.update(XFER_CONTAINER="bench-e2e")
+            subprocess.run([self.binary, "container", "create", "bench-e2e", "--encrypted"], check=True, capture_output=True,
+                           env=dict(self.env, XFER_PASSPHRASE="bench passphrase"))
 
     def stop(self):
         self.server.stop()
@@ -435,8 +441,8 @@ def one_round(tool, data, kind):
 
 def make_tool(name, work, binary, variants):
     if name in variants:
-        other, push_args, sealed = variants[name]
-        return Xfer(work, other or binary, push_args, sealed)
+        other, push_args, sealed, encrypted = variants[name]
+        return Xfer(work, other or binary, push_args, sealed, encrypted)
     return {"xfer": lambda: Xfer(work, binary), "rsync": lambda: Rsync(work), "rsync-z": lambda: Rsync(work, compress=True),
             "casync": lambda: Casync(work), "restic": lambda: Restic(work), "borg": lambda: Borg(work)}[name]()
 
@@ -459,18 +465,24 @@ def main():
     parser.add_argument("--xfer-sealed", action="append", default=[], metavar="NAME[=PATH]",
                         help="another xfer column whose server seals its data at rest (xfer serve --encryption-key), "
                              "run with this build if a PATH is given")
+    parser.add_argument("--xfer-encrypted", action="append", default=[], metavar="NAME[=PATH]",
+                        help="another xfer column pushing into and pulling from an end-to-end encrypted container "
+                             "(xfer container create --encrypted), run with this build if a PATH is given")
     parser.add_argument("--json")
     args = parser.parse_args()
     variants = {}
     for spec in args.xfer_variant:
         name, _, extra = spec.partition("=")
-        variants["xfer " + name] = (None, extra.split(), False)
+        variants["xfer " + name] = (None, extra.split(), False, False)
     for spec in args.xfer_binary:
         name, _, path = spec.partition("=")
-        variants["xfer " + name] = (os.path.abspath(path), [], False)
+        variants["xfer " + name] = (os.path.abspath(path), [], False, False)
     for spec in args.xfer_sealed:
         name, _, path = spec.partition("=")
-        variants["xfer " + name] = (os.path.abspath(path) if path else None, [], True)
+        variants["xfer " + name] = (os.path.abspath(path) if path else None, [], True, False)
+    for spec in args.xfer_encrypted:
+        name, _, path = spec.partition("=")
+        variants["xfer " + name] = (os.path.abspath(path) if path else None, [], False, True)
     root = os.path.join(os.environ.get("XFER_BENCH_DIR", "/tmp/xfer-bench"), "peers")
     os.makedirs(root, exist_ok=True)
     binary = os.path.abspath(args.binary)

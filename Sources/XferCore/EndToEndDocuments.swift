@@ -26,6 +26,8 @@ public struct EndToEndKeys: Sendable {
     public let names: NameSealing
     private let manifests: SealingKeys
     private let saltKey: [UInt8]
+    private let values: SealingKeys
+    private let valueKeyKey: [UInt8]
 
     /// Plain bytes in one piece of a sealed manifest: well under the smallest maximum chunk a
     /// server takes by default (256 KiB), sealed.
@@ -41,6 +43,26 @@ public struct EndToEndKeys: Sendable {
         names = key.names
         manifests = key.manifestSealing
         saltKey = key.derive("manifest salt")
+        values = key.valueSealing
+        valueKeyKey = key.derive("kv key")
+    }
+
+    /// A key-value key as the server keeps it: HMAC-SHA-256 under the `kv key` key, in hex
+    /// (64 characters), so equal keys stay equal (last writer wins) and none shows.
+    public func serverKey(_ key: String) -> String {
+        Sealing.hmac(key: valueKeyKey, Array(key.utf8)).map { ChunkID.hexDigits($0) }.joined()
+    }
+
+    /// A key-value entry's bytes (its plain key and value), sealed under the `kv value` key and
+    /// bound to its server key: moved to another key, it does not open.
+    public func seal(value: [UInt8], serverKey: String) -> [UInt8] {
+        values.seal(value, context: Array("xfer e2e kv value v1 \(serverKey)".utf8))
+    }
+
+    /// The bytes ``seal(value:serverKey:)`` sealed.
+    /// - Throws: `corrupt_chunk` if they do not open under this key at this server key.
+    public func open(value: [UInt8], serverKey: String) throws -> [UInt8] {
+        try values.open(value, context: Array("xfer e2e kv value v1 \(serverKey)".utf8), what: "the value at \(serverKey.prefix(12))…")
     }
 
     /// The codec a push and a pull of the container use.

@@ -84,3 +84,30 @@ public struct KeyValueList: Codable, Sendable, Hashable {
         self.maximumKeys = maximumKeys
     }
 }
+
+/// Key-value entries of an end-to-end encrypted container as the server keeps them
+/// (docs/FORMAT.md, "End-to-end documents"): the key a keyed hash (64 lowercase hex digits),
+/// the value a JSON string, `xfe1:` and the base64 of a sealed value holding the plain key and
+/// value. The server takes no other write into such a container.
+public enum SealedValues {
+    /// What a sealed value's string starts with.
+    public static let prefix = "xfe1:"
+
+    /// Whether a write has the form of a sealed one: a hashed key, and a sealed value or none
+    /// (a deletion).
+    public static func isSealed(key: String, value: JSONValue?) -> Bool {
+        guard key.utf8.count == 64, key.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return false }
+        guard let value else { return true }
+        return unwrap(value) != nil
+    }
+
+    /// A sealed value as the server keeps it.
+    public static func wrap(_ sealed: [UInt8]) -> JSONValue { .string(prefix + Base64.encode(sealed)) }
+
+    /// The sealed bytes of a value kept so; `nil` if it is not one.
+    public static func unwrap(_ value: JSONValue) -> [UInt8]? {
+        guard case .string(let text) = value, text.hasPrefix(prefix),
+              let bytes = try? Base64.decode(String(text.dropFirst(prefix.count))), bytes.count >= Sealing.overhead else { return nil }
+        return bytes
+    }
+}

@@ -89,8 +89,10 @@ import XferProtocol
             }
             #expect(batch?.code == .encryptedContainer)
             #expect(try await server.remote.connection.account().used == used, "no chunk of either push reached the server")
+            // A plain key-value write (what a client unaware of the encryption sends) too.
             let value = await #expect(throws: XferError.self) {
-                _ = try await DocumentClient(remote: vault, device: "a").setValue(.string("plain"), forKey: "k")
+                _ = try await vault.connection.setValue(container: vault.container,
+                                                        KeyValueWrite(key: "k", value: .string("plain"), timestampNs: 1, device: "a"))
             }
             #expect(value?.code == .encryptedContainer)
             #expect(try await server.remote.connection.list(container: try ContainerName("vault"), prefix: "").documents.isEmpty)

@@ -148,4 +148,40 @@ import XferProtocol
             #expect(!FileManager.default.fileExists(atPath: server.root + "/out"))
         }
     }
+
+    @Test func keyValuesAreSealedWithTheirKeysAndReadOnAnotherDevice() async throws {
+        try await LiveServer.run { server in
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "b")).unlock(passphrase: "pw")
+            let a = DocumentClient(remote: try Self.vault(server, "a"), device: "a")
+            let b = DocumentClient(remote: try Self.vault(server, "b"), device: "b")
+            let written = try await a.setValue(.object(["theme": .string("harbour dark"), "size": .int(14)]), forKey: "preferences.editor")
+            #expect(written.applied && written.entry.key == "preferences.editor")
+            _ = try await a.setValue(.string("\(Self.marker)"), forKey: "last note")
+            #expect(try await b.value(forKey: "preferences.editor") == .object(["theme": .string("harbour dark"), "size": .int(14)]))
+            #expect(try await b.values().entries.map(\.key) == ["last note", "preferences.editor"])
+            try await b.removeValue(forKey: "last note")
+            #expect(try await a.value(forKey: "last note") == nil)
+
+            // The server keeps keyed hashes and sealed strings, and takes no plain write.
+            let raw = try await server.remote.connection.values(container: try ContainerName("vault")).entries
+            #expect(!raw.isEmpty && raw.allSatisfy { SealedValues.isSealed(key: $0.key, value: $0.value) })
+            for file in Self.serverFiles(server.root + "/data") {
+                for needle in ["preferences.editor", "harbour dark", "last note"] {
+                    #expect(!Self.contains(file.bytes, Array(needle.utf8)), "\(file.path) holds \(needle)")
+                }
+            }
+            let plain = await #expect(throws: XferError.self) {
+                _ = try await DocumentClient(remote: Remote(connection: server.remote.connection, container: try ContainerName("vault"),
+                                                            stateDirectory: server.root + "/state-c"), device: "c")
+                    .setValue(.string("plain"), forKey: "k")
+            }
+            #expect(plain?.code == .unauthorized, "a device without the key is told to unlock")
+            let direct = await #expect(throws: XferError.self) {
+                _ = try await server.remote.connection.setValue(container: try ContainerName("vault"),
+                                                                KeyValueWrite(key: "k", value: .string("plain"), timestampNs: 1, device: "x"))
+            }
+            #expect(direct?.code == .encryptedContainer)
+        }
+    }
 }

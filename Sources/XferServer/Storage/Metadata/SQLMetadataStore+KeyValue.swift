@@ -8,7 +8,8 @@ extension SQLMetadataStore {
         let (key, text) = try KeyValueRules.check(request)
         return try await write { tx in
             // The container's lock first (containerID takes it): the decision and the write see the same keys.
-            let containerID = try tx.containerID(account: account, name: container, create: true)!
+            let containerID = try tx.containerID(account: account, name: container, create: true,
+                                                 sealed: SealedValues.isSealed(key: request.key, value: request.value))!
             let existing = try tx.sql.one("SELECT * FROM kv WHERE container_id = ? AND key = ?", containerID, key)
                 .map { try tx.keyValueEntry(row: $0, container: containerID) }
             if let winner = try KeyValueRules.decide(request, key: key, text: text, existing: existing,
