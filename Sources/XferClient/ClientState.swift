@@ -19,6 +19,17 @@ public struct SyncedDocument: Sendable, Hashable {
     public var version: Int64
     /// Its manifest.
     public var manifest: Manifest
+    /// The manifest digest the server records for it when that is not the manifest's own (an
+    /// end-to-end encrypted container's carrier, docs/FORMAT.md "End-to-end documents"), as
+    /// the server gave it; `nil`, the manifest's.
+    public var serverDigest: String? = nil
+
+    /// A version and its manifest (`serverDigest`: the server's digest for it, when not the manifest's).
+    public init(version: Int64, manifest: Manifest, serverDigest: String? = nil) {
+        self.version = version
+        self.manifest = manifest
+        self.serverDigest = serverDigest
+    }
 
     /// Whether the server holds this version as this root knows it: `answer` (the server's
     /// description of that version number, `nil` if it has none) is committed and has the same
@@ -26,10 +37,10 @@ public struct SyncedDocument: Sendable, Hashable {
     /// answer for the number with other content, or not at all. What this root skips sending,
     /// or deletes locally, on the ground that the server has it, waits for this.
     /// - Parameter digest: The digest the server records for this version, when it is not the
-    ///   manifest's own (an end-to-end encrypted container's carrier, ``Remote/serverDigest(of:at:)``).
+    ///   manifest's own nor ``serverDigest`` (``Remote/serverDigest(of:at:)``).
     public func isHeld(by answer: DocumentInfo?, digest: String? = nil) -> Bool {
         guard let answer, answer.version == version, [.current, .superseded, .conflict].contains(answer.state) else { return false }
-        return answer.manifestDigest == (digest ?? manifest.digest.hex)
+        return answer.manifestDigest == (digest ?? serverDigest ?? manifest.digest.hex)
     }
 }
 
@@ -138,6 +149,10 @@ public final class StateDatabase: Sendable {
                     WHERE root = OLD.root AND server = OLD.server AND container = OLD.container AND path = OLD.path;
                 END;
                 """)
+        }
+        migrator.registerMigration("v6: the server's digest of a synced version") { db in
+            // Of an end-to-end encrypted container's version: its carrier's digest (NULL: the manifest's).
+            try db.execute(sql: "ALTER TABLE root_documents ADD COLUMN server_digest TEXT")
         }
         return migrator
     }
@@ -267,10 +282,11 @@ public final class ClientState: Sendable {
             // Read through a cursor: the blob is copied once, out of SQLite's row (a tree's
             // manifest may be megabytes).
             let rows = try Row.fetchCursor(db, sql: """
-                SELECT version, manifest FROM root_documents WHERE root = ? AND server = ? AND container = ? AND path = ?
+                SELECT version, manifest, server_digest FROM root_documents WHERE root = ? AND server = ? AND container = ? AND path = ?
                 """, arguments: [root, server, container.value, path.value])
             guard let row = try rows.next() else { return nil }
             let version: Int64 = row["version"]
+            let serverDigest: String? = row["server_digest"]
             var bytes = try row.withUnsafeData(named: "manifest") { data in data.map { [UInt8]($0) } ?? [] }
             if bytes.isEmpty {
                 // A large manifest, in parts: each copied once, into one array.
@@ -282,7 +298,7 @@ public final class ClientState: Sendable {
                     try part.withUnsafeData(atIndex: 0) { data in if let data { bytes.append(contentsOf: data) } }
                 }
             }
-            return SyncedDocument(version: version, manifest: try Self.storedManifest(bytes))
+            return SyncedDocument(version: version, manifest: try Self.storedManifest(bytes), serverDigest: serverDigest)
         }
     }
 
@@ -378,8 +394,8 @@ public final class ClientState: Sendable {
         if stored.count > Manifest.maximumEncodedSize { stored = document.manifest.encoded() }
         let parts = stored.count > Self.manifestPart ? Array(stride(from: 0, to: stored.count, by: Self.manifestPart)) : []
         try Self.withBlob(parts.isEmpty ? stored[...] : []) { blob in
-            try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           arguments: StatementArguments(key + [document.version, blob, single]))
+            try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           arguments: StatementArguments(key + [document.version, blob, single, document.serverDigest]))
         }
         for (number, start) in parts.enumerated() {
             try Self.withBlob(stored[start..<min(stored.count, start + Self.manifestPart)]) { blob in

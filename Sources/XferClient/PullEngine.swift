@@ -202,7 +202,7 @@ public struct PullEngine: Sendable {
                 try trash.keep(kept, in: parent, path: name, reason: "replaced by version \(answer.version)")
             } })
             try state.recordSynced(server: connection.server, container: remote.container, path: name,
-                                   document: SyncedDocument(version: answer.version, manifest: manifest), files: [])
+                                   document: SyncedDocument(version: answer.version, manifest: manifest, serverDigest: remote.endToEnd == nil ? nil : answer.digest.hex), files: [])
             return report(name, target, answer.version, manifest, Counters(), manifestBytes: answer.deltaSize, started: started)
         }
         // The delta's pages, before the staging copy is laid out.
@@ -429,11 +429,11 @@ public struct PullEngine: Sendable {
 
         if rowsStaged {
             try state.recordStagedSynced(server: connection.server, container: remote.container, path: name,
-                                         document: SyncedDocument(version: answer.version, manifest: manifest))
+                                         document: SyncedDocument(version: answer.version, manifest: manifest, serverDigest: remote.endToEnd == nil ? nil : answer.digest.hex))
         } else {
             let written = WrittenFiles(manifest: manifest, files: fileEntries, target: target)
             try state.recordSynced(server: connection.server, container: remote.container, path: name,
-                                   document: SyncedDocument(version: answer.version, manifest: manifest), files: written)
+                                   document: SyncedDocument(version: answer.version, manifest: manifest, serverDigest: remote.endToEnd == nil ? nil : answer.digest.hex), files: written)
         }
         return report(name, target, answer.version, manifest, counters.value, manifestBytes: answer.deltaSize, started: started)
     }

@@ -51,6 +51,7 @@ public struct Remote: Sendable {
     /// The manifest digest the server records for `synced` at `path` (its server path): the
     /// manifest's, or in an end-to-end encrypted container its carrier's.
     func serverDigest(of synced: SyncedDocument, at path: DocumentPath) -> String {
+        if let known = synced.serverDigest { return known }
         guard let endToEnd else { return synced.manifest.digest.hex }
         return (try? endToEnd.carrier(of: synced.manifest, sealedPath: path.value, version: synced.version).carrier.digest.hex) ?? ""
     }
@@ -375,7 +376,8 @@ public struct PushEngine: Sendable {
                 try? state.record(files: pushed)
             }
             try state.recordPushed(server: connection.server, container: remote.container, path: name,
-                                   document: SyncedDocument(version: committed.version, manifest: manifest))
+                                   document: SyncedDocument(version: committed.version, manifest: manifest,
+                                                            serverDigest: remote.endToEnd == nil ? nil : digest.hex))
             var report = Self.report(name, committed.version, manifest, counters.value, manifestBytes: deltaSize, started: started)
             report.state = committed.state
             report.conflicts = committed.conflicts ?? []

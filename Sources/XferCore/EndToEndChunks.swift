@@ -58,17 +58,19 @@ public struct EndToEndChunks: Sendable {
     public func seal(_ plain: UnsafeRawBufferPointer, policy: CompressionPolicy = .default) throws -> EncodedChunk {
         let keyed = keying.id(of: plain)
         let compressed = try Zstd.encode(plain, id: keyed, policy: policy)
+        // Header, body and padding made in one buffer (ISO/IEC 7816-4 to the Padmé length of one more byte).
+        let unpadded = Self.innerHeaderSize + compressed.payload.count
+        let paddedLength = Padding.padme(unpadded + 1)
         var inner: [UInt8] = []
-        inner.reserveCapacity(Padding.padme(Self.innerHeaderSize + compressed.payload.count + 1))
+        inner.reserveCapacity(paddedLength)
         inner.append(compressed.encoding.rawValue)
-        let length = UInt32(plain.count)
-        inner.append(contentsOf: [UInt8(truncatingIfNeeded: length), UInt8(truncatingIfNeeded: length >> 8),
-                                  UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 24)])
+        withUnsafeBytes(of: UInt32(plain.count).littleEndian) { inner.append(contentsOf: $0) }
         inner.append(contentsOf: compressed.payload)
-        let padded = Padding.padme(inner)
+        inner.append(0x80)
+        inner.append(contentsOf: repeatElement(0, count: paddedLength - unpadded - 1))
         var payload = keyed.bytes
-        payload.reserveCapacity(ChunkID.byteCount + Sealing.overhead + padded.count)
-        sealing.seal(padded, context: Self.contextLabel + keyed.bytes, appendingTo: &payload)
+        payload.reserveCapacity(ChunkID.byteCount + Sealing.overhead + inner.count)
+        sealing.seal(inner, context: Self.contextLabel + keyed.bytes, appendingTo: &payload)
         return EncodedChunk(id: Self.id(keyed: keyed.bytes), length: payload.count, encoding: .sealed, payload: payload)
     }
 
@@ -85,16 +87,18 @@ public struct EndToEndChunks: Sendable {
         let payload = try chunk.decoded(maximumLength: maximumLength)
         let keyed = ChunkID(bytes: payload[0..<ChunkID.byteCount])!
         let opened = try sealing.open(payload[ChunkID.byteCount...], context: Self.contextLabel + keyed.bytes, what: "chunk \(chunk.id)")
-        guard let inner = Padding.unblock(opened), inner.count >= Self.innerHeaderSize,
-              opened.count == Padding.padme(inner.count + 1),
-              let encoding = ChunkEncoding(rawValue: inner[0]), encoding == .raw || encoding == .zstd else {
+        // The padding's start, found in place: the last byte that is not zero, which must be 0x80,
+        // where Padmé puts it.
+        guard let mark = opened.lastIndex(where: { $0 != 0 }), opened[mark] == 0x80, mark >= Self.innerHeaderSize,
+              opened.count == Padding.padme(mark + 1),
+              let encoding = ChunkEncoding(rawValue: opened[0]), encoding == .raw || encoding == .zstd else {
             throw XferError(.corruptChunk, "chunk \(chunk.id) opens to a value that is not a padded chunk")
         }
-        let length = Int(inner[1]) | Int(inner[2]) << 8 | Int(inner[3]) << 16 | Int(inner[4]) << 24
+        let length = Int(opened[1]) | Int(opened[2]) << 8 | Int(opened[3]) << 16 | Int(opened[4]) << 24
         guard length <= maximumLength else {
             throw XferError(.tooLarge, "chunk \(chunk.id) declares \(length) plain bytes, over the limit of \(maximumLength)")
         }
-        let body = inner[Self.innerHeaderSize...]
+        let body = opened[Self.innerHeaderSize..<mark]
         let plain: [UInt8]
         if encoding == .raw {
             guard body.count == length else {

@@ -77,17 +77,21 @@ public struct EndToEndKeys: Sendable {
         Array("\(manifestLabel) \(version) \(sealedPath)".utf8)
     }
 
-    /// The plain bytes of each piece of `manifest` sealed for version `version` at `sealedPath`.
-    public func pieces(of manifest: Manifest, sealedPath: String, version: Int64) -> [[UInt8]] {
-        let plain = manifest.compressedDelta(against: nil)
+    /// The plain bytes of each piece of `manifest` sealed for version `version` at `sealedPath`
+    /// (slices of one buffer).
+    public func pieces(of manifest: Manifest, sealedPath: String, version: Int64) -> [ArraySlice<UInt8>] {
         let context = Self.context(sealedPath: sealedPath, version: version)
-        let salt = Array(Sealing.hmac(key: saltKey, context + [0] + plain).prefix(Sealing.saltSize))
-        var sealed: [UInt8] = []
-        plain.withUnsafeBytes { Sealing.seal($0, key: manifests.current, salt: salt, context: context, appendingTo: &sealed) }
-        let count = (sealed.count + 4 + Self.pieceSize - 1) / Self.pieceSize
-        var stream = withUnsafeBytes(of: UInt32(count).littleEndian, Array.init)
-        stream += sealed
-        return stride(from: 0, to: stream.count, by: Self.pieceSize).map { Array(stream[$0..<min($0 + Self.pieceSize, stream.count)]) }
+        var stream: [UInt8] = []
+        do {
+            let plain = manifest.compressedDelta(against: nil)
+            let salt = Array(Sealing.hmac(key: saltKey, context + [0] + plain).prefix(Sealing.saltSize))
+            // The count of pieces first, then the sealed manifest, sealed straight into the stream.
+            let count = (4 + plain.count + Sealing.overhead + Self.pieceSize - 1) / Self.pieceSize
+            stream.reserveCapacity(4 + plain.count + Sealing.overhead)
+            withUnsafeBytes(of: UInt32(count).littleEndian) { stream.append(contentsOf: $0) }
+            plain.withUnsafeBytes { Sealing.seal($0, key: manifests.current, salt: salt, context: context, appendingTo: &stream) }
+        }
+        return stride(from: 0, to: stream.count, by: Self.pieceSize).map { stream[$0..<min($0 + Self.pieceSize, stream.count)] }
     }
 
     /// The carrier of a document of kind `kind` whose sealed manifest is in pieces `pieces`
@@ -96,16 +100,23 @@ public struct EndToEndKeys: Sendable {
         guard kind == .file || kind == .package else {
             throw XferError(.badRequest, "a \(DocumentKindName.of(kind)) document cannot be kept end to end yet")
         }
-        var builder = Manifest.Builder(kind: kind, chunker: .default)
+        // Sorted in place and each taken once: no set of a tree's worth of ids.
+        var ids = Array(chunks)
+        ids.sort()
+        var builder = Manifest.Builder(kind: kind, chunker: .default, entries: 1, nameBytes: 1, chunks: pieces.count + ids.count)
         builder.append(path: kind == .file ? [] : Array("c".utf8), kind: .file, mode: 0o600, mtimeNanoseconds: 0)
-        let references = pieces + Set(chunks).subtracting(pieces).sorted()
-        builder.appendChunks(references.map { Manifest.ChunkReference(id: $0, length: 1) })
+        for piece in pieces { builder.appendChunk(Manifest.ChunkReference(id: piece, length: 1)) }
+        var last: ChunkID? = nil
+        for id in ids where id != last {
+            last = id
+            if !pieces.contains(id) { builder.appendChunk(Manifest.ChunkReference(id: id, length: 1)) }
+        }
         return try builder.finish()
     }
 
     /// The carrier of `manifest` as version `version` at `sealedPath`, and its pieces' plain
     /// bytes (to seal and upload; their ids are the carrier's first chunks).
-    public func carrier(of manifest: Manifest, sealedPath: String, version: Int64) throws -> (carrier: Manifest, pieces: [[UInt8]]) {
+    public func carrier(of manifest: Manifest, sealedPath: String, version: Int64) throws -> (carrier: Manifest, pieces: [ArraySlice<UInt8>]) {
         let pieces = pieces(of: manifest, sealedPath: sealedPath, version: version)
         let ids = pieces.map { piece in piece.withUnsafeBytes { chunks.id(of: $0) } }
         return (try Self.carrier(kind: manifest.kind, pieces: ids, chunks: manifest.entries.allChunks.lazy.map(\.id)), pieces)
@@ -152,8 +163,20 @@ public struct EndToEndKeys: Sendable {
         guard manifest.kind == carrier.kind else {
             throw XferError(.invalidManifest, "the sealed manifest is of a \(DocumentKindName.of(manifest.kind)), its carrier of a \(DocumentKindName.of(carrier.kind))")
         }
-        let referenced = Set(references.lazy.map(\.id))
-        guard manifest.entries.allChunks.allSatisfy({ referenced.contains($0.id) }) else {
+        // The carrier's chunks after the pieces, sorted (as a carrier lists them; sorted here if
+        // a server did not), each of the manifest's found by binary search: no set of them.
+        var referenced = Array(references[count...].lazy.map(\.id))
+        if !zip(referenced, referenced.dropFirst()).allSatisfy({ $0.0 <= $0.1 }) { referenced.sort() }
+        let pieceIDs = references[0..<count].map(\.id)
+        func isReferenced(_ id: ChunkID) -> Bool {
+            var low = 0, high = referenced.count
+            while low < high {
+                let middle = (low + high) / 2
+                if referenced[middle] < id { low = middle + 1 } else { high = middle }
+            }
+            return (low < referenced.count && referenced[low] == id) || pieceIDs.contains(id)
+        }
+        guard manifest.entries.allChunks.allSatisfy({ isReferenced($0.id) }) else {
             throw XferError(.invalidManifest, "the sealed manifest names chunks its carrier does not reference: the server may not keep them")
         }
         return manifest

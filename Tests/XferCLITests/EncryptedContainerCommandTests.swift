@@ -55,6 +55,10 @@ import Testing
         let pulled = try server.run("pull", "note.txt", server.path("note-c.txt"), environment: third)
         #expect(pulled.status == 0, "\(pulled.stderr)")
         #expect(FileManager.default.contents(atPath: server.path("note-c.txt")) == Data("plain text".utf8))
+        // Key-value entries too: set on one device, read on another.
+        #expect(try server.run("kv", "set", "theme", "harbour dark", environment: elsewhere).status == 0)
+        let theme = try server.run("kv", "get", "theme", environment: third)
+        #expect(theme.status == 0 && theme.stdout.contains("harbour dark"), "\(theme.stderr)")
         let fourth = ["XFER_STATE_DIR": server.path("state-d"), "XFER_CONTAINER": "vault"]
         let locked = try server.run("push", server.path("note.txt"), "other.txt", environment: fourth)
         #expect(locked.status == 4 && locked.stderr.contains("xfer key unlock"), "\(locked.stderr)")

@@ -87,13 +87,16 @@ import XferProtocol
                                                 ("file name", Array("survey.bin".utf8)), ("document name", Array("Harbour.pkg".utf8)),
                                                 ("random bytes", Array(survey[1000..<1032]))]
             for id in plainIDs { needles += [("plain id", id.bytes), ("plain id as hex", Array(id.hex.utf8))] }
-            let written = Self.serverFiles(server.root + "/data")
-            #expect(!written.isEmpty)
-            for file in written {
-                for (what, needle) in needles {
-                    #expect(!Self.contains(file.bytes, needle), "\(file.path) holds a \(what)")
-                }
-            }
+            // Its files, its PostgreSQL tables and its packs (on disk, or in S3 in the backend suite).
+            let secrets = needles.map(\.1)
+            #expect(try await SealedServerTests.revealed(secrets, metadataOf: server).isEmpty)
+            #expect(SealedServerTests.revealed(secrets, in: try await SealedServerTests.packBytes(server.data)) == 0)
+            // The same check finds them in a plain container: it can fail.
+            _ = try await server.push(tree, "plain.pkg")
+            #expect(SealedServerTests.revealed(secrets, in: try await SealedServerTests.packBytes(server.data)) > 0
+                    || Backends.sealing != nil)
+            #expect(try await !SealedServerTests.revealed(secrets, metadataOf: server).isEmpty || Backends.sealing != nil)
+            _ = try await server.client().delete("plain.pkg")
             // Cut with the key's Gear table: not where the plain chunker cuts the same bytes.
             let state = try ClientState(root: server.root + "/out", stateDirectory: server.root + "/state-b")
             let keyed = try #require(try state.files()["\(Self.secretName)/survey.bin"]).chunks.map(\.length)
