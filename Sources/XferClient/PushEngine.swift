@@ -424,8 +424,9 @@ public struct PushEngine: Sendable {
         guard let endToEnd = remote.endToEnd else { return manifest }
         let (carrier, pieces) = try endToEnd.carrier(of: manifest, sealedPath: path.value, version: version)
         // Sealed for this version: none is on the server yet (a retried push's are sent again).
-        let sealed = try pieces.map { piece in try piece.withUnsafeBytes { try endToEnd.chunks.seal($0, policy: options.compression) } }
-        for batch in sealed.batched(atMost: 64) {
+        // Sealed a few at a time as they are sent: a tree's manifest is megabytes.
+        for pieceBatch in pieces.batched(atMost: 16) {
+            let batch = try pieceBatch.map { piece in try piece.withUnsafeBytes { try endToEnd.chunks.seal($0, policy: options.compression) } }
             let result = try await remote.connection.upload(batch)
             guard result.received == batch.count else {
                 throw XferError(.unavailable, "the server received \(result.received) of the \(batch.count) pieces of the sealed manifest; push again")

@@ -14,7 +14,7 @@
 /// The manifest is compressed, sealed under the container's `manifest` key with its sealed path
 /// and version as context, and cut into pieces of at most ``pieceSize`` bytes, the first
 /// starting with the number of pieces (u32 little-endian); each piece is a sealed chunk.
-/// Sealing the manifest takes its salt from the `manifest salt` key and the value, so the same
+/// Sealing the manifest takes its salt from the `manifest salt` key and the value's hash, so the same
 /// manifest at the same place and version always makes the same pieces and the same carrier:
 /// a device can tell the server still holds the version it synced from the carrier's digest.
 public struct EndToEndKeys: Sendable {
@@ -84,7 +84,7 @@ public struct EndToEndKeys: Sendable {
         var stream: [UInt8] = []
         do {
             let plain = manifest.compressedDelta(against: nil)
-            let salt = Array(Sealing.hmac(key: saltKey, context + [0] + plain).prefix(Sealing.saltSize))
+            let salt = Array(Sealing.hmac(key: saltKey, context + [0] + ChunkID.of(plain).bytes).prefix(Sealing.saltSize))
             // The count of pieces first, then the sealed manifest, sealed straight into the stream.
             let count = (4 + plain.count + Sealing.overhead + Self.pieceSize - 1) / Self.pieceSize
             stream.reserveCapacity(4 + plain.count + Sealing.overhead)
