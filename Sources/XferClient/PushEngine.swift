@@ -346,8 +346,10 @@ public struct PushEngine: Sendable {
             let sent = try await serverManifest(manifest, at: name, version: announced.version, counters: counters)
             let digest = sent.digest  // (its encoding is let go before the delta is made)
             let deltaBase = remote.endToEnd == nil ? basis?.version : nil
-            var delta = features.contains(.compressedManifests) ? sent.compressedDelta(against: deltaBase == nil ? nil : basis?.manifest)
-                                                                : sent.delta(against: deltaBase == nil ? nil : basis?.manifest)
+            // (A carrier is ids, which do not compress: it goes plain, without trying.)
+            var delta = features.contains(.compressedManifests) && remote.endToEnd == nil
+                ? sent.compressedDelta(against: deltaBase == nil ? nil : basis?.manifest)
+                : sent.delta(against: deltaBase == nil ? nil : basis?.manifest)
             let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: deltaBase,
                                         manifestDelta: [], manifestDigest: digest)
             let body = request.body(delta: delta)

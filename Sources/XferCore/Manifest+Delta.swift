@@ -180,6 +180,9 @@ extension Manifest {
             mapped ? firstIndex[id] : base.firstIndex(where: { $0.id == id }).map { $0 - origin }
         }
         var ops = ByteWriter()
+        // Against nothing every chunk is an add (a length and an id): room for them all at once
+        // (an end-to-end carrier lists a tree's worth in one entry).
+        if base.isEmpty { ops.buffer.reserveCapacity(chunks.count * (ChunkID.byteCount + 3) + 16) }
         var opCount = 0
         var pendingAdds: [ChunkReference] = []
         func flushAdds() {
