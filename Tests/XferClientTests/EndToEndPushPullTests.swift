@@ -37,15 +37,7 @@ import XferProtocol
         }
     }
 
-    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-        guard let first = needle.first, needle.count <= haystack.count else { return false }
-        var index = haystack.startIndex
-        while let found = haystack[index...].firstIndex(of: first), found + needle.count <= haystack.count {
-            if haystack[found..<(found + needle.count)].elementsEqual(needle) { return true }
-            index = found + 1
-        }
-        return false
-    }
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool { Data(haystack).range(of: Data(needle)) != nil }
 
     @Test func aSecondDeviceWithThePassphrasePullsWhatTheServerCannotRead() async throws {
         try await LiveServer.run { server in

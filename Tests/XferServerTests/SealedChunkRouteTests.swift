@@ -30,14 +30,7 @@ import XferServer
 
     func download(_ list: ChunkIDList, token: String? = nil, _ client: some TestClientProtocol,
                   _ fixture: RouteFixture) async throws -> [EncodedChunk] {
-        try await client.execute(uri: "/v1/chunks/download", method: .post, headers: fixture.headers(token),
-                                 body: json(list)) { (response: TestResponse) async throws in
-            #expect(response.status == .ok)
-            var decoder = ChunkFrameDecoder()
-            let chunks = try decoder.feed(response.body.readableBytesView)
-            try decoder.finish()
-            return chunks
-        }
+        try await ChunksAgainstRouteTests().download(list, token: token, client, fixture)
     }
 
     /// Every file under `directory`, read whole.
@@ -49,15 +42,7 @@ import XferServer
         }
     }
 
-    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-        guard needle.count <= haystack.count, let first = needle.first else { return false }
-        var index = haystack.startIndex
-        while let found = haystack[index...].firstIndex(of: first), found + needle.count <= haystack.count {
-            if haystack[found..<(found + needle.count)].elementsEqual(needle) { return true }
-            index = found + 1
-        }
-        return false
-    }
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool { Data(haystack).range(of: Data(needle)) != nil }
 
     @Test func aSealedChunkIsStoredAsItCameServedBackAndOpensOnlyWithTheKey() async throws {
         let fixture = try await RouteFixture.make()
