@@ -61,6 +61,9 @@ public struct ChangeFeed: AsyncSequence, Sendable {
 
     let connection: ServerConnection
     let container: ContainerName
+    /// The remote whose container's key (if it is end-to-end encrypted) opens what comes, asked
+    /// for at the first page; `nil`, pages come as the server sends them.
+    let unlocking: Remote?
     let store: (any CursorStore)?
     let start: Int64?
     let wait: Int
@@ -71,6 +74,20 @@ public struct ChangeFeed: AsyncSequence, Sendable {
                 wait: Int = 30, maximumBackoff: Duration = .seconds(30)) {
         self.connection = connection
         self.container = container
+        unlocking = nil
+        self.store = store
+        self.start = start
+        self.wait = wait
+        self.maximumBackoff = maximumBackoff
+    }
+
+    /// A feed of `remote`'s container whose names, keys and values come opened when it is end-to-end
+    /// encrypted (``Remote/unlocked()``, asked at the first page).
+    public init(remote: Remote, store: (any CursorStore)? = nil, start: Int64? = nil, wait: Int = 30,
+                maximumBackoff: Duration = .seconds(30)) {
+        connection = remote.connection
+        container = remote.container
+        unlocking = remote
         self.store = store
         self.start = start
         self.wait = wait
@@ -88,6 +105,8 @@ public struct ChangeFeed: AsyncSequence, Sendable {
         var buffer: [Change] = []
         var unsaved: Int64?
         var handedOut: Int64?
+        var keys: EndToEndKeys?
+        var unlocked = false
 
         init(feed: ChangeFeed) {
             self.feed = feed
@@ -95,6 +114,11 @@ public struct ChangeFeed: AsyncSequence, Sendable {
 
         public mutating func next() async throws -> Change? {
             if cursor == nil { cursor = try feed.store?.load() ?? feed.start ?? 0 }
+            if !unlocked, let remote = feed.unlocking {
+                keys = remote.endToEnd
+                if keys == nil { keys = try await remote.unlocked().endToEnd }
+                unlocked = true
+            }
             if let handedOut {
                 try feed.store?.save(handedOut)
                 self.handedOut = nil
@@ -107,7 +131,8 @@ public struct ChangeFeed: AsyncSequence, Sendable {
                 }
                 if Task.isCancelled { return nil }
                 do {
-                    let page = try await feed.connection.changes(container: feed.container, after: cursor!, wait: feed.wait)
+                    var page = try await feed.connection.changes(container: feed.container, after: cursor!, wait: feed.wait)
+                    if let keys { page = keys.opened(page) }
                     buffer = (page.changes.map(Change.document) + page.keys.map(Change.key)).sorted { $0.sequence < $1.sequence }
                     if page.cursor != cursor { unsaved = page.cursor }
                     cursor = page.cursor

@@ -199,9 +199,13 @@ public final class ClientState: Sendable {
     /// Opens (creating) the state of a root in its own database under the state directory,
     /// named by a hash of the root's absolute path.
     /// - Throws: `io` if the database cannot be opened.
-    public convenience init(root: String, stateDirectory: String) throws {
+    /// - Parameter namespace: Whose chunk ids its lists hold, when not plain SHA-256 ones: an
+    ///   end-to-end encrypted container's key id (``Remote/clientState(root:)``). A root pushed
+    ///   to or pulled from such a container has a state of its own, so no chunk list computed
+    ///   under one key (or none) is ever taken for another's.
+    public convenience init(root: String, stateDirectory: String, namespace: String? = nil) throws {
         let root = ClientState.absolute(root)
-        let name = String(ChunkID.of(Array(root.utf8)).hex.prefix(24))
+        let name = String(ChunkID.of(Array((root + (namespace.map { "\u{0}" + $0 } ?? "")).utf8)).hex.prefix(24))
         try self.init(root: root, database: StateDatabase(path: "\(stateDirectory)/roots/\(name).sqlite"))
     }
 

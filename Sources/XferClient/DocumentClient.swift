@@ -117,10 +117,7 @@ public final class DocumentClient: Sendable {
     /// `info` with its path opened, in an end-to-end encrypted container.
     /// - Throws: `corrupt_chunk` if the name does not open under the container's key.
     static func named(_ info: DocumentInfo, _ remote: Remote) throws -> DocumentInfo {
-        guard let keys = remote.endToEnd else { return info }
-        var info = info
-        info.path = try DocumentPath(try keys.names.open(path: info.path.value))
-        return info
+        try remote.endToEnd?.opened(info) ?? info
     }
 
     /// The account's quota and use.
@@ -143,8 +140,7 @@ public final class DocumentClient: Sendable {
     public func entry(forKey key: String) async throws -> KeyValueEntry {
         let remote = try await unlocked()
         guard let keys = remote.endToEnd else { return try await remote.connection.value(container: remote.container, key: key) }
-        let entry = try await remote.connection.value(container: remote.container, key: keys.serverKey(key))
-        return try Self.opened(entry, keys, key: key)
+        return try keys.opened(try await remote.connection.value(container: remote.container, key: keys.serverKey(key)), key: key)
     }
 
     /// Sets a key (last writer wins, by this device's clock, then device name).
@@ -166,58 +162,28 @@ public final class DocumentClient: Sendable {
         let remote = try await unlocked()
         var list = try await remote.connection.values(container: remote.container)
         if let keys = remote.endToEnd {
-            list.entries = list.entries.compactMap { try? Self.opened($0, keys, key: nil) }.sorted { $0.key < $1.key }
+            list.entries = list.entries.compactMap { try? keys.opened($0) }.sorted { $0.key < $1.key }
         }
         return list
     }
 
     private func write(_ key: String, _ value: JSONValue?) async throws -> KeyValueWriteResult {
         let remote = try await unlocked()
-        var write = KeyValueWrite(key: key, value: value, timestampNs: Int64(Date().timeIntervalSince1970 * 1e9), device: device)
+        let write = KeyValueWrite(key: key, value: value, timestampNs: Int64(Date().timeIntervalSince1970 * 1e9), device: device)
         guard let keys = remote.endToEnd else { return try await remote.connection.setValue(container: remote.container, write) }
         // The server keeps a keyed hash of the key, and the key and value sealed together.
-        write.key = keys.serverKey(key)
-        if let value {
-            let plain = WireJSON.encode(SealedEntry(key: key, value: value))
-            write.value = SealedValues.wrap(keys.seal(value: plain, serverKey: write.key))
-        }
-        var result = try await remote.connection.setValue(container: remote.container, write)
-        result.entry = try Self.opened(result.entry, keys, key: key)
+        var result = try await remote.connection.setValue(container: remote.container, keys.sealed(write))
+        result.entry = try keys.opened(result.entry, key: key)
         return result
-    }
-
-    /// What a sealed key-value entry holds.
-    struct SealedEntry: Codable {
-        var key: String
-        var value: JSONValue
-    }
-
-    /// An entry of an end-to-end encrypted container with its key and value opened. One with no
-    /// value (a deletion) keeps the server's key unless `key` (the one asked for) is given.
-    /// - Throws: `corrupt_chunk` if the value does not open, or holds another key.
-    static func opened(_ entry: KeyValueEntry, _ keys: EndToEndKeys, key: String?) throws -> KeyValueEntry {
-        var entry = entry
-        guard let value = entry.value else {
-            if let key { entry.key = key }
-            return entry
-        }
-        guard let sealed = SealedValues.unwrap(value) else {
-            throw XferError(.corruptChunk, "the value at \(entry.key.prefix(12))… is not sealed, as every value of an encrypted container is")
-        }
-        let inner = try WireJSON.decode(SealedEntry.self, from: try keys.open(value: sealed, serverKey: entry.key))
-        guard keys.serverKey(inner.key) == entry.key, key == nil || key == inner.key else {
-            throw XferError(.corruptChunk, "the value at \(entry.key.prefix(12))… holds another key's")
-        }
-        entry.key = inner.key
-        entry.value = inner.value
-        return entry
     }
 
     // MARK: Changes and sync
 
     /// The container's change feed, resuming from `cursor`'s stored position (or `start`).
+    /// In an end-to-end encrypted container, names, keys and values come opened (a deletion of
+    /// a key gives its hashed key, ``EndToEndKeys/serverKey(_:)``).
     public func changes(cursor: (any CursorStore)? = nil, start: Int64? = nil, wait: Int = 30) -> ChangeFeed {
-        ChangeFeed(connection: remote.connection, container: remote.container, store: cursor, start: start, wait: wait)
+        ChangeFeed(remote: remote, store: cursor, start: start, wait: wait)
     }
 
     /// A sync engine for `directory` (which it locks until released).

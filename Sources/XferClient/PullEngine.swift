@@ -130,7 +130,7 @@ public struct PullEngine: Sendable {
         var info = stat()
         if state == nil, let last = name.components.last, stat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR,
            destination.hasSuffix("/") || (target as NSString).lastPathComponent != String(last),
-           try ClientState(root: target, stateDirectory: remote.stateDirectory)
+           try remote.clientState(root: target)
                .documentVersion(server: remote.connection.server, container: remote.container, path: serverPath ?? name) == nil {
             target += "/" + last
         }
@@ -167,7 +167,7 @@ public struct PullEngine: Sendable {
             info = try await pullableVersion(name, version: version)
         }
         let target = parent.describe(baseName)
-        let state = try state ?? ClientState(root: target, stateDirectory: remote.stateDirectory)
+        let state = try state ?? remote.clientState(root: target)
         let synced = try state.document(server: connection.server, container: remote.container, path: name)
 
         let known = try state.files()

@@ -40,8 +40,17 @@ extension PushEngine {
         try await ClientThreads.run {
             let started = ContinuousClock.now
             let connection = remote.connection
-            // Chunks go up before the commit: never into an end-to-end encrypted container.
-            if !items.isEmpty { try await connection.refuseIfEncrypted(container: remote.container) }
+            // Chunks go up before the commit: never into an end-to-end encrypted container, which
+            // a batch does not seal yet (asked of the server, and of this device's keys, so a
+            // server cannot talk it into sending plain data where it holds a key).
+            if !items.isEmpty {
+                let refusal = XferError(.encryptedContainer, "container \(remote.container) is end-to-end encrypted, which a batch push (xfer sync) does not write yet; nothing was sent")
+                do {
+                    if try await remote.unlocked().endToEnd != nil { throw refusal }
+                } catch let error as XferError where error.code == .unauthorized {
+                    throw refusal  // encrypted, and this device holds no key
+                }
+            }
             var results = [Result<PushReport, any Error>?](repeating: nil, count: items.count)
             /// Pushes these items one at a time (the single push's rules) and answers for all.
             func alone(_ indexes: [Int]) async throws -> [Result<PushReport, any Error>] {

@@ -17,6 +17,12 @@ public struct Remote: Sendable {
     /// How the container's chunks are cut, named and carried.
     public var codec: ChunkCodec { endToEnd?.codec ?? .plain }
 
+    /// The client state of `root` (a pushed path or a pull destination) for this container: in
+    /// an end-to-end encrypted one, a state of its own, whose chunk lists are named under its key.
+    public func clientState(root: String) throws -> ClientState {
+        try ClientState(root: root, stateDirectory: stateDirectory, namespace: endToEnd.map { "e2e " + $0.keyID })
+    }
+
     /// The path the server keeps document `name` at: sealed in an end-to-end encrypted container.
     /// - Throws: `invalid_path` for a name too long to seal.
     public func serverPath(_ name: DocumentPath) throws -> DocumentPath {
@@ -28,16 +34,28 @@ public struct Remote: Sendable {
     /// this device holds (``EncryptedContainers``), checked against the server's key id.
     /// - Throws: `unauthorized` if the container is encrypted and this device holds no key for
     ///   it (or a key that is not the server's), saying to unlock it; the server's errors.
+    /// - Throws: `encrypted_container` if this device holds a key for the container and the
+    ///   server says it is not encrypted (a container never becomes plain again: another server
+    ///   at this address, or one that would have this device send plain data), sending nothing.
     public func unlocked() async throws -> Remote {
+        let file = ContainerKeyFile(stateDirectory: stateDirectory, server: connection.server, container: container)
+        let held = try file.read()
         let info: ContainerKeyInfo
         do {
             info = try await connection.containerKey(container: container)
         } catch let error as XferError where error.code == .notFound {
-            return self  // a server without the route has no encrypted containers
+            info = ContainerKeyInfo(encrypted: false, wrapped: nil, keyID: nil)  // a server without the route has no encrypted containers
         }
-        guard info.encrypted else { return self }
-        let file = ContainerKeyFile(stateDirectory: stateDirectory, server: connection.server, container: container)
-        guard let key = try file.read(), key.id == info.keyID else {
+        guard info.encrypted else {
+            guard let held else { return self }
+            throw XferError(.encryptedContainer, """
+                this device holds the key \(held.id) of container \(container), but the server says the container is not \
+                end-to-end encrypted; nothing was sent in the clear. If it is another server at this address, point \
+                XFER_SERVER at the right one; if the container was really made again without a key, run \
+                `xfer key forget --container \(container)`
+                """)
+        }
+        guard let key = held, key.id == info.keyID else {
             throw XferError(.unauthorized, """
                 container \(container) is end-to-end encrypted and this device does not hold its key \(info.keyID ?? ""); \
                 run `xfer key unlock --container \(container)` (or `xfer key recover`) first
@@ -252,7 +270,7 @@ public struct PushEngine: Sendable {
         try await ClientThreads.run {
             let started = ContinuousClock.now
             let connection = remote.connection
-            let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
+            let state = try state ?? remote.clientState(root: path)
             // The version this root holds, read first: its manifest (megabytes for a tree of many
             // files, decoded through buffers as large) is made before the walk's entries exist.
             let synced = try state.document(server: connection.server, container: remote.container, path: name)
@@ -345,11 +363,13 @@ public struct PushEngine: Sendable {
             // end-to-end encrypted container, the carrier whole, its sealed manifest's pieces uploaded first.
             let sent = try await serverManifest(manifest, at: name, version: announced.version, counters: counters)
             let digest = sent.digest  // (its encoding is let go before the delta is made)
-            let deltaBase = remote.endToEnd == nil ? basis?.version : nil
+            // What the server holds as the base: the version's manifest, or its carrier (rebuilt
+            // here, as sealing is deterministic, and used only if it is the one the server recorded).
+            let base = basis.flatMap { basis in remote.endToEnd == nil ? basis.manifest : serverCarrier(of: basis, at: name) }
+            let deltaBase = base == nil ? nil : basis?.version
             // (A carrier is ids, which do not compress: it goes plain, without trying.)
             var delta = features.contains(.compressedManifests) && remote.endToEnd == nil
-                ? sent.compressedDelta(against: deltaBase == nil ? nil : basis?.manifest)
-                : sent.delta(against: deltaBase == nil ? nil : basis?.manifest)
+                ? sent.compressedDelta(against: base) : sent.delta(against: base)
             let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: deltaBase,
                                         manifestDelta: [], manifestDigest: digest)
             let body = request.body(delta: delta)
@@ -435,6 +455,15 @@ public struct PushEngine: Sendable {
             }
             counters.withLock { $0.sent(batch.map { ($0.payload.count, 0) }, owners: batch.map { _ in 0 }) }
         }
+        return carrier
+    }
+
+    /// The carrier the server keeps for `synced` at `path` in an end-to-end encrypted container,
+    /// rebuilt; `nil` if it cannot be, or is not the one the server recorded.
+    func serverCarrier(of synced: SyncedDocument, at path: DocumentPath) -> Manifest? {
+        guard let endToEnd = remote.endToEnd,
+              let carrier = try? endToEnd.carrier(of: synced.manifest, sealedPath: path.value, version: synced.version).carrier,
+              carrier.digest.hex == remote.serverDigest(of: synced, at: path) else { return nil }
         return carrier
     }
 

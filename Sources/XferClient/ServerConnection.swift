@@ -226,22 +226,6 @@ public final class ServerConnection: Sendable {
         try await json(ContainerKeyInfo.self, "GET", "/v1/containers/\(container)/key")
     }
 
-    /// Throws `encrypted_container` if the container is end-to-end encrypted. A batch push
-    /// uploads chunks before its commit, which the server refuses there only after the bytes have
-    /// arrived: it asks first. A server without the route has no encrypted containers.
-    public func refuseIfEncrypted(container: ContainerName) async throws {
-        let info: ContainerKeyInfo
-        do {
-            info = try await containerKey(container: container)
-        } catch let error as XferError where error.code == .notFound {
-            return
-        }
-        guard info.encrypted else { return }
-        throw XferError(.encryptedContainer, """
-            container \(container) is end-to-end encrypted, and this client cannot write encrypted documents yet; nothing was sent
-            """)
-    }
-
     /// Makes a container end-to-end encrypted, or replaces its wrapped key.
     public func setContainerKey(container: ContainerName, _ write: ContainerKeyWrite) async throws -> ContainerKeyInfo {
         try await json(ContainerKeyInfo.self, "PUT", "/v1/containers/\(container)/key", body: WireJSON.encode(write))

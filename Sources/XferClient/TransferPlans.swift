@@ -81,7 +81,7 @@ extension PushEngine {
         try await ClientThreads.run {
             let connection = remote.connection
             let name = try remote.serverPath(document)  // sealed, in an end-to-end encrypted container
-            let state = try state ?? ClientState(root: path, stateDirectory: remote.stateDirectory)
+            let state = try state ?? remote.clientState(root: path)
             let snapshot = try LocalSnapshot(path: path, state: state, exclude: options.exclude)
             let synced = try state.document(server: connection.server, container: remote.container, path: name)
             let syncedVersion = synced?.version
@@ -138,7 +138,7 @@ extension PullEngine {
             let (parent, baseName) = try resolve(document, serverPath: name, into: destination, state: nil)
             let target = parent == "/" ? "/" + baseName : parent + "/" + baseName
             let info = try await pullableVersion(name, version: version)
-            let state = try ClientState(root: target, stateDirectory: remote.stateDirectory)
+            let state = try remote.clientState(root: target)
             let synced = try state.document(server: connection.server, container: remote.container, path: name)
             let known = try state.files()
             var status = stat()

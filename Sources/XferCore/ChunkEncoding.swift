@@ -116,6 +116,11 @@ public struct EncodedChunk: Sendable, Hashable {
         guard actual == id else {
             throw XferError(.corruptChunk, "chunk bytes hash to \(actual), not to their id \(id)")
         }
+        // The one plain content whose id is a sealed chunk's (the label and a keyed id): never
+        // taken, so no plain upload holds a sealed chunk's place.
+        guard !EndToEndChunks.isSealedIDPreimage(plain) else {
+            throw XferError(.corruptChunk, "chunk \(id) is the label of a sealed chunk's id and a keyed id, which no plain chunk may be")
+        }
         return plain
     }
 }

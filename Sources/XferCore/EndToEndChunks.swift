@@ -37,6 +37,12 @@ public struct EndToEndChunks: Sendable {
         return ChunkID.of(bytes)
     }
 
+    /// Whether `plain` is what a sealed chunk's id is the SHA-256 of (the label, then 32 bytes):
+    /// a plain chunk of exactly these bytes would take that sealed chunk's id.
+    public static func isSealedIDPreimage(_ plain: [UInt8]) -> Bool {
+        plain.count == idLabel.count + ChunkID.byteCount && plain.starts(with: idLabel)
+    }
+
     /// The keyed Gear table and keyed ids.
     public let keying: KeyedChunking
     private let sealing: SealingKeys

@@ -53,16 +53,20 @@ public struct EndToEndKeys: Sendable {
         Sealing.hmac(key: valueKeyKey, Array(key.utf8)).map { ChunkID.hexDigits($0) }.joined()
     }
 
-    /// A key-value entry's bytes (its plain key and value), sealed under the `kv value` key and
-    /// bound to its server key: moved to another key, it does not open.
+    /// A key-value entry's bytes, padded to their Padmé length and sealed under the `kv value`
+    /// key, bound to its server key: moved to another key, it does not open.
     public func seal(value: [UInt8], serverKey: String) -> [UInt8] {
-        values.seal(value, context: Array("xfer e2e kv value v1 \(serverKey)".utf8))
+        values.seal(Padding.padme(value), context: Array("xfer e2e kv value v1 \(serverKey)".utf8))
     }
 
     /// The bytes ``seal(value:serverKey:)`` sealed.
-    /// - Throws: `corrupt_chunk` if they do not open under this key at this server key.
+    /// - Throws: `corrupt_chunk` if they do not open under this key at this server key, or are not padded so.
     public func open(value: [UInt8], serverKey: String) throws -> [UInt8] {
-        try values.open(value, context: Array("xfer e2e kv value v1 \(serverKey)".utf8), what: "the value at \(serverKey.prefix(12))…")
+        let padded = try values.open(value, context: Array("xfer e2e kv value v1 \(serverKey)".utf8), what: "the value at \(serverKey.prefix(12))…")
+        guard let plain = Padding.unblock(padded), padded.count == Padding.padme(plain.count + 1) else {
+            throw XferError(.corruptChunk, "the value at \(serverKey.prefix(12))… is not padded as a sealed value is")
+        }
+        return plain
     }
 
     /// The codec a push and a pull of the container use.

@@ -109,10 +109,9 @@ extension Xfer {
 
         func run() async throws {
             try await runReportingErrors(json: json) {
-                try await withRemote(client) { remote in
+                try await withRemote(client, unlocking: true) { remote in
                     if follow {
-                        for try await change in ChangeFeed(connection: remote.connection, container: remote.container, start: since,
-                                                           wait: ProtocolLimits.maximumWaitSeconds) {
+                        for try await change in ChangeFeed(remote: remote, start: since, wait: ProtocolLimits.maximumWaitSeconds) {
                             switch change {
                             case .document(let info): json ? printJSON(info) : print(Self.line(info))
                             case .key(let entry): json ? printJSON(entry) : print(Self.line(entry))
@@ -121,7 +120,9 @@ extension Xfer {
                         }
                         return
                     }
-                    let list = try await remote.connection.changes(container: remote.container, after: since, wait: wait)
+                    var list = try await remote.connection.changes(container: remote.container, after: since, wait: wait)
+                    // Names, keys and values opened in an end-to-end encrypted container.
+                    if let keys = remote.endToEnd { list = keys.opened(list) }
                     if json {
                         printJSON(list)
                         return

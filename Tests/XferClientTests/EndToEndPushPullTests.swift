@@ -39,6 +39,17 @@ import XferProtocol
 
     static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool { Data(haystack).range(of: Data(needle)) != nil }
 
+    /// The changes of container `vault` up to its newest, from `feed`.
+    static func drain(_ feed: ChangeFeed, _ server: LiveServer) async throws -> [Change] {
+        let head = try await server.remote.connection.changes(container: try ContainerName("vault"), after: 0, wait: 0).cursor
+        var changes: [Change] = []
+        for try await change in feed {
+            changes.append(change)
+            if change.sequence >= head { break }
+        }
+        return changes
+    }
+
     @Test func aSecondDeviceWithThePassphrasePullsWhatTheServerCannotRead() async throws {
         try await LiveServer.run { server in
             let key = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "correct horse", parameters: Self.fast)
@@ -90,7 +101,7 @@ import XferProtocol
             #expect(try await !SealedServerTests.revealed(secrets, metadataOf: server).isEmpty || Backends.sealing != nil)
             _ = try await server.client().delete("plain.pkg")
             // Cut with the key's Gear table: not where the plain chunker cuts the same bytes.
-            let state = try ClientState(root: server.root + "/out", stateDirectory: server.root + "/state-b")
+            let state = try b.clientState(root: server.root + "/out")
             let keyed = try #require(try state.files()["\(Self.secretName)/survey.bin"]).chunks.map(\.length)
             #expect(keyed.count > 1 && keyed != plainChunks)
 
@@ -98,6 +109,8 @@ import XferProtocol
             try Files.write(tree + "/a/b/c/deep.txt", Array("deeper still".utf8))
             let edit = try await PushEngine(remote: a).push(tree, as: try DocumentPath("Projects/Harbour.pkg"))
             #expect(edit.committed && edit.version == pushed.version + 1 && edit.chunksSent <= 3, "\(edit)")
+            // Its carrier went as a delta against the version before's, which the server holds.
+            #expect(edit.manifestBytes < pushed.manifestBytes / 2, "\(edit.manifestBytes) against \(pushed.manifestBytes)")
             let noop = try await PushEngine(remote: a).push(tree, as: try DocumentPath("Projects/Harbour.pkg"))
             #expect(!noop.committed && noop.version == edit.version)
             let again = try await PullEngine(remote: b).pull(try DocumentPath("Projects/Harbour.pkg"), into: server.root + "/out")
@@ -110,6 +123,10 @@ import XferProtocol
             #expect(try await client.list(prefix: "Proj").documents.map(\.path.value) == ["Projects/Harbour.pkg"])
             #expect(try await client.versions("Projects/Harbour.pkg").map(\.version) == [edit.version, pushed.version])
             #expect(try await client.stat("notes.txt").path.value == "notes.txt")
+            let fed = try await Self.drain(client.changes(start: 0, wait: 0), server).compactMap { change -> String? in
+                if case .document(let info) = change { info.path.value } else { nil }
+            }
+            #expect(Set(fed) == ["Projects/Harbour.pkg", "notes.txt"] && fed.count == 3, "\(fed)")
             let deleted = try await client.delete("notes.txt")
             #expect(deleted.path.value == "notes.txt" && deleted.state == .deleted)
             #expect(try await client.list().documents.filter { $0.state != .deleted }.map(\.path.value) == ["Projects/Harbour.pkg"])
@@ -177,6 +194,73 @@ import XferProtocol
                                                                 KeyValueWrite(key: "k", value: .string("plain"), timestampNs: 1, device: "x"))
             }
             #expect(direct?.code == .encryptedContainer)
+
+            // The change feed gives them opened (a deletion, its hashed key).
+            let keys = try await Self.drain(b.changes(start: 0, wait: 0), server).compactMap { change -> KeyValueEntry? in
+                if case .key(let entry) = change { entry } else { nil }
+            }
+            #expect(keys.count == 2 && keys[0].key == "preferences.editor" && keys[0].value != nil, "\(keys)")
+            #expect(keys.count == 2 && keys[1].value == nil && keys[1].key.count == 64, "a deletion gives its hashed key")
         }
+    }
+
+    @Test func aTreePushedPlainAndEncryptedKeepsItsChunkListsApart() async throws {
+        try await LiveServer.run { server in
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            let tree = server.root + "/tree"
+            let files = try Self.makeTree(tree)
+            // Plain first: the root's state learns plain chunk ids, which the encrypted push must not reuse.
+            _ = try await PushEngine(remote: server.otherDevice("a")).push(tree, as: try DocumentPath("plain.pkg"))
+            let a = try await Self.vault(server, "a").unlocked()
+            let sealed = try await PushEngine(remote: a).push(tree, as: try DocumentPath("doc"))
+            #expect(sealed.chunksSent > 0)
+            _ = try await PullEngine(remote: a).pull(try DocumentPath("doc"), into: server.root + "/out")
+            for (path, bytes) in files { #expect(Files.read(server.root + "/out/" + path) == bytes, "\(path)") }
+            // And back: a plain push of the same root after the encrypted one still works.
+            try Files.write(tree + "/empty.txt", Array("now not empty".utf8))
+            let plain = try await PushEngine(remote: server.otherDevice("a")).push(tree, as: try DocumentPath("plain.pkg"))
+            #expect(plain.committed)
+            _ = try await PullEngine(remote: server.otherDevice("c")).pull(try DocumentPath("plain.pkg"), into: server.root + "/plain-out")
+            #expect(Files.read(server.root + "/plain-out/empty.txt") == Array("now not empty".utf8))
+        }
+    }
+
+    @Test func aServerThatCallsAContainerPlainWhileThisDeviceHoldsItsKeyGetsNothing() async throws {
+        try await LiveServer.run { server in
+            // A key this device holds for a container the server says is plain (another server
+            // at the address, or a hostile one).
+            let vault = try Self.vault(server, "a")
+            try ContainerKeyFile(stateDirectory: vault.stateDirectory, server: vault.connection.server, container: vault.container)
+                .write(ContainerKey.generate())
+            try Files.write(server.root + "/secret.txt", Array(Self.marker.utf8))
+            let used = try await server.remote.connection.account().used
+            let refused = await #expect(throws: XferError.self) {
+                _ = try await DocumentClient(remote: vault, device: "a").push(server.root + "/secret.txt", as: "secret.txt")
+            }
+            #expect(refused?.code == .encryptedContainer && refused?.message.contains("nothing was sent") == true, "\(String(describing: refused))")
+            let batch = await #expect(throws: XferError.self) {
+                _ = try await PushEngine(remote: vault).pushMany([PushItem(path: server.root + "/secret.txt", name: try DocumentPath("secret.txt"),
+                                                                           state: try ClientState(root: server.root, stateDirectory: vault.stateDirectory))])
+            }
+            #expect(batch?.code == .encryptedContainer)
+            #expect(try await server.remote.connection.account().used == used)
+        }
+    }
+
+    @Test func aKeyValueEntryTheServerRedatesOrMovesIsRefused() throws {
+        let keys = EndToEndKeys(key: ContainerKey.generate())
+        let write = KeyValueWrite(key: "theme", value: .string("dark"), timestampNs: 1_000, device: "laptop")
+        let sealed = keys.sealed(write)
+        let entry = KeyValueEntry(key: sealed.key, value: sealed.value, timestampNs: 1_000, device: "laptop", sequence: 3)
+        #expect(try keys.opened(entry).value == .string("dark"))
+        var redated = entry
+        redated.timestampNs = 2_000
+        #expect(throws: XferError.self) { try keys.opened(redated) }
+        var moved = entry
+        moved.key = keys.serverKey("other")
+        #expect(throws: XferError.self) { try keys.opened(moved) }
+        // Values are padded: close sizes seal to the same length.
+        let lengths = Set((40...60).map { keys.sealed(KeyValueWrite(key: "k", value: .string(String(repeating: "x", count: $0)), timestampNs: 1, device: "d")).value!.description.count })
+        #expect(lengths.count <= 4, "21 lengths in 8-byte steps")
     }
 }

@@ -90,6 +90,14 @@ import Testing
         #expect(throws: XferError.self) { try stub.decoded() }
     }
 
+    @Test func noPlainChunkTakesASealedChunksId() throws {
+        let sealed = try Self.seal(TestData.text(count: 3_000, seed: 10))
+        let preimage = Array("xfer e2e chunk id v1".utf8) + sealed.payload[0..<32]
+        #expect(ChunkID.of(preimage) == sealed.id)
+        let plain = EncodedChunk(id: sealed.id, length: preimage.count, encoding: .raw, payload: preimage)
+        #expect(throws: XferError.self) { try plain.decoded() }
+    }
+
     @Test func aPlainChunkIsNotTakenForASealedOne() throws {
         let plain = TestData.text(count: 3_000, seed: 8)
         let whole = try plain.withUnsafeBytes { try Zstd.encode($0, id: Self.chunks.id(of: $0)) }
