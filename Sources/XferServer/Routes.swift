@@ -134,7 +134,7 @@ struct Routes: Sendable {
             try quota.reserve(account: account.accountID, bytes: adding, used: usage.used, quota: usage.quota)
             defer { quota.release(account: account.accountID, bytes: adding) }
             let results = try await chunks.store(batch)
-            let good = zip(batch, results).filter { $0.1 == nil }.map { OwnedChunk(id: $0.0.id, length: $0.0.length) }
+            let good = zip(batch, results).filter { $0.1 == nil }.map { OwnedChunk(id: $0.0.id, length: $0.0.length, sealed: $0.0.encoding == .sealed) }
             let added = try await metadata.addChunks(account: account.accountID, good, uploadStartedAt: startedAt)
             stored += added.count
             storedBytes += added.bytes

@@ -108,4 +108,26 @@ import XferServer
             #expect(result?.stored == 0 && result?.unresolved == [ChunkID.of(edited).hex])
         }
     }
+
+    @Test func anotherAccountsUploadOfASealedIdAtAnotherLengthIsRefused() async throws {
+        let fixture = try await RouteFixture.make()
+        defer { fixture.remove() }
+        let bob = try await fixture.data.createAccount(name: "bob", quota: nil).token!
+        let chunk = try Self.sealed(TestBytes.make(count: 200_000, seed: 54))
+        // The same keyed id (whoever knows it) with a short payload: it binds, but is not the stored one.
+        var short = chunk
+        short.payload = Array(chunk.payload.prefix(EndToEndChunks.minimumPayload + 10))
+        short.length = short.payload.count
+        let (whole, small) = (chunk, short)
+        try await fixture.application.test(.router) { client in
+            #expect(try await upload([whole], client, fixture).result?.stored == 1)
+            let refused = try await upload([small], token: bob, client, fixture)
+            #expect(refused.status != .ok && refused.code == "corrupt_chunk")
+            try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers(bob)) { (response: TestResponse) async throws in
+                #expect(try decode(AccountInfo.self, response).used == 0, "nothing charged, nothing held")
+            }
+            // The same bytes are taken (and charged at their length).
+            #expect(try await upload([whole], token: bob, client, fixture).result?.storedBytes == Int64(whole.payload.count))
+        }
+    }
 }

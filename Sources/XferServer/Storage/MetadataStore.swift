@@ -51,11 +51,15 @@ public struct OwnedChunk: Sendable, Hashable {
     public var id: ChunkID
     /// Its plain length (what the quota counts).
     public var length: Int
+    /// Whether it is sealed end to end (``ChunkEncoding/sealed``): its id does not fix its
+    /// length, so one stored at another length is refused (``SQLMetadataStore/addChunks``).
+    public var sealed: Bool
 
     /// Creates a record.
-    public init(id: ChunkID, length: Int) {
+    public init(id: ChunkID, length: Int, sealed: Bool = false) {
         self.id = id
         self.length = length
+        self.sealed = sealed
     }
 }
 

@@ -30,6 +30,16 @@ extension SQLMetadataStore {
                 }
             }
             let fresh = chunks.filter { lacking.remove($0.id) != nil }
+            // A plain chunk's id fixes its bytes; a sealed one's does not: one held (by any
+            // account) at another length is refused, so no account holds a stored chunk charged
+            // at the length of a smaller upload under its id.
+            let sealed = fresh.filter(\.sealed)
+            if !sealed.isEmpty {
+                let stored = try tx.heldLengthsByAnyAccount(sealed.map(\.id))
+                if let clash = sealed.first(where: { chunk in stored[chunk.id].map { $0 != Int64(chunk.length) } ?? false }) {
+                    throw XferError(.corruptChunk, "sealed chunk \(clash.id) is stored at \(stored[clash.id]!) bytes, and this upload says \(clash.length); nothing was recorded")
+                }
+            }
             let bytes = fresh.reduce(Int64(0)) { $0 + Int64($1.length) }
             _ = try QuotaRules.charge(adding: bytes, used: try row.int("used"), quota: try row.int("quota"))
             let now = MetadataTransaction.now()

@@ -158,6 +158,17 @@ struct MetadataTransaction {
         return held
     }
 
+    /// The length any account holds each of `ids` at (those held at all).
+    func heldLengthsByAnyAccount(_ ids: [ChunkID]) throws -> [ChunkID: Int64] {
+        var lengths: [ChunkID: Int64] = [:]
+        for batch in ids.batched(atMost: sqlBatchSize) {
+            for row in try sql.rows("SELECT id, length FROM account_chunks WHERE id IN (\(sqlPlaceholders(batch.count)))", batch.map(\.sqlValue)) {
+                if let id = try row.chunkID(0) { lengths[id] = try row.int(1) }
+            }
+        }
+        return lengths
+    }
+
     /// Gives `bytes` back to an account's recorded use (never below zero).
     func release(_ bytes: Int64, account: Int64) throws {
         guard bytes > 0 else { return }
