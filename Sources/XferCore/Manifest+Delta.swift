@@ -169,15 +169,30 @@ extension Manifest {
     private static func writeOps(_ chunks: Chunks, against base: Chunks, to out: inout ByteWriter) {
         // Offsets into `base` (its indices start where its entry's chunks start).
         let origin = base.startIndex
-        var firstIndex: [ChunkID: Int] = [:]
-        // A short base (a small file's one chunk) is searched, not mapped.
-        let mapped = base.count > 8
-        if mapped {
-            firstIndex.reserveCapacity(base.count)
-            for offset in 0..<base.count where firstIndex[base[origin + offset].id] == nil { firstIndex[base[origin + offset].id] = offset }
+        // A short base (a small file's one chunk) is searched; a longer one indexed by each id's
+        // first 64 bits, sorted (16 bytes a chunk, where a map took about 100: an end-to-end
+        // carrier's base lists a tree's worth), and an id found by binary search.
+        let indexed = base.count > 8
+        var index: [(prefix: UInt64, offset: Int)] = []
+        if indexed {
+            index.reserveCapacity(base.count)
+            for offset in 0..<base.count { index.append((base[origin + offset].id.prefix, offset)) }
+            index.sort { ($0.prefix, $0.offset) < ($1.prefix, $1.offset) }
         }
         func first(_ id: ChunkID) -> Int? {
-            mapped ? firstIndex[id] : base.firstIndex(where: { $0.id == id }).map { $0 - origin }
+            guard indexed else { return base.firstIndex(where: { $0.id == id }).map { $0 - origin } }
+            let prefix = id.prefix
+            var low = 0, high = index.count
+            while low < high {
+                let middle = (low + high) / 2
+                if index[middle].prefix < prefix { low = middle + 1 } else { high = middle }
+            }
+            // The lowest offset of the id among those sharing its prefix (in offset order).
+            while low < index.count && index[low].prefix == prefix {
+                if base[origin + index[low].offset].id == id { return index[low].offset }
+                low += 1
+            }
+            return nil
         }
         var ops = ByteWriter()
         // Against nothing every chunk is an add (a length and an id): room for them all at once
