@@ -840,6 +840,43 @@ def hostile_entry_names_pull(lab):
 
 # MARK: running and reporting
 
+@attack("14", "encryption-downgrade",
+        "a device holds the key of end-to-end encrypted container `vault`; the server at the same address is replaced "
+        "by one where `vault` is plain (a hostile or restored server): `xfer push` and `xfer kv set` there are refused "
+        "(exit 7) and the server stores nothing of the file, its name or the value")
+def encryption_downgrade(lab):
+    state = lab.ws.join("14-downgrade", "state")
+    first = lab.server("14-downgrade/a")
+    token = lab.account(first, "victim")
+    passphrase = {"XFER_PASSPHRASE": "correct horse", "XFER_CONTAINER": "vault"}
+    made = xferlab.run_xfer(lab.binary, ["container", "create", "vault", "--encrypted"], first.url, token, state, extra_env=passphrase)
+    if made[0] != 0:
+        return f"could not make the encrypted container: {made[2][-300:]}", False
+    first.stop()
+    # Another server at the same address, where `vault` was never encrypted.
+    second = xferlab.Server(lab.binary, os.path.join(lab.dir("14-downgrade/b"), "data"), port=first.port)
+    os.makedirs(second.data, mode=0o700, exist_ok=True)
+    with lab.lock:
+        lab.servers.append(second)
+    other = lab.account(second, "victim")
+    second.start(timeout=30)
+    secret = lab.ws.join("14-downgrade", "quarterly-secret-plan.txt")
+    with open(secret, "w") as f:
+        f.write("the harbour project moves to phase two\n" * 50)
+    env = {"XFER_CONTAINER": "vault"}
+    pushed = xferlab.run_xfer(lab.binary, ["push", secret, "plan.txt"], second.url, other, state, extra_env=env)
+    valued = xferlab.run_xfer(lab.binary, ["kv", "set", "launch", "ninth of March"], second.url, other, state, extra_env=env)
+    stored = b""
+    for root, _, files in os.walk(second.data):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                stored += f.read()
+    leaked = [w for w in (b"harbour project", b"plan.txt", b"ninth of March", b"launch") if w in stored]
+    ok = pushed[0] == 7 and valued[0] == 7 and not leaked
+    return (f"push {exit_text(pushed[0])}, kv set {exit_text(valued[0])}; stored by the second server: "
+            f"{', '.join(w.decode() for w in leaked) or 'none of the file, its name or the value'}"), ok
+
+
 def run_row(lab, row):
     start = time.monotonic()
     try:
