@@ -124,10 +124,13 @@ public struct Remote: Sendable {
     }
 
     /// Creates a remote.
-    public init(connection: ServerConnection, container: ContainerName, stateDirectory: String) {
+    /// - Parameter endToEnd: The container's keys, when the caller holds them already (else
+    ///   ``unlocked()`` finds them).
+    public init(connection: ServerConnection, container: ContainerName, stateDirectory: String, endToEnd: EndToEndKeys? = nil) {
         self.connection = connection
         self.container = container
         self.stateDirectory = stateDirectory
+        self.endToEnd = endToEnd
     }
 }
 
