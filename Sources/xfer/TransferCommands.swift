@@ -19,7 +19,9 @@ extension Xfer {
                 A directory leaves out what its .xferignore files (gitignore syntax, one per \
                 directory, each for its directory and below), --exclude and the built-in \
                 defaults ignore (editor swap and backup files, .DS_Store, Thumbs.db, \
-                desktop.ini, ._*).
+                desktop.ini, ._*). In an end-to-end encrypted container (`xfer container create \
+                NAME --encrypted`) the name, every chunk and the manifest are sealed on this \
+                device, which must hold the container's key (`xfer key unlock`).
                 """)
 
         @Argument(help: "A file or a directory.", completion: .file())
@@ -93,13 +95,15 @@ extension Xfer {
         static let configuration = CommandConfiguration(
             abstract: "Pull a document's current version into a file or directory.",
             discussion: """
-                Downloads only the chunks not already on disk, verifies every chunk's SHA-256, \
+                Downloads only the chunks not already on disk, verifies every chunk against its id, \
                 and replaces the destination atomically: the old file or tree, or the new one, \
                 never a mix. Re-running an interrupted pull fetches only what did not arrive. \
                 An existing destination is replaced only if this client pulled it from the same \
                 document and it has not changed since (else exit 7, nothing changed; --force \
                 replaces it); an existing directory that is not such a copy receives the \
-                document inside it, as `cp -r` does.
+                document inside it, as `cp -r` does. In an end-to-end encrypted container every \
+                piece of the manifest and every chunk is opened and checked with the container's \
+                key on this device; nothing that fails is written.
                 """)
 
         @Argument(help: "The document's path in the container.")

@@ -18,7 +18,9 @@ struct Xfer: AsyncParsableCommand {
             `xfer verify` checks a server or a synced directory and `xfer gc` frees what no \
             version needs; \
             `xfer serve --metadata postgres://… --chunks s3://…` lets several servers share one \
-            deployment.
+            deployment. `xfer container create NAME --encrypted` makes a container only devices \
+            holding its key can read: push, pull, listings and `xfer kv` seal and open on the \
+            device (`xfer key unlock` on another one).
             """,
         version: XferVersion.current,
         subcommands: [Push.self, Pull.self, List.self, Remove.self, Versions.self, Resolve.self, Changes.self, KeyValue.self,
