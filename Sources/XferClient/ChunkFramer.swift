@@ -66,16 +66,15 @@ final class ChunkFramer: @unchecked Sendable {  // its state is only touched und
                     }
                     let bytes = UnsafeRawBufferPointer(plain)
                     let chunk: EncodedChunk
-                    if codec.isSealed {
-                        chunk = try codec.encode(bytes, id: location.id, policy: policy)
-                        // Sealing names the bytes again: other bytes now are a file changed since it was read.
-                        guard chunk.id == location.id else {
-                            throw XferError(.io, "\(location.file) changed while it was being pushed; push again", cause: ChangedWhileRead())
-                        }
-                    } else if let reference = location.reference, reference != location.id, let previous = references[reference] {
+                    // (A sealed push has no cache, so no reference: its chunks are sealed whole.)
+                    if let reference = location.reference, reference != location.id, let previous = references[reference] {
                         chunk = try Zstd.encode(bytes, id: location.id, policy: policy, against: (reference, previous))
                     } else {
-                        chunk = try Zstd.encode(bytes, id: location.id, policy: policy)
+                        chunk = try codec.encode(bytes, id: location.id, policy: policy)
+                    }
+                    // Sealing names the bytes again: other bytes now are a file changed since it was read.
+                    guard chunk.id == location.id else {
+                        throw XferError(.io, "\(location.file) changed while it was being pushed; push again", cause: ChangedWhileRead())
                     }
                     ChunkFrames.append(chunk, to: &body)
                     sizes.append((chunk.payload.count, location.length))

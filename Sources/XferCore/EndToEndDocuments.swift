@@ -102,7 +102,7 @@ public struct EndToEndKeys: Sendable {
     /// (their ids) and which references `chunks`.
     public static func carrier(kind: Manifest.Kind, pieces: [ChunkID], chunks: some Sequence<ChunkID>) throws -> Manifest {
         guard kind == .file || kind == .package else {
-            throw XferError(.badRequest, "a \(DocumentKindName.of(kind)) document cannot be kept end to end yet")
+            throw XferError(.badRequest, "a \(kind) document cannot be kept end to end yet")
         }
         // Sorted in place and each taken once: no set of a tree's worth of ids.
         var ids = Array(chunks)
@@ -165,35 +165,20 @@ public struct EndToEndKeys: Sendable {
         let plain = try manifests.open(sealed, context: context, what: "the manifest of version \(version)")
         let manifest = try Manifest(applying: plain, to: nil)
         guard manifest.kind == carrier.kind else {
-            throw XferError(.invalidManifest, "the sealed manifest is of a \(DocumentKindName.of(manifest.kind)), its carrier of a \(DocumentKindName.of(carrier.kind))")
+            throw XferError(.invalidManifest, "the sealed manifest is of a \(manifest.kind), its carrier of a \(carrier.kind)")
         }
         // The carrier's chunks after the pieces, sorted (as a carrier lists them; sorted here if
-        // a server did not), each of the manifest's found by binary search: no set of them.
+        // a server did not), each of the manifest's found by bisection: no set of them.
         var referenced = Array(references[count...].lazy.map(\.id))
         if !zip(referenced, referenced.dropFirst()).allSatisfy({ $0.0 <= $0.1 }) { referenced.sort() }
         let pieceIDs = references[0..<count].map(\.id)
         func isReferenced(_ id: ChunkID) -> Bool {
-            var low = 0, high = referenced.count
-            while low < high {
-                let middle = (low + high) / 2
-                if referenced[middle] < id { low = middle + 1 } else { high = middle }
-            }
-            return (low < referenced.count && referenced[low] == id) || pieceIDs.contains(id)
+            let at = referenced.partitioningIndex { $0 < id }
+            return (at < referenced.count && referenced[at] == id) || pieceIDs.contains(id)
         }
         guard manifest.entries.allChunks.allSatisfy({ isReferenced($0.id) }) else {
             throw XferError(.invalidManifest, "the sealed manifest names chunks its carrier does not reference: the server may not keep them")
         }
         return manifest
-    }
-}
-
-/// A kind's name in messages.
-enum DocumentKindName {
-    static func of(_ kind: Manifest.Kind) -> String {
-        switch kind {
-        case .file: "file"
-        case .package: "package"
-        case .directory: "directory"
-        }
     }
 }

@@ -171,7 +171,7 @@ extension Manifest {
         let origin = base.startIndex
         // A short base (a small file's one chunk) is searched; a longer one indexed by each id's
         // first 64 bits, sorted (16 bytes a chunk, where a map took about 100: an end-to-end
-        // carrier's base lists a tree's worth), and an id found by binary search.
+        // carrier's base lists a tree's worth), and an id found by bisection.
         let indexed = base.count > 8
         var index: [(prefix: UInt64, offset: Int)] = []
         if indexed {
@@ -182,12 +182,8 @@ extension Manifest {
         func first(_ id: ChunkID) -> Int? {
             guard indexed else { return base.firstIndex(where: { $0.id == id }).map { $0 - origin } }
             let prefix = id.prefix
-            var low = 0, high = index.count
-            while low < high {
-                let middle = (low + high) / 2
-                if index[middle].prefix < prefix { low = middle + 1 } else { high = middle }
-            }
             // The lowest offset of the id among those sharing its prefix (in offset order).
+            var low = index.partitioningIndex { $0.prefix < prefix }
             while low < index.count && index[low].prefix == prefix {
                 if base[origin + index[low].offset].id == id { return index[low].offset }
                 low += 1

@@ -70,7 +70,7 @@ extension SQLMetadataStore {
             }
             try tx.lockContainer(containerID)
             let info = try tx.commit(account: account, container: containerID, path: path, version: version, baseVersion: baseVersion,
-                                     manifest: manifest, encoded: encoded)
+                                     manifest: manifest, encoded: encoded, sealed: try tx.isEncrypted(container: containerID))
             try tx.sql.notifyChanges(container: containerID)
             return info
         }
@@ -84,13 +84,15 @@ extension SQLMetadataStore {
             // Every chunk row the batch references, locked once in id order (as one commit does),
             // so two batches sharing chunks cannot deadlock.
             _ = try tx.heldLengths(account: account, items.flatMap { $0.manifest.allChunks.map(\.id) })
+            let sealed = try tx.isEncrypted(container: containerID)  // asked once for the batch
             var results: [Result<DocumentInfo, XferError>] = []
             for item in items {
                 do {
                     results.append(.success(try tx.sql.savepoint {
                         let (_, version) = try tx.announce(account: account, container: containerID, item.announce, direct: true)
                         return try tx.commit(account: account, container: containerID, path: item.announce.path, version: version,
-                                             baseVersion: item.announce.baseVersion, manifest: item.manifest, encoded: item.encoded)
+                                             baseVersion: item.announce.baseVersion, manifest: item.manifest, encoded: item.encoded,
+                                             sealed: sealed)
                     }))
                 } catch let error as XferError {
                     // This document is refused; the others go on. Any other error ends the batch.
@@ -262,8 +264,11 @@ extension MetadataTransaction {
     /// Commits an announced version, the container already locked: every chunk must be held
     /// at its declared length, and the conflict rule (``CommitRules/outcome``) decides what
     /// becomes current.
+    /// - Parameter sealed: The container is end-to-end encrypted (``isEncrypted(container:)``):
+    ///   the manifest is a carrier (docs/FORMAT.md), which cannot know the lengths the server
+    ///   holds its sealed chunks at; they are not compared, and the version's size is theirs.
     func commit(account: Int64, container: Int64, path: DocumentPath, version: Int64, baseVersion: Int64?,
-                manifest: Manifest, encoded: [UInt8]) throws -> DocumentInfo {
+                manifest: Manifest, encoded: [UInt8], sealed: Bool) throws -> DocumentInfo {
         guard let document = try documentRow(container: container, path: path, create: false),
               let row = try sql.one("SELECT state, mtime_ns FROM versions WHERE document_id = ? AND version = ?", document.id, version) else {
             throw XferError(.notFound, "\(path) has no announced version \(version); announce before committing")
@@ -274,9 +279,6 @@ extension MetadataTransaction {
         }
         let kind = DocumentKind(manifest.kind)
         try checkNamespace(container: container, path: path, kind: kind)
-        // A sealed document's manifest (a carrier, docs/FORMAT.md) cannot know the lengths the
-        // server holds its sealed chunks at: they are not compared, and its size is theirs.
-        let sealed = try isEncrypted(container: container)
         let declared = try CommitRules.distinctChunks(manifest)
         // Where rows are locked one by one, they are locked in id order first and referenced
         // below; else one pass references them and says which are held (a missing one throws,
