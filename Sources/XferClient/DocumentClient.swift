@@ -68,7 +68,7 @@ public final class DocumentClient: Sendable {
         let full = scope.map { $0.prefix + prefix } ?? prefix
         var list = try await remote.connection.list(container: remote.container, prefix: remote.endToEnd == nil ? full : "")
         if remote.endToEnd != nil {
-            list.documents = list.documents.compactMap { try? Self.named($0, remote) }.filter { $0.path.value.hasPrefix(full) }
+            list.documents = remote.named(list.documents).documents.filter { $0.path.value.hasPrefix(full) }
                 .sorted { PathOrder.precedes($0.path.value, $1.path.value) }
         }
         if let scope { list.documents = list.documents.filter { $0.scope == scope } }
@@ -78,8 +78,8 @@ public final class DocumentClient: Sendable {
     /// A document's newest state, or one version of it.
     public func stat(_ name: String, version: Int64? = nil) async throws -> DocumentInfo {
         let remote = try await unlocked()
-        return try Self.named(try await remote.connection.stat(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
-                                                               version: version), remote)
+        return try remote.named(try await remote.connection.stat(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
+                                                               version: version))
     }
 
     /// Every version the server keeps of a document, newest first; conflict versions have
@@ -87,22 +87,22 @@ public final class DocumentClient: Sendable {
     public func versions(_ name: String) async throws -> [DocumentInfo] {
         let remote = try await unlocked()
         return try await remote.connection.versions(container: remote.container, path: try remote.serverPath(try DocumentPath(name)))
-            .versions.map { try Self.named($0, remote) }
+            .versions.map { try remote.named($0) }
     }
 
     /// Settles a conflict: `keep` becomes current; the other contenders are removed (their
     /// space given back to the quota), or kept in history with `keepAll`.
     public func resolve(_ name: String, keep: Int64, keepAll: Bool = false) async throws -> DocumentInfo {
         let remote = try await unlocked()
-        return try Self.named(try await remote.connection.resolve(container: remote.container, ResolveRequest(
-            path: try remote.serverPath(try DocumentPath(name)), keep: keep, keepAll: keepAll)), remote)
+        return try remote.named(try await remote.connection.resolve(container: remote.container, ResolveRequest(
+            path: try remote.serverPath(try DocumentPath(name)), keep: keep, keepAll: keepAll)))
     }
 
     /// Deletes a document (a deletion version; history stays until pruned).
     public func delete(_ name: String, baseVersion: Int64? = nil) async throws -> DocumentInfo {
         let remote = try await unlocked()
-        return try Self.named(try await remote.connection.delete(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
-                                                                 baseVersion: baseVersion), remote)
+        return try remote.named(try await remote.connection.delete(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
+                                                                 baseVersion: baseVersion))
     }
 
     /// ``remote`` with its container's key if the container is end-to-end encrypted (asked once).
@@ -112,12 +112,6 @@ public final class DocumentClient: Sendable {
         let unlocked = try await remote.unlocked()
         unlockedRemote.withLock { $0 = unlocked }
         return unlocked
-    }
-
-    /// `info` with its path opened, in an end-to-end encrypted container.
-    /// - Throws: `corrupt_chunk` if the name does not open under the container's key.
-    static func named(_ info: DocumentInfo, _ remote: Remote) throws -> DocumentInfo {
-        try remote.endToEnd?.opened(info) ?? info
     }
 
     /// The account's quota and use.

@@ -63,25 +63,35 @@ extension PullEngine {
     /// holds (only its rwx bits become the version's, the owner's always set), and a missing one is made. A file or
     /// symlink in the way is replaced only when the pull may replace it (`refusal` is `nil`:
     /// this client's own unchanged copy), and goes to `keep` first when given.
-    static func makeDirectory(_ name: String, in parent: ConfinedDirectory, _ mode: UInt32, replacing refusal: XferError?,
-                              trash keep: ((String) throws -> Void)?) throws {
-        let mode = LocalSnapshot.directoryMode(mode)
+    /// - Parameter mode: The version's mode; `nil` for none (an end-to-end encrypted
+    ///   container's directory): one already there keeps its own, a new one gets this
+    ///   device's default (0777 less the umask).
+    /// - Returns: The directory's mode bits as it is now.
+    @discardableResult
+    static func makeDirectory(_ name: String, in parent: ConfinedDirectory, _ mode: UInt32?, replacing refusal: XferError?,
+                              trash keep: ((String) throws -> Void)?) throws -> UInt32 {
+        let created = mode_t(mode.map(LocalSnapshot.directoryMode) ?? 0o777)
         switch parent.kind(name) {
         case S_IFDIR?:
             break
         case nil:
-            try parent.makeDirectory(name, mode: mode_t(mode))
+            try parent.makeDirectory(name, mode: created)
         default:
             if let refusal { throw refusal }
             if let keep { try keep(name) } else { try parent.remove(name) }
-            try parent.makeDirectory(name, mode: mode_t(mode))
+            try parent.makeDirectory(name, mode: created)
         }
         let directory = try parent.directory([name], create: false)
         let current = try directory.mode()
+        guard let mode = mode.map(LocalSnapshot.directoryMode) else {
+            try parent.synchronize()
+            return LocalSnapshot.directoryMode(current)
+        }
         // Special bits (setgid inherited from a parent, sticky) are this machine's own.
         let wanted = (current & ~0o777) | mode
         if current != wanted { try directory.setMode(mode_t(wanted)) }
         try parent.synchronize()
+        return mode
     }
 
     /// Throws `conflict` if the destination holds anything this root did not sync as it is.

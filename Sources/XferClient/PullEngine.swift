@@ -108,14 +108,9 @@ public struct PullEngine: Sendable {
     public func pull(_ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         try await ClientThreads.run {
-            // In an end-to-end encrypted container the server (and the destination's state)
-            // know the document by its sealed path; the destination and the report by its name.
-            let serverName = try remote.serverPath(name)
-            let (parentPath, baseName) = try resolve(name, serverPath: serverName, into: destination, state: state)
+            let (parentPath, baseName) = try resolve(name, into: destination, state: state)
             let parent = try ConfinedDirectory(opening: parentPath, create: true)
-            var report = try await pull(serverName, in: parent, as: baseName, version: version, state: state, progress: progress)
-            report.document = name.value
-            return report
+            return try await pull(name, in: parent, as: baseName, version: version, state: state, progress: progress)
         }
     }
 
@@ -123,15 +118,14 @@ public struct PullEngine: Sendable {
     /// An existing directory named otherwise than the document (or given with a trailing "/")
     /// that is not this document's own copy receives it as a new entry inside, as
     /// `cp -r doc.pkg ~/Downloads/` would. One of the document's own name is the target itself.
-    /// - Parameter serverPath: The path the server keeps it at (sealed, in an end-to-end encrypted container).
-    func resolve(_ name: DocumentPath, serverPath: DocumentPath? = nil, into destination: String, state: ClientState?) throws
+    func resolve(_ name: DocumentPath, into destination: String, state: ClientState?) throws
         -> (parent: String, baseName: String) {
         var target = ClientState.absolute(destination)
         var info = stat()
         if state == nil, let last = name.components.last, stat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR,
            destination.hasSuffix("/") || (target as NSString).lastPathComponent != String(last),
            try remote.clientState(root: target)
-               .documentVersion(server: remote.connection.server, container: remote.container, path: serverPath ?? name) == nil {
+               .documentVersion(server: remote.connection.server, container: remote.container, path: name) == nil {
             target += "/" + last
         }
         let parentPath = (target as NSString).deletingLastPathComponent
@@ -153,11 +147,14 @@ public struct PullEngine: Sendable {
     ///   synced folder's hidden `.xfer-staging`, so nothing half-written appears among its
     ///   files). Used only when it is on the target's file system (the copy is renamed into
     ///   place); else the copy is built beside the target.
-    func pull(_ name: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64? = nil,
+    func pull(_ document: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64? = nil,
               state: ClientState? = nil, trash: Trash? = nil, sources shared: ChunkSources? = nil,
               prefetched: Prefetched? = nil, stagingArea: ConfinedDirectory? = nil,
               progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         let started = ContinuousClock.now
+        // The server knows the document by `name`: its sealed path in an end-to-end encrypted
+        // container. This device (its state, its trash, the report) by `document`.
+        let name = try remote.serverPath(document)
         let connection = remote.connection
         let info: DocumentInfo
         if let prefetched {
@@ -168,7 +165,7 @@ public struct PullEngine: Sendable {
         }
         let target = parent.describe(baseName)
         let state = try state ?? remote.clientState(root: target)
-        let synced = try state.document(server: connection.server, container: remote.container, path: name)
+        let synced = try state.document(server: connection.server, container: remote.container, path: document)
 
         let known = try state.files()
         // Asked before anything moves: what is there must be this client's own unchanged copy,
@@ -179,14 +176,14 @@ public struct PullEngine: Sendable {
         let directoryOverDirectory = info.kind == .directory && parent.kind(baseName) == S_IFDIR
         if !options.force && !directoryOverDirectory {
             do {
-                try Self.checkReplaceable(target: target, exists: parent.kind(baseName) != nil, synced: synced, known: known, name: name)
+                try Self.checkReplaceable(target: target, exists: parent.kind(baseName) != nil, synced: synced, known: known, name: document)
             } catch let error as XferError where error.code == .conflict {
                 refusal = error
             }
         }
         if refusal == nil, let synced,
            Self.isInPlace(info, synced: synced, target: target, known: known, digest: remote.serverDigest(of: synced, at: name)) {
-            return report(name, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+            return report(document, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
         }
         let (answer, manifest): (answer: ManifestAnswer, manifest: Manifest)
         if let prefetched {
@@ -195,15 +192,20 @@ public struct PullEngine: Sendable {
             (answer, manifest) = try await self.manifest(name, info: info, synced: synced)
         }
         guard !directoryOverDirectory || manifest.kind == .directory else {
-            throw XferError(.invalidManifest, "the server describes \(name) version \(answer.version) as a directory, but its manifest is a \(DocumentKind(manifest.kind).rawValue); nothing was changed")
+            throw XferError(.invalidManifest, "the server describes \(document) version \(answer.version) as a directory, but its manifest is a \(DocumentKind(manifest.kind).rawValue); nothing was changed")
         }
         if manifest.kind == .directory {
-            try Self.makeDirectory(baseName, in: parent, manifest.entries[0].mode, replacing: refusal, trash: trash.map { trash in { kept in
-                try trash.keep(kept, in: parent, path: name, reason: "replaced by version \(answer.version)")
+            // End to end a directory's mode is not kept (``EndToEndKeys``): this device's is
+            // recorded, so a pass sees the directory unchanged.
+            let sealed = remote.endToEnd != nil
+            let mode = try Self.makeDirectory(baseName, in: parent, sealed ? nil : manifest.entries[0].mode, replacing: refusal,
+                                              trash: trash.map { trash in { kept in
+                try trash.keep(kept, in: parent, path: document, reason: "replaced by version \(answer.version)")
             } })
-            try state.recordSynced(server: connection.server, container: remote.container, path: name,
-                                   document: SyncedDocument(version: answer.version, manifest: manifest, serverDigest: remote.endToEnd == nil ? nil : answer.digest.hex), files: [])
-            return report(name, target, answer.version, manifest, Counters(), manifestBytes: answer.deltaSize, started: started)
+            try state.recordSynced(server: connection.server, container: remote.container, path: document,
+                                   document: SyncedDocument(version: answer.version, manifest: sealed ? .directory(mode: mode) : manifest,
+                                                            serverDigest: sealed ? answer.digest.hex : nil), files: [])
+            return report(document, target, answer.version, manifest, Counters(), manifestBytes: answer.deltaSize, started: started)
         }
         // The delta's pages, before the staging copy is laid out.
         ProcessMemory.returnFreePages(afterFiles: manifest.entries.count, bytes: 0)
@@ -358,7 +360,7 @@ public struct PullEngine: Sendable {
                            against: against, total: manifest.totalSize, counters: counters, progress: progress)
         // Every place of every file written, each once: else nothing is published.
         guard handles.allWritten else {
-            throw XferError(.corruptChunk, "not every chunk of \(name) version \(answer.version) was written; nothing was published")
+            throw XferError(.corruptChunk, "not every chunk of \(document) version \(answer.version) was written; nothing was published")
         }
         // The download bodies' pages, before the state is written.
         ProcessMemory.returnFreePages(afterFiles: manifest.entries.count, bytes: manifest.totalSize)
@@ -411,15 +413,14 @@ public struct PullEngine: Sendable {
         if !options.force {
             if alreadyThere {
                 guard try Self.holds(target, manifest) else {
-                    throw XferError(.conflict, "\(target) changed on this device during the pull; it was not replaced by the server's \(name) (pass --force to replace it)")
+                    throw XferError(.conflict, "\(target) changed on this device during the pull; it was not replaced by the server's \(document) (pass --force to replace it)")
                 }
             } else {
-                try Self.checkUnchanged(target: target, known: known, name: name)
+                try Self.checkUnchanged(target: target, known: known, name: document)
             }
         }
         // The staged files' rows are taken before the copy moves (their paths are the staging copy's).
         let rowsStaged = try await staged
-        let document = name
         try Self.publish(stagingName, from: area, as: baseName, in: parent, package: manifest.kind == .package,
                          keep: trash.map { trash in { directory, kept, hardLink in
                              try trash.keep(kept, in: directory, path: document, reason: "replaced by version \(answer.version)",
@@ -428,14 +429,14 @@ public struct PullEngine: Sendable {
         try parent.synchronize()
 
         if rowsStaged {
-            try state.recordStagedSynced(server: connection.server, container: remote.container, path: name,
+            try state.recordStagedSynced(server: connection.server, container: remote.container, path: document,
                                          document: SyncedDocument(version: answer.version, manifest: manifest, serverDigest: remote.endToEnd == nil ? nil : answer.digest.hex))
         } else {
             let written = WrittenFiles(manifest: manifest, files: fileEntries, target: target)
-            try state.recordSynced(server: connection.server, container: remote.container, path: name,
+            try state.recordSynced(server: connection.server, container: remote.container, path: document,
                                    document: SyncedDocument(version: answer.version, manifest: manifest, serverDigest: remote.endToEnd == nil ? nil : answer.digest.hex), files: written)
         }
-        return report(name, target, answer.version, manifest, counters.value, manifestBytes: answer.deltaSize, started: started)
+        return report(document, target, answer.version, manifest, counters.value, manifestBytes: answer.deltaSize, started: started)
     }
 
     /// Holds a staged package's file rows aside in `state` (``ClientState/stageSynced(files:)``).

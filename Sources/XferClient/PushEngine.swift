@@ -66,6 +66,23 @@ public struct Remote: Sendable {
         return unlocked
     }
 
+    /// This remote with the key this device holds for its container, the one with id `keyID`,
+    /// found without asking the server: for a synced folder, which records the key it syncs
+    /// under (the first pass asked the server, through ``unlocked()``).
+    /// - Throws: `unauthorized` if this device no longer holds that key.
+    public func holding(keyID: String) throws -> Remote {
+        guard let key = try ContainerKeyFile(stateDirectory: stateDirectory, server: connection.server, container: container).read(),
+              key.id == keyID else {
+            throw XferError(.unauthorized, """
+                container \(container) is end-to-end encrypted and this device no longer holds its key \(keyID); \
+                run `xfer key unlock --container \(container)` (or `xfer key recover`) first
+                """)
+        }
+        var unlocked = self
+        unlocked.endToEnd = EndToEndKeys(key: key)
+        return unlocked
+    }
+
     /// The manifest digest the server records for `synced` at `path` (its server path): the
     /// manifest's, or in an end-to-end encrypted container its carrier's.
     func serverDigest(of synced: SyncedDocument, at path: DocumentPath) -> String {
@@ -246,10 +263,11 @@ public struct PushEngine: Sendable {
         var keep = false
     }
 
-    /// Pushes `path` as document `name`.
+    /// Pushes `path` as `document`.
     /// - Parameters:
     ///   - path: A file, symlink or directory.
-    ///   - name: The document's path in the container.
+    ///   - document: The document's path in the container (as the user names it: in an
+    ///     end-to-end encrypted container only its sealed path reaches the server).
     ///   - directoryItself: A directory at `path` is pushed as a `directory` document (its
     ///     name and mode alone, what a sync pass does with a synced folder's directories)
     ///     rather than as a package of everything in it.
@@ -257,26 +275,18 @@ public struct PushEngine: Sendable {
     /// - Returns: What was done.
     /// - Throws: `XferError`: `not_found`/`io` for the local path, `unavailable`, `unauthorized`,
     ///   `conflict`, `quota_exceeded`, `invalid_path` and the rest from the server.
-    public func push(_ path: String, as name: DocumentPath, state: ClientState? = nil, directoryItself: Bool = false,
+    public func push(_ path: String, as document: DocumentPath, state: ClientState? = nil, directoryItself: Bool = false,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
-        // In an end-to-end encrypted container the server (and this root's state) know the
-        // document by its sealed path; the report gives the name.
-        var report = try await push(path, serverPath: try remote.serverPath(name), state: state, directoryItself: directoryItself,
-                                    progress: progress)
-        report.document = name.value
-        return report
-    }
-
-    /// ``push(_:as:state:directoryItself:progress:)`` to the document the server keeps at `name`.
-    func push(_ path: String, serverPath name: DocumentPath, state: ClientState? = nil, directoryItself: Bool = false,
-              progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
         try await ClientThreads.run {
             let started = ContinuousClock.now
             let connection = remote.connection
+            // The server knows the document by `name`: its sealed path in an end-to-end encrypted
+            // container. This root's state and the report by `document`.
+            let name = try remote.serverPath(document)
             let state = try state ?? remote.clientState(root: path)
             // The version this root holds, read first: its manifest (megabytes for a tree of many
             // files, decoded through buffers as large) is made before the walk's entries exist.
-            let synced = try state.document(server: connection.server, container: remote.container, path: name)
+            let synced = try state.document(server: connection.server, container: remote.container, path: document)
             // Which files must be read: those whose stamp changed since their chunks were computed.
             var snapshot = try LocalSnapshot(path: path, state: state, exclude: options.exclude, directoryItself: directoryItself)
             if synced != nil {
@@ -301,7 +311,7 @@ public struct PushEngine: Sendable {
             if let synced, PushDecisions.isNoOp(force: options.force, synced: synced, baseVersion: baseVersion,
                                            unchanged: snapshot.isUnchanged(since: synced, chunks: chunkLists)) {
                 if try await remote.holds(synced, at: name) {
-                    var report = Self.report(name, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+                    var report = Self.report(document, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
                     report.committed = false
                     return report
                 }
@@ -400,10 +410,10 @@ public struct PushEngine: Sendable {
                 // either way (a file whose row is stale is only read again by the next push).
                 try? state.record(files: pushed)
             }
-            try state.recordPushed(server: connection.server, container: remote.container, path: name,
+            try state.recordPushed(server: connection.server, container: remote.container, path: document,
                                    document: SyncedDocument(version: committed.version, manifest: manifest,
                                                             serverDigest: remote.endToEnd == nil ? nil : digest.hex))
-            var report = Self.report(name, committed.version, manifest, counters.value, manifestBytes: deltaSize, started: started)
+            var report = Self.report(document, committed.version, manifest, counters.value, manifestBytes: deltaSize, started: started)
             report.state = committed.state
             report.conflicts = committed.conflicts ?? []
             return report

@@ -20,10 +20,12 @@ extension SyncDirectory {
         var divergence: String? = nil
     }
 
-    /// The server's whole listing, every page read.
+    /// The server's whole listing, every page read. In an end-to-end encrypted container by
+    /// the names this device knows: a sealed name that does not open under the key (which no
+    /// device holding it wrote, so no document synced here) is left out.
     func listing() async throws -> Listing {
         let list = try await remote.connection.list(container: remote.container, prefix: "")
-        return Listing(documents: Dictionary(list.documents.map { ($0.path.value, $0) }, uniquingKeysWith: { $1 }),
+        return Listing(documents: Dictionary(remote.named(list.documents).documents.map { ($0.path.value, $0) }, uniquingKeysWith: { $1 }),
                        cursor: list.cursor, deployment: list.deployment)
     }
 
@@ -118,7 +120,7 @@ extension SyncDirectory {
         while true {
             let page = try await remote.connection.changes(container: remote.container, after: cursor, wait: 0)
             guard page.deployment == known, let head = page.head, head >= view.cursor, page.cursor >= cursor else { return nil }
-            changed.formUnion(page.changes.map(\.path.value))
+            changed.formUnion(remote.named(page).changes.map(\.path.value))
             cursor = page.cursor
             guard changed.count <= Self.feedFollowLimit else { return nil }
             if !page.more { break }
@@ -127,7 +129,7 @@ extension SyncDirectory {
         result.cursor = cursor
         result.changed = (view.changed ?? []).union(changed)
         if view.changed == nil { result.changed = nil }  // a full listing stays one: all of it is kept
-        let connection = remote.connection, container = remote.container
+        let remote = remote, connection = remote.connection, container = remote.container
         let answers = try await withThrowingTaskGroup(of: (String, DocumentInfo?).self) { group in
             var answers: [(String, DocumentInfo?)] = []
             var running = 0
@@ -141,7 +143,7 @@ extension SyncDirectory {
                     let document = try DocumentPath(path)
                     do {
                         // What a listing shows: the current (else latest) version, unless deleted.
-                        let info = try await connection.stat(container: container, path: document)
+                        let info = try remote.named(try await connection.stat(container: container, path: try remote.serverPath(document)))
                         return (path, info.state == .deleted ? nil : info)
                     } catch let error as XferError where error.code == .notFound {
                         return (path, nil)

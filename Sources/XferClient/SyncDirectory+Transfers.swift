@@ -26,7 +26,7 @@ extension SyncDirectory {
             guard try LocalSnapshot(path: full, state: clientState).isUnchanged(since: synced, state: clientState) else {
                 throw XferError(.conflict, "\(path) has changes that are not on the server yet; sync first, then evict")
             }
-            guard try await remote.holds(synced, at: path) else {
+            guard try await remote.holds(synced, at: try remote.serverPath(path)) else {
                 throw XferError(.conflict, "the server at \(remote.connection.server) does not hold v\(synced.version) of \(path) as it was synced here (another server at this address, or one restored from an older backup): the local copy may be the only one, so nothing was removed; sync first, then evict")
             }
             try remove(path)
@@ -58,6 +58,13 @@ extension SyncDirectory {
     /// The most a document may hold and still go in a batch (``pushMany(_:progress:)``): larger
     /// ones are announced before their data moves, so other devices see them coming.
     static let batchedDocumentBytes: Int64 = 4 << 20
+
+    /// Whether a plan goes in a batch (``isBatched(_:)``, and this folder's container is not
+    /// end-to-end encrypted: such a container's documents go one at a time, each manifest
+    /// sealed and carried on its own).
+    func isBatched(_ plan: Plan) -> Bool {
+        remote.endToEnd == nil && Self.isBatched(plan)
+    }
 
     /// Whether a plan goes in a batch: a directory, or a file or symlink of at most
     /// ``batchedDocumentBytes``, as it is here for a push and on the server for a pull.
@@ -109,6 +116,8 @@ extension SyncDirectory {
         let connection = remote.connection
         var prefetched: [Int: PullEngine.Prefetched] = [:]
         do {
+            // A sealed manifest comes only in its carrier, which a batch does not open: each alone.
+            if remote.endToEnd != nil { throw XferError(.badRequest, "an end-to-end encrypted container's documents are pulled one at a time") }
             let items = try await connection.manifests(container: remote.container, paths.map { ManifestBatchRequest.Wanted(path: $0) })
             for (index, item) in items.enumerated() {
                 // Anything amiss (an error, a digest that does not match) leaves it to a pull of its own, which says what.
@@ -231,7 +240,7 @@ extension SyncDirectory {
 
     func deleteRemote(_ plan: Plan) async throws -> Bool {
         do {
-            _ = try await remote.connection.delete(container: remote.container, path: plan.path, baseVersion: plan.synced)
+            _ = try await remote.connection.delete(container: remote.container, path: try remote.serverPath(plan.path), baseVersion: plan.synced)
         } catch let error as XferError where error.code == .notFound {
             // Already gone.
         } catch let error as XferError where error.code == .conflict {

@@ -26,13 +26,39 @@ public final class SyncDirectory: Sendable {
         }
         state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
         self.directory = state.directory
-        self.remote = remote
         self.options = options
         if bind {
             try state.bind(server: remote.connection.server, container: remote.container)
         } else {
             _ = try state.isBound(server: remote.connection.server, container: remote.container)
         }
+        self.remote = try Self.keyed(remote, state: state, directory: state.directory, bind: bind)
+    }
+
+    /// The meta key of the container key a folder syncs an end-to-end encrypted container under.
+    static let keyIDKey = "key_id"
+
+    /// `remote` with the key this folder syncs under: the one it recorded, from this device's
+    /// key file, when `remote` holds none; recorded when a folder with nothing synced yet
+    /// first syncs under one. A folder's chunk lists and versions are named under one key (or
+    /// none): a folder synced under another, or in the clear, is never synced under this one.
+    /// - Throws: `unauthorized` if this device no longer holds the recorded key; `conflict` if
+    ///   the folder synced under another key, or without one.
+    static func keyed(_ remote: Remote, state: SyncState, directory: String, bind: Bool) throws -> Remote {
+        let recorded = try state.meta(keyIDKey)
+        var remote = remote
+        if remote.endToEnd == nil, let recorded { remote = try remote.holding(keyID: recorded) }
+        let keyID = remote.endToEnd?.keyID
+        guard keyID != recorded else { return remote }
+        if recorded == nil, let keyID, try state.syncedVersions(server: remote.connection.server, container: remote.container).isEmpty {
+            if bind { try state.setMeta(keyIDKey, keyID) }
+            return remote
+        }
+        throw XferError(.conflict, """
+            \(directory) synced container \(remote.container) \(recorded.map { "under key \($0)" } ?? "in the clear"), and the \
+            container is now \(keyID.map { "end-to-end encrypted under key \($0)" } ?? "not end-to-end encrypted") (made again since?); \
+            nothing was changed. Sync it into a new folder
+            """)
     }
 
     /// The marker at the root of every synced folder (as Syncthing's `.stfolder`): a folder

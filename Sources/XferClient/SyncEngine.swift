@@ -21,6 +21,9 @@ public actor SyncEngine {
     private var holdsRecentChanges = false
     /// How long until the youngest file a pass held back has been quiet long enough.
     private var quietWait: Duration?
+    /// Whether the server was asked whether the container is end-to-end encrypted under the
+    /// key this engine's remote holds (once an engine).
+    private var keyChecked = false
 
     /// Takes how long until held-back files may go, if the last pass held any.
     private func takeQuietWait() -> Duration? {
@@ -92,6 +95,10 @@ public actor SyncEngine {
         let started = ContinuousClock.now
         let sync = directory
         try sync.checkFolder()
+        if !keyChecked {
+            try await checkKey()
+            keyChecked = true
+        }
         if sync.options.trashDays > 0 {
             // Old trash goes at the start of a pass; failing to tidy it is no reason to stop.
             let cutoff = Int64((Date().timeIntervalSince1970 - Double(sync.options.trashDays) * 86_400) * 1e9)
@@ -167,7 +174,7 @@ public actor SyncEngine {
             if report.state == .conflict { pullAfterPush.append(plan.path) }
         }
         // Small documents in batches: a few requests for hundreds of documents.
-        let batched = plans.filter { $0.action == .push && SyncDirectory.isBatched($0) }
+        let batched = plans.filter { $0.action == .push && sync.isBatched($0) }
         for group in batched.batched(atMost: Self.pushBatch) {
             let results = try await sync.pushMany(group, progress: progress(group[0].path))
             for (plan, result) in zip(group, results) {
@@ -177,7 +184,7 @@ public actor SyncEngine {
                 }
             }
         }
-        for plan in plans where plan.action == .push && !SyncDirectory.isBatched(plan) {
+        for plan in plans where plan.action == .push && !sync.isBatched(plan) {
             guard let report = try await attempt(&summary, plan.path, { try await sync.push(plan, progress: progress(plan.path)) }) else {
                 continue
             }
@@ -218,7 +225,7 @@ public actor SyncEngine {
         }
         // Small documents in batches (manifests and chunks fetched together), the rest alone.
         let remoteInfo = Dictionary(plans.compactMap { plan in plan.remote.map { (plan.path, $0) } }, uniquingKeysWith: { first, _ in first })
-        let small = Set(plans.filter { $0.action == .pull && SyncDirectory.isBatched($0) }.map(\.path))
+        let small = Set(plans.filter { $0.action == .pull && sync.isBatched($0) }.map(\.path))
         // At most 500 documents and 32 MiB a batch: the chunks a batch holds in memory stay bounded.
         for group in pulls.filter({ small.contains($0) }).batched(atMost: Self.pushBatch, budget: 32 << 20,
                                                                   cost: { Int(remoteInfo[$0]?.size ?? 0) }) {
@@ -276,6 +283,24 @@ public actor SyncEngine {
         summary.seconds = (ContinuousClock.now - started).seconds
         continuation.yield(.passFinished(summary))
         return summary
+    }
+
+    /// Throws unless the container is end-to-end encrypted exactly when this engine's remote
+    /// holds its key, and under that key: a pass never sends plain names or chunks to an
+    /// encrypted container, nor takes sealed names for plain ones.
+    /// - Throws: `unauthorized` (the container is encrypted; open the engine with
+    ///   ``Remote/unlocked()``'s remote), `encrypted_container` (this device holds a key and
+    ///   the server says the container is plain), the server's errors.
+    private func checkKey() async throws {
+        let remote = directory.remote
+        let unlocked = try await remote.unlocked()
+        guard unlocked.endToEnd?.keyID == remote.endToEnd?.keyID else {
+            throw XferError(.unauthorized, """
+                container \(remote.container) is end-to-end encrypted under key \(unlocked.endToEnd?.keyID ?? "?"), and this engine \
+                was opened \(remote.endToEnd.map { "under key \($0.keyID)" } ?? "without its key"): open it with `try await remote.unlocked()`; \
+                nothing was synced
+                """)
+        }
     }
 
     /// Runs one document's step; a failure other than the server's absence is reported and

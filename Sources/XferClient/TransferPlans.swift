@@ -83,7 +83,7 @@ extension PushEngine {
             let name = try remote.serverPath(document)  // sealed, in an end-to-end encrypted container
             let state = try state ?? remote.clientState(root: path)
             let snapshot = try LocalSnapshot(path: path, state: state, exclude: options.exclude)
-            let synced = try state.document(server: connection.server, container: remote.container, path: name)
+            let synced = try state.document(server: connection.server, container: remote.container, path: document)
             let syncedVersion = synced?.version
             let current: DocumentInfo?
             do {
@@ -135,11 +135,11 @@ extension PullEngine {
         try await ClientThreads.run {
             let connection = remote.connection
             let name = try remote.serverPath(document)  // sealed, in an end-to-end encrypted container
-            let (parent, baseName) = try resolve(document, serverPath: name, into: destination, state: nil)
+            let (parent, baseName) = try resolve(document, into: destination, state: nil)
             let target = parent == "/" ? "/" + baseName : parent + "/" + baseName
             let info = try await pullableVersion(name, version: version)
             let state = try remote.clientState(root: target)
-            let synced = try state.document(server: connection.server, container: remote.container, path: name)
+            let synced = try state.document(server: connection.server, container: remote.container, path: document)
             let known = try state.files()
             var status = stat()
             let exists = lstat(target, &status) == 0

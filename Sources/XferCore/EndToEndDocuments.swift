@@ -17,6 +17,11 @@
 /// Sealing the manifest takes its salt from the `manifest salt` key and the value's hash, so the same
 /// manifest at the same place and version always makes the same pieces and the same carrier:
 /// a device can tell the server still holds the version it synced from the carrier's digest.
+///
+/// A directory document (a synced folder's directory, its name alone) has nothing sealed to
+/// carry but its mode, and a directory manifest can reference no chunk: its carrier is the
+/// directory manifest of mode 0700 and time 0 (``directoryCarrier``), whatever the directory's
+/// mode. So the mode of a directory is not kept end to end: each device keeps its own.
 public struct EndToEndKeys: Sendable {
     /// The container key's id (``ContainerKey/id``).
     public let keyID: String
@@ -101,9 +106,7 @@ public struct EndToEndKeys: Sendable {
     /// The carrier of a document of kind `kind` whose sealed manifest is in pieces `pieces`
     /// (their ids) and which references `chunks`.
     public static func carrier(kind: Manifest.Kind, pieces: [ChunkID], chunks: some Sequence<ChunkID>) throws -> Manifest {
-        guard kind == .file || kind == .package else {
-            throw XferError(.badRequest, "a \(kind) document cannot be kept end to end yet")
-        }
+        if kind == .directory { return directoryCarrier }
         // Sorted in place and each taken once: no set of a tree's worth of ids.
         var ids = Array(chunks)
         ids.sort()
@@ -121,10 +124,14 @@ public struct EndToEndKeys: Sendable {
     /// The carrier of `manifest` as version `version` at `sealedPath`, and its pieces' plain
     /// bytes (to seal and upload; their ids are the carrier's first chunks).
     public func carrier(of manifest: Manifest, sealedPath: String, version: Int64) throws -> (carrier: Manifest, pieces: [ArraySlice<UInt8>]) {
+        if manifest.kind == .directory { return (Self.directoryCarrier, []) }
         let pieces = pieces(of: manifest, sealedPath: sealedPath, version: version)
         let ids = pieces.map { piece in piece.withUnsafeBytes { chunks.id(of: $0) } }
         return (try Self.carrier(kind: manifest.kind, pieces: ids, chunks: manifest.entries.allChunks.lazy.map(\.id)), pieces)
     }
+
+    /// The carrier of every directory document: the same for all, so it tells nothing.
+    public static let directoryCarrier = Manifest.directory(mode: 0o700)
 
     /// The chunks a carrier references: what a pull downloads the pieces from (the first ones).
     /// - Throws: `invalid_manifest` if it is not a carrier's shape.
@@ -143,6 +150,13 @@ public struct EndToEndKeys: Sendable {
     /// - Throws: `invalid_manifest`, `corrupt_chunk`, `too_large`, and what `fetch` throws.
     public func manifest(in carrier: Manifest, sealedPath: String, version: Int64,
                          fetch: ([ChunkID]) async throws -> [EncodedChunk]) async throws -> Manifest {
+        if carrier.kind == .directory {
+            // Nothing sealed: the directory's manifest is the carrier, its mode not the directory's.
+            guard carrier.digest == Self.directoryCarrier.digest else {
+                throw XferError(.invalidManifest, "the server's record of this directory is not the carrier of an end-to-end encrypted one")
+            }
+            return carrier
+        }
         let references = try Self.references(of: carrier)
         func open(_ ids: [ChunkID]) async throws -> [[UInt8]] {
             let fetched = try await fetch(ids)

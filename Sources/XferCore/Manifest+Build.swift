@@ -1,4 +1,12 @@
 extension Manifest {
+    /// The manifest of a directory document: one directory entry of mode `mode`, no time.
+    public static func directory(mode: UInt32) -> Manifest {
+        var builder = Builder(kind: .directory, chunker: .default, entries: 1)
+        builder.append(path: [UInt8](), kind: .directory, mode: mode, mtimeNanoseconds: 0)
+        // One directory entry at the root is a directory document's manifest.
+        return try! builder.finish()
+    }
+
     /// Builds the manifest of a file or directory on disk: a directory becomes a package
     /// (every file, directory and symlink under it, symlinks not followed), anything else a
     /// single-file document.

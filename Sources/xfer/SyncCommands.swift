@@ -79,7 +79,7 @@ extension Xfer {
 
         func run() async throws {
             try await runReportingErrors(json: json) {
-                try await withRemote(client) { remote in try await sync(remote) }
+                try await withRemote(client, unlocking: true) { remote in try await sync(remote) }
             }
         }
 

@@ -64,4 +64,43 @@ import Testing
         #expect(locked.status == 4 && locked.stderr.contains("xfer key unlock"), "\(locked.stderr)")
         #expect(try server.run("ls", environment: fourth).status == 4)
     }
+
+    @Test func twoFoldersSyncAnEncryptedContainerByPlainNames() throws {
+        let server = try ServerProcess()
+        let a = ["XFER_CONTAINER": "vault"]
+        #expect(try server.run("container", "create", "vault", "--encrypted", environment: a.merging(["XFER_PASSPHRASE": "pw"]) { $1 }).status == 0)
+        let b = ["XFER_STATE_DIR": server.path("state-b"), "XFER_CONTAINER": "vault"]
+        #expect(try server.run("key", "unlock", environment: b.merging(["XFER_PASSPHRASE": "pw"]) { $1 }).status == 0)
+        let folderA = server.path("a"), folderB = server.path("b")
+        try FileManager.default.createDirectory(atPath: folderA + "/Harbour plans", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: folderB, withIntermediateDirectories: true)
+        try Data("phase two".utf8).write(to: URL(fileURLWithPath: folderA + "/Harbour plans/notes.txt"))
+
+        let first = try server.run("sync", folderA, "--once", "--json", environment: a)
+        #expect(first.status == 0, "\(first.stderr)")
+        // A dry run on the other device names what would come, by plain names.
+        let dry = try server.run("sync", folderB, "--dry-run", environment: b)
+        #expect(dry.status == 0 && dry.stdout.contains("Harbour plans/notes.txt"), "\(dry.stdout)\(dry.stderr)")
+        let second = try server.run("sync", folderB, "--once", environment: b)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(FileManager.default.contents(atPath: folderB + "/Harbour plans/notes.txt") == Data("phase two".utf8))
+        let status = try server.json(try server.run("status", folderB, "--json", environment: b))
+        let documents = status["documents"] as? [[String: Any]] ?? []
+        #expect(documents.map { $0["path"] as? String ?? "" } == ["Harbour plans", "Harbour plans/notes.txt"], "\(documents)")
+        #expect(documents.allSatisfy { $0["state"] as? String == "synced" })
+        // Evict and fetch, and `xfer verify` of the folder, by plain names.
+        #expect(try server.run("evict", folderB + "/Harbour plans/notes.txt", environment: b).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: folderB + "/Harbour plans/notes.txt"))
+        #expect(try server.run("fetch", folderB + "/Harbour plans/notes.txt", environment: b).status == 0)
+        #expect(FileManager.default.contents(atPath: folderB + "/Harbour plans/notes.txt") == Data("phase two".utf8))
+        let verified = try server.run("verify", folderB, environment: b)
+        #expect(verified.status == 0, "\(verified.stdout)\(verified.stderr)")
+
+        // A device without the key syncs nothing and is told to unlock (exit 4).
+        let folderC = server.path("c")
+        try FileManager.default.createDirectory(atPath: folderC, withIntermediateDirectories: true)
+        let locked = try server.run("sync", folderC, "--once", environment: ["XFER_STATE_DIR": server.path("state-c"), "XFER_CONTAINER": "vault"])
+        #expect(locked.status == 4 && locked.stderr.contains("xfer key unlock"), "\(locked.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folderC).filter { !$0.hasPrefix(".") }.isEmpty)
+    }
 }

@@ -1,0 +1,25 @@
+import XferCore
+import XferProtocol
+
+// Names as this device knows them: in an end-to-end encrypted container the server keeps only sealed paths, and every answer naming a document is opened here before anything is decided from it.
+extension Remote {
+    /// `info` as this device names it: its sealed path opened, in an end-to-end encrypted container.
+    /// - Throws: `corrupt_chunk` if the name does not open under the container's key.
+    func named(_ info: DocumentInfo) throws -> DocumentInfo {
+        try endToEnd?.opened(info) ?? info
+    }
+
+    /// A page of the change feed as this device names it; in an end-to-end encrypted container
+    /// a name or entry that does not open under the key (no device holding it wrote it) is left out.
+    func named(_ page: ChangeList) -> ChangeList {
+        endToEnd?.opened(page) ?? page
+    }
+
+    /// Documents of a listing as this device names them, and how many were left out because
+    /// their names do not open under the container's key.
+    func named(_ documents: [DocumentInfo]) -> (documents: [DocumentInfo], unopened: Int) {
+        guard endToEnd != nil else { return (documents, 0) }
+        let opened = documents.compactMap { try? named($0) }
+        return (opened, documents.count - opened.count)
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+import XferClient
+import XferCore
+import XferProtocol
+
+/// `xfer sync` on an end-to-end encrypted container (issue 16): two folders on two devices
+/// that hold the key stay in sync both ways (edits, new files and folders, renames, deletions,
+/// conflicts, evict and fetch) while the server keeps only sealed names, chunks and manifests.
+@Suite struct EndToEndSyncTests {
+    /// A device holding the key of container `vault`: its folder and engine.
+    struct Device {
+        let directory: String
+        let engine: SyncEngine
+
+        init(_ server: LiveServer, _ name: String, remote: Remote) throws {
+            directory = server.root + "/" + name
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            engine = try SyncEngine(directory: directory, remote: remote)
+        }
+
+        func path(_ relative: String) -> String { directory + "/" + relative }
+
+        func status() async throws -> [String: DocumentSyncState] {
+            Dictionary(uniqueKeysWithValues: try await engine.directory.status().documents.map { ($0.path, $0.state) })
+        }
+    }
+
+    static let marker = EndToEndPushPullTests.marker
+
+    /// Two devices on an encrypted `vault`: A made it, B joined with the passphrase.
+    static func devices(_ server: LiveServer) async throws -> (a: Remote, b: Remote) {
+        _ = try await EncryptedContainers(remote: try EndToEndPushPullTests.vault(server, "a"))
+            .create(passphrase: "correct horse", parameters: EndToEndPushPullTests.fast)
+        _ = try await EncryptedContainers(remote: try EndToEndPushPullTests.vault(server, "b")).unlock(passphrase: "correct horse")
+        return (try await EndToEndPushPullTests.vault(server, "a").unlocked(), try await EndToEndPushPullTests.vault(server, "b").unlocked())
+    }
+
+    /// A pass that changed nothing and found nothing wrong.
+    static func isQuiet(_ summary: SyncSummary) -> Bool {
+        summary.uploaded == 0 && summary.downloaded == 0 && summary.removedLocally == 0 && summary.removedRemotely == 0
+            && summary.directories == 0 && summary.failed == 0 && summary.conflicts == 0
+    }
+
+    @Test func twoFoldersStayInSyncWhileTheServerReadsNothing() async throws {
+        try await LiveServer.run { server in
+            let (ra, rb) = try await Self.devices(server)
+            let a = try Device(server, "a", remote: ra), b = try Device(server, "b", remote: rb)
+            let notes = Array(String(repeating: Self.marker + "\n", count: 200).utf8)
+            let survey = Files.random(count: 600_000, seed: 71)
+            try Files.write(a.path("Harbour plans/notes.txt"), notes)
+            try Files.write(a.path("Harbour plans/survey.bin"), survey)
+            try Files.write(a.path("Draft.pkg/index.json"), Array("{\"harbour\": true}".utf8))
+            try Files.write(a.path("Draft.pkg/media/photo.raw"), Files.random(count: 200_000, seed: 72))
+            try Files.write(a.path("empty.txt"), [])
+            try FileManager.default.createDirectory(atPath: a.path("Empty folder"), withIntermediateDirectories: true)
+
+            let first = try await a.engine.syncOnce()
+            #expect(first.uploaded == 4 && first.directories == 2 && first.failed == 0, "\(first)")
+            let fetched = try await b.engine.syncOnce()
+            #expect(fetched.downloaded == 4 && fetched.directories == 2 && fetched.failed == 0, "\(fetched)")
+            for name in ["Harbour plans/notes.txt", "Harbour plans/survey.bin", "Draft.pkg/index.json", "Draft.pkg/media/photo.raw", "empty.txt"] {
+                #expect(Files.read(b.path(name)) == Files.read(a.path(name)), "\(name)")
+            }
+            var isDirectory: ObjCBool = false
+            #expect(FileManager.default.fileExists(atPath: b.path("Empty folder"), isDirectory: &isDirectory) && isDirectory.boolValue)
+            #expect(try await a.status().values.allSatisfy { $0 == .synced })
+            #expect(try await b.status().values.allSatisfy { $0 == .synced })
+            // Nothing changed: the next passes on both sides do nothing (a directory's mode,
+            // which is not kept end to end, is each device's own and is no change).
+            #expect(Self.isQuiet(try await a.engine.syncOnce()))
+            #expect(Self.isQuiet(try await b.engine.syncOnce()))
+
+            // The server holds sealed names only, and no content, name or plain chunk id.
+            let listed = try await server.remote.connection.list(container: try ContainerName("vault"), prefix: "")
+            #expect(listed.documents.count == 6 && listed.documents.allSatisfy { NameSealing.isSealed(path: $0.path.value) })
+            var needles: [[UInt8]] = [Array(Self.marker.prefix(24).utf8), Array("Harbour plans".utf8), Array("survey.bin".utf8),
+                                      Array("Draft.pkg".utf8), Array("Empty folder".utf8), Array(survey[5000..<5032])]
+            needles += [ChunkID.of(survey).bytes, Array(ChunkID.of(notes).hex.utf8)]
+            #expect(try await SealedServerTests.revealed(needles, metadataOf: server).isEmpty)
+            #expect(SealedServerTests.revealed(needles, in: try await SealedServerTests.packBytes(server.data)) == 0)
+
+            // An edit, a new file and a rename on B reach A; a rename moves no file data.
+            try Files.write(b.path("Draft.pkg/index.json"), Array("{\"harbour\": \"phase two\"}".utf8))
+            try Files.write(b.path("Harbour plans/minutes.txt"), Array("minutes of \(Self.marker)".utf8))
+            try FileManager.default.moveItem(atPath: b.path("Harbour plans/survey.bin"), toPath: b.path("Harbour plans/survey-2026.bin"))
+            let sent = try await b.engine.syncOnce()
+            #expect(sent.uploaded == 3 && sent.removedRemotely == 1 && sent.failed == 0, "\(sent)")
+            #expect(try await a.status()["Draft.pkg"] == .pendingDownload)
+            let came = try await a.engine.syncOnce()
+            #expect(came.downloaded == 3 && came.removedLocally == 1 && came.failed == 0, "\(came)")
+            #expect(Files.read(a.path("Draft.pkg/index.json")) == Array("{\"harbour\": \"phase two\"}".utf8))
+            #expect(Files.read(a.path("Harbour plans/survey-2026.bin")) == survey)
+            #expect(!FileManager.default.fileExists(atPath: a.path("Harbour plans/survey.bin")))
+            #expect(Files.read(a.path("Harbour plans/minutes.txt")) == Array("minutes of \(Self.marker)".utf8))
+
+            // A deletion on A (a file and a folder) reaches B.
+            try FileManager.default.removeItem(atPath: a.path("empty.txt"))
+            try FileManager.default.removeItem(atPath: a.path("Empty folder"))
+            let removed = try await a.engine.syncOnce()
+            #expect(removed.removedRemotely == 1 && removed.directories == 1, "\(removed)")
+            let gone = try await b.engine.syncOnce()
+            #expect(gone.removedLocally == 1 && gone.directories == 1, "\(gone)")
+            #expect(!FileManager.default.fileExists(atPath: b.path("empty.txt")) && !FileManager.default.fileExists(atPath: b.path("Empty folder")))
+
+            // The same file edited on both. The server sees no modification time end to end, so
+            // the later push wins (a tie goes to the newcomer) and the other is kept as a conflict version.
+            try Files.write(a.path("Harbour plans/notes.txt"), Array("A's notes".utf8))
+            try Files.write(b.path("Harbour plans/notes.txt"), Array("B's notes".utf8))
+            #expect(try await a.engine.syncOnce().uploaded == 1)
+            let won = try await b.engine.syncOnce()
+            #expect(won.uploaded == 1 && won.conflicts == 1 && won.failed == 0, "\(won)")
+            let lost = try await a.engine.syncOnce()
+            #expect(lost.downloaded == 1 && lost.conflicts == 1, "\(lost)")
+            #expect(Files.read(a.path("Harbour plans/notes.txt")) == Array("B's notes".utf8))
+            let versions = try await DocumentClient(remote: rb, device: "b").versions("Harbour plans/notes.txt")
+            let loser = try #require(versions.first { $0.state == .conflict }, "\(versions)")
+            let kept = server.root + "/kept.txt"
+            _ = try await DocumentClient(remote: rb, device: "b").pull("Harbour plans/notes.txt", into: kept, version: loser.version)
+            #expect(Files.read(kept) == Array("A's notes".utf8))
+            #expect(try await a.status()["Harbour plans/notes.txt"] == .conflict)
+            // Resolved for A's edit (by its plain name), both folders get it.
+            _ = try await DocumentClient(remote: rb, device: "b").resolve("Harbour plans/notes.txt", keep: loser.version)
+            _ = try await a.engine.syncOnce()
+            _ = try await b.engine.syncOnce()
+            #expect(Files.read(b.path("Harbour plans/notes.txt")) == Array("A's notes".utf8))
+            #expect(try await b.status()["Harbour plans/notes.txt"] == .synced)
+
+            // Evict asks the server (by the sealed name) whether it holds the version; fetch brings it back.
+            try await a.engine.directory.evict(try DocumentPath("Harbour plans/survey-2026.bin"))
+            #expect(!FileManager.default.fileExists(atPath: a.path("Harbour plans/survey-2026.bin")))
+            #expect(try await a.status()["Harbour plans/survey-2026.bin"] == .evicted)
+            try await a.engine.directory.fetch(try DocumentPath("Harbour plans/survey-2026.bin"))
+            #expect(Files.read(a.path("Harbour plans/survey-2026.bin")) == survey)
+        }
+    }
+
+    @Test func aFolderKeepsItsKeyAndADeviceWithoutOneSyncsNothing() async throws {
+        try await LiveServer.run { server in
+            let (ra, _) = try await Self.devices(server)
+            let a = try Device(server, "a", remote: ra)
+            try Files.write(a.path("notes.txt"), Array(Self.marker.utf8))
+            #expect(try await a.engine.syncOnce().uploaded == 1)
+            await a.engine.close()
+
+            // Opened later with a remote that was not unlocked (`xfer status`, evict, a daemon
+            // restarted): the folder syncs under the key it recorded, held on this device.
+            let folder = try SyncDirectory(directory: a.directory, remote: try EndToEndPushPullTests.vault(server, "a"))
+            #expect(try await folder.status().documents.map(\.path) == ["notes.txt"])
+            try await folder.evict(try DocumentPath("notes.txt"))
+            try await folder.fetch(try DocumentPath("notes.txt"))
+            #expect(Files.read(a.path("notes.txt")) == Array(Self.marker.utf8))
+
+            // A device without the key: its engine says to unlock, and nothing arrives.
+            let c = try Device(server, "c", remote: try EndToEndPushPullTests.vault(server, "c"))
+            let refused = await #expect(throws: XferError.self) { _ = try await c.engine.syncOnce() }
+            #expect(refused?.code == .unauthorized && refused?.message.contains("xfer key unlock") == true, "\(String(describing: refused))")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: c.directory).filter { !$0.hasPrefix(".") }.isEmpty)
+
+            // A folder that synced in the clear is never synced under a key, nor one that synced
+            // under a key under another.
+            let plain = try SyncTests.Device(server, "plain")
+            try Files.write(plain.path("x.txt"), Array("x".utf8))
+            #expect(try await plain.engine.syncOnce().uploaded == 1)
+            await plain.engine.close()
+            let keyed = Remote(connection: server.remote.connection, container: server.remote.container,
+                               stateDirectory: server.otherDevice("plain").stateDirectory, endToEnd: ra.endToEnd)
+            let mixed = #expect(throws: XferError.self) { _ = try SyncDirectory(directory: plain.directory, remote: keyed) }
+            #expect(mixed?.code == .conflict && mixed?.message.contains("in the clear") == true, "\(String(describing: mixed))")
+            let other = Remote(connection: server.remote.connection, container: try ContainerName("vault"),
+                               stateDirectory: server.root + "/state-a", endToEnd: EndToEndKeys(key: .generate()))
+            let rekeyed = #expect(throws: XferError.self) { _ = try SyncDirectory(directory: a.directory, remote: other) }
+            #expect(rekeyed?.code == .conflict && rekeyed?.message.contains("under key") == true, "\(String(describing: rekeyed))")
+            #expect(Files.read(a.path("notes.txt")) == Array(Self.marker.utf8))
+        }
+    }
+}
