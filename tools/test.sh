@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up the machine and runs the whole test suite (debug build): the Swift tests (the client
-# suite a second time over servers that seal their data at rest, XFER_TEST_SEALING=1), then the
+# suite a second time over servers that seal their data at rest, XFER_TEST_SEALING=1, and a
+# third time on an end-to-end encrypted container, XFER_TEST_E2E=1), then the
 # short versions of the reliability suites (docs/RELIABILITY.md): faults through the proxy,
 # kill -9 crash loops, the randomized sync check, a git-checkout soak under two daemons, a load test, schemathesis against the OpenAPI description, the
 # backend suite on a real PostgreSQL and Ceph RGW, and the attacker's suite.
@@ -15,6 +16,9 @@ swift test --skip-build "$@"
 if [ $# -eq 0 ]; then
   # The library-level client suite again over servers that seal their data at rest.
   XFER_TEST_SEALING=1 swift test --skip-build --filter XferClientTests
+  # And on an end-to-end encrypted container, every device holding its key (a test of what
+  # only a plain container does says so and is skipped: LiveServer.plainOnly).
+  XFER_TEST_E2E=1 swift test --skip-build --filter XferClientTests
 fi
 if [ "${XFER_QUICK:-0}" != 1 ] && [ $# -eq 0 ]; then
   python3 tools/fault-suite.py --seeds 20

@@ -78,31 +78,39 @@ public final class DocumentClient: Sendable {
     /// A document's newest state, or one version of it.
     public func stat(_ name: String, version: Int64? = nil) async throws -> DocumentInfo {
         let remote = try await unlocked()
-        return try remote.named(try await remote.connection.stat(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
-                                                               version: version))
+        return try await remote.naming {
+            try remote.named(try await remote.connection.stat(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
+                                                              version: version))
+        }
     }
 
     /// Every version the server keeps of a document, newest first; conflict versions have
     /// state ``VersionState/conflict``.
     public func versions(_ name: String) async throws -> [DocumentInfo] {
         let remote = try await unlocked()
-        return try await remote.connection.versions(container: remote.container, path: try remote.serverPath(try DocumentPath(name)))
-            .versions.map { try remote.named($0) }
+        return try await remote.naming {
+            try await remote.connection.versions(container: remote.container, path: try remote.serverPath(try DocumentPath(name)))
+                .versions.map { try remote.named($0) }
+        }
     }
 
     /// Settles a conflict: `keep` becomes current; the other contenders are removed (their
     /// space given back to the quota), or kept in history with `keepAll`.
     public func resolve(_ name: String, keep: Int64, keepAll: Bool = false) async throws -> DocumentInfo {
         let remote = try await unlocked()
-        return try remote.named(try await remote.connection.resolve(container: remote.container, ResolveRequest(
-            path: try remote.serverPath(try DocumentPath(name)), keep: keep, keepAll: keepAll)))
+        return try await remote.naming {
+            try remote.named(try await remote.connection.resolve(container: remote.container, ResolveRequest(
+                path: try remote.serverPath(try DocumentPath(name)), keep: keep, keepAll: keepAll)))
+        }
     }
 
     /// Deletes a document (a deletion version; history stays until pruned).
     public func delete(_ name: String, baseVersion: Int64? = nil) async throws -> DocumentInfo {
         let remote = try await unlocked()
-        return try remote.named(try await remote.connection.delete(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
-                                                                 baseVersion: baseVersion))
+        return try await remote.naming {
+            try remote.named(try await remote.connection.delete(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
+                                                                baseVersion: baseVersion))
+        }
     }
 
     /// ``remote`` with its container's key if the container is end-to-end encrypted (asked once).

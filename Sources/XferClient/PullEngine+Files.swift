@@ -121,9 +121,9 @@ extension PullEngine {
     }
 
     /// Whether `target` holds exactly the files of `manifest` (what the package's ignore rules
-    /// leave out aside), read and chunked as that version was: only asked when its stamps
-    /// say something changed.
-    static func holds(_ target: String, _ manifest: Manifest) throws -> Bool {
+    /// leave out aside), read and chunked as that version was (cut and named by `codec`, the
+    /// container's): only asked when its stamps say something changed.
+    static func holds(_ target: String, _ manifest: Manifest, codec: ChunkCodec) throws -> Bool {
         let tree: [TreeEntry]
         do {
             tree = manifest.kind == .package ? Array(try IgnoreRules.walk(target)) : [try DirectoryWalker.entry(at: target)]
@@ -136,6 +136,7 @@ extension PullEngine {
         let lists = Locked([[ChunkID]](repeating: [], count: files.count))
         var options = ChunkPipeline.Options()
         options.chunker = manifest.chunker
+        options.codec = codec
         do {
             try ChunkPipeline(options: options).run(files.map { .file($0.relativePath.isEmpty ? target : target + "/" + $0.relativePath) }) { event in
                 if case .chunk(let file, let record) = event { lists.withLock { $0[file].append(record.id) } }

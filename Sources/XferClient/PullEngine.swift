@@ -107,11 +107,11 @@ public struct PullEngine: Sendable {
     ///   - progress: Called now and then from any thread.
     public func pull(_ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
-        try await ClientThreads.run {
+        try await remote.naming { try await ClientThreads.run {
             let (parentPath, baseName) = try resolve(name, into: destination, state: state)
             let parent = try ConfinedDirectory(opening: parentPath, create: true)
             return try await pull(name, in: parent, as: baseName, version: version, state: state, progress: progress)
-        }
+        } }
     }
 
     /// Where a pull of `name` into `destination` puts it: the parent directory and the name in it.
@@ -209,7 +209,7 @@ public struct PullEngine: Sendable {
         }
         // The delta's pages, before the staging copy is laid out.
         ProcessMemory.returnFreePages(afterFiles: manifest.entries.count, bytes: 0)
-        if let refusal, try !Self.holds(target, manifest) { throw refusal }
+        if let refusal, try !Self.holds(target, manifest, codec: remote.codec) { throw refusal }
         let alreadyThere = refusal != nil
         let sources = try (shared ?? ChunkSources(state)).locations()
 
@@ -412,7 +412,7 @@ public struct PullEngine: Sendable {
         }
         if !options.force {
             if alreadyThere {
-                guard try Self.holds(target, manifest) else {
+                guard try Self.holds(target, manifest, codec: remote.codec) else {
                     throw XferError(.conflict, "\(target) changed on this device during the pull; it was not replaced by the server's \(document) (pass --force to replace it)")
                 }
             } else {
@@ -518,12 +518,14 @@ public struct PullEngine: Sendable {
             guard carrier.digest == answer.digest, answer.version == info.version else {
                 throw XferError(.invalidManifest, "the record of \(name) version \(answer.version) does not match its digest")
             }
+            var pieceBytes = 0  // the sealed manifest's pieces, counted with the manifest's bytes
             let manifest = try await endToEnd.manifest(in: carrier, sealedPath: name.value, version: answer.version) { ids in
                 var pieces: [EncodedChunk] = []
                 try await connection.download(ids) { pieces.append($0) }
+                pieceBytes += pieces.reduce(0) { $0 + $1.payload.count }
                 return pieces
             }
-            return ((answer.delta.count, answer.version, answer.digest), manifest)
+            return ((answer.delta.count + pieceBytes, answer.version, answer.digest), manifest)
         }
         var answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: synced?.version)
         let manifest: Manifest

@@ -179,7 +179,8 @@ public struct PushReport: Codable, Sendable {
     public var bytesSent: Int64
     /// Content bytes the server already had.
     public var bytesReused: Int64
-    /// Bytes of the manifest delta sent with the commit.
+    /// Bytes of the manifest sent: the delta sent with the commit and, in an end-to-end
+    /// encrypted container, the sealed manifest's pieces (not counted in ``chunksSent`` or ``bytesSent``).
     public var manifestBytes: Int
     /// Wall-clock seconds.
     public var seconds: Double
@@ -277,7 +278,7 @@ public struct PushEngine: Sendable {
     ///   `conflict`, `quota_exceeded`, `invalid_path` and the rest from the server.
     public func push(_ path: String, as document: DocumentPath, state: ClientState? = nil, directoryItself: Bool = false,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
-        try await ClientThreads.run {
+        try await remote.naming { try await ClientThreads.run {
             let started = ContinuousClock.now
             let connection = remote.connection
             // The server knows the document by `name`: its sealed path in an end-to-end encrypted
@@ -317,6 +318,25 @@ public struct PushEngine: Sendable {
                 }
                 basis = nil
                 baseVersion = nil
+            }
+            // Files whose stamps moved (a write of the same bytes, a restore from a backup) in a
+            // small document: read first, and if the content is the synced version's, byte for
+            // byte, no version is made (as a batch push finds it; a larger document is announced
+            // before its data is read, and makes one).
+            if let synced, let basis, !options.force, !snapshot.toHash.isEmpty,
+               snapshot.toHash.reduce(Int64(0), { $0 + (snapshot.stamps[$1]?.size ?? 0) }) <= Self.rereadBytes {
+                var lists = chunkLists
+                let read = try Self.chunkLists(of: snapshot.toHash.map { snapshot.fullPath(at: $0) }, options: options.pipeline)
+                for (position, list) in read.enumerated() { lists[snapshot.toHash[position]] = list }
+                let found = try snapshot.manifest(lists, chunker: synced.manifest.chunker)
+                if found.encoded() == synced.manifest.encoded(), try await remote.holds(basis, at: name) {
+                    try state.record(files: PushedFiles(snapshot, manifest: found, only: snapshot.toHash))
+                    // (Recorded again with its files' new stamps: the next pass sees it unchanged.)
+                    try state.recordPushed(server: connection.server, container: remote.container, path: document, document: synced)
+                    var report = Self.report(document, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+                    report.committed = false
+                    return report
+                }
             }
 
             // Metadata ahead of data: other devices see the pending version before any chunk moves.
@@ -374,7 +394,7 @@ public struct PushEngine: Sendable {
 
             // The delta is against the version this root holds, which the server keeps; in an
             // end-to-end encrypted container, the carrier whole, its sealed manifest's pieces uploaded first.
-            let sent = try await serverManifest(manifest, at: name, version: announced.version, counters: counters)
+            let (sent, pieceBytes) = try await serverManifest(manifest, at: name, version: announced.version)
             let digest = sent.digest  // (its encoding is let go before the delta is made)
             // What the server holds as the base: the version's manifest, or its carrier (rebuilt
             // here, as sealing is deterministic, and used only if it is the one the server recorded).
@@ -386,7 +406,7 @@ public struct PushEngine: Sendable {
             let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: deltaBase,
                                         manifestDelta: [], manifestDigest: digest)
             let body = request.body(delta: delta)
-            let deltaSize = delta.count
+            let deltaSize = delta.count + pieceBytes  // the manifest's bytes sent: its delta, and its sealed pieces
             delta = []  // the body holds it (as base64) from here
             ProcessMemory.returnFreePages(afterFiles: fileCount, bytes: 0)  // the delta's making
             let committed: DocumentInfo
@@ -417,7 +437,22 @@ public struct PushEngine: Sendable {
             report.state = committed.state
             report.conflicts = committed.conflicts ?? []
             return report
+        } }
+    }
+
+    /// The most a push reads of a document's changed files before it announces a version, to
+    /// find whether their content changed at all: what a sync pass batches.
+    static let rereadBytes: Int64 = 4 << 20
+
+    /// The chunk lists of the files at `paths`, read and cut as `options` cut them (nothing sent).
+    static func chunkLists(of paths: [String], options: ChunkPipeline.Options) throws -> [[Manifest.ChunkReference]] {
+        let lists = Locked([[Manifest.ChunkReference]](repeating: [], count: paths.count))
+        try ChunkPipeline(options: options).run(paths.map { .file($0) }) { event in
+            if case .chunk(let file, let record) = event {
+                lists.withLock { $0[file].append(Manifest.ChunkReference(id: record.id, length: record.length)) }
+            }
         }
+        return lists.value
     }
 
     /// Throws unless the file at `path`, once its end had been read, still had the stamp the
@@ -454,9 +489,11 @@ public struct PushEngine: Sendable {
 
     /// The manifest the server keeps for version `version` of the document at `path`: `manifest`
     /// itself, or in an end-to-end encrypted container its carrier (``EndToEndKeys``), once
-    /// the sealed manifest's pieces are uploaded.
-    func serverManifest(_ manifest: Manifest, at path: DocumentPath, version: Int64, counters: Locked<Counters>) async throws -> Manifest {
-        guard let endToEnd = remote.endToEnd else { return manifest }
+    /// the sealed manifest's pieces are uploaded; and the bytes those pieces took (a report
+    /// counts them with the manifest's, not with the document's chunks).
+    func serverManifest(_ manifest: Manifest, at path: DocumentPath, version: Int64) async throws -> (manifest: Manifest, pieceBytes: Int) {
+        guard let endToEnd = remote.endToEnd else { return (manifest, 0) }
+        var pieceBytes = 0
         let (carrier, pieces) = try endToEnd.carrier(of: manifest, sealedPath: path.value, version: version)
         // Sealed for this version: none is on the server yet (a retried push's are sent again).
         // Sealed a few at a time as they are sent: a tree's manifest is megabytes.
@@ -466,9 +503,9 @@ public struct PushEngine: Sendable {
             guard result.received == batch.count else {
                 throw XferError(.unavailable, "the server received \(result.received) of the \(batch.count) pieces of the sealed manifest; push again")
             }
-            counters.withLock { $0.sent(batch.map { ($0.payload.count, 0) }, owners: batch.map { _ in 0 }) }
+            pieceBytes += batch.reduce(0) { $0 + $1.payload.count }
         }
-        return carrier
+        return (carrier, pieceBytes)
     }
 
     /// The carrier the server keeps for `synced` at `path` in an end-to-end encrypted container,

@@ -22,4 +22,17 @@ extension Remote {
         let opened = documents.compactMap { try? named($0) }
         return (opened, documents.count - opened.count)
     }
+
+    /// Runs `body`, and in an end-to-end encrypted container gives an error it throws with
+    /// the sealed paths in its message opened (``EndToEndKeys/openingNames(in:)``): what the
+    /// server says about a document names it as the user does.
+    func naming<T>(_ body: () async throws -> T) async throws -> T {
+        guard let endToEnd else { return try await body() }
+        do {
+            return try await body()
+        } catch var error as XferError {
+            error.message = endToEnd.openingNames(in: error.message)
+            throw error
+        }
+    }
 }

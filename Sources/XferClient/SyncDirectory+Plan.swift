@@ -80,8 +80,10 @@ extension SyncDirectory {
                 // under a directory that could not be read.
                 (action, state) = (.none, synced == nil ? .pendingDownload : .synced)
             }
+            // End to end the server knows no document's true size or time: what this folder recorded says them.
+            let described = remote.endToEnd == nil ? info : nil
             let status = DocumentStatus(path: key, state: state, kind: info?.kind ?? record?.kind ?? file?.kind ?? .file,
-                                        size: info?.size ?? record?.size ?? 0, mtimeNs: info?.mtimeNs ?? record?.mtimeNs ?? 0,
+                                        size: described?.size ?? record?.size ?? 0, mtimeNs: described?.mtimeNs ?? record?.mtimeNs ?? 0,
                                         localVersion: synced?.version, remoteVersion: info?.state == .current ? info?.version : nil,
                                         conflicts: info?.conflicts ?? [])
             return Plan(path: path, action: action, status: action == .forget ? nil : status, local: file, synced: synced?.version, remote: info)
@@ -139,7 +141,7 @@ extension SyncDirectory {
 
     /// Plans a pass. `serverChanged`: the server is not the one this directory synced with,
     /// so no document counts as synced and nothing can be decided deleted.
-    func planPass(_ listing: Listing, serverChanged: Bool) throws -> PassPlan {
+    func planPass(_ listing: Listing, serverChanged: Bool) async throws -> PassPlan {
         let (all, invalid, unreadable) = try plan(remote: listing.documents, forgetSynced: serverChanged)
         // Removing a directory loses nothing (it goes only when empty): the rule counts the rest.
         func counted(_ plan: Plan) -> Action { plan.isDirectory ? .none : plan.action }
@@ -147,7 +149,7 @@ extension SyncDirectory {
         // A deletion that is half of a move loses nothing: it is not what the rule guards against.
         var moved = Set<DocumentPath>()
         if held.local > 0 || held.remote > 0 {
-            moved = try moves(all)
+            moved = try await moves(all)
             held = MassDeletion.held(all.map { (moved.contains($0.path) ? .none : counted($0), $0.synced != nil) },
                                      allowed: options.allowMassDelete)
         }
@@ -163,8 +165,10 @@ extension SyncDirectory {
     /// under another name, so the mass-deletion rule does not count them. Gone here: the same
     /// file (inode, size, modification time) is here under another name. Deleted on the server:
     /// a current document there has the very manifest (content, mode and time) of the version
-    /// held here. Either may have arrived in an earlier pass (a rename seen half way).
-    func moves(_ plans: [Plan]) throws -> Set<DocumentPath> {
+    /// held here; in an end-to-end encrypted container, whose records the server cannot compare
+    /// (each is bound to its name), the very content (``arrivedContents(_:)``). Either may have
+    /// arrived in an earlier pass (a rename seen half way).
+    func moves(_ plans: [Plan]) async throws -> Set<DocumentPath> {
         var moved = Set<DocumentPath>()
         func identity(_ stamp: FileStamp) -> String { "\(stamp.size):\(stamp.mtimeNanoseconds):\(stamp.inode)" }
         let arrivedHere = Set(plans.compactMap { plan -> String? in plan.local?.stamp.map(identity) })
@@ -175,17 +179,67 @@ extension SyncDirectory {
                 if arrivedHere.contains(text.split(separator: ":").prefix(3).joined(separator: ":")) { moved.insert(plan.path) }
             }
         }
-        let arrivedThere = Set(plans.compactMap { plan -> String? in
+        let sealed = remote.endToEnd != nil
+        let deletedHere = plans.filter { $0.action == .deleteLocal }
+        let arrivedThere = deletedHere.isEmpty ? [] : sealed ? try await arrivedContents(plans) : Set(plans.compactMap { plan -> String? in
             plan.remote?.state == .current ? plan.remote?.manifestDigest : nil
         })
         if !arrivedThere.isEmpty {
-            for plan in plans where plan.action == .deleteLocal {
+            for plan in deletedHere {
                 guard let held = try state.clientState(for: plan.path)
                     .document(server: remote.connection.server, container: remote.container, path: plan.path) else { continue }
-                if arrivedThere.contains(held.manifest.digest.hex) { moved.insert(plan.path) }
+                if arrivedThere.contains(sealed ? Self.contentKey(held.manifest.allChunks.lazy.map(\.id)) : held.manifest.digest.hex) {
+                    moved.insert(plan.path)
+                }
             }
         }
         return moved
+    }
+
+    /// A key of the chunks a document's content is made of (its distinct chunk ids, sorted):
+    /// the same for the same content under any name, in any version.
+    static func contentKey(_ ids: some Sequence<ChunkID>) -> String {
+        var hasher = SHA256Hasher()
+        var last: ChunkID? = nil
+        for id in Array(ids).sorted() where id != last {
+            last = id
+            id.bytes.withUnsafeBytes { hasher.update($0) }
+        }
+        return hasher.finalize().hex
+    }
+
+    /// End to end, the content keys (``contentKey(_:)``) of the server's current documents:
+    /// from this folder's records for those it holds at their current version, from their
+    /// carriers (one request a thousand documents) for those it is to pull. A carrier lists its
+    /// sealed manifest's pieces and then the document's distinct chunks, sorted: its content's
+    /// key is that of what follows its first one to four pieces (a manifest of under 192 KiB
+    /// is one), each taken.
+    func arrivedContents(_ plans: [Plan]) async throws -> Set<String> {
+        var keys = Set<String>()
+        var arriving: [DocumentPath] = []
+        for plan in plans where plan.remote?.state == .current && !plan.isDirectory {
+            if plan.action == .pull {
+                arriving.append(plan.path)
+            } else if let version = plan.synced, version == plan.remote?.version,
+                      let held = try state.clientState(for: plan.path)
+                          .document(server: remote.connection.server, container: remote.container, path: plan.path) {
+                keys.insert(Self.contentKey(held.manifest.allChunks.lazy.map(\.id)))
+            }
+        }
+        for batch in arriving.batched(atMost: ProtocolLimits.maximumBatchDocuments) {
+            let sealedPaths = try batch.map { try remote.serverPath($0) }
+            let items = try await remote.connection.manifests(container: remote.container, sealedPaths.map { ManifestBatchRequest.Wanted(path: $0) })
+            for (item, path) in zip(items, sealedPaths) {
+                // Anything amiss leaves that document out: its deletion's twin is then not found, and held.
+                guard let info = item.document, info.path == path, let text = item.manifest,
+                      let carrier = try? Manifest(decoding: Base64.decode(text)), info.manifestDigest == carrier.digest.hex,
+                      let references = try? EndToEndKeys.references(of: carrier) else { continue }
+                for pieces in 1...min(4, references.count) {
+                    keys.insert(Self.contentKey(references[pieces...].lazy.map(\.id)))
+                }
+            }
+        }
+        return keys
     }
 
     /// What one pass would do now, found without changing anything here or on the server
@@ -195,7 +249,7 @@ extension SyncDirectory {
             try checkFolder(create: false)
             let listing = try await serverView()
             let change = try serverChange(listing)
-            let pass = try planPass(listing, serverChanged: change != nil)
+            let pass = try await planPass(listing, serverChanged: change != nil)
             var steps: [SyncPreview.Step] = pass.invalid.map {
                 SyncPreview.Step(action: .skipped, path: $0, kind: .file, reason: "not a valid document name (docs/PROTOCOL.md, Names); not synced")
             }

@@ -201,10 +201,12 @@ extension SyncDirectory {
         // following a symlink: a document named below a symlink is refused, not written.
         let root = try root()
         let parent = try root.directory(path.components.dropLast(), create: true)
-        let report = try await PullEngine(remote: remote, options: pullOptions)
-            .pull(path, in: parent, as: String(path.components.last!), state: state.clientState(for: path),
-                  trash: trash(of: root), sources: sources, prefetched: prefetched,
-                  stagingArea: try root.directory([Self.stagingName], create: true), progress: progress)
+        let report = try await remote.naming {
+            try await PullEngine(remote: remote, options: pullOptions)
+                .pull(path, in: parent, as: String(path.components.last!), state: state.clientState(for: path),
+                      trash: trash(of: root), sources: sources, prefetched: prefetched,
+                      stagingArea: try root.directory([Self.stagingName], create: true), progress: progress)
+        }
         let top = try DirectoryWalker.entry(at: full)
         try record(path, kind: report.kind, size: report.bytes, mtimeNs: top.mtimeNanoseconds)
         return report
@@ -240,7 +242,9 @@ extension SyncDirectory {
 
     func deleteRemote(_ plan: Plan) async throws -> Bool {
         do {
-            _ = try await remote.connection.delete(container: remote.container, path: try remote.serverPath(plan.path), baseVersion: plan.synced)
+            _ = try await remote.naming {
+                try await remote.connection.delete(container: remote.container, path: try remote.serverPath(plan.path), baseVersion: plan.synced)
+            }
         } catch let error as XferError where error.code == .notFound {
             // Already gone.
         } catch let error as XferError where error.code == .conflict {

@@ -125,7 +125,7 @@ public actor SyncEngine {
         } else if let deployment = listing.deployment, try sync.state.meta("deployment") == nil {
             try sync.state.setMeta("deployment", deployment)
         }
-        let pass = try sync.planPass(listing, serverChanged: change != nil)
+        let pass = try await sync.planPass(listing, serverChanged: change != nil)
         var plans = pass.plans
         var summary = SyncSummary()
         if holdsRecentChanges {

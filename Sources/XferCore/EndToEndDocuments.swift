@@ -130,6 +130,15 @@ public struct EndToEndKeys: Sendable {
         return (try Self.carrier(kind: manifest.kind, pieces: ids, chunks: manifest.entries.allChunks.lazy.map(\.id)), pieces)
     }
 
+    /// `text` with every sealed path in it that opens under this key replaced by the plain
+    /// path it stands for: a server's message names documents as the server knows them.
+    public func openingNames(in text: String) -> String {
+        // A sealed component is at least 52 base32 characters (16 bytes of IV, 16 of name):
+        // no word of a message is that long.
+        let sealedPath = /[a-z2-7]{52,}(?:\/[a-z2-7]{52,})*/
+        return text.replacing(sealedPath) { match in (try? names.open(path: String(match.output))) ?? String(match.output) }
+    }
+
     /// The carrier of every directory document: the same for all, so it tells nothing.
     public static let directoryCarrier = Manifest.directory(mode: 0o700)
 

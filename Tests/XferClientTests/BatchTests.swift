@@ -26,7 +26,7 @@ import XferProtocol
                      manifest: manifest.encoded(), manifestDigest: manifest.digest)
     }
 
-    @Test func eachDocumentOfABatchCommitSucceedsOrFailsAlone() async throws {
+    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func eachDocumentOfABatchCommitSucceedsOrFailsAlone() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
             let good = try Self.document(Array("good".utf8))
@@ -56,7 +56,7 @@ import XferProtocol
         }
     }
 
-    @Test func aBatchIsRefusedWholeWhenItBreaksTheProtocolsLimits() async throws {
+    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func aBatchIsRefusedWholeWhenItBreaksTheProtocolsLimits() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
             let one = try Self.document(Array("x".utf8))
@@ -74,7 +74,7 @@ import XferProtocol
         }
     }
 
-    @Test func aStaleBaseInABatchIsKeptAsAConflictAndTheLaterEditWins() async throws {
+    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func aStaleBaseInABatchIsKeptAsAConflictAndTheLaterEditWins() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
             let first = try Self.document(Array("first".utf8))
@@ -136,7 +136,7 @@ import XferProtocol
         }
     }
 
-    @Test func aBatchPushCountsEachDocumentsOwnBytesAndSkipsWhatItCannotRead() async throws {
+    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func aBatchPushCountsEachDocumentsOwnBytesAndSkipsWhatItCannotRead() async throws {
         try await LiveServer.run { server in
             let directory = server.root + "/files"
             var items: [PushItem] = []
@@ -164,7 +164,7 @@ import XferProtocol
         }
     }
 
-    @Test func manifestsOfManyDocumentsComeInOneAnswerEachOnItsOwn() async throws {
+    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func manifestsOfManyDocumentsComeInOneAnswerEachOnItsOwn() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
             let one = try Self.document(Array("one".utf8)), two = try Self.document(Array("two".utf8))
@@ -191,7 +191,7 @@ import XferProtocol
 
     /// A server without the batch routes (an older one) answers "no such route": each document
     /// then goes alone, and nothing is lost or failed.
-    @Test func aServerWithoutBatchRoutesIsSyncedOneDocumentAtATime() async throws {
+    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func aServerWithoutBatchRoutesIsSyncedOneDocumentAtATime() async throws {
         let refused = Locked(0)
         try await LiveServer.run(intercept: { request in
             guard request.method == .post, request.uri.path.hasSuffix("/commits") || request.uri.path.hasSuffix("/manifests") else { return nil }

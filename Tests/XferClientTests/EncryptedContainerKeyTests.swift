@@ -72,7 +72,7 @@ import XferProtocol
         }
     }
 
-    @Test func aPlainClientStoresNothingInAnEncryptedContainer() async throws {
+    @Test(LiveServer.plainOnly("makes the default container encrypted itself")) func aPlainClientStoresNothingInAnEncryptedContainer() async throws {
         try await LiveServer.run { server in
             _ = try await Self.device(server, "a").create(passphrase: "pw", parameters: Self.fast)
             let vault = Remote(connection: server.remote.connection, container: try ContainerName("vault"), stateDirectory: server.root + "/state-a")

@@ -159,12 +159,14 @@ import XferProtocol
 
             // A folder that synced in the clear is never synced under a key, nor one that synced
             // under a key under another.
-            let plain = try SyncTests.Device(server, "plain")
+            let plainBox = try ContainerName("plainbox")
+            let plain = try Device(server, "plain", remote: Remote(connection: server.remote.connection, container: plainBox,
+                                                                   stateDirectory: server.root + "/state-plain"))
             try Files.write(plain.path("x.txt"), Array("x".utf8))
             #expect(try await plain.engine.syncOnce().uploaded == 1)
             await plain.engine.close()
-            let keyed = Remote(connection: server.remote.connection, container: server.remote.container,
-                               stateDirectory: server.otherDevice("plain").stateDirectory, endToEnd: ra.endToEnd)
+            let keyed = Remote(connection: server.remote.connection, container: plainBox,
+                               stateDirectory: server.root + "/state-plain", endToEnd: ra.endToEnd)
             let mixed = #expect(throws: XferError.self) { _ = try SyncDirectory(directory: plain.directory, remote: keyed) }
             #expect(mixed?.code == .conflict && mixed?.message.contains("in the clear") == true, "\(String(describing: mixed))")
             let other = Remote(connection: server.remote.connection, container: try ContainerName("vault"),

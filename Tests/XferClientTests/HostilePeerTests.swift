@@ -207,7 +207,7 @@ import XferServer
 
     /// A manifest may not declare a chunk longer than what is stored under its id: the server
     /// refuses the commit, and a client refuses such a chunk on download.
-    @Test func aDeclaredChunkLengthMustBeTheStoredOne() async throws {
+    @Test(LiveServer.plainOnly("forges a plain chunk's declared length")) func aDeclaredChunkLengthMustBeTheStoredOne() async throws {
         try await LiveServer.run { server in
             let bytes = Array("twenty-two bytes here!".utf8)
             let chunk = try Self.chunk(bytes)
@@ -253,7 +253,7 @@ import XferServer
         }
     }
 
-    @Test func pendingVersionsAndContainersAreBoundedPerAccount() async throws {
+    @Test(LiveServer.plainOnly("announces documents by plain names through the protocol")) func pendingVersionsAndContainersAreBoundedPerAccount() async throws {
         var policy = StorePolicy()
         policy.maximumPendingVersions = 3
         policy.maximumContainers = 2

@@ -79,7 +79,7 @@ import XferServer
                 await #expect(throws: XferError.self) { _ = try await device.syncOnce() }
             }
             for index in 0..<8 { #expect(FileManager.default.fileExists(atPath: a + "/Documents/file\(index).txt")) }
-            #expect(try await server.remote.connection.stat(container: .default, path: try DocumentPath("Documents/file1.txt")).state == .current)
+            #expect(try await server.client().stat("Documents/file1.txt").state == .current)
             // Once the server answers again, the delete travels and nothing else is lost.
             failing.withLock { $0 = false }
             #expect(try await deviceB.syncOnce().removedRemotely == 1)
@@ -95,7 +95,8 @@ extension ListingPagesTests {
     /// two pages, and a pass that lists it (not following the feed) keeps every local file.
     /// The page size is the server's, not the store's: run once, on the embedded stores (the
     /// backend suite covers the stores' paging with small pages above).
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["XFER_POSTGRES_URL"] == nil))
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["XFER_POSTGRES_URL"] == nil),
+          LiveServer.plainOnly("writes documents by plain names through the protocol"))
     func theRealDefaultPageIsReadToItsEnd() async throws {
         try await LiveServer.run { server in
             let count = ServerLimits().listPage + 50

@@ -6,6 +6,7 @@ import XferClient
 import XferCore
 import XferProtocol
 import XferServer
+import Testing
 
 /// A real server on a free loopback port over a fresh data directory, with one account, and
 /// a client state directory: what push and pull run against in these tests.
@@ -17,7 +18,20 @@ struct LiveServer {
     /// The test account's token.
     let token: String
 
+    /// The default container's key when the suite runs end to end (``endToEnd``).
+    let key: ContainerKey?
+
     var stateDirectory: String { root + "/state" }
+
+    /// `XFER_TEST_E2E=1`: the client suite runs on an end-to-end encrypted container. Each
+    /// server's default container is made encrypted under a new key, which ``remote`` and
+    /// every ``otherDevice(_:)`` hold (a key file in their state); a test that is about what
+    /// only a plain container shows is marked so (``plainOnly``).
+    static var endToEnd: Bool { Backends.environment["XFER_TEST_E2E"] == "1" }
+
+    /// For a test of what only a plain container does or shows (the server's own names, sizes
+    /// or manifests, a chunk by its plain id, a batch): it runs in the plain pass only, `why` said.
+    static func plainOnly(_ why: Comment) -> ConditionTrait { .disabled(if: endToEnd, why) }
 
     /// Runs `body` with a live server; removes everything afterwards.
     /// - Parameters:
@@ -43,8 +57,13 @@ struct LiveServer {
             configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger)
         return try await app.test(.live) { client in
             let connection = ServerConnection(server: "http://127.0.0.1:\(client.port!)", token: token)
-            let server = LiveServer(root: root, remote: Remote(connection: connection, container: .default,
-                                                               stateDirectory: root + "/state"), data: data, token: token)
+            var remote = Remote(connection: connection, container: .default, stateDirectory: root + "/state")
+            var key: ContainerKey? = nil
+            if endToEnd {
+                key = try await EncryptedContainers(remote: remote).create(passphrase: "test", parameters: try ScryptParameters(logN: 10, r: 8, p: 1))
+                remote = Remote(connection: connection, container: .default, stateDirectory: root + "/state", endToEnd: EndToEndKeys(key: key!))
+            }
+            let server = LiveServer(root: root, remote: remote, data: data, token: token, key: key)
             do {
                 let result = try await body(server)
                 await connection.shutdown()
@@ -58,7 +77,11 @@ struct LiveServer {
 
     /// A second device: same account, its own state.
     func otherDevice(_ name: String) -> Remote {
-        Remote(connection: remote.connection, container: remote.container, stateDirectory: root + "/state-" + name)
+        let stateDirectory = root + "/state-" + name
+        guard let key else { return Remote(connection: remote.connection, container: remote.container, stateDirectory: stateDirectory) }
+        // The device holds the key, as one that unlocked the container does.
+        try! ContainerKeyFile(stateDirectory: stateDirectory, server: remote.connection.server, container: remote.container).write(key)
+        return Remote(connection: remote.connection, container: remote.container, stateDirectory: stateDirectory, endToEnd: EndToEndKeys(key: key))
     }
 
     /// A library client for a device (this one by default).

@@ -8,7 +8,7 @@ import XferProtocol
 /// A server sealing its data at rest, seen from a client: everything reads back, and nothing
 /// in its data directory (packs, SQLite database and WAL) shows a file's content, a file's name
 /// in a package, or the SHA-256 of a chunk or a file.
-@Suite struct SealedServerTests {
+@Suite(LiveServer.plainOnly("checks what a plain container's data leaves readable on the server")) struct SealedServerTests {
     /// A package of known files: text (compressed when stored), random bytes (stored as they
     /// are, several chunks), names no store should show. Returns the byte strings that must
     /// not appear (names, lines, samples of the random bytes) and every file's SHA-256 (raw, hex).

@@ -7,7 +7,7 @@ import XferServer
 
 /// Changed small files sent against their previous content (``ChunkEncoding/zstdAgainst``),
 /// both ways, with the client's cache of recently synced small chunks.
-@Suite struct SendAgainstTests {
+@Suite(LiveServer.plainOnly("a sealed chunk is never sent against another, nor kept in the chunk cache")) struct SendAgainstTests {
     /// A package of small files (random bytes, so a file sent whole costs its whole size).
     static func writeTree(_ root: String, count: Int) throws -> [String: [UInt8]] {
         var files: [String: [UInt8]] = [:]

@@ -41,7 +41,7 @@ import XferProtocol
     /// The download breaks after 10 of 70 chunks: the files finished meanwhile that their owner
     /// may not write (0444) still are writable in the staging copy, and the next pull resumes
     /// from it and gives every file its content, mode and time.
-    @Test func aPullThatStopsHalfWayIsResumedWithReadOnlyFiles() async throws {
+    @Test(LiveServer.plainOnly("forges plain chunk frames")) func aPullThatStopsHalfWayIsResumedWithReadOnlyFiles() async throws {
         try await Self.withDownloadsAnswered { server, breaking in
             let source = server.root + "/src"
             let files = try Self.package(source, count: 70)
@@ -67,7 +67,7 @@ import XferProtocol
 
     /// A server that answers a download with one chunk twice and another never gets nothing
     /// published: every asked chunk must come, once.
-    @Test func aChunkSentTwiceInsteadOfAnotherPublishesNothing() async throws {
+    @Test(LiveServer.plainOnly("forges plain chunk frames")) func aChunkSentTwiceInsteadOfAnotherPublishesNothing() async throws {
         try await Self.withDownloadsAnswered { server, body in
             let source = server.root + "/src"
             let files = try Self.package(source, count: 70)

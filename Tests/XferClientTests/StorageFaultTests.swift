@@ -43,7 +43,7 @@ import Glibc
             StorageFaults.disarm(pathContains: server.root)
             // Nothing recorded, nothing visible: no quota use, no committed version, no temporary files.
             #expect(try await server.remote.connection.account().used == before, "\(name)")
-            let info = try? await server.remote.connection.stat(container: .default, path: try DocumentPath("doc"))
+            let info = try? await server.client().stat("doc")
             #expect(info == nil || info?.state == .uploading, "\(name)")
             // Every chunk the store names is whole.
             let store = server.data.chunks
@@ -66,7 +66,7 @@ import Glibc
             let file = server.root + "/doc.bin"
             try Files.write(file, Files.random(count: 200_000, seed: 30))
             _ = try await server.push(file, "doc")
-            let committed = try await server.remote.connection.stat(container: .default, path: try DocumentPath("doc"))
+            let committed = try await server.client().stat("doc")
             let metadata = server.data.metadata as! SQLiteMetadataStore
             try await metadata.limitGrowth(extraPages: 0)
             // Many new documents until the database needs a page it may not have.
@@ -84,7 +84,7 @@ import Glibc
             let error = try #require(failure)
             #expect(error.code == .storageFull && error.message.contains("storage is full"), "\(error)")
             // What was committed stays as it was, and the store is consistent.
-            let after = try await server.remote.connection.stat(container: .default, path: try DocumentPath("doc"))
+            let after = try await server.client().stat("doc")
             #expect(after.version == committed.version && after.manifestDigest == committed.manifestDigest)
             let report = try await Maintenance(data: server.data).verify()
             #expect(report.ok, "\(report.problems)")

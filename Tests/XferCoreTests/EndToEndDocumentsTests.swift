@@ -107,4 +107,26 @@ import Testing
             _ = try await other.manifest(in: carrier, sealedPath: path, version: 2, fetch: Self.fetch(store))
         }
     }
+
+    @Test func aServersMessageNamesDocumentsAsTheUserDoes() throws {
+        let sealed = try Self.keys.sealedPath("Projects/Harbour plans.txt")
+        let message = "\(sealed) is a document: nothing can live inside it (under \(sealed)/x)"
+        #expect(Self.keys.openingNames(in: message)
+                == "Projects/Harbour plans.txt is a document: nothing can live inside it (under Projects/Harbour plans.txt/x)")
+        // A name sealed under another key, or not sealed, stays as it is.
+        let other = try EndToEndKeys(key: .generate()).sealedPath("notes.txt")
+        #expect(Self.keys.openingNames(in: "at \(other): no") == "at \(other): no")
+        #expect(Self.keys.openingNames(in: "Documents/a is a document") == "Documents/a is a document")
+    }
+
+    @Test func aDirectoryIsCarriedAsTheSameManifestWhateverItsMode() async throws {
+        let (carrier, pieces) = try Self.keys.carrier(of: .directory(mode: 0o750), sealedPath: "x", version: 3)
+        #expect(pieces.isEmpty && carrier == EndToEndKeys.directoryCarrier && carrier.kind == .directory)
+        #expect(try Self.keys.carrier(of: .directory(mode: 0o700), sealedPath: "y", version: 9).carrier.digest == carrier.digest)
+        let opened = try await Self.keys.manifest(in: carrier, sealedPath: "x", version: 3) { _ in [] }
+        #expect(opened.kind == .directory)
+        await #expect(throws: XferError.self) {
+            _ = try await Self.keys.manifest(in: .directory(mode: 0o755), sealedPath: "x", version: 3) { _ in [] }
+        }
+    }
 }
