@@ -187,7 +187,7 @@ public struct PullEngine: Sendable {
         }
         let (answer, manifest): (answer: ManifestAnswer, manifest: Manifest)
         if let prefetched {
-            (answer, manifest) = ((deltaSize: 0, version: prefetched.info.version, digest: prefetched.manifest.digest), prefetched.manifest)
+            (answer, manifest) = ((deltaSize: 0, version: prefetched.info.version, digest: prefetched.digest ?? prefetched.manifest.digest), prefetched.manifest)
         } else {
             (answer, manifest) = try await self.manifest(name, info: info, synced: synced)
         }
@@ -643,6 +643,9 @@ public struct PullEngine: Sendable {
         /// of the batch that wanted it), so a pass's report counts every byte on the wire once.
         var chunksFetched = 0
         var bytesFetched: Int64 = 0
+        /// The digest the server records for the version: its carrier's, end to end (`nil`:
+        /// the manifest's own).
+        var digest: ChunkID? = nil
     }
 }
 

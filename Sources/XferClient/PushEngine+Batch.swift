@@ -40,17 +40,20 @@ extension PushEngine {
         try await ClientThreads.run {
             let started = ContinuousClock.now
             let connection = remote.connection
-            // Chunks go up before the commit: never into an end-to-end encrypted container, which
-            // a batch does not seal yet (asked of the server, and of this device's keys, so a
-            // server cannot talk it into sending plain data where it holds a key).
-            if !items.isEmpty {
-                let refusal = XferError(.encryptedContainer, "container \(remote.container) is end-to-end encrypted, which a batch push (xfer sync) does not write yet; nothing was sent")
+            // Chunks go up before the commit: never plain ones into an end-to-end encrypted
+            // container (asked of the server, and of this device's keys, so a server cannot talk
+            // it into sending plain data where it holds a key). An encrypted one's documents are
+            // sealed here, each to the version it is to become, which a server must enforce.
+            let endToEnd = remote.endToEnd
+            if !items.isEmpty && endToEnd == nil {
+                let refusal = XferError(.encryptedContainer, "container \(remote.container) is end-to-end encrypted, and this push was not given its key (Remote.unlocked()); nothing was sent")
                 do {
                     if try await remote.unlocked().endToEnd != nil { throw refusal }
                 } catch let error as XferError where error.code == .unauthorized {
                     throw refusal  // encrypted, and this device holds no key
                 }
             }
+            let features = await connection.features()
             var results = [Result<PushReport, any Error>?](repeating: nil, count: items.count)
             /// Pushes these items one at a time (the single push's rules) and answers for all.
             func alone(_ indexes: [Int]) async throws -> [Result<PushReport, any Error>] {
@@ -59,6 +62,17 @@ extension PushEngine {
                     results[index] = try await documentOutcome { try await push(item.path, as: item.name, state: item.state, directoryItself: item.directoryItself, progress: progress) }
                 }
                 return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
+            }
+            if endToEnd != nil && !features.contains(.batchCommitVersions) { return try await alone(Array(items.indices)) }
+            // The path the server keeps each document at (sealed, end to end).
+            var serverNames: [DocumentPath?] = []
+            for (index, item) in items.enumerated() {
+                do {
+                    serverNames.append(try remote.serverPath(item.name))
+                } catch {
+                    serverNames.append(nil)
+                    results[index] = .failure(error)
+                }
             }
 
             /// A document to commit: what was found locally and what the state holds.
@@ -73,10 +87,15 @@ extension PushEngine {
                 var hashed: Set<Int> = []
                 var manifest: Manifest? = nil
                 var encoded: [UInt8] = []
+                /// What the server is to keep: `encoded`, or end to end its carrier's encoding.
+                var sent: [UInt8] = []
+                /// End to end, the version its manifest is sealed to, and its pieces' bytes.
+                var version: Int64? = nil
+                var pieceBytes = 0
             }
             var prepared: [Prepared] = []
             var unchangedHere: [Prepared] = []  // unchanged since they synced here, if the server holds them
-            for (index, item) in items.enumerated() {
+            for (index, item) in items.enumerated() where serverNames[index] != nil {
                 do {
                     let snapshot = try LocalSnapshot(path: item.path, state: item.state, exclude: options.exclude,
                                                      directoryItself: item.directoryItself)
@@ -95,7 +114,7 @@ extension PushEngine {
 
             // Nothing to send for those, once the server confirms it holds their versions (the
             // single push's rule); one it lacks goes in full, as if new there.
-            for (document, answer) in zip(unchangedHere, try await remote.holds(unchangedHere.map { ($0.synced!, items[$0.item].name) })) {
+            for (document, answer) in zip(unchangedHere, try await remote.holds(unchangedHere.map { ($0.synced!, serverNames[$0.item]!) })) {
                 guard case .success(let held) = answer else {
                     if case .failure(let error) = answer { results[document.item] = .failure(error) }
                     continue
@@ -123,7 +142,7 @@ extension PushEngine {
             var total: Int64 = 0
             var unchangedBytes: Int64 = 0
             var previous = PreviousChunks()  // changed small files' previous chunks, to send against
-            let sendAgainst = await connection.features().contains(.chunksAgainst)
+            let sendAgainst = features.contains(.chunksAgainst) && remote.codec.sendsAgainst
             for (number, document) in prepared.enumerated() {
                 let snapshot = document.snapshot
                 total += snapshot.totalSize
@@ -160,7 +179,7 @@ extension PushEngine {
             }, changed: changedWhileRead)
             do {
                 hashed = try await upload(initial: initial, files: reading, skip: onServer.union(queued), total: total,
-                                          previous: previous, cache: items.first.map { ChunkCache(database: $0.state.database, maximumBytes: options.cacheBytes) },
+                                          previous: previous, cache: remote.codec.isSealed ? nil : items.first.map { ChunkCache(database: $0.state.database, maximumBytes: options.cacheBytes) },
                                           counters: counters, progress: progress)
             } catch let error as XferError where !error.stopsEveryDocument {
                 // One document's trouble (a file gone or unreadable mid-read) stops a shared read:
@@ -200,7 +219,7 @@ extension PushEngine {
             }
             // No version for those, once the server confirms it holds that one; else it goes in
             // full (its chunks too, asked for by the commit's missing_chunks).
-            for (number, answer) in zip(foundAsItWas, try await remote.holds(foundAsItWas.map { (prepared[$0].basis!, items[prepared[$0].item].name) })) {
+            for (number, answer) in zip(foundAsItWas, try await remote.holds(foundAsItWas.map { (prepared[$0].basis!, serverNames[prepared[$0].item]!) })) {
                 guard case .success(let held) = answer else {
                     if case .failure(let error) = answer { results[prepared[number].item] = .failure(error) }
                     continue
@@ -219,20 +238,65 @@ extension PushEngine {
                 }
             }
 
+            // End to end, each manifest sealed to the version it is to become (the one after the
+            // server's current; a document whose next is another, an announce pending elsewhere,
+            // is refused by the server and pushed alone), its pieces uploaded before the commit.
+            /// Seals the manifests of documents `numbers` for a batch commit into an end-to-end
+            /// encrypted container: each to the version after the server's current one (asked a
+            /// thousand documents a request; 1 for a document it does not list), its carrier set
+            /// to be sent and its pieces uploaded.
+            func sealForCommit(_ numbers: [Int], endToEnd: EndToEndKeys) async throws {
+                func name(_ number: Int) -> DocumentPath { serverNames[prepared[number].item]! }
+                var current: [Int: Int64] = [:]
+                for batch in numbers.batched(atMost: ProtocolLimits.maximumBatchDocuments) {
+                    let answers = try await connection.manifests(container: remote.container, batch.map { ManifestBatchRequest.Wanted(path: name($0)) })
+                    for (number, answer) in zip(batch, answers) {
+                        if let info = answer.document, info.path == name(number) { current[number] = info.version }
+                    }
+                }
+                var pieces: [EncodedChunk] = []
+                for number in numbers {
+                    let version = (current[number] ?? 0) + 1
+                    let (carrier, plain) = try endToEnd.carrier(of: prepared[number].manifest!, sealedPath: name(number).value, version: version)
+                    let sealed = try plain.map { piece in try piece.withUnsafeBytes { try endToEnd.chunks.seal($0, policy: options.compression) } }
+                    prepared[number].version = version
+                    prepared[number].sent = carrier.encoded()
+                    prepared[number].pieceBytes = sealed.reduce(0) { $0 + $1.payload.count }
+                    pieces += sealed
+                }
+                for batch in pieces.batched(atMost: 1024) {
+                    let result = try await connection.upload(batch)
+                    guard result.received == batch.count else {
+                        throw XferError(.unavailable, "the server received \(result.received) of the \(batch.count) pieces of sealed manifests; push again")
+                    }
+                }
+            }
+            if let endToEnd {
+                do {
+                    try await sealForCommit(commits, endToEnd: endToEnd)
+                } catch let error as XferError where !error.stopsEveryDocument {
+                    return try await alone((commits + unchanged).map { prepared[$0].item })
+                }
+            } else {
+                for number in commits { prepared[number].sent = prepared[number].encoded }
+            }
+
             func commit(_ numbers: [Int]) async throws -> [Int: Result<DocumentInfo, XferError>] {
                 var outcomes: [Int: Result<DocumentInfo, XferError>] = [:]
                 // Under the body limit: base64 manifests, with room for each document's other fields.
                 for batch in numbers.batched(atMost: ProtocolLimits.maximumBatchDocuments,
                                              budget: ProtocolLimits.maximumBatchBody * 3 / 4 - (64 << 10),
-                                             cost: { prepared[$0].encoded.count + 1024 }) {
+                                             cost: { prepared[$0].sent.count + 1024 }) {
                     let request = BatchCommitRequest(documents: batch.map { number in
                         let document = prepared[number]
                         let top = document.snapshot.top
+                        // (End to end it says nothing true but the kind: the rest is in the sealed manifest.)
+                        let sealed = endToEnd != nil
                         return DirectCommit(announce: AnnounceRequest(
-                            path: items[document.item].name, kind: DocumentKind(document.snapshot.kind),
-                            size: document.snapshot.totalSize, mtimeNs: top.mtimeNanoseconds, mode: top.mode,
-                            baseVersion: document.basis?.version, device: options.device),
-                            manifest: document.encoded, manifestDigest: ChunkID.of(document.encoded))
+                            path: serverNames[document.item]!, kind: DocumentKind(document.snapshot.kind),
+                            size: sealed ? 0 : document.snapshot.totalSize, mtimeNs: sealed ? 0 : top.mtimeNanoseconds,
+                            mode: sealed ? 0o600 : top.mode, baseVersion: document.basis?.version, device: options.device),
+                            manifest: document.sent, manifestDigest: ChunkID.of(document.sent), version: document.version)
                     })
                     for (number, outcome) in zip(batch, try await connection.commit(container: remote.container, batch: request)) {
                         if let info = outcome.document {
@@ -297,9 +361,10 @@ extension PushEngine {
                     switch outcomes[number] {
                     case .success(let info):
                         try item.state.recordPushed(server: connection.server, container: remote.container, path: item.name,
-                                                    document: SyncedDocument(version: info.version, manifest: document.manifest!))
+                                                    document: SyncedDocument(version: info.version, manifest: document.manifest!,
+                                                                             serverDigest: endToEnd == nil ? nil : ChunkID.of(document.sent).hex))
                         var report = Self.report(item.name, info.version, document.manifest!, sent[number] ?? Counters(),
-                                                 manifestBytes: document.encoded.count, started: started)
+                                                 manifestBytes: document.sent.count + document.pieceBytes, started: started)
                         report.state = info.state
                         report.conflicts = info.conflicts ?? []
                         results[document.item] = .success(report)
@@ -309,6 +374,11 @@ extension PushEngine {
                         results[document.item] = .failure(XferError(.internal, "\(item.name) was not committed"))
                     }
                 }
+            }
+            if endToEnd != nil {
+                // Refused end to end (another version taken meanwhile, say): each goes alone, announced first.
+                let refused = commits.filter { if case .failure(let error) = outcomes[$0] { error.code == .conflict } else { false } }
+                if !refused.isEmpty { _ = try await alone(refused.map { prepared[$0].item }) }
             }
             return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
         }

@@ -59,12 +59,6 @@ extension SyncDirectory {
     /// ones are announced before their data moves, so other devices see them coming.
     static let batchedDocumentBytes: Int64 = 4 << 20
 
-    /// Whether a plan goes in a batch (``isBatched(_:)``, and this folder's container is not
-    /// end-to-end encrypted: such a container's documents go one at a time, each manifest
-    /// sealed and carried on its own).
-    func isBatched(_ plan: Plan) -> Bool {
-        remote.endToEnd == nil && Self.isBatched(plan)
-    }
 
     /// Whether a plan goes in a batch: a directory, or a file or symlink of at most
     /// ``batchedDocumentBytes``, as it is here for a push and on the server for a pull.
@@ -116,14 +110,41 @@ extension SyncDirectory {
         let connection = remote.connection
         var prefetched: [Int: PullEngine.Prefetched] = [:]
         do {
-            // A sealed manifest comes only in its carrier, which a batch does not open: each alone.
-            if remote.endToEnd != nil { throw XferError(.badRequest, "an end-to-end encrypted container's documents are pulled one at a time") }
-            let items = try await connection.manifests(container: remote.container, paths.map { ManifestBatchRequest.Wanted(path: $0) })
+            let serverPaths = try paths.map { try remote.serverPath($0) }
+            let items = try await connection.manifests(container: remote.container, serverPaths.map { ManifestBatchRequest.Wanted(path: $0) })
+            var carriers: [(index: Int, carrier: Manifest)] = []
             for (index, item) in items.enumerated() {
                 // Anything amiss (an error, a digest that does not match) leaves it to a pull of its own, which says what.
-                guard let info = item.document, info.path == paths[index], let text = item.manifest,
+                guard let info = item.document, info.path == serverPaths[index], let text = item.manifest,
                       let manifest = try? Manifest(decoding: Base64.decode(text)), info.manifestDigest == manifest.digest.hex else { continue }
-                prefetched[index] = PullEngine.Prefetched(info: info, manifest: manifest, chunks: [:])
+                if remote.endToEnd == nil {
+                    prefetched[index] = PullEngine.Prefetched(info: info, manifest: manifest, chunks: [:])
+                } else {
+                    carriers.append((index, manifest))
+                }
+            }
+            if let endToEnd = remote.endToEnd, !carriers.isEmpty {
+                // End to end, each manifest is sealed in its carrier's pieces: every first piece
+                // comes in shared downloads; a manifest of more pieces asks for the rest itself.
+                var firsts = Set<ChunkID>()
+                for (_, carrier) in carriers { if let first = try? EndToEndKeys.references(of: carrier).first?.id { firsts.insert(first) } }
+                var fetched: [ChunkID: EncodedChunk] = [:]
+                for batch in Array(firsts).batched(atMost: ProtocolLimits.maximumIDsPerRequest) {
+                    try await connection.download(batch) { chunk in fetched[chunk.id] = chunk }
+                }
+                let known = fetched
+                for (index, carrier) in carriers {
+                    let info = items[index].document!
+                    // One that does not open is left to a pull of its own, which says why.
+                    guard let manifest = try? await endToEnd.manifest(in: carrier, sealedPath: serverPaths[index].value, version: info.version, fetch: { ids in
+                        let found = ids.compactMap { known[$0] }
+                        if found.count == ids.count { return found }
+                        var pieces: [EncodedChunk] = []
+                        try await connection.download(ids) { pieces.append($0) }
+                        return pieces
+                    }) else { continue }
+                    prefetched[index] = PullEngine.Prefetched(info: info, manifest: manifest, chunks: [:], digest: carrier.digest)
+                }
             }
             // The chunks no local file holds, fetched once for all, each checked against its id and length.
             let local = try sources.locations()
@@ -139,7 +160,7 @@ extension SyncDirectory {
             }
             // A changed chunk comes against the one its previous version had in that place.
             var against = PullAgainst(cache: ChunkCache(database: state.database), sources: local,
-                                      offers: await connection.features().contains(.chunksAgainst))
+                                      offers: await connection.features().contains(.chunksAgainst), codec: remote.codec)
             for index in prefetched.keys.sorted() {
                 let old = try state.clientState(for: paths[index]).document(server: connection.server, container: remote.container,
                                                                            path: paths[index])?.manifest

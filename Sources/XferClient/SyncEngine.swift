@@ -174,7 +174,7 @@ public actor SyncEngine {
             if report.state == .conflict { pullAfterPush.append(plan.path) }
         }
         // Small documents in batches: a few requests for hundreds of documents.
-        let batched = plans.filter { $0.action == .push && sync.isBatched($0) }
+        let batched = plans.filter { $0.action == .push && SyncDirectory.isBatched($0) }
         for group in batched.batched(atMost: Self.pushBatch) {
             let results = try await sync.pushMany(group, progress: progress(group[0].path))
             for (plan, result) in zip(group, results) {
@@ -184,7 +184,7 @@ public actor SyncEngine {
                 }
             }
         }
-        for plan in plans where plan.action == .push && !sync.isBatched(plan) {
+        for plan in plans where plan.action == .push && !SyncDirectory.isBatched(plan) {
             guard let report = try await attempt(&summary, plan.path, { try await sync.push(plan, progress: progress(plan.path)) }) else {
                 continue
             }
@@ -225,7 +225,7 @@ public actor SyncEngine {
         }
         // Small documents in batches (manifests and chunks fetched together), the rest alone.
         let remoteInfo = Dictionary(plans.compactMap { plan in plan.remote.map { (plan.path, $0) } }, uniquingKeysWith: { first, _ in first })
-        let small = Set(plans.filter { $0.action == .pull && sync.isBatched($0) }.map(\.path))
+        let small = Set(plans.filter { $0.action == .pull && SyncDirectory.isBatched($0) }.map(\.path))
         // At most 500 documents and 32 MiB a batch: the chunks a batch holds in memory stay bounded.
         for group in pulls.filter({ small.contains($0) }).batched(atMost: Self.pushBatch, budget: 32 << 20,
                                                                   cost: { Int(remoteInfo[$0]?.size ?? 0) }) {

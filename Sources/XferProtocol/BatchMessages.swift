@@ -23,9 +23,14 @@ public struct DirectCommit: Codable, Sendable, Hashable {
     public var manifest: String
     /// SHA-256 hex of the manifest, checked on arrival.
     public var manifestDigest: String
+    /// The version this commit must become, or `nil` for the next one, whatever it is. A
+    /// document whose next version is another is refused (`conflict`; nothing of it is
+    /// recorded): an end-to-end encrypted manifest is sealed to its version before it is sent
+    /// (``ServerFeature/batchCommitVersions``).
+    public var version: Int64? = nil
 
     /// Creates one document's commit.
-    public init(announce: AnnounceRequest, manifest: [UInt8], manifestDigest: ChunkID) {
+    public init(announce: AnnounceRequest, manifest: [UInt8], manifestDigest: ChunkID, version: Int64? = nil) {
         path = announce.path
         kind = announce.kind
         size = announce.size
@@ -35,6 +40,7 @@ public struct DirectCommit: Codable, Sendable, Hashable {
         device = announce.device
         self.manifest = Base64.encode(manifest)
         self.manifestDigest = manifestDigest.hex
+        self.version = version
     }
 
     /// Its announcement.

@@ -468,4 +468,7 @@ public enum ServerFeature: String, Sendable, CaseIterable {
     /// Upload frames of chunk encoding 3 (``ChunkEncoding/sealed``: chunks of an end-to-end
     /// encrypted container), stored and served as they came.
     case sealedChunks = "sealed-chunks"
+    /// A batch commit's document may name the version it must become (``DirectCommit/version``);
+    /// one that would become another is refused, nothing of it recorded.
+    case batchCommitVersions = "batch-commit-versions"
 }

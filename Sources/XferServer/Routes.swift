@@ -268,7 +268,7 @@ struct Routes: Sendable {
                 guard DocumentKind(manifest.kind) == document.kind else {
                     throw XferError(.invalidManifest, "\(document.path): a \(document.kind.rawValue) document with a \(manifest.kind) manifest")
                 }
-                valid.append((index, DirectCommitItem(announce: document.announcement, manifest: manifest, encoded: encoded)))
+                valid.append((index, DirectCommitItem(announce: document.announcement, manifest: manifest, encoded: encoded, version: document.version)))
             } catch {
                 outcomes[index] = BatchCommitResult.Outcome(error: ErrorMiddleware.body(for: error).error)
             }

@@ -26,7 +26,7 @@ import XferProtocol
                      manifest: manifest.encoded(), manifestDigest: manifest.digest)
     }
 
-    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func eachDocumentOfABatchCommitSucceedsOrFailsAlone() async throws {
+    @Test(LiveServer.plainOnly("commits plain manifests through the protocol")) func eachDocumentOfABatchCommitSucceedsOrFailsAlone() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
             let good = try Self.document(Array("good".utf8))
@@ -56,7 +56,7 @@ import XferProtocol
         }
     }
 
-    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func aBatchIsRefusedWholeWhenItBreaksTheProtocolsLimits() async throws {
+    @Test func aBatchIsRefusedWholeWhenItBreaksTheProtocolsLimits() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
             let one = try Self.document(Array("x".utf8))
@@ -74,7 +74,30 @@ import XferProtocol
         }
     }
 
-    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func aStaleBaseInABatchIsKeptAsAConflictAndTheLaterEditWins() async throws {
+    /// A batch commit's document may name the version it must become (what an end-to-end
+    /// encrypted manifest, sealed to its version, needs): another is refused and leaves nothing.
+    @Test(LiveServer.plainOnly("commits plain manifests through the protocol")) func aBatchCommitNamingAnotherVersionIsRefused() async throws {
+        try await LiveServer.run { server in
+            let connection = server.remote.connection
+            #expect(await connection.features().contains(.batchCommitVersions))
+            let good = try Self.document(Array("good".utf8))
+            _ = try await connection.upload([good.chunk])
+            var wrong = try Self.commit("Documents/a.txt", good.manifest)
+            wrong.version = 2
+            var right = try Self.commit("Documents/b.txt", good.manifest)
+            right.version = 1
+            let outcomes = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [wrong, right]))
+            #expect(outcomes[0].error?.code == "conflict" && outcomes[0].error?.message.contains("would be version 1, not 2") == true)
+            #expect(outcomes[1].document?.version == 1 && outcomes[1].document?.state == .current)
+            // The refused one took no version: its next is still 1.
+            right.path = try DocumentPath("Documents/a.txt")
+            let again = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [right]))
+            #expect(again[0].document?.version == 1, "\(again)")
+            #expect(try await server.client().list().documents.map(\.path.value) == ["Documents/a.txt", "Documents/b.txt"])
+        }
+    }
+
+    @Test(LiveServer.plainOnly("commits plain manifests through the protocol")) func aStaleBaseInABatchIsKeptAsAConflictAndTheLaterEditWins() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
             let first = try Self.document(Array("first".utf8))
@@ -136,7 +159,7 @@ import XferProtocol
         }
     }
 
-    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func aBatchPushCountsEachDocumentsOwnBytesAndSkipsWhatItCannotRead() async throws {
+    @Test func aBatchPushCountsEachDocumentsOwnBytesAndSkipsWhatItCannotRead() async throws {
         try await LiveServer.run { server in
             let directory = server.root + "/files"
             var items: [PushItem] = []
@@ -164,7 +187,7 @@ import XferProtocol
         }
     }
 
-    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func manifestsOfManyDocumentsComeInOneAnswerEachOnItsOwn() async throws {
+    @Test(LiveServer.plainOnly("commits plain manifests through the protocol")) func manifestsOfManyDocumentsComeInOneAnswerEachOnItsOwn() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
             let one = try Self.document(Array("one".utf8)), two = try Self.document(Array("two".utf8))
@@ -191,7 +214,7 @@ import XferProtocol
 
     /// A server without the batch routes (an older one) answers "no such route": each document
     /// then goes alone, and nothing is lost or failed.
-    @Test(LiveServer.plainOnly("batch pushes and commits write plain containers only; an end-to-end encrypted one is synced a document at a time")) func aServerWithoutBatchRoutesIsSyncedOneDocumentAtATime() async throws {
+    @Test func aServerWithoutBatchRoutesIsSyncedOneDocumentAtATime() async throws {
         let refused = Locked(0)
         try await LiveServer.run(intercept: { request in
             guard request.method == .post, request.uri.path.hasSuffix("/commits") || request.uri.path.hasSuffix("/manifests") else { return nil }

@@ -80,7 +80,7 @@ import XferProtocol
 
     /// In a batch push (a sync pass's small documents, read together), a file written while it
     /// is read fails its own document only; the others are committed.
-    @Test(LiveServer.plainOnly("batch pushes write plain containers only")) func aFileWrittenWhileABatchReadsItFailsOnlyItsDocument() async throws {
+    @Test func aFileWrittenWhileABatchReadsItFailsOnlyItsDocument() async throws {
         try await LiveServer.run { server in
             let directory = server.root + "/batch"
             var items: [PushItem] = []

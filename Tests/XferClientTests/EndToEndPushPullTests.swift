@@ -305,4 +305,35 @@ import XferServer
             #expect(Files.read(fileB) == Array("edit from a".utf8))
         }
     }
+
+    /// A batch push seals each manifest to the version it is to become; one whose next version
+    /// was taken meanwhile (an announce from another device) is refused and pushed alone.
+    @Test func aBatchPushSealsEachManifestToItsVersion() async throws {
+        try await LiveServer.run { server in
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "b")).unlock(passphrase: "pw")
+            let a = try await Self.vault(server, "a").unlocked(), b = try await Self.vault(server, "b").unlocked()
+            let root = server.root + "/files"
+            for index in 0..<12 { try Files.write(root + "/f\(index).txt", Array("file \(index) of \(Self.marker)".utf8)) }
+            func items() throws -> [PushItem] {
+                try (0..<12).map { index in
+                    let path = root + "/f\(index).txt"
+                    return PushItem(path: path, name: try DocumentPath("f\(index).txt"), state: try a.clientState(root: path))
+                }
+            }
+            let first = try await PushEngine(remote: a).pushMany(try items())
+            #expect(first.allSatisfy { (try? $0.get())?.version == 1 }, "\(first)")
+            // Another device announces f3's next version (2) and never commits it.
+            _ = try await a.connection.announce(container: try ContainerName("vault"), AnnounceRequest(
+                path: try a.serverPath(try DocumentPath("f3.txt")), kind: .file, size: 0, mtimeNs: 0, mode: 0o600, baseVersion: 1))
+            for index in [2, 3] { try Files.write(root + "/f\(index).txt", Array("edited \(index)".utf8)) }
+            let second = try await PushEngine(remote: a).pushMany(try items())
+            #expect((try? second[2].get())?.version == 2 && (try? second[3].get())?.version == 3, "\(second)")
+            #expect(second.enumerated().allSatisfy { index, result in [2, 3].contains(index) || (try? result.get())?.committed == false })
+            for index in [2, 3, 7] {
+                _ = try await PullEngine(remote: b).pull(try DocumentPath("f\(index).txt"), into: server.root + "/out\(index).txt")
+                #expect(Files.read(server.root + "/out\(index).txt") == Files.read(root + "/f\(index).txt"))
+            }
+        }
+    }
 }

@@ -297,12 +297,15 @@ public struct DirectCommitItem: Sendable {
     public var manifest: Manifest
     /// Its canonical encoding.
     public var encoded: [UInt8]
+    /// The version it must become (``DirectCommit/version``), or `nil` for the next one.
+    public var version: Int64?
 
     /// Creates an item.
-    public init(announce: AnnounceRequest, manifest: Manifest, encoded: [UInt8]) {
+    public init(announce: AnnounceRequest, manifest: Manifest, encoded: [UInt8], version: Int64? = nil) {
         self.announce = announce
         self.manifest = manifest
         self.encoded = encoded
+        self.version = version
     }
 }
 

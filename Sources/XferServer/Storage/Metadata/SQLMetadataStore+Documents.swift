@@ -90,6 +90,10 @@ extension SQLMetadataStore {
                 do {
                     results.append(.success(try tx.sql.savepoint {
                         let (_, version) = try tx.announce(account: account, container: containerID, item.announce, direct: true)
+                        if let wanted = item.version, wanted != version {
+                            // Rolled back with the savepoint: the version it would take stays free.
+                            throw XferError(.conflict, "\(item.announce.path) would be version \(version), not \(wanted); nothing of it was recorded")
+                        }
                         return try tx.commit(account: account, container: containerID, path: item.announce.path, version: version,
                                              baseVersion: item.announce.baseVersion, manifest: item.manifest, encoded: item.encoded,
                                              sealed: sealed)
