@@ -75,6 +75,12 @@ extension Xfer {
                 the running server to do the same (admin token); use it when the server keeps \
                 metadata or chunks elsewhere (--metadata, --chunks), which --data cannot reach.
 
+                `xfer verify --documents` downloads and checks the container's current \
+                documents here, with this device's keys: every name, manifest and chunk, as a \
+                pull checks them, writing nothing. In an end-to-end encrypted container it is the \
+                check only a device holding the key can make (the server cannot open what it \
+                stores).
+
                 Exits 0 if all is well, 9 if anything is damaged or missing.
                 """)
 
@@ -87,6 +93,9 @@ extension Xfer {
         @Flag(help: "Ask the server at --server to verify its stores (admin token).")
         var remote = false
 
+        @Flag(help: "Download and check every current document of --container here, with this device's keys.")
+        var documents = false
+
         @Flag(help: "Print the report as one JSON object.")
         var json = false
 
@@ -95,14 +104,30 @@ extension Xfer {
         @OptionGroup var sealing: SealingOptions
 
         func validate() throws {
-            guard [directory != nil, data != nil, remote].filter({ $0 }).count <= 1 else {
-                throw ValidationError("give one of DIR, --data DIR or --remote")
+            guard [directory != nil, data != nil, remote, documents].filter({ $0 }).count <= 1 else {
+                throw ValidationError("give one of DIR, --data DIR, --remote or --documents")
             }
         }
 
         func run() async throws {
             try await runReportingErrors(json: json) {
-                if data != nil || remote {
+                if documents {
+                    let progress = !json && isatty(STDERR_FILENO) == 1
+                    let report = try await withRemote(client, unlocking: true) { remote in
+                        try await ContainerVerify(remote: remote).run { checked in
+                            if progress { FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8)) }
+                        }
+                    }
+                    if progress { FileHandle.standardError.write(Data("\n".utf8)) }
+                    if json {
+                        printJSON(report)
+                    } else {
+                        print("\(report.documentsChecked) documents, \(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) checked")
+                        for problem in report.problems { print("  damaged  \(problem.document): \(problem.problem)") }
+                        print(report.ok ? "ok" : "\(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")
+                    }
+                    if !report.ok { throw ExitCode(9) }
+                } else if data != nil || remote {
                     let report: ServerVerifyReport
                     if let data {
                         // Progress only on a terminal: `\r` lines do not belong in a log.

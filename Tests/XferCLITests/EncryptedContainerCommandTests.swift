@@ -95,6 +95,10 @@ import Testing
         #expect(FileManager.default.contents(atPath: folderB + "/Harbour plans/notes.txt") == Data("phase two".utf8))
         let verified = try server.run("verify", folderB, environment: b)
         #expect(verified.status == 0, "\(verified.stdout)\(verified.stderr)")
+        // The server's copy, checked by a device holding the key.
+        let remote = try server.run("verify", "--documents", "--json", environment: b)
+        #expect(remote.status == 0, "\(remote.stdout)\(remote.stderr)")
+        #expect(try server.json(remote)["documents_checked"] as? Int == 2 && server.json(remote)["ok"] as? Bool == true, "\(remote.stdout)")
 
         // A device without the key syncs nothing and is told to unlock (exit 4).
         let folderC = server.path("c")

@@ -147,6 +147,16 @@ import XferServer
             let tree = server.root + "/tree"
             _ = try Self.makeTree(tree)
             _ = try await PushEngine(remote: a).push(tree, as: try DocumentPath("doc"))
+            // A device holding the key checks the server's copy: whole.
+            let clean = try await ContainerVerify(remote: a).run()
+            #expect(clean.ok && clean.documentsChecked == 1 && clean.chunksChecked >= 4, "\(clean)")
+            // A document written under another key: its name does not open here, and is reported.
+            let stranger = Remote(connection: server.remote.connection, container: try ContainerName("vault"),
+                                  stateDirectory: server.root + "/state-x", endToEnd: EndToEndKeys(key: .generate()))
+            try Files.write(server.root + "/x.txt", Array("x".utf8))
+            _ = try await PushEngine(remote: stranger).push(server.root + "/x.txt", as: try DocumentPath("x.txt"))
+            let foreign = try await ContainerVerify(remote: a).run()
+            #expect(foreign.problems.count == 1 && foreign.problems[0].problem.contains("does not open"), "\(foreign)")
             // Damage every pack in its middle (a data chunk's or a piece of the sealed manifest's bytes).
             guard Backends.environment["XFER_S3_ENDPOINT"] == nil else { return }  // packs in a bucket
             let packs = Self.serverFiles(server.root + "/data").filter { $0.path.hasPrefix("packs/") && !$0.path.contains("/.") }
@@ -161,6 +171,9 @@ import XferServer
             }
             #expect(failed != nil)
             #expect(!FileManager.default.fileExists(atPath: server.root + "/out"))
+            // And the device's check of the server's copy names the damaged document.
+            let damaged = try await ContainerVerify(remote: a).run()
+            #expect(!damaged.ok && damaged.problems.contains { $0.document == "doc" }, "\(damaged)")
         }
     }
 

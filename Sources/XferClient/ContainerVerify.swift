@@ -1,0 +1,147 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+/// What ``ContainerVerify`` found (`xfer verify --documents --json` prints it).
+public struct ContainerVerifyReport: Codable, Sendable, Equatable {
+    /// One damaged document, or name.
+    public struct Problem: Codable, Sendable, Equatable {
+        /// The document, by its plain name (by its sealed one when that does not open).
+        public var document: String
+        /// What is wrong.
+        public var problem: String
+    }
+
+    /// The container.
+    public var container: String
+    /// Current documents whose name and manifest were read and checked.
+    public var documentsChecked = 0
+    /// Distinct chunks downloaded and checked.
+    public var chunksChecked = 0
+    /// Their plain bytes.
+    public var bytesChecked: Int64 = 0
+    /// What failed, by document.
+    public var problems: [Problem] = []
+    /// Whether nothing failed.
+    public var ok: Bool { problems.isEmpty }
+
+    enum CodingKeys: String, CodingKey {
+        case container, documentsChecked, chunksChecked, bytesChecked, problems, ok
+    }
+
+    public init(container: String) { self.container = container }
+
+    public init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        container = try values.decode(String.self, forKey: .container)
+        documentsChecked = try values.decode(Int.self, forKey: .documentsChecked)
+        chunksChecked = try values.decode(Int.self, forKey: .chunksChecked)
+        bytesChecked = try values.decode(Int64.self, forKey: .bytesChecked)
+        problems = try values.decode([Problem].self, forKey: .problems)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var values = encoder.container(keyedBy: CodingKeys.self)
+        try values.encode(container, forKey: .container)
+        try values.encode(documentsChecked, forKey: .documentsChecked)
+        try values.encode(chunksChecked, forKey: .chunksChecked)
+        try values.encode(bytesChecked, forKey: .bytesChecked)
+        try values.encode(problems, forKey: .problems)
+        try values.encode(ok, forKey: .ok)
+    }
+}
+
+/// Checks a container's current documents as this device reads them, with its keys: every
+/// document's name (opened, end to end), its manifest (its carrier and sealed pieces, end to
+/// end: each opened and checked), and every chunk they reference, downloaded once and checked
+/// as a pull checks it (the tag and keyed id of a sealed chunk; the SHA-256 of a plain one) and
+/// against its declared length. Nothing is written. What the server's own verify cannot do for
+/// an end-to-end encrypted container, whose keys it does not hold (`xfer verify --documents`).
+public struct ContainerVerify: Sendable {
+    /// The remote, with its container's key when it is end-to-end encrypted (``Remote/unlocked()``).
+    public let remote: Remote
+
+    /// Chunks asked for in one download.
+    static let batch = 1024
+    /// Documents named in a chunk's problem, at most.
+    static let namedDocuments = 3
+
+    /// Creates a verifier.
+    public init(remote: Remote) {
+        self.remote = remote
+    }
+
+    /// Runs the check.
+    /// - Parameter progress: Called with the chunks checked so far, now and then.
+    /// - Throws: Only what stops everything (`unavailable`, `unauthorized`, `cancelled`); what is
+    ///   wrong with one document is a problem in the report.
+    public func run(progress: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> ContainerVerifyReport {
+        let connection = remote.connection
+        var report = ContainerVerifyReport(container: remote.container.value)
+        var wanted: [ChunkID: (length: Int, documents: [String])] = [:]
+        let list = try await connection.list(container: remote.container, prefix: "")
+        for info in list.documents where info.state == .current {
+            let name: String
+            do {
+                name = try remote.named(info).path.value
+            } catch {
+                report.problems.append(.init(document: info.path.value, problem: "its name does not open under the container's key (damaged, or written without the key)"))
+                continue
+            }
+            do {
+                let (_, manifest) = try await remote.naming { try await PullEngine(remote: remote).manifest(info.path, info: info, synced: nil) }
+                report.documentsChecked += 1
+                for chunk in manifest.allChunks {
+                    var entry = wanted[chunk.id] ?? (chunk.length, [])
+                    guard entry.length == chunk.length else {
+                        report.problems.append(.init(document: name, problem: "its manifest declares chunk \(chunk.id) of \(chunk.length) bytes, another of \(entry.length)"))
+                        continue
+                    }
+                    if entry.documents.count < Self.namedDocuments && entry.documents.last != name { entry.documents.append(name) }
+                    wanted[chunk.id] = entry
+                }
+            } catch let error as XferError where !error.stopsEveryDocument {
+                report.problems.append(.init(document: name, problem: error.message))
+            }
+        }
+        // Each chunk once, a batch at a time; a batch that fails is asked again a chunk at a
+        // time, so each damaged one is named with its documents.
+        let codec = remote.codec
+        func check(_ ids: [ChunkID]) async throws -> (chunks: Int, bytes: Int64) {
+            var checked = (chunks: 0, bytes: Int64(0))
+            try await connection.download(ids) { chunk in
+                guard let expected = wanted[chunk.id] else {
+                    throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for")
+                }
+                let bytes = try codec.decode(chunk, maximumLength: expected.length)
+                guard bytes.count == expected.length else {
+                    throw XferError(.corruptChunk, "chunk \(chunk.id) holds \(bytes.count) bytes, but its manifest declares \(expected.length)")
+                }
+                checked.chunks += 1
+                checked.bytes += Int64(bytes.count)
+            }
+            return checked
+        }
+        for batch in wanted.keys.sorted().batched(atMost: Self.batch) {
+            do {
+                let checked = try await check(batch)
+                report.chunksChecked += checked.chunks
+                report.bytesChecked += checked.bytes
+            } catch let error as XferError where !error.stopsEveryDocument {
+                for id in batch {
+                    do {
+                        let checked = try await check([id])
+                        report.chunksChecked += checked.chunks
+                        report.bytesChecked += checked.bytes
+                    } catch let error as XferError where !error.stopsEveryDocument {
+                        for document in wanted[id]!.documents {
+                            report.problems.append(.init(document: document, problem: "chunk \(id): \(remote.endToEnd?.openingNames(in: error.message) ?? error.message)"))
+                        }
+                    }
+                }
+            }
+            progress(report.chunksChecked)
+        }
+        return report
+    }
+}
