@@ -204,14 +204,38 @@ extension SyncDirectory {
         } catch {
             prefetched = [:]  // each document is pulled alone, and says what is wrong
         }
-        var results: [Result<PullReport, any Error>] = []
-        for (index, path) in paths.enumerated() {
-            results.append(try await documentOutcome {
-                try await pull(path, sources: sources, prefetched: prefetched[index], progress: progress(path))
-            })
+        // Each document is made durable before it is renamed into place: one at a time, a small
+        // one's pull waits mostly on its two fsyncs (docs/PERFORMANCE.md). Several at once, their
+        // waits overlap. A directory document (or one whose kind is not known yet) goes first
+        // and alone: the documents inside it are made in it.
+        var results = [Result<PullReport, any Error>?](repeating: nil, count: paths.count)
+        let alone = paths.indices.filter { prefetched[$0].map { $0.manifest.kind == .directory } ?? true }
+        for index in alone {
+            results[index] = try await documentOutcome {
+                try await pull(paths[index], sources: sources, prefetched: prefetched[index], progress: progress(paths[index]))
+            }
         }
-        return results
+        let together = paths.indices.filter { !alone.contains($0) }
+        try await withThrowingTaskGroup(of: (Int, Result<PullReport, any Error>).self) { group in
+            var running = 0
+            for index in together {
+                if running >= Self.pullsAtOnce, let (done, result) = try await group.next() {
+                    results[done] = result
+                    running -= 1
+                }
+                let (path, document) = (paths[index], prefetched[index])
+                group.addTask {
+                    (index, try await documentOutcome { try await self.pull(path, sources: sources, prefetched: document, progress: progress(path)) })
+                }
+                running += 1
+            }
+            for try await (done, result) in group { results[done] = result }
+        }
+        return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
     }
+
+    /// Small documents of a batch pulled at once (``pullMany(_:sources:progress:)``).
+    static let pullsAtOnce = 8
 
     func pull(_ path: DocumentPath, sources: ChunkSources? = nil, prefetched: PullEngine.Prefetched? = nil,
               progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PullReport {
