@@ -79,6 +79,14 @@ public struct ContainerVerify: Sendable {
         let connection = remote.connection
         var report = ContainerVerifyReport(container: remote.container.value)
         var wanted: [ChunkID: (length: Int, documents: [String])] = [:]
+        // A server that cannot read a chunk it stores (one sealed at rest fails its tag) ends
+        // the download mid-stream, which looks like a broken connection: what is asked
+        // (a document's manifest, a chunk alone) that breaks it while the server still answers is damaged there.
+        func isDamage(_ error: XferError) async throws -> Bool {
+            guard error.code == .unavailable else { return !error.stopsEveryDocument }
+            _ = try await connection.account()  // throws if the server is gone: nothing is called damaged then
+            return true
+        }
         let list = try await connection.list(container: remote.container, prefix: "")
         for info in list.documents where info.state == .current {
             let name: String
@@ -100,7 +108,8 @@ public struct ContainerVerify: Sendable {
                     if entry.documents.count < Self.namedDocuments && entry.documents.last != name { entry.documents.append(name) }
                     wanted[chunk.id] = entry
                 }
-            } catch let error as XferError where !error.stopsEveryDocument {
+            } catch let error as XferError {
+                guard try await isDamage(error) else { throw error }
                 report.problems.append(.init(document: name, problem: error.message))
             }
         }
@@ -127,13 +136,15 @@ public struct ContainerVerify: Sendable {
                 let checked = try await check(batch)
                 report.chunksChecked += checked.chunks
                 report.bytesChecked += checked.bytes
-            } catch let error as XferError where !error.stopsEveryDocument {
+            } catch let error as XferError {
+                guard try await isDamage(error) else { throw error }
                 for id in batch {
                     do {
                         let checked = try await check([id])
                         report.chunksChecked += checked.chunks
                         report.bytesChecked += checked.bytes
-                    } catch let error as XferError where !error.stopsEveryDocument {
+                    } catch let error as XferError {
+                        guard try await isDamage(error) else { throw error }
                         for document in wanted[id]!.documents {
                             report.problems.append(.init(document: document, problem: "chunk \(id): \(remote.endToEnd?.openingNames(in: error.message) ?? error.message)"))
                         }
