@@ -80,12 +80,24 @@ public struct ContainerVerify: Sendable {
         var report = ContainerVerifyReport(container: remote.container.value)
         var wanted: [ChunkID: (length: Int, documents: [String])] = [:]
         // A server that cannot read a chunk it stores (one sealed at rest fails its tag) ends
-        // the download mid-stream, which looks like a broken connection: what is asked
-        // (a document's manifest, a chunk alone) that breaks it while the server still answers is damaged there.
-        func isDamage(_ error: XferError) async throws -> Bool {
-            guard error.code == .unavailable else { return !error.stopsEveryDocument }
-            _ = try await connection.account()  // throws if the server is gone: nothing is called damaged then
-            return true
+        // the download mid-stream, which looks like a broken connection. What breaks it twice
+        // (a document's manifest, a chunk asked alone) while the server still answers is
+        // damaged there; anything else that stops everything is thrown.
+        func outcome<T>(_ body: () async throws -> T) async throws -> Result<T, XferError> {
+            do {
+                return .success(try await body())
+            } catch let error as XferError where error.code == .unavailable {
+                do {
+                    return .success(try await body())
+                } catch let again as XferError where again.code == .unavailable {
+                    _ = try await connection.account()  // throws if the server is gone: nothing is called damaged then
+                    return .failure(again)
+                } catch let again as XferError where !again.stopsEveryDocument {
+                    return .failure(again)
+                }
+            } catch let error as XferError where !error.stopsEveryDocument {
+                return .failure(error)
+            }
         }
         let list = try await connection.list(container: remote.container, prefix: "")
         for info in list.documents where info.state == .current {
@@ -96,8 +108,11 @@ public struct ContainerVerify: Sendable {
                 report.problems.append(.init(document: info.path.value, problem: "its name does not open under the container's key (damaged, or written without the key)"))
                 continue
             }
-            do {
-                let (_, manifest) = try await remote.naming { try await PullEngine(remote: remote).manifest(info.path, info: info, synced: nil) }
+            switch try await outcome({ try await remote.naming { try await PullEngine(remote: remote).manifest(info.path, info: info, synced: nil) } }) {
+            case .failure(let error):
+                report.problems.append(.init(document: name, problem: error.message))
+            case .success(let fetched):
+                let manifest = fetched.manifest
                 report.documentsChecked += 1
                 for chunk in manifest.allChunks {
                     var entry = wanted[chunk.id] ?? (chunk.length, [])
@@ -108,9 +123,6 @@ public struct ContainerVerify: Sendable {
                     if entry.documents.count < Self.namedDocuments && entry.documents.last != name { entry.documents.append(name) }
                     wanted[chunk.id] = entry
                 }
-            } catch let error as XferError {
-                guard try await isDamage(error) else { throw error }
-                report.problems.append(.init(document: name, problem: error.message))
             }
         }
         // Each chunk once, a batch at a time; a batch that fails is asked again a chunk at a
@@ -132,22 +144,23 @@ public struct ContainerVerify: Sendable {
             return checked
         }
         for batch in wanted.keys.sorted().batched(atMost: Self.batch) {
-            do {
-                let checked = try await check(batch)
+            let asked: [[ChunkID]]
+            switch try await outcome({ try await check(batch) }) {
+            case .success(let checked):
                 report.chunksChecked += checked.chunks
                 report.bytesChecked += checked.bytes
-            } catch let error as XferError {
-                guard try await isDamage(error) else { throw error }
-                for id in batch {
-                    do {
-                        let checked = try await check([id])
-                        report.chunksChecked += checked.chunks
-                        report.bytesChecked += checked.bytes
-                    } catch let error as XferError {
-                        guard try await isDamage(error) else { throw error }
-                        for document in wanted[id]!.documents {
-                            report.problems.append(.init(document: document, problem: "chunk \(id): \(remote.endToEnd?.openingNames(in: error.message) ?? error.message)"))
-                        }
+                asked = []
+            case .failure:
+                asked = batch.map { [$0] }
+            }
+            for ids in asked {
+                switch try await outcome({ try await check(ids) }) {
+                case .success(let checked):
+                    report.chunksChecked += checked.chunks
+                    report.bytesChecked += checked.bytes
+                case .failure(let error):
+                    for document in wanted[ids[0]]!.documents {
+                        report.problems.append(.init(document: document, problem: "chunk \(ids[0]): \(remote.endToEnd?.openingNames(in: error.message) ?? error.message)"))
                     }
                 }
             }

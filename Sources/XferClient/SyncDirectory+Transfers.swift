@@ -231,6 +231,9 @@ extension SyncDirectory {
             }
             for try await (done, result) in group { results[done] = result }
         }
+        // They finished in no particular order: they count as used in the batch's (path) order,
+        // after every file's access time, so the local limit evicts the same ones whatever it was.
+        try state.markUsed(together.filter { if case .success = results[$0] { true } else { false } }.map { paths[$0] })
         return results.map { $0 ?? .failure(XferError(.internal, "no outcome")) }
     }
 

@@ -115,6 +115,18 @@ public final class SyncState: Sendable {
         }
     }
 
+    /// Marks `paths` as used now, in their order (each a nanosecond after the one before): what
+    /// the local limit's least-recently-used order sees of documents that arrived together.
+    public func markUsed(_ paths: [DocumentPath]) throws {
+        let now = Int64(Date().timeIntervalSince1970 * 1e9)
+        try database.run { db in
+            let update = try db.cachedStatement(sql: "UPDATE sync_documents SET last_used_ns = ? WHERE path = ?")
+            for (offset, path) in paths.enumerated() {
+                try update.execute(arguments: [now + Int64(offset), path.value])
+            }
+        }
+    }
+
     /// Forgets which version of every document this directory holds, keeping the files' stamps
     /// and chunk lists (still good for finding unchanged files and reusing chunks): after it,
     /// every local document is new to the server and nothing local can be decided deleted.
