@@ -21,33 +21,16 @@ public struct ContainerVerifyReport: Codable, Sendable, Equatable {
     /// Their plain bytes.
     public var bytesChecked: Int64 = 0
     /// What failed, by document.
-    public var problems: [Problem] = []
+    public private(set) var problems: [Problem] = []
     /// Whether nothing failed.
-    public var ok: Bool { problems.isEmpty }
-
-    enum CodingKeys: String, CodingKey {
-        case container, documentsChecked, chunksChecked, bytesChecked, problems, ok
-    }
+    public private(set) var ok = true
 
     public init(container: String) { self.container = container }
 
-    public init(from decoder: any Decoder) throws {
-        let values = try decoder.container(keyedBy: CodingKeys.self)
-        container = try values.decode(String.self, forKey: .container)
-        documentsChecked = try values.decode(Int.self, forKey: .documentsChecked)
-        chunksChecked = try values.decode(Int.self, forKey: .chunksChecked)
-        bytesChecked = try values.decode(Int64.self, forKey: .bytesChecked)
-        problems = try values.decode([Problem].self, forKey: .problems)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var values = encoder.container(keyedBy: CodingKeys.self)
-        try values.encode(container, forKey: .container)
-        try values.encode(documentsChecked, forKey: .documentsChecked)
-        try values.encode(chunksChecked, forKey: .chunksChecked)
-        try values.encode(bytesChecked, forKey: .bytesChecked)
-        try values.encode(problems, forKey: .problems)
-        try values.encode(ok, forKey: .ok)
+    /// Records what is wrong with `document`.
+    mutating func record(_ document: String, problem: String) {
+        ok = false
+        problems.append(Problem(document: document, problem: problem))
     }
 }
 
@@ -105,19 +88,19 @@ public struct ContainerVerify: Sendable {
             do {
                 name = try remote.named(info).path.value
             } catch {
-                report.problems.append(.init(document: info.path.value, problem: "its name does not open under the container's key (damaged, or written without the key)"))
+                report.record(info.path.value, problem: "its name does not open under the container's key (damaged, or written without the key)")
                 continue
             }
             switch try await outcome({ try await remote.naming { try await PullEngine(remote: remote).manifest(info.path, info: info, synced: nil) } }) {
             case .failure(let error):
-                report.problems.append(.init(document: name, problem: error.message))
+                report.record(name, problem: error.message)
             case .success(let fetched):
                 let manifest = fetched.manifest
                 report.documentsChecked += 1
                 for chunk in manifest.allChunks {
                     var entry = wanted[chunk.id] ?? (chunk.length, [])
                     guard entry.length == chunk.length else {
-                        report.problems.append(.init(document: name, problem: "its manifest declares chunk \(chunk.id) of \(chunk.length) bytes, another of \(entry.length)"))
+                        report.record(name, problem: "its manifest declares chunk \(chunk.id) of \(chunk.length) bytes, another of \(entry.length)")
                         continue
                     }
                     if entry.documents.count < Self.namedDocuments && entry.documents.last != name { entry.documents.append(name) }
@@ -160,7 +143,7 @@ public struct ContainerVerify: Sendable {
                     report.bytesChecked += checked.bytes
                 case .failure(let error):
                     for document in wanted[ids[0]]!.documents {
-                        report.problems.append(.init(document: document, problem: "chunk \(ids[0]): \(remote.endToEnd?.openingNames(in: error.message) ?? error.message)"))
+                        report.record(document, problem: "chunk \(ids[0]): \(remote.endToEnd?.openingNames(in: error.message) ?? error.message)")
                     }
                 }
             }

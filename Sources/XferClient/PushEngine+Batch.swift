@@ -238,13 +238,11 @@ extension PushEngine {
                 }
             }
 
-            // End to end, each manifest sealed to the version it is to become (the one after the
-            // server's current; a document whose next is another, an announce pending elsewhere,
-            // is refused by the server and pushed alone), its pieces uploaded before the commit.
             /// Seals the manifests of documents `numbers` for a batch commit into an end-to-end
             /// encrypted container: each to the version after the server's current one (asked a
-            /// thousand documents a request; 1 for a document it does not list), its carrier set
-            /// to be sent and its pieces uploaded.
+            /// thousand documents a request; 1 for a document it does not list; one whose next
+            /// version is another, announced elsewhere, is refused and pushed alone), its carrier
+            /// set to be sent and its pieces uploaded.
             func sealForCommit(_ numbers: [Int], endToEnd: EndToEndKeys) async throws {
                 func name(_ number: Int) -> DocumentPath { serverNames[prepared[number].item]! }
                 var current: [Int: Int64] = [:]
@@ -254,22 +252,17 @@ extension PushEngine {
                         if let info = answer.document, info.path == name(number) { current[number] = info.version }
                     }
                 }
-                var pieces: [EncodedChunk] = []
+                var pieces: [ArraySlice<UInt8>] = []
+                var owners: [Int] = []  // each piece's document
                 for number in numbers {
                     let version = (current[number] ?? 0) + 1
                     let (carrier, plain) = try endToEnd.carrier(of: prepared[number].manifest!, sealedPath: name(number).value, version: version)
-                    let sealed = try plain.map { piece in try piece.withUnsafeBytes { try endToEnd.chunks.seal($0, policy: options.compression) } }
                     prepared[number].version = version
                     prepared[number].sent = carrier.encoded()
-                    prepared[number].pieceBytes = sealed.reduce(0) { $0 + $1.payload.count }
-                    pieces += sealed
+                    pieces += plain
+                    owners += plain.map { _ in number }
                 }
-                for batch in pieces.batched(atMost: 1024) {
-                    let result = try await connection.upload(batch)
-                    guard result.received == batch.count else {
-                        throw XferError(.unavailable, "the server received \(result.received) of the \(batch.count) pieces of sealed manifests; push again")
-                    }
-                }
+                for (number, bytes) in zip(owners, try await uploadPieces(pieces, endToEnd: endToEnd)) { prepared[number].pieceBytes += bytes }
             }
             if let endToEnd {
                 do {
@@ -289,14 +282,8 @@ extension PushEngine {
                                              cost: { prepared[$0].sent.count + 1024 }) {
                     let request = BatchCommitRequest(documents: batch.map { number in
                         let document = prepared[number]
-                        let top = document.snapshot.top
-                        // (End to end it says nothing true but the kind: the rest is in the sealed manifest.)
-                        let sealed = endToEnd != nil
-                        return DirectCommit(announce: AnnounceRequest(
-                            path: serverNames[document.item]!, kind: DocumentKind(document.snapshot.kind),
-                            size: sealed ? 0 : document.snapshot.totalSize, mtimeNs: sealed ? 0 : top.mtimeNanoseconds,
-                            mode: sealed ? 0o600 : top.mode, baseVersion: document.basis?.version, device: options.device),
-                            manifest: document.sent, manifestDigest: ChunkID.of(document.sent), version: document.version)
+                        return DirectCommit(announce: announcement(serverNames[document.item]!, document.snapshot, baseVersion: document.basis?.version),
+                                            manifest: document.sent, manifestDigest: ChunkID.of(document.sent), version: document.version)
                     })
                     for (number, outcome) in zip(batch, try await connection.commit(container: remote.container, batch: request)) {
                         if let info = outcome.document {

@@ -293,7 +293,6 @@ public struct PushEngine: Sendable {
             if synced != nil {
                 ProcessMemory.returnFreePages(afterFiles: snapshot.tree.count, bytes: 0)  // the manifest's decoding
             }
-            let (top, kind) = (snapshot.top, snapshot.kind)
             var chunkLists = try snapshot.knownChunks(state)
             var serverCurrent: DocumentInfo? = nil
             if options.force { serverCurrent = try? await connection.stat(container: remote.container, path: name) }
@@ -340,12 +339,8 @@ public struct PushEngine: Sendable {
             }
 
             // Metadata ahead of data: other devices see the pending version before any chunk moves.
-            // (In an end-to-end encrypted container it says nothing true but the kind: the size,
-            // time and mode are in the sealed manifest.)
-            let sealed = remote.endToEnd != nil
-            let announced = try await connection.announce(container: remote.container, AnnounceRequest(
-                path: name, kind: DocumentKind(kind), size: sealed ? 0 : total, mtimeNs: sealed ? 0 : top.mtimeNanoseconds,
-                mode: sealed ? 0o600 : top.mode, baseVersion: baseVersion, device: options.device))
+            let announced = try await connection.announce(container: remote.container,
+                                                          announcement(name, snapshot, baseVersion: baseVersion))
 
             var toHash = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
 
@@ -487,25 +482,41 @@ public struct PushEngine: Sendable {
                           seconds: (ContinuousClock.now - started).seconds)
     }
 
+    /// What a version of the document the server keeps at `path`, read as `snapshot`, is
+    /// announced (or batch-committed) as. In an end-to-end encrypted container it says nothing
+    /// true but the kind: the size, time and mode are in the sealed manifest.
+    func announcement(_ path: DocumentPath, _ snapshot: LocalSnapshot, baseVersion: Int64?) -> AnnounceRequest {
+        let sealed = remote.endToEnd != nil, top = snapshot.top
+        return AnnounceRequest(path: path, kind: DocumentKind(snapshot.kind), size: sealed ? 0 : snapshot.totalSize,
+                               mtimeNs: sealed ? 0 : top.mtimeNanoseconds, mode: sealed ? 0o600 : top.mode,
+                               baseVersion: baseVersion, device: options.device)
+    }
+
+    /// Seals the pieces of sealed manifests and uploads them, a few megabytes at a time (a
+    /// tree's manifest is megabytes: never all of it sealed at once).
+    /// - Returns: Each piece's stored bytes, in order.
+    func uploadPieces(_ pieces: [ArraySlice<UInt8>], endToEnd: EndToEndKeys) async throws -> [Int] {
+        var stored: [Int] = []
+        for batch in pieces.batched(atMost: 1024, budget: 4 << 20, cost: { $0.count }) {
+            let sealed = try batch.map { piece in try piece.withUnsafeBytes { try endToEnd.chunks.seal($0, policy: options.compression) } }
+            let result = try await remote.connection.upload(sealed)
+            guard result.received == sealed.count else {
+                throw XferError(.unavailable, "the server received \(result.received) of the \(sealed.count) pieces of a sealed manifest; push again")
+            }
+            stored += sealed.map(\.payload.count)
+        }
+        return stored
+    }
+
     /// The manifest the server keeps for version `version` of the document at `path`: `manifest`
     /// itself, or in an end-to-end encrypted container its carrier (``EndToEndKeys``), once
     /// the sealed manifest's pieces are uploaded; and the bytes those pieces took (a report
     /// counts them with the manifest's, not with the document's chunks).
     func serverManifest(_ manifest: Manifest, at path: DocumentPath, version: Int64) async throws -> (manifest: Manifest, pieceBytes: Int) {
         guard let endToEnd = remote.endToEnd else { return (manifest, 0) }
-        var pieceBytes = 0
         let (carrier, pieces) = try endToEnd.carrier(of: manifest, sealedPath: path.value, version: version)
         // Sealed for this version: none is on the server yet (a retried push's are sent again).
-        // Sealed a few at a time as they are sent: a tree's manifest is megabytes.
-        for pieceBatch in pieces.batched(atMost: 16) {
-            let batch = try pieceBatch.map { piece in try piece.withUnsafeBytes { try endToEnd.chunks.seal($0, policy: options.compression) } }
-            let result = try await remote.connection.upload(batch)
-            guard result.received == batch.count else {
-                throw XferError(.unavailable, "the server received \(result.received) of the \(batch.count) pieces of the sealed manifest; push again")
-            }
-            pieceBytes += batch.reduce(0) { $0 + $1.payload.count }
-        }
-        return (carrier, pieceBytes)
+        return (carrier, try await uploadPieces(pieces, endToEnd: endToEnd).reduce(0, +))
     }
 
     /// The carrier the server keeps for `synced` at `path` in an end-to-end encrypted container,

@@ -36,3 +36,14 @@ extension Remote {
         }
     }
 }
+
+extension ManifestBatchResult.Item {
+    /// The version and its manifest, when this answer is for the document at `path` and its
+    /// manifest decodes to the digest the server records; `nil` for anything amiss (an error, a
+    /// digest that does not match), which the caller leaves to a request of that document's own.
+    func checked(for path: DocumentPath) -> (info: DocumentInfo, manifest: Manifest)? {
+        guard let info = document, info.path == path, let text = manifest,
+              let decoded = try? Manifest(decoding: Base64.decode(text)), info.manifestDigest == decoded.digest.hex else { return nil }
+        return (info, decoded)
+    }
+}

@@ -231,9 +231,7 @@ extension SyncDirectory {
             let items = try await remote.connection.manifests(container: remote.container, sealedPaths.map { ManifestBatchRequest.Wanted(path: $0) })
             for (item, path) in zip(items, sealedPaths) {
                 // Anything amiss leaves that document out: its deletion's twin is then not found, and held.
-                guard let info = item.document, info.path == path, let text = item.manifest,
-                      let carrier = try? Manifest(decoding: Base64.decode(text)), info.manifestDigest == carrier.digest.hex,
-                      let references = try? EndToEndKeys.references(of: carrier) else { continue }
+                guard let carrier = item.checked(for: path)?.manifest, let references = try? EndToEndKeys.references(of: carrier) else { continue }
                 for pieces in 1...min(4, references.count) {
                     keys.insert(Self.contentKey(references[pieces...].lazy.map(\.id)))
                 }

@@ -115,8 +115,7 @@ extension SyncDirectory {
             var carriers: [(index: Int, carrier: Manifest)] = []
             for (index, item) in items.enumerated() {
                 // Anything amiss (an error, a digest that does not match) leaves it to a pull of its own, which says what.
-                guard let info = item.document, info.path == serverPaths[index], let text = item.manifest,
-                      let manifest = try? Manifest(decoding: Base64.decode(text)), info.manifestDigest == manifest.digest.hex else { continue }
+                guard let (info, manifest) = item.checked(for: serverPaths[index]) else { continue }
                 if remote.endToEnd == nil {
                     prefetched[index] = PullEngine.Prefetched(info: info, manifest: manifest, chunks: [:])
                 } else {
@@ -209,13 +208,15 @@ extension SyncDirectory {
         // waits overlap. A directory document (or one whose kind is not known yet) goes first
         // and alone: the documents inside it are made in it.
         var results = [Result<PullReport, any Error>?](repeating: nil, count: paths.count)
-        let alone = paths.indices.filter { prefetched[$0].map { $0.manifest.kind == .directory } ?? true }
+        var alone: [Int] = [], together: [Int] = []
+        for index in paths.indices {
+            if let document = prefetched[index], document.manifest.kind != .directory { together.append(index) } else { alone.append(index) }
+        }
         for index in alone {
             results[index] = try await documentOutcome {
                 try await pull(paths[index], sources: sources, prefetched: prefetched[index], progress: progress(paths[index]))
             }
         }
-        let together = paths.indices.filter { !alone.contains($0) }
         try await withThrowingTaskGroup(of: (Int, Result<PullReport, any Error>).self) { group in
             var running = 0
             for index in together {
