@@ -22,7 +22,9 @@ extension Xfer {
                 (gitignore syntax, one per directory, each for its directory and below), by \
                 --exclude or by the built-in defaults (editor swap and backup files, .DS_Store, \
                 Thumbs.db, desktop.ini, ._*) are left alone: never pushed, never pulled over, \
-                never deleted.
+                never deleted. An end-to-end encrypted container syncs the same once this device \
+                holds its key (`xfer key unlock`): names, chunks and manifests are sealed here, and \
+                the folder keeps to that key.
                 """)
 
         @Argument(help: "The directory (bound to the container on first sync).", completion: .directory)
