@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
 #ifndef RENAME_EXCHANGE
@@ -97,4 +100,60 @@ int cxfer_syncfs(int fd) {
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+int cxfer_open_spill_file(const char *dir, int *in_memory) {
+    int fd = -1;
+#if defined(__linux__) && defined(O_TMPFILE)
+    fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+    if (fd < 0) {
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/.xfer-spill-XXXXXX", dir) >= (int)sizeof path) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd < 0) return -1;
+        unlink(path);
+    }
+    *in_memory = 0;
+#if defined(__linux__)
+    struct statfs info;
+    if (fstatfs(fd, &info) == 0) {
+        /* TMPFS_MAGIC, RAMFS_MAGIC (linux/magic.h) */
+        if ((unsigned long)info.f_type == 0x01021994UL || (unsigned long)info.f_type == 0x858458f6UL) *in_memory = 1;
+    }
+#endif
+    return fd;
+}
+
+int cxfer_reserve_file(int fd, long long offset, long long length) {
+#if defined(__linux__)
+    if (fallocate(fd, 0, (off_t)offset, (off_t)length) == 0) return 0;
+    if (errno != EOPNOTSUPP && errno != ENOSYS) return errno;
+#endif
+    return posix_fallocate(fd, (off_t)offset, (off_t)length);
+}
+
+void *cxfer_map_file(int fd, size_t length) {
+    void *address = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    return address == MAP_FAILED ? NULL : address;
+}
+
+void *cxfer_remap_file(int fd, void *address, size_t old_length, size_t new_length) {
+#if defined(__linux__) && defined(MREMAP_MAYMOVE)
+    (void)fd;
+    void *moved = mremap(address, old_length, new_length, MREMAP_MAYMOVE);
+    return moved == MAP_FAILED ? NULL : moved;
+#else
+    void *fresh = mmap(NULL, new_length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fresh == MAP_FAILED) return NULL;
+    munmap(address, old_length);
+    return fresh;
+#endif
+}
+
+int cxfer_release_mapped(void *address, size_t length) {
+    return madvise(address, length, MADV_DONTNEED);
 }

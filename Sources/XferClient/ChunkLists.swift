@@ -1,37 +1,28 @@
 import XferCore
 
-/// Every read file's chunk list as a push's pipeline makes them: the references in blocks
-/// and where each file's end, rather than an array per file. A tree of 200,000 one-chunk
-/// files holds 72 bytes a file as arrays (header and reference) and 44 here, and no block is
-/// ever copied to grow. A file's array is made when it is read out.
+/// Every read file's chunk list as a push's pipeline makes them: all references in one
+/// array (``SpillArray``: on disk once large) and where each file's end, rather than an array
+/// per file. A tree of 200,000 one-chunk files holds 72 bytes a file as arrays (header and
+/// reference) and 44 here. A file's array is made when it is read out.
 struct ChunkLists: RandomAccessCollection, Sendable {
-    /// References per block (160 KiB of them).
-    static let blockSize = 4096
-
-    private let blocks: [[Manifest.ChunkReference]]
+    private let references: SpillArray<Manifest.ChunkReference>
     /// Where each file's chunks end.
-    private let ends: [UInt32]
+    private let ends: SpillArray<UInt32>
 
     /// Made file by file as chunks come (``ChunkLists/Builder``).
     struct Builder {
-        private var blocks: [[Manifest.ChunkReference]] = []
+        private var references = SpillArray<Manifest.ChunkReference>()
         /// Each file's count of chunks.
-        private var counts: [UInt32]
-        private var total = 0
+        private var counts: SpillArray<UInt32>
 
         /// Lists for `files` files, all empty.
         init(files: Int) {
-            counts = Array(repeating: 0, count: files)
+            counts = SpillArray(repeating: 0, count: files)
         }
 
         /// Appends a chunk to file `file`'s list. Chunks come file by file, each file's in order.
         mutating func append(_ chunk: Manifest.ChunkReference, toFile file: Int) {
-            if total % ChunkLists.blockSize == 0 {
-                blocks.append([])
-                blocks[blocks.count - 1].reserveCapacity(ChunkLists.blockSize)
-            }
-            blocks[blocks.count - 1].append(chunk)
-            total += 1
+            references.append(chunk)
             counts[file] += 1
         }
 
@@ -42,18 +33,18 @@ struct ChunkLists: RandomAccessCollection, Sendable {
                 end += counts[file]
                 counts[file] = end
             }
-            return ChunkLists(blocks: blocks, ends: counts)
+            return ChunkLists(references: references, ends: counts)
         }
     }
 
-    private init(blocks: [[Manifest.ChunkReference]], ends: [UInt32]) {
-        self.blocks = blocks
+    private init(references: SpillArray<Manifest.ChunkReference>, ends: SpillArray<UInt32>) {
+        self.references = references
         self.ends = ends
     }
 
     /// No files.
     init() {
-        self.init(blocks: [], ends: [])
+        self.init(references: [], ends: [])
     }
 
     var startIndex: Int { 0 }
@@ -62,7 +53,7 @@ struct ChunkLists: RandomAccessCollection, Sendable {
     /// File `file`'s chunks, in order.
     subscript(file: Int) -> [Manifest.ChunkReference] {
         let start = file == 0 ? 0 : Int(ends[file - 1]), end = Int(ends[file])
-        return (start..<end).map { blocks[$0 / Self.blockSize][$0 % Self.blockSize] }
+        return Array(references[start..<end])
     }
 }
 
@@ -79,13 +70,13 @@ struct FileChunkLists: RandomAccessCollection, MutableCollection, ExpressibleByA
     /// A span's count for a file whose list is not known.
     private static let unknown = UInt32.max
 
-    private var ids: [ChunkID] = []
-    private var lengths: [UInt32] = []
-    private var spans: [Span]
+    private var ids = SpillArray<ChunkID>()
+    private var lengths = SpillArray<UInt32>()
+    private var spans: SpillArray<Span>
 
     /// Lists for `files` files, none known.
     init(files: Int = 0) {
-        spans = Array(repeating: Span(start: 0, count: Self.unknown), count: files)
+        spans = SpillArray(repeating: Span(start: 0, count: Self.unknown), count: files)
     }
 
     /// The lists of a manifest's entries, by entry index (empty for what is not a file).

@@ -2,7 +2,7 @@
 ///
 /// Stored as four big-endian words so that equality, hashing and ordering are cheap;
 /// its text form is 64 lowercase hex digits.
-public struct ChunkID: Hashable, Comparable, Sendable, CustomStringConvertible {
+public struct ChunkID: Hashable, Comparable, Sendable, CustomStringConvertible, BitwiseCopyable {
     @usableFromInline var w0, w1, w2, w3: UInt64
 
     /// The number of bytes in a chunk id.

@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 /// What kind of thing a tree entry is.
-public enum EntryKind: UInt8, Sendable, Hashable, CustomStringConvertible {
+public enum EntryKind: UInt8, Sendable, Hashable, CustomStringConvertible, BitwiseCopyable {
     /// A regular file.
     case file = 1
     /// A directory.

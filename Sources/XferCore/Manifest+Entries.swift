@@ -18,9 +18,9 @@ extension Manifest {
         }
 
         private(set) var names = PackedNames()
-        private(set) var records: [Record] = []
-        private(set) var ids: [ChunkID] = []
-        private(set) var lengths: [UInt32] = []
+        private(set) var records = SpillArray<Record>()
+        private(set) var ids = SpillArray<ChunkID>()
+        private(set) var lengths = SpillArray<UInt32>()
         /// Symlink targets by entry index (symlinks are few).
         private(set) var targets: [Int: String] = [:]
         /// Whether the names passed 4 GiB: the builder throws `too_large`.
@@ -49,7 +49,7 @@ extension Manifest {
         public func path(at index: Int) -> String { names.string(at: index) }
 
         /// Entry `index`'s path as UTF-8 bytes, read in place.
-        public func pathBytes(at index: Int) -> ArraySlice<UInt8> { names[index] }
+        public func pathBytes(at index: Int) -> PackedNames.Bytes { names[index] }
 
         /// Entry `index`'s kind.
         public func kind(at index: Int) -> EntryKind { records[index].kind }
@@ -140,14 +140,14 @@ extension Manifest {
     /// One entry's chunk references, read in place from a manifest's packed entries (indices
     /// from 0, as an array's).
     public struct Chunks: RandomAccessCollection, Sendable, Equatable {
-        private let ids: [ChunkID]
-        private let lengths: [UInt32]
+        private let ids: SpillArray<ChunkID>
+        private let lengths: SpillArray<UInt32>
         private let base: Int
         public let endIndex: Int
         public var startIndex: Int { 0 }
 
         /// The references at `range` of `ids` and `lengths` (each length as stored: see ``Manifest/Entries``).
-        package init(ids: [ChunkID], lengths: [UInt32], range: Range<Int>) {
+        package init(ids: SpillArray<ChunkID>, lengths: SpillArray<UInt32>, range: Range<Int>) {
             self.ids = ids
             self.lengths = lengths
             self.base = range.lowerBound
@@ -156,7 +156,8 @@ extension Manifest {
 
         /// The references of an array, packed the same way.
         public init(_ chunks: [ChunkReference]) {
-            self.init(ids: chunks.map(\.id), lengths: chunks.map { UInt32(clamping: $0.length) }, range: 0..<chunks.count)
+            self.init(ids: SpillArray(chunks.lazy.map(\.id)), lengths: SpillArray(chunks.lazy.map { UInt32(clamping: $0.length) }),
+                      range: 0..<chunks.count)
         }
 
         /// No references.
@@ -171,7 +172,7 @@ extension Manifest {
         public static func == (a: Chunks, b: Chunks) -> Bool { a.elementsEqual(b) }
 
         /// The ids alone.
-        public var chunkIDs: ArraySlice<ChunkID> { ids[base..<(base + endIndex)] }
+        public var chunkIDs: Slice<SpillArray<ChunkID>> { ids[base..<(base + endIndex)] }
     }
 
     /// Builds a manifest entry by entry, straight into its packed form (no ``Entry`` values):

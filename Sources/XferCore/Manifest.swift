@@ -21,7 +21,7 @@ public struct Manifest: Sendable, Hashable {
     }
 
     /// A chunk of a file: its id and plain length. Offsets follow from the order.
-    public struct ChunkReference: Sendable, Hashable {
+    public struct ChunkReference: Sendable, Hashable, BitwiseCopyable {
         /// SHA-256 of the chunk's plain bytes.
         public var id: ChunkID
         /// Plain length, 1 ... the manifest's maximum chunk size.

@@ -2,8 +2,8 @@
 /// a walked tree hold of their names. A path of 40 bytes costs 44 here; as a `String` it costs
 /// 16 inline and an allocation of about 64 more.
 public struct PackedNames: Sendable, Hashable {
-    private(set) var bytes: [UInt8] = []
-    private(set) var ends: [UInt32] = []
+    private(set) var bytes = SpillArray<UInt8>()
+    private(set) var ends = SpillArray<UInt32>()
     /// Set when the bytes passed 4 GiB (more than any valid manifest or tree holds): whoever
     /// fills it refuses it as `too_large` rather than store a wrapped offset.
     private(set) var overflowed = false
@@ -21,11 +21,16 @@ public struct PackedNames: Sendable, Hashable {
     @inline(__always)
     func range(_ index: Int) -> Range<Int> { (index == 0 ? 0 : Int(ends[index - 1]))..<Int(ends[index]) }
 
+    /// A name's UTF-8 bytes, read in place.
+    public typealias Bytes = Slice<SpillArray<UInt8>>
+
     /// Name `index`'s UTF-8 bytes, read in place.
-    public subscript(index: Int) -> ArraySlice<UInt8> { bytes[range(index)] }
+    public subscript(index: Int) -> Bytes { bytes[range(index)] }
 
     /// Name `index` as a string (made now).
-    public func string(at index: Int) -> String { String(decoding: bytes[range(index)], as: UTF8.self) }
+    public func string(at index: Int) -> String {
+        bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[range(index)]), as: UTF8.self) }
+    }
 
     mutating func reserve(count: Int, bytes: Int) {
         ends.reserveCapacity(count)

@@ -25,7 +25,7 @@ public enum PathOrder {
     /// ``seek(_:count:to:pathAt:)`` over paths read as bytes in place (a packed list's).
     @inlinable
     public static func seek(_ cursor: inout Int, count: Int, to path: some Collection<UInt8>,
-                            bytesAt: (Int) -> ArraySlice<UInt8>) -> Bool {
+                            bytesAt: (Int) -> PackedNames.Bytes) -> Bool {
         while cursor < count && bytesAt(cursor).lexicographicallyPrecedes(path) { cursor += 1 }
         return cursor < count && bytesAt(cursor).elementsEqual(path)
     }

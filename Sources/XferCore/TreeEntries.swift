@@ -15,7 +15,7 @@ public struct TreeEntries: RandomAccessCollection, Sendable {
     }
 
     private(set) var names = PackedNames()
-    private var records: [Record] = []
+    private var records = SpillArray<Record>()
     /// Symlink targets by entry index (symlinks are few).
     private var targets: [Int: String] = [:]
 
@@ -48,7 +48,7 @@ public struct TreeEntries: RandomAccessCollection, Sendable {
     public func relativePath(at index: Int) -> String { names.string(at: index) }
 
     /// Entry `index`'s path as UTF-8 bytes, read in place.
-    public func pathBytes(at index: Int) -> ArraySlice<UInt8> { names[index] }
+    public func pathBytes(at index: Int) -> PackedNames.Bytes { names[index] }
 
     /// Entry `index`'s kind.
     public func kind(at index: Int) -> EntryKind { records[index].kind }

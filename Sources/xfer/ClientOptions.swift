@@ -85,8 +85,11 @@ struct ClientOptions: ParsableArguments {
         if let ca, !FileManager.default.isReadableFile(atPath: ca) {
             throw XferError(.invalidConfiguration, "cannot read the CA file \(ca) given by --ca or XFER_CA")
         }
+        let stateDirectory = stateDir ?? ClientState.defaultDirectory(environment: environment)
+        // A transfer's arrays that grow with its number of files go to unnamed files there once large.
+        Spill.use(directory: stateDirectory)
         return Remote(connection: ServerConnection(server: server, token: token, trustRoots: ca), container: container,
-                      stateDirectory: stateDir ?? ClientState.defaultDirectory(environment: environment))
+                      stateDirectory: stateDirectory)
     }
 }
 

@@ -1,15 +1,19 @@
+import Foundation
 import Testing
 import XferCore
 @testable import XferClient
 
-/// A push's chunk lists held in blocks read back as the arrays they stand for.
+/// A push's chunk lists, held packed (and spilled to a file once large), read back as the arrays they stand for.
 @Suite struct ChunkListsTests {
-    @Test func eachFileReadsBackItsChunksAcrossBlocksAndEmptyFiles() {
+    @Test func eachFileReadsBackItsChunksWithEmptyFilesAndOnceSpilled() {
         let reference = { (n: Int) in Manifest.ChunkReference(id: ChunkID.of(Array("\(n)".utf8)), length: n + 1) }
-        // Empty files first, between and last; one file spanning blocks; many one-chunk files.
+        Spill.use(directory: FileManager.default.temporaryDirectory.path)
+        // Empty files first, between and last; one long file; many one-chunk files (past the
+        // threshold at which the references move to a file).
+        let many = Spill.threshold / MemoryLayout<Manifest.ChunkReference>.stride + 10
         var expected: [[Manifest.ChunkReference]] = [[], [reference(0)], []]
-        expected.append((1...(ChunkLists.blockSize + 10)).map(reference))
-        for n in 0..<(2 * ChunkLists.blockSize) { expected.append([reference(100_000 + n)]) }
+        expected.append((1...5000).map(reference))
+        for n in 0..<(many) { expected.append([reference(100_000 + n)]) }
         expected.append([])
         var builder = ChunkLists.Builder(files: expected.count)
         for (file, chunks) in expected.enumerated() {

@@ -1,6 +1,8 @@
 #ifndef CXFERSHIMS_H
 #define CXFERSHIMS_H
 
+#include <stddef.h>
+
 /// Atomically exchanges two paths (Linux renameat2 RENAME_EXCHANGE).
 /// Returns 0 on success, -1 with errno set otherwise (ENOSYS/EINVAL where unsupported).
 int cxfer_exchange_paths(const char *a, const char *b);
@@ -29,5 +31,30 @@ int cxfer_syncfs(int fd);
 /// C library has no such setting.
 int cxfer_fix_mmap_threshold(int bytes);
 int cxfer_trim_heap(void);
+
+/// Opens an unnamed file for reading and writing in the directory `dir` (Linux O_TMPFILE; where
+/// the file system has none, a named one unlinked at once): it goes when its last descriptor
+/// closes. Returns the descriptor, or -1 with errno. Sets `*in_memory` to 1 when the file
+/// system keeps its files in memory (tmpfs, ramfs), where a file saves no memory.
+int cxfer_open_spill_file(const char *dir, int *in_memory);
+
+/// Reserves the blocks of `fd`'s bytes `[offset, offset + length)` (fallocate, or
+/// posix_fallocate), so writes through a mapping of them cannot fail for want of space.
+/// Returns 0, or an errno value.
+int cxfer_reserve_file(int fd, long long offset, long long length);
+
+/// Maps `length` bytes of `fd` from its start, shared, readable and writable. Returns the
+/// address, or NULL with errno.
+void *cxfer_map_file(int fd, size_t length);
+
+/// Grows or moves a mapping made by cxfer_map_file to `new_length` bytes (Linux mremap with
+/// MREMAP_MAYMOVE; elsewhere unmapped and mapped again). Returns the new address, or NULL with
+/// errno (the old mapping then stays as it was).
+void *cxfer_remap_file(int fd, void *address, size_t old_length, size_t new_length);
+
+/// Drops `length` bytes of a shared file mapping at `address` from the process's resident
+/// pages (madvise MADV_DONTNEED): the bytes stay in the file, and the next access reads them
+/// back from the page cache. Returns 0, or -1 with errno.
+int cxfer_release_mapped(void *address, size_t length);
 
 #endif
