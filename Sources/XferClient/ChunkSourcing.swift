@@ -73,18 +73,45 @@ struct ChunkSourcing: Equatable {
             var file: Int32
             var chunk: Int32  // its index in the file's chunk list
             var offset: Int64
-            var more: [PullEngine.Target] = []
+            /// Its other places, as a chain through ``more`` (-1: none).
+            var firstMore: Int32 = -1
+            var lastMore: Int32 = -1
+        }
+        /// A chunk's place after its first, and where the next one is in ``more`` (-1: none).
+        fileprivate struct More: Sendable {
+            var target: PullEngine.Target
+            var next: Int32 = -1
         }
         let files: FileChunks
-        fileprivate var records: [Record] = []
+        /// Both grow with the number of files, so both spill (``SpillArray``).
+        fileprivate var records = SpillArray<Record>()
+        fileprivate var more = SpillArray<More>()
 
         var startIndex: Int { 0 }
         var endIndex: Int { records.count }
         subscript(position: Int) -> Download {
             let record = records[position]
             let file = Int(record.file)
+            var others: [PullEngine.Target] = []
+            var next = record.firstMore
+            while next >= 0 {
+                others.append(more[Int(next)].target)
+                next = more[Int(next)].next
+            }
             return Download(chunk: files[file][Int(record.chunk)], first: PullEngine.Target(file: file, offset: record.offset),
-                            more: record.more)
+                            more: others)
+        }
+
+        /// Adds `target` to record `position`'s places.
+        fileprivate mutating func add(_ target: PullEngine.Target, to position: Int) {
+            guard let index = Int32(exactly: more.count) else { preconditionFailure("more than 2^31 repeated chunks in one pull") }
+            more.append(More(target: target))
+            if records[position].lastMore >= 0 {
+                more[Int(records[position].lastMore)].next = index
+            } else {
+                records[position].firstMore = index
+            }
+            records[position].lastMore = index
         }
     }
 
@@ -117,7 +144,7 @@ struct ChunkSourcing: Equatable {
                 let id = chunk.id
                 let candidate = position[id.prefix]
                 if let known = candidate.flatMap({ order[$0].chunk.id == id ? $0 : sharingPrefix[id] }) {
-                    order.records[known].more.append(target)
+                    order.add(target, to: known)
                 } else {
                     if candidate == nil { position[id.prefix] = order.count } else { sharingPrefix[id] = order.count }
                     guard let file32 = Int32(exactly: file), let index32 = Int32(exactly: index) else {

@@ -291,9 +291,9 @@ public final class ClientState: Sendable {
             guard let row = try rows.next() else { return nil }
             let version: Int64 = row["version"]
             let serverDigest: String? = row["server_digest"]
-            var bytes = try row.withUnsafeData(named: "manifest") { data in data.map { [UInt8]($0) } ?? [] }
+            var bytes = try row.withUnsafeData(named: "manifest") { data in data.map { SpillArray($0) } ?? [] }
             if bytes.isEmpty {
-                // A large manifest, in parts: each copied once, into one array.
+                // A large manifest, in parts: each copied once, into one array (on disk once large).
                 let key: StatementArguments = [root, server, container.value, path.value]
                 let where_ = "WHERE root = ? AND server = ? AND container = ? AND path = ?"
                 bytes.reserveCapacity(try Int.fetchOne(db, sql: "SELECT SUM(length(bytes)) FROM root_manifest_parts \(where_)", arguments: key) ?? 0)
@@ -395,9 +395,9 @@ public final class ClientState: Sendable {
         // (A delta past the size a delta may be read at, which only a manifest near every
         // limit could make, is stored as the canonical encoding, which is always readable.)
         var stored = document.manifest.compressedDelta(against: nil)
-        if stored.count > Manifest.maximumEncodedSize { stored = document.manifest.encoded() }
+        if stored.count > Manifest.maximumEncodedSize { stored = SpillArray(document.manifest.encoded()) }
         let parts = stored.count > Self.manifestPart ? Array(stride(from: 0, to: stored.count, by: Self.manifestPart)) : []
-        try Self.withBlob(parts.isEmpty ? stored[...] : []) { blob in
+        try Self.withBlob(parts.isEmpty ? stored[...] : stored[0..<0]) { blob in
             try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                            arguments: StatementArguments(key + [document.version, blob, single, document.serverDigest]))
         }
@@ -413,17 +413,18 @@ public final class ClientState: Sendable {
     static let manifestPart = 1 << 20
 
     /// Calls `body` with `bytes` as `Data` that shares their memory (for binding, which copies).
-    private static func withBlob<R>(_ bytes: ArraySlice<UInt8>, _ body: (Data) throws -> R) rethrows -> R {
-        try bytes.withUnsafeBytes { raw in
-            guard let base = raw.baseAddress else { return try body(Data()) }
+    private static func withBlob<R>(_ bytes: Slice<SpillArray<UInt8>>, _ body: (Data) throws -> R) throws -> R {
+        try bytes.base.withUnsafeBufferPointer { whole in
+            let raw = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: whole[bytes.startIndex..<bytes.endIndex]))
+            guard let base = raw.baseAddress, !raw.isEmpty else { return try body(Data()) }
             return try body(Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: raw.count, deallocator: .none))
         }
     }
 
     /// A manifest as ``recordSynced(server:container:path:document:files:)`` stores it: a
     /// compressed delta against nothing, or (written by earlier releases) its canonical encoding.
-    static func storedManifest(_ bytes: [UInt8]) throws -> Manifest {
-        Manifest.isDelta(bytes) ? try Manifest(applying: bytes, to: nil) : try Manifest(decoding: bytes)
+    static func storedManifest(_ bytes: SpillArray<UInt8>) throws -> Manifest {
+        Manifest.isDelta(bytes) ? try Manifest(applying: bytes, to: nil) : try Manifest(decoding: Array(bytes))
     }
 
     /// Forgets everything about this root (its document was deleted).

@@ -413,7 +413,8 @@ struct PushedFiles: Sequence, Sendable {
     /// The entry indexes of the files read, in order.
     let indexes: [Int]
     /// Each one's inode and ctime, by position in `indexes` (size and mtime are the entry's).
-    let identities: [(inode: UInt64, ctimeNanoseconds: Int64)]
+    let identities: SpillArray<Identity>
+    struct Identity { var inode: UInt64; var ctimeNanoseconds: Int64 }
 
     /// The files at tree indexes `only` of `snapshot` (files all: ``LocalSnapshot/toHash``),
     /// whose manifest (made from the same tree) is `manifest`.
@@ -421,7 +422,7 @@ struct PushedFiles: Sequence, Sendable {
         self.manifest = manifest
         let tree = snapshot.tree
         indexes = only  // (shared, not copied)
-        identities = only.map { let stamp = tree.stamp(at: $0); return (stamp.inode, stamp.ctimeNanoseconds) }
+        identities = SpillArray(only.lazy.map { let stamp = tree.stamp(at: $0); return Identity(inode: stamp.inode, ctimeNanoseconds: stamp.ctimeNanoseconds) })
     }
 
     struct Iterator: IteratorProtocol {

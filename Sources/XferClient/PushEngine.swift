@@ -328,7 +328,7 @@ public struct PushEngine: Sendable {
                 let read = try Self.chunkLists(of: snapshot.toHash.map { snapshot.fullPath(at: $0) }, options: options.pipeline)
                 for (position, list) in read.enumerated() { lists[snapshot.toHash[position]] = list }
                 let found = try snapshot.manifest(lists, chunker: synced.manifest.chunker)
-                if found.encoded() == synced.manifest.encoded(), try await remote.holds(basis, at: name) {
+                if found == synced.manifest, try await remote.holds(basis, at: name) {  // (equal manifests: equal encodings)
                     try state.record(files: PushedFiles(snapshot, manifest: found, only: snapshot.toHash))
                     // (Recorded again with its files' new stamps: the next pass sees it unchanged.)
                     try state.recordPushed(server: connection.server, container: remote.container, path: document, document: synced)
@@ -397,7 +397,7 @@ public struct PushEngine: Sendable {
             let deltaBase = base == nil ? nil : basis?.version
             // (A carrier is ids, which do not compress: it goes plain, without trying.)
             var delta = features.contains(.compressedManifests) && remote.endToEnd == nil
-                ? sent.compressedDelta(against: base) : sent.delta(against: base)
+                ? sent.compressedDelta(against: base) : SpillArray(sent.delta(against: base))
             let request = CommitRequest(path: name, version: announced.version, baseVersion: baseVersion, deltaBase: deltaBase,
                                         manifestDelta: [], manifestDigest: digest)
             let body = request.body(delta: delta)
@@ -530,7 +530,7 @@ public struct PushEngine: Sendable {
     }
 
     /// Sends a commit (`request`, whose JSON with its delta is `body`).
-    func commit(_ request: CommitRequest, body: [UInt8], manifest: Manifest) async throws -> DocumentInfo {
+    func commit(_ request: CommitRequest, body: SpillArray<UInt8>, manifest: Manifest) async throws -> DocumentInfo {
         do {
             return try await remote.connection.commit(container: remote.container, body: body)
         } catch let error as XferError where (error.code == .invalidManifest || error.code == .notFound) && request.deltaBase != nil {

@@ -79,32 +79,32 @@ public final class ServerConnection: Sendable {
 
     /// Creates an account (admin token only); the answer carries the new token.
     public func createAccount(_ request: CreateAccountRequest) async throws -> AccountInfo {
-        try await json(AccountInfo.self, "POST", "/v1/admin/accounts", body: WireJSON.encode(request))
+        try await json(AccountInfo.self, "POST", "/v1/admin/accounts", body: .array(WireJSON.encode(request)))
     }
 
     /// Issues another token for an account (admin token only).
     public func newToken(account: String) async throws -> TokenInfo {
-        try await json(TokenInfo.self, "POST", "/v1/admin/tokens", body: WireJSON.encode(NewTokenRequest(account: account)))
+        try await json(TokenInfo.self, "POST", "/v1/admin/tokens", body: .array(WireJSON.encode(NewTokenRequest(account: account))))
     }
 
     /// Revokes one token or all of an account's (admin token only).
     public func revokeToken(_ request: RevokeTokenRequest) async throws -> RevokeTokenResult {
-        try await json(RevokeTokenResult.self, "POST", "/v1/admin/tokens/revoke", body: WireJSON.encode(request))
+        try await json(RevokeTokenResult.self, "POST", "/v1/admin/tokens/revoke", body: .array(WireJSON.encode(request)))
     }
 
     /// Collects garbage on the server (admin token only).
     public func collectGarbage(_ request: GarbageRequest) async throws -> GarbageReport {
-        try await json(GarbageReport.self, "POST", "/v1/admin/gc", body: WireJSON.encode(request))
+        try await json(GarbageReport.self, "POST", "/v1/admin/gc", body: .array(WireJSON.encode(request)))
     }
 
     /// Verifies the server's stores (admin token only); may take long on a large server.
     public func verifyServer() async throws -> ServerVerifyReport {
-        try await json(ServerVerifyReport.self, "POST", "/v1/admin/verify", body: WireJSON.encode(GarbageRequest(graceSeconds: nil, dryRun: nil)))
+        try await json(ServerVerifyReport.self, "POST", "/v1/admin/verify", body: .array(WireJSON.encode(GarbageRequest(graceSeconds: nil, dryRun: nil))))
     }
 
     /// Records a pending version before any data moves.
     public func announce(container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo {
-        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/announce", body: WireJSON.encode(request))
+        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/announce", body: .array(WireJSON.encode(request)))
     }
 
     /// The ids (of `ids`) the server lacks, asked in batches of the protocol's maximum.
@@ -113,7 +113,7 @@ public final class ServerConnection: Sendable {
         var start = 0
         while start < ids.count {
             let batch = Array(ids[start..<min(ids.count, start + ProtocolLimits.maximumIDsPerRequest)])
-            missing += try await json(ChunkIDList.self, "POST", "/v1/chunks/missing", body: WireJSON.encode(ChunkIDList(ids: batch))).parsed()
+            missing += try await json(ChunkIDList.self, "POST", "/v1/chunks/missing", body: .array(WireJSON.encode(ChunkIDList(ids: batch)))).parsed()
             start += batch.count
         }
         return missing
@@ -126,7 +126,7 @@ public final class ServerConnection: Sendable {
 
     /// Uploads chunks already framed (``ChunkFrames/encode(_:)``).
     public func upload(frames body: [UInt8]) async throws -> UploadResult {
-        let response = try await send("POST", "/v1/chunks", body: body, contentType: "application/octet-stream")
+        let response = try await send("POST", "/v1/chunks", body: .array(body), contentType: "application/octet-stream")
         return try WireJSON.decode(UploadResult.self, from: response.readableBytesView)
     }
 
@@ -160,19 +160,19 @@ public final class ServerConnection: Sendable {
 
     /// Commits an announced version.
     public func commit(container: ContainerName, _ request: CommitRequest) async throws -> DocumentInfo {
-        try await commit(container: container, body: WireJSON.encode(request))
+        try await commit(container: container, body: SpillArray(WireJSON.encode(request)))
     }
 
     /// Makes an announced version current, from a ``CommitRequest``'s JSON made beforehand
     /// (``CommitRequest/body(delta:)``).
-    public func commit(container: ContainerName, body: [UInt8]) async throws -> DocumentInfo {
-        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/commit", body: body)
+    public func commit(container: ContainerName, body: SpillArray<UInt8>) async throws -> DocumentInfo {
+        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/commit", body: .spilled(body))
     }
 
     /// Commits many documents in one request (their chunks uploaded first); one outcome per
     /// document, in order.
     public func commit(container: ContainerName, batch: BatchCommitRequest) async throws -> [BatchCommitResult.Outcome] {
-        let answer = try await json(BatchCommitResult.self, "POST", "/v1/containers/\(container)/commits", body: WireJSON.encode(batch))
+        let answer = try await json(BatchCommitResult.self, "POST", "/v1/containers/\(container)/commits", body: .array(WireJSON.encode(batch)))
         guard answer.results.count == batch.documents.count else {
             throw XferError(.internal, "the server answered \(answer.results.count) outcomes for a batch of \(batch.documents.count)")
         }
@@ -182,7 +182,7 @@ public final class ServerConnection: Sendable {
     /// The manifests of many documents in one request; one item per document, in order.
     public func manifests(container: ContainerName, _ wanted: [ManifestBatchRequest.Wanted]) async throws -> [ManifestBatchResult.Item] {
         let answer = try await json(ManifestBatchResult.self, "POST", "/v1/containers/\(container)/manifests",
-                                    body: WireJSON.encode(ManifestBatchRequest(documents: wanted)))
+                                    body: .array(WireJSON.encode(ManifestBatchRequest(documents: wanted))))
         guard answer.manifests.count == wanted.count else {
             throw XferError(.internal, "the server answered \(answer.manifests.count) manifests for \(wanted.count) documents")
         }
@@ -213,12 +213,12 @@ public final class ServerConnection: Sendable {
 
     /// Settles a document's conflict: `keep` becomes current.
     public func resolve(container: ContainerName, _ request: ResolveRequest) async throws -> DocumentInfo {
-        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/resolve", body: WireJSON.encode(request))
+        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/resolve", body: .array(WireJSON.encode(request)))
     }
 
     /// Sets (or, with a `nil` value, deletes) a key-value entry; last writer wins.
     public func setValue(container: ContainerName, _ write: KeyValueWrite) async throws -> KeyValueWriteResult {
-        try await json(KeyValueWriteResult.self, "PUT", "/v1/containers/\(container)/kv", body: WireJSON.encode(write))
+        try await json(KeyValueWriteResult.self, "PUT", "/v1/containers/\(container)/kv", body: .array(WireJSON.encode(write)))
     }
 
     /// Whether a container is end-to-end encrypted, and its wrapped key.
@@ -228,7 +228,7 @@ public final class ServerConnection: Sendable {
 
     /// Makes a container end-to-end encrypted, or replaces its wrapped key.
     public func setContainerKey(container: ContainerName, _ write: ContainerKeyWrite) async throws -> ContainerKeyInfo {
-        try await json(ContainerKeyInfo.self, "PUT", "/v1/containers/\(container)/key", body: WireJSON.encode(write))
+        try await json(ContainerKeyInfo.self, "PUT", "/v1/containers/\(container)/key", body: .array(WireJSON.encode(write)))
     }
 
     /// One key-value entry.
@@ -282,17 +282,33 @@ public final class ServerConnection: Sendable {
     /// - Returns: The delta bytes, the version they describe, the base they are against (or
     ///   `nil`: against nothing) and the full manifest's digest.
     public func manifest(container: ContainerName, path: DocumentPath, version: Int64?, base: Int64?) async throws
-        -> (delta: [UInt8], version: Int64, base: Int64?, digest: ChunkID) {
+        -> (delta: SpillArray<UInt8>, version: Int64, base: Int64?, digest: ChunkID) {
         var route = "/v1/containers/\(container)/manifest?path=\(Self.escape(path.value))&compressed=1"
         if let version { route += "&version=\(version)" }
         if let base { route += "&base=\(base)" }
-        let (response, body) = try await sendWithHeaders("GET", route, limit: Manifest.maximumEncodedSize)
+        let response = try await execute(try makeRequest("GET", route))
+        guard (200..<300).contains(response.status.code) else { throw try await Self.error(from: response) }
+        // Read into a spilled array as it comes (a tree's delta is megabytes), at most the
+        // largest a manifest may be.
+        var body = SpillArray<UInt8>()
+        do {
+            for try await part in response.body {
+                guard body.count + part.readableBytes <= Manifest.maximumEncodedSize else {
+                    throw XferError(.tooLarge, "the server's manifest answer is over \(Manifest.maximumEncodedSize) bytes")
+                }
+                part.withUnsafeReadableBytes { body.append(contentsOf: $0) }
+            }
+        } catch let error as XferError {
+            throw error
+        } catch {
+            throw XferError(.unavailable, "the connection to \(server) broke while reading the answer", cause: DescribedError(error))
+        }
         guard let versionText = response.headers.first(name: XferHeader.version), let number = Int64(versionText),
               let digestText = response.headers.first(name: XferHeader.digest), let digest = ChunkID(hex: digestText) else {
             throw XferError(.internal, "the server's manifest answer lacks its version or digest headers")
         }
         let baseUsed = response.headers.first(name: XferHeader.base).flatMap { Int64($0) }
-        return (Array(body.readableBytesView), number, baseUsed, digest)
+        return (body, number, baseUsed, digest)
     }
 
     /// Downloads chunks, handing each to `onChunk` as its frame arrives (not yet verified:
@@ -300,7 +316,7 @@ public final class ServerConnection: Sendable {
     /// - Parameter against: Chunks this client holds, by wanted chunk, that the server may send
     ///   it against (``ChunkEncoding/zstdAgainst``); the caller decodes those with them.
     public func download(_ ids: [ChunkID], against: [ChunkID: ChunkID] = [:], onChunk: (EncodedChunk) async throws -> Void) async throws {
-        var request = try makeRequest("POST", "/v1/chunks/download", body: WireJSON.encode(ChunkIDList(ids: ids, against: against)))
+        var request = try makeRequest("POST", "/v1/chunks/download", body: .array(WireJSON.encode(ChunkIDList(ids: ids, against: against))))
         request.headers.add(name: "Content-Type", value: "application/json")
         let response = try await execute(request)
         guard response.status == .ok else { throw try await Self.error(from: response) }
@@ -333,7 +349,16 @@ public final class ServerConnection: Sendable {
 
     // MARK: Plumbing
 
-    private func json<T: Decodable>(_ type: T.Type, _ method: String, _ route: String, body: [UInt8]? = nil,
+    /// A request's body: JSON made in memory, or one made into a ``SpillArray`` (a commit's
+    /// manifest delta of many files).
+    private enum RequestBody: ExpressibleByArrayLiteral {
+        case array([UInt8])
+        case spilled(SpillArray<UInt8>)
+
+        init(arrayLiteral elements: UInt8...) { self = .array(elements) }
+    }
+
+    private func json<T: Decodable>(_ type: T.Type, _ method: String, _ route: String, body: RequestBody? = nil,
                                     authenticated: Bool = true) async throws -> T {
         let response = try await send(method, route, body: body, contentType: "application/json", authenticated: authenticated)
         do {
@@ -343,12 +368,12 @@ public final class ServerConnection: Sendable {
         }
     }
 
-    private func send(_ method: String, _ route: String, body: [UInt8]? = nil, contentType: String? = nil,
+    private func send(_ method: String, _ route: String, body: RequestBody? = nil, contentType: String? = nil,
                       authenticated: Bool = true) async throws -> ByteBuffer {
         try await sendWithHeaders(method, route, body: body, contentType: contentType, authenticated: authenticated).1
     }
 
-    private func sendWithHeaders(_ method: String, _ route: String, body: [UInt8]? = nil, contentType: String? = nil,
+    private func sendWithHeaders(_ method: String, _ route: String, body: RequestBody? = nil, contentType: String? = nil,
                                  authenticated: Bool = true, limit: Int = 64 << 20) async throws -> (HTTPClientResponse, ByteBuffer) {
         var request = try makeRequest(method, route, body: body, authenticated: authenticated)
         if let contentType, body != nil { request.headers.add(name: "Content-Type", value: contentType) }
@@ -366,13 +391,17 @@ public final class ServerConnection: Sendable {
         }
     }
 
-    private func makeRequest(_ method: String, _ route: String, body: [UInt8]? = nil, authenticated: Bool = true) throws -> HTTPClientRequest {
+    private func makeRequest(_ method: String, _ route: String, body: RequestBody? = nil, authenticated: Bool = true) throws -> HTTPClientRequest {
         var request = HTTPClientRequest(url: server + route)
         request.method = HTTPMethod(rawValue: method)
         if authenticated { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         request.headers.add(name: "User-Agent", value: "xfer/\(XferVersion.current)")
         // Turned into buffers a few megabytes at a time as it is sent, not copied whole first.
-        if let body { request.body = .bytes(body) }
+        switch body {
+        case .array(let bytes): request.body = .bytes(bytes)
+        case .spilled(let bytes): request.body = .bytes(bytes)
+        case nil: break
+        }
         return request
     }
 

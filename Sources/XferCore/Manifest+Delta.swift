@@ -61,10 +61,10 @@ extension Manifest {
     static let compressedDeltaMagic: [UInt8] = Array("XFDZ".utf8)
 
     /// Whether `delta` is in the compressed form of ``compressedDelta(against:)``.
-    public static func isCompressedDelta(_ delta: [UInt8]) -> Bool { delta.starts(with: compressedDeltaMagic) }
+    public static func isCompressedDelta(_ delta: some Collection<UInt8>) -> Bool { delta.starts(with: compressedDeltaMagic) }
 
     /// Whether `bytes` are a delta (plain or compressed) rather than a canonical encoding.
-    public static func isDelta(_ bytes: [UInt8]) -> Bool { bytes.starts(with: deltaMagic) || isCompressedDelta(bytes) }
+    public static func isDelta(_ bytes: some Collection<UInt8>) -> Bool { bytes.starts(with: deltaMagic) || isCompressedDelta(bytes) }
 
     /// The most a compressed delta of `compressed` bytes may inflate to: 64 times plus 64 KiB,
     /// within ``maximumEncodedSize``, so a small request cannot make the receiver reserve much.
@@ -79,7 +79,7 @@ extension Manifest {
     /// package's delta shrinks several times. ``init(applying:to:)`` reads both forms.
     /// - Parameter base: The version the receiver already has, or `nil`.
     /// - Returns: The compressed delta, or the plain one if compressing saves nothing.
-    public func compressedDelta(against base: Manifest?) -> [UInt8] {
+    public func compressedDelta(against base: Manifest?) -> SpillArray<UInt8> {
         // Made twice, a piece at a time, never held whole: once to learn its size (the frame
         // declares it), once into the compressor (a tree of 200,000 files held 28 MB more
         // with the plain delta and zstd's output both whole).
@@ -88,7 +88,7 @@ extension Manifest {
         var size = 0
         writeDelta(against: base, into: &out, drainingPast: piece) { size += $0.buffer.count; $0.buffer.removeAll(keepingCapacity: true) }
         size += out.buffer.count
-        guard size > 128 else { return delta(against: base) }
+        guard size > 128 else { return SpillArray(delta(against: base)) }
         let compressed = try? Zstd.frame(level: 3, pledgedSize: size, prefix: Self.compressedDeltaMagic) { write in
             var out = ByteWriter()
             out.buffer.reserveCapacity(piece + (64 << 10))
@@ -99,7 +99,7 @@ extension Manifest {
             try out.buffer.withUnsafeBytes { try write($0) }
         }
         guard let compressed, compressed.count < size,
-              size <= Self.inflationLimit(compressed: compressed.count - Self.compressedDeltaMagic.count) else { return delta(against: base) }
+              size <= Self.inflationLimit(compressed: compressed.count - Self.compressedDeltaMagic.count) else { return SpillArray(delta(against: base)) }
         return compressed
     }
 
@@ -110,14 +110,23 @@ extension Manifest {
     /// - Throws: `invalid_manifest` for a malformed delta, a base other than the one it names,
     ///   a copy outside the base's chunk list, or a result that is not a valid manifest.
     public init(applying delta: [UInt8], to base: Manifest?) throws {
+        self = try delta.withUnsafeBufferPointer { try Self.applying($0, to: base) }
+    }
+
+    /// The same, of a delta held in a ``SpillArray`` (a tree's, read from a device's state).
+    public init(applying delta: SpillArray<UInt8>, to base: Manifest?) throws {
+        self = try delta.withUnsafeBufferPointer { try Self.applying($0, to: base) }
+    }
+
+    private static func applying(_ delta: UnsafeBufferPointer<UInt8>, to base: Manifest?) throws -> Manifest {
         guard delta.count <= Self.maximumEncodedSize else {
             throw XferError(.tooLarge, "manifest delta is \(delta.count) bytes, over the limit of \(Self.maximumEncodedSize)")
         }
         if delta.starts(with: Self.compressedDeltaMagic) {
             // Inflated only up to the same limit, and only once: the inner bytes must be a plain delta.
-            let plain: [UInt8]
+            let plain: SpillArray<UInt8>
             do {
-                let frame = delta.dropFirst(Self.compressedDeltaMagic.count)  // read in place
+                let frame = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: delta[Self.compressedDeltaMagic.count...]))  // read in place
                 plain = try Zstd.decompressFrame(frame, maximumLength: Self.inflationLimit(compressed: frame.count))
             } catch let error as XferError where error.code != .tooLarge {
                 throw XferError(.invalidManifest, "the compressed manifest delta does not decompress: \(error.message)")
@@ -125,8 +134,7 @@ extension Manifest {
             guard !plain.starts(with: Self.compressedDeltaMagic) else {
                 throw XferError(.invalidManifest, "a compressed manifest delta holds another compressed one")
             }
-            try self.init(applying: plain, to: base)
-            return
+            return try plain.withUnsafeBufferPointer { try applying($0, to: base) }
         }
         var input = ByteReader(delta)
         guard try input.bytes(3) == Self.deltaMagic else { throw XferError(.invalidManifest, "not an xfer manifest delta (bad magic)") }
@@ -161,7 +169,7 @@ extension Manifest {
         guard input.remaining == 0 else {
             throw XferError(.invalidManifest, "manifest delta has \(input.remaining) bytes after its last entry")
         }
-        self = try builder.finish()
+        return try builder.finish()
     }
 
     /// Greedy matching: every new chunk that starts a run found in `base` is copied as the

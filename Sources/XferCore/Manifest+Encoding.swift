@@ -32,6 +32,27 @@ extension Manifest {
     public func encoded() -> [UInt8] {
         var out = ByteWriter()
         out.buffer.reserveCapacity(estimatedEncodedSize)
+        writeEncoding(into: &out, drainingPast: .max) { _ in }
+        return out.buffer
+    }
+
+    /// The SHA-256 of ``encoded()``, hashed a piece at a time (a tree's encoding is tens of
+    /// megabytes, never held whole here).
+    var encodingDigest: ChunkID {
+        let piece = 256 << 10
+        var hasher = SHA256Hasher()
+        var out = ByteWriter()
+        out.buffer.reserveCapacity(min(estimatedEncodedSize, piece + (64 << 10)))
+        writeEncoding(into: &out, drainingPast: piece) { out in
+            out.buffer.withUnsafeBytes { hasher.update($0) }
+            out.buffer.removeAll(keepingCapacity: true)
+        }
+        out.buffer.withUnsafeBytes { hasher.update($0) }
+        return hasher.finalize()
+    }
+
+    /// Writes the canonical bytes into `out`, handing it to `drain` whenever it holds more than `limit`.
+    private func writeEncoding(into out: inout ByteWriter, drainingPast limit: Int, _ drain: (inout ByteWriter) -> Void) {
         out.bytes(Self.magic)
         out.byte(Self.formatVersion)
         out.byte(kind.rawValue)
@@ -44,8 +65,8 @@ extension Manifest {
                 out.varint(UInt64(chunks.count))
                 for chunk in chunks { out.chunk(chunk) }
             }
+            if out.buffer.count > limit { drain(&out) }
         }
-        return out.buffer
     }
 
     /// About the size of ``encoded()`` (each varint at its usual width), so the encoding of a
@@ -65,6 +86,10 @@ extension Manifest {
     ///   non-minimal varints, counts larger than the input could hold, invalid UTF-8, unsorted
     ///   or escaping paths, out-of-range values.
     public init(decoding bytes: [UInt8]) throws {
+        self = try bytes.withUnsafeBufferPointer { try Self.decoding($0) }
+    }
+
+    private static func decoding(_ bytes: UnsafeBufferPointer<UInt8>) throws -> Manifest {
         guard bytes.count <= Self.maximumEncodedSize else {
             throw XferError(.tooLarge, "manifest is \(bytes.count) bytes, over the limit of \(Self.maximumEncodedSize)")
         }
@@ -103,7 +128,7 @@ extension Manifest {
             throw XferError(.invalidManifest, "manifest has \(input.remaining) bytes after its last entry")
         }
         // Sorting is part of the canonical form: the stored order must already be sorted.
-        self = try builder.finish()
+        return try builder.finish()
     }
 }
 
@@ -251,10 +276,11 @@ package struct ByteWriter {
 
 /// Reads the primitives of xfer's binary formats, refusing truncated or non-canonical input.
 package struct ByteReader {
-    private let data: [UInt8]
+    private let data: UnsafeBufferPointer<UInt8>
     private var position = 0
 
-    package init(_ data: [UInt8]) { self.data = data }
+    /// Reads `data`, which must outlive the reader (a `withUnsafeBufferPointer` scope).
+    package init(_ data: UnsafeBufferPointer<UInt8>) { self.data = data }
 
     package var remaining: Int { data.count - position }
 
@@ -301,7 +327,7 @@ package struct ByteReader {
     }
 
     /// A varint length (at most `limit`) and that many bytes of valid UTF-8, read in place.
-    package mutating func utf8(limit: Int) throws -> ArraySlice<UInt8> {
+    package mutating func utf8(limit: Int) throws -> Slice<UnsafeBufferPointer<UInt8>> {
         let count = try int(limit: min(limit, remaining))
         guard count <= remaining else { throw truncated() }
         let raw = data[position..<(position + count)]

@@ -126,7 +126,7 @@ public struct Manifest: Sendable, Hashable {
     public var allChunks: [ChunkReference] { Array(entries.allChunks) }
 
     /// The SHA-256 of the canonical encoding: names this version's content.
-    public var digest: ChunkID { ChunkID.of(encoded()) }
+    public var digest: ChunkID { encodingDigest }
 
     func validate() throws {
         try Self.checkTotals(entries: entries.count, references: entries.allChunks.count, bytes: 0)

@@ -148,8 +148,29 @@ public struct SpillArray<Element: BitwiseCopyable>: RandomAccessCollection, Muta
         }
     }
 
+    /// Calls `body` with the elements in place, to change them.
+    public mutating func withUnsafeMutableBufferPointer<R>(_ body: (UnsafeMutableBufferPointer<Element>) throws -> R) rethrows -> R {
+        makeUnique()
+        return try body(UnsafeMutableBufferPointer(start: storage.base, count: storage.count))
+    }
+
+    /// Appends `count` copies of `value`.
+    public mutating func append(repeating value: Element, count: Int) {
+        guard count > 0 else { return }
+        growForAppend(count)
+        (storage.base.unsafelyUnwrapped + storage.count).initialize(repeating: value, count: count)
+        storage.count += count
+    }
+
     public func withContiguousStorageIfAvailable<R>(_ body: (UnsafeBufferPointer<Element>) throws -> R) rethrows -> R? {
         try withUnsafeBufferPointer(body)
+    }
+}
+
+extension SpillArray: ContiguousBytes {
+    /// Calls `body` with the elements' bytes in place.
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeBufferPointer { try body(UnsafeRawBufferPointer($0)) }
     }
 }
 
@@ -259,7 +280,7 @@ enum SpillPager {
     private static let regions = Locked<[UInt: Int]>([:])
     private static let started = Locked(false)
     /// Time between passes.
-    static let interval = 0.05
+    static let interval = 0.01
 
     static func map(_ fd: Int32, bytes: Int) -> UnsafeMutableRawPointer? {
         startOnce()
@@ -286,6 +307,16 @@ enum SpillPager {
         }
     }
 
+    /// Callers of ``holdingPasses(_:)`` under way: the timed passes wait while any is.
+    private static let held = Locked(0)
+
+    /// Runs `body` with no timed pass meanwhile (a check of what is resident).
+    static func holdingPasses<R>(_ body: () throws -> R) rethrows -> R {
+        held.withLock { $0 += 1 }
+        defer { held.withLock { $0 -= 1 } }
+        return try body()
+    }
+
     /// One pass: every spilled array's pages given back.
     static func releaseAll() {
         regions.withLock { regions in
@@ -304,7 +335,7 @@ enum SpillPager {
         let thread = Thread {
             while true {
                 Thread.sleep(forTimeInterval: interval)
-                releaseAll()
+                if held.value == 0 { releaseAll() }
             }
         }
         thread.name = "xfer.spill-pager"

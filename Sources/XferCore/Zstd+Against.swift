@@ -79,14 +79,14 @@ extension Zstd {
     /// - Throws: `XferError` `compression` if libzstd fails or the size given differs; what
     ///   `produce` throws.
     public static func frame(level: Int32, pledgedSize: Int, prefix: [UInt8] = [],
-                             _ produce: (_ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws -> [UInt8] {
+                             _ produce: (_ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws -> SpillArray<UInt8> {
         try compressionContexts.withContext { context in
             defer { ZSTD_CCtx_reset(context.pointer, ZSTD_reset_session_and_parameters) }
             var status = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_compressionLevel, level)
             if ZSTD_isError(status) == 0 { status = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_checksumFlag, 1) }
             if ZSTD_isError(status) == 0 { status = ZSTD_CCtx_setPledgedSrcSize(context.pointer, UInt64(pledgedSize)) }
             if ZSTD_isError(status) != 0 { throw XferError(.compression, "zstd compression failed: \(errorName(status))") }
-            var result = prefix
+            var result = SpillArray(prefix)  // (a tree's frame may be megabytes: on disk once large)
             let scratch = context.scratch(for: 64 << 10)
             // Feeds `input` (or, with `end`, finishes the frame), appending what comes out.
             func pump(_ input: UnsafeRawBufferPointer, end: Bool) throws {
@@ -120,5 +120,33 @@ extension Zstd {
             throw XferError(.tooLarge, "zstd frame declares \(declared) bytes, over the limit of \(maximumLength)")
         }
         return try decompress(frame, expectedLength: Int(declared), maximumLength: maximumLength)
+    }
+
+    /// Decompresses one zstd frame of the size it declares into a ``SpillArray`` (on disk once
+    /// large: a tree's manifest delta), refused before inflating if that is over
+    /// `maximumLength` or not declared, or if the frame has trailing bytes.
+    /// - Throws: `XferError` `too_large`, `corrupt_chunk`.
+    public static func decompressFrame(_ frame: UnsafeRawBufferPointer, maximumLength: Int) throws -> SpillArray<UInt8> {
+        let declared = ZSTD_getFrameContentSize(frame.baseAddress, frame.count)
+        guard declared < UInt64.max - 1 else { throw XferError(.corruptChunk, "zstd payload is not a frame with a declared size") }
+        guard declared <= UInt64(maximumLength) else {
+            throw XferError(.tooLarge, "zstd frame declares \(declared) bytes, over the limit of \(maximumLength)")
+        }
+        let frameSize = ZSTD_findFrameCompressedSize(frame.baseAddress, frame.count)
+        guard ZSTD_isError(frameSize) == 0, frameSize == frame.count else {
+            throw XferError(.corruptChunk, "zstd payload is truncated or has trailing bytes")
+        }
+        var plain = SpillArray<UInt8>()
+        plain.append(repeating: 0, count: Int(declared))
+        let written = plain.withUnsafeMutableBufferPointer { out in
+            decompressionContexts.withContext { context in
+                ZSTD_decompressDCtx(context.pointer, out.baseAddress, out.count, frame.baseAddress, frame.count)
+            }
+        }
+        if ZSTD_isError(written) != 0 { throw XferError(.corruptChunk, "zstd decompression failed: \(errorName(written))") }
+        guard written == Int(declared) else {
+            throw XferError(.corruptChunk, "zstd frame inflated to \(written) bytes, expected \(declared)")
+        }
+        return plain
     }
 }

@@ -226,7 +226,7 @@ public struct CommitRequest: Codable, Sendable, Hashable {
     /// This commit's JSON with `delta` as its manifest delta (in place of the one it holds),
     /// encoded straight into the body: a delta of megabytes is held once, as base64, not also
     /// as a string and the encoder's copy of it.
-    public func body(delta: [UInt8]) -> [UInt8] {
+    public func body(delta: some Collection<UInt8>) -> SpillArray<UInt8> {
         var request = self
         request.manifestDelta = ""
         return WireJSON.encode(request, base64: delta, in: "manifest_delta")

@@ -22,7 +22,7 @@ public enum WireJSON {
     ///   - value: A wire message whose `field` (its wire name) encodes as `""`.
     ///   - bytes: What `field` carries.
     /// - Returns: UTF-8 JSON, as ``encode(_:)`` with the field set.
-    public static func encode(_ value: some Encodable, base64 bytes: [UInt8], in field: String) -> [UInt8] {
+    public static func encode(_ value: some Encodable, base64 bytes: some Collection<UInt8>, in field: String) -> SpillArray<UInt8> {
         let empty = encode(value)
         // Inside a JSON string every quote is escaped, so `"field":""` is only ever the key.
         let mark = Array("\"\(field)\":\"".utf8)
@@ -30,11 +30,11 @@ public enum WireJSON {
               empty.count > start + mark.count, empty[start + mark.count] == UInt8(ascii: "\"") else {
             preconditionFailure("\(type(of: value)) has no empty field \(field)")
         }
-        var json: [UInt8] = []
+        var json = SpillArray<UInt8>()
         json.reserveCapacity(empty.count + Base64.encodedCount(bytes.count))
-        json += empty[..<(start + mark.count)]
+        json.append(contentsOf: empty[..<(start + mark.count)])
         Base64.append(bytes, to: &json)
-        json += empty[(start + mark.count)...]
+        json.append(contentsOf: empty[(start + mark.count)...])
         return json
     }
 
@@ -79,32 +79,45 @@ public enum Base64 {
     public static func encodedCount(_ count: Int) -> Int { (count + 2) / 3 * 4 }
 
     /// Appends the standard (padded) base64 of `bytes` to `output`.
-    public static func append(_ bytes: [UInt8], to output: inout [UInt8]) {
-        let alphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    public static func append(_ bytes: some Collection<UInt8>, to output: inout [UInt8]) {
         let start = output.count
-        let length = encodedCount(bytes.count)
-        output.append(contentsOf: repeatElement(UInt8(ascii: "="), count: length))
+        output.append(contentsOf: repeatElement(UInt8(ascii: "="), count: encodedCount(bytes.count)))
+        output.withUnsafeMutableBufferPointer { write(bytes, into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+    }
+
+    /// Appends the base64 of `bytes` to `output`.
+    public static func append(_ bytes: some Collection<UInt8>, to output: inout SpillArray<UInt8>) {
+        let start = output.count
+        output.append(repeating: UInt8(ascii: "="), count: encodedCount(bytes.count))
+        output.withUnsafeMutableBufferPointer { write(bytes, into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+    }
+
+    /// Writes the base64 of `bytes` at the start of `out`, whose padding is already `=`.
+    private static func write(_ bytes: some Collection<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) {
+        guard bytes.withContiguousStorageIfAvailable({ write($0, into: out) }) != nil else {
+            return Array(bytes).withUnsafeBufferPointer { write($0, into: out) }
+        }
+    }
+
+    private static func write(_ input: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) {
+        let alphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
         alphabet.withUTF8Buffer { table in
-            bytes.withUnsafeBufferPointer { input in
-                output.withUnsafeMutableBufferPointer { out in
-                    var o = start, i = 0
-                    while i + 3 <= input.count {
-                        let word = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
-                        out[o] = table[Int(word >> 18 & 63)]
-                        out[o + 1] = table[Int(word >> 12 & 63)]
-                        out[o + 2] = table[Int(word >> 6 & 63)]
-                        out[o + 3] = table[Int(word & 63)]
-                        i += 3
-                        o += 4
-                    }
-                    let rest = input.count - i  // 0, 1 or 2 bytes, padded with "="
-                    if rest > 0 {
-                        let word = UInt32(input[i]) << 16 | (rest == 2 ? UInt32(input[i + 1]) << 8 : 0)
-                        out[o] = table[Int(word >> 18 & 63)]
-                        out[o + 1] = table[Int(word >> 12 & 63)]
-                        if rest == 2 { out[o + 2] = table[Int(word >> 6 & 63)] }
-                    }
-                }
+            var o = 0, i = 0
+            while i + 3 <= input.count {
+                let word = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
+                out[o] = table[Int(word >> 18 & 63)]
+                out[o + 1] = table[Int(word >> 12 & 63)]
+                out[o + 2] = table[Int(word >> 6 & 63)]
+                out[o + 3] = table[Int(word & 63)]
+                i += 3
+                o += 4
+            }
+            let rest = input.count - i  // 0, 1 or 2 bytes, padded with "="
+            if rest > 0 {
+                let word = UInt32(input[i]) << 16 | (rest == 2 ? UInt32(input[i + 1]) << 8 : 0)
+                out[o] = table[Int(word >> 18 & 63)]
+                out[o + 1] = table[Int(word >> 12 & 63)]
+                if rest == 2 { out[o + 2] = table[Int(word >> 6 & 63)] }
             }
         }
     }

@@ -366,7 +366,7 @@ struct Routes: Sendable {
         }
         // A client that reads compressed deltas says so (`compressed=1`); others get the plain form.
         let delta = request.uri.queryParameters.get("compressed") == "1" && limits.features.contains(.compressedManifests)
-            ? manifest.compressedDelta(against: base) : manifest.delta(against: base)
+            ? manifest.compressedDelta(against: base) : SpillArray(manifest.delta(against: base))
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: delta)))
     }
 

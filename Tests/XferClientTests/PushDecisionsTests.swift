@@ -111,8 +111,8 @@ import XferProtocol
         let stored = manifest.compressedDelta(against: nil)
         #expect(Manifest.isCompressedDelta(stored), "what is stored now: compressed")
         #expect(try ClientState.storedManifest(stored) == manifest)
-        #expect(try ClientState.storedManifest(manifest.encoded()) == manifest, "what earlier releases stored")
-        #expect(throws: XferError.self) { try ClientState.storedManifest(Array(stored.prefix(20))) }
+        #expect(try ClientState.storedManifest(SpillArray(manifest.encoded())) == manifest, "what earlier releases stored")
+        #expect(throws: XferError.self) { try ClientState.storedManifest(SpillArray(stored.prefix(20))) }
     }
 
     /// The hand-off between hashing and asking: a producer waits while every slot is taken,

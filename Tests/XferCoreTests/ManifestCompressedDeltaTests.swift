@@ -28,7 +28,7 @@ import XferCore
         #expect(try Manifest(applying: next.compressedDelta(against: nil), to: nil) == next)
         // Too small to gain: the plain form is sent.
         let single = try Manifest(kind: .file, chunker: .default, entries: [Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 1)])
-        #expect(single.compressedDelta(against: nil) == single.delta(against: nil))
+        #expect(Array(single.compressedDelta(against: nil)) == single.delta(against: nil))
     }
 
     @Test func aLargeTreesDeltaIsCompressedInPiecesAndRoundTrips() throws {
@@ -50,7 +50,7 @@ import XferCore
         let frame = try Zstd.frame(level: 3, pledgedSize: whole.count, prefix: [7, 7]) { write in
             for piece in pieces { try piece.withUnsafeBytes { try write($0) } }
         }
-        #expect(frame.prefix(2) == [7, 7])
+        #expect(Array(frame.prefix(2)) == [7, 7])
         #expect(try Zstd.decompressFrame(Array(frame.dropFirst(2)), maximumLength: whole.count) == whole)
         // Given fewer bytes than it declared, the frame is not made.
         #expect(throws: XferError.self) {

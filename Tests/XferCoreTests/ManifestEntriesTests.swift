@@ -130,17 +130,21 @@ import Testing
         let target = try Manifest(kind: .package, chunker: .default, entries: edited)
         let names = target.entries.map(\.path.utf8.count).reduce(0, +), chunks = target.allChunks.count
         // The encoding: magic, version, kind, chunker, then the count.
-        var plain = ByteReader(target.encoded())
-        _ = try plain.bytes(5)
-        _ = try plain.chunker()
-        let count = try plain.int(limit: 1000)
-        #expect(Manifest.room(of: plain, entries: count, against: nil) == (names, chunks))
+        try target.encoded().withUnsafeBufferPointer { encoded in
+            var plain = ByteReader(encoded)
+            _ = try plain.bytes(5)
+            _ = try plain.chunker()
+            let count = try plain.int(limit: 1000)
+            #expect(Manifest.room(of: plain, entries: count, against: nil) == (names, chunks))
+        }
         // A delta: magic, version, base digest, kind, chunker, then the count.
-        var delta = ByteReader(target.delta(against: base))
-        _ = try delta.bytes(4 + ChunkID.byteCount + 1)
-        _ = try delta.chunker()
-        let deltaCount = try delta.int(limit: 1000)
-        #expect(Manifest.room(of: delta, entries: deltaCount, against: base.entries) == (names, chunks))
+        try target.delta(against: base).withUnsafeBufferPointer { bytes in
+            var delta = ByteReader(bytes)
+            _ = try delta.bytes(4 + ChunkID.byteCount + 1)
+            _ = try delta.chunker()
+            let deltaCount = try delta.int(limit: 1000)
+            #expect(Manifest.room(of: delta, entries: deltaCount, against: base.entries) == (names, chunks))
+        }
         // Input cut short counts what it has, and the decoding refuses it.
         let cut = Array(target.encoded().dropLast(40))
         #expect(throws: XferError.self) { try Manifest(decoding: cut) }
