@@ -123,10 +123,10 @@ struct ChunkSourcing: Equatable {
         var order = Downloads(files: files)
         order.records.reserveCapacity(places)
         // Only while planning (the downloads hold the places): where each chunk is in `order`,
-        // by its first 64 bits (a quarter of a map by whole ids; 200,000 chunks took 31 MB
-        // that way), with the rare chunk whose prefix another holds kept by its whole id.
-        var position: [UInt64: Int] = [:]
-        position.reserveCapacity(places)
+        // by its first 64 bits (``PrefixPositions``: 16 bytes a chunk, where a map by whole ids
+        // took 150 and one by prefixes about 42), with the rare chunk whose prefix another holds
+        // kept by its whole id.
+        var position = PrefixPositions(capacity: places)
         var sharingPrefix: [ChunkID: Int] = [:]
         // The steps and the failed ones are in place order too: each is met by a cursor.
         var nextStep = 0, nextFailed = 0
@@ -164,10 +164,10 @@ struct ChunkSourcing: Equatable {
 /// each file's entry index (the indexes the pull keeps anyway: nothing a file of its own).
 struct FileChunks: RandomAccessCollection, Sendable, Equatable {
     private let entries: Manifest.Entries
-    private let entryIndexes: [Int]
+    private let entryIndexes: SpillArray<Int>
 
     /// File `n`'s chunks are those of entry `entryIndexes[n]` of `entries`.
-    init(_ entries: Manifest.Entries, entryIndexes: [Int]) {
+    init(_ entries: Manifest.Entries, entryIndexes: SpillArray<Int>) {
         self.entries = entries
         self.entryIndexes = entryIndexes
     }
@@ -179,5 +179,55 @@ struct FileChunks: RandomAccessCollection, Sendable, Equatable {
 
     static func == (a: FileChunks, b: FileChunks) -> Bool {
         a.count == b.count && zip(a, b).allSatisfy { $0 == $1 }
+    }
+}
+
+/// Positions by 64-bit key (a chunk id's first bits), inserted once each: open addressing over
+/// two flat arrays, 12 bytes a slot at most three quarters full. The slot a key starts from is
+/// the process's seeded hash of it, so ids a server chose cannot be made to collide.
+struct PrefixPositions {
+    private var keys: [UInt64]
+    /// Position + 1 (0: the slot is empty).
+    private var values: [UInt32]
+    private let mask: Int
+    private var count = 0
+
+    /// Room for `capacity` keys.
+    init(capacity: Int) {
+        var slots = 16
+        while slots * 3 < capacity * 4 { slots *= 2 }
+        keys = Array(repeating: 0, count: slots)
+        values = Array(repeating: 0, count: slots)
+        mask = slots - 1
+    }
+
+    /// The position of `key`, if it was set; setting one records it (a key is set once).
+    subscript(key: UInt64) -> Int? {
+        get {
+            var slot = Self.start(key) & mask
+            while values[slot] != 0 {
+                if keys[slot] == key { return Int(values[slot]) - 1 }
+                slot = (slot + 1) & mask
+            }
+            return nil
+        }
+        set {
+            guard let newValue else { preconditionFailure("positions are never removed") }
+            guard let stored = UInt32(exactly: newValue + 1) else { preconditionFailure("more than 2^32 positions") }
+            var slot = Self.start(key) & mask
+            while values[slot] != 0 && keys[slot] != key { slot = (slot + 1) & mask }
+            if values[slot] == 0 {
+                count += 1
+                precondition(count < keys.count, "more positions than the table was made for")
+            }
+            keys[slot] = key
+            values[slot] = stored
+        }
+    }
+
+    private static func start(_ key: UInt64) -> Int {
+        var hasher = Hasher()
+        hasher.combine(key)
+        return hasher.finalize()
     }
 }

@@ -14,9 +14,9 @@ struct LocalSnapshot: Sendable {
     /// Each file's stamp as the walk saw it (the same `lstat` as its entry), by tree index.
     var stamps: Stamps { Stamps(tree: tree) }
     /// Tree indexes of the files whose stamp matches the state's record (their chunks are known).
-    private(set) var unchanged: [Int]
+    private(set) var unchanged: SpillArray<Int>
     /// Tree indexes of the files that must be read.
-    private(set) var toHash: [Int]
+    private(set) var toHash: SpillArray<Int>
 
     /// Walks `path` and compares each file's stamp with what `state` remembers (stamps are
     /// cheap to read: no chunk lists are needed to decide what changed). Inside a package,
@@ -43,7 +43,7 @@ struct LocalSnapshot: Sendable {
         self.top = top
         base = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
         // Both in path order: each remembered row is matched by walking the tree along with it.
-        var matches = [Bool](repeating: false, count: tree.count)
+        var matches = SpillArray<Bool>(repeating: false, count: tree.count)
         var cursor = 0
         let tree = tree
         try state.forEachStamp { path, stamp in
@@ -51,8 +51,8 @@ struct LocalSnapshot: Sendable {
                 matches[cursor] = tree.stamp(at: cursor) == stamp
             }
         }
-        var unchanged: [Int] = []
-        var toHash: [Int] = []
+        var unchanged = SpillArray<Int>()
+        var toHash = SpillArray<Int>()
         for index in tree.indices where tree.kind(at: index) == .file {
             if matches[index] { unchanged.append(index) } else { toHash.append(index) }
         }

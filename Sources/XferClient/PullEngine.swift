@@ -224,7 +224,7 @@ public struct PullEngine: Sendable {
         // name is created in a directory opened beneath the staging copy, never through a symlink.
         // Each staged file: its entry's index in the manifest (where it is staged is its entry's
         // path below the staging copy, or the staging file's name in the area for a single file).
-        var fileEntries: [Int] = []
+        var fileEntries = SpillArray<Int>()
         let fileCount = manifest.entries.indices.reduce(0) { $0 + (manifest.entries.kind(at: $1) == .file ? 1 : 0) }
         fileEntries.reserveCapacity(fileCount)
         var links: [(entry: Manifest.Entry, directory: ConfinedDirectory, name: String)] = []
@@ -656,7 +656,7 @@ public struct PullEngine: Sendable {
 struct StagedFiles: Sequence, Sendable {
     let manifest: Manifest
     /// Indexes of the file entries in `manifest`.
-    let files: [Int]
+    let files: SpillArray<Int>
     /// The staging copy's root.
     let root: ConfinedDirectory
 
@@ -692,7 +692,7 @@ struct StagedFiles: Sequence, Sendable {
 struct WrittenFiles: Sequence, Sendable {
     let manifest: Manifest
     /// Indexes of the file entries in `manifest`.
-    let files: [Int]
+    let files: SpillArray<Int>
     /// Where the document is.
     let target: String
 

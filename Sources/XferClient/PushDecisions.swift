@@ -34,9 +34,12 @@ enum PushDecisions {
 
     /// The files to read: the changed ones, then unchanged ones whose chunk list is no longer
     /// recorded (a record removed since the stamps were read).
-    static func filesToRead(changed: [Int], unchanged: [Int], chunkLists: FileChunkLists) -> [Int] {
+    static func filesToRead(changed: SpillArray<Int>, unchanged: SpillArray<Int>, chunkLists: FileChunkLists) -> SpillArray<Int> {
         let unread = unchanged.filter { !chunkLists.isKnown($0) }
-        return unread.isEmpty ? changed : changed + unread  // (the first shares the list it was given)
+        guard !unread.isEmpty else { return changed }  // (shares the list it was given)
+        var all = changed
+        all.append(contentsOf: unread)
+        return all
     }
 
     /// Where the bytes of each chunk `include` picks are, in file order, from the files whose

@@ -411,14 +411,14 @@ struct KnownFiles: Sequence, Sendable {
 struct PushedFiles: Sequence, Sendable {
     let manifest: Manifest
     /// The entry indexes of the files read, in order.
-    let indexes: [Int]
+    let indexes: SpillArray<Int>
     /// Each one's inode and ctime, by position in `indexes` (size and mtime are the entry's).
     let identities: SpillArray<Identity>
     struct Identity { var inode: UInt64; var ctimeNanoseconds: Int64 }
 
     /// The files at tree indexes `only` of `snapshot` (files all: ``LocalSnapshot/toHash``),
     /// whose manifest (made from the same tree) is `manifest`.
-    init(_ snapshot: LocalSnapshot, manifest: Manifest, only: [Int]) {
+    init(_ snapshot: LocalSnapshot, manifest: Manifest, only: SpillArray<Int>) {
         self.manifest = manifest
         let tree = snapshot.tree
         indexes = only  // (shared, not copied)

@@ -123,7 +123,7 @@ public struct Manifest: Sendable, Hashable {
     public var fileCount: Int { entries.indices.reduce(0) { $0 + (entries.kind(at: $1) == .directory ? 0 : 1) } }
 
     /// Every chunk reference, in entry order, repeats included.
-    public var allChunks: [ChunkReference] { Array(entries.allChunks) }
+    public var allChunks: Chunks { entries.allChunks }
 
     /// The SHA-256 of the canonical encoding: names this version's content.
     public var digest: ChunkID { encodingDigest }

@@ -9,7 +9,7 @@ import XferCore
         let manifest = try! Manifest(kind: .package, chunker: .default, entries: lists.enumerated().map { index, chunks in
             .init(path: "f\(index)", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: chunks)
         })
-        return FileChunks(manifest.entries, entryIndexes: Array(manifest.entries.indices))
+        return FileChunks(manifest.entries, entryIndexes: SpillArray(manifest.entries.indices))
     }
 
     static func chunk(_ byte: UInt8, _ length: Int = 10) -> Manifest.ChunkReference {
@@ -57,5 +57,14 @@ import XferCore
         #expect(order.map(\.chunk) == [x, y])
         #expect(order[0].targets.map { [Int64($0.file), $0.offset] } == [[0, 0], [0, 20]])
         #expect(order[1].targets.map { [Int64($0.file), $0.offset] } == [[0, 10], [1, 0]])
+    }
+
+    @Test func prefixPositionsFindWhatWasSetAndNothingElse() {
+        // Keys that share their low bits, zero among them, and a table filled to what it was made for.
+        let keys: [UInt64] = (0..<5_000).map { UInt64($0) << 32 } + (1..<3_000).map { UInt64($0) &* 0x9E37_79B9_7F4A_7C15 }
+        var positions = PrefixPositions(capacity: keys.count)
+        for (position, key) in keys.enumerated() { positions[key] = position }
+        for (position, key) in keys.enumerated() { #expect(positions[key] == position) }
+        #expect(positions[1] == nil && positions[UInt64.max] == nil && positions[5_000 << 32] == nil)
     }
 }

@@ -65,7 +65,7 @@ import Testing
         #expect(values.isSpilled)
         let address = UInt(bitPattern: values.storage.base)
         // Touched, its pages are resident (the timed passes held meanwhile).
-        try SpillPager.holdingPasses {
+        try SpillPager.holdingPasses { () throws -> Void in
             #expect(values.reduce(0, &+) != 0)
             #expect(try Self.residentKiB(of: address) > 1024)
         }
