@@ -194,9 +194,11 @@ extension SpillArray: Hashable where Element: Hashable {
 /// A ``SpillArray``'s elements: in allocated memory, or in a mapped file.
 @usableFromInline
 final class SpillStorage<Element: BitwiseCopyable>: @unchecked Sendable {
-    @usableFromInline var base: UnsafeMutablePointer<Element>?
-    @usableFromInline var count = 0
-    @usableFromInline var capacity = 0
+    // (No dynamic exclusivity checks: every read of an element reads these, and a storage is
+    // changed only by the one array that holds it uniquely, as `Array`'s is.)
+    @exclusivity(unchecked) @usableFromInline var base: UnsafeMutablePointer<Element>?
+    @exclusivity(unchecked) @usableFromInline var count = 0
+    @exclusivity(unchecked) @usableFromInline var capacity = 0
     /// The mapped file, or -1 in memory.
     var file: Int32 = -1
     var mappedBytes = 0
