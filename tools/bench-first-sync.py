@@ -39,13 +39,8 @@ def timed(binary, args, env):
 
 
 def round_once(binary, source, work, encrypted):
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    data = os.path.join(work, "data")
-    token = xferlab.create_account(binary, data, "bench")
-    server = xferlab.Server(binary, data).start()
+    server, base = xferlab.fresh_server(binary, work)
     try:
-        base = dict(os.environ, XFER_SERVER=server.url, XFER_TOKEN=token, XFER_CONFIG="/nonexistent")
         a = dict(base, XFER_STATE_DIR=os.path.join(work, "state-a"))
         b = dict(base, XFER_STATE_DIR=os.path.join(work, "state-b"))
         if encrypted:

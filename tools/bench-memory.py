@@ -66,13 +66,8 @@ def timed(binary, args, env):
 
 
 def measure(name, binary, source, work):
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    data = os.path.join(work, "data")
-    token = xferlab.create_account(binary, data, "bench")
-    server = xferlab.Server(binary, data).start()
-    env = dict(os.environ, XFER_SERVER=server.url, XFER_TOKEN=token, XFER_CONFIG="/nonexistent",
-               XFER_STATE_DIR=os.path.join(work, "state"))
+    server, env = xferlab.fresh_server(binary, work)
+    env["XFER_STATE_DIR"] = os.path.join(work, "state")
     rows = []
     try:
         for step, args in (("first push", ["push", source, "bench.data", "--json"]),

@@ -87,6 +87,17 @@ def create_account(binary, data, name, quota="100G", extra=()):
     return out.stdout.strip()
 
 
+def fresh_server(binary, work, account="bench"):
+    """Empties `work`, starts a server on work/data with an account: (server, the client's
+    environment for it, without a state directory)."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    data = os.path.join(work, "data")
+    token = create_account(binary, data, account)
+    server = Server(binary, data).start()
+    return server, dict(os.environ, XFER_SERVER=server.url, XFER_TOKEN=token, XFER_CONFIG="/nonexistent")
+
+
 class Workspace:
     """A temporary directory for one harness run, removed at exit unless `keep`."""
 
