@@ -79,32 +79,32 @@ public final class ServerConnection: Sendable {
 
     /// Creates an account (admin token only); the answer carries the new token.
     public func createAccount(_ request: CreateAccountRequest) async throws -> AccountInfo {
-        try await json(AccountInfo.self, "POST", "/v1/admin/accounts", body: .array(WireJSON.encode(request)))
+        try await json(AccountInfo.self, "POST", "/v1/admin/accounts", body: WireJSON.encode(request))
     }
 
     /// Issues another token for an account (admin token only).
     public func newToken(account: String) async throws -> TokenInfo {
-        try await json(TokenInfo.self, "POST", "/v1/admin/tokens", body: .array(WireJSON.encode(NewTokenRequest(account: account))))
+        try await json(TokenInfo.self, "POST", "/v1/admin/tokens", body: WireJSON.encode(NewTokenRequest(account: account)))
     }
 
     /// Revokes one token or all of an account's (admin token only).
     public func revokeToken(_ request: RevokeTokenRequest) async throws -> RevokeTokenResult {
-        try await json(RevokeTokenResult.self, "POST", "/v1/admin/tokens/revoke", body: .array(WireJSON.encode(request)))
+        try await json(RevokeTokenResult.self, "POST", "/v1/admin/tokens/revoke", body: WireJSON.encode(request))
     }
 
     /// Collects garbage on the server (admin token only).
     public func collectGarbage(_ request: GarbageRequest) async throws -> GarbageReport {
-        try await json(GarbageReport.self, "POST", "/v1/admin/gc", body: .array(WireJSON.encode(request)))
+        try await json(GarbageReport.self, "POST", "/v1/admin/gc", body: WireJSON.encode(request))
     }
 
     /// Verifies the server's stores (admin token only); may take long on a large server.
     public func verifyServer() async throws -> ServerVerifyReport {
-        try await json(ServerVerifyReport.self, "POST", "/v1/admin/verify", body: .array(WireJSON.encode(GarbageRequest(graceSeconds: nil, dryRun: nil))))
+        try await json(ServerVerifyReport.self, "POST", "/v1/admin/verify", body: WireJSON.encode(GarbageRequest(graceSeconds: nil, dryRun: nil)))
     }
 
     /// Records a pending version before any data moves.
     public func announce(container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo {
-        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/announce", body: .array(WireJSON.encode(request)))
+        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/announce", body: WireJSON.encode(request))
     }
 
     /// The ids (of `ids`) the server lacks, asked in batches of the protocol's maximum.
@@ -113,7 +113,7 @@ public final class ServerConnection: Sendable {
         var start = 0
         while start < ids.count {
             let batch = Array(ids[start..<min(ids.count, start + ProtocolLimits.maximumIDsPerRequest)])
-            missing += try await json(ChunkIDList.self, "POST", "/v1/chunks/missing", body: .array(WireJSON.encode(ChunkIDList(ids: batch)))).parsed()
+            missing += try await json(ChunkIDList.self, "POST", "/v1/chunks/missing", body: WireJSON.encode(ChunkIDList(ids: batch))).parsed()
             start += batch.count
         }
         return missing
@@ -126,7 +126,7 @@ public final class ServerConnection: Sendable {
 
     /// Uploads chunks already framed (``ChunkFrames/encode(_:)``).
     public func upload(frames body: [UInt8]) async throws -> UploadResult {
-        let response = try await send("POST", "/v1/chunks", body: .array(body), contentType: "application/octet-stream")
+        let response = try await send("POST", "/v1/chunks", body: body, contentType: "application/octet-stream")
         return try WireJSON.decode(UploadResult.self, from: response.readableBytesView)
     }
 
@@ -166,13 +166,13 @@ public final class ServerConnection: Sendable {
     /// Makes an announced version current, from a ``CommitRequest``'s JSON made beforehand
     /// (``CommitRequest/body(delta:)``).
     public func commit(container: ContainerName, body: SpillArray<UInt8>) async throws -> DocumentInfo {
-        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/commit", body: .spilled(body))
+        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/commit", body: body)
     }
 
     /// Commits many documents in one request (their chunks uploaded first); one outcome per
     /// document, in order.
     public func commit(container: ContainerName, batch: BatchCommitRequest) async throws -> [BatchCommitResult.Outcome] {
-        let answer = try await json(BatchCommitResult.self, "POST", "/v1/containers/\(container)/commits", body: .array(WireJSON.encode(batch)))
+        let answer = try await json(BatchCommitResult.self, "POST", "/v1/containers/\(container)/commits", body: WireJSON.encode(batch))
         guard answer.results.count == batch.documents.count else {
             throw XferError(.internal, "the server answered \(answer.results.count) outcomes for a batch of \(batch.documents.count)")
         }
@@ -182,7 +182,7 @@ public final class ServerConnection: Sendable {
     /// The manifests of many documents in one request; one item per document, in order.
     public func manifests(container: ContainerName, _ wanted: [ManifestBatchRequest.Wanted]) async throws -> [ManifestBatchResult.Item] {
         let answer = try await json(ManifestBatchResult.self, "POST", "/v1/containers/\(container)/manifests",
-                                    body: .array(WireJSON.encode(ManifestBatchRequest(documents: wanted))))
+                                    body: WireJSON.encode(ManifestBatchRequest(documents: wanted)))
         guard answer.manifests.count == wanted.count else {
             throw XferError(.internal, "the server answered \(answer.manifests.count) manifests for \(wanted.count) documents")
         }
@@ -213,12 +213,12 @@ public final class ServerConnection: Sendable {
 
     /// Settles a document's conflict: `keep` becomes current.
     public func resolve(container: ContainerName, _ request: ResolveRequest) async throws -> DocumentInfo {
-        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/resolve", body: .array(WireJSON.encode(request)))
+        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/resolve", body: WireJSON.encode(request))
     }
 
     /// Sets (or, with a `nil` value, deletes) a key-value entry; last writer wins.
     public func setValue(container: ContainerName, _ write: KeyValueWrite) async throws -> KeyValueWriteResult {
-        try await json(KeyValueWriteResult.self, "PUT", "/v1/containers/\(container)/kv", body: .array(WireJSON.encode(write)))
+        try await json(KeyValueWriteResult.self, "PUT", "/v1/containers/\(container)/kv", body: WireJSON.encode(write))
     }
 
     /// Whether a container is end-to-end encrypted, and its wrapped key.
@@ -228,7 +228,7 @@ public final class ServerConnection: Sendable {
 
     /// Makes a container end-to-end encrypted, or replaces its wrapped key.
     public func setContainerKey(container: ContainerName, _ write: ContainerKeyWrite) async throws -> ContainerKeyInfo {
-        try await json(ContainerKeyInfo.self, "PUT", "/v1/containers/\(container)/key", body: .array(WireJSON.encode(write)))
+        try await json(ContainerKeyInfo.self, "PUT", "/v1/containers/\(container)/key", body: WireJSON.encode(write))
     }
 
     /// One key-value entry.
@@ -291,17 +291,13 @@ public final class ServerConnection: Sendable {
         // Read into a spilled array as it comes (a tree's delta is megabytes), at most the
         // largest a manifest may be.
         var body = SpillArray<UInt8>()
-        do {
+        try await reading {
             for try await part in response.body {
                 guard body.count + part.readableBytes <= Manifest.maximumEncodedSize else {
                     throw XferError(.tooLarge, "the server's manifest answer is over \(Manifest.maximumEncodedSize) bytes")
                 }
                 part.withUnsafeReadableBytes { body.append(contentsOf: $0) }
             }
-        } catch let error as XferError {
-            throw error
-        } catch {
-            throw XferError(.unavailable, "the connection to \(server) broke while reading the answer", cause: DescribedError(error))
         }
         guard let versionText = response.headers.first(name: XferHeader.version), let number = Int64(versionText),
               let digestText = response.headers.first(name: XferHeader.digest), let digest = ChunkID(hex: digestText) else {
@@ -316,7 +312,7 @@ public final class ServerConnection: Sendable {
     /// - Parameter against: Chunks this client holds, by wanted chunk, that the server may send
     ///   it against (``ChunkEncoding/zstdAgainst``); the caller decodes those with them.
     public func download(_ ids: [ChunkID], against: [ChunkID: ChunkID] = [:], onChunk: (EncodedChunk) async throws -> Void) async throws {
-        var request = try makeRequest("POST", "/v1/chunks/download", body: .array(WireJSON.encode(ChunkIDList(ids: ids, against: against))))
+        var request = try makeRequest("POST", "/v1/chunks/download", body: WireJSON.encode(ChunkIDList(ids: ids, against: against)))
         request.headers.add(name: "Content-Type", value: "application/json")
         let response = try await execute(request)
         guard response.status == .ok else { throw try await Self.error(from: response) }
@@ -349,14 +345,9 @@ public final class ServerConnection: Sendable {
 
     // MARK: Plumbing
 
-    /// A request's body: JSON made in memory, or one made into a ``SpillArray`` (a commit's
+    /// A request's body: JSON made in memory, or bytes held in a ``SpillArray`` (a commit's
     /// manifest delta of many files).
-    private enum RequestBody: ExpressibleByArrayLiteral {
-        case array([UInt8])
-        case spilled(SpillArray<UInt8>)
-
-        init(arrayLiteral elements: UInt8...) { self = .array(elements) }
-    }
+    private typealias RequestBody = any RandomAccessCollection<UInt8> & Sendable
 
     private func json<T: Decodable>(_ type: T.Type, _ method: String, _ route: String, body: RequestBody? = nil,
                                     authenticated: Bool = true) async throws -> T {
@@ -384,8 +375,15 @@ public final class ServerConnection: Sendable {
     private func answer(to request: HTTPClientRequest, limit: Int = 64 << 20) async throws -> (HTTPClientResponse, ByteBuffer) {
         let response = try await execute(request)
         guard (200..<300).contains(response.status.code) else { throw try await Self.error(from: response) }
+        return (response, try await reading { try await response.body.collect(upTo: limit) })
+    }
+
+    /// `body`, reading an answer: a broken connection is `unavailable`; xfer errors pass as they are.
+    private func reading<T>(_ body: () async throws -> T) async throws -> T {
         do {
-            return (response, try await response.body.collect(upTo: limit))
+            return try await body()
+        } catch let error as XferError {
+            throw error
         } catch {
             throw XferError(.unavailable, "the connection to \(server) broke while reading the answer", cause: DescribedError(error))
         }
@@ -397,11 +395,7 @@ public final class ServerConnection: Sendable {
         if authenticated { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         request.headers.add(name: "User-Agent", value: "xfer/\(XferVersion.current)")
         // Turned into buffers a few megabytes at a time as it is sent, not copied whole first.
-        switch body {
-        case .array(let bytes): request.body = .bytes(bytes)
-        case .spilled(let bytes): request.body = .bytes(bytes)
-        case nil: break
-        }
+        if let body { request.body = .bytes(body) }
         return request
     }
 
