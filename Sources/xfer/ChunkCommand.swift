@@ -5,6 +5,7 @@ import XferCore
 extension Xfer {
     struct Chunk: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "chunk",
             abstract: "Show the content-defined chunks of files.",
             discussion: """
                 Cuts each file (or every regular file under a directory, in path order) into \

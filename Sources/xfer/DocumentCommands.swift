@@ -17,6 +17,7 @@ func formatTime(_ nanoseconds: Int64) -> String {
 extension Xfer {
     struct Versions: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "versions",
             abstract: "List a document's versions: current, unresolved conflicts, history.",
             discussion: """
                 Conflict versions are edits made from a stale version that lost to a later one \
@@ -48,6 +49,7 @@ extension Xfer {
 
     struct Resolve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "resolve",
             abstract: "Settle a document's conflict by choosing the version to keep.",
             discussion: """
                 VERSION becomes current. The other contenders (the previous current version and \
@@ -78,6 +80,7 @@ extension Xfer {
 
     struct Changes: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "changes",
             abstract: "Show the container's changes after a cursor, optionally waiting for the next.",
             discussion: """
                 Each change is a document version (uploading as soon as a push announces it, then \
@@ -157,7 +160,7 @@ extension Xfer {
             subcommands: [Set.self, Get.self, Remove.self, List.self])
 
         struct Set: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Set a key.")
+            static let configuration = CommandConfiguration(commandName: "set", abstract: "Set a key.")
 
             @Argument(help: "The key.")
             var key: String
@@ -199,7 +202,7 @@ extension Xfer {
         }
 
         struct Get: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Print a key's value as JSON.")
+            static let configuration = CommandConfiguration(commandName: "get", abstract: "Print a key's value as JSON.")
 
             @Argument(help: "The key.")
             var key: String

@@ -7,6 +7,7 @@ import XferProtocol
 extension Xfer {
     struct Container: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "container",
             abstract: "Make an end-to-end encrypted container, or show a container's encryption.",
             discussion: """
                 A plain container needs no creating: its first push makes it. An end-to-end \
@@ -20,6 +21,7 @@ extension Xfer {
 
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "create",
                 abstract: "Make a new end-to-end encrypted container and print its recovery key.",
                 discussion: """
                     Asks for a passphrase twice (or reads --passphrase-file / XFER_PASSPHRASE), \
@@ -65,7 +67,7 @@ extension Xfer {
         }
 
         struct Show: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Show whether a container is encrypted and whether this device holds its key.")
+            static let configuration = CommandConfiguration(commandName: "show", abstract: "Show whether a container is encrypted and whether this device holds its key.")
 
             @Argument(help: "The container's name (default: --container, XFER_CONTAINER, …).")
             var name: String?
@@ -95,6 +97,7 @@ extension Xfer {
 
     struct Key: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "key",
             abstract: "The key of an end-to-end encrypted container on this device.",
             discussion: """
                 The container is --container (or XFER_CONTAINER, …). Passphrases are asked for on \
@@ -104,7 +107,7 @@ extension Xfer {
             subcommands: [Unlock.self, Change.self, ExportRecovery.self, Recover.self, Forget.self])
 
         struct Unlock: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Unlock the container on this device with its passphrase.")
+            static let configuration = CommandConfiguration(commandName: "unlock", abstract: "Unlock the container on this device with its passphrase.")
 
             @OptionGroup var passphrase: PassphraseOptions
             @Flag(help: "Print one JSON object instead of text.")
@@ -120,6 +123,7 @@ extension Xfer {
 
         struct Change: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "change",
                 abstract: "Change the container's passphrase (the key and the data stay).",
                 discussion: "Needs the key on this device (unlocked) or, with --ask-current, the current passphrase.")
 
@@ -147,7 +151,7 @@ extension Xfer {
         }
 
         struct ExportRecovery: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Print the recovery key of the container's key this device holds (no server needed).")
+            static let configuration = CommandConfiguration(commandName: "export-recovery", abstract: "Print the recovery key of the container's key this device holds (no server needed).")
 
             @Flag(help: "Print one JSON object instead of text.")
             var json = false
@@ -166,6 +170,7 @@ extension Xfer {
 
         struct Recover: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "recover",
                 abstract: "Restore the key from its recovery key and set a new passphrase.",
                 discussion: "For a forgotten passphrase. The recovery key is read from --recovery-file, else asked for.")
 
@@ -196,7 +201,7 @@ extension Xfer {
         }
 
         struct Forget: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Remove the container's key from this device (unlock again to use it; no server needed).")
+            static let configuration = CommandConfiguration(commandName: "forget", abstract: "Remove the container's key from this device (unlock again to use it; no server needed).")
 
             @OptionGroup var client: ClientOptions
 

@@ -63,6 +63,7 @@ func reportMigration(_ data: ServerData) -> ServerData {
 extension Xfer {
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "verify",
             abstract: "Check stored data: a synced directory, a server's chunks and manifests, or a container as this device reads it.",
             discussion: """
                 `xfer verify DIR` reads every file of a synced directory that claims to be \

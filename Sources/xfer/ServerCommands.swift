@@ -9,6 +9,7 @@ import XferServer
 extension Xfer {
     struct Serve: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "serve",
             abstract: "Run an xfer server on a data directory.",
             discussion: """
                 Metadata goes to DIR/metadata.sqlite and chunks to packs in DIR/packs; nothing else is \
@@ -170,11 +171,13 @@ extension Xfer {
 
     struct Account: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "account",
             abstract: "Manage accounts.",
             subcommands: [Create.self, NewToken.self, RevokeToken.self])
 
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "create",
                 abstract: "Create an account and print its token alone on stdout.",
                 discussion: """
                     With --data, works directly on a server's data directory (the server may be \
@@ -349,6 +352,7 @@ extension Xfer {
 
         struct New: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "new",
                 abstract: "Write a new random key to a new file (mode 0600) and print its id.",
                 discussion: "Never overwrites a file: an overwritten key file is data lost.")
 
@@ -373,6 +377,7 @@ extension Xfer {
 
         struct Show: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "show",
                 abstract: "Print the ids of the keys given (--encryption-key, XFER_ENCRYPTION_KEY), the current one first.",
                 discussion: "Compare them with the ids the server names when it refuses to start for a missing key.")
 

@@ -7,6 +7,7 @@ import XferProtocol
 extension Xfer {
     struct Sync: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "sync",
             abstract: "Keep a directory in sync with a container.",
             discussion: """
                 Each file under DIR is a document (its path relative to DIR); a directory whose \
@@ -181,6 +182,7 @@ extension Xfer {
 
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "status",
             abstract: "Show each document of a synced directory: synced, pending upload or download, conflict, evicted.",
             discussion: """
                 The first line says how the directory's `xfer sync` is doing: running or not, its last pass and \
@@ -251,6 +253,7 @@ extension Xfer {
 
     struct Evict: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "evict",
             abstract: "Remove a synced document's local data, keeping it listed; `xfer fetch` brings it back.",
             discussion: "Refused for a document with changes not yet on the server, and for one whose version the server does not confirm it holds (asked first): the local copy may be the only one.")
 
@@ -276,6 +279,7 @@ extension Xfer {
 
     struct Fetch: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "fetch",
             abstract: "Bring an evicted document of a synced directory back from the server.")
 
         @Argument(help: "A document in a synced directory.", completion: .file())

@@ -7,6 +7,7 @@ import XferProtocol
 extension Xfer {
     struct Push: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "push",
             abstract: "Push a file or a directory (a package) as one document version.",
             discussion: """
                 Announces the document at once, then chunks and hashes it, uploads only the \
@@ -93,6 +94,7 @@ extension Xfer {
 
     struct Pull: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "pull",
             abstract: "Pull a document's current version into a file or directory.",
             discussion: """
                 Downloads only the chunks not already on disk, verifies every chunk against its id, \
@@ -212,6 +214,7 @@ extension Xfer {
 extension Xfer {
     struct Quota: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "quota",
             abstract: "Show the account's storage use and quota.",
             discussion: """
                 Use counts the plain bytes of each distinct chunk the account stores, once, \

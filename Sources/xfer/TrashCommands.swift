@@ -17,7 +17,7 @@ extension Xfer {
             subcommands: [List.self, Restore.self, Empty.self])
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List the trash, oldest first.")
+            static let configuration = CommandConfiguration(commandName: "list", abstract: "List the trash, oldest first.")
 
             @Argument(help: "The synced directory, or a path inside it (default: here).", completion: .directory)
             var directory: String = "."
@@ -42,6 +42,7 @@ extension Xfer {
 
         struct Restore: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
+                commandName: "restore",
                 abstract: "Put a trashed document back (the newest entry of that path, or the entry ID).",
                 discussion: "Refused if something is at that path now. The next sync pushes it as a change.")
 
@@ -72,7 +73,7 @@ extension Xfer {
         }
 
         struct Empty: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Remove trashed documents for good.")
+            static let configuration = CommandConfiguration(commandName: "empty", abstract: "Remove trashed documents for good.")
 
             @Option(help: ArgumentHelp("Only those trashed more than this many days ago.", valueName: "DAYS"))
             var olderThan: Int?
