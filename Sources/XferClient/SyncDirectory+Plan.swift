@@ -137,6 +137,10 @@ extension SyncDirectory {
         var invalid: [String]
         /// Local paths that could not be read, with why: nothing under them was decided.
         var unreadable: [String: String] = [:]
+        /// End to end: names on the server that do not open under the key (``Listing/unopened``).
+        var unopened = 0
+        /// The local deletions held because of them: the document may be one of those names.
+        var heldForNames: Set<DocumentPath> = []
     }
 
     /// Plans a pass. `serverChanged`: the server is not the one this directory synced with,
@@ -153,12 +157,16 @@ extension SyncDirectory {
             held = MassDeletion.held(all.map { (moved.contains($0.path) ? .none : counted($0), $0.synced != nil) },
                                      allowed: options.allowMassDelete)
         }
+        // A view that lacks a name it could not open may lack a document held here: it is not
+        // known deleted on the server, so it stays (docs/SYNC.md, "Names that do not open").
+        let heldForNames = listing.unopened > 0 ? Set(all.filter { $0.action == .deleteLocal }.map(\.path)) : []
         func isHeld(_ plan: Plan) -> Bool {
+            if heldForNames.contains(plan.path) { return true }
             guard !moved.contains(plan.path) else { return false }
             return (held.local > 0 && plan.action == .deleteLocal) || (held.remote > 0 && plan.action == .deleteRemote)
         }
         return PassPlan(plans: all.filter { !isHeld($0) }, held: all.filter(isHeld), heldCounts: held, invalid: invalid,
-                        unreadable: unreadable)
+                        unreadable: unreadable, unopened: listing.unopened, heldForNames: heldForNames)
     }
 
     /// The deletions that are one half of a move (a renamed directory): the content goes on
@@ -275,8 +283,10 @@ extension SyncDirectory {
                 }
             }
             for plan in pass.held {
-                steps.append(.init(action: .held, path: plan.path.value, kind: plan.status?.kind ?? .file,
-                                   reason: "\(plan.action == .deleteLocal ? "deleted on the server" : "deleted here"): held back, more than \(MassDeletion.minimumCount) deletions and a third of \(pass.heldCounts.total) documents (--allow-mass-delete lets them go)"))
+                let reason = pass.heldForNames.contains(plan.path)
+                    ? "not in the server's listing, which has \(pass.unopened) name\(pass.unopened == 1 ? "" : "s") that do not open under the container's key: kept here (xfer verify --documents)"
+                    : "\(plan.action == .deleteLocal ? "deleted on the server" : "deleted here"): held back, more than \(MassDeletion.minimumCount) deletions and a third of \(pass.heldCounts.total) documents (--allow-mass-delete lets them go)"
+                steps.append(.init(action: .held, path: plan.path.value, kind: plan.status?.kind ?? .file, reason: reason))
             }
             for info in listing.documents.values where info.conflicts?.isEmpty == false && pass.plans.contains(where: { $0.path == info.path }) {
                 steps.append(.init(action: .conflict, path: info.path.value, kind: info.kind,

@@ -18,15 +18,21 @@ extension SyncDirectory {
         /// Set when the server holds a version this directory saw with other content (see
         /// ``SyncDirectory/divergence(of:from:)``): why it is not the server it synced with.
         var divergence: String? = nil
+        /// End to end: how many listed names do not open under the container's key (damaged on
+        /// the server, or written without the key). Such a view may lack a document this
+        /// directory holds, so a pass deletes nothing here while it is not zero.
+        var unopened = 0
     }
 
     /// The server's whole listing, every page read. In an end-to-end encrypted container by
-    /// the names this device knows: a sealed name that does not open under the key (which no
-    /// device holding it wrote, so no document synced here) is left out.
+    /// the names this device knows: a sealed name that does not open under the key is left out
+    /// and counted (``Listing/unopened``). It may be a document of this folder's whose name was
+    /// damaged on the server, so the pass it is for holds its local deletions.
     func listing() async throws -> Listing {
         let list = try await remote.connection.list(container: remote.container, prefix: "")
-        return Listing(documents: Dictionary(remote.named(list.documents).documents.map { ($0.path.value, $0) }, uniquingKeysWith: { $1 }),
-                       cursor: list.cursor, deployment: list.deployment)
+        let (documents, unopened) = remote.named(list.documents)
+        return Listing(documents: Dictionary(documents.map { ($0.path.value, $0) }, uniquingKeysWith: { $1 }),
+                       cursor: list.cursor, deployment: list.deployment, unopened: unopened)
     }
 
     /// The meta key of the last settled pass: one that planned every document, found nothing
@@ -120,7 +126,10 @@ extension SyncDirectory {
         while true {
             let page = try await remote.connection.changes(container: remote.container, after: cursor, wait: 0)
             guard page.deployment == known, let head = page.head, head >= view.cursor, page.cursor >= cursor else { return nil }
-            changed.formUnion(remote.named(page).changes.map(\.path.value))
+            // A changed name that does not open: a full listing counts such names.
+            let named = remote.named(page)
+            guard named.changes.count == page.changes.count else { return nil }
+            changed.formUnion(named.changes.map(\.path.value))
             cursor = page.cursor
             guard changed.count <= Self.feedFollowLimit else { return nil }
             if !page.more { break }
@@ -157,10 +166,12 @@ extension SyncDirectory {
         return result
     }
 
-    /// Keeps `view` for the next pass (all of it after a full listing, else what changed).
+    /// Keeps `view` for the next pass (all of it after a full listing, else what changed). A
+    /// listing with names that do not open is kept as too old to follow: the next pass lists
+    /// again, and counts them again.
     func keep(_ view: Listing) throws {
         try state.storeRemoteView(view.documents, cursor: view.cursor, changed: view.changed,
-                                  listedAt: view.changed == nil ? view.listedAt : nil)
+                                  listedAt: view.changed == nil ? (view.unopened > 0 ? 0 : view.listedAt) : nil)
     }
 
     /// Why the server behind this directory's URL is not the one it synced with, or `nil`: another

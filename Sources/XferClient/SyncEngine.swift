@@ -145,10 +145,14 @@ public actor SyncEngine {
             quietWait = summary.waiting > 0 ? .nanoseconds(wait) : nil
         }
         // No mass deletion without a word: over the rule, that kind of deletion waits.
-        if !pass.held.isEmpty {
+        summary.deletionsHeld = pass.held.count
+        if pass.heldCounts.local + pass.heldCounts.remote > 0 {
             let held = pass.heldCounts
-            summary.deletionsHeld = held.local + held.remote
             continuation.yield(.deletionsHeld(local: held.local, remote: held.remote, total: held.total))
+        }
+        // Nor from a view that may lack a document: it stays here, and the user hears why.
+        if pass.unopened > 0 {
+            continuation.yield(.namesUnopened(count: pass.unopened, deletionsHeld: pass.heldForNames.count))
         }
         var pullAfterPush: [DocumentPath] = []
         for name in pass.invalid {

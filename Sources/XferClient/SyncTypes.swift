@@ -92,6 +92,11 @@ public enum SyncEvent: Sendable {
     /// (`remote`) out of the `total` the directory holds: more than ``MassDeletion`` allows,
     /// so none of them was deleted. `xfer sync --allow-mass-delete` lets them go.
     case deletionsHeld(local: Int, remote: Int, total: Int)
+    /// End to end: the server lists `count` names that do not open under the container's key
+    /// (damaged on the server, or written without the key). One of them may be a document held
+    /// here, so the `deletionsHeld` documents missing from the listing were kept, not deleted;
+    /// `xfer verify --documents` names what is wrong. Said each pass until they are gone.
+    case namesUnopened(count: Int, deletionsHeld: Int)
     /// inotify could not watch `count` directories (the first is `example`) for `reason`
     /// (raise `fs.inotify.max_user_watches`); changes there are found by a rescan every
     /// ``SyncOptions/unwatchedRescanInterval`` instead. Said once per watch.

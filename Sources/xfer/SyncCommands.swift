@@ -144,6 +144,13 @@ extension Xfer {
             print("dry run: \(counts[.upload] ?? 0) to upload, \(counts[.download] ?? 0) to download, \((counts[.deleteLocal] ?? 0) + (counts[.deleteRemote] ?? 0)) to delete, \(counts[.held] ?? 0) held, \(counts[.conflict] ?? 0) in conflict; nothing was changed")
         }
 
+        /// What a pass says of names on the server that do not open under the container's key.
+        static func unopenedMessage(count: Int, held: Int) -> String {
+            let names = count == 1 ? "1 name" : "\(count) names"
+            let kept = held == 0 ? "" : "; \(held) document\(held == 1 ? "" : "s") missing from its listing \(held == 1 ? "was" : "were") kept here, not deleted"
+            return "the server lists \(names) that do not open under the container's key (damaged there, or written without the key)\(kept). Run `xfer verify --documents` to see which"
+        }
+
         static func report(_ event: SyncEvent, json: Bool, quiet: Bool) {
             if json {
                 if let line = SyncEventLine(event) { printJSON(line) }
@@ -168,6 +175,8 @@ extension Xfer {
             case .serverChanged(let reason): printError("\(reason); nothing local is deleted: local documents are uploaded to it again")
             case .deletionsHeld(let local, let remote, let total):
                 printError("this pass would delete \(local > 0 ? "\(local) documents here" : "")\(local > 0 && remote > 0 ? " and " : "")\(remote > 0 ? "\(remote) on the server" : "") of \(total): more than \(MassDeletion.minimumCount) and a third, so nothing was deleted. If that is what you meant, run `xfer sync --once --allow-mass-delete`; deleted files go to the trash first (`xfer trash list`)")
+            case .namesUnopened(let count, let held):
+                printError(Self.unopenedMessage(count: count, held: held))
             case .passFinished(let summary):
                 if !quiet && (summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely + summary.evicted
                               + summary.directories > 0) {
@@ -352,6 +361,8 @@ struct SyncEventLine: Encodable {
         case .serverChanged(let reason): self.event = "server_changed"; self.message = reason
         case .watchLimited(let count, let example, let reason):
             self.event = "watch_limited"; self.path = example; self.message = "\(count) directories not watched: \(reason)"
+        case .namesUnopened(let count, let held):
+            self.event = "names_unopened"; self.message = Xfer.Sync.unopenedMessage(count: count, held: held)
         case .deletionsHeld(let local, let remote, let total):
             self.event = "deletions_held"; self.message = "\(local) local and \(remote) remote deletions of \(total) documents held back"
         case .passFinished(let summary): self.event = "pass"; self.summary = summary

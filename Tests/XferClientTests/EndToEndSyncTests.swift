@@ -3,6 +3,7 @@ import Testing
 import XferClient
 import XferCore
 import XferProtocol
+@testable import XferServer
 
 /// `xfer sync` on an end-to-end encrypted container (issue 16): two folders on two devices
 /// that hold the key stay in sync both ways (edits, new files and folders, renames, deletions,
@@ -13,10 +14,10 @@ import XferProtocol
         let directory: String
         let engine: SyncEngine
 
-        init(_ server: LiveServer, _ name: String, remote: Remote) throws {
+        init(_ server: LiveServer, _ name: String, remote: Remote, options: SyncOptions = SyncOptions()) throws {
             directory = server.root + "/" + name
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            engine = try SyncEngine(directory: directory, remote: remote)
+            engine = try SyncEngine(directory: directory, remote: remote, options: options)
         }
 
         func path(_ relative: String) -> String { directory + "/" + relative }
@@ -132,6 +133,63 @@ import XferProtocol
             #expect(try await a.status()["Harbour plans/survey-2026.bin"] == .evicted)
             try await a.engine.directory.fetch(try DocumentPath("Harbour plans/survey-2026.bin"))
             #expect(Files.read(a.path("Harbour plans/survey-2026.bin")) == survey)
+        }
+    }
+
+    /// A name damaged on the server does not open, so the listing lacks its document: that is
+    /// not the document deleted. The device keeps its copy, says why, and deletes nothing until
+    /// the listing is whole again; `xfer verify --documents` names the damage.
+    @Test func aDamagedNameOnTheServerDeletesNothingHere() async throws {
+        try await LiveServer.run { server in
+            let (ra, rb) = try await Self.devices(server)
+            // A lists the server whole every pass, as a pass does once an hour; B follows the feed.
+            var listing = SyncOptions()
+            listing.fullListingInterval = .zero
+            let a = try Device(server, "a", remote: ra, options: listing), b = try Device(server, "b", remote: rb)
+            try Files.write(a.path("keep.txt"), Array("keep me\n".utf8))
+            try Files.write(a.path("other.txt"), Array("other\n".utf8))
+            _ = try await a.engine.syncOnce()
+            let fetched = try await b.engine.syncOnce()
+            #expect(fetched.downloaded == 2 && fetched.failed == 0, "\(fetched)")
+
+            // One byte of one stored name, changed on the server (within the name's alphabet).
+            let vault = try ContainerName("vault")
+            let listed = try await server.remote.connection.list(container: vault, prefix: "").documents.map(\.path.value)
+            try #require(listed.count == 2)
+            let store = try #require(server.data.metadata as? any SQLMetadataStore)
+            let original = listed[0]
+            var damaged = Array(original.utf8)
+            damaged[damaged.count - 3] = damaged[damaged.count - 3] == UInt8(ascii: "a") ? UInt8(ascii: "b") : UInt8(ascii: "a")
+            let damagedName = String(decoding: damaged, as: UTF8.self)
+            try await store.write { tx in _ = try tx.sql.rows("UPDATE documents SET path = ? WHERE path = ?", damagedName, original) }
+
+            // The document whose name no longer opens is missing from A's listing: that is not
+            // "deleted on the server". A keeps its copy, says why, and deletes nothing.
+            let before = try Set(FileManager.default.contentsOfDirectory(atPath: a.directory))
+            for _ in 0..<2 {
+                let told = Task { await a.engine.awaitEvent(seconds: 60) { event in
+                    if case .namesUnopened(count: 1, deletionsHeld: 1) = event { true } else { false }
+                } }
+                try await Task.sleep(for: .milliseconds(50))
+                let pass = try await a.engine.syncOnce()
+                #expect(pass.removedLocally == 0 && pass.removedRemotely == 0 && pass.deletionsHeld == 1, "\(pass)")
+                #expect(await told.value)
+            }
+            #expect(try Set(FileManager.default.contentsOfDirectory(atPath: a.directory)) == before)
+            #expect(Files.read(a.path("keep.txt")) == Array("keep me\n".utf8) && Files.read(a.path("other.txt")) == Array("other\n".utf8))
+            // Damage is no change in the feed: B, following it, keeps the view it had.
+            #expect(Self.isQuiet(try await b.engine.syncOnce()))
+            #expect(Files.read(b.path("keep.txt")) == Array("keep me\n".utf8) && Files.read(b.path("other.txt")) == Array("other\n".utf8))
+            // The dry run says so too, and the device's check of the server names the damage.
+            let preview = try await a.engine.directory.preview()
+            #expect(preview.steps.contains { $0.action == .held && $0.reason.contains("do not open") }, "\(preview.steps)")
+            let verified = try await ContainerVerify(remote: rb).run()
+            #expect(!verified.ok && verified.problems.contains { $0.problem.contains("does not open") }, "\(verified)")
+
+            // The name mended: the listing is whole again, and the passes are quiet.
+            try await store.write { tx in _ = try tx.sql.rows("UPDATE documents SET path = ? WHERE path = ?", original, damagedName) }
+            #expect(Self.isQuiet(try await a.engine.syncOnce()))
+            #expect(Self.isQuiet(try await b.engine.syncOnce()))
         }
     }
 
