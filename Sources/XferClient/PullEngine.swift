@@ -147,10 +147,35 @@ public struct PullEngine: Sendable {
     ///   synced folder's hidden `.xfer-staging`, so nothing half-written appears among its
     ///   files). Used only when it is on the target's file system (the copy is renamed into
     ///   place); else the copy is built beside the target.
+    ///
+    /// A pull refused for what the server sent (a chunk or a manifest that fails its check)
+    /// leaves no staging copy behind: nothing is written. One stopped by anything else (the
+    /// connection, the disk) keeps it, and the next pull of the version resumes from it.
     func pull(_ document: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64? = nil,
               state: ClientState? = nil, trash: Trash? = nil, sources shared: ChunkSources? = nil,
               prefetched: Prefetched? = nil, stagingArea: ConfinedDirectory? = nil,
               progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
+        do {
+            return try await staged(document, in: parent, as: baseName, version: version, state: state, trash: trash, sources: shared,
+                                    prefetched: prefetched, stagingArea: stagingArea, progress: progress)
+        } catch let error as XferError where [.corruptChunk, .invalidManifest].contains(error.code) {
+            let (area, prefix) = try Self.stagingPlace(remote.serverPath(document), in: parent, as: baseName, area: stagingArea)
+            try? Self.removeStaleStaging(in: area, prefix: prefix, keep: "")
+            throw error
+        }
+    }
+
+    /// Where a pull of `name` (its path on the server) to `baseName` in `parent` builds its
+    /// staging copies, and what their names start with.
+    static func stagingPlace(_ name: DocumentPath, in parent: ConfinedDirectory, as baseName: String,
+                             area stagingArea: ConfinedDirectory?) -> (area: ConfinedDirectory, prefix: String) {
+        let area = stagingArea.flatMap { $0.isOnFileSystem(of: parent) ? $0 : nil } ?? parent
+        return (area, area === parent ? ".\(baseName).xfer-" : "\(stagingKey(name))-")
+    }
+
+    private func staged(_ document: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64?,
+                        state: ClientState?, trash: Trash?, sources shared: ChunkSources?, prefetched: Prefetched?,
+                        stagingArea: ConfinedDirectory?, progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PullReport {
         let started = ContinuousClock.now
         // The server knows the document by `name`: its sealed path in an end-to-end encrypted
         // container. This device (its state, its trash, the report) by `document`.
@@ -214,8 +239,7 @@ public struct PullEngine: Sendable {
         let sources = try (shared ?? ChunkSources(state)).locations()
 
         // The staging copy: in the staging area under a name of this document's own, or beside the target.
-        let area = stagingArea.flatMap { $0.isOnFileSystem(of: parent) ? $0 : nil } ?? parent
-        let prefix = area === parent ? ".\(baseName).xfer-" : "\(Self.stagingKey(name))-"
+        let (area, prefix) = Self.stagingPlace(name, in: parent, as: baseName, area: stagingArea)
         let stagingName = "\(prefix)\(answer.version).partial"
         try Self.removeStaleStaging(in: area, prefix: prefix, keep: stagingName)
         let resuming = area.kind(stagingName) != nil

@@ -3,7 +3,7 @@ import Testing
 import XferClient
 import XferCore
 import XferProtocol
-import XferServer
+@testable import XferServer
 
 /// Push and pull on an end-to-end encrypted container (issue 16, second level): a device
 /// holding the key seals names, chunks and manifests; the server stores what it cannot read;
@@ -174,6 +174,65 @@ import XferServer
             // And the device's check of the server's copy names the damaged document.
             let damaged = try await ContainerVerify(remote: a).run()
             #expect(!damaged.ok && damaged.problems.contains { $0.document == "doc" }, "\(damaged)")
+        }
+    }
+
+    /// Each kind of stored object damaged alone: a data chunk, the sealed manifest's piece and
+    /// the carrier the server records. Each is refused by a pull with a clear error, nothing is
+    /// written beside the target either, and the device's check names the document.
+    @Test func eachDamagedObjectAloneIsRefusedAndNothingIsWritten() async throws {
+        try await LiveServer.run { server in
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            let a = try await Self.vault(server, "a").unlocked()
+            let files = try Self.makeTree(server.root + "/tree")
+            _ = try await PushEngine(remote: a).push(server.root + "/tree", as: try DocumentPath("doc"))
+            let vault = try ContainerName("vault")
+            let sealed = try #require(try await server.remote.connection.list(container: vault, prefix: "").documents.first).path
+            let answer = try await server.remote.connection.manifest(container: vault, path: sealed, version: nil, base: nil)
+            let references = try EndToEndKeys.references(of: try Manifest(applying: answer.delta, to: nil))
+            // A manifest this small is one piece, listed first; the content's chunks follow.
+            let piece = references[0].id
+            let data = try #require(references.dropFirst().max { $0.length < $1.length }).id
+            let store = try #require(server.data.chunks as? PackedChunkStore)
+            let out = server.root + "/pulls"
+            try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+
+            func refused(_ what: String, _ check: (XferError) throws -> Bool) async throws {
+                let error = await #expect(throws: XferError.self, "\(what)") {
+                    _ = try await PullEngine(remote: a).pull(try DocumentPath("doc"), into: out + "/doc")
+                }
+                let matched = try error.map(check) == true
+                #expect(matched, "\(what): \(String(describing: error))")
+                // Nothing at the target, and no staging copy beside it.
+                let left = try FileManager.default.contentsOfDirectory(atPath: out)
+                #expect(left.isEmpty, "\(what): \(left)")
+                let report = try await ContainerVerify(remote: a).run()
+                #expect(!report.ok && report.problems.contains { $0.document == "doc" }, "\(what): \(report)")
+            }
+            // One byte inside one stored chunk's entry, then put back.
+            for (what, id) in [("a data chunk", data), ("the sealed manifest's piece", piece)] {
+                let location = try #require(try await store.index.locations([id]).first)
+                let original = try #require(try await store.storage.get(location.pack, limit: 64 << 20))
+                var bytes = original
+                bytes[Int(location.offset) + location.length - 20] ^= 0x01
+                try await store.storage.put(location.pack, bytes)
+                try await refused(what) { $0.code == .corruptChunk || $0.code == .invalidManifest }
+                try await store.storage.put(location.pack, original)
+            }
+            // The carrier the server records for the version.
+            if let sql = server.data.metadata as? any SQLMetadataStore, Backends.sealing == nil {
+                let original = try #require(try await sql.write { tx in try tx.sql.one("SELECT manifest FROM versions WHERE manifest IS NOT NULL")?.blob("manifest") })
+                var bytes = original
+                bytes[bytes.count - 10] ^= 0x01
+                let damaged = bytes
+                try await sql.write { tx in _ = try tx.sql.rows("UPDATE versions SET manifest = ? WHERE manifest IS NOT NULL", damaged) }
+                try await refused("the carrier") { !$0.message.isEmpty }
+                try await sql.write { tx in _ = try tx.sql.rows("UPDATE versions SET manifest = ? WHERE manifest IS NOT NULL", original) }
+            }
+            // Mended, the same pull puts the tree in place.
+            _ = try await PullEngine(remote: a).pull(try DocumentPath("doc"), into: out + "/doc")
+            for (path, bytes) in files { #expect(Files.read(out + "/doc/" + path) == bytes, "\(path)") }
+            #expect(try await ContainerVerify(remote: a).run().ok)
         }
     }
 
