@@ -106,5 +106,28 @@ import Testing
         let locked = try server.run("sync", folderC, "--once", environment: ["XFER_STATE_DIR": server.path("state-c"), "XFER_CONTAINER": "vault"])
         #expect(locked.status == 4 && locked.stderr.contains("xfer key unlock"), "\(locked.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: folderC).filter { !$0.hasPrefix(".") }.isEmpty)
+
+        // Damage on the server (a byte in the middle of every pack) is what the device's check
+        // reports, by document, with exit 9; mended, the check is clean again.
+        let packs = server.path("data/packs")
+        let names = (FileManager.default.enumerator(atPath: packs)?.compactMap { $0 as? String } ?? []).filter {
+            var isDirectory: ObjCBool = false
+            return !$0.contains("/.") && FileManager.default.fileExists(atPath: packs + "/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue
+        }
+        try #require(!names.isEmpty)
+        var originals: [String: Data] = [:]
+        for name in names {
+            let original = try Data(contentsOf: URL(fileURLWithPath: packs + "/" + name))
+            originals[name] = original
+            var damaged = original
+            damaged[damaged.count / 2] ^= 0x20
+            try damaged.write(to: URL(fileURLWithPath: packs + "/" + name))
+        }
+        let damaged = try server.run("verify", "--documents", "--json", environment: b)
+        #expect(damaged.status == 9, "\(damaged.stdout)\(damaged.stderr)")
+        let report = try server.json(damaged)
+        #expect(report["ok"] as? Bool == false && (report["problems"] as? [[String: Any]])?.isEmpty == false, "\(damaged.stdout)")
+        for (name, original) in originals { try original.write(to: URL(fileURLWithPath: packs + "/" + name)) }
+        #expect(try server.run("verify", "--documents", environment: b).status == 0)
     }
 }

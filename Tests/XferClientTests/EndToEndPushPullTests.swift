@@ -236,6 +236,29 @@ import XferProtocol
         }
     }
 
+    /// A passphrase change re-wraps the key and nothing else: what was pushed before it reads
+    /// on a device that joins after it with the new passphrase (the old one is refused there).
+    @Test func whatWasPushedBeforeAPassphraseChangeReadsAfterIt() async throws {
+        try await LiveServer.run { server in
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "old words", parameters: Self.fast)
+            let a = try await Self.vault(server, "a").unlocked()
+            let files = try Self.makeTree(server.root + "/tree")
+            _ = try await PushEngine(remote: a).push(server.root + "/tree", as: try DocumentPath("Projects/Harbour.pkg"))
+            _ = try await DocumentClient(remote: a, device: "a").setValue(.string(Self.marker), forKey: "note")
+            try await EncryptedContainers(remote: a).changePassphrase(to: "new words", parameters: Self.fast)
+
+            let joining = EncryptedContainers(remote: try Self.vault(server, "d"))
+            let refused = await #expect(throws: XferError.self) { _ = try await joining.unlock(passphrase: "old words") }
+            #expect(refused?.code == .unauthorized)
+            _ = try await joining.unlock(passphrase: "new words")
+            let d = try await Self.vault(server, "d").unlocked()
+            _ = try await PullEngine(remote: d).pull(try DocumentPath("Projects/Harbour.pkg"), into: server.root + "/out")
+            for (path, bytes) in files { #expect(Files.read(server.root + "/out/" + path) == bytes, "\(path)") }
+            #expect(try await DocumentClient(remote: d, device: "d").value(forKey: "note") == .string(Self.marker))
+            #expect(try await ContainerVerify(remote: d).run().ok)
+        }
+    }
+
     @Test func keyValuesAreSealedWithTheirKeysAndReadOnAnotherDevice() async throws {
         try await LiveServer.run { server in
             _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
