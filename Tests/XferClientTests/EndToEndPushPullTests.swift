@@ -81,15 +81,23 @@ import XferProtocol
             }
             let survey = files["\(Self.secretName)/survey.bin"]!
             let plainChunks = survey.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: .default) }
-            var offset = 0
-            var plainIDs: [ChunkID] = [ChunkID.of(survey)]
-            for length in plainChunks {
-                plainIDs.append(ChunkID.of(Array(survey[offset..<(offset + length)])))
-                offset += length
+            // Every file's plain SHA-256 and every chunk the plain chunker cuts from it.
+            var plainIDs: [ChunkID] = []
+            for bytes in files.values where !bytes.isEmpty {
+                plainIDs.append(ChunkID.of(bytes))
+                var offset = 0
+                for length in bytes.withUnsafeBytes({ Chunker.chunkLengths(of: $0, configuration: .default) }) {
+                    plainIDs.append(ChunkID.of(Array(bytes[offset..<(offset + length)])))
+                    offset += length
+                }
             }
-            var needles: [(String, [UInt8])] = [("text", Array(Self.marker.prefix(24).utf8)), ("folder name", Array(Self.secretName.utf8)),
-                                                ("file name", Array("survey.bin".utf8)), ("document name", Array("Harbour.pkg".utf8)),
+            var needles: [(String, [UInt8])] = [("text", Array(Self.marker.utf8)), ("text's start", Array(Self.marker.prefix(16).utf8)),
+                                                ("document name", Array("Harbour.pkg".utf8)), ("folder", Array("Projects".utf8)),
                                                 ("random bytes", Array(survey[1000..<1032]))]
+            // Every name in the tree, each path component (but one-letter ones, found anywhere).
+            for component in Set(files.keys.flatMap { $0.split(separator: "/").map(String.init) }) where component.count > 4 {
+                needles.append(("name \(component)", Array(component.utf8)))
+            }
             for id in plainIDs { needles += [("plain id", id.bytes), ("plain id as hex", Array(id.hex.utf8))] }
             // Its files, its PostgreSQL tables and its packs (on disk, or in S3 in the backend suite).
             let secrets = needles.map(\.1)
@@ -106,6 +114,12 @@ import XferProtocol
             let state = try b.clientState(root: server.root + "/out")
             let keyed = try #require(try state.files()["\(Self.secretName)/survey.bin"]).chunks.map(\.length)
             #expect(keyed.count > 1 && keyed != plainChunks)
+            // And the lengths the server records for the document's chunks (sealed, padded) are
+            // none of the plain chunker's.
+            let sealedPath = try #require(listed.documents.first { $0.kind == .package }).path
+            let answer = try await server.remote.connection.manifest(container: try ContainerName("vault"), path: sealedPath, version: nil, base: nil)
+            let stored = try EndToEndKeys.references(of: try Manifest(applying: answer.delta, to: nil)).map(\.length)
+            #expect(stored.count > plainChunks.count && Set(stored).isDisjoint(with: plainChunks), "\(stored) \(plainChunks)")
 
             // An edit sends what changed; an unchanged tree sends nothing and makes no version.
             try Files.write(tree + "/a/b/c/deep.txt", Array("deeper still".utf8))

@@ -54,7 +54,12 @@ import XferProtocol
         guard let store = server.data.metadata as? PostgresMetadataStore else { return found }
         let bytes = try await store.read { tx in
             var all = Data()
-            for table in ["containers", "documents", "versions", "kv", "account_chunks", "chunk_locations", "chunk_deletions"] {
+            // Every table of the store's schema, not a list that a new table could miss.
+            let tables = try tx.sql.rows("""
+                SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'
+                """, []).map { try $0.text("table_name") }
+            #expect(tables.contains("documents") && tables.contains("versions"), "\(tables)")
+            for table in tables {
                 for row in try tx.sql.rows("SELECT * FROM \(table)", []) {
                     for value in row.values {
                         switch value {
