@@ -273,6 +273,31 @@ import XferProtocol
         }
     }
 
+    /// The quota counts what the server stores: each sealed chunk once, at its sealed length
+    /// (padded, with its seal), not the plain bytes it holds; a second copy adds nothing.
+    @Test func theQuotaCountsTheSealedBytesStored() async throws {
+        try await LiveServer.run(quota: 50_000_000) { server in
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            let a = try await Self.vault(server, "a").unlocked()
+            let files = try Self.makeTree(server.root + "/tree")
+            let usedBefore = try await server.remote.connection.account().used
+            _ = try await PushEngine(remote: a).push(server.root + "/tree", as: try DocumentPath("doc"))
+            let vault = try ContainerName("vault")
+            let sealed = try #require(try await server.remote.connection.list(container: vault, prefix: "").documents.first).path
+            let answer = try await server.remote.connection.manifest(container: vault, path: sealed, version: nil, base: nil)
+            // What the store holds for the document: its sealed pieces and chunks, as stored.
+            let ids = Set(try EndToEndKeys.references(of: try Manifest(applying: answer.delta, to: nil)).map(\.id))
+            let stored = try await server.data.chunks.load(Array(ids)).reduce(0) { $0 + $1.payload.count }
+            let used = try await server.remote.connection.account().used - usedBefore
+            #expect(used == Int64(stored), "\(used) against \(stored)")
+            #expect(used != Int64(files.values.reduce(0) { $0 + $1.count }))
+            // The same tree again under another name: every chunk is held already.
+            _ = try await PushEngine(remote: a).push(server.root + "/tree", as: try DocumentPath("copy"))
+            let again = try await server.remote.connection.account().used - usedBefore
+            #expect(again - used < 4096, "only the second document's own sealed manifest: \(again - used)")
+        }
+    }
+
     @Test func keyValuesAreSealedWithTheirKeysAndReadOnAnotherDevice() async throws {
         try await LiveServer.run { server in
             _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
