@@ -140,24 +140,31 @@ public struct EncryptedContainers: Sendable {
     }
 
     /// Named from what this device knows alone, so a key can be shown or forgotten offline.
-    private func keyFile() throws -> ContainerKeyFile {
-        ContainerKeyFile(stateDirectory: remote.stateDirectory, server: remote.connection.server, container: remote.container)
-    }
+    private func keyFile() throws -> ContainerKeyFile { remote.containerKeyFile }
 }
 
-/// Where a device keeps an unlocked container key: `STATE/keys/<hash>.key`, mode 0600 in a
-/// directory of mode 0700, named by SHA-256 of the server and container (one key per
-/// container name and server on a device; a key is always checked against the container's key
-/// id before use); it holds a comment naming them and the key as its recovery text.
+/// Where a device keeps an unlocked container key: a file of the user's choosing (`keyFile`,
+/// `xfer --key-file`), else `STATE/keys/<hash>.key` in a directory of mode 0700, named by SHA-256
+/// of the server and container (one key per container name and server on a device). Either is
+/// mode 0600 and refused when others can read it; a key is always checked against the
+/// container's key id before use. It holds a comment naming them and the key as its recovery text.
 public struct ContainerKeyFile: Sendable {
     /// The file's path.
     public let path: String
     let comment: String
+    /// Whether it is the state directory's own (whose directory this makes, mode 0700); a file
+    /// of the user's choosing goes in a directory that exists, left as it is.
+    let inState: Bool
 
-    /// The key file of `container` on `server`.
-    public init(stateDirectory: String, server: String, container: ContainerName) {
-        let name = ChunkID.of(Array("\(server)\n\(container)".utf8)).hex.prefix(32)
-        path = "\(stateDirectory)/keys/\(name).key"
+    /// The key file of `container` on `server`: `keyFile` when given, else the state directory's.
+    public init(stateDirectory: String, server: String, container: ContainerName, keyFile: String? = nil) {
+        if let keyFile {
+            path = keyFile
+        } else {
+            let name = ChunkID.of(Array("\(server)\n\(container)".utf8)).hex.prefix(32)
+            path = "\(stateDirectory)/keys/\(name).key"
+        }
+        inState = keyFile == nil
         comment = "# xfer container key of \(container) on \(server). Anyone with this file can read the container.\n"
     }
 
@@ -176,9 +183,11 @@ public struct ContainerKeyFile: Sendable {
     /// Keeps `key` (replacing the file atomically).
     /// - Throws: `io` if it cannot be written.
     public func write(_ key: ContainerKey) throws {
-        let directory = String(path[..<path.lastIndex(of: "/")!])
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        _ = chmod(directory, 0o700)
+        if inState {
+            let directory = String(path[..<path.lastIndex(of: "/")!])
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            _ = chmod(directory, 0o700)
+        }
         try FileSystem.writeAtomically(Array((comment + key.recoveryText + "\n").utf8), to: path, mode: 0o600)
     }
 

@@ -63,8 +63,9 @@ public enum LocalVerifier {
     /// - Parameters:
     ///   - directory: The synced directory.
     ///   - stateDirectory: Where xfer keeps client state.
+    ///   - keyFile: Where the container's key is kept, if not in the state directory.
     /// - Throws: `not_found` if the directory is not synced; `io` if the state cannot be read.
-    public static func verify(directory: String, stateDirectory: String) throws -> LocalVerifyReport {
+    public static func verify(directory: String, stateDirectory: String, keyFile: String? = nil) throws -> LocalVerifyReport {
         let absolute = ClientState.absolute(directory)
         guard FileManager.default.fileExists(atPath: SyncState.databasePath(directory: absolute, stateDirectory: stateDirectory)) else {
             throw XferError(.notFound, "\(directory) is not a synced directory; start one with `xfer sync DIR`")
@@ -76,7 +77,7 @@ public enum LocalVerifier {
         var report = LocalVerifyReport(directory: absolute)
         var buffer: [UInt8] = []
         // Chunks of an end-to-end encrypted container are named under its key (kept on this device).
-        let codec = try ContainerKeyFile(stateDirectory: stateDirectory, server: server, container: container).read()
+        let codec = try ContainerKeyFile(stateDirectory: stateDirectory, server: server, container: container, keyFile: keyFile).read()
             .map { ChunkCodec(EndToEndChunks(key: $0)) } ?? .plain
         for (name, record) in try state.records().sorted(by: { $0.key < $1.key }) {
             if record.evicted {

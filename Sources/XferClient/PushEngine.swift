@@ -13,6 +13,14 @@ public struct Remote: Sendable {
     /// The container's keys if it is end-to-end encrypted (``unlocked()``): pushes and pulls
     /// then seal names, chunks and manifests, and the server keeps only what they sealed.
     public private(set) var endToEnd: EndToEndKeys? = nil
+    /// A key file of the user's choosing for the container's key, instead of one in the state
+    /// directory (``ContainerKeyFile``).
+    public var keyFile: String? = nil
+
+    /// Where this device keeps the container's key.
+    public var containerKeyFile: ContainerKeyFile {
+        ContainerKeyFile(stateDirectory: stateDirectory, server: connection.server, container: container, keyFile: keyFile)
+    }
 
     /// How the container's chunks are cut, named and carried.
     public var codec: ChunkCodec { endToEnd?.codec ?? .plain }
@@ -38,8 +46,7 @@ public struct Remote: Sendable {
     ///   server says it is not encrypted (a container never becomes plain again: another server
     ///   at this address, or one that would have this device send plain data), sending nothing.
     public func unlocked() async throws -> Remote {
-        let file = ContainerKeyFile(stateDirectory: stateDirectory, server: connection.server, container: container)
-        let held = try file.read()
+        let held = try containerKeyFile.read()
         let info: ContainerKeyInfo
         do {
             info = try await connection.containerKey(container: container)
@@ -71,7 +78,7 @@ public struct Remote: Sendable {
     /// under (the first pass asked the server, through ``unlocked()``).
     /// - Throws: `unauthorized` if this device no longer holds that key.
     public func holding(keyID: String) throws -> Remote {
-        guard let key = try ContainerKeyFile(stateDirectory: stateDirectory, server: connection.server, container: container).read(),
+        guard let key = try containerKeyFile.read(),
               key.id == keyID else {
             throw XferError(.unauthorized, """
                 container \(container) is end-to-end encrypted and this device no longer holds its key \(keyID); \
@@ -143,11 +150,14 @@ public struct Remote: Sendable {
     /// Creates a remote.
     /// - Parameter endToEnd: The container's keys, when the caller holds them already (else
     ///   ``unlocked()`` finds them).
-    public init(connection: ServerConnection, container: ContainerName, stateDirectory: String, endToEnd: EndToEndKeys? = nil) {
+    /// - Parameter keyFile: Where the container's key is kept, if not in the state directory.
+    public init(connection: ServerConnection, container: ContainerName, stateDirectory: String, endToEnd: EndToEndKeys? = nil,
+                keyFile: String? = nil) {
         self.connection = connection
         self.container = container
         self.stateDirectory = stateDirectory
         self.endToEnd = endToEnd
+        self.keyFile = keyFile
     }
 }
 

@@ -21,6 +21,14 @@ struct ClientOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Client state directory (default: XFER_STATE_DIR, else ~/.local/state/xfer).", valueName: "DIR"))
     var stateDir: String?
 
+    @Option(help: ArgumentHelp("File that holds this device's key of an end-to-end encrypted container, instead of one in the state directory (default: XFER_KEY_FILE). Mode 0600; refused if others can read it.", valueName: "FILE"))
+    var keyFile: String?
+
+    /// The key file the flag or XFER_KEY_FILE names, if any.
+    func chosenKeyFile(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        Self.pick(keyFile, "XFER_KEY_FILE", nil, environment).map { ClientState.absolute($0) }
+    }
+
     /// The config file: `$XFER_CONFIG`, else `$XDG_CONFIG_HOME/xfer/config.json`, else `~/.config/xfer/config.json`.
     static func configPath(_ environment: [String: String]) -> String {
         if let explicit = environment["XFER_CONFIG"], !explicit.isEmpty { return explicit }
@@ -50,7 +58,8 @@ struct ClientOptions: ParsableArguments {
         let file = try configFile(environment)
         let server = Self.pick(self.server, "XFER_SERVER", file.server, environment) ?? "http://127.0.0.1:8750"
         let container = try ContainerName(Self.pick(self.container, "XFER_CONTAINER", file.container, environment) ?? ContainerName.default.value)
-        return ContainerKeyFile(stateDirectory: stateDir ?? ClientState.defaultDirectory(environment: environment), server: server, container: container)
+        return ContainerKeyFile(stateDirectory: stateDir ?? ClientState.defaultDirectory(environment: environment), server: server, container: container,
+                                keyFile: chosenKeyFile(environment))
     }
 
     private static func pick(_ flag: String?, _ variable: String, _ fromFile: String?, _ environment: [String: String]) -> String? {
@@ -89,7 +98,7 @@ struct ClientOptions: ParsableArguments {
         // A transfer's arrays that grow with its number of files go to unnamed files there once large.
         Spill.use(directory: stateDirectory)
         return Remote(connection: ServerConnection(server: server, token: token, trustRoots: ca), container: container,
-                      stateDirectory: stateDirectory)
+                      stateDirectory: stateDirectory, keyFile: chosenKeyFile(environment))
     }
 }
 

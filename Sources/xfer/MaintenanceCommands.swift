@@ -151,7 +151,7 @@ extension Xfer {
                     if !report.ok { throw ExitCode(9) }
                 } else {
                     let stateDirectory = client.stateDir ?? ClientState.defaultDirectory()
-                    let report = try LocalVerifier.verify(directory: directory ?? ".", stateDirectory: stateDirectory)
+                    let report = try LocalVerifier.verify(directory: directory ?? ".", stateDirectory: stateDirectory, keyFile: client.chosenKeyFile())
                     if json {
                         printJSON(report)
                     } else {

@@ -65,6 +65,41 @@ import Testing
         #expect(try server.run("ls", environment: fourth).status == 4)
     }
 
+    /// `--key-file` (or XFER_KEY_FILE): the key lives in a file of the user's choosing, mode
+    /// 0600, not in the state directory; a device given that file reads the container, one
+    /// without it is locked, and a file others can read is refused.
+    @Test func aKeyFileOfTheUsersChoosing() throws {
+        let server = try ServerProcess()
+        let keyFile = server.path("vault.key")
+        let device = ["XFER_STATE_DIR": server.path("state-k"), "XFER_CONTAINER": "vault"]
+        let made = try server.run("container", "create", "vault", "--encrypted", "--key-file", keyFile,
+                                  environment: device.merging(["XFER_PASSPHRASE": "correct horse"]) { $1 })
+        #expect(made.status == 0, "\(made.stderr)")
+        var info = stat()
+        #expect(stat(keyFile, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(!FileManager.default.fileExists(atPath: server.path("state-k/keys")), "nothing in the state directory")
+        let shown = try server.run("container", "show", environment: device.merging(["XFER_KEY_FILE": keyFile]) { $1 })
+        #expect(shown.stdout.contains("unlocked on this device"), "\(shown.stdout)")
+        let exported = try server.run("key", "export-recovery", "--json", "--key-file", keyFile, environment: device)
+        #expect(try server.json(exported)["key_file"] as? String == keyFile, "\(exported.stdout)")
+
+        try Data("kept in a key file\n".utf8).write(to: URL(fileURLWithPath: server.path("note.txt")))
+        #expect(try server.run("push", server.path("note.txt"), "note.txt", "--key-file", keyFile, environment: device).status == 0)
+        // Without the file this device holds no key: locked (exit 4), nothing pulled.
+        let locked = try server.run("pull", "note.txt", server.path("locked.txt"), environment: device)
+        #expect(locked.status == 4 && locked.stderr.contains("xfer key unlock"), "\(locked.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: server.path("locked.txt")))
+        // Another state directory given the same file reads the container.
+        let other = ["XFER_STATE_DIR": server.path("state-l"), "XFER_CONTAINER": "vault", "XFER_KEY_FILE": keyFile]
+        #expect(try server.run("pull", "note.txt", server.path("copy.txt"), environment: other).status == 0)
+        #expect(FileManager.default.contents(atPath: server.path("copy.txt")) == Data("kept in a key file\n".utf8))
+        // A key file others can read is refused, and says why.
+        chmod(keyFile, 0o644)
+        let open = try server.run("pull", "note.txt", server.path("open.txt"), environment: other)
+        #expect(open.status != 0 && open.stderr.contains(keyFile), "\(open.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: server.path("open.txt")))
+    }
+
     @Test func twoFoldersSyncAnEncryptedContainerByPlainNames() throws {
         let server = try ServerProcess()
         let a = ["XFER_CONTAINER": "vault"]
