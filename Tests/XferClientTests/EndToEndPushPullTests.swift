@@ -298,6 +298,79 @@ import XferProtocol
         }
     }
 
+    /// The change feed end to end: a device waiting on it wakes when another pushes (the
+    /// document by its plain name), and a new feed resumes after what was acknowledged, with
+    /// key-value writes by their plain keys.
+    @Test func theFeedWakesAWaitingDeviceAndResumesFromItsCursorByPlainNames() async throws {
+        try await LiveServer.run { server in
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "b")).unlock(passphrase: "pw")
+            let a = try await Self.vault(server, "a").unlocked()
+            let b = DocumentClient(remote: try Self.vault(server, "b"), device: "b")
+            let cursorFile = server.root + "/cursor"
+            let waiter = Task { () -> DocumentInfo? in
+                for try await change in b.changes(cursor: FileCursorStore(path: cursorFile), wait: 60) {
+                    if case .document(let info) = change { return info }
+                }
+                return nil
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let started = ContinuousClock.now
+            try Files.write(server.root + "/notes.txt", Array(Self.marker.utf8))
+            _ = try await PushEngine(remote: a).push(server.root + "/notes.txt", as: try DocumentPath("Harbour plans/notes.txt"))
+            let woke = try #require(try await waiter.value)
+            #expect(woke.path.value == "Harbour plans/notes.txt", "\(woke)")
+            #expect(ContinuousClock.now - started < .seconds(45), "a waiting feed answers when a change arrives, not at its timeout")
+
+            // Resumed from the cursor: the push's last state at most again, then a key by its plain name.
+            _ = try await DocumentClient(remote: a, device: "a").setValue(.bool(true), forKey: "after push")
+            var iterator = b.changes(cursor: FileCursorStore(path: cursorFile), wait: 5).makeAsyncIterator()
+            var documents: [DocumentInfo] = []
+            var key: KeyValueEntry? = nil
+            while let change = try await iterator.next() {
+                if case .key(let entry) = change {
+                    key = entry
+                    break
+                }
+                if case .document(let info) = change { documents.append(info) }
+            }
+            #expect(key?.key == "after push" && key?.value == .bool(true), "\(String(describing: key))")
+            #expect(documents.count <= 2 && documents.allSatisfy { $0.path.value == "Harbour plans/notes.txt" }, "\(documents)")
+        }
+    }
+
+    /// Key-value entries end to end: last writer wins by the sealed time, then device; an older
+    /// write changes nothing; the store's limits hold on sealed entries; a deletion travels.
+    @Test func keyValuesEndToEndLastWriterWinsWithinTheLimits() async throws {
+        var policy = StorePolicy()
+        policy.keyValueMaximumKeys = 2
+        try await LiveServer.run(policy: policy) { server in
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "b")).unlock(passphrase: "pw")
+            let a = try await Self.vault(server, "a").unlocked()
+            let keys = try #require(a.endToEnd)
+            let vault = try ContainerName("vault")
+            let write = { (value: Int64, time: Int64, device: String) in
+                try await server.remote.connection.setValue(container: vault, keys.sealed(KeyValueWrite(key: "count", value: .int(value), timestampNs: time, device: device)))
+            }
+            let now = Int64(Date().timeIntervalSince1970 * 1e9) + 60_000_000_000
+            #expect(try await write(10, now, "m").applied)
+            #expect(try await write(11, now - 1, "z").applied == false)
+            #expect(try await write(12, now, "a").applied == false)
+            #expect(try await write(13, now, "n").applied)
+            let b = DocumentClient(remote: try Self.vault(server, "b"), device: "b")
+            #expect(try await b.value(forKey: "count") == .int(13))
+            // A second key fits; a third is past the limit, refused, and changes nothing.
+            _ = try await b.setValue(.string("dark"), forKey: "theme")
+            let third = await #expect(throws: XferError.self) { _ = try await b.setValue(.int(1), forKey: "third") }
+            #expect(third?.code == .quotaExceeded)
+            #expect(try await DocumentClient(remote: a, device: "a").values().entries.map(\.key) == ["count", "theme"])
+            // A deletion from one device is seen by the other.
+            _ = try await DocumentClient(remote: a, device: "a").removeValue(forKey: "theme")
+            #expect(try await b.value(forKey: "theme") == nil)
+        }
+    }
+
     @Test func keyValuesAreSealedWithTheirKeysAndReadOnAnotherDevice() async throws {
         try await LiveServer.run { server in
             _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
