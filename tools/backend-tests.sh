@@ -2,7 +2,8 @@
 # Runs the backend suite against real services: a throwaway PostgreSQL (tools/pg-up.sh) and a
 # single-node Ceph RGW (tools/ceph-up.sh), both on loopback, installed from Debian's packages
 # if missing. The library-level client suite runs on PostgreSQL + S3 (each test in its own
-# schema and bucket), then the S3 store tests and the two-server test. Stops both at the end.
+# schema and bucket), then the S3 store tests and the two-server test, then the client suite
+# again on an end-to-end encrypted container (XFER_TEST_E2E=1). Stops both at the end.
 # Expects a debug build with tests (swift build --build-tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,3 +23,5 @@ CEPH_VARS="$(RGW_PORT="$(port)" MON_PORT="$(port)" bash tools/ceph-up.sh | grep 
 eval "$CEPH_VARS"
 echo "backends: $XFER_POSTGRES_URL and $XFER_S3_ENDPOINT"
 swift test --skip-build --filter 'XferClientTests|ManyServersTests|S3Tests|PackedChunkStoreTests|SealedStoreTests|MetadataStoreTests|ContainerKeyStoreTests|IndexKeyTests|S3ServeTests'
+# The client suite on an end-to-end encrypted container, on the same backends.
+XFER_TEST_E2E=1 swift test --skip-build --filter XferClientTests

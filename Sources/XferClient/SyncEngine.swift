@@ -145,7 +145,8 @@ public actor SyncEngine {
             quietWait = summary.waiting > 0 ? .nanoseconds(wait) : nil
         }
         // No mass deletion without a word: over the rule, that kind of deletion waits.
-        summary.deletionsHeld = pass.held.count
+        // Documents, as the mass-deletion rule counts them (a directory's removal loses nothing).
+        summary.deletionsHeld = pass.held.count { !$0.isDirectory }
         if pass.heldCounts.local + pass.heldCounts.remote > 0 {
             let held = pass.heldCounts
             continuation.yield(.deletionsHeld(local: held.local, remote: held.remote, total: held.total))
