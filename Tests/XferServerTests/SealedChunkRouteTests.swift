@@ -126,8 +126,38 @@ import XferServer
             try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers(bob)) { (response: TestResponse) async throws in
                 #expect(try decode(AccountInfo.self, response).used == 0, "nothing charged, nothing held")
             }
-            // The same bytes are taken (and charged at their length).
-            #expect(try await upload([whole], token: bob, client, fixture).result?.storedBytes == Int64(whole.payload.count))
+            // The same bytes are refused too: the server cannot tell them from others.
+            let same = try await upload([whole], token: bob, client, fixture)
+            #expect(same.status != .ok && same.code == "corrupt_chunk")
+        }
+    }
+
+    /// Whoever knows a keyed id (a device that once held the key, the operator, a thief of the
+    /// disk) uploads other bytes under it from an account of its own before the owner does: the
+    /// owner's upload is refused, not taken as held, so no version of the owner's ever
+    /// references the squatter's bytes; the owner's push fails, and the owner's files stay.
+    @Test func aSealedIDTakenFirstByAnotherAccountIsNotHeldForTheOwner() async throws {
+        let fixture = try await RouteFixture.make()
+        defer { fixture.remove() }
+        let mallory = try await fixture.data.createAccount(name: "mallory", quota: nil).token!
+        let real = try Self.sealed(TestBytes.make(count: 100_000, seed: 55))
+        var forged = real
+        forged.payload[forged.payload.count - 40] ^= 0xff  // past the keyed id: the id still binds
+        let (owner, squat) = (real, forged)
+        try await fixture.application.test(.router) { client in
+            #expect(try await upload([squat], token: mallory, client, fixture).result?.stored == 1)
+            let refused = try await upload([owner], client, fixture)
+            #expect(refused.status != .ok && refused.code == "corrupt_chunk")
+            // Not held for the owner: a commit referencing it would be told it is missing, and
+            // a download of it is refused rather than served the squatter's bytes.
+            try await client.execute(uri: "/v1/chunks/missing", method: .post, headers: fixture.headers(),
+                                     body: json(ChunkIDList(ids: [owner.id]))) { (response: TestResponse) async throws in
+                #expect(try decode(ChunkIDList.self, response).ids == [owner.id.hex])
+            }
+            try await client.execute(uri: "/v1/chunks/download", method: .post, headers: fixture.headers(),
+                                     body: json(ChunkIDList(ids: [owner.id]))) { (response: TestResponse) async throws in
+                #expect(response.status == .notFound)
+            }
         }
     }
 }

@@ -30,14 +30,19 @@ extension SQLMetadataStore {
                 }
             }
             let fresh = chunks.filter { lacking.remove($0.id) != nil }
-            // A plain chunk's id fixes its bytes; a sealed one's does not: one held (by any
-            // account) at another length is refused, so no account holds a stored chunk charged
-            // at the length of a smaller upload under its id.
+            // A plain chunk's id fixes its bytes; a sealed one's does not, and the server cannot
+            // check them. So a sealed chunk another account holds is refused: no account's copy
+            // stands in for another's (one who knows a keyed id cannot store other bytes under
+            // it first and have an owner's later upload taken as held). Keys are a container's,
+            // and a container is one account's, so no two accounts share a sealed chunk.
             let sealed = fresh.filter(\.sealed)
             if !sealed.isEmpty {
                 let stored = try tx.heldLengthsByAnyAccount(sealed.map(\.id))
-                if let clash = sealed.first(where: { chunk in stored[chunk.id].map { $0 != Int64(chunk.length) } ?? false }) {
-                    throw XferError(.corruptChunk, "sealed chunk \(clash.id) is stored at \(stored[clash.id]!) bytes, and this upload says \(clash.length); nothing was recorded")
+                if let clash = sealed.first(where: { stored[$0.id] != nil }) {
+                    throw XferError(.corruptChunk, """
+                        sealed chunk \(clash.id) is held by another account: the server cannot check a sealed chunk's bytes, \
+                        so it keeps no account's copy for another's; nothing was recorded
+                        """)
                 }
             }
             let bytes = fresh.reduce(Int64(0)) { $0 + Int64($1.length) }
