@@ -19,6 +19,8 @@ starts is killed when it ends. Standard library only. See docs/SECURITY.md.
 """
 import argparse
 import base64
+import hashlib
+import hmac
 import http.client
 import json
 import os
@@ -875,6 +877,64 @@ def encryption_downgrade(lab):
     ok = pushed[0] == 7 and valued[0] == 7 and not leaked
     return (f"push {exit_text(pushed[0])}, kv set {exit_text(valued[0])}; stored by the second server: "
             f"{', '.join(w.decode() for w in leaked) or 'none of the file, its name or the value'}"), ok
+
+
+def container_key_from_recovery(text):
+    """docs/FORMAT.md "End-to-end keys": a recovery key's 55 Crockford base32 digits are the 32
+    key bytes, two bytes of their SHA-256 and three zero bits."""
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    digits = text.replace("-", "").strip().upper()
+    bits = 0
+    for digit in digits:
+        bits = bits << 5 | alphabet.index(digit)
+    raw = (bits >> 3).to_bytes(34, "big")
+    key, check = raw[:32], raw[32:]
+    if hashlib.sha256(key).digest()[:2] != check:
+        raise ValueError("the recovery key's check bytes do not match")
+    return key
+
+
+@attack("15", "sealed-chunk-squat",
+        "someone who knows an encrypted container's key (a device it was once unlocked on) uploads, from an account of "
+        "its own, other bytes under the sealed id of a file the owner is about to push: the owner's push is refused "
+        "(non-zero exit, naming another account) rather than taken as stored, and the owner's file stays as it was")
+def sealed_chunk_squat(lab):
+    server = lab.server("15-squat")
+    owner = lab.account(server, "owner")
+    mallory = lab.account(server, "mallory")
+    state = lab.ws.join("15-squat", "state")
+    env = {"XFER_PASSPHRASE": "correct horse", "XFER_CONTAINER": "vault"}
+    made = xferlab.run_xfer(lab.binary, ["container", "create", "vault", "--encrypted"], server.url, owner, state, extra_env=env)
+    if made[0] != 0:
+        return f"could not make the encrypted container: {made[2][-300:]}", False
+    keys = os.path.join(state, "keys")
+    with open(os.path.join(keys, os.listdir(keys)[0])) as f:
+        key = container_key_from_recovery("".join(line for line in f.read().splitlines() if not line.startswith("#")))
+    # The keyed id of a small file (one chunk), as the owner's device will name it.
+    secret = lab.ws.join("15-squat", "plan.txt")
+    content = os.urandom(1500)  # incompressible: the owner's device stores it raw, so its sealed length is known
+    with open(secret, "wb") as f:
+        f.write(content)
+    # HKDF-SHA-256 of the container key (no salt), info "xfer e2e chunk id v1": one block.
+    chunk_key = hmac.new(hmac.new(bytes(32), key, hashlib.sha256).digest(), b"xfer e2e chunk id v1\x01", hashlib.sha256).digest()
+    keyed = hmac.new(chunk_key, content, hashlib.sha256).digest()
+    sealed_id = hashlib.sha256(b"xfer e2e chunk id v1" + keyed).digest()
+    # The length the owner's sealed chunk will have (FORMAT.md "End-to-end chunks": keyed id,
+    # sealed value of the Padmé-padded raw chunk), so not even the length tells them apart.
+    inner = 1 + 4 + len(content) + 1
+    e = inner.bit_length() - 1
+    padded = (inner + (1 << (e - e.bit_length())) - 1) & ~((1 << (e - e.bit_length())) - 1)
+    forged = keyed + os.urandom(4 + 8 + 16 + padded + 16)  # binds to the id; the rest is anyone's
+    body = b"XFU1" + w.frame(b"", encoding=3, payload=forged, chunk_id=sealed_id, plain_length=len(forged))
+    status, answer, _ = raw_exchange(server.port, "POST", "/v1/chunks", mallory, body, "application/octet-stream", 60)
+    squat = describe(status, answer)
+    pushed = xferlab.run_xfer(lab.binary, ["push", secret, "plan.txt"], server.url, owner, state, extra_env={"XFER_CONTAINER": "vault"})
+    with open(secret, "rb") as f:
+        intact = f.read() == content
+    refused = pushed[0] not in (0, None) and not is_signal(pushed[0]) and "another account" in pushed[2]
+    return (f"squatter's upload {squat}; owner's push {exit_text(pushed[0])}"
+            f"{' (' + pushed[2].strip().splitlines()[-1][:160] + ')' if pushed[2].strip() else ''}; "
+            f"owner's file {'intact' if intact else 'CHANGED'}"), refused and intact
 
 
 def run_row(lab, row):
