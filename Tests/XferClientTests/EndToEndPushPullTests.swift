@@ -215,10 +215,14 @@ import XferProtocol
                 let error = await #expect(throws: XferError.self, "\(what)") {
                     _ = try await PullEngine(remote: a).pull(try DocumentPath("doc"), into: out + "/doc")
                 }
+                // A server that seals at rest finds a damaged entry itself, as it opens it, and
+                // can only end the download mid-stream: the client sees a broken connection,
+                // which it cannot tell from the network's, and keeps its staging copy to resume.
+                let sealedAtRest = Backends.sealing != nil
                 let matched = try error.map(check) == true
-                #expect(matched, "\(what): \(String(describing: error))")
-                // Nothing at the target, and no staging copy beside it.
-                let left = try FileManager.default.contentsOfDirectory(atPath: out)
+                #expect(matched || (sealedAtRest && error != nil), "\(what): \(String(describing: error))")
+                // Nothing at the target, and no staging copy beside it (but that resumable one).
+                let left = try FileManager.default.contentsOfDirectory(atPath: out).filter { !(sealedAtRest && $0.hasSuffix(".partial")) }
                 #expect(left.isEmpty, "\(what): \(left)")
                 let report = try await ContainerVerify(remote: a).run()
                 #expect(!report.ok && report.problems.contains { $0.document == "doc" }, "\(what): \(report)")
