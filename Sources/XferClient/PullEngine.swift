@@ -532,13 +532,24 @@ public struct PullEngine: Sendable {
 
     /// The manifest of version `info`, as a delta against the synced copy's where the server
     /// still has that base, checked against its digest.
-    /// In an end-to-end encrypted container, the whole carrier, checked against its digest,
-    /// then the manifest sealed in it (``EndToEndKeys/manifest(in:sealedPath:version:fetch:)``).
+    /// In an end-to-end encrypted container, the carrier (a delta against the synced copy's,
+    /// rebuilt here, the same way), checked against its digest, then the manifest sealed in it
+    /// (``EndToEndKeys/manifest(in:sealedPath:version:fetch:)``), whose pieces come whole.
     func manifest(_ name: DocumentPath, info: DocumentInfo, synced: SyncedDocument?) async throws -> (answer: ManifestAnswer, manifest: Manifest) {
         let connection = remote.connection
         if let endToEnd = remote.endToEnd {
-            let answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: nil)
-            let carrier = try Manifest(applying: answer.delta, to: nil)
+            // The carrier as a delta against the one of the version this copy holds, rebuilt here
+            // (a list of ids: it changes where the content did); whole if that cannot be.
+            let base = synced.flatMap { remote.serverCarrier(of: $0, at: name) }
+            var answer = try await connection.manifest(container: remote.container, path: name, version: info.version,
+                                                       base: base == nil ? nil : synced?.version)
+            var carrier: Manifest
+            do {
+                carrier = try Manifest(applying: answer.delta, to: answer.base != nil ? base : nil)
+            } catch let error as XferError where error.code == .invalidManifest && answer.base != nil {
+                answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: nil)
+                carrier = try Manifest(applying: answer.delta, to: nil)
+            }
             guard carrier.digest == answer.digest, answer.version == info.version else {
                 throw XferError(.invalidManifest, "the record of \(name) version \(answer.version) does not match its digest")
             }

@@ -98,6 +98,17 @@ public struct Remote: Sendable {
         return (try? endToEnd.carrier(of: synced.manifest, sealedPath: path.value, version: synced.version).carrier.digest.hex) ?? ""
     }
 
+    /// The carrier the server keeps for `synced` at `path` (its server path) in an end-to-end
+    /// encrypted container, rebuilt (sealing is deterministic): what a push's carrier and a
+    /// pull's go as deltas against. `nil` if it cannot be, or is not the one the server recorded
+    /// (as this root noted its digest; one it did not note is what ``serverDigest(of:at:)`` rebuilds).
+    func serverCarrier(of synced: SyncedDocument, at path: DocumentPath) -> Manifest? {
+        guard let endToEnd,
+              let carrier = try? endToEnd.carrier(of: synced.manifest, sealedPath: path.value, version: synced.version).carrier,
+              synced.serverDigest.map({ carrier.digest.hex == $0 }) ?? true else { return nil }
+        return carrier
+    }
+
     /// Whether the server holds `synced`, the version of `path` a root synced, as that root
     /// knows it (``SyncedDocument/isHeld(by:digest:)``): one request for that version.
     func holds(_ synced: SyncedDocument, at path: DocumentPath) async throws -> Bool {
@@ -403,7 +414,7 @@ public struct PushEngine: Sendable {
             let digest = sent.digest  // (its encoding is let go before the delta is made)
             // What the server holds as the base: the version's manifest, or its carrier (rebuilt
             // here, as sealing is deterministic, and used only if it is the one the server recorded).
-            let base = basis.flatMap { basis in remote.endToEnd == nil ? basis.manifest : serverCarrier(of: basis, at: name) }
+            let base = basis.flatMap { basis in remote.endToEnd == nil ? basis.manifest : remote.serverCarrier(of: basis, at: name) }
             let deltaBase = base == nil ? nil : basis?.version
             // (A carrier is ids, which do not compress: it goes plain, without trying.)
             var delta = features.contains(.compressedManifests) && remote.endToEnd == nil
@@ -527,16 +538,6 @@ public struct PushEngine: Sendable {
         let (carrier, pieces) = try endToEnd.carrier(of: manifest, sealedPath: path.value, version: version)
         // Sealed for this version: none is on the server yet (a retried push's are sent again).
         return (carrier, try await uploadPieces(pieces, endToEnd: endToEnd).reduce(0, +))
-    }
-
-    /// The carrier the server keeps for `synced` at `path` in an end-to-end encrypted container,
-    /// rebuilt; `nil` if it cannot be, or is not the one the server recorded (as this root
-    /// noted its digest; one it did not note is what ``Remote/serverDigest(of:at:)`` rebuilds).
-    func serverCarrier(of synced: SyncedDocument, at path: DocumentPath) -> Manifest? {
-        guard let endToEnd = remote.endToEnd,
-              let carrier = try? endToEnd.carrier(of: synced.manifest, sealedPath: path.value, version: synced.version).carrier,
-              synced.serverDigest.map({ carrier.digest.hex == $0 }) ?? true else { return nil }
-        return carrier
     }
 
     /// Sends a commit (`request`, whose JSON with its delta is `body`).
