@@ -33,7 +33,7 @@ public struct EncryptedContainers: Sendable {
     /// - Throws: The server's errors.
     public func status() async throws -> Status {
         let info = try await remote.connection.containerKey(container: remote.container)
-        let file = try keyFile()
+        let file = remote.containerKeyFile
         let held = try file.read()
         return Status(encrypted: info.encrypted, keyID: info.keyID, unlocked: info.encrypted && held?.id == info.keyID,
                       keyFile: held == nil ? nil : file.path)
@@ -51,7 +51,7 @@ public struct EncryptedContainers: Sendable {
         let key = ContainerKey.generate()
         let wrapped = try ContainerKeyWrap.wrap(key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
         _ = try await remote.connection.setContainerKey(container: remote.container, ContainerKeyWrite(wrapped: wrapped, previous: nil, keyID: key.id))
-        try keyFile().write(key)
+        try remote.containerKeyFile.write(key)
         return key
     }
 
@@ -63,7 +63,7 @@ public struct EncryptedContainers: Sendable {
         let (wrapped, keyID) = try await encryptedKey()
         let key = try ContainerKeyWrap.unwrap(wrapped, passphrase: passphrase, container: remote.container.value)
         try Self.check(key, against: keyID)
-        try keyFile().write(key)
+        try remote.containerKeyFile.write(key)
         return key
     }
 
@@ -80,7 +80,7 @@ public struct EncryptedContainers: Sendable {
         let key: ContainerKey
         if let currentPassphrase {
             key = try ContainerKeyWrap.unwrap(wrapped, passphrase: currentPassphrase, container: remote.container.value)
-        } else if let held = try keyFile().read(), held.id == keyID {
+        } else if let held = try remote.containerKeyFile.read(), held.id == keyID {
             key = held
         } else {
             throw XferError(.unauthorized, "this device does not hold the key of container \(remote.container): give the current passphrase, or unlock it first")
@@ -105,7 +105,7 @@ public struct EncryptedContainers: Sendable {
     /// The key this device holds for the container.
     /// - Throws: `unauthorized` if it holds none (unlock first).
     public func heldKey() throws -> ContainerKey {
-        guard let key = try keyFile().read() else {
+        guard let key = try remote.containerKeyFile.read() else {
             throw XferError(.unauthorized, "this device does not hold the key of container \(remote.container): run `xfer key unlock` first")
         }
         return key
@@ -114,13 +114,13 @@ public struct EncryptedContainers: Sendable {
     /// Forgets the key on this device (the container stays encrypted; unlock again to use it).
     /// - Returns: Whether a key was kept.
     public func forget() throws -> Bool {
-        try keyFile().remove()
+        try remote.containerKeyFile.remove()
     }
 
     private func replace(_ wrapped: [UInt8], with key: ContainerKey, passphrase: String, parameters: ScryptParameters) async throws {
         let rewrapped = try ContainerKeyWrap.wrap(key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
         _ = try await remote.connection.setContainerKey(container: remote.container, ContainerKeyWrite(wrapped: rewrapped, previous: wrapped, keyID: key.id))
-        try keyFile().write(key)
+        try remote.containerKeyFile.write(key)
     }
 
     private func encryptedKey() async throws -> (wrapped: [UInt8], keyID: String) {
@@ -138,9 +138,6 @@ public struct EncryptedContainers: Sendable {
             throw XferError(.internal, "the server's wrapped key opens to key \(key.id), but it records key \(keyID) for the container; nothing was kept")
         }
     }
-
-    /// Named from what this device knows alone, so a key can be shown or forgotten offline.
-    private func keyFile() throws -> ContainerKeyFile { remote.containerKeyFile }
 }
 
 /// Where a device keeps an unlocked container key: a file of the user's choosing (`keyFile`,

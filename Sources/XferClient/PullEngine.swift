@@ -537,47 +537,34 @@ public struct PullEngine: Sendable {
     /// (``EndToEndKeys/manifest(in:sealedPath:version:fetch:)``), whose pieces come whole.
     func manifest(_ name: DocumentPath, info: DocumentInfo, synced: SyncedDocument?) async throws -> (answer: ManifestAnswer, manifest: Manifest) {
         let connection = remote.connection
-        if let endToEnd = remote.endToEnd {
-            // The carrier as a delta against the one of the version this copy holds, rebuilt here
-            // (a list of ids: it changes where the content did); whole if that cannot be.
-            let base = synced.flatMap { remote.serverCarrier(of: $0, at: name) }
-            var answer = try await connection.manifest(container: remote.container, path: name, version: info.version,
-                                                       base: base == nil ? nil : synced?.version)
-            var carrier: Manifest
-            do {
-                carrier = try Manifest(applying: answer.delta, to: answer.base != nil ? base : nil)
-            } catch let error as XferError where error.code == .invalidManifest && answer.base != nil {
-                answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: nil)
-                carrier = try Manifest(applying: answer.delta, to: nil)
-            }
-            guard carrier.digest == answer.digest, answer.version == info.version else {
-                throw XferError(.invalidManifest, "the record of \(name) version \(answer.version) does not match its digest")
-            }
-            var pieceBytes = 0  // the sealed manifest's pieces, counted with the manifest's bytes
-            let manifest = try await endToEnd.manifest(in: carrier, sealedPath: name.value, version: answer.version) { ids in
-                var pieces: [EncodedChunk] = []
-                try await connection.download(ids) { pieces.append($0) }
-                pieceBytes += pieces.reduce(0) { $0 + $1.payload.count }
-                return pieces
-            }
-            return ((answer.delta.count + pieceBytes, answer.version, answer.digest), manifest)
-        }
-        var answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: synced?.version)
-        let manifest: Manifest
+        // What the server records for the version (the manifest, or end to end its carrier), as
+        // a delta against what it records for the version this copy holds: the synced manifest,
+        // or its carrier rebuilt here (a list of ids, which changes where the content did).
+        let base = synced.flatMap { synced in remote.endToEnd == nil ? synced.manifest : remote.serverCarrier(of: synced, at: name) }
+        var answer = try await connection.manifest(container: remote.container, path: name, version: info.version,
+                                                   base: base == nil ? nil : synced?.version)
+        var recorded: Manifest
         do {
-            manifest = try Manifest(applying: answer.delta, to: answer.base != nil ? synced?.manifest : nil)
+            recorded = try Manifest(applying: answer.delta, to: answer.base != nil ? base : nil)
         } catch let error as XferError where error.code == .invalidManifest && answer.base != nil {
             // The server's version `base` is not the one this copy holds (a replaced or restored
-            // server reusing numbers): ask for the whole manifest instead.
+            // server reusing numbers): ask for the whole of it instead.
             answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: nil)
-            manifest = try Manifest(applying: answer.delta, to: nil)
+            recorded = try Manifest(applying: answer.delta, to: nil)
         }
-        guard manifest.digest == answer.digest else {
-            throw XferError(.invalidManifest, "the manifest of \(name) version \(answer.version) does not match its digest")
+        guard recorded.digest == answer.digest, answer.version == info.version else {
+            throw XferError(.invalidManifest, "the manifest the server records for \(name) version \(answer.version) does not match its digest")
         }
-        return ((answer.delta.count, answer.version, answer.digest), manifest)
+        guard let endToEnd = remote.endToEnd else { return ((answer.delta.count, answer.version, answer.digest), recorded) }
+        var pieceBytes = 0  // the sealed manifest's pieces, counted with the manifest's bytes
+        let manifest = try await endToEnd.manifest(in: recorded, sealedPath: name.value, version: answer.version) { ids in
+            var pieces: [EncodedChunk] = []
+            try await connection.download(ids) { pieces.append($0) }
+            pieceBytes += pieces.reduce(0) { $0 + $1.payload.count }
+            return pieces
+        }
+        return ((answer.delta.count + pieceBytes, answer.version, answer.digest), manifest)
     }
-
 
     private func report(_ name: DocumentPath, _ target: String, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
                         manifestBytes: Int, started: ContinuousClock.Instant) -> PullReport {

@@ -17,7 +17,8 @@ public struct Remote: Sendable {
     /// directory (``ContainerKeyFile``).
     public var keyFile: String? = nil
 
-    /// Where this device keeps the container's key.
+    /// Where this device keeps the container's key: named from what it knows alone, so a key can
+    /// be shown or forgotten offline.
     public var containerKeyFile: ContainerKeyFile {
         ContainerKeyFile(stateDirectory: stateDirectory, server: connection.server, container: container, keyFile: keyFile)
     }

@@ -32,6 +32,17 @@ import XferProtocol
     }
 
     /// Every file the server wrote under `directory` (its database, packs, whatever else).
+    /// Device A's unlocked remote on `vault`, made encrypted with `passphrase`, and the known
+    /// tree (``makeTree(_:)``) pushed there as `name`.
+    static func vaultWithTree(_ server: LiveServer, passphrase: String = "pw", as name: String) async throws
+        -> (a: Remote, files: [String: [UInt8]]) {
+        _ = try await EncryptedContainers(remote: try vault(server, "a")).create(passphrase: passphrase, parameters: fast)
+        let a = try await vault(server, "a").unlocked()
+        let files = try makeTree(server.root + "/tree")
+        _ = try await PushEngine(remote: a).push(server.root + "/tree", as: try DocumentPath(name))
+        return (a, files)
+    }
+
     static func serverFiles(_ directory: String) -> [(path: String, bytes: [UInt8])] {
         (FileManager.default.enumerator(atPath: directory)?.compactMap { $0 as? String } ?? []).compactMap { relative in
             Files.read(directory + "/" + relative).map { (relative, $0) }
@@ -196,10 +207,7 @@ import XferProtocol
     /// written beside the target either, and the device's check names the document.
     @Test func eachDamagedObjectAloneIsRefusedAndNothingIsWritten() async throws {
         try await LiveServer.run { server in
-            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
-            let a = try await Self.vault(server, "a").unlocked()
-            let files = try Self.makeTree(server.root + "/tree")
-            _ = try await PushEngine(remote: a).push(server.root + "/tree", as: try DocumentPath("doc"))
+            let (a, files) = try await Self.vaultWithTree(server, as: "doc")
             let vault = try ContainerName("vault")
             let sealed = try #require(try await server.remote.connection.list(container: vault, prefix: "").documents.first).path
             let answer = try await server.remote.connection.manifest(container: vault, path: sealed, version: nil, base: nil)
@@ -258,10 +266,7 @@ import XferProtocol
     /// on a device that joins after it with the new passphrase (the old one is refused there).
     @Test func whatWasPushedBeforeAPassphraseChangeReadsAfterIt() async throws {
         try await LiveServer.run { server in
-            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "old words", parameters: Self.fast)
-            let a = try await Self.vault(server, "a").unlocked()
-            let files = try Self.makeTree(server.root + "/tree")
-            _ = try await PushEngine(remote: a).push(server.root + "/tree", as: try DocumentPath("Projects/Harbour.pkg"))
+            let (a, files) = try await Self.vaultWithTree(server, passphrase: "old words", as: "Projects/Harbour.pkg")
             _ = try await DocumentClient(remote: a, device: "a").setValue(.string(Self.marker), forKey: "note")
             try await EncryptedContainers(remote: a).changePassphrase(to: "new words", parameters: Self.fast)
 
@@ -281,11 +286,8 @@ import XferProtocol
     /// (padded, with its seal), not the plain bytes it holds; a second copy adds nothing.
     @Test func theQuotaCountsTheSealedBytesStored() async throws {
         try await LiveServer.run(quota: 50_000_000) { server in
-            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
-            let a = try await Self.vault(server, "a").unlocked()
-            let files = try Self.makeTree(server.root + "/tree")
             let usedBefore = try await server.remote.connection.account().used
-            _ = try await PushEngine(remote: a).push(server.root + "/tree", as: try DocumentPath("doc"))
+            let (a, files) = try await Self.vaultWithTree(server, as: "doc")
             let vault = try ContainerName("vault")
             let sealed = try #require(try await server.remote.connection.list(container: vault, prefix: "").documents.first).path
             let answer = try await server.remote.connection.manifest(container: vault, path: sealed, version: nil, base: nil)

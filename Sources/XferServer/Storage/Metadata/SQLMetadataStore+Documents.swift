@@ -37,8 +37,8 @@ extension SQLMetadataStore {
             // and a container is one account's, so no two accounts share a sealed chunk.
             let sealed = fresh.filter(\.sealed)
             if !sealed.isEmpty {
-                let stored = try tx.heldLengthsByAnyAccount(sealed.map(\.id))
-                if let clash = sealed.first(where: { stored[$0.id] != nil }) {
+                let held = try tx.heldByAnyAccount(sealed.map(\.id))
+                if let clash = sealed.first(where: { held.contains($0.id) }) {
                     throw XferError(.corruptChunk, """
                         sealed chunk \(clash.id) is held by another account: the server cannot check a sealed chunk's bytes, \
                         so it keeps no account's copy for another's; nothing was recorded

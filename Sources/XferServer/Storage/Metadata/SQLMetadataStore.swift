@@ -149,24 +149,15 @@ struct MetadataTransaction {
         return sequence
     }
 
-    /// Which of `ids` (at most ``sqlBatchSize``) any account holds.
+    /// Which of `ids` any account holds.
     func heldByAnyAccount(_ ids: [ChunkID]) throws -> Set<ChunkID> {
         var held: Set<ChunkID> = []
-        for row in try sql.rows("SELECT DISTINCT id FROM account_chunks WHERE id IN (\(sqlPlaceholders(ids.count)))", ids.map(\.sqlValue)) {
-            if let id = try row.chunkID(0) { held.insert(id) }
-        }
-        return held
-    }
-
-    /// The length any account holds each of `ids` at (those held at all).
-    func heldLengthsByAnyAccount(_ ids: [ChunkID]) throws -> [ChunkID: Int64] {
-        var lengths: [ChunkID: Int64] = [:]
         for batch in ids.batched(atMost: sqlBatchSize) {
-            for row in try sql.rows("SELECT id, length FROM account_chunks WHERE id IN (\(sqlPlaceholders(batch.count)))", batch.map(\.sqlValue)) {
-                if let id = try row.chunkID(0) { lengths[id] = try row.int(1) }
+            for row in try sql.rows("SELECT DISTINCT id FROM account_chunks WHERE id IN (\(sqlPlaceholders(batch.count)))", batch.map(\.sqlValue)) {
+                if let id = try row.chunkID(0) { held.insert(id) }
             }
         }
-        return lengths
+        return held
     }
 
     /// Gives `bytes` back to an account's recorded use (never below zero).
