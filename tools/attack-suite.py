@@ -915,15 +915,11 @@ def sealed_chunk_squat(lab):
     content = os.urandom(1500)  # incompressible: the owner's device stores it raw, so its sealed length is known
     with open(secret, "wb") as f:
         f.write(content)
-    # HKDF-SHA-256 of the container key (no salt), info "xfer e2e chunk id v1": one block.
-    chunk_key = hmac.new(hmac.new(bytes(32), key, hashlib.sha256).digest(), b"xfer e2e chunk id v1\x01", hashlib.sha256).digest()
-    keyed = hmac.new(chunk_key, content, hashlib.sha256).digest()
+    keyed = hmac.new(w.e2e_key(key, b"chunk id"), content, hashlib.sha256).digest()
     sealed_id = hashlib.sha256(b"xfer e2e chunk id v1" + keyed).digest()
     # The length the owner's sealed chunk will have (FORMAT.md "End-to-end chunks": keyed id,
     # sealed value of the Padmé-padded raw chunk), so not even the length tells them apart.
-    inner = 1 + 4 + len(content) + 1
-    e = inner.bit_length() - 1
-    padded = (inner + (1 << (e - e.bit_length())) - 1) & ~((1 << (e - e.bit_length())) - 1)
+    padded = w.padme(1 + 4 + len(content) + 1)
     forged = keyed + os.urandom(4 + 8 + 16 + padded + 16)  # binds to the id; the rest is anyone's
     body = b"XFU1" + w.frame(b"", encoding=3, payload=forged, chunk_id=sealed_id, plain_length=len(forged))
     status, answer, _ = raw_exchange(server.port, "POST", "/v1/chunks", mallory, body, "application/octet-stream", 60)

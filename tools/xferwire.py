@@ -7,6 +7,7 @@ An entry is a dict: {"path": bytes|str, "kind": FILE|DIRECTORY|SYMLINK, "mode": 
 "mtime": int (ns, signed), "chunks": [(length, id bytes)], "target": bytes|str}.
 """
 import hashlib
+import hmac
 import struct
 
 M = (1 << 64) - 1
@@ -121,3 +122,19 @@ def frames(chunks):
 def chunk_ref(plain, length=None):
     """A manifest chunk reference (length, id) for plain bytes; `length` may lie."""
     return (len(plain) if length is None else length, hashlib.sha256(plain).digest())
+
+
+def padme(length):
+    """docs/FORMAT.md "End-to-end chunks": Padmé's padded length of `length` bytes."""
+    if length <= 2:
+        return length
+    e = length.bit_length() - 1
+    mask = (1 << (e - e.bit_length())) - 1
+    return (length + mask) & ~mask
+
+
+def e2e_key(container_key, label):
+    """docs/FORMAT.md "End-to-end keys": the 32-byte key for `label` (HKDF-SHA-256 of the
+    container key, no salt, info "xfer e2e LABEL v1"; one block)."""
+    prk = hmac.new(bytes(32), container_key, hashlib.sha256).digest()
+    return hmac.new(prk, b"xfer e2e " + label + b" v1\x01", hashlib.sha256).digest()
