@@ -11,7 +11,7 @@ for tool in rsync:rsync casync:casync restic:restic borg:borgbackup; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bench-peers: installing ${missing[*]}" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
 fi
 . tools/env.sh
 swift build -c release --product xfer >/dev/null

@@ -94,6 +94,25 @@ public struct ChangeFeed: AsyncSequence, Sendable {
         self.maximumBackoff = maximumBackoff
     }
 
+    /// The next page of changes after `cursor` (opened with `keys` in an end-to-end encrypted
+    /// container), waiting up to ``wait`` seconds for one; a dropped connection or a server
+    /// error is retried with backoff. `nil` once the task is cancelled.
+    func page(after cursor: Int64, keys: EndToEndKeys?) async throws -> ChangeList? {
+        var backoff = Duration.milliseconds(250)
+        while !Task.isCancelled {
+            do {
+                let page = try await connection.changes(container: container, after: cursor, wait: wait)
+                return keys.map { $0.opened(page) } ?? page
+            } catch let error as XferError where error.code == .unavailable || error.code == .internal {
+                try? await Task.sleep(for: backoff)
+                backoff = Swift.min(backoff * 2, maximumBackoff)
+            } catch let error as XferError where error.code == .cancelled {
+                return nil
+            }
+        }
+        return nil
+    }
+
     public func makeAsyncIterator() -> Iterator {
         Iterator(feed: self)
     }
@@ -123,26 +142,15 @@ public struct ChangeFeed: AsyncSequence, Sendable {
                 try feed.store?.save(handedOut)
                 self.handedOut = nil
             }
-            var backoff = Duration.milliseconds(250)
             while buffer.isEmpty {
                 if let unsaved {
                     try feed.store?.save(unsaved)
                     self.unsaved = nil
                 }
-                if Task.isCancelled { return nil }
-                do {
-                    var page = try await feed.connection.changes(container: feed.container, after: cursor!, wait: feed.wait)
-                    if let keys { page = keys.opened(page) }
-                    buffer = (page.changes.map(Change.document) + page.keys.map(Change.key)).sorted { $0.sequence < $1.sequence }
-                    if page.cursor != cursor { unsaved = page.cursor }
-                    cursor = page.cursor
-                    backoff = .milliseconds(250)
-                } catch let error as XferError where error.code == .unavailable || error.code == .internal {
-                    try? await Task.sleep(for: backoff)
-                    backoff = Swift.min(backoff * 2, feed.maximumBackoff)
-                } catch let error as XferError where error.code == .cancelled {
-                    return nil
-                }
+                guard let page = try await feed.page(after: cursor!, keys: keys) else { return nil }
+                buffer = (page.changes.map(Change.document) + page.keys.map(Change.key)).sorted { $0.sequence < $1.sequence }
+                if page.cursor != cursor { unsaved = page.cursor }
+                cursor = page.cursor
             }
             let change = buffer.removeFirst()
             handedOut = change.sequence

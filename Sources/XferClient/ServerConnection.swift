@@ -270,6 +270,17 @@ public final class ServerConnection: Sendable {
         return try await json(DocumentList.self, "GET", route)
     }
 
+    /// One page of a search (``DocumentQuery``), at most `limit` documents (the server may
+    /// give fewer, and fewer than asked with `more` set when most of what it read did not match).
+    /// - Parameter page: The previous page's `next`, or `nil` for the first.
+    public func query(container: ContainerName, _ query: DocumentQuery, page: String?, limit: Int? = nil) async throws -> DocumentList {
+        var items = query.parameters
+        if let limit { items.append(("limit", String(limit))) }
+        if let page { items.append(("page", page)) }
+        let route = "/v1/containers/\(container)/query" + (items.isEmpty ? "" : "?" + items.map { "\($0.0)=\(Self.escape($0.1))" }.joined(separator: "&"))
+        return try await json(DocumentList.self, "GET", route)
+    }
+
     /// Deletes a document.
     public func delete(container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws -> DocumentInfo {
         var route = "/v1/containers/\(container)/document?path=\(Self.escape(path.value))"

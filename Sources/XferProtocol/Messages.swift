@@ -471,4 +471,7 @@ public enum ServerFeature: String, Sendable, CaseIterable {
     /// A batch commit's document may name the version it must become (``DirectCommit/version``);
     /// one that would become another is refused, nothing of it recorded.
     case batchCommitVersions = "batch-commit-versions"
+    /// The query route, `GET /v1/containers/{c}/query` (``DocumentQuery``): search by name,
+    /// kind, time, size and state, sorted and paged.
+    case documentQuery = "document-query"
 }

@@ -19,6 +19,8 @@ final class ChangeNotifier: Sendable {
         var everything: UInt64 = 0
         var nextID: UInt64 = 0
         var waiters: [Key: [UInt64: CheckedContinuation<Void, Never>]] = [:]
+        /// The server is stopping: no waiter parks any more.
+        var draining = false
 
         func generation(_ key: Key) -> UInt64 { generations[key, default: 0] &+ everything }
 
@@ -38,6 +40,18 @@ final class ChangeNotifier: Sendable {
     /// A notifier whose waiters re-read the store at least every `recheckInterval`.
     init(recheckInterval: Duration = .seconds(5)) {
         self.recheckInterval = recheckInterval
+    }
+
+    /// The server is stopping (SIGTERM): every waiter is answered now and none parks again,
+    /// so a graceful shutdown does not wait out the long polls.
+    func drain() {
+        let woken = state.withLock { state in
+            state.draining = true
+            let all = state.waiters.values.flatMap(\.values)
+            state.waiters = [:]
+            return all
+        }
+        for continuation in woken { continuation.resume() }
     }
 
     /// Records a change somewhere (another server's): every waiter looks again.
@@ -76,7 +90,8 @@ final class ChangeNotifier: Sendable {
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(seconds)
         while !Task.isCancelled {
-            let seen = state.withLock { $0.generation(key) }
+            let (seen, draining) = state.withLock { ($0.generation(key), $0.draining) }
+            if draining { return }
             if await hasChanges() { return }
             let now = clock.now
             guard now < deadline else { return }
@@ -98,7 +113,7 @@ final class ChangeNotifier: Sendable {
                         // Cancellation sets the flag before its handler runs, and the handler
                         // takes this lock: either it finds the continuation, or we see the flag.
                         let resumeNow = self.state.withLock { state in
-                            guard !Task.isCancelled, state.generation(key) == seen else { return true }
+                            guard !Task.isCancelled, !state.draining, state.generation(key) == seen else { return true }
                             state.waiters[key, default: [:]][id] = continuation
                             return false
                         }

@@ -2,6 +2,7 @@ import Synchronization
 import Foundation
 import HTTPTypes
 import Hummingbird
+import ServiceLifecycle
 import NIOCore
 import XferCore
 import XferProtocol
@@ -36,6 +37,7 @@ struct Routes: Sendable {
         v1.post("containers/:container/commits", use: commitBatch)
         v1.post("containers/:container/manifests", use: manifestBatch)
         v1.get("containers/:container/documents", use: list)
+        v1.get("containers/:container/query", use: query)
         v1.get("containers/:container/document", use: stat)
         v1.delete("containers/:container/document", use: delete)
         v1.get("containers/:container/manifest", use: manifest)
@@ -333,6 +335,28 @@ struct Routes: Sendable {
         return Self.json(list)
     }
 
+    /// `GET /v1/containers/{c}/query`: one page of a search (``DocumentQuery``'s parameters,
+    /// `limit`, `page`).
+    @Sendable func query(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let account = try context.requireAccount()
+        guard limits.features.contains(.documentQuery) else {
+            throw XferError(.notFound, "this server answers no queries (started with --without-feature \(ServerFeature.documentQuery.rawValue))")
+        }
+        let container = try Self.container(context)
+        let parameters = request.uri.queryParameters
+        let query = try DocumentQuery(parameter: { key in parameters.get(key).map { String($0) } })
+        if query.name != nil || query.sort == .name,
+           try await metadata.containerKey(account: account.accountID, container: container) != nil {
+            throw XferError(.badRequest, "container \(container) is end-to-end encrypted: the server holds only sealed names, so names are matched on a device that holds the key (xfer find does this)")
+        }
+        let limit = try Self.intParameter(request, "limit", default: ProtocolLimits.maximumListCount, range: 1...ProtocolLimits.maximumListCount)
+        let page = parameters.get("page").map { String($0) }
+        var list = try await metadata.query(account: account.accountID, container: container, query, after: page,
+                                            limit: min(limit, limits.listPage))
+        list.deployment = try await deployment.value(from: metadata)
+        return Self.json(list)
+    }
+
     @Sendable func stat(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         return Self.json(try await metadata.document(account: account.accountID, container: try Self.container(context),
@@ -385,11 +409,17 @@ struct Routes: Sendable {
                 throw XferError(.unavailable, "this account already has \(cap) change-feed requests waiting, the server's limit; retry later or ask without wait")
             }
             defer { changes.polls.leave(account.accountID) }
-            await changes.wait(account: account.accountID, container: container, seconds: wait) {
-                guard let page = try? await metadata.changes(account: account.accountID, container: container, after: after, limit: 1) else {
-                    return false
+            // A server told to stop answers its waiting polls at once (what changed so far, so
+            // the client resumes from there), rather than draining them for up to `wait` seconds.
+            await withGracefulShutdownHandler {
+                await changes.wait(account: account.accountID, container: container, seconds: wait) {
+                    guard let page = try? await metadata.changes(account: account.accountID, container: container, after: after, limit: 1) else {
+                        return false
+                    }
+                    return !page.changes.isEmpty || !page.keys.isEmpty
                 }
-                return !page.changes.isEmpty || !page.keys.isEmpty
+            } onGracefulShutdown: { [changes] in
+                changes.drain()
             }
             list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit)
         }

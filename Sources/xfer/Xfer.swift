@@ -23,7 +23,7 @@ struct Xfer: AsyncParsableCommand {
             device (`xfer key unlock` on another one).
             """,
         version: XferVersion.current,
-        subcommands: [Push.self, Pull.self, List.self, Remove.self, Versions.self, Resolve.self, Changes.self, KeyValue.self,
+        subcommands: [Push.self, Pull.self, List.self, Find.self, Remove.self, Versions.self, Resolve.self, Changes.self, KeyValue.self,
                       Sync.self, Status.self, Evict.self, Fetch.self, TrashCommand.self, Quota.self, Container.self, Key.self, Serve.self, ServerKey.self, Account.self, Verify.self, GarbageCollect.self, Chunk.self]
     )
 

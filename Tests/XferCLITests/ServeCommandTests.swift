@@ -257,4 +257,21 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         let mode = try FileManager.default.attributesOfItem(atPath: server.path("data/admin-token"))[.posixPermissions] as? Int
         #expect(mode == 0o600)
     }
+
+    /// A long poll parked on the change feed (a `changes --wait`, a live `find --watch` whose
+    /// client is gone) is answered at once when the server is told to stop, not drained for up
+    /// to its wait: the client gets what changed so far and resumes from there elsewhere.
+    @Test func sigtermAnswersParkedLongPollsAtOnce() throws {
+        let server = try ServerProcess()
+        let poll = try server.start(["changes", "--wait", "60", "--json"])
+        usleep(1_000_000)  // parked
+        let started = Date()
+        server.process.terminate()
+        server.process.waitUntilExit()
+        poll.waitUntilExit()
+        #expect(Date().timeIntervalSince(started) < 20, "the server drained the poll instead of answering it")
+        #expect(server.process.terminationStatus == 0)
+        let answer = (poll.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile()
+        #expect(poll.terminationStatus == 0 && String(decoding: answer, as: UTF8.self).contains("\"cursor\""))
+    }
 }

@@ -184,6 +184,12 @@ public protocol DocumentStore: Sendable {
     /// deleted ones left out: at most `limit`, those after the path `after` when given; `more`
     /// and `next` say whether and from where to go on.
     func list(account: Int64, container: ContainerName, prefix: String, after: String?, limit: Int) async throws -> DocumentList
+
+    /// One page of the documents `query` selects, in its order: at most `limit`, after the
+    /// position `after` names (a page token this store gave for the same query). A page may
+    /// hold fewer than `limit` and still say `more` when most rows it read did not match.
+    /// - Throws: `bad_request` for a query ``DocumentQuery/validate()`` refuses or a token it did not give.
+    func query(account: Int64, container: ContainerName, _ query: DocumentQuery, after: String?, limit: Int) async throws -> DocumentList
     /// Deletes a document by committing a deletion version. Throws `not_found`, `conflict`.
     func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws -> DocumentInfo
     /// Versions and key-value entries whose last change has a sequence number above `after`,

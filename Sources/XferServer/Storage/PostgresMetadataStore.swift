@@ -73,6 +73,10 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
         do {
             if let schema { try await client.query("CREATE SCHEMA IF NOT EXISTS \(unescaped: schema)") }
             try await migrate(upTo: last)
+            if last == nil {
+                let policy = policy
+                try await writing { try MetadataTransaction(sql: $0, policy: policy, checkingPlainIDs: false).fillFoldedNames() }
+            }
             if let sealing {
                 let policy = policy
                 ids = try await writing { try MetadataTransaction(sql: $0, policy: policy, checkingPlainIDs: false).indexKey(sealing) }
@@ -181,6 +185,11 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack_id);
             ALTER TABLE account_chunks DROP CONSTRAINT account_chunks_pkey, ADD PRIMARY KEY (id, account_id);
             DROP INDEX account_chunks_by_id
+            """),
+        // As SQLite's v11; filled by MetadataTransaction.fillFoldedNames once migrated.
+        ("v9: folded names for queries", """
+            ALTER TABLE documents ADD COLUMN name_folded TEXT;
+            CREATE INDEX documents_by_name ON documents (container_id, name_folded COLLATE "C")
             """),
     ]
 

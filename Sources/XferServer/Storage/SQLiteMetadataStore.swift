@@ -45,6 +45,9 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
             // power cut could take back commits already answered. Every commit is synced here.
             try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
             if let last { try Self.migrator.migrate(pool, upTo: last) } else { try Self.migrator.migrate(pool) }
+            if last == nil {
+                try pool.write { db in try MetadataTransaction(sql: SQLiteSession(db: db), policy: policy, checkingPlainIDs: false).fillFoldedNames() }
+            }
         } catch {
             throw XferError(.io, "cannot open the metadata database \(path)", cause: DescribedError(error))
         }
@@ -221,6 +224,13 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                     SELECT id, account_id, length, refs, added_at FROM account_chunks;
                 DROP TABLE account_chunks;
                 ALTER TABLE account_chunks_v10 RENAME TO account_chunks;
+                """)
+        }
+        migrator.registerMigration("v11: folded names for queries") { db in
+            // Filled by MetadataTransaction.fillFoldedNames once migrated (Swift folds the names).
+            try db.execute(sql: """
+                ALTER TABLE documents ADD COLUMN name_folded TEXT;
+                CREATE INDEX documents_by_name ON documents (container_id, name_folded);
                 """)
         }
         return migrator

@@ -84,8 +84,9 @@ extension MetadataTransaction {
     /// The document's row, locked; created first if `create` and it does not exist.
     func documentRow(container: Int64, path: DocumentPath, create: Bool) throws -> DocumentRow? {
         if create {
-            try sql.rows("INSERT INTO documents (container_id, path) VALUES (?, ?) ON CONFLICT (container_id, path) DO NOTHING",
-                         container, path.value)
+            try sql.rows("""
+                INSERT INTO documents (container_id, path, name_folded) VALUES (?, ?, ?) ON CONFLICT (container_id, path) DO NOTHING
+                """, container, path.value, DocumentQuery.folded(DocumentQuery.name(of: path)))
         }
         guard let row = try sql.one("""
             SELECT id, current_version, latest_version FROM documents WHERE container_id = ? AND path = ?\(dialect.forUpdate)

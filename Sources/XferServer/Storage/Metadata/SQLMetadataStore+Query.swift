@@ -1,0 +1,218 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+// Search (issue 17): a container's documents by name pattern, kind, scope, time, size and
+// state, sorted and paged. SQL narrows (a LIKE over each document's folded name, which every
+// match satisfies, and the plain comparisons); ``DocumentQuery/matches(_:)`` decides, so the
+// server, a live query and an end-to-end container's device all apply one rule.
+extension SQLMetadataStore {
+    public func query(account: Int64, container: ContainerName, _ query: DocumentQuery, after page: String?, limit: Int) async throws -> DocumentList {
+        try query.validate()
+        let position = try page.map { try QueryPosition(token: $0, for: query) }
+        return try await read { tx in
+            guard let containerID = try tx.containerID(account: account, name: container, create: false) else {
+                return DocumentList(documents: [], cursor: 0)
+            }
+            let cursor = try tx.sql.int("SELECT sequence FROM containers WHERE id = ?", containerID) ?? 0
+            return try tx.query(container: containerID, query, after: position, limit: limit, cursor: cursor)
+        }
+    }
+}
+
+/// Where a page of a query ends: the last document's sort key and path. A page token is this,
+/// with the query's order, so a token is never read in another order.
+struct QueryPosition: Equatable {
+    var sort: DocumentQuery.Sort
+    var descending: Bool
+    /// The sort key: empty for a path order, the folded name, or a number as text.
+    var key: String
+    var path: String
+
+    init(sort: DocumentQuery.Sort, descending: Bool, key: String, path: String) {
+        self.sort = sort
+        self.descending = descending
+        self.key = key
+        self.path = path
+    }
+
+    /// The position after `document` in `query`'s order.
+    init(after document: DocumentInfo, in query: DocumentQuery) {
+        let key: String
+        switch query.sort {
+        case .path: key = ""
+        case .name: key = DocumentQuery.folded(DocumentQuery.name(of: document.path))
+        case .modified: key = String(document.mtimeNs)
+        case .size: key = String(document.size)
+        }
+        self.init(sort: query.sort, descending: query.descending, key: key, path: document.path.value)
+    }
+
+    /// The token a client sends back: base64url of the fields joined by NUL (which no path
+    /// or name holds).
+    var token: String {
+        let text = [sort.rawValue, descending ? "desc" : "asc", key, path].joined(separator: "\u{0}")
+        return Data(text.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    /// Reads a token this server gave for `query`.
+    /// - Throws: `bad_request` for anything else (another order's token included).
+    init(token: String, for query: DocumentQuery) throws {
+        let refused = XferError(.badRequest, "page is not a token this server gave for this query")
+        guard token.utf8.count <= 4 * DocumentPathRules.maximumPathBytes else { throw refused }
+        var base64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else { throw refused }
+        let fields = text.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)
+        guard fields.count == 4, fields[0] == query.sort.rawValue, fields[1] == (query.descending ? "desc" : "asc"),
+              fields[3].utf8.count <= DocumentPathRules.maximumPathBytes else { throw refused }
+        switch query.sort {
+        case .path: guard fields[2].isEmpty else { throw refused }
+        case .name: guard fields[2].utf8.count <= DocumentPathRules.maximumComponentBytes * 4 else { throw refused }
+        case .modified, .size: guard Int64(fields[2]) != nil else { throw refused }
+        }
+        self.init(sort: query.sort, descending: query.descending, key: fields[2], path: fields[3])
+    }
+}
+
+extension DocumentQuery {
+    /// A LIKE pattern (escape `\`) that every folded name the glob matches also matches: `*`
+    /// becomes `%`, `?` and a whole `[…]` class `_` (one character each, as one scalar of the
+    /// glob), literals stay, with `%`, `_` and `\` escaped. `nil` for a glob that matches every
+    /// name.
+    var likePattern: String? {
+        guard let glob = foldedPattern else { return nil }
+        var like = ""
+        var index = 0
+        func literal(_ scalar: Unicode.Scalar) {
+            if scalar == "%" || scalar == "_" || scalar == "\\" { like.append("\\") }
+            like.unicodeScalars.append(scalar)
+        }
+        while index < glob.count {
+            let scalar = glob[index]
+            switch scalar {
+            case "*":
+                if !like.hasSuffix("%") || like.hasSuffix("\\%") { like.append("%") }
+                index += 1
+            case "?":
+                like.append("_")
+                index += 1
+            case "[":
+                // An unterminated class never matches (the check after SQL refuses every name).
+                guard let (_, next) = Wildmatch.matchClass(glob, from: index, "a") else { return like + "%" }
+                like.append("_")
+                index = next
+            case "\\":
+                if index + 1 < glob.count { literal(glob[index + 1]) }
+                index += 2
+            default:
+                literal(scalar)
+                index += 1
+            }
+        }
+        return like == "%" ? nil : like
+    }
+}
+
+extension MetadataTransaction {
+    /// Rows read for one page at most: a page whose candidates the exact check mostly refuses
+    /// ends early, `more` set, and the client asks on from where it stopped.
+    static let queryRowsPerPage = 20_000
+
+    func query(container: Int64, _ query: DocumentQuery, after position: QueryPosition?, limit: Int, cursor: Int64) throws -> DocumentList {
+        let bytewise = dialect.bytewise
+        var conditions = ["d.container_id = ?"]
+        var values: [SQLValue] = [.int(container)]
+        switch query.state {
+        case .current:
+            conditions.append("v.state != 'deleted'")
+        case .conflict:
+            conditions.append("v.state != 'deleted' AND EXISTS (SELECT 1 FROM versions c WHERE c.document_id = d.id AND c.state = 'conflict')")
+        case .deleted:
+            conditions.append("v.state = 'deleted'")
+        }
+        if let kinds = query.kinds, !kinds.isEmpty {
+            conditions.append("v.kind IN (\(sqlPlaceholders(kinds.count)))")
+            values += kinds.map(\.rawValue).sorted().map(SQLValue.text)
+        }
+        let prefix = query.pathPrefix
+        if !prefix.isEmpty {
+            conditions.append("substr(d.path, 1, length(?)) = ?")
+            values += [.text(prefix), .text(prefix)]
+        }
+        if let low = query.modifiedAfter { conditions.append("v.mtime_ns >= ?"); values.append(.int(low)) }
+        if let high = query.modifiedBefore { conditions.append("v.mtime_ns < ?"); values.append(.int(high)) }
+        if let low = query.minimumSize { conditions.append("v.size >= ?"); values.append(.int(low)) }
+        if let high = query.maximumSize { conditions.append("v.size <= ?"); values.append(.int(high)) }
+        if let like = query.likePattern {
+            conditions.append("d.name_folded LIKE ? ESCAPE '\\'")
+            values.append(.text(like))
+        }
+        let key: String?
+        switch query.sort {
+        case .path: key = nil
+        case .name: key = "d.name_folded\(bytewise)"
+        case .modified: key = "v.mtime_ns"
+        case .size: key = "v.size"
+        }
+        let (after, direction) = query.descending ? ("<", " DESC") : (">", "")
+        let order = (key.map { "\($0)\(direction), " } ?? "") + "d.path\(bytewise)\(direction)"
+
+        var found: [DocumentInfo] = []
+        var position = position
+        var examined = 0
+        let batch = limit + 1
+        while true {
+            var where_ = conditions
+            var bound = values
+            if let position {
+                if let key {
+                    let value: SQLValue = query.sort == .name ? .text(position.key) : .int(Int64(position.key) ?? 0)
+                    where_.append("(\(key) \(after) ? OR (\(key) = ? AND d.path\(bytewise) \(after) ?))")
+                    bound += [value, value, .text(position.path)]
+                } else {
+                    where_.append("d.path\(bytewise) \(after) ?")
+                    bound.append(.text(position.path))
+                }
+            }
+            let rows = try sql.rows("""
+                SELECT d.path, \(infoColumns) FROM documents d
+                JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)
+                WHERE \(where_.joined(separator: " AND "))
+                ORDER BY \(order) LIMIT ?
+                """, bound + [.int(Int64(batch))])
+            for row in rows {
+                let document = try Self.info(row: row)
+                examined += 1
+                position = QueryPosition(after: document, in: query)
+                guard query.matches(document) else { continue }
+                found.append(document)
+                if found.count > limit {
+                    found.removeLast()
+                    return DocumentList(documents: found, cursor: cursor, more: true,
+                                        next: QueryPosition(after: found.last!, in: query).token)
+                }
+            }
+            if rows.count < batch { return DocumentList(documents: found, cursor: cursor) }
+            if examined >= Self.queryRowsPerPage, let position {
+                // Enough read for one answer: the client asks on from the last row read.
+                return DocumentList(documents: found, cursor: cursor, more: true, next: position.token)
+            }
+        }
+    }
+
+    /// Fills the folded name (``DocumentQuery/folded(_:)``) of every document that has none:
+    /// the documents of a store made before queries, once, after its schema is migrated.
+    func fillFoldedNames() throws {
+        while true {
+            let rows = try sql.rows("SELECT id, path FROM documents WHERE name_folded IS NULL LIMIT 1000")
+            for row in rows {
+                let path = try row.text("path")
+                let name = path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path[...]
+                try sql.rows("UPDATE documents SET name_folded = ? WHERE id = ?", DocumentQuery.folded(name), try row.int("id"))
+            }
+            if rows.count < 1000 { return }
+        }
+    }
+}
