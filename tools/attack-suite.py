@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import xferlab  # noqa: E402
@@ -838,6 +839,50 @@ def hostile_entry_names_pull(lab):
         ok &= code not in (0, None) and not is_signal(code) and not written
     escaped = tree_listing(outside)
     return "; ".join(seen) + (f"; outside: {escaped}" if escaped else ""), ok and not escaped
+
+
+# MARK: 16. a search built to be slow
+
+@attack("16", "query-pattern-cost",
+        "an account commits 3,000 documents named with 240 `a`s and searches them with a 255-byte pattern of stars "
+        "and classes (`*[a]*[a]…`, which SQL cannot narrow): every page answers in < 3 s, the whole search in < 30 s, "
+        "and the server keeps serving")
+def query_pattern_cost(lab):
+    server = lab.server("16-query")
+    token = lab.account(server, "mallory")
+    status, answer, _ = upload(server, token, [b"x"])
+    if status != 200:
+        return f"the chunk upload failed: {describe(status, answer)}", False
+    ref = w.chunk_ref(b"x")
+    manifest = w.manifest(w.FILE_DOC, [{"kind": w.FILE, "chunks": [ref]}])
+    for start in range(0, 3000, 1000):
+        documents = [{"path": f"Documents/{'a' * 240}-{i}", "kind": "file", "size": 1, "mtime_ns": 1, "mode": 0o644,
+                      "manifest": base64.b64encode(manifest).decode(), "manifest_digest": w.digest(manifest)}
+                     for i in range(start, start + 1000)]
+        status, answer, _ = raw_exchange(server.port, "POST", "/v1/containers/default/commits", token,
+                                         json.dumps({"documents": documents}).encode())
+        if status != 200 or b'"error"' in answer:
+            return f"the batch commit failed: {describe(status, answer)}", False
+    pattern = ("*[a]" * 64)[:254] + "b"
+    page, pages, slowest, began, found = None, 0, 0.0, time.monotonic(), 0
+    while pages < 100:
+        path = "/v1/containers/default/query?limit=100&name=" + urllib.parse.quote(pattern, safe="")
+        if page:
+            path += "&page=" + urllib.parse.quote(page, safe="")
+        status, answer, seconds = raw_exchange(server.port, "GET", path, token, b"", timeout=120)
+        slowest = max(slowest, seconds)
+        pages += 1
+        if status != 200:
+            return f"page {pages}: {describe(status, answer)} after {seconds:.1f} s", False
+        listed = json.loads(answer)
+        found += len(listed["documents"])
+        page = listed.get("next")
+        if not listed.get("more"):
+            break
+    total = time.monotonic() - began
+    alive, _ = health_ok(server.port)
+    return (f"{len(pattern)}-byte pattern: {pages} pages, {found} found, slowest page {slowest:.2f} s, all {total:.1f} s; "
+            f"health {'ok' if alive else 'no answer'}"), slowest < 3 and total < 30 and alive and found == 0
 
 
 # MARK: running and reporting

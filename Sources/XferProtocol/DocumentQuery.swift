@@ -58,8 +58,9 @@ public struct DocumentQuery: Sendable, Hashable {
     /// Largest first, newest first, Z to A.
     public var descending: Bool
 
-    /// The longest pattern a query may carry, in bytes (a name is at most 255).
-    public static let maximumPatternBytes = 1024
+    /// The longest pattern a query may carry, in bytes: a name's longest
+    /// (``DocumentPathRules/maximumComponentBytes``).
+    public static let maximumPatternBytes = DocumentPathRules.maximumComponentBytes
 
     /// A query; every argument left out matches everything.
     public init(name: String? = nil, kinds: Set<DocumentKind>? = nil, scope: Scope? = nil, prefix: String = "",
@@ -149,10 +150,63 @@ public struct DocumentQuery: Sendable, Hashable {
         return true
     }
 
-    /// Whether a folded name matches a folded pattern.
+    /// Whether a folded name matches a folded pattern: wildmatch's `*`, `?`, `[…]` and `\`
+    /// within one name (no `/` on either side), matched by going back only to the last `*`
+    /// seen, which is enough when nothing else spans characters. At most pattern × name steps
+    /// and no memory: a server applies it to thousands of names a request, whatever their
+    /// owner chose (``queryRowsPerPage(patternLength:)``).
     public static func matches(pattern: [Unicode.Scalar], folded name: [Unicode.Scalar]) -> Bool {
-        var matcher = Wildmatch(pattern: pattern, text: name)
-        return matcher.matches()
+        var p = 0, t = 0
+        var star: (pattern: Int, text: Int)? = nil
+        while t < name.count {
+            if p < pattern.count {
+                switch pattern[p] {
+                case "*":
+                    star = (p, t)
+                    p += 1
+                    continue
+                case "?":
+                    p += 1
+                    t += 1
+                    continue
+                case "[":
+                    // An unterminated class never matches (git), wherever the text is.
+                    guard let (matched, next) = Wildmatch.matchClass(pattern, from: p, name[t]) else { return false }
+                    if matched {
+                        p = next
+                        t += 1
+                        continue
+                    }
+                case "\\":
+                    if p + 1 < pattern.count, pattern[p + 1] == name[t] {
+                        p += 2
+                        t += 1
+                        continue
+                    }
+                default:
+                    if pattern[p] == name[t] {
+                        p += 1
+                        t += 1
+                        continue
+                    }
+                }
+            }
+            // A mismatch: the last `*` takes one more character, or nothing matches.
+            guard let last = star else { return false }
+            star = (last.pattern, last.text + 1)
+            p = last.pattern + 1
+            t = last.text + 1
+        }
+        while p < pattern.count, pattern[p] == "*" { p += 1 }
+        return p == pattern.count
+    }
+
+    /// How many candidate rows a server checks for one page of a query with a pattern of
+    /// `patternLength` scalars: each check is at most pattern × name (≤ 255) steps, and a page
+    /// does at most about 100 million of them, so a page's cost is bounded whatever the
+    /// names and the pattern.
+    public static func queryRowsPerPage(patternLength: Int) -> Int {
+        min(20_000, max(1_000, 100_000_000 / ((patternLength + 1) * 256)))
     }
 
     /// Whether `a` comes before `b` in this query's order (path breaks ties; descending

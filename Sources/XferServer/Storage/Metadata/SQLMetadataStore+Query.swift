@@ -116,9 +116,6 @@ extension DocumentQuery {
 }
 
 extension MetadataTransaction {
-    /// Rows read for one page at most: a page whose candidates the exact check mostly refuses
-    /// ends early, `more` set, and the client asks on from where it stopped.
-    static let queryRowsPerPage = 20_000
 
     func query(container: Int64, _ query: DocumentQuery, after position: QueryPosition?, limit: Int, cursor: Int64) throws -> DocumentList {
         let bytewise = dialect.bytewise
@@ -159,10 +156,13 @@ extension MetadataTransaction {
         let (after, direction) = query.descending ? ("<", " DESC") : (">", "")
         let order = (key.map { "\($0)\(direction), " } ?? "") + "d.path\(bytewise)\(direction)"
 
+        // Rows read for one page at most: a page whose candidates the exact check mostly
+        // refuses ends early, `more` set, and the client asks on from where it stopped.
+        let rowsPerPage = DocumentQuery.queryRowsPerPage(patternLength: query.foldedPattern?.count ?? 0)
         var found: [DocumentInfo] = []
         var position = position
         var examined = 0
-        let batch = limit + 1
+        let batch = min(limit + 1, rowsPerPage)
         while true {
             var where_ = conditions
             var bound = values
@@ -195,7 +195,7 @@ extension MetadataTransaction {
                 }
             }
             if rows.count < batch { return DocumentList(documents: found, cursor: cursor) }
-            if examined >= Self.queryRowsPerPage, let position {
+            if examined >= rowsPerPage, let position {
                 // Enough read for one answer: the client asks on from the last row read.
                 return DocumentList(documents: found, cursor: cursor, more: true, next: position.token)
             }
