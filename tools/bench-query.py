@@ -3,7 +3,7 @@
 beside SQLite scanning the same table itself (the ceiling of a query that must look at every
 name) and beside the listing route's first page, all in one run.
 
-    python3 tools/bench-query.py XFER_BINARY [--documents 1000000] [--runs 7] [--work DIR]
+    python3 tools/bench-query.py XFER_BINARY [--documents 1000000] [--runs 7] [--work DIR] [--keep]
 
 It starts `xfer serve` (embedded SQLite) on a loopback port, uploads 64 chunks of distinct
 sizes, and commits N single-file documents through the batch-commit route, 1,000 a request:
@@ -89,6 +89,7 @@ def main():
     parser.add_argument("--documents", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--work", default="/tmp/xfer-bench/query")
+    parser.add_argument("--keep", action="store_true", help="leave the server's data directory in --work afterwards")
     args = parser.parse_args()
     binary = os.path.abspath(args.binary)
     server, env = xferlab.fresh_server(binary, args.work)
@@ -138,7 +139,8 @@ def main():
         print(f"\nmetadata.sqlite: {size / 2**20:.0f} MiB")
     finally:
         server.stop()
-        shutil.rmtree(args.work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(args.work, ignore_errors=True)
 
 
 if __name__ == "__main__":

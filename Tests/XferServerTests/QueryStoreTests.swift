@@ -77,7 +77,23 @@ import XferProtocol
         DocumentQuery(name: "*t*", sort: .size, descending: true),
         DocumentQuery(kinds: [.package]),
         DocumentQuery(kinds: [.file, .directory], sort: .path, descending: true),
+        DocumentQuery(prefix: "Documents/notes/a"),
+        DocumentQuery(prefix: "Documents/é", sort: .name),
+        DocumentQuery(prefix: "Documents/", sort: .size, descending: true),
+        DocumentQuery(state: .deleted, sort: .modified),
+        DocumentQuery(state: .conflict, sort: .size, descending: true),
+        DocumentQuery(name: "*", sort: .modified, descending: true),
+        DocumentQuery(name: "*.txt", minimumSize: 2_000, sort: .size),
     ]
+
+    @Test func aPrefixRangeEndsAtItsSuccessor() {
+        #expect(MetadataTransaction.successor(of: "Documents/a/") == "Documents/a0")
+        #expect(MetadataTransaction.successor(of: "a\u{10FFFF}") == "b")
+        #expect(MetadataTransaction.successor(of: "\u{10FFFF}\u{10FFFF}") == nil)
+        #expect(MetadataTransaction.successor(of: "x\u{D7FF}") == "x\u{E000}")
+        #expect(MetadataTransaction.successor(of: "é") == "ê")
+        #expect(MetadataTransaction.successor(of: "") == nil)
+    }
 
     @Test(arguments: MetadataStoreTests.backends) func everyQueryPageByPageIsTheRuleAppliedToEveryDocument(_ kind: String) async throws {
         try await MetadataStoreTests.withStore(kind) { store, account in

@@ -191,6 +191,14 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             ALTER TABLE documents ADD COLUMN name_folded TEXT;
             CREATE INDEX documents_by_name ON documents (container_id, name_folded COLLATE "C")
             """),
+        // As SQLite's v12.
+        ("v10: query indexes", """
+            CREATE INDEX documents_by_path_name ON documents (container_id, path COLLATE "C", name_folded);
+            CREATE INDEX versions_by_mtime ON versions (container_id, mtime_ns);
+            CREATE INDEX versions_by_size ON versions (container_id, size);
+            CREATE INDEX versions_deleted ON versions (container_id, document_id) WHERE state = 'deleted';
+            CREATE INDEX versions_conflict ON versions (container_id, document_id) WHERE state = 'conflict'
+            """),
     ]
 
     func migrate(upTo last: String? = nil) async throws {

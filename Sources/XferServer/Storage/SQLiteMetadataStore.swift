@@ -233,6 +233,18 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 CREATE INDEX documents_by_name ON documents (container_id, name_folded);
                 """)
         }
+        migrator.registerMigration("v12: query indexes") { db in
+            // Search at a million documents (docs/PERFORMANCE.md): a name tested in path order
+            // from the index alone; time and size orders, and the deleted and conflicted, from
+            // indexes of their own.
+            try db.execute(sql: """
+                CREATE INDEX documents_by_path_name ON documents (container_id, path, name_folded);
+                CREATE INDEX versions_by_mtime ON versions (container_id, mtime_ns);
+                CREATE INDEX versions_by_size ON versions (container_id, size);
+                CREATE INDEX versions_deleted ON versions (container_id, document_id) WHERE state = 'deleted';
+                CREATE INDEX versions_conflict ON versions (container_id, document_id) WHERE state = 'conflict';
+                """)
+        }
         return migrator
     }
 

@@ -117,15 +117,33 @@ extension DocumentQuery {
 
 extension MetadataTransaction {
 
+    /// One page of `query` in `container`. Which table leads decides which index serves
+    /// (docs/PERFORMANCE.md, "Search at a million documents"): an order by time or size, and
+    /// the deleted, walk `versions` by their indexes and look each row's document up; the
+    /// rest walk `documents` in path or name order. Keyset conditions are written so the
+    /// walked index's range serves them (`key >= k AND (key > k OR path > p)`).
     func query(container: Int64, _ query: DocumentQuery, after position: QueryPosition?, limit: Int, cursor: Int64) throws -> DocumentList {
         let bytewise = dialect.bytewise
-        var conditions = ["d.container_id = ?"]
+        let byVersions = query.sort == .modified || query.sort == .size || query.state == .deleted
+        let source: String
+        var conditions: [String]
         var values: [SQLValue] = [.int(container)]
+        if byVersions {
+            source = "versions v JOIN documents d ON d.id = v.document_id"
+            conditions = ["v.container_id = ?", "v.version = COALESCE(d.current_version, d.latest_version)"]
+        } else {
+            // A name pattern read in path order: the index that holds both, so a name that
+            // does not match costs no row read.
+            let hint = query.likePattern != nil && query.sort == .path ? dialect.indexedBy("documents_by_path_name") : ""
+            source = "documents d\(hint) JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)"
+            conditions = ["d.container_id = ?"]
+        }
         switch query.state {
         case .current:
             conditions.append("v.state != 'deleted'")
         case .conflict:
-            conditions.append("v.state != 'deleted' AND EXISTS (SELECT 1 FROM versions c WHERE c.document_id = d.id AND c.state = 'conflict')")
+            conditions.append("v.state != 'deleted' AND d.id IN (SELECT document_id FROM versions WHERE container_id = ? AND state = 'conflict')")
+            values.append(.int(container))
         case .deleted:
             conditions.append("v.state = 'deleted'")
         }
@@ -135,6 +153,13 @@ extension MetadataTransaction {
         }
         let prefix = query.pathPrefix
         if !prefix.isEmpty {
+            // Every path with the prefix lies in [prefix, its successor): a range of the path index.
+            conditions.append("d.path\(bytewise) >= ?")
+            values.append(.text(prefix))
+            if let end = Self.successor(of: prefix) {
+                conditions.append("d.path\(bytewise) < ?")
+                values.append(.text(end))
+            }
             conditions.append("substr(d.path, 1, length(?)) = ?")
             values += [.text(prefix), .text(prefix)]
         }
@@ -169,7 +194,7 @@ extension MetadataTransaction {
             if let position {
                 if let key {
                     let value: SQLValue = query.sort == .name ? .text(position.key) : .int(Int64(position.key) ?? 0)
-                    where_.append("(\(key) \(after) ? OR (\(key) = ? AND d.path\(bytewise) \(after) ?))")
+                    where_.append("\(key) \(after)= ? AND (\(key) \(after) ? OR d.path\(bytewise) \(after) ?)")
                     bound += [value, value, .text(position.path)]
                 } else {
                     where_.append("d.path\(bytewise) \(after) ?")
@@ -177,8 +202,7 @@ extension MetadataTransaction {
                 }
             }
             let rows = try sql.rows("""
-                SELECT d.path, \(infoColumns) FROM documents d
-                JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)
+                SELECT d.path, \(infoColumns) FROM \(source)
                 WHERE \(where_.joined(separator: " AND "))
                 ORDER BY \(order) LIMIT ?
                 """, bound + [.int(Int64(batch))])
@@ -200,6 +224,22 @@ extension MetadataTransaction {
                 return DocumentList(documents: found, cursor: cursor, more: true, next: position.token)
             }
         }
+    }
+
+    /// The least string above every string that starts with `prefix` (in bytewise UTF-8
+    /// order, which is scalar order): its last scalar that can grow, grown by one, and what
+    /// follows it dropped; `nil` if none can (every scalar U+10FFFF).
+    static func successor(of prefix: String) -> String? {
+        var scalars = Array(prefix.unicodeScalars)
+        while let last = scalars.popLast() {
+            var value = last.value + 1
+            if value == 0xD800 { value = 0xE000 }  // surrogates are no scalars
+            if let next = Unicode.Scalar(value) {
+                scalars.append(next)
+                return String(String.UnicodeScalarView(scalars))
+            }
+        }
+        return nil
     }
 
     /// Fills the folded name (``DocumentQuery/folded(_:)``) of every document that has none:

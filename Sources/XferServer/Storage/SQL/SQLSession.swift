@@ -125,6 +125,10 @@ struct SQLDialect: Sendable {
     var joinedIntegers: @Sendable (String) -> String
     /// The database's clock, in nanoseconds since 1970, as an expression.
     var clock: String
+    /// Makes a query walk the named index: SQLite's `INDEXED BY`, where its planner, without
+    /// statistics, takes the unique path index and reads every row to test a name; empty on
+    /// PostgreSQL, whose planner weighs the indexes itself.
+    var indexedBy: @Sendable (String) -> String
     /// Whether rows are locked one by one (a statement that writes many rows must then be
     /// preceded by a `SELECT … ORDER BY id FOR UPDATE`, so every transaction takes its locks in
     /// one order); `false` on SQLite, whose one writer holds the whole database.
@@ -133,12 +137,12 @@ struct SQLDialect: Sendable {
     static let sqlite = SQLDialect(
         forUpdate: "", bytewise: "",
         joinedIntegers: { "group_concat(\($0))" },
-        clock: "xfer_clock_ns()", locksRows: false)
+        clock: "xfer_clock_ns()", indexedBy: { " INDEXED BY \($0)" }, locksRows: false)
 
     static let postgres = SQLDialect(
         forUpdate: " FOR UPDATE", bytewise: #" COLLATE "C""#,
         joinedIntegers: { "string_agg(\($0)::text, ',')" },
-        clock: "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint", locksRows: true)
+        clock: "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint", indexedBy: { _ in "" }, locksRows: true)
 }
 
 /// One transaction's statements on one backend: the narrow interface the metadata rules are
