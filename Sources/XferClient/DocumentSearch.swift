@@ -48,7 +48,7 @@ extension DocumentClient {
         let remote = try await unlocked()
         guard remote.endToEnd != nil else { return try await pages(of: query, limit: limit, remote: remote) }
         var everything = try await pages(of: DocumentQuery(state: query.state), limit: nil, remote: remote)
-        let documents = remote.named(everything.documents).documents.filter(query.matches).sorted(by: query.precedes)
+        let documents = remote.named(everything.documents).documents.filter(query.matcher()).sorted(by: query.precedes)
         everything.documents = limit.map { Array(documents.prefix($0)) } ?? documents
         everything.more = limit.map { documents.count > $0 } ?? false
         return everything
@@ -112,9 +112,13 @@ extension DocumentClient {
         var cursor = first.cursor
         emit(result.update(added: first.documents, removed: [], changed: [], cursor: cursor, initial: true))
         let feed = ChangeFeed(remote: remote, wait: wait)
+        var deployment = first.deployment
         while let page = try await feed.page(after: cursor, keys: remote.endToEnd) {
-            if let head = page.head, head < cursor {
-                // The server's history is older than what this query saw: read it again whole.
+            let moved = page.deployment != nil && deployment != nil && page.deployment != deployment
+            if moved || (page.head.map { $0 < cursor } ?? false) {
+                // Another server at this address, or one whose history is older than what this
+                // query saw (restored from a backup): read the result again whole.
+                deployment = page.deployment ?? deployment
                 let again = try await find(query)
                 let update = result.replace(with: again.documents, cursor: again.cursor)
                 cursor = again.cursor
@@ -134,10 +138,20 @@ extension DocumentClient {
                 }
             }
             for path in Set(asked) {
-                do {
-                    newest[path] = try await stat(path.value)
-                } catch let error as XferError where error.code == .notFound {
-                    result.forget(path)
+                // A dropped connection is retried with backoff, as the feed's own pages are.
+                var backoff = Duration.milliseconds(250)
+                while true {
+                    do {
+                        newest[path] = try await stat(path.value)
+                        break
+                    } catch let error as XferError where error.code == .notFound {
+                        result.forget(path)
+                        break
+                    } catch let error as XferError where error.code == .unavailable || error.code == .internal {
+                        if Task.isCancelled { return }
+                        try? await Task.sleep(for: backoff)
+                        backoff = min(backoff * 2, .seconds(30))
+                    }
                 }
             }
             cursor = page.cursor
@@ -151,11 +165,13 @@ extension DocumentClient {
 /// A live query's result: documents by path, and the updates a change makes.
 struct LiveResult {
     let query: DocumentQuery
+    let matches: @Sendable (DocumentInfo) -> Bool
     private(set) var documents: [DocumentPath: DocumentInfo]
     private var removedSinceUpdate: [DocumentInfo] = []
 
     init(query: DocumentQuery, documents: [DocumentInfo]) {
         self.query = query
+        matches = query.matcher()
         self.documents = Dictionary(documents.map { ($0.path, $0) }, uniquingKeysWith: { _, last in last })
     }
 
@@ -180,7 +196,7 @@ struct LiveResult {
         removedSinceUpdate = []
         for info in newest {
             let before = documents[info.path]
-            if query.matches(info) {
+            if matches(info) {
                 documents[info.path] = info
                 if let before {
                     if before != info { changed.append(info) }

@@ -65,29 +65,70 @@ public struct Wildmatch {
 
     /// Matches `c` against the class that opens at `pattern[start]` (`[`).
     /// - Returns: Whether it matched and the index after the class; `nil` for an unterminated
-    ///   class (git: the pattern never matches).
+    ///   class or an unknown `[:name:]` (git: the pattern never matches).
     public static func matchClass(_ pattern: [Unicode.Scalar], from start: Int, _ c: Unicode.Scalar) -> (Bool, Int)? {
+        GlobClass.parse(pattern, from: start).map { ($0.class.contains(c), $0.next) }
+    }
+
+    /// The POSIX character classes git's wildmatch knows (ASCII, as in the C locale).
+    public static let posixClasses: [String: @Sendable (Unicode.Scalar) -> Bool] = [
+        "alnum": { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) },
+        "alpha": { $0.isASCII && $0.properties.isAlphabetic },
+        "blank": { $0 == " " || $0 == "\t" },
+        "cntrl": { $0.value < 0x20 || $0.value == 0x7f },
+        "digit": { ("0"..."9").contains($0) },
+        "graph": { $0.value > 0x20 && $0.value < 0x7f },
+        "lower": { ("a"..."z").contains($0) },
+        "print": { $0.value >= 0x20 && $0.value < 0x7f },
+        "punct": { $0.value > 0x20 && $0.value < 0x7f && !$0.properties.isAlphabetic && !("0"..."9").contains($0) },
+        "space": { [" ", "\t", "\n", "\r", "\u{0B}", "\u{0C}"].contains($0) },
+        "upper": { ("A"..."Z").contains($0) },
+        "xdigit": { ("0"..."9").contains($0) || ("a"..."f").contains($0) || ("A"..."F").contains($0) },
+    ]
+}
+
+/// One bracket expression of a glob (`[a-c]`, `[!x]`, `[[:digit:]_]`), read as git's wildmatch
+/// reads it: `!` or `^` first negates, a `]` first is a member, `\\` escapes, `a-z` is a range,
+/// `[:name:]` a POSIX class, a `[:` with no `:` just before the next `]` a plain `[`.
+public struct GlobClass: Sendable {
+    public var negated = false
+    var ranges: [ClosedRange<UInt32>] = []
+    var named: [@Sendable (Unicode.Scalar) -> Bool] = []
+
+    /// Whether `c` is in the class (after negation).
+    public func contains(_ c: Unicode.Scalar) -> Bool {
+        let member = ranges.contains { $0.contains(c.value) } || named.contains { $0(c) }
+        return member != negated
+    }
+
+    /// Reads the class that opens at `pattern[start]` (`[`).
+    /// - Returns: The class and the index after its `]`; `nil` for an unterminated class or an
+    ///   unknown `[:name:]`, which git's wildmatch takes as a pattern that never matches.
+    public static func parse(_ pattern: [Unicode.Scalar], from start: Int) -> (class: GlobClass, next: Int)? {
+        var result = GlobClass()
         var i = start + 1
-        var negate = false
         if i < pattern.count && (pattern[i] == "!" || pattern[i] == "^") {
-            negate = true
+            result.negated = true
             i += 1
         }
-        var matched = false
         var first = true
         while i < pattern.count {
             var low = pattern[i]
-            if low == "]" && !first { return (matched != negate, i + 1) }
+            if low == "]" && !first { return (result, i + 1) }
             first = false
             if low == "[" && i + 1 < pattern.count && pattern[i + 1] == ":" {
-                // [:name:]
-                if let close = (i + 2..<pattern.count).first(where: { pattern[$0] == ":" && $0 + 1 < pattern.count && pattern[$0 + 1] == "]" }) {
-                    let name = String(String.UnicodeScalarView(pattern[(i + 2)..<close]))
-                    guard let test = posixClasses[name] else { return nil }  // git: an unknown class never matches
-                    if test(c) { matched = true }
-                    i = close + 2
+                // As git: up to the next `]`; a `:` just before it makes a class name.
+                guard let close = (i + 2..<pattern.count).first(where: { pattern[$0] == "]" }) else { return nil }
+                if close - 1 >= i + 2 && pattern[close - 1] == ":" {
+                    let name = String(String.UnicodeScalarView(pattern[(i + 2)..<(close - 1)]))
+                    guard let test = Wildmatch.posixClasses[name] else { return nil }
+                    result.named.append(test)
+                    i = close + 1
                     continue
                 }
+                result.ranges.append(low.value...low.value)  // a plain `[`; the `:` is read next
+                i += 1
+                continue
             }
             if low == "\\" {
                 i += 1
@@ -104,25 +145,9 @@ public struct Wildmatch {
                     high = pattern[i]
                 }
             }
-            if low.value <= c.value && c.value <= high.value { matched = true }
+            if low.value <= high.value { result.ranges.append(low.value...high.value) }
             i += 1
         }
         return nil
     }
-
-    /// The POSIX character classes git's wildmatch knows (ASCII, as in the C locale).
-    static let posixClasses: [String: @Sendable (Unicode.Scalar) -> Bool] = [
-        "alnum": { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) },
-        "alpha": { $0.isASCII && $0.properties.isAlphabetic },
-        "blank": { $0 == " " || $0 == "\t" },
-        "cntrl": { $0.value < 0x20 || $0.value == 0x7f },
-        "digit": { ("0"..."9").contains($0) },
-        "graph": { $0.value > 0x20 && $0.value < 0x7f },
-        "lower": { ("a"..."z").contains($0) },
-        "print": { $0.value >= 0x20 && $0.value < 0x7f },
-        "punct": { $0.value > 0x20 && $0.value < 0x7f && !$0.properties.isAlphabetic && !("0"..."9").contains($0) },
-        "space": { [" ", "\t", "\n", "\r", "\u{0B}", "\u{0C}"].contains($0) },
-        "upper": { ("A"..."Z").contains($0) },
-        "xdigit": { ("0"..."9").contains($0) || ("a"..."f").contains($0) || ("A"..."F").contains($0) },
-    ]
 }

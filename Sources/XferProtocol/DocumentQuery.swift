@@ -96,8 +96,9 @@ public struct DocumentQuery: Sendable, Hashable {
 
     /// The last component of a path.
     public static func name(of path: DocumentPath) -> Substring {
-        let value = path.value
-        return value.lastIndex(of: "/").map { value[value.index(after: $0)...] } ?? value[...]
+        let scalars = path.value.unicodeScalars
+        // By scalar: a component that starts with a combining mark joins the `/` in one Character.
+        return scalars.lastIndex(of: "/").map { Substring(scalars[scalars.index(after: $0)...]) } ?? Substring(path.value)
     }
 
     /// Throws `bad_request` for a query no server answers: a pattern too long, holding `/`
@@ -107,7 +108,7 @@ public struct DocumentQuery: Sendable, Hashable {
             guard name.utf8.count <= Self.maximumPatternBytes else {
                 throw XferError(.badRequest, "the name pattern is longer than \(Self.maximumPatternBytes) bytes")
             }
-            guard !name.contains("/"), !name.utf8.contains(0) else {
+            guard !name.utf8.contains(UInt8(ascii: "/")), !name.utf8.contains(0) else {
                 throw XferError(.badRequest, "a name pattern matches one name and holds no '/'; choose a folder with the prefix")
             }
             var escapes = 0
@@ -132,6 +133,10 @@ public struct DocumentQuery: Sendable, Hashable {
     /// Whether `document` (its newest state, as a listing or the change feed gives it) is in
     /// the result.
     public func matches(_ document: DocumentInfo) -> Bool {
+        matches(document, pattern: foldedPattern.map(NamePattern.init(folded:)))
+    }
+
+    func matches(_ document: DocumentInfo, pattern: NamePattern?) -> Bool {
         switch state {
         case .current: guard document.state != .deleted else { return false }
         case .conflict: guard document.state != .deleted, document.conflicts?.isEmpty == false else { return false }
@@ -144,61 +149,112 @@ public struct DocumentQuery: Sendable, Hashable {
         if let high = modifiedBefore, document.mtimeNs >= high { return false }
         if let low = minimumSize, document.size < low { return false }
         if let high = maximumSize, document.size > high { return false }
-        if let pattern = foldedPattern {
-            return Self.matches(pattern: pattern, folded: Array(Self.folded(Self.name(of: document.path)).unicodeScalars))
+        if let pattern {
+            return pattern.matches(Array(Self.folded(Self.name(of: document.path)).unicodeScalars))
         }
         return true
     }
 
-    /// Whether a folded name matches a folded pattern: wildmatch's `*`, `?`, `[…]` and `\`
-    /// within one name (no `/` on either side), matched by going back only to the last `*`
-    /// seen, which is enough when nothing else spans characters. At most pattern × name steps
-    /// and no memory: a server applies it to thousands of names a request, whatever their
-    /// owner chose (``queryRowsPerPage(patternLength:)``).
-    public static func matches(pattern: [Unicode.Scalar], folded name: [Unicode.Scalar]) -> Bool {
-        var p = 0, t = 0
-        var star: (pattern: Int, text: Int)? = nil
-        while t < name.count {
-            if p < pattern.count {
-                switch pattern[p] {
+    /// A name pattern read once (``init(folded:)``) and matched against many names.
+    public struct NamePattern: Sendable {
+        public enum Token: Sendable {
+            case literal(Unicode.Scalar)
+            case any
+            case star
+            case set(GlobClass)
+        }
+        /// The pattern's tokens; `nil` for one that never matches (an unterminated class, an
+        /// unknown `[:name:]`).
+        public let tokens: [Token]?
+
+        /// Reads a folded pattern as git's wildmatch does within one name: `*` (runs of them
+        /// are one), `?`, `[…]` (``GlobClass``), `\\` escapes.
+        public init(folded pattern: [Unicode.Scalar]) {
+            var tokens: [Token] = []
+            var index = 0
+            while index < pattern.count {
+                switch pattern[index] {
                 case "*":
-                    star = (p, t)
-                    p += 1
-                    continue
+                    if case .star? = tokens.last {} else { tokens.append(.star) }
+                    index += 1
                 case "?":
-                    p += 1
-                    t += 1
-                    continue
+                    tokens.append(.any)
+                    index += 1
                 case "[":
-                    // An unterminated class never matches (git), wherever the text is.
-                    guard let (matched, next) = Wildmatch.matchClass(pattern, from: p, name[t]) else { return false }
-                    if matched {
-                        p = next
-                        t += 1
-                        continue
+                    guard let (set, next) = GlobClass.parse(pattern, from: index) else {
+                        self.tokens = nil
+                        return
                     }
+                    tokens.append(.set(set))
+                    index = next
                 case "\\":
-                    if p + 1 < pattern.count, pattern[p + 1] == name[t] {
-                        p += 2
-                        t += 1
-                        continue
+                    guard index + 1 < pattern.count else {
+                        self.tokens = nil
+                        return
                     }
+                    tokens.append(.literal(pattern[index + 1]))
+                    index += 2
                 default:
-                    if pattern[p] == name[t] {
+                    tokens.append(.literal(pattern[index]))
+                    index += 1
+                }
+            }
+            self.tokens = tokens
+        }
+
+        /// Whether a folded name matches, going back only to the last `*` seen (enough when
+        /// every other token takes exactly one scalar): at most tokens × name steps, each
+        /// class test at most its length, and no memory.
+        public func matches(_ name: [Unicode.Scalar]) -> Bool {
+            guard let tokens else { return false }
+            var p = 0, t = 0
+            var star: (token: Int, text: Int)? = nil
+            while t < name.count {
+                if p < tokens.count {
+                    switch tokens[p] {
+                    case .star:
+                        star = (p, t)
+                        p += 1
+                        continue
+                    case .any:
                         p += 1
                         t += 1
                         continue
+                    case .set(let set):
+                        if set.contains(name[t]) {
+                            p += 1
+                            t += 1
+                            continue
+                        }
+                    case .literal(let scalar):
+                        if scalar == name[t] {
+                            p += 1
+                            t += 1
+                            continue
+                        }
                     }
                 }
+                // A mismatch: the last `*` takes one more scalar, or nothing matches.
+                guard let last = star else { return false }
+                star = (last.token, last.text + 1)
+                p = last.token + 1
+                t = last.text + 1
             }
-            // A mismatch: the last `*` takes one more character, or nothing matches.
-            guard let last = star else { return false }
-            star = (last.pattern, last.text + 1)
-            p = last.pattern + 1
-            t = last.text + 1
+            while p < tokens.count, case .star = tokens[p] { p += 1 }
+            return p == tokens.count
         }
-        while p < pattern.count, pattern[p] == "*" { p += 1 }
-        return p == pattern.count
+    }
+
+    /// Whether a folded name matches a folded pattern (``NamePattern``, read for this call).
+    public static func matches(pattern: [Unicode.Scalar], folded name: [Unicode.Scalar]) -> Bool {
+        NamePattern(folded: pattern).matches(name)
+    }
+
+    /// ``matches(_:)`` with the pattern read once: for deciding many documents.
+    public func matcher() -> @Sendable (DocumentInfo) -> Bool {
+        let pattern = foldedPattern.map(NamePattern.init(folded:))
+        let query = self
+        return { document in query.matches(document, pattern: pattern) }
     }
 
     /// How many candidate rows a server checks for one page of a query with a pattern of

@@ -51,7 +51,7 @@ import XferProtocol
     /// stars, classes and escapes meet most often.
     @Test func theOneNameMatcherAgreesWithWildmatch() {
         var rng = SystemRandomNumberGenerator()
-        let pieces: [String] = ["a", "b", "*", "**", "?", "[ab]", "[!a]", "[a-", "\\*", "\\a", "[[:alpha:]]"]
+        let pieces: [String] = ["a", "b", "*", "**", "?", "[ab]", "[!a]", "[a-", "\\*", "\\a", "[[:alpha:]]", "[[:", ":]", "]", "[]a]"]
         let letters: [Unicode.Scalar] = ["a", "b", "*", "c"]
         for _ in 0..<20_000 {
             let pattern = Array((0..<Int.random(in: 0...6, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined().unicodeScalars)
@@ -60,6 +60,23 @@ import XferProtocol
             #expect(DocumentQuery.matches(pattern: pattern, folded: name) == reference.matches(),
                     "\(String(String.UnicodeScalarView(pattern))) against \(String(String.UnicodeScalarView(name)))")
         }
+    }
+
+    /// Classes are read as git reads them: `[:` ends at the next `]`, and is a plain `[` when
+    /// no `:` stands just before it; an unknown class name or an unterminated class never matches.
+    @Test func classesAreReadAsGitReadsThem() {
+        func match(_ pattern: String, _ name: String) -> Bool {
+            DocumentQuery.matches(pattern: Array(pattern.unicodeScalars), folded: Array(name.unicodeScalars))
+        }
+        #expect(match("[[:x]:]", "x:]") && match("[[:x]:]", "[:]") && !match("[[:x]:]", "y:]"))
+        #expect(match("[[:digit:]]x", "7x") && !match("[[:nosuch:]]x", "7x") && !match("[ab", "a"))
+        #expect(match("[]a]", "]") && match("[!]]", "x") && !match("[!]]", "]"))
+        // A pattern built to cost pattern² per class (a `[:` scan for each of 125) is read once.
+        let costly = "*[" + String(repeating: "[:", count: 125) + "a]b"
+        #expect(costly.utf8.count <= DocumentQuery.maximumPatternBytes)
+        let pattern = DocumentQuery.NamePattern(folded: Array(costly.unicodeScalars))
+        #expect(pattern.tokens?.count == 3)
+        #expect(pattern.matches(Array((String(repeating: "a", count: 200) + "b").unicodeScalars)))
     }
 
     @Test func stateKindRangesAndPrefixDecideTogether() throws {

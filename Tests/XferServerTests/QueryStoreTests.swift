@@ -13,7 +13,7 @@ import XferProtocol
     /// Documents of several names, sizes and times; one deleted, one with a conflict.
     static func fill(_ store: any MetadataStore, _ account: Int64) async throws -> [DocumentInfo] {
         let names = ["Documents/Report.PDF", "Documents/report-2025.pdf", "Documents/notes/a_b.txt", "Documents/notes/a%b.txt",
-                     "Documents/notes/axb.txt", "Documents/Été.txt", "Documents/éTÉ2.TXT", "Documents/[x].md", "Data/cache.db",
+                     "Documents/notes/axb.txt", "Documents/Été.txt", "Documents/éTÉ2.TXT", "Documents/[x].md", "Documents/\u{600}%.txt", "Data/cache.db",
                      "Data/REPORT.pdf.bak", "Documents/zz"]
         for (index, name) in names.enumerated() {
             let chunk = MetadataStoreTests.chunk(UInt8(index + 1), length: 1000 * (index % 4 + 1))
@@ -63,6 +63,8 @@ import XferProtocol
         DocumentQuery(name: "\\[x\\].md"),
         DocumentQuery(name: "[!a-z]*"),
         DocumentQuery(name: "[unterminated"),
+        DocumentQuery(name: "\u{600}%*"),
+        DocumentQuery(name: "[[:x]:]*"),
         DocumentQuery(scope: .documents, prefix: "notes/"),
         DocumentQuery(scope: .data),
         DocumentQuery(modifiedAfter: 1_000, modifiedBefore: 2_000),
@@ -109,6 +111,7 @@ import XferProtocol
             let pdfs = all.filter(DocumentQuery(name: "*.pdf").matches).map(\.path.value).sorted()
             #expect(pdfs == ["Documents/Report.PDF", "Documents/report-2025.pdf"])
             #expect(all.filter(DocumentQuery(name: "a_b.txt").matches).map(\.path.value) == ["Documents/notes/a_b.txt"])
+            #expect(all.filter(DocumentQuery(name: "\u{600}%*").matches).map(\.path.value) == ["Documents/\u{600}%.txt"])
             #expect(all.filter(DocumentQuery(name: "ÉTÉ*").matches).count == 2)
             #expect(all.filter(DocumentQuery(state: .conflict).matches).map(\.path.value) == ["Documents/zz"])
             #expect(all.filter(DocumentQuery(state: .deleted).matches).map(\.path.value) == ["Documents/gone.pdf"])

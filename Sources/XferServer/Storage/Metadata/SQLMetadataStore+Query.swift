@@ -36,12 +36,13 @@ struct QueryPosition: Equatable {
         self.path = path
     }
 
-    /// The position after `document` in `query`'s order.
-    init(after document: DocumentInfo, in query: DocumentQuery) {
+    /// The position after `document` in `query`'s order; `storedName` is its folded name as
+    /// the store keeps it (what SQL sorted by), else it is folded here.
+    init(after document: DocumentInfo, in query: DocumentQuery, storedName: String? = nil) {
         let key: String
         switch query.sort {
         case .path: key = ""
-        case .name: key = DocumentQuery.folded(DocumentQuery.name(of: document.path))
+        case .name: key = storedName ?? DocumentQuery.folded(DocumentQuery.name(of: document.path))
         case .modified: key = String(document.mtimeNs)
         case .size: key = String(document.size)
         }
@@ -77,39 +78,27 @@ struct QueryPosition: Equatable {
 }
 
 extension DocumentQuery {
-    /// A LIKE pattern (escape `\`) that every folded name the glob matches also matches: `*`
-    /// becomes `%`, `?` and a whole `[…]` class `_` (one character each, as one scalar of the
-    /// glob), literals stay, with `%`, `_` and `\` escaped. `nil` for a glob that matches every
-    /// name.
+    /// A LIKE pattern (escape `\`) that every folded name the glob matches also matches, made
+    /// from the pattern's tokens (``DocumentQuery/NamePattern``): `*` becomes `%`, `?` and a
+    /// class `_` (one scalar each), literals stay, with `%`, `_` and `\` escaped. `nil` for a
+    /// glob that matches every name.
     var likePattern: String? {
         guard let glob = foldedPattern else { return nil }
+        // A pattern that never matches still goes through SQL (the check refuses every row).
+        guard let tokens = NamePattern(folded: glob).tokens else { return "%" }
         var like = ""
-        var index = 0
-        func literal(_ scalar: Unicode.Scalar) {
-            if scalar == "%" || scalar == "_" || scalar == "\\" { like.append("\\") }
-            like.unicodeScalars.append(scalar)
-        }
-        while index < glob.count {
-            let scalar = glob[index]
-            switch scalar {
-            case "*":
-                if !like.hasSuffix("%") || like.hasSuffix("\\%") { like.append("%") }
-                index += 1
-            case "?":
+        var afterStar = false
+        for token in tokens {
+            switch token {
+            case .star:
+                if !afterStar { like.append("%") }
+            case .any, .set:
                 like.append("_")
-                index += 1
-            case "[":
-                // An unterminated class never matches (the check after SQL refuses every name).
-                guard let (_, next) = Wildmatch.matchClass(glob, from: index, "a") else { return like + "%" }
-                like.append("_")
-                index = next
-            case "\\":
-                if index + 1 < glob.count { literal(glob[index + 1]) }
-                index += 2
-            default:
-                literal(scalar)
-                index += 1
+            case .literal(let scalar):
+                if scalar == "%" || scalar == "_" || scalar == "\\" { like.append("\\") }
+                like.unicodeScalars.append(scalar)
             }
+            if case .star = token { afterStar = true } else { afterStar = false }
         }
         return like == "%" ? nil : like
     }
@@ -186,8 +175,10 @@ extension MetadataTransaction {
         let rowsPerPage = DocumentQuery.queryRowsPerPage(patternLength: query.foldedPattern?.count ?? 0)
         var found: [DocumentInfo] = []
         var position = position
+        var last: QueryPosition? = nil
         var examined = 0
         let batch = min(limit + 1, rowsPerPage)
+        let matches = query.matcher()
         while true {
             var where_ = conditions
             var bound = values
@@ -202,21 +193,22 @@ extension MetadataTransaction {
                 }
             }
             let rows = try sql.rows("""
-                SELECT d.path, \(infoColumns) FROM \(source)
+                SELECT d.path, d.name_folded, \(infoColumns) FROM \(source)
                 WHERE \(where_.joined(separator: " AND "))
                 ORDER BY \(order) LIMIT ?
                 """, bound + [.int(Int64(batch))])
             for row in rows {
                 let document = try Self.info(row: row)
                 examined += 1
-                position = QueryPosition(after: document, in: query)
-                guard query.matches(document) else { continue }
-                found.append(document)
-                if found.count > limit {
-                    found.removeLast()
-                    return DocumentList(documents: found, cursor: cursor, more: true,
-                                        next: QueryPosition(after: found.last!, in: query).token)
+                // The position in the order SQL walked: a name's key as stored.
+                position = QueryPosition(after: document, in: query, storedName: try row.optionalText("name_folded"))
+                guard matches(document) else { continue }
+                if found.count == limit {
+                    // One more than asked: the page ends at the one before, whose position is kept.
+                    return DocumentList(documents: found, cursor: cursor, more: true, next: last!.token)
                 }
+                found.append(document)
+                last = position
             }
             if rows.count < batch { return DocumentList(documents: found, cursor: cursor) }
             if examined >= rowsPerPage, let position {
@@ -245,12 +237,14 @@ extension MetadataTransaction {
     /// Fills the folded name (``DocumentQuery/folded(_:)``) of every document that has none:
     /// the documents of a store made before queries, once, after its schema is migrated.
     func fillFoldedNames() throws {
+        var after: Int64 = 0
         while true {
-            let rows = try sql.rows("SELECT id, path FROM documents WHERE name_folded IS NULL LIMIT 1000")
+            let rows = try sql.rows("SELECT id, path FROM documents WHERE id > ? AND name_folded IS NULL ORDER BY id LIMIT 1000", after)
             for row in rows {
-                let path = try row.text("path")
-                let name = path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path[...]
-                try sql.rows("UPDATE documents SET name_folded = ? WHERE id = ?", DocumentQuery.folded(name), try row.int("id"))
+                let id = try row.int("id")
+                let path = try DocumentPath(try row.text("path"))
+                try sql.rows("UPDATE documents SET name_folded = ? WHERE id = ?", DocumentQuery.folded(DocumentQuery.name(of: path)), id)
+                after = id
             }
             if rows.count < 1000 { return }
         }
