@@ -5,6 +5,16 @@ import XferCore
 import XferProtocol
 
 extension DocumentKind: ExpressibleByArgument {}
+
+extension DocumentInfo {
+    /// What `ls` and `find` print after a path: the state when it is not current, and any
+    /// unresolved conflict versions.
+    var stateNote: String {
+        var note = state == .current ? "" : "  (\(state.rawValue))"
+        if let conflicts { note += "  (conflict: \(conflicts.map { "v\($0)" }.joined(separator: ", ")))" }
+        return note
+    }
+}
 extension DocumentQuery.Sort: ExpressibleByArgument {}
 
 /// A point in time given on the command line: `2026-11-01`, `2026-11-01 10:00[:00]` or
@@ -170,11 +180,9 @@ extension Xfer {
 
         /// `  12.0 KiB  2026-11-21 10:04:05  v3  file     Documents/a.txt  (conflict: v4)`
         static func line(_ document: DocumentInfo) -> String {
-            var state = document.state == .current ? "" : "  (\(document.state.rawValue))"
-            if let conflicts = document.conflicts { state += "  (conflict: \(conflicts.map { "v\($0)" }.joined(separator: ", ")))" }
             let size = ByteCount(document.size).description
             return "\(size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0))  \(formatTime(document.mtimeNs))  v\(document.version)  "
-                + "\(document.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(document.path)\(state)"
+                + "\(document.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(document.path)\(document.stateNote)"
         }
     }
 }

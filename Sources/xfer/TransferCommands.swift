@@ -181,10 +181,8 @@ extension Xfer {
         func run() async throws {
             try await runClientCommand(client, json: json, { try await $0.list(prefix: prefix, scope: scope) }) { list in
                 for document in list.documents {
-                    var state = document.state == .current ? "" : "  (\(document.state.rawValue))"
-                    if let conflicts = document.conflicts { state += "  (conflict: \(conflicts.map { "v\($0)" }.joined(separator: ", ")))" }
                     let size = ByteCount(document.size).description
-                    print("\(size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0))  v\(document.version)  \(document.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(document.path)\(state)")
+                    print("\(size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0))  v\(document.version)  \(document.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(document.path)\(document.stateNote)")
                 }
             }
         }
