@@ -474,4 +474,7 @@ public enum ServerFeature: String, Sendable, CaseIterable {
     /// The query route, `GET /v1/containers/{c}/query` (``DocumentQuery``): search by name,
     /// kind, time, size and state, sorted and paged.
     case documentQuery = "document-query"
+    /// The web view at `/web/` (docs/WEB.md): pages for a browser, signed in with an account
+    /// token. No client of the protocol uses it; `--without-feature web` turns it off.
+    case web = "web"
 }

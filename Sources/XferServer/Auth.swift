@@ -32,10 +32,13 @@ public struct XferRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// Set by ``AuthMiddleware`` for every route but the health check.
     public var principal: Principal?
+    /// Set by ``WebSessionMiddleware`` on the web view's routes for a signed-in browser.
+    public var web: WebContext?
 
     public init(source: Source) {
         coreContext = .init(source: source)
         principal = nil
+        web = nil
     }
 
     /// The authenticated principal (the middleware guarantees one on authenticated routes).

@@ -54,6 +54,9 @@ final class ChangeNotifier: Sendable {
         for continuation in woken { continuation.resume() }
     }
 
+    /// Whether ``drain()`` was called: the server is stopping.
+    var isDraining: Bool { state.withLock { $0.draining } }
+
     /// Records a change somewhere (another server's): every waiter looks again.
     func notifyAll() {
         let woken = state.withLock { state in

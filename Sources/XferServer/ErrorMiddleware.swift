@@ -37,6 +37,11 @@ struct ErrorMiddleware: RouterMiddleware {
         ((ContinuousClock.now - start).seconds * 100_000).rounded() / 100
     }
 
+    /// The status an error is answered with.
+    static func status(for error: any Error) -> HTTPResponse.Status {
+        (error as? XferError)?.status ?? XferError.Code.named(body(for: error).error.code).status
+    }
+
     static func body(for error: any Error) -> ErrorBody {
         switch error {
         case let error as XferError:

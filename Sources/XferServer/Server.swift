@@ -47,6 +47,11 @@ public struct ServerLimits: Sendable, Hashable {
     /// client sends one of them what it cannot read (`xfer serve --without-feature NAME`).
     public var features = Set(ServerFeature.allCases)
 
+    /// How long a web view session lasts after signing in.
+    public var webSessionLifetime: Duration = .seconds(12 * 3600)
+    /// Session cookies are marked `Secure` (sent over HTTPS only): set when the server serves TLS.
+    public var secureCookies = false
+
     /// The frame limits of an upload body: ``frames``, with ``ChunkFrameLimits/largeUploadFrames``
     /// where ``ServerFeature/largeUploads`` is offered and the frame count was left at its
     /// default; the plain bytes a body may declare stay what the default frames could.
@@ -196,6 +201,9 @@ public enum XferServer {
         let router = Router(context: XferRequestContext.self)
         data.metadata.watchRemoteChanges { changes.notifyAll() }
         Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: QuotaGate()).register(on: router)
+        if limits.features.contains(.web) {
+            WebRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes).register(on: router)
+        }
         return router
     }
 
@@ -218,6 +226,8 @@ public enum XferServer {
             additionalChannelHandlers: [ConnectionGuardHandler(connections),
                                         BodyRateHandler(minimumBytes: limits.minimumBodyBytes, window: limits.bodyRateWindow)],
             idleTimeout: TimeAmount(limits.idleTimeout))
+        var limits = limits
+        if tls != nil { limits.secureCookies = true }
         let server: HTTPServerBuilder = try tls.map { try .tls(.http1(configuration: http), tlsConfiguration: $0) } ?? .http1(configuration: http)
         return Application(
             router: router(data: data, limits: limits),

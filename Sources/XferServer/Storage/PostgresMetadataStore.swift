@@ -199,6 +199,13 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             CREATE INDEX versions_deleted ON versions (container_id, document_id) WHERE state = 'deleted';
             CREATE INDEX versions_conflict ON versions (container_id, document_id) WHERE state = 'conflict'
             """),
+        // As SQLite's v13.
+        ("v11: web sessions", """
+            CREATE TABLE web_sessions (hash BYTEA PRIMARY KEY, account_id BIGINT NOT NULL REFERENCES accounts(id),
+              token_hash BYTEA NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);
+            CREATE INDEX web_sessions_by_account ON web_sessions (account_id, created_at);
+            CREATE INDEX web_sessions_by_expiry ON web_sessions (expires_at)
+            """),
     ]
 
     func migrate(upTo last: String? = nil) async throws {

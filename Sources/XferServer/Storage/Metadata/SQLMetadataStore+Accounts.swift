@@ -71,6 +71,8 @@ extension SQLMetadataStore {
                 throw XferError(.badRequest, "that is the only admin token; the server would have none left")
             }
             try tx.sql.rows("DELETE FROM tokens WHERE hash = ?", hash)
+            // The web sessions it opened end with it.
+            try tx.sql.rows("DELETE FROM web_sessions WHERE token_hash = ?", hash)
             return true
         }
     }
@@ -78,6 +80,7 @@ extension SQLMetadataStore {
     public func revokeTokens(account: AccountName) async throws -> Int {
         try await write { tx in
             let id = try tx.accountID(account)
+            try tx.sql.rows("DELETE FROM web_sessions WHERE account_id = ?", id)
             return try tx.sql.rows("DELETE FROM tokens WHERE account_id = ? RETURNING hash", id).count
         }
     }

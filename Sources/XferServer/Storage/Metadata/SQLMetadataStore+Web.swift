@@ -1,0 +1,121 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+// What the web view reads beyond the /v1 rules: sign-in sessions, an account's containers,
+// and one folder level of a container (docs/WEB.md).
+extension SQLMetadataStore {
+    public func openWebSession(tokenHash: [UInt8], sessionHash: [UInt8], lifetime: Int64) async throws -> WebSession? {
+        try await write { tx in
+            guard let row = try tx.sql.one("""
+                SELECT t.hash, t.admin, a.id, a.name, \(tx.dialect.clock) AS now
+                FROM tokens t LEFT JOIN accounts a ON a.id = t.account_id WHERE t.hash = ?
+                """, tokenHash),
+                TokenHash.equal(try row.blob("hash"), tokenHash),
+                try !row.bool("admin"),
+                let id = try row.optionalInt("id"), let name = try row.optionalText("name") else { return nil }
+            let now = try row.int("now")
+            // Expired sessions go as new ones come; an account keeps at most the newest
+            // WebSession.maximumPerAccount (a script signing in in a loop cannot grow the table).
+            try tx.sql.rows("DELETE FROM web_sessions WHERE expires_at <= ?", now)
+            let open = try tx.sql.int("SELECT COUNT(*) FROM web_sessions WHERE account_id = ?", id) ?? 0
+            if open >= Int64(WebSession.maximumPerAccount) {
+                let oldest = try tx.sql.rows("SELECT hash FROM web_sessions WHERE account_id = ? ORDER BY created_at, hash LIMIT ?",
+                                             id, open - Int64(WebSession.maximumPerAccount) + 1)
+                for old in oldest { try tx.sql.rows("DELETE FROM web_sessions WHERE hash = ?", try old.blob("hash")) }
+            }
+            let expires = now + lifetime
+            try tx.sql.rows("INSERT INTO web_sessions (hash, account_id, token_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+                            sessionHash, id, tokenHash, now, expires)
+            return WebSession(principal: Principal(accountID: id, name: name, isAdmin: false, authenticatedAt: now), expiresAt: expires)
+        }
+    }
+
+    public func webSession(hash: [UInt8]) async throws -> WebSession? {
+        try await read { tx in
+            // Joined with the token it was opened with: revoking that token ends its sessions.
+            guard let row = try tx.sql.one("""
+                SELECT s.hash, s.expires_at, a.id, a.name, \(tx.dialect.clock) AS now
+                FROM web_sessions s JOIN tokens t ON t.hash = s.token_hash JOIN accounts a ON a.id = s.account_id
+                WHERE s.hash = ?
+                """, hash), TokenHash.equal(try row.blob("hash"), hash) else { return nil }
+            let now = try row.int("now")
+            let expires = try row.int("expires_at")
+            guard expires > now else { return nil }
+            return WebSession(principal: Principal(accountID: try row.int("id"), name: try row.text("name"), isAdmin: false, authenticatedAt: now),
+                              expiresAt: expires)
+        }
+    }
+
+    public func closeWebSession(hash: [UInt8]) async throws {
+        try await write { tx in _ = try tx.sql.rows("DELETE FROM web_sessions WHERE hash = ?", hash) }
+    }
+
+    public func containers(account: Int64) async throws -> [ContainerSummary] {
+        try await read { tx in
+            try tx.sql.rows("""
+                SELECT c.name, CASE WHEN k.container_id IS NULL THEN 0 ELSE 1 END AS encrypted
+                FROM containers c LEFT JOIN container_keys k ON k.container_id = c.id
+                WHERE c.account_id = ? ORDER BY c.name\(tx.dialect.bytewise)
+                """, account).map { ContainerSummary(name: try $0.text("name"), encrypted: try $0.int("encrypted") != 0) }
+        }
+    }
+
+    public func folder(account: Int64, container: ContainerName, prefix: String, from start: FolderPosition?, limit: Int) async throws -> FolderPage {
+        try await read { tx in
+            guard let containerID = try tx.containerID(account: account, name: container, create: false) else {
+                return FolderPage(entries: [], next: nil)
+            }
+            let bytewise = tx.dialect.bytewise
+            let upper = MetadataTransaction.successor(of: prefix)
+            // One step: the live documents from `position` on, below `prefix`, in path order.
+            func step(_ position: FolderPosition, _ count: Int, below: String? = nil) throws -> [DocumentInfo] {
+                var clauses = ["d.container_id = ?", "d.path\(bytewise) \(position.inclusive ? ">=" : ">") ?", "v.state != 'deleted'"]
+                var values: [SQLValue] = [.int(containerID), .text(position.key)]
+                if let high = below ?? upper {
+                    clauses.append("d.path\(bytewise) < ?")
+                    values.append(.text(high))
+                }
+                values.append(.int(Int64(count)))
+                return try tx.sql.rows("""
+                    SELECT d.path, \(tx.infoColumns) FROM documents d
+                    JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)
+                    WHERE \(clauses.joined(separator: " AND ")) ORDER BY d.path\(bytewise) LIMIT ?
+                    """, values).map(MetadataTransaction.info(row:))
+            }
+            var position = start ?? FolderPosition(key: prefix, inclusive: true)
+            var entries: [FolderEntry] = []
+            scan: while entries.count < limit {
+                let rows = try step(position, min(256, limit - entries.count + 1))
+                if rows.isEmpty { return FolderPage(entries: entries, next: nil) }
+                for info in rows {
+                    let rest = info.path.value.utf8.dropFirst(prefix.utf8.count)
+                    if let slash = rest.firstIndex(of: UInt8(ascii: "/")) {
+                        // A document deeper down: its first folder is one entry, and the scan
+                        // goes on past everything below it.
+                        let name = String(decoding: rest[..<slash], as: UTF8.self)
+                        let below = prefix + name + "/"
+                        entries.append(FolderEntry(name: name, folder: below, document: nil))
+                        guard let past = MetadataTransaction.successor(of: below) else { return FolderPage(entries: entries, next: nil) }
+                        position = FolderPosition(key: past, inclusive: true)
+                        continue scan
+                    }
+                    position = FolderPosition(key: info.path.value, inclusive: false)
+                    let name = String(decoding: rest, as: UTF8.self)
+                    if info.kind == .directory {
+                        // A synced folder's directory document is shown where its contents are
+                        // (once); alone only when nothing live lies below it.
+                        let below = prefix + name + "/"
+                        if try !step(FolderPosition(key: below, inclusive: true), 1, below: MetadataTransaction.successor(of: below)).isEmpty { continue }
+                        entries.append(FolderEntry(name: name, folder: below, document: info))
+                    } else {
+                        entries.append(FolderEntry(name: name, folder: nil, document: info))
+                    }
+                    if entries.count == limit { break scan }
+                }
+            }
+            let more = try !step(position, 1).isEmpty
+            return FolderPage(entries: entries, next: more ? position : nil)
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import XferCore
+import XferProtocol
+
+/// What the web view needs of the metadata store beyond the /v1 rules: its sign-in sessions,
+/// an account's containers, and a container read one folder level at a time.
+public protocol WebStore: Sendable {
+    /// Opens a session for the account of an account token (not the admin token), valid for
+    /// `lifetime` nanoseconds of the store's clock; `nil` if the token is not an account's.
+    /// Expired sessions are removed, and an account's oldest beyond
+    /// ``WebSession/maximumPerAccount``.
+    func openWebSession(tokenHash: [UInt8], sessionHash: [UInt8], lifetime: Int64) async throws -> WebSession?
+    /// The session a cookie's secret hashes to, while it has not expired and the token it was
+    /// opened with has not been revoked.
+    func webSession(hash: [UInt8]) async throws -> WebSession?
+    /// Ends a session (signing out); nothing if there is none.
+    func closeWebSession(hash: [UInt8]) async throws
+    /// The account's containers by name, each marked if it is end-to-end encrypted.
+    func containers(account: Int64) async throws -> [ContainerSummary]
+    /// One page of the folder `prefix` (empty, or ending in `/`): its live documents and, once
+    /// each, the folders below it, in path order from `start`, at most `limit` entries.
+    func folder(account: Int64, container: ContainerName, prefix: String, from start: FolderPosition?, limit: Int) async throws -> FolderPage
+}
+
+/// A signed-in browser: the account it acts for and when it must sign in again.
+public struct WebSession: Sendable, Hashable {
+    /// Sessions one account may hold at once; signing in again past this ends the oldest.
+    public static let maximumPerAccount = 64
+    /// The account.
+    public var principal: Principal
+    /// The store's clock (ns since 1970) at which the session ends.
+    public var expiresAt: Int64
+}
+
+/// A container as the web view lists it.
+public struct ContainerSummary: Sendable, Hashable {
+    public var name: String
+    /// End-to-end encrypted: the server holds only sealed names and bytes.
+    public var encrypted: Bool
+}
+
+/// Where a folder listing goes on: from a path, itself included or not.
+public struct FolderPosition: Sendable, Hashable {
+    public var key: String
+    public var inclusive: Bool
+
+    public init(key: String, inclusive: Bool) {
+        self.key = key
+        self.inclusive = inclusive
+    }
+
+    /// The page token: `i` or `x`, then the key.
+    public var token: String { (inclusive ? "i" : "x") + key }
+
+    /// Reads a token this server gave; `nil` for anything else.
+    public init?(token: String) {
+        guard let first = token.first, first == "i" || first == "x", token.utf8.count <= DocumentPathRules.maximumPathBytes + 1,
+              !token.utf8.contains(0) else { return nil }
+        self.init(key: String(token.dropFirst()), inclusive: first == "i")
+    }
+}
+
+/// One entry of a folder: a document, or a folder below (`folder` is its prefix, ending in
+/// `/`; a folder that is also a synced directory document carries that document).
+public struct FolderEntry: Sendable, Hashable {
+    public var name: String
+    public var folder: String?
+    public var document: DocumentInfo?
+}
+
+/// A page of a folder; `next` goes on where it stopped.
+public struct FolderPage: Sendable, Hashable {
+    public var entries: [FolderEntry]
+    public var next: FolderPosition?
+}

@@ -1,0 +1,241 @@
+import Mustache
+
+/// The web view's pages: mustache templates compiled once, every `{{value}}` HTML-escaped
+/// (`<`, `>`, `&`, `"`, `'`); the one unescaped slot is the layout's `{{{body}}}`, which only
+/// ever holds a page these templates rendered. Names are set in `<bdi>` so a right-to-left
+/// mark in one cannot reorder the text around it. Nothing is fetched from anywhere but this
+/// server (the CSP says so too).
+enum WebTemplates {
+    static let library: MustacheLibrary = {
+        var library = MustacheLibrary()
+        for (name, text) in sources {
+            // The templates are constants of this file: one that does not parse is a bug the
+            // first test finds.
+            try! library.register(text, named: name)
+        }
+        return library
+    }()
+
+    /// Renders `page` with `values`, inside the layout.
+    static func render(_ page: String, _ values: [String: Any], layout: [String: Any]) -> String {
+        let body = library.render(values, withTemplate: page) ?? ""
+        var outer = layout
+        outer["body"] = body
+        return library.render(outer, withTemplate: "layout") ?? body
+    }
+
+    static let sources: [String: String] = [
+        "layout": """
+            <!doctype html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <meta name="referrer" content="no-referrer">
+            <title>{{title}} · xfer</title>
+            <link rel="stylesheet" href="/web/static/app.css">
+            <script src="/web/static/app.js" defer></script>
+            </head>
+            <body{{#events}} data-events="{{events}}"{{/events}}>
+            <header class="bar">
+            <a class="brand" href="/web/">xfer</a>
+            {{#signedIn}}
+            <span class="who">Signed in as <bdi>{{account}}</bdi></span>
+            <form method="post" action="/web/signout" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><button type="submit" id="signout">Sign out</button></form>
+            {{/signedIn}}
+            </header>
+            <main id="main">
+            {{{body}}}
+            </main>
+            <footer class="foot">xfer {{version}}</footer>
+            </body>
+            </html>
+            """,
+        "signin": """
+            <section class="card narrow">
+            <h1>Sign in</h1>
+            <p>Paste an account token (<code>xfer account create</code> or <code>xfer token new</code> prints one). It is exchanged for a session; the token itself is never kept in the browser.</p>
+            {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+            <form method="post" action="/web/signin" id="signin-form">
+            <input type="hidden" name="csrf" value="{{csrf}}">
+            <label for="token">Account token</label>
+            <input type="password" id="token" name="token" autocomplete="off" required maxlength="256">
+            <button type="submit" id="signin">Sign in</button>
+            </form>
+            </section>
+            """,
+        "containers": """
+            <h1>Containers</h1>
+            <section class="usage">
+            <label for="quota">Storage: {{used}} of {{quota}}</label>
+            <meter id="quota" min="0" max="{{quotaBytes}}" value="{{usedBytes}}" high="{{highBytes}}">{{used}}</meter>
+            </section>
+            {{^containers}}<p class="empty">No containers yet: <code>xfer push</code> or <code>xfer sync</code> makes one.</p>{{/containers}}
+            <ul class="containers">
+            {{#containers}}
+            <li>{{#encrypted}}<span class="badge" title="End-to-end encrypted">encrypted</span> <bdi>{{name}}</bdi>{{/encrypted}}{{^encrypted}}<a href="{{href}}"><bdi>{{name}}</bdi></a>{{/encrypted}}</li>
+            {{/containers}}
+            </ul>
+            """,
+        "encrypted": """
+            <h1><bdi>{{container}}</bdi></h1>
+            <p class="note">This container is end-to-end encrypted. The server holds only sealed names and sealed bytes, so there is nothing it can show here: read it with <code>xfer pull</code> on a device that holds its key.</p>
+            """,
+        "folder": """
+            <nav class="crumbs" aria-label="Folder">{{#crumbs}}<a href="{{href}}"><bdi>{{name}}</bdi></a><span class="sep">/</span>{{/crumbs}}<bdi>{{here}}</bdi></nav>
+            <form method="get" action="{{searchAction}}" class="search" role="search">
+            <input type="search" name="name" id="search" placeholder="Search names, e.g. *.pdf" value="" maxlength="255">
+            <select name="kind" aria-label="Kind"><option value="">any kind</option><option value="file">files</option><option value="package">packages</option></select>
+            <button type="submit">Search</button>
+            </form>
+            <p class="links"><a href="{{deletedHref}}" id="deleted-link">Recently Deleted</a></p>
+            {{> table}}
+            {{#moreHref}}<p><a href="{{moreHref}}" id="more">More…</a></p>{{/moreHref}}
+            {{^rows}}<p class="empty">This folder is empty.</p>{{/rows}}
+            """,
+        "search": """
+            <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span>Search</nav>
+            <form method="get" action="{{searchAction}}" class="search" role="search">
+            <input type="search" name="name" id="search" value="{{name}}" placeholder="Search names, e.g. *.pdf" maxlength="255">
+            <select name="kind" aria-label="Kind"><option value="">any kind</option><option value="file"{{#isFile}} selected{{/isFile}}>files</option><option value="package"{{#isPackage}} selected{{/isPackage}}>packages</option></select>
+            <button type="submit">Search</button>
+            </form>
+            <p class="summary" id="summary">{{summary}}</p>
+            {{> table}}
+            {{#moreHref}}<p><a href="{{moreHref}}" id="more">More…</a></p>{{/moreHref}}
+            """,
+        "deleted": """
+            <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span>Recently Deleted</nav>
+            <h1>Recently Deleted</h1>
+            <p class="note">Deleted documents keep their versions until the server's garbage collection removes them; open one to download what it held.</p>
+            {{> table}}
+            {{^rows}}<p class="empty">Nothing was deleted.</p>{{/rows}}
+            {{#moreHref}}<p><a href="{{moreHref}}" id="more">More…</a></p>{{/moreHref}}
+            """,
+        "table": """
+            {{#hasRows}}
+            <table class="listing" id="listing">
+            <thead><tr><th>Name</th><th>Kind</th><th class="num">Size</th><th>Modified</th><th>Device</th></tr></thead>
+            <tbody>
+            {{/hasRows}}
+            {{#rows}}
+            <tr data-path="{{path}}"><td class="name"><a href="{{href}}"><bdi>{{name}}</bdi></a>{{#note}} <span class="badge">{{note}}</span>{{/note}}</td><td>{{kind}}</td><td class="num">{{size}}</td><td>{{#modified}}<time datetime="{{modifiedISO}}">{{modified}}</time>{{/modified}}</td><td><bdi>{{device}}</bdi></td></tr>
+            {{/rows}}
+            {{#hasRows}}
+            </tbody>
+            </table>
+            {{/hasRows}}
+            """,
+        "item": """
+            <nav class="crumbs" aria-label="Folder">{{#crumbs}}<a href="{{href}}"><bdi>{{name}}</bdi></a><span class="sep">/</span>{{/crumbs}}<bdi>{{here}}</bdi></nav>
+            <h1><bdi>{{name}}</bdi></h1>
+            {{#deleted}}<p class="note">This document was deleted. Its earlier versions are listed below.</p>{{/deleted}}
+            {{#conflicts}}<p class="warning" id="conflict-note">This document has unresolved conflicting versions ({{conflicts}}): each is listed below. Resolve them with <code>xfer resolve</code>.</p>{{/conflicts}}
+            {{#symlink}}<p>A symbolic link to <code><bdi>{{symlink}}</bdi></code>.</p>{{/symlink}}
+            <dl class="facts">
+            <dt>Kind</dt><dd>{{kind}}</dd>
+            <dt>Size</dt><dd>{{size}}</dd>
+            <dt>Modified</dt><dd>{{modified}}</dd>
+            <dt>Version</dt><dd>{{version}}</dd>
+            {{#device}}<dt>Written by</dt><dd><bdi>{{device}}</bdi></dd>{{/device}}
+            {{#files}}<dt>Files</dt><dd>{{files}}</dd>{{/files}}
+            </dl>
+            {{#downloadHref}}<p><a class="button" href="{{downloadHref}}" id="download" download>{{downloadLabel}}</a></p>{{/downloadHref}}
+            <h2>Versions</h2>
+            <table class="listing" id="versions">
+            <thead><tr><th>Version</th><th>State</th><th class="num">Size</th><th>Modified</th><th>Device</th><th></th></tr></thead>
+            <tbody>
+            {{#versions}}
+            <tr><td>{{version}}</td><td>{{state}}</td><td class="num">{{size}}</td><td>{{modified}}</td><td><bdi>{{device}}</bdi></td><td>{{#href}}<a href="{{href}}" download>Download</a>{{/href}}</td></tr>
+            {{/versions}}
+            </tbody>
+            </table>
+            {{#hasEntries}}
+            <h2>Contents</h2>
+            <table class="listing" id="contents">
+            <thead><tr><th>Path</th><th class="num">Size</th></tr></thead>
+            <tbody>
+            {{/hasEntries}}
+            {{#entries}}
+            <tr><td><bdi>{{path}}</bdi></td><td class="num">{{size}}</td></tr>
+            {{/entries}}
+            {{#hasEntries}}
+            </tbody>
+            </table>
+            {{/hasEntries}}
+            {{#entriesLeft}}<p class="note">…and {{entriesLeft}} more entries.</p>{{/entriesLeft}}
+            """,
+        "error": """
+            <section class="card narrow">
+            <h1>{{heading}}</h1>
+            <p class="error" role="alert">{{message}}</p>
+            <p><a href="/web/">Back to your containers</a></p>
+            </section>
+            """,
+    ]
+
+    /// The one stylesheet.
+    static let css = """
+        :root { color-scheme: light dark; --fg: #1d1d1f; --bg: #fbfbfd; --muted: #6e6e73; --line: #d2d2d7; --accent: #0066cc; --card: #fff; }
+        @media (prefers-color-scheme: dark) { :root { --fg: #f5f5f7; --bg: #161617; --muted: #a1a1a6; --line: #3a3a3c; --accent: #2997ff; --card: #1d1d1f; } }
+        * { box-sizing: border-box; }
+        body { margin: 0; font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg); }
+        a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: underline; }
+        .bar { display: flex; align-items: center; gap: 1rem; padding: .6rem 1.2rem; border-bottom: 1px solid var(--line); background: var(--card); }
+        .brand { font-weight: 700; font-size: 1.1rem; color: var(--fg); margin-right: auto; }
+        .who { color: var(--muted); }
+        main { max-width: 72rem; margin: 0 auto; padding: 1rem 1.2rem 3rem; }
+        h1 { font-size: 1.5rem; margin: .6rem 0 1rem; overflow-wrap: anywhere; }
+        h2 { font-size: 1.15rem; margin-top: 2rem; }
+        .card { background: var(--card); border: 1px solid var(--line); border-radius: 12px; padding: 1.2rem 1.5rem; }
+        .narrow { max-width: 30rem; margin: 3rem auto; }
+        label { display: block; margin: .6rem 0 .3rem; color: var(--muted); }
+        input[type=password], input[type=search], select { font: inherit; padding: .45rem .6rem; border: 1px solid var(--line); border-radius: 8px; background: var(--bg); color: var(--fg); }
+        input[type=password] { width: 100%; }
+        button, .button { font: inherit; padding: .45rem 1rem; border-radius: 8px; border: 1px solid var(--accent); background: var(--accent); color: #fff; cursor: pointer; display: inline-block; }
+        .inline { display: inline; margin: 0; }
+        .search { display: flex; gap: .5rem; margin: 1rem 0; flex-wrap: wrap; } .search input { flex: 1 1 18rem; }
+        .listing { width: 100%; border-collapse: collapse; }
+        .listing th, .listing td { text-align: left; padding: .45rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top; }
+        .listing th { color: var(--muted); font-weight: 500; }
+        .listing td.name { overflow-wrap: anywhere; max-width: 36rem; }
+        .num { text-align: right !important; font-variant-numeric: tabular-nums; white-space: nowrap; }
+        .crumbs { color: var(--muted); overflow-wrap: anywhere; } .crumbs .sep { margin: 0 .35rem; }
+        .badge { font-size: .75rem; padding: .1rem .45rem; border-radius: 999px; border: 1px solid var(--line); color: var(--muted); }
+        .containers { list-style: none; padding: 0; } .containers li { padding: .55rem 0; border-bottom: 1px solid var(--line); overflow-wrap: anywhere; }
+        .usage meter { width: 100%; max-width: 30rem; height: 1rem; }
+        .error { color: #d70015; } .warning { color: #b25000; } .note, .empty, .summary, .foot { color: var(--muted); }
+        .facts { display: grid; grid-template-columns: max-content 1fr; gap: .3rem 1rem; } .facts dt { color: var(--muted); } .facts dd { margin: 0; overflow-wrap: anywhere; }
+        .foot { text-align: center; padding: 2rem; font-size: .8rem; }
+        .live { position: fixed; right: 1rem; bottom: 1rem; font-size: .8rem; color: var(--muted); }
+        """
+
+    /// The one script: live updates. A page that names an event stream (`data-events`) reads
+    /// it; on a change it fetches itself again and swaps its main part in, so what another
+    /// device pushed appears without a reload. Nothing else runs; every page works without it.
+    static let script = """
+        "use strict";
+        (function () {
+          var url = document.body.getAttribute("data-events");
+          if (!url || !window.EventSource) return;
+          var busy = false, again = false;
+          function refresh() {
+            if (busy) { again = true; return; }
+            busy = true;
+            fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+              .then(function (r) { return r.ok ? r.text() : null; })
+              .then(function (text) {
+                if (text) {
+                  var page = new DOMParser().parseFromString(text, "text/html");
+                  var fresh = page.getElementById("main"), main = document.getElementById("main");
+                  if (fresh && main) { main.replaceWith(fresh); document.body.setAttribute("data-updated", String(Date.now())); }
+                }
+              })
+              .catch(function () {})
+              .then(function () { busy = false; if (again) { again = false; refresh(); } });
+          }
+          var source = new EventSource(url);
+          source.addEventListener("change", refresh);
+        })();
+        """
+}

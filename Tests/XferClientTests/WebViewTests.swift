@@ -1,0 +1,298 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Testing
+import XferClient
+import XferCore
+import XferProtocol
+import XferServer
+
+/// The web view over a real server and a real HTTP client, as a browser uses it: cookies kept,
+/// redirects looked at, not followed. (The pages in a real browser: tools/web-test.py.)
+@Suite(LiveServer.plainOnly("the web view shows plain containers; an encrypted one is tested on its own here"))
+struct WebViewTests {
+    /// A browser's cookie jar over one HTTP client.
+    final class Browser: @unchecked Sendable {
+        let base: String
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        var cookies: [String: String] = [:]
+
+        init(_ base: String) { self.base = base }
+
+        struct Page {
+            var status: Int
+            var headers: HTTPHeaders
+            var body: [UInt8]
+            var text: String { String(decoding: body, as: UTF8.self) }
+        }
+
+        func get(_ path: String, headers extra: [(String, String)] = []) async throws -> Page {
+            try await send(.GET, path, headers: extra)
+        }
+
+        func post(_ path: String, form: [String: String], origin: String? = nil) async throws -> Page {
+            let body = form.map { "\($0.key)=\(WebViewTests.encode($0.value))" }.joined(separator: "&")
+            var headers = [("Content-Type", "application/x-www-form-urlencoded"), ("Origin", origin ?? base)]
+            headers.append(("Sec-Fetch-Site", origin == nil ? "same-origin" : "cross-site"))
+            return try await send(.POST, path, headers: headers, body: Array(body.utf8))
+        }
+
+        func send(_ method: HTTPMethod, _ path: String, headers extra: [(String, String)] = [], body: [UInt8]? = nil) async throws -> Page {
+            var request = HTTPClientRequest(url: base + path)
+            request.method = method
+            for (name, value) in extra { request.headers.add(name: name, value: value) }
+            if !cookies.isEmpty { request.headers.add(name: "Cookie", value: cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")) }
+            if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+            let response = try await client.execute(request, timeout: .seconds(30))
+            var collected = try await response.body.collect(upTo: 64 << 20)
+            for line in response.headers["Set-Cookie"] {
+                let pair = line.split(separator: ";")[0].split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let (name, value) = (String(pair[0]), pair.count > 1 ? String(pair[1]) : "")
+                if value.isEmpty || line.contains("Max-Age=0") { cookies[name] = nil } else { cookies[name] = value }
+            }
+            return Page(status: Int(response.status.code), headers: response.headers, body: collected.readBytes(length: collected.readableBytes) ?? [])
+        }
+
+        /// The value of hidden field `csrf` on a page.
+        static func csrf(_ page: Page) -> String? {
+            guard let range = page.text.range(of: #"name="csrf" value=""#) else { return nil }
+            return String(page.text[range.upperBound...].prefix { $0 != "\"" })
+        }
+
+        func signIn(_ token: String) async throws {
+            let form = try await get("/web/signin")
+            let page = try await post("/web/signin", form: ["token": token, "csrf": try #require(Self.csrf(form))])
+            #expect(page.status == 303)
+        }
+
+        func shutdown() async { try? await client.shutdown() }
+    }
+
+    static func encode(_ value: String) -> String {
+        value.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? ""
+    }
+
+    static func browse<T: Sendable>(_ server: LiveServer, _ body: @escaping @Sendable (Browser) async throws -> T) async throws -> T {
+        let browser = Browser(server.remote.connection.server)
+        do {
+            let result = try await body(browser)
+            await browser.shutdown()
+            return result
+        } catch {
+            await browser.shutdown()
+            throw error
+        }
+    }
+
+    @Test func signingInSetsAStrictHttpOnlyCookieAndSigningOutEndsIt() async throws {
+        try await LiveServer.run { server in
+            try await Self.browse(server) { browser in
+                // Signed out, every page leads to the sign-in form.
+                let home = try await browser.get("/web/")
+                #expect(home.status == 303 && home.headers["Location"].first == "/web/signin")
+                let form = try await browser.get("/web/signin")
+                #expect(form.status == 200 && form.text.contains("Account token"))
+                #expect(form.headers["Set-Cookie"].first?.hasPrefix("xfer_signin=") == true)
+                // A form without its token, or from another site, signs nothing in (each
+                // answer is a fresh form, with a fresh token).
+                #expect(try await browser.post("/web/signin", form: ["token": server.token, "csrf": "0"]).status == 403)
+                let fresh = try #require(Browser.csrf(try await browser.get("/web/signin")))
+                #expect(try await browser.post("/web/signin", form: ["token": server.token, "csrf": fresh], origin: "https://evil.example").status == 403)
+                #expect(browser.cookies["xfer_session"] == nil)
+                // The admin token and a wrong one are refused.
+                let admin = try String(contentsOfFile: server.root + "/data/admin-token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+                let csrf = try #require(Browser.csrf(try await browser.get("/web/signin")))
+                #expect(try await browser.post("/web/signin", form: ["token": admin, "csrf": csrf]).status == 401)
+                let again = try #require(Browser.csrf(try await browser.get("/web/signin")))
+                #expect(try await browser.post("/web/signin", form: ["token": "xfer_nope", "csrf": again]).status == 401)
+                let third = try #require(Browser.csrf(try await browser.get("/web/signin")))
+                let signedIn = try await browser.post("/web/signin", form: ["token": server.token, "csrf": third])
+                #expect(signedIn.status == 303)
+                let cookie = try #require(signedIn.headers["Set-Cookie"].first { $0.hasPrefix("xfer_session=") })
+                for attribute in ["HttpOnly", "SameSite=Strict", "Path=/web", "Max-Age="] { #expect(cookie.contains(attribute)) }
+                #expect(!cookie.contains("Secure"))   // plain HTTP here; TLS servers add it
+                #expect(!cookie.contains(server.token))
+                let page = try await browser.get("/web/")
+                #expect(page.status == 200 && page.text.contains("tester"))
+                #expect(page.headers["Content-Security-Policy"].first?.contains("default-src 'none'") == true)
+                // Signing out needs the page's token and this site.
+                let token = try #require(Browser.csrf(page))
+                #expect(try await browser.post("/web/signout", form: ["csrf": "bad"]).status == 403)
+                #expect(try await browser.post("/web/signout", form: ["csrf": token], origin: "https://evil.example").status == 403)
+                let kept = browser.cookies
+                #expect(try await browser.post("/web/signout", form: ["csrf": token]).status == 303)
+                #expect(try await browser.get("/web/").status == 303)
+                // The old cookie, replayed, is dead on the server too.
+                browser.cookies = kept
+                #expect(try await browser.get("/web/").status == 303)
+            }
+        }
+    }
+
+    @Test func browseAndDownloadFilesWithRangesAndPackagesAsTar() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/source"
+            let big = Files.random(count: 3_000_000, seed: 7)
+            try Files.write(source + "/big.bin", big)
+            try Files.write(source + "/Album/cover.txt", Array("cover".utf8))
+            try Files.write(source + "/Album/tracks/01 - the first one with a long name that tar keeps in a pax record, été.txt", Array(repeating: 9, count: 70_000))
+            try FileManager.default.createSymbolicLink(atPath: source + "/Album/link", withDestinationPath: "cover.txt")
+            _ = try await server.push(source + "/big.bin", "Documents/Work/big.bin")
+            _ = try await server.push(source + "/Album", "Documents/Album")
+            _ = try await server.push(source + "/Album/cover.txt", "Documents/Work/deeper/more/c.txt")
+            try await Self.browse(server) { browser in
+                try await browser.signIn(server.token)
+                let top = try await browser.get("/web/c/default?folder=Documents/")
+                #expect(top.status == 200)
+                // One entry per folder, however much lies below it.
+                #expect(top.text.components(separatedBy: "<bdi>Work</bdi>").count == 2)
+                #expect(top.text.contains("folder=Documents%2FWork%2F"))
+                let work = try await browser.get("/web/c/default?folder=Documents%2FWork%2F")
+                #expect(work.text.contains("big.bin") && work.text.contains("<bdi>deeper</bdi>") && !work.text.contains("c.txt"))
+                // The whole file, then ranges of it.
+                let raw = "/web/c/default/raw?path=Documents%2FWork%2Fbig.bin"
+                let whole = try await browser.get(raw)
+                #expect(whole.status == 200 && whole.body == big)
+                #expect(whole.headers["Content-Disposition"].first?.hasPrefix("attachment") == true)
+                #expect(whole.headers["Accept-Ranges"].first == "bytes")
+                let part = try await browser.get(raw, headers: [("Range", "bytes=1000000-1999999")])
+                #expect(part.status == 206 && part.body == Array(big[1_000_000..<2_000_000]))
+                #expect(part.headers["Content-Range"].first == "bytes 1000000-1999999/3000000")
+                let tail = try await browser.get(raw, headers: [("Range", "bytes=-10")])
+                #expect(tail.status == 206 && tail.body == Array(big.suffix(10)))
+                let open = try await browser.get(raw, headers: [("Range", "bytes=2999990-")])
+                #expect(open.body == Array(big.suffix(10)))
+                let beyond = try await browser.get(raw, headers: [("Range", "bytes=3000000-")])
+                #expect(beyond.status == 416 && beyond.headers["Content-Range"].first == "bytes */3000000")
+                // A stale If-Range gets the whole file.
+                let stale = try await browser.get(raw, headers: [("Range", "bytes=0-9"), ("If-Range", "\"other\"")])
+                #expect(stale.status == 200 && stale.body.count == big.count)
+                // The package as tar, unpacked by tar itself: the same tree.
+                let tar = try await browser.get("/web/c/default/raw?path=Documents%2FAlbum")
+                #expect(tar.status == 200 && tar.headers["Content-Type"].first == "application/x-tar")
+                let out = server.root + "/untar"
+                try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+                try Data(tar.body).write(to: URL(fileURLWithPath: out + "/a.tar"))
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/tar")
+                process.arguments = ["-xf", out + "/a.tar", "-C", out]
+                try process.run()
+                process.waitUntilExit()
+                #expect(process.terminationStatus == 0)
+                // Kind, mode and content (tar keeps times to the second only: left out).
+                func withoutTimes(_ line: String) -> String {
+                    var fields = line.split(separator: " ").map(String.init)
+                    if fields.count >= 3, fields[0] != "symlink" { fields.remove(at: 2) }
+                    return fields.joined(separator: " ")
+                }
+                let original = try Files.snapshot(source + "/Album").mapValues(withoutTimes)
+                let unpacked = try Files.snapshot(out + "/Album").mapValues(withoutTimes)
+                #expect(unpacked == original)
+                #expect(Files.read(out + "/Album/tracks/01 - the first one with a long name that tar keeps in a pax record, été.txt") == Array(repeating: 9, count: 70_000))
+                #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: out + "/Album/link")) == "cover.txt")
+                // The document page lists versions and the package's contents.
+                let item = try await browser.get("/web/c/default/item?path=Documents%2FAlbum")
+                #expect(item.status == 200 && item.text.contains("Download as .tar") && item.text.contains("tracks/"))
+                // Search.
+                let found = try await browser.get("/web/c/default/search?name=*.BIN&kind=")
+                #expect(found.status == 200 && found.text.contains("Documents/Work/big.bin") && !found.text.contains("Album"))
+                // Bad input is a page that says so, not a crash.
+                #expect(try await browser.get("/web/c/default/search?name=a%2Fb").status == 400)
+                #expect(try await browser.get("/web/c/default?folder=nope").status == 400)
+                #expect(try await browser.get("/web/c/default?folder=Documents%2F&page=garbage").status == 400)
+                #expect(try await browser.get("/web/c/default/raw?path=Documents%2Fnone").status == 404)
+                #expect(try await browser.get("/web/c/bad%20name").status == 400)
+            }
+        }
+    }
+
+    @Test func hostileNamesAreShownAsTextAndDownloadedAsAttachments() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/source"
+            let names = ["<script>alert(1)</script>.html", "quote\"'&amp;.txt", "שלום-txt.exe", String(repeating: "long", count: 60) + ".txt",
+                         "<img src=x onerror=alert(2)>"]
+            for (index, name) in names.enumerated() {
+                try Files.write(source + "/\(index)", Array("<script>alert('content')</script>".utf8))
+                _ = try await server.push(source + "/\(index)", "Documents/" + name)
+            }
+            try await Self.browse(server) { browser in
+                try await browser.signIn(server.token)
+                for page in ["/web/c/default?folder=Documents%2F", "/web/c/default/search?name=*", "/web/c/default/item?path=" + Self.encode("Documents/" + names[4]),
+                             "/web/c/default?folder=" + Self.encode("Documents/<script>alert(1)</")] {
+                    let text = try await browser.get(page).text
+                    #expect(!text.contains("<script>alert"), "\(page)")
+                    #expect(!text.contains("<img src=x"), "\(page)")
+                    #expect(!text.contains("quote\"'"), "\(page)")
+                }
+                let listing = try await browser.get("/web/c/default?folder=Documents%2F").text
+                // A name with a `/` is a folder and what is below it.
+                #expect(listing.contains("<bdi>&lt;script&gt;alert(1)&lt;</bdi>"))
+                #expect(listing.contains("<bdi>&lt;img src=x onerror=alert(2)&gt;</bdi>"))
+                #expect(listing.contains("quote&quot;&#39;&amp;amp;.txt"))
+                #expect(listing.contains("<bdi>שלום-txt.exe</bdi>"))
+                // Content is never served as a page, whatever its name says.
+                let raw = try await browser.get("/web/c/default/raw?path=" + Self.encode("Documents/" + names[4]))
+                #expect(raw.headers["Content-Type"].first == "application/octet-stream")
+                #expect(raw.headers["X-Content-Type-Options"].first == "nosniff")
+                #expect(raw.headers["Content-Disposition"].first?.hasPrefix("attachment; filename=\"<img src=x onerror=alert(2)>\"") == true)
+                let rtl = try await browser.get("/web/c/default/raw?path=" + Self.encode("Documents/" + names[2]))
+                #expect(rtl.headers["Content-Disposition"].first?.contains("filename=\"____-txt.exe\"; filename*=UTF-8''%D7%A9") == true)
+            }
+        }
+    }
+
+    @Test func oneAccountSeesNothingOfAnothersAndEncryptedContainersShowNothing() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/source"
+            try Files.write(source + "/secret.txt", Array("alice's".utf8))
+            _ = try await server.push(source + "/secret.txt", "Documents/secret.txt")
+            // An encrypted container of the same account: listed as such, nothing shown.
+            var sealed = Remote(connection: server.remote.connection, container: try ContainerName("vault"), stateDirectory: server.root + "/vault-state")
+            let key = try await EncryptedContainers(remote: sealed).create(passphrase: "p", parameters: try ScryptParameters(logN: 10, r: 8, p: 1))
+            sealed = Remote(connection: server.remote.connection, container: try ContainerName("vault"), stateDirectory: server.root + "/vault-state",
+                            endToEnd: EndToEndKeys(key: key))
+            _ = try await server.push(source + "/secret.txt", "Documents/hidden-name.txt", from: sealed)
+            let bob = try await server.data.createAccount(name: "bob", quota: nil).token!
+            try await Self.browse(server) { browser in
+                try await browser.signIn(server.token)
+                let home = try await browser.get("/web/").text
+                #expect(home.contains("href=\"/web/c/default\"") && home.contains("encrypted") && !home.contains("href=\"/web/c/vault\""))
+                let vault = try await browser.get("/web/c/vault?folder=Documents%2F")
+                #expect(vault.status == 200 && vault.text.contains("end-to-end encrypted") && !vault.text.contains("hidden-name"))
+                let refused = try await browser.get("/web/c/vault/raw?path=Documents%2Fhidden-name.txt")
+                #expect(refused.status >= 400 && !refused.body.contains(Array("alice's".utf8)))
+            }
+            try await Self.browse(server) { browser in
+                try await browser.signIn(bob)
+                let home = try await browser.get("/web/").text
+                #expect(home.contains("bob") && !home.contains("/web/c/default"))
+                let listing = try await browser.get("/web/c/default?folder=Documents%2F")
+                #expect(!listing.text.contains("secret.txt"))
+                let stolen = try await browser.get("/web/c/default/raw?path=Documents%2Fsecret.txt")
+                #expect(stolen.status == 404 && !stolen.text.contains("alice's"))
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2))) func theEventStreamAnnouncesAPushFromAnotherDevice() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/source"
+            try Files.write(source + "/new.txt", Array("new".utf8))
+            try await Self.browse(server) { browser in
+                try await browser.signIn(server.token)
+                var request = HTTPClientRequest(url: browser.base + "/web/c/default/events")
+                request.headers.add(name: "Cookie", value: browser.cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; "))
+                let response = try await browser.client.execute(request, timeout: .seconds(60))
+                #expect(response.status == .ok && response.headers["Content-Type"].first == "text/event-stream")
+                var iterator = response.body.makeAsyncIterator()
+                let first = try #require(try await iterator.next())
+                #expect(String(buffer: first).contains("retry:"))
+                _ = try await server.push(source + "/new.txt", "Documents/new.txt", from: server.otherDevice("phone"))
+                var seen = ""
+                while !seen.contains("event: change"), let buffer = try await iterator.next() { seen += String(buffer: buffer) }
+                #expect(seen.contains("event: change"))
+            }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+import XferCore
+import XferProtocol
+@testable import XferServer
+
+/// What the web view reads from every backend: one folder level, page by page, must be exactly
+/// the model of it; sessions expire, end on sign-out and with the token they came from.
+@Suite struct WebStoreTests {
+    static let container = try! ContainerName("c")
+
+    static func directory(_ store: any MetadataStore, _ account: Int64, _ path: String) async throws {
+        let path = try DocumentPath(path)
+        let manifest = try Manifest(kind: .directory, chunker: .default, entries: [
+            Manifest.Entry(path: "", kind: .directory, mode: 0o755, mtimeNanoseconds: 1, chunks: []),
+        ])
+        let announced = try await store.announce(account: account, container: container, AnnounceRequest(
+            path: path, kind: .directory, size: 0, mtimeNs: 1, mode: 0o755, baseVersion: nil, device: "d"))
+        _ = try await store.commit(account: account, container: container, path: path, version: announced.version,
+                                   baseVersion: nil, manifest: manifest, encoded: manifest.encoded())
+    }
+
+    /// The model: the live paths below `prefix`, each first component once, in bytewise order
+    /// (a directory document and the folder its contents make are one entry).
+    static func model(_ live: [String: Bool], prefix: String) -> [String] {
+        var names: Set<String> = []
+        for (path, isDirectory) in live where path.hasPrefix(prefix) && path.utf8.count > prefix.utf8.count {
+            let rest = String(decoding: path.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
+            if let slash = rest.firstIndex(of: "/") {
+                names.insert(String(rest[..<slash]) + "/")
+            } else {
+                names.insert(rest + (isDirectory ? "/" : ""))
+            }
+        }
+        return names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+    }
+
+    @Test(arguments: MetadataStoreTests.backends) func everyFolderPageByPageIsTheModelOfIt(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, account in
+            let files = ["Documents/a.txt", "Documents/a/b.txt", "Documents/a/c/d.txt", "Documents/a-b.txt", "Documents/a0.txt",
+                         "Documents/é/x", "Documents/z", "Documents/sub/deep/er/file", "Documents/sub-x", "Data/cache.db",
+                         "Documents/gone/only.txt", "Documents/\u{10FFFF}x", "Documents/ab/c"]
+            for (index, name) in files.enumerated() {
+                let chunk = MetadataStoreTests.chunk(UInt8(index + 1))
+                _ = try await store.addChunks(account: account, [chunk])
+                _ = try await MetadataStoreTests.put(store, account, name, [chunk], base: nil)
+            }
+            // Directory documents: one with contents (shown once), one empty (shown alone).
+            try await Self.directory(store, account, "Documents/a")
+            try await Self.directory(store, account, "Documents/empty")
+            // A folder whose only document was deleted is gone.
+            let gone = try await store.document(account: account, container: Self.container, path: try DocumentPath("Documents/gone/only.txt"), version: nil)
+            _ = try await store.delete(account: account, container: Self.container, path: gone.path, baseVersion: gone.version)
+            var live: [String: Bool] = [:]
+            for name in files where name != "Documents/gone/only.txt" { live[name] = false }
+            live["Documents/a"] = true
+            live["Documents/empty"] = true
+            for prefix in ["", "Documents/", "Documents/a/", "Documents/sub/", "Documents/sub/deep/", "Documents/none/", "Documents/gone/"] {
+                let expected = Self.model(live, prefix: prefix)
+                for limit in [1, 2, 3, 200] {
+                    var got: [String] = []
+                    var start: FolderPosition? = nil
+                    var pages = 0
+                    repeat {
+                        let page = try await store.folder(account: account, container: Self.container, prefix: prefix, from: start, limit: limit)
+                        #expect(page.entries.count <= limit)
+                        got += page.entries.map { $0.name + ($0.folder == nil ? "" : "/") }
+                        // Through the token, as a browser carries it.
+                        start = try page.next.map { try #require(FolderPosition(token: $0.token)) }
+                        pages += 1
+                    } while start != nil && pages < 100
+                    #expect(got == expected, "prefix \(prefix) limit \(limit)")
+                }
+            }
+            // The empty directory document is a folder entry that carries it.
+            let top = try await store.folder(account: account, container: Self.container, prefix: "Documents/", from: nil, limit: 200)
+            let empty = try #require(top.entries.first { $0.name == "empty" })
+            #expect(empty.folder == "Documents/empty/" && empty.document?.kind == .directory)
+            #expect(top.entries.first { $0.name == "a.txt" }?.document?.size == 1000)
+            // Another account sees nothing of it.
+            let other = try await store.createAccount(name: try AccountName("bob"), quota: 1 << 30, tokenHash: TokenHash.hash("bob-token"))
+            let bob = try await MetadataStoreTests.accountID(store, other.name)
+            #expect(try await store.folder(account: bob, container: Self.container, prefix: "", from: nil, limit: 10).entries.isEmpty)
+            #expect(try await store.containers(account: bob).isEmpty)
+            #expect(try await store.containers(account: account) == [ContainerSummary(name: "c", encrypted: false)])
+        }
+    }
+
+    @Test func folderTokensAreReadOnlyAsGiven() {
+        #expect(FolderPosition(token: "iDocuments/a") == FolderPosition(key: "Documents/a", inclusive: true))
+        #expect(FolderPosition(token: "xb") == FolderPosition(key: "b", inclusive: false))
+        for garbage in ["", "q", "i\u{0}", "x" + String(repeating: "a", count: 5000)] { #expect(FolderPosition(token: garbage) == nil) }
+    }
+
+    @Test(arguments: MetadataStoreTests.backends) func sessionsExpireEndOnSignOutAndWithTheirToken(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, account in
+            let token = "web-\(UUID().uuidString)"
+            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token))
+            // An unknown token, or the admin token, opens nothing.
+            #expect(try await store.openWebSession(tokenHash: TokenHash.hash("nope"), sessionHash: [1], lifetime: 1_000_000_000_000) == nil)
+            try await store.addAdminToken(hash: TokenHash.hash("admin-\(token)"))
+            #expect(try await store.openWebSession(tokenHash: TokenHash.hash("admin-\(token)"), sessionHash: [2], lifetime: 1_000_000_000_000) == nil)
+            let session = try #require(try await store.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: [3], lifetime: 1_000_000_000_000))
+            #expect(session.principal.accountID == account)
+            #expect(try await store.webSession(hash: [3])?.principal.accountID == account)
+            #expect(try await store.webSession(hash: [4]) == nil)
+            try await store.closeWebSession(hash: [3])
+            #expect(try await store.webSession(hash: [3]) == nil)
+            // Expired: a session of 1 ns is over by the time it is read.
+            _ = try await store.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: [5], lifetime: 1)
+            #expect(try await store.webSession(hash: [5]) == nil)
+            // Revoking the token ends what it opened.
+            _ = try await store.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: [6], lifetime: 1_000_000_000_000)
+            #expect(try await store.webSession(hash: [6]) != nil)
+            #expect(try await store.revokeToken(hash: TokenHash.hash(token)))
+            #expect(try await store.webSession(hash: [6]) == nil)
+        }
+    }
+
+    @Test(arguments: MetadataStoreTests.backends) func anAccountKeepsOnlyItsNewestSessions(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, account in
+            let token = "many-\(UUID().uuidString)"
+            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token))
+            let count = WebSession.maximumPerAccount + 5
+            for index in 0..<count {
+                _ = try await store.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: [UInt8(index)], lifetime: 1_000_000_000_000)
+            }
+            var open = 0
+            for index in 0..<count where try await store.webSession(hash: [UInt8(index)]) != nil { open += 1 }
+            #expect(open == WebSession.maximumPerAccount)
+            // The newest is among them.
+            #expect(try await store.webSession(hash: [UInt8(count - 1)]) != nil)
+        }
+    }
+}
