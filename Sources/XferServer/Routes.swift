@@ -119,6 +119,7 @@ struct Routes: Sendable {
         var pendingBytes = 0
         var unresolved: [ChunkID] = []
         let against = ChunksAgainst(metadata: metadata, chunks: chunks, maximumLength: limits.frames.maximumChunkLength)
+        let intake = ChunkIntake(metadata: metadata, chunks: chunks, quota: quota)
         func flush() async throws {
             guard !pending.isEmpty else { return }
             // Chunks sent against a reference are rebuilt into their stored form first.
@@ -126,24 +127,9 @@ struct Routes: Sendable {
             unresolved += left
             pending = []
             pendingBytes = 0
-            guard !batch.isEmpty else { return }
-            // Quota before disk: what the batch would add is reserved before anything is written.
-            let lacking = Set(try await metadata.missingChunks(account: account.accountID, ids: batch.map(\.id)))
-            var adding: Int64 = 0
-            var counted: Set<ChunkID> = []
-            for chunk in batch where lacking.contains(chunk.id) && counted.insert(chunk.id).inserted { adding += Int64(max(0, chunk.length)) }
-            let usage = try await metadata.account(account.accountID)
-            try quota.reserve(account: account.accountID, bytes: adding, used: usage.used, quota: usage.quota)
-            defer { quota.release(account: account.accountID, bytes: adding) }
-            let results = try await chunks.store(batch)
-            let good = zip(batch, results).filter { $0.1 == nil }.map { OwnedChunk(id: $0.0.id, length: $0.0.length, sealed: $0.0.encoding == .sealed) }
-            let added = try await metadata.addChunks(account: account.accountID, good, uploadStartedAt: startedAt)
+            let added = try await intake.store(batch, account: account.accountID, startedAt: startedAt)
             stored += added.count
             storedBytes += added.bytes
-            if let index = results.firstIndex(where: { $0 != nil }), let error = results[index] {
-                throw XferError(.corruptChunk, "chunk \(batch[index].id) was refused: \(error.message); \(stored) chunks before it were stored",
-                                cause: error)
-            }
         }
         for try await buffer in request.body {
             let frames = try decoder.feed(buffer.readableBytesView)

@@ -200,9 +200,10 @@ public enum XferServer {
     static func router(data: ServerData, limits: ServerLimits, changes: ChangeNotifier) -> Router<XferRequestContext> {
         let router = Router(context: XferRequestContext.self)
         data.metadata.watchRemoteChanges { changes.notifyAll() }
-        Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: QuotaGate()).register(on: router)
+        let quota = QuotaGate()
+        Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota).register(on: router)
         if limits.features.contains(.web) {
-            WebRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes).register(on: router)
+            WebRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota).register(on: router)
         }
         return router
     }

@@ -54,6 +54,22 @@ struct WebViewTests {
             return Page(status: Int(response.status.code), headers: response.headers, body: collected.readBytes(length: collected.readableBytes) ?? [])
         }
 
+        /// A multipart form, fields in order, files last (as a browser sends the page's forms).
+        func upload(_ path: String, fields: [(String, String)], files: [(name: String, bytes: [UInt8])]) async throws -> Page {
+            let boundary = "----xferTestBoundary\(UUID().uuidString)"
+            var body: [UInt8] = []
+            for (name, value) in fields {
+                body += Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"\r\n\r\n\(value)\r\n".utf8)
+            }
+            for file in files {
+                body += Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"\(file.name)\"\r\nContent-Type: application/octet-stream\r\n\r\n".utf8)
+                body += file.bytes + Array("\r\n".utf8)
+            }
+            body += Array("--\(boundary)--\r\n".utf8)
+            return try await send(.POST, path, headers: [("Content-Type", "multipart/form-data; boundary=\(boundary)"), ("Origin", base),
+                                                         ("Sec-Fetch-Site", "same-origin")], body: body)
+        }
+
         /// The value of hidden field `csrf` on a page.
         static func csrf(_ page: Page) -> String? {
             guard let range = page.text.range(of: #"name="csrf" value=""#) else { return nil }
@@ -271,6 +287,100 @@ struct WebViewTests {
                 #expect(!listing.text.contains("secret.txt"))
                 let stolen = try await browser.get("/web/c/default/raw?path=Documents%2Fsecret.txt")
                 #expect(stolen.status == 404 && !stolen.text.contains("alice's"))
+            }
+        }
+    }
+
+    @Test func uploadsAreOrdinaryVersionsThatPullAndSyncAsAnyOther() async throws {
+        try await LiveServer.run { server in
+            let big = Files.random(count: 2_500_000, seed: 11)
+            try await Self.browse(server) { browser in
+                try await browser.signIn(server.token)
+                let page = try await browser.get("/web/c/default?folder=Documents%2F")
+                let csrf = try #require(Browser.csrf(page))
+                // Without the token, or from another site, nothing is stored.
+                let refused = try await browser.upload("/web/c/default/upload", fields: [("csrf", "bad"), ("folder", "Documents/")],
+                                                       files: [("nope.bin", [1, 2, 3])])
+                #expect(refused.status == 403)
+                let uploaded = try await browser.upload("/web/c/default/upload", fields: [("csrf", csrf), ("folder", "Documents/In/")],
+                                                        files: [("big.bin", big), ("small é.txt", Array("hello".utf8))])
+                #expect(uploaded.status == 303)
+                #expect(try await server.client().list(prefix: "Documents/").documents.map(\.path.value)
+                        == ["Documents/In/big.bin", "Documents/In/small é.txt"])
+                // The CLI's engine pulls exactly what was uploaded.
+                _ = try await server.pull("Documents/In/big.bin", server.root + "/pulled.bin")
+                #expect(Files.read(server.root + "/pulled.bin") == big)
+                // Cut as a device cuts: the same bytes pushed from a device send no chunk.
+                try Files.write(server.root + "/same.bin", big)
+                let pushed = try await server.push(server.root + "/same.bin", "Documents/copy.bin")
+                #expect(pushed.chunksSent == 0 && pushed.chunks > 5)
+                let info = try await server.client().stat("Documents/In/big.bin")
+                #expect(info.device == "web" && info.size == Int64(big.count))
+                // Uploading again makes a new version; the old one stays.
+                _ = try await browser.upload("/web/c/default/upload", fields: [("csrf", csrf), ("folder", "Documents/In/")],
+                                             files: [("small é.txt", Array("again".utf8))])
+                #expect(try await server.client().versions("Documents/In/small é.txt").map(\.state) == [.current, .superseded])
+                // A name that is not a name is refused, nothing stored.
+                let bad = try await browser.upload("/web/c/default/upload", fields: [("csrf", csrf), ("folder", "../")], files: [("x", [1])])
+                #expect(bad.status == 400)
+            }
+        }
+    }
+
+    @Test func foldersRenamesDeletionsRestoresAndConflictChoicesKeepEveryVersion() async throws {
+        try await LiveServer.run { server in
+            let a = server.client(device: "a")
+            let b = server.client(server.otherDevice("b"), device: "b")
+            let file = server.root + "/n.txt"
+            try Files.write(file, Array("one".utf8))
+            try Files.setMtime(file, 1_000)
+            _ = try await a.push(file, as: "Documents/n.txt")
+            try await Self.browse(server) { browser in
+                try await browser.signIn(server.token)
+                let csrf = try #require(Browser.csrf(try await browser.get("/web/")))
+                // A new folder is a directory document, shown even while empty.
+                #expect(try await browser.post("/web/c/default/mkdir", form: ["csrf": csrf, "folder": "Documents/", "name": "Empty"]).status == 303)
+                #expect(try await a.stat("Documents/Empty").kind == .directory)
+                #expect(try await browser.post("/web/c/default/mkdir", form: ["csrf": csrf, "folder": "Documents/", "name": "n.txt"]).status == 409)
+                #expect(try await browser.post("/web/c/default/mkdir", form: ["csrf": csrf, "folder": "Documents/", "name": "a/b"]).status == 400)
+                // Rename from the version the page showed; a stale page changes nothing.
+                #expect(try await browser.post("/web/c/default/rename", form: ["csrf": csrf, "path": "Documents/n.txt", "base": "9", "name": "m.txt"]).status >= 400)
+                #expect(try await browser.post("/web/c/default/rename", form: ["csrf": csrf, "path": "Documents/n.txt", "base": "1", "name": "m.txt"]).status == 303)
+                #expect(try await a.stat("Documents/m.txt").state == .current)
+                #expect(try await a.stat("Documents/n.txt").state == .deleted)
+                // Delete, then restore from Recently Deleted.
+                let m = try await a.stat("Documents/m.txt")
+                #expect(try await browser.post("/web/c/default/delete", form: ["csrf": csrf, "path": "Documents/m.txt", "base": String(m.version)]).status == 303)
+                let deleted = try await browser.get("/web/c/default/deleted")
+                #expect(deleted.text.contains("Documents/m.txt") && deleted.text.contains("Restore"))
+                let gone = try await a.stat("Documents/m.txt")
+                #expect(try await browser.post("/web/c/default/restore", form: ["csrf": csrf, "path": "Documents/m.txt",
+                                                                                "version": String(try #require(gone.baseVersion)), "base": String(gone.version)]).status == 303)
+                _ = try await a.pull("Documents/m.txt", into: server.root + "/m.txt")
+                #expect(Files.read(server.root + "/m.txt") == Array("one".utf8))
+                // A conflict, settled by choosing the losing version; the winner stays in history.
+                let base = try await a.stat("Documents/m.txt")
+                let mine = server.root + "/a-m.txt"
+                _ = try await a.pull("Documents/m.txt", into: mine)
+                _ = try await b.pull("Documents/m.txt", into: server.root + "/b.txt")
+                try Files.write(mine, Array("two".utf8))
+                try Files.setMtime(mine, 2_000)
+                _ = try await a.push(mine, as: "Documents/m.txt")
+                try Files.write(server.root + "/b.txt", Array("three".utf8))
+                try Files.setMtime(server.root + "/b.txt", 3_000)
+                let winner = try await b.push(server.root + "/b.txt", as: "Documents/m.txt")
+                let loser = try #require(winner.conflicts.first)
+                let history = try await a.versions("Documents/m.txt").map { "\($0.version) \($0.state) \($0.device ?? "")" }
+                #expect(loser > base.version, "\(history)")
+                let item = try await browser.get("/web/c/default/item?path=Documents%2Fm.txt")
+                #expect(item.text.contains("conflict-note") && item.text.contains("Keep this version"))
+                #expect(try await browser.post("/web/c/default/resolve", form: ["csrf": csrf, "path": "Documents/m.txt", "keep": String(loser)]).status == 303)
+                let settled = try await a.stat("Documents/m.txt")
+                #expect(settled.conflicts == nil && settled.version == loser)
+                #expect(try await a.versions("Documents/m.txt").contains { $0.version == winner.version && $0.state == .superseded })
+                // Every one of these needs the session's token.
+                #expect(try await browser.post("/web/c/default/delete", form: ["csrf": "x", "path": "Documents/m.txt", "base": String(loser)]).status == 403)
+                #expect(try await a.stat("Documents/m.txt").state == .current)
             }
         }
     }

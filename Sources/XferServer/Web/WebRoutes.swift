@@ -16,6 +16,7 @@ struct WebRoutes: Sendable {
     let chunks: any ChunkStore
     let limits: ServerLimits
     let changes: ChangeNotifier
+    let quota: QuotaGate
 
     /// Rows of a folder, search or Recently Deleted page.
     static let pageSize = 200
@@ -39,6 +40,7 @@ struct WebRoutes: Sendable {
         web.get("c/:container/item", use: page(item))
         web.get("c/:container/raw", use: page(raw))
         web.get("c/:container/events", use: page(events))
+        registerActions(on: web)
     }
 
     // MARK: Sessions
@@ -146,6 +148,7 @@ struct WebRoutes: Sendable {
         values["hasRows"] = !rows.isEmpty
         values["crumbs"] = Self.crumbs(container, prefix)
         values["here"] = prefix.isEmpty ? container.value : String(prefix.dropLast().split(separator: "/").last ?? "")
+        values["folder"] = prefix
         if let next = listing.next {
             values["moreHref"] = Self.containerHref(container.value, folder: prefix, page: next.token)
         }
@@ -192,6 +195,9 @@ struct WebRoutes: Sendable {
             var row = Self.row(info, name: info.path.value, container: container)
             row["size"] = ""
             row["note"] = "deleted"
+            if let previous = info.baseVersion {
+                row["restore"] = ["path": info.path.value, "version": String(previous), "base": String(info.version)]
+            }
             return row
         }
         var values = commonValues(container)
@@ -227,6 +233,9 @@ struct WebRoutes: Sendable {
         if let conflicts = newest.conflicts, !conflicts.isEmpty {
             values["conflicts"] = conflicts.map(String.init).joined(separator: ", ")
         }
+        values["path"] = path.value
+        values["base"] = String(newest.version)
+        if newest.state == .current { values["actions"] = true }
         values["versions"] = versions.map { version -> [String: Any] in
             var row: [String: Any] = [
                 "version": String(version.version), "state": version.state.rawValue,
@@ -235,6 +244,12 @@ struct WebRoutes: Sendable {
             ]
             if (version.state == .current || version.state == .superseded || version.state == .conflict) && version.kind != .directory {
                 row["href"] = Self.rawHref(container, path, version: version.version)
+            }
+            if version.state == .superseded && version.kind != .directory {
+                row["restore"] = ["path": path.value, "version": String(version.version), "base": String(newest.version)]
+            }
+            if let conflicts = newest.conflicts, !conflicts.isEmpty, version.state == .current || version.state == .conflict {
+                row["keep"] = ["path": path.value, "version": String(version.version)]
             }
             return row
         }
@@ -408,7 +423,10 @@ struct WebRoutes: Sendable {
 
     func commonValues(_ container: ContainerName) -> [String: Any] {
         ["container": container.value, "containerHref": Self.containerHref(container.value),
-         "searchAction": "/web/c/\(container.value)/search", "deletedHref": "/web/c/\(container.value)/deleted"]
+         "searchAction": "/web/c/\(container.value)/search", "deletedHref": "/web/c/\(container.value)/deleted",
+         "uploadAction": "/web/c/\(container.value)/upload", "mkdirAction": "/web/c/\(container.value)/mkdir",
+         "renameAction": "/web/c/\(container.value)/rename", "deleteAction": "/web/c/\(container.value)/delete",
+         "restoreAction": "/web/c/\(container.value)/restore", "resolveAction": "/web/c/\(container.value)/resolve"]
     }
 
     func html(_ template: String, _ values: [String: Any], title: String, session: WebContext?, events: String? = nil,
@@ -420,6 +438,8 @@ struct WebRoutes: Sendable {
             layout["csrf"] = WebSecurity.csrf(session.secret)
             if let events { layout["events"] = events }
         }
+        var values = values
+        if let session { values["csrf"] = WebSecurity.csrf(session.secret) }
         let page = WebTemplates.render(template, values, layout: layout)
         return Response(status: status, headers: [.contentType: "text/html; charset=utf-8"], body: ResponseBody(byteBuffer: ByteBuffer(string: page)))
     }

@@ -89,6 +89,16 @@ enum WebTemplates {
             <button type="submit">Search</button>
             </form>
             <p class="links"><a href="{{deletedHref}}" id="deleted-link">Recently Deleted</a></p>
+            <details class="tools"><summary>Upload or new folder</summary>
+            <form method="post" action="{{uploadAction}}" enctype="multipart/form-data" class="row" id="upload-form">
+            <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="folder" value="{{folder}}">
+            <input type="file" name="file" id="upload-file" multiple required> <button type="submit" id="upload">Upload</button>
+            </form>
+            <form method="post" action="{{mkdirAction}}" class="row" id="mkdir-form">
+            <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="folder" value="{{folder}}">
+            <input type="text" name="name" id="mkdir-name" placeholder="New folder name" required maxlength="255"> <button type="submit" id="mkdir">Create folder</button>
+            </form>
+            </details>
             {{> table}}
             {{#moreHref}}<p><a href="{{moreHref}}" id="more">More…</a></p>{{/moreHref}}
             {{^rows}}<p class="empty">This folder is empty.</p>{{/rows}}
@@ -119,7 +129,8 @@ enum WebTemplates {
             <tbody>
             {{/hasRows}}
             {{#rows}}
-            <tr data-path="{{path}}"><td class="name"><a href="{{href}}"><bdi>{{name}}</bdi></a>{{#note}} <span class="badge">{{note}}</span>{{/note}}</td><td>{{kind}}</td><td class="num">{{size}}</td><td>{{#modified}}<time datetime="{{modifiedISO}}">{{modified}}</time>{{/modified}}</td><td><bdi>{{device}}</bdi></td></tr>
+            <tr data-path="{{path}}"><td class="name"><a href="{{href}}"><bdi>{{name}}</bdi></a>{{#note}} <span class="badge">{{note}}</span>{{/note}}{{#restore}}
+            <form method="post" action="{{restoreAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="version" value="{{version}}"><input type="hidden" name="base" value="{{base}}"><button type="submit" class="small restore">Restore</button></form>{{/restore}}</td><td>{{kind}}</td><td class="num">{{size}}</td><td>{{#modified}}<time datetime="{{modifiedISO}}">{{modified}}</time>{{/modified}}</td><td><bdi>{{device}}</bdi></td></tr>
             {{/rows}}
             {{#hasRows}}
             </tbody>
@@ -141,12 +152,26 @@ enum WebTemplates {
             {{#files}}<dt>Files</dt><dd>{{files}}</dd>{{/files}}
             </dl>
             {{#downloadHref}}<p><a class="button" href="{{downloadHref}}" id="download" download>{{downloadLabel}}</a></p>{{/downloadHref}}
+            {{#actions}}
+            <section class="tools">
+            <form method="post" action="{{renameAction}}" class="row" id="rename-form">
+            <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="base" value="{{base}}">
+            <input type="text" name="name" id="rename-name" value="{{name}}" required maxlength="255" aria-label="New name"> <button type="submit" id="rename">Rename</button>
+            </form>
+            <form method="post" action="{{deleteAction}}" class="row" id="delete-form">
+            <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="base" value="{{base}}">
+            <button type="submit" id="delete" class="danger">Delete</button> <span class="note">Deleted documents stay in Recently Deleted until the server's garbage collection.</span>
+            </form>
+            </section>
+            {{/actions}}
             <h2>Versions</h2>
             <table class="listing" id="versions">
             <thead><tr><th>Version</th><th>State</th><th class="num">Size</th><th>Modified</th><th>Device</th><th></th></tr></thead>
             <tbody>
             {{#versions}}
-            <tr><td>{{version}}</td><td>{{state}}</td><td class="num">{{size}}</td><td>{{modified}}</td><td><bdi>{{device}}</bdi></td><td>{{#href}}<a href="{{href}}" download>Download</a>{{/href}}</td></tr>
+            <tr data-version="{{version}}"><td>{{version}}</td><td>{{state}}</td><td class="num">{{size}}</td><td>{{modified}}</td><td><bdi>{{device}}</bdi></td><td>{{#href}}<a href="{{href}}" download>Download</a>{{/href}}{{#restore}}
+            <form method="post" action="{{restoreAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="version" value="{{version}}"><input type="hidden" name="base" value="{{base}}"><button type="submit" class="small restore">Restore</button></form>{{/restore}}{{#keep}}
+            <form method="post" action="{{resolveAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="keep" value="{{version}}"><button type="submit" class="small keep">Keep this version</button></form>{{/keep}}</td></tr>
             {{/versions}}
             </tbody>
             </table>
@@ -207,6 +232,11 @@ enum WebTemplates {
         .error { color: #d70015; } .warning { color: #b25000; } .note, .empty, .summary, .foot { color: var(--muted); }
         .facts { display: grid; grid-template-columns: max-content 1fr; gap: .3rem 1rem; } .facts dt { color: var(--muted); } .facts dd { margin: 0; overflow-wrap: anywhere; }
         .foot { text-align: center; padding: 2rem; font-size: .8rem; }
+        .tools { margin: 1rem 0; } .tools summary { cursor: pointer; color: var(--accent); }
+        .row { display: flex; gap: .5rem; align-items: center; margin: .6rem 0; flex-wrap: wrap; }
+        input[type=text] { font: inherit; padding: .45rem .6rem; border: 1px solid var(--line); border-radius: 8px; background: var(--bg); color: var(--fg); min-width: 16rem; }
+        button.small { padding: .15rem .6rem; font-size: .85rem; margin-left: .5rem; }
+        button.danger { background: #d70015; border-color: #d70015; }
         .live { position: fixed; right: 1rem; bottom: 1rem; font-size: .8rem; color: var(--muted); }
         """
 
