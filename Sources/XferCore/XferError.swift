@@ -56,6 +56,8 @@ public struct XferError: Error, Sendable, CustomStringConvertible {
         public static let encryptedContainer = Code("encrypted_container")
         /// The server could not be reached or did not answer.
         public static let unavailable = Code("unavailable")
+        /// Too many attempts in too little time (a share link's wrong passwords): wait, then retry.
+        public static let rateLimited = Code("rate_limited")
         /// A synced folder's root is gone, unmounted, or not the folder that was synced.
         public static let folderMissing = Code("folder_missing")
         /// The other side broke the protocol or failed unexpectedly.

@@ -81,6 +81,7 @@ extension XferError.Code {
         case .tooLarge: return .contentTooLarge
         case .quotaExceeded, .storageFull: return HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")
         case .unavailable: return .serviceUnavailable
+        case .rateLimited: return .tooManyRequests
         default: return .internalServerError
         }
     }

@@ -385,6 +385,94 @@ struct WebViewTests {
         }
     }
 
+    @Test func shareLinksGrantOneDocumentToAnyoneWithTheLinkUntilRevoked() async throws {
+        try await LiveServer.run { server in
+            let source = server.root + "/source"
+            let first = Files.random(count: 300_000, seed: 21)
+            try Files.write(source + "/report.pdf", first)
+            try Files.write(source + "/other.txt", Array("not shared".utf8))
+            _ = try await server.push(source + "/report.pdf", "Documents/report.pdf")
+            _ = try await server.push(source + "/other.txt", "Documents/other.txt")
+            try await Self.browse(server) { owner in
+                try await owner.signIn(server.token)
+                let item = try await owner.get("/web/c/default/item?path=Documents%2Freport.pdf")
+                let csrf = try #require(Browser.csrf(item))
+                #expect(item.text.contains("share-form"))
+                func link(_ form: [String: String]) async throws -> String {
+                    var fields = ["csrf": csrf, "path": "Documents/report.pdf", "base": "1", "days": "7"]
+                    fields.merge(form) { $1 }
+                    let made = try await owner.post("/web/c/default/share", form: fields)
+                    #expect(made.status == 200)
+                    let range = try #require(made.text.range(of: "id=\"share-url\" value=\""))
+                    return String(made.text[range.upperBound...].prefix { $0 != "\"" })
+                }
+                let open = try await link([:])
+                let pinned = try await link(["pin": "1"])
+                let locked = try await link(["password": "correct horse", "days": "0"])
+                #expect(open.hasPrefix(owner.base + "/s/") && open != pinned)
+                // The list shows three, never their secrets.
+                let list = try await owner.get("/web/shares")
+                #expect(list.text.components(separatedBy: "class=\"small danger revoke\"").count == 4)
+                for url in [open, pinned, locked] { #expect(!list.text.contains(String(url.suffix(64)))) }
+                // A new version: the open link shows it, the pinned one the first.
+                let second = Files.random(count: 200_000, seed: 22)
+                try Files.write(source + "/report.pdf", second)
+                _ = try await server.push(source + "/report.pdf", "Documents/report.pdf")
+                try await Self.browse(server) { stranger in
+                    let path = { (url: String) in String(url.dropFirst(owner.base.count)) }
+                    let page = try await stranger.get(path(open))
+                    #expect(page.status == 200 && page.text.contains("report.pdf") && !page.text.contains("other.txt"))
+                    #expect(!page.text.contains("tester"))
+                    #expect(try await stranger.get(path(open) + "/download").body == second)
+                    #expect(try await stranger.get(path(pinned) + "/download").body == first)
+                    let part = try await stranger.get(path(open) + "/download", headers: [("Range", "bytes=0-99")])
+                    #expect(part.status == 206 && part.body == Array(second.prefix(100)))
+                    // Nothing else of the account through it.
+                    #expect(try await stranger.get(path(open) + "/download?path=Documents%2Fother.txt").body == second)
+                    #expect(try await stranger.get("/web/c/default?folder=Documents%2F").status == 303)
+                    // The password: asked, a wrong one refused, the right one remembered.
+                    let ask = try await stranger.get(path(locked))
+                    #expect(ask.status == 200 && ask.text.contains("protected by a password"))
+                    #expect(try await stranger.get(path(locked) + "/download").status == 303)
+                    #expect(try await stranger.post(path(locked), form: ["password": "wrong"]).status == 401)
+                    #expect(try await stranger.post(path(locked), form: ["password": "correct horse"]).status == 303)
+                    #expect(try await stranger.get(path(locked) + "/download").body == second)
+                    // A made-up link, or a revoked one, shows nothing.
+                    #expect(try await stranger.get("/s/" + String(repeating: "a", count: 64)).status == 404)
+                    #expect(try await stranger.get("/s/short").status == 404)
+                    let id = try #require(list.text.range(of: "name=\"id\" value=\"").map { String(list.text[$0.upperBound...].prefix { $0 != "\"" }) })
+                    #expect(try await owner.post("/web/shares/revoke", form: ["csrf": csrf, "id": id]).status == 303)
+                    // The list is newest first: the password link is gone, the others stay.
+                    #expect(try await stranger.get(path(locked)).status == 404)
+                    #expect(try await stranger.get(path(open)).status == 200)
+                    #expect(try await stranger.get(path(pinned)).status == 200)
+                    // Once the document is deleted, no link shows any version of it.
+                    _ = try await server.client().delete("Documents/report.pdf")
+                    #expect(try await stranger.get(path(open)).status == 404)
+                    #expect(try await stranger.get(path(pinned) + "/download").status == 404)
+                }
+            }
+        }
+    }
+
+    @Test func aShareLinksPasswordCannotBeGuessedQuickly() async throws {
+        try await LiveServer.run { server in
+            try Files.write(server.root + "/f", Array("x".utf8))
+            _ = try await server.push(server.root + "/f", "Documents/f")
+            try await Self.browse(server) { owner in
+                try await owner.signIn(server.token)
+                let csrf = try #require(Browser.csrf(try await owner.get("/web/")))
+                let made = try await owner.post("/web/c/default/share", form: ["csrf": csrf, "path": "Documents/f", "base": "1", "days": "1", "password": "p"])
+                let range = try #require(made.text.range(of: "/s/"))
+                let secret = String(made.text[range.upperBound...].prefix(64))
+                var statuses: [Int] = []
+                for _ in 0..<(ShareAttempts.limit + 2) { statuses.append(try await owner.post("/s/" + secret, form: ["password": "guess"]).status) }
+                #expect(Array(statuses.prefix(ShareAttempts.limit)) == Array(repeating: 401, count: ShareAttempts.limit))
+                #expect(statuses.suffix(2) == [429, 429])
+            }
+        }
+    }
+
     @Test(.timeLimit(.minutes(2))) func theEventStreamAnnouncesAPushFromAnotherDevice() async throws {
         try await LiveServer.run { server in
             let source = server.root + "/source"

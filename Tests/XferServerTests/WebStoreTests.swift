@@ -132,4 +132,37 @@ import XferProtocol
             #expect(try await store.webSession(hash: [UInt8(count - 1)]) != nil)
         }
     }
+    @Test(arguments: MetadataStoreTests.backends) func shareLinksAreAccountsOwnExpireAndGoWhenRevoked(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, account in
+            let chunk = MetadataStoreTests.chunk(1)
+            _ = try await store.addChunks(account: account, [chunk])
+            _ = try await MetadataStoreTests.put(store, account, "Documents/a", [chunk], base: nil)
+            let path = try DocumentPath("Documents/a")
+            // Only a live document of this account can be shared.
+            await #expect(throws: XferError.self) {
+                _ = try await store.createShare(account: account, container: Self.container, path: try DocumentPath("Documents/none"),
+                                                version: nil, password: nil, hash: [9], lifetime: nil)
+            }
+            let lasting = try await store.createShare(account: account, container: Self.container, path: path, version: nil,
+                                                      password: "scrypt$x", hash: [1], lifetime: nil)
+            let brief = try await store.createShare(account: account, container: Self.container, path: path, version: 1,
+                                                    password: nil, hash: [2], lifetime: 1)
+            #expect(try await store.share(hash: [1])?.link == lasting)
+            #expect(try await store.share(hash: [1])?.password == "scrypt$x")
+            #expect(try await store.share(hash: [2]) == nil)   // expired at once
+            #expect(try await store.share(hash: [3]) == nil)
+            let listed = try await store.shares(account: account)
+            #expect(listed.map(\.id) == [brief.id, lasting.id] && listed[0].expired && !listed[1].expired && listed[0].version == 1)
+            // Another account can neither see nor revoke them.
+            let other = try await store.createAccount(name: try AccountName("eve"), quota: 1 << 30, tokenHash: TokenHash.hash("eve"))
+            let eve = try await MetadataStoreTests.accountID(store, other.name)
+            #expect(try await store.shares(account: eve).isEmpty)
+            #expect(try await !store.revokeShare(account: eve, id: lasting.id))
+            await #expect(throws: XferError.self) {
+                _ = try await store.createShare(account: eve, container: Self.container, path: path, version: nil, password: nil, hash: [4], lifetime: nil)
+            }
+            #expect(try await store.revokeShare(account: account, id: lasting.id))
+            #expect(try await store.share(hash: [1]) == nil)
+        }
+    }
 }

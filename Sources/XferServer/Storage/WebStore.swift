@@ -72,3 +72,45 @@ public struct FolderPage: Sendable, Hashable {
     public var entries: [FolderEntry]
     public var next: FolderPosition?
 }
+
+/// Share links: a read-only link to one document, with an optional expiry and password.
+public protocol ShareStore: Sendable {
+    /// Records a link whose secret hashes to `hash`, to the document at `path` (its current
+    /// version then, or `version` alone if given), valid for `lifetime` ns of the store's clock
+    /// (`nil`: until revoked), behind `password` (a ``PasswordHash`` text) if given.
+    /// - Throws: `not_found` if there is no such live document; `encrypted_container` for an
+    ///   end-to-end encrypted container; `too_large` past ``ShareLink/maximumPerAccount``.
+    func createShare(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?, password: String?,
+                     hash: [UInt8], lifetime: Int64?) async throws -> ShareLink
+    /// The account's links, newest first, expired ones included.
+    func shares(account: Int64) async throws -> [ShareLink]
+    /// Removes one of the account's links; `false` if it has none by that id.
+    func revokeShare(account: Int64, id: Int64) async throws -> Bool
+    /// What a link's secret grants, while it has not expired.
+    func share(hash: [UInt8]) async throws -> ShareGrant?
+}
+
+/// A share link as its owner sees it (the secret is shown once, when made).
+public struct ShareLink: Sendable, Hashable {
+    /// Links one account may hold.
+    public static let maximumPerAccount = 1000
+    public var id: Int64
+    public var container: String
+    public var path: DocumentPath
+    /// The one version it shows, or `nil` for whatever is current when it is opened.
+    public var version: Int64?
+    public var hasPassword: Bool
+    /// Store clock, ns.
+    public var createdAt: Int64
+    public var expiresAt: Int64?
+    /// Whether it had expired when read.
+    public var expired: Bool
+}
+
+/// What opening a link grants: one document of one account, read only.
+public struct ShareGrant: Sendable, Hashable {
+    public var link: ShareLink
+    public var account: Int64
+    /// The stored ``PasswordHash`` text, when the link has a password.
+    public var password: String?
+}

@@ -17,6 +17,7 @@ struct WebRoutes: Sendable {
     let limits: ServerLimits
     let changes: ChangeNotifier
     let quota: QuotaGate
+    let shareAttempts = ShareAttempts()
 
     /// Rows of a folder, search or Recently Deleted page.
     static let pageSize = 200
@@ -41,6 +42,7 @@ struct WebRoutes: Sendable {
         web.get("c/:container/raw", use: page(raw))
         web.get("c/:container/events", use: page(events))
         registerActions(on: web)
+        registerShares(on: router, web: web)
     }
 
     // MARK: Sessions
@@ -292,12 +294,18 @@ struct WebRoutes: Sendable {
             throw XferError(.notFound, "version \(stored.info.version) of \(path) holds no content (\(stored.info.state.rawValue))")
         }
         let manifest = try Manifest(decoding: stored.manifest)
-        let name = String(path.value.split(separator: "/").last ?? "download")
+        return try serve(manifest, info: stored.info, name: String(path.value.split(separator: "/").last ?? "download"), request: request)
+    }
+
+    /// A version's bytes as a download: a file (one `Range` honoured, `If-Range` against its
+    /// manifest digest) or a package as a tar stream. Shared by the pages and share links.
+    func serve(_ manifest: Manifest, info: DocumentInfo, name: String, request: Request) throws -> Response {
         var headers: HTTPFields = [.contentType: "application/octet-stream"]
         headers[.cacheControl] = "private, no-store"
-        let etag = "\"\(stored.info.manifestDigest ?? String(stored.info.version))\""
+        let etag = "\"\(info.manifestDigest ?? String(info.version))\""
         headers[.eTag] = etag
         let bytes = bytes
+        let path = info.path
         switch manifest.kind {
         case .package:
             headers[.contentDisposition] = WebSecurity.attachment(name + ".tar")
@@ -426,7 +434,8 @@ struct WebRoutes: Sendable {
          "searchAction": "/web/c/\(container.value)/search", "deletedHref": "/web/c/\(container.value)/deleted",
          "uploadAction": "/web/c/\(container.value)/upload", "mkdirAction": "/web/c/\(container.value)/mkdir",
          "renameAction": "/web/c/\(container.value)/rename", "deleteAction": "/web/c/\(container.value)/delete",
-         "restoreAction": "/web/c/\(container.value)/restore", "resolveAction": "/web/c/\(container.value)/resolve"]
+         "restoreAction": "/web/c/\(container.value)/restore", "resolveAction": "/web/c/\(container.value)/resolve",
+         "shareAction": "/web/c/\(container.value)/share"]
     }
 
     func html(_ template: String, _ values: [String: Any], title: String, session: WebContext?, events: String? = nil,

@@ -40,6 +40,7 @@ enum WebTemplates {
             <header class="bar">
             <a class="brand" href="/web/">xfer</a>
             {{#signedIn}}
+            <a href="/web/shares" id="shares-link">Share links</a>
             <span class="who">Signed in as <bdi>{{account}}</bdi></span>
             <form method="post" action="/web/signout" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><button type="submit" id="signout">Sign out</button></form>
             {{/signedIn}}
@@ -158,6 +159,15 @@ enum WebTemplates {
             <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="base" value="{{base}}">
             <input type="text" name="name" id="rename-name" value="{{name}}" required maxlength="255" aria-label="New name"> <button type="submit" id="rename">Rename</button>
             </form>
+            <details class="tools" id="share-tools"><summary>Share a link</summary>
+            <form method="post" action="{{shareAction}}" class="row" id="share-form">
+            <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="base" value="{{base}}">
+            <label class="inline-label">Expires <select name="days" id="share-days"><option value="1">in a day</option><option value="7" selected>in a week</option><option value="30">in 30 days</option><option value="0">never</option></select></label>
+            <label class="inline-label"><input type="checkbox" name="pin" value="1"> this version only</label>
+            <input type="password" name="password" id="share-password" placeholder="Password (optional)" autocomplete="new-password" maxlength="1024">
+            <button type="submit" id="share">Make link</button>
+            </form>
+            </details>
             <form method="post" action="{{deleteAction}}" class="row" id="delete-form">
             <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="base" value="{{base}}">
             <button type="submit" id="delete" class="danger">Delete</button> <span class="note">Deleted documents stay in Recently Deleted until the server's garbage collection.</span>
@@ -189,6 +199,56 @@ enum WebTemplates {
             </table>
             {{/hasEntries}}
             {{#entriesLeft}}<p class="note">…and {{entriesLeft}} more entries.</p>{{/entriesLeft}}
+            """,
+        "shared": """
+            <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span><a href="{{itemHref}}"><bdi>{{name}}</bdi></a></nav>
+            <h1>Share link</h1>
+            <p>Anyone with this link can download <bdi>{{name}}</bdi>{{#pinned}} (version {{pinned}} only){{/pinned}}{{#password}} after giving its password{{/password}}, without an account. It expires {{expires}}. Copy it now: it is shown only once.</p>
+            <p><input type="text" readonly id="share-url" value="{{url}}" class="wide"></p>
+            <p><a href="/web/shares">All share links</a></p>
+            """,
+        "shares": """
+            <h1>Share links</h1>
+            {{^hasLinks}}<p class="empty">No share links. Make one from a document's page.</p>{{/hasLinks}}
+            {{#hasLinks}}
+            <table class="listing" id="share-list">
+            <thead><tr><th>Document</th><th>Shows</th><th>Made</th><th>Expires</th><th></th></tr></thead>
+            <tbody>
+            {{/hasLinks}}
+            {{#links}}
+            <tr data-id="{{id}}"><td class="name"><a href="{{href}}"><bdi>{{container}}: {{path}}</bdi></a>{{#password}} <span class="badge">password</span>{{/password}}{{#expired}} <span class="badge">expired</span>{{/expired}}</td><td>{{version}}</td><td>{{created}}</td><td>{{expires}}</td>
+            <td><form method="post" action="/web/shares/revoke" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="id" value="{{id}}"><button type="submit" class="small danger revoke">Revoke</button></form></td></tr>
+            {{/links}}
+            {{#hasLinks}}
+            </tbody>
+            </table>
+            {{/hasLinks}}
+            """,
+        "share": """
+            <section class="card narrow">
+            <h1><bdi>{{name}}</bdi></h1>
+            <dl class="facts">
+            <dt>Kind</dt><dd>{{kind}}</dd>
+            <dt>Size</dt><dd>{{size}}</dd>
+            <dt>Modified</dt><dd>{{modified}}</dd>
+            {{#files}}<dt>Files</dt><dd>{{files}}</dd>{{/files}}
+            {{#expires}}<dt>Link expires</dt><dd>{{expires}}</dd>{{/expires}}
+            </dl>
+            <p><a class="button" href="{{downloadHref}}" id="download" download>{{downloadLabel}}</a></p>
+            <p class="note">Shared with you through xfer. This link shows this document only, read only.</p>
+            </section>
+            """,
+        "share-password": """
+            <section class="card narrow">
+            <h1><bdi>{{name}}</bdi></h1>
+            <p>This link is protected by a password.</p>
+            {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+            <form method="post" action="{{action}}">
+            <label for="password">Password</label>
+            <input type="password" id="password" name="password" required maxlength="1024">
+            <button type="submit" id="unlock">Open</button>
+            </form>
+            </section>
             """,
         "error": """
             <section class="card narrow">
@@ -236,6 +296,8 @@ enum WebTemplates {
         .row { display: flex; gap: .5rem; align-items: center; margin: .6rem 0; flex-wrap: wrap; }
         input[type=text] { font: inherit; padding: .45rem .6rem; border: 1px solid var(--line); border-radius: 8px; background: var(--bg); color: var(--fg); min-width: 16rem; }
         button.small { padding: .15rem .6rem; font-size: .85rem; margin-left: .5rem; }
+        .inline-label { display: inline-flex; gap: .3rem; align-items: center; margin: 0; color: var(--fg); }
+        input.wide { width: 100%; font: inherit; padding: .45rem .6rem; }
         button.danger { background: #d70015; border-color: #d70015; }
         .live { position: fixed; right: 1rem; bottom: 1rem; font-size: .8rem; color: var(--muted); }
         """

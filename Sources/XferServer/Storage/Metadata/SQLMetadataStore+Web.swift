@@ -119,3 +119,63 @@ extension SQLMetadataStore {
         }
     }
 }
+
+// Share links (docs/WEB.md, "Share links").
+extension SQLMetadataStore {
+    public func createShare(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?, password: String?,
+                            hash: [UInt8], lifetime: Int64?) async throws -> ShareLink {
+        try await write { tx in
+            guard let containerID = try tx.containerID(account: account, name: container, create: false),
+                  let document = try tx.documentRow(container: containerID, path: path, create: false),
+                  let current = document.current,
+                  let info = try tx.info(document: document.id, path: path, version: version ?? current),
+                  info.state == .current || (version != nil && (info.state == .superseded || info.state == .conflict)) else {
+                throw XferError(.notFound, "no document \(path) in container \(container) to share")
+            }
+            if try tx.sql.one("SELECT 1 FROM container_keys WHERE container_id = ?", containerID) != nil {
+                throw XferError(.encryptedContainer, "container \(container) is end-to-end encrypted: the server cannot show its documents to anyone")
+            }
+            guard try tx.sql.int("SELECT COUNT(*) FROM share_links WHERE account_id = ?", account) ?? 0 < Int64(ShareLink.maximumPerAccount) else {
+                throw XferError(.tooLarge, "this account has \(ShareLink.maximumPerAccount) share links, the limit; revoke some first")
+            }
+            let now = try tx.clock()
+            let expires = lifetime.map { now + $0 }
+            guard let id = try tx.sql.int("""
+                INSERT INTO share_links (hash, account_id, container, path, version, password, created_at, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+                """, hash, account, container.value, path.value, version, password, now, expires) else {
+                throw XferError(.internal, "the share link was not recorded")
+            }
+            return ShareLink(id: id, container: container.value, path: path, version: version, hasPassword: password != nil,
+                             createdAt: now, expiresAt: expires, expired: false)
+        }
+    }
+
+    public func shares(account: Int64) async throws -> [ShareLink] {
+        try await read { tx in
+            let now = try tx.clock()
+            return try tx.sql.rows("SELECT * FROM share_links WHERE account_id = ? ORDER BY id DESC", account).map { try Self.shareLink($0, now: now) }
+        }
+    }
+
+    public func revokeShare(account: Int64, id: Int64) async throws -> Bool {
+        try await write { tx in try !tx.sql.rows("DELETE FROM share_links WHERE account_id = ? AND id = ? RETURNING id", account, id).isEmpty }
+    }
+
+    public func share(hash: [UInt8]) async throws -> ShareGrant? {
+        try await read { tx in
+            guard let row = try tx.sql.one("SELECT * FROM share_links WHERE hash = ?", hash),
+                  TokenHash.equal(try row.blob("hash"), hash) else { return nil }
+            let link = try Self.shareLink(row, now: try tx.clock())
+            guard !link.expired else { return nil }
+            return ShareGrant(link: link, account: try row.int("account_id"), password: try row.optionalText("password"))
+        }
+    }
+
+    static func shareLink(_ row: SQLRow, now: Int64) throws -> ShareLink {
+        let expires = try row.optionalInt("expires_at")
+        return ShareLink(id: try row.int("id"), container: try row.text("container"), path: try DocumentPath(try row.text("path")),
+                         version: try row.optionalInt("version"), hasPassword: try row.optionalText("password") != nil,
+                         createdAt: try row.int("created_at"), expiresAt: expires, expired: expires.map { $0 <= now } ?? false)
+    }
+}

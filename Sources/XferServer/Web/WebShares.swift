@@ -1,0 +1,192 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import NIOPosix
+import Synchronization
+import XferCore
+import XferProtocol
+
+/// Share links (docs/WEB.md): a read-only link to one document, made from its page, listed
+/// and revoked at `/web/shares`, opened at `/s/SECRET` by anyone who has it, no account
+/// needed. The secret is 256 random bits, shown once, kept by the server as its SHA-256; a
+/// link grants that document alone (the version it was made for, or whatever is current),
+/// until it expires or is revoked. A password is kept as scrypt of it; a browser that gave it
+/// holds a cookie for that link's path alone, derived from the secret and the stored hash.
+extension WebRoutes {
+    func registerShares(on router: Router<XferRequestContext>, web: RouterGroup<XferRequestContext>) {
+        web.post("c/:container/share", use: page(createShare))
+        web.get("shares", use: page(shareList))
+        web.post("shares/revoke", use: page(revokeShare))
+        router.get("s/:secret", use: page(openShare))
+        router.post("s/:secret", use: page(unlockShare))
+        router.get("s/:secret/download", use: page(downloadShare))
+    }
+
+    static func shareHash(_ secret: String) -> [UInt8] { ChunkID.of(Array("xfer share link v1\0\(secret)".utf8)).bytes }
+
+    /// The cookie of a browser that gave a link's password.
+    static func unlocked(_ secret: String, _ stored: String) -> String {
+        ChunkID.of(Array("xfer share unlocked v1\0\(secret)\0\(stored)".utf8)).description
+    }
+
+    /// This server's own address as the browser reached it, for a link to show.
+    func origin(_ request: Request) -> String {
+        let host = request.head.authority ?? request.headers[HTTPField.Name("Host")!] ?? "localhost"
+        return (limits.secureCookies ? "https://" : "http://") + host
+    }
+
+    @Sendable func createShare(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let (session, container, form) = try await action(request, context)
+        let path = try DocumentPath(form["path"] ?? "")
+        let version = form["pin"] == "1" ? try Self.versionField(form, "base") : nil
+        let days = Int64(form["days"] ?? "7") ?? -1
+        guard (0...365).contains(days) else { throw XferError(.badRequest, "a link lasts 0 (until revoked) to 365 days") }
+        let password = form["password"] ?? ""
+        guard password.utf8.count <= 1024 else { throw XferError(.badRequest, "the password is longer than 1024 bytes") }
+        let stored: String? = password.isEmpty ? nil : try await NIOThreadPool.singleton.runIfActive { try PasswordHash.make(password) }
+        let secret = WebSecurity.secret()
+        let link = try await metadata.createShare(account: session.principal.accountID, container: container, path: path, version: version,
+                                                  password: stored, hash: Self.shareHash(secret),
+                                                  lifetime: days == 0 ? nil : days * 86_400 * 1_000_000_000)
+        var values = commonValues(container)
+        values["url"] = origin(request) + "/s/" + secret
+        values["name"] = String(path.value.split(separator: "/").last ?? "")
+        values["itemHref"] = "/web/c/\(container.value)/item" + WebSecurity.query([("path", path.value)])
+        values["expires"] = link.expiresAt.map(Self.date) ?? "never (until revoked)"
+        if link.hasPassword { values["password"] = true }
+        if let version = link.version { values["pinned"] = String(version) }
+        return html("shared", values, title: "Share link", session: session)
+    }
+
+    @Sendable func shareList(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let session = try requireSession(context)
+        let links = try await metadata.shares(account: session.principal.accountID)
+        let rows = links.map { link -> [String: Any] in
+            var row: [String: Any] = [
+                "id": String(link.id), "container": link.container, "path": link.path.value,
+                "version": link.version.map { "version \($0)" } ?? "current version",
+                "created": Self.date(link.createdAt), "expires": link.expiresAt.map(Self.date) ?? "never",
+                "href": "/web/c/\(link.container)/item" + WebSecurity.query([("path", link.path.value)]),
+            ]
+            if link.hasPassword { row["password"] = true }
+            if link.expired { row["expired"] = true }
+            return row
+        }
+        return html("shares", ["links": rows, "hasLinks": !rows.isEmpty], title: "Share links", session: session)
+    }
+
+    @Sendable func revokeShare(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let session = try requireSession(context)
+        try await checkFormFields(request, session) { form in
+            guard let id = form["id"].flatMap({ Int64($0) }) else { throw XferError(.badRequest, "id must be a share link's number") }
+            guard try await metadata.revokeShare(account: session.principal.accountID, id: id) else {
+                throw XferError(.notFound, "this account has no share link \(id)")
+            }
+        }
+        return Self.redirect("/web/shares")
+    }
+
+    /// A signed-in form not tied to a container: same origin, the session's token, then `body`.
+    func checkFormFields(_ request: Request, _ session: WebContext, _ body: ([String: String]) async throws -> Void) async throws {
+        guard WebSecurity.isSameOrigin(request) else { throw XferError(.forbidden, "this form was sent from another site") }
+        let form = try await WebSecurity.form(request)
+        guard let sent = form["csrf"], WebSecurity.same(sent, WebSecurity.csrf(session.secret)) else {
+            throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")
+        }
+        try await body(form)
+    }
+
+    // MARK: Opening a link (no account)
+
+    /// The grant a request's link secret names, and whether this browser may see it yet.
+    func grant(_ request: Request, _ context: XferRequestContext) async throws -> (grant: ShareGrant, secret: String, unlocked: Bool) {
+        let secret = context.parameters.get("secret") ?? ""
+        guard WebSecurity.isSecret(secret), let grant = try await metadata.share(hash: Self.shareHash(secret)) else {
+            throw XferError(.notFound, "this share link does not exist, has expired or was revoked")
+        }
+        guard let stored = grant.password else { return (grant, secret, true) }
+        let cookie = request.cookies[Self.shareCookie]?.value ?? ""
+        return (grant, secret, WebSecurity.same(cookie, Self.unlocked(secret, stored)))
+    }
+
+    static let shareCookie = "xfer_share"
+
+    /// The shared version's description and manifest.
+    func shared(_ grant: ShareGrant) async throws -> (info: DocumentInfo, manifest: Manifest) {
+        let container = try ContainerName(grant.link.container)
+        do {
+            // A deleted document is shown by none of its links, whichever version they name.
+            let newest = try await metadata.document(account: grant.account, container: container, path: grant.link.path, version: nil)
+            guard newest.state == .current else { throw XferError(.notFound, "gone") }
+            let stored = try await metadata.manifest(account: grant.account, container: container, path: grant.link.path, version: grant.link.version)
+            guard stored.info.state != .deleted, stored.info.state != .uploading else { throw XferError(.notFound, "gone") }
+            return (stored.info, try Manifest(decoding: stored.manifest))
+        } catch let error as XferError where error.code == .notFound {
+            throw XferError(.notFound, "what this link shared is no longer there (it was deleted)")
+        }
+    }
+
+    @Sendable func openShare(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let (grant, secret, unlocked) = try await grant(request, context)
+        let name = String(grant.link.path.value.split(separator: "/").last ?? "")
+        guard unlocked else { return html("share-password", ["name": name, "action": "/s/" + secret], title: name, session: nil) }
+        let (info, manifest) = try await shared(grant)
+        var values: [String: Any] = [
+            "name": name, "kind": info.kind.rawValue, "size": ByteCount(info.size).description, "modified": Self.date(info.mtimeNs),
+            "downloadHref": "/s/\(secret)/download", "downloadLabel": manifest.kind == .package ? "Download as .tar" : "Download",
+        ]
+        if let expires = grant.link.expiresAt { values["expires"] = Self.date(expires) }
+        if manifest.kind == .package { values["files"] = String(manifest.fileCount) }
+        return html("share", values, title: name, session: nil)
+    }
+
+    @Sendable func unlockShare(_ request: Request, context: XferRequestContext) async throws -> Response {
+        guard WebSecurity.isSameOrigin(request) else { throw XferError(.forbidden, "this form was sent from another site") }
+        let (grant, secret, _) = try await grant(request, context)
+        guard let stored = grant.password else { return Self.redirect("/s/" + secret) }
+        guard shareAttempts.allow(grant.link.id) else {
+            throw XferError(.rateLimited, "too many wrong passwords for this link; wait a minute and try again")
+        }
+        let password = try await WebSecurity.form(request)["password"] ?? ""
+        let good = try await NIOThreadPool.singleton.runIfActive { PasswordHash.verify(password, against: stored) }
+        guard good else {
+            shareAttempts.failed(grant.link.id)
+            let name = String(grant.link.path.value.split(separator: "/").last ?? "")
+            return html("share-password", ["name": name, "action": "/s/" + secret, "error": "That is not the password."],
+                        title: name, session: nil, status: .unauthorized)
+        }
+        var response = Self.redirect("/s/" + secret)
+        response.setCookie(Cookie(name: Self.shareCookie, value: Self.unlocked(secret, stored), maxAge: 12 * 3600, path: "/s/" + secret,
+                                  secure: limits.secureCookies, httpOnly: true, sameSite: .lax))
+        return response
+    }
+
+    @Sendable func downloadShare(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let (grant, secret, unlocked) = try await grant(request, context)
+        guard unlocked else { return Self.redirect("/s/" + secret) }
+        let (info, manifest) = try await shared(grant)
+        return try serve(manifest, info: info, name: String(grant.link.path.value.split(separator: "/").last ?? "download"), request: request)
+    }
+}
+
+/// Wrong passwords per link: at most ``limit`` a minute, across every browser.
+public final class ShareAttempts: Sendable {
+    public static let limit = 10
+    private let failures = Mutex<[Int64: [ContinuousClock.Instant]]>([:])
+
+    func allow(_ id: Int64) -> Bool {
+        failures.withLock { table in
+            let recent = (table[id] ?? []).filter { ContinuousClock.now - $0 < .seconds(60) }
+            table[id] = recent.isEmpty ? nil : recent
+            return recent.count < Self.limit
+        }
+    }
+
+    func failed(_ id: Int64) {
+        failures.withLock { table in
+            if table.count > 10_000 { table = [:] }  // bounded: a flood forgets, it never grows
+            table[id, default: []].append(ContinuousClock.now)
+        }
+    }
+}
