@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up the machine and runs the whole test suite (debug build): the Swift tests (the client
 # suite a second time over servers that seal their data at rest, XFER_TEST_SEALING=1, and a
-# third time on an end-to-end encrypted container, XFER_TEST_E2E=1), then the
+# third time on an end-to-end encrypted container, XFER_TEST_E2E=1), the web view in headless
+# Chromium (tools/web-test.py), then the
 # short versions of the reliability suites (docs/RELIABILITY.md): faults through the proxy,
 # kill -9 crash loops, the randomized sync check, a git-checkout soak under two daemons, a load test, schemathesis against the OpenAPI description, the
 # backend suite on a real PostgreSQL and Ceph RGW, and the attacker's suite.
@@ -19,6 +20,8 @@ if [ $# -eq 0 ]; then
   # And on an end-to-end encrypted container, every device holding its key (a test of what
   # only a plain container does says so and is skipped: LiveServer.plainOnly).
   XFER_TEST_E2E=1 swift test --skip-build --filter XferClientTests
+  # The web view in headless Chromium (installed by the script if missing), against the CLI.
+  python3 tools/web-test.py --xfer .build/debug/xfer
 fi
 if [ "${XFER_QUICK:-0}" != 1 ] && [ $# -eq 0 ]; then
   python3 tools/fault-suite.py --seeds 20

@@ -31,6 +31,8 @@ struct WebRoutes: Sendable {
         let web = router.group("web").add(middleware: WebSessionMiddleware(metadata: metadata))
         web.get("static/app.css") { _, _ in Self.asset(WebTemplates.css, type: "text/css; charset=utf-8") }
         web.get("static/app.js") { _, _ in Self.asset(WebTemplates.script, type: "text/javascript; charset=utf-8") }
+        web.get("static/icon.svg") { _, _ in Self.asset(WebTemplates.icon, type: "image/svg+xml") }
+        router.get("favicon.ico") { _, _ in Self.asset(WebTemplates.icon, type: "image/svg+xml") }
         web.get("signin", use: page(signinPage))
         web.post("signin", use: page(signin))
         web.post("signout", use: page(signout))

@@ -46,7 +46,10 @@ enum WebSecurity {
     /// names the page's origin (`Origin`) and whether it is this site (`Sec-Fetch-Site`); a
     /// request that names another is refused, whatever token it carries.
     static func isSameOrigin(_ request: Request) -> Bool {
-        if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!], site != "same-origin", site != "none" { return false }
+        if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!] {
+            // Every current browser says where a request comes from; it is the answer.
+            return site == "same-origin"
+        }
         guard let origin = request.headers[HTTPField.Name("Origin")!] else { return true }
         guard origin != "null", let host = request.head.authority ?? request.headers[HTTPField.Name("Host")!],
               let components = URLComponents(string: origin), let originHost = components.host else { return false }
@@ -55,14 +58,16 @@ enum WebSecurity {
     }
 
     /// Headers every web response carries: no script, style, frame or form target but this
-    /// server's own; no sniffing a download into a page; no referrer (a URL may name a path).
+    /// server's own; no sniffing a download into a page; no referrer to another site (a URL
+    /// names a path; `same-origin`, not `no-referrer`, under which a browser sends a form's
+    /// `Origin` as `null`).
     static func harden(_ headers: inout HTTPFields) {
         headers[HTTPField.Name("Content-Security-Policy")!] = """
             default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
             form-action 'self'; frame-ancestors 'none'; base-uri 'none'
             """
         headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
-        headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
+        headers[HTTPField.Name("Referrer-Policy")!] = "same-origin"
         headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
         headers[HTTPField.Name("Cross-Origin-Opener-Policy")!] = "same-origin"
         headers[HTTPField.Name("Cross-Origin-Resource-Policy")!] = "same-origin"

@@ -31,9 +31,10 @@ enum WebTemplates {
             <head>
             <meta charset="utf-8">
             <meta name="viewport" content="width=device-width, initial-scale=1">
-            <meta name="referrer" content="no-referrer">
+            <meta name="referrer" content="same-origin">
             <title>{{title}} · xfer</title>
             <link rel="stylesheet" href="/web/static/app.css">
+            <link rel="icon" href="/web/static/icon.svg" type="image/svg+xml">
             <script src="/web/static/app.js" defer></script>
             </head>
             <body{{#events}} data-events="{{events}}"{{/events}}>
@@ -142,7 +143,7 @@ enum WebTemplates {
             <nav class="crumbs" aria-label="Folder">{{#crumbs}}<a href="{{href}}"><bdi>{{name}}</bdi></a><span class="sep">/</span>{{/crumbs}}<bdi>{{here}}</bdi></nav>
             <h1><bdi>{{name}}</bdi></h1>
             {{#deleted}}<p class="note">This document was deleted. Its earlier versions are listed below.</p>{{/deleted}}
-            {{#conflicts}}<p class="warning" id="conflict-note">This document has unresolved conflicting versions ({{conflicts}}): each is listed below. Resolve them with <code>xfer resolve</code>.</p>{{/conflicts}}
+            {{#conflicts}}<p class="warning" id="conflict-note">This document has unresolved conflicting versions ({{conflicts}}): each is listed below. Choose the one to keep (the others stay in history), or use <code>xfer resolve</code>.</p>{{/conflicts}}
             {{#symlink}}<p>A symbolic link to <code><bdi>{{symlink}}</bdi></code>.</p>{{/symlink}}
             <dl class="facts">
             <dt>Kind</dt><dd>{{kind}}</dd>
@@ -258,6 +259,12 @@ enum WebTemplates {
             </section>
             """,
     ]
+
+    /// The icon: two arrows, one up, one down.
+    static let icon = """
+        <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#0066cc"/>\
+        <path d="M11 24V9m-5 5 5-5 5 5M21 8v15m-5-5 5 5 5-5" stroke="#fff" stroke-width="2.6" fill="none" stroke-linecap="round" stroke-linejoin="round"/></svg>
+        """
 
     /// The one stylesheet.
     static let css = """
