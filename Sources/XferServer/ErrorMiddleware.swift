@@ -13,7 +13,7 @@ struct ErrorMiddleware: RouterMiddleware {
         do {
             let response = try await next(request, context)
             // Time to the response head (a streamed body may still be flowing).
-            context.logger.debug("request", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)",
+            context.logger.debug("request", metadata: ["method": "\(request.method)", "path": "\(Self.loggedPath(request.uri.path))",
                                                        "status": "\(response.status.code)",
                                                        "ms": "\(Self.milliseconds(since: start))"])
             return response
@@ -23,13 +23,21 @@ struct ErrorMiddleware: RouterMiddleware {
             // A 503 is a client over its share (parked polls), not a server fault.
             let level: Logger.Level = status.code >= 500 && status != .serviceUnavailable ? .error : .info
             context.logger.log(level: level, "request failed", metadata: [
-                "method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(status.code)",
+                "method": "\(request.method)", "path": "\(Self.loggedPath(request.uri.path))", "status": "\(status.code)",
                 "ms": "\(Self.milliseconds(since: start))",
                 "code": "\(body.error.code)", "message": "\(body.error.message)",
             ])
             return Response(status: status, headers: [.contentType: "application/json"],
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(body))))
         }
+    }
+
+    /// A path as the request log shows it: a share link's secret (`/s/SECRET/…`) left out,
+    /// so the log never holds what opens a link.
+    static func loggedPath(_ path: String) -> String {
+        guard path.hasPrefix("/s/") else { return path }
+        let rest = path.dropFirst(3).drop { $0 != "/" }
+        return "/s/…" + rest
     }
 
     /// Time since `start` in milliseconds, to two decimals (the request log's `ms`).

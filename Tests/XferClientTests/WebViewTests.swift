@@ -241,6 +241,11 @@ struct WebViewTests {
                     #expect(!text.contains("<img src=x"), "\(page)")
                     #expect(!text.contains("quote\"'"), "\(page)")
                 }
+                // The key-value store, read only, escaped as well.
+                _ = try await server.client().setValue(.string("<script>alert(3)</script>"), forKey: "<b>theme</b>")
+                let kv = try await browser.get("/web/c/default/kv").text
+                #expect(!kv.contains("<script>alert(3)") && !kv.contains("<b>theme"))
+                #expect(kv.contains("&lt;b&gt;theme&lt;/b&gt;") && kv.contains("&quot;&lt;script&gt;alert(3)&lt;/script&gt;&quot;"))
                 let listing = try await browser.get("/web/c/default?folder=Documents%2F").text
                 // A name with a `/` is a folder and what is below it.
                 #expect(listing.contains("<bdi>&lt;script&gt;alert(1)&lt;</bdi>"))

@@ -86,6 +86,13 @@ import XferProtocol
         }
     }
 
+    @Test func theRequestLogNeverHoldsAShareLinksSecret() {
+        let secret = String(repeating: "ab", count: 32)
+        #expect(ErrorMiddleware.loggedPath("/s/\(secret)") == "/s/…")
+        #expect(ErrorMiddleware.loggedPath("/s/\(secret)/download") == "/s/…/download")
+        #expect(ErrorMiddleware.loggedPath("/web/c/default") == "/web/c/default")
+    }
+
     @Test func folderTokensAreReadOnlyAsGiven() {
         #expect(FolderPosition(token: "iDocuments/a") == FolderPosition(key: "Documents/a", inclusive: true))
         #expect(FolderPosition(token: "xb") == FolderPosition(key: "b", inclusive: false))

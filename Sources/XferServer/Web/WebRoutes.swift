@@ -43,6 +43,7 @@ struct WebRoutes: Sendable {
         web.get("c/:container/item", use: page(item))
         web.get("c/:container/raw", use: page(raw))
         web.get("c/:container/events", use: page(events))
+        web.get("c/:container/kv", use: page(keyValues))
         registerActions(on: web)
         registerShares(on: router, web: web)
     }
@@ -282,6 +283,25 @@ struct WebRoutes: Sendable {
         return html("item", values, title: name, session: session, events: "/web/c/\(container.value)/events")
     }
 
+    /// The container's key-value store, read only (apps write it; `xfer kv` too).
+    @Sendable func keyValues(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let session = try requireSession(context)
+        let container = try Routes.container(context)
+        if let refusal = try await refuseEncrypted(container, session) { return refusal }
+        let list = try await metadata.values(account: session.principal.accountID, container: container)
+        let rows = list.entries.filter { $0.value != nil }.map { entry -> [String: Any] in
+            ["key": entry.key, "value": entry.value?.description ?? "", "modified": Self.date(entry.timestampNs), "device": entry.device]
+        }
+        var values = commonValues(container)
+        values["entries"] = rows
+        values["hasEntries"] = !rows.isEmpty
+        values["used"] = ByteCount(Int64(list.bytes)).description
+        values["limit"] = ByteCount(Int64(list.maximumBytes)).description
+        values["keys"] = String(rows.count)
+        values["maximumKeys"] = String(list.maximumKeys)
+        return html("kv", values, title: "Key-value store", session: session, events: "/web/c/\(container.value)/events")
+    }
+
     /// A file's bytes (one `Range` honoured) or a package as a tar stream, always as a download.
     @Sendable func raw(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
@@ -437,7 +457,7 @@ struct WebRoutes: Sendable {
          "uploadAction": "/web/c/\(container.value)/upload", "mkdirAction": "/web/c/\(container.value)/mkdir",
          "renameAction": "/web/c/\(container.value)/rename", "deleteAction": "/web/c/\(container.value)/delete",
          "restoreAction": "/web/c/\(container.value)/restore", "resolveAction": "/web/c/\(container.value)/resolve",
-         "shareAction": "/web/c/\(container.value)/share"]
+         "shareAction": "/web/c/\(container.value)/share", "kvHref": "/web/c/\(container.value)/kv"]
     }
 
     func html(_ template: String, _ values: [String: Any], title: String, session: WebContext?, events: String? = nil,

@@ -90,7 +90,7 @@ enum WebTemplates {
             <select name="kind" aria-label="Kind"><option value="">any kind</option><option value="file">files</option><option value="package">packages</option></select>
             <button type="submit">Search</button>
             </form>
-            <p class="links"><a href="{{deletedHref}}" id="deleted-link">Recently Deleted</a></p>
+            <p class="links"><a href="{{deletedHref}}" id="deleted-link">Recently Deleted</a> · <a href="{{kvHref}}" id="kv-link">Key-value store</a></p>
             <details class="tools"><summary>Upload or new folder</summary>
             <form method="post" action="{{uploadAction}}" enctype="multipart/form-data" class="row" id="upload-form">
             <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="folder" value="{{folder}}">
@@ -200,6 +200,24 @@ enum WebTemplates {
             </table>
             {{/hasEntries}}
             {{#entriesLeft}}<p class="note">…and {{entriesLeft}} more entries.</p>{{/entriesLeft}}
+            """,
+        "kv": """
+            <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span>Key-value store</nav>
+            <h1>Key-value store</h1>
+            <p class="note">{{keys}} of {{maximumKeys}} keys, {{used}} of {{limit}}. Read only here: apps write it, and <code>xfer kv</code>.</p>
+            {{^hasEntries}}<p class="empty">No keys.</p>{{/hasEntries}}
+            {{#hasEntries}}
+            <table class="listing" id="kv">
+            <thead><tr><th>Key</th><th>Value</th><th>Written</th><th>Device</th></tr></thead>
+            <tbody>
+            {{/hasEntries}}
+            {{#entries}}
+            <tr><td class="name"><bdi>{{key}}</bdi></td><td class="name"><code>{{value}}</code></td><td>{{modified}}</td><td><bdi>{{device}}</bdi></td></tr>
+            {{/entries}}
+            {{#hasEntries}}
+            </tbody>
+            </table>
+            {{/hasEntries}}
             """,
         "shared": """
             <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span><a href="{{itemHref}}"><bdi>{{name}}</bdi></a></nav>
