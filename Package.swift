@@ -100,6 +100,12 @@ let package = Package(
             dependencies: ["XferClient", "XferProtocol"],
             path: "Examples/ExampleDaemon"
         ),
+        // What more than one test target needs (a child process spawned without Foundation's
+        // Process, which crashes a run now and then on Linux).
+        .target(
+            name: "XferTestSupport",
+            path: "Tests/XferTestSupport"
+        ),
         .testTarget(
             name: "XferCoreTests",
             dependencies: ["XferCore"]
@@ -124,11 +130,12 @@ let package = Package(
                 "XferServer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "XferTestSupport",
             ]
         ),
         .testTarget(
             name: "XferCLITests",
-            dependencies: ["XferCore", "xfer"]
+            dependencies: ["XferCore", "xfer", "XferTestSupport"]
         ),
     ],
     swiftLanguageModes: [.v6]

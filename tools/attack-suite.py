@@ -68,10 +68,10 @@ class Lab:
         os.makedirs(path, exist_ok=True)
         return path
 
-    def server(self, tag, extra=()):
+    def server(self, tag, extra=(), log_level="warning"):
         data = os.path.join(self.dir(tag), "data")
         os.makedirs(data, mode=0o700, exist_ok=True)
-        server = xferlab.Server(self.binary, data, extra)
+        server = xferlab.Server(self.binary, data, extra, log_level=log_level)
         with self.lock:
             self.servers.append(server)
         return server.start(timeout=30)
@@ -883,6 +883,146 @@ def query_pattern_cost(lab):
     alive, _ = health_ok(server.port)
     return (f"{len(pattern)}-byte pattern: {pages} pages, {found} found, slowest page {slowest:.2f} s, all {total:.1f} s; "
             f"health {'ok' if alive else 'no answer'}"), slowest < 3 and total < 30 and alive and found == 0
+
+
+# MARK: the web view and share links (docs/WEB.md)
+
+def web_request(port, method, path, cookies=None, form=None, headers=None, timeout=30):
+    """One browser-like request: (status, headers dict (lowercase names, Set-Cookie as a list), body bytes)."""
+    sent = dict(headers or {})
+    if cookies:
+        sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+    body = None
+    if form is not None:
+        body = urllib.parse.urlencode(form).encode()
+        sent["Content-Type"] = "application/x-www-form-urlencoded"
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request(method, path, body=body, headers=sent)
+        response = connection.getresponse()
+        answer = {"set-cookie": response.msg.get_all("Set-Cookie") or []}
+        for name, value in response.getheaders():
+            if name.lower() != "set-cookie":
+                answer[name.lower()] = value
+        return response.status, answer, response.read()
+    finally:
+        connection.close()
+
+
+def cookie_jar(jar, answer):
+    for line in answer["set-cookie"]:
+        name, _, rest = line.partition("=")
+        value = rest.split(";")[0]
+        if value and "Max-Age=0" not in line:
+            jar[name] = value
+        else:
+            jar.pop(name, None)
+
+
+def hidden(body, name):
+    marker = f'name="{name}" value="'.encode()
+    at = body.find(marker)
+    return body[at + len(marker):body.index(b'"', at + len(marker))].decode() if at >= 0 else None
+
+
+def web_sign_in(port, token):
+    """A signed-in cookie jar and the pages' CSRF token, as a browser gets them."""
+    jar = {}
+    status, answer, body = web_request(port, "GET", "/web/signin")
+    cookie_jar(jar, answer)
+    status, answer, body = web_request(port, "POST", "/web/signin", jar, {"token": token, "csrf": hidden(body, "csrf")},
+                                       {"Sec-Fetch-Site": "same-origin"})
+    cookie_jar(jar, answer)
+    if status != 303 or "xfer_session" not in jar:
+        return None, None
+    status, answer, body = web_request(port, "GET", "/web/", jar)
+    return jar, hidden(body, "csrf")
+
+
+@attack("17", "web-cross-site-forms",
+        "a signed-in browser visits a hostile page that posts the web view's delete form (with or without the right "
+        "CSRF token, Origin another site); a forged session cookie, the admin token and a revoked token's session: "
+        "every forged request is refused (403, or the sign-in page) and the document is intact")
+def web_cross_site_forms(lab):
+    server = lab.server("17-web")
+    token = lab.account(server, "victim")
+    upload(server, token, [b"precious"])
+    manifest = w.manifest(w.FILE_DOC, [{"kind": w.FILE, "chunks": [w.chunk_ref(b"precious")]}])
+    documents = [{"path": "Documents/precious.txt", "kind": "file", "size": 8, "mtime_ns": 1, "mode": 0o644,
+                  "manifest": base64.b64encode(manifest).decode(), "manifest_digest": w.digest(manifest)}]
+    raw_exchange(server.port, "POST", "/v1/containers/default/commits", token, json.dumps({"documents": documents}).encode())
+    jar, csrf = web_sign_in(server.port, token)
+    if jar is None:
+        return "could not sign in as a browser does", False
+    form = {"csrf": csrf, "path": "Documents/precious.txt", "base": "1"}
+    outcomes = []
+    for label, headers, fields in [
+        ("cross-site, right token", {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, form),
+        ("same-site header forged off, Origin evil", {"Origin": "https://evil.example"}, form),
+        ("same site, no token", {"Sec-Fetch-Site": "same-origin"}, {k: v for k, v in form.items() if k != "csrf"}),
+        ("same site, another token", {"Sec-Fetch-Site": "same-origin"}, dict(form, csrf="0" * 64)),
+    ]:
+        status, _, _ = web_request(server.port, "POST", "/web/c/default/delete", jar, fields, headers)
+        outcomes.append((label, status))
+    forged, _, _ = web_request(server.port, "GET", "/web/", {"xfer_session": "ab" * 32})
+    with open(os.path.join(server.data, "admin-token")) as f:
+        admin = f.read().strip()
+    admin_jar, _ = web_sign_in(server.port, admin)
+    raw_exchange(server.port, "POST", "/v1/admin/tokens/revoke", admin, json.dumps({"token": token}).encode())
+    revoked, _, _ = web_request(server.port, "GET", "/web/", jar)
+    # The victim's document, read with a new token of the account.
+    status, body, _ = raw_exchange(server.port, "POST", "/v1/admin/tokens", admin, json.dumps({"account": "victim"}).encode())
+    fresh = json.loads(body).get("token", "") if status in (200, 201) else ""
+    status, body, _ = raw_exchange(server.port, "GET", "/v1/containers/default/document?path=Documents%2Fprecious.txt", fresh, b"")
+    intact = status == 200 and json.loads(body).get("state") == "current"
+    refused = all(code == 403 for _, code in outcomes)
+    text = ", ".join(f"{label}: {code}" for label, code in outcomes)
+    text += f"; forged cookie: {forged}; admin token signs in: {admin_jar is not None}; revoked token's session: {revoked}; "
+    text += f"document {'intact' if intact else 'CHANGED or unreadable'}"
+    return text, refused and forged == 303 and admin_jar is None and revoked == 303 and intact
+
+
+@attack("18", "share-link-guessing",
+        "an attacker without the secret guesses share links, and one with a password-protected link guesses its "
+        "password: made-up links answer 404, the eleventh wrong password in a minute 429 (scrypt per try before), "
+        "and the server's log never holds a link's secret")
+def share_link_guessing(lab):
+    server = lab.server("18-share", log_level="debug")   # every request line in its log
+    token = lab.account(server, "owner")
+    upload(server, token, [b"shared"])
+    manifest = w.manifest(w.FILE_DOC, [{"kind": w.FILE, "chunks": [w.chunk_ref(b"shared")]}])
+    documents = [{"path": "Documents/s.txt", "kind": "file", "size": 6, "mtime_ns": 1, "mode": 0o644,
+                  "manifest": base64.b64encode(manifest).decode(), "manifest_digest": w.digest(manifest)}]
+    raw_exchange(server.port, "POST", "/v1/containers/default/commits", token, json.dumps({"documents": documents}).encode())
+    jar, csrf = web_sign_in(server.port, token)
+    if jar is None:
+        return "could not sign in as a browser does", False
+    status, _, body = web_request(server.port, "POST", "/web/c/default/share", jar,
+                                  {"csrf": csrf, "path": "Documents/s.txt", "base": "1", "days": "1", "password": "hunter2"},
+                                  {"Sec-Fetch-Site": "same-origin"})
+    at = body.find(b"/s/")
+    if status != 200 or at < 0:
+        return f"no link was made: {status}", False
+    secret = body[at + 3:at + 3 + 64].decode()
+    made_up = [web_request(server.port, "GET", "/s/" + "%064x" % random.getrandbits(256))[0] for _ in range(20)]
+    codes = []
+    for attempt in range(12):
+        status, _, _ = web_request(server.port, "POST", "/s/" + secret, None, {"password": f"guess{attempt}"},
+                                   {"Sec-Fetch-Site": "same-origin"})
+        codes.append(status)
+    right, _, _ = web_request(server.port, "POST", "/s/" + secret, None, {"password": "hunter2"}, {"Sec-Fetch-Site": "same-origin"})
+    logged, lines = False, 0
+    for name in os.listdir(os.path.dirname(server.data)):
+        path = os.path.join(os.path.dirname(server.data), name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                content = f.read()
+            logged = logged or secret.encode() in content
+            lines += content.count("/s/…".encode())
+    text = (f"20 made-up links: {sorted(set(made_up))}; wrong passwords: {codes}; the right one after them: {right}; "
+            f"{lines} log lines name a link (as /s/…), the secret in {'some' if logged else 'none'}")
+    return text, (set(made_up) == {404} and codes[:10] == [401] * 10 and codes[10:] == [429, 429] and right == 429
+                  and not logged and lines >= 30)
 
 
 # MARK: running and reporting

@@ -1,4 +1,5 @@
 import Foundation
+import XferTestSupport
 import Testing
 import XferCore
 
@@ -22,7 +23,7 @@ struct XferProcess {
     }()
 
     static func run(_ arguments: String...) throws -> XferProcess {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = binary
         process.arguments = arguments
         let out = Pipe(), err = Pipe()

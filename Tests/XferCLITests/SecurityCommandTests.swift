@@ -1,4 +1,5 @@
 import Foundation
+import XferTestSupport
 import Testing
 import XferCore
 
@@ -14,7 +15,7 @@ import XferCore
             printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nbasicConstraints=CA:FALSE\\nextendedKeyUsage=serverAuth\\n' > ext.cnf
             openssl x509 -req -in server.csr -CA ca\(name).pem -CAkey ca\(name).key -CAcreateserial -out server.pem -days 2 -extfile ext.cnf 2>/dev/null
             """
-        let shell = Process()
+        let shell = ChildProcess()
         shell.executableURL = URL(fileURLWithPath: "/bin/sh")
         shell.arguments = ["-c", script]
         try shell.run()

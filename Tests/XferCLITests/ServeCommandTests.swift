@@ -1,4 +1,5 @@
 import Foundation
+import XferTestSupport
 import Testing
 import XferCore
 
@@ -7,7 +8,7 @@ import XferCore
 final class ServerProcess {
     let root: URL
     let port: Int
-    var process = Process()
+    var process = ChildProcess()
     var token = ""
     /// Extra `xfer serve` arguments (TLS files, limits).
     let serveArguments: [String]
@@ -34,7 +35,7 @@ final class ServerProcess {
 
     /// Starts (or starts again) `xfer serve` on the port and data directory, and waits until it answers.
     func startServer() throws {
-        process = Process()
+        process = ChildProcess()
         process.executableURL = XferProcess.binary
         process.arguments = ["serve", "--data", root.appendingPathComponent("data").path, "--listen", "127.0.0.1:\(port)",
                              "--log-level", "warning"] + serveArguments
@@ -92,8 +93,8 @@ final class ServerProcess {
     }
 
     /// Starts `xfer ARGS` without waiting.
-    func start(_ arguments: [String], environment extra: [String: String] = [:]) throws -> Process {
-        let child = Process()
+    func start(_ arguments: [String], environment extra: [String: String] = [:]) throws -> ChildProcess {
+        let child = ChildProcess()
         child.executableURL = XferProcess.binary
         child.arguments = arguments
         child.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }.merging(extra) { $1 }

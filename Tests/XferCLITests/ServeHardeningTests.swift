@@ -1,4 +1,5 @@
 import Foundation
+import XferTestSupport
 import Testing
 import XferCore
 
@@ -60,7 +61,7 @@ import XferCore
         // With --behind-tls-proxy it starts, and says what the operator has promised.
         let log = root.appendingPathComponent("serve.log")
         FileManager.default.createFile(atPath: log.path, contents: nil)
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = XferProcess.binary
         process.arguments = ["serve", "--data", data, "--listen", "0.0.0.0:\(port)", "--behind-tls-proxy"]
         process.standardError = try FileHandle(forWritingTo: log)

@@ -1,4 +1,5 @@
 import Foundation
+import XferTestSupport
 import Testing
 import XferCore
 
@@ -96,7 +97,7 @@ import XferCore
         }
         let environment = server.environment.merging(["XFER_STATE_DIR": home + "/state"]) { $1 }
         func sync(_ arguments: String...) throws -> XferProcess {
-            let child = Process()
+            let child = ChildProcess()
             child.executableURL = URL(fileURLWithPath: asRoot ? "/usr/bin/setpriv" : XferProcess.binary.path)
             child.arguments = (asRoot ? ["--reuid=nobody", "--regid=nogroup", "--clear-groups", XferProcess.binary.path] : []) + arguments
             child.environment = environment
@@ -187,7 +188,7 @@ import XferCore
 
         // A value past what one argument may hold (128 KiB) comes from standard input.
         let big = String(repeating: "v", count: 300_000)
-        let child = Process()
+        let child = ChildProcess()
         child.executableURL = XferProcess.binary
         child.arguments = ["kv", "set", "big", "-"]
         child.environment = ProcessInfo.processInfo.environment.merging(server.environment) { $1 }
@@ -217,7 +218,7 @@ import XferCore
         try Data("line 1\nfrom b\n".utf8).write(to: URL(fileURLWithPath: b + "/todo.txt"))
         #expect(try server.run("sync", b, "--once", environment: Self.device(server, "b")).status == 0)
 
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = daemon
         process.arguments = [a, "--once"]
         process.environment = ProcessInfo.processInfo.environment.merging(server.environment) { $1 }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import XferTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -190,7 +191,7 @@ struct WebViewTests {
                 let out = server.root + "/untar"
                 try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
                 try Data(tar.body).write(to: URL(fileURLWithPath: out + "/a.tar"))
-                let process = Process()
+                let process = ChildProcess()
                 process.executableURL = URL(fileURLWithPath: "/usr/bin/tar")
                 process.arguments = ["-xf", out + "/a.tar", "-C", out]
                 try process.run()
