@@ -149,6 +149,8 @@ extension Xfer {
                 limits.maximumKeyValueBody = ServerLimits.keyValueBody(storeBytes: policy.keyValueMaximumBytes)
                 limits.idleTimeout = .seconds(idleTimeout)
                 limits.listPage = listPage
+                // Behind a TLS proxy the browser speaks HTTPS: cookies and links say so.
+                limits.secureCookies = behindTLSProxy
                 limits.features.subtract(withoutFeatures.compactMap(ServerFeature.init(rawValue:)))
                 // Behind a proxy every client arrives from the proxy's address: only the total cap means anything.
                 limits.maximumConnectionsPerAddress = maxConnectionsPerAddress

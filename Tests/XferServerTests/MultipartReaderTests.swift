@@ -42,7 +42,7 @@ import XferCore
         let tricky = Array("\r\n--\(Self.boundary.dropLast())x\r\n-".utf8) + (0..<3000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         let parts: [(String, String?, [UInt8])] = [("csrf", nil, Array("abc".utf8)), ("file", "a \"q\".bin", tricky),
                                                    ("file", "empty", []), ("folder", nil, Array("Documents/".utf8))]
-        let body = Self.body(parts.map { ($0.0, $0.1?.replacingOccurrences(of: "\"", with: "\\\""), $0.2) })
+        let body = Self.body(parts.map { ($0.0, $0.1?.replacingOccurrences(of: "\"", with: "%22"), $0.2) })
         for piece in [1, 2, 3, 7, 64, 1000, body.count] {
             let got = try Self.read(body, piece: piece)
             #expect(got.map(\.0) == parts.map(\.0), "piece \(piece)")

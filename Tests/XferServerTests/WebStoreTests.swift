@@ -86,6 +86,58 @@ import XferProtocol
         }
     }
 
+    @Test func rangesAreReadAsRFC9110SaysWithoutOverflow() {
+        func part(_ header: String?, _ size: Int64) -> Range<Int64>? {
+            if case .part(let range) = ByteRange(header: header, size: size) { return range }
+            return nil
+        }
+        #expect(part("bytes=0-9", 100) == 0..<10)
+        #expect(part("bytes=90-", 100) == 90..<100)
+        #expect(part("bytes=-10", 100) == 90..<100)
+        #expect(part("bytes=-1000", 100) == 0..<100)
+        #expect(part("bytes=50-1000", 100) == 50..<100)
+        #expect(part("bytes=0-9223372036854775807", 100) == 0..<100)   // once a crash
+        #expect(part("bytes=99-9223372036854775807", 100) == 99..<100)
+        for whole in [nil, "items=0-1", "bytes=5-3", "bytes=0-1,4-5", "bytes=x-1", "bytes=1-y", "bytes=-", "bytes=99999999999999999999-"] {
+            if case .whole = ByteRange(header: whole, size: 100) {} else { Issue.record("\(whole ?? "nil") is not the whole body") }
+        }
+        for unsatisfiable in ["bytes=100-", "bytes=100-200", "bytes=-0"] {
+            if case .unsatisfiable = ByteRange(header: unsatisfiable, size: 100) {} else { Issue.record("\(unsatisfiable) is satisfiable") }
+        }
+        if case .unsatisfiable = ByteRange(header: "bytes=-5", size: 0) {} else { Issue.record("an empty body has no suffix") }
+    }
+
+    @Test func escapingIsByScalarSoACombiningMarkCannotEndAnAttribute() {
+        let hostile = "x\"\u{301} autofocus y='\u{301}<\u{301}"
+        let escaped = WebTemplates.ScalarHTML().escapeText(hostile)
+        #expect(!escaped.unicodeScalars.contains { "\"'<>".unicodeScalars.contains($0) })
+        let page = WebTemplates.render("error", ["heading": hostile, "message": hostile], layout: ["title": hostile, "version": "v"])
+        #expect(Array(page.utf8).firstRange(of: Array("\"\u{301}".utf8)) == nil)
+        #expect(page.contains("&quot;\u{301}"))
+    }
+
+    @Test(arguments: MetadataStoreTests.backends) func aConflictSettledLongAfterItWasMadeStaysInHistory(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, account in
+            let path = "Documents/old-conflict"
+            var chunks: [OwnedChunk] = []
+            for seed in 1...20 { chunks.append(MetadataStoreTests.chunk(UInt8(seed))) }
+            _ = try await store.addChunks(account: account, chunks)
+            let first = try await MetadataStoreTests.put(store, account, path, [chunks[0]], base: nil, mtime: 1)
+            let second = try await MetadataStoreTests.put(store, account, path, [chunks[1]], base: first.version, mtime: 100)
+            // An edit from the first version with an older time: a conflict version.
+            let lost = try await MetadataStoreTests.put(store, account, path, [chunks[2]], base: first.version, mtime: 50)
+            #expect(lost.state == .conflict)
+            var current = second.version
+            for index in 3..<15 { current = try await MetadataStoreTests.put(store, account, path, [chunks[index]], base: current, mtime: Int64(200 + index)).version }
+            // The conflict was made 40 days ago (and every other version with it).
+            try await (store as! any SQLMetadataStore).execute("UPDATE versions SET created_at = created_at - ?", [.int(40 * 86_400)])
+            _ = try await store.resolve(account: account, container: Self.container,
+                                        ResolveRequest(path: try DocumentPath(path), keep: current, keepAll: true))
+            let versions = try await store.versions(account: account, container: Self.container, path: try DocumentPath(path)).versions
+            #expect(versions.first { $0.version == lost.version }?.state == .superseded)
+        }
+    }
+
     @Test func theRequestLogNeverHoldsAShareLinksSecret() {
         let secret = String(repeating: "ab", count: 32)
         #expect(ErrorMiddleware.loggedPath("/s/\(secret)") == "/s/…")

@@ -200,14 +200,15 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             CREATE INDEX versions_conflict ON versions (container_id, document_id) WHERE state = 'conflict'
             """),
         // As SQLite's v13.
-        ("v11: web sessions and share links", """
+        ("v11: web sessions, share links, superseded times", """
             CREATE TABLE web_sessions (hash BYTEA PRIMARY KEY, account_id BIGINT NOT NULL REFERENCES accounts(id),
               token_hash BYTEA NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);
             CREATE INDEX web_sessions_by_account ON web_sessions (account_id, created_at);
             CREATE INDEX web_sessions_by_expiry ON web_sessions (expires_at);
             CREATE TABLE share_links (id BIGSERIAL PRIMARY KEY, hash BYTEA NOT NULL UNIQUE, account_id BIGINT NOT NULL REFERENCES accounts(id),
               container TEXT NOT NULL, path TEXT NOT NULL, version BIGINT, password TEXT, created_at BIGINT NOT NULL, expires_at BIGINT);
-            CREATE INDEX share_links_by_account ON share_links (account_id, id)
+            CREATE INDEX share_links_by_account ON share_links (account_id, id);
+            ALTER TABLE versions ADD COLUMN superseded_at BIGINT
             """),
     ]
 

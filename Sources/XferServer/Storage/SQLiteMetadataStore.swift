@@ -245,7 +245,7 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 CREATE INDEX versions_conflict ON versions (container_id, document_id) WHERE state = 'conflict';
                 """)
         }
-        migrator.registerMigration("v13: web sessions and share links") { db in
+        migrator.registerMigration("v13: web sessions, share links, superseded times") { db in
             // The web view's signed-in browsers (docs/WEB.md): a session's secret kept as its
             // SHA-256, with the token it was opened with (revoking that ends the session).
             // Share links: the link's secret kept as its SHA-256, what it grants, until when.
@@ -257,6 +257,7 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 CREATE TABLE share_links (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, account_id INTEGER NOT NULL REFERENCES accounts(id),
                   container TEXT NOT NULL, path TEXT NOT NULL, version INTEGER, password TEXT, created_at INTEGER NOT NULL, expires_at INTEGER);
                 CREATE INDEX share_links_by_account ON share_links (account_id, id);
+                ALTER TABLE versions ADD COLUMN superseded_at INTEGER;
                 """)
         }
         return migrator

@@ -63,7 +63,7 @@ struct DocumentBytes: Sendable {
             let size = kind == .file ? entries.size(at: index) : 0
             let path = root + "/" + entries.path(at: index) + (kind == .directory ? "/" : "")
             try await writer.write(ByteBuffer(bytes: TarHeader.entry(
-                path: path, kind: kind, mode: entries.mode(at: index) & 0o7777, size: size,
+                path: path, kind: kind, mode: entries.mode(at: index) & 0o777, size: size,
                 mtime: Self.seconds(entries.mtimeNanoseconds(at: index)), linkTarget: entries.symlinkTarget(at: index))))
             guard size > 0 else { continue }
             try await write(entries.chunks(at: index), range: 0..<size, to: &writer)
@@ -164,7 +164,9 @@ enum ByteRange {
         case (let start?, let end):
             guard start < size else { self = .unsatisfiable; return }
             if let end, end < start { self = .whole; return }
-            self = .part(start..<min(size, (end ?? size - 1) + 1))
+            // Clamped before adding one: `bytes=0-9223372036854775807` must not overflow.
+            let last = min(end ?? size - 1, size - 1)
+            self = .part(start..<(last + 1))
         }
     }
 }

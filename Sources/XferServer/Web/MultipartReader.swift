@@ -151,12 +151,15 @@ struct MultipartReader {
             var item = ""
             if scalars.first == "\"" {
                 scalars.removeFirst()
+                // Browsers send `"`, CR and LF in a name as %22, %0D, %0A (the HTML standard's
+                // form encoding) and a backslash as it is.
                 while let c = scalars.first {
                     scalars.removeFirst()
-                    if c == "\\", let escaped = scalars.first { item.append(escaped); scalars.removeFirst(); continue }
                     if c == "\"" { break }
                     item.append(c)
                 }
+                item = item.replacingOccurrences(of: "%22", with: "\"").replacingOccurrences(of: "%0D", with: "\r")
+                    .replacingOccurrences(of: "%0A", with: "\n")
             } else {
                 while let c = scalars.first, c != ";" { item.append(c); scalars.removeFirst() }
             }

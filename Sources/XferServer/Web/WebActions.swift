@@ -100,10 +100,14 @@ extension WebRoutes {
         guard stored.info.state == .current else {
             throw XferError.conflict(path: path, current: stored.info.version, base: base)
         }
+        // Its conflict versions would stay behind under a deleted name, out of sight.
+        if let conflicts = stored.info.conflicts, !conflicts.isEmpty {
+            throw XferError(.conflict, "\(path.value) has unresolved conflict versions; keep one first, then rename")
+        }
         // The new name first, then the old one deleted from the version the page showed: if
         // the second step finds the document changed, both stay and nothing is lost.
         _ = try await commit(session, container, target, try Manifest(decoding: stored.manifest),
-                             base: try await newBase(session, container, target, refusingLive: true))
+                             base: try await newBase(session, container, target, refusingLive: true), like: stored.info)
         _ = try await metadata.delete(account: account, container: container, path: path, baseVersion: base)
         changes.notify(account: account, container: container)
         return itemRedirect(container, target)
@@ -126,7 +130,7 @@ extension WebRoutes {
         let version = try Self.versionField(form, "version")
         let base = try Self.versionField(form, "base")
         let stored = try await metadata.manifest(account: session.principal.accountID, container: container, path: path, version: version)
-        _ = try await commit(session, container, path, try Manifest(decoding: stored.manifest), base: base)
+        _ = try await commit(session, container, path, try Manifest(decoding: stored.manifest), base: base, like: stored.info)
         return itemRedirect(container, path)
     }
 
@@ -134,6 +138,11 @@ extension WebRoutes {
         let (session, container, form) = try await action(request, context)
         let path = try DocumentPath(form["path"] ?? "")
         let keep = try Self.versionField(form, "keep")
+        // Settled only as the page showed it: a version current since then is not demoted
+        // by a choice made without it.
+        let base = try Self.versionField(form, "base")
+        let now = try await metadata.document(account: session.principal.accountID, container: container, path: path, version: nil)
+        guard now.version == base else { throw XferError.conflict(path: path, current: now.version, base: base) }
         // The other contenders stay in history (superseded), never removed from here.
         _ = try await metadata.resolve(account: session.principal.accountID, container: container,
                                        ResolveRequest(path: path, keep: keep, keepAll: true))
@@ -156,12 +165,14 @@ extension WebRoutes {
         return existing.state == .current ? existing.version : nil
     }
 
-    /// Commits `manifest` at `path` as one new version from this browser (device `web`).
-    func commit(_ session: WebContext, _ container: ContainerName, _ path: DocumentPath, _ manifest: Manifest, base: Int64?) async throws -> DocumentInfo {
+    /// Commits `manifest` at `path` as one new version from this browser (device `web`), with
+    /// the mode and time of the version it copies (`like`), or else its manifest's.
+    func commit(_ session: WebContext, _ container: ContainerName, _ path: DocumentPath, _ manifest: Manifest, base: Int64?,
+                like copied: DocumentInfo? = nil) async throws -> DocumentInfo {
         let kind = DocumentKind(manifest.kind)
         let entries = manifest.entries
-        let mode = entries.count == 1 && entries.path(at: 0).isEmpty ? entries.mode(at: 0) : 0o755
-        let mtime = entries.isEmpty ? Self.now() : entries.mtimeNanoseconds(at: 0)
+        let mode = copied?.mode ?? (entries.count == 1 && entries.path(at: 0).isEmpty ? entries.mode(at: 0) : 0o755)
+        let mtime = copied?.mtimeNs ?? (entries.isEmpty ? Self.now() : entries.mtimeNanoseconds(at: 0))
         let announce = AnnounceRequest(path: path, kind: kind, size: manifest.totalSize, mtimeNs: mtime, mode: mode,
                                        baseVersion: base, device: "web")
         let results = try await metadata.commitDirect(account: session.principal.accountID, container: container,
@@ -196,6 +207,15 @@ extension WebRoutes {
             for event in try reader.feed(buffer.readableBytesView) {
                 switch event {
                 case .begin(let name, let filename):
+                    // The token is the form's first field (the page puts it there): nothing
+                    // else is read, kept or stored before it is checked.
+                    if fields.isEmpty && name != "csrf" {
+                        throw XferError(.forbidden, "the form's token must come first; reload the page and try again")
+                    }
+                    if !fields.isEmpty, fields["csrf"].map({ !WebSecurity.same($0, WebSecurity.csrf(session.secret)) }) ?? true {
+                        throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")
+                    }
+                    guard fields.count < 8 || name == "file" else { throw XferError(.badRequest, "the upload form has too many fields") }
                     if name == "file", let filename {
                         guard let sent = fields["csrf"], WebSecurity.same(sent, WebSecurity.csrf(session.secret)) else {
                             throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")

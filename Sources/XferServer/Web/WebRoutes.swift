@@ -18,6 +18,7 @@ struct WebRoutes: Sendable {
     let changes: ChangeNotifier
     let quota: QuotaGate
     let shareAttempts = ShareAttempts()
+    let scrypt = ScryptGate()
 
     /// Rows of a folder, search or Recently Deleted page.
     static let pageSize = 200
@@ -124,14 +125,15 @@ struct WebRoutes: Sendable {
         let session = try requireSession(context)
         let container = try Routes.container(context)
         if let refusal = try await refuseEncrypted(container, session) { return refusal }
-        let prefix = request.uri.queryParameters.get("folder").map { String($0) } ?? ""
+        let fields = WebSecurity.queryFields(request)
+        let prefix = (fields["folder"] ?? "").precomposedStringWithCanonicalMapping
         guard prefix.isEmpty || prefix.hasSuffix("/"), prefix.utf8.count <= DocumentPathRules.maximumPathBytes,
               !prefix.utf8.contains(0), !prefix.hasPrefix("/") else {
             throw XferError(.badRequest, "folder must be empty or a path ending in /")
         }
         var start: FolderPosition? = nil
-        if let token = request.uri.queryParameters.get("page") {
-            guard let position = FolderPosition(token: String(token)), position.key.hasPrefix(prefix) else {
+        if let token = fields["page"] {
+            guard let position = FolderPosition(token: token), position.key.utf8.starts(with: prefix.utf8) else {
                 throw XferError(.badRequest, "page is not a token this server gave")
             }
             start = position
@@ -165,11 +167,11 @@ struct WebRoutes: Sendable {
         let session = try requireSession(context)
         let container = try Routes.container(context)
         if let refusal = try await refuseEncrypted(container, session) { return refusal }
-        let parameters = request.uri.queryParameters
-        // Empty form fields mean "any": left out before the query's own parsing.
-        let query = try DocumentQuery(parameter: { key in parameters.get(key).map { String($0) }.flatMap { $0.isEmpty ? nil : $0 } })
+        // A GET form: `+` is a space (as in a form body). Empty fields mean "any".
+        let parameters = WebSecurity.queryFields(request)
+        let query = try DocumentQuery(parameter: { key in parameters[key].flatMap { $0.isEmpty ? nil : $0 } })
         let list = try await metadata.query(account: session.principal.accountID, container: container, query,
-                                            after: parameters.get("page").map { String($0) }, limit: Self.pageSize)
+                                            after: parameters["page"], limit: Self.pageSize)
         let rows = list.documents.map { Self.row($0, name: $0.path.value, container: container) }
         var values = commonValues(container)
         values["rows"] = rows
@@ -227,7 +229,7 @@ struct WebRoutes: Sendable {
         let name = String(path.value.split(separator: "/").last ?? "")
         var values = commonValues(container)
         values["name"] = name
-        values["crumbs"] = Self.crumbs(container, String(path.value.dropLast(name.utf8.count)))
+        values["crumbs"] = Self.crumbs(container, Self.parent(path), includingLast: true)
         values["here"] = name
         values["kind"] = newest.kind.rawValue
         values["size"] = newest.state == .deleted ? "—" : ByteCount(newest.size).description
@@ -254,7 +256,7 @@ struct WebRoutes: Sendable {
                 row["restore"] = ["path": path.value, "version": String(version.version), "base": String(newest.version)]
             }
             if let conflicts = newest.conflicts, !conflicts.isEmpty, version.state == .current || version.state == .conflict {
-                row["keep"] = ["path": path.value, "version": String(version.version)]
+                row["keep"] = ["path": path.value, "version": String(version.version), "base": String(newest.version)]
             }
             return row
         }
@@ -377,15 +379,20 @@ struct WebRoutes: Sendable {
         let session = try requireSession(context)
         let container = try Routes.container(context)
         let account = session.principal.accountID
+        if let refusal = try await refuseEncrypted(container, session) { return refusal }
         let cap = limits.maximumWaitingPollsPerAccount
-        guard changes.polls.enter(account, limit: cap) else {
-            throw XferError(.unavailable, "this account already has \(cap) change-feed requests waiting, the server's limit")
-        }
         let (metadata, changes) = (metadata, changes)
         let start = try await metadata.changes(account: account, container: container, after: Int64.max - 1, limit: 1).head
         var headers: HTTPFields = [.contentType: "text/event-stream"]
         headers[.cacheControl] = "no-store"
         return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+            // The slot is taken where it is given back: a stream whose head never went out
+            // (the browser left first) holds none.
+            guard changes.polls.enter(account, limit: cap) else {
+                try await writer.write(ByteBuffer(string: "retry: 30000\n: this account has \(cap) change-feed requests waiting, the server's limit\n\n"))
+                try await writer.finish(nil)
+                return
+            }
             defer { changes.polls.leave(account) }
             let end = ContinuousClock.now + .seconds(3600)
             var cursor = start
@@ -496,14 +503,18 @@ struct WebRoutes: Sendable {
     }
 
     /// The folders from the container down to `prefix`, each a link.
-    static func crumbs(_ container: ContainerName, _ prefix: String) -> [[String: Any]] {
+    /// A folder page's own folder is its heading, not a link (`includingLast: false`); a
+    /// document's page links every folder above it. The container comes first unless the page
+    /// is the container's top.
+    static func crumbs(_ container: ContainerName, _ prefix: String, includingLast: Bool = false) -> [[String: Any]] {
         var crumbs: [[String: Any]] = [["name": container.value, "href": containerHref(container.value)]]
         var walked = ""
-        for part in prefix.split(separator: "/").dropLast() {
+        let parts = prefix.split(separator: "/")
+        for part in includingLast ? parts[...] : parts.dropLast() {
             walked += part + "/"
             crumbs.append(["name": String(part), "href": containerHref(container.value, folder: walked)])
         }
-        return prefix.isEmpty ? [] : crumbs
+        return prefix.isEmpty && !includingLast ? [] : crumbs
     }
 
     static func row(_ info: DocumentInfo?, name: String, container: ContainerName) -> [String: Any] {

@@ -94,6 +94,26 @@ enum WebSecurity {
         return "attachment; filename=\"\(ascii)\"; filename*=UTF-8''\(encode(name))"
     }
 
+    /// A request's query read as a form (`+` is a space, as a browser's GET form sends it);
+    /// the first of a repeated name wins.
+    static func queryFields(_ request: Request) -> [String: String] {
+        fields(request.uri.query ?? "")
+    }
+
+    /// `a=1&b=two+words`, decoded.
+    static func fields(_ text: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ part: Substring) -> String {
+                String(part).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
+            }
+            let key = decode(parts[0])
+            if fields[key] == nil { fields[key] = parts.count > 1 ? decode(parts[1]) : "" }
+        }
+        return fields
+    }
+
     /// Reads an `application/x-www-form-urlencoded` body of at most `limit` bytes.
     static func form(_ request: Request, limit: Int = 8192) async throws -> [String: String] {
         let body: ByteBuffer
@@ -102,14 +122,6 @@ enum WebSecurity {
         } catch {
             throw XferError(.tooLarge, "the form is larger than \(limit) bytes")
         }
-        var fields: [String: String] = [:]
-        for pair in String(buffer: body).split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            func decode(_ part: Substring) -> String {
-                String(part).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? ""
-            }
-            fields[decode(parts[0])] = parts.count > 1 ? decode(parts[1]) : ""
-        }
-        return fields
+        return fields(String(buffer: body))
     }
 }

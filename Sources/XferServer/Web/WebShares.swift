@@ -44,7 +44,7 @@ extension WebRoutes {
         guard (0...365).contains(days) else { throw XferError(.badRequest, "a link lasts 0 (until revoked) to 365 days") }
         let password = form["password"] ?? ""
         guard password.utf8.count <= 1024 else { throw XferError(.badRequest, "the password is longer than 1024 bytes") }
-        let stored: String? = password.isEmpty ? nil : try await NIOThreadPool.singleton.runIfActive { try PasswordHash.make(password) }
+        let stored: String? = password.isEmpty ? nil : try await scrypt.run { try PasswordHash.make(password) }
         let secret = WebSecurity.secret()
         let link = try await metadata.createShare(account: session.principal.accountID, container: container, path: path, version: version,
                                                   password: stored, hash: Self.shareHash(secret),
@@ -130,7 +130,9 @@ extension WebRoutes {
     @Sendable func openShare(_ request: Request, context: XferRequestContext) async throws -> Response {
         let (grant, secret, unlocked) = try await grant(request, context)
         let name = String(grant.link.path.value.split(separator: "/").last ?? "")
-        guard unlocked else { return html("share-password", ["name": name, "action": "/s/" + secret], title: name, session: nil) }
+        guard unlocked else {
+            return html("share-password", ["name": "A shared document", "action": "/s/" + secret], title: "Shared document", session: nil)
+        }
         let (info, manifest) = try await shared(grant)
         var values: [String: Any] = [
             "name": name, "kind": info.kind.rawValue, "size": ByteCount(info.size).description, "modified": Self.date(info.mtimeNs),
@@ -145,16 +147,16 @@ extension WebRoutes {
         guard WebSecurity.isSameOrigin(request) else { throw XferError(.forbidden, "this form was sent from another site") }
         let (grant, secret, _) = try await grant(request, context)
         guard let stored = grant.password else { return Self.redirect("/s/" + secret) }
-        guard shareAttempts.allow(grant.link.id) else {
+        let password = try await WebSecurity.form(request)["password"] ?? ""
+        // Counted before the check (concurrent guesses count too), given back if right.
+        guard shareAttempts.begin(grant.link.id) else {
             throw XferError(.rateLimited, "too many wrong passwords for this link; wait a minute and try again")
         }
-        let password = try await WebSecurity.form(request)["password"] ?? ""
-        let good = try await NIOThreadPool.singleton.runIfActive { PasswordHash.verify(password, against: stored) }
+        let good = try await scrypt.run { PasswordHash.verify(password, against: stored) }
+        if good { shareAttempts.succeeded(grant.link.id) }
         guard good else {
-            shareAttempts.failed(grant.link.id)
-            let name = String(grant.link.path.value.split(separator: "/").last ?? "")
-            return html("share-password", ["name": name, "action": "/s/" + secret, "error": "That is not the password."],
-                        title: name, session: nil, status: .unauthorized)
+            return html("share-password", ["name": "A shared document", "action": "/s/" + secret, "error": "That is not the password."],
+                        title: "Shared document", session: nil, status: .unauthorized)
         }
         var response = Self.redirect("/s/" + secret)
         response.setCookie(Cookie(name: Self.shareCookie, value: Self.unlocked(secret, stored), maxAge: 12 * 3600, path: "/s/" + secret,
@@ -170,23 +172,55 @@ extension WebRoutes {
     }
 }
 
-/// Wrong passwords per link: at most ``limit`` a minute, across every browser.
+/// Password attempts per link: at most ``limit`` a minute that were not right, across every
+/// browser. An attempt counts from its start (so concurrent guesses count), and a right one
+/// is given back.
 public final class ShareAttempts: Sendable {
     public static let limit = 10
-    private let failures = Mutex<[Int64: [ContinuousClock.Instant]]>([:])
+    private let attempts = Mutex<[Int64: [ContinuousClock.Instant]]>([:])
 
-    func allow(_ id: Int64) -> Bool {
-        failures.withLock { table in
+    /// Records an attempt; `false` (nothing recorded) if the link had ``limit`` in the last minute.
+    func begin(_ id: Int64) -> Bool {
+        attempts.withLock { table in
             let recent = (table[id] ?? []).filter { ContinuousClock.now - $0 < .seconds(60) }
-            table[id] = recent.isEmpty ? nil : recent
-            return recent.count < Self.limit
+            guard recent.count < Self.limit else {
+                table[id] = recent
+                return false
+            }
+            if table.count > 10_000 { table = [:] }  // bounded: a flood forgets, it never grows
+            table[id] = recent + [ContinuousClock.now]
+            return true
         }
     }
 
-    func failed(_ id: Int64) {
-        failures.withLock { table in
-            if table.count > 10_000 { table = [:] }  // bounded: a flood forgets, it never grows
-            table[id, default: []].append(ContinuousClock.now)
+    /// The attempt was right: it does not count.
+    func succeeded(_ id: Int64) {
+        attempts.withLock { table in
+            if var recent = table[id], !recent.isEmpty { recent.removeLast(); table[id] = recent.isEmpty ? nil : recent }
         }
+    }
+}
+
+/// scrypt runs (32 MiB and tens of milliseconds each) at most ``limit`` at once in the whole
+/// server, off the shared thread pool's other work's way: one more is answered 503 at once.
+final class ScryptGate: Sendable {
+    static let limit = 2
+    private let running = Mutex(0)
+    private let threads: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: ScryptGate.limit)
+        pool.start()
+        return pool
+    }()
+
+    func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        guard running.withLock({ count in
+            guard count < Self.limit else { return false }
+            count += 1
+            return true
+        }) else {
+            throw XferError(.unavailable, "the server is checking other passwords; retry in a moment")
+        }
+        defer { running.withLock { $0 -= 1 } }
+        return try await threads.runIfActive(body)
     }
 }

@@ -7,14 +7,37 @@ import Mustache
 /// server (the CSP says so too).
 enum WebTemplates {
     static let library: MustacheLibrary = {
+        MustacheContentTypes.register(ScalarHTML(), named: ScalarHTML.name)
         var library = MustacheLibrary()
         for (name, text) in sources {
             // The templates are constants of this file: one that does not parse is a bug the
-            // first test finds.
-            try! library.register(text, named: name)
+            // first test finds. Each escapes with ScalarHTML.
+            try! library.register("{{% CONTENT_TYPE: \(ScalarHTML.name)}}" + text, named: name)
         }
         return library
     }()
+
+    /// HTML escaping by Unicode scalar. swift-mustache's own escapes by `Character`, so a `"`
+    /// followed by a combining mark (one grapheme, not equal to `"`) went out raw and could
+    /// end an attribute value.
+    struct ScalarHTML: MustacheContentType {
+        static let name = "XFER_HTML"
+
+        func escapeText(_ text: String) -> String {
+            var out = String.UnicodeScalarView()
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "<": out.append(contentsOf: "&lt;".unicodeScalars)
+                case ">": out.append(contentsOf: "&gt;".unicodeScalars)
+                case "&": out.append(contentsOf: "&amp;".unicodeScalars)
+                case "\"": out.append(contentsOf: "&quot;".unicodeScalars)
+                case "'": out.append(contentsOf: "&#39;".unicodeScalars)
+                default: out.append(scalar)
+                }
+            }
+            return String(out)
+        }
+    }
 
     /// Renders `page` with `values`, inside the layout.
     static func render(_ page: String, _ values: [String: Any], layout: [String: Any]) -> String {
@@ -182,7 +205,7 @@ enum WebTemplates {
             {{#versions}}
             <tr data-version="{{version}}"><td>{{version}}</td><td>{{state}}</td><td class="num">{{size}}</td><td>{{modified}}</td><td><bdi>{{device}}</bdi></td><td>{{#href}}<a href="{{href}}" download>Download</a>{{/href}}{{#restore}}
             <form method="post" action="{{restoreAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="version" value="{{version}}"><input type="hidden" name="base" value="{{base}}"><button type="submit" class="small restore">Restore</button></form>{{/restore}}{{#keep}}
-            <form method="post" action="{{resolveAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="keep" value="{{version}}"><button type="submit" class="small keep">Keep this version</button></form>{{/keep}}</td></tr>
+            <form method="post" action="{{resolveAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="keep" value="{{version}}"><input type="hidden" name="base" value="{{base}}"><button type="submit" class="small keep">Keep this version</button></form>{{/keep}}</td></tr>
             {{/versions}}
             </tbody>
             </table>

@@ -125,8 +125,10 @@ extension MetadataTransaction {
     /// Changes a version's state as one change on the feed.
     func setState(_ state: VersionState, document: Int64, version: Int64, container: Int64) throws {
         let sequence = try nextSequence(container: container)
-        try sql.rows("UPDATE versions SET state = ?, sequence = ? WHERE document_id = ? AND version = ?",
-                     state.rawValue, sequence, document, version)
+        // When a version left the current or conflict state: retention counts from then (a
+        // conflict kept for months and then superseded is not pruned at once).
+        try sql.rows("UPDATE versions SET state = ?, sequence = ?, superseded_at = ? WHERE document_id = ? AND version = ?",
+                     state.rawValue, sequence, state == .superseded ? Optional(Self.now()) : nil, document, version)
     }
 
     /// Counts a committed manifest's distinct chunks as referenced once more (`by: 1`) or once
@@ -168,7 +170,7 @@ extension MetadataTransaction {
     func prune(account: Int64, document: Int64) throws {
         let cutoff = Self.now() - Int64(policy.keepDays) * 86_400
         let old = try sql.rows("""
-            SELECT version FROM versions WHERE document_id = ? AND state = 'superseded' AND created_at <= ?
+            SELECT version FROM versions WHERE document_id = ? AND state = 'superseded' AND COALESCE(superseded_at, created_at) <= ?
             AND version NOT IN (SELECT version FROM versions WHERE document_id = ? AND state = 'superseded' ORDER BY version DESC LIMIT ?)
             """, document, cutoff, document, Int64(policy.keepVersions))
         for row in old { try removeVersion(account: account, document: document, version: try row.int(0)) }

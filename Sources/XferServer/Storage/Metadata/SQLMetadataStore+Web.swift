@@ -6,7 +6,9 @@ import XferProtocol
 // and one folder level of a container (docs/WEB.md).
 extension SQLMetadataStore {
     public func openWebSession(tokenHash: [UInt8], sessionHash: [UInt8], lifetime: Int64) async throws -> WebSession? {
-        try await write { tx in
+        // A wrong token costs a read, never the writer (a sign-in loop must not queue commits).
+        guard let known = try await principal(tokenHash: tokenHash), !known.isAdmin else { return nil }
+        return try await write { tx in
             guard let row = try tx.sql.one("""
                 SELECT t.hash, t.admin, a.id, a.name, \(tx.dialect.clock) AS now
                 FROM tokens t LEFT JOIN accounts a ON a.id = t.account_id WHERE t.hash = ?
@@ -131,6 +133,9 @@ extension SQLMetadataStore {
                   let info = try tx.info(document: document.id, path: path, version: version ?? current),
                   info.state == .current || (version != nil && (info.state == .superseded || info.state == .conflict)) else {
                 throw XferError(.notFound, "no document \(path) in container \(container) to share")
+            }
+            guard info.kind != .directory else {
+                throw XferError(.badRequest, "\(path) is a folder; share a document in it")
             }
             if try tx.sql.one("SELECT 1 FROM container_keys WHERE container_id = ?", containerID) != nil {
                 throw XferError(.encryptedContainer, "container \(container) is end-to-end encrypted: the server cannot show its documents to anyone")
