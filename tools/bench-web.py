@@ -48,7 +48,7 @@ class PeakMemory:
     """Samples a process's resident memory every 20 ms while in use."""
 
     def __init__(self, pid):
-        self.pid, self.peak, self.running = pid, 0, True
+        self.pid, self.peak, self.start, self.running = pid, 0, None, True
         self.thread = threading.Thread(target=self.sample, daemon=True)
 
     def sample(self):
@@ -58,6 +58,7 @@ class PeakMemory:
                     for line in f:
                         if line.startswith("VmRSS:"):
                             self.peak = max(self.peak, int(line.split()[1]))
+                            self.start = self.start if self.start is not None else int(line.split()[1])
             except OSError:
                 return
             time.sleep(0.02)
@@ -76,7 +77,7 @@ def timed(command, pid=None):
     if pid:
         with PeakMemory(pid) as memory:
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return time.monotonic() - started, memory.peak / 1024
+        return time.monotonic() - started, (memory.start / 1024, memory.peak / 1024)
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.monotonic() - started, None
 
@@ -177,15 +178,15 @@ def main():
         size = os.path.getsize(big)
         tree = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(package) for f in fs)
         print(f"file {size / 1e6:.0f} MB, package {args.files} files {tree / 1e6:.0f} MB; median of {args.runs}; "
-              f"server peak RSS while each ran\n")
-        print("| download | wall s | MB/s | server peak MiB |")
+              f"the server's resident memory when each began and its peak while it ran\n")
+        print("| download | wall s | MB/s | server MiB before → peak |")
         print("|---|---|---|---|")
         for name, values in results.items():
             wall = statistics.median(v[0] for v in values)
-            peaks = [v[1] for v in values if v[1] is not None]
+            memory = [v[1] for v in values if v[1] is not None]
             bytes_ = size if name.startswith("file") else tree
-            print(f"| {name} | {wall:.2f} | {bytes_ / 1e6 / wall:.0f} | {max(peaks):.0f} |" if peaks else
-                  f"| {name} | {wall:.2f} | {bytes_ / 1e6 / wall:.0f} | — |")
+            shown = f"{max(m[0] for m in memory):.0f} → {max(m[1] for m in memory):.0f}" if memory else "—"
+            print(f"| {name} | {wall:.2f} | {bytes_ / 1e6 / wall:.0f} | {shown} |")
     finally:
         for process in processes:
             process.terminate()
@@ -200,7 +201,7 @@ def timed_env(command, env, pid):
     started = time.monotonic()
     with PeakMemory(pid) as memory:
         subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.monotonic() - started, memory.peak / 1024
+    return time.monotonic() - started, (memory.start / 1024, memory.peak / 1024)
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):

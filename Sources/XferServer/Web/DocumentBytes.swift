@@ -30,11 +30,12 @@ struct DocumentBytes: Sendable {
             if end >= range.upperBound { break }
             offset = end
         }
-        let (maximumLength, threadPool) = (maximumLength, threadPool)
-        for group in stride(from: 0, to: wanted.count, by: batch) {
-            let part = wanted[group..<min(group + batch, wanted.count)]
+        let (maximumLength, threadPool, chunks) = (maximumLength, threadPool, chunks)
+        let groups = stride(from: 0, to: wanted.count, by: batch).map { Array(wanted[$0..<min($0 + batch, wanted.count)]) }
+        /// Loads, decodes and checks one group, off the event loop.
+        @Sendable func read(_ part: [(reference: Manifest.ChunkReference, start: Int64)]) async throws -> [[UInt8]] {
             let loaded = try await chunks.load(part.map(\.reference.id))
-            let plain: [[UInt8]] = try await threadPool.runIfActive {
+            return try await threadPool.runIfActive {
                 try zip(part, loaded).map { want, chunk in
                     guard chunk.id == want.reference.id, chunk.length == want.reference.length, chunk.encoding != .sealed else {
                         throw XferError(.corruptChunk, "chunk \(want.reference.id) is not what the manifest names")
@@ -42,6 +43,13 @@ struct DocumentBytes: Sendable {
                     return try chunk.decoded(maximumLength: maximumLength)
                 }
             }
+        }
+        // The next group is read while this one is written: two groups in memory at most.
+        var next: Task<[[UInt8]], any Error>? = groups.first.map { first in Task { try await read(first) } }
+        defer { next?.cancel() }
+        for (index, part) in groups.enumerated() {
+            let plain = try await next!.value
+            next = index + 1 < groups.count ? Task { [part = groups[index + 1]] in try await read(part) } : nil
             var buffer = ByteBuffer()
             for (want, bytes) in zip(part, plain) {
                 let low = Int(max(0, range.lowerBound - want.start))
