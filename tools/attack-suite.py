@@ -925,6 +925,15 @@ def hidden(body, name):
     return body[at + len(marker):body.index(b'"', at + len(marker))].decode() if at >= 0 else None
 
 
+def put_file(server, token, path, content):
+    """One small file document, uploaded and committed in a batch (as a device would)."""
+    upload(server, token, [content])
+    manifest = w.manifest(w.FILE_DOC, [{"kind": w.FILE, "chunks": [w.chunk_ref(content)]}])
+    documents = [{"path": path, "kind": "file", "size": len(content), "mtime_ns": 1, "mode": 0o644,
+                  "manifest": base64.b64encode(manifest).decode(), "manifest_digest": w.digest(manifest)}]
+    raw_exchange(server.port, "POST", "/v1/containers/default/commits", token, json.dumps({"documents": documents}).encode())
+
+
 def web_sign_in(port, token):
     """A signed-in cookie jar and the pages' CSRF token, as a browser gets them."""
     jar = {}
@@ -946,11 +955,7 @@ def web_sign_in(port, token):
 def web_cross_site_forms(lab):
     server = lab.server("17-web")
     token = lab.account(server, "victim")
-    upload(server, token, [b"precious"])
-    manifest = w.manifest(w.FILE_DOC, [{"kind": w.FILE, "chunks": [w.chunk_ref(b"precious")]}])
-    documents = [{"path": "Documents/precious.txt", "kind": "file", "size": 8, "mtime_ns": 1, "mode": 0o644,
-                  "manifest": base64.b64encode(manifest).decode(), "manifest_digest": w.digest(manifest)}]
-    raw_exchange(server.port, "POST", "/v1/containers/default/commits", token, json.dumps({"documents": documents}).encode())
+    put_file(server, token, "Documents/precious.txt", b"precious")
     jar, csrf = web_sign_in(server.port, token)
     if jar is None:
         return "could not sign in as a browser does", False
@@ -989,11 +994,7 @@ def web_cross_site_forms(lab):
 def share_link_guessing(lab):
     server = lab.server("18-share", log_level="debug")   # every request line in its log
     token = lab.account(server, "owner")
-    upload(server, token, [b"shared"])
-    manifest = w.manifest(w.FILE_DOC, [{"kind": w.FILE, "chunks": [w.chunk_ref(b"shared")]}])
-    documents = [{"path": "Documents/s.txt", "kind": "file", "size": 6, "mtime_ns": 1, "mode": 0o644,
-                  "manifest": base64.b64encode(manifest).decode(), "manifest_digest": w.digest(manifest)}]
-    raw_exchange(server.port, "POST", "/v1/containers/default/commits", token, json.dumps({"documents": documents}).encode())
+    put_file(server, token, "Documents/s.txt", b"shared")
     jar, csrf = web_sign_in(server.port, token)
     if jar is None:
         return "could not sign in as a browser does", False

@@ -10,7 +10,6 @@ server's peak resident memory while each download ran.
 Use a release build (`swift build -c release --product xfer`); DIR should be on a real disk.
 """
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -24,6 +23,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import xferlab  # noqa: E402
 
 
 def free_port():
@@ -80,14 +82,6 @@ def timed(command, pid=None):
         return time.monotonic() - started, (memory.start / 1024, memory.peak / 1024)
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.monotonic() - started, None
-
-
-def sha(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def main():
@@ -172,7 +166,7 @@ def main():
                     elif os.path.exists(leftover):
                         os.remove(leftover)
                 seconds, peak = timed(command, pid) if "xfer pull" not in name else timed_env(command, env, pid)
-                if expected and sha(out) != sha(expected):
+                if expected and xferlab.sha256(out) != xferlab.sha256(expected):
                     raise RuntimeError(f"{name}: the bytes differ")
                 results[name].append((seconds, peak))
         size = os.path.getsize(big)
