@@ -22,9 +22,12 @@ SERVER=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/v1/health" >/dev/null && break; sleep 0.1; done
 CHECKS=not_a_server_error,content_type_conformance,response_schema_conformance
 run() {
-  # The console script may not be on PATH (pip --user, pyenv): call its entry point.
+  # The console script may not be on PATH (pip --user, pyenv): call its entry point. One worker:
+  # with two, hypothesis parses lambdas' source in two threads at once, and CPython 3.11's ast
+  # then fails now and then ("AST constructor recursion depth mismatch"), a runtime error of
+  # the tool that fails the run whatever the server did.
   python3 -c 'import sys; from schemathesis.cli import schemathesis; sys.argv[0] = "st"; schemathesis()' run docs/openapi.yaml --url "http://127.0.0.1:$PORT" --checks "$CHECKS" --max-examples "$EXAMPLES" \
-     --seed "$SEED" --workers 2 --request-timeout 10 --phases examples,coverage,fuzzing "$@"
+     --seed "$SEED" --workers 1 --request-timeout 10 --phases examples,coverage,fuzzing "$@"
 }
 echo "== as an account"
 run -H "Authorization: Bearer $TOKEN" --exclude-path-regex '^/v1/admin/tokens/revoke$'
