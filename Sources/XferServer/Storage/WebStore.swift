@@ -67,8 +67,11 @@ public struct FolderEntry: Sendable, Hashable {
     public var document: DocumentInfo?
 }
 
-/// A page of a folder; `next` goes on where it stopped.
+/// A page of a folder; `next` goes on where it stopped (a page may stop short of its limit
+/// after ``maximumSteps`` queries, so one page's cost is bounded whatever the folder holds).
 public struct FolderPage: Sendable, Hashable {
+    /// Queries one page may run.
+    public static let maximumSteps = 1000
     public var entries: [FolderEntry]
     public var next: FolderPosition?
 }

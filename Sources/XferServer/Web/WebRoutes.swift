@@ -18,7 +18,6 @@ struct WebRoutes: Sendable {
     let changes: ChangeNotifier
     let quota: QuotaGate
     let shareAttempts = ShareAttempts()
-    let scrypt = ScryptGate()
 
     /// Rows of a folder, search or Recently Deleted page.
     static let pageSize = 200

@@ -44,7 +44,7 @@ extension WebRoutes {
         guard (0...365).contains(days) else { throw XferError(.badRequest, "a link lasts 0 (until revoked) to 365 days") }
         let password = form["password"] ?? ""
         guard password.utf8.count <= 1024 else { throw XferError(.badRequest, "the password is longer than 1024 bytes") }
-        let stored: String? = password.isEmpty ? nil : try await scrypt.run { try PasswordHash.make(password) }
+        let stored: String? = password.isEmpty ? nil : try await ScryptGate.run { try PasswordHash.make(password) }
         let secret = WebSecurity.secret()
         let link = try await metadata.createShare(account: session.principal.accountID, container: container, path: path, version: version,
                                                   password: stored, hash: Self.shareHash(secret),
@@ -152,7 +152,7 @@ extension WebRoutes {
         guard shareAttempts.begin(grant.link.id) else {
             throw XferError(.rateLimited, "too many wrong passwords for this link; wait a minute and try again")
         }
-        let good = try await scrypt.run { PasswordHash.verify(password, against: stored) }
+        let good = try await ScryptGate.run { PasswordHash.verify(password, against: stored) }
         if good { shareAttempts.succeeded(grant.link.id) }
         guard good else {
             return html("share-password", ["name": "A shared document", "action": "/s/" + secret, "error": "That is not the password."],
@@ -202,17 +202,19 @@ public final class ShareAttempts: Sendable {
 }
 
 /// scrypt runs (32 MiB and tens of milliseconds each) at most ``limit`` at once in the whole
-/// server, off the shared thread pool's other work's way: one more is answered 503 at once.
-final class ScryptGate: Sendable {
+/// process, on threads of their own (out of the shared thread pool's way): one more is
+/// answered 503 at once. The threads and the count are the process's, started once and never
+/// stopped (a pool must not be released while it runs).
+enum ScryptGate {
     static let limit = 2
-    private let running = Mutex(0)
-    private let threads: NIOThreadPool = {
-        let pool = NIOThreadPool(numberOfThreads: ScryptGate.limit)
+    private static let running = Mutex(0)
+    private static let threads: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: limit)
         pool.start()
         return pool
     }()
 
-    func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         guard running.withLock({ count in
             guard count < Self.limit else { return false }
             count += 1

@@ -71,7 +71,11 @@ extension SQLMetadataStore {
             let bytewise = tx.dialect.bytewise
             let upper = MetadataTransaction.successor(of: prefix)
             // One step: the live documents from `position` on, below `prefix`, in path order.
+            // A page takes at most `FolderPage.maximumSteps` of them (each a folder skipped or a
+            // directory document probed), then answers with what it has and where to go on.
+            var steps = 0
             func step(_ position: FolderPosition, _ count: Int, below: String? = nil) throws -> [DocumentInfo] {
+                steps += 1
                 var clauses = ["d.container_id = ?", "d.path\(bytewise) \(position.inclusive ? ">=" : ">") ?", "v.state != 'deleted'"]
                 var values: [SQLValue] = [.int(containerID), .text(position.key)]
                 if let high = below ?? upper {
@@ -88,6 +92,7 @@ extension SQLMetadataStore {
             var position = start ?? FolderPosition(key: prefix, inclusive: true)
             var entries: [FolderEntry] = []
             scan: while entries.count < limit {
+                if steps >= FolderPage.maximumSteps { return FolderPage(entries: entries, next: position) }
                 let rows = try step(position, min(256, limit - entries.count + 1))
                 if rows.isEmpty { return FolderPage(entries: entries, next: nil) }
                 for info in rows {
