@@ -26,11 +26,7 @@ extension WebRoutes {
     func action(_ request: Request, _ context: XferRequestContext) async throws -> (WebContext, ContainerName, [String: String]) {
         let session = try requireSession(context)
         let container = try Routes.container(context)
-        guard WebSecurity.isSameOrigin(request) else { throw XferError(.forbidden, "this form was sent from another site") }
-        let form = try await WebSecurity.form(request)
-        guard let sent = form["csrf"], WebSecurity.same(sent, WebSecurity.csrf(session.secret)) else {
-            throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")
-        }
+        let form = try await checkForm(request, session)
         try await refuseWriteIfEncrypted(container, session)
         return (session, container, form)
     }

@@ -88,7 +88,7 @@ struct WebRoutes: Sendable {
 
     @Sendable func signout(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
-        try await checkForm(request, session)
+        _ = try await checkForm(request, session)
         try await metadata.closeWebSession(hash: WebSecurity.hash(session.secret))
         var response = Self.redirect("/web/signin")
         response.setCookie(WebSecurity.cookie(WebSecurity.sessionCookie, "", maxAge: 0, secure: limits.secureCookies))
@@ -96,12 +96,14 @@ struct WebRoutes: Sendable {
     }
 
     /// A form from a signed-in page: from this site, with the session's CSRF token.
-    func checkForm(_ request: Request, _ session: WebContext) async throws {
+    /// - Returns: The form's fields.
+    func checkForm(_ request: Request, _ session: WebContext) async throws -> [String: String] {
         guard WebSecurity.isSameOrigin(request) else { throw XferError(.forbidden, "this form was sent from another site") }
         let form = try await WebSecurity.form(request)
         guard let sent = form["csrf"], WebSecurity.same(sent, WebSecurity.csrf(session.secret)) else {
             throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")
         }
+        return form
     }
 
     // MARK: Pages

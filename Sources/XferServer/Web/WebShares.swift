@@ -44,7 +44,8 @@ extension WebRoutes {
         guard (0...365).contains(days) else { throw XferError(.badRequest, "a link lasts 0 (until revoked) to 365 days") }
         let password = form["password"] ?? ""
         guard password.utf8.count <= 1024 else { throw XferError(.badRequest, "the password is longer than 1024 bytes") }
-        let stored: String? = password.isEmpty ? nil : try await ScryptGate.run { try PasswordHash.make(password) }
+        // A signed-in owner waits its turn on the threads; only the public unlock is turned away.
+        let stored: String? = password.isEmpty ? nil : try await ScryptGate.queued { try PasswordHash.make(password) }
         let secret = WebSecurity.secret()
         let link = try await metadata.createShare(account: session.principal.accountID, container: container, path: path, version: version,
                                                   password: stored, hash: Self.shareHash(secret),
@@ -78,23 +79,12 @@ extension WebRoutes {
 
     @Sendable func revokeShare(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
-        try await checkFormFields(request, session) { form in
-            guard let id = form["id"].flatMap({ Int64($0) }) else { throw XferError(.badRequest, "id must be a share link's number") }
-            guard try await metadata.revokeShare(account: session.principal.accountID, id: id) else {
-                throw XferError(.notFound, "this account has no share link \(id)")
-            }
+        let form = try await checkForm(request, session)
+        guard let id = form["id"].flatMap({ Int64($0) }) else { throw XferError(.badRequest, "id must be a share link's number") }
+        guard try await metadata.revokeShare(account: session.principal.accountID, id: id) else {
+            throw XferError(.notFound, "this account has no share link \(id)")
         }
         return Self.redirect("/web/shares")
-    }
-
-    /// A signed-in form not tied to a container: same origin, the session's token, then `body`.
-    func checkFormFields(_ request: Request, _ session: WebContext, _ body: ([String: String]) async throws -> Void) async throws {
-        guard WebSecurity.isSameOrigin(request) else { throw XferError(.forbidden, "this form was sent from another site") }
-        let form = try await WebSecurity.form(request)
-        guard let sent = form["csrf"], WebSecurity.same(sent, WebSecurity.csrf(session.secret)) else {
-            throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")
-        }
-        try await body(form)
     }
 
     // MARK: Opening a link (no account)
@@ -213,6 +203,11 @@ enum ScryptGate {
         pool.start()
         return pool
     }()
+
+    /// Runs `body` on the gate's threads, waiting for one if both are busy (not counted).
+    static func queued<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await threads.runIfActive(body)
+    }
 
     static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         guard running.withLock({ count in
