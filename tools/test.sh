@@ -22,6 +22,8 @@ if [ $# -eq 0 ]; then
   XFER_TEST_E2E=1 swift test --skip-build --filter XferClientTests
   # The web view in headless Chromium (installed by the script if missing), against the CLI.
   python3 tools/web-test.py --xfer .build/debug/xfer
+  # /metrics scraped and parsed by prometheus-client's text parser (PyPI, installed if missing).
+  python3 tools/metrics-test.py --xfer .build/debug/xfer
 fi
 if [ "${XFER_QUICK:-0}" != 1 ] && [ $# -eq 0 ]; then
   python3 tools/fault-suite.py --seeds 20

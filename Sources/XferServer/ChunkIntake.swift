@@ -26,6 +26,8 @@ struct ChunkIntake: Sendable {
         let results = try await chunks.store(batch)
         let good = zip(batch, results).filter { $0.1 == nil }.map { OwnedChunk(id: $0.0.id, length: $0.0.length, sealed: $0.0.encoding == .sealed) }
         let added = try await metadata.addChunks(account: account, good, uploadStartedAt: startedAt)
+        ServerMetrics.process.chunksStored.increment(by: Int64(added.count))
+        ServerMetrics.process.chunkBytesStored.increment(by: added.bytes)
         if let index = results.firstIndex(where: { $0 != nil }), let error = results[index] {
             throw XferError(.corruptChunk, "chunk \(batch[index].id) was refused: \(error.message); \(added.count) chunks before it were stored",
                             cause: error)

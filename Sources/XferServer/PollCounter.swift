@@ -11,6 +11,7 @@ final class PollCounter: Sendable {
         counts.withLock { counts in
             guard counts[account, default: 0] < limit else { return false }
             counts[account, default: 0] += 1
+            ServerMetrics.process.feedWaiters.increment()
             return true
         }
     }
@@ -20,6 +21,7 @@ final class PollCounter: Sendable {
         counts.withLock { counts in
             let left = counts[account, default: 1] - 1
             counts[account] = left > 0 ? left : nil
+            ServerMetrics.process.feedWaiters.decrement()
         }
     }
 

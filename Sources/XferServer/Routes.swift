@@ -22,6 +22,7 @@ struct Routes: Sendable {
         router.get("/v1/health") { _, _ -> Response in
             Self.json(HealthStatus(status: "ok", version: XferVersion.current, features: ServerFeature.allCases.filter(limits.features.contains).map(\.rawValue)))
         }
+        router.get("/metrics", use: metrics)
         let v1 = router.group("v1").add(middleware: AuthMiddleware(metadata: metadata))
         v1.post("admin/accounts", use: createAccount)
         v1.post("admin/tokens", use: newToken)
@@ -48,6 +49,22 @@ struct Routes: Sendable {
         v1.put("containers/:container/kv", use: setKeyValue)
         v1.get("containers/:container/key", use: containerKey)
         v1.put("containers/:container/key", use: setContainerKey)
+    }
+
+    // MARK: Metrics
+
+    /// `GET /metrics`: the Prometheus text format (``ServerMetrics``), for the admin token only
+    /// (Prometheus sends it with `authorization: credentials_file: DIR/admin-token`).
+    @Sendable func metrics(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let token = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }?
+            .trimmingCharacters(in: .whitespaces) ?? ""
+        guard token.utf8.count <= 256, !token.isEmpty, let principal = try await metadata.principal(tokenHash: TokenHash.hash(token)),
+              principal.isAdmin else {
+            throw XferError(.unauthorized, "metrics need the admin token (DIR/admin-token): send Authorization: Bearer TOKEN")
+        }
+        let text = try await ServerMetrics.process.scrape(metadata)
+        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
     }
 
     // MARK: Accounts
@@ -79,12 +96,21 @@ struct Routes: Sendable {
         let body = try await Self.decode(GarbageRequest.self, request)
         let grace = body.graceSeconds ?? Maintenance.defaultGrace
         guard grace >= 0 else { throw XferError(.badRequest, "grace_seconds must not be negative") }
-        return Self.json(try await Maintenance(metadata: metadata, chunks: chunks).collectGarbage(grace: grace, dryRun: body.dryRun ?? false))
+        let report = try await Maintenance(metadata: metadata, chunks: chunks).collectGarbage(grace: grace, dryRun: body.dryRun ?? false)
+        if !(body.dryRun ?? false) {
+            ServerMetrics.process.gcRuns.increment()
+            ServerMetrics.process.gcChunksRemoved.increment(by: Int64(report.chunksRemoved))
+            ServerMetrics.process.gcBytesFreed.increment(by: report.packBytesFreed)
+        }
+        return Self.json(report)
     }
 
     @Sendable func verify(_ request: Request, context: XferRequestContext) async throws -> Response {
         try Self.requireAdmin(context, "verification")
-        return Self.json(try await Maintenance(metadata: metadata, chunks: chunks).verify())
+        let report = try await Maintenance(metadata: metadata, chunks: chunks).verify()
+        ServerMetrics.process.verifyRuns.increment()
+        ServerMetrics.process.verifyDamaged.set(Int64(report.problemCount))
+        return Self.json(report)
     }
 
     private static func requireAdmin(_ context: XferRequestContext, _ what: String) throws {
@@ -132,8 +158,10 @@ struct Routes: Sendable {
             storedBytes += added.bytes
         }
         for try await buffer in request.body {
+            ServerMetrics.process.bytesIn.increment(by: Int64(buffer.readableBytes))
             let frames = try decoder.feed(buffer.readableBytesView)
             received += frames.count
+            ServerMetrics.process.chunksReceived.increment(by: Int64(frames.count))
             for frame in frames {
                 if frame.encoding == .zstdAgainst && !limits.features.contains(.chunksAgainst) {
                     throw XferError(.badRequest, "chunk \(frame.id) is sent against another chunk (encoding 2), which this server does not offer; send it whole")
@@ -190,6 +218,7 @@ struct Routes: Sendable {
                         for chunk in next {
                             frames.writeBytes(ChunkFrames.frame(try await against.forDownload(chunk, against: references[chunk.id])))
                         }
+                        ServerMetrics.process.bytesOut.increment(by: Int64(frames.readableBytes))
                         try await writer.write(frames)
                         written += 1
                         if started < batches.count { start() }
@@ -232,6 +261,7 @@ struct Routes: Sendable {
         }
         let info = try await metadata.commit(account: account.accountID, container: container, path: body.path,
                                              version: body.version, baseVersion: body.baseVersion, manifest: manifest, encoded: encoded)
+        ServerMetrics.process.counted(info)
         changes.notify(account: account.accountID, container: container)
         return Self.json(info)
     }
@@ -265,7 +295,9 @@ struct Routes: Sendable {
             let results = try await metadata.commitDirect(account: account.accountID, container: container, valid.map(\.commit))
             for (item, result) in zip(valid, results) {
                 switch result {
-                case .success(let info): outcomes[item.index] = BatchCommitResult.Outcome(document: info)
+                case .success(let info):
+                    ServerMetrics.process.counted(info)
+                    outcomes[item.index] = BatchCommitResult.Outcome(document: info)
                 case .failure(let error): outcomes[item.index] = BatchCommitResult.Outcome(error: ErrorMiddleware.body(for: error).error)
                 }
             }

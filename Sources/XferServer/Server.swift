@@ -199,6 +199,10 @@ public enum XferServer {
     /// The router over a given notifier (tests watch its parked waiters).
     static func router(data: ServerData, limits: ServerLimits, changes: ChangeNotifier) -> Router<XferRequestContext> {
         let router = Router(context: XferRequestContext.self)
+        // Requests by route and status, with latencies, into the process's registry (made,
+        // and swift-metrics bootstrapped, before the middleware makes its first metric).
+        _ = ServerMetrics.process
+        router.add(middleware: MetricsMiddleware())
         data.metadata.watchRemoteChanges { changes.notifyAll() }
         let quota = QuotaGate()
         Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota).register(on: router)

@@ -56,6 +56,7 @@ struct DocumentBytes: Sendable {
                 let high = Int(min(Int64(bytes.count), range.upperBound - want.start))
                 if low < high { buffer.writeBytes(bytes[low..<high]) }
             }
+            ServerMetrics.process.bytesOut.increment(by: Int64(buffer.readableBytes))
             try await writer.write(buffer)
         }
     }
