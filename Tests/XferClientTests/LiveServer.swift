@@ -47,7 +47,8 @@ struct LiveServer {
         let data = try await Backends.open(root + "/data", policy: policy, sealing: sealing)
         let token = try await data.createAccount(name: "tester", quota: quota).token!
         var logger = Logger(label: "xfer.test")
-        logger.logLevel = .warning
+        // XFER_TEST_LOG=1: every request with its time (how a slow backend was found).
+        logger.logLevel = ProcessInfo.processInfo.environment["XFER_TEST_LOG"] == nil ? .warning : .debug
         let inner = XferServer.router(data: data, limits: limits).buildResponder()
         let app = Application(
             responder: CallbackResponder<XferRequestContext> { request, context in

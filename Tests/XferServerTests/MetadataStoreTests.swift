@@ -124,6 +124,32 @@ import XferProtocol
             let page = try await store.list(account: account, container: try ContainerName("c"), prefix: "", after: nil, limit: 10)
             #expect(page.documents.map(\.path.value) == ["Documents/a", "Documents/c"])
             #expect(try await store.expireUploads(olderThan: Int64.max) == 0)
+
+            // A batch takes the container's feed numbers once and writes the last at its end:
+            // a refused first item (whose savepoint took the first number) leaves a gap at
+            // most, never a number taken twice, and the next commit comes after all of them.
+            let container = try ContainerName("c")
+            let second = try await store.commitDirect(account: account, container: container,
+                                                      [try item("Documents/d", bad), try item("Documents/e", good), try item("Documents/g", good)])
+            #expect(second.map { (try? $0.get())?.state } == [nil, .current, .current])
+            let after = try await Self.put(store, account, "Documents/f", [held], base: nil)
+            let feed = try await store.changes(account: account, container: container, after: 0, limit: 100)
+            let numbers = feed.changes.map(\.sequence)
+            #expect(Set(numbers).count == numbers.count && numbers == numbers.sorted())
+            #expect(feed.changes.last?.path.value == "Documents/f" && feed.head == numbers.last && after.version == 1)
+
+            // Manifests read together: each its own answer, and none read past the budget.
+            let wanted: [(path: DocumentPath, version: Int64?)] = [(try DocumentPath("Documents/e"), nil), (try DocumentPath("Documents/b"), nil),
+                                                                   (try DocumentPath("Documents/c"), nil)]
+            let reads = try await store.manifests(account: account, container: container, wanted, budget: 1 << 20)
+            guard case .manifest(let info, let manifest) = reads[0], case .failed(let missing) = reads[1], case .manifest = reads[2] else {
+                Issue.record("\(reads)"); return
+            }
+            #expect(info.path.value == "Documents/e" && manifest == good.1 && missing.code == .notFound)
+            let tight = try await store.manifests(account: account, container: container, wanted, budget: good.1.count)
+            guard case .manifest = tight[0], case .overBudget = tight[1], case .overBudget = tight[2] else { Issue.record("\(tight)"); return }
+            let short = try await store.manifests(account: account, container: container, wanted, budget: good.1.count - 1)
+            guard case .overBudget = short[0] else { Issue.record("\(short)"); return }
         }
     }
 

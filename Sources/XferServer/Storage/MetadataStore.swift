@@ -172,6 +172,12 @@ public protocol DocumentStore: Sendable {
     /// Throws `not_found` if there is none (or it is a deletion).
     func manifest(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws
         -> (info: DocumentInfo, manifest: [UInt8])
+    /// Several documents' manifests, as ``manifest(account:container:path:version:)`` gives
+    /// each, read together (one transaction), in order. Once more than `budget` bytes of
+    /// manifests are read, the rest are not read: the one that passed it and each later one
+    /// answers ``ManifestRead/overBudget``.
+    func manifests(account: Int64, container: ContainerName, _ wanted: [(path: DocumentPath, version: Int64?)], budget: Int) async throws
+        -> [ManifestRead]
     /// One version of a document, or (`version` `nil`) its newest state: the current version,
     /// or its newest pending one if it was never committed. Throws `not_found`.
     func document(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws -> DocumentInfo
@@ -395,4 +401,12 @@ extension ChangeList {
         return ChangeList(changes: documents.filter { $0.sequence <= cursor }, keys: keys.filter { $0.sequence <= cursor },
                           cursor: cursor, more: more, head: head)
     }
+}
+
+/// One document's answer in ``MetadataStore/manifests(account:container:_:budget:)``.
+public enum ManifestRead: Sendable {
+    case manifest(info: DocumentInfo, manifest: [UInt8])
+    case failed(XferError)
+    /// Not sent: the answer's budget was spent.
+    case overBudget
 }

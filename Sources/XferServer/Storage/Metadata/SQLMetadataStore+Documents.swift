@@ -61,7 +61,7 @@ extension SQLMetadataStore {
         try await write { tx in
             let containerID = try tx.containerID(account: account, name: container, create: true,
                                                  sealed: NameSealing.isSealed(path: request.path.value))!
-            let (document, version) = try tx.announce(account: account, container: containerID, request, direct: false)
+            let (document, version) = try tx.announce(account: account, container: containerID, request, direct: false).row
             try tx.sql.notifyChanges(container: containerID)
             return try tx.info(document: document, path: request.path, version: version)!
         }
@@ -94,14 +94,14 @@ extension SQLMetadataStore {
             for item in items {
                 do {
                     results.append(.success(try tx.sql.savepoint {
-                        let (_, version) = try tx.announce(account: account, container: containerID, item.announce, direct: true)
-                        if let wanted = item.version, wanted != version {
+                        let announced = try tx.announce(account: account, container: containerID, item.announce, direct: true)
+                        if let wanted = item.version, wanted != announced.version {
                             // Rolled back with the savepoint: the version it would take stays free.
-                            throw XferError(.conflict, "\(item.announce.path) would be version \(version), not \(wanted); nothing of it was recorded")
+                            throw XferError(.conflict, "\(item.announce.path) would be version \(announced.version), not \(wanted); nothing of it was recorded")
                         }
-                        return try tx.commit(account: account, container: containerID, path: item.announce.path, version: version,
+                        return try tx.commit(account: account, container: containerID, path: item.announce.path, version: announced.version,
                                              baseVersion: item.announce.baseVersion, manifest: item.manifest, encoded: item.encoded,
-                                             sealed: sealed)
+                                             sealed: sealed, announced: announced)
                     }))
                 } catch let error as XferError {
                     // This document is refused; the others go on. Any other error ends the batch.
@@ -116,16 +116,27 @@ extension SQLMetadataStore {
     public func manifest(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws
         -> (info: DocumentInfo, manifest: [UInt8]) {
         try await read { tx in
-            guard let containerID = try tx.containerID(account: account, name: container, create: false),
-                  let document = try tx.documentRow(container: containerID, path: path, create: false),
-                  let number = version ?? document.current,
-                  let info = try tx.info(document: document.id, path: path, version: number),
-                  [.current, .superseded, .conflict].contains(info.state),
-                  let blob = try tx.sql.one("SELECT manifest FROM versions WHERE document_id = ? AND version = ?", document.id, number)?
-                      .optionalBlob("manifest") else {
-                throw XferError(.notFound, version.map { "\(path) has no committed version \($0)" } ?? "\(path) has no current version")
+            try tx.manifest(container: try tx.containerID(account: account, name: container, create: false), path: path, version: version)
+        }
+    }
+
+    public func manifests(account: Int64, container: ContainerName, _ wanted: [(path: DocumentPath, version: Int64?)], budget: Int) async throws
+        -> [ManifestRead] {
+        try await read { tx in
+            let containerID = try tx.containerID(account: account, name: container, create: false)
+            var left = budget
+            return try wanted.map { wanted -> ManifestRead in
+                guard left > 0 else { return .overBudget }
+                do {
+                    let (info, manifest) = try tx.manifest(container: containerID, path: wanted.path, version: wanted.version)
+                    left -= manifest.count
+                    return left >= 0 ? .manifest(info: info, manifest: manifest) : .overBudget
+                } catch let error as XferError {
+                    // This document's own answer (none, or a manifest that does not open); a
+                    // failing database ends the whole request.
+                    return .failed(error)
+                }
             }
-            return (info, try tx.openedManifest(blob, document: document.id, version: number))
         }
     }
 
@@ -250,9 +261,24 @@ extension SQLMetadataStore {
 
 // The version state machine's two steps, shared by announce, commit and commitDirect.
 extension MetadataTransaction {
+    /// A committed version (the current one if `version` is `nil`) and its manifest, opened.
+    /// Throws `not_found` if there is none (or it is a deletion), or the container is `nil`.
+    func manifest(container: Int64?, path: DocumentPath, version: Int64?) throws -> (info: DocumentInfo, manifest: [UInt8]) {
+        guard let container,
+              let document = try documentRow(container: container, path: path, create: false),
+              let number = version ?? document.current,
+              let info = try info(document: document.id, path: path, version: number),
+              [.current, .superseded, .conflict].contains(info.state),
+              let blob = try sql.one("SELECT manifest FROM versions WHERE document_id = ? AND version = ?", document.id, number)?
+                  .optionalBlob("manifest") else {
+            throw XferError(.notFound, version.map { "\(path) has no committed version \($0)" } ?? "\(path) has no current version")
+        }
+        return (info, try openedManifest(blob, document: document.id, version: number))
+    }
+
     /// Records a pending version. A direct one (committed in the same transaction) is not
     /// counted against the account's pending versions.
-    func announce(account: Int64, container: Int64, _ request: AnnounceRequest, direct: Bool) throws -> (document: Int64, version: Int64) {
+    func announce(account: Int64, container: Int64, _ request: AnnounceRequest, direct: Bool) throws -> Announced {
         // The sequence first: it takes the container's lock before any document's.
         let sequence = try nextSequence(container: container)
         try checkNamespace(container: container, path: request.path, kind: request.kind)
@@ -269,7 +295,21 @@ extension MetadataTransaction {
             VALUES (?, ?, ?, 'uploading', ?, ?, ?, ?, ?, ?, ?, ?)
             """, document.id, version, container, request.kind.rawValue, request.size, request.mtimeNs, request.mode,
                      request.baseVersion, request.device, sequence, Self.now())
-        return (document.id, version)
+        return Announced(document: DocumentRow(id: document.id, current: document.current, latest: version), kind: request.kind,
+                         mtime: request.mtimeNs)
+    }
+
+    /// A version just announced in this transaction (and under its container's lock), as
+    /// ``commit(account:container:path:version:baseVersion:manifest:encoded:sealed:announced:)``
+    /// would read it back.
+    struct Announced {
+        /// Its document's row as the announcement left it.
+        let document: DocumentRow
+        let kind: DocumentKind
+        let mtime: Int64
+
+        var version: Int64 { document.latest }
+        var row: (document: Int64, version: Int64) { (document.id, document.latest) }
     }
 
     /// Commits an announced version, the container already locked: every chunk must be held
@@ -278,18 +318,31 @@ extension MetadataTransaction {
     /// - Parameter sealed: The container is end-to-end encrypted (``isEncrypted(container:)``):
     ///   the manifest is a carrier (docs/FORMAT.md), which cannot know the lengths the server
     ///   holds its sealed chunks at; they are not compared, and the version's size is theirs.
+    /// - Parameter announced: The version was announced in this same transaction, under the
+    ///   container's lock (a direct commit): its rows are not read again, and the namespace,
+    ///   checked by the announcement for the same kind, is not checked twice.
     func commit(account: Int64, container: Int64, path: DocumentPath, version: Int64, baseVersion: Int64?,
-                manifest: Manifest, encoded: [UInt8], sealed: Bool) throws -> DocumentInfo {
-        guard let document = try documentRow(container: container, path: path, create: false),
-              let row = try sql.one("SELECT state, mtime_ns FROM versions WHERE document_id = ? AND version = ?", document.id, version) else {
-            throw XferError(.notFound, "\(path) has no announced version \(version); announce before committing")
-        }
-        let state = try row.text("state")
-        guard state == VersionState.uploading.rawValue else {
-            throw XferError(.conflict, "\(path) version \(version) is already \(state)")
-        }
+                manifest: Manifest, encoded: [UInt8], sealed: Bool, announced: Announced? = nil) throws -> DocumentInfo {
         let kind = DocumentKind(manifest.kind)
-        try checkNamespace(container: container, path: path, kind: kind)
+        let document: DocumentRow
+        let mtime: Int64
+        if let announced, announced.version == version {
+            document = announced.document
+            mtime = announced.mtime
+            if announced.kind != kind { try checkNamespace(container: container, path: path, kind: kind) }
+        } else {
+            guard let row = try documentRow(container: container, path: path, create: false),
+                  let versionRow = try sql.one("SELECT state, mtime_ns FROM versions WHERE document_id = ? AND version = ?", row.id, version) else {
+                throw XferError(.notFound, "\(path) has no announced version \(version); announce before committing")
+            }
+            let state = try versionRow.text("state")
+            guard state == VersionState.uploading.rawValue else {
+                throw XferError(.conflict, "\(path) version \(version) is already \(state)")
+            }
+            document = row
+            mtime = try versionRow.int("mtime_ns")
+            try checkNamespace(container: container, path: path, kind: kind)
+        }
         let declared = try CommitRules.distinctChunks(manifest)
         // Where rows are locked one by one, they are locked in id order first and referenced
         // below; else one pass references them and says which are held (a missing one throws,
@@ -308,7 +361,7 @@ extension MetadataTransaction {
            try currentRow.text("state") == VersionState.current.rawValue {
             switch CommitRules.outcome(current: current, currentDigest: try currentRow.optionalBlob("manifest_digest").map { Data($0) },
                                        currentMtime: try currentRow.int("mtime_ns"), base: baseVersion, digest: Data(digest),
-                                       mtime: try row.int("mtime_ns")) {
+                                       mtime: mtime) {
             case .replaces: try setState(.superseded, document: document.id, version: current, container: container)
             case .winsConflict: try setState(.conflict, document: document.id, version: current, container: container)
             case .keptAsConflict: outcome = .conflict

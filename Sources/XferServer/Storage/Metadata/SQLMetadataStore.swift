@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XferCore
 import XferProtocol
 
@@ -33,7 +34,12 @@ extension SQLMetadataStore {
 
     func write<T: Sendable>(_ body: @escaping @Sendable (MetadataTransaction) throws -> T) async throws -> T {
         let (policy, sealing, ids) = (policy, sealing, ids)
-        return try await writing { try body(MetadataTransaction(sql: $0, policy: policy, sealing: sealing, ids: ids)) }
+        return try await writing {
+            let transaction = MetadataTransaction(sql: $0, policy: policy, sealing: sealing, ids: ids)
+            let result = try body(transaction)
+            try transaction.recordSequences()
+            return result
+        }
     }
 
     /// Test seam: one statement, as it is (ids bound as given), in a transaction of its own.
@@ -50,6 +56,8 @@ struct MetadataTransaction {
     let sealing: SealingKeys?
     /// How `sql` keeps chunk ids (its ``ChunkIDSession``'s contexts); `nil`: as they are.
     let storedIDs: ChunkIDCipher.Contexts?
+    /// The feed numbers this transaction has handed out (``nextSequence(container:)``).
+    let sequences = FeedNumbers()
 
     /// A transaction on `session`, chunk ids bound through `ids` (``ChunkIDSession``);
     /// `checkingPlainIDs: false` only where no index key can be looked for (making it, or a
@@ -142,11 +150,28 @@ struct MetadataTransaction {
 
     /// The container's next feed number; holds its row lock to the end of the transaction, so
     /// numbers are handed out and become visible in order.
+    ///
+    /// The row is written once for the first number and once more at the end
+    /// (``recordSequences()``), not once a number: a batch of 500 commits took 1,500 numbers,
+    /// and on PostgreSQL each update of the one row left a version that every later update,
+    /// and every foreign-key check against the container, walked again (7.2 s for the batch,
+    /// against 0.17 s on SQLite).
     func nextSequence(container: Int64) throws -> Int64 {
+        if let next = sequences.next(container) { return next }
         guard let sequence = try sql.int("UPDATE containers SET sequence = sequence + 1 WHERE id = ? RETURNING sequence", container) else {
             throw XferError(.internal, "container \(container) vanished inside its own transaction")
         }
+        sequences.started(container, at: sequence)
         return sequence
+    }
+
+    /// Writes the last feed number this transaction handed out for each container, before it
+    /// commits (``SQLMetadataStore/write(_:)`` calls it). Never lowers one: a number handed out
+    /// in a savepoint rolled back since is a gap, never used twice.
+    func recordSequences() throws {
+        for (container, last) in sequences.unwritten() {
+            try sql.rows("UPDATE containers SET sequence = ? WHERE id = ? AND sequence < ?", last, container, last)
+        }
     }
 
     /// Which of `ids` any account holds.
@@ -164,5 +189,39 @@ struct MetadataTransaction {
     func release(_ bytes: Int64, account: Int64) throws {
         guard bytes > 0 else { return }
         try sql.rows("UPDATE accounts SET used = CASE WHEN used > ? THEN used - ? ELSE 0 END WHERE id = ?", bytes, bytes, account)
+    }
+}
+
+/// The feed numbers one transaction hands out, by container: the first comes from the row
+/// (which locks it), the rest are counted here and written once at the end.
+final class FeedNumbers: Sendable {
+    private struct Taken { var last: Int64; var written: Int64 }
+    private let taken = Mutex<[Int64: Taken]>([:])
+
+    /// The next number for `container`, if this transaction has its row already.
+    func next(_ container: Int64) -> Int64? {
+        taken.withLock { taken in
+            guard var entry = taken[container] else { return nil }
+            entry.last += 1
+            taken[container] = entry
+            return entry.last
+        }
+    }
+
+    /// The row gave `sequence` (and is written up to it).
+    func started(_ container: Int64, at sequence: Int64) {
+        taken.withLock { $0[container] = Taken(last: sequence, written: sequence) }
+    }
+
+    /// Each container whose last number is not written yet, with that number; counts them as written.
+    func unwritten() -> [(container: Int64, last: Int64)] {
+        taken.withLock { taken in
+            var result: [(container: Int64, last: Int64)] = []
+            for (container, entry) in taken where entry.last > entry.written {
+                result.append((container, entry.last))
+                taken[container]?.written = entry.last
+            }
+            return result
+        }
     }
 }
