@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks push/pull through PostgreSQL + Ceph RGW against the embedded stores in one run
-# (release build). Starts and stops a throwaway PostgreSQL and Ceph. Usage: tools/bench-backends.sh [SIZE_MIB] [RUNS]
+# (release build). Starts and stops a throwaway PostgreSQL and Ceph. Usage: tools/bench-backends.sh [SIZE_MIB] [RUNS] [FILES]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tools/env.sh
@@ -13,4 +13,4 @@ trap cleanup EXIT
 PG_VARS="$(PGPORT="$(port)" bash tools/pg-up.sh | grep '^export')"
 eval "$PG_VARS"
 eval "$(CEPH_DIR="$CEPH_DIR" RGW_PORT="$(port)" MON_PORT="$(port)" bash tools/ceph-up.sh | grep '^export')"
-python3 tools/bench-backends.py "${1:-256}" "${2:-3}"
+python3 tools/bench-backends.py "${1:-256}" "${2:-3}" "${3:-700}"
