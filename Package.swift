@@ -134,6 +134,7 @@ let package = Package(
                 "XferServer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 "XferTestSupport",
             ]
         ),

@@ -276,16 +276,21 @@ extension PushEngine {
 
             func commit(_ numbers: [Int]) async throws -> [Int: Result<DocumentInfo, XferError>] {
                 var outcomes: [Int: Result<DocumentInfo, XferError>] = [:]
-                // Under the body limit: base64 manifests, with room for each document's other fields.
-                for batch in numbers.batched(atMost: ProtocolLimits.maximumBatchDocuments,
-                                             budget: ProtocolLimits.maximumBatchBody * 3 / 4 - (64 << 10),
-                                             cost: { prepared[$0].sent.count + 1024 }) {
+                var pace = BatchPace(maximum: ProtocolLimits.maximumBatchDocuments)
+                var rest = numbers[...]
+                while !rest.isEmpty {
+                    // Under the body limit: base64 manifests, with room for each document's other fields.
+                    let batch = pace.next(from: &rest, budget: ProtocolLimits.maximumBatchBody * 3 / 4 - (64 << 10),
+                                          cost: { prepared[$0].sent.count + 1024 })
+                    let started = ContinuousClock.now
                     let request = BatchCommitRequest(documents: batch.map { number in
                         let document = prepared[number]
                         return DirectCommit(announce: announcement(serverNames[document.item]!, document.snapshot, baseVersion: document.basis?.version),
                                             manifest: document.sent, manifestDigest: ChunkID.of(document.sent), version: document.version)
                     })
-                    for (number, outcome) in zip(batch, try await connection.commit(container: remote.container, batch: request)) {
+                    let answers = try await connection.commit(container: remote.container, batch: request)
+                    pace.answered(in: ContinuousClock.now - started)
+                    for (number, outcome) in zip(batch, answers) {
                         if let info = outcome.document {
                             outcomes[number] = .success(info)
                         } else {

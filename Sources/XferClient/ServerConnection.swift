@@ -24,7 +24,9 @@ public final class ServerConnection: Sendable {
     ///   - timeout: Longest time one request may take (default 5 minutes).
     ///   - trustRoots: For `https://` servers: a PEM file of the certificate authorities to
     ///     trust instead of the system's (for a private CA or a self-signed server).
-    public init(server: String, token: String, timeout: TimeAmount = .minutes(5), trustRoots: String? = nil) {
+    ///   - readTimeout: The longest silence allowed mid-answer (see below).
+    public init(server: String, token: String, timeout: TimeAmount = .minutes(5), readTimeout: TimeAmount = .seconds(75),
+                trustRoots: String? = nil) {
         var base = server.contains("://") ? server : "http://" + server
         while base.hasSuffix("/") { base.removeLast() }
         self.server = base
@@ -34,7 +36,7 @@ public final class ServerConnection: Sendable {
         // Connect: an unreachable server is reported (and retried by sync) quickly. Read: the
         // longest silence allowed mid-answer, above the longest long poll (60 s), so a stalled
         // connection (say, a damaged Content-Length) ends in an error rather than a hang.
-        configuration.timeout = .init(connect: .seconds(3), read: .seconds(75))
+        configuration.timeout = .init(connect: .seconds(3), read: readTimeout)
         configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
         configuration.decompression = .disabled
         if let trustRoots {
