@@ -288,7 +288,16 @@ extension PushEngine {
                         return DirectCommit(announce: announcement(serverNames[document.item]!, document.snapshot, baseVersion: document.basis?.version),
                                             manifest: document.sent, manifestDigest: ChunkID.of(document.sent), version: document.version)
                     })
-                    let answers = try await connection.commit(container: remote.container, batch: request)
+                    let answers: [BatchCommitResult.Outcome]
+                    do {
+                        answers = try await connection.commit(container: remote.container, batch: request)
+                    } catch let error as XferError where !error.stopsEveryDocument && !outcomes.isEmpty {
+                        // Earlier batches went through: their outcomes stand (pushing those documents
+                        // again alone would commit each a second time). This batch and the rest fail
+                        // this pass, and the next pass pushes them.
+                        for number in batch + rest { outcomes[number] = .failure(error) }
+                        break
+                    }
                     pace.answered(in: ContinuousClock.now - started)
                     for (number, outcome) in zip(batch, answers) {
                         if let info = outcome.document {

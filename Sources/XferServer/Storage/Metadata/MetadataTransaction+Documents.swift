@@ -81,15 +81,17 @@ extension MetadataTransaction {
         return zip(storedIDs.storedForms(items.map(id)), items).sorted { $0.0 < $1.0 }.map(\.1)
     }
 
-    /// The document's row, locked; created first if `create` and it does not exist.
-    func documentRow(container: Int64, path: DocumentPath, create: Bool) throws -> DocumentRow? {
+    /// The document's row, locked (unless `locking` is false: a read that changes nothing and
+    /// must not hold rows, as a batch of manifests read in one transaction would); created
+    /// first if `create` and it does not exist.
+    func documentRow(container: Int64, path: DocumentPath, create: Bool, locking: Bool = true) throws -> DocumentRow? {
         if create {
             try sql.rows("""
                 INSERT INTO documents (container_id, path, name_folded) VALUES (?, ?, ?) ON CONFLICT (container_id, path) DO NOTHING
                 """, container, path.value, DocumentQuery.folded(DocumentQuery.name(of: path)))
         }
         guard let row = try sql.one("""
-            SELECT id, current_version, latest_version FROM documents WHERE container_id = ? AND path = ?\(dialect.forUpdate)
+            SELECT id, current_version, latest_version FROM documents WHERE container_id = ? AND path = ?\(locking ? dialect.forUpdate : "")
             """, container, path.value) else { return nil }
         return DocumentRow(id: try row.int("id"), current: try row.optionalInt("current_version"), latest: try row.int("latest_version"))
     }

@@ -263,9 +263,11 @@ extension SQLMetadataStore {
 extension MetadataTransaction {
     /// A committed version (the current one if `version` is `nil`) and its manifest, opened.
     /// Throws `not_found` if there is none (or it is a deletion), or the container is `nil`.
+    /// Locks nothing: a batch reads many in one transaction, and row locks taken in its order
+    /// could deadlock with a batch commit taking them in another.
     func manifest(container: Int64?, path: DocumentPath, version: Int64?) throws -> (info: DocumentInfo, manifest: [UInt8]) {
         guard let container,
-              let document = try documentRow(container: container, path: path, create: false),
+              let document = try documentRow(container: container, path: path, create: false, locking: false),
               let number = version ?? document.current,
               let info = try info(document: document.id, path: path, version: number),
               [.current, .superseded, .conflict].contains(info.state),
