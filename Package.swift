@@ -50,7 +50,8 @@ let package = Package(
             dependencies: ["XferCore"]
         ),
         .target(
-            name: "CXferShims"
+            name: "CXferShims",
+            linkerSettings: [.linkedLibrary("sqlite3")]
         ),
         .target(
             name: "XferServer",

@@ -14,6 +14,9 @@ How each tool is run (defaults unless said):
   rsync   `rsync -a` to and from an `rsync --daemon` on a loopback port (uncompressed, as a
           sync tool is usually run; `-az` is reported for the source-tree edit)
   casync  `casync make --store=S` (its default zstd) and `casync extract`
+  casync-sync  (not in the default tools) casync, its extract followed by `sync -f OUT` in the
+          timed step: a restore as durable as xfer's, which syncs every file before renaming
+          the tree into place
   restic  a local repository, format version 2 (compression auto), `backup` and `restore`
   borg    a local repository without encryption, `create --compression lz4`, `extract`
 
@@ -354,6 +357,19 @@ class Casync(Tool):
         return result
 
 
+class DurableCasync(Casync):
+    """casync whose restore is then made durable as xfer's is (`sync -f` of the target: one
+    syncfs of its file system), timed as one step: the same work as xfer's pull, whose files
+    are all on disk before the tree is renamed into place."""
+    name = "casync-sync"
+
+    def restore(self, target, kind):
+        result = self.run(["sh", "-c", 'casync extract --store="$1" "$2" "$3" && sync -f "$3"', "extract",
+                           self.repo, self.index(kind), target])
+        result["restored"] = target
+        return result
+
+
 class Restic(Tool):
     name = "restic"
 
@@ -444,7 +460,7 @@ def make_tool(name, work, binary, variants):
         other, push_args, sealed, encrypted = variants[name]
         return Xfer(work, other or binary, push_args, sealed, encrypted)
     return {"xfer": lambda: Xfer(work, binary), "rsync": lambda: Rsync(work), "rsync-z": lambda: Rsync(work, compress=True),
-            "casync": lambda: Casync(work), "restic": lambda: Restic(work), "borg": lambda: Borg(work)}[name]()
+            "casync": lambda: Casync(work), "casync-sync": lambda: DurableCasync(work), "restic": lambda: Restic(work), "borg": lambda: Borg(work)}[name]()
 
 
 def warm(path):

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "CXferShims.h"
 #include <errno.h>
+#include <sqlite3.h>
 #include <fcntl.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -156,4 +157,8 @@ void *cxfer_remap_file(int fd, void *address, size_t old_length, size_t new_leng
 
 int cxfer_release_mapped(void *address, size_t length) {
     return madvise(address, length, MADV_DONTNEED);
+}
+
+int cxfer_sqlite_no_checkpoint_on_close(void *db) {
+    return sqlite3_db_config((sqlite3 *)db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)0);
 }

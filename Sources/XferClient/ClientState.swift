@@ -1,4 +1,5 @@
 import Foundation
+import CXferShims
 import GRDB
 import XferCore
 import XferProtocol
@@ -59,6 +60,13 @@ public final class StateDatabase: Sendable {
         do {
             var configuration = Configuration()
             configuration.busyMode = .timeout(30)
+            // The log is not copied into the database when the connection closes: a command
+            // that wrote a few hundred pages (a pull's rows and cached chunks) would wait for
+            // that copy and its two fsyncs on its way out. The log stays whole beside the
+            // database and a later commit's automatic checkpoint (every 1,000 pages) copies it.
+            configuration.prepareDatabase { db in
+                _ = cxfer_sqlite_no_checkpoint_on_close(UnsafeMutableRawPointer(db.sqliteConnection))
+            }
             queue = try DatabaseQueue(path: path, configuration: configuration)
             // WAL with synchronous NORMAL: a commit is not fsynced on its own (the log is, at
             // checkpoints). A power cut may lose the last few transactions, never consistency,

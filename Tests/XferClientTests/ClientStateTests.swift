@@ -38,6 +38,26 @@ import XferProtocol
         #expect(try state.document(server: "s", container: try ContainerName("c"), path: name) == nil)
     }
 
+    /// A command that wrote the state does not wait on its way out for the log to be copied
+    /// into the database: the log stays, and the next opening reads what was written from it.
+    @Test func closingLeavesTheLogAndTheNextOpeningReadsFromIt() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-state-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let name = try DocumentPath("tree")
+        let manifest = try Self.manifest(files: 50, seed: 3)
+        var path = ""
+        do {
+            let state = try ClientState(root: "/somewhere/tree", stateDirectory: directory)
+            path = state.database.path
+            try state.recordSynced(server: "s", container: try ContainerName("c"), path: name, document: SyncedDocument(version: 7, manifest: manifest), files: [])
+        }
+        // Closed (the last reference went): its log is still there, with the pages written.
+        let log = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int ?? 0
+        #expect(log > 0)
+        let again = try ClientState(root: "/somewhere/tree", stateDirectory: directory)
+        #expect(try again.document(server: "s", container: try ContainerName("c"), path: name)?.manifest == manifest)
+    }
+
     /// After a push the rows of the files it read are recorded already and the rest are as
     /// they were: only the rows of paths no longer files of the document go, and a file
     /// document keeps its stamp.

@@ -57,4 +57,10 @@ void *cxfer_remap_file(int fd, void *address, size_t old_length, size_t new_leng
 /// back from the page cache. Returns 0, or -1 with errno.
 int cxfer_release_mapped(void *address, size_t length);
 
+/// Stops SQLite from checkpointing a WAL database when its connection `db` (a `sqlite3 *`)
+/// closes (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE): the log stays beside the database, whole and
+/// valid, and the next connection's automatic checkpoint copies it. Returns SQLite's result
+/// code (0 is SQLITE_OK).
+int cxfer_sqlite_no_checkpoint_on_close(void *db);
+
 #endif
