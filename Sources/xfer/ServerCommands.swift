@@ -17,32 +17,41 @@ extension Xfer {
                 deployment; --tls-cert/--tls-key serve HTTPS. On first start an admin token is written to DIR/admin-token (mode 0600). \
                 Listening on an address other than loopback needs TLS: --tls-cert/--tls-key, or \
                 --behind-tls-proxy when a TLS-terminating proxy is in front (docs/SECURITY.md). \
-                SIGINT or SIGTERM stops the server gracefully.
+                SIGINT or SIGTERM stops the server gracefully. Every setting may also come from the \
+                environment (XFER_ and the flag's name: XFER_LISTEN, XFER_DEFAULT_QUOTA, …) or from a YAML \
+                file (--config FILE, or XFER_SERVE_CONFIG; keys named as the flags, as in tools/xfer.yaml); \
+                a flag overrides the environment, which overrides the file. --print-config shows the result.
                 """)
 
+        @Option(help: ArgumentHelp("A YAML file of settings, one key a flag of this command (e.g. 'listen: 0.0.0.0:8750'; see tools/xfer.yaml). Flags override the environment (XFER_LISTEN, XFER_DEFAULT_QUOTA, …), which overrides the file. Also XFER_SERVE_CONFIG.", valueName: "FILE"))
+        var config: String?
+
+        @Flag(help: "Print the settings the server would run with, and where the config file is, as JSON, and exit.")
+        var printConfig = false
+
         @Option(help: ArgumentHelp("Data directory (created if absent).", valueName: "DIR"))
-        var data: String
+        var data: String?
 
-        @Option(help: ArgumentHelp("Address to listen on.", valueName: "HOST:PORT"))
-        var listen: String = "127.0.0.1:8750"
+        @Option(help: ArgumentHelp("Address to listen on. (default: \(ServeSettings.defaultListen))", valueName: "HOST:PORT"))
+        var listen: String?
 
-        @Option(help: ArgumentHelp("Log level: trace, debug, info, notice, warning, error, critical.", valueName: "LEVEL"))
-        var logLevel: String = "info"
+        @Option(help: ArgumentHelp("Log level: trace, debug, info, notice, warning, error, critical. (default: info)", valueName: "LEVEL"))
+        var logLevel: String?
 
-        @Option(help: ArgumentHelp("Quota of accounts created without --quota.", valueName: "SIZE"))
-        var defaultQuota: ByteCount = ByteCount(5 << 30)
+        @Option(help: ArgumentHelp("Quota of accounts created without --quota. (default: 5 GiB)", valueName: "SIZE"))
+        var defaultQuota: String?
 
-        @Option(help: ArgumentHelp("Superseded versions kept per document whatever their age.", valueName: "N"))
-        var keepVersions: Int = StorePolicy().keepVersions
+        @Option(help: ArgumentHelp("Superseded versions kept per document whatever their age. (default: \(StorePolicy().keepVersions))", valueName: "N"))
+        var keepVersions: String?
 
-        @Option(help: ArgumentHelp("Superseded versions younger than this are kept whatever their number.", valueName: "DAYS"))
-        var keepDays: Int = StorePolicy().keepDays
+        @Option(help: ArgumentHelp("Superseded versions younger than this are kept whatever their number. (default: \(StorePolicy().keepDays))", valueName: "DAYS"))
+        var keepDays: String?
 
-        @Option(help: ArgumentHelp("Keys per container in the key-value store.", valueName: "N"))
-        var kvMaxKeys: Int = StorePolicy().keyValueMaximumKeys
+        @Option(help: ArgumentHelp("Keys per container in the key-value store. (default: \(StorePolicy().keyValueMaximumKeys))", valueName: "N"))
+        var kvMaxKeys: String?
 
-        @Option(help: ArgumentHelp("Bytes (keys plus JSON values) per container in the key-value store.", valueName: "SIZE"))
-        var kvMaxBytes: ByteCount = ByteCount(Int64(StorePolicy().keyValueMaximumBytes))
+        @Option(help: ArgumentHelp("Bytes (keys plus JSON values) per container in the key-value store. (default: \(ByteCount(Int64(StorePolicy().keyValueMaximumBytes))))", valueName: "SIZE"))
+        var kvMaxBytes: String?
 
         @Option(help: ArgumentHelp("Keep metadata in PostgreSQL instead of DIR/metadata.sqlite; several servers may share it.", valueName: "postgres://USER@HOST:PORT/DB"))
         var metadata: String?
@@ -53,11 +62,11 @@ extension Xfer {
         @Option(help: ArgumentHelp("The S3 endpoint for --chunks (e.g. http://127.0.0.1:7480 for Ceph RGW).", valueName: "URL"))
         var s3Endpoint: String?
 
-        @Option(help: ArgumentHelp("Longest change-feed long poll a client may ask for.", valueName: "SECONDS"))
-        var maxWait: Int = ProtocolLimits.maximumWaitSeconds
+        @Option(help: ArgumentHelp("Longest change-feed long poll a client may ask for. (default: \(ProtocolLimits.maximumWaitSeconds))", valueName: "SECONDS"))
+        var maxWait: String?
 
-        @Option(help: ArgumentHelp("Most documents in one page of a listing; clients read every page.", valueName: "N"))
-        var listPage: Int = ProtocolLimits.maximumListCount
+        @Option(help: ArgumentHelp("Most documents in one page of a listing; clients read every page. (default: \(ProtocolLimits.maximumListCount))", valueName: "N"))
+        var listPage: String?
 
         @Option(help: ArgumentHelp("Serve HTTPS with this PEM certificate chain (needs --tls-key).", valueName: "FILE"))
         var tlsCert: String?
@@ -70,33 +79,35 @@ extension Xfer {
         @Flag(name: .customLong("behind-tls-proxy"), help: "Serve plain HTTP on a non-loopback --listen address because a TLS-terminating proxy is in front (tokens cross the network only inside TLS).")
         var behindTLSProxy = false
 
-        @Option(help: ArgumentHelp("Close a connection after this long without a complete request head, or idle between requests.", valueName: "SECONDS"))
-        var idleTimeout: Int = Int(ServerLimits().idleTimeout.components.seconds)
+        @Option(help: ArgumentHelp("Close a connection after this long without a complete request head, or idle between requests. (default: \(Int(ServerLimits().idleTimeout.components.seconds)))", valueName: "SECONDS"))
+        var idleTimeout: String?
 
         @Option(help: ArgumentHelp("Open connections from one client address (default 256; with --behind-tls-proxy, the total cap).", valueName: "N"))
-        var maxConnectionsPerAddress: Int?
+        var maxConnectionsPerAddress: String?
 
         @Option(name: .customLong("without-feature"),
                 help: ArgumentHelp("Do not offer this optional protocol feature to clients (\(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))), while an older server shares this store; repeatable.", valueName: "NAME"))
         var withoutFeatures: [String] = []
 
-        func validate() throws {
-            for name in withoutFeatures where ServerFeature(rawValue: name) == nil {
-                throw ValidationError("--without-feature: no feature '\(name)'; the features are \(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            guard (tlsCert == nil) == (tlsKey == nil) else { throw ValidationError("--tls-cert and --tls-key go together") }
-            guard chunks == nil || s3Endpoint != nil else { throw ValidationError("--chunks s3://… needs --s3-endpoint URL") }
-            guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
-            _ = try hostAndPort()
-            guard keepVersions >= 0, keepDays >= 0, kvMaxKeys >= 0 else { throw ValidationError("--keep-versions, --keep-days and --kv-max-keys must not be negative") }
-            guard (1...ProtocolLimits.maximumListCount).contains(listPage) else { throw ValidationError("--list-page must be 1...\(ProtocolLimits.maximumListCount)") }
-            guard idleTimeout >= 1, (maxConnectionsPerAddress ?? 1) >= 1 else { throw ValidationError("--idle-timeout and --max-connections-per-address must be at least 1") }
+        /// The values given as flags, by the config file's key.
+        var givenFlags: [String: [String]] {
+            let single: [String: String?] = [
+                "data": data, "listen": listen, "log-level": logLevel, "default-quota": defaultQuota, "keep-versions": keepVersions,
+                "keep-days": keepDays, "kv-max-keys": kvMaxKeys, "kv-max-bytes": kvMaxBytes, "metadata": metadata, "chunks": chunks,
+                "s3-endpoint": s3Endpoint, "max-wait": maxWait, "list-page": listPage, "tls-cert": tlsCert, "tls-key": tlsKey,
+                "behind-tls-proxy": behindTLSProxy ? "true" : nil, "idle-timeout": idleTimeout,
+                "max-connections-per-address": maxConnectionsPerAddress,
+            ]
+            var flags = single.compactMapValues { $0 }.mapValues { [$0] }
+            flags["without-feature"] = withoutFeatures
+            flags["encryption-key"] = sealing.encryptionKeys
+            return flags
         }
 
         /// Refuses plain HTTP on an address other machines can reach: tokens would cross the
         /// network in the clear.
-        func checkTransport(host: String) throws {
-            guard tlsCert == nil, !behindTLSProxy, !ListenAddress.isLoopback(host) else { return }
+        func checkTransport(host: String, _ settings: ServeSettings) throws {
+            guard settings.tlsCert == nil, !settings.behindTLSProxy, !ListenAddress.isLoopback(host) else { return }
             throw XferError(.invalidConfiguration, """
                 refusing to serve plain HTTP on \(host), which is not a loopback address: tokens and data would cross \
                 the network unencrypted. Give --tls-cert FILE --tls-key FILE to serve HTTPS, or, if a TLS-terminating \
@@ -104,60 +115,60 @@ extension Xfer {
                 """)
         }
 
-        func hostAndPort() throws -> (String, Int) {
-            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
-                throw ValidationError("--listen must be HOST:PORT, e.g. 127.0.0.1:8750")
-            }
-            return (String(listen[..<colon]), port)
-        }
-
         func run() async throws {
             try await runReportingErrors {
+                let settings = try ServeSettings(await ServeSettingSources.load(flags: givenFlags, configFile: config))
+                let (host, port) = try settings.hostAndPort()
+                try checkTransport(host: host, settings)
+                if printConfig {
+                    printJSON(settings)
+                    return
+                }
                 restrictFileModes()
                 var logger = Logger(label: "xfer.serve")
-                logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
-                let (host, port) = try hostAndPort()
-                try checkTransport(host: host)
-                if behindTLSProxy && tlsCert == nil && !ListenAddress.isLoopback(host) {
+                logger.logLevel = Logger.Level(rawValue: settings.logLevel) ?? .info
+                if settings.behindTLSProxy && settings.tlsCert == nil && !ListenAddress.isLoopback(host) {
                     FileHandle.standardError.write(Data("xfer: warning: serving plain HTTP on \(host) because of --behind-tls-proxy; make sure only the TLS proxy can reach this port\n".utf8))
                 }
                 let descriptors = DescriptorLimit.raise()
                 var policy = StorePolicy()
-                policy.keepVersions = keepVersions
-                policy.keepDays = keepDays
-                policy.keyValueMaximumKeys = kvMaxKeys
-                policy.keyValueMaximumBytes = Int(clamping: kvMaxBytes.value)
+                policy.keepVersions = settings.keepVersions
+                policy.keepDays = settings.keepDays
+                policy.keyValueMaximumKeys = settings.kvMaxKeys
+                policy.keyValueMaximumBytes = Int(clamping: settings.kvMaxBytes)
                 var objectStore: S3Client? = nil
-                if let chunks {
-                    let client = S3Client(location: try S3Location(url: chunks, endpoint: s3Endpoint ?? ""))
+                if let chunks = settings.chunks {
+                    let client = S3Client(location: try S3Location(url: chunks, endpoint: settings.s3Endpoint ?? ""))
                     try await client.createBucketIfNeeded()
                     objectStore = client
                 }
                 var database: PostgresMetadataStore? = nil
-                let keys = try sealing.keys()
-                if let metadata { database = try await PostgresMetadataStore(url: metadata, policy: policy, sealing: keys) }
+                let keys = try SealingKeys.load(files: settings.encryptionKeyFiles, environment: ProcessInfo.processInfo.environment["XFER_ENCRYPTION_KEY"])
+                if let metadata = settings.metadata { database = try await PostgresMetadataStore(url: metadata, policy: policy, sealing: keys) }
+                let data = settings.data
                 let store = reportMigration(try await ServerData.open(data, policy: policy, sealing: keys, metadata: database,
                                                                       packs: objectStore.map { S3PackStorage(client: $0) }))
                 if let keys { logger.info("sealing data at rest", metadata: ["key": "\(keys.current.id)", "keys": "\(keys.ids.count)"]) }
+                if let file = settings.configFile { logger.info("settings from the config file", metadata: ["file": "\(file)"]) }
                 if store.createdAdminToken {
                     logger.notice("created an admin token", metadata: ["file": "\(store.adminTokenPath)"])
                     printError("wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(data)`")
                 }
                 var limits = ServerLimits()
-                limits.defaultQuota = defaultQuota.value
-                limits.maximumWait = max(0, min(maxWait, ProtocolLimits.maximumWaitSeconds))
+                limits.defaultQuota = settings.defaultQuota
+                limits.maximumWait = max(0, min(settings.maxWait, ProtocolLimits.maximumWaitSeconds))
                 limits.maximumKeyValueBody = ServerLimits.keyValueBody(storeBytes: policy.keyValueMaximumBytes)
-                limits.idleTimeout = .seconds(idleTimeout)
-                limits.listPage = listPage
+                limits.idleTimeout = .seconds(settings.idleTimeout)
+                limits.listPage = settings.listPage
                 // Behind a TLS proxy the browser speaks HTTPS: cookies and links say so.
-                limits.secureCookies = behindTLSProxy
-                limits.features.subtract(withoutFeatures.compactMap(ServerFeature.init(rawValue:)))
+                limits.secureCookies = settings.behindTLSProxy
+                limits.features.subtract(settings.withoutFeatures.compactMap(ServerFeature.init(rawValue:)))
                 // Behind a proxy every client arrives from the proxy's address: only the total cap means anything.
-                limits.maximumConnectionsPerAddress = maxConnectionsPerAddress
-                    ?? (behindTLSProxy ? limits.maximumConnections : ServerLimits().maximumConnectionsPerAddress)
+                limits.maximumConnectionsPerAddress = settings.maxConnectionsPerAddress
+                    ?? (settings.behindTLSProxy ? limits.maximumConnections : ServerLimits().maximumConnectionsPerAddress)
                 limits.maximumConnections = ConnectionGuard.connectionCap(descriptorLimit: descriptors)
                 logger.info("open-file limit", metadata: ["RLIMIT_NOFILE": "\(descriptors)", "max_connections": "\(limits.maximumConnections)"])
-                let tls = try tlsCert.map { try XferServer.tlsConfiguration(certificate: $0, key: tlsKey ?? "") }
+                let tls = try settings.tlsCert.map { try XferServer.tlsConfiguration(certificate: $0, key: settings.tlsKey ?? "") }
                 let scheme = tls == nil ? "http" : "https"
                 let app = try XferServer.application(data: store, host: host, port: port, limits: limits, tls: tls, logger: logger) { bound in
                     printError("serving \(store.directory) on \(scheme)://\(host):\(bound)")

@@ -23,9 +23,15 @@ struct XferProcess {
     }()
 
     static func run(_ arguments: String...) throws -> XferProcess {
+        try run(arguments, environment: nil)
+    }
+
+    /// Runs `xfer ARGS` to completion, in `environment` if given (else this process's).
+    static func run(_ arguments: [String], environment: [String: String]?) throws -> XferProcess {
         let process = ChildProcess()
         process.executableURL = binary
         process.arguments = arguments
+        if let environment { process.environment = environment }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err

@@ -1,0 +1,223 @@
+import ArgumentParser
+import Configuration
+import Foundation
+import Logging
+import SystemPackage
+import XferCore
+import XferProtocol
+import XferServer
+import Yams
+
+/// Where each `xfer serve` setting comes from: its flag, else the environment (`XFER_` and the
+/// flag's name, upper case, `_` for `-`: `XFER_DEFAULT_QUOTA`), else the config file (`--config
+/// FILE` or `XFER_SERVE_CONFIG`: YAML, one key a flag, named as the flag), else its default.
+/// Every value, wherever it came from, is read by the flag's own parser, and an error names
+/// where the value came from.
+struct ServeSettingSources {
+    /// A setting of the config file and the environment.
+    struct Key: Sendable {
+        var name: String
+        /// Whether the value is a list (a YAML sequence; in the environment, comma-separated).
+        var list = false
+        /// Whether the environment may give it (the sealing keys' files may not:
+        /// `XFER_ENCRYPTION_KEY` holds keys themselves, not files).
+        var fromEnvironment = true
+    }
+
+    /// Every key the config file may hold: the flags of `xfer serve`.
+    static let keys: [Key] = [
+        Key(name: "data"), Key(name: "listen"), Key(name: "log-level"), Key(name: "default-quota"),
+        Key(name: "keep-versions"), Key(name: "keep-days"), Key(name: "kv-max-keys"), Key(name: "kv-max-bytes"),
+        Key(name: "metadata"), Key(name: "chunks"), Key(name: "s3-endpoint"), Key(name: "max-wait"),
+        Key(name: "list-page"), Key(name: "tls-cert"), Key(name: "tls-key"), Key(name: "behind-tls-proxy"),
+        Key(name: "idle-timeout"), Key(name: "max-connections-per-address"),
+        Key(name: "without-feature", list: true), Key(name: "encryption-key", list: true, fromEnvironment: false),
+    ]
+
+    /// The values given as flags, by key.
+    var flags: [String: [String]]
+    let environment: ConfigReader
+    let file: ConfigReader?
+    let filePath: String?
+
+    /// - Parameters:
+    ///   - flags: The values given on the command line, by key (a key absent: not given).
+    ///   - configFile: `--config`, else `XFER_SERVE_CONFIG`; `nil` for none.
+    ///   - environment: The process's environment.
+    /// - Throws: `invalid_configuration` if the file cannot be read, is not a YAML mapping, or
+    ///   holds a key that is no setting or a value of the wrong shape.
+    static func load(flags: [String: [String]], configFile: String?,
+                     environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> ServeSettingSources {
+        let filePath = configFile ?? environment["XFER_SERVE_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
+        var file: ConfigReader? = nil
+        if let filePath {
+            try check(configFile: filePath)
+            do {
+                file = ConfigReader(provider: try await FileProvider<YAMLSnapshot>(filePath: FilePath(filePath)))
+            } catch {
+                throw XferError(.invalidConfiguration, "cannot read the config file \(filePath): \(error)")
+            }
+        }
+        let prefixed = EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "xfer")
+        return ServeSettingSources(flags: flags, environment: ConfigReader(provider: prefixed), file: file, filePath: filePath)
+    }
+
+    /// Refuses a config file that is not a YAML mapping of known keys to a scalar each (a
+    /// sequence of scalars for a list): a misspelt key would otherwise be ignored in silence.
+    static func check(configFile path: String) throws {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw XferError(.invalidConfiguration, "cannot read the config file \(path): no such file, or not readable")
+        }
+        let node: Node?
+        do {
+            node = try Yams.compose(yaml: String(decoding: data, as: UTF8.self))
+        } catch {
+            throw XferError(.invalidConfiguration, "the config file \(path) is not valid YAML: \(error)")
+        }
+        guard let node else { return }  // empty: no settings
+        guard let mapping = node.mapping else {
+            throw XferError(.invalidConfiguration, "the config file \(path) must be a mapping of settings (key: value), one per line")
+        }
+        let known = Dictionary(keys.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        for (keyNode, value) in mapping {
+            let name = keyNode.string ?? "\(keyNode)"
+            guard let key = known[name] else {
+                throw XferError(.invalidConfiguration, """
+                    the config file \(path) has '\(name)', which is no setting of xfer serve; the settings are \
+                    \(keys.map(\.name).joined(separator: ", "))
+                    """)
+            }
+            let scalars = key.list ? (value.sequence.map { Array($0) } ?? (value.scalar != nil ? [value] : nil)) : (value.scalar != nil ? [value] : nil)
+            guard let scalars, scalars.allSatisfy({ $0.scalar != nil }) else {
+                throw XferError(.invalidConfiguration, "the config file \(path): '\(name)' must be \(key.list ? "a value or a list of values" : "one value")")
+            }
+        }
+    }
+
+    /// Key `name`'s values and where they came from (the flag, the variable or the file's key).
+    func values(_ name: String) -> (values: [String], origin: String)? {
+        let key = Self.keys.first { $0.name == name } ?? Key(name: name)
+        if let given = flags[name], !given.isEmpty { return (given, "--\(name)") }
+        let variable = "XFER_" + name.uppercased().replacingOccurrences(of: "-", with: "_")
+        if key.fromEnvironment {
+            if key.list, let list = environment.stringArray(forKey: ConfigKey(name)), !list.isEmpty {
+                return (list.map { $0.trimmingCharacters(in: .whitespaces) }, variable)
+            }
+            if !key.list, let value = environment.string(forKey: ConfigKey(name)), !value.isEmpty { return ([value], variable) }
+        }
+        if let file, let filePath {
+            if key.list, let list = file.stringArray(forKey: ConfigKey(name)) { return (list, "'\(name)' in \(filePath)") }
+            if let value = file.string(forKey: ConfigKey(name)) { return ([value], "'\(name)' in \(filePath)") }
+        }
+        return nil
+    }
+
+    /// Key `name`'s one value, read by `parse`; `nil` if no source gives it.
+    /// - Throws: `invalid_configuration`, naming where the value came from, if `parse` refuses it.
+    func value<T>(_ name: String, as parse: (String) -> T?, expected: String) throws -> T? {
+        guard let (values, origin) = values(name), let text = values.last else { return nil }
+        guard let parsed = parse(text) else {
+            throw XferError(.invalidConfiguration, "\(origin): '\(text)' is not \(expected)")
+        }
+        return parsed
+    }
+}
+
+/// Everything `xfer serve` runs with, resolved from its sources (``ServeSettingSources``) and
+/// checked.
+struct ServeSettings: Encodable {
+    var data: String
+    var listen: String
+    var logLevel: String
+    var defaultQuota: Int64
+    var keepVersions: Int
+    var keepDays: Int
+    var kvMaxKeys: Int
+    var kvMaxBytes: Int64
+    var metadata: String?
+    var chunks: String?
+    var s3Endpoint: String?
+    var maxWait: Int
+    var listPage: Int
+    var tlsCert: String?
+    var tlsKey: String?
+    var behindTLSProxy: Bool
+    var idleTimeout: Int
+    var maxConnectionsPerAddress: Int?
+    var withoutFeatures: [String]
+    var encryptionKeyFiles: [String]
+    var configFile: String?
+
+    enum CodingKeys: String, CodingKey {
+        case data, listen, logLevel = "log-level", defaultQuota = "default-quota", keepVersions = "keep-versions",
+             keepDays = "keep-days", kvMaxKeys = "kv-max-keys", kvMaxBytes = "kv-max-bytes", metadata, chunks,
+             s3Endpoint = "s3-endpoint", maxWait = "max-wait", listPage = "list-page", tlsCert = "tls-cert",
+             tlsKey = "tls-key", behindTLSProxy = "behind-tls-proxy", idleTimeout = "idle-timeout",
+             maxConnectionsPerAddress = "max-connections-per-address", withoutFeatures = "without-feature",
+             encryptionKeyFiles = "encryption-key", configFile = "config"
+    }
+
+    /// The defaults of the settings that have one.
+    static let defaultListen = "127.0.0.1:8750"
+    static let defaultQuotaBytes = Int64(5) << 30
+
+    /// Resolves and checks every setting.
+    /// - Throws: `invalid_configuration`, naming the flag, variable or file key at fault.
+    init(_ sources: ServeSettingSources) throws {
+        let number = { (text: String) in Int(text.trimmingCharacters(in: .whitespaces)) }
+        let size = { (text: String) in ByteCount(argument: text.trimmingCharacters(in: .whitespaces))?.value }
+        let text = { (text: String) -> String? in text }
+        guard let data = try sources.value("data", as: text, expected: "a directory") else {
+            throw XferError(.invalidConfiguration, "no data directory: give --data DIR, XFER_DATA, or 'data:' in the config file (--config FILE)")
+        }
+        self.data = data
+        listen = try sources.value("listen", as: text, expected: "HOST:PORT") ?? Self.defaultListen
+        logLevel = try sources.value("log-level", as: { Logger.Level(rawValue: $0) != nil ? $0 : nil },
+                                     expected: "a log level (trace, debug, info, notice, warning, error, critical)") ?? "info"
+        defaultQuota = try sources.value("default-quota", as: size, expected: "a size (e.g. 5G)") ?? Self.defaultQuotaBytes
+        let policy = StorePolicy()
+        let count = { (text: String) in number(text).flatMap { $0 >= 0 ? $0 : nil } }
+        keepVersions = try sources.value("keep-versions", as: count, expected: "a number of versions (0 or more)") ?? policy.keepVersions
+        keepDays = try sources.value("keep-days", as: count, expected: "a number of days (0 or more)") ?? policy.keepDays
+        kvMaxKeys = try sources.value("kv-max-keys", as: count, expected: "a number of keys (0 or more)") ?? policy.keyValueMaximumKeys
+        kvMaxBytes = try sources.value("kv-max-bytes", as: size, expected: "a size (e.g. 1M)") ?? Int64(policy.keyValueMaximumBytes)
+        metadata = try sources.value("metadata", as: text, expected: "a postgres:// URL")
+        chunks = try sources.value("chunks", as: text, expected: "an s3:// location")
+        s3Endpoint = try sources.value("s3-endpoint", as: text, expected: "a URL")
+        maxWait = try sources.value("max-wait", as: count, expected: "a number of seconds") ?? ProtocolLimits.maximumWaitSeconds
+        listPage = try sources.value("list-page", as: { number($0).flatMap { (1...ProtocolLimits.maximumListCount).contains($0) ? $0 : nil } },
+                                     expected: "a number 1...\(ProtocolLimits.maximumListCount)") ?? ProtocolLimits.maximumListCount
+        tlsCert = try sources.value("tls-cert", as: text, expected: "a file")
+        tlsKey = try sources.value("tls-key", as: text, expected: "a file")
+        behindTLSProxy = try sources.value("behind-tls-proxy", as: { ["true": true, "yes": true, "1": true, "false": false, "no": false, "0": false][$0.lowercased()] },
+                                           expected: "true or false") ?? false
+        let positive = { (text: String) in number(text).flatMap { $0 >= 1 ? $0 : nil } }
+        idleTimeout = try sources.value("idle-timeout", as: positive, expected: "a number of seconds (1 or more)")
+            ?? Int(ServerLimits().idleTimeout.components.seconds)
+        maxConnectionsPerAddress = try sources.value("max-connections-per-address", as: positive, expected: "a number (1 or more)")
+        if let (names, origin) = sources.values("without-feature") {
+            for name in names where ServerFeature(rawValue: name) == nil {
+                throw XferError(.invalidConfiguration, "\(origin): no feature '\(name)'; the features are \(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            withoutFeatures = names
+        } else {
+            withoutFeatures = []
+        }
+        encryptionKeyFiles = sources.values("encryption-key")?.values ?? []
+        configFile = sources.filePath
+        guard (tlsCert == nil) == (tlsKey == nil) else {
+            throw XferError(.invalidConfiguration, "--tls-cert and --tls-key go together (as XFER_TLS_CERT and XFER_TLS_KEY, or tls-cert and tls-key in the config file)")
+        }
+        guard chunks == nil || s3Endpoint != nil else {
+            throw XferError(.invalidConfiguration, "--chunks s3://… needs --s3-endpoint URL (or XFER_S3_ENDPOINT, or s3-endpoint in the config file)")
+        }
+        _ = try hostAndPort()
+    }
+
+    func hostAndPort() throws -> (String, Int) {
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
+            throw XferError(.invalidConfiguration, "the listen address '\(listen)' must be HOST:PORT, e.g. 127.0.0.1:8750")
+        }
+        return (String(listen[..<colon]), port)
+    }
+}
