@@ -2,11 +2,11 @@
 # Installs what building and testing xfer needs on Debian/Ubuntu: the C libraries
 # (libzstd, OpenSSL libcrypto, SQLite) and pkg-config; git and rsync for the soak test and the
 # benchmarks that compare with rsync; python3-cryptography for tools/check-format.py's sealed-value
-# vector. Swift itself is expected at
+# vector; litmus and rclone, WebDAV clients nobody here wrote (tools/webdav-test.py). Swift itself is expected at
 # /opt/swift or on PATH. Idempotent: does nothing when everything is present.
 set -euo pipefail
 
-packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev zstd time openssl curl git rsync python3-cryptography)
+packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev zstd time openssl curl git rsync python3-cryptography litmus rclone)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

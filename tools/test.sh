@@ -24,6 +24,8 @@ if [ $# -eq 0 ]; then
   python3 tools/web-test.py --xfer .build/debug/xfer
   # /metrics scraped and parsed by prometheus-client's text parser (PyPI, installed if missing).
   python3 tools/metrics-test.py --xfer .build/debug/xfer
+  # WebDAV driven by litmus and rclone (Debian packages, installed by setup.sh).
+  python3 tools/webdav-test.py --xfer .build/debug/xfer --groups basic,copymove,props
 fi
 if [ "${XFER_QUICK:-0}" != 1 ] && [ $# -eq 0 ]; then
   python3 tools/fault-suite.py --seeds 20

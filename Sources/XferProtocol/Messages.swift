@@ -477,4 +477,8 @@ public enum ServerFeature: String, Sendable, CaseIterable {
     /// The web view at `/web/` (docs/WEB.md): pages for a browser, signed in with an account
     /// token. No client of the protocol uses it; `--without-feature web` turns it off.
     case web = "web"
+    /// WebDAV at `/dav/CONTAINER/` (docs/WEBDAV.md): the `Documents/` scope for file managers,
+    /// rclone and davfs2, signed in with HTTP Basic and an account token. No client of the
+    /// protocol uses it; `--without-feature webdav` turns it off.
+    case webdav = "webdav"
 }

@@ -209,6 +209,9 @@ public enum XferServer {
         if limits.features.contains(.web) {
             WebRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota).register(on: router)
         }
+        if limits.features.contains(.webdav) {
+            DavRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota).register(on: router)
+        }
         return router
     }
 

@@ -210,6 +210,12 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             CREATE INDEX share_links_by_account ON share_links (account_id, id);
             ALTER TABLE versions ADD COLUMN superseded_at BIGINT
             """),
+        // As SQLite's v14.
+        ("v12: WebDAV dead properties", """
+            CREATE TABLE dav_properties (container_id BIGINT NOT NULL REFERENCES containers(id), path TEXT COLLATE "C" NOT NULL,
+              namespace TEXT NOT NULL, name TEXT NOT NULL, xml TEXT NOT NULL,
+              PRIMARY KEY (container_id, path, namespace, name))
+            """),
     ]
 
     func migrate(upTo last: String? = nil) async throws {

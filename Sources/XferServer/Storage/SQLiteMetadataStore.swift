@@ -260,6 +260,16 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 ALTER TABLE versions ADD COLUMN superseded_at INTEGER;
                 """)
         }
+        migrator.registerMigration("v14: WebDAV dead properties") { db in
+            // What WebDAV clients set with PROPPATCH (docs/WEBDAV.md): by container and path
+            // (a document's, or a folder's without its trailing /), each property's element kept
+            // whole, as XML ready to be sent back.
+            try db.execute(sql: """
+                CREATE TABLE dav_properties (container_id INTEGER NOT NULL REFERENCES containers(id), path TEXT NOT NULL,
+                  namespace TEXT NOT NULL, name TEXT NOT NULL, xml TEXT NOT NULL,
+                  PRIMARY KEY (container_id, path, namespace, name)) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

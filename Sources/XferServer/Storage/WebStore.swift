@@ -117,3 +117,47 @@ public struct ShareGrant: Sendable, Hashable {
     /// The stored ``PasswordHash`` text, when the link has a password.
     public var password: String?
 }
+
+/// WebDAV's dead properties (RFC 4918 §4): what a client sets with PROPPATCH on a file or
+/// folder of a container, kept beside its documents and moved, copied and removed with them.
+public protocol DeadPropertyStore: Sendable {
+    /// The properties of each of `paths` that has any.
+    func deadProperties(account: Int64, container: ContainerName, paths: [String]) async throws -> [String: [DeadProperty]]
+    /// Sets and removes properties of `path`, in order (a later change to the same name wins),
+    /// all or none.
+    /// - Throws: `too_large` past ``DeadProperty/maximumPerPath`` properties on the path, or
+    ///   ``DeadProperty/maximumPerContainer`` / ``DeadProperty/maximumBytesPerContainer`` in the
+    ///   container (nothing is changed then).
+    func patchDeadProperties(account: Int64, container: ContainerName, path: String, _ changes: [DeadPropertyChange]) async throws
+    /// Copies (or moves) the properties of `source` and of every path below it to `destination`
+    /// and the same paths below it, replacing what those had.
+    func copyDeadProperties(account: Int64, container: ContainerName, from source: String, to destination: String, move: Bool) async throws
+    /// Removes the properties of `path` and of every path below it.
+    func removeDeadProperties(account: Int64, container: ContainerName, path: String) async throws
+}
+
+/// A dead property: its qualified name and its element, as XML ready to be sent.
+public struct DeadProperty: Sendable, Hashable {
+    public static let maximumPerPath = 64
+    public static let maximumPerContainer = 10_000
+    public static let maximumBytesPerContainer = 4 << 20
+    /// One property's element, at most.
+    public static let maximumBytes = 16 << 10
+
+    public var namespace: String
+    public var name: String
+    /// The whole element (`<X:name xmlns:X="…">…</X:name>`), its namespaces declared on it.
+    public var xml: String
+
+    public init(namespace: String, name: String, xml: String) {
+        self.namespace = namespace
+        self.name = name
+        self.xml = xml
+    }
+}
+
+/// One change of a PROPPATCH.
+public enum DeadPropertyChange: Sendable, Hashable {
+    case set(DeadProperty)
+    case remove(namespace: String, name: String)
+}

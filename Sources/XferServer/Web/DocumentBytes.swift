@@ -63,6 +63,35 @@ struct DocumentBytes: Sendable {
 
     /// Writes a package as a POSIX tar stream (pax headers where ustar's fields are too
     /// small), every entry under `root/`.
+    /// A file's bytes as a response: one `Range` honoured (206, or 416 past the end), `If-Range`
+    /// against `etag`; a HEAD gets the same headers and no body.
+    func fileResponse(_ references: Manifest.Chunks, size: Int64, etag: String, request: Request, headers: HTTPFields) -> Response {
+        var headers = headers
+        headers[.acceptRanges] = "bytes"
+        headers[.eTag] = etag
+        var range = ByteRange(header: request.headers[.range], size: size)
+        if let condition = request.headers[.ifRange], condition != etag { range = .whole }
+        let status: HTTPResponse.Status
+        let span: Range<Int64>
+        switch range {
+        case .whole:
+            (status, span) = (.ok, 0..<size)
+        case .part(let part):
+            (status, span) = (.partialContent, part)
+            headers[.contentRange] = "bytes \(part.lowerBound)-\(part.upperBound - 1)/\(size)"
+        case .unsatisfiable:
+            headers[.contentRange] = "bytes */\(size)"
+            return Response(status: .rangeNotSatisfiable, headers: headers)
+        }
+        headers[.contentLength] = String(span.count)
+        if request.method == .head { return Response(status: status, headers: headers) }
+        let bytes = self
+        return Response(status: status, headers: headers, body: ResponseBody(contentLength: Int(span.count)) { writer in
+            try await bytes.write(references, range: span, to: &writer)
+            try await writer.finish(nil)
+        })
+    }
+
     func writeTar(_ manifest: Manifest, root: String, to writer: inout any ResponseBodyWriter) async throws {
         let entries = manifest.entries
         try await writer.write(ByteBuffer(bytes: TarHeader.entry(path: root + "/", kind: .directory, mode: 0o755, size: 0,

@@ -78,10 +78,8 @@ extension WebRoutes {
         let (session, container, form) = try await action(request, context)
         let folder = try Self.folderField(form)
         let path = try Self.child(folder, form["name"])
-        let manifest = try Manifest(kind: .directory, chunker: .default, entries: [
-            Manifest.Entry(path: "", kind: .directory, mode: 0o755, mtimeNanoseconds: Self.now(), chunks: []),
-        ])
-        _ = try await commit(session, container, path, manifest, base: try await newBase(session, container, path, refusingLive: true))
+        _ = try await commit(session, container, path, try DocumentWriter.folderManifest(),
+                             base: try await newBase(session, container, path, refusingLive: true))
         return folderRedirect(container, folder)
     }
 
@@ -146,38 +144,21 @@ extension WebRoutes {
         return itemRedirect(container, path)
     }
 
-    /// The version a new document at `path` is based on: none if there is none, the deleted
-    /// one if it was deleted; a live one is refused when `refusingLive` (a new folder or a
-    /// rename never replaces a document).
+    var writer: DocumentWriter { DocumentWriter(metadata: metadata, changes: changes) }
+
+    /// ``DocumentWriter/newBase(account:container:path:refusingLive:)`` for the session's account.
     func newBase(_ session: WebContext, _ container: ContainerName, _ path: DocumentPath, refusingLive: Bool) async throws -> Int64? {
-        let existing: DocumentInfo
-        do {
-            existing = try await metadata.document(account: session.principal.accountID, container: container, path: path, version: nil)
-        } catch let error as XferError where error.code == .notFound {
-            return nil
-        }
-        if existing.state == .deleted { return existing.version }
-        if refusingLive { throw XferError(.alreadyExists, "\(path.value) already exists; choose another name") }
-        return existing.state == .current ? existing.version : nil
+        try await writer.newBase(account: session.principal.accountID, container: container, path: path, refusingLive: refusingLive)
     }
 
-    /// Commits `manifest` at `path` as one new version from this browser (device `web`), with
-    /// the mode and time of the version it copies (`like`), or else its manifest's.
+    /// Commits `manifest` at `path` as one new version from this browser (device `web`).
     func commit(_ session: WebContext, _ container: ContainerName, _ path: DocumentPath, _ manifest: Manifest, base: Int64?,
                 like copied: DocumentInfo? = nil) async throws -> DocumentInfo {
-        let kind = DocumentKind(manifest.kind)
-        let entries = manifest.entries
-        let mode = copied?.mode ?? (entries.count == 1 && entries.path(at: 0).isEmpty ? entries.mode(at: 0) : 0o755)
-        let mtime = copied?.mtimeNs ?? (entries.isEmpty ? Self.now() : entries.mtimeNanoseconds(at: 0))
-        let announce = AnnounceRequest(path: path, kind: kind, size: manifest.totalSize, mtimeNs: mtime, mode: mode,
-                                       baseVersion: base, device: "web")
-        let results = try await metadata.commitDirect(account: session.principal.accountID, container: container,
-                                                      [DirectCommitItem(announce: announce, manifest: manifest, encoded: manifest.encoded())])
-        changes.notify(account: session.principal.accountID, container: container)
-        return try results[0].get()
+        try await writer.commit(account: session.principal.accountID, container: container, path: path, manifest, base: base,
+                                like: copied, device: "web")
     }
 
-    static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1_000_000_000) }
+    static func now() -> Int64 { DocumentWriter.now() }
 
     // MARK: Uploads
 

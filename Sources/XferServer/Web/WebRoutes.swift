@@ -347,28 +347,8 @@ struct WebRoutes: Sendable {
                 throw XferError(.badRequest, "\(path) is a symbolic link; it has no bytes to download")
             }
             headers[.contentDisposition] = WebSecurity.attachment(name)
-            headers[.acceptRanges] = "bytes"
-            let size = manifest.entries.size(at: 0)
-            let references = manifest.entries.chunks(at: 0)
-            var range = ByteRange(header: request.headers[.range], size: size)
-            if let condition = request.headers[.ifRange], condition != etag { range = .whole }
-            let status: HTTPResponse.Status
-            let span: Range<Int64>
-            switch range {
-            case .whole:
-                (status, span) = (.ok, 0..<size)
-            case .part(let part):
-                (status, span) = (.partialContent, part)
-                headers[.contentRange] = "bytes \(part.lowerBound)-\(part.upperBound - 1)/\(size)"
-            case .unsatisfiable:
-                headers[.contentRange] = "bytes */\(size)"
-                return Response(status: .rangeNotSatisfiable, headers: headers)
-            }
-            headers[.contentLength] = String(span.count)
-            return Response(status: status, headers: headers, body: ResponseBody(contentLength: Int(span.count)) { writer in
-                try await bytes.write(references, range: span, to: &writer)
-                try await writer.finish(nil)
-            })
+            return bytes.fileResponse(manifest.entries.chunks(at: 0), size: manifest.entries.size(at: 0), etag: etag,
+                                      request: request, headers: headers)
         }
     }
 

@@ -1,0 +1,248 @@
+import Foundation
+import XferCore
+
+/// The little XML WebDAV needs, without an XML library: a PROPFIND body read into what it asks
+/// for (checked well formed: tags balanced, namespaces declared), and a multistatus answer
+/// written with every name and text escaped.
+enum DavXML {
+    static let dav = "DAV:"
+    /// Bodies read at most (a PROPFIND names a few properties).
+    static let maximumBody = 64 << 10
+
+    /// A qualified element name.
+    struct Name: Hashable, Sendable {
+        var namespace: String
+        var local: String
+    }
+
+    /// What a PROPFIND asks for.
+    enum PropfindRequest: Equatable {
+        case allProperties
+        case propertyNames
+        case properties([Name])
+    }
+
+    /// An element as the scanner met it: its name, its parent's index, the namespaces in scope
+    /// on it (by prefix; `""` the default), and where its content lies in the text.
+    struct Element {
+        var name: Name
+        var parentIndex: Int?
+        var parent: Name?
+        var namespaces: [String: String]
+        var content: Range<String.Index>
+    }
+
+    /// The elements of a well-formed document, in order.
+    /// - Throws: `bad_request` for text that is not well-formed XML as far as WebDAV bodies go.
+    static func elements(_ text: String) throws -> [Element] {
+        var found: [Element] = []
+        var stack: [(raw: String, name: Name, namespaces: [String: String], index: Int)] = []
+        var rest = Substring(text)
+        func malformed(_ why: String) -> XferError { XferError(.badRequest, "the request body is not well-formed XML: \(why)") }
+        while let open = rest.firstIndex(of: "<") {
+            rest = rest[rest.index(after: open)...]
+            if rest.hasPrefix("?") {
+                guard let end = rest.range(of: "?>") else { throw malformed("an unterminated declaration") }
+                rest = rest[end.upperBound...]
+                continue
+            }
+            if rest.hasPrefix("!--") {
+                guard let end = rest.range(of: "-->") else { throw malformed("an unterminated comment") }
+                rest = rest[end.upperBound...]
+                continue
+            }
+            if rest.hasPrefix("!") { throw malformed("a DOCTYPE or CDATA section") }
+            guard let close = rest.firstIndex(of: ">") else { throw malformed("an unterminated tag") }
+            var tag = rest[..<close]
+            rest = rest[rest.index(after: close)...]
+            if tag.hasPrefix("/") {
+                let raw = tag.dropFirst().trimmingCharacters(in: .whitespacesAndNewlines)
+                guard let top = stack.popLast(), top.raw == raw else { throw malformed("</\(raw)> closes no open element") }
+                found[top.index].content = found[top.index].content.lowerBound..<open
+                continue
+            }
+            let selfClosing = tag.hasSuffix("/")
+            if selfClosing { tag = tag.dropLast() }
+            let parts = tag.split(maxSplits: 1, whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" })
+            guard let rawName = parts.first.map(String.init), !rawName.isEmpty else { throw malformed("an empty tag") }
+            var namespaces = stack.last?.namespaces ?? [:]
+            if parts.count > 1 {
+                for (key, value) in try attributes(String(parts[1])) {
+                    if key == "xmlns" {
+                        namespaces[""] = value
+                    } else if key.hasPrefix("xmlns:") {
+                        // Namespaces in XML 1.0 §3: a prefix cannot be bound to the empty name.
+                        guard !value.isEmpty else { throw malformed("the prefix \(key.dropFirst(6)) is bound to no namespace") }
+                        namespaces[String(key.dropFirst(6))] = value
+                    }
+                }
+            }
+            let prefix: String, local: String
+            if let colon = rawName.firstIndex(of: ":") {
+                prefix = String(rawName[..<colon])
+                local = String(rawName[rawName.index(after: colon)...])
+            } else {
+                prefix = ""
+                local = rawName
+            }
+            guard !local.isEmpty else { throw malformed("a tag without a name") }
+            guard let namespace = namespaces[prefix] ?? (prefix.isEmpty ? "" : nil) else {
+                throw malformed("the prefix \(prefix) is not declared")
+            }
+            let name = Name(namespace: namespace, local: local)
+            found.append(Element(name: name, parentIndex: stack.last?.index, parent: stack.last?.name, namespaces: namespaces,
+                                 content: rest.startIndex..<rest.startIndex))
+            if !selfClosing { stack.append((rawName, name, namespaces, found.count - 1)) }
+        }
+        guard stack.isEmpty else { throw malformed("<\(stack.last!.raw)> is never closed") }
+        guard !found.isEmpty || text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw malformed("no element") }
+        return found
+    }
+
+    /// `key="value"` pairs of a tag.
+    static func attributes(_ text: String) throws -> [(String, String)] {
+        var pairs: [(String, String)] = []
+        var rest = Substring(text)
+        while true {
+            rest = rest.drop(while: { $0.isWhitespace })
+            guard !rest.isEmpty else { return pairs }
+            guard let equals = rest.firstIndex(of: "=") else { throw XferError(.badRequest, "the request body is not well-formed XML: an attribute without a value") }
+            let key = rest[..<equals].trimmingCharacters(in: .whitespaces)
+            rest = rest[rest.index(after: equals)...].drop(while: { $0.isWhitespace })
+            guard let quote = rest.first, quote == "\"" || quote == "'" else {
+                throw XferError(.badRequest, "the request body is not well-formed XML: an unquoted attribute")
+            }
+            rest = rest.dropFirst()
+            guard let end = rest.firstIndex(of: quote) else { throw XferError(.badRequest, "the request body is not well-formed XML: an unterminated attribute") }
+            pairs.append((key, unescape(String(rest[..<end]))))
+            rest = rest[rest.index(after: end)...]
+        }
+    }
+
+    /// What a PROPFIND body asks for; an empty body asks for every property (RFC 4918 §9.1).
+    static func propfind(_ body: String) throws -> PropfindRequest {
+        let elements = try elements(body)
+        guard let root = elements.first else { return .allProperties }
+        guard root.name == Name(namespace: dav, local: "propfind") else {
+            throw XferError(.badRequest, "a PROPFIND body is a DAV: propfind element")
+        }
+        let children = elements.filter { $0.parent == root.name }
+        if children.contains(where: { $0.name == Name(namespace: dav, local: "propname") }) { return .propertyNames }
+        if children.contains(where: { $0.name == Name(namespace: dav, local: "prop") }) {
+            return .properties(elements.filter { $0.parent == Name(namespace: dav, local: "prop") }.map(\.name))
+        }
+        if children.contains(where: { $0.name == Name(namespace: dav, local: "allprop") }) { return .allProperties }
+        throw XferError(.badRequest, "a PROPFIND body holds allprop, propname or prop")
+    }
+
+    /// One change a PROPPATCH asks for: a property set to an element (kept whole) or removed.
+    enum PatchChange: Equatable {
+        case set(Name, xml: String)
+        case remove(Name)
+
+        var name: Name {
+            switch self {
+            case .set(let name, _), .remove(let name): return name
+            }
+        }
+    }
+
+    /// The changes of a PROPPATCH body, in document order (RFC 4918 §9.2).
+    /// - Throws: `bad_request` for a body that is not a DAV: propertyupdate of set and remove.
+    static func proppatch(_ body: String) throws -> [PatchChange] {
+        let elements = try elements(body)
+        guard let root = elements.first, root.name == Name(namespace: dav, local: "propertyupdate") else {
+            throw XferError(.badRequest, "a PROPPATCH body is a DAV: propertyupdate element")
+        }
+        var changes: [PatchChange] = []
+        for element in elements {
+            // A property: a child of DAV:prop, itself a child of DAV:set or DAV:remove.
+            guard element.parent == Name(namespace: dav, local: "prop"), let propIndex = element.parentIndex,
+                  let action = elements[propIndex].parent, action.namespace == dav, action.local == "set" || action.local == "remove",
+                  elements[propIndex].parentIndex.map({ elements[$0].parentIndex == 0 }) == true else { continue }
+            if action.local == "remove" {
+                changes.append(.remove(element.name))
+            } else {
+                changes.append(.set(element.name, xml: standalone(element, in: body)))
+            }
+        }
+        guard !changes.isEmpty else { throw XferError(.badRequest, "a PROPPATCH body sets or removes at least one property") }
+        return changes
+    }
+
+    /// A property's element as text that stands alone: its name in a prefix of its own, every
+    /// namespace in scope on it declared on it (its value may use them), its content as sent.
+    static func standalone(_ element: Element, in body: String) -> String {
+        let content = String(body[element.content])
+        var declarations = ""
+        var prefix = "p"
+        while element.namespaces[prefix] != nil { prefix += "p" }
+        for (key, uri) in element.namespaces.sorted(by: { $0.key < $1.key }) where !key.isEmpty {
+            declarations += " xmlns:\(key)=\"\(escape(uri))\""
+        }
+        if element.name.namespace.isEmpty {
+            return "<\(element.name.local) xmlns=\"\"\(declarations)>\(content)</\(element.name.local)>"
+        }
+        if let uri = element.namespaces[""] { declarations += " xmlns=\"\(escape(uri))\"" }
+        return "<\(prefix):\(element.name.local) xmlns:\(prefix)=\"\(escape(element.name.namespace))\"\(declarations)>\(content)</\(prefix):\(element.name.local)>"
+    }
+
+    static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for character in text {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&apos;"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+
+    static func unescape(_ text: String) -> String {
+        text.replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
+            .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&apos;", with: "'")
+            .replacingOccurrences(of: "&amp;", with: "&")
+    }
+
+    /// An empty element of `name` (its namespace declared on it unless it is DAV:).
+    static func empty(_ name: Name) -> String {
+        if name.namespace == dav { return "<D:\(name.local)/>" }
+        if name.namespace.isEmpty { return "<\(name.local) xmlns=\"\"/>" }
+        return "<X:\(name.local) xmlns:X=\"\(escape(name.namespace))\"/>"
+    }
+
+    /// One `response` of a multistatus: the found properties (already XML) under 200, the
+    /// missing ones under 404.
+    static func response(href: String, found: [String], missing: [Name]) -> String {
+        var out = "<D:response><D:href>\(escape(href))</D:href>"
+        if !found.isEmpty {
+            out += "<D:propstat><D:prop>" + found.joined() + "</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat>"
+        }
+        if !missing.isEmpty {
+            out += "<D:propstat><D:prop>" + missing.map(empty).joined() + "</D:prop><D:status>HTTP/1.1 404 Not Found</D:status></D:propstat>"
+        }
+        return out + "</D:response>"
+    }
+
+    static let head = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:multistatus xmlns:D=\"DAV:\">"
+    static let tail = "</D:multistatus>\n"
+
+    /// An HTTP date (RFC 9110 §5.6.7) of `nanoseconds` since 1970.
+    static func httpDate(_ nanoseconds: Int64) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(nanoseconds) / 1e9))
+    }
+
+    /// An ISO 8601 date (`creationdate`).
+    static func isoDate(_ nanoseconds: Int64) -> String {
+        Date(timeIntervalSince1970: TimeInterval(nanoseconds / 1_000_000_000)).formatted(.iso8601)
+    }
+}
