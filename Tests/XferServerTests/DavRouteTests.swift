@@ -100,6 +100,15 @@ import XferProtocol
             try await client.execute(uri: "/dav/box/a.txt", method: .get, headers: [.authorization: basic(fixture.token), .range: "bytes=1-2"]) { response in
                 #expect(response.status == .partialContent && String(buffer: response.body) == "wo")
             }
+            // Conditional writes: a client that names what it saw never overwrites another version.
+            try await client.execute(uri: "/dav/box/a.txt", method: .put, headers: [.authorization: basic(fixture.token), .ifMatch: "\"stale\""],
+                                     body: ByteBuffer(string: "lost?")) { #expect($0.status == .preconditionFailed) }
+            try await client.execute(uri: "/dav/box/a.txt", method: .put, headers: [.authorization: basic(fixture.token), .ifNoneMatch: "*"],
+                                     body: ByteBuffer(string: "lost?")) { #expect($0.status == .preconditionFailed) }
+            let etag = DavRoutes.etag(try await fixture.data.metadata.document(account: account, container: box, path: try DocumentPath("Documents/a.txt"), version: nil))
+            try await client.execute(uri: "/dav/box/a.txt", method: .put, headers: [.authorization: basic(fixture.token), .ifMatch: etag],
+                                     body: ByteBuffer(string: "two!")) { #expect($0.status == .noContent) }
+            #expect(try await fixture.data.metadata.document(account: account, container: box, path: try DocumentPath("Documents/a.txt"), version: nil).version == 3)
             try await client.execute(uri: "/dav/box/missing/b.txt", method: .put, headers: auth, body: ByteBuffer(string: "x")) {
                 #expect($0.status == .conflict, "no parent folder")
             }
@@ -108,8 +117,19 @@ import XferProtocol
             }
             try await client.execute(uri: "/dav/box/a.txt", method: .delete, headers: auth) { #expect($0.status == .noContent) }
             let versions = try await fixture.data.metadata.versions(account: account, container: box, path: try DocumentPath("Documents/a.txt"))
-            #expect(versions.versions.map(\.state).contains(.deleted) && versions.versions.count == 3, "the deletion is a version; the others stay")
+            #expect(versions.versions.map(\.state).contains(.deleted) && versions.versions.count == 4, "the deletion is a version; the others stay")
             try await client.execute(uri: "/dav/box/a.txt", method: .get, headers: auth) { #expect($0.status == .notFound) }
+        }
+    }
+
+    @Test func withoutTheFeatureThereIsNoDav() async throws {
+        let fixture = try await RouteFixture.make()
+        defer { fixture.remove() }
+        var limits = ServerLimits()
+        limits.features.remove(.webdav)
+        try await Application(router: XferServer.router(data: fixture.data, limits: limits)).test(.router) { client in
+            try await client.execute(uri: "/dav/box/a.txt", method: .put, headers: [.authorization: basic(fixture.token)],
+                                     body: ByteBuffer(string: "x")) { #expect($0.status == .notFound) }
         }
     }
 

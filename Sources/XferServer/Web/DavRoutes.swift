@@ -272,6 +272,11 @@ struct DavRoutes: Sendable {
 
     static func etag(_ info: DocumentInfo) -> String { "\"\(info.manifestDigest ?? String(info.version))\"" }
 
+    /// The entity tags of an `If-Match` or `If-None-Match` list (weak ones compared by their tag).
+    static func etags(_ header: String) -> [String] {
+        header.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.map { $0.hasPrefix("W/") ? String($0.dropFirst(2)) : $0 }
+    }
+
     /// A path's href: `/dav/CONTAINER/` and each component percent-encoded.
     static func href(_ container: ContainerName, _ relative: String, collection: Bool) -> String {
         let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
@@ -454,7 +459,23 @@ struct DavRoutes: Sendable {
         case .packageFile?: throw DavStatus(status: .forbidden, message: "a package is written whole by a device; its contents are read only here")
         default: throw DavStatus(status: .methodNotAllowed, message: "\(target.relative) is a folder")
         }
+        // Conditional writes (RFC 9110 §13.1): If-Match against the current version's ETag,
+        // If-None-Match: * to create only; a client that says what it saw never overwrites more.
+        var current: DocumentInfo? = nil
+        if case .file(let info)? = existing { current = info }
+        if let match = request.headers[.ifMatch] {
+            guard let current, match == "*" || Self.etags(match).contains(Self.etag(current)) else {
+                throw DavStatus(status: .preconditionFailed, message: "\(target.relative) is not the version If-Match names")
+            }
+        }
+        if let noneMatch = request.headers[.ifNoneMatch], let current, noneMatch == "*" || Self.etags(noneMatch).contains(Self.etag(current)) {
+            throw DavStatus(status: .preconditionFailed, message: "\(target.relative) exists")
+        }
         try await requireWritableParent(target, target.relative)
+        // Based on the version current when the request came: one committed by another device
+        // while this body was arriving makes this one a conflict version, and both are kept.
+        var base = current?.version
+        if base == nil { base = try await writer.newBase(account: target.account, container: target.container, path: path, refusingLive: false) }
         let startedAt = try await metadata.clock()
         var file = UploadedFile(path: path, intake: ChunkIntake(metadata: metadata, chunks: chunks, quota: quota),
                                 account: target.account, startedAt: startedAt)
@@ -462,7 +483,6 @@ struct DavRoutes: Sendable {
             try await file.feed(Array(buffer.readableBytesView))
         }
         let manifest = try await file.finish()
-        let base = try await writer.newBase(account: target.account, container: target.container, path: path, refusingLive: false)
         _ = try await writer.commit(account: target.account, container: target.container, path: path, manifest, base: base, device: "webdav")
         return Response(status: existing == nil ? .created : .noContent, headers: [.contentLength: "0"])
     }
