@@ -57,6 +57,33 @@ public struct XferRequestContext: RequestContext {
     }
 }
 
+/// The token an `Authorization` header carries, the one rule every route that takes a token
+/// reads it by: `Bearer TOKEN`, or with `basic` (WebDAV) also the password of `Basic`
+/// credentials (the user name is not checked); `nil` for none, or one over 256 bytes.
+enum Credentials {
+    static func token(_ header: String?, basic: Bool = false) -> String? {
+        guard let header else { return nil }
+        var token: String
+        if header.hasPrefix("Bearer ") {
+            token = header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
+        } else if basic, header.hasPrefix("Basic "), header.utf8.count <= 1024,
+                  let decoded = Data(base64Encoded: header.dropFirst("Basic ".count).trimmingCharacters(in: .whitespaces)),
+                  let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":") {
+            token = String(text[text.index(after: colon)...])
+        } else {
+            return nil
+        }
+        guard !token.isEmpty, token.utf8.count <= 256 else { return nil }
+        return token
+    }
+
+    /// The principal of the header's token, if it is one of this server's.
+    static func principal(_ header: String?, basic: Bool = false, _ metadata: any MetadataStore) async throws -> Principal? {
+        guard let token = token(header, basic: basic) else { return nil }
+        return try await metadata.principal(tokenHash: TokenHash.hash(token))
+    }
+}
+
 /// Resolves `Authorization: Bearer TOKEN` to a principal, or answers 401.
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = XferRequestContext
@@ -66,8 +93,7 @@ struct AuthMiddleware: RouterMiddleware {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
             throw XferError(.unauthorized, "missing token: send Authorization: Bearer TOKEN (xfer reads --token, XFER_TOKEN or the config file)")
         }
-        let token = header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
-        guard token.utf8.count <= 256, let principal = try await metadata.principal(tokenHash: TokenHash.hash(token)) else {
+        guard let principal = try await Credentials.principal(header, metadata) else {
             throw XferError(.unauthorized, "the token is not valid on this server")
         }
         var context = context

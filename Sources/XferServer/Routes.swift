@@ -56,10 +56,7 @@ struct Routes: Sendable {
     /// `GET /metrics`: the Prometheus text format (``ServerMetrics``), for the admin token only
     /// (Prometheus sends it with `authorization: credentials_file: DIR/admin-token`).
     @Sendable func metrics(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let token = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }?
-            .trimmingCharacters(in: .whitespaces) ?? ""
-        guard token.utf8.count <= 256, !token.isEmpty, let principal = try await metadata.principal(tokenHash: TokenHash.hash(token)),
-              principal.isAdmin else {
+        guard let principal = try await Credentials.principal(request.headers[.authorization], metadata), principal.isAdmin else {
             throw XferError(.unauthorized, "metrics need the admin token (DIR/admin-token): send Authorization: Bearer TOKEN")
         }
         let text = try await ServerMetrics.process.scrape(metadata)

@@ -108,22 +108,9 @@ struct DavRoutes: Sendable {
 
     /// The account of `Authorization: Basic` (the password a token) or `Bearer`.
     func authenticate(_ request: Request) async throws -> Int64 {
-        guard let header = request.headers[.authorization] else {
-            throw XferError(.unauthorized, "sign in with any user name and an account token as the password")
-        }
-        let token: String
-        if header.hasPrefix("Basic ") {
-            guard let decoded = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
-                  let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":") else {
-                throw XferError(.unauthorized, "the Basic credentials are not user:password")
-            }
-            token = String(text[text.index(after: colon)...])
-        } else if header.hasPrefix("Bearer ") {
-            token = header.dropFirst(7).trimmingCharacters(in: .whitespaces)
-        } else {
-            throw XferError(.unauthorized, "sign in with HTTP Basic: any user name and an account token as the password")
-        }
-        guard token.utf8.count <= 256, let principal = try await metadata.principal(tokenHash: TokenHash.hash(token)), !principal.isAdmin else {
+        let header = request.headers[.authorization]
+        guard header != nil else { throw XferError(.unauthorized, "sign in with any user name and an account token as the password") }
+        guard let principal = try await Credentials.principal(header, basic: true, metadata), !principal.isAdmin else {
             throw XferError(.unauthorized, "the password is not an account token of this server (the admin token has no documents)")
         }
         return principal.accountID
