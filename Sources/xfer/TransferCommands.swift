@@ -173,16 +173,30 @@ extension Xfer {
         @Option(help: ArgumentHelp("Only this scope: documents (Documents/…, user-visible) or data (the rest, app-private).", valueName: "SCOPE"))
         var scope: Scope?
 
+        @Flag(name: [.customShort("l"), .long], help: "Long lines: the modification time (UTC) and the device that wrote each version too.")
+        var long = false
+
+        @Flag(help: "The deleted documents instead (what `xfer pull --version` can still bring back; as `xfer find --deleted`).")
+        var deleted = false
+
         @Flag(help: "Print one JSON object instead of text.")
         var json = false
 
         @OptionGroup var client: ClientOptions
 
         func run() async throws {
-            try await runClientCommand(client, json: json, { try await $0.list(prefix: prefix, scope: scope) }) { list in
+            let (prefix, scope, deleted) = (prefix, scope, deleted)
+            try await runClientCommand(client, json: json, { client in
+                deleted ? try await client.find(DocumentQuery(scope: scope, prefix: prefix, state: .deleted, sort: .path), limit: nil)
+                        : try await client.list(prefix: prefix, scope: scope)
+            }) { list in
                 for document in list.documents {
-                    let size = ByteCount(document.size).description
-                    print("\(size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0))  v\(document.version)  \(document.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(document.path)\(document.stateNote)")
+                    if long {
+                        print(Find.line(document) + (document.device.map { "  [\($0)]" } ?? ""))
+                    } else {
+                        let size = ByteCount(document.size).description
+                        print("\(size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0))  v\(document.version)  \(document.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(document.path)\(document.stateNote)")
+                    }
                 }
             }
         }

@@ -153,6 +153,8 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         #expect(ls.stdout.contains("\"Documents/tree\""))
         let lsText = try server.run("ls", "Documents/")
         #expect(lsText.status == 0 && lsText.stdout.contains("Documents/tree"))
+        let lsLong = try server.run("ls", "-l")
+        #expect(lsLong.stdout.contains("Documents/tree  [") && lsLong.stdout.hasSuffix("]\n"), "the device that pushed it: \(lsLong.stdout)")
 
         let pull = try server.run("pull", "Documents/tree", server.path("copy"), "--json",
                                   environment: ["XFER_STATE_DIR": server.path("state-2")])
@@ -173,6 +175,11 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         #expect(rm.status == 0 && rm.stdout.contains("deleted"))
         let gone = try server.run("pull", "Documents/tree", server.path("again"))
         #expect(gone.status == 5 && gone.stderr.contains("deleted"))
+        // The deleted document is listed by --deleted, and no more by ls; -l adds time and device.
+        #expect(!(try server.run("ls").stdout.contains("Documents/tree")))
+        let deleted = try server.run("ls", "--deleted", "-l")
+        #expect(deleted.status == 0 && deleted.stdout.contains("Documents/tree  (deleted)"), "\(deleted.stdout)")
+        #expect(deleted.stdout.range(of: #"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"#, options: .regularExpression) != nil)
     }
 
     @Test func errorsHaveCodesAndChangeNothing() throws {
