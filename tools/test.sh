@@ -24,6 +24,13 @@ if [ $# -eq 0 ]; then
   python3 tools/web-test.py --xfer .build/debug/xfer
   # /metrics scraped and parsed by prometheus-client's text parser (PyPI, installed if missing).
   python3 tools/metrics-test.py --xfer .build/debug/xfer
+  # The documented install (tools/install.sh): binary, a manual page a command, completions.
+  prefix=$(mktemp -d)
+  bash tools/install.sh --binary .build/debug/xfer --configuration debug --prefix "$prefix"
+  [ "$(ls "$prefix/share/man/man1" | grep -c '^xfer')" -ge 40 ] && grep -q '^\.SH' "$prefix/share/man/man1/xfer.push.1"
+  bash -c "source '$prefix/share/bash-completion/completions/xfer' && complete -p xfer" >/dev/null
+  grep -q 'push' "$prefix/share/zsh/site-functions/_xfer" "$prefix/share/fish/vendor_completions.d/xfer.fish"
+  rm -rf "$prefix"
   # WebDAV driven by litmus and rclone (Debian packages, installed by setup.sh).
   python3 tools/webdav-test.py --xfer .build/debug/xfer --groups basic,copymove,props
 fi

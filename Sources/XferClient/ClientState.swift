@@ -77,6 +77,8 @@ public final class StateDatabase: Sendable {
             try queue.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
+                // The log left at close is cut back to 4 MiB once checkpointed.
+                try db.execute(sql: "PRAGMA journal_size_limit = 4194304")
             }
             try Self.migrator.migrate(queue)
         } catch {

@@ -50,8 +50,7 @@ struct ServeSettingSources {
                      environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> ServeSettingSources {
         let filePath = configFile ?? environment["XFER_SERVE_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
         var file: ConfigReader? = nil
-        if let filePath {
-            try check(configFile: filePath)
+        if let filePath, try check(configFile: filePath) {
             do {
                 file = ConfigReader(provider: try await FileProvider<YAMLSnapshot>(filePath: FilePath(filePath)))
             } catch {
@@ -64,7 +63,9 @@ struct ServeSettingSources {
 
     /// Refuses a config file that is not a YAML mapping of known keys to a scalar each (a
     /// sequence of scalars for a list): a misspelt key would otherwise be ignored in silence.
-    static func check(configFile path: String) throws {
+    /// - Returns: Whether it holds any setting (an empty or comments-only file holds none).
+    @discardableResult
+    static func check(configFile path: String) throws -> Bool {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw XferError(.invalidConfiguration, "cannot read the config file \(path): no such file, or not readable")
         }
@@ -74,7 +75,7 @@ struct ServeSettingSources {
         } catch {
             throw XferError(.invalidConfiguration, "the config file \(path) is not valid YAML: \(error)")
         }
-        guard let node else { return }  // empty: no settings
+        guard let node else { return false }  // empty: no settings
         guard let mapping = node.mapping else {
             throw XferError(.invalidConfiguration, "the config file \(path) must be a mapping of settings (key: value), one per line")
         }
@@ -92,6 +93,7 @@ struct ServeSettingSources {
                 throw XferError(.invalidConfiguration, "the config file \(path): '\(name)' must be \(key.list ? "a value or a list of values" : "one value")")
             }
         }
+        return !mapping.keys.isEmpty
     }
 
     /// Key `name`'s values and where they came from (the flag, the variable or the file's key).
@@ -100,14 +102,15 @@ struct ServeSettingSources {
         if let given = flags[name], !given.isEmpty { return (given, "--\(name)") }
         let variable = "XFER_" + name.uppercased().replacingOccurrences(of: "-", with: "_")
         if key.fromEnvironment {
-            if key.list, let list = environment.stringArray(forKey: ConfigKey(name)), !list.isEmpty {
-                return (list.map { $0.trimmingCharacters(in: .whitespaces) }, variable)
+            if key.list, let list = environment.stringArray(forKey: ConfigKey(name))?.map({ $0.trimmingCharacters(in: .whitespaces) })
+                .filter({ !$0.isEmpty }), !list.isEmpty {
+                return (list, variable)
             }
             if !key.list, let value = environment.string(forKey: ConfigKey(name)), !value.isEmpty { return ([value], variable) }
         }
         if let file, let filePath {
             if key.list, let list = file.stringArray(forKey: ConfigKey(name)) { return (list, "'\(name)' in \(filePath)") }
-            if let value = file.string(forKey: ConfigKey(name)) { return ([value], "'\(name)' in \(filePath)") }
+            if let value = file.string(forKey: ConfigKey(name)), !value.isEmpty { return ([value], "'\(name)' in \(filePath)") }
         }
         return nil
     }
@@ -147,6 +150,16 @@ struct ServeSettings: Encodable {
     var withoutFeatures: [String]
     var encryptionKeyFiles: [String]
     var configFile: String?
+
+    /// The settings as `--print-config` shows them: a password in the PostgreSQL URL hidden.
+    var printable: ServeSettings {
+        var copy = self
+        if let url = metadata, let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].lastIndex(of: "@"),
+           let colon = url[scheme.upperBound..<at].firstIndex(of: ":") {
+            copy.metadata = String(url[..<url.index(after: colon)]) + "***" + String(url[at...])
+        }
+        return copy
+    }
 
     enum CodingKeys: String, CodingKey {
         case data, listen, logLevel = "log-level", defaultQuota = "default-quota", keepVersions = "keep-versions",

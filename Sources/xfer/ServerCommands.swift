@@ -121,7 +121,7 @@ extension Xfer {
                 let (host, port) = try settings.hostAndPort()
                 try checkTransport(host: host, settings)
                 if printConfig {
-                    printJSON(settings)
+                    printJSON(settings.printable)
                     return
                 }
                 restrictFileModes()

@@ -126,6 +126,14 @@ import XferTestSupport
         let badValue = try Self.run(["serve", "--data", data], environment: ["XFER_KEEP_DAYS": "a week"])
         #expect(badValue.status == 6)
         #expect(badValue.stderr.contains("XFER_KEEP_DAYS") && badValue.stderr.contains("'a week'"), "\(badValue.stderr)")
+        // A file of comments alone holds no setting; an empty list variable is unset; a
+        // password in the PostgreSQL URL is not printed.
+        let comments = root.appendingPathComponent("comments.yaml")
+        try "# nothing here yet\n".write(to: comments, atomically: true, encoding: .utf8)
+        let quiet = try Self.settings(Self.run(["serve", "--config", comments.path, "--data", data, "--print-config"],
+                                               environment: ["XFER_WITHOUT_FEATURE": "", "XFER_METADATA": "postgres://xfer:secret@db:5432/xfer"]))
+        #expect(quiet["without-feature"] as? [String] == [])
+        #expect(quiet["metadata"] as? String == "postgres://xfer:***@db:5432/xfer")
         let noData = try Self.run(["serve", "--print-config"])
         #expect(noData.status == 6 && noData.stderr.contains("--data DIR"), "\(noData.stderr)")
         #expect(!FileManager.default.fileExists(atPath: data), "nothing was created")

@@ -122,6 +122,45 @@ import XferProtocol
         }
     }
 
+    /// A move onto a folder that holds the source, a partial PUT, and names that begin with a
+    /// combining mark (a Character comparison would join it to the "/") change nothing they
+    /// should not.
+    @Test func hostileCopiesMovesAndNamesLoseNothing() async throws {
+        let fixture = try await RouteFixture.make()
+        defer { fixture.remove() }
+        let account = try await fixture.data.metadata.principal(tokenHash: TokenHash.hash(fixture.token))!.accountID
+        let box = try ContainerName("box")
+        let auth: HTTPFields = [.authorization: basic(fixture.token)]
+        let mkcol = HTTPRequest.Method("MKCOL")!, move = HTTPRequest.Method("MOVE")!
+        @Sendable func live(_ path: String) async throws -> Bool {
+            let info = try? await fixture.data.metadata.document(account: account, container: box, path: try DocumentPath(path), version: nil)
+            return info?.state == .current
+        }
+        try await fixture.application.test(.router) { client in
+            try await client.execute(uri: "/dav/box/a", method: mkcol, headers: auth) { #expect($0.status == .created) }
+            try await client.execute(uri: "/dav/box/a/b", method: mkcol, headers: auth) { #expect($0.status == .created) }
+            try await client.execute(uri: "/dav/box/a/b/f.txt", method: .put, headers: auth, body: ByteBuffer(string: "f")) { #expect($0.status == .created) }
+            try await client.execute(uri: "/dav/box/a/x", method: .put, headers: auth, body: ByteBuffer(string: "plain")) { #expect($0.status == .created) }
+            try await client.execute(uri: "/dav/box/a/%CC%81x", method: .put, headers: auth, body: ByteBuffer(string: "marked")) { #expect($0.status == .created) }
+            // Onto the folder that holds it: refused, and all of a stays.
+            try await client.execute(uri: "/dav/box/a/b", method: move, headers: [.authorization: basic(fixture.token), HTTPField.Name("Destination")!: "/dav/box/a"]) {
+                #expect($0.status == .forbidden)
+            }
+            let kept = [try await live("Documents/a/b/f.txt"), try await live("Documents/a/x"), try await live("Documents/a/\u{301}x")]
+            #expect(kept == [true, true, true])
+            try await client.execute(uri: "/dav/box/a/x", method: .put, headers: [.authorization: basic(fixture.token), .contentRange: "bytes 0-1/5"],
+                                     body: ByteBuffer(string: "PL")) { #expect($0.status == .badRequest) }
+            // The whole folder moved: both names arrive, each with its own bytes.
+            try await client.execute(uri: "/dav/box/a", method: move, headers: [.authorization: basic(fixture.token), HTTPField.Name("Destination")!: "/dav/box/c"]) {
+                #expect($0.status == .created)
+            }
+            try await client.execute(uri: "/dav/box/c/x", method: .get, headers: auth) { #expect(String(buffer: $0.body) == "plain") }
+            try await client.execute(uri: "/dav/box/c/%CC%81x", method: .get, headers: auth) { #expect(String(buffer: $0.body) == "marked") }
+            let moved = [try await live("Documents/a/x"), try await live("Documents/c/b/f.txt")]
+            #expect(moved == [false, true])
+        }
+    }
+
     @Test func withoutTheFeatureThereIsNoDav() async throws {
         let fixture = try await RouteFixture.make()
         defer { fixture.remove() }

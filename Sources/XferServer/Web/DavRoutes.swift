@@ -81,7 +81,11 @@ struct DavRoutes: Sendable {
                 response.headers[.wwwAuthenticate] = "Basic realm=\"xfer\", charset=\"UTF-8\""
                 return response
             }
-            return Self.plain(ErrorMiddleware.status(for: error), ErrorMiddleware.body(for: error).error.message)
+            let status = ErrorMiddleware.status(for: error)
+            if status.code >= 500 {
+                context.logger.error("WebDAV request failed", metadata: ["method": "\(request.method)", "status": "\(status.code)", "error": "\(error)"])
+            }
+            return Self.plain(status, ErrorMiddleware.body(for: error).error.message)
         }
     }
 
@@ -121,7 +125,7 @@ struct DavRoutes: Sendable {
         guard let decoded = rawPath.removingPercentEncoding, decoded.hasPrefix("/dav/") else {
             throw XferError(.badRequest, "the path is not percent-encoded UTF-8 under /dav/")
         }
-        var components = decoded.dropFirst("/dav/".count).split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        var components = Self.components(Self.strip("/dav/", from: decoded))
         guard !components.isEmpty else { throw DavStatus(status: .forbidden, message: "name a container: /dav/CONTAINER/") }
         let container = try ContainerName(components.removeFirst())
         guard !components.contains(where: { $0 == "." || $0 == ".." }) else { throw XferError(.invalidPath, "a path must not hold . or ..") }
@@ -158,6 +162,24 @@ struct DavRoutes: Sendable {
 
     static func documentPath(_ relative: String) throws -> DocumentPath { try DocumentPath(scope + relative) }
 
+    // Paths are split, compared and cut on their UTF-8 bytes, never on Characters: a component
+    // may begin with a combining mark, which a Character comparison would join to the "/".
+
+    /// The `/`-separated components of a path.
+    static func components(_ path: some StringProtocol) -> [String] {
+        path.utf8.split(separator: UInt8(ascii: "/")).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Whether `path` lies strictly below the folder `ancestor` (`ancestor/…`).
+    static func isBelow(_ path: String, _ ancestor: String) -> Bool {
+        path.utf8.starts(with: (ancestor + "/").utf8)
+    }
+
+    /// `path` without its leading `prefix` (which it must start with).
+    static func strip(_ prefix: String, from path: String) -> String {
+        String(decoding: path.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
+    }
+
     /// The live document at `path`, if any.
     func live(_ target: Target, _ path: DocumentPath) async throws -> DocumentInfo? {
         do {
@@ -170,8 +192,14 @@ struct DavRoutes: Sendable {
 
     /// Whether any live document lies below `prefix`.
     func hasDocuments(_ target: Target, below prefix: String) async throws -> Bool {
-        let page = try await metadata.list(account: target.account, container: target.container, prefix: prefix, after: nil, limit: 8)
-        return page.documents.contains { $0.state == .current }
+        var after: String? = nil
+        for _ in 0..<(Self.maximumTreeDocuments / 100) {
+            let page = try await metadata.list(account: target.account, container: target.container, prefix: prefix, after: after, limit: 100)
+            if page.documents.contains(where: { $0.state == .current }) { return true }
+            guard page.more, let last = page.documents.last else { return false }
+            after = last.path.value
+        }
+        return false
     }
 
     /// What `relative` names, or `nil` for nothing.
@@ -189,7 +217,7 @@ struct DavRoutes: Sendable {
         }
         if try await hasDocuments(target, below: path.value + "/") { return .folder(prefix: path.value + "/", document: nil) }
         // Inside a package: the nearest ancestor that is one.
-        var components = relative.split(separator: "/").map(String.init)
+        var components = Self.components(relative)
         var inner: [String] = []
         while components.count > 1 {
             inner.insert(components.removeLast(), at: 0)
@@ -210,7 +238,7 @@ struct DavRoutes: Sendable {
 
     /// The folder a new document at `relative` goes into must exist and be writable.
     func requireWritableParent(_ target: Target, _ relative: String) async throws {
-        let parent = relative.split(separator: "/").dropLast().joined(separator: "/")
+        let parent = Self.components(relative).dropLast().joined(separator: "/")
         switch try await resource(target, parent) {
         case .root?, .folder?: return
         case .packageFolder?, .packageFile?:
@@ -267,7 +295,7 @@ struct DavRoutes: Sendable {
     /// A path's href: `/dav/CONTAINER/` and each component percent-encoded.
     static func href(_ container: ContainerName, _ relative: String, collection: Bool) -> String {
         let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
-        let parts = ([container.value] + relative.split(separator: "/").map(String.init)).map {
+        let parts = ([container.value] + components(relative)).map {
             $0.addingPercentEncoding(withAllowedCharacters: allowed) ?? $0
         }
         return "/dav/" + parts.joined(separator: "/") + (collection ? "/" : "")
@@ -283,7 +311,7 @@ struct DavRoutes: Sendable {
         guard let resource = try await resource(target, target.relative) else {
             throw DavStatus(status: .notFound, message: "no such file or folder")
         }
-        let name = String(target.relative.split(separator: "/").last ?? Substring(target.container.value))
+        let name = Self.components(target.relative).last ?? target.container.value
         var members: [(relative: String, name: String, resource: Resource)] = [(target.relative, name, resource)]
         if depth == "1" {
             for (childName, child) in try await children(target, resource) {
@@ -338,10 +366,14 @@ struct DavRoutes: Sendable {
             var members: [(String, Resource)] = []
             for index in 0..<entries.count {
                 let path = entries.path(at: index)
-                guard !path.isEmpty, path.hasPrefix(prefix), !path.dropFirst(prefix.count).contains("/") else { continue }
-                let name = String(path.dropFirst(prefix.count))
+                guard !path.isEmpty, path.utf8.starts(with: prefix.utf8) else { continue }
+                let name = Self.strip(prefix, from: path)
+                guard !name.utf8.contains(UInt8(ascii: "/")) else { continue }
                 members.append((name, entries.kind(at: index) == .directory ? .packageFolder(info, manifest, entry: path)
                                                                             : .packageFile(info, manifest, index: index)))
+                guard members.count <= Self.maximumTreeDocuments else {
+                    throw DavStatus(status: .davInsufficientStorage, message: "this folder of a package holds more than \(Self.maximumTreeDocuments) entries; pull the package with xfer")
+                }
             }
             return members
         case .root, .folder:
@@ -438,6 +470,10 @@ struct DavRoutes: Sendable {
     }
 
     func put(_ request: Request, _ target: Target) async throws -> Response {
+        // A part of a file is not the file (RFC 9110 §14.5): it would replace the whole of it.
+        if request.headers[.contentRange] != nil || request.headers[HTTPField.Name("X-Update-Range")!] != nil {
+            throw DavStatus(status: .badRequest, message: "a PUT writes a whole file; partial writes (Content-Range) are not taken")
+        }
         guard !target.relative.isEmpty, !target.slash else { throw DavStatus(status: .methodNotAllowed, message: "a folder cannot be written with PUT") }
         let path = try Self.documentPath(target.relative)
         let existing = try await resource(target, target.relative)
@@ -554,12 +590,19 @@ struct DavRoutes: Sendable {
         }
         let overwrite = request.headers[HTTPField.Name("Overwrite")!]?.uppercased() != "F"
         let depth = request.headers[HTTPField.Name("Depth")!]?.lowercased() ?? "infinity"
+        guard depth == "0" || depth == "infinity" else {
+            throw DavStatus(status: .badRequest, message: "a COPY or MOVE has Depth 0 or infinity")
+        }
         guard !target.relative.isEmpty, !destination.relative.isEmpty else {
             throw DavStatus(status: .forbidden, message: "the container's root is not copied or moved")
         }
         guard destination.relative != target.relative else { throw DavStatus(status: .forbidden, message: "the source and the destination are the same") }
-        guard !destination.relative.hasPrefix(target.relative + "/") else {
+        guard !Self.isBelow(destination.relative, target.relative) else {
             throw DavStatus(status: .forbidden, message: "a folder cannot be copied or moved into itself")
+        }
+        // Nor onto a folder it lies in: overwriting that folder would delete the source first.
+        guard !Self.isBelow(target.relative, destination.relative) else {
+            throw DavStatus(status: .forbidden, message: "\(target.relative) lies in \(destination.relative); it cannot replace a folder that holds it")
         }
         guard let source = try await resource(target, target.relative) else { throw DavStatus(status: .notFound, message: "no such file or folder") }
         if case .packageFile = source { throw DavStatus(status: .forbidden, message: "a package's contents are read only here; copy the package") }
@@ -567,6 +610,9 @@ struct DavRoutes: Sendable {
             throw DavStatus(status: .forbidden, message: "a package's contents are read only here; copy the package")
         }
         try await requireWritableParent(destination, destination.relative)
+        // What is to be placed is read, and bounded, before anything at the destination goes.
+        var documents: [DocumentInfo] = []
+        if case .folder(let prefix, _) = source, depth != "0" || move { documents = try await tree(target, prefix) }
         let existing = try await resource(destination, destination.relative)
         if let existing {
             guard overwrite else { throw DavStatus(status: .preconditionFailed, message: "\(destination.relative) exists and Overwrite is F") }
@@ -586,7 +632,6 @@ struct DavRoutes: Sendable {
             try await place(info, at: destination.relative)
             if move { _ = try await writer.delete(account: account, container: container, path: info.path, base: info.version) }
         case .folder(let prefix, let document):
-            let documents = depth == "0" && !move ? [] : try await tree(target, prefix)
             // The folder itself: its directory document, or a new one (an empty folder stays one).
             let folder = try Self.documentPath(destination.relative)
             if let document {
@@ -597,7 +642,7 @@ struct DavRoutes: Sendable {
                                             device: "webdav")
             }
             for info in documents {
-                try await place(info, at: destination.relative + "/" + info.path.value.dropFirst(prefix.count))
+                try await place(info, at: destination.relative + "/" + Self.strip(prefix, from: info.path.value))
             }
             if move {
                 for info in documents { _ = try await writer.delete(account: account, container: container, path: info.path, base: info.version) }

@@ -8,6 +8,10 @@ enum DavXML {
     static let dav = "DAV:"
     /// Bodies read at most (a PROPFIND names a few properties).
     static let maximumBody = 64 << 10
+    /// Elements one body may hold, and namespace declarations: what one request may make the
+    /// server build stays small whatever its 64 KiB hold.
+    static let maximumElements = 1024
+    static let maximumNamespaces = 32
 
     /// A qualified element name.
     struct Name: Hashable, Sendable {
@@ -35,7 +39,9 @@ enum DavXML {
     /// The elements of a well-formed document, in order.
     /// - Throws: `bad_request` for text that is not well-formed XML as far as WebDAV bodies go.
     static func elements(_ text: String) throws -> [Element] {
+        try checkReferences(text)
         var found: [Element] = []
+        var declared = 0
         var stack: [(raw: String, name: Name, namespaces: [String: String], index: Int)] = []
         var rest = Substring(text)
         func malformed(_ why: String) -> XferError { XferError(.badRequest, "the request body is not well-formed XML: \(why)") }
@@ -68,6 +74,10 @@ enum DavXML {
             var namespaces = stack.last?.namespaces ?? [:]
             if parts.count > 1 {
                 for (key, value) in try attributes(String(parts[1])) {
+                    if key == "xmlns" || key.hasPrefix("xmlns:") {
+                        declared += 1
+                        guard declared <= maximumNamespaces else { throw malformed("more than \(maximumNamespaces) namespace declarations") }
+                    }
                     if key == "xmlns" {
                         namespaces[""] = value
                     } else if key.hasPrefix("xmlns:") {
@@ -85,11 +95,12 @@ enum DavXML {
                 prefix = ""
                 local = rawName
             }
-            guard !local.isEmpty else { throw malformed("a tag without a name") }
+            guard !local.isEmpty, isName(local), prefix.isEmpty || isName(prefix) else { throw malformed("a tag whose name is not an XML name") }
             guard let namespace = namespaces[prefix] ?? (prefix.isEmpty ? "" : nil) else {
                 throw malformed("the prefix \(prefix) is not declared")
             }
             let name = Name(namespace: namespace, local: local)
+            guard found.count < maximumElements else { throw malformed("more than \(maximumElements) elements") }
             found.append(Element(name: name, parentIndex: stack.last?.index, parent: stack.last?.name, namespaces: namespaces,
                                  content: rest.startIndex..<rest.startIndex))
             if !selfClosing { stack.append((rawName, name, namespaces, found.count - 1)) }
@@ -97,6 +108,32 @@ enum DavXML {
         guard stack.isEmpty else { throw malformed("<\(stack.last!.raw)> is never closed") }
         guard !found.isEmpty || text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw malformed("no element") }
         return found
+    }
+
+    /// Whether `text` can be an XML name (or prefix) as far as writing it back goes: no markup,
+    /// quote, space or colon in it.
+    static func isName(_ text: String) -> Bool {
+        !text.utf8.contains { byte in
+            byte <= 0x20 || [UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "&"), UInt8(ascii: "\""), UInt8(ascii: "'"),
+                             UInt8(ascii: "="), UInt8(ascii: "/"), UInt8(ascii: ":"), UInt8(ascii: "!"), UInt8(ascii: "?")].contains(byte)
+        }
+    }
+
+    /// Every `&` begins a reference XML knows without a DOCTYPE: the five entities or a
+    /// character reference (so a value kept whole and sent back stays well formed).
+    static func checkReferences(_ text: String) throws {
+        var rest = Substring(text)
+        while let amp = rest.firstIndex(of: "&") {
+            rest = rest[rest.index(after: amp)...]
+            guard let semicolon = rest.prefix(12).firstIndex(of: ";") else {
+                throw XferError(.badRequest, "the request body is not well-formed XML: a bare &")
+            }
+            let reference = rest[..<semicolon]
+            let known = ["amp", "lt", "gt", "quot", "apos"].contains(reference)
+                || (reference.hasPrefix("#x") && reference.count > 2 && reference.dropFirst(2).allSatisfy(\.isHexDigit))
+                || (reference.hasPrefix("#") && reference.count > 1 && reference.dropFirst().allSatisfy(\.isASCII) && reference.dropFirst().allSatisfy(\.isNumber))
+            guard known else { throw XferError(.badRequest, "the request body is not well-formed XML: an unknown reference &\(reference);") }
+        }
     }
 
     /// `key="value"` pairs of a tag.
@@ -129,7 +166,10 @@ enum DavXML {
         let children = elements.filter { $0.parent == root.name }
         if children.contains(where: { $0.name == Name(namespace: dav, local: "propname") }) { return .propertyNames }
         if children.contains(where: { $0.name == Name(namespace: dav, local: "prop") }) {
-            return .properties(elements.filter { $0.parent == Name(namespace: dav, local: "prop") }.map(\.name))
+            var seen = Set<Name>()
+            let names = elements.filter { $0.parent == Name(namespace: dav, local: "prop") }.map(\.name).filter { seen.insert($0).inserted }
+            guard names.count <= 256 else { throw XferError(.badRequest, "a PROPFIND asks for at most 256 properties") }
+            return .properties(names)
         }
         if children.contains(where: { $0.name == Name(namespace: dav, local: "allprop") }) { return .allProperties }
         throw XferError(.badRequest, "a PROPFIND body holds allprop, propname or prop")
@@ -167,6 +207,9 @@ enum DavXML {
             }
         }
         guard !changes.isEmpty else { throw XferError(.badRequest, "a PROPPATCH body sets or removes at least one property") }
+        guard changes.count <= DeadProperty.maximumPerPath else {
+            throw XferError(.badRequest, "a PROPPATCH changes at most \(DeadProperty.maximumPerPath) properties")
+        }
         return changes
     }
 
@@ -234,11 +277,13 @@ enum DavXML {
 
     /// An HTTP date (RFC 9110 §5.6.7) of `nanoseconds` since 1970.
     static func httpDate(_ nanoseconds: Int64) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(nanoseconds) / 1e9))
+        var seconds = time_t(nanoseconds / 1_000_000_000)
+        var parts = tm()
+        guard gmtime_r(&seconds, &parts) != nil else { return "Thu, 01 Jan 1970 00:00:00 GMT" }
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"], months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(days[Int(parts.tm_wday) % 7]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon) % 12]) \(parts.tm_year + 1900) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
 
     /// An ISO 8601 date (`creationdate`).

@@ -52,7 +52,7 @@ extension SQLMetadataStore {
                                        [.int(containerID)] + values)
             if move { try tx.removeDeadProperties(containerID, below: source) }
             for row in rows {
-                let path = destination + (try row.text("path")).dropFirst(source.count)
+                let path = destination + String(decoding: (try row.text("path")).utf8.dropFirst(source.utf8.count), as: UTF8.self)
                 try tx.sql.rows("""
                     INSERT INTO dav_properties (container_id, path, namespace, name, xml) VALUES (?, ?, ?, ?, ?)
                     ON CONFLICT (container_id, path, namespace, name) DO UPDATE SET xml = excluded.xml
