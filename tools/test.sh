@@ -27,9 +27,12 @@ if [ $# -eq 0 ]; then
   # The documented install (tools/install.sh): binary, a manual page a command, completions.
   prefix=$(mktemp -d)
   bash tools/install.sh --binary .build/debug/xfer --configuration debug --prefix "$prefix"
-  [ "$(ls "$prefix/share/man/man1" | grep -c '^xfer')" -ge 40 ] && grep -q '^\.SH' "$prefix/share/man/man1/xfer.push.1"
+  pages=$(ls "$prefix/share/man/man1" | grep -c '^xfer')
+  if [ "$pages" -lt 40 ]; then echo "test: tools/install.sh installed $pages manual pages, not one a command" >&2; exit 1; fi
+  grep -q '^\.SH' "$prefix/share/man/man1/xfer.push.1"
   bash -c "source '$prefix/share/bash-completion/completions/xfer' && complete -p xfer" >/dev/null
-  grep -q 'push' "$prefix/share/zsh/site-functions/_xfer" "$prefix/share/fish/vendor_completions.d/xfer.fish"
+  grep -q 'push' "$prefix/share/zsh/site-functions/_xfer"
+  grep -q 'push' "$prefix/share/fish/vendor_completions.d/xfer.fish"
   rm -rf "$prefix"
   # WebDAV driven by litmus and rclone (Debian packages, installed by setup.sh).
   python3 tools/webdav-test.py --xfer .build/debug/xfer --groups basic,copymove,props
