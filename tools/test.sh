@@ -29,7 +29,7 @@ if [ $# -eq 0 ]; then
   bash tools/install.sh --binary .build/debug/xfer --configuration debug --prefix "$prefix"
   pages=$(ls "$prefix/share/man/man1" | grep -c '^xfer')
   if [ "$pages" -lt 40 ]; then echo "test: tools/install.sh installed $pages manual pages, not one a command" >&2; exit 1; fi
-  grep -q '^\.SH' "$prefix/share/man/man1/xfer.push.1"
+  grep -q '^\.Sh NAME' "$prefix/share/man/man1/xfer.push.1"   # mdoc
   bash -c "source '$prefix/share/bash-completion/completions/xfer' && complete -p xfer" >/dev/null
   grep -q 'push' "$prefix/share/zsh/site-functions/_xfer"
   grep -q 'push' "$prefix/share/fish/vendor_completions.d/xfer.fish"
