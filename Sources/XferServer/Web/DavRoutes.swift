@@ -279,13 +279,13 @@ struct DavRoutes: Sendable {
             props.append(collection)
             dated(info.mtimeNs)
         case .packageFile(let info, let manifest, let index):
-            file(size: manifest.entries.size(at: index), etag: "\"\(info.manifestDigest ?? String(info.version))-\(index)\"")
+            file(size: manifest.entries.size(at: index), etag: DocumentBytes.etag(info, entry: index))
             dated(manifest.entries.mtimeNanoseconds(at: index))
         }
         return props
     }
 
-    static func etag(_ info: DocumentInfo) -> String { "\"\(info.manifestDigest ?? String(info.version))\"" }
+    static func etag(_ info: DocumentInfo) -> String { DocumentBytes.etag(info) }
 
     /// The entity tags of an `If-Match` or `If-None-Match` list (weak ones compared by their tag).
     static func etags(_ header: String) -> [String] {
@@ -461,7 +461,7 @@ struct DavRoutes: Sendable {
         case .packageFile(let info, let manifest, let index)?:
             guard manifest.entries.kind(at: index) == .file else { throw DavStatus(status: .forbidden, message: "a symbolic link has no bytes") }
             return bytes.fileResponse(manifest.entries.chunks(at: index), size: manifest.entries.size(at: index),
-                                      etag: "\"\(info.manifestDigest ?? String(info.version))-\(index)\"", request: request, headers: headers)
+                                      etag: DocumentBytes.etag(info, entry: index), request: request, headers: headers)
         case nil:
             throw DavStatus(status: .notFound, message: "no such file or folder")
         default:

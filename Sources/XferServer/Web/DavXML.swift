@@ -287,7 +287,5 @@ enum DavXML {
     }
 
     /// An ISO 8601 date (`creationdate`).
-    static func isoDate(_ nanoseconds: Int64) -> String {
-        Date(timeIntervalSince1970: TimeInterval(nanoseconds / 1_000_000_000)).formatted(.iso8601)
-    }
+    static func isoDate(_ nanoseconds: Int64) -> String { WebRoutes.iso(nanoseconds) }
 }

@@ -3,6 +3,7 @@ import Hummingbird
 import NIOCore
 import NIOPosix
 import XferCore
+import XferProtocol
 
 /// A document's bytes as the web view sends them: one file entry of a manifest, or a whole
 /// package as a tar stream, read chunk by chunk from the store. Every chunk is decoded and
@@ -63,6 +64,12 @@ struct DocumentBytes: Sendable {
 
     /// Writes a package as a POSIX tar stream (pax headers where ustar's fields are too
     /// small), every entry under `root/`.
+    /// A version's entity tag: its manifest's digest (its number where it has none), and for
+    /// one file inside a package, that file's entry index too.
+    static func etag(_ info: DocumentInfo, entry: Int? = nil) -> String {
+        "\"\(info.manifestDigest ?? String(info.version))\(entry.map { "-\($0)" } ?? "")\""
+    }
+
     /// A file's bytes as a response: one `Range` honoured (206, or 416 past the end), `If-Range`
     /// against `etag`; a HEAD gets the same headers and no body.
     func fileResponse(_ references: Manifest.Chunks, size: Int64, etag: String, request: Request, headers: HTTPFields) -> Response {

@@ -327,7 +327,7 @@ struct WebRoutes: Sendable {
     func serve(_ manifest: Manifest, info: DocumentInfo, name: String, request: Request) throws -> Response {
         var headers: HTTPFields = [.contentType: "application/octet-stream"]
         headers[.cacheControl] = "private, no-store"
-        let etag = "\"\(info.manifestDigest ?? String(info.version))\""
+        let etag = DocumentBytes.etag(info)
         headers[.eTag] = etag
         let bytes = bytes
         let path = info.path
