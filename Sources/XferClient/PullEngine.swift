@@ -174,7 +174,7 @@ public struct PullEngine: Sendable {
     }
 
     private func staged(_ document: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64?,
-                        state: ClientState?, trash: Trash?, sources shared: ChunkSources?, prefetched: Prefetched?,
+                        state given: ClientState?, trash: Trash?, sources shared: ChunkSources?, prefetched: Prefetched?,
                         stagingArea: ConfinedDirectory?, progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PullReport {
         let started = ContinuousClock.now
         // The server knows the document by `name`: its sealed path in an end-to-end encrypted
@@ -182,14 +182,18 @@ public struct PullEngine: Sendable {
         let name = try remote.serverPath(document)
         let connection = remote.connection
         let info: DocumentInfo
+        let target = parent.describe(baseName)
+        let state: ClientState
         if let prefetched {
             try Self.checkPullable(prefetched.info, name, version: version)
             info = prefetched.info
+            state = try given ?? remote.clientState(root: target)
         } else {
-            info = try await pullableVersion(name, version: version)
+            // The state database opens (a file, its schema checked) while the server answers.
+            async let asked = pullableVersion(name, version: version)
+            state = try given ?? remote.clientState(root: target)
+            info = try await asked
         }
-        let target = parent.describe(baseName)
-        let state = try state ?? remote.clientState(root: target)
         let synced = try state.document(server: connection.server, container: remote.container, path: document)
 
         let known = try state.files()
@@ -210,6 +214,10 @@ public struct PullEngine: Sendable {
            Self.isInPlace(info, synced: synced, target: target, known: known, digest: remote.serverDigest(of: synced, at: name)) {
             return report(document, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
         }
+        // Asked while the manifest is fetched and the staging copy laid out, not one round trip
+        // after (a tree's pull waited for it with every file laid out and nothing fetched). Left
+        // unawaited by an early return, it is cancelled.
+        async let offersAgainst = connection.features().contains(.chunksAgainst)
         let (answer, manifest): (answer: ManifestAnswer, manifest: Manifest)
         if let prefetched {
             (answer, manifest) = ((deltaSize: 0, version: prefetched.info.version, digest: prefetched.digest ?? prefetched.manifest.digest), prefetched.manifest)
@@ -364,7 +372,7 @@ public struct PullEngine: Sendable {
         // Only the files with chunks to download are looked up.
         var previous = PreviousChunks(sizeLimit: .max)
         var against = PullAgainst(cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes), sources: sources,
-                                  offers: await connection.features().contains(.chunksAgainst), codec: remote.codec)
+                                  offers: await offersAgainst, codec: remote.codec)
         // A file's path and size are read once for its run of places (a large file's entry is
         // tens of thousands of chunks: read whole per place, it made a 1 GiB restore quadratic).
         var current: (file: Int, path: String, size: Int64)? = nil
