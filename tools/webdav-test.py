@@ -3,7 +3,7 @@
 suite (Debian package `litmus`) and rclone's webdav backend (Debian package `rclone`).
 
 Starts `xfer serve` and then:
-  1. litmus, the groups given by --groups (default: basic copymove props); every one must pass
+  1. litmus, the groups given by --groups (default: basic copymove props locks); every one must pass
      with no failure; its summary lines are printed (docs/RELIABILITY.md records them);
   2. rclone copies a real tree in (this repository's Sources/ and docs/ and some odd names: spaces,
      accents, `#`, `%`, an empty file, a 3 MB file of several chunks), `rclone check --download`
@@ -12,7 +12,7 @@ Starts `xfer serve` and then:
   3. the other way: a file pushed with `xfer push` is fetched with `rclone copy` and compared;
   4. a rename and a deletion made with rclone reach `xfer sync`.
 
-    python3 tools/webdav-test.py [--xfer .build/debug/xfer] [--groups basic,copymove,props]
+    python3 tools/webdav-test.py [--xfer .build/debug/xfer] [--groups basic,copymove,props,locks]
 """
 import argparse
 import filecmp
@@ -52,7 +52,7 @@ def make_tree(root, repository):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--xfer", default=".build/debug/xfer")
-    parser.add_argument("--groups", default="basic,copymove,props")
+    parser.add_argument("--groups", default="basic,copymove,props,locks")
     args = parser.parse_args()
     repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     xfer = os.path.abspath(args.xfer)

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import NIOSSL
 import XferCore
 import XferProtocol
@@ -16,6 +17,8 @@ public final class ServerConnection: Sendable {
     private let knownFeatures = Locked<Set<ServerFeature>?>(nil)
     /// Longest time one request may take.
     public let timeout: TimeAmount
+    /// When a failed request is sent again (``RetryPolicy``).
+    public let retry: RetryPolicy
 
     /// Creates a connection (nothing is sent until the first request).
     /// - Parameters:
@@ -25,13 +28,15 @@ public final class ServerConnection: Sendable {
     ///   - trustRoots: For `https://` servers: a PEM file of the certificate authorities to
     ///     trust instead of the system's (for a private CA or a self-signed server).
     ///   - readTimeout: The longest silence allowed mid-answer (see below).
+    ///   - retry: When a failed request is sent again.
     public init(server: String, token: String, timeout: TimeAmount = .minutes(5), readTimeout: TimeAmount = .seconds(75),
-                trustRoots: String? = nil) {
+                trustRoots: String? = nil, retry: RetryPolicy = RetryPolicy()) {
         var base = server.contains("://") ? server : "http://" + server
         while base.hasSuffix("/") { base.removeLast() }
         self.server = base
         self.token = token
         self.timeout = timeout
+        self.retry = retry
         var configuration = HTTPClient.Configuration()
         // Connect: an unreachable server is reported (and retried by sync) quickly. Read: the
         // longest silence allowed mid-answer, above the longest long poll (60 s), so a stalled
@@ -140,7 +145,8 @@ public final class ServerConnection: Sendable {
         var request = try makeRequest("POST", "/v1/chunks")
         request.headers.add(name: "Content-Type", value: "application/octet-stream")
         request.body = .stream(BodyPieces(make: nextPiece), length: .unknown)
-        let body = try await answer(to: request).1
+        // Its pieces are made as it is sent, once: it is not sent again.
+        let body = try await answer(try await execute(request)).1
         return try WireJSON.decode(UploadResult.self, from: body.readableBytesView)
     }
 
@@ -299,7 +305,7 @@ public final class ServerConnection: Sendable {
         var route = "/v1/containers/\(container)/manifest?path=\(Self.escape(path.value))&compressed=1"
         if let version { route += "&version=\(version)" }
         if let base { route += "&base=\(base)" }
-        let response = try await execute(try makeRequest("GET", route))
+        let response = try await respond("GET", route) { try makeRequest("GET", route) }
         guard (200..<300).contains(response.status.code) else { throw try await Self.error(from: response) }
         // Read into a spilled array as it comes (a tree's delta is megabytes), at most the
         // largest a manifest may be.
@@ -325,9 +331,12 @@ public final class ServerConnection: Sendable {
     /// - Parameter against: Chunks this client holds, by wanted chunk, that the server may send
     ///   it against (``ChunkEncoding/zstdAgainst``); the caller decodes those with them.
     public func download(_ ids: [ChunkID], against: [ChunkID: ChunkID] = [:], onChunk: (EncodedChunk) async throws -> Void) async throws {
-        var request = try makeRequest("POST", "/v1/chunks/download", body: WireJSON.encode(ChunkIDList(ids: ids, against: against)))
-        request.headers.add(name: "Content-Type", value: "application/json")
-        let response = try await execute(request)
+        let body = WireJSON.encode(ChunkIDList(ids: ids, against: against))
+        let response = try await respond("POST", "/v1/chunks/download") {
+            var request = try makeRequest("POST", "/v1/chunks/download", body: body)
+            request.headers.add(name: "Content-Type", value: "application/json")
+            return request
+        }
         guard response.status == .ok else { throw try await Self.error(from: response) }
         var decoder = ChunkFrameDecoder(limits: ChunkFrameLimits(maximumFrames: ids.count, maximumBodyLength: Int.max))
         var received = 0
@@ -379,16 +388,73 @@ public final class ServerConnection: Sendable {
 
     private func sendWithHeaders(_ method: String, _ route: String, body: RequestBody? = nil, contentType: String? = nil,
                                  authenticated: Bool = true, limit: Int = 64 << 20) async throws -> (HTTPClientResponse, ByteBuffer) {
-        var request = try makeRequest(method, route, body: body, authenticated: authenticated)
-        if let contentType, body != nil { request.headers.add(name: "Content-Type", value: contentType) }
-        return try await answer(to: request, limit: limit)
+        let response = try await respond(method, route) {
+            var request = try makeRequest(method, route, body: body, authenticated: authenticated)
+            if let contentType, body != nil { request.headers.add(name: "Content-Type", value: contentType) }
+            return request
+        }
+        return try await answer(response, limit: limit)
     }
 
-    /// Sends `request` and reads its whole answer (at most `limit` bytes); an error status is thrown as its xfer error.
-    private func answer(to request: HTTPClientRequest, limit: Int = 64 << 20) async throws -> (HTTPClientResponse, ByteBuffer) {
-        let response = try await execute(request)
+    /// Reads a response's whole answer (at most `limit` bytes); an error status is thrown as its xfer error.
+    private func answer(_ response: HTTPClientResponse, limit: Int = 64 << 20) async throws -> (HTTPClientResponse, ByteBuffer) {
         guard (200..<300).contains(response.status.code) else { throw try await Self.error(from: response) }
         return (response, try await reading { try await response.body.collect(upTo: limit) })
+    }
+
+    /// Sends the request `make` makes (made anew for each try) and returns its answer's head,
+    /// sending it again as ``retry`` says: after a 429 or 503 (waiting what `Retry-After`
+    /// asks), a server not reached, or, for a request ``isIdempotent(method:route:)``, a broken
+    /// connection or another 5xx. The last answer or error is the caller's.
+    private func respond(_ method: String, _ route: String, _ make: () throws -> HTTPClientRequest) async throws -> HTTPClientResponse {
+        let idempotent = Self.isIdempotent(method: method, route: route)
+        var attempt = 0
+        while true {
+            var retryAfter: Duration? = nil
+            do {
+                let response = try await execute(try make())
+                let code = Int(response.status.code)
+                guard code >= 500 || code == 429, attempt < retry.retries,
+                      RetryPolicy.isTransient(status: code, sent: true, idempotent: idempotent) else { return response }
+                // The error body, read so the connection is used again.
+                _ = try? await response.body.collect(upTo: 1 << 20)
+                retryAfter = RetryPolicy.retryAfter(response.headers.first(name: "Retry-After"))
+            } catch let error as XferError where error.code == .unavailable && !(error.cause is Untrusted) {
+                guard attempt < retry.retries,
+                      RetryPolicy.isTransient(status: nil, sent: !(error.cause is Unreached), idempotent: idempotent) else { throw error }
+            }
+            attempt += 1
+            do {
+                try await Task.sleep(for: retry.delay(attempt: attempt, retryAfter: retryAfter))
+            } catch {
+                throw XferError(.cancelled, "cancelled")
+            }
+        }
+    }
+
+    /// Whether sending the request twice does what sending it once does: every GET, and the
+    /// POSTs that read (`chunks/missing`, `chunks/download`, `manifests`) or store chunks by
+    /// their content (`chunks`). A commit, a deletion, a resolve or an admin request is not:
+    /// the first may have been done.
+    static func isIdempotent(method: String, route: String) -> Bool {
+        if method == "GET" || method == "HEAD" { return true }
+        let path = route.prefix { $0 != "?" }
+        guard method == "POST" else { return false }
+        return ["/v1/chunks", "/v1/chunks/missing", "/v1/chunks/download"].contains(path)
+            || (path.hasPrefix("/v1/containers/") && path.hasSuffix("/manifests"))
+    }
+
+    /// The cause of an `unavailable` error for a server whose certificate is not trusted: trying
+    /// again changes nothing.
+    struct Untrusted: Error, Sendable, CustomStringConvertible {
+        var underlying: DescribedError
+        var description: String { underlying.description }
+    }
+
+    /// The cause of an `unavailable` error when the server was never reached: nothing was sent.
+    struct Unreached: Error, Sendable, CustomStringConvertible {
+        var underlying: DescribedError
+        var description: String { underlying.description }
     }
 
     /// `body`, reading an answer: a broken connection is `unavailable`; xfer errors pass as they are.
@@ -423,11 +489,21 @@ public final class ServerConnection: Sendable {
             throw XferError(.cancelled, "cancelled")
         } catch let error where error is NIOSSLError || error is NIOSSLExtraError || "\(error)".contains("certificate") {
             throw XferError(.unavailable, "the TLS certificate of \(server) is not trusted or does not name it; give the CA that signed it with --ca FILE (or XFER_CA)",
-                            cause: DescribedError(error))
+                            cause: Untrusted(underlying: DescribedError(error)))
         } catch {
             throw XferError(.unavailable, "cannot reach the xfer server at \(server); is `xfer serve` running there, and is --server right?",
-                            cause: DescribedError(error))
+                            cause: Self.neverSent(error) ? Unreached(underlying: DescribedError(error)) : DescribedError(error))
         }
+    }
+
+    /// Whether a transport error came before any byte of the request could leave: the
+    /// connection refused, or not made in time.
+    static func neverSent(_ error: any Error) -> Bool {
+        if let error = error as? HTTPClientError, error == .connectTimeout { return true }
+        if error is NIOConnectionError { return true }
+        if let error = error as? ChannelError, case .connectTimeout = error { return true }
+        if let error = error as? IOError, [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH].contains(error.errnoCode) { return true }
+        return false
     }
 
     private static func error(from response: HTTPClientResponse) async throws -> XferError {

@@ -34,11 +34,14 @@ public struct XferRequestContext: RequestContext {
     public var principal: Principal?
     /// Set by ``WebSessionMiddleware`` on the web view's routes for a signed-in browser.
     public var web: WebContext?
+    /// The token's key in the ``TokenLimiter`` (its hash), set with ``principal``.
+    var tokenKey: [UInt8]?
 
     public init(source: Source) {
         coreContext = .init(source: source)
         principal = nil
         web = nil
+        tokenKey = nil
     }
 
     /// The authenticated principal (the middleware guarantees one on authenticated routes).
@@ -79,25 +82,36 @@ enum Credentials {
 
     /// The principal of the header's token, if it is one of this server's.
     static func principal(_ header: String?, basic: Bool = false, _ metadata: any MetadataStore) async throws -> Principal? {
+        try await authenticate(header, basic: basic, metadata)?.principal
+    }
+
+    /// The principal of the header's token and the token's hash (its key in the ``TokenLimiter``).
+    static func authenticate(_ header: String?, basic: Bool = false, _ metadata: any MetadataStore) async throws
+        -> (principal: Principal, key: [UInt8])? {
         guard let token = token(header, basic: basic) else { return nil }
-        return try await metadata.principal(tokenHash: TokenHash.hash(token))
+        let hash = TokenHash.hash(token)
+        return try await metadata.principal(tokenHash: hash).map { ($0, hash) }
     }
 }
 
-/// Resolves `Authorization: Bearer TOKEN` to a principal, or answers 401.
+/// Resolves `Authorization: Bearer TOKEN` to a principal, or answers 401; then takes the
+/// request from the token's rate (429 past it, ``TokenLimiter``).
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = XferRequestContext
     let metadata: any MetadataStore
+    let limiter: TokenLimiter
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
             throw XferError(.unauthorized, "missing token: send Authorization: Bearer TOKEN (xfer reads --token, XFER_TOKEN or the config file)")
         }
-        guard let principal = try await Credentials.principal(header, metadata) else {
+        guard let (principal, key) = try await Credentials.authenticate(header, metadata) else {
             throw XferError(.unauthorized, "the token is not valid on this server")
         }
+        try limiter.admit(key)
         var context = context
         context.principal = principal
+        context.tokenKey = key
         return try await next(request, context)
     }
 }

@@ -1,4 +1,5 @@
 import Hummingbird
+import HTTPTypes
 import Logging
 import XferCore
 import XferProtocol
@@ -27,8 +28,9 @@ struct ErrorMiddleware: RouterMiddleware {
                 "ms": "\(Self.milliseconds(since: start))",
                 "code": "\(body.error.code)", "message": "\(body.error.message)",
             ])
-            return Response(status: status, headers: [.contentType: "application/json"],
-                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(body))))
+            var headers: HTTPFields = [.contentType: "application/json"]
+            if let retry = (error as? XferError)?.cause as? RetryAfter { headers[.retryAfter] = String(retry.seconds) }
+            return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(body))))
         }
     }
 

@@ -14,6 +14,7 @@ struct Routes: Sendable {
     let limits: ServerLimits
     let changes: ChangeNotifier
     let quota: QuotaGate
+    let limiter: TokenLimiter
     /// The store's deployment identity, read once: it never changes.
     let deployment = DeploymentCache()
 
@@ -23,7 +24,7 @@ struct Routes: Sendable {
             Self.json(HealthStatus(status: "ok", version: XferVersion.current, features: ServerFeature.allCases.filter(limits.features.contains).map(\.rawValue)))
         }
         router.get("/metrics", use: metrics)
-        let v1 = router.group("v1").add(middleware: AuthMiddleware(metadata: metadata))
+        let v1 = router.group("v1").add(middleware: AuthMiddleware(metadata: metadata, limiter: limiter))
         v1.post("admin/accounts", use: createAccount)
         v1.post("admin/tokens", use: newToken)
         v1.post("admin/tokens/revoke", use: revokeToken)
@@ -129,7 +130,12 @@ struct Routes: Sendable {
         return Self.json(ChunkIDList(ids: try await metadata.missingChunks(account: account.accountID, ids: ids)))
     }
 
+    /// `POST /v1/chunks`: one of the token's uploads at once (``TokenLimiter``).
     @Sendable func upload(_ request: Request, context: XferRequestContext) async throws -> Response {
+        try await limiter.upload(context.tokenKey) { try await storeChunks(request, context: context) }
+    }
+
+    func storeChunks(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         // The store's time when the request was authenticated, before anything was stored: a
         // chunk deleted by gc after this is not recorded.

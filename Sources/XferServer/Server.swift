@@ -40,6 +40,8 @@ public struct ServerLimits: Sendable, Hashable {
     /// Open connections in all (``ConnectionGuard/connectionCap(descriptorLimit:)`` of the
     /// descriptor limit; `xfer serve` sets it from `RLIMIT_NOFILE`).
     public var maximumConnections = ConnectionGuard.connectionCap(descriptorLimit: 1024)
+    /// What one token may ask: requests a second and uploads at once (``TokenLimiter``).
+    public var tokens = TokenLimits()
 
     /// The optional protocol parts the health check names (``ServerFeature``); clients use
     /// only those. Every one by default. When several servers share a store behind one
@@ -205,12 +207,13 @@ public enum XferServer {
         router.add(middleware: MetricsMiddleware())
         data.metadata.watchRemoteChanges { changes.notifyAll() }
         let quota = QuotaGate()
-        Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota).register(on: router)
+        let limiter = TokenLimiter(limits.tokens)
+        Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota, limiter: limiter).register(on: router)
         if limits.features.contains(.web) {
             WebRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota).register(on: router)
         }
         if limits.features.contains(.webdav) {
-            DavRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota).register(on: router)
+            DavRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota, limiter: limiter).register(on: router)
         }
         return router
     }

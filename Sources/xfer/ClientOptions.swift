@@ -24,6 +24,9 @@ struct ClientOptions: ParsableArguments {
     @Option(help: ArgumentHelp("File that holds this device's key of an end-to-end encrypted container, instead of one in the state directory (default: XFER_KEY_FILE). Mode 0600; refused if others can read it.", valueName: "FILE"))
     var keyFile: String?
 
+    @Option(help: ArgumentHelp("Times a request is sent again after the server could not be reached, was busy (503) or asked to slow down (429, waiting what it asks), with exponential backoff and jitter; reads and chunk uploads also after a broken connection (default: XFER_RETRIES, else 4; 0: never).", valueName: "N"))
+    var retries: Int?
+
     /// The key file the flag or XFER_KEY_FILE names, if any.
     func chosenKeyFile(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
         Self.pick(keyFile, "XFER_KEY_FILE", nil, environment).map { ClientState.absolute($0) }
@@ -97,7 +100,15 @@ struct ClientOptions: ParsableArguments {
         let stateDirectory = stateDir ?? ClientState.defaultDirectory(environment: environment)
         // A transfer's arrays that grow with its number of files go to unnamed files there once large.
         Spill.use(directory: stateDirectory)
-        return Remote(connection: ServerConnection(server: server, token: token, trustRoots: ca), container: container,
+        var retry = RetryPolicy()
+        if let retries = try self.retries ?? environment["XFER_RETRIES"].map({ text in
+            guard let number = Int(text) else { throw XferError(.invalidConfiguration, "XFER_RETRIES is '\(text)'; it is a number, 0 or more") }
+            return number
+        }) {
+            guard retries >= 0 else { throw XferError(.invalidConfiguration, "--retries (or XFER_RETRIES) is a number, 0 or more") }
+            retry.retries = retries
+        }
+        return Remote(connection: ServerConnection(server: server, token: token, trustRoots: ca, retry: retry), container: container,
                       stateDirectory: stateDirectory, keyFile: chosenKeyFile(environment))
     }
 }
@@ -134,7 +145,7 @@ struct CompressionOptions: ParsableArguments {
 enum ExitCodes {
     static func code(for error: XferError) -> Int32 {
         switch error.code {
-        case .unavailable: return 3
+        case .unavailable, .rateLimited: return 3
         case .unauthorized, .forbidden: return 4
         case .notFound: return 5
         case .invalidPath, .badRequest, .invalidConfiguration: return 6

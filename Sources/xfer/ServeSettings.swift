@@ -30,7 +30,8 @@ struct ServeSettingSources {
         Key(name: "keep-versions"), Key(name: "keep-days"), Key(name: "kv-max-keys"), Key(name: "kv-max-bytes"),
         Key(name: "metadata"), Key(name: "chunks"), Key(name: "s3-endpoint"), Key(name: "max-wait"),
         Key(name: "list-page"), Key(name: "tls-cert"), Key(name: "tls-key"), Key(name: "behind-tls-proxy"),
-        Key(name: "idle-timeout"), Key(name: "max-connections-per-address"),
+        Key(name: "idle-timeout"), Key(name: "max-connections-per-address"), Key(name: "rate-limit"), Key(name: "rate-burst"),
+        Key(name: "uploads-per-token"),
         Key(name: "without-feature", list: true), Key(name: "encryption-key", list: true, fromEnvironment: false),
     ]
 
@@ -147,6 +148,9 @@ struct ServeSettings: Encodable {
     var behindTLSProxy: Bool
     var idleTimeout: Int
     var maxConnectionsPerAddress: Int?
+    var rateLimit: Double
+    var rateBurst: Double
+    var uploadsPerToken: Int
     var withoutFeatures: [String]
     var encryptionKeyFiles: [String]
     var configFile: String?
@@ -166,7 +170,8 @@ struct ServeSettings: Encodable {
              keepDays = "keep-days", kvMaxKeys = "kv-max-keys", kvMaxBytes = "kv-max-bytes", metadata, chunks,
              s3Endpoint = "s3-endpoint", maxWait = "max-wait", listPage = "list-page", tlsCert = "tls-cert",
              tlsKey = "tls-key", behindTLSProxy = "behind-tls-proxy", idleTimeout = "idle-timeout",
-             maxConnectionsPerAddress = "max-connections-per-address", withoutFeatures = "without-feature",
+             maxConnectionsPerAddress = "max-connections-per-address", rateLimit = "rate-limit", rateBurst = "rate-burst",
+             uploadsPerToken = "uploads-per-token", withoutFeatures = "without-feature",
              encryptionKeyFiles = "encryption-key", configFile = "config"
     }
 
@@ -208,6 +213,12 @@ struct ServeSettings: Encodable {
         idleTimeout = try sources.value("idle-timeout", as: positive, expected: "a number of seconds (1 or more)")
             ?? Int(ServerLimits().idleTimeout.components.seconds)
         maxConnectionsPerAddress = try sources.value("max-connections-per-address", as: positive, expected: "a number (1 or more)")
+        let rate = { (text: String) in Double(text.trimmingCharacters(in: .whitespaces)).flatMap { $0 >= 0 && $0.isFinite ? $0 : nil } }
+        let tokens = TokenLimits()
+        rateLimit = try sources.value("rate-limit", as: rate, expected: "requests a second (0 for no limit)") ?? tokens.requestsPerSecond
+        rateBurst = try sources.value("rate-burst", as: { rate($0).flatMap { $0 >= 1 ? $0 : nil } }, expected: "a number of requests (1 or more)")
+            ?? tokens.burst
+        uploadsPerToken = try sources.value("uploads-per-token", as: count, expected: "a number of uploads (0 for no limit)") ?? tokens.uploadsAtOnce
         if let (names, origin) = sources.values("without-feature") {
             for name in names where ServerFeature(rawValue: name) == nil {
                 throw XferError(.invalidConfiguration, "\(origin): no feature '\(name)'; the features are \(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))")

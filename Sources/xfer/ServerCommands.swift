@@ -85,6 +85,15 @@ extension Xfer {
         @Option(help: ArgumentHelp("Open connections from one client address (default 256; with --behind-tls-proxy, the total cap).", valueName: "N"))
         var maxConnectionsPerAddress: String?
 
+        @Option(help: ArgumentHelp("Requests a second one token may make, sustained; more are answered 429 with Retry-After, which xfer's client waits out (0: no limit). (default: \(Int(TokenLimits().requestsPerSecond)))", valueName: "N"))
+        var rateLimit: String?
+
+        @Option(help: ArgumentHelp("Requests one token may make at once after a quiet time, above --rate-limit. (default: \(Int(TokenLimits().burst)))", valueName: "N"))
+        var rateBurst: String?
+
+        @Option(help: ArgumentHelp("Uploads (chunk uploads, WebDAV PUTs) one token may have running at once; xfer's client runs 4 (0: no limit). (default: \(TokenLimits().uploadsAtOnce))", valueName: "N"))
+        var uploadsPerToken: String?
+
         @Option(name: .customLong("without-feature"),
                 help: ArgumentHelp("Do not offer this optional protocol feature to clients (\(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))), while an older server shares this store; repeatable.", valueName: "NAME"))
         var withoutFeatures: [String] = []
@@ -96,7 +105,8 @@ extension Xfer {
                 "keep-days": keepDays, "kv-max-keys": kvMaxKeys, "kv-max-bytes": kvMaxBytes, "metadata": metadata, "chunks": chunks,
                 "s3-endpoint": s3Endpoint, "max-wait": maxWait, "list-page": listPage, "tls-cert": tlsCert, "tls-key": tlsKey,
                 "behind-tls-proxy": behindTLSProxy ? "true" : nil, "idle-timeout": idleTimeout,
-                "max-connections-per-address": maxConnectionsPerAddress,
+                "max-connections-per-address": maxConnectionsPerAddress, "rate-limit": rateLimit, "rate-burst": rateBurst,
+                "uploads-per-token": uploadsPerToken,
             ]
             var flags = single.compactMapValues { $0 }.mapValues { [$0] }
             flags["without-feature"] = withoutFeatures
@@ -167,6 +177,9 @@ extension Xfer {
                 limits.maximumConnectionsPerAddress = settings.maxConnectionsPerAddress
                     ?? (settings.behindTLSProxy ? limits.maximumConnections : ServerLimits().maximumConnectionsPerAddress)
                 limits.maximumConnections = ConnectionGuard.connectionCap(descriptorLimit: descriptors)
+                limits.tokens.requestsPerSecond = settings.rateLimit
+                limits.tokens.burst = settings.rateBurst
+                limits.tokens.uploadsAtOnce = settings.uploadsPerToken
                 logger.info("open-file limit", metadata: ["RLIMIT_NOFILE": "\(descriptors)", "max_connections": "\(limits.maximumConnections)"])
                 let tls = try settings.tlsCert.map { try XferServer.tlsConfiguration(certificate: $0, key: settings.tlsKey ?? "") }
                 let scheme = tls == nil ? "http" : "https"

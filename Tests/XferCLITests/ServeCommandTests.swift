@@ -43,7 +43,7 @@ final class ServerProcess {
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         for _ in 0..<200 {
-            if try run("ls", environment: ["XFER_TOKEN": "none"]).status != 3 { break }
+            if try run("ls", environment: ["XFER_TOKEN": "none", "XFER_RETRIES": "0"]).status != 3 { break }
             usleep(50_000)
         }
     }
@@ -196,6 +196,10 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         #expect(try server.run("ls", "--json").stdout.contains("\"documents\":[]"))
         let unreachable = try server.run("ls", environment: ["XFER_SERVER": "http://127.0.0.1:1"])
         #expect(unreachable.status == 3 && unreachable.stderr.contains("cannot reach"))
+        let once = try server.run("ls", "--retries", "0", environment: ["XFER_SERVER": "http://127.0.0.1:1"])
+        #expect(once.status == 3)
+        let badRetries = try server.run("ls", environment: ["XFER_RETRIES": "many"])
+        #expect(badRetries.status == 6 && badRetries.stderr.contains("XFER_RETRIES"))
         let missing = try server.run("pull", "nothing-here", server.path("n"))
         #expect(missing.status == 5)
         let json = try server.run("pull", "nothing-here", server.path("n"), "--json")

@@ -92,7 +92,7 @@ public struct StorePolicy: Sendable, Hashable {
 /// ``AccountLimits``) and in StoredValues.swift.
 ///
 /// Every method is one transaction: it happens entirely or not at all.
-public protocol MetadataStore: AccountStore, DocumentStore, KeyValueStore, ContainerKeyStore, MaintenanceStore, ChunkLocationIndex, WebStore, ShareStore, DeadPropertyStore {}
+public protocol MetadataStore: AccountStore, DocumentStore, KeyValueStore, ContainerKeyStore, MaintenanceStore, ChunkLocationIndex, WebStore, ShareStore, DeadPropertyStore, DavLockStore {}
 
 /// End-to-end encrypted containers: the passphrase-wrapped key the server keeps for each, which
 /// it can neither open nor check beyond its form.

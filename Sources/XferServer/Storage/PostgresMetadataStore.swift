@@ -216,6 +216,13 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
               namespace TEXT NOT NULL, name TEXT NOT NULL, xml TEXT NOT NULL,
               PRIMARY KEY (container_id, path, namespace, name))
             """),
+        // As SQLite's v15.
+        ("v13: WebDAV locks", """
+            CREATE TABLE dav_locks (token TEXT PRIMARY KEY, container_id BIGINT NOT NULL REFERENCES containers(id),
+              path TEXT COLLATE "C" NOT NULL, exclusive BOOLEAN NOT NULL, infinite BOOLEAN NOT NULL, owner TEXT,
+              timeout BIGINT NOT NULL, expires_at BIGINT NOT NULL);
+            CREATE INDEX dav_locks_by_container ON dav_locks (container_id, expires_at)
+            """),
     ]
 
     func migrate(upTo last: String? = nil) async throws {

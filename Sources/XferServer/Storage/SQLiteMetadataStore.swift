@@ -270,6 +270,17 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                   PRIMARY KEY (container_id, path, namespace, name)) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v15: WebDAV locks") { db in
+            // WebDAV's write locks (docs/WEBDAV.md): by token, on a path as dav_properties
+            // names it, each with its depth, scope, the client's owner element and its expiry
+            // (store clock, ns).
+            try db.execute(sql: """
+                CREATE TABLE dav_locks (token TEXT PRIMARY KEY, container_id INTEGER NOT NULL REFERENCES containers(id),
+                  path TEXT NOT NULL, exclusive BOOLEAN NOT NULL, infinite BOOLEAN NOT NULL, owner TEXT,
+                  timeout INTEGER NOT NULL, expires_at INTEGER NOT NULL);
+                CREATE INDEX dav_locks_by_container ON dav_locks (container_id, expires_at);
+                """)
+        }
         return migrator
     }
 

@@ -161,3 +161,75 @@ public enum DeadPropertyChange: Sendable, Hashable {
     case set(DeadProperty)
     case remove(namespace: String, name: String)
 }
+
+/// WebDAV's write locks (RFC 4918 §6–7): what a client such as Finder, Windows or LibreOffice
+/// takes before writing a file, so that another WebDAV client's write waits. Kept in the
+/// metadata store, so every server in front of one database sees the same locks. They bind
+/// WebDAV clients only: a device's push and sync do not ask for them (docs/WEBDAV.md).
+public protocol DavLockStore: Sendable {
+    /// The container's unexpired locks, and the store's clock (ns) when they were read.
+    func davLocks(account: Int64, container: ContainerName) async throws -> (locks: [DavLock], now: Int64)
+    /// Takes `lock` unless an unexpired lock conflicts with it (``DavLock/conflicts(with:)``),
+    /// its expiry set to the store's clock plus its timeout; the container's expired locks go.
+    /// - Returns: The locks in the way (nothing taken), or none (taken).
+    /// - Throws: `too_large` past ``DavLock/maximumPerContainer`` locks in the container.
+    func takeDavLock(account: Int64, container: ContainerName, _ lock: DavLock) async throws -> [DavLock]
+    /// Sets the timeout of the unexpired lock `token`, and its expiry from the store's clock.
+    /// - Returns: The lock as it is now, or `nil` if there is no such lock.
+    func refreshDavLock(account: Int64, container: ContainerName, token: String, timeout: Int64) async throws -> DavLock?
+    /// Releases lock `token`. - Returns: Whether there was one.
+    func releaseDavLock(account: Int64, container: ContainerName, token: String) async throws -> Bool
+    /// Releases every lock on `path` and below it: what a DELETE or a MOVE does to its source.
+    func releaseDavLocks(account: Int64, container: ContainerName, below path: String) async throws
+}
+
+/// One WebDAV lock. Its path follows the dead properties' (``DavRoutes/propertyPath(_:)``):
+/// `Documents` for the scope's root, `Documents/a/b` below it.
+public struct DavLock: Sendable, Hashable {
+    public static let maximumPerContainer = 1_000
+    /// The owner element a client sends, at most.
+    public static let maximumOwnerBytes = 4 << 10
+    /// The longest timeout given, whatever a client asks (Infinite included), in seconds.
+    public static let maximumTimeout: Int64 = 86_400
+    /// The timeout of a lock whose client names none.
+    public static let defaultTimeout: Int64 = 3_600
+
+    /// `urn:uuid:…`.
+    public var token: String
+    public var path: String
+    public var exclusive: Bool
+    /// Depth infinity: the lock covers everything below its path too.
+    public var infinite: Bool
+    /// The client's `DAV:owner` element, as XML ready to be sent back.
+    public var owner: String?
+    /// Seconds.
+    public var timeout: Int64
+    /// Store clock, ns (set by the store when the lock is taken or refreshed).
+    public var expiresAt: Int64
+
+    public init(token: String, path: String, exclusive: Bool, infinite: Bool, owner: String?, timeout: Int64, expiresAt: Int64 = 0) {
+        self.token = token
+        self.path = path
+        self.exclusive = exclusive
+        self.infinite = infinite
+        self.owner = owner
+        self.timeout = timeout
+        self.expiresAt = expiresAt
+    }
+
+    /// Whether the lock covers `path`: it is on it, or on a folder above it with depth infinity.
+    /// Paths are compared on their bytes.
+    public func covers(_ path: String) -> Bool {
+        path == self.path || (infinite && Self.isBelow(path, self.path))
+    }
+
+    /// Whether `self` lies on `path` or anywhere below it.
+    public func isAtOrBelow(_ path: String) -> Bool { self.path == path || Self.isBelow(self.path, path) }
+
+    /// Whether the two may not both be held: either is exclusive and either covers the other's path.
+    public func conflicts(with other: DavLock) -> Bool {
+        (exclusive || other.exclusive) && (covers(other.path) || other.covers(path))
+    }
+
+    static func isBelow(_ path: String, _ ancestor: String) -> Bool { path.utf8.starts(with: (ancestor + "/").utf8) }
+}

@@ -5,7 +5,7 @@ import NIOCore
 import XferCore
 import XferProtocol
 
-/// WebDAV (RFC 4918, class 1) at `/dav/CONTAINER/`, over the container's `Documents/` scope:
+/// WebDAV (RFC 4918, classes 1 and 2) at `/dav/CONTAINER/`, over the container's `Documents/` scope:
 /// what every operating system's file manager, rclone and davfs2 can mount. Authenticated with
 /// HTTP Basic, the password an account token (the user name is not checked), or a Bearer token.
 ///
@@ -16,7 +16,8 @@ import XferProtocol
 /// pipeline (``UploadedFile``), deduplicated, and committed on the current version; a DELETE is
 /// a deletion version (Recently Deleted keeps it); COPY and MOVE commit the same manifests under
 /// the new names (no chunk is copied) and MOVE then deletes the old ones; dead properties set
-/// with PROPPATCH are kept beside the documents and go with them. An end-to-end
+/// with PROPPATCH are kept beside the documents and go with them; locks
+/// (``DavRoutes/lock(_:_:)``) bind WebDAV clients. An end-to-end
 /// encrypted container is refused: the server cannot read it.
 struct DavRoutes: Sendable {
     let metadata: any MetadataStore
@@ -24,12 +25,13 @@ struct DavRoutes: Sendable {
     let limits: ServerLimits
     let changes: ChangeNotifier
     let quota: QuotaGate
+    let limiter: TokenLimiter
 
     /// The scope WebDAV shows.
     static let scope = "Documents/"
     /// Documents one COPY, MOVE or DELETE of a folder may touch; past it, nothing is changed.
     static let maximumTreeDocuments = 20_000
-    static let methods = ["OPTIONS", "PROPFIND", "PROPPATCH", "GET", "HEAD", "PUT", "MKCOL", "DELETE", "COPY", "MOVE"]
+    static let methods = ["OPTIONS", "PROPFIND", "PROPPATCH", "GET", "HEAD", "PUT", "MKCOL", "DELETE", "COPY", "MOVE", "LOCK", "UNLOCK"]
 
     var writer: DocumentWriter { DocumentWriter(metadata: metadata, changes: changes) }
     var bytes: DocumentBytes { DocumentBytes(chunks: chunks, maximumLength: limits.frames.maximumChunkLength) }
@@ -53,12 +55,15 @@ struct DavRoutes: Sendable {
         var relative: String
         /// Whether the request's path ended in `/`.
         var slash: Bool
+        /// The token's key in the ``TokenLimiter``.
+        var tokenKey: [UInt8]? = nil
     }
 
     func answer(_ request: Request, _ context: XferRequestContext) async -> Response {
         do {
-            let account = try await authenticate(request)
-            let target = try Self.target(request.uri.path, account: account)
+            let (account, key) = try await authenticate(request)
+            var target = try Self.target(request.uri.path, account: account)
+            target.tokenKey = key
             if try await metadata.containerKey(account: account, container: target.container) != nil {
                 throw XferError(.encryptedContainer, "container \(target.container) is end-to-end encrypted: the server cannot read it; use xfer")
             }
@@ -69,13 +74,20 @@ struct DavRoutes: Sendable {
             case "GET", "HEAD": return try await get(request, target)
             case "PUT": return try await put(request, target)
             case "MKCOL": return try await mkcol(request, target)
-            case "DELETE": return try await delete(target)
+            case "DELETE": return try await delete(request, target)
             case "COPY", "MOVE": return try await copy(request, target, move: request.method.rawValue == "MOVE")
+            case "LOCK": return try await lock(request, target)
+            case "UNLOCK": return try await unlock(request, target)
             default: return Response(status: .methodNotAllowed)
             }
         } catch let error as DavStatus {
             return Self.plain(error.status, error.message)
         } catch {
+            if let retry = (error as? XferError)?.cause as? RetryAfter {
+                var response = Self.plain(.tooManyRequests, ErrorMiddleware.body(for: error).error.message)
+                response.headers[.retryAfter] = String(retry.seconds)
+                return response
+            }
             if (error as? XferError)?.code == .unauthorized {
                 var response = Self.plain(.unauthorized, ErrorMiddleware.body(for: error).error.message)
                 response.headers[.wwwAuthenticate] = "Basic realm=\"xfer\", charset=\"UTF-8\""
@@ -111,13 +123,14 @@ struct DavRoutes: Sendable {
     }
 
     /// The account of `Authorization: Basic` (the password a token) or `Bearer`.
-    func authenticate(_ request: Request) async throws -> Int64 {
+    func authenticate(_ request: Request) async throws -> (account: Int64, key: [UInt8]) {
         let header = request.headers[.authorization]
         guard header != nil else { throw XferError(.unauthorized, "sign in with any user name and an account token as the password") }
-        guard let principal = try await Credentials.principal(header, basic: true, metadata), !principal.isAdmin else {
+        guard let (principal, key) = try await Credentials.authenticate(header, basic: true, metadata), !principal.isAdmin else {
             throw XferError(.unauthorized, "the password is not an account token of this server (the admin token has no documents)")
         }
-        return principal.accountID
+        try limiter.admit(key)
+        return (principal.accountID, key)
     }
 
     /// `/dav/CONTAINER/REST` read: percent-decoded, NFC, no `.` or `..` component.
@@ -134,7 +147,7 @@ struct DavRoutes: Sendable {
     }
 
     func options() -> Response {
-        Response(status: .ok, headers: [HTTPField.Name("DAV")!: "1", .allow: Self.methods.joined(separator: ", "), .contentLength: "0"])
+        Response(status: .ok, headers: [HTTPField.Name("DAV")!: "1, 2", .allow: Self.methods.joined(separator: ", "), .contentLength: "0"])
     }
 
     // MARK: Resources
@@ -250,11 +263,13 @@ struct DavRoutes: Sendable {
 
     // MARK: PROPFIND
 
-    static let liveProperties = ["resourcetype", "displayname", "getcontentlength", "getlastmodified", "creationdate", "getetag", "getcontenttype"]
+    static let liveProperties = ["resourcetype", "displayname", "getcontentlength", "getlastmodified", "creationdate", "getetag", "getcontenttype",
+                                  "lockdiscovery", "supportedlock"]
 
-    /// One resource's properties as `(name, XML)`.
-    static func properties(of resource: Resource, name: String) -> [(String, String)] {
-        var props: [(String, String)] = [("displayname", "<D:displayname>\(DavXML.escape(name))</D:displayname>")]
+    /// One resource's properties as `(name, XML)`; `lockDiscovery` its ``lockDiscovery(_:_:_:now:)``.
+    static func properties(of resource: Resource, name: String, lockDiscovery: String) -> [(String, String)] {
+        var props: [(String, String)] = [("displayname", "<D:displayname>\(DavXML.escape(name))</D:displayname>"),
+                                         ("lockdiscovery", lockDiscovery), ("supportedlock", supportedLock)]
         func dated(_ nanoseconds: Int64) {
             props.append(("getlastmodified", "<D:getlastmodified>\(DavXML.httpDate(nanoseconds))</D:getlastmodified>"))
             props.append(("creationdate", "<D:creationdate>\(DavXML.isoDate(nanoseconds))</D:creationdate>"))
@@ -320,16 +335,19 @@ struct DavRoutes: Sendable {
         }
         let dead = try await metadata.deadProperties(account: target.account, container: target.container,
                                                      paths: members.map { Self.propertyPath($0.relative) })
+        let (locks, now) = try await metadata.davLocks(account: target.account, container: target.container)
         let responses = members.map { member in
             Self.answer(asked, member.resource, href: Self.href(target.container, member.relative, collection: member.resource.isCollection),
-                        name: member.name, dead: dead[Self.propertyPath(member.relative)] ?? [])
+                        name: member.name, dead: dead[Self.propertyPath(member.relative)] ?? [],
+                        lockDiscovery: Self.lockDiscovery(member.relative, locks, target.container, now: now))
         }
         let xml = DavXML.head + responses.joined() + DavXML.tail
         return Self.multistatus(xml)
     }
 
-    static func answer(_ asked: DavXML.PropfindRequest, _ resource: Resource, href: String, name: String, dead: [DeadProperty]) -> String {
-        let props = properties(of: resource, name: name)
+    static func answer(_ asked: DavXML.PropfindRequest, _ resource: Resource, href: String, name: String, dead: [DeadProperty],
+                       lockDiscovery: String) -> String {
+        let props = properties(of: resource, name: name, lockDiscovery: lockDiscovery)
         switch asked {
         case .allProperties:
             return DavXML.response(href: href, found: props.map(\.1) + dead.map(\.xml), missing: [])
@@ -419,6 +437,7 @@ struct DavRoutes: Sendable {
         case .packageFolder(_, _, let entry)? where !entry.isEmpty: throw DavStatus(status: .forbidden, message: "a package's contents are read only here")
         default: break
         }
+        try await checkWrite(request, target, [Change(relative: target.relative)])
         let protected = Set(changes.map(\.name).filter { $0.namespace == DavXML.dav && Self.liveProperties.contains($0.local) })
         var statuses: [(DavXML.Name, String)]
         if protected.isEmpty {
@@ -495,19 +514,29 @@ struct DavRoutes: Sendable {
             throw DavStatus(status: .preconditionFailed, message: "\(target.relative) exists")
         }
         try await requireWritableParent(target, target.relative)
+        try await checkWrite(request, target, [Change(relative: target.relative, member: existing == nil)])
         // Based on the version current when the request came: one committed by another device
         // while this body was arriving makes this one a conflict version, and both are kept.
-        var base = current?.version
+        try await limiter.upload(target.tokenKey) { try await writeFile(target, path, base: current?.version, body: request.body) }
+        return Response(status: existing == nil ? .created : .noContent, headers: [.contentLength: "0"])
+    }
+
+    /// Stores `body` (none: an empty file) as a new version of file `path` based on `base`
+    /// (none: on whatever is there, a new document or one deleted): cut, hashed and stored by
+    /// the server's pipeline, then committed.
+    func writeFile(_ target: Target, _ path: DocumentPath, base: Int64?, body: RequestBody?) async throws {
+        var base = base
         if base == nil { base = try await writer.newBase(account: target.account, container: target.container, path: path, refusingLive: false) }
         let startedAt = try await metadata.clock()
         var file = UploadedFile(path: path, intake: ChunkIntake(metadata: metadata, chunks: chunks, quota: quota),
                                 account: target.account, startedAt: startedAt)
-        for try await buffer in request.body {
-            try await file.feed(Array(buffer.readableBytesView))
+        if let body {
+            for try await buffer in body {
+                try await file.feed(Array(buffer.readableBytesView))
+            }
         }
         let manifest = try await file.finish()
         _ = try await writer.commit(account: target.account, container: target.container, path: path, manifest, base: base, device: "webdav")
-        return Response(status: existing == nil ? .created : .noContent, headers: [.contentLength: "0"])
     }
 
     func mkcol(_ request: Request, _ target: Target) async throws -> Response {
@@ -519,6 +548,7 @@ struct DavRoutes: Sendable {
             throw DavStatus(status: .methodNotAllowed, message: "\(target.relative) exists already")
         }
         try await requireWritableParent(target, target.relative)
+        try await checkWrite(request, target, [Change(relative: target.relative, member: true)])
         let path = try Self.documentPath(target.relative)
         _ = try await writer.commit(account: target.account, container: target.container, path: path, try DocumentWriter.folderManifest(),
                                     base: try await writer.newBase(account: target.account, container: target.container, path: path, refusingLive: true),
@@ -526,11 +556,13 @@ struct DavRoutes: Sendable {
         return Response(status: .created, headers: [.contentLength: "0"])
     }
 
-    func delete(_ target: Target) async throws -> Response {
+    func delete(_ request: Request, _ target: Target) async throws -> Response {
         guard !target.relative.isEmpty else { throw DavStatus(status: .forbidden, message: "the container's root is not deleted from here") }
         guard let resource = try await resource(target, target.relative) else { throw DavStatus(status: .notFound, message: "no such file or folder") }
+        try await checkWrite(request, target, [Change(relative: target.relative, below: true, member: true)])
         try await remove(target, resource)
         try await metadata.removeDeadProperties(account: target.account, container: target.container, path: Self.propertyPath(target.relative))
+        try await metadata.releaseDavLocks(account: target.account, container: target.container, below: Self.propertyPath(target.relative))
         return Response(status: .noContent)
     }
 
@@ -579,12 +611,7 @@ struct DavRoutes: Sendable {
         guard let header = request.headers[HTTPField.Name("Destination")!] else {
             throw DavStatus(status: .badRequest, message: "\(move ? "MOVE" : "COPY") needs a Destination header")
         }
-        var destinationPath = header
-        if let scheme = header.range(of: "://") {
-            let afterHost = header[scheme.upperBound...]
-            destinationPath = afterHost.firstIndex(of: "/").map { String(afterHost[$0...]) } ?? "/"
-        }
-        let destination = try Self.target(destinationPath, account: target.account)
+        let destination = try Self.target(Self.path(ofURL: header), account: target.account)
         guard destination.container == target.container else {
             throw DavStatus(status: .badGateway, message: "copies and moves stay in one container")
         }
@@ -610,6 +637,8 @@ struct DavRoutes: Sendable {
             throw DavStatus(status: .forbidden, message: "a package's contents are read only here; copy the package")
         }
         try await requireWritableParent(destination, destination.relative)
+        try await checkWrite(request, target, [Change(relative: destination.relative, below: true, member: true)]
+                             + (move ? [Change(relative: target.relative, below: true, member: true)] : []))
         // What is to be placed is read, and bounded, before anything at the destination goes.
         var documents: [DocumentInfo] = []
         if case .folder(let prefix, _) = source, depth != "0" || move { documents = try await tree(target, prefix) }
@@ -654,6 +683,8 @@ struct DavRoutes: Sendable {
         // Dead properties go with what they describe (the destination's own are replaced).
         try await metadata.copyDeadProperties(account: account, container: container, from: Self.propertyPath(target.relative),
                                               to: Self.propertyPath(destination.relative), move: move)
+        // Locks stay on their URLs: a moved source's go (RFC 4918 §9.9.4), a copy takes none.
+        if move { try await metadata.releaseDavLocks(account: account, container: container, below: Self.propertyPath(target.relative)) }
         return Response(status: existing == nil ? .created : .noContent, headers: [.contentLength: "0"])
     }
 }

@@ -213,6 +213,33 @@ enum DavXML {
         return changes
     }
 
+    /// What a LOCK body asks for (RFC 4918 §14.11): the scope, and the client's owner element.
+    struct LockRequest: Equatable {
+        var exclusive: Bool
+        /// The `DAV:owner` element, standing alone (``standalone(_:in:)``).
+        var owner: String?
+    }
+
+    /// The lock a LOCK body asks for.
+    /// - Throws: `bad_request` for a body that is not a DAV: lockinfo of a write lock, exclusive or shared.
+    static func lockinfo(_ body: String) throws -> LockRequest {
+        let elements = try elements(body)
+        guard let root = elements.first, root.name == Name(namespace: dav, local: "lockinfo") else {
+            throw XferError(.badRequest, "a LOCK body is a DAV: lockinfo element")
+        }
+        func child(_ local: String, of parent: Int) -> Int? {
+            elements.indices.first { elements[$0].parentIndex == parent && elements[$0].name == Name(namespace: dav, local: local) }
+        }
+        guard let scope = child("lockscope", of: 0), let type = child("locktype", of: 0), child("write", of: type) != nil else {
+            throw XferError(.badRequest, "a LOCK body names a lockscope and a locktype of write")
+        }
+        let exclusive = child("exclusive", of: scope) != nil
+        guard exclusive || child("shared", of: scope) != nil else {
+            throw XferError(.badRequest, "a lock's scope is exclusive or shared")
+        }
+        return LockRequest(exclusive: exclusive, owner: child("owner", of: 0).map { standalone(elements[$0], in: body) })
+    }
+
     /// A property's element as text that stands alone: its name in a prefix of its own, every
     /// namespace in scope on it declared on it (its value may use them), its content as sent.
     static func standalone(_ element: Element, in body: String) -> String {

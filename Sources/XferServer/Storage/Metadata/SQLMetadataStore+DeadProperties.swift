@@ -47,7 +47,7 @@ extension SQLMetadataStore {
         try await write { tx in
             guard let containerID = try tx.containerID(account: account, name: container, create: false) else { return }
             try tx.removeDeadProperties(containerID, below: destination)
-            let (clause, values) = tx.deadPropertyPaths(below: source)
+            let (clause, values) = tx.paths(below: source)
             let rows = try tx.sql.rows("SELECT path, namespace, name, xml FROM dav_properties WHERE container_id = ? AND \(clause)",
                                        [.int(containerID)] + values)
             if move { try tx.removeDeadProperties(containerID, below: source) }
@@ -72,7 +72,7 @@ extension SQLMetadataStore {
 
 extension MetadataTransaction {
     /// `path` and every path below it (`path/…`), bytewise.
-    func deadPropertyPaths(below path: String) -> (String, [SQLValue]) {
+    func paths(below path: String) -> (String, [SQLValue]) {
         let bytewise = dialect.bytewise
         let prefix = path + "/"
         guard let upper = Self.successor(of: prefix) else {
@@ -82,7 +82,7 @@ extension MetadataTransaction {
     }
 
     func removeDeadProperties(_ containerID: Int64, below path: String) throws {
-        let (clause, values) = deadPropertyPaths(below: path)
+        let (clause, values) = paths(below: path)
         try sql.rows("DELETE FROM dav_properties WHERE container_id = ? AND \(clause)", [.int(containerID)] + values)
     }
 
