@@ -89,6 +89,22 @@ public final class ServerConnection: Sendable {
         try await json(AccountInfo.self, "POST", "/v1/admin/accounts", body: WireJSON.encode(request))
     }
 
+    /// Every account, or one (admin token only).
+    public func accounts(named name: String? = nil) async throws -> [AccountSummary] {
+        guard let name else { return try await json(AccountList.self, "GET", "/v1/admin/accounts").accounts }
+        return [try await json(AccountSummary.self, "GET", "/v1/admin/accounts/\(Self.escape(name))")]
+    }
+
+    /// Sets an account's quota (admin token only).
+    public func setQuota(account name: String, quota: Int64) async throws -> AccountSummary {
+        try await json(AccountSummary.self, "PUT", "/v1/admin/accounts/\(Self.escape(name))/quota", body: WireJSON.encode(SetQuotaRequest(quota: quota)))
+    }
+
+    /// Deletes an account and everything it has, or (`dryRun`) says what would go (admin token only).
+    public func deleteAccount(_ name: String, dryRun: Bool) async throws -> AccountDeletion {
+        try await json(AccountDeletion.self, "DELETE", "/v1/admin/accounts/\(Self.escape(name))\(dryRun ? "?dry_run=1" : "")")
+    }
+
     /// Issues another token for an account (admin token only).
     public func newToken(account: String) async throws -> TokenInfo {
         try await json(TokenInfo.self, "POST", "/v1/admin/tokens", body: WireJSON.encode(NewTokenRequest(account: account)))

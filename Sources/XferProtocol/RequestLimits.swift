@@ -121,6 +121,12 @@ extension CreateAccountRequest: WireRequest {
     }
 }
 
+extension SetQuotaRequest: WireRequest {
+    public func validate() throws {
+        guard quota >= 0 else { throw XferError(.badRequest, "quota must not be negative") }
+    }
+}
+
 extension NewTokenRequest: WireRequest {
     public func validate() throws {
         try FieldLimit.check(account, "account", maximumBytes: ProtocolLimits.maximumAccountNameBytes)

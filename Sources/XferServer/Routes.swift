@@ -26,6 +26,10 @@ struct Routes: Sendable {
         router.get("/metrics", use: metrics)
         let v1 = router.group("v1").add(middleware: AuthMiddleware(metadata: metadata, limiter: limiter))
         v1.post("admin/accounts", use: createAccount)
+        v1.get("admin/accounts", use: listAccounts)
+        v1.get("admin/accounts/:name", use: showAccount)
+        v1.put("admin/accounts/:name/quota", use: setQuota)
+        v1.delete("admin/accounts/:name", use: deleteAccount)
         v1.post("admin/tokens", use: newToken)
         v1.post("admin/tokens/revoke", use: revokeToken)
         v1.post("admin/gc", use: collectGarbage)
@@ -76,6 +80,32 @@ struct Routes: Sendable {
         var info = try await metadata.createAccount(name: try AccountName(body.name), quota: quota, tokenHash: TokenHash.hash(token))
         info.token = token
         return Self.json(info, status: .created)
+    }
+
+    @Sendable func listAccounts(_ request: Request, context: XferRequestContext) async throws -> Response {
+        try Self.requireAdmin(context, "listing accounts")
+        return Self.json(AccountList(accounts: try await metadata.accountSummaries(named: nil)))
+    }
+
+    @Sendable func showAccount(_ request: Request, context: XferRequestContext) async throws -> Response {
+        try Self.requireAdmin(context, "showing accounts")
+        let name = try AccountName(context.parameters.get("name") ?? "")
+        return Self.json(try await metadata.accountSummaries(named: name)[0])
+    }
+
+    @Sendable func setQuota(_ request: Request, context: XferRequestContext) async throws -> Response {
+        try Self.requireAdmin(context, "setting quotas")
+        let name = try AccountName(context.parameters.get("name") ?? "")
+        let body = try await Self.decode(SetQuotaRequest.self, request)
+        return Self.json(try await metadata.setQuota(account: name, quota: body.quota))
+    }
+
+    /// `DELETE /v1/admin/accounts/NAME[?dry_run=1]`.
+    @Sendable func deleteAccount(_ request: Request, context: XferRequestContext) async throws -> Response {
+        try Self.requireAdmin(context, "deleting accounts")
+        let name = try AccountName(context.parameters.get("name") ?? "")
+        let dryRun = ["1", "true"].contains(request.uri.queryParameters.get("dry_run").map { String($0) } ?? "")
+        return Self.json(try await metadata.deleteAccount(name, dryRun: dryRun))
     }
 
     @Sendable func newToken(_ request: Request, context: XferRequestContext) async throws -> Response {

@@ -199,7 +199,122 @@ extension Xfer {
         static let configuration = CommandConfiguration(
             commandName: "account",
             abstract: "Manage accounts.",
-            subcommands: [Create.self, NewToken.self, RevokeToken.self])
+            subcommands: [Create.self, List.self, Show.self, SetQuota.self, Delete.self, NewToken.self, RevokeToken.self])
+
+        /// Where an account command works: a server's data directory (`--data`), else the
+        /// server at `--server` with the admin token.
+        struct Place: ParsableArguments {
+            @Option(help: ArgumentHelp("A server's data directory, to work without a running server.", valueName: "DIR"))
+            var data: String?
+
+            @OptionGroup var client: ClientOptions
+
+            @OptionGroup var sealing: SealingOptions
+
+            /// `local` on the data directory's store, or `remote` through the admin routes.
+            func run<T>(local: (any MetadataStore) async throws -> T, remote: (ServerConnection) async throws -> T) async throws -> T {
+                if let data {
+                    restrictFileModes()
+                    return try await local(reportMigration(ServerData.open(data, sealing: try sealing.keys(), use: .maintain)).metadata)
+                }
+                return try await withRemote(client) { try await remote($0.connection) }
+            }
+        }
+
+        /// An account as a line of `account list`, or as the lines of `account show`.
+        static func describe(_ account: AccountSummary, wide: Bool) -> [String] {
+            let created = Date(timeIntervalSince1970: TimeInterval(account.createdAt)).formatted(.iso8601.year().month().day())
+            func count(_ number: Int64, _ noun: String) -> String { "\(number) \(noun)\(number == 1 ? "" : "s")" }
+            guard wide else {
+                return ["\(account.name)\t\(ByteCount(account.used)) of \(ByteCount(account.quota))\t\(count(account.documents, "document"))\t"
+                        + "\(count(account.containers, "container"))\t\(count(account.tokens, "token"))\tcreated \(created)"]
+            }
+            return [
+                "name        \(account.name)",
+                "quota       \(ByteCount(account.quota)) (\(account.quota) bytes)",
+                "used        \(ByteCount(account.used)) (\(account.used) bytes)\(account.used > account.quota ? ", over its quota: new data is refused" : "")",
+                "documents   \(account.documents)",
+                "containers  \(account.containers)",
+                "tokens      \(account.tokens)",
+                "created     \(created)",
+            ]
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "list",
+                abstract: "List every account: its use of its quota, documents, containers and tokens.",
+                discussion: "Works on --data DIR or asks --server with the admin token.")
+
+            @Flag(help: "Print {\"accounts\": [...]} as JSON.")
+            var json = false
+
+            @OptionGroup var place: Place
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let accounts = try await place.run(local: { try await $0.accountSummaries(named: nil) }, remote: { try await $0.accounts() })
+                    if json { printJSON(AccountList(accounts: accounts)); return }
+                    if accounts.isEmpty { print("no accounts; create one with `xfer account create NAME`") }
+                    for account in accounts { Account.describe(account, wide: false).forEach { print($0) } }
+                }
+            }
+        }
+
+        struct Show: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "show",
+                abstract: "Show one account: quota, use, documents, containers, tokens, creation date.",
+                discussion: "Works on --data DIR or asks --server with the admin token. Exits 5 if there is no such account.")
+
+            @Argument(help: "Account name.")
+            var name: String
+
+            @Flag(help: "Print the account as one JSON object.")
+            var json = false
+
+            @OptionGroup var place: Place
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let name = try AccountName(self.name)
+                    let account = try await place.run(local: { try await $0.accountSummaries(named: name)[0] },
+                                                      remote: { try await $0.accounts(named: name.value)[0] })
+                    if json { printJSON(account) } else { Account.describe(account, wide: true).forEach { print($0) } }
+                }
+            }
+        }
+
+        struct SetQuota: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-quota",
+                abstract: "Set an account's storage quota.",
+                discussion: """
+                    A quota below what the account already uses deletes nothing: it refuses new \
+                    data until the account is under it again. Works on --data DIR or asks \
+                    --server with the admin token.
+                    """)
+
+            @Argument(help: "Account name.")
+            var name: String
+
+            @Argument(help: ArgumentHelp("The new quota (e.g. 50G).", valueName: "SIZE"))
+            var quota: ByteCount
+
+            @Flag(help: "Print the account as one JSON object.")
+            var json = false
+
+            @OptionGroup var place: Place
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let name = try AccountName(self.name)
+                    let account = try await place.run(local: { try await $0.setQuota(account: name, quota: quota.value) },
+                                                      remote: { try await $0.setQuota(account: name.value, quota: quota.value) })
+                    if json { printJSON(account) } else { Account.describe(account, wide: true).forEach { print($0) } }
+                }
+            }
+        }
 
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
@@ -242,6 +357,55 @@ extension Xfer {
                         printJSON(info)
                     } else {
                         print(info.token ?? "")
+                    }
+                }
+            }
+        }
+
+        struct Delete: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "delete",
+                abstract: "Delete an account and everything it has, for good.",
+                discussion: """
+                    Removes, in one transaction, the account's containers with every document and \
+                    version (Recently Deleted included), key-value pairs, container keys, WebDAV \
+                    properties and locks, its share links, web sessions and tokens. Its chunks that \
+                    no other account holds are removed by the next `xfer gc`. Nothing is removed \
+                    without --yes; --dry-run says what would go. Works on --data DIR or asks \
+                    --server with the admin token.
+                    """)
+
+            @Argument(help: "Account name.")
+            var name: String
+
+            @Flag(help: "Delete it: without this flag nothing is removed.")
+            var yes = false
+
+            @Flag(help: "Say what would be removed, and remove nothing.")
+            var dryRun = false
+
+            @Flag(help: "Print what was (or would be) removed as one JSON object.")
+            var json = false
+
+            @OptionGroup var place: Place
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let name = try AccountName(self.name)
+                    let preview = !yes || dryRun
+                    let report = try await place.run(local: { try await $0.deleteAccount(name, dryRun: preview) },
+                                                     remote: { try await $0.deleteAccount(name.value, dryRun: preview) })
+                    let what = "\(report.documents) document\(report.documents == 1 ? "" : "s") (\(report.versions) version\(report.versions == 1 ? "" : "s") in all) "
+                        + "in \(report.containers) container\(report.containers == 1 ? "" : "s"), \(report.tokens) token\(report.tokens == 1 ? "" : "s"), "
+                        + "\(ByteCount(report.used)) of chunks"
+                    if !yes && !dryRun {
+                        throw XferError(.badRequest, "deleting account \(name) removes \(what) for good; nothing was removed: run again with --yes (or --dry-run to only see this)")
+                    }
+                    if json { printJSON(report); return }
+                    if dryRun {
+                        print("would delete account \(name): \(what); nothing was removed")
+                    } else {
+                        print("deleted account \(name): \(what); its chunks no other account holds go at the next `xfer gc`")
                     }
                 }
             }

@@ -206,6 +206,32 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         #expect(json.status == 5 && json.stdout.contains("\"code\":\"not_found\""))
     }
 
+    @Test func theAdminListsShowsAndSetsQuotasFromTheCommandLine() throws {
+        let server = try ServerProcess()
+        let admin = try String(contentsOfFile: server.path("data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: server.path("f")))
+        #expect(try server.run("push", server.path("f"), "f").status == 0)
+        let list = try server.run("account", "list", "--json", environment: ["XFER_TOKEN": admin])
+        #expect(list.status == 0 && list.stdout.contains("\"name\":\"cli\"") && list.stdout.contains("\"documents\":1"), "\(list.stdout)")
+        let set = try server.run("account", "set-quota", "cli", "1M", environment: ["XFER_TOKEN": admin])
+        #expect(set.status == 0 && set.stdout.contains("1.00 MiB"), "\(set.stdout)")
+        let local = try server.run("account", "show", "cli", "--data", server.path("data"), "--json")
+        #expect(local.status == 0 && local.stdout.contains("\"quota\":1048576"), "\(local.stdout)")
+        #expect(try server.run("account", "show", "nobody", environment: ["XFER_TOKEN": admin]).status == 5)
+        #expect(try server.run("account", "list").status == 4, "an account's token is not the admin's")
+
+        // Deleting: nothing without --yes; --dry-run says what would go; then it is gone, token and all.
+        let unasked = try server.run("account", "delete", "cli", environment: ["XFER_TOKEN": admin])
+        #expect(unasked.status == 6 && unasked.stderr.contains("--yes") && unasked.stderr.contains("1 document"), "\(unasked.stderr)")
+        let preview = try server.run("account", "delete", "cli", "--dry-run", environment: ["XFER_TOKEN": admin])
+        #expect(preview.status == 0 && preview.stdout.contains("would delete"))
+        #expect(try server.run("ls").status == 0, "still there")
+        let deleted = try server.run("account", "delete", "cli", "--yes", "--json", environment: ["XFER_TOKEN": admin])
+        #expect(deleted.status == 0 && deleted.stdout.contains("\"documents\":1") && deleted.stdout.contains("\"dry_run\":false"), "\(deleted.stdout)")
+        #expect(try server.run("ls").status == 4, "its token is refused")
+        #expect(try server.run("account", "show", "cli", "--data", server.path("data")).status == 5)
+    }
+
     @Test func aKilledPushResumesSendingOnlyWhatIsMissing() throws {
         let server = try ServerProcess()
         let file = server.path("big.bin")

@@ -255,6 +255,73 @@ import XferProtocol
         }
     }
 
+    @Test(arguments: backends) func theAdminSeesEachAccountsUseAndSetsItsQuota(_ kind: String) async throws {
+        try await Self.withStore(kind) { store, account in
+            let (a, b) = (Self.chunk(1), Self.chunk(2))
+            _ = try await store.addChunks(account: account, [a, b])
+            let first = try await Self.put(store, account, "Documents/one", [a], base: nil)
+            _ = try await Self.put(store, account, "Documents/two", [b], base: nil)
+            _ = try await Self.put(store, account, "Documents/one", [b], base: first.version)  // a second version is one document still
+            _ = try await store.delete(account: account, container: try ContainerName("c"), path: try DocumentPath("Documents/two"), baseVersion: 1)
+            _ = try await store.createAccount(name: try AccountName("bob"), quota: 5, tokenHash: TokenHash.hash("bob-token"))
+            let all = try await store.accountSummaries(named: nil)
+            #expect(all.map(\.name) == ["alice", "bob"])
+            let alice = try #require(all.first)
+            #expect(alice.documents == 1 && alice.containers == 1 && alice.tokens == 1 && alice.quota == 1 << 30 && alice.used == 2000)
+            #expect(alice.createdAt > 1_700_000_000)
+            #expect(all[1] == AccountSummary(name: "bob", quota: 5, used: 0, createdAt: all[1].createdAt, tokens: 1, containers: 0, documents: 0))
+
+            let lowered = try await store.setQuota(account: try AccountName("alice"), quota: 1000)
+            #expect(lowered.quota == 1000 && lowered.used == 2000 && lowered.documents == 1, "below its use: nothing goes")
+            #expect(try await store.accountSummaries(named: try AccountName("alice")) == [lowered])
+            await #expect(throws: XferError.self) { _ = try await store.setQuota(account: try AccountName("alice"), quota: -1) }
+            await #expect(throws: XferError.self) { _ = try await store.setQuota(account: try AccountName("nobody"), quota: 1) }
+            await #expect(throws: XferError.self) { _ = try await store.accountSummaries(named: try AccountName("nobody")) }
+        }
+    }
+
+    @Test(arguments: backends) func deletingAnAccountRemovesAllItHasAndNothingElse(_ kind: String) async throws {
+        try await Self.withStore(kind) { store, account in
+            let c = try ContainerName("c")
+            let (a, b) = (Self.chunk(1), Self.chunk(2))
+            _ = try await store.addChunks(account: account, [a, b])
+            let first = try await Self.put(store, account, "Documents/one", [a], base: nil)
+            _ = try await Self.put(store, account, "Documents/one", [b], base: first.version)
+            _ = try await store.setValue(account: account, container: c, KeyValueWrite(key: "k", value: .string("v"), timestampNs: 1, device: "d"))
+            try await store.patchDeadProperties(account: account, container: c, path: "Documents/one",
+                                                [.set(DeadProperty(namespace: "urn:x", name: "p", xml: "<p:p xmlns:p=\"urn:x\">1</p:p>"))])
+            _ = try await store.takeDavLock(account: account, container: c,
+                                            DavLock(token: "urn:uuid:a", path: "Documents/one", exclusive: true, infinite: false, owner: nil, timeout: 60))
+            _ = try await store.createShare(account: account, container: c, path: try DocumentPath("Documents/one"), version: nil, password: nil,
+                                            hash: TokenHash.hash("share"), lifetime: nil)
+            try await store.addToken(account: try AccountName("alice"), tokenHash: TokenHash.hash("alice-2"))
+            #expect(try await store.openWebSession(tokenHash: TokenHash.hash("alice-2"), sessionHash: TokenHash.hash("session"), lifetime: 3600) != nil)
+            let bob = try await store.createAccount(name: try AccountName("bob"), quota: 1 << 30, tokenHash: TokenHash.hash("bob-token"))
+            let bobID = try await Self.accountID(store, bob.name)
+            _ = try await store.addChunks(account: bobID, [b])
+            _ = try await Self.put(store, bobID, "Documents/bob", [b], base: nil)
+
+            let preview = try await store.deleteAccount(try AccountName("alice"), dryRun: true)
+            #expect(preview == AccountDeletion(name: "alice", containers: 1, documents: 1, versions: 2, tokens: 2, used: 2000, dryRun: true))
+            #expect(try await store.accountSummaries(named: try AccountName("alice")).first?.documents == 1, "a dry run removes nothing")
+
+            var deleted = try await store.deleteAccount(try AccountName("alice"), dryRun: false)
+            deleted.dryRun = true
+            #expect(deleted == preview)
+            await #expect(throws: XferError.self) { _ = try await store.accountSummaries(named: try AccountName("alice")) }
+            await #expect(throws: XferError.self) { _ = try await store.deleteAccount(try AccountName("alice"), dryRun: false) }
+            #expect(try await store.principal(tokenHash: TokenHash.hash("alice-2")) == nil, "its tokens went with it")
+            #expect(try await store.webSession(hash: TokenHash.hash("session")) == nil, "and its web sessions")
+            #expect(try await store.shares(account: account).isEmpty)
+            #expect(try await store.missingChunks(account: account, ids: [a.id, b.id]) == [a.id, b.id], "it holds no chunks")
+            let left = try await store.accountSummaries(named: nil)
+            #expect(left.map(\.name) == ["bob"] && left[0].documents == 1 && left[0].used == 1000, "bob keeps all he had")
+            // The name is free again, and a new account by it starts empty.
+            _ = try await store.createAccount(name: try AccountName("alice"), quota: 1, tokenHash: TokenHash.hash("new-alice"))
+            #expect(try await store.accountSummaries(named: try AccountName("alice"))[0].containers == 0)
+        }
+    }
+
     @Test(arguments: backends) func chunkLocationsMoveAndEmptyTheirPacks(_ kind: String) async throws {
         try await Self.withStore(kind) { store, _ in
             let ids = (0..<5).map { ChunkID.of([UInt8($0)]) }

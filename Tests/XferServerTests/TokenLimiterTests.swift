@@ -89,3 +89,35 @@ import XferProtocol
         }
     }
 }
+
+/// The admin's account routes: list, show, set a quota; an account's token may not.
+@Suite struct AccountRouteTests {
+    @Test func theAdminListsShowsAndSetsQuotas() async throws {
+        let fixture = try await RouteFixture.make()
+        defer { fixture.remove() }
+        try await fixture.application.test(.router) { client in
+            try await client.execute(uri: "/v1/admin/accounts", method: .get, headers: fixture.headers(fixture.adminToken)) { response in
+                #expect(response.status == .ok)
+                let list = try decode(AccountList.self, response)
+                #expect(list.accounts.map(\.name) == ["alice"] && list.accounts[0].tokens == 1)
+            }
+            try await client.execute(uri: "/v1/admin/accounts/alice/quota", method: .put, headers: fixture.headers(fixture.adminToken),
+                                     body: json(SetQuotaRequest(quota: 12345))) { response in
+                let account = try decode(AccountSummary.self, response)
+                #expect(account.quota == 12345)
+            }
+            try await client.execute(uri: "/v1/admin/accounts/alice", method: .get, headers: fixture.headers(fixture.adminToken)) { response in
+                let account = try decode(AccountSummary.self, response)
+                #expect(account.quota == 12345)
+            }
+            try await client.execute(uri: "/v1/admin/accounts/alice/quota", method: .put, headers: fixture.headers(fixture.adminToken),
+                                     body: json(SetQuotaRequest(quota: -1))) { #expect($0.status == .badRequest) }
+            try await client.execute(uri: "/v1/admin/accounts/nobody", method: .get, headers: fixture.headers(fixture.adminToken)) {
+                #expect($0.status == .notFound)
+            }
+            try await client.execute(uri: "/v1/admin/accounts", method: .get, headers: fixture.headers()) { #expect($0.status == .forbidden) }
+            try await client.execute(uri: "/v1/admin/accounts/alice/quota", method: .put, headers: fixture.headers(),
+                                     body: json(SetQuotaRequest(quota: 1 << 40))) { #expect($0.status == .forbidden, "not its own quota either") }
+        }
+    }
+}

@@ -138,6 +138,18 @@ public protocol AccountStore: Sendable {
     func account(_ accountID: Int64) async throws -> AccountInfo
     /// Every account's recorded use and the sum of the chunks it holds.
     func accounts() async throws -> [AccountUsage]
+    /// Every account (or the one named) with its quota, use, tokens, containers and live
+    /// documents, by name. - Throws: `not_found` for a name no account has.
+    func accountSummaries(named name: AccountName?) async throws -> [AccountSummary]
+    /// Sets an account's quota: below its use, new data is refused and what it has is kept.
+    /// - Throws: `not_found`, `bad_request` for a negative quota.
+    func setQuota(account: AccountName, quota: Int64) async throws -> AccountSummary
+    /// Deletes an account and everything it has, in one transaction: its containers with
+    /// their documents, every version, key-value pairs, keys, WebDAV properties and locks; its
+    /// share links, web sessions, tokens and chunk holdings. The chunks no other account holds
+    /// are then garbage for `gc`. With `dryRun`, only counts what would go.
+    /// - Throws: `not_found`.
+    func deleteAccount(_ name: AccountName, dryRun: Bool) async throws -> AccountDeletion
 }
 
 /// Documents, their versions and the change feed, and the chunks each account holds (what a

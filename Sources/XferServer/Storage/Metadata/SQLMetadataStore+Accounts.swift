@@ -107,7 +107,67 @@ extension SQLMetadataStore {
     }
 }
 
+// What the admin sees of accounts, and their quotas.
+extension SQLMetadataStore {
+    public func accountSummaries(named name: AccountName?) async throws -> [AccountSummary] {
+        try await read { tx in
+            let found = try tx.accountSummaries(named: name)
+            if let name, found.isEmpty { throw XferError(.notFound, "no account named \"\(name)\"") }
+            return found
+        }
+    }
+
+    public func setQuota(account: AccountName, quota: Int64) async throws -> AccountSummary {
+        guard quota >= 0 else { throw XferError(.badRequest, "a quota is 0 bytes or more") }
+        return try await write { tx in
+            let id = try tx.accountID(account)
+            try tx.sql.rows("UPDATE accounts SET quota = ? WHERE id = ?", quota, id)
+            guard let summary = try tx.accountSummaries(named: account).first else { throw XferError(.notFound, "no account named \"\(account)\"") }
+            return summary
+        }
+    }
+}
+
+// Deleting an account: everything of it, one transaction, both backends.
+extension SQLMetadataStore {
+    public func deleteAccount(_ name: AccountName, dryRun: Bool) async throws -> AccountDeletion {
+        try await write { tx in
+            let id = try tx.accountID(name)
+            let owned = "SELECT id FROM containers WHERE account_id = ?"
+            guard let summary = try tx.accountSummaries(named: name).first else { throw XferError(.notFound, "no account named \"\(name)\"") }
+            let versions = try tx.sql.int("SELECT COUNT(*) FROM versions WHERE container_id IN (\(owned))", id) ?? 0
+            let deletion = AccountDeletion(name: name.value, containers: summary.containers, documents: summary.documents, versions: versions,
+                                           tokens: summary.tokens, used: summary.used, dryRun: dryRun)
+            guard !dryRun else { return deletion }
+            // The container's rows first (versions before their documents), then the account's.
+            for table in ["dav_locks", "dav_properties", "container_keys", "kv", "versions", "documents"] {
+                try tx.sql.rows("DELETE FROM \(table) WHERE container_id IN (\(owned))", id)
+            }
+            for table in ["containers", "share_links", "web_sessions", "tokens", "account_chunks"] {
+                try tx.sql.rows("DELETE FROM \(table) WHERE account_id = ?", id)
+            }
+            try tx.sql.rows("DELETE FROM accounts WHERE id = ?", id)
+            return deletion
+        }
+    }
+}
+
 extension MetadataTransaction {
+    func accountSummaries(named name: AccountName?) throws -> [AccountSummary] {
+        let filter = name == nil ? "" : "WHERE a.name = ?"
+        return try sql.rows("""
+            SELECT a.name, a.quota, a.used, a.created_at,
+              (SELECT COUNT(*) FROM tokens t WHERE t.account_id = a.id) AS tokens,
+              (SELECT COUNT(*) FROM containers c WHERE c.account_id = a.id) AS containers,
+              (SELECT COUNT(*) FROM versions v JOIN containers c ON c.id = v.container_id
+                 WHERE c.account_id = a.id AND v.state = '\(VersionState.current.rawValue)') AS documents
+            FROM accounts a \(filter) ORDER BY a.name
+            """, name.map { [SQLValue.text($0.value)] } ?? []).map { row in
+            AccountSummary(name: try row.text("name"), quota: try row.int("quota"), used: try row.int("used"), createdAt: try row.int("created_at"),
+                           tokens: try row.int("tokens"), containers: try row.int("containers"), documents: try row.int("documents"))
+        }
+    }
+
     func accountID(_ name: AccountName) throws -> Int64 {
         guard let id = try sql.int("SELECT id FROM accounts WHERE name = ?", name.value) else {
             throw XferError(.notFound, "no account named \"\(name)\"")
