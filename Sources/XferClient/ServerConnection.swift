@@ -377,8 +377,14 @@ public final class ServerConnection: Sendable {
     }
 
     /// Changes after a cursor, waiting up to `wait` seconds for one if there is none.
-    public func changes(container: ContainerName, after: Int64, wait: Int = 0) async throws -> ChangeList {
-        try await json(ChangeList.self, "GET", "/v1/containers/\(container)/changes?after=\(after)&wait=\(wait)")
+    public func changes(container: ContainerName, after: Int64, wait: Int = 0, limit: Int? = nil) async throws -> ChangeList {
+        try await json(ChangeList.self, "GET", "/v1/containers/\(container)/changes?after=\(after)&wait=\(wait)\(limit.map { "&limit=\($0)" } ?? "")")
+    }
+
+    /// The container's change-feed position now: a feed read from it sees only what is still
+    /// to come. 0 from a server that does not say (its feed is then read from the beginning).
+    public func head(container: ContainerName) async throws -> Int64 {
+        try await changes(container: container, after: 0, limit: 1).head ?? 0
     }
 
     // MARK: Plumbing

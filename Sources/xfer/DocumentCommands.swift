@@ -90,8 +90,8 @@ extension Xfer {
                 keeps reading (one JSON object per change with --json) until interrupted.
                 """)
 
-        @Option(help: ArgumentHelp("Only changes after this cursor (default: from the beginning).", valueName: "CURSOR"))
-        var since: Int64 = 0
+        @Option(help: ArgumentHelp("Only changes after this cursor (default: with --follow or --wait, from now, so only changes still to come; else from the beginning). --since 0 reads the whole history.", valueName: "CURSOR"))
+        var since: Int64?
 
         @Option(help: ArgumentHelp("If there is none yet, wait up to this long for a change (at most \(ProtocolLimits.maximumWaitSeconds)).", valueName: "SECONDS"))
         var wait: Int = 0
@@ -113,6 +113,8 @@ extension Xfer {
         func run() async throws {
             try await runReportingErrors(json: json) {
                 try await withRemote(client, unlocking: true) { remote in
+                    var since = self.since ?? 0
+                    if self.since == nil, follow || wait > 0 { since = try await remote.connection.head(container: remote.container) }
                     if follow {
                         for try await change in ChangeFeed(remote: remote, start: since, wait: ProtocolLimits.maximumWaitSeconds) {
                             switch change {

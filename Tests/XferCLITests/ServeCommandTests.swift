@@ -296,6 +296,23 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         #expect(mode == 0o600)
     }
 
+    /// `changes --wait` (and `--follow`) without `--since` starts from now: what was there
+    /// before is not replayed; without either it lists from the beginning.
+    @Test func waitingForChangesStartsFromNow() throws {
+        let server = try ServerProcess()
+        try Data("old".utf8).write(to: URL(fileURLWithPath: server.path("old")))
+        try Data("new".utf8).write(to: URL(fileURLWithPath: server.path("new")))
+        #expect(try server.run("push", server.path("old"), "old.txt").status == 0)
+        let waiting = try server.start(["changes", "--wait", "30", "--json"])
+        usleep(1_000_000)
+        #expect(try server.run("push", server.path("new"), "new.txt").status == 0)
+        let answer = String(decoding: (waiting.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        waiting.waitUntilExit()
+        #expect(answer.contains("new.txt") && !answer.contains("old.txt"), "\(answer)")
+        let history = try server.run("changes", "--json")
+        #expect(history.stdout.contains("old.txt") && history.stdout.contains("new.txt"))
+    }
+
     /// A long poll parked on the change feed (a `changes --wait`, a live `find --watch` whose
     /// client is gone) is answered at once when the server is told to stop, not drained for up
     /// to its wait: the client gets what changed so far and resumes from there elsewhere.
