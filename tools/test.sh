@@ -35,7 +35,7 @@ if [ $# -eq 0 ]; then
   grep -q 'push' "$prefix/share/fish/vendor_completions.d/xfer.fish"
   rm -rf "$prefix"
   # WebDAV driven by litmus and rclone (Debian packages, installed by setup.sh).
-  python3 tools/webdav-test.py --xfer .build/debug/xfer --groups basic,copymove,props
+  python3 tools/webdav-test.py --xfer .build/debug/xfer --groups basic,copymove,props,locks
 fi
 if [ "${XFER_QUICK:-0}" != 1 ] && [ $# -eq 0 ]; then
   python3 tools/fault-suite.py --seeds 20
