@@ -93,8 +93,8 @@ extension Xfer {
         @Option(help: ArgumentHelp("Only changes after this cursor (default: with --follow or --wait, from now, so only changes still to come; else from the beginning). --since 0 reads the whole history.", valueName: "CURSOR"))
         var since: Int64?
 
-        @Option(help: ArgumentHelp("If there is none yet, wait up to this long for a change (at most \(ProtocolLimits.maximumWaitSeconds)).", valueName: "SECONDS"))
-        var wait: Int = 0
+        @Option(help: ArgumentHelp("If there is none yet, wait up to this long for a change: 30, 30s, 1m (at most \(ProtocolLimits.maximumWaitSeconds)s).", valueName: "SPAN"))
+        var wait = Span(argument: "0")!
 
         @Flag(help: "Keep waiting for changes until interrupted.")
         var follow = false
@@ -105,8 +105,8 @@ extension Xfer {
         @OptionGroup var client: ClientOptions
 
         func validate() throws {
-            guard (0...ProtocolLimits.maximumWaitSeconds).contains(wait) else {
-                throw ValidationError("--wait must be 0...\(ProtocolLimits.maximumWaitSeconds)")
+            guard (0...Int64(ProtocolLimits.maximumWaitSeconds)).contains(wait.seconds) else {
+                throw ValidationError("--wait must be 0 to \(ProtocolLimits.maximumWaitSeconds) seconds")
             }
         }
 
@@ -114,7 +114,7 @@ extension Xfer {
             try await runReportingErrors(json: json) {
                 try await withRemote(client, unlocking: true) { remote in
                     var since = self.since ?? 0
-                    if self.since == nil, follow || wait > 0 { since = try await remote.connection.head(container: remote.container) }
+                    if self.since == nil, follow || wait.seconds > 0 { since = try await remote.connection.head(container: remote.container) }
                     if follow {
                         for try await change in ChangeFeed(remote: remote, start: since, wait: ProtocolLimits.maximumWaitSeconds) {
                             switch change {
@@ -125,7 +125,7 @@ extension Xfer {
                         }
                         return
                     }
-                    var list = try await remote.connection.changes(container: remote.container, after: since, wait: wait)
+                    var list = try await remote.connection.changes(container: remote.container, after: since, wait: Int(wait.seconds))
                     // Names, keys and values opened in an end-to-end encrypted container.
                     if let keys = remote.endToEnd { list = keys.opened(list) }
                     if json {

@@ -202,7 +202,8 @@ struct ServeSettings: Encodable {
         metadata = try sources.value("metadata", as: text, expected: "a postgres:// URL")
         chunks = try sources.value("chunks", as: text, expected: "an s3:// location")
         s3Endpoint = try sources.value("s3-endpoint", as: text, expected: "a URL")
-        maxWait = try sources.value("max-wait", as: count, expected: "a number of seconds") ?? ProtocolLimits.maximumWaitSeconds
+        let span = { (text: String) in Span(argument: text.trimmingCharacters(in: .whitespaces)).flatMap { Int(exactly: $0.seconds) } }
+        maxWait = try sources.value("max-wait", as: span, expected: "a span of time (60, 60s, 1m)") ?? ProtocolLimits.maximumWaitSeconds
         listPage = try sources.value("list-page", as: { number($0).flatMap { (1...ProtocolLimits.maximumListCount).contains($0) ? $0 : nil } },
                                      expected: "a number 1...\(ProtocolLimits.maximumListCount)") ?? ProtocolLimits.maximumListCount
         tlsCert = try sources.value("tls-cert", as: text, expected: "a file")
@@ -210,7 +211,7 @@ struct ServeSettings: Encodable {
         behindTLSProxy = try sources.value("behind-tls-proxy", as: { ["true": true, "yes": true, "1": true, "false": false, "no": false, "0": false][$0.lowercased()] },
                                            expected: "true or false") ?? false
         let positive = { (text: String) in number(text).flatMap { $0 >= 1 ? $0 : nil } }
-        idleTimeout = try sources.value("idle-timeout", as: positive, expected: "a number of seconds (1 or more)")
+        idleTimeout = try sources.value("idle-timeout", as: { span($0).flatMap { $0 >= 1 ? $0 : nil } }, expected: "a span of time of 1 second or more (45, 45s, 2m)")
             ?? Int(ServerLimits().idleTimeout.components.seconds)
         maxConnectionsPerAddress = try sources.value("max-connections-per-address", as: positive, expected: "a number (1 or more)")
         let rate = { (text: String) in Double(text.trimmingCharacters(in: .whitespaces)).flatMap { $0 >= 0 && $0.isFinite ? $0 : nil } }

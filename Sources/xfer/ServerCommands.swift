@@ -62,7 +62,7 @@ extension Xfer {
         @Option(help: ArgumentHelp("The S3 endpoint for --chunks (e.g. http://127.0.0.1:7480 for Ceph RGW).", valueName: "URL"))
         var s3Endpoint: String?
 
-        @Option(help: ArgumentHelp("Longest change-feed long poll a client may ask for. (default: \(ProtocolLimits.maximumWaitSeconds))", valueName: "SECONDS"))
+        @Option(help: ArgumentHelp("Longest change-feed long poll a client may ask for: 60, 60s, 1m. (default: \(ProtocolLimits.maximumWaitSeconds)s)", valueName: "SPAN"))
         var maxWait: String?
 
         @Option(help: ArgumentHelp("Most documents in one page of a listing; clients read every page. (default: \(ProtocolLimits.maximumListCount))", valueName: "N"))
@@ -79,7 +79,7 @@ extension Xfer {
         @Flag(name: .customLong("behind-tls-proxy"), help: "Serve plain HTTP on a non-loopback --listen address because a TLS-terminating proxy is in front (tokens cross the network only inside TLS).")
         var behindTLSProxy = false
 
-        @Option(help: ArgumentHelp("Close a connection after this long without a complete request head, or idle between requests. (default: \(Int(ServerLimits().idleTimeout.components.seconds)))", valueName: "SECONDS"))
+        @Option(help: ArgumentHelp("Close a connection after this long without a complete request head, or idle between requests: 45, 45s, 2m. (default: \(Int(ServerLimits().idleTimeout.components.seconds))s)", valueName: "SPAN"))
         var idleTimeout: String?
 
         @Option(help: ArgumentHelp("Open connections from one client address (default 256; with --behind-tls-proxy, the total cap).", valueName: "N"))

@@ -303,7 +303,7 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         try Data("old".utf8).write(to: URL(fileURLWithPath: server.path("old")))
         try Data("new".utf8).write(to: URL(fileURLWithPath: server.path("new")))
         #expect(try server.run("push", server.path("old"), "old.txt").status == 0)
-        let waiting = try server.start(["changes", "--wait", "30", "--json"])
+        let waiting = try server.start(["changes", "--wait", "30s", "--json"])
         usleep(1_000_000)
         #expect(try server.run("push", server.path("new"), "new.txt").status == 0)
         let answer = String(decoding: (waiting.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
