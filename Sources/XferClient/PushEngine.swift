@@ -842,14 +842,23 @@ public struct PushEngine: Sendable {
     /// - Returns: The server's answer, and each chunk's payload and plain sizes.
     private static func upload(_ locations: [Location], streamed: Bool, policy: CompressionPolicy, codec: ChunkCodec, cache: ChunkCache?,
                                connection: ServerConnection) async throws -> (result: UploadResult, sizes: [(payload: Int, plain: Int)]) {
-        let framer = ChunkFramer(locations, policy: policy, codec: codec, cache: cache)
+        var framer = ChunkFramer(locations, policy: policy, codec: codec, cache: cache)
         let result: UploadResult
         if streamed {
-            result = try await connection.upload(pieces: {
-                guard let piece = try framer.piece(plainBytes: uploadPieceBytes) else { return nil }
-                try? cache?.keep(piece.kept)  // a cache that cannot be written costs only bytes next time
-                return piece.bytes
+            // Each try (ServerConnection's retry rule) frames the chunks anew.
+            let current = Locked(framer)
+            var first = true
+            result = try await connection.upload(retrying: {
+                let attempt = first ? framer : ChunkFramer(locations, policy: policy, codec: codec, cache: cache)
+                first = false
+                current.withLock { $0 = attempt }
+                return {
+                    guard let piece = try attempt.piece(plainBytes: uploadPieceBytes) else { return nil }
+                    try? cache?.keep(piece.kept)  // a cache that cannot be written costs only bytes next time
+                    return piece.bytes
+                }
             })
+            framer = current.value
         } else {
             // The chunks are let go once framed: only the body is held while it is sent.
             let whole = try framer.piece(plainBytes: .max)

@@ -166,6 +166,19 @@ public final class ServerConnection: Sendable {
         return try WireJSON.decode(UploadResult.self, from: body.readableBytesView)
     }
 
+    /// Uploads a body made a piece at a time while it is sent, as ``upload(pieces:)``, under
+    /// ``retry``: `makePieces` gives a new maker of the whole body for each try (a chunk upload
+    /// names its content, so a second try stores nothing twice).
+    public func upload(retrying makePieces: () -> @Sendable () throws -> [UInt8]?) async throws -> UploadResult {
+        let response = try await respond("POST", "/v1/chunks") {
+            var request = try makeRequest("POST", "/v1/chunks")
+            request.headers.add(name: "Content-Type", value: "application/octet-stream")
+            request.body = .stream(BodyPieces(make: makePieces()), length: .unknown)
+            return request
+        }
+        return try WireJSON.decode(UploadResult.self, from: try await answer(response).1.readableBytesView)
+    }
+
     /// A request body as the pieces a closure makes, one when the client asks for more.
     private struct BodyPieces: AsyncSequence, Sendable {
         typealias Element = ByteBuffer

@@ -145,6 +145,17 @@ import XferProtocol
             move[HTTPField.Name("Destination")!] = "/dav/box/g"
             try await client.execute(uri: "/dav/box/f", method: HTTPRequest.Method("MOVE")!, headers: move) { #expect($0.status.code == 423) }
 
+            // A tagged list on a URL outside the container holds nothing, and is no error: the next list holds.
+            var elsewhere = auth
+            elsewhere[DavRoutes.ifHeader] = "<http://other.example/x> (<urn:uuid:x>) </dav/box/a.txt> (Not <DAV:no-lock>)"
+            try await client.execute(uri: "/dav/box/a.txt", method: .put, headers: elsewhere, body: ByteBuffer(string: "four")) {
+                #expect($0.status == .noContent)
+            }
+            elsewhere[DavRoutes.ifHeader] = "<http://other.example/x> (<urn:uuid:x>)"
+            try await client.execute(uri: "/dav/box/a.txt", method: .put, headers: elsewhere, body: ByteBuffer(string: "five")) {
+                #expect($0.status.code == 412, "what it names there holds no lock")
+            }
+
             // A lock on a name that holds nothing makes an empty file there.
             try await client.execute(uri: "/dav/box/new.txt", method: Self.lock, headers: auth, body: ByteBuffer(string: Self.lockBody)) { response in
                 #expect(response.status == .created)
@@ -153,5 +164,26 @@ import XferProtocol
                 #expect(response.status == .ok && response.body.readableBytes == 0)
             }
         }
+    }
+
+    /// What a write settles last: a file made meanwhile is never emptied by a LOCK's empty file,
+    /// and a write whose last check fails (a lock taken while its body arrived) commits nothing.
+    @Test func aLateLockOrALateFileStopsTheWriteBeforeItCommits() async throws {
+        let fixture = try await RouteFixture.make()
+        defer { fixture.remove() }
+        let routes = DavRoutes(metadata: fixture.data.metadata, chunks: fixture.data.chunks, limits: ServerLimits(), changes: ChangeNotifier(),
+                               quota: QuotaGate(), limiter: TokenLimiter(TokenLimits()))
+        let account = try await fixture.data.metadata.principal(tokenHash: TokenHash.hash(fixture.token))!.accountID
+        let target = DavRoutes.Target(account: account, container: try ContainerName("box"), relative: "a.txt", slash: false)
+        let path = try DocumentPath("Documents/a.txt")
+        try await routes.writeFile(target, path, base: nil, body: nil)
+        await #expect(throws: XferError.self, "a live file is not replaced by a lock's empty one") {
+            try await routes.writeFile(target, path, base: nil, onlyNew: true, body: nil)
+        }
+        await #expect(throws: DavRoutes.DavStatus.self) {
+            try await routes.writeFile(target, path, base: 1, body: nil) { throw DavRoutes.DavStatus(status: .davLocked, message: "locked meanwhile") }
+        }
+        let info = try await fixture.data.metadata.document(account: account, container: try ContainerName("box"), path: path, version: nil)
+        #expect(info.version == 1, "nothing was committed after the first")
     }
 }

@@ -59,8 +59,10 @@ extension DavRoutes {
     func state(of url: String?, _ target: Target, _ locks: [DavLock]) async throws -> (etag: String?, tokens: Set<String>) {
         var relative = target.relative
         if let url {
-            let named = try Self.target(Self.path(ofURL: url), account: target.account)
-            guard named.container == target.container else { return (nil, []) }
+            // A URL that is not one of this container's names holds no lock and no tag here.
+            guard let named = try? Self.target(Self.path(ofURL: url), account: target.account), named.container == target.container else {
+                return (nil, [])
+            }
             relative = named.relative
         }
         let path = Self.propertyPath(relative)
@@ -154,16 +156,21 @@ extension DavRoutes {
         guard conflicts.isEmpty else {
             throw DavStatus(status: .davLocked, message: "\(target.relative.isEmpty ? "the container's root" : target.relative) is locked already (\(conflicts[0].exclusive ? "exclusively" : "shared"))")
         }
+        var created = false
         if existing == nil {
             do {
-                try await writeFile(target, try Self.documentPath(target.relative), base: nil, body: nil)
+                // Only where nothing is: a file made meanwhile (by a device) is locked as it is, never emptied.
+                try await writeFile(target, try Self.documentPath(target.relative), base: nil, onlyNew: true, body: nil)
+                created = true
+            } catch let error as XferError where error.code == .alreadyExists {
+                created = false
             } catch {
                 _ = try? await metadata.releaseDavLock(account: target.account, container: target.container, token: lock.token)
                 throw error
             }
         }
         let (locks, now) = try await metadata.davLocks(account: target.account, container: target.container)
-        return Self.lockAnswer(existing == nil ? .created : .ok, locks.first { $0.token == lock.token } ?? lock, target.container, now: now)
+        return Self.lockAnswer(created ? .created : .ok, locks.first { $0.token == lock.token } ?? lock, target.container, now: now)
     }
 
     /// UNLOCK (RFC 4918 §9.11): releases the lock `Lock-Token` names, which must be on the

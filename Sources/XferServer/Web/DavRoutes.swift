@@ -517,16 +517,24 @@ struct DavRoutes: Sendable {
         try await checkWrite(request, target, [Change(relative: target.relative, member: existing == nil)])
         // Based on the version current when the request came: one committed by another device
         // while this body was arriving makes this one a conflict version, and both are kept.
-        try await limiter.upload(target.tokenKey) { try await writeFile(target, path, base: current?.version, body: request.body) }
+        // The locks are asked again once the body is in, just before the commit: a lock taken
+        // while it arrived stops the write (its chunks are left to gc).
+        try await limiter.upload(target.tokenKey) {
+            try await writeFile(target, path, base: current?.version, body: request.body) {
+                try await checkWrite(request, target, [Change(relative: target.relative, member: existing == nil)])
+            }
+        }
         return Response(status: existing == nil ? .created : .noContent, headers: [.contentLength: "0"])
     }
 
     /// Stores `body` (none: an empty file) as a new version of file `path` based on `base`
-    /// (none: on whatever is there, a new document or one deleted): cut, hashed and stored by
-    /// the server's pipeline, then committed.
-    func writeFile(_ target: Target, _ path: DocumentPath, base: Int64?, body: RequestBody?) async throws {
+    /// (none: on whatever is there, a new document or one deleted, or with `onlyNew`, refusing
+    /// a live one with `already_exists`): cut, hashed and stored by the server's pipeline,
+    /// then, once `beforeCommit` has not thrown, committed.
+    func writeFile(_ target: Target, _ path: DocumentPath, base: Int64?, onlyNew: Bool = false, body: RequestBody?,
+                   beforeCommit: () async throws -> Void = {}) async throws {
         var base = base
-        if base == nil { base = try await writer.newBase(account: target.account, container: target.container, path: path, refusingLive: false) }
+        if base == nil { base = try await writer.newBase(account: target.account, container: target.container, path: path, refusingLive: onlyNew) }
         let startedAt = try await metadata.clock()
         var file = UploadedFile(path: path, intake: ChunkIntake(metadata: metadata, chunks: chunks, quota: quota),
                                 account: target.account, startedAt: startedAt)
@@ -536,6 +544,7 @@ struct DavRoutes: Sendable {
             }
         }
         let manifest = try await file.finish()
+        try await beforeCommit()
         _ = try await writer.commit(account: target.account, container: target.container, path: path, manifest, base: base, device: "webdav")
     }
 

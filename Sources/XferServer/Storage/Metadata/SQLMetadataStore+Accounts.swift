@@ -133,6 +133,11 @@ extension SQLMetadataStore {
     public func deleteAccount(_ name: AccountName, dryRun: Bool) async throws -> AccountDeletion {
         try await write { tx in
             let id = try tx.accountID(name)
+            // Its containers' rows, then its own, locked as a commit takes them (container, then
+            // account): a write of the account's that is under way finishes first or waits, and
+            // finds nothing after (on PostgreSQL; SQLite runs one write at a time).
+            try tx.sql.rows("SELECT id FROM containers WHERE account_id = ? ORDER BY id\(tx.dialect.forUpdate)", id)
+            try tx.sql.rows("SELECT id FROM accounts WHERE id = ?\(tx.dialect.forUpdate)", id)
             let owned = "SELECT id FROM containers WHERE account_id = ?"
             guard let summary = try tx.accountSummaries(named: name).first else { throw XferError(.notFound, "no account named \"\(name)\"") }
             let versions = try tx.sql.int("SELECT COUNT(*) FROM versions WHERE container_id IN (\(owned))", id) ?? 0
