@@ -8,9 +8,13 @@ import XferCore
 ///   server is busy or stopping), whatever the request: the server did nothing for it;
 /// - after the server could not be reached (the connection refused or not made in time),
 ///   whatever the request: nothing was sent;
-/// - after a broken connection or another 5xx, only a request that may be repeated without
-///   effect (``ServerConnection/isIdempotent(method:route:)``: reads, chunk uploads, which name
-///   their content), never a commit, a deletion or an admin request, which might have been done.
+/// - after a broken connection or a gateway's error (502, 504: a proxy in front lost the
+///   server), only a request that may be repeated without effect
+///   (``ServerConnection/isIdempotent(method:route:)``: reads, chunk uploads, which name their
+///   content), never a commit, a deletion or an admin request, which might have been done.
+///
+/// The server's own errors (500 `internal` or `io`, 507 `storage_full` or `quota_exceeded`) are
+/// answers, not hiccups: they are the caller's at once.
 ///
 /// The wait is the server's `Retry-After` when it gives one (at most ``maximumDelay``), else
 /// exponential backoff with full jitter: a random time up to `baseDelay · 2^(n-1)`, capped, so
@@ -47,7 +51,7 @@ public struct RetryPolicy: Sendable, Hashable {
     public static func isTransient(status: Int?, sent: Bool, idempotent: Bool) -> Bool {
         switch status {
         case 429?, 503?: return true
-        case let code? where code >= 500: return idempotent
+        case 502?, 504?: return idempotent
         case nil: return !sent || idempotent
         default: return false
         }

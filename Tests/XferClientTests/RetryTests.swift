@@ -31,6 +31,8 @@ import XferServer
         #expect(RetryPolicy.isTransient(status: nil, sent: true, idempotent: true))
         #expect(!RetryPolicy.isTransient(status: 500, sent: true, idempotent: false))
         #expect(RetryPolicy.isTransient(status: 502, sent: true, idempotent: true))
+        #expect(!RetryPolicy.isTransient(status: 500, sent: true, idempotent: true), "the server's own error is an answer")
+        #expect(!RetryPolicy.isTransient(status: 507, sent: true, idempotent: true), "a full disk stays full")
         #expect(!RetryPolicy.isTransient(status: 409, sent: true, idempotent: true), "an answer is an answer")
         #expect(ServerConnection.isIdempotent(method: "GET", route: "/v1/containers/c/changes?after=1"))
         #expect(ServerConnection.isIdempotent(method: "POST", route: "/v1/chunks"))
