@@ -211,11 +211,11 @@ extension Xfer {
 
             @OptionGroup var sealing: SealingOptions
 
-            /// `local` on the data directory's store, or `remote` through the admin routes.
-            func run<T>(local: (any MetadataStore) async throws -> T, remote: (ServerConnection) async throws -> T) async throws -> T {
+            /// `local` on the data directory, or `remote` through the admin routes.
+            func run<T>(local: (ServerData) async throws -> T, remote: (ServerConnection) async throws -> T) async throws -> T {
                 if let data {
                     restrictFileModes()
-                    return try await local(reportMigration(ServerData.open(data, sealing: try sealing.keys(), use: .maintain)).metadata)
+                    return try await local(reportMigration(ServerData.open(data, sealing: try sealing.keys(), use: .maintain)))
                 }
                 return try await withRemote(client) { try await remote($0.connection) }
             }
@@ -253,7 +253,7 @@ extension Xfer {
 
             func run() async throws {
                 try await runReportingErrors(json: json) {
-                    let accounts = try await place.run(local: { try await $0.accountSummaries(named: nil) }, remote: { try await $0.accounts() })
+                    let accounts = try await place.run(local: { try await $0.metadata.accountSummaries(named: nil) }, remote: { try await $0.accounts() })
                     if json { printJSON(AccountList(accounts: accounts)); return }
                     if accounts.isEmpty { print("no accounts; create one with `xfer account create NAME`") }
                     for account in accounts { Account.describe(account, wide: false).forEach { print($0) } }
@@ -278,7 +278,7 @@ extension Xfer {
             func run() async throws {
                 try await runReportingErrors(json: json) {
                     let name = try AccountName(self.name)
-                    let account = try await place.run(local: { try await $0.accountSummaries(named: name)[0] },
+                    let account = try await place.run(local: { try await $0.metadata.accountSummaries(named: name)[0] },
                                                       remote: { try await $0.accounts(named: name.value)[0] })
                     if json { printJSON(account) } else { Account.describe(account, wide: true).forEach { print($0) } }
                 }
@@ -309,7 +309,7 @@ extension Xfer {
             func run() async throws {
                 try await runReportingErrors(json: json) {
                     let name = try AccountName(self.name)
-                    let account = try await place.run(local: { try await $0.setQuota(account: name, quota: quota.value) },
+                    let account = try await place.run(local: { try await $0.metadata.setQuota(account: name, quota: quota.value) },
                                                       remote: { try await $0.setQuota(account: name.value, quota: quota.value) })
                     if json { printJSON(account) } else { Account.describe(account, wide: true).forEach { print($0) } }
                 }
@@ -332,27 +332,15 @@ extension Xfer {
             @Option(help: ArgumentHelp("Storage quota (e.g. 10G); the server's default if absent.", valueName: "SIZE"))
             var quota: ByteCount?
 
-            @Option(help: ArgumentHelp("A server's data directory, to work without a running server.", valueName: "DIR"))
-            var data: String?
-
             @Flag(help: "Print the account as one JSON object (token included).")
             var json = false
 
-            @OptionGroup var client: ClientOptions
-
-            @OptionGroup var sealing: SealingOptions
+            @OptionGroup var place: Place
 
             func run() async throws {
                 try await runReportingErrors(json: json) {
-                    let info: AccountInfo
-                    if let data {
-                        restrictFileModes()
-                        info = try await reportMigration(ServerData.open(data, sealing: try sealing.keys(), use: .maintain)).createAccount(name: name, quota: quota?.value)
-                    } else {
-                        info = try await withRemote(client) { remote in
-                            try await remote.connection.createAccount(CreateAccountRequest(name: name, quota: quota?.value))
-                        }
-                    }
+                    let info = try await place.run(local: { try await $0.createAccount(name: name, quota: quota?.value) },
+                                                   remote: { try await $0.createAccount(CreateAccountRequest(name: name, quota: quota?.value)) })
                     if json {
                         printJSON(info)
                     } else {
@@ -393,7 +381,7 @@ extension Xfer {
                 try await runReportingErrors(json: json) {
                     let name = try AccountName(self.name)
                     let preview = !yes || dryRun
-                    let report = try await place.run(local: { try await $0.deleteAccount(name, dryRun: preview) },
+                    let report = try await place.run(local: { try await $0.metadata.deleteAccount(name, dryRun: preview) },
                                                      remote: { try await $0.deleteAccount(name.value, dryRun: preview) })
                     let what = "\(report.documents) document\(report.documents == 1 ? "" : "s") (\(report.versions) version\(report.versions == 1 ? "" : "s") in all) "
                         + "in \(report.containers) container\(report.containers == 1 ? "" : "s"), \(report.tokens) token\(report.tokens == 1 ? "" : "s"), "
@@ -420,25 +408,15 @@ extension Xfer {
             @Argument(help: "Account name.")
             var name: String
 
-            @Option(help: ArgumentHelp("A server's data directory, to work without a running server.", valueName: "DIR"))
-            var data: String?
-
             @Flag(help: "Print {\"account\", \"token\"} as JSON.")
             var json = false
 
-            @OptionGroup var client: ClientOptions
-
-            @OptionGroup var sealing: SealingOptions
+            @OptionGroup var place: Place
 
             func run() async throws {
                 try await runReportingErrors(json: json) {
-                    let info: TokenInfo
-                    if let data {
-                        restrictFileModes()
-                        info = try await reportMigration(ServerData.open(data, sealing: try sealing.keys(), use: .maintain)).metadata.issueToken(account: name)
-                    } else {
-                        info = try await withRemote(client) { remote in try await remote.connection.newToken(account: name) }
-                    }
+                    let info = try await place.run(local: { try await $0.metadata.issueToken(account: name) },
+                                                   remote: { try await $0.newToken(account: name) })
                     if json { printJSON(info) } else { print(info.token) }
                 }
             }
@@ -459,15 +437,10 @@ extension Xfer {
             @Option(help: ArgumentHelp("Revoke every token of this account instead.", valueName: "NAME"))
             var account: String?
 
-            @Option(help: ArgumentHelp("A server's data directory, to work without a running server.", valueName: "DIR"))
-            var data: String?
-
             @Flag(help: "Print {\"revoked\": N} as JSON.")
             var json = false
 
-            @OptionGroup var client: ClientOptions
-
-            @OptionGroup var sealing: SealingOptions
+            @OptionGroup var place: Place
 
             func validate() throws {
                 guard (revoked == nil) != (account == nil) else { throw ValidationError("give a TOKEN or --account NAME, not both") }
@@ -476,13 +449,8 @@ extension Xfer {
             func run() async throws {
                 try await runReportingErrors(json: json) {
                     let request = RevokeTokenRequest(token: revoked, account: account)
-                    let result: RevokeTokenResult
-                    if let data {
-                        restrictFileModes()
-                        result = try await reportMigration(ServerData.open(data, sealing: try sealing.keys(), use: .maintain)).metadata.revoke(request)
-                    } else {
-                        result = try await withRemote(client) { remote in try await remote.connection.revokeToken(request) }
-                    }
+                    let result = try await place.run(local: { try await $0.metadata.revoke(request) },
+                                                     remote: { try await $0.revokeToken(request) })
                     guard result.revoked > 0 || account != nil else { throw XferError(.notFound, "no such token on this server") }
                     if json { printJSON(result) } else { print("revoked \(result.revoked) token\(result.revoked == 1 ? "" : "s")") }
                 }
