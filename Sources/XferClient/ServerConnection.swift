@@ -106,8 +106,31 @@ public final class ServerConnection: Sendable {
     }
 
     /// Issues another token for an account (admin token only).
-    public func newToken(account: String) async throws -> TokenInfo {
-        try await json(TokenInfo.self, "POST", "/v1/admin/tokens", body: WireJSON.encode(NewTokenRequest(account: account)))
+    public func newToken(account: String, terms: TokenTerms = TokenTerms()) async throws -> TokenInfo {
+        try await json(TokenInfo.self, "POST", "/v1/admin/tokens", body: WireJSON.encode(NewTokenRequest(account: account, terms: terms)))
+    }
+
+    /// An account's tokens (admin token only).
+    public func tokens(account name: String) async throws -> [TokenSummary] {
+        try await json(TokenList.self, "GET", "/v1/admin/accounts/\(Self.escape(name))/tokens").tokens
+    }
+
+    /// The tokens of the account this connection's token belongs to, its own marked `current`
+    /// (a token of full scope only).
+    public func ownTokens() async throws -> [TokenSummary] {
+        try await json(TokenList.self, "GET", "/v1/tokens").tokens
+    }
+
+    /// Another token of this connection's account, on `terms` (a token of full scope only; the
+    /// new one expires no later than this one).
+    public func issueOwnToken(_ terms: TokenTerms) async throws -> TokenInfo {
+        try await json(TokenInfo.self, "POST", "/v1/tokens", body: WireJSON.encode(terms))
+    }
+
+    /// Revokes one of this account's tokens: by the token itself (any token may revoke itself)
+    /// or by its id (a token of full scope only).
+    public func revokeOwnToken(_ request: RevokeTokenRequest) async throws -> RevokeTokenResult {
+        try await json(RevokeTokenResult.self, "POST", "/v1/tokens/revoke", body: WireJSON.encode(request))
     }
 
     /// Revokes one token or all of an account's (admin token only).

@@ -12,6 +12,8 @@ public struct GarbageReport: Codable, Sendable, Hashable {
     public var leasesExpired = 0
     /// Plain bytes given back to quotas by those releases.
     public var quotaReleased: Int64 = 0
+    /// Account tokens that had expired before the grace began, removed.
+    public var tokensExpired = 0
     /// Chunk files looked at.
     public var chunksScanned = 0
     /// Chunk files no one holds, removed.
@@ -76,37 +78,76 @@ public struct GarbageRequest: Codable, Sendable, Hashable {
     }
 }
 
-/// `POST /v1/admin/tokens`: another token for an account.
+/// `POST /v1/admin/tokens`: another token for an account, with the terms of ``TokenTerms``.
 public struct NewTokenRequest: Codable, Sendable, Hashable {
     /// The account's name.
     public var account: String
+    /// A name for the device that will hold it (shown in versions and in token lists).
+    public var device: String?
+    /// Reads only.
+    public var readOnly: Bool?
+    /// The one container it may use.
+    public var container: String?
+    /// Seconds until it expires (never when absent).
+    public var expiresInSeconds: Int64?
 
-    public init(account: String) { self.account = account }
+    public init(account: String, terms: TokenTerms = TokenTerms()) {
+        self.account = account
+        device = terms.device
+        readOnly = terms.readOnly
+        container = terms.container
+        expiresInSeconds = terms.expiresInSeconds
+    }
+
+    /// Its terms.
+    public var terms: TokenTerms {
+        TokenTerms(device: device, readOnly: readOnly, container: container, expiresInSeconds: expiresInSeconds)
+    }
 }
 
-/// A token, shown once.
+/// A token, shown once, with its terms.
 public struct TokenInfo: Codable, Sendable, Hashable {
     /// The account's name.
     public var account: String
     /// The token.
     public var token: String
+    /// Its public id (``TokenSummary/id``), for `revoke-token --id`.
+    public var id: String?
+    /// The device it was issued to.
+    public var device: String?
+    /// Whether it only reads.
+    public var readOnly: Bool?
+    /// The one container it may use.
+    public var container: String?
+    /// When it expires (Unix seconds), if it does.
+    public var expiresAt: Int64?
 
-    public init(account: String, token: String) {
+    public init(account: String, token: String, id: String? = nil, device: String? = nil, readOnly: Bool? = nil,
+                container: String? = nil, expiresAt: Int64? = nil) {
         self.account = account
         self.token = token
+        self.id = id
+        self.device = device
+        self.readOnly = readOnly
+        self.container = container
+        self.expiresAt = expiresAt
     }
 }
 
-/// `POST /v1/admin/tokens/revoke`: revoke one token, or every token of an account.
+/// `POST /v1/admin/tokens/revoke`: revoke one token (by the token itself or by its public id),
+/// or every token of an account.
 public struct RevokeTokenRequest: Codable, Sendable, Hashable {
     /// The token to revoke.
     public var token: String?
     /// The account whose tokens all go.
     public var account: String?
+    /// The public id of the token to revoke (``TokenSummary/id``).
+    public var id: String?
 
-    public init(token: String?, account: String?) {
+    public init(token: String?, account: String?, id: String? = nil) {
         self.token = token
         self.account = account
+        self.id = id
     }
 }
 

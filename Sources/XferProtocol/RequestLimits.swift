@@ -130,13 +130,17 @@ extension SetQuotaRequest: WireRequest {
 extension NewTokenRequest: WireRequest {
     public func validate() throws {
         try FieldLimit.check(account, "account", maximumBytes: ProtocolLimits.maximumAccountNameBytes)
+        try terms.validate()
     }
 }
+
+extension TokenTerms: WireRequest {}
 
 extension RevokeTokenRequest: WireRequest {
     public func validate() throws {
         try FieldLimit.check(token, "token", maximumBytes: ProtocolLimits.maximumTokenBytes)
         try FieldLimit.check(account, "account", maximumBytes: ProtocolLimits.maximumAccountNameBytes)
+        try FieldLimit.check(id, "id", maximumBytes: TokenSummary.idLength)
     }
 }
 

@@ -18,6 +18,30 @@ public enum TokenHash {
     /// The stored form of a token.
     public static func hash(_ token: String) -> [UInt8] { ChunkID.of(Array(token.utf8)).bytes }
 
+    /// A token's public id: the first 8 bytes of its stored hash, in hex (``TokenSummary/id``).
+    public static func publicID(ofHash hash: [UInt8]) -> String {
+        hash.prefix(TokenSummary.idLength / 2).map { byte in
+            let hex = String(byte, radix: 16)
+            return byte < 16 ? "0" + hex : hex
+        }.joined()
+    }
+
+    /// `text` checked as a public id: 16 hex digits, lowercased.
+    /// - Throws: `bad_request` for anything else.
+    public static func publicID(_ text: String) throws -> String {
+        let lowered = text.lowercased()
+        guard lowered.utf8.count == TokenSummary.idLength, lowered.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+            throw XferError(.badRequest, "a token id is \(TokenSummary.idLength) hex digits, as `xfer token list` or `xfer account tokens NAME` shows it")
+        }
+        return lowered
+    }
+
+    /// The 8 bytes a public id (checked by ``publicID(_:)``) stands for.
+    static func publicIDBytes(_ id: String) -> [UInt8] {
+        let digits = Array(id.utf8).map { $0 <= 0x39 ? $0 - 0x30 : $0 - 0x61 + 10 }
+        return stride(from: 0, to: digits.count - 1, by: 2).map { digits[$0] << 4 | digits[$0 + 1] }
+    }
+
     /// Compares two hashes in time independent of where they differ.
     public static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
@@ -90,7 +114,16 @@ enum Credentials {
         -> (principal: Principal, key: [UInt8])? {
         guard let token = token(header, basic: basic) else { return nil }
         let hash = TokenHash.hash(token)
-        return try await metadata.principal(tokenHash: hash).map { ($0, hash) }
+        guard let principal = try await metadata.principal(tokenHash: hash) else { return nil }
+        try refuseExpired(principal)
+        return (principal, hash)
+    }
+
+    /// Throws `unauthorized` for a token past its expiry, saying when it expired.
+    static func refuseExpired(_ principal: Principal) throws {
+        guard principal.isExpired, let expiresAt = principal.expiresAt else { return }
+        let when = Date(timeIntervalSince1970: TimeInterval(expiresAt / 1_000_000_000)).formatted(.iso8601)
+        throw XferError(.unauthorized, "this token expired at \(when); get a new one (xfer login, or xfer account new-token)")
     }
 }
 

@@ -53,6 +53,7 @@ public struct Maintenance: Sendable {
             let released = try await metadata.expireLeases(olderThan: cutoff)
             report.leasesExpired = released.chunks
             report.quotaReleased = released.bytes
+            report.tokensExpired = try await metadata.removeExpiredTokens(before: cutoff * 1_000_000_000)
         }
         let modifiedBefore = Int64((now - Double(grace)) * 1e9)
         let metadata = metadata

@@ -34,26 +34,45 @@ struct Routes: Sendable {
         v1.post("admin/tokens/revoke", use: revokeToken)
         v1.post("admin/gc", use: collectGarbage)
         v1.post("admin/verify", use: verify)
-        v1.get("account", use: account)
-        v1.post("chunks/missing", use: missing)
-        v1.post("chunks", use: upload)
-        v1.post("chunks/download", use: download)
-        v1.post("containers/:container/announce", use: announce)
-        v1.post("containers/:container/commit", use: commit)
-        v1.post("containers/:container/commits", use: commitBatch)
-        v1.post("containers/:container/manifests", use: manifestBatch)
-        v1.get("containers/:container/documents", use: list)
-        v1.get("containers/:container/query", use: query)
-        v1.get("containers/:container/document", use: stat)
-        v1.delete("containers/:container/document", use: delete)
-        v1.get("containers/:container/manifest", use: manifest)
-        v1.get("containers/:container/changes", use: changeList)
-        v1.get("containers/:container/versions", use: versions)
-        v1.post("containers/:container/resolve", use: resolve)
-        v1.get("containers/:container/kv", use: keyValues)
-        v1.put("containers/:container/kv", use: setKeyValue)
-        v1.get("containers/:container/key", use: containerKey)
-        v1.put("containers/:container/key", use: setContainerKey)
+        v1.get("admin/accounts/:name/tokens", use: accountTokens)
+        // Every route that acts for an account goes through its token's scope: what it reads
+        // and what it writes (``Principal/check(_:container:)``).
+        v1.get("account", use: scoped(.read, account))
+        v1.get("tokens", use: scoped(.read, ownTokens))
+        v1.post("tokens", use: scoped(.read, issueOwnToken))
+        v1.post("tokens/revoke", use: scoped(.read, revokeOwnToken))
+        v1.post("chunks/missing", use: scoped(.read, missing))
+        v1.post("chunks", use: scoped(.write, upload))
+        v1.post("chunks/download", use: scoped(.read, download))
+        v1.post("containers/:container/announce", use: scoped(.write, announce))
+        v1.post("containers/:container/commit", use: scoped(.write, commit))
+        v1.post("containers/:container/commits", use: scoped(.write, commitBatch))
+        v1.post("containers/:container/manifests", use: scoped(.read, manifestBatch))
+        v1.get("containers/:container/documents", use: scoped(.read, list))
+        v1.get("containers/:container/query", use: scoped(.read, query))
+        v1.get("containers/:container/document", use: scoped(.read, stat))
+        v1.delete("containers/:container/document", use: scoped(.write, delete))
+        v1.get("containers/:container/manifest", use: scoped(.read, manifest))
+        v1.get("containers/:container/changes", use: scoped(.read, changeList))
+        v1.get("containers/:container/versions", use: scoped(.read, versions))
+        v1.post("containers/:container/resolve", use: scoped(.write, resolve))
+        v1.get("containers/:container/kv", use: scoped(.read, keyValues))
+        v1.put("containers/:container/kv", use: scoped(.write, setKeyValue))
+        v1.get("containers/:container/key", use: scoped(.read, containerKey))
+        v1.put("containers/:container/key", use: scoped(.write, setContainerKey))
+    }
+
+    typealias Handler = @Sendable (Request, XferRequestContext) async throws -> Response
+
+    /// `handler` for an account's token whose scope allows `access` to the container the path
+    /// names (or to the account's chunks, for a path that names none).
+    func scoped(_ access: Principal.Access, _ handler: @escaping Handler) -> Handler {
+        { request, context in
+            let principal = try context.requireAccount()
+            let container = try context.parameters.get("container").map { try ContainerName($0) }
+            try principal.check(access, container: container)
+            return try await handler(request, context)
+        }
     }
 
     // MARK: Metrics
@@ -111,7 +130,75 @@ struct Routes: Sendable {
     @Sendable func newToken(_ request: Request, context: XferRequestContext) async throws -> Response {
         try Self.requireAdmin(context, "issuing tokens")
         let body = try await Self.decode(NewTokenRequest.self, request)
-        return Self.json(try await metadata.issueToken(account: body.account), status: .created)
+        return Self.json(try await metadata.issueToken(account: body.account, terms: body.terms), status: .created)
+    }
+
+    /// `GET /v1/admin/accounts/NAME/tokens`.
+    @Sendable func accountTokens(_ request: Request, context: XferRequestContext) async throws -> Response {
+        try Self.requireAdmin(context, "listing tokens")
+        let name = try AccountName(context.parameters.get("name") ?? "")
+        return Self.json(TokenList(tokens: try await metadata.tokens(account: name)))
+    }
+
+    // MARK: An account's own tokens
+
+    /// Managing an account's tokens (issuing, listing, revoking another) takes a token of full
+    /// scope: a narrower one could otherwise widen itself.
+    private static func requireFullScope(_ principal: Principal, _ what: String) throws {
+        guard principal.scope.isFull else {
+            throw XferError(.forbidden, "\(what) needs a token of full scope; this one is \(principal.scope)")
+        }
+    }
+
+    /// `GET /v1/tokens`: the account's tokens, the asking one marked `current`.
+    @Sendable func ownTokens(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let principal = try context.requireAccount()
+        try Self.requireFullScope(principal, "listing the account's tokens")
+        let current = context.tokenKey.map(TokenHash.publicID(ofHash:))
+        let tokens = try await metadata.tokens(account: try AccountName(principal.name)).map { token -> TokenSummary in
+            var token = token
+            token.current = token.id == current
+            return token
+        }
+        return Self.json(TokenList(tokens: tokens))
+    }
+
+    /// `POST /v1/tokens`: another token of the asking account (a device's, `xfer login`).
+    @Sendable func issueOwnToken(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let principal = try context.requireAccount()
+        try Self.requireFullScope(principal, "issuing tokens")
+        var terms = try await Self.decode(TokenTerms.self, request)
+        // No later than the asking token's own expiry.
+        if let expiresAt = principal.expiresAt {
+            let left = max(1, (expiresAt - principal.authenticatedAt) / 1_000_000_000)
+            terms.expiresInSeconds = min(terms.expiresInSeconds ?? left, left)
+        }
+        return Self.json(try await metadata.issueToken(account: principal.name, terms: terms), status: .created)
+    }
+
+    /// `POST /v1/tokens/revoke`: one of the account's tokens, by the token itself (any token may
+    /// revoke itself: `xfer logout`) or by its id (with a token of full scope).
+    @Sendable func revokeOwnToken(_ request: Request, context: XferRequestContext) async throws -> Response {
+        let principal = try context.requireAccount()
+        let body = try await Self.decode(RevokeTokenRequest.self, request)
+        let account = try AccountName(principal.name)
+        switch (body.token, body.id, body.account) {
+        case (let token?, nil, nil):
+            let hash = TokenHash.hash(token)
+            if let key = context.tokenKey, TokenHash.equal(key, hash) {
+                return Self.json(RevokeTokenResult(revoked: try await metadata.revokeToken(hash: hash) ? 1 : 0))
+            }
+            try Self.requireFullScope(principal, "revoking another token")
+            guard let owner = try await metadata.principal(tokenHash: hash), !owner.isAdmin, owner.accountID == principal.accountID else {
+                return Self.json(RevokeTokenResult(revoked: 0))
+            }
+            return Self.json(RevokeTokenResult(revoked: try await metadata.revokeToken(hash: hash) ? 1 : 0))
+        case (nil, let id?, nil):
+            try Self.requireFullScope(principal, "revoking another token")
+            return Self.json(RevokeTokenResult(revoked: try await metadata.revokeToken(id: try TokenHash.publicID(id), account: account) ? 1 : 0))
+        default:
+            throw XferError(.badRequest, "give one of \"token\" (a token of this account) or \"id\" (one by its id)")
+        }
     }
 
     @Sendable func revokeToken(_ request: Request, context: XferRequestContext) async throws -> Response {
@@ -267,7 +354,8 @@ struct Routes: Sendable {
     @Sendable func announce(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         let container = try Self.container(context)
-        let body = try await Self.decode(AnnounceRequest.self, request)
+        var body = try await Self.decode(AnnounceRequest.self, request)
+        body.device = account.device(claimed: body.device)
         let info = try await metadata.announce(account: account.accountID, container: container, body)
         changes.notify(account: account.accountID, container: container)
         return Self.json(info, status: .created)
@@ -319,7 +407,9 @@ struct Routes: Sendable {
                 guard DocumentKind(manifest.kind) == document.kind else {
                     throw XferError(.invalidManifest, "\(document.path): a \(document.kind.rawValue) document with a \(manifest.kind) manifest")
                 }
-                valid.append((index, DirectCommitItem(announce: document.announcement, manifest: manifest, encoded: encoded, version: document.version)))
+                var announce = document.announcement
+                announce.device = account.device(claimed: announce.device)
+                valid.append((index, DirectCommitItem(announce: announce, manifest: manifest, encoded: encoded, version: document.version)))
             } catch {
                 outcomes[index] = BatchCommitResult.Outcome(error: ErrorMiddleware.body(for: error).error)
             }
@@ -499,7 +589,8 @@ struct Routes: Sendable {
     @Sendable func setKeyValue(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         let container = try Self.container(context)
-        let body = try await Self.decode(KeyValueWrite.self, request, limit: limits.maximumKeyValueBody)
+        var body = try await Self.decode(KeyValueWrite.self, request, limit: limits.maximumKeyValueBody)
+        body.device = account.device(claimed: body.device) ?? body.device
         let result = try await metadata.setValue(account: account.accountID, container: container, body)
         if result.applied { changes.notify(account: account.accountID, container: container) }
         return Self.json(result)

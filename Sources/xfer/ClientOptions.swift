@@ -32,6 +32,9 @@ struct ClientOptions: ParsableArguments {
         Self.pick(keyFile, "XFER_KEY_FILE", nil, environment).map { ClientState.absolute($0) }
     }
 
+    /// The server when no flag, variable or config file names one.
+    static let defaultServer = "http://127.0.0.1:8750"
+
     /// The config file: `$XFER_CONFIG`, else `$XDG_CONFIG_HOME/xfer/config.json`, else `~/.config/xfer/config.json`.
     static func configPath(_ environment: [String: String]) -> String {
         if let explicit = environment["XFER_CONFIG"], !explicit.isEmpty { return explicit }
@@ -59,7 +62,7 @@ struct ClientOptions: ParsableArguments {
     func containerKeyFile() throws -> ContainerKeyFile {
         let environment = ProcessInfo.processInfo.environment
         let file = try configFile(environment)
-        let server = Self.pick(self.server, "XFER_SERVER", file.server, environment) ?? "http://127.0.0.1:8750"
+        let server = Self.pick(self.server, "XFER_SERVER", file.server, environment) ?? Self.defaultServer
         let container = try ContainerName(Self.pick(self.container, "XFER_CONTAINER", file.container, environment) ?? ContainerName.default.value)
         return ContainerKeyFile(stateDirectory: stateDir ?? ClientState.defaultDirectory(environment: environment), server: server, container: container,
                                 keyFile: chosenKeyFile(environment))
@@ -88,9 +91,9 @@ struct ClientOptions: ParsableArguments {
         func pick(_ flag: String?, _ variable: String, _ fromFile: String?) -> String? {
             Self.pick(flag, variable, fromFile, environment)
         }
-        let server = pick(self.server, "XFER_SERVER", file.server) ?? "http://127.0.0.1:8750"
+        let server = pick(self.server, "XFER_SERVER", file.server) ?? Self.defaultServer
         guard let token = pick(self.token, "XFER_TOKEN", file.token) else {
-            throw XferError(.unauthorized, "no token: pass --token, set XFER_TOKEN, or put \"token\" in \(path) (an admin creates one with `xfer account create NAME`)")
+            throw XferError(.unauthorized, "no token: pass --token, set XFER_TOKEN, or put \"token\" in \(path) (or run `xfer login` once; an admin creates an account's first token with `xfer account create NAME`)")
         }
         let container = try ContainerName(pick(self.container, "XFER_CONTAINER", file.container) ?? ContainerName.default.value)
         let ca = pick(self.ca, "XFER_CA", nil)

@@ -271,10 +271,12 @@ struct PassphraseOptions: ParsableArguments {
     }
 
     /// Asks on the terminal with echo off.
-    static func ask(_ prompt: String) throws -> String {
+    /// - Parameter otherwise: How to give it without a terminal, for the error when there is none.
+    static func ask(_ prompt: String,
+                    otherwise: String = "give it with --passphrase-file FILE or XFER_PASSPHRASE (XFER_NEW_PASSPHRASE for a new one)") throws -> String {
         let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard fd >= 0 else {
-            throw XferError(.invalidConfiguration, "no terminal to ask for \(prompt.lowercased()) on: give it with --passphrase-file FILE or XFER_PASSPHRASE (XFER_NEW_PASSPHRASE for a new one)")
+            throw XferError(.invalidConfiguration, "no terminal to ask for \(prompt.lowercased()) on: \(otherwise)")
         }
         defer { close(fd) }
         var saved = termios()

@@ -209,7 +209,7 @@ extension Xfer {
                     printJSON(report)
                 } else {
                     let verb = dryRun ? "would remove" : "removed"
-                    print("\(verb) \(report.chunksRemoved) of \(report.chunksScanned) chunks (\(ByteCount(report.bytesRemoved))); released \(report.leasesExpired) unused uploads (\(ByteCount(report.quotaReleased)) of quota); expired \(report.uploadsExpired) unfinished versions; \(report.milliseconds) ms")
+                    print("\(verb) \(report.chunksRemoved) of \(report.chunksScanned) chunks (\(ByteCount(report.bytesRemoved))); released \(report.leasesExpired) unused uploads (\(ByteCount(report.quotaReleased)) of quota); expired \(report.uploadsExpired) unfinished versions; removed \(report.tokensExpired) expired tokens; \(report.milliseconds) ms")
                 }
             }
         }

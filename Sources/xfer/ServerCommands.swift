@@ -199,7 +199,7 @@ extension Xfer {
         static let configuration = CommandConfiguration(
             commandName: "account",
             abstract: "Manage accounts.",
-            subcommands: [Create.self, List.self, Show.self, SetQuota.self, Delete.self, NewToken.self, RevokeToken.self])
+            subcommands: [Create.self, List.self, Show.self, SetQuota.self, Delete.self, NewToken.self, Tokens.self, RevokeToken.self])
 
         /// Where an account command works: a server's data directory (`--data`), else the
         /// server at `--server` with the admin token.
@@ -403,21 +403,57 @@ extension Xfer {
             static let configuration = CommandConfiguration(
                 commandName: "new-token",
                 abstract: "Issue another token for an account and print it alone on stdout.",
-                discussion: "Use it to replace a token before revoking the old one. Works on --data DIR or asks --server with the admin token.")
+                discussion: """
+                    Use it to replace a token before revoking the old one, or to give a device, a \
+                    script or a WebDAV client its own: --device names it (recorded as the writer of \
+                    what it commits), --read-only, --for-container and --expires narrow it. Works on \
+                    --data DIR or asks --server with the admin token.
+                    """)
 
             @Argument(help: "Account name.")
             var name: String
 
-            @Flag(help: "Print {\"account\", \"token\"} as JSON.")
+            @OptionGroup var terms: TokenTermsOptions
+
+            @Flag(help: "Print the token with its id and terms as one JSON object.")
             var json = false
 
             @OptionGroup var place: Place
 
             func run() async throws {
                 try await runReportingErrors(json: json) {
-                    let info = try await place.run(local: { try await $0.metadata.issueToken(account: name) },
-                                                   remote: { try await $0.newToken(account: name) })
+                    let terms = try terms.terms()
+                    let info = try await place.run(local: { try await $0.metadata.issueToken(account: name, terms: terms) },
+                                                   remote: { try await $0.newToken(account: name, terms: terms) })
                     if json { printJSON(info) } else { print(info.token) }
+                }
+            }
+        }
+
+        struct Tokens: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "tokens",
+                abstract: "List an account's tokens: id, device, scope, creation and expiry.",
+                discussion: """
+                    Never shows a token, only its public id (what `revoke-token --id` takes). \
+                    Works on --data DIR or asks --server with the admin token. Exits 5 if there is \
+                    no such account.
+                    """)
+
+            @Argument(help: "Account name.")
+            var name: String
+
+            @Flag(help: "Print {\"tokens\": [...]} as JSON.")
+            var json = false
+
+            @OptionGroup var place: Place
+
+            func run() async throws {
+                try await runReportingErrors(json: json) {
+                    let account = try AccountName(name)
+                    let tokens = try await place.run(local: { try await $0.metadata.tokens(account: account) },
+                                                     remote: { try await $0.tokens(account: account.value) })
+                    if json { printJSON(TokenList(tokens: tokens)) } else { TokenText.list(tokens) }
                 }
             }
         }
@@ -425,14 +461,18 @@ extension Xfer {
         struct RevokeToken: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "revoke-token",
-                abstract: "Revoke a token, or every token of an account (--account).",
+                abstract: "Revoke a token (itself, or --id from `account tokens`), or every token of an account (--account).",
                 discussion: """
-                    A revoked token is refused from the next request on. Works on --data DIR or \
-                    asks --server with the admin token. Exits 5 if the token was not known.
+                    A revoked token is refused from the next request on, and its web sessions end. \
+                    Works on --data DIR or asks --server with the admin token. Exits 5 if the token \
+                    was not known.
                     """)
 
             @Argument(help: ArgumentHelp("The token to revoke.", valueName: "TOKEN"))
             var revoked: String?
+
+            @Option(help: ArgumentHelp("Revoke the token with this id (16 hex digits, as `xfer account tokens NAME` shows it) instead.", valueName: "ID"))
+            var id: String?
 
             @Option(help: ArgumentHelp("Revoke every token of this account instead.", valueName: "NAME"))
             var account: String?
@@ -443,12 +483,14 @@ extension Xfer {
             @OptionGroup var place: Place
 
             func validate() throws {
-                guard (revoked == nil) != (account == nil) else { throw ValidationError("give a TOKEN or --account NAME, not both") }
+                guard [revoked != nil, id != nil, account != nil].filter({ $0 }).count == 1 else {
+                    throw ValidationError("give one of TOKEN, --id ID or --account NAME")
+                }
             }
 
             func run() async throws {
                 try await runReportingErrors(json: json) {
-                    let request = RevokeTokenRequest(token: revoked, account: account)
+                    let request = RevokeTokenRequest(token: revoked, account: account, id: id)
                     let result = try await place.run(local: { try await $0.metadata.revoke(request) },
                                                      remote: { try await $0.revokeToken(request) })
                     guard result.revoked > 0 || account != nil else { throw XferError(.notFound, "no such token on this server") }

@@ -82,9 +82,9 @@ final class ServerProcess {
         try run(arguments, environment: extra)
     }
 
-    /// Runs `xfer ARGS` to completion.
-    func run(_ arguments: [String], environment extra: [String: String] = [:]) throws -> XferProcess {
-        let child = try start(arguments, environment: extra)
+    /// Runs `xfer ARGS` to completion, with `input` on its standard input when given.
+    func run(_ arguments: [String], environment extra: [String: String] = [:], input: String? = nil) throws -> XferProcess {
+        let child = try start(arguments, environment: extra, input: input)
         let stdout = (child.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile()
         let stderr = (child.standardError as! Pipe).fileHandleForReading.readDataToEndOfFile()
         child.waitUntilExit()
@@ -93,14 +93,20 @@ final class ServerProcess {
     }
 
     /// Starts `xfer ARGS` without waiting.
-    func start(_ arguments: [String], environment extra: [String: String] = [:]) throws -> ChildProcess {
+    func start(_ arguments: [String], environment extra: [String: String] = [:], input: String? = nil) throws -> ChildProcess {
         let child = ChildProcess()
         child.executableURL = XferProcess.binary
         child.arguments = arguments
         child.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }.merging(extra) { $1 }
         child.standardOutput = Pipe()
         child.standardError = Pipe()
+        let stdin = input.map { _ in Pipe() }
+        if let stdin { child.standardInput = stdin }
         try child.run()
+        if let stdin, let input {
+            stdin.fileHandleForWriting.write(Data(input.utf8))
+            try stdin.fileHandleForWriting.close()
+        }
         return child
     }
 
@@ -230,6 +236,52 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         #expect(deleted.status == 0 && deleted.stdout.contains("\"documents\":1") && deleted.stdout.contains("\"dry_run\":false"), "\(deleted.stdout)")
         #expect(try server.run("ls").status == 4, "its token is refused")
         #expect(try server.run("account", "show", "cli", "--data", server.path("data")).status == 5)
+    }
+
+    @Test func loginStoresADeviceTokenAndLogoutRevokesIt() throws {
+        let server = try ServerProcess()
+        let config = server.path("home/.config/xfer/config.json")
+        // No token anywhere but the config file from here on; the account token comes on stdin.
+        let environment = ["XFER_CONFIG": config, "XFER_TOKEN": ""]
+        let login = try server.run(["login", "--device", "laptop", "--container", "notes"], environment: environment, input: server.token + "\n")
+        #expect(login.status == 0 && login.stdout.contains("device laptop"), "\(login.stderr)")
+        #expect(!login.stdout.contains(server.token) && !login.stderr.contains(server.token))
+        var info = stat()
+        #expect(stat(config, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(stat(server.path("home/.config/xfer"), &info) == 0 && info.st_mode & 0o777 == 0o700)
+        let stored = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config))) as? [String: Any])
+        let deviceToken = try #require(stored["token"] as? String)
+        #expect(deviceToken != server.token && stored["device"] as? String == "laptop" && stored["container"] as? String == "notes")
+        // Commands now need no token; what this device commits names it.
+        try Data("x".utf8).write(to: URL(fileURLWithPath: server.path("f")))
+        #expect(try server.run(["push", server.path("f"), "f"], environment: environment).status == 0)
+        let versions = try server.run(["versions", "f", "--json"], environment: environment)
+        #expect(versions.stdout.contains("\"device\":\"laptop\""), "\(versions.stdout)")
+        let tokens = try server.run(["token", "list"], environment: environment)
+        #expect(tokens.status == 0 && tokens.stdout.contains("laptop") && tokens.stdout.contains("(this token)"), "\(tokens.stdout)")
+        // A second login is refused: the stored token is not dropped silently.
+        let again = try server.run(["login"], environment: environment, input: server.token + "\n")
+        #expect(again.status == 7 && again.stderr.contains("xfer logout"))
+        // A narrower token for another device: read-only, so its push is refused and changes nothing.
+        let readOnly = try server.run(["token", "new", "--device", "phone", "--read-only", "--expires", "1d"], environment: environment)
+        let phone = readOnly.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(readOnly.status == 0 && phone.hasPrefix("xfer_"))
+        let refused = try server.run(["push", server.path("f"), "g"], environment: ["XFER_TOKEN": phone, "XFER_CONTAINER": "notes"])
+        #expect(refused.status == 4 && refused.stderr.contains("read-only"), "\(refused.stderr)")
+        #expect(try server.run(["pull", "f", server.path("copy")], environment: ["XFER_TOKEN": phone, "XFER_CONTAINER": "notes"]).status == 0)
+        // The admin sees every token by id and device, never the token.
+        let admin = try String(contentsOfFile: server.path("data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let listed = try server.run(["account", "tokens", "cli"], environment: ["XFER_TOKEN": admin])
+        #expect(listed.status == 0 && listed.stdout.contains("phone") && listed.stdout.contains("read-only") && !listed.stdout.contains(phone))
+        // Logout revokes the device's token on the server and removes it from the file.
+        let logout = try server.run(["logout"], environment: environment)
+        #expect(logout.status == 0 && logout.stdout.contains("revoked"), "\(logout.stderr)")
+        #expect(try server.run(["ls"], environment: ["XFER_TOKEN": deviceToken]).status == 4)
+        let after = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config))) as? [String: Any])
+        #expect(after["token"] == nil && after["server"] as? String != nil && after["container"] as? String == "notes")
+        #expect(try server.run(["logout"], environment: environment).status == 5)
+        // The account's own token still works: only this device's access ended.
+        #expect(try server.run("ls").status == 0)
     }
 
     @Test func aKilledPushResumesSendingOnlyWhatIsMissing() throws {

@@ -237,7 +237,7 @@ import XferProtocol
     @Test(arguments: backends) func tokensAndAccounts(_ kind: String) async throws {
         try await Self.withStore(kind) { store, account in
             let token = TokenHash.generate()
-            try await store.addToken(account: try AccountName("alice"), tokenHash: TokenHash.hash(token))
+            try await store.addToken(account: try AccountName("alice"), tokenHash: TokenHash.hash(token), terms: TokenTerms())
             let principal = try #require(try await store.principal(tokenHash: TokenHash.hash(token)))
             #expect(principal.accountID == account && !principal.isAdmin && principal.authenticatedAt > 0)
             #expect(try await store.principal(tokenHash: TokenHash.hash("nobody")) == nil)
@@ -252,6 +252,42 @@ import XferProtocol
             #expect(try await store.revokeTokens(account: try AccountName("alice")) == 2)
             #expect(try await store.principal(tokenHash: TokenHash.hash(token)) == nil)
             #expect(try await !store.deploymentID().isEmpty)
+        }
+    }
+
+    @Test(arguments: backends) func tokenTermsAreKeptListedAndRevokedByID(_ kind: String) async throws {
+        try await Self.withStore(kind) { store, account in
+            let alice = try AccountName("alice")
+            let terms = TokenTerms(device: "phone", readOnly: true, container: "notes", expiresInSeconds: 3600)
+            let issued = try await store.addToken(account: alice, tokenHash: TokenHash.hash("phone-token"), terms: terms)
+            #expect(issued.id == TokenHash.publicID(ofHash: TokenHash.hash("phone-token")) && issued.id.count == 16)
+            let principal = try #require(try await store.principal(tokenHash: TokenHash.hash("phone-token")))
+            #expect(principal.accountID == account && principal.device == "phone")
+            #expect(principal.scope == TokenScope(readOnly: true, container: "notes") && !principal.isExpired)
+            // Its expiry is the store's clock plus the hour, in nanoseconds.
+            let expires = try #require(principal.expiresAt)
+            #expect(abs(expires - principal.authenticatedAt - 3_600_000_000_000) < 60_000_000_000)
+            // A token made before terms existed keeps full scope and no expiry.
+            let tokens = try await store.tokens(account: alice)
+            #expect(tokens.count == 2)
+            let listed = try #require(tokens.first { $0.id == issued.id })
+            #expect(listed.device == "phone" && listed.readOnly && listed.container == "notes" && !listed.expired && listed.expiresAt != nil)
+            let first = try #require(tokens.first { $0.id != issued.id })
+            #expect(first.scope.isFull && first.expiresAt == nil && first.device == nil)
+            // Revoked by id: only within the account named, only once.
+            try await store.addAdminToken(hash: TokenHash.hash("admin"))
+            _ = try await store.createAccount(name: try AccountName("bob"), quota: 1, tokenHash: TokenHash.hash("bob-token"))
+            #expect(try await !store.revokeToken(id: issued.id, account: try AccountName("bob")))
+            #expect(try await store.revokeToken(id: issued.id, account: alice))
+            #expect(try await !store.revokeToken(id: issued.id, account: nil))
+            #expect(try await store.principal(tokenHash: TokenHash.hash("phone-token")) == nil)
+            // Expired tokens go when gc asks, admin tokens never.
+            try await store.addToken(account: alice, tokenHash: TokenHash.hash("short"), terms: TokenTerms(expiresInSeconds: 1))
+            #expect(try await store.removeExpiredTokens(before: 0) == 0)
+            #expect(try await store.removeExpiredTokens(before: Int64.max) == 1)
+            #expect(try await store.principal(tokenHash: TokenHash.hash("short")) == nil)
+            #expect(try await store.principal(tokenHash: TokenHash.hash("admin"))?.isAdmin == true)
+            #expect(try await store.tokens(account: alice).count == 1)
         }
     }
 
@@ -294,7 +330,7 @@ import XferProtocol
                                             DavLock(token: "urn:uuid:a", path: "Documents/one", exclusive: true, infinite: false, owner: nil, timeout: 60))
             _ = try await store.createShare(account: account, container: c, path: try DocumentPath("Documents/one"), version: nil, password: nil,
                                             hash: TokenHash.hash("share"), lifetime: nil)
-            try await store.addToken(account: try AccountName("alice"), tokenHash: TokenHash.hash("alice-2"))
+            try await store.addToken(account: try AccountName("alice"), tokenHash: TokenHash.hash("alice-2"), terms: TokenTerms())
             #expect(try await store.openWebSession(tokenHash: TokenHash.hash("alice-2"), sessionHash: TokenHash.hash("session"), lifetime: 3600) != nil)
             let bob = try await store.createAccount(name: try AccountName("bob"), quota: 1 << 30, tokenHash: TokenHash.hash("bob-token"))
             let bobID = try await Self.accountID(store, bob.name)

@@ -154,7 +154,7 @@ import XferProtocol
     @Test(arguments: MetadataStoreTests.backends) func sessionsExpireEndOnSignOutAndWithTheirToken(_ kind: String) async throws {
         try await MetadataStoreTests.withStore(kind) { store, account in
             let token = "web-\(UUID().uuidString)"
-            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token))
+            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token), terms: TokenTerms())
             // An unknown token, or the admin token, opens nothing.
             #expect(try await store.openWebSession(tokenHash: TokenHash.hash("nope"), sessionHash: [1], lifetime: 1_000_000_000_000) == nil)
             try await store.addAdminToken(hash: TokenHash.hash("admin-\(token)"))
@@ -176,10 +176,28 @@ import XferProtocol
         }
     }
 
+    @Test(arguments: MetadataStoreTests.backends) func onlyAFullTokenThatHasNotExpiredSignsIn(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, account in
+            let name = try AccountName(try await store.account(account).name)
+            for (index, terms) in [TokenTerms(readOnly: true), TokenTerms(container: "notes")].enumerated() {
+                try await store.addToken(account: name, tokenHash: TokenHash.hash("scoped-\(index)"), terms: terms)
+                #expect(try await store.openWebSession(tokenHash: TokenHash.hash("scoped-\(index)"), sessionHash: [UInt8(index)],
+                                                       lifetime: 1_000_000_000_000) == nil, "the web view reaches every container and writes")
+            }
+            // A session lasts no longer than its token: once the token expires, the session is refused.
+            try await store.addToken(account: name, tokenHash: TokenHash.hash("brief"), terms: TokenTerms(device: "kiosk", expiresInSeconds: 1))
+            let session = try #require(try await store.openWebSession(tokenHash: TokenHash.hash("brief"), sessionHash: [9], lifetime: 1_000_000_000_000))
+            #expect(session.principal.device == "kiosk")
+            try await Task.sleep(for: .milliseconds(1100))
+            #expect(try await store.webSession(hash: [9]) == nil)
+            #expect(try await store.openWebSession(tokenHash: TokenHash.hash("brief"), sessionHash: [10], lifetime: 1_000_000_000_000) == nil)
+        }
+    }
+
     @Test(arguments: MetadataStoreTests.backends) func anAccountKeepsOnlyItsNewestSessions(_ kind: String) async throws {
         try await MetadataStoreTests.withStore(kind) { store, account in
             let token = "many-\(UUID().uuidString)"
-            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token))
+            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token), terms: TokenTerms())
             let count = WebSession.maximumPerAccount + 5
             for index in 0..<count {
                 _ = try await store.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: [UInt8(index)], lifetime: 1_000_000_000_000)

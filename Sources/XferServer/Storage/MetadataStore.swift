@@ -14,6 +14,51 @@ public struct Principal: Sendable, Hashable {
     /// same round trip: a request's start in the store's time, so an upload needs no extra
     /// round trip to learn when it began.
     public var authenticatedAt: Int64
+    /// The device the token was issued to: recorded as the writer of what it commits.
+    public var device: String?
+    /// What the token may do.
+    public var scope: TokenScope
+    /// When the token expires (store clock, ns), if it does.
+    public var expiresAt: Int64?
+
+    public init(accountID: Int64, name: String, isAdmin: Bool, authenticatedAt: Int64, device: String? = nil,
+                scope: TokenScope = .full, expiresAt: Int64? = nil) {
+        self.accountID = accountID
+        self.name = name
+        self.isAdmin = isAdmin
+        self.authenticatedAt = authenticatedAt
+        self.device = device
+        self.scope = scope
+        self.expiresAt = expiresAt
+    }
+
+    /// Whether the token had expired when it was checked.
+    public var isExpired: Bool { expiresAt.map { $0 <= authenticatedAt } ?? false }
+
+    /// How a route uses what it names.
+    public enum Access: Sendable {
+        case read
+        case write
+    }
+
+    /// The one rule of a token's scope, which every route that acts for an account applies:
+    /// a read-only token only reads, and a token of one container names no other.
+    /// - Parameter container: The container the request names (`nil` for an account's chunks,
+    ///   which every token of the account may reach by id, as dedup shares them).
+    /// - Throws: `forbidden`, saying what the token may do.
+    public func check(_ access: Access, container: ContainerName?) throws {
+        let holder = device.map { "the token of device \"\($0)\"" } ?? "this token"
+        if access == .write, scope.readOnly {
+            throw XferError(.forbidden, "\(holder) is read-only: it may read but not change anything; use a token with write access")
+        }
+        if let only = scope.container, let container, container.value != only {
+            throw XferError(.forbidden, "\(holder) is for container \(only) only, not \(container)")
+        }
+    }
+
+    /// The writing device a request records: the token's device when it was issued to one
+    /// (a device token cannot write as another), else what the client says.
+    public func device(claimed: String?) -> String? { device ?? claimed }
 }
 
 /// Where a packed chunk is stored: bytes `offset ..< offset + length` of pack object `pack`.
@@ -127,11 +172,23 @@ public protocol AccountStore: Sendable {
     func addAdminToken(hash: [UInt8]) async throws
     /// Creates an account with one token. Throws `already_exists` for a taken name.
     func createAccount(name: AccountName, quota: Int64, tokenHash: [UInt8]) async throws -> AccountInfo
-    /// Gives an account another token. Throws `not_found` for an unknown account.
-    func addToken(account: AccountName, tokenHash: [UInt8]) async throws
+    /// Gives an account another token on `terms` (checked already), its expiry counted from the
+    /// store's clock. Throws `not_found` for an unknown account.
+    /// - Returns: The token as lists show it.
+    @discardableResult
+    func addToken(account: AccountName, tokenHash: [UInt8], terms: TokenTerms) async throws -> TokenSummary
+    /// An account's tokens, oldest first (expired ones included, marked). Throws `not_found`.
+    func tokens(account: AccountName) async throws -> [TokenSummary]
     /// Revokes one token (an account's or an admin token, as long as another admin token
     /// remains). - Returns: Whether it existed.
     func revokeToken(hash: [UInt8]) async throws -> Bool
+    /// Revokes the token whose public id (``TokenSummary/id``) is `id`, if it is `account`'s
+    /// (any account's when `nil`), with ``revokeToken(hash:)``'s rule for admin tokens.
+    /// - Returns: Whether it existed.
+    func revokeToken(id: String, account: AccountName?) async throws -> Bool
+    /// Removes the tokens that expired before `cutoff` (store clock, ns), with their web sessions.
+    /// - Returns: How many.
+    func removeExpiredTokens(before cutoff: Int64) async throws -> Int
     /// Revokes every token of an account. Throws `not_found`. - Returns: How many.
     func revokeTokens(account: AccountName) async throws -> Int
     /// An account's name, quota and use.
@@ -278,24 +335,30 @@ public protocol ChunkLocationIndex: Sendable {
 }
 
 extension AccountStore {
-    /// Issues another token for an account (shown once; stored as its hash).
-    public func issueToken(account: String) async throws -> TokenInfo {
+    /// Issues another token for an account (shown once; stored as its hash) on `terms`.
+    /// - Throws: `bad_request` for terms ``TokenTerms/validate()`` refuses, `not_found`.
+    public func issueToken(account: String, terms: TokenTerms = TokenTerms()) async throws -> TokenInfo {
+        try terms.validate()
         let token = TokenHash.generate()
-        try await addToken(account: try AccountName(account), tokenHash: TokenHash.hash(token))
-        return TokenInfo(account: account, token: token)
+        let summary = try await addToken(account: try AccountName(account), tokenHash: TokenHash.hash(token), terms: terms)
+        return TokenInfo(account: account, token: token, id: summary.id, device: summary.device, readOnly: summary.readOnly,
+                         container: summary.container, expiresAt: summary.expiresAt)
     }
 
-    /// Revokes one token or every token of an account, as the request says.
-    /// - Throws: `bad_request` unless exactly one of `token` and `account` is given.
+    /// Revokes one token (by itself or by its public id) or every token of an account, as the
+    /// request says.
+    /// - Throws: `bad_request` unless exactly one of `token`, `id` and `account` is given.
     public func revoke(_ request: RevokeTokenRequest) async throws -> RevokeTokenResult {
-        switch (request.token, request.account) {
-        case (let token?, nil):
+        switch (request.token, request.id, request.account) {
+        case (let token?, nil, nil):
             guard token.utf8.count <= 256 else { throw XferError(.badRequest, "that is not an xfer token") }
             return RevokeTokenResult(revoked: try await revokeToken(hash: TokenHash.hash(token)) ? 1 : 0)
-        case (nil, let account?):
+        case (nil, let id?, nil):
+            return RevokeTokenResult(revoked: try await revokeToken(id: try TokenHash.publicID(id), account: nil) ? 1 : 0)
+        case (nil, nil, let account?):
             return RevokeTokenResult(revoked: try await revokeTokens(account: try AccountName(account)))
         default:
-            throw XferError(.badRequest, "give either \"token\" (one token) or \"account\" (all of its tokens)")
+            throw XferError(.badRequest, "give one of \"token\" (one token), \"id\" (one token by its id) or \"account\" (all of its tokens)")
         }
     }
 

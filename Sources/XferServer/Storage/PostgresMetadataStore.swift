@@ -223,6 +223,11 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
               timeout BIGINT NOT NULL, expires_at BIGINT NOT NULL);
             CREATE INDEX dav_locks_by_container ON dav_locks (container_id, expires_at)
             """),
+        // As SQLite's v16.
+        ("v14: token terms", """
+            ALTER TABLE tokens ADD COLUMN device TEXT, ADD COLUMN read_only BOOLEAN NOT NULL DEFAULT false,
+              ADD COLUMN container TEXT, ADD COLUMN expires_at BIGINT
+            """),
     ]
 
     func migrate(upTo last: String? = nil) async throws {

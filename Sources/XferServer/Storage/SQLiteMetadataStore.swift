@@ -281,6 +281,16 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 CREATE INDEX dav_locks_by_container ON dav_locks (container_id, expires_at);
                 """)
         }
+        migrator.registerMigration("v16: token terms") { db in
+            // A token's device, scope (read-only, one container) and expiry (store clock, ns);
+            // the tokens there are keep what they could do (full scope, no expiry).
+            try db.execute(sql: """
+                ALTER TABLE tokens ADD COLUMN device TEXT;
+                ALTER TABLE tokens ADD COLUMN read_only BOOLEAN NOT NULL DEFAULT 0;
+                ALTER TABLE tokens ADD COLUMN container TEXT;
+                ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
+                """)
+        }
         return migrator
     }
 

@@ -57,14 +57,22 @@ struct DavRoutes: Sendable {
         var slash: Bool
         /// The token's key in the ``TokenLimiter``.
         var tokenKey: [UInt8]? = nil
+        /// The writing device its versions record: the token's device, else `webdav`.
+        var device = "webdav"
     }
+
+    /// The methods that only read; every other one writes (a read-only token is refused them).
+    static let readingMethods: Set<String> = ["OPTIONS", "PROPFIND", "GET", "HEAD"]
 
     func answer(_ request: Request, _ context: XferRequestContext) async -> Response {
         do {
-            let (account, key) = try await authenticate(request)
-            var target = try Self.target(request.uri.path, account: account)
+            let (principal, key) = try await authenticate(request)
+            var target = try Self.target(request.uri.path, account: principal.accountID)
             target.tokenKey = key
-            if try await metadata.containerKey(account: account, container: target.container) != nil {
+            target.device = principal.device ?? target.device
+            // The token's scope, as on the /v1 routes (a COPY or MOVE stays in the container).
+            try principal.check(Self.readingMethods.contains(request.method.rawValue) ? .read : .write, container: target.container)
+            if try await metadata.containerKey(account: principal.accountID, container: target.container) != nil {
                 throw XferError(.encryptedContainer, "container \(target.container) is end-to-end encrypted: the server cannot read it; use xfer")
             }
             switch request.method.rawValue {
@@ -123,14 +131,14 @@ struct DavRoutes: Sendable {
     }
 
     /// The account of `Authorization: Basic` (the password a token) or `Bearer`.
-    func authenticate(_ request: Request) async throws -> (account: Int64, key: [UInt8]) {
+    func authenticate(_ request: Request) async throws -> (principal: Principal, key: [UInt8]) {
         let header = request.headers[.authorization]
         guard header != nil else { throw XferError(.unauthorized, "sign in with any user name and an account token as the password") }
         guard let (principal, key) = try await Credentials.authenticate(header, basic: true, metadata), !principal.isAdmin else {
             throw XferError(.unauthorized, "the password is not an account token of this server (the admin token has no documents)")
         }
         try limiter.admit(key)
-        return (principal.accountID, key)
+        return (principal, key)
     }
 
     /// `/dav/CONTAINER/REST` read: percent-decoded, NFC, no `.` or `..` component.
@@ -545,7 +553,7 @@ struct DavRoutes: Sendable {
         }
         let manifest = try await file.finish()
         try await beforeCommit()
-        _ = try await writer.commit(account: target.account, container: target.container, path: path, manifest, base: base, device: "webdav")
+        _ = try await writer.commit(account: target.account, container: target.container, path: path, manifest, base: base, device: target.device)
     }
 
     func mkcol(_ request: Request, _ target: Target) async throws -> Response {
@@ -561,7 +569,7 @@ struct DavRoutes: Sendable {
         let path = try Self.documentPath(target.relative)
         _ = try await writer.commit(account: target.account, container: target.container, path: path, try DocumentWriter.folderManifest(),
                                     base: try await writer.newBase(account: target.account, container: target.container, path: path, refusingLive: true),
-                                    device: "webdav")
+                                    device: target.device)
         return Response(status: .created, headers: [.contentLength: "0"])
     }
 
@@ -663,7 +671,7 @@ struct DavRoutes: Sendable {
             let path = try Self.documentPath(relative)
             let base = try await writer.newBase(account: account, container: container, path: path, refusingLive: false)
             _ = try await writer.commit(account: account, container: container, path: path, try Manifest(decoding: stored.manifest),
-                                        base: base, like: info, device: "webdav")
+                                        base: base, like: info, device: target.device)
         }
         switch source {
         case .file(let info), .packageFolder(let info, _, _):
@@ -677,7 +685,7 @@ struct DavRoutes: Sendable {
             } else if documents.isEmpty {
                 _ = try await writer.commit(account: account, container: container, path: folder, try DocumentWriter.folderManifest(),
                                             base: try await writer.newBase(account: account, container: container, path: folder, refusingLive: false),
-                                            device: "webdav")
+                                            device: target.device)
             }
             for info in documents {
                 try await place(info, at: destination.relative + "/" + Self.strip(prefix, from: info.path.value))

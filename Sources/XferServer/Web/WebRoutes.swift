@@ -77,7 +77,7 @@ struct WebRoutes: Sendable {
         guard !token.isEmpty, token.utf8.count <= 256,
               let session = try await metadata.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: WebSecurity.hash(secret),
                                                               lifetime: lifetime * 1_000_000_000) else {
-            return signinForm(error: "That is not an account token of this server (the admin token cannot sign in here).", status: .unauthorized)
+            return signinForm(error: "That is not a valid account token of this server with full access (the admin token, a read-only or one-container token, and an expired one cannot sign in here).", status: .unauthorized)
         }
         _ = session
         var response = Self.redirect("/web/")

@@ -5,19 +5,7 @@ import XferProtocol
 // Accounts and tokens: who a request acts for, and the admin operations on accounts.
 extension SQLMetadataStore {
     public func principal(tokenHash: [UInt8]) async throws -> Principal? {
-        try await read { tx in
-            // The clock in the same round trip: the request's start in the store's time.
-            guard let row = try tx.sql.one("""
-                SELECT t.hash, t.admin, a.id, a.name, \(tx.dialect.clock) AS now
-                FROM tokens t LEFT JOIN accounts a ON a.id = t.account_id WHERE t.hash = ?
-                """, tokenHash) else { return nil }
-            // The lookup is by hash of a 256-bit secret; the comparison itself is constant-time.
-            guard TokenHash.equal(try row.blob("hash"), tokenHash) else { return nil }
-            let now = try row.int("now")
-            if try row.bool("admin") { return Principal(accountID: 0, name: "admin", isAdmin: true, authenticatedAt: now) }
-            guard let id = try row.optionalInt("id"), let name = try row.optionalText("name") else { return nil }
-            return Principal(accountID: id, name: name, isAdmin: false, authenticatedAt: now)
-        }
+        try await read { tx in try tx.principal(tokenHash: tokenHash) }
     }
 
     public func deploymentID() async throws -> String {
@@ -53,27 +41,65 @@ extension SQLMetadataStore {
         }
     }
 
-    public func addToken(account: AccountName, tokenHash: [UInt8]) async throws {
+    public func addToken(account: AccountName, tokenHash: [UInt8], terms: TokenTerms) async throws -> TokenSummary {
         try await write { tx in
             let id = try tx.accountID(account)
-            try tx.sql.rows("INSERT INTO tokens (hash, account_id, admin, created_at) VALUES (?, ?, ?, ?)",
-                            tokenHash, id, false, MetadataTransaction.now())
+            let now = try tx.clock()
+            let expires = terms.expiresInSeconds.map { now + $0 * 1_000_000_000 }
+            let scope = terms.scope
+            try tx.sql.rows("""
+                INSERT INTO tokens (hash, account_id, admin, created_at, device, read_only, container, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """, [.blob(tokenHash), .int(id), .bool(false), .int(MetadataTransaction.now()), terms.device.map(SQLValue.text) ?? .null,
+                      .bool(scope.readOnly), scope.container.map(SQLValue.text) ?? .null, expires.map(SQLValue.int) ?? .null])
+            return TokenSummary(id: TokenHash.publicID(ofHash: tokenHash), account: account.value, admin: false, device: terms.device,
+                                scope: scope, createdAt: MetadataTransaction.now(), expiresAt: expires.map { $0 / 1_000_000_000 }, expired: false)
+        }
+    }
+
+    public func tokens(account: AccountName) async throws -> [TokenSummary] {
+        try await read { tx in
+            let id = try tx.accountID(account)
+            let now = try tx.clock()
+            return try tx.sql.rows("""
+                SELECT hash, admin, device, read_only, container, created_at, expires_at FROM tokens WHERE account_id = ? ORDER BY created_at, hash
+                """, id).map { row in
+                let expires = try row.optionalInt("expires_at")
+                return TokenSummary(id: TokenHash.publicID(ofHash: try row.blob("hash")), account: account.value, admin: try row.bool("admin"),
+                                    device: try row.optionalText("device"),
+                                    scope: TokenScope(readOnly: try row.bool("read_only"), container: try row.optionalText("container")),
+                                    createdAt: try row.int("created_at"), expiresAt: expires.map { $0 / 1_000_000_000 },
+                                    expired: expires.map { $0 <= now } ?? false)
+            }
         }
     }
 
     public func revokeToken(hash: [UInt8]) async throws -> Bool {
+        try await write { tx in try tx.revokeToken(hash: hash) }
+    }
+
+    public func revokeToken(id: String, account: AccountName?) async throws -> Bool {
         try await write { tx in
-            // Every admin token locked first (in one order), so two revocations cannot each see
-            // another admin token left and together remove the last two.
-            try tx.sql.rows("SELECT 1 FROM tokens WHERE admin = ? ORDER BY hash\(tx.dialect.forUpdate)", true)
-            guard let row = try tx.sql.one("SELECT admin FROM tokens WHERE hash = ?\(tx.dialect.forUpdate)", hash) else { return false }
-            if try row.bool("admin"), try tx.sql.int("SELECT COUNT(*) FROM tokens WHERE admin = ?", true) ?? 0 <= 1 {
-                throw XferError(.badRequest, "that is the only admin token; the server would have none left")
-            }
-            try tx.sql.rows("DELETE FROM tokens WHERE hash = ?", hash)
-            // The web sessions it opened end with it.
-            try tx.sql.rows("DELETE FROM web_sessions WHERE token_hash = ?", hash)
-            return true
+            // The hashes that begin with the id's 8 bytes: a range of the primary key.
+            let prefix = TokenHash.publicIDBytes(id)
+            var upper = prefix
+            while let last = upper.last, last == 0xFF { upper.removeLast() }
+            if !upper.isEmpty { upper[upper.count - 1] += 1 }
+            var clauses = ["hash >= ?"]
+            var values: [SQLValue] = [.blob(prefix)]
+            if !upper.isEmpty { clauses.append("hash < ?"); values.append(.blob(upper)) }
+            if let account { clauses.append("account_id = ?"); values.append(.int(try tx.accountID(account))) }
+            let found = try tx.sql.rows("SELECT hash FROM tokens WHERE \(clauses.joined(separator: " AND "))", values)
+            // Two tokens whose hashes share 64 bits: none in any server's life; refused rather than guessed.
+            guard found.count <= 1 else { throw XferError(.conflict, "two tokens have id \(id); revoke the token itself") }
+            guard let row = found.first else { return false }
+            return try tx.revokeToken(hash: try row.blob("hash"))
+        }
+    }
+
+    public func removeExpiredTokens(before cutoff: Int64) async throws -> Int {
+        try await write { tx in
+            try tx.sql.rows("DELETE FROM web_sessions WHERE token_hash IN (SELECT hash FROM tokens WHERE expires_at <= ?)", cutoff)
+            return try tx.sql.rows("DELETE FROM tokens WHERE expires_at <= ? AND admin = ? RETURNING hash", cutoff, false).count
         }
     }
 
@@ -178,5 +204,52 @@ extension MetadataTransaction {
             throw XferError(.notFound, "no account named \"\(name)\"")
         }
         return id
+    }
+}
+
+// A token's row as who a request acts for, read one way everywhere (the /v1 routes, WebDAV, the
+// web view's sessions).
+extension MetadataTransaction {
+    /// The columns ``principal(_:)`` reads, from `tokens t` left-joined with `accounts a`, and
+    /// the store's clock as `now` (in the same round trip).
+    var principalColumns: String {
+        "t.hash, t.admin, t.device, t.read_only, t.container, t.expires_at, a.id, a.name, \(dialect.clock) AS now"
+    }
+
+    /// The principal of a row of ``principalColumns``, expired or not (the caller refuses an
+    /// expired one, saying so); `nil` for an account token whose account is gone.
+    static func principal(_ row: SQLRow) throws -> Principal? {
+        let now = try row.int("now")
+        let scope = TokenScope(readOnly: try row.bool("read_only"), container: try row.optionalText("container"))
+        let device = try row.optionalText("device")
+        let expires = try row.optionalInt("expires_at")
+        if try row.bool("admin") {
+            return Principal(accountID: 0, name: "admin", isAdmin: true, authenticatedAt: now, device: device, scope: scope, expiresAt: expires)
+        }
+        guard let id = try row.optionalInt("id"), let name = try row.optionalText("name") else { return nil }
+        return Principal(accountID: id, name: name, isAdmin: false, authenticatedAt: now, device: device, scope: scope, expiresAt: expires)
+    }
+
+    /// The principal a token hash belongs to, or `nil`.
+    func principal(tokenHash: [UInt8]) throws -> Principal? {
+        guard let row = try sql.one("SELECT \(principalColumns) FROM tokens t LEFT JOIN accounts a ON a.id = t.account_id WHERE t.hash = ?",
+                                    tokenHash) else { return nil }
+        // The lookup is by hash of a 256-bit secret; the comparison itself is constant-time.
+        guard TokenHash.equal(try row.blob("hash"), tokenHash) else { return nil }
+        return try Self.principal(row)
+    }
+
+    /// Revokes the token of `hash`, unless it is the last admin token; its web sessions end with it.
+    func revokeToken(hash: [UInt8]) throws -> Bool {
+        // Every admin token locked first (in one order), so two revocations cannot each see
+        // another admin token left and together remove the last two.
+        try sql.rows("SELECT 1 FROM tokens WHERE admin = ? ORDER BY hash\(dialect.forUpdate)", true)
+        guard let row = try sql.one("SELECT admin FROM tokens WHERE hash = ?\(dialect.forUpdate)", hash) else { return false }
+        if try row.bool("admin"), try sql.int("SELECT COUNT(*) FROM tokens WHERE admin = ?", true) ?? 0 <= 1 {
+            throw XferError(.badRequest, "that is the only admin token; the server would have none left")
+        }
+        try sql.rows("DELETE FROM tokens WHERE hash = ?", hash)
+        try sql.rows("DELETE FROM web_sessions WHERE token_hash = ?", hash)
+        return true
     }
 }

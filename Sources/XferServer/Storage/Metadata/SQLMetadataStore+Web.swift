@@ -7,16 +7,11 @@ import XferProtocol
 extension SQLMetadataStore {
     public func openWebSession(tokenHash: [UInt8], sessionHash: [UInt8], lifetime: Int64) async throws -> WebSession? {
         // A wrong token costs a read, never the writer (a sign-in loop must not queue commits).
-        guard let known = try await principal(tokenHash: tokenHash), !known.isAdmin else { return nil }
+        guard let known = try await principal(tokenHash: tokenHash), Self.opensWebSessions(known) else { return nil }
         return try await write { tx in
-            guard let row = try tx.sql.one("""
-                SELECT t.hash, t.admin, a.id, a.name, \(tx.dialect.clock) AS now
-                FROM tokens t LEFT JOIN accounts a ON a.id = t.account_id WHERE t.hash = ?
-                """, tokenHash),
-                TokenHash.equal(try row.blob("hash"), tokenHash),
-                try !row.bool("admin"),
-                let id = try row.optionalInt("id"), let name = try row.optionalText("name") else { return nil }
-            let now = try row.int("now")
+            guard let principal = try tx.principal(tokenHash: tokenHash), Self.opensWebSessions(principal) else { return nil }
+            let id = principal.accountID
+            let now = principal.authenticatedAt
             // Expired sessions go as new ones come; an account keeps at most the newest
             // WebSession.maximumPerAccount (a script signing in in a loop cannot grow the table).
             try tx.sql.rows("DELETE FROM web_sessions WHERE expires_at <= ?", now)
@@ -29,24 +24,29 @@ extension SQLMetadataStore {
             let expires = now + lifetime
             try tx.sql.rows("INSERT INTO web_sessions (hash, account_id, token_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
                             sessionHash, id, tokenHash, now, expires)
-            return WebSession(principal: Principal(accountID: id, name: name, isAdmin: false, authenticatedAt: now), expiresAt: expires)
+            return WebSession(principal: principal, expiresAt: expires)
         }
     }
 
     public func webSession(hash: [UInt8]) async throws -> WebSession? {
         try await read { tx in
-            // Joined with the token it was opened with: revoking that token ends its sessions.
+            // Joined with the token it was opened with: revoking that token, or its expiry, ends its sessions.
             guard let row = try tx.sql.one("""
-                SELECT s.hash, s.expires_at, a.id, a.name, \(tx.dialect.clock) AS now
+                SELECT s.hash AS session, s.expires_at AS session_expires, \(tx.principalColumns)
                 FROM web_sessions s JOIN tokens t ON t.hash = s.token_hash JOIN accounts a ON a.id = s.account_id
                 WHERE s.hash = ?
-                """, hash), TokenHash.equal(try row.blob("hash"), hash) else { return nil }
-            let now = try row.int("now")
-            let expires = try row.int("expires_at")
-            guard expires > now else { return nil }
-            return WebSession(principal: Principal(accountID: try row.int("id"), name: try row.text("name"), isAdmin: false, authenticatedAt: now),
-                              expiresAt: expires)
+                """, hash), TokenHash.equal(try row.blob("session"), hash),
+                let principal = try MetadataTransaction.principal(row), Self.opensWebSessions(principal) else { return nil }
+            let expires = try row.int("session_expires")
+            guard expires > principal.authenticatedAt else { return nil }
+            return WebSession(principal: principal, expiresAt: expires)
         }
+    }
+
+    /// Whether a token may sign in to the web view: an account's token of full scope that has
+    /// not expired (the web view's pages and actions reach every container and change things).
+    static func opensWebSessions(_ principal: Principal) -> Bool {
+        !principal.isAdmin && !principal.isExpired && principal.scope.isFull
     }
 
     public func closeWebSession(hash: [UInt8]) async throws {
