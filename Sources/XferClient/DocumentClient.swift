@@ -30,10 +30,10 @@ public final class DocumentClient: Sendable {
                                  stateDirectory: stateDirectory), device: device)
     }
 
-    /// A client over an existing remote.
-    public init(remote: Remote, device: String = ProcessInfo.processInfo.hostName) {
+    /// A client over an existing remote, writing as `device` (else the remote's, ``Remote/device``).
+    public init(remote: Remote, device: String? = nil) {
         self.remote = remote
-        self.device = device
+        self.device = device ?? remote.device
     }
 
     /// Closes the connection pool.

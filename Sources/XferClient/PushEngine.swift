@@ -16,6 +16,9 @@ public struct Remote: Sendable {
     /// A key file of the user's choosing for the container's key, instead of one in the state
     /// directory (``ContainerKeyFile``).
     public var keyFile: String? = nil
+    /// The name this device writes as (versions, key-value writes): the host's, unless the
+    /// client was told another (`xfer login --device`, XFER_DEVICE).
+    public var device: String = ProcessInfo.processInfo.hostName
 
     /// Where this device keeps the container's key: named from what it knows alone, so a key can
     /// be shown or forgotten offline.
@@ -240,8 +243,8 @@ public struct PushOptions: Sendable {
     public var largeUploadFrames = 4_096
     /// Chunk ids per "missing" question.
     public var askBatch = 1024
-    /// A name for this device, shown to others.
-    public var device: String? = ProcessInfo.processInfo.hostName
+    /// A name for this device, shown to others (`nil`: the remote's, ``Remote/device``).
+    public var device: String? = nil
     /// Patterns (gitignore syntax, relative to the package's root) of files left out of a
     /// package, on top of its `.xferignore` files and the built-in defaults (`--exclude`).
     /// The sync engine does not use it (see ``SyncOptions/exclude``).
@@ -511,7 +514,7 @@ public struct PushEngine: Sendable {
         let sealed = remote.endToEnd != nil, top = snapshot.top
         return AnnounceRequest(path: path, kind: DocumentKind(snapshot.kind), size: sealed ? 0 : snapshot.totalSize,
                                mtimeNs: sealed ? 0 : top.mtimeNanoseconds, mode: sealed ? 0o600 : top.mode,
-                               baseVersion: baseVersion, device: options.device)
+                               baseVersion: baseVersion, device: options.device ?? remote.device)
     }
 
     /// Seals the pieces of sealed manifests and uploads them, a few megabytes at a time (a

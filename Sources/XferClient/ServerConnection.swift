@@ -19,6 +19,10 @@ public final class ServerConnection: Sendable {
     public let timeout: TimeAmount
     /// When a failed request is sent again (``RetryPolicy``).
     public let retry: RetryPolicy
+    /// The ceiling on chunk data sent (`--bwlimit`), shared by every upload of this connection.
+    public let uploadLimit: BandwidthLimit?
+    /// The ceiling on chunk data received, shared by every download of this connection.
+    public let downloadLimit: BandwidthLimit?
 
     /// Creates a connection (nothing is sent until the first request).
     /// - Parameters:
@@ -29,14 +33,17 @@ public final class ServerConnection: Sendable {
     ///     trust instead of the system's (for a private CA or a self-signed server).
     ///   - readTimeout: The longest silence allowed mid-answer (see below).
     ///   - retry: When a failed request is sent again.
+    ///   - bandwidth: Bytes a second of chunk data at most, each way (`nil`: as fast as it goes).
     public init(server: String, token: String, timeout: TimeAmount = .minutes(5), readTimeout: TimeAmount = .seconds(75),
-                trustRoots: String? = nil, retry: RetryPolicy = RetryPolicy()) {
+                trustRoots: String? = nil, retry: RetryPolicy = RetryPolicy(), bandwidth: Int64? = nil) {
         var base = server.contains("://") ? server : "http://" + server
         while base.hasSuffix("/") { base.removeLast() }
         self.server = base
         self.token = token
         self.timeout = timeout
         self.retry = retry
+        uploadLimit = bandwidth.map { BandwidthLimit(bytesPerSecond: $0) }
+        downloadLimit = bandwidth.map { BandwidthLimit(bytesPerSecond: $0) }
         var configuration = HTTPClient.Configuration()
         // Connect: an unreachable server is reported (and retried by sync) quickly. Read: the
         // longest silence allowed mid-answer, above the longest long poll (60 s), so a stalled
@@ -172,8 +179,20 @@ public final class ServerConnection: Sendable {
 
     /// Uploads chunks already framed (``ChunkFrames/encode(_:)``).
     public func upload(frames body: [UInt8]) async throws -> UploadResult {
-        let response = try await send("POST", "/v1/chunks", body: body, contentType: "application/octet-stream")
-        return try WireJSON.decode(UploadResult.self, from: response.readableBytesView)
+        guard let uploadLimit else {
+            let response = try await send("POST", "/v1/chunks", body: body, contentType: "application/octet-stream")
+            return try WireJSON.decode(UploadResult.self, from: response.readableBytesView)
+        }
+        // Paced: the same body as pieces, each waiting its turn (its length known, so any server takes it).
+        let response = try await respond("POST", "/v1/chunks") {
+            var request = try makeRequest("POST", "/v1/chunks")
+            request.headers.add(name: "Content-Type", value: "application/octet-stream")
+            let whole = Locked<[UInt8]?>(body)
+            request.body = .stream(BodyPieces(make: { whole.withLock { piece in defer { piece = nil }; return piece } }, limit: uploadLimit),
+                                   length: .known(Int64(body.count)))
+            return request
+        }
+        return try WireJSON.decode(UploadResult.self, from: try await answer(response).1.readableBytesView)
     }
 
     /// Uploads a body made a piece at a time while it is sent (chunked, of unknown length), so
@@ -183,7 +202,7 @@ public final class ServerConnection: Sendable {
     public func upload(pieces nextPiece: @escaping @Sendable () throws -> [UInt8]?) async throws -> UploadResult {
         var request = try makeRequest("POST", "/v1/chunks")
         request.headers.add(name: "Content-Type", value: "application/octet-stream")
-        request.body = .stream(BodyPieces(make: nextPiece), length: .unknown)
+        request.body = .stream(BodyPieces(make: nextPiece, limit: uploadLimit), length: .unknown)
         // Its pieces are made as it is sent, once: it is not sent again.
         let body = try await answer(try await execute(request)).1
         return try WireJSON.decode(UploadResult.self, from: body.readableBytesView)
@@ -196,26 +215,42 @@ public final class ServerConnection: Sendable {
         let response = try await respond("POST", "/v1/chunks") {
             var request = try makeRequest("POST", "/v1/chunks")
             request.headers.add(name: "Content-Type", value: "application/octet-stream")
-            request.body = .stream(BodyPieces(make: makePieces()), length: .unknown)
+            request.body = .stream(BodyPieces(make: makePieces(), limit: uploadLimit), length: .unknown)
             return request
         }
         return try WireJSON.decode(UploadResult.self, from: try await answer(response).1.readableBytesView)
     }
 
-    /// A request body as the pieces a closure makes, one when the client asks for more.
+    /// A request body as the pieces a closure makes, one when the client asks for more; under a
+    /// ``BandwidthLimit``, cut into slices of at most 64 KiB that each wait their turn, so the
+    /// rate holds over any piece's size.
     private struct BodyPieces: AsyncSequence, Sendable {
         typealias Element = ByteBuffer
         let make: @Sendable () throws -> [UInt8]?
+        var limit: BandwidthLimit?
+
+        static let slice = 64 << 10
 
         struct AsyncIterator: AsyncIteratorProtocol {
             let make: @Sendable () throws -> [UInt8]?
+            let limit: BandwidthLimit?
+            var pending: ArraySlice<UInt8> = []
+
             mutating func next() async throws -> ByteBuffer? {
                 try Task.checkCancellation()
-                return try make().map { ByteBuffer(bytes: $0) }
+                guard let limit else { return try make().map { ByteBuffer(bytes: $0) } }
+                while pending.isEmpty {
+                    guard let piece = try make() else { return nil }
+                    pending = piece[...]
+                }
+                let slice = pending.prefix(BodyPieces.slice)
+                pending = pending.dropFirst(slice.count)
+                try await limit.take(slice.count)
+                return ByteBuffer(bytes: slice)
             }
         }
 
-        func makeAsyncIterator() -> AsyncIterator { AsyncIterator(make: make) }
+        func makeAsyncIterator() -> AsyncIterator { AsyncIterator(make: make, limit: limit) }
     }
 
     /// Commits an announced version.
@@ -394,6 +429,8 @@ public final class ServerConnection: Sendable {
         var received = 0
         do {
             for try await buffer in response.body {
+                // Under --bwlimit the next piece is read only when this one's turn has come.
+                try await downloadLimit?.take(buffer.readableBytes)
                 for chunk in try decoder.feed(buffer.readableBytesView) {
                     try await onChunk(chunk)
                     received += 1

@@ -53,7 +53,11 @@ public struct Maintenance: Sendable {
             let released = try await metadata.expireLeases(olderThan: cutoff)
             report.leasesExpired = released.chunks
             report.quotaReleased = released.bytes
-            report.tokensExpired = try await metadata.removeExpiredTokens(before: cutoff * 1_000_000_000)
+            // In the store's time, which set the expiries (the database's clock on PostgreSQL),
+            // moved as far as `now` is from this process's clock (a caller may pass another now).
+            let shift = Int64((now - Date().timeIntervalSince1970) * 1e9)
+            let storeCutoff = try await metadata.clock() + shift - grace * 1_000_000_000
+            report.tokensExpired = try await metadata.removeExpiredTokens(before: storeCutoff)
         }
         let modifiedBefore = Int64((now - Double(grace)) * 1e9)
         let metadata = metadata

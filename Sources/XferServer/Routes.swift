@@ -167,13 +167,9 @@ struct Routes: Sendable {
     @Sendable func issueOwnToken(_ request: Request, context: XferRequestContext) async throws -> Response {
         let principal = try context.requireAccount()
         try Self.requireFullScope(principal, "issuing tokens")
-        var terms = try await Self.decode(TokenTerms.self, request)
-        // No later than the asking token's own expiry.
-        if let expiresAt = principal.expiresAt {
-            let left = max(1, (expiresAt - principal.authenticatedAt) / 1_000_000_000)
-            terms.expiresInSeconds = min(terms.expiresInSeconds ?? left, left)
-        }
-        return Self.json(try await metadata.issueToken(account: principal.name, terms: terms), status: .created)
+        let terms = try await Self.decode(TokenTerms.self, request)
+        // No later than the asking token's own expiry (the store clamps it in its transaction).
+        return Self.json(try await metadata.issueToken(account: principal.name, terms: terms, notAfter: principal.expiresAt), status: .created)
     }
 
     /// `POST /v1/tokens/revoke`: one of the account's tokens, by the token itself (any token may
@@ -589,8 +585,9 @@ struct Routes: Sendable {
     @Sendable func setKeyValue(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         let container = try Self.container(context)
-        var body = try await Self.decode(KeyValueWrite.self, request, limit: limits.maximumKeyValueBody)
-        body.device = account.device(claimed: body.device) ?? body.device
+        // The body's device stays as sent: in an end-to-end encrypted container it is sealed
+        // inside the value too, and a reader checks that the two agree.
+        let body = try await Self.decode(KeyValueWrite.self, request, limit: limits.maximumKeyValueBody)
         let result = try await metadata.setValue(account: account.accountID, container: container, body)
         if result.applied { changes.notify(account: account.accountID, container: container) }
         return Self.json(result)

@@ -27,6 +27,9 @@ struct ClientOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Times a request is sent again after the server could not be reached, was busy (503) or asked to slow down (429, waiting what it asks), with exponential backoff and jitter; reads and chunk uploads also after a broken connection (default: XFER_RETRIES, else 4; 0: never).", valueName: "N"))
     var retries: Int?
 
+    @Option(help: ArgumentHelp("Most chunk data a second each way, sent and received: 512K, 2M, 1.5G (default: XFER_BWLIMIT, else no limit).", valueName: "RATE"))
+    var bwlimit: ByteCount?
+
     /// The key file the flag or XFER_KEY_FILE names, if any.
     func chosenKeyFile(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
         Self.pick(keyFile, "XFER_KEY_FILE", nil, environment).map { ClientState.absolute($0) }
@@ -46,6 +49,8 @@ struct ClientOptions: ParsableArguments {
         var server: String?
         var token: String?
         var container: String?
+        /// The device the stored token was issued to (`xfer login`): the name this client writes as.
+        var device: String?
     }
 
     /// The remote for a synced directory: its binding's server and container unless the flags
@@ -111,8 +116,21 @@ struct ClientOptions: ParsableArguments {
             guard retries >= 0 else { throw XferError(.invalidConfiguration, "--retries (or XFER_RETRIES) is a number, 0 or more") }
             retry.retries = retries
         }
-        return Remote(connection: ServerConnection(server: server, token: token, trustRoots: ca, retry: retry), container: container,
-                      stateDirectory: stateDirectory, keyFile: chosenKeyFile(environment))
+        let bandwidth = try self.bwlimit ?? environment["XFER_BWLIMIT"].flatMap { $0.isEmpty ? nil : $0 }.map { text in
+            guard let rate = ByteCount(parsing: text) else {
+                throw XferError(.invalidConfiguration, "XFER_BWLIMIT is '\(text)'; it is a rate such as 512K or 2M (bytes a second)")
+            }
+            return rate
+        }
+        if let bandwidth, bandwidth.value < 1024 {
+            throw XferError(.invalidConfiguration, "--bwlimit (or XFER_BWLIMIT) is \(bandwidth.value) bytes a second; give 1K or more")
+        }
+        var remote = Remote(connection: ServerConnection(server: server, token: token, trustRoots: ca, retry: retry, bandwidth: bandwidth?.value),
+                            container: container, stateDirectory: stateDirectory, keyFile: chosenKeyFile(environment))
+        // The device the token was issued to, when the token is the config file's: the server
+        // records that name for its versions, and a sealed key-value entry must carry the same.
+        if let device = pick(nil, "XFER_DEVICE", token == file.token ? file.device : nil) { remote.device = device }
+        return remote
     }
 }
 

@@ -69,7 +69,10 @@ struct ClientConfigFile {
 
     static func load(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ClientConfigFile {
         let path = ClientOptions.configPath(environment)
-        guard let data = FileManager.default.contents(atPath: path) else { return ClientConfigFile(path: path, fields: [:]) }
+        guard FileManager.default.fileExists(atPath: path) else { return ClientConfigFile(path: path, fields: [:]) }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw XferError(.invalidConfiguration, "cannot read the config file \(path); nothing was changed")
+        }
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw XferError(.invalidConfiguration, "the config file \(path) is not one JSON object; fix or remove it first (nothing was changed)")
         }
@@ -81,20 +84,26 @@ struct ClientConfigFile {
         set { fields[key] = newValue }
     }
 
+    /// Writes the file whole: a new file of mode 0600 beside it (a fresh random name, never
+    /// following a link), made durable, renamed over it, the directory synced. A config file
+    /// that is a symbolic link (dotfiles kept elsewhere) is written where it points.
     func save() throws {
-        let directory = (path as NSString).deletingLastPathComponent
+        let target = (path as NSString).resolvingSymlinksInPath
+        let directory = (target as NSString).deletingLastPathComponent
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        // The directory holds a token: the user's alone (an existing one of the user's is tightened).
+        var info = stat()
+        if stat(directory, &info) == 0, info.st_uid == geteuid(), info.st_mode & 0o077 != 0 { _ = chmod(directory, 0o700) }
         let data = try JSONSerialization.data(withJSONObject: fields, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        let temporary = path + ".tmp-\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        var random = SystemRandomNumberGenerator()
+        let temporary = directory + "/.config.json.\(String(random.next() as UInt64, radix: 36))"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw XferError.writing(errno, "create", temporary) }
         var ok = false
         defer {
             close(fd)
             if !ok { unlink(temporary) }
         }
-        // The mode again: an umask cannot widen it, but a file left by a crash might be wider.
-        guard fchmod(fd, 0o600) == 0 else { throw XferError.writing(errno, "fchmod", temporary) }
         let bytes = Array(data) + [UInt8(ascii: "\n")]
         var written = 0
         while written < bytes.count {
@@ -104,8 +113,13 @@ struct ClientConfigFile {
             written += n
         }
         guard fsync(fd) == 0 else { throw XferError.writing(errno, "fsync", temporary) }
-        guard rename(temporary, path) == 0 else { throw XferError.writing(errno, "rename", path) }
+        guard rename(temporary, target) == 0 else { throw XferError.writing(errno, "rename", target) }
         ok = true
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryFD >= 0 {
+            _ = fsync(directoryFD)
+            close(directoryFD)
+        }
     }
 }
 
@@ -138,8 +152,12 @@ extension Xfer {
                 let environment = ProcessInfo.processInfo.environment
                 var config = try ClientConfigFile.load(environment)
                 if config["token"] != nil {
+                    guard config[Self.marker] != nil else {
+                        throw XferError(.alreadyExists, "\(config.path) already holds a token that `xfer login` did not store, and login will not drop it: "
+                                        + "keep a copy, remove \"token\" from the file, then log in (nothing was changed)")
+                    }
                     let device = config["device"].map { " (device \($0))" } ?? ""
-                    throw XferError(.alreadyExists, "already logged in: \(config.path) holds a token\(device); run `xfer logout` first (nothing was changed)")
+                    throw XferError(.alreadyExists, "already logged in: \(config.path) holds this device's token\(device); run `xfer logout` first (nothing was changed)")
                 }
                 var options = client
                 options.server = client.server ?? environment["XFER_SERVER"].flatMap { $0.isEmpty ? nil : $0 } ?? config["server"] ?? ClientOptions.defaultServer
@@ -149,8 +167,16 @@ extension Xfer {
                 config["server"] = options.server
                 config["token"] = info.token
                 config["device"] = info.device
-                if let container = client.container { config["container"] = container }
-                try config.save()
+                config[Self.marker] = info.id
+                // A token of one container works in that one: make it the default.
+                if let container = client.container ?? info.container { config["container"] = container }
+                do {
+                    try config.save()
+                } catch {
+                    // Nobody would hold the new token: take it back before saying so.
+                    _ = try? await withRemote(options) { try await $0.connection.revokeOwnToken(RevokeTokenRequest(token: info.token, account: nil)) }
+                    throw error
+                }
                 if json {
                     printJSON(LoginResult(server: options.server!, account: info.account, id: info.id, device: info.device, readOnly: info.readOnly ?? false,
                                           container: info.container, expiresAt: info.expiresAt, config: config.path))
@@ -162,6 +188,10 @@ extension Xfer {
                 print("the token is in \(config.path) (mode 0600); `xfer logout` revokes it")
             }
         }
+
+        /// The config file's key that says `xfer login` stored its token (the token's public
+        /// id): `xfer logout` revokes only such a token.
+        static let marker = "token_id"
 
         /// The account token, from the terminal with echo off or as the first line of a standard
         /// input that is not one.
@@ -187,16 +217,22 @@ extension Xfer {
             abstract: "Revoke this device's token on the server and remove it from the config file.",
             discussion: """
                 The token `xfer login` stored is revoked on the server first, then removed from the \
-                config file (the server's URL and other settings stay). A token the server no \
-                longer takes (revoked or expired) is removed at once. When the server cannot be \
-                reached the token is kept, unless --forget: it then stays valid on the server until \
-                revoked from another device (`xfer token revoke ID`).
+                config file (the server's URL and other settings stay). It is not revoked when it is \
+                the account's only token of full access (the account could then be reached only \
+                through the admin) unless --yes. A token the server no longer takes (revoked or \
+                expired) is removed at once. When the server cannot be reached the token is kept, \
+                unless --forget: it then stays valid on the server until revoked from another \
+                device (`xfer token revoke ID`). A token login did not store is never revoked: \
+                --forget removes it from the file only.
                 """)
 
         @OptionGroup var client: ClientOptions
 
-        @Flag(help: "Remove the token from the config file even when the server cannot be told.")
+        @Flag(help: "Remove the token from the config file even when the server cannot be told, or when login did not store it (it is then not revoked).")
         var forget = false
+
+        @Flag(help: "Revoke it even when it is the account's only token of full access.")
+        var yes = false
 
         @Flag(help: "Print {\"revoked\": N, \"removed\": true} as JSON.")
         var json = false
@@ -207,27 +243,56 @@ extension Xfer {
                 guard let token = config["token"] else {
                     throw XferError(.notFound, "not logged in: \(config.path) holds no token")
                 }
-                var options = client
-                options.token = token
-                options.server = client.server ?? config["server"]
                 var revoked = 0
                 var note: String?
-                do {
-                    revoked = try await withRemote(options) { try await $0.connection.revokeOwnToken(RevokeTokenRequest(token: token, account: nil)) }.revoked
-                } catch let error as XferError where error.code == .unauthorized {
-                    note = "the server no longer took it (\(error.message))"
-                } catch let error as XferError where forget {
-                    note = "the server was not told (\(error.message)); it stays valid there until revoked from another device"
+                if config[Login.marker] == nil {
+                    guard forget else {
+                        throw XferError(.badRequest, "the token in \(config.path) was not stored by `xfer login`, so logout does not revoke it; "
+                                        + "--forget removes it from the file only (nothing was changed)")
+                    }
+                    note = "it was not revoked (login did not store it)"
+                } else {
+                    var options = client
+                    options.token = token
+                    options.server = client.server ?? config["server"]
+                    let sameServer = options.server == nil || options.server == config["server"]
+                    do {
+                        revoked = try await withRemote(options) { remote in
+                            if !yes { try await Self.refuseLockingOut(remote.connection) }
+                            return try await remote.connection.revokeOwnToken(RevokeTokenRequest(token: token, account: nil)).revoked
+                        }
+                    } catch let error as XferError where error.code == .unauthorized && sameServer {
+                        note = "the server no longer took it (\(error.message))"
+                    } catch let error as XferError where forget && error.code != .forbidden {
+                        note = "the server was not told (\(error.message)); it stays valid there until revoked from another device"
+                    }
                 }
                 config["token"] = nil
                 config["device"] = nil
+                config[Login.marker] = nil
                 try config.save()
                 if json { printJSON(LogoutResult(revoked: revoked, removed: true)); return }
                 if let note {
                     print("removed the token from \(config.path); \(note)")
                 } else {
-                    print("logged out: the token was revoked on \(options.server ?? "the server") and removed from \(config.path)")
+                    print("logged out: the token was revoked on \(config["server"] ?? "the server") and removed from \(config.path)")
                 }
+            }
+        }
+
+        /// Throws `forbidden` when the connection's token is the account's only one of full
+        /// access that has not expired (a narrower token cannot list, and is never the only way in).
+        static func refuseLockingOut(_ connection: ServerConnection) async throws {
+            let tokens: [TokenSummary]
+            do {
+                tokens = try await connection.ownTokens()
+            } catch let error as XferError where error.code == .forbidden {
+                return
+            }
+            let others = tokens.filter { $0.current != true && $0.scope.isFull && !$0.expired && !$0.admin }
+            if others.isEmpty {
+                throw XferError(.forbidden, "this device's token is the account's only one with full access: revoking it would leave the account "
+                                + "reachable only through the server's admin; issue another first (xfer token new) or pass --yes (nothing was changed)")
             }
         }
     }

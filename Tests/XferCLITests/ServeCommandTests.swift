@@ -282,6 +282,53 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         #expect(try server.run(["logout"], environment: environment).status == 5)
         // The account's own token still works: only this device's access ended.
         #expect(try server.run("ls").status == 0)
+
+        // Logged in again, with the account token then revoked: this device's token is the
+        // account's only one of full access, and logout will not lock the account out unasked.
+        #expect(try server.run(["login"], environment: environment, input: server.token + "\n").status == 0)
+        let accountTokenID = try #require(try server.json(server.run(["token", "list", "--json"]))["tokens"] as? [[String: Any]])
+            .first { $0["current"] as? Bool == true }?["id"] as? String
+        #expect(try server.run(["token", "revoke", try #require(accountTokenID)], environment: environment).status == 0)
+        let lockout = try server.run(["logout"], environment: environment)
+        #expect(lockout.status == 4 && lockout.stderr.contains("only one with full access"), "\(lockout.stderr)")
+        #expect(try server.run(["ls"], environment: environment).status == 0, "nothing was revoked")
+        #expect(try server.run(["logout", "--yes"], environment: environment).status == 0)
+
+        // A token written into the file by hand is neither replaced by login nor revoked by logout.
+        let handMade = server.path("hand/config.json")
+        try FileManager.default.createDirectory(atPath: server.path("hand"), withIntermediateDirectories: true)
+        try Data("{\"token\": \"xfer_handmade\", \"server\": \"elsewhere\"}".utf8).write(to: URL(fileURLWithPath: handMade))
+        let refusedLogin = try server.run(["login"], environment: ["XFER_CONFIG": handMade, "XFER_TOKEN": ""], input: "xfer_x\n")
+        #expect(refusedLogin.status == 7 && refusedLogin.stderr.contains("did not store"), "\(refusedLogin.stderr)")
+        #expect(try server.run(["logout"], environment: ["XFER_CONFIG": handMade]).status == 6)
+        let forgot = try server.run(["logout", "--forget"], environment: ["XFER_CONFIG": handMade])
+        #expect(forgot.status == 0 && forgot.stdout.contains("not revoked"))
+        let left = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: handMade))) as? [String: Any])
+        #expect(left["token"] == nil && left["server"] as? String == "elsewhere")
+    }
+
+    @Test func bwlimitHoldsChunkDataToTheRateBothWays() throws {
+        let server = try ServerProcess()
+        // 512 KiB of incompressible data at 256 KiB a second: two seconds, less the quarter
+        // second a burst may take at once. (Only the floor is checked: nothing can go faster
+        // than the limit however busy the machine.)
+        try randomFile(server.path("r.bin"), megabytes: 1, seed: 5)
+        let half = try Data(contentsOf: URL(fileURLWithPath: server.path("r.bin"))).prefix(512 << 10)
+        try half.write(to: URL(fileURLWithPath: server.path("half.bin")))
+        let start = Date()
+        let push = try server.run("push", server.path("half.bin"), "half.bin", "--bwlimit", "256K")
+        let pushed = Date().timeIntervalSince(start)
+        #expect(push.status == 0, "\(push.stderr)")
+        #expect(pushed >= 1.6, "512 KiB at 256 KiB/s took \(pushed) s")
+        let pullStart = Date()
+        let pull = try server.run(["pull", "half.bin", server.path("back.bin")], environment: ["XFER_BWLIMIT": "256K", "XFER_STATE_DIR": server.path("s2")])
+        let pulled = Date().timeIntervalSince(pullStart)
+        #expect(pull.status == 0, "\(pull.stderr)")
+        #expect(pulled >= 1.6, "512 KiB at 256 KiB/s took \(pulled) s")
+        #expect(FileManager.default.contentsEqual(atPath: server.path("half.bin"), andPath: server.path("back.bin")))
+        let bad = try server.run(["ls"], environment: ["XFER_BWLIMIT": "fast"])
+        #expect(bad.status == 6 && bad.stderr.contains("XFER_BWLIMIT"))
+        #expect(try server.run("ls", "--bwlimit", "10").status == 6, "under 1K a second is refused")
     }
 
     @Test func aKilledPushResumesSendingOnlyWhatIsMissing() throws {

@@ -237,7 +237,7 @@ import XferProtocol
     @Test(arguments: backends) func tokensAndAccounts(_ kind: String) async throws {
         try await Self.withStore(kind) { store, account in
             let token = TokenHash.generate()
-            try await store.addToken(account: try AccountName("alice"), tokenHash: TokenHash.hash(token), terms: TokenTerms())
+            try await store.addToken(account: try AccountName("alice"), tokenHash: TokenHash.hash(token), terms: TokenTerms(), notAfter: nil)
             let principal = try #require(try await store.principal(tokenHash: TokenHash.hash(token)))
             #expect(principal.accountID == account && !principal.isAdmin && principal.authenticatedAt > 0)
             #expect(try await store.principal(tokenHash: TokenHash.hash("nobody")) == nil)
@@ -259,7 +259,7 @@ import XferProtocol
         try await Self.withStore(kind) { store, account in
             let alice = try AccountName("alice")
             let terms = TokenTerms(device: "phone", readOnly: true, container: "notes", expiresInSeconds: 3600)
-            let issued = try await store.addToken(account: alice, tokenHash: TokenHash.hash("phone-token"), terms: terms)
+            let issued = try await store.addToken(account: alice, tokenHash: TokenHash.hash("phone-token"), terms: terms, notAfter: nil)
             #expect(issued.id == TokenHash.publicID(ofHash: TokenHash.hash("phone-token")) && issued.id.count == 16)
             let principal = try #require(try await store.principal(tokenHash: TokenHash.hash("phone-token")))
             #expect(principal.accountID == account && principal.device == "phone")
@@ -282,12 +282,30 @@ import XferProtocol
             #expect(try await !store.revokeToken(id: issued.id, account: nil))
             #expect(try await store.principal(tokenHash: TokenHash.hash("phone-token")) == nil)
             // Expired tokens go when gc asks, admin tokens never.
-            try await store.addToken(account: alice, tokenHash: TokenHash.hash("short"), terms: TokenTerms(expiresInSeconds: 1))
+            try await store.addToken(account: alice, tokenHash: TokenHash.hash("short"), terms: TokenTerms(expiresInSeconds: 1), notAfter: nil)
             #expect(try await store.removeExpiredTokens(before: 0) == 0)
             #expect(try await store.removeExpiredTokens(before: Int64.max) == 1)
             #expect(try await store.principal(tokenHash: TokenHash.hash("short")) == nil)
             #expect(try await store.principal(tokenHash: TokenHash.hash("admin"))?.isAdmin == true)
             #expect(try await store.tokens(account: alice).count == 1)
+            // Never later than the asking token's expiry; nothing from one under a second from it.
+            let now = try await store.clock()
+            let child = try await store.addToken(account: alice, tokenHash: TokenHash.hash("child"), terms: TokenTerms(expiresInSeconds: 86_400),
+                                                 notAfter: now + 60_000_000_000)
+            #expect(try #require(child.expiresAt) <= (now + 60_000_000_000) / 1_000_000_000)
+            let unbounded = try await store.addToken(account: alice, tokenHash: TokenHash.hash("unbounded"), terms: TokenTerms(), notAfter: now + 60_000_000_000)
+            #expect(unbounded.expiresAt != nil, "a token with no expiry asked of an expiring one gets the asker's")
+            await #expect(throws: XferError.self) {
+                try await store.addToken(account: alice, tokenHash: TokenHash.hash("again"), terms: TokenTerms(), notAfter: now + 500_000_000)
+            }
+            // At most AccountLimits.maximumTokens live tokens.
+            for index in try await store.tokens(account: alice).count..<AccountLimits.maximumTokens {
+                try await store.addToken(account: alice, tokenHash: TokenHash.hash("many-\(index)"), terms: TokenTerms(), notAfter: nil)
+            }
+            await #expect(throws: XferError.self) {
+                try await store.addToken(account: alice, tokenHash: TokenHash.hash("one-too-many"), terms: TokenTerms(), notAfter: nil)
+            }
+            #expect(try await store.tokens(account: alice).count == AccountLimits.maximumTokens)
         }
     }
 
@@ -330,7 +348,7 @@ import XferProtocol
                                             DavLock(token: "urn:uuid:a", path: "Documents/one", exclusive: true, infinite: false, owner: nil, timeout: 60))
             _ = try await store.createShare(account: account, container: c, path: try DocumentPath("Documents/one"), version: nil, password: nil,
                                             hash: TokenHash.hash("share"), lifetime: nil)
-            try await store.addToken(account: try AccountName("alice"), tokenHash: TokenHash.hash("alice-2"), terms: TokenTerms())
+            try await store.addToken(account: try AccountName("alice"), tokenHash: TokenHash.hash("alice-2"), terms: TokenTerms(), notAfter: nil)
             #expect(try await store.openWebSession(tokenHash: TokenHash.hash("alice-2"), sessionHash: TokenHash.hash("session"), lifetime: 3600) != nil)
             let bob = try await store.createAccount(name: try AccountName("bob"), quota: 1 << 30, tokenHash: TokenHash.hash("bob-token"))
             let bobID = try await Self.accountID(store, bob.name)

@@ -130,6 +130,14 @@ import XferProtocol
                 let decoded = try decode(DocumentInfo.self, $0)
                 #expect(decoded.device == "laptop")
             }
+            // A key-value write keeps the device it names: in an end-to-end encrypted container that
+            // name is sealed inside the value too, and the two must agree.
+            let write = KeyValueWrite(key: "k", value: .string("v"), timestampNs: 1, device: "laptop-client")
+            try await client.execute(uri: "/v1/containers/default/kv", method: .put, headers: fixture.headers(laptop.token), body: json(write)) { response in
+                #expect(response.status == .ok)
+                let result = try decode(KeyValueWriteResult.self, response)
+                #expect(result.entry.device == "laptop-client")
+            }
             // A token with no device records what the client says.
             let other = ByteBuffer(string: #"{"path":"b.txt","kind":"file","size":5,"mtime_ns":0,"mode":420,"device":"desk"}"#)
             try await client.execute(uri: "/v1/containers/default/announce", method: .post, headers: fixture.headers(), body: other) {

@@ -154,7 +154,7 @@ import XferProtocol
     @Test(arguments: MetadataStoreTests.backends) func sessionsExpireEndOnSignOutAndWithTheirToken(_ kind: String) async throws {
         try await MetadataStoreTests.withStore(kind) { store, account in
             let token = "web-\(UUID().uuidString)"
-            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token), terms: TokenTerms())
+            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token), terms: TokenTerms(), notAfter: nil)
             // An unknown token, or the admin token, opens nothing.
             #expect(try await store.openWebSession(tokenHash: TokenHash.hash("nope"), sessionHash: [1], lifetime: 1_000_000_000_000) == nil)
             try await store.addAdminToken(hash: TokenHash.hash("admin-\(token)"))
@@ -180,12 +180,12 @@ import XferProtocol
         try await MetadataStoreTests.withStore(kind) { store, account in
             let name = try AccountName(try await store.account(account).name)
             for (index, terms) in [TokenTerms(readOnly: true), TokenTerms(container: "notes")].enumerated() {
-                try await store.addToken(account: name, tokenHash: TokenHash.hash("scoped-\(index)"), terms: terms)
+                try await store.addToken(account: name, tokenHash: TokenHash.hash("scoped-\(index)"), terms: terms, notAfter: nil)
                 #expect(try await store.openWebSession(tokenHash: TokenHash.hash("scoped-\(index)"), sessionHash: [UInt8(index)],
                                                        lifetime: 1_000_000_000_000) == nil, "the web view reaches every container and writes")
             }
             // A session lasts no longer than its token: once the token expires, the session is refused.
-            try await store.addToken(account: name, tokenHash: TokenHash.hash("brief"), terms: TokenTerms(device: "kiosk", expiresInSeconds: 1))
+            try await store.addToken(account: name, tokenHash: TokenHash.hash("brief"), terms: TokenTerms(device: "kiosk", expiresInSeconds: 1), notAfter: nil)
             let session = try #require(try await store.openWebSession(tokenHash: TokenHash.hash("brief"), sessionHash: [9], lifetime: 1_000_000_000_000))
             #expect(session.principal.device == "kiosk")
             try await Task.sleep(for: .milliseconds(1100))
@@ -197,7 +197,7 @@ import XferProtocol
     @Test(arguments: MetadataStoreTests.backends) func anAccountKeepsOnlyItsNewestSessions(_ kind: String) async throws {
         try await MetadataStoreTests.withStore(kind) { store, account in
             let token = "many-\(UUID().uuidString)"
-            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token), terms: TokenTerms())
+            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token), terms: TokenTerms(), notAfter: nil)
             let count = WebSession.maximumPerAccount + 5
             for index in 0..<count {
                 _ = try await store.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: [UInt8(index)], lifetime: 1_000_000_000_000)

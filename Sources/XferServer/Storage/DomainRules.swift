@@ -42,6 +42,10 @@ enum DeletionRules {
 
 /// What one account may hold besides its quota's bytes, the same for every backend.
 enum AccountLimits {
+    /// Live (unexpired) tokens an account may hold at once: each device, script and WebDAV
+    /// client its own, and no table (nor per-token rate) grown without end by a loop.
+    static let maximumTokens = 100
+
     /// Refuses a new container past the policy's count.
     static func checkNewContainer(existing: Int64, policy: StorePolicy) throws {
         guard existing < Int64(policy.maximumContainers) else {

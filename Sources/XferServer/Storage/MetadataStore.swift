@@ -173,10 +173,12 @@ public protocol AccountStore: Sendable {
     /// Creates an account with one token. Throws `already_exists` for a taken name.
     func createAccount(name: AccountName, quota: Int64, tokenHash: [UInt8]) async throws -> AccountInfo
     /// Gives an account another token on `terms` (checked already), its expiry counted from the
-    /// store's clock. Throws `not_found` for an unknown account.
+    /// store's clock and never later than `notAfter` (store clock, ns: the expiry of the token
+    /// that asks). Throws `not_found` for an unknown account, `forbidden` past
+    /// ``AccountLimits/maximumTokens`` live tokens or when `notAfter` is under a second away.
     /// - Returns: The token as lists show it.
     @discardableResult
-    func addToken(account: AccountName, tokenHash: [UInt8], terms: TokenTerms) async throws -> TokenSummary
+    func addToken(account: AccountName, tokenHash: [UInt8], terms: TokenTerms, notAfter: Int64?) async throws -> TokenSummary
     /// An account's tokens, oldest first (expired ones included, marked). Throws `not_found`.
     func tokens(account: AccountName) async throws -> [TokenSummary]
     /// Revokes one token (an account's or an admin token, as long as another admin token
@@ -337,10 +339,10 @@ public protocol ChunkLocationIndex: Sendable {
 extension AccountStore {
     /// Issues another token for an account (shown once; stored as its hash) on `terms`.
     /// - Throws: `bad_request` for terms ``TokenTerms/validate()`` refuses, `not_found`.
-    public func issueToken(account: String, terms: TokenTerms = TokenTerms()) async throws -> TokenInfo {
+    public func issueToken(account: String, terms: TokenTerms = TokenTerms(), notAfter: Int64? = nil) async throws -> TokenInfo {
         try terms.validate()
         let token = TokenHash.generate()
-        let summary = try await addToken(account: try AccountName(account), tokenHash: TokenHash.hash(token), terms: terms)
+        let summary = try await addToken(account: try AccountName(account), tokenHash: TokenHash.hash(token), terms: terms, notAfter: notAfter)
         return TokenInfo(account: account, token: token, id: summary.id, device: summary.device, readOnly: summary.readOnly,
                          container: summary.container, expiresAt: summary.expiresAt)
     }

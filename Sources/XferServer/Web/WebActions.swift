@@ -151,11 +151,12 @@ extension WebRoutes {
         try await writer.newBase(account: session.principal.accountID, container: container, path: path, refusingLive: refusingLive)
     }
 
-    /// Commits `manifest` at `path` as one new version from this browser (device `web`).
+    /// Commits `manifest` at `path` as one new version from this browser (device `web`, or the
+    /// device the session's token was issued to).
     func commit(_ session: WebContext, _ container: ContainerName, _ path: DocumentPath, _ manifest: Manifest, base: Int64?,
                 like copied: DocumentInfo? = nil) async throws -> DocumentInfo {
         try await writer.commit(account: session.principal.accountID, container: container, path: path, manifest, base: base,
-                                like: copied, device: "web")
+                                like: copied, device: session.principal.device ?? "web")
     }
 
     static func now() -> Int64 { DocumentWriter.now() }

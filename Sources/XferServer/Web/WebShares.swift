@@ -47,9 +47,14 @@ extension WebRoutes {
         // A signed-in owner waits its turn on the threads; only the public unlock is turned away.
         let stored: String? = password.isEmpty ? nil : try await ScryptGate.queued { try PasswordHash.make(password) }
         let secret = WebSecurity.secret()
+        // A link lasts no longer than the token the session was opened with, when that expires.
+        var lifetime: Int64? = days == 0 ? nil : days * 86_400 * 1_000_000_000
+        if let expiresAt = session.principal.expiresAt {
+            let left = max(1, expiresAt - session.principal.authenticatedAt)
+            lifetime = min(lifetime ?? left, left)
+        }
         let link = try await metadata.createShare(account: session.principal.accountID, container: container, path: path, version: version,
-                                                  password: stored, hash: Self.shareHash(secret),
-                                                  lifetime: days == 0 ? nil : days * 86_400 * 1_000_000_000)
+                                                  password: stored, hash: Self.shareHash(secret), lifetime: lifetime)
         var values = commonValues(container)
         values["url"] = origin(request) + "/s/" + secret
         values["name"] = String(path.value.split(separator: "/").last ?? "")

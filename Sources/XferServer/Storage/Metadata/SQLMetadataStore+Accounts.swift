@@ -41,11 +41,23 @@ extension SQLMetadataStore {
         }
     }
 
-    public func addToken(account: AccountName, tokenHash: [UInt8], terms: TokenTerms) async throws -> TokenSummary {
+    public func addToken(account: AccountName, tokenHash: [UInt8], terms: TokenTerms, notAfter: Int64?) async throws -> TokenSummary {
         try await write { tx in
             let id = try tx.accountID(account)
             let now = try tx.clock()
-            let expires = terms.expiresInSeconds.map { now + $0 * 1_000_000_000 }
+            var expires = terms.expiresInSeconds.map { now + $0 * 1_000_000_000 }
+            if let notAfter {
+                // Counted here, in the store's time: a token about to expire cannot hand on a
+                // fresh second again and again.
+                guard notAfter - now >= 1_000_000_000 else {
+                    throw XferError(.unauthorized, "the token that asks expires in under a second; it issues no more tokens")
+                }
+                expires = min(expires ?? notAfter, notAfter)
+            }
+            let live = try tx.sql.int("SELECT COUNT(*) FROM tokens WHERE account_id = ? AND (expires_at IS NULL OR expires_at > ?)", id, now) ?? 0
+            guard live < Int64(AccountLimits.maximumTokens) else {
+                throw XferError(.forbidden, "account \(account) has \(live) live tokens, the most it may; revoke some first (xfer token list, xfer token revoke ID)")
+            }
             let scope = terms.scope
             try tx.sql.rows("""
                 INSERT INTO tokens (hash, account_id, admin, created_at, device, read_only, container, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
