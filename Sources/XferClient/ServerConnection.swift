@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -23,6 +24,12 @@ public final class ServerConnection: Sendable {
     public let uploadLimit: BandwidthLimit?
     /// The ceiling on chunk data received, shared by every download of this connection.
     public let downloadLimit: BandwidthLimit?
+    /// Where it says what it does: each request and its answer at `debug`, each try sent again
+    /// at `info` (never a token or a body). Silent by default.
+    public let logger: Logger
+
+    /// A logger that says nothing: the default of a library's connection.
+    public static let silent = Logger(label: "xfer.client", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// Creates a connection (nothing is sent until the first request).
     /// - Parameters:
@@ -34,14 +41,16 @@ public final class ServerConnection: Sendable {
     ///   - readTimeout: The longest silence allowed mid-answer (see below).
     ///   - retry: When a failed request is sent again.
     ///   - bandwidth: Bytes a second of chunk data at most, each way (`nil`: as fast as it goes).
+    ///   - logger: Where to say what it does (``silent`` by default).
     public init(server: String, token: String, timeout: TimeAmount = .minutes(5), readTimeout: TimeAmount = .seconds(75),
-                trustRoots: String? = nil, retry: RetryPolicy = RetryPolicy(), bandwidth: Int64? = nil) {
+                trustRoots: String? = nil, retry: RetryPolicy = RetryPolicy(), bandwidth: Int64? = nil, logger: Logger = ServerConnection.silent) {
         var base = server.contains("://") ? server : "http://" + server
         while base.hasSuffix("/") { base.removeLast() }
         self.server = base
         self.token = token
         self.timeout = timeout
         self.retry = retry
+        self.logger = logger
         uploadLimit = bandwidth.map { BandwidthLimit(bytesPerSecond: $0) }
         downloadLimit = bandwidth.map { BandwidthLimit(bytesPerSecond: $0) }
         var configuration = HTTPClient.Configuration()
@@ -519,8 +528,11 @@ public final class ServerConnection: Sendable {
                       RetryPolicy.isTransient(status: nil, sent: !(error.cause is Unreached), idempotent: idempotent) else { throw error }
             }
             attempt += 1
+            let wait = retry.delay(attempt: attempt, retryAfter: retryAfter)
+            logger.info("sending again", metadata: ["request": "\(method) \(route.prefix { $0 != "?" })", "try": "\(attempt + 1) of \(retry.retries + 1)",
+                                                    "after": "\(wait)", "server_asked": "\(retryAfter != nil)"])
             do {
-                try await Task.sleep(for: retry.delay(attempt: attempt, retryAfter: retryAfter))
+                try await Task.sleep(for: wait)
             } catch {
                 throw XferError(.cancelled, "cancelled")
             }
@@ -574,8 +586,14 @@ public final class ServerConnection: Sendable {
     }
 
     private func execute(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
+        let started = ContinuousClock.now
+        let what = "\(request.method.rawValue) \(request.url.dropFirst(server.count).prefix { $0 != "?" })"
         do {
-            return try await client.execute(request, timeout: timeout)
+            // The HTTP client's own events (connections, parts) only at trace: at debug, one line a request.
+            let response = try await client.execute(request, timeout: timeout, logger: logger.logLevel == .trace ? logger : Self.silent)
+            logger.debug("answered", metadata: ["request": "\(what)", "status": "\(response.status.code)",
+                                                "ms": "\(Int((ContinuousClock.now - started).seconds * 1000))"])
+            return response
         } catch let error as XferError {
             throw error  // from a body made while it is sent (upload(pieces:))
         } catch let error as HTTPClientError where error == .cancelled {
@@ -586,6 +604,7 @@ public final class ServerConnection: Sendable {
             throw XferError(.unavailable, "the TLS certificate of \(server) is not trusted or does not name it; give the CA that signed it with --ca FILE (or XFER_CA)",
                             cause: Untrusted(underlying: DescribedError(error)))
         } catch {
+            logger.debug("failed", metadata: ["request": "\(what)", "error": "\(error)", "ms": "\(Int((ContinuousClock.now - started).seconds * 1000))"])
             throw XferError(.unavailable, "cannot reach the xfer server at \(server); is `xfer serve` running there, and is --server right?",
                             cause: Self.neverSent(error) ? Unreached(underlying: DescribedError(error)) : DescribedError(error))
         }

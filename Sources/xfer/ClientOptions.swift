@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import XferClient
 import XferCore
 import XferProtocol
@@ -29,6 +30,27 @@ struct ClientOptions: ParsableArguments {
 
     @Option(help: ArgumentHelp("Most chunk data a second each way, sent and received: 512K, 2M, 1.5G (default: XFER_BWLIMIT, else no limit).", valueName: "RATE"))
     var bwlimit: ByteCount?
+
+    @Flag(name: .shortAndLong, help: "Log to stderr each request to the server with its status and time, and each one sent again; twice (-vv): the HTTP client's own connection events too (default: XFER_LOG_LEVEL, else nothing).")
+    var verbose: Int
+
+    /// The client's log: to stderr at the level -v/-vv or XFER_LOG_LEVEL asks; silent otherwise.
+    func logger(_ environment: [String: String]) throws -> Logger {
+        let level: Logger.Level?
+        switch verbose {
+        case 0:
+            guard let text = environment["XFER_LOG_LEVEL"], !text.isEmpty else { return ServerConnection.silent }
+            guard let named = Logger.Level(rawValue: text.lowercased()) else {
+                throw XferError(.invalidConfiguration, "XFER_LOG_LEVEL is '\(text)'; it is one of trace, debug, info, notice, warning, error, critical")
+            }
+            level = named
+        case 1: level = .debug
+        default: level = .trace
+        }
+        var logger = Logger(label: "xfer.client") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = level ?? .info
+        return logger
+    }
 
     /// The key file the flag or XFER_KEY_FILE names, if any.
     func chosenKeyFile(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
@@ -125,7 +147,8 @@ struct ClientOptions: ParsableArguments {
         if let bandwidth, bandwidth.value < 1024 {
             throw XferError(.invalidConfiguration, "--bwlimit (or XFER_BWLIMIT) is \(bandwidth.value) bytes a second; give 1K or more")
         }
-        var remote = Remote(connection: ServerConnection(server: server, token: token, trustRoots: ca, retry: retry, bandwidth: bandwidth?.value),
+        var remote = Remote(connection: ServerConnection(server: server, token: token, trustRoots: ca, retry: retry, bandwidth: bandwidth?.value,
+                                                         logger: try logger(environment)),
                             container: container, stateDirectory: stateDirectory, keyFile: chosenKeyFile(environment))
         // The device the token was issued to, when the token is the config file's: the server
         // records that name for its versions, and a sealed key-value entry must carry the same.

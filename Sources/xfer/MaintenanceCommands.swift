@@ -100,6 +100,9 @@ extension Xfer {
         @Flag(help: "Print the report as one JSON object.")
         var json = false
 
+        @Flag(name: .shortAndLong, help: "No progress and no summary: only the problems found, and the exit status (9 on damage).")
+        var quiet = false
+
         @OptionGroup var client: ClientOptions
 
         @OptionGroup var sealing: SealingOptions
@@ -113,7 +116,7 @@ extension Xfer {
         func run() async throws {
             try await runReportingErrors(json: json) {
                 if documents {
-                    let progress = !json && isatty(STDERR_FILENO) == 1
+                    let progress = !json && !quiet && isatty(STDERR_FILENO) == 1
                     let report = try await withRemote(client, unlocking: true) { remote in
                         try await ContainerVerify(remote: remote).run { checked in
                             if progress { FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8)) }
@@ -123,16 +126,16 @@ extension Xfer {
                     if json {
                         printJSON(report)
                     } else {
-                        print("\(report.documentsChecked) documents, \(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) checked")
+                        if !quiet { print("\(report.documentsChecked) documents, \(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) checked") }
                         for problem in report.problems { print("  damaged  \(problem.document): \(problem.problem)") }
-                        print(report.ok ? "ok" : "\(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")
+                        if !quiet || !report.ok { print(report.ok ? "ok" : "\(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")") }
                     }
                     if !report.ok { throw ExitCode(9) }
                 } else if data != nil || remote {
                     let report: ServerVerifyReport
                     if let data {
                         // Progress only on a terminal: `\r` lines do not belong in a log.
-                        let progress = !json && isatty(STDERR_FILENO) == 1
+                        let progress = !json && !quiet && isatty(STDERR_FILENO) == 1
                         report = try await Maintenance(data: try await openExistingData(data, sealing: sealing)).verify { checked in
                             if progress { FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8)) }
                         }
@@ -143,10 +146,10 @@ extension Xfer {
                     if json {
                         printJSON(report)
                     } else {
-                        print("\(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) and \(report.versionsChecked) versions checked, \(report.recordsChecked) chunk records, \(report.milliseconds) ms")
+                        if !quiet { print("\(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) and \(report.versionsChecked) versions checked, \(report.recordsChecked) chunk records, \(report.milliseconds) ms") }
                         for problem in report.problems { print("  \(problem)") }
                         if report.problemCount > report.problems.count { print("  … and \(report.problemCount - report.problems.count) more") }
-                        print(report.ok ? "ok" : "\(report.problemCount) problem\(report.problemCount == 1 ? "" : "s")")
+                        if !quiet || !report.ok { print(report.ok ? "ok" : "\(report.problemCount) problem\(report.problemCount == 1 ? "" : "s")") }
                     }
                     if !report.ok { throw ExitCode(9) }
                 } else {
@@ -155,11 +158,11 @@ extension Xfer {
                     if json {
                         printJSON(report)
                     } else {
-                        print("\(report.documentsChecked) documents, \(report.filesChecked) files (\(ByteCount(report.bytesChecked))) checked; \(report.evicted) evicted")
+                        if !quiet { print("\(report.documentsChecked) documents, \(report.filesChecked) files (\(ByteCount(report.bytesChecked))) checked; \(report.evicted) evicted") }
                         for path in report.damaged { print("  damaged  \(path)") }
                         for path in report.missing { print("  missing  \(path)") }
-                        for path in report.modified { print("  modified \(path) (not yet synced)") }
-                        print(report.ok ? "ok" : "\(report.damaged.count) damaged, \(report.missing.count) missing: `xfer fetch PATH` or `rm` and `xfer sync` brings back the synced version")
+                        for path in report.modified where !quiet { print("  modified \(path) (not yet synced)") }
+                        if !quiet || !report.ok { print(report.ok ? "ok" : "\(report.damaged.count) damaged, \(report.missing.count) missing: `xfer fetch PATH` or `rm` and `xfer sync` brings back the synced version") }
                     }
                     if !report.ok { throw ExitCode(9) }
                 }
@@ -191,6 +194,9 @@ extension Xfer {
         @Flag(help: "Print the report as one JSON object.")
         var json = false
 
+        @Flag(name: .shortAndLong, help: "Print nothing (errors still go to stderr): for cron.")
+        var quiet = false
+
         @OptionGroup var client: ClientOptions
 
         @OptionGroup var sealing: SealingOptions
@@ -207,7 +213,7 @@ extension Xfer {
                 }
                 if json {
                     printJSON(report)
-                } else {
+                } else if !quiet {
                     let verb = dryRun ? "would remove" : "removed"
                     print("\(verb) \(report.chunksRemoved) of \(report.chunksScanned) chunks (\(ByteCount(report.bytesRemoved))); released \(report.leasesExpired) unused uploads (\(ByteCount(report.quotaReleased)) of quota); expired \(report.uploadsExpired) unfinished versions; removed \(report.tokensExpired) expired tokens; \(report.milliseconds) ms")
                 }

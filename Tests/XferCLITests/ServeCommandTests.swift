@@ -331,6 +331,23 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         #expect(try server.run("ls", "--bwlimit", "10").status == 6, "under 1K a second is refused")
     }
 
+    @Test func verboseLogsEachRequestAndQuietSaysNothing() throws {
+        let server = try ServerProcess()
+        let ls = try server.run("ls", "-v")
+        #expect(ls.status == 0)
+        #expect(ls.stderr.contains("request=GET /v1/containers/default/documents") && ls.stderr.contains("status=200"), "\(ls.stderr)")
+        #expect(!ls.stderr.contains(server.token) && !ls.stderr.contains("AsyncHTTPClient"), "one line a request, never the token")
+        // A request sent again says so (the server is not there: every try is logged, then exit 3).
+        let unreachable = try server.run(["ls", "--retries", "1"], environment: ["XFER_SERVER": "http://127.0.0.1:1", "XFER_LOG_LEVEL": "info"])
+        #expect(unreachable.status == 3 && unreachable.stderr.contains("sending again") && unreachable.stderr.contains("try=2 of 2"), "\(unreachable.stderr)")
+        #expect(try server.run(["ls"], environment: ["XFER_LOG_LEVEL": "loud"]).status == 6)
+        #expect(try server.run("ls").stderr.isEmpty, "silent by default")
+        let gc = try server.run("gc", "--data", server.path("data"), "--quiet")
+        #expect(gc.status == 0 && gc.stdout.isEmpty)
+        let verify = try server.run("verify", "--data", server.path("data"), "-q")
+        #expect(verify.status == 0 && verify.stdout.isEmpty)
+    }
+
     @Test func aKilledPushResumesSendingOnlyWhatIsMissing() throws {
         let server = try ServerProcess()
         let file = server.path("big.bin")
