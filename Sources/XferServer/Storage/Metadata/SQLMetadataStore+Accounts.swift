@@ -108,6 +108,11 @@ extension SQLMetadataStore {
         }
     }
 
+    /// Test seam: moves a token's expiry to `expiresAt` (store clock, ns), as time passing would.
+    func setTokenExpiry(hash: [UInt8], at expiresAt: Int64) async throws {
+        try await write { tx in _ = try tx.sql.rows("UPDATE tokens SET expires_at = ? WHERE hash = ?", expiresAt, hash) }
+    }
+
     public func removeExpiredTokens(before cutoff: Int64) async throws -> Int {
         try await write { tx in
             try tx.sql.rows("DELETE FROM web_sessions WHERE token_hash IN (SELECT hash FROM tokens WHERE expires_at <= ?)", cutoff)

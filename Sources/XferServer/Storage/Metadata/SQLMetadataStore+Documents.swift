@@ -230,8 +230,10 @@ extension SQLMetadataStore {
                 VALUES (?, ?, ?, 'deleted', ?, 0, ?, ?, ?, ?, ?)
                 """, document.id, version, containerID, info.kind.rawValue, now * 1_000_000_000, info.mode, current, sequence, now)
             try tx.sql.rows("UPDATE documents SET current_version = ?, latest_version = ? WHERE id = ?", version, version, document.id)
-            // Its share links go with it: a later document at the same path is another one.
+            // Its share links and WebDAV properties go with it, whoever deleted it (a device, the
+            // web view, WebDAV): a later document at the same path is another one.
             try tx.sql.rows("DELETE FROM share_links WHERE account_id = ? AND container = ? AND path = ?", account, container.value, path.value)
+            try tx.sql.rows("DELETE FROM dav_properties WHERE container_id = ? AND path = ?", containerID, path.value)
             try tx.prune(account: account, document: document.id)
             try tx.sql.notifyChanges(container: containerID)
             return try tx.info(document: document.id, path: path, version: version)!
