@@ -89,14 +89,15 @@ def main():
             results.setdefault(name, []).append((seconds, peak))
 
         for run in range(args.runs):
-            big = os.path.join(source, f"big{run}.bin")
+            big, pushed = os.path.join(source, f"big{run}.bin"), os.path.join(source, f"pushed{run}.bin")
             random_file(big, args.size_mib)
+            random_file(pushed, args.size_mib)
             tree = os.path.join(source, f"tree{run}")
             random_tree(tree, args.files)
             steps = [
                 ("file PUT: xfer WebDAV (curl)", ["curl", "-sf", *auth, "-T", big, f"{url}/dav/box/big{run}.bin"], server.pid, env),
                 ("file PUT: rclone serve webdav (curl)", ["curl", "-sf", "-T", big, f"{peer}/big{run}.bin"], rclone_peer.pid, None),
-                ("file: xfer push", [xfer, "push", "--container", "pushed", big, f"big{run}.bin"], server.pid, env),
+                ("file: xfer push", [xfer, "push", "--container", "pushed", pushed, f"big{run}.bin"], server.pid, env),
                 ("tree in: rclone copy → xfer WebDAV", ["rclone", "copy", tree, remotes["xfer"] + f"tree{run}", "--transfers", "4"], server.pid, None),
                 ("tree in: rclone copy → rclone serve webdav", ["rclone", "copy", tree, remotes["rclone"] + f"tree{run}", "--transfers", "4"],
                  rclone_peer.pid, None),
@@ -112,7 +113,7 @@ def main():
                 if os.path.exists(out):
                     os.remove(out)
                 record(name, *(web.timed_env(command, environment, pid) if environment else web.timed(command, pid)))
-                if xferlab.sha256(out) != xferlab.sha256(big):
+                if xferlab.sha256(out) != xferlab.sha256(pushed if "xfer pull" in name else big):
                     raise RuntimeError(f"{name}: the bytes differ")
             check = subprocess.run(["rclone", "check", tree, remotes["xfer"] + f"tree{run}", "--size-only"], capture_output=True, text=True)
             if check.returncode != 0:

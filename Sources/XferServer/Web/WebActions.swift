@@ -278,19 +278,48 @@ struct UploadedFile {
         if plainBytes >= 8 << 20 { try await flush() }
     }
 
-    /// Hashes and compresses what was cut (off the event loop), and stores it.
+    /// The batches being hashed, compressed and stored while the next one arrives, oldest first.
+    var inFlight: [Task<[Manifest.ChunkReference], any Error>] = []
+
+    /// Batches stored at once: each store ends in its own fdatasync, and several overlap as a
+    /// device's parallel uploads do.
+    static let window = 3
+
+    /// Hands what was cut to be hashed and compressed (off the event loop, on every core) and
+    /// stored, while the body goes on arriving: at most ``window`` batches at a time, so at
+    /// most ``window`` + 1 batches (32 MiB) are held. The oldest is awaited first, so the
+    /// references stay in order.
     mutating func flush() async throws {
         guard !plain.isEmpty else { return }
         let batch = plain
         plain = []
         plainBytes = 0
-        let encoded: [EncodedChunk] = try await NIOThreadPool.singleton.runIfActive {
-            try batch.map { bytes in
-                try bytes.withUnsafeBytes { buffer in try Zstd.encode(buffer, id: ChunkID.of(buffer)) }
+        if inFlight.count >= Self.window { references += try await inFlight.removeFirst().value }
+        let (intake, account, startedAt) = (intake, account, startedAt)
+        inFlight.append(Task {
+            let encoded = try await Self.encode(batch)
+            _ = try await intake.store(encoded, account: account, startedAt: startedAt)
+            return encoded.map { Manifest.ChunkReference(id: $0.id, length: $0.length) }
+        })
+    }
+
+    /// The chunks of `batch` hashed and compressed, in order, a slice per core on the thread pool.
+    static func encode(_ batch: [[UInt8]]) async throws -> [EncodedChunk] {
+        let width = min(batch.count, max(1, System.coreCount))
+        let size = (batch.count + width - 1) / width
+        let ranges = stride(from: 0, to: batch.count, by: size).map { $0..<min($0 + size, batch.count) }
+        return try await withThrowingTaskGroup(of: (Int, [EncodedChunk]).self) { group in
+            for (index, range) in ranges.enumerated() {
+                group.addTask {
+                    (index, try await NIOThreadPool.singleton.runIfActive {
+                        try batch[range].map { bytes in try bytes.withUnsafeBytes { buffer in try Zstd.encode(buffer, id: ChunkID.of(buffer)) } }
+                    })
+                }
             }
+            var parts = [[EncodedChunk]](repeating: [], count: ranges.count)
+            for try await (index, encoded) in group { parts[index] = encoded }
+            return parts.flatMap { $0 }
         }
-        references += encoded.map { Manifest.ChunkReference(id: $0.id, length: $0.length) }
-        _ = try await intake.store(encoded, account: account, startedAt: startedAt)
     }
 
     /// The last chunk cut and stored; the file's manifest.
@@ -298,6 +327,7 @@ struct UploadedFile {
         _ = chunker.finish()
         try await cutChunk()
         try await flush()
+        while !inFlight.isEmpty { references += try await inFlight.removeFirst().value }
         return try Manifest(kind: .file, chunker: .default, entries: [
             Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: WebRoutes.now(), chunks: references),
         ])
