@@ -666,6 +666,10 @@ struct DavRoutes: Sendable {
             if case .file = existing, !source.isCollection {} else { try await remove(destination, existing) }
         }
         let account = target.account, container = target.container
+        // Dead properties go with what they describe (the destination's own are replaced), copied
+        // before a move deletes the source, which takes its properties with it.
+        try await metadata.copyDeadProperties(account: account, container: container, from: Self.propertyPath(target.relative),
+                                              to: Self.propertyPath(destination.relative), move: false)
         func place(_ info: DocumentInfo, at relative: String) async throws {
             let stored = try await metadata.manifest(account: account, container: container, path: info.path, version: info.version)
             let path = try Self.documentPath(relative)
@@ -697,9 +701,9 @@ struct DavRoutes: Sendable {
         case .root, .packageFile:
             throw DavStatus(status: .forbidden, message: "this cannot be copied or moved")
         }
-        // Dead properties go with what they describe (the destination's own are replaced).
-        try await metadata.copyDeadProperties(account: account, container: container, from: Self.propertyPath(target.relative),
-                                              to: Self.propertyPath(destination.relative), move: move)
+        // A moved source's properties, those of a folder with no document of its own among them
+        // (a deleted document's went with it).
+        if move { try await metadata.removeDeadProperties(account: account, container: container, path: Self.propertyPath(target.relative)) }
         // Locks stay on their URLs: a moved source's go (RFC 4918 §9.9.4), a copy takes none.
         if move { try await metadata.releaseDavLocks(account: account, container: container, below: Self.propertyPath(target.relative)) }
         return Response(status: existing == nil ? .created : .noContent, headers: [.contentLength: "0"])
