@@ -25,9 +25,19 @@ public final class BandwidthLimit: Sendable {
         self.burst = burst
     }
 
+    /// The slowest rate that may be asked: below it, the gaps between one connection's pieces
+    /// would pass the server's 20 s wait for a slow body (4 KiB in 20 s) with a push's four
+    /// uploads sharing the budget.
+    public static let minimumBytesPerSecond: Int64 = 16 << 10
+
+    /// The size an upload's pieces are cut to: an eighth of a second's worth, 1 to 64 KiB.
+    public var slice: Int { Int(min(max(bytesPerSecond / 8, 1 << 10), 64 << 10)) }
+
     /// How long a piece of `bytes` must wait at `now`, with the virtual clock moved past it.
     func reserve(_ bytes: Int, at now: ContinuousClock.Instant) -> Duration {
-        let cost = Duration.nanoseconds(Int64((Double(bytes) / Double(bytesPerSecond) * 1e9).rounded(.up)))
+        // At most a day a piece (a public caller may pass anything; the pieces here are ≤ 64 KiB).
+        let seconds = min(Double(bytes) / Double(bytesPerSecond), 86_400)
+        let cost = Duration.nanoseconds(Int64((seconds * 1e9).rounded(.up)))
         return free.withLock { free in
             let start = max(free ?? now, now)
             let end = start + cost

@@ -193,7 +193,7 @@ public final class ServerConnection: Sendable {
             return try WireJSON.decode(UploadResult.self, from: response.readableBytesView)
         }
         // Paced: the same body as pieces, each waiting its turn (its length known, so any server takes it).
-        let response = try await respond("POST", "/v1/chunks") {
+        let response = try await respond("POST", "/v1/chunks", timeout: chunkTimeout) {
             var request = try makeRequest("POST", "/v1/chunks")
             request.headers.add(name: "Content-Type", value: "application/octet-stream")
             let whole = Locked<[UInt8]?>(body)
@@ -213,7 +213,7 @@ public final class ServerConnection: Sendable {
         request.headers.add(name: "Content-Type", value: "application/octet-stream")
         request.body = .stream(BodyPieces(make: nextPiece, limit: uploadLimit), length: .unknown)
         // Its pieces are made as it is sent, once: it is not sent again.
-        let body = try await answer(try await execute(request)).1
+        let body = try await answer(try await execute(request, timeout: chunkTimeout)).1
         return try WireJSON.decode(UploadResult.self, from: body.readableBytesView)
     }
 
@@ -221,7 +221,7 @@ public final class ServerConnection: Sendable {
     /// ``retry``: `makePieces` gives a new maker of the whole body for each try (a chunk upload
     /// names its content, so a second try stores nothing twice).
     public func upload(retrying makePieces: () -> @Sendable () throws -> [UInt8]?) async throws -> UploadResult {
-        let response = try await respond("POST", "/v1/chunks") {
+        let response = try await respond("POST", "/v1/chunks", timeout: chunkTimeout) {
             var request = try makeRequest("POST", "/v1/chunks")
             request.headers.add(name: "Content-Type", value: "application/octet-stream")
             request.body = .stream(BodyPieces(make: makePieces(), limit: uploadLimit), length: .unknown)
@@ -231,14 +231,12 @@ public final class ServerConnection: Sendable {
     }
 
     /// A request body as the pieces a closure makes, one when the client asks for more; under a
-    /// ``BandwidthLimit``, cut into slices of at most 64 KiB that each wait their turn, so the
-    /// rate holds over any piece's size.
+    /// ``BandwidthLimit``, cut into slices (``BandwidthLimit/slice``) that each wait their turn,
+    /// so the rate holds over any piece's size and no connection waits long between two.
     private struct BodyPieces: AsyncSequence, Sendable {
         typealias Element = ByteBuffer
         let make: @Sendable () throws -> [UInt8]?
         var limit: BandwidthLimit?
-
-        static let slice = 64 << 10
 
         struct AsyncIterator: AsyncIteratorProtocol {
             let make: @Sendable () throws -> [UInt8]?
@@ -252,7 +250,7 @@ public final class ServerConnection: Sendable {
                     guard let piece = try make() else { return nil }
                     pending = piece[...]
                 }
-                let slice = pending.prefix(BodyPieces.slice)
+                let slice = pending.prefix(limit.slice)
                 pending = pending.dropFirst(slice.count)
                 try await limit.take(slice.count)
                 return ByteBuffer(bytes: slice)
@@ -428,7 +426,7 @@ public final class ServerConnection: Sendable {
     ///   it against (``ChunkEncoding/zstdAgainst``); the caller decodes those with them.
     public func download(_ ids: [ChunkID], against: [ChunkID: ChunkID] = [:], onChunk: (EncodedChunk) async throws -> Void) async throws {
         let body = WireJSON.encode(ChunkIDList(ids: ids, against: against))
-        let response = try await respond("POST", "/v1/chunks/download") {
+        let response = try await respond("POST", "/v1/chunks/download", timeout: chunkTimeout) {
             var request = try makeRequest("POST", "/v1/chunks/download", body: body)
             request.headers.add(name: "Content-Type", value: "application/json")
             return request
@@ -447,6 +445,8 @@ public final class ServerConnection: Sendable {
             }
         } catch let error as XferError {
             throw error
+        } catch is CancellationError {
+            throw XferError(.cancelled, "cancelled")
         } catch {
             // The stream broke mid-body (a reset, a truncation): what arrived whole was kept.
             throw XferError(.unavailable, "the connection to \(server) broke while downloading chunks; run the command again to resume",
@@ -510,13 +510,14 @@ public final class ServerConnection: Sendable {
     /// sending it again as ``retry`` says: after a 429 or 503 (waiting what `Retry-After`
     /// asks), a server not reached, or, for a request ``isIdempotent(method:route:)``, a broken
     /// connection or another 5xx. The last answer or error is the caller's.
-    private func respond(_ method: String, _ route: String, _ make: () throws -> HTTPClientRequest) async throws -> HTTPClientResponse {
+    private func respond(_ method: String, _ route: String, timeout: TimeAmount? = nil,
+                         _ make: () throws -> HTTPClientRequest) async throws -> HTTPClientResponse {
         let idempotent = Self.isIdempotent(method: method, route: route)
         var attempt = 0
         while true {
             var retryAfter: Duration? = nil
             do {
-                let response = try await execute(try make())
+                let response = try await execute(try make(), timeout: timeout)
                 let code = Int(response.status.code)
                 guard code >= 500 || code == 429, attempt < retry.retries,
                       RetryPolicy.isTransient(status: code, sent: true, idempotent: idempotent) else { return response }
@@ -585,12 +586,25 @@ public final class ServerConnection: Sendable {
         return request
     }
 
-    private func execute(_ request: HTTPClientRequest) async throws -> HTTPClientResponse {
+    /// The HTTP client's own log: its connection events at -vv (trace), capped at debug, since
+    /// at trace it prints the bytes of each answer's parts, a new token's among them.
+    private var httpLogger: Logger {
+        guard logger.logLevel == .trace else { return Self.silent }
+        var capped = logger
+        capped.logLevel = .debug
+        return capped
+    }
+
+    /// The deadline of a request carrying chunk data: under a bandwidth limit, the body itself
+    /// may take long, so only the server's and the client's idle timeouts bound it.
+    private var chunkTimeout: TimeAmount { uploadLimit == nil ? timeout : .hours(24) }
+
+    private func execute(_ request: HTTPClientRequest, timeout: TimeAmount? = nil) async throws -> HTTPClientResponse {
+        let timeout = timeout ?? self.timeout
         let started = ContinuousClock.now
         let what = "\(request.method.rawValue) \(request.url.dropFirst(server.count).prefix { $0 != "?" })"
         do {
-            // The HTTP client's own events (connections, parts) only at trace: at debug, one line a request.
-            let response = try await client.execute(request, timeout: timeout, logger: logger.logLevel == .trace ? logger : Self.silent)
+            let response = try await client.execute(request, timeout: timeout, logger: httpLogger)
             logger.debug("answered", metadata: ["request": "\(what)", "status": "\(response.status.code)",
                                                 "ms": "\(Int((ContinuousClock.now - started).seconds * 1000))"])
             return response

@@ -28,7 +28,7 @@ struct ClientOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Times a request is sent again after the server could not be reached, was busy (503) or asked to slow down (429, waiting what it asks), with exponential backoff and jitter; reads and chunk uploads also after a broken connection (default: XFER_RETRIES, else 4; 0: never).", valueName: "N"))
     var retries: Int?
 
-    @Option(help: ArgumentHelp("Most chunk data a second each way, sent and received: 512K, 2M, 1.5G (default: XFER_BWLIMIT, else no limit).", valueName: "RATE"))
+    @Option(help: ArgumentHelp("Most chunk data a second each way, sent and received: 512K, 2M, 1.5G; 16K or more (default: XFER_BWLIMIT, else no limit).", valueName: "RATE"))
     var bwlimit: ByteCount?
 
     @Flag(name: .shortAndLong, help: "Log to stderr each request to the server with its status and time, and each one sent again; twice (-vv): the HTTP client's own connection events too (default: XFER_LOG_LEVEL, else nothing).")
@@ -144,8 +144,8 @@ struct ClientOptions: ParsableArguments {
             }
             return rate
         }
-        if let bandwidth, bandwidth.value < 1024 {
-            throw XferError(.invalidConfiguration, "--bwlimit (or XFER_BWLIMIT) is \(bandwidth.value) bytes a second; give 1K or more")
+        if let bandwidth, bandwidth.value < BandwidthLimit.minimumBytesPerSecond {
+            throw XferError(.invalidConfiguration, "--bwlimit (or XFER_BWLIMIT) is \(bandwidth.value) bytes a second; give 16K or more (slower, the server ends an upload as stalled)")
         }
         var remote = Remote(connection: ServerConnection(server: server, token: token, trustRoots: ca, retry: retry, bandwidth: bandwidth?.value,
                                                          logger: try logger(environment)),

@@ -3,6 +3,7 @@ import Foundation
 import XferClient
 import XferCore
 import XferProtocol
+import XferServer
 
 /// The terms of a new token as flags, one set for `xfer login`, `xfer token new` and
 /// `xfer account new-token`.
@@ -90,10 +91,8 @@ struct ClientConfigFile {
     func save() throws {
         let target = (path as NSString).resolvingSymlinksInPath
         let directory = (target as NSString).deletingLastPathComponent
+        // A directory made here holds a token: the user's alone. One that was there is left as it is.
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        // The directory holds a token: the user's alone (an existing one of the user's is tightened).
-        var info = stat()
-        if stat(directory, &info) == 0, info.st_uid == geteuid(), info.st_mode & 0o077 != 0 { _ = chmod(directory, 0o700) }
         let data = try JSONSerialization.data(withJSONObject: fields, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
         var random = SystemRandomNumberGenerator()
         let temporary = directory + "/.config.json.\(String(random.next() as UInt64, radix: 36))"
@@ -151,8 +150,8 @@ extension Xfer {
             try await runReportingErrors(json: json) {
                 let environment = ProcessInfo.processInfo.environment
                 var config = try ClientConfigFile.load(environment)
-                if config["token"] != nil {
-                    guard config[Self.marker] != nil else {
+                if let stored = config["token"] {
+                    guard config[Self.marker] == TokenHash.publicID(ofHash: TokenHash.hash(stored)) else {
                         throw XferError(.alreadyExists, "\(config.path) already holds a token that `xfer login` did not store, and login will not drop it: "
                                         + "keep a copy, remove \"token\" from the file, then log in (nothing was changed)")
                     }
@@ -245,7 +244,8 @@ extension Xfer {
                 }
                 var revoked = 0
                 var note: String?
-                if config[Login.marker] == nil {
+                // Only the token login stored, by the id it recorded beside it.
+                if config[Login.marker] != TokenHash.publicID(ofHash: TokenHash.hash(token)) {
                     guard forget else {
                         throw XferError(.badRequest, "the token in \(config.path) was not stored by `xfer login`, so logout does not revoke it; "
                                         + "--forget removes it from the file only (nothing was changed)")

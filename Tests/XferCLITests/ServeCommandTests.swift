@@ -328,7 +328,7 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         #expect(FileManager.default.contentsEqual(atPath: server.path("half.bin"), andPath: server.path("back.bin")))
         let bad = try server.run(["ls"], environment: ["XFER_BWLIMIT": "fast"])
         #expect(bad.status == 6 && bad.stderr.contains("XFER_BWLIMIT"))
-        #expect(try server.run("ls", "--bwlimit", "10").status == 6, "under 1K a second is refused")
+        #expect(try server.run("ls", "--bwlimit", "8K").status == 6, "under 16K a second is refused")
     }
 
     @Test func verboseLogsEachRequestAndQuietSaysNothing() throws {

@@ -175,7 +175,8 @@ public protocol AccountStore: Sendable {
     /// Gives an account another token on `terms` (checked already), its expiry counted from the
     /// store's clock and never later than `notAfter` (store clock, ns: the expiry of the token
     /// that asks). Throws `not_found` for an unknown account, `forbidden` past
-    /// ``AccountLimits/maximumTokens`` live tokens or when `notAfter` is under a second away.
+    /// ``AccountLimits/maximumTokens`` live tokens, `unauthorized` when `notAfter` is under a
+    /// second away.
     /// - Returns: The token as lists show it.
     @discardableResult
     func addToken(account: AccountName, tokenHash: [UInt8], terms: TokenTerms, notAfter: Int64?) async throws -> TokenSummary

@@ -546,12 +546,19 @@ struct DavRoutes: Sendable {
         let startedAt = try await metadata.clock()
         var file = UploadedFile(path: path, intake: ChunkIntake(metadata: metadata, chunks: chunks, quota: quota),
                                 account: target.account, startedAt: startedAt)
-        if let body {
-            for try await buffer in body {
-                try await file.feed(Array(buffer.readableBytesView))
+        let manifest: Manifest
+        do {
+            if let body {
+                for try await buffer in body {
+                    try await file.feed(Array(buffer.readableBytesView))
+                }
             }
+            manifest = try await file.finish()
+        } catch {
+            // A body cut short: what it still had in flight stops with the request.
+            await file.abandon()
+            throw error
         }
-        let manifest = try await file.finish()
         try await beforeCommit()
         _ = try await writer.commit(account: target.account, container: target.container, path: path, manifest, base: base, device: target.device)
     }
@@ -666,10 +673,11 @@ struct DavRoutes: Sendable {
             if case .file = existing, !source.isCollection {} else { try await remove(destination, existing) }
         }
         let account = target.account, container = target.container
-        // Dead properties go with what they describe (the destination's own are replaced), copied
-        // before a move deletes the source, which takes its properties with it.
+        // Dead properties go with what they describe (the destination's own are replaced): moved
+        // (or copied) before a move deletes the source, which would take them with it. Moved,
+        // they are never counted twice against the container's bounds.
         try await metadata.copyDeadProperties(account: account, container: container, from: Self.propertyPath(target.relative),
-                                              to: Self.propertyPath(destination.relative), move: false)
+                                              to: Self.propertyPath(destination.relative), move: move)
         func place(_ info: DocumentInfo, at relative: String) async throws {
             let stored = try await metadata.manifest(account: account, container: container, path: info.path, version: info.version)
             let path = try Self.documentPath(relative)
@@ -701,9 +709,6 @@ struct DavRoutes: Sendable {
         case .root, .packageFile:
             throw DavStatus(status: .forbidden, message: "this cannot be copied or moved")
         }
-        // A moved source's properties, those of a folder with no document of its own among them
-        // (a deleted document's went with it).
-        if move { try await metadata.removeDeadProperties(account: account, container: container, path: Self.propertyPath(target.relative)) }
         // Locks stay on their URLs: a moved source's go (RFC 4918 §9.9.4), a copy takes none.
         if move { try await metadata.releaseDavLocks(account: account, container: container, below: Self.propertyPath(target.relative)) }
         return Response(status: existing == nil ? .created : .noContent, headers: [.contentLength: "0"])

@@ -102,6 +102,8 @@ extension WebRoutes {
         // the second step finds the document changed, both stay and nothing is lost.
         _ = try await commit(session, container, target, try Manifest(decoding: stored.manifest),
                              base: try await newBase(session, container, target, refusingLive: true), like: stored.info)
+        // Its WebDAV properties go with it, as a MOVE takes them (the delete would drop them).
+        try await metadata.copyDeadProperties(account: account, container: container, from: path.value, to: target.value, move: true)
         _ = try await metadata.delete(account: account, container: container, path: path, baseVersion: base)
         changes.notify(account: account, container: container)
         return itemRedirect(container, target)
@@ -181,50 +183,65 @@ extension WebRoutes {
         var committed: [DocumentPath] = []
         let intake = ChunkIntake(metadata: metadata, chunks: chunks, quota: quota)
         let startedAt = try await metadata.clock()
-        for try await buffer in request.body {
-            for event in try reader.feed(buffer.readableBytesView) {
-                switch event {
-                case .begin(let name, let filename):
-                    // The token is the form's first field (the page puts it there): nothing
-                    // else is read, kept or stored before it is checked.
-                    if fields.isEmpty && name != "csrf" {
-                        throw XferError(.forbidden, "the form's token must come first; reload the page and try again")
-                    }
-                    if !fields.isEmpty, fields["csrf"].map({ !WebSecurity.same($0, WebSecurity.csrf(session.secret)) }) ?? true {
-                        throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")
-                    }
-                    guard fields.count < 8 || name == "file" else { throw XferError(.badRequest, "the upload form has too many fields") }
-                    if name == "file", let filename {
-                        guard let sent = fields["csrf"], WebSecurity.same(sent, WebSecurity.csrf(session.secret)) else {
+        func readUpload() async throws {
+            for try await buffer in request.body {
+                for event in try reader.feed(buffer.readableBytesView) {
+                    switch event {
+                    case .begin(let name, let filename):
+                        // The token is the form's first field (the page puts it there): nothing
+                        // else is read, kept or stored before it is checked.
+                        if fields.isEmpty && name != "csrf" {
+                            throw XferError(.forbidden, "the form's token must come first; reload the page and try again")
+                        }
+                        if !fields.isEmpty, fields["csrf"].map({ !WebSecurity.same($0, WebSecurity.csrf(session.secret)) }) ?? true {
                             throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")
                         }
-                        let base = String(filename.split(separator: "/").last ?? "").split(separator: "\\").last.map(String.init) ?? ""
-                        if base.isEmpty { file = nil; field = nil; continue }  // an empty file input
-                        let path = try Self.child(try Self.folderField(fields), base)
-                        file = UploadedFile(path: path, intake: intake, account: session.principal.accountID, startedAt: startedAt)
-                    } else {
-                        field = (name, [])
-                    }
-                case .data(let bytes):
-                    if file != nil {
-                        try await file!.feed(bytes)
-                    } else if field != nil {
-                        guard field!.bytes.count + bytes.count <= 4096 else { throw XferError(.badRequest, "form field \(field!.name) is too long") }
-                        field!.bytes += bytes
-                    }
-                case .end:
-                    if var done = file {
-                        let manifest = try await done.finish()
-                        let info = try await commit(session, container, done.path, manifest,
-                                                    base: try await newBase(session, container, done.path, refusingLive: false))
-                        committed.append(info.path)
-                        file = nil
-                    } else if let done = field {
-                        fields[done.name] = String(decoding: done.bytes, as: UTF8.self)
-                        field = nil
+                        guard fields.count < 8 || name == "file" else { throw XferError(.badRequest, "the upload form has too many fields") }
+                        if name == "file", let filename {
+                            guard let sent = fields["csrf"], WebSecurity.same(sent, WebSecurity.csrf(session.secret)) else {
+                                throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")
+                            }
+                            let base = String(filename.split(separator: "/").last ?? "").split(separator: "\\").last.map(String.init) ?? ""
+                            if base.isEmpty { file = nil; field = nil; continue }  // an empty file input
+                            let path = try Self.child(try Self.folderField(fields), base)
+                            file = UploadedFile(path: path, intake: intake, account: session.principal.accountID, startedAt: startedAt)
+                        } else {
+                            field = (name, [])
+                        }
+                    case .data(let bytes):
+                        if file != nil {
+                            try await file!.feed(bytes)
+                        } else if field != nil {
+                            guard field!.bytes.count + bytes.count <= 4096 else { throw XferError(.badRequest, "form field \(field!.name) is too long") }
+                            field!.bytes += bytes
+                        }
+                    case .end:
+                        if var done = file {
+                            file = nil
+                            let manifest: Manifest
+                            do {
+                                manifest = try await done.finish()
+                            } catch {
+                                await done.abandon()
+                                throw error
+                            }
+                            let info = try await commit(session, container, done.path, manifest,
+                                                        base: try await newBase(session, container, done.path, refusingLive: false))
+                            committed.append(info.path)
+                        } else if let done = field {
+                            fields[done.name] = String(decoding: done.bytes, as: UTF8.self)
+                            field = nil
+                        }
                     }
                 }
             }
+        }
+        do {
+            try await readUpload()
+        } catch {
+            // A file cut short: what it still had in flight stops with the request.
+            if var unfinished = file { await unfinished.abandon() }
+            throw error
         }
         try reader.finish()
         guard let sent = fields["csrf"], WebSecurity.same(sent, WebSecurity.csrf(session.secret)) else {
@@ -298,9 +315,19 @@ struct UploadedFile {
         let (intake, account, startedAt) = (intake, account, startedAt)
         inFlight.append(Task {
             let encoded = try await Self.encode(batch)
+            try Task.checkCancellation()
             _ = try await intake.store(encoded, account: account, startedAt: startedAt)
             return encoded.map { Manifest.ChunkReference(id: $0.id, length: $0.length) }
         })
+    }
+
+    /// Cancels the batches still in flight and waits until they are done, so an upload that
+    /// failed (its body broken, a refusal before its commit) leaves no work running past its
+    /// request: a batch not yet stored is dropped; one stored is leased, and gc releases it.
+    mutating func abandon() async {
+        for task in inFlight { task.cancel() }
+        for task in inFlight { _ = await task.result }
+        inFlight = []
     }
 
     /// The chunks of `batch` hashed and compressed, in order, a slice per core on the thread pool.

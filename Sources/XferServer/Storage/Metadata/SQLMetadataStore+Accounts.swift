@@ -54,6 +54,8 @@ extension SQLMetadataStore {
                 }
                 expires = min(expires ?? notAfter, notAfter)
             }
+            // The account's row locked first: two issuings at once count one after the other.
+            try tx.sql.rows("SELECT id FROM accounts WHERE id = ?\(tx.dialect.forUpdate)", id)
             let live = try tx.sql.int("SELECT COUNT(*) FROM tokens WHERE account_id = ? AND (expires_at IS NULL OR expires_at > ?)", id, now) ?? 0
             guard live < Int64(AccountLimits.maximumTokens) else {
                 throw XferError(.forbidden, "account \(account) has \(live) live tokens, the most it may; revoke some first (xfer token list, xfer token revoke ID)")

@@ -233,7 +233,12 @@ extension SQLMetadataStore {
             // Its share links and WebDAV properties go with it, whoever deleted it (a device, the
             // web view, WebDAV): a later document at the same path is another one.
             try tx.sql.rows("DELETE FROM share_links WHERE account_id = ? AND container = ? AND path = ?", account, container.value, path.value)
-            try tx.sql.rows("DELETE FROM dav_properties WHERE container_id = ? AND path = ?", containerID, path.value)
+            // A package's properties include those of its contents, below its path.
+            if info.kind == .package {
+                try tx.removeDeadProperties(containerID, below: path.value)
+            } else {
+                try tx.sql.rows("DELETE FROM dav_properties WHERE container_id = ? AND path = ?", containerID, path.value)
+            }
             try tx.prune(account: account, document: document.id)
             try tx.sql.notifyChanges(container: containerID)
             return try tx.info(document: document.id, path: path, version: version)!
