@@ -173,22 +173,32 @@ def main():
         tree = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(package) for f in fs)
         print(f"file {size / 1e6:.0f} MB, package {args.files} files {tree / 1e6:.0f} MB; median of {args.runs}; "
               f"the server's resident memory when each began and its peak while it ran\n")
-        print("| download | wall s | MB/s | server MiB before → peak |")
-        print("|---|---|---|---|")
-        for name, values in results.items():
-            wall = statistics.median(v[0] for v in values)
-            memory = [v[1] for v in values if v[1] is not None]
-            bytes_ = size if name.startswith("file") else tree
-            shown = f"{max(m[0] for m in memory):.0f} → {max(m[1] for m in memory):.0f}" if memory else "—"
-            print(f"| {name} | {wall:.2f} | {bytes_ / 1e6 / wall:.0f} | {shown} |")
+        print_table("download", results, lambda name: size if name.startswith("file") else tree)
     finally:
-        for process in processes:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop(processes)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def print_table(first, results, amount):
+    """One row per step: the median wall time of its (seconds, (MiB before, MiB peak) or None)
+    runs, the rate of `amount(name)` bytes in it, and the server's memory."""
+    print(f"| {first} | wall s | MB/s | server MiB before → peak |")
+    print("|---|---|---|---|")
+    for name, values in results.items():
+        wall = statistics.median(v[0] for v in values)
+        memory = [v[1] for v in values if v[1] is not None]
+        shown = f"{max(m[0] for m in memory):.0f} → {max(m[1] for m in memory):.0f}" if memory else "—"
+        print(f"| {name} | {wall:.2f} | {amount(name) / 1e6 / wall:.0f} | {shown} |")
+
+
+def stop(processes):
+    """Ends the servers a benchmark started (SIGTERM, then SIGKILL after 10 s)."""
+    for process in processes:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def timed_env(command, env, pid):

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -122,21 +121,9 @@ def main():
         tree_bytes = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(os.path.join(source, "tree0")) for f in fs)
         print(f"file {size / 1e6:.0f} MB (half random, half text), tree {args.files} files {tree_bytes / 1e6:.1f} MB; median of {args.runs}; "
               f"the server's resident memory when each step began and its peak while it ran\n")
-        print("| step | wall s | MB/s | server MiB before → peak |")
-        print("|---|---|---|---|")
-        for name, values in results.items():
-            wall = statistics.median(v[0] for v in values)
-            memory = [v[1] for v in values if v[1] is not None]
-            amount = tree_bytes if name.startswith("tree") else size
-            shown = f"{max(m[0] for m in memory):.0f} → {max(m[1] for m in memory):.0f}" if memory else "—"
-            print(f"| {name} | {wall:.2f} | {amount / 1e6 / wall:.0f} | {shown} |")
+        web.print_table("step", results, lambda name: tree_bytes if name.startswith("tree") else size)
     finally:
-        for process in processes:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        web.stop(processes)
         shutil.rmtree(work, ignore_errors=True)
 
 
