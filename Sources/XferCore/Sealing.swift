@@ -258,7 +258,8 @@ public enum Sealing {
         message.withUnsafeBytes { Crypto.hmac(key: key, $0) }
     }
 
-    static func hexBytes(_ text: some StringProtocol) -> [UInt8]? {
+    /// The bytes of an even number of hex digits (either case); `nil` for anything else.
+    package static func hexBytes(_ text: some StringProtocol) -> [UInt8]? {
         let utf8 = Array(text.utf8)
         guard utf8.count % 2 == 0 else { return nil }
         func nibble(_ c: UInt8) -> UInt8? {

@@ -20,26 +20,16 @@ public enum TokenHash {
 
     /// A token's public id: the first 8 bytes of its stored hash, in hex (``TokenSummary/id``).
     public static func publicID(ofHash hash: [UInt8]) -> String {
-        hash.prefix(TokenSummary.idLength / 2).map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
+        hash.prefix(TokenSummary.idLength / 2).map(ChunkID.hexDigits).joined()
     }
 
     /// `text` checked as a public id: 16 hex digits, lowercased.
     /// - Throws: `bad_request` for anything else.
     public static func publicID(_ text: String) throws -> String {
-        let lowered = text.lowercased()
-        guard lowered.utf8.count == TokenSummary.idLength, lowered.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else {
+        guard text.utf8.count == TokenSummary.idLength, let bytes = Sealing.hexBytes(text) else {
             throw XferError(.badRequest, "a token id is \(TokenSummary.idLength) hex digits, as `xfer token list` or `xfer account tokens NAME` shows it")
         }
-        return lowered
-    }
-
-    /// The 8 bytes a public id (checked by ``publicID(_:)``) stands for.
-    static func publicIDBytes(_ id: String) -> [UInt8] {
-        let digits = Array(id.utf8).map { $0 <= 0x39 ? $0 - 0x30 : $0 - 0x61 + 10 }
-        return stride(from: 0, to: digits.count - 1, by: 2).map { digits[$0] << 4 | digits[$0 + 1] }
+        return bytes.map(ChunkID.hexDigits).joined()
     }
 
     /// Compares two hashes in time independent of where they differ.

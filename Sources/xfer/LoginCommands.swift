@@ -85,40 +85,16 @@ struct ClientConfigFile {
         set { fields[key] = newValue }
     }
 
-    /// Writes the file whole: a new file of mode 0600 beside it (a fresh random name, never
-    /// following a link), made durable, renamed over it, the directory synced. A config file
+    /// Writes the file whole (``FileSystem/writeAtomically(_:to:durable:mode:)``: a new file of
+    /// mode 0600 beside it, made durable, renamed over it, the directory synced). A config file
     /// that is a symbolic link (dotfiles kept elsewhere) is written where it points.
     func save() throws {
         let target = (path as NSString).resolvingSymlinksInPath
-        let directory = (target as NSString).deletingLastPathComponent
         // A directory made here holds a token: the user's alone. One that was there is left as it is.
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let data = try JSONSerialization.data(withJSONObject: fields, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        var random = SystemRandomNumberGenerator()
-        let temporary = directory + "/.config.json.\(String(random.next() as UInt64, radix: 36))"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw XferError.writing(errno, "create", temporary) }
-        var ok = false
-        defer {
-            close(fd)
-            if !ok { unlink(temporary) }
-        }
-        let bytes = Array(data) + [UInt8(ascii: "\n")]
-        var written = 0
-        while written < bytes.count {
-            let n = bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw XferError.writing(errno, "write", temporary) }
-            written += n
-        }
-        guard fsync(fd) == 0 else { throw XferError.writing(errno, "fsync", temporary) }
-        guard rename(temporary, target) == 0 else { throw XferError.writing(errno, "rename", target) }
-        ok = true
-        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryFD >= 0 {
-            _ = fsync(directoryFD)
-            close(directoryFD)
-        }
+        try FileSystem.writeAtomically(Array(data) + [UInt8(ascii: "\n")], to: target, mode: 0o600)
     }
 }
 

@@ -37,7 +37,8 @@ import XferProtocol
         #expect(throws: Never.self) { try TokenTerms(device: "Anna's phone ☎", readOnly: true, container: "notes", expiresInSeconds: 86_400).validate() }
         #expect(throws: XferError.self) { _ = try TokenHash.publicID("xyz") }
         #expect(try TokenHash.publicID("00FF00ff00ff00ff") == "00ff00ff00ff00ff")
-        #expect(TokenHash.publicIDBytes("00ff10ab00ff00ff") == [0, 0xFF, 0x10, 0xAB, 0, 0xFF, 0, 0xFF])
+        #expect(Sealing.hexBytes("00ff10ab00ff00ff") == [0, 0xFF, 0x10, 0xAB, 0, 0xFF, 0, 0xFF])
+        #expect(TokenHash.publicID(ofHash: [0, 0xFF, 0x10, 0xAB, 0, 0xFF, 0, 0xFF, 9]) == "00ff10ab00ff00ff")
     }
 
     /// Issues a token of alice's through `POST /v1/tokens` with her full token.

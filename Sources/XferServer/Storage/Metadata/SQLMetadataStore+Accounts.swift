@@ -94,7 +94,7 @@ extension SQLMetadataStore {
     public func revokeToken(id: String, account: AccountName?) async throws -> Bool {
         try await write { tx in
             // The hashes that begin with the id's 8 bytes: a range of the primary key.
-            let prefix = TokenHash.publicIDBytes(id)
+            let prefix = Sealing.hexBytes(id) ?? []
             var upper = prefix
             while let last = upper.last, last == 0xFF { upper.removeLast() }
             if !upper.isEmpty { upper[upper.count - 1] += 1 }
