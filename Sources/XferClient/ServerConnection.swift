@@ -188,20 +188,16 @@ public final class ServerConnection: Sendable {
 
     /// Uploads chunks already framed (``ChunkFrames/encode(_:)``).
     public func upload(frames body: [UInt8]) async throws -> UploadResult {
-        guard let uploadLimit else {
+        guard uploadLimit != nil else {
             let response = try await send("POST", "/v1/chunks", body: body, contentType: "application/octet-stream")
             return try WireJSON.decode(UploadResult.self, from: response.readableBytesView)
         }
-        // Paced: the same body as pieces, each waiting its turn (its length known, so any server takes it).
-        let response = try await respond("POST", "/v1/chunks", timeout: chunkTimeout) {
-            var request = try makeRequest("POST", "/v1/chunks")
-            request.headers.add(name: "Content-Type", value: "application/octet-stream")
+        // Paced: the same body as one piece that BodyPieces slices, each slice waiting its turn
+        // (its length known, so any server takes it).
+        return try await upload(length: Int64(body.count)) {
             let whole = Locked<[UInt8]?>(body)
-            request.body = .stream(BodyPieces(make: { whole.withLock { piece in defer { piece = nil }; return piece } }, limit: uploadLimit),
-                                   length: .known(Int64(body.count)))
-            return request
+            return { whole.withLock { piece in defer { piece = nil }; return piece } }
         }
-        return try WireJSON.decode(UploadResult.self, from: try await answer(response).1.readableBytesView)
     }
 
     /// Uploads a body made a piece at a time while it is sent (chunked, of unknown length), so
@@ -209,11 +205,8 @@ public final class ServerConnection: Sendable {
     /// first piece starts with the body's magic). Only to a server that offers
     /// ``ServerFeature/largeUploads``; an error `nextPiece` throws ends the request and is thrown here.
     public func upload(pieces nextPiece: @escaping @Sendable () throws -> [UInt8]?) async throws -> UploadResult {
-        var request = try makeRequest("POST", "/v1/chunks")
-        request.headers.add(name: "Content-Type", value: "application/octet-stream")
-        request.body = .stream(BodyPieces(make: nextPiece, limit: uploadLimit), length: .unknown)
         // Its pieces are made as it is sent, once: it is not sent again.
-        let body = try await answer(try await execute(request, timeout: chunkTimeout)).1
+        let body = try await answer(try await execute(try chunkUpload(nextPiece, length: nil), timeout: chunkTimeout)).1
         return try WireJSON.decode(UploadResult.self, from: body.readableBytesView)
     }
 
@@ -221,13 +214,21 @@ public final class ServerConnection: Sendable {
     /// ``retry``: `makePieces` gives a new maker of the whole body for each try (a chunk upload
     /// names its content, so a second try stores nothing twice).
     public func upload(retrying makePieces: () -> @Sendable () throws -> [UInt8]?) async throws -> UploadResult {
-        let response = try await respond("POST", "/v1/chunks", timeout: chunkTimeout) {
-            var request = try makeRequest("POST", "/v1/chunks")
-            request.headers.add(name: "Content-Type", value: "application/octet-stream")
-            request.body = .stream(BodyPieces(make: makePieces(), limit: uploadLimit), length: .unknown)
-            return request
-        }
+        try await upload(length: nil, makePieces)
+    }
+
+    /// ``upload(retrying:)`` of a body of `length` bytes when known.
+    private func upload(length: Int64?, _ makePieces: () -> @Sendable () throws -> [UInt8]?) async throws -> UploadResult {
+        let response = try await respond("POST", "/v1/chunks", timeout: chunkTimeout) { try chunkUpload(makePieces(), length: length) }
         return try WireJSON.decode(UploadResult.self, from: try await answer(response).1.readableBytesView)
+    }
+
+    /// A `POST /v1/chunks` whose body is the pieces `make` makes, paced by ``uploadLimit``.
+    private func chunkUpload(_ make: @escaping @Sendable () throws -> [UInt8]?, length: Int64?) throws -> HTTPClientRequest {
+        var request = try makeRequest("POST", "/v1/chunks")
+        request.headers.add(name: "Content-Type", value: "application/octet-stream")
+        request.body = .stream(BodyPieces(make: make, limit: uploadLimit), length: length.map { .known($0) } ?? .unknown)
+        return request
     }
 
     /// A request body as the pieces a closure makes, one when the client asks for more; under a

@@ -19,11 +19,6 @@ public struct TokenScope: Codable, Sendable, Hashable, CustomStringConvertible {
     /// Whether this is ``full``: only such a token manages the account's tokens.
     public var isFull: Bool { !readOnly && container == nil }
 
-    /// Whether everything `other` allows, this allows too.
-    public func covers(_ other: TokenScope) -> Bool {
-        (!readOnly || other.readOnly) && (container == nil || container == other.container)
-    }
-
     /// "full", "read-only", "container NAME" or "read-only, container NAME".
     public var description: String {
         var parts: [String] = []

@@ -25,8 +25,7 @@ import XferProtocol
         // Expired once the store's clock reaches its expiry.
         #expect(Principal(accountID: 1, name: "a", isAdmin: false, authenticatedAt: 10, expiresAt: 10).isExpired)
         #expect(!Principal(accountID: 1, name: "a", isAdmin: false, authenticatedAt: 10, expiresAt: 11).isExpired)
-        #expect(TokenScope.full.covers(TokenScope(readOnly: true, container: "x")))
-        #expect(!TokenScope(readOnly: true).covers(.full) && !TokenScope(container: "x").covers(TokenScope(container: "y")))
+        #expect(TokenScope.full.isFull && !TokenScope(readOnly: true).isFull && !TokenScope(container: "x").isFull)
     }
 
     @Test func termsAreChecked() throws {
