@@ -12,7 +12,8 @@ struct Xfer: AsyncParsableCommand {
 
             Start a server with `xfer serve --data DIR`, create an account with \
             `xfer account create NAME --data DIR`, then `xfer push PATH NAME` and \
-            `xfer pull NAME [DEST]` with --server/--token (or XFER_SERVER/XFER_TOKEN). \
+            `xfer pull NAME [DEST]` with --server/--token (or XFER_SERVER/XFER_TOKEN; \
+            `xfer login` keeps this device's own token in the config file instead). \
             `xfer sync DIR --watch` keeps a whole directory in sync; edits made from a \
             stale version are kept as conflict versions (`xfer versions`, `xfer resolve`). \
             `xfer verify` checks a server or a synced directory and `xfer gc` frees what no \
