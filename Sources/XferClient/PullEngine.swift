@@ -92,6 +92,10 @@ public struct PullEngine: Sendable {
     /// In a package made durable by one syncfs, files from this size have their writeback
     /// started as their last chunk is written (smaller ones are left to the syncfs).
     static let writebackFrom: Int64 = 1 << 20
+    /// In a package made durable by one syncfs, the file system's writeback starts after every
+    /// this many bytes written (``EarlyWriteback``): the disk works on the small files while the
+    /// rest download, and the final syncfs has less left (docs/PERFORMANCE.md, sixteenth step).
+    static let earlyWritebackEvery = 2 << 20
 
     /// Pulls document `name` into `destination`.
     /// - Returns: What was done.
@@ -338,6 +342,8 @@ public struct PullEngine: Sendable {
         }
         creating = []
         defer { handles.closeAll() }
+        let early = wholeFileSystem ? staging.flatMap { EarlyWriteback($0, threshold: Self.earlyWritebackEvery) } : nil
+        defer { early?.close() }
 
         // Decide where each chunk comes from (the staging copy of a resumed pull, a local file,
         // the batch's prefetched chunks, or the server), then try each source in that order.
@@ -357,6 +363,7 @@ public struct PullEngine: Sendable {
                 continue
             }
             try handles.wrote(step.file)
+            early?.wrote(step.chunk.length)
             // A chunk from disk was reused; one the batch fetched was downloaded all the same.
             counters.withLock {
                 if source != .prefetched { $0.chunksReused += 1 }
@@ -389,7 +396,8 @@ public struct PullEngine: Sendable {
         }
 
         try await download(order, files: handles, maximumLength: manifest.chunker.maximumSize,
-                           against: against, total: manifest.totalSize, counters: counters, progress: progress)
+                           against: against, total: manifest.totalSize, counters: counters, early: early, progress: progress)
+        early?.close()
         // Every place of every file written, each once: else nothing is published.
         guard handles.allWritten else {
             throw XferError(.corruptChunk, "not every chunk of \(document) version \(answer.version) was written; nothing was published")
@@ -589,7 +597,7 @@ public struct PullEngine: Sendable {
     /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
     private func download(_ order: ChunkSourcing.Downloads, files: StagingFiles,
                           maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
-                          progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
+                          early: EarlyWriteback?, progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
         var batches: [Range<Int>] = []  // of order
         var start = 0
         var bytes = 0
@@ -647,6 +655,7 @@ public struct PullEngine: Sendable {
                             }
                             try files.wrote(target.file)
                         }
+                        early?.wrote(plain.count * targets.count)
                         let c = counters.withLock { c in
                             c.chunksFetched += 1
                             c.bytesFetched += Int64(chunk.payload.count)

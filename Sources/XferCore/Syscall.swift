@@ -74,6 +74,13 @@ package enum Syscall {
         _ = cxfer_start_writeback(fd)
     }
 
+    /// Writes out what is dirty on the file system holding `fd` (`syncfs`) as a hint, its
+    /// result not looked at: on a descriptor of its own, an error it meets is still reported
+    /// to every other descriptor's later `syncfs`.
+    package static func startFileSystemWriteback(_ fd: Int32) {
+        _ = cxfer_syncfs(fd)
+    }
+
     /// Makes a file's data and size durable, not its other metadata (fault: ``StorageFaults/Operation/fsync``):
     /// what a newly written file needs before it is renamed into place.
     package static func fdatasync(_ fd: Int32, path: String) throws {

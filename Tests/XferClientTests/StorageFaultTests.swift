@@ -148,11 +148,14 @@ import Glibc
 
     /// A package of many files is made durable by one syncfs of its staging copy's file
     /// system, not an fsync per file: that call failing fails the pull the same way, with
-    /// nothing published, and the per-file fsyncs are not made.
+    /// nothing published, and the per-file fsyncs are not made. The writebacks started on the
+    /// way (``EarlyWriteback``: the package is 5 MiB, past its 2 MiB) change none of that.
     @Test func aFailedSyncOfAManyFilePackagePublishesNothing() async throws {
         try await LiveServer.run { server in
             let source = server.root + "/pkg", target = server.root + "/out/pkg"
-            for index in 0..<80 { try Files.write(source + "/d\(index % 4)/f\(index).txt", Array("file \(index)\n".utf8)) }
+            for index in 0..<80 {
+                try Files.write(source + "/d\(index % 4)/f\(index).txt", Array("file \(index)\n".utf8) + Files.random(count: 64 << 10, seed: UInt64(index)))
+            }
             _ = try await server.push(source, "pkg")
             let fsynced = Locked<[String]>([])
             StorageFaults.observe { operation, path in

@@ -1,0 +1,80 @@
+import Foundation
+import XferCore
+
+/// Starts the disk's work on a pull's many small files while the pull is still writing them,
+/// so the `syncfs` that makes the staging copy durable at the end finds little left to write.
+///
+/// A package of many files is made durable by one `syncfs` once every file is written
+/// (``PullEngine/syncWholeFileSystemFrom``); until then the kernel holds its small files in
+/// memory (its own writeback starts only after 30 s, or at a tenth of memory dirty), and the
+/// final `syncfs` wrote them all out while the pull waited. Now, every ``PullEngine/earlyWritebackEvery``
+/// bytes written, one `syncfs` runs on a thread of its own: never more than one at a time, never
+/// on the pull's own threads (it waits on the disk), and through a descriptor of its own. An
+/// error it meets stays for the pull's final `syncfs` to report: each open file description
+/// keeps its own place in the file system's error sequence. Nothing here is relied on for
+/// durability; it only moves the disk's work earlier, where it overlaps the download.
+final class EarlyWriteback: @unchecked Sendable {
+    private let fd: Int32
+    private let threshold: Int
+    private let writeback: @Sendable (Int32) -> Void
+    private let lock = NSCondition()
+    private var pending = 0
+    private var running = false
+    private var closed = false
+    private var started = 0
+
+    /// - Parameters:
+    ///   - directory: A directory on the file system being written to (opened again here).
+    ///   - threshold: Bytes written between the starts of two writebacks.
+    ///   - writeback: What is run on the descriptor (tests give their own).
+    /// - Returns: `nil` if the directory cannot be opened again (the pull goes on without).
+    init?(_ directory: ConfinedDirectory, threshold: Int,
+          writeback: @escaping @Sendable (Int32) -> Void = { Syscall.startFileSystemWriteback($0) }) {
+        let fd = openat(directory.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        self.fd = fd
+        self.threshold = max(1, threshold)
+        self.writeback = writeback
+    }
+
+    /// How many writebacks were started.
+    var writebacksStarted: Int { lock.withLock { started } }
+
+    /// Counts `bytes` written; starts a writeback when `threshold` bytes have been written since
+    /// the last one started and none is running.
+    func wrote(_ bytes: Int) {
+        let start: Bool = lock.withLock {
+            pending += bytes
+            guard !running, !closed, pending >= threshold else { return false }
+            pending = 0
+            running = true
+            started += 1
+            return true
+        }
+        guard start else { return }
+        Thread.detachNewThread { [self] in
+            writeback(fd)
+            lock.withLock {
+                running = false
+                if closed { Glibc.close(fd) }
+                lock.broadcast()
+            }
+        }
+    }
+
+    /// Starts no more writebacks. The descriptor is closed now, or by a running writeback as it ends.
+    func close() {
+        lock.withLock {
+            guard !closed else { return }
+            closed = true
+            if !running { Glibc.close(fd) }
+        }
+    }
+
+    /// Waits until no writeback is running (for tests).
+    func waitUntilIdle() {
+        lock.withLock { while running { lock.wait() } }
+    }
+
+    deinit { close() }
+}
