@@ -23,31 +23,28 @@ public enum ChunkFrames {
         return body
     }
 
-    /// Encodes one frame, for bodies written a frame at a time (a streamed download).
-    /// - Parameter chunk: The chunk.
-    /// - Returns: The frame's bytes (no magic).
-    public static func frame(_ chunk: EncodedChunk) -> [UInt8] {
-        var frame: [UInt8] = []
-        frame.reserveCapacity(frameHeaderSize + chunk.payload.count)
-        append(chunk, to: &frame)
-        return frame
-    }
-
     /// Appends one frame to a body being built (after ``magic``), so a sender can frame each
     /// chunk as it is encoded instead of holding the chunks and the body at once.
     /// - Parameters:
     ///   - chunk: The chunk.
     ///   - body: The body so far.
     public static func append(_ chunk: EncodedChunk, to body: inout [UInt8]) {
-        chunk.id.withUnsafeBytes { body.append(contentsOf: $0) }
-        appendUInt32(UInt32(chunk.length), to: &body)
-        body.append(chunk.encoding.rawValue)
-        appendUInt32(UInt32(chunk.payload.count), to: &body)
+        withHeader(of: chunk) { body.append(contentsOf: $0) }
         body.append(contentsOf: chunk.payload)
     }
 
-    private static func appendUInt32(_ value: UInt32, to body: inout [UInt8]) {
-        withUnsafeBytes(of: value.littleEndian) { body.append(contentsOf: $0) }
+    /// Calls `body` with a frame's header (``frameHeaderSize`` bytes: the id, the plain
+    /// length, the encoding, the payload's length), for a sender that writes the header and
+    /// then the payload straight into its own buffer.
+    public static func withHeader<Result>(of chunk: EncodedChunk, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        var header: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
+        return try withUnsafeMutableBytes(of: &header) { raw in
+            chunk.id.withUnsafeBytes { raw.copyMemory(from: $0) }
+            raw.storeBytes(of: UInt32(chunk.length).littleEndian, toByteOffset: 32, as: UInt32.self)
+            raw[36] = chunk.encoding.rawValue
+            raw.storeBytes(of: UInt32(chunk.payload.count).littleEndian, toByteOffset: 37, as: UInt32.self)
+            return try body(UnsafeRawBufferPointer(rebasing: raw[..<frameHeaderSize]))
+        }
     }
 }
 

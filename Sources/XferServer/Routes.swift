@@ -330,9 +330,14 @@ struct Routes: Sendable {
                 while written < batches.count, let (index, loaded) = try await group.next() {
                     ready[index] = loaded
                     while let next = ready.removeValue(forKey: written) {
-                        var frames = ByteBuffer()
-                        for chunk in next {
-                            frames.writeBytes(ChunkFrames.frame(try await against.forDownload(chunk, against: references[chunk.id])))
+                        var sent: [EncodedChunk] = []
+                        sent.reserveCapacity(next.count)
+                        for chunk in next { sent.append(try await against.forDownload(chunk, against: references[chunk.id])) }
+                        // Each frame written once, into a buffer of the batch's size.
+                        var frames = ByteBufferAllocator().buffer(capacity: sent.reduce(0) { $0 + ChunkFrames.frameHeaderSize + $1.payload.count })
+                        for chunk in sent {
+                            ChunkFrames.withHeader(of: chunk) { frames.writeBytes($0) }
+                            frames.writeBytes(chunk.payload)
                         }
                         ServerMetrics.process.bytesOut.increment(by: Int64(frames.readableBytes))
                         try await writer.write(frames)

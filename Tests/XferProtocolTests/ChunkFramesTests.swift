@@ -13,6 +13,19 @@ import XferProtocol
         }
     }
 
+    /// A frame is laid out as PROTOCOL.md says, byte for byte: id, plain length (u32 LE),
+    /// encoding, payload length (u32 LE), payload.
+    @Test func aFrameIsLaidOutAsDocumented() throws {
+        let plain = Array(repeating: UInt8(7), count: 300)
+        let chunk = try plain.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(plain)) }
+        let count = chunk.payload.count
+        let expected = ChunkFrames.magic + chunk.id.bytes + [44, 1, 0, 0] + [chunk.encoding.rawValue]
+            + [UInt8(count & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count >> 16 & 0xFF), UInt8(count >> 24)] + chunk.payload
+        #expect(ChunkFrames.encode([chunk]) == expected)
+        let header = ChunkFrames.withHeader(of: chunk) { Array($0) }
+        #expect(header == Array(expected[ChunkFrames.magic.count..<(ChunkFrames.magic.count + ChunkFrames.frameHeaderSize)]))
+    }
+
     func decode(_ body: [UInt8], pieces: [Int]) throws -> [EncodedChunk] {
         var decoder = ChunkFrameDecoder()
         var out: [EncodedChunk] = []
