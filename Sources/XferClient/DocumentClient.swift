@@ -49,7 +49,16 @@ public final class DocumentClient: Sendable {
         var options = options
         options.device = device
         // An end-to-end encrypted container's key, if it is one: the push seals what it sends.
-        return try await PushEngine(remote: try await unlocked(), options: options).push(path, as: try DocumentPath(name), progress: progress)
+        if let known = unlockedRemote.value {
+            return try await PushEngine(remote: known, options: options).push(path, as: try DocumentPath(name), progress: progress)
+        }
+        // The files and the state are looked at while the server answers; nothing is sent before.
+        return try await remote.whileUnlocking { remote, confirmed in
+            try await PushEngine(remote: remote, options: options).push(path, as: try DocumentPath(name), progress: progress) {
+                try await confirmed()
+                self.unlockedRemote.withLock { $0 = remote }
+            }
+        }
     }
 
     /// Pulls document `name` (its current version, or `version`) into `destination`; see ``PullEngine``.

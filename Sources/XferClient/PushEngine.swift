@@ -77,6 +77,33 @@ public struct Remote: Sendable {
         return unlocked
     }
 
+    /// This remote as ``unlocked()`` returns it whenever it returns at all, found from what this
+    /// device holds alone: with the key it holds for the container, or plain if it holds none
+    /// (``unlocked()`` returns that or throws). Only for work that sends nothing before
+    /// ``unlocked()``'s answer came back (``PushEngine/push(_:as:state:directoryItself:progress:confirmed:)``).
+    public func assumingHeldKey() throws -> Remote {
+        guard let key = try containerKeyFile.read() else { return self }
+        var unlocked = self
+        unlocked.endToEnd = EndToEndKeys(key: key)
+        return unlocked
+    }
+
+    /// Runs `body` with ``assumingHeldKey()`` and a `confirmed` it must await before it sends
+    /// anything: ``unlocked()``, asked of the server meanwhile, whose error `confirmed` throws.
+    /// What `body` does on its own disk overlaps the server's round trip.
+    public func whileUnlocking<T>(_ body: (Remote, _ confirmed: @escaping @Sendable () async throws -> Void) async throws -> T) async throws -> T {
+        let asking = Task { try await unlocked() }
+        defer { asking.cancel() }
+        let assumed: Remote
+        do {
+            assumed = try assumingHeldKey()
+        } catch {
+            _ = try await asking.value  // the server's word first, as unlocked() alone would give it
+            throw error
+        }
+        return try await body(assumed) { _ = try await asking.value }
+    }
+
     /// This remote with the key this device holds for its container, the one with id `keyID`,
     /// found without asking the server: for a synced folder, which records the key it syncs
     /// under (the first pass asked the server, through ``unlocked()``).
@@ -301,8 +328,12 @@ public struct PushEngine: Sendable {
     /// - Returns: What was done.
     /// - Throws: `XferError`: `not_found`/`io` for the local path, `unavailable`, `unauthorized`,
     ///   `conflict`, `quota_exceeded`, `invalid_path` and the rest from the server.
+    ///   - confirmed: Awaited before the push sends anything, after it has looked at its files and
+    ///     state: the server's answer that this engine's remote holds the container's key as it
+    ///     should (``Remote/whileUnlocking(_:)``); `nil` when the remote is ``Remote/unlocked()`` already.
     public func push(_ path: String, as document: DocumentPath, state: ClientState? = nil, directoryItself: Bool = false,
-                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
+                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in },
+                     confirmed: (@Sendable () async throws -> Void)? = nil) async throws -> PushReport {
         try await remote.naming { try await ClientThreads.run {
             let started = ContinuousClock.now
             let connection = remote.connection
@@ -319,6 +350,7 @@ public struct PushEngine: Sendable {
                 ProcessMemory.returnFreePages(afterFiles: snapshot.tree.count, bytes: 0)  // the manifest's decoding
             }
             var chunkLists = try snapshot.knownChunks(state)
+            try await confirmed?()  // nothing has been sent yet
             var serverCurrent: DocumentInfo? = nil
             if options.force { serverCurrent = try? await connection.stat(container: remote.container, path: name) }
             // What the server is taken to hold of this document: the version this root synced,

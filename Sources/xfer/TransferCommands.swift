@@ -70,8 +70,12 @@ extension Xfer {
                 }
                 let bar = ProgressBar(quiet: output.quiet || output.json)
                 defer { bar.finish() }
-                let report = try await withRemote(client, unlocking: true) { remote in
-                    try await PushEngine(remote: remote, options: options).push(path, as: document, progress: bar.update)
+                // The files and the state are looked at while the server says whether the container
+                // is end-to-end encrypted; nothing is sent before it has.
+                let report = try await withRemote(client) { remote in
+                    try await remote.whileUnlocking { remote, confirmed in
+                        try await PushEngine(remote: remote, options: options).push(path, as: document, progress: bar.update, confirmed: confirmed)
+                    }
                 }
                 bar.finish()
                 if output.json {

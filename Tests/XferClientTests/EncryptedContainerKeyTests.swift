@@ -82,6 +82,15 @@ import XferProtocol
                 _ = try await PushEngine(remote: vault).push(server.root + "/secret.txt", as: try DocumentPath("secret.txt"))
             }
             #expect(push?.code == .encryptedContainer, "\(String(describing: push))")
+            // Through the front door from a device without the key, which looks at the file while
+            // the server answers: refused for the key it lacks, and nothing announced.
+            let head = try await server.remote.connection.head(container: vault.container)
+            let keyless = Remote(connection: server.remote.connection, container: vault.container, stateDirectory: server.root + "/state-b")
+            let front = await #expect(throws: XferError.self) {
+                _ = try await DocumentClient(remote: keyless, device: "b").push(server.root + "/secret.txt", as: "secret.txt")
+            }
+            #expect(front?.code == .unauthorized && front?.message.contains("xfer key unlock") == true, "\(String(describing: front))")
+            #expect(try await server.remote.connection.head(container: vault.container) == head)
             // A batch push (what a sync pass does) asks before it uploads a byte.
             let state = try ClientState(root: server.root, stateDirectory: server.root + "/state-a")
             let batch = await #expect(throws: XferError.self) {

@@ -450,10 +450,14 @@ import XferProtocol
                 .write(ContainerKey.generate())
             try Files.write(server.root + "/secret.txt", Array(Self.marker.utf8))
             let used = try await server.remote.connection.account().used
+            let head = try await server.remote.connection.head(container: vault.container)
+            // The push looks at its file while the server answers (Remote.whileUnlocking), and
+            // sends nothing, not even its announcement, once the answer is this one.
             let refused = await #expect(throws: XferError.self) {
                 _ = try await DocumentClient(remote: vault, device: "a").push(server.root + "/secret.txt", as: "secret.txt")
             }
             #expect(refused?.code == .encryptedContainer && refused?.message.contains("nothing was sent") == true, "\(String(describing: refused))")
+            #expect(try await server.remote.connection.head(container: vault.container) == head, "nothing was announced")
             let batch = await #expect(throws: XferError.self) {
                 _ = try await PushEngine(remote: vault).pushMany([PushItem(path: server.root + "/secret.txt", name: try DocumentPath("secret.txt"),
                                                                            state: try ClientState(root: server.root, stateDirectory: vault.stateDirectory))])
