@@ -10,26 +10,30 @@ import XferCore
 /// final `syncfs` wrote them all out while the pull waited. Now, every ``PullEngine/earlyWritebackEvery``
 /// bytes written, one `syncfs` runs on a thread of its own: never more than one at a time, never
 /// on the pull's own threads (it waits on the disk), and through a descriptor of its own. An
-/// error it meets stays for the pull's final `syncfs` to report: each open file description
-/// keeps its own place in the file system's error sequence. Nothing here is relied on for
-/// durability; it only moves the disk's work earlier, where it overlaps the download.
+/// error in a file's data stays for the pull's final `syncfs` to report too (each open file
+/// description keeps its own place in the file system's error sequence), but one in the file
+/// system's own metadata is reported to the first `syncfs` only: so the first error any of
+/// these meets is kept (``failure``), and the pull fails with it after its own `syncfs`.
+/// Nothing here is relied on for durability; it only moves the disk's work earlier, where it
+/// overlaps the download.
 final class EarlyWriteback: @unchecked Sendable {
     private let fd: Int32
     private let threshold: Int
-    private let writeback: @Sendable (Int32) -> Void
+    private let writeback: @Sendable (Int32) -> Int32
     private let lock = NSCondition()
     private var pending = 0
     private var running = false
     private var closed = false
     private var started = 0
+    private var firstError: Int32? = nil
 
     /// - Parameters:
     ///   - directory: A directory on the file system being written to (opened again here).
     ///   - threshold: Bytes written between the starts of two writebacks.
-    ///   - writeback: What is run on the descriptor (tests give their own).
+    ///   - writeback: What is run on the descriptor: 0, or the errno it failed with (tests give their own).
     /// - Returns: `nil` if the directory cannot be opened again (the pull goes on without).
     init?(_ directory: ConfinedDirectory, threshold: Int,
-          writeback: @escaping @Sendable (Int32) -> Void = { Syscall.startFileSystemWriteback($0) }) {
+          writeback: @escaping @Sendable (Int32) -> Int32 = { Syscall.startFileSystemWriteback($0) }) {
         let fd = openat(directory.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         self.fd = fd
@@ -53,8 +57,9 @@ final class EarlyWriteback: @unchecked Sendable {
         }
         guard start else { return }
         Thread.detachNewThread { [self] in
-            writeback(fd)
+            let result = writeback(fd)
             lock.withLock {
+                if result != 0, firstError == nil { firstError = result }
                 running = false
                 if closed { Glibc.close(fd) }
                 lock.broadcast()
@@ -71,9 +76,15 @@ final class EarlyWriteback: @unchecked Sendable {
         }
     }
 
-    /// Waits until no writeback is running (for tests).
+    /// Waits until no writeback is running.
     func waitUntilIdle() {
         lock.withLock { while running { lock.wait() } }
+    }
+
+    /// The first error a writeback met (an errno), once none is running; `nil` if none did.
+    var failure: Int32? {
+        waitUntilIdle()
+        return lock.withLock { firstError }
     }
 
     deinit { close() }

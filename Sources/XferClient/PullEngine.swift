@@ -363,7 +363,7 @@ public struct PullEngine: Sendable {
                 continue
             }
             try handles.wrote(step.file)
-            early?.wrote(step.chunk.length)
+            if source != .staging { early?.wrote(step.chunk.length) }  // (a resumed pull's chunks were written before)
             // A chunk from disk was reused; one the batch fetched was downloaded all the same.
             counters.withLock {
                 if source != .prefetched { $0.chunksReused += 1 }
@@ -445,6 +445,8 @@ public struct PullEngine: Sendable {
             if wholeFileSystem {
                 try staging.setModificationTime(info.mtimeNs)
                 try staging.synchronizeFileSystem()  // every staged file and directory, at once
+                // An error only an early writeback met (one of the file system's own) fails the pull too.
+                if let failure = early?.failure { throw XferError.writing(failure, "syncfs", stagingPath) }
             } else {
                 try staging.synchronize()
                 try staging.setModificationTime(info.mtimeNs)

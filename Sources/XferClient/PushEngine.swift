@@ -50,7 +50,11 @@ public struct Remote: Sendable {
     ///   server says it is not encrypted (a container never becomes plain again: another server
     ///   at this address, or one that would have this device send plain data), sending nothing.
     public func unlocked() async throws -> Remote {
-        let held = try containerKeyFile.read()
+        try await unlocked(held: try containerKeyFile.read())
+    }
+
+    /// ``unlocked()`` with the key this device holds read already (`nil`: it holds none).
+    private func unlocked(held: ContainerKey?) async throws -> Remote {
         let info: ContainerKeyInfo
         do {
             info = try await connection.containerKey(container: container)
@@ -72,36 +76,36 @@ public struct Remote: Sendable {
                 run `xfer key unlock --container \(container)` (or `xfer key recover`) first
                 """)
         }
+        return holding(key)
+    }
+
+    /// This remote with `key` (plain with none).
+    private func holding(_ key: ContainerKey?) -> Remote {
+        guard let key else { return self }
         var unlocked = self
         unlocked.endToEnd = EndToEndKeys(key: key)
         return unlocked
     }
 
-    /// This remote as ``unlocked()`` returns it whenever it returns at all, found from what this
-    /// device holds alone: with the key it holds for the container, or plain if it holds none
-    /// (``unlocked()`` returns that or throws). Only for work that sends nothing before
-    /// ``unlocked()``'s answer came back (``PushEngine/push(_:as:state:directoryItself:progress:confirmed:)``).
-    public func assumingHeldKey() throws -> Remote {
-        guard let key = try containerKeyFile.read() else { return self }
-        var unlocked = self
-        unlocked.endToEnd = EndToEndKeys(key: key)
-        return unlocked
-    }
-
-    /// Runs `body` with ``assumingHeldKey()`` and a `confirmed` it must await before it sends
-    /// anything: ``unlocked()``, asked of the server meanwhile, whose error `confirmed` throws.
-    /// What `body` does on its own disk overlaps the server's round trip.
+    /// Runs `body` while the server is asked what ``unlocked()`` asks it, for work that looks at
+    /// its own disk first (a push's state and files) and sends nothing before the answer.
+    ///
+    /// The key this device holds is read once: `body` gets the remote ``unlocked()`` returns
+    /// whenever it returns at all (with that key, or plain when there is none), and
+    /// `confirmed`, which `body` must await before it sends anything. `confirmed` throws what
+    /// ``unlocked()`` would have thrown, and also throws if the answer were ever a remote other
+    /// than the one `body` got. Cancelling the task that awaits it cancels the question.
     public func whileUnlocking<T>(_ body: (Remote, _ confirmed: @escaping @Sendable () async throws -> Void) async throws -> T) async throws -> T {
-        let asking = Task { try await unlocked() }
+        let held = try containerKeyFile.read()
+        let assumed = holding(held)
+        let asking = Task { try await unlocked(held: held) }
         defer { asking.cancel() }
-        let assumed: Remote
-        do {
-            assumed = try assumingHeldKey()
-        } catch {
-            _ = try await asking.value  // the server's word first, as unlocked() alone would give it
-            throw error
+        return try await body(assumed) { [container] in
+            let answer = try await withTaskCancellationHandler { try await asking.value } onCancel: { asking.cancel() }
+            guard answer.endToEnd?.keyID == assumed.endToEnd?.keyID else {
+                throw XferError(.internal, "the key of container \(container) changed while this push looked at its files; nothing was sent, run it again")
+            }
         }
-        return try await body(assumed) { _ = try await asking.value }
     }
 
     /// This remote with the key this device holds for its container, the one with id `keyID`,
@@ -116,9 +120,7 @@ public struct Remote: Sendable {
                 run `xfer key unlock --container \(container)` (or `xfer key recover`) first
                 """)
         }
-        var unlocked = self
-        unlocked.endToEnd = EndToEndKeys(key: key)
-        return unlocked
+        return holding(key)
     }
 
     /// The manifest digest the server records for `synced` at `path` (its server path): the

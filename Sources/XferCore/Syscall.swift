@@ -74,11 +74,17 @@ package enum Syscall {
         _ = cxfer_start_writeback(fd)
     }
 
-    /// Writes out what is dirty on the file system holding `fd` (`syncfs`) as a hint, its
-    /// result not looked at: on a descriptor of its own, an error it meets is still reported
-    /// to every other descriptor's later `syncfs`.
-    package static func startFileSystemWriteback(_ fd: Int32) {
-        _ = cxfer_syncfs(fd)
+    /// Writes out what is dirty on the file system holding `fd` (`syncfs`) ahead of a `syncfs`
+    /// of the caller's that makes it durable.
+    /// - Returns: 0, or the errno it failed with, for the caller to report with its own
+    ///   `syncfs`: some errors (those of the file system's own metadata on its block device)
+    ///   are reported to the first `syncfs` that meets them only.
+    package static func startFileSystemWriteback(_ fd: Int32) -> Int32 {
+        while cxfer_syncfs(fd) != 0 {
+            if errno == EINTR { continue }
+            return errno
+        }
+        return 0
     }
 
     /// Makes a file's data and size durable, not its other metadata (fault: ``StorageFaults/Operation/fsync``):

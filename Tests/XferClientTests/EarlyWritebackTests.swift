@@ -43,6 +43,7 @@ import XferCore
         let early = try #require(EarlyWriteback(directory, threshold: 10) { fd in
             descriptors.withLock { $0.append(fd) }
             gate.wait()
+            return 0
         })
         early.wrote(10)
         #expect(early.writebacksStarted == 1)
@@ -56,6 +57,25 @@ import XferCore
         #expect(early.writebacksStarted == 1)
         let fd = try #require(descriptors.value.first)
         #expect(fd != directory.fd, "a descriptor of its own")
+    }
+
+    /// A writeback's error is kept, the first one only, for the pull to fail with after its own
+    /// syncfs (an error in the file system's metadata is reported to the first syncfs alone).
+    @Test func theFirstErrorAWritebackMeetsIsKept() throws {
+        let (directory, root) = try Self.directory()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let calls = Locked(0)
+        let early = try #require(EarlyWriteback(directory, threshold: 1) { _ in
+            calls.withLock { $0 += 1; return [0, EIO, ENOSPC][min($0 - 1, 2)] }
+        })
+        early.wrote(1)
+        #expect(early.failure == nil, "the first one succeeded")
+        early.wrote(1)
+        #expect(early.failure == EIO)
+        early.wrote(1)
+        #expect(early.failure == EIO, "the first error is kept")
+        #expect(calls.value == 3)
+        early.close()
     }
 
     /// Its descriptor is its own: closing it leaves the directory it was opened from usable,
