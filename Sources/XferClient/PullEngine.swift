@@ -397,7 +397,6 @@ public struct PullEngine: Sendable {
 
         try await download(order, files: handles, maximumLength: manifest.chunker.maximumSize,
                            against: against, total: manifest.totalSize, counters: counters, early: early, progress: progress)
-        early?.close()
         // Every place of every file written, each once: else nothing is published.
         guard handles.allWritten else {
             throw XferError(.corruptChunk, "not every chunk of \(document) version \(answer.version) was written; nothing was published")

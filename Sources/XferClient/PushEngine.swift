@@ -327,12 +327,12 @@ public struct PushEngine: Sendable {
     ///     name and mode alone, what a sync pass does with a synced folder's directories)
     ///     rather than as a package of everything in it.
     ///   - progress: Called now and then from any thread.
-    /// - Returns: What was done.
-    /// - Throws: `XferError`: `not_found`/`io` for the local path, `unavailable`, `unauthorized`,
-    ///   `conflict`, `quota_exceeded`, `invalid_path` and the rest from the server.
     ///   - confirmed: Awaited before the push sends anything, after it has looked at its files and
     ///     state: the server's answer that this engine's remote holds the container's key as it
     ///     should (``Remote/whileUnlocking(_:)``); `nil` when the remote is ``Remote/unlocked()`` already.
+    /// - Returns: What was done.
+    /// - Throws: `XferError`: `not_found`/`io` for the local path, `unavailable`, `unauthorized`,
+    ///   `conflict`, `quota_exceeded`, `invalid_path` and the rest from the server.
     public func push(_ path: String, as document: DocumentPath, state: ClientState? = nil, directoryItself: Bool = false,
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in },
                      confirmed: (@Sendable () async throws -> Void)? = nil) async throws -> PushReport {
