@@ -595,22 +595,41 @@ public struct PullEngine: Sendable {
     /// How many bytes of downloaded chunks a request holds for the cache before writing them to it.
     static let keptBatchBytes = 1 << 20
 
-    /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
-    private func download(_ order: ChunkSourcing.Downloads, files: StagingFiles,
-                          maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
-                          early: EarlyWriteback?, progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
-        var batches: [Range<Int>] = []  // of order
+    /// The smallest download request a pull makes when it splits its chunks among the requests in flight.
+    static let smallestBatchBytes = 256 << 10
+
+    /// How a pull's downloads (their plain lengths, in order) are split into requests: runs in
+    /// order, each closed once it reaches `bytes` plain bytes (so over it by less than a chunk)
+    /// or the protocol's most ids, and, for a pull of less than `inFlight` × `bytes`, once it
+    /// reaches about a share of the whole for each request in flight (never less than
+    /// ``smallestBatchBytes``; chunks larger than a share make fewer requests). Each request's
+    /// chunks are decoded, checked and written by its own task, so a source tree of 9 MiB is
+    /// written by several at once, not mostly by the one that carried its first 8 MiB
+    /// (docs/PERFORMANCE.md, seventeenth step).
+    static func batches<Lengths: Collection<Int>>(_ lengths: Lengths, bytes maximum: Int, inFlight: Int) -> [Range<Int>] {
+        let total = lengths.reduce(0, +)
+        let share = (total + max(1, inFlight) - 1) / max(1, inFlight)
+        let limit = max(1, min(maximum, max(Self.smallestBatchBytes, share)))
+        var batches: [Range<Int>] = []
         var start = 0
         var bytes = 0
-        for (index, download) in order.enumerated() {
-            bytes += download.chunk.length
-            if bytes >= options.downloadBatchBytes || index + 1 - start >= ProtocolLimits.maximumIDsPerRequest {
+        for (index, length) in lengths.enumerated() {
+            bytes += length
+            if bytes >= limit || index + 1 - start >= ProtocolLimits.maximumIDsPerRequest {
                 batches.append(start..<index + 1)
                 start = index + 1
                 bytes = 0
             }
         }
-        if start < order.count { batches.append(start..<order.count) }
+        if start < lengths.count { batches.append(start..<lengths.count) }
+        return batches
+    }
+
+    /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
+    private func download(_ order: ChunkSourcing.Downloads, files: StagingFiles,
+                          maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
+                          early: EarlyWriteback?, progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
+        let batches = Self.batches(order.map(\.chunk.length), bytes: options.downloadBatchBytes, inFlight: options.downloadsInFlight)
         let connection = remote.connection
         try await withThrowingTaskGroup(of: Void.self) { group in
             var running = 0
