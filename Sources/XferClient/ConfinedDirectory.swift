@@ -55,7 +55,10 @@ public final class ConfinedDirectory: Sendable {
     deinit { close(fd) }
 
     /// The path of `name` below this directory, for messages.
-    public func describe(_ name: String) -> String { path == "/" ? "/" + name : path + "/" + name }
+    public func describe(_ name: String) -> String { Self.path(of: name, in: path) }
+
+    /// The path of `name` in the directory at `directory`.
+    static func path(of name: String, in directory: String) -> String { directory == "/" ? "/" + name : directory + "/" + name }
 
     // MARK: Resolving
 

@@ -64,8 +64,17 @@ public final class DocumentClient: Sendable {
     /// Pulls document `name` (its current version, or `version`) into `destination`; see ``PullEngine``.
     public func pull(_ name: String, into destination: String, version: Int64? = nil, options: PullOptions = PullOptions(),
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
-        try await PullEngine(remote: try await unlocked(), options: options).pull(try DocumentPath(name), into: destination,
-                                                                                   version: version, progress: progress)
+        let document = try DocumentPath(name)
+        if let known = unlockedRemote.value {
+            return try await PullEngine(remote: known, options: options).pull(document, into: destination, version: version, progress: progress)
+        }
+        // The destination's state opens while the server answers; nothing is sent before.
+        return try await remote.whileUnlocking { remote, confirmed in
+            try await PullEngine(remote: remote, options: options).pull(document, into: destination, version: version, progress: progress) {
+                try await confirmed()
+                self.unlockedRemote.withLock { $0 = remote }
+            }
+        }
     }
 
     /// Documents under `prefix` (and in `scope`, if given), deleted ones left out.

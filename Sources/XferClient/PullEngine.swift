@@ -109,12 +109,20 @@ public struct PullEngine: Sendable {
     ///   - version: A version to pull instead of the current one (a superseded or conflict one).
     ///   - state: The destination's state, if the caller keeps it.
     ///   - progress: Called now and then from any thread.
+    ///   - confirmed: Awaited before the pull sends anything or makes the destination's directory,
+    ///     while the destination's state opens (a new destination's database is made, which
+    ///     waits on the disk): the server's answer that this engine's remote holds the
+    ///     container's key as it should (``Remote/whileUnlocking(_:)``); `nil` when the remote is
+    ///     ``Remote/unlocked()`` already.
     public func pull(_ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
-                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
+                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in },
+                     confirmed: (@Sendable () async throws -> Void)? = nil) async throws -> PullReport {
         try await remote.naming { try await ClientThreads.run {
             let (parentPath, baseName) = try resolve(name, into: destination, state: state)
+            async let opened = state ?? remote.clientState(root: ConfinedDirectory.path(of: baseName, in: parentPath))
+            try await confirmed?()  // nothing has been sent yet
             let parent = try ConfinedDirectory(opening: parentPath, create: true)
-            return try await pull(name, in: parent, as: baseName, version: version, state: state, progress: progress)
+            return try await pull(name, in: parent, as: baseName, version: version, state: try await opened, progress: progress)
         } }
     }
 

@@ -88,7 +88,7 @@ public struct Remote: Sendable {
     }
 
     /// Runs `body` while the server is asked what ``unlocked()`` asks it, for work that looks at
-    /// its own disk first (a push's state and files) and sends nothing before the answer.
+    /// its own disk first (a push's state and files, a pull's state) and sends nothing before the answer.
     ///
     /// The key this device holds is read once: `body` gets the remote ``unlocked()`` returns
     /// whenever it returns at all (with that key, or plain when there is none), and
@@ -103,7 +103,7 @@ public struct Remote: Sendable {
         return try await body(assumed) { [container] in
             let answer = try await withTaskCancellationHandler { try await asking.value } onCancel: { asking.cancel() }
             guard answer.endToEnd?.keyID == assumed.endToEnd?.keyID else {
-                throw XferError(.internal, "the key of container \(container) changed while this push looked at its files; nothing was sent, run it again")
+                throw XferError(.internal, "the key of container \(container) changed while this command looked at its files and state; nothing was sent, run it again")
             }
         }
     }

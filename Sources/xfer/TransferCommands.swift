@@ -153,8 +153,13 @@ extension Xfer {
                 defer { bar.finish() }
                 var options = PullOptions()
                 options.force = force
-                let report = try await withRemote(client, unlocking: true) { remote in
-                    try await PullEngine(remote: remote, options: options).pull(document, into: target, version: version, progress: bar.update)
+                // The destination's state opens while the server says whether the container is
+                // end-to-end encrypted; nothing is sent before it has.
+                let report = try await withRemote(client) { remote in
+                    try await remote.whileUnlocking { remote, confirmed in
+                        try await PullEngine(remote: remote, options: options).pull(document, into: target, version: version,
+                                                                                    progress: bar.update, confirmed: confirmed)
+                    }
                 }
                 bar.finish()
                 if output.json {

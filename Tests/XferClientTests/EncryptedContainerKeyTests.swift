@@ -73,7 +73,8 @@ import XferProtocol
     }
 
     @Test(LiveServer.plainOnly("makes the default container encrypted itself")) func aPlainClientStoresNothingInAnEncryptedContainer() async throws {
-        try await LiveServer.run { server in
+        let requests = FollowFeedTests.Requests()
+        try await LiveServer.run(intercept: requests.count) { server in
             _ = try await Self.device(server, "a").create(passphrase: "pw", parameters: Self.fast)
             let vault = Remote(connection: server.remote.connection, container: try ContainerName("vault"), stateDirectory: server.root + "/state-a")
             try Files.write(server.root + "/secret.txt", Array("plain text that must not be stored".utf8))
@@ -91,6 +92,14 @@ import XferProtocol
             }
             #expect(front?.code == .unauthorized && front?.message.contains("xfer key unlock") == true, "\(String(describing: front))")
             #expect(try await server.remote.connection.head(container: vault.container) == head)
+            // A pull from it too, before it asks for the document or makes its destination's directory.
+            _ = requests.take()
+            let pull = await #expect(throws: XferError.self) {
+                _ = try await DocumentClient(remote: keyless, device: "b").pull("secret.txt", into: server.root + "/pulled/secret.txt")
+            }
+            #expect(pull?.code == .unauthorized && pull?.message.contains("xfer key unlock") == true, "\(String(describing: pull))")
+            #expect(!FileManager.default.fileExists(atPath: server.root + "/pulled"), "the destination's directory was not made")
+            #expect(requests.take() == ["key": 1], "the pull asked for nothing but the container's key")
             // A batch push (what a sync pass does) asks before it uploads a byte.
             let state = try ClientState(root: server.root, stateDirectory: server.root + "/state-a")
             let batch = await #expect(throws: XferError.self) {

@@ -442,7 +442,8 @@ import XferProtocol
     }
 
     @Test func aServerThatCallsAContainerPlainWhileThisDeviceHoldsItsKeyGetsNothing() async throws {
-        try await LiveServer.run { server in
+        let requests = FollowFeedTests.Requests()
+        try await LiveServer.run(intercept: requests.count) { server in
             // A key this device holds for a container the server says is plain (another server
             // at the address, or a hostile one).
             let vault = try Self.vault(server, "a")
@@ -464,6 +465,15 @@ import XferProtocol
             }
             #expect(batch?.code == .encryptedContainer)
             #expect(try await server.remote.connection.account().used == used)
+            // A pull opens its destination's state while the server answers, and asks for
+            // nothing and makes no directory once the answer is this one.
+            _ = requests.take()
+            let pull = await #expect(throws: XferError.self) {
+                _ = try await DocumentClient(remote: vault, device: "a").pull("secret.txt", into: server.root + "/pulled/secret.txt")
+            }
+            #expect(pull?.code == .encryptedContainer, "\(String(describing: pull))")
+            #expect(!FileManager.default.fileExists(atPath: server.root + "/pulled"), "the destination's directory was not made")
+            #expect(requests.take() == ["key": 1], "the pull asked for nothing but the container's key")
         }
     }
 
