@@ -403,8 +403,8 @@ public struct PullEngine: Sendable {
             }
         }
 
-        try await download(order, files: handles, maximumLength: manifest.chunker.maximumSize,
-                           against: against, total: manifest.totalSize, counters: counters, early: early, progress: progress)
+        try await download(order, files: handles, maximumLength: manifest.chunker.maximumSize, against: against,
+                           total: manifest.totalSize, counters: counters, early: early, spread: wholeFileSystem, progress: progress)
         // Every place of every file written, each once: else nothing is published.
         guard handles.allWritten else {
             throw XferError(.corruptChunk, "not every chunk of \(document) version \(answer.version) was written; nothing was published")
@@ -610,10 +610,11 @@ public struct PullEngine: Sendable {
     /// order, each closed once it reaches `bytes` plain bytes (so over it by less than a chunk)
     /// or the protocol's most ids, and, for a pull of less than `inFlight` × `bytes`, once it
     /// reaches about a share of the whole for each request in flight (never less than
-    /// ``smallestBatchBytes``; chunks larger than a share make fewer requests). Each request's
-    /// chunks are decoded, checked and written by its own task, so a source tree of 9 MiB is
-    /// written by several at once, not mostly by the one that carried its first 8 MiB
-    /// (docs/PERFORMANCE.md, seventeenth step).
+    /// ``smallestBatchBytes``; chunks larger than a share make fewer requests; `inFlight` 1:
+    /// requests of `bytes`). Each request's chunks are decoded, checked and written by its own
+    /// task, so a source tree of 9 MiB is written by several at once, not mostly by the one that
+    /// carried its first 8 MiB. A pull of one file or a few is split by `bytes` alone: for it
+    /// more requests cost more than they save (docs/PERFORMANCE.md, seventeenth step).
     static func batches<Lengths: Collection<Int>>(_ lengths: Lengths, bytes maximum: Int, inFlight: Int) -> [Range<Int>] {
         let total = lengths.reduce(0, +)
         let share = (total + max(1, inFlight) - 1) / max(1, inFlight)
@@ -634,10 +635,13 @@ public struct PullEngine: Sendable {
     }
 
     /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
+    /// - Parameter spread: Split a small pull evenly among the requests in flight (a package of
+    ///   many files, whose files' creation is most of the work); else requests of the most bytes.
     private func download(_ order: ChunkSourcing.Downloads, files: StagingFiles,
                           maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
-                          early: EarlyWriteback?, progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
-        let batches = Self.batches(order.map(\.chunk.length), bytes: options.downloadBatchBytes, inFlight: options.downloadsInFlight)
+                          early: EarlyWriteback?, spread: Bool, progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
+        let batches = Self.batches(order.map(\.chunk.length), bytes: options.downloadBatchBytes,
+                                   inFlight: spread ? options.downloadsInFlight : 1)
         let connection = remote.connection
         try await withThrowingTaskGroup(of: Void.self) { group in
             var running = 0

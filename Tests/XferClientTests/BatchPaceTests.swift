@@ -43,6 +43,8 @@ struct BatchPaceTests {
         #expect(split.map(\.count).allSatisfy { (190...194).contains($0) })
         #expect(split.first?.lowerBound == 0 && split.last?.upperBound == tree.count)
         #expect(zip(split, split.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
+        // One request in flight (a pull of one file or a few): requests of the most bytes.
+        #expect(PullEngine.batches(tree, bytes: 8 << 20, inFlight: 1).map(\.count) == [683, 85])
         // Large: requests of 8 MiB (the last holds the rest).
         let large = Array(repeating: 1 << 20, count: 100)
         #expect(PullEngine.batches(large, bytes: 8 << 20, inFlight: 4).map(\.count) == Array(repeating: 8, count: 12) + [4])
