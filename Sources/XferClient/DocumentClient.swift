@@ -48,16 +48,10 @@ public final class DocumentClient: Sendable {
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
         var options = options
         options.device = device
+        let document = try DocumentPath(name)
         // An end-to-end encrypted container's key, if it is one: the push seals what it sends.
-        if let known = unlockedRemote.value {
-            return try await PushEngine(remote: known, options: options).push(path, as: try DocumentPath(name), progress: progress)
-        }
-        // The files and the state are looked at while the server answers; nothing is sent before.
-        return try await remote.whileUnlocking { remote, confirmed in
-            try await PushEngine(remote: remote, options: options).push(path, as: try DocumentPath(name), progress: progress) {
-                try await confirmed()
-                self.unlockedRemote.withLock { $0 = remote }
-            }
+        return try await whileUnlocking { remote, confirmed in
+            try await PushEngine(remote: remote, options: options).push(path, as: document, progress: progress, confirmed: confirmed)
         }
     }
 
@@ -65,12 +59,20 @@ public final class DocumentClient: Sendable {
     public func pull(_ name: String, into destination: String, version: Int64? = nil, options: PullOptions = PullOptions(),
                      progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
         let document = try DocumentPath(name)
-        if let known = unlockedRemote.value {
-            return try await PullEngine(remote: known, options: options).pull(document, into: destination, version: version, progress: progress)
+        return try await whileUnlocking { remote, confirmed in
+            try await PullEngine(remote: remote, options: options).pull(document, into: destination, version: version, progress: progress,
+                                                                        confirmed: confirmed)
         }
-        // The destination's state opens while the server answers; nothing is sent before.
+    }
+
+    /// Runs a push or pull with this client's remote: the unlocked one once known, else the one
+    /// ``Remote/whileUnlocking(_:)`` assumes, so the engine looks at its files and state while
+    /// the server answers and sends nothing before. `confirmed` (`nil` once known) keeps the
+    /// answer for the client's later calls.
+    private func whileUnlocking<T>(_ body: (Remote, (@Sendable () async throws -> Void)?) async throws -> T) async throws -> T {
+        if let known = unlockedRemote.value { return try await body(known, nil) }
         return try await remote.whileUnlocking { remote, confirmed in
-            try await PullEngine(remote: remote, options: options).pull(document, into: destination, version: version, progress: progress) {
+            try await body(remote) {
                 try await confirmed()
                 self.unlockedRemote.withLock { $0 = remote }
             }

@@ -613,7 +613,7 @@ public struct PullEngine: Sendable {
     /// ``smallestBatchBytes``; chunks larger than a share make fewer requests; `inFlight` 1:
     /// requests of `bytes`). Each request's chunks are decoded, checked and written by its own
     /// task, so a source tree of 9 MiB is written by several at once, not mostly by the one that
-    /// carried its first 8 MiB. A pull of one file or a few is split by `bytes` alone: for it
+    /// carried its first 8 MiB. A pull of fewer than 64 files is split by `bytes` alone: for it
     /// more requests cost more than they save (docs/PERFORMANCE.md, seventeenth step).
     static func batches<Lengths: Collection<Int>>(_ lengths: Lengths, bytes maximum: Int, inFlight: Int) -> [Range<Int>] {
         let total = lengths.reduce(0, +)
