@@ -102,6 +102,20 @@ struct ChunkSourcing: Equatable {
                             more: others)
         }
 
+        /// Whether the downloads write at least `count` distinct files. Only the files of their
+        /// first places are counted (in file order, so a change of file is a new one): a file
+        /// made only of chunks an earlier file needs too is not, so this is a lower bound.
+        func writeFiles(atLeast count: Int) -> Bool {
+            var files = 0
+            var last: Int32 = -1
+            for record in records where record.file != last {
+                if files >= count { return true }
+                last = record.file
+                files += 1
+            }
+            return files >= count
+        }
+
         /// Adds `target` to record `position`'s places.
         fileprivate mutating func add(_ target: PullEngine.Target, to position: Int) {
             guard let index = Int32(exactly: more.count) else { preconditionFailure("more than 2^31 repeated chunks in one pull") }

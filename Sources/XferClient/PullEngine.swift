@@ -613,7 +613,7 @@ public struct PullEngine: Sendable {
     /// ``smallestBatchBytes``; chunks larger than a share make fewer requests; `inFlight` 1:
     /// requests of `bytes`). Each request's chunks are decoded, checked and written by its own
     /// task, so a source tree of 9 MiB is written by several at once, not mostly by the one that
-    /// carried its first 8 MiB. A pull of fewer than 64 files is split by `bytes` alone: for it
+    /// carried its first 8 MiB. A pull whose downloads write fewer than 64 files is split by `bytes` alone: for it
     /// more requests cost more than they save (docs/PERFORMANCE.md, seventeenth step).
     static func batches<Lengths: Collection<Int>>(_ lengths: Lengths, bytes maximum: Int, inFlight: Int) -> [Range<Int>] {
         let total = lengths.reduce(0, +)
@@ -635,13 +635,17 @@ public struct PullEngine: Sendable {
     }
 
     /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
-    /// - Parameter spread: Split a small pull evenly among the requests in flight (a package of
-    ///   many files, whose files' creation is most of the work); else requests of the most bytes.
+    /// - Parameter spread: Split a small pull evenly among the requests in flight when its
+    ///   downloads write many files (a package's, whose files' creation is most of the work);
+    ///   else requests of the most bytes.
     private func download(_ order: ChunkSourcing.Downloads, files: StagingFiles,
                           maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
                           early: EarlyWriteback?, spread: Bool, progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
+        // Split only when the downloads themselves write many files: an edit pull of a large
+        // package that fetches one changed file asks as a pull of that one file would.
+        let even = spread && order.writeFiles(atLeast: Self.syncWholeFileSystemFrom)
         let batches = Self.batches(order.map(\.chunk.length), bytes: options.downloadBatchBytes,
-                                   inFlight: spread ? options.downloadsInFlight : 1)
+                                   inFlight: even ? options.downloadsInFlight : 1)
         let connection = remote.connection
         try await withThrowingTaskGroup(of: Void.self) { group in
             var running = 0

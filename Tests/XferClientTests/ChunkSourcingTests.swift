@@ -48,6 +48,28 @@ import XferCore
         #expect(resumed.downloads(failed: []).isEmpty)
     }
 
+    @Test func theDownloadsCountTheFilesTheyWrite() {
+        // 70 files of one chunk each, all downloaded: 70 files written.
+        let many = (0..<70).map { [Self.chunk(UInt8($0))] }
+        let all = ChunkSourcing.make(files: Self.files(many), resuming: false, local: [:], prefetched: [])
+            .downloads(failed: [])
+        #expect(all.writeFiles(atLeast: 64) && all.writeFiles(atLeast: 70) && !all.writeFiles(atLeast: 71))
+        // The same package with all but one file on disk: one file written, however many chunks.
+        let local = Dictionary(uniqueKeysWithValues: (1..<70).map { (Self.chunk(UInt8($0)).id, ("/x/\($0)", Int64(0), 10)) })
+        let big = (0..<5).map { Self.chunk(200 + UInt8($0)) }
+        let edit = ChunkSourcing.make(files: Self.files([big] + many.dropFirst()), resuming: false, local: local, prefetched: [])
+            .downloads(failed: [])
+        #expect(edit.count == 5)
+        #expect(edit.writeFiles(atLeast: 1) && !edit.writeFiles(atLeast: 2))
+        // A file made only of chunks an earlier file holds is not counted (a lower bound).
+        let a = Self.chunk(1)
+        let repeated = ChunkSourcing.make(files: Self.files([[a], [a]]), resuming: false, local: [:], prefetched: [])
+            .downloads(failed: [])
+        #expect(repeated.writeFiles(atLeast: 1) && !repeated.writeFiles(atLeast: 2))
+        #expect(ChunkSourcing.make(files: Self.files([]), resuming: false, local: [:], prefetched: []).downloads(failed: [])
+            .writeFiles(atLeast: 0))
+    }
+
     @Test func chunksSharingTheirFirst64BitsAreStillTwoDownloads() {
         // Two ids alike in their first 8 bytes (the planner keys by those first).
         let x = Manifest.ChunkReference(id: ChunkID(bytes: [UInt8](repeating: 7, count: 8) + [UInt8](repeating: 1, count: 24))!, length: 10)
