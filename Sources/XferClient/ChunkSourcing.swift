@@ -102,9 +102,10 @@ struct ChunkSourcing: Equatable {
                             more: others)
         }
 
-        /// Whether the downloads write at least `count` distinct files. Only the files of their
-        /// first places are counted (in file order, so a change of file is a new one): a file
-        /// made only of chunks an earlier file needs too is not, so this is a lower bound.
+        /// Whether at least `count` distinct files hold a download's first place: about how many
+        /// files the downloads write. The first places are in file order, so a change of file is
+        /// a new one; a file made only of chunks an earlier file needs too is not counted, so
+        /// this is a lower bound.
         func writeFiles(atLeast count: Int) -> Bool {
             var files = 0
             var last: Int32 = -1

@@ -614,7 +614,7 @@ public struct PullEngine: Sendable {
     /// requests of `bytes`). Each request's chunks are decoded, checked and written by its own
     /// task, so a source tree of 9 MiB is written by several at once, not mostly by the one that
     /// carried its first 8 MiB. A pull whose downloads write fewer than 64 files is split by `bytes` alone: for it
-    /// more requests cost more than they save (docs/PERFORMANCE.md, seventeenth step).
+    /// more requests cost more than they save (docs/PERFORMANCE.md, seventeenth and eighteenth steps).
     static func batches<Lengths: Collection<Int>>(_ lengths: Lengths, bytes maximum: Int, inFlight: Int) -> [Range<Int>] {
         let total = lengths.reduce(0, +)
         let share = (total + max(1, inFlight) - 1) / max(1, inFlight)
@@ -635,9 +635,10 @@ public struct PullEngine: Sendable {
     }
 
     /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
-    /// - Parameter spread: Split a small pull evenly among the requests in flight when its
-    ///   downloads write many files (a package's, whose files' creation is most of the work);
-    ///   else requests of the most bytes.
+    /// - Parameter spread: The pull is of a package made durable by one syncfs; its downloads
+    ///   are split evenly among the requests in flight only if they also write 64 files or
+    ///   more (their files' creation is then most of the work), else asked in requests of the
+    ///   most bytes.
     private func download(_ order: ChunkSourcing.Downloads, files: StagingFiles,
                           maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
                           early: EarlyWriteback?, spread: Bool, progress: @escaping @Sendable (TransferProgress) -> Void) async throws {

@@ -66,8 +66,12 @@ import XferCore
         let repeated = ChunkSourcing.make(files: Self.files([[a], [a]]), resuming: false, local: [:], prefetched: [])
             .downloads(failed: [])
         #expect(repeated.writeFiles(atLeast: 1) && !repeated.writeFiles(atLeast: 2))
-        #expect(ChunkSourcing.make(files: Self.files([]), resuming: false, local: [:], prefetched: []).downloads(failed: [])
-            .writeFiles(atLeast: 0))
+        // Downloaded files apart from each other (the one between them on disk) are each counted.
+        let apart = ChunkSourcing.make(files: Self.files([[Self.chunk(1)], [Self.chunk(2)], [Self.chunk(3)]]), resuming: false,
+                                       local: [Self.chunk(2).id: ("/x/2", 0, 10)], prefetched: []).downloads(failed: [])
+        #expect(apart.count == 2 && apart.writeFiles(atLeast: 2) && !apart.writeFiles(atLeast: 3))
+        let empty = ChunkSourcing.make(files: Self.files([]), resuming: false, local: [:], prefetched: []).downloads(failed: [])
+        #expect(empty.writeFiles(atLeast: 0) && !empty.writeFiles(atLeast: 1))
     }
 
     @Test func chunksSharingTheirFirst64BitsAreStillTwoDownloads() {

@@ -33,6 +33,33 @@ import XferProtocol
         }
     }
 
+    /// A pull's downloads are split evenly among the requests in flight only when they write
+    /// many files: a first pull of a package of 70 files is, an edit pull that fetches its one
+    /// changed file (2 MB, over four shares of 256 KiB) asks in one request, as a pull of that
+    /// file alone would.
+    @Test func onlyDownloadsThatWriteManyFilesAreSplitAmongRequests() async throws {
+        let requests = FollowFeedTests.Requests()
+        try await LiveServer.run(intercept: requests.count) { server in
+            let source = server.root + "/src"
+            for index in 0..<70 { try Files.write(source + "/small/\(index).txt", Array("small file \(index)".utf8)) }
+            try Files.write(source + "/big.bin", Files.random(count: 2_000_000, seed: 7))
+            _ = try await server.push(source, "Documents/Many.pkg")
+            let other = server.otherDevice("b")
+            _ = requests.take()
+            let first = try await server.pull("Documents/Many.pkg", server.root + "/dst", from: other)
+            #expect(first.files == 71)
+            #expect((requests.take()["download"] ?? 0) > 1, "71 files written: the downloads are split")
+
+            try Files.write(source + "/big.bin", Files.random(count: 2_000_000, seed: 8))
+            _ = try await server.push(source, "Documents/Many.pkg")
+            _ = requests.take()
+            let edit = try await server.pull("Documents/Many.pkg", server.root + "/dst", from: other)
+            #expect(edit.version == 2 && edit.chunksFetched > 4)
+            #expect(requests.take()["download"] == 1, "one file written: one request, as for that file alone")
+            #expect(try Files.snapshot(server.root + "/dst") == Files.snapshot(source))
+        }
+    }
+
     /// A package of many files (made durable by one syncfs, each file created by its first
     /// chunk and finished by its last): content, modes and times all arrive, read-only and
     /// empty files, files sharing chunks and a file of many chunks included.
