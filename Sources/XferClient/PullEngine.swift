@@ -403,8 +403,8 @@ public struct PullEngine: Sendable {
             }
         }
 
-        try await download(order, files: handles, maximumLength: manifest.chunker.maximumSize, against: against,
-                           total: manifest.totalSize, counters: counters, early: early, spread: wholeFileSystem, progress: progress)
+        try await download(order, files: handles, maximumLength: manifest.chunker.maximumSize,
+                           against: against, total: manifest.totalSize, counters: counters, early: early, progress: progress)
         // Every place of every file written, each once: else nothing is published.
         guard handles.allWritten else {
             throw XferError(.corruptChunk, "not every chunk of \(document) version \(answer.version) was written; nothing was published")
@@ -613,8 +613,9 @@ public struct PullEngine: Sendable {
     /// ``smallestBatchBytes``; chunks larger than a share make fewer requests; `inFlight` 1:
     /// requests of `bytes`). Each request's chunks are decoded, checked and written by its own
     /// task, so a source tree of 9 MiB is written by several at once, not mostly by the one that
-    /// carried its first 8 MiB. A pull whose downloads write fewer than 64 files is split by `bytes` alone: for it
-    /// more requests cost more than they save (docs/PERFORMANCE.md, seventeenth and eighteenth steps).
+    /// carried its first 8 MiB. Downloads that write fewer than 64 files are split by `bytes`
+    /// alone (`inFlight` 1): for them more requests cost more than they save (docs/PERFORMANCE.md,
+    /// seventeenth and eighteenth steps).
     static func batches<Lengths: Collection<Int>>(_ lengths: Lengths, bytes maximum: Int, inFlight: Int) -> [Range<Int>] {
         let total = lengths.reduce(0, +)
         let share = (total + max(1, inFlight) - 1) / max(1, inFlight)
@@ -635,16 +636,16 @@ public struct PullEngine: Sendable {
     }
 
     /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
-    /// - Parameter spread: The pull is of a package made durable by one syncfs; its downloads
-    ///   are split evenly among the requests in flight only if they also write 64 files or
-    ///   more (their files' creation is then most of the work), else asked in requests of the
-    ///   most bytes.
+    /// Downloads that write 64 files or more (of a package, which one syncfs makes durable) are
+    /// split evenly among the requests in flight, their files' creation being most of the work;
+    /// others are asked in requests of the most bytes.
     private func download(_ order: ChunkSourcing.Downloads, files: StagingFiles,
                           maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
-                          early: EarlyWriteback?, spread: Bool, progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
-        // Split only when the downloads themselves write many files: an edit pull of a large
-        // package that fetches one changed file asks as a pull of that one file would.
-        let even = spread && order.writeFiles(atLeast: Self.syncWholeFileSystemFrom)
+                          early: EarlyWriteback?, progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
+        // Counted among the downloads, not the package: an edit pull of a large package that
+        // fetches one changed file asks as a pull of that one file would (a single file's pull
+        // writes one).
+        let even = order.writeFiles(atLeast: Self.syncWholeFileSystemFrom)
         let batches = Self.batches(order.map(\.chunk.length), bytes: options.downloadBatchBytes,
                                    inFlight: even ? options.downloadsInFlight : 1)
         let connection = remote.connection
