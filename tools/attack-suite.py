@@ -1026,6 +1026,128 @@ def share_link_guessing(lab):
                   and not logged and lines >= 30)
 
 
+# MARK: WebDAV
+
+def dav_request(port, method, path, token, body=b"", headers=None, timeout=60):
+    """One WebDAV request with HTTP Basic (the password a token): (status, headers dict, body bytes)."""
+    sent = {"Authorization": "Basic " + base64.b64encode(f"attacker:{token}".encode()).decode()}
+    sent.update(headers or {})
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request(method, path, body=body, headers=sent)
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    except OSError as error:
+        return None, {}, str(error).encode()
+    finally:
+        connection.close()
+
+
+def dav_lock_body(owner, scope="shared"):
+    return (f'<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:{scope}/></D:lockscope>'
+            f'<D:locktype><D:write/></D:locktype><D:owner>{owner}</D:owner></D:lockinfo>').encode()
+
+
+@attack("19a", "dav-lock-amplification",
+        "one write token takes as many shared, depth-infinity LOCKs on a container's root as it can, each with a "
+        "4 KB owner, beside 200 files; a Depth: 1 PROPFIND then lists the root: a path holds few locks, each lock "
+        "appears once in the answer, and the server's memory grows by less than 100 MB")
+def dav_lock_amplification(lab):
+    server = lab.server("19a-dav")
+    token = lab.account(server, "locker")
+    for index in range(200):
+        dav_request(server.port, "PUT", f"/dav/default/f{index:03}.txt", token, b"x")
+    granted, refused = 0, None
+    for index in range(1000):
+        refused, _, _ = dav_request(server.port, "LOCK", "/dav/default/", token, dav_lock_body(f"{index:04}" + "o" * 3960),
+                                    {"Depth": "infinity", "Timeout": "Second-600"})
+        if refused != 200:
+            break
+        granted += 1
+    pid = server.process.pid
+    before = proc_kib(pid, "VmRSS")
+    peak, sizes = before, []
+    for _ in range(3):
+        status, _, body = dav_request(server.port, "PROPFIND", "/dav/default/", token, b"", {"Depth": "1"}, timeout=120)
+        sizes.append(len(body))
+        peak = max(peak, proc_kib(pid, "VmRSS"))
+    grown = (peak - before) / 1024
+    text = (f"{granted} shared locks granted on the root (then {refused}); three Depth: 1 PROPFINDs of 201 "
+            f"members answered {status} with {max(sizes) / 1e6:.2f} MB each; server memory +{grown:.0f} MB")
+    return text, status == 207 and 0 < granted <= 16 and max(sizes) < 10_000_000 and grown < 100
+
+
+@attack("19b", "dav-combined-markup",
+        "names and dead properties with `<` and `&` that a combining mark (U+0301) follows or a prepended mark "
+        "(U+0600) precedes: PROPFIND answers well-formed XML with the names escaped, and a PROPPATCH that hides a "
+        "<D:response> behind such a mark is refused (400) and injects nothing")
+def dav_combined_markup(lab):
+    import xml.dom.minidom
+    server = lab.server("19b-dav")
+    token = lab.account(server, "marks")
+    names = ["a<\u0301b.txt", "c\u0600<d&\u0301e.txt"]
+    for name in names:
+        dav_request(server.port, "PUT", "/dav/default/" + urllib.parse.quote(name), token, b"x")
+    status, _, body = dav_request(server.port, "PROPFIND", "/dav/default/", token, b"", {"Depth": "1"})
+    try:
+        document = xml.dom.minidom.parseString(body)
+        shown = [n.firstChild.data for n in document.getElementsByTagNameNS("DAV:", "displayname") if n.firstChild]
+        listed = all(name in shown for name in names)
+        parsed = "well-formed"
+    except Exception as error:
+        listed, parsed = False, f"NOT well-formed ({str(error)[:60]})"
+    # Every < of the hidden markup behind U+0600: a scanner reading by Character sees text,
+    # an XML parser of the listing sees the property closed and a response of the attacker's.
+    hidden = ('</p:p></D:prop></D:propstat></D:response><D:response><D:href>/fake</D:href>'
+              '<D:propstat><D:prop><p:p xmlns:p="urn:x">').replace("<", "\u0600<")
+    patch = ('<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:"><D:set><D:prop><X:p xmlns:X="urn:x">'
+             + hidden + '</X:p></D:prop></D:set></D:propertyupdate>').encode()
+    patched, _, _ = dav_request(server.port, "PROPPATCH", "/dav/default/" + urllib.parse.quote(names[0]), token, patch)
+    _, _, after = dav_request(server.port, "PROPFIND", "/dav/default/", token, b"", {"Depth": "1"})
+    injected = b"/fake" in after
+    text = f"listing {status}, {parsed}, both names shown: {listed}; hidden-tag PROPPATCH {patched}; fake response in a listing: {injected}"
+    return text, status == 207 and listed and patched == 400 and not injected
+
+
+@attack("19c", "dav-oversized-bodies",
+        "PROPFIND, PROPPATCH and LOCK bodies past the 64 KiB limit, and a PUT whose body stops before its length: "
+        "413 for each oversized body, and the server logs no internal error")
+def dav_oversized_bodies(lab):
+    server = lab.server("19c-dav")
+    token = lab.account(server, "big")
+    big = b'<D:propfind xmlns:D="DAV:"><D:allprop/></D:propfind>' + b" " * (80 << 10)
+    codes = [dav_request(server.port, method, "/dav/default/", token, big)[0] for method in ("PROPFIND", "PROPPATCH", "LOCK")]
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    auth = base64.b64encode(f"a:{token}".encode()).decode()
+    sock.sendall(f"PUT /dav/default/cut.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth}\r\nContent-Length: 1000000\r\n\r\n".encode()
+                 + b"y" * 1000)
+    time.sleep(0.5)
+    sock.close()
+    time.sleep(1)
+    with open(server.log.name, "rb") as f:
+        log = f.read()
+    internal = log.count(b"status=500") + log.count(b'"status":"500"') + log.count(b"NIOTooManyBytesError")
+    text = f"oversized PROPFIND, PROPPATCH, LOCK: {codes}; internal errors logged: {internal}"
+    return text, codes == [413, 413, 413] and internal == 0
+
+
+@attack("19d", "dav-get-active-content",
+        "an HTML file with a script, written over WebDAV and opened with GET at /dav/ by a browser: the answer carries "
+        "nosniff, a Content-Security-Policy of default-src 'none' and Content-Disposition: attachment, as the web view's")
+def dav_get_active_content(lab):
+    server = lab.server("19d-dav")
+    token = lab.account(server, "html")
+    dav_request(server.port, "PUT", "/dav/default/page.html", token, b"<script>alert(document.cookie)</script>")
+    status, headers, _ = dav_request(server.port, "GET", "/dav/default/page.html", token)
+    wanted = {"x-content-type-options": headers.get("x-content-type-options"),
+              "content-security-policy": (headers.get("content-security-policy") or "")[:24],
+              "content-disposition": (headers.get("content-disposition") or "")[:10]}
+    text = f"GET {status}: " + ", ".join(f"{k}: {v or 'none'}" for k, v in wanted.items())
+    return text, (status == 200 and wanted["x-content-type-options"] == "nosniff"
+                  and wanted["content-security-policy"].startswith("default-src 'none'")
+                  and wanted["content-disposition"] == "attachment")
+
+
 # MARK: running and reporting
 
 @attack("14", "encryption-downgrade",

@@ -1,6 +1,7 @@
 import Hummingbird
 import HTTPTypes
 import Logging
+import NIOCore
 import XferCore
 import XferProtocol
 
@@ -65,6 +66,9 @@ struct ErrorMiddleware: RouterMiddleware {
                 body.error.message = "the server could not read or write its storage; see its log"
             }
             return body
+        case is NIOTooManyBytesError:
+            // A body collected up to a limit that it passed (a WebDAV or web form body).
+            return ErrorBody(code: XferError.Code.tooLarge.name, message: "request body is too large")
         case let error as HTTPError:
             switch error.status {
             case .contentTooLarge: return ErrorBody(code: XferError.Code.tooLarge.name, message: "request body is too large")

@@ -172,7 +172,8 @@ public protocol DavLockStore: Sendable {
     /// Takes `lock` unless an unexpired lock conflicts with it (``DavLock/conflicts(with:)``),
     /// its expiry set to the store's clock plus its timeout; the container's expired locks go.
     /// - Returns: The locks in the way (nothing taken), or none (taken).
-    /// - Throws: `too_large` past ``DavLock/maximumPerContainer`` locks in the container.
+    /// - Throws: `too_large` past ``DavLock/maximumPerContainer`` locks in the container or
+    ///   ``DavLock/maximumPerPath`` on the lock's path.
     func takeDavLock(account: Int64, container: ContainerName, _ lock: DavLock) async throws -> [DavLock]
     /// Sets the timeout of the unexpired lock `token`, and its expiry from the store's clock.
     /// - Returns: The lock as it is now, or `nil` if there is no such lock.
@@ -187,6 +188,8 @@ public protocol DavLockStore: Sendable {
 /// `Documents` for the scope's root, `Documents/a/b` below it.
 public struct DavLock: Sendable, Hashable {
     public static let maximumPerContainer = 1_000
+    /// Locks one file or folder may hold at once (shared ones; an exclusive lock stands alone).
+    public static let maximumPerPath = 8
     /// The owner element a client sends, at most.
     public static let maximumOwnerBytes = 4 << 10
     /// The longest timeout given, whatever a client asks (Infinite included), in seconds.

@@ -103,10 +103,14 @@ extension DavRoutes {
             + "<D:lockroot><D:href>\(DavXML.escape(href(container, root, collection: false)))</D:href></D:lockroot></D:activelock>"
     }
 
-    /// The `DAV:lockdiscovery` of `relative`: every lock on it.
-    static func lockDiscovery(_ relative: String, _ locks: [DavLock], _ container: ContainerName, now: Int64) -> String {
+    /// The `DAV:lockdiscovery` of `relative`: every lock that covers it, or with `rootedOnly`
+    /// only the locks taken on it. A member of a `Depth: 1` PROPFIND shows only its own: the
+    /// locks it inherits are those of the folder asked for, shown once in that folder's answer,
+    /// so each lock appears at most once in a multistatus, whatever the members and locks.
+    static func lockDiscovery(_ relative: String, _ locks: [DavLock], _ container: ContainerName, now: Int64, rootedOnly: Bool = false) -> String {
         let path = propertyPath(relative)
-        return "<D:lockdiscovery>" + locks.filter { $0.covers(path) }.map { activeLock($0, container, now: now) }.joined() + "</D:lockdiscovery>"
+        let shown = locks.filter { rootedOnly ? $0.path == path : $0.covers(path) }
+        return "<D:lockdiscovery>" + shown.map { activeLock($0, container, now: now) }.joined() + "</D:lockdiscovery>"
     }
 
     /// A LOCK's answer: the lock in `DAV:lockdiscovery`, and its token in `Lock-Token`.

@@ -64,49 +64,64 @@ struct DavRoutes: Sendable {
     /// The methods that only read; every other one writes (a read-only token is refused them).
     static let readingMethods: Set<String> = ["OPTIONS", "PROPFIND", "GET", "HEAD"]
 
+    /// Every WebDAV answer, an error's included, carries the web view's hardening headers
+    /// (``WebSecurity/harden(_:)``): a file read here is never run as a page of this origin.
     func answer(_ request: Request, _ context: XferRequestContext) async -> Response {
+        var response: Response
         do {
-            let (principal, key) = try await authenticate(request)
-            var target = try Self.target(request.uri.path, account: principal.accountID)
-            target.tokenKey = key
-            target.device = principal.device ?? target.device
-            // The token's scope, as on the /v1 routes (a COPY or MOVE stays in the container).
-            try principal.check(Self.readingMethods.contains(request.method.rawValue) ? .read : .write, container: target.container)
-            if try await metadata.containerKey(account: principal.accountID, container: target.container) != nil {
-                throw XferError(.encryptedContainer, "container \(target.container) is end-to-end encrypted: the server cannot read it; use xfer")
-            }
-            switch request.method.rawValue {
-            case "OPTIONS": return options()
-            case "PROPFIND": return try await propfind(request, target)
-            case "PROPPATCH": return try await proppatch(request, target)
-            case "GET", "HEAD": return try await get(request, target)
-            case "PUT": return try await put(request, target)
-            case "MKCOL": return try await mkcol(request, target)
-            case "DELETE": return try await delete(request, target)
-            case "COPY", "MOVE": return try await copy(request, target, move: request.method.rawValue == "MOVE")
-            case "LOCK": return try await lock(request, target)
-            case "UNLOCK": return try await unlock(request, target)
-            default: return Response(status: .methodNotAllowed)
-            }
-        } catch let error as DavStatus {
-            return Self.plain(error.status, error.message)
+            response = try await route(request)
         } catch {
-            if let retry = (error as? XferError)?.cause as? RetryAfter {
-                var response = Self.plain(.tooManyRequests, ErrorMiddleware.body(for: error).error.message)
-                response.headers[.retryAfter] = String(retry.seconds)
-                return response
-            }
-            if (error as? XferError)?.code == .unauthorized {
-                var response = Self.plain(.unauthorized, ErrorMiddleware.body(for: error).error.message)
-                response.headers[.wwwAuthenticate] = "Basic realm=\"xfer\", charset=\"UTF-8\""
-                return response
-            }
-            let status = ErrorMiddleware.status(for: error)
-            if status.code >= 500 {
-                context.logger.error("WebDAV request failed", metadata: ["method": "\(request.method)", "status": "\(status.code)", "error": "\(error)"])
-            }
-            return Self.plain(status, ErrorMiddleware.body(for: error).error.message)
+            response = Self.failure(error, request, context)
         }
+        WebSecurity.harden(&response.headers)
+        return response
+    }
+
+    /// The method's handler, once the token and its scope allow the request.
+    func route(_ request: Request) async throws -> Response {
+        let (principal, key) = try await authenticate(request)
+        var target = try Self.target(request.uri.path, account: principal.accountID)
+        target.tokenKey = key
+        target.device = principal.device ?? target.device
+        // The token's scope, as on the /v1 routes (a COPY or MOVE stays in the container).
+        try principal.check(Self.readingMethods.contains(request.method.rawValue) ? .read : .write, container: target.container)
+        if try await metadata.containerKey(account: principal.accountID, container: target.container) != nil {
+            throw XferError(.encryptedContainer, "container \(target.container) is end-to-end encrypted: the server cannot read it; use xfer")
+        }
+        switch request.method.rawValue {
+        case "OPTIONS": return options()
+        case "PROPFIND": return try await propfind(request, target)
+        case "PROPPATCH": return try await proppatch(request, target)
+        case "GET", "HEAD": return try await get(request, target)
+        case "PUT": return try await put(request, target)
+        case "MKCOL": return try await mkcol(request, target)
+        case "DELETE": return try await delete(request, target)
+        case "COPY", "MOVE": return try await copy(request, target, move: request.method.rawValue == "MOVE")
+        case "LOCK": return try await lock(request, target)
+        case "UNLOCK": return try await unlock(request, target)
+        default: return Response(status: .methodNotAllowed)
+        }
+    }
+
+    /// What a failed request is answered with: WebDAV's own status, 429 with `Retry-After`,
+    /// 401 with a Basic challenge, or the error's status (logged when it is the server's fault).
+    static func failure(_ error: any Error, _ request: Request, _ context: XferRequestContext) -> Response {
+        if let error = error as? DavStatus { return plain(error.status, error.message) }
+        if let retry = (error as? XferError)?.cause as? RetryAfter {
+            var response = plain(.tooManyRequests, ErrorMiddleware.body(for: error).error.message)
+            response.headers[.retryAfter] = String(retry.seconds)
+            return response
+        }
+        if (error as? XferError)?.code == .unauthorized {
+            var response = plain(.unauthorized, ErrorMiddleware.body(for: error).error.message)
+            response.headers[.wwwAuthenticate] = "Basic realm=\"xfer\", charset=\"UTF-8\""
+            return response
+        }
+        let status = ErrorMiddleware.status(for: error)
+        if status.code >= 500 {
+            context.logger.error("WebDAV request failed", metadata: ["method": "\(request.method)", "status": "\(status.code)", "error": "\(error)"])
+        }
+        return plain(status, ErrorMiddleware.body(for: error).error.message)
     }
 
     /// A status chosen by WebDAV's rules rather than by an error's code.
@@ -121,6 +136,27 @@ struct DavRoutes: Sendable {
         buffer.writeString(xml)
         return Response(status: .davMultiStatus, headers: [.contentType: "application/xml; charset=utf-8", .contentLength: String(buffer.readableBytes)],
                         body: ResponseBody(byteBuffer: buffer))
+    }
+
+    /// Bytes a streamed multistatus gathers before it sends them.
+    static let multistatusPiece = 64 << 10
+
+    /// A 207 Multi-Status answer written while `responses` makes it: each `D:response` passed
+    /// to `write` is sent once ``multistatusPiece`` bytes have gathered (chunked, no length).
+    static func multistatus(_ responses: @escaping @Sendable (_ write: (String) async throws -> Void) async throws -> Void) -> Response {
+        Response(status: .davMultiStatus, headers: [.contentType: "application/xml; charset=utf-8"], body: ResponseBody { writer in
+            var buffer = ByteBuffer(string: DavXML.head)
+            try await responses { xml in
+                buffer.writeString(xml)
+                if buffer.readableBytes >= multistatusPiece {
+                    try await writer.write(buffer)
+                    buffer.clear()
+                }
+            }
+            buffer.writeString(DavXML.tail)
+            try await writer.write(buffer)
+            try await writer.finish(nil)
+        })
     }
 
     static func plain(_ status: HTTPResponse.Status, _ message: String) -> Response {
@@ -344,13 +380,16 @@ struct DavRoutes: Sendable {
         let dead = try await metadata.deadProperties(account: target.account, container: target.container,
                                                      paths: members.map { Self.propertyPath($0.relative) })
         let (locks, now) = try await metadata.davLocks(account: target.account, container: target.container)
-        let responses = members.map { member in
-            Self.answer(asked, member.resource, href: Self.href(target.container, member.relative, collection: member.resource.isCollection),
-                        name: member.name, dead: dead[Self.propertyPath(member.relative)] ?? [],
-                        lockDiscovery: Self.lockDiscovery(member.relative, locks, target.container, now: now))
+        let container = target.container, listed = members
+        // Written as it is made, a piece at a time: what the answer holds in memory stays at
+        // one piece however many members, properties and locks it lists.
+        return Self.multistatus { write in
+            for (index, member) in listed.enumerated() {
+                try await write(Self.answer(asked, member.resource, href: Self.href(container, member.relative, collection: member.resource.isCollection),
+                                            name: member.name, dead: dead[Self.propertyPath(member.relative)] ?? [],
+                                            lockDiscovery: Self.lockDiscovery(member.relative, locks, container, now: now, rootedOnly: index > 0)))
+            }
         }
-        let xml = DavXML.head + responses.joined() + DavXML.tail
-        return Self.multistatus(xml)
     }
 
     static func answer(_ asked: DavXML.PropfindRequest, _ resource: Resource, href: String, name: String, dead: [DeadProperty],
@@ -483,12 +522,15 @@ struct DavRoutes: Sendable {
             }
             var withDate = headers
             withDate[.lastModified] = DavXML.httpDate(info.mtimeNs)
+            withDate[.contentDisposition] = WebSecurity.attachment(Self.components(target.relative).last ?? "")
             return bytes.fileResponse(manifest.entries.chunks(at: 0), size: manifest.entries.size(at: 0), etag: Self.etag(info),
                                       request: request, headers: withDate)
         case .packageFile(let info, let manifest, let index)?:
             guard manifest.entries.kind(at: index) == .file else { throw DavStatus(status: .forbidden, message: "a symbolic link has no bytes") }
+            var named = headers
+            named[.contentDisposition] = WebSecurity.attachment(Self.components(target.relative).last ?? "")
             return bytes.fileResponse(manifest.entries.chunks(at: index), size: manifest.entries.size(at: index),
-                                      etag: DocumentBytes.etag(info, entry: index), request: request, headers: headers)
+                                      etag: DocumentBytes.etag(info, entry: index), request: request, headers: named)
         case nil:
             throw DavStatus(status: .notFound, message: "no such file or folder")
         default:
@@ -549,7 +591,8 @@ struct DavRoutes: Sendable {
         let manifest: Manifest
         do {
             if let body {
-                for try await buffer in body {
+                var pieces = body.makeAsyncIterator()
+                while let buffer = try await Self.next(&pieces) {
                     try await file.feed(Array(buffer.readableBytesView))
                 }
             }
@@ -561,6 +604,18 @@ struct DavRoutes: Sendable {
         }
         try await beforeCommit()
         _ = try await writer.commit(account: target.account, container: target.container, path: path, manifest, base: base, device: target.device)
+    }
+
+    /// The next piece of a request's body; a body that stops early (its client went, or sent
+    /// less than it announced) is the client's error, not the server's.
+    static func next(_ pieces: inout RequestBody.AsyncIterator) async throws -> ByteBuffer? {
+        do {
+            return try await pieces.next()
+        } catch let error as XferError {
+            throw error
+        } catch {
+            throw XferError(.badRequest, "the request body ended before it was whole; nothing was written", cause: error)
+        }
     }
 
     func mkcol(_ request: Request, _ target: Target) async throws -> Response {

@@ -39,6 +39,7 @@ enum DavXML {
     /// The elements of a well-formed document, in order.
     /// - Throws: `bad_request` for text that is not well-formed XML as far as WebDAV bodies go.
     static func elements(_ text: String) throws -> [Element] {
+        try checkMarkupStandsAlone(text)
         try checkReferences(text)
         var found: [Element] = []
         var declared = 0
@@ -257,20 +258,36 @@ enum DavXML {
         return "<\(prefix):\(element.name.local) xmlns:\(prefix)=\"\(escape(element.name.namespace))\"\(declarations)>\(content)</\(prefix):\(element.name.local)>"
     }
 
+    /// `text` with XML's five markup characters escaped, scalar by scalar: a `<` that a
+    /// combining mark follows, or a prepending character precedes, is one `Character` with it
+    /// but still markup to every XML parser.
     static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&apos;"
-            default: out.append(character)
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out.append(contentsOf: "&amp;".unicodeScalars)
+            case "<": out.append(contentsOf: "&lt;".unicodeScalars)
+            case ">": out.append(contentsOf: "&gt;".unicodeScalars)
+            case "\"": out.append(contentsOf: "&quot;".unicodeScalars)
+            case "'": out.append(contentsOf: "&apos;".unicodeScalars)
+            default: out.append(scalar)
             }
         }
-        return out
+        return String(out)
+    }
+
+    /// The scalars the scanner looks for, each compared as a `Character`.
+    static let markupScalars: Set<Unicode.Scalar> = ["<", ">", "&", "\"", "'", "=", "/", "?", "!", "-", ":", ";", " ", "\t", "\n", "\r"]
+
+    /// Refuses text in which a markup scalar shares a `Character` with another scalar (a
+    /// combining mark after `<`, a prepending mark before it): the scanner, which reads by
+    /// `Character`, would miss a tag that an XML parser sees.
+    static func checkMarkupStandsAlone(_ text: String) throws {
+        for character in text where character.unicodeScalars.count > 1 && character != "\r\n" {
+            if character.unicodeScalars.contains(where: markupScalars.contains) {
+                throw XferError(.badRequest, "the request body is not well-formed XML as WebDAV reads it: a markup character combined with a mark")
+            }
+        }
     }
 
     static func unescape(_ text: String) -> String {

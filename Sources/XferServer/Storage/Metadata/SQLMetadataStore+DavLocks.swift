@@ -27,6 +27,9 @@ extension SQLMetadataStore {
             guard held.count < DavLock.maximumPerContainer else {
                 throw XferError(.tooLarge, "a container holds at most \(DavLock.maximumPerContainer) WebDAV locks; unlock some first")
             }
+            guard held.filter({ $0.path == lock.path }).count < DavLock.maximumPerPath else {
+                throw XferError(.tooLarge, "a file or folder holds at most \(DavLock.maximumPerPath) WebDAV locks; unlock some first")
+            }
             let timeout = min(max(lock.timeout, 1), DavLock.maximumTimeout)
             try tx.sql.rows("""
                 INSERT INTO dav_locks (token, container_id, path, exclusive, infinite, owner, timeout, expires_at)
