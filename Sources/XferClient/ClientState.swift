@@ -164,6 +164,18 @@ public final class StateDatabase: Sendable {
             // Of an end-to-end encrypted container's version: its carrier's digest (NULL: the manifest's).
             try db.execute(sql: "ALTER TABLE root_documents ADD COLUMN server_digest TEXT")
         }
+        migrator.registerMigration("v7: the highest version seen current, the latest value seen") { db in
+            // SeenVersions and SeenValues: never lowered, never forgotten with a document or a server change.
+            try db.execute(sql: """
+                CREATE TABLE seen_versions (
+                    server TEXT NOT NULL, container TEXT NOT NULL, path TEXT NOT NULL, version INTEGER NOT NULL,
+                    PRIMARY KEY (server, container, path)) WITHOUT ROWID;
+                CREATE TABLE seen_values (
+                    server TEXT NOT NULL, container TEXT NOT NULL, key TEXT NOT NULL,
+                    timestamp_ns INTEGER NOT NULL, device TEXT NOT NULL,
+                    PRIMARY KEY (server, container, key)) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 

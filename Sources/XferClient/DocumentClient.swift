@@ -118,21 +118,46 @@ public final class DocumentClient: Sendable {
     /// space given back to the quota), or kept in history with `keepAll`.
     public func resolve(_ name: String, keep: Int64, keepAll: Bool = false) async throws -> DocumentInfo {
         let remote = try await unlocked()
+        let document = try DocumentPath(name)
+        let kept = remote.endToEnd == nil ? keep : try await renumbered(document, keep: keep, remote: remote)
         return try await remote.naming {
             try remote.named(try await remote.connection.resolve(container: remote.container, ResolveRequest(
-                path: try remote.serverPath(try DocumentPath(name)), keep: keep, keepAll: keepAll)))
+                path: try remote.serverPath(document), keep: kept, keepAll: keepAll)))
         }
     }
 
-    /// Deletes a document (a deletion version; history stays until pruned).
+    /// End to end, a device never takes a version older than one it saw current
+    /// (``SeenVersions``), and only a device can seal a version: a kept version older than the
+    /// current one is committed again as a new version, sealed under its own number, and that
+    /// one is kept. - Returns: The version to keep.
+    func renumbered(_ document: DocumentPath, keep: Int64, remote: Remote) async throws -> Int64 {
+        let current = try await remote.naming {
+            try await remote.connection.stat(container: remote.container, path: try remote.serverPath(document))
+        }
+        guard current.state == .current, keep < current.version else { return keep }
+        let scratch = remote.stateDirectory + "/resolving-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let copy = scratch + "/" + String(document.components.last ?? "document")
+        _ = try await PullEngine(remote: remote).pull(document, into: copy, version: keep)
+        var options = PushOptions()
+        options.force = true  // based on the current version: the kept content becomes current
+        options.device = device
+        return try await PushEngine(remote: remote, options: options).push(copy, as: document).version
+    }
+
+    /// Deletes a document (a deletion version; history stays until pruned). End to end, the
+    /// deletion is sealed to the version it deletes (the current one unless `baseVersion`).
     public func delete(_ name: String, baseVersion: Int64? = nil) async throws -> DocumentInfo {
         let remote = try await unlocked()
         return try await remote.naming {
-            try remote.named(try await remote.connection.delete(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
-                                                                baseVersion: baseVersion))
+            let path = try remote.serverPath(try DocumentPath(name))
+            var base = baseVersion
+            if remote.endToEnd != nil, base == nil { base = try await remote.connection.stat(container: remote.container, path: path).version }
+            return try remote.named(try await remote.connection.delete(container: remote.container, path: path, baseVersion: base,
+                                                                       seal: remote.deletionSeal(path, base: base)))
         }
     }
-
     /// ``remote`` with its container's key if the container is end-to-end encrypted (asked once).
     /// - Throws: `unauthorized` if it is and this device holds no key; the server's errors.
     func unlocked() async throws -> Remote {
@@ -162,7 +187,15 @@ public final class DocumentClient: Sendable {
     public func entry(forKey key: String) async throws -> KeyValueEntry {
         let remote = try await unlocked()
         guard let keys = remote.endToEnd else { return try await remote.connection.value(container: remote.container, key: key) }
-        return try keys.opened(try await remote.connection.value(container: remote.container, key: keys.serverKey(key)), key: key)
+        let entry = try keys.opened(try await remote.connection.value(container: remote.container, key: keys.serverKey(key)), key: key)
+        try seenValues(remote)?.check(entry)
+        return entry
+    }
+
+    /// End to end, the latest write of each key seen here (``SeenValues``); `nil` in a plain container.
+    func seenValues(_ remote: Remote) throws -> SeenValues? {
+        guard let keys = remote.endToEnd else { return nil }
+        return try SeenValues(stateDirectory: remote.stateDirectory, server: remote.connection.server, container: remote.container, keyID: keys.keyID)
     }
 
     /// Sets a key (last writer wins, by this device's clock, then device name).
@@ -179,13 +212,27 @@ public final class DocumentClient: Sendable {
     }
 
     /// Every key, with the store's use and limits. In an end-to-end encrypted container, each
-    /// entry opened (one that does not open under the key is left out).
+    /// entry opened; one that does not open under the key, or is older than this device has
+    /// seen, is left out and named in ``KeyValueList/withheld``.
     public func values() async throws -> KeyValueList {
         let remote = try await unlocked()
         var list = try await remote.connection.values(container: remote.container)
-        if let keys = remote.endToEnd {
-            list.entries = list.entries.compactMap { try? keys.opened($0) }.sorted { $0.key < $1.key }
+        guard let keys = remote.endToEnd, let seen = try seenValues(remote) else { return list }
+        var opened: [KeyValueEntry] = [], withheld: [String] = []
+        for entry in list.entries {
+            guard let plain = try? keys.opened(entry) else {
+                withheld.append("\(entry.key.prefix(12))…: does not open under the container's key")
+                continue
+            }
+            guard try !seen.isOlder(plain) else {
+                withheld.append("\(plain.key): older than the value this device has seen (rolled back)")
+                continue
+            }
+            try seen.raise(plain)
+            opened.append(plain)
         }
+        list.entries = opened.sorted { $0.key < $1.key }
+        list.withheld = withheld.isEmpty ? nil : withheld
         return list
     }
 
@@ -196,6 +243,7 @@ public final class DocumentClient: Sendable {
         // The server keeps a keyed hash of the key, and the key and value sealed together.
         var result = try await remote.connection.setValue(container: remote.container, keys.sealed(write))
         result.entry = try keys.opened(result.entry, key: key)
+        try seenValues(remote)?.raise(result.entry)
         return result
     }
 

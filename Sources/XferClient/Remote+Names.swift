@@ -23,6 +23,13 @@ extension Remote {
         return (opened, documents.count - opened.count)
     }
 
+    /// The seal of a deletion of version `base` at `sealedPath` (``EndToEndKeys/deletionSeal(of:at:)``);
+    /// `nil` in a plain container.
+    func deletionSeal(_ sealedPath: DocumentPath, base: Int64?) -> String? {
+        guard let endToEnd, let base else { return nil }
+        return endToEnd.deletionSeal(of: base, at: sealedPath.value)
+    }
+
     /// Runs `body`, and in an end-to-end encrypted container gives an error it throws with
     /// the sealed paths in its message opened (``EndToEndKeys/openingNames(in:)``): what the
     /// server says about a document names it as the user does.

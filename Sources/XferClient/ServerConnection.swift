@@ -384,10 +384,12 @@ public final class ServerConnection: Sendable {
         return try await json(DocumentList.self, "GET", route)
     }
 
-    /// Deletes a document.
-    public func delete(container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws -> DocumentInfo {
+    /// Deletes a document. `seal`: an end-to-end encrypted container's deletion seal
+    /// (``EndToEndKeys/deletionSeal(of:at:)``), which such a container requires.
+    public func delete(container: ContainerName, path: DocumentPath, baseVersion: Int64?, seal: String? = nil) async throws -> DocumentInfo {
         var route = "/v1/containers/\(container)/document?path=\(Self.escape(path.value))"
         if let baseVersion { route += "&base_version=\(baseVersion)" }
+        if let seal { route += "&seal=\(seal)" }
         return try await json(DocumentInfo.self, "DELETE", route)
     }
 

@@ -7,6 +7,8 @@ extension SyncDirectory {
     /// What a pass should do with one document, and how it stands meanwhile.
     enum Action: Equatable {
         case none, push, pull, deleteRemote, deleteLocal, forget
+        /// The server shows it older than this device saw it (end to end): nothing is changed.
+        case rolledBack
     }
 
     struct Plan {
@@ -40,6 +42,8 @@ extension SyncDirectory {
         }
         let server = remote.connection.server
         let versions = forgetSynced ? [:] : try state.syncedVersions(server: server, container: remote.container)
+        // End to end, versions the server shows older than this device saw them are not followed.
+        let seen = remote.endToEnd == nil ? [:] : try SeenVersions(state.database, server: server, container: remote.container).all()
         var paths = Set(local.keys).union(records.keys)
         if let listing { paths.formUnion(listing.keys) }
         // An ignored path is left alone both ways: never pushed, pulled, or deleted here or
@@ -74,7 +78,7 @@ extension SyncDirectory {
             let record = records[key]
             let info = listing?[key]
             var (action, state) = Self.decide(local: file != nil, changed: changed, synced: synced?.version,
-                                              evicted: record?.evicted == true, remote: info, remoteKnown: listing != nil)
+                                              evicted: record?.evicted == true, remote: info, remoteKnown: listing != nil, seen: seen[key])
             if file == nil && Self.isUnder(key, unreadable) {
                 // Not seen here is not known absent: nothing is deleted, pulled or forgotten
                 // under a directory that could not be read.
@@ -93,10 +97,12 @@ extension SyncDirectory {
 
     /// The decision table (docs/SYNC.md): a local edit is pushed (the server settles a stale
     /// base as a conflict), a remote change is pulled over an unchanged local copy, deletes
-    /// travel both ways, and a remote edit wins over a local delete.
+    /// travel both ways, and a remote edit wins over a local delete. A current version older
+    /// than the one `seen` current before is a rollback: nothing is done, either way.
     static func decide(local: Bool, changed: Bool, synced: Int64?, evicted: Bool, remote: DocumentInfo?,
-                       remoteKnown: Bool) -> (Action, DocumentSyncState) {
+                       remoteKnown: Bool, seen: Int64? = nil) -> (Action, DocumentSyncState) {
         let current = remote?.state == .current ? remote : nil
+        if let current, let seen, current.version < seen { return (.rolledBack, .rolledBack) }
         let settled: DocumentSyncState = remote?.conflicts?.isEmpty == false ? .conflict : .synced
         if evicted && !local {
             if remoteKnown && remote == nil { return (.forget, .synced) }
@@ -141,6 +147,28 @@ extension SyncDirectory {
         var unopened = 0
         /// The local deletions held because of them: the document may be one of those names.
         var heldForNames: Set<DocumentPath> = []
+        /// End to end, the local deletions held because no device holding the key sealed them
+        /// (``unsealedDeletions(_:)``).
+        var heldUnsealed: Set<DocumentPath> = []
+    }
+
+    /// Raises this directory's marks (``SeenVersions``) to what `listing` shows current, end to
+    /// end (a plain container's server is trusted with its versions as with their bytes).
+    func raiseSeen(_ listing: Listing) throws {
+        guard remote.endToEnd != nil else { return }
+        let current = listing.documents.values.filter { $0.state == .current }.map { ($0.path, $0.version) }
+        try SeenVersions(state.database, server: remote.connection.server, container: remote.container).raise(current)
+    }
+
+    /// Raises the mark of one document this device committed current (end to end).
+    func raiseSeen(_ path: DocumentPath, _ version: Int64) throws {
+        guard remote.endToEnd != nil else { return }
+        try SeenVersions(state.database, server: remote.connection.server, container: remote.container).raise([(path, version)])
+    }
+
+    /// The mark of one document (end to end), if it has one.
+    func seen(_ path: DocumentPath) throws -> Int64? {
+        try SeenVersions(state.database, server: remote.connection.server, container: remote.container).mark(path)
     }
 
     /// Plans a pass. `serverChanged`: the server is not the one this directory synced with,
@@ -160,13 +188,44 @@ extension SyncDirectory {
         // A view that lacks a name it could not open may lack a document held here: it is not
         // known deleted on the server, so it stays (docs/SYNC.md, "Names that do not open").
         let heldForNames = listing.unopened > 0 ? Set(all.filter { $0.action == .deleteLocal }.map(\.path)) : []
+        // Nor a deletion the server could have made up.
+        let heldUnsealed = try await unsealedDeletions(all.filter { !heldForNames.contains($0.path) })
         func isHeld(_ plan: Plan) -> Bool {
-            if heldForNames.contains(plan.path) { return true }
+            if heldForNames.contains(plan.path) || heldUnsealed.contains(plan.path) { return true }
             guard !moved.contains(plan.path) else { return false }
             return (held.local > 0 && plan.action == .deleteLocal) || (held.remote > 0 && plan.action == .deleteRemote)
         }
         return PassPlan(plans: all.filter { !isHeld($0) }, held: all.filter(isHeld), heldCounts: held, invalid: invalid,
-                        unreadable: unreadable, unopened: listing.unopened, heldForNames: heldForNames)
+                        unreadable: unreadable, unopened: listing.unopened, heldForNames: heldForNames, heldUnsealed: heldUnsealed)
+    }
+
+    /// End to end: the local deletions whose deletion on the server a device holding the key
+    /// did not seal (``EndToEndKeys/deletionSeal(of:at:)``), or sealed for a version older than
+    /// this device holds or has seen current. The others raise their document's mark to the
+    /// deletion. A plain container's server is trusted with deletions as with content.
+    func unsealedDeletions(_ plans: [Plan]) async throws -> Set<DocumentPath> {
+        guard let keys = remote.endToEnd else { return [] }
+        let seen = SeenVersions(state.database, server: remote.connection.server, container: remote.container)
+        var unsealed = Set<DocumentPath>()
+        for plan in plans where plan.action == .deleteLocal {
+            let sealedPath = try remote.serverPath(plan.path)
+            var deletion: DocumentInfo? = nil
+            do {
+                deletion = try await remote.connection.stat(container: remote.container, path: sealedPath)
+            } catch let error as XferError where error.code == .notFound {
+                deletion = nil  // no trace of a deletion: nothing says a device made one
+            }
+            // Of the version held here or a later one, and of one seen current at least (the
+            // mark may be this very deletion's, raised by an earlier pass that held it back).
+            let mark = try seen.mark(plan.path) ?? 0
+            if let deletion, deletion.state == .deleted, let base = deletion.baseVersion, base >= plan.synced ?? 0,
+               base >= mark || mark == deletion.version, keys.isDeletionSeal(deletion.manifestDigest, of: base, at: sealedPath.value) {
+                try seen.raise([(plan.path, deletion.version)])
+            } else {
+                unsealed.insert(plan.path)
+            }
+        }
+        return unsealed
     }
 
     /// The deletions that are one half of a move (a renamed directory): the content goes on
@@ -278,12 +337,17 @@ extension SyncDirectory {
                                            : "deleted on the server; moved to the trash here" + (options.trashDays > 0 ? "" : " (no trash: --trash-days 0)")))
                 case .deleteRemote:
                     steps.append(.init(action: .deleteRemote, path: plan.path.value, kind: kind, reason: "deleted here"))
+                case .rolledBack:
+                    steps.append(.init(action: .held, path: plan.path.value, kind: kind,
+                                       reason: "the server shows v\(current ?? 0), older than a version it showed this device: rolled back; kept here"))
                 case .none, .forget:
                     break
                 }
             }
             for plan in pass.held {
-                let reason = pass.heldForNames.contains(plan.path)
+                let reason = pass.heldUnsealed.contains(plan.path)
+                    ? "deleted on the server without a deletion sealed by a device holding the key: kept here"
+                    : pass.heldForNames.contains(plan.path)
                     ? "not in the server's listing, which has \(pass.unopened) name\(pass.unopened == 1 ? "" : "s") that do not open under the container's key: kept here (xfer verify --documents)"
                     : "\(plan.action == .deleteLocal ? "deleted on the server" : "deleted here"): held back, more than \(MassDeletion.minimumCount) deletions and a third of \(pass.heldCounts.total) documents (--allow-mass-delete lets them go)"
                 steps.append(.init(action: .held, path: plan.path.value, kind: plan.status?.kind ?? .file, reason: reason))

@@ -292,7 +292,9 @@ extension SyncDirectory {
     func deleteRemote(_ plan: Plan) async throws -> Bool {
         do {
             _ = try await remote.naming {
-                try await remote.connection.delete(container: remote.container, path: try remote.serverPath(plan.path), baseVersion: plan.synced)
+                let path = try remote.serverPath(plan.path)
+                return try await remote.connection.delete(container: remote.container, path: path, baseVersion: plan.synced,
+                                                          seal: remote.deletionSeal(path, base: plan.synced))
             }
         } catch let error as XferError where error.code == .notFound {
             // Already gone.

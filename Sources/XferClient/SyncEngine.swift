@@ -155,6 +155,18 @@ public actor SyncEngine {
         if pass.unopened > 0 {
             continuation.yield(.namesUnopened(count: pass.unopened, deletionsHeld: pass.heldForNames.count))
         }
+        // Nor a document the server shows older than it showed this device: kept here, reported.
+        for plan in pass.plans where plan.action == .rolledBack {
+            summary.rolledBack += 1
+            continuation.yield(.rolledBack(plan.path, server: plan.remote?.version ?? 0, seen: try sync.seen(plan.path) ?? 0))
+        }
+        summary.unverified += pass.unopened
+        for path in pass.heldUnsealed.sorted(by: { $0.value < $1.value }) {
+            summary.failed += 1
+            summary.unverified += 1
+            continuation.yield(.failed(path, XferError(.invalidManifest, "deleted on the server, but no device holding the container's key sealed that deletion (of the version here): this copy was kept; remove it by hand if the deletion was meant")))
+        }
+        try sync.raiseSeen(listing)
         var pullAfterPush: [DocumentPath] = []
         for name in pass.invalid {
             summary.failed += 1
@@ -177,6 +189,7 @@ public actor SyncEngine {
             continuation.yield(.uploaded(plan.path, version: report.version, bytesSent: report.bytesSent))
             // Lost to a later edit: this version is kept as a conflict, the winner comes down.
             if report.state == .conflict { pullAfterPush.append(plan.path) }
+            if report.state == .current { try? sync.raiseSeen(plan.path, report.version) }
         }
         // Small documents in batches: a few requests for hundreds of documents.
         let batched = plans.filter { $0.action == .push && SyncDirectory.isBatched($0) }
@@ -332,6 +345,10 @@ public actor SyncEngine {
             continuation.yield(.retrying(path, error.message))
         } else {
             summary.failed += 1
+            if let error = error as? XferError, [.corruptChunk, .invalidManifest, .rolledBack].contains(error.code) {
+                // What the server sent is not what a device wrote: the run's exit says so.
+                if error.code == .rolledBack { summary.rolledBack += 1 } else { summary.unverified += 1 }
+            }
             continuation.yield(.failed(path, error as? XferError ?? XferError(.io, "\(error)")))
         }
     }

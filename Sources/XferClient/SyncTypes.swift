@@ -97,6 +97,9 @@ public enum SyncEvent: Sendable {
     /// here, so the `deletionsHeld` documents missing from the listing were kept, not deleted;
     /// `xfer verify --documents` names what is wrong. Said each pass until they are gone.
     case namesUnopened(count: Int, deletionsHeld: Int)
+    /// The server shows `path` current at version `server`, older than version `seen` it showed
+    /// this device: rolled back (end to end). This device's copy is kept; the pass goes on.
+    case rolledBack(DocumentPath, server: Int64, seen: Int64)
     /// inotify could not watch `count` directories (the first is `example`) for `reason`
     /// (raise `fs.inotify.max_user_watches`); changes there are found by a rescan every
     /// ``SyncOptions/unwatchedRescanInterval`` instead. Said once per watch.
@@ -123,6 +126,11 @@ public struct SyncSummary: Codable, Sendable, Hashable {
     public var evicted = 0
     /// Documents that failed.
     public var failed = 0
+    /// Documents the server showed older than this device saw them (end to end): kept here.
+    public var rolledBack = 0
+    /// Documents, chunks and names that failed their check (an authentication tag, a digest):
+    /// what the server sent was not what a device wrote.
+    public var unverified = 0
     /// Documents the local tree changed under while they were read: left for the next pass.
     public var retried = 0
     /// Files changed too recently to push (``SyncOptions/quietPeriod``, `--watch` only): pushed
@@ -197,6 +205,9 @@ public enum DocumentSyncState: String, Codable, Sendable, Hashable {
     case conflict
     /// Listed, with its data on the server only (`xfer fetch` brings it back).
     case evicted
+    /// The server shows an older version than it showed this device (an end-to-end encrypted
+    /// container rolled back): this device's copy is kept and nothing is synced for it.
+    case rolledBack = "rolled_back"
 }
 
 /// One line of `xfer status`.

@@ -33,6 +33,7 @@ public struct EndToEndKeys: Sendable {
     private let saltKey: [UInt8]
     private let values: SealingKeys
     private let valueKeyKey: [UInt8]
+    private let deletionKey: [UInt8]
 
     /// Plain bytes in one piece of a sealed manifest: well under the smallest maximum chunk a
     /// server takes by default (256 KiB), sealed.
@@ -50,6 +51,22 @@ public struct EndToEndKeys: Sendable {
         saltKey = key.derive("manifest salt")
         values = key.valueSealing
         valueKeyKey = key.derive("kv key")
+        deletionKey = key.derive("deletion")
+    }
+
+    /// A deletion's seal: HMAC-SHA-256 under the `deletion` key of the sealed path and the
+    /// version it deletes, in hex. Only a device holding the key can make it, so a device
+    /// removes its copy of a document only for a deletion another device made, of a version
+    /// it has seen (the server stores the seal with the deletion and cannot forge one).
+    public func deletionSeal(of version: Int64, at sealedPath: String) -> String {
+        Sealing.hmac(key: deletionKey, Array("xfer e2e deletion v1 \(version) \(sealedPath)".utf8)).map { ChunkID.hexDigits($0) }.joined()
+    }
+
+    /// Whether `seal`, what the server keeps with a deletion at `sealedPath` of `version` (the
+    /// deletion's base), is that deletion's seal.
+    public func isDeletionSeal(_ seal: String?, of version: Int64?, at sealedPath: String) -> Bool {
+        guard let seal, let version else { return false }
+        return seal == deletionSeal(of: version, at: sealedPath)
     }
 
     /// A key-value key as the server keeps it: HMAC-SHA-256 under the `kv key` key, in hex

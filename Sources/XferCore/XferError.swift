@@ -60,6 +60,9 @@ public struct XferError: Error, Sendable, CustomStringConvertible {
         public static let rateLimited = Code("rate_limited")
         /// A synced folder's root is gone, unmounted, or not the folder that was synced.
         public static let folderMissing = Code("folder_missing")
+        /// The server showed an older version of a document than it had shown this device
+        /// (an end-to-end encrypted container rolled back): nothing was replaced.
+        public static let rolledBack = Code("rolled_back")
         /// The other side broke the protocol or failed unexpectedly.
         public static let `internal` = Code("internal")
 

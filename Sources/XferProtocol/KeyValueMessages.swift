@@ -75,6 +75,10 @@ public struct KeyValueList: Codable, Sendable, Hashable {
     public var maximumBytes: Int
     /// The key-count limit.
     public var maximumKeys: Int
+    /// Set by a client of an end-to-end encrypted container: the keys it left out of
+    /// ``entries``, each with why (a value that does not open under the key, or one older than
+    /// this device has seen). Never sent by a server.
+    public var withheld: [String]?
 
     /// Creates a list.
     public init(entries: [KeyValueEntry], bytes: Int, maximumBytes: Int, maximumKeys: Int) {

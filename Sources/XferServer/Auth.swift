@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOCore
 import XferCore
 import XferProtocol
 
@@ -50,12 +51,21 @@ public struct XferRequestContext: RequestContext {
     public var web: WebContext?
     /// The token's key in the ``TokenLimiter`` (its hash), set with ``principal``.
     var tokenKey: [UInt8]?
+    /// The request's connection (where ``presence()`` finds its ``ClientPresenceHandler``).
+    let channel: any Channel
 
     public init(source: Source) {
         coreContext = .init(source: source)
         principal = nil
         web = nil
         tokenKey = nil
+        channel = source.channel
+    }
+
+    /// Whether the client of this request's connection is still there, for a response that
+    /// waits long (``ClientPresence``); `nil` on a connection without the handler (router tests).
+    func presence() async -> ClientPresence? {
+        try? await channel.pipeline.handler(type: ClientPresenceHandler.self).map { $0.presence }.get()
     }
 
     /// The authenticated principal (the middleware guarantees one on authenticated routes).

@@ -501,7 +501,16 @@ struct Routes: Sendable {
         let account = try context.requireAccount()
         let container = try Self.container(context)
         let base = try Self.optionalInt(request, "base_version")
-        let info = try await metadata.delete(account: account.accountID, container: container, path: try Self.path(request), baseVersion: base)
+        let seal = request.uri.queryParameters.get("seal")
+        // End to end, a device removes its copy only for a deletion another device sealed: one
+        // without a seal would stay on every device, so none is taken.
+        if try await metadata.containerKey(account: account.accountID, container: container) != nil {
+            guard let seal, seal.utf8.count == 64, seal.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }), base != nil else {
+                throw XferError(.encryptedContainer, "a deletion in an end-to-end encrypted container names its base version and carries its seal (64 hex digits); update xfer")
+            }
+        }
+        let info = try await metadata.delete(account: account.accountID, container: container, path: try Self.path(request), baseVersion: base,
+                                             seal: seal)
         changes.notify(account: account.accountID, container: container)
         return Self.json(info)
     }
@@ -544,18 +553,22 @@ struct Routes: Sendable {
             }
             defer { changes.polls.leave(account.accountID) }
             // A server told to stop answers its waiting polls at once (what changed so far, so
-            // the client resumes from there), rather than draining them for up to `wait` seconds.
-            await withGracefulShutdownHandler {
-                await changes.wait(account: account.accountID, container: container, seconds: wait) {
-                    guard let page = try? await metadata.changes(account: account.accountID, container: container, after: after, limit: 1) else {
-                        return false
+            // the client resumes from there), rather than draining them for up to `wait` seconds;
+            // a client that has gone stops the wait, and its slot is given back, at once.
+            let presence = await context.presence()
+            let present = await ClientPresence.run(until: presence) {
+                await withGracefulShutdownHandler {
+                    await changes.wait(account: account.accountID, container: container, seconds: wait) {
+                        guard let page = try? await metadata.changes(account: account.accountID, container: container, after: after, limit: 1) else {
+                            return false
+                        }
+                        return !page.changes.isEmpty || !page.keys.isEmpty
                     }
-                    return !page.changes.isEmpty || !page.keys.isEmpty
+                } onGracefulShutdown: { [changes] in
+                    changes.drain()
                 }
-            } onGracefulShutdown: { [changes] in
-                changes.drain()
             }
-            list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit)
+            if present { list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit) }
         }
         list.deployment = try await deployment.value(from: metadata)
         return Self.json(list)

@@ -210,7 +210,7 @@ public enum XferServer {
         let limiter = TokenLimiter(limits.tokens)
         Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota, limiter: limiter).register(on: router)
         if limits.features.contains(.web) {
-            WebRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota).register(on: router)
+            WebRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota, limiter: limiter).register(on: router)
         }
         if limits.features.contains(.webdav) {
             DavRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota, limiter: limiter).register(on: router)
@@ -235,7 +235,8 @@ public enum XferServer {
                                           maximumPerAddress: limits.maximumConnectionsPerAddress)
         let http = HTTP1Channel.Configuration(
             additionalChannelHandlers: [ConnectionGuardHandler(connections),
-                                        BodyRateHandler(minimumBytes: limits.minimumBodyBytes, window: limits.bodyRateWindow)],
+                                        BodyRateHandler(minimumBytes: limits.minimumBodyBytes, window: limits.bodyRateWindow),
+                                        ClientPresenceHandler()],
             idleTimeout: TimeAmount(limits.idleTimeout))
         var limits = limits
         if tls != nil { limits.secureCookies = true }

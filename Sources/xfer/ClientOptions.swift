@@ -198,6 +198,7 @@ enum ExitCodes {
         case .corruptChunk, .invalidManifest, .missingChunks: return 9
         case .io, .storageFull: return 10
         case .folderMissing: return 11
+        case .rolledBack: return 12
         default: return 1
         }
     }

@@ -248,9 +248,17 @@ extension Xfer {
             @OptionGroup var client: ClientOptions
 
             func run() async throws {
-                try await runClientCommand(client, json: json, { try await $0.values() }) { list in
-                    for entry in list.entries { print("\(entry.key) = \(entry.value?.jsonText ?? "null")") }
-                    print("\(list.entries.count) of \(list.maximumKeys) keys, \(ByteCount(Int64(list.bytes))) of \(ByteCount(Int64(list.maximumBytes)))")
+                try await runReportingErrors(json: json) {
+                    let list = try await withRemote(client) { remote in try await DocumentClient(remote: remote).values() }
+                    if json {
+                        printJSON(list)
+                    } else {
+                        for entry in list.entries { print("\(entry.key) = \(entry.value?.jsonText ?? "null")") }
+                        print("\(list.entries.count) of \(list.maximumKeys) keys, \(ByteCount(Int64(list.bytes))) of \(ByteCount(Int64(list.maximumBytes)))")
+                        for why in list.withheld ?? [] { printError("left out: \(why)") }
+                    }
+                    // What the server sent failed its check: the listing is not the whole store.
+                    if list.withheld?.isEmpty == false { throw ExitCode(9) }
                 }
             }
         }

@@ -121,11 +121,25 @@ extension Xfer {
                     try await group.next()
                     group.cancelAll()
                 }
+                await engine.close()
+                _ = await printer.value
             } else {
-                try await engine.syncOnce()
+                let summary = try await engine.syncOnce()
+                await engine.close()
+                _ = await printer.value
+                try Self.check(summary)
             }
-            await engine.close()
-            _ = await printer.value
+        }
+
+        /// A pass that met a rolled-back document (exit 12) or data that failed its check
+        /// (exit 9) has not synced what it should have, whatever else it did.
+        static func check(_ summary: SyncSummary) throws {
+            if summary.rolledBack > 0 {
+                throw XferError(.rolledBack, "\(summary.rolledBack) document\(summary.rolledBack == 1 ? " is" : "s are") older on the server than it showed this device: rolled back there; the copies here were kept")
+            }
+            if summary.unverified > 0 {
+                throw XferError(.corruptChunk, "\(summary.unverified) document\(summary.unverified == 1 ? "" : "s"), chunk\(summary.unverified == 1 ? "" : "s") or name\(summary.unverified == 1 ? "" : "s") from the server failed their check and were not used; run `xfer verify --documents`")
+            }
         }
 
         static func report(_ preview: SyncPreview, json: Bool) {
@@ -177,6 +191,8 @@ extension Xfer {
                 printError("this pass would delete \(local > 0 ? "\(local) documents here" : "")\(local > 0 && remote > 0 ? " and " : "")\(remote > 0 ? "\(remote) on the server" : "") of \(total): more than \(MassDeletion.minimumCount) and a third, so nothing was deleted. If that is what you meant, run `xfer sync --once --allow-mass-delete`; deleted files go to the trash first (`xfer trash list`)")
             case .namesUnopened(let count, let held):
                 printError(Self.unopenedMessage(count: count, held: held))
+            case .rolledBack(let path, let server, let seen):
+                printError("! \(path): the server shows v\(server), older than v\(seen) it showed this device: rolled back; kept here, not synced")
             case .passFinished(let summary):
                 if !quiet && (summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely + summary.evicted
                               + summary.directories > 0) {
@@ -363,6 +379,9 @@ struct SyncEventLine: Encodable {
             self.event = "watch_limited"; self.path = example; self.message = "\(count) directories not watched: \(reason)"
         case .namesUnopened(let count, let held):
             self.event = "names_unopened"; self.message = Xfer.Sync.unopenedMessage(count: count, held: held)
+        case .rolledBack(let path, let server, let seen):
+            self.event = "rolled_back"; self.path = path.value; self.version = server
+            self.message = "the server shows v\(server), older than v\(seen) it showed this device"
         case .deletionsHeld(let local, let remote, let total):
             self.event = "deletions_held"; self.message = "\(local) local and \(remote) remote deletions of \(total) documents held back"
         case .passFinished(let summary): self.event = "pass"; self.summary = summary

@@ -525,9 +525,12 @@ import XferProtocol
                 _ = try await PushEngine(remote: b).push(fileB, as: try DocumentPath("n.txt"))
             }
             #expect(try await client.versions("n.txt").map(\.state) == [.current, .superseded, .conflict])
-            // A's edit kept, the others in history; its bytes come back.
+            // A's edit kept, the others in history; its bytes come back. Older than the current
+            // version, it is committed again under a new number (versions only grow end to end).
             let kept = try await client.resolve("n.txt", keep: first.version, keepAll: true)
-            #expect(kept.version == first.version && kept.state == .current && kept.path.value == "n.txt")
+            let latest = try #require(try await client.versions("n.txt").map(\.version).max())
+            #expect(kept.version == latest && kept.version > first.version && kept.state == .current && kept.path.value == "n.txt")
+            #expect(try await client.stat("n.txt").conflicts?.isEmpty != false, "the conflict is settled")
             _ = try await PullEngine(remote: b).pull(try DocumentPath("n.txt"), into: fileB)
             #expect(Files.read(fileB) == Array("edit from a".utf8))
         }

@@ -193,6 +193,112 @@ import XferProtocol
         }
     }
 
+    /// What an operator holding the metadata database does to roll a document back: makes an
+    /// older version current again, with nothing sealed changed.
+    static func rollBack(_ server: LiveServer, sealedPath: String, to version: Int64) async throws {
+        let store = try #require(server.data.metadata as? any SQLMetadataStore)
+        let document = "(SELECT id FROM documents WHERE path = ?)"
+        try await store.write { tx in
+            _ = try tx.sql.rows("UPDATE versions SET state = 'superseded' WHERE state = 'current' AND document_id = \(document)", sealedPath)
+            _ = try tx.sql.rows("UPDATE versions SET state = 'current' WHERE version = ? AND document_id = \(document)", version, sealedPath)
+            _ = try tx.sql.rows("UPDATE documents SET current_version = ? WHERE path = ?", version, sealedPath)
+        }
+    }
+
+    @Test func aVersionRolledBackOnTheServerReplacesNothingHere() async throws {
+        try await LiveServer.run { server in
+            let (ra, rb) = try await Self.devices(server)
+            var listing = SyncOptions()
+            listing.fullListingInterval = .zero
+            let a = try Device(server, "a", remote: ra), b = try Device(server, "b", remote: rb, options: listing)
+            try Files.write(a.path("a.txt"), Array("one\n".utf8))
+            _ = try await a.engine.syncOnce()
+            _ = try await b.engine.syncOnce()
+            try Files.write(a.path("a.txt"), Array("two, the newer\n".utf8))
+            _ = try await a.engine.syncOnce()
+            #expect(try await b.engine.syncOnce().downloaded == 1)
+            _ = try await PullEngine(remote: rb).pull(try DocumentPath("a.txt"), into: server.root + "/pulled.txt")
+
+            let vault = try ContainerName("vault")
+            let sealed = try #require(try await server.remote.connection.list(container: vault, prefix: "").documents.first?.path.value)
+            try await Self.rollBack(server, sealedPath: sealed, to: 1)
+
+            // B saw version 2 current: version 1 current again is refused, and its copy stays.
+            let told = Task { await b.engine.awaitEvent(seconds: 60) { event in
+                if case .rolledBack(_, server: 1, seen: 2) = event { true } else { false }
+            } }
+            try await Task.sleep(for: .milliseconds(50))
+            let pass = try await b.engine.syncOnce()
+            #expect(pass.rolledBack == 1 && pass.downloaded == 0 && pass.removedLocally == 0, "\(pass)")
+            #expect(await told.value)
+            #expect(Files.read(b.path("a.txt")) == Array("two, the newer\n".utf8))
+            #expect(try await b.status()["a.txt"] == .rolledBack)
+            #expect(try await b.engine.directory.preview().steps.contains { $0.action == .held && $0.reason.contains("rolled back") })
+            // So does a pull into a destination that held version 2, saying why.
+            await #expect { _ = try await PullEngine(remote: rb).pull(try DocumentPath("a.txt"), into: server.root + "/pulled.txt") }
+                throws: { ($0 as? XferError)?.code == .rolledBack }
+            #expect(Files.read(server.root + "/pulled.txt") == Array("two, the newer\n".utf8))
+            // An older version asked for by name is still the user's to take.
+            _ = try await PullEngine(remote: rb).pull(try DocumentPath("a.txt"), into: server.root + "/v1.txt", version: 1)
+            #expect(Files.read(server.root + "/v1.txt") == Array("one\n".utf8))
+        }
+    }
+
+    @Test func aDeletionNoDeviceSealedRemovesNothingHere() async throws {
+        try await LiveServer.run { server in
+            let (ra, rb) = try await Self.devices(server)
+            let a = try Device(server, "a", remote: ra), b = try Device(server, "b", remote: rb)
+            try Files.write(a.path("kept.txt"), Array("kept\n".utf8))
+            try Files.write(a.path("gone.txt"), Array("gone\n".utf8))
+            _ = try await a.engine.syncOnce()
+            #expect(try await b.engine.syncOnce().downloaded == 2)
+
+            // The operator deletes one document as the server would, with no seal.
+            let vault = try ContainerName("vault")
+            let keys = try #require(rb.endToEnd)
+            let sealed = try DocumentPath(try keys.sealedPath("kept.txt"))
+            let account = try #require(try await server.data.metadata.principal(tokenHash: TokenHash.hash(server.token)))
+            _ = try await server.data.metadata.delete(account: account.accountID, container: vault, path: sealed, baseVersion: nil)
+            // A device deletes the other, sealed.
+            try FileManager.default.removeItem(atPath: a.path("gone.txt"))
+            #expect(try await a.engine.syncOnce().removedRemotely == 1)
+
+            let pass = try await b.engine.syncOnce()
+            #expect(pass.removedLocally == 1 && pass.unverified == 1 && pass.failed == 1, "\(pass)")
+            #expect(Files.read(b.path("kept.txt")) == Array("kept\n".utf8), "the forged deletion removed nothing")
+            #expect(!FileManager.default.fileExists(atPath: b.path("gone.txt")), "the sealed one went")
+            #expect(try await b.engine.directory.preview().steps.contains { $0.action == .held && $0.reason.contains("sealed") })
+            // The server refuses a deletion without a seal from anyone but its operator.
+            await #expect { _ = try await rb.connection.delete(container: vault, path: try DocumentPath(try keys.sealedPath("x")), baseVersion: 1) }
+                throws: { ($0 as? XferError)?.code == .encryptedContainer }
+        }
+    }
+
+    @Test func anOlderKeyValueEntryReplayedByTheServerIsRefused() async throws {
+        try await LiveServer.run { server in
+            let (ra, rb) = try await Self.devices(server)
+            let a = DocumentClient(remote: ra, device: "a"), b = DocumentClient(remote: rb, device: "b")
+            try await a.setValue(.string("dark"), forKey: "theme")
+            let store = try #require(server.data.metadata as? any SQLMetadataStore)
+            let old = try await store.read { tx in try tx.sql.rows("SELECT key, value, timestamp_ns, device FROM kv").map {
+                (try $0.text("key"), try $0.text("value"), try $0.int("timestamp_ns"), try $0.text("device")) } }
+            try #require(old.count == 1)
+            try await Task.sleep(for: .milliseconds(5))
+            try await a.setValue(.string("light"), forKey: "theme")
+            #expect(try await b.value(forKey: "theme") == .string("light"))
+
+            // The operator puts the older entry back, sealed value, time and device as they were.
+            try await store.write { tx in
+                _ = try tx.sql.rows("UPDATE kv SET value = ?, timestamp_ns = ?, device = ? WHERE key = ?", old[0].1, old[0].2, old[0].3, old[0].0)
+            }
+            await #expect { _ = try await b.entry(forKey: "theme") } throws: { ($0 as? XferError)?.code == .rolledBack }
+            let listed = try await b.values()
+            #expect(listed.entries.isEmpty && listed.withheld?.count == 1 && listed.withheld?[0].contains("theme") == true, "\(listed)")
+            // The device that wrote the newer value refuses the older one too.
+            await #expect { _ = try await a.entry(forKey: "theme") } throws: { ($0 as? XferError)?.code == .rolledBack }
+        }
+    }
+
     @Test func aFolderKeepsItsKeyAndADeviceWithoutOneSyncsNothing() async throws {
         try await LiveServer.run { server in
             let (ra, _) = try await Self.devices(server)

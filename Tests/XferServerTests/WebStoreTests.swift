@@ -243,4 +243,46 @@ import XferProtocol
             #expect(try await store.share(hash: [1]) == nil)
         }
     }
+
+    /// docs/WEB.md: once a document is deleted no link shows any of its versions, and a later
+    /// document at the same path is another one, which no earlier link shows either.
+    @Test(arguments: MetadataStoreTests.backends) func aLinkShowsOnlyTheLiveDocumentItWasMadeFor(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, account in
+            let (a, b) = (MetadataStoreTests.chunk(1), MetadataStoreTests.chunk(2))
+            _ = try await store.addChunks(account: account, [a, b])
+            let path = try DocumentPath("Documents/a")
+            let first = try await MetadataStoreTests.put(store, account, path.value, [a], base: nil)
+            let second = try await MetadataStoreTests.put(store, account, path.value, [b], base: first.version)
+            func share(_ version: Int64?, _ hash: UInt8) async throws -> ShareLink {
+                try await store.createShare(account: account, container: Self.container, path: path, version: version, password: nil,
+                                            hash: [hash], lifetime: nil)
+            }
+            _ = try await share(first.version, 1)
+            let pinned = try #require(try await store.share(hash: [1]))
+            #expect(try await store.sharedManifest(pinned).info.version == first.version)
+            let deleted = try await store.delete(account: account, container: Self.container, path: path, baseVersion: second.version)
+            #expect(try await store.share(hash: [1]) == nil)
+            await #expect(throws: XferError.self) { _ = try await store.sharedManifest(pinned) }
+            // While it is deleted, none of its versions can be shared, pinned or not.
+            for version in [nil, first.version, second.version] as [Int64?] {
+                await #expect(throws: XferError.self) {
+                    try await store.checkShare(account: account, container: Self.container, path: path, version: version)
+                }
+                await #expect(throws: XferError.self) { _ = try await share(version, 2) }
+            }
+            // A new document at the path: its own versions can be shared, the earlier one's cannot.
+            let again = try await MetadataStoreTests.put(store, account, path.value, [a], base: deleted.version)
+            for version in [first.version, second.version] {
+                await #expect(throws: XferError.self, "version \(version) is the deleted document's") { _ = try await share(version, 3) }
+            }
+            #expect(try await share(again.version, 4).version == again.version)
+            #expect(try await store.sharedManifest(try #require(try await store.share(hash: [4]))).info.version == again.version)
+            // A link that outlived its document (made before it was deleted, however) shows nothing of the new one.
+            try await (store as! any SQLMetadataStore).execute("""
+                INSERT INTO share_links (hash, account_id, container, path, version, created_at) VALUES (?, ?, ?, ?, ?, ?)
+                """, [.blob([5]), .int(account), .text(Self.container.value), .text(path.value), .int(first.version), .int(0)])
+            #expect(try await store.share(hash: [5]) == nil)
+            await #expect(throws: XferError.self) { _ = try await store.sharedManifest(ShareGrant(link: pinned.link, account: account, password: nil)) }
+        }
+    }
 }

@@ -268,8 +268,10 @@ public protocol DocumentStore: Sendable {
     /// hold fewer than `limit` and still say `more` when most rows it read did not match.
     /// - Throws: `bad_request` for a query ``DocumentQuery/validate()`` refuses or a token it did not give.
     func query(account: Int64, container: ContainerName, _ query: DocumentQuery, after: String?, limit: Int) async throws -> DocumentList
-    /// Deletes a document by committing a deletion version. Throws `not_found`, `conflict`.
-    func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws -> DocumentInfo
+    /// Deletes a document by committing a deletion version, which keeps `seal` (an end-to-end
+    /// encrypted container's deletion seal, made by the deleting device) as its manifest digest.
+    /// Throws `not_found`, `conflict`.
+    func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?, seal: String?) async throws -> DocumentInfo
     /// Versions and key-value entries whose last change has a sequence number above `after`,
     /// in sequence order.
     func changes(account: Int64, container: ContainerName, after: Int64, limit: Int) async throws -> ChangeList
@@ -487,4 +489,11 @@ public enum ManifestRead: Sendable {
     case failed(XferError)
     /// Not sent: the answer's budget was spent.
     case overBudget
+}
+
+extension MetadataStore {
+    /// Deletes a document with no seal (a plain container's deletion).
+    func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws -> DocumentInfo {
+        try await delete(account: account, container: container, path: path, baseVersion: baseVersion, seal: nil)
+    }
 }

@@ -27,6 +27,9 @@ public struct WebSession: Sendable, Hashable {
     public static let maximumPerAccount = 64
     /// The account.
     public var principal: Principal
+    /// The hash of the token it was opened with: its key in the token's limits (``TokenLimits``),
+    /// the same as the token's own requests.
+    public var tokenHash: [UInt8]
     /// The store's clock (ns since 1970) at which the session ends.
     public var expiresAt: Int64
 }
@@ -77,20 +80,34 @@ public struct FolderPage: Sendable, Hashable {
 }
 
 /// Share links: a read-only link to one document, with an optional expiry and password.
+///
+/// A link shows only the document it was made for, while that document is live: its versions
+/// since its last deletion. A later document at the same path (made after a deletion) is
+/// another one, and no earlier link, pinned or not, shows any version of either.
 public protocol ShareStore: Sendable {
-    /// Records a link whose secret hashes to `hash`, to the document at `path` (its current
-    /// version then, or `version` alone if given), valid for `lifetime` ns of the store's clock
-    /// (`nil`: until revoked), behind `password` (a ``PasswordHash`` text) if given.
-    /// - Throws: `not_found` if there is no such live document; `encrypted_container` for an
-    ///   end-to-end encrypted container; `too_large` past ``ShareLink/maximumPerAccount``.
+    /// Records a link whose secret hashes to `hash`, to the live document at `path` (its current
+    /// version then, or `version` alone if given, which must be one of that document's own),
+    /// valid for `lifetime` ns of the store's clock (`nil`: until revoked), behind `password` (a
+    /// ``PasswordHash`` text) if given.
+    /// - Throws: `not_found` if there is no such live document or version; `encrypted_container`
+    ///   for an end-to-end encrypted container; `too_large` past ``ShareLink/maximumPerAccount``.
     func createShare(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?, password: String?,
                      hash: [UInt8], lifetime: Int64?) async throws -> ShareLink
+    /// Checks what ``createShare(account:container:path:version:password:hash:lifetime:)`` would,
+    /// recording nothing: run before a link's password is hashed, so a refused link costs no scrypt.
+    /// - Throws: What `createShare` would throw for these.
+    func checkShare(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws
     /// The account's links, newest first, expired ones included.
     func shares(account: Int64) async throws -> [ShareLink]
     /// Removes one of the account's links; `false` if it has none by that id.
     func revokeShare(account: Int64, id: Int64) async throws -> Bool
-    /// What a link's secret grants, while it has not expired.
+    /// What a link's secret grants, while it has not expired and the document it was made for is
+    /// live (and, for a pinned link, its version is one of that document's).
     func share(hash: [UInt8]) async throws -> ShareGrant?
+    /// The version a link shows now and its manifest, read in one transaction with the check that
+    /// the document it was made for is still live.
+    /// - Throws: `not_found` once that document is deleted (whatever is at its path since).
+    func sharedManifest(_ grant: ShareGrant) async throws -> (info: DocumentInfo, manifest: [UInt8])
 }
 
 /// A share link as its owner sees it (the secret is shown once, when made).

@@ -169,8 +169,15 @@ extension WebRoutes {
     /// each file is cut, hashed and compressed here as a device would (the same chunker, so a
     /// later sync of it sends nothing new), its chunks stored as they come (bounded memory
     /// whatever its size, the quota held before the disk), then committed as a new version.
+    /// The whole form is one of the session's token's uploads at once (``TokenLimiter``), as a
+    /// chunk upload or a WebDAV PUT of the same token is.
     @Sendable func upload(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
+        return try await limiter.upload(session.tokenKey) { try await receiveUpload(request, session, context) }
+    }
+
+    /// ``upload(_:context:)`` once the token has room for one more upload.
+    func receiveUpload(_ request: Request, _ session: WebContext, _ context: XferRequestContext) async throws -> Response {
         let container = try Routes.container(context)
         guard WebSecurity.isSameOrigin(request) else { throw XferError(.forbidden, "this form was sent from another site") }
         guard let type = request.headers[.contentType], var reader = MultipartReader(contentType: type) else {

@@ -17,7 +17,11 @@ struct WebRoutes: Sendable {
     let limits: ServerLimits
     let changes: ChangeNotifier
     let quota: QuotaGate
+    /// The limits of the token each session was opened with: its requests here count as that
+    /// token's own (the same key as its /v1 and WebDAV requests).
+    let limiter: TokenLimiter
     let shareAttempts = ShareAttempts()
+    let passwords = PasswordGate()
 
     /// Rows of a folder, search or Recently Deleted page.
     static let pageSize = 200
@@ -355,7 +359,8 @@ struct WebRoutes: Sendable {
     /// Server-sent events: `change` each time the container's change feed moves, a comment
     /// every 20 s to keep proxies from closing the stream. Each open stream counts against
     /// the account's long polls (``ServerLimits/maximumWaitingPollsPerAccount``); a stream
-    /// ends after an hour (the browser reconnects) or when the server stops.
+    /// ends after an hour (the browser reconnects), when the server stops, or as soon as the
+    /// browser closes the connection (``ClientPresence``), its slot given back then.
     @Sendable func events(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
         let container = try Routes.container(context)
@@ -363,6 +368,7 @@ struct WebRoutes: Sendable {
         if let refusal = try await refuseEncrypted(container, session) { return refusal }
         let cap = limits.maximumWaitingPollsPerAccount
         let (metadata, changes) = (metadata, changes)
+        let presence = await context.presence()
         let start = try await metadata.changes(account: account, container: container, after: Int64.max - 1, limit: 1).head
         var headers: HTTPFields = [.contentType: "text/event-stream"]
         headers[.cacheControl] = "no-store"
@@ -381,16 +387,20 @@ struct WebRoutes: Sendable {
             var stopping = false
             while !stopping && ContinuousClock.now < end {
                 let seen = cursor
-                await withGracefulShutdownHandler {
-                    await changes.wait(account: account, container: container, seconds: 20) {
-                        guard let head = try? await metadata.changes(account: account, container: container, after: Int64.max - 1, limit: 1).head else {
-                            return false
+                let present = await ClientPresence.run(until: presence) {
+                    await withGracefulShutdownHandler {
+                        await changes.wait(account: account, container: container, seconds: 20) {
+                            guard let head = try? await metadata.changes(account: account, container: container, after: Int64.max - 1, limit: 1).head else {
+                                return false
+                            }
+                            return head != seen
                         }
-                        return head != seen
+                    } onGracefulShutdown: {
+                        changes.drain()
                     }
-                } onGracefulShutdown: {
-                    changes.drain()
                 }
+                // The browser left: the slot goes back now, not at a write that fails later.
+                guard present else { break }
                 if changes.isDraining { stopping = true }
                 let head = (try? await metadata.changes(account: account, container: container, after: Int64.max - 1, limit: 1).head) ?? seen
                 if head != seen {
@@ -407,12 +417,16 @@ struct WebRoutes: Sendable {
     // MARK: Helpers
 
     /// Runs a page handler; an error becomes a page that says what went wrong (a request that
-    /// needs a session and has none goes to the sign-in page).
+    /// needs a session and has none goes to the sign-in page; a refusal that says when to ask
+    /// again carries `Retry-After`). A signed-in request is first taken from the rate of the
+    /// token its session was opened with (``TokenLimiter``), as that token's /v1 requests are.
     func page(_ handler: @escaping @Sendable (Request, XferRequestContext) async throws -> Response)
         -> @Sendable (Request, XferRequestContext) async throws -> Response {
         { request, context in
             var response: Response
             do {
+                // A signed-in request is its token's, counted as the token's /v1 requests are.
+                if let session = context.web { try limiter.admit(session.tokenKey) }
                 response = try await handler(request, context)
             } catch let error as WebSignInNeeded {
                 _ = error
@@ -422,6 +436,7 @@ struct WebRoutes: Sendable {
                 let status = ErrorMiddleware.status(for: error)
                 response = html("error", ["heading": status.reasonPhrase, "message": body.message],
                                 title: status.reasonPhrase, session: context.web, status: status)
+                if let retry = (error as? XferError)?.cause as? RetryAfter { response.headers[.retryAfter] = String(retry.seconds) }
             }
             WebSecurity.harden(&response.headers)
             return response
@@ -530,6 +545,8 @@ public struct WebContext: Sendable {
     public var principal: Principal
     /// The cookie's secret (the CSRF token is derived from it).
     var secret: String
+    /// The key of the token the session was opened with in the ``TokenLimiter``.
+    var tokenKey: [UInt8]
 }
 
 /// Reads the session cookie; a valid one sets ``XferRequestContext/web``. A request without
@@ -542,7 +559,7 @@ struct WebSessionMiddleware: RouterMiddleware {
         var context = context
         if let secret = request.cookies[WebSecurity.sessionCookie]?.value, WebSecurity.isSecret(secret),
            let session = try await metadata.webSession(hash: WebSecurity.hash(secret)) {
-            context.web = WebContext(principal: session.principal, secret: secret)
+            context.web = WebContext(principal: session.principal, secret: secret, tokenKey: session.tokenHash)
         }
         return try await next(request, context)
     }

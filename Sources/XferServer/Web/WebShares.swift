@@ -11,8 +11,9 @@ import XferProtocol
 /// and revoked at `/web/shares`, opened at `/s/SECRET` by anyone who has it, no account
 /// needed. The secret is 256 random bits, shown once, kept by the server as its SHA-256; a
 /// link grants that document alone (the version it was made for, or whatever is current),
-/// until it expires or is revoked. A password is kept as scrypt of it; a browser that gave it
-/// holds a cookie for that link's path alone, derived from the secret and the stored hash.
+/// until it expires or is revoked, and nothing once the document is deleted. A password is kept
+/// as scrypt of it (``PasswordGate``); a browser that gave it holds a cookie for that link's
+/// path alone, derived from the secret and the stored hash.
 extension WebRoutes {
     func registerShares(on router: Router<XferRequestContext>, web: RouterGroup<XferRequestContext>) {
         web.post("c/:container/share", use: page(createShare))
@@ -44,8 +45,11 @@ extension WebRoutes {
         guard (0...365).contains(days) else { throw XferError(.badRequest, "a link lasts 0 (until revoked) to 365 days") }
         let password = form["password"] ?? ""
         guard password.utf8.count <= 1024 else { throw XferError(.badRequest, "the password is longer than 1024 bytes") }
-        // A signed-in owner waits its turn on the threads; only the public unlock is turned away.
-        let stored: String? = password.isEmpty ? nil : try await ScryptGate.queued { try PasswordHash.make(password) }
+        let account = session.principal.accountID
+        // Every cheap refusal first (no such live document or version, a folder, the account's
+        // links at the limit): scrypt runs only for a link that is then made.
+        try await metadata.checkShare(account: account, container: container, path: path, version: version)
+        let stored: String? = password.isEmpty ? nil : try await passwords.run(account: account) { try PasswordHash.make(password) }
         let secret = WebSecurity.secret()
         // A link lasts no longer than the token the session was opened with, when that expires.
         var lifetime: Int64? = days == 0 ? nil : days * 86_400 * 1_000_000_000
@@ -53,7 +57,7 @@ extension WebRoutes {
             let left = max(1, expiresAt - session.principal.authenticatedAt)
             lifetime = min(lifetime ?? left, left)
         }
-        let link = try await metadata.createShare(account: session.principal.accountID, container: container, path: path, version: version,
+        let link = try await metadata.createShare(account: account, container: container, path: path, version: version,
                                                   password: stored, hash: Self.shareHash(secret), lifetime: lifetime)
         var values = commonValues(container)
         values["url"] = origin(request) + "/s/" + secret
@@ -107,15 +111,11 @@ extension WebRoutes {
 
     static let shareCookie = "xfer_share"
 
-    /// The shared version's description and manifest.
+    /// The shared version's description and manifest: only while the document the link was made
+    /// for is live, and a pinned version only if it is that document's (``ShareStore``).
     func shared(_ grant: ShareGrant) async throws -> (info: DocumentInfo, manifest: Manifest) {
-        let container = try ContainerName(grant.link.container)
         do {
-            // A deleted document is shown by none of its links, whichever version they name.
-            let newest = try await metadata.document(account: grant.account, container: container, path: grant.link.path, version: nil)
-            guard newest.state == .current else { throw XferError(.notFound, "gone") }
-            let stored = try await metadata.manifest(account: grant.account, container: container, path: grant.link.path, version: grant.link.version)
-            guard stored.info.state != .deleted, stored.info.state != .uploading else { throw XferError(.notFound, "gone") }
+            let stored = try await metadata.sharedManifest(grant)
             return (stored.info, try Manifest(decoding: stored.manifest))
         } catch let error as XferError where error.code == .notFound {
             throw XferError(.notFound, "what this link shared is no longer there (it was deleted)")
@@ -147,7 +147,7 @@ extension WebRoutes {
         guard shareAttempts.begin(grant.link.id) else {
             throw XferError(.rateLimited, "too many wrong passwords for this link; wait a minute and try again")
         }
-        let good = try await ScryptGate.run { PasswordHash.verify(password, against: stored) }
+        let good = try await passwords.run(account: grant.account) { PasswordHash.verify(password, against: stored) }
         if good { shareAttempts.succeeded(grant.link.id) }
         guard good else {
             return html("share-password", ["name": "A shared document", "action": "/s/" + secret, "error": "That is not the password."],
@@ -196,33 +196,46 @@ public final class ShareAttempts: Sendable {
     }
 }
 
-/// scrypt runs (32 MiB and tens of milliseconds each) at most ``limit`` at once in the whole
-/// process, on threads of their own (out of the shared thread pool's way): one more is
-/// answered 503 at once. The threads and the count are the process's, started once and never
-/// stopped (a pool must not be released while it runs).
-enum ScryptGate {
+/// scrypt runs for share links' passwords (32 MiB and tens of milliseconds each), making one
+/// or checking one: at most ``limit`` at once (a server has one gate, in its ``WebRoutes``),
+/// and one at a time per account (the account that owns the link), on threads of their own
+/// (out of the shared thread pool's way). One more is answered at once, `503 unavailable` with
+/// `Retry-After`, never queued: an account's flood waits on nothing but itself, and holds at
+/// most one of the threads another account's link needs. The threads are the process's,
+/// started once and never stopped (a pool must not be released while it runs).
+final class PasswordGate: Sendable {
     static let limit = 2
-    private static let running = Mutex(0)
     private static let threads: NIOThreadPool = {
         let pool = NIOThreadPool(numberOfThreads: limit)
         pool.start()
         return pool
     }()
 
-    /// Runs `body` on the gate's threads, waiting for one if both are busy (not counted).
-    static func queued<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await threads.runIfActive(body)
+    private struct State {
+        var accounts: Set<Int64> = []
+        /// Runs started so far (tests).
+        var started = 0
     }
 
-    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        guard running.withLock({ count in
-            guard count < Self.limit else { return false }
-            count += 1
+    private let state = Mutex(State())
+
+    /// Runs `body`, one scrypt for `account`, on the gate's threads.
+    /// - Throws: `unavailable` (cause ``RetryAfter``) at once if `account` already has one
+    ///   running or the process has ``limit``; what `body` throws.
+    func run<T: Sendable>(account: Int64, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+        let admitted: Bool = state.withLock { state in
+            guard state.accounts.count < Self.limit, !state.accounts.contains(account) else { return false }
+            state.accounts.insert(account)
+            state.started += 1
             return true
-        }) else {
-            throw XferError(.unavailable, "the server is checking other passwords; retry in a moment")
         }
-        defer { running.withLock { $0 -= 1 } }
-        return try await threads.runIfActive(body)
+        guard admitted else {
+            throw XferError(.unavailable, "the server is checking other passwords; retry in a moment", cause: RetryAfter(seconds: 1))
+        }
+        defer { state.withLock { state in _ = state.accounts.remove(account) } }
+        return try await Self.threads.runIfActive(body)
     }
+
+    /// Runs started so far, refused ones not counted (tests).
+    var started: Int { state.withLock { $0.started } }
 }

@@ -206,7 +206,7 @@ extension SQLMetadataStore {
         }
     }
 
-    public func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws -> DocumentInfo {
+    public func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?, seal: String?) async throws -> DocumentInfo {
         try await write { tx in
             guard let containerID = try tx.containerID(account: account, name: container, create: false) else {
                 throw XferError(.notFound, "no document \(path) in container \(container)")
@@ -226,9 +226,10 @@ extension SQLMetadataStore {
             let sequence = try tx.nextSequence(container: containerID)
             let now = MetadataTransaction.now()
             try tx.sql.rows("""
-                INSERT INTO versions (document_id, version, container_id, state, kind, size, mtime_ns, mode, base_version, sequence, created_at)
-                VALUES (?, ?, ?, 'deleted', ?, 0, ?, ?, ?, ?, ?)
-                """, document.id, version, containerID, info.kind.rawValue, now * 1_000_000_000, info.mode, current, sequence, now)
+                INSERT INTO versions (document_id, version, container_id, state, kind, size, mtime_ns, mode, base_version, sequence, created_at, manifest_digest)
+                VALUES (?, ?, ?, 'deleted', ?, 0, ?, ?, ?, ?, ?, ?)
+                """, [.int(document.id), .int(version), .int(containerID), .text(info.kind.rawValue), .int(now * 1_000_000_000), .int(Int64(info.mode)),
+                      .int(current), .int(sequence), .int(now), seal.flatMap { ChunkID(hex: $0) }.map { .blob($0.bytes) } ?? .null])
             try tx.sql.rows("UPDATE documents SET current_version = ?, latest_version = ? WHERE id = ?", version, version, document.id)
             // Its share links and WebDAV properties go with it, whoever deleted it (a device, the
             // web view, WebDAV): a later document at the same path is another one.

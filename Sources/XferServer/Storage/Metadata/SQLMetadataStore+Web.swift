@@ -24,7 +24,7 @@ extension SQLMetadataStore {
             let expires = now + lifetime
             try tx.sql.rows("INSERT INTO web_sessions (hash, account_id, token_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
                             sessionHash, id, tokenHash, now, expires)
-            return WebSession(principal: principal, expiresAt: expires)
+            return WebSession(principal: principal, tokenHash: tokenHash, expiresAt: expires)
         }
     }
 
@@ -39,7 +39,8 @@ extension SQLMetadataStore {
                 let principal = try MetadataTransaction.principal(row), Self.opensWebSessions(principal) else { return nil }
             let expires = try row.int("session_expires")
             guard expires > principal.authenticatedAt else { return nil }
-            return WebSession(principal: principal, expiresAt: expires)
+            // `t.hash`: the token's hash, as its own requests are keyed in the limits.
+            return WebSession(principal: principal, tokenHash: try row.blob("hash"), expiresAt: expires)
         }
     }
 
@@ -129,25 +130,16 @@ extension SQLMetadataStore {
 
 // Share links (docs/WEB.md, "Share links").
 extension SQLMetadataStore {
+    public func checkShare(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws {
+        try await read { tx in
+            try tx.checkShareable(account: account, container: container, path: path, version: version, locking: false)
+        }
+    }
+
     public func createShare(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?, password: String?,
                             hash: [UInt8], lifetime: Int64?) async throws -> ShareLink {
         try await write { tx in
-            guard let containerID = try tx.containerID(account: account, name: container, create: false),
-                  let document = try tx.documentRow(container: containerID, path: path, create: false),
-                  let current = document.current,
-                  let info = try tx.info(document: document.id, path: path, version: version ?? current),
-                  info.state == .current || (version != nil && (info.state == .superseded || info.state == .conflict)) else {
-                throw XferError(.notFound, "no document \(path) in container \(container) to share")
-            }
-            guard info.kind != .directory else {
-                throw XferError(.badRequest, "\(path) is a folder; share a document in it")
-            }
-            if try tx.sql.one("SELECT 1 FROM container_keys WHERE container_id = ?", containerID) != nil {
-                throw XferError(.encryptedContainer, "container \(container) is end-to-end encrypted: the server cannot show its documents to anyone")
-            }
-            guard try tx.sql.int("SELECT COUNT(*) FROM share_links WHERE account_id = ?", account) ?? 0 < Int64(ShareLink.maximumPerAccount) else {
-                throw XferError(.tooLarge, "this account has \(ShareLink.maximumPerAccount) share links, the limit; revoke some first")
-            }
+            try tx.checkShareable(account: account, container: container, path: path, version: version, locking: true)
             let now = try tx.clock()
             let expires = lifetime.map { now + $0 }
             guard let id = try tx.sql.int("""
@@ -177,8 +169,18 @@ extension SQLMetadataStore {
             guard let row = try tx.sql.one("SELECT * FROM share_links WHERE hash = ?", hash),
                   TokenHash.equal(try row.blob("hash"), hash) else { return nil }
             let link = try Self.shareLink(row, now: try tx.clock())
-            guard !link.expired else { return nil }
-            return ShareGrant(link: link, account: try row.int("account_id"), password: try row.optionalText("password"))
+            let account = try row.int("account_id")
+            guard !link.expired, try tx.sharedVersion(account: account, link: link) != nil else { return nil }
+            return ShareGrant(link: link, account: account, password: try row.optionalText("password"))
+        }
+    }
+
+    public func sharedManifest(_ grant: ShareGrant) async throws -> (info: DocumentInfo, manifest: [UInt8]) {
+        try await read { tx in
+            guard let shown = try tx.sharedVersion(account: grant.account, link: grant.link) else {
+                throw XferError(.notFound, "what this link shared is no longer there (it was deleted)")
+            }
+            return try tx.manifest(container: shown.container, path: grant.link.path, version: shown.info.version)
         }
     }
 
@@ -187,5 +189,56 @@ extension SQLMetadataStore {
         return ShareLink(id: try row.int("id"), container: try row.text("container"), path: try DocumentPath(try row.text("path")),
                          version: try row.optionalInt("version"), hasPassword: try row.optionalText("password") != nil,
                          createdAt: try row.int("created_at"), expiresAt: expires, expired: expires.map { $0 <= now } ?? false)
+    }
+}
+
+// What a share link may show: one document while it is live (ShareStore).
+extension MetadataTransaction {
+    /// The version a link to `path` (pinned to `version`, if given) may show now: the current
+    /// version of the live document there, or the pinned one if it is one of that document's
+    /// own. A deletion ends a document: a version from before the last deletion at the path
+    /// belongs to an earlier document, which no link shows again, whatever was made there since.
+    /// - Returns: `nil` when nothing live is at `path`, or the pinned version is an earlier
+    ///   document's, or holds no content.
+    func liveShared(container: Int64, path: DocumentPath, version: Int64?, locking: Bool) throws -> DocumentInfo? {
+        guard let document = try documentRow(container: container, path: path, create: false, locking: locking),
+              let current = document.current,
+              let live = try info(document: document.id, path: path, version: current), live.state == .current else { return nil }
+        guard let version, version != current else { return live }
+        // Deletion versions are never pruned (``prune(account:document:)``): the last one stands.
+        let deleted = try sql.int("""
+            SELECT MAX(version) FROM versions WHERE container_id = ? AND document_id = ? AND state = 'deleted'
+            """, container, document.id) ?? 0
+        guard version > deleted, let pinned = try info(document: document.id, path: path, version: version),
+              pinned.state == .superseded || pinned.state == .conflict else { return nil }
+        return pinned
+    }
+
+    /// ``liveShared(container:path:version:locking:)`` for a stored link of `account`.
+    func sharedVersion(account: Int64, link: ShareLink) throws -> (container: Int64, info: DocumentInfo)? {
+        guard let container = try containerID(account: account, name: try ContainerName(link.container), create: false),
+              let info = try liveShared(container: container, path: link.path, version: link.version, locking: false) else { return nil }
+        return (container, info)
+    }
+
+    /// The checks before a link is made: a live document of the account (and a pinned version
+    /// of its own), not a folder, in a container that is not end-to-end encrypted, and room for
+    /// one more link.
+    /// - Throws: `not_found`, `bad_request` (a folder), `encrypted_container` or `too_large`.
+    func checkShareable(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?, locking: Bool) throws {
+        guard let containerID = try containerID(account: account, name: container, create: false),
+              let info = try liveShared(container: containerID, path: path, version: version, locking: locking) else {
+            let which = version.map { " at version \($0) (a version from before it was last deleted is another document's)" } ?? ""
+            throw XferError(.notFound, "no document \(path) in container \(container) to share\(which)")
+        }
+        guard info.kind != .directory else {
+            throw XferError(.badRequest, "\(path) is a folder; share a document in it")
+        }
+        if try sql.one("SELECT 1 FROM container_keys WHERE container_id = ?", containerID) != nil {
+            throw XferError(.encryptedContainer, "container \(container) is end-to-end encrypted: the server cannot show its documents to anyone")
+        }
+        guard try sql.int("SELECT COUNT(*) FROM share_links WHERE account_id = ?", account) ?? 0 < Int64(ShareLink.maximumPerAccount) else {
+            throw XferError(.tooLarge, "this account has \(ShareLink.maximumPerAccount) share links, the limit; revoke some first")
+        }
     }
 }
