@@ -53,6 +53,15 @@ enum AccountLimits {
         }
     }
 
+    /// Refuses a write that leaves the account's metadata (``StorePolicy/accountMetadataBytes``)
+    /// past its budget; the write's transaction is then rolled back.
+    static func checkMetadata(bytes: Int64, policy: StorePolicy) throws {
+        guard bytes <= Int64(policy.accountMetadataBytes) else {
+            throw XferError(.quotaExceeded, "the account keeps \(ByteCount(bytes)) of key-value entries, WebDAV properties and lock owners, "
+                            + "more than the \(ByteCount(Int64(policy.accountMetadataBytes))) it may; remove some first; nothing was changed")
+        }
+    }
+
     /// Refuses another pending version past the policy's count.
     static func checkNewPending(existing: Int64, policy: StorePolicy) throws {
         guard existing < Int64(policy.maximumPendingVersions) else {

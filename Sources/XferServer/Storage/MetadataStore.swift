@@ -121,6 +121,11 @@ public struct StorePolicy: Sendable, Hashable {
 
     /// Containers per account (each has its own key-value store and feed).
     public var maximumContainers = 1000
+    /// Bytes of metadata an account keeps beside its documents, in all its containers: its
+    /// key-value entries (keys and stored values), WebDAV dead properties and WebDAV lock
+    /// owners, counted in characters as stored. Outside the quota, which counts chunks, and so
+    /// bounded on its own.
+    public var accountMetadataBytes = 32 << 20
     /// Versions announced and not yet committed, per account, at once.
     public var maximumPendingVersions = 10_000
 

@@ -36,6 +36,7 @@ extension SQLMetadataStore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """, [.text(lock.token), .int(containerID), .text(lock.path), .bool(lock.exclusive), .bool(lock.infinite),
                       lock.owner.map { .text($0) } ?? .null, .int(timeout), .int(now + timeout * 1_000_000_000)])
+            if lock.owner != nil { try tx.checkMetadataBudget(account: account) }
             return []
         }
     }

@@ -40,6 +40,7 @@ extension SQLMetadataStore {
                 }
             }
             try tx.checkDeadPropertyBounds(containerID, path: path)
+            try tx.checkMetadataBudget(account: account)
         }
     }
 
@@ -58,7 +59,10 @@ extension SQLMetadataStore {
                     ON CONFLICT (container_id, path, namespace, name) DO UPDATE SET xml = excluded.xml
                     """, containerID, path, try row.text("namespace"), try row.text("name"), try row.text("xml"))
             }
-            if !move { try tx.checkDeadPropertyBounds(containerID, path: nil) }
+            if !move {
+                try tx.checkDeadPropertyBounds(containerID, path: nil)
+                try tx.checkMetadataBudget(account: account)
+            }
         }
     }
 

@@ -24,6 +24,7 @@ extension SQLMetadataStore {
                 ON CONFLICT (container_id, key) DO UPDATE SET value = excluded.value, timestamp_ns = excluded.timestamp_ns,
                     device = excluded.device, sequence = excluded.sequence
                 """, containerID, key, text.map { tx.storedValue($0, container: containerID, key: key) }, request.timestampNs, request.device, sequence)
+            if text != nil { try tx.checkMetadataBudget(account: account) }
             try tx.sql.notifyChanges(container: containerID)
             return KeyValueWriteResult(applied: true, entry: KeyValueEntry(key: key, value: request.value, timestampNs: request.timestampNs,
                                                                            device: request.device, sequence: sequence))
