@@ -22,6 +22,6 @@ eval "$PG_VARS"
 CEPH_VARS="$(RGW_PORT="$(port)" MON_PORT="$(port)" bash tools/ceph-up.sh | grep '^export')"
 eval "$CEPH_VARS"
 echo "backends: $XFER_POSTGRES_URL and $XFER_S3_ENDPOINT"
-swift test --skip-build --filter 'XferClientTests|ManyServersTests|S3Tests|PackedChunkStoreTests|SealedStoreTests|MetadataStoreTests|ContainerKeyStoreTests|IndexKeyTests|S3ServeTests'
+swift test --skip-build --filter 'XferClientTests|ManyServersTests|S3Tests|PackedChunkStoreTests|SealedStoreTests|MetadataStoreTests|ContainerKeyStoreTests|IndexKeyTests|S3ServeTests|MetadataBudgetTests|DeadPropertyStoreTests|DavLockTests|WebStoreTests|QueryStoreTests'
 # The client suite on an end-to-end encrypted container, on the same backends.
 XFER_TEST_E2E=1 swift test --skip-build --filter XferClientTests
