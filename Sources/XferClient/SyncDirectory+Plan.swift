@@ -156,8 +156,11 @@ extension SyncDirectory {
     /// end (a plain container's server is trusted with its versions as with their bytes).
     func raiseSeen(_ listing: Listing) throws {
         guard remote.endToEnd != nil else { return }
-        let current = listing.documents.values.filter { $0.state == .current }.map { ($0.path, $0.version) }
-        try SeenVersions(state.database, server: remote.connection.server, container: remote.container).raise(current)
+        let seen = SeenVersions(state.database, server: remote.connection.server, container: remote.container)
+        let marks = try seen.all()
+        // Only the marks that move: a pass over a large, settled container writes nothing.
+        let higher = listing.documents.values.filter { $0.state == .current && $0.version > marks[$0.path.value] ?? 0 }
+        try seen.raise(higher.map { ($0.path, $0.version) })
     }
 
     /// Raises the mark of one document this device committed current (end to end).
