@@ -1148,6 +1148,284 @@ def dav_get_active_content(lab):
                   and wanted["content-disposition"] == "attachment")
 
 
+# MARK: web view limits and share links, attacked again (20a-20d)
+
+SAME_SITE = {"Sec-Fetch-Site": "same-origin"}
+
+
+def share_form(port, jar, csrf, path, password="", pin=None):
+    """Makes a share link from a document's page: (status, the link's secret or None)."""
+    form = {"csrf": csrf, "path": path, "days": "1"}
+    if password:
+        form["password"] = password
+    if pin is not None:
+        form.update(pin="1", base=str(pin))
+    status, _, body = web_request(port, "POST", "/web/c/default/share", jar, form, SAME_SITE)
+    at = body.find(b"/s/")
+    return status, (body[at + 3:at + 67].decode() if status == 200 and at >= 0 else None)
+
+
+def unlock_share(port, secret, password):
+    """Gives a link's password as its page's form does: (status, seconds)."""
+    start = time.monotonic()
+    status, _, _ = web_request(port, "POST", "/s/" + secret, None, {"password": password}, SAME_SITE)
+    return status, time.monotonic() - start
+
+
+def in_threads(count, work):
+    """Runs work(i) on `count` threads released together; joins them (each bounded by its requests' timeouts)."""
+    barrier = threading.Barrier(count)
+
+    def run(i):
+        barrier.wait(timeout=30)
+        work(i)
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+
+@attack("20a", "share-password-flood",
+        "account A, at its 1,000 share links, sends 120 link creations with a password in parallel (8 threads × 15: half "
+        "for its own document, past the limit, half for documents it does not have) while account B opens its own "
+        "password-protected link with the right password six times: each of B's unlocks answers 303 and their median is "
+        "under 1 s, and a refused creation costs no scrypt (the server's CPU over the flood, less B's unlocks, under a "
+        "quarter of one scrypt per refused creation)")
+def share_password_flood(lab):
+    server = lab.server("20a-flood")
+    flooder, victim = lab.account(server, "flooder"), lab.account(server, "victim")
+    put_file(server, flooder, "Documents/f.txt", b"flood")
+    put_file(server, victim, "Documents/v.txt", b"the victim's")
+    fjar, fcsrf = web_sign_in(server.port, flooder)
+    vjar, vcsrf = web_sign_in(server.port, victim)
+    if fjar is None or vjar is None:
+        return "could not sign in as a browser does", False
+    status, secret = share_form(server.port, vjar, vcsrf, "Documents/v.txt", "hunter2")
+    if secret is None:
+        return f"B's link was not made: {status}", False
+    pid = server.process.pid
+    before = cpu_seconds(pid)
+    alone = unlock_share(server.port, secret, "hunter2")
+    scrypt = max(cpu_seconds(pid) - before, 0.01)  # one unlock alone: what one scrypt costs here
+    filled = []
+    in_threads(8, lambda i: filled.extend(share_form(server.port, fjar, fcsrf, "Documents/f.txt")[0] for _ in range(125)))
+    flood, unlocks = [], []
+
+    def play(i):
+        if i == 8:
+            unlocks.extend(unlock_share(server.port, secret, "hunter2") for _ in range(6))
+            return
+        for j in range(15):
+            path = "Documents/f.txt" if j % 2 else f"Documents/missing-{i}-{j}.txt"
+            flood.append(share_form(server.port, fjar, fcsrf, path, password=f"flood{i}{j}")[0])
+    before, start = cpu_seconds(pid), time.monotonic()
+    in_threads(9, play)
+    spent, seconds = cpu_seconds(pid) - before, time.monotonic() - start
+    refused = sum(1 for s in flood if s in (404, 413))
+    per_refused = (spent - len(unlocks) * scrypt) / max(refused, 1)
+    times = [t for _, t in unlocks]
+    median = statistics.median(times) if times else 99
+    text = (f"A's links: {filled.count(200)} made, then {sorted(set(filled) - {200})}; one unlock alone {alone[0]} in "
+            f"{alone[1]:.2f} s ({scrypt:.3f} s CPU); flood answers {dict(sorted((s, flood.count(s)) for s in set(flood)))} "
+            f"over {seconds:.1f} s; B's unlocks {sorted(set(s for s, _ in unlocks))}, median {median:.2f} s, slowest "
+            f"{max(times, default=0):.2f} s; server CPU {spent:.2f} s, {per_refused / scrypt:.2f} scrypt per refused creation")
+    return text, (filled.count(200) == 1000 and len(unlocks) == 6 and all(s == 303 for s, _ in unlocks) and median < 1
+                  and refused == 120 and per_refused < 0.25 * scrypt)
+
+
+def multipart_upload(csrf, name, content, folder="Documents/", boundary="xferattack0boundary"):
+    """The web view's upload form (the CSRF token first, as the page puts it): (content type, body)."""
+    def field(key, value):
+        return f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'.encode()
+    head = (field("csrf", csrf) + field("folder", folder)
+            + f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+              f'Content-Type: application/octet-stream\r\n\r\n'.encode())
+    return f"multipart/form-data; boundary={boundary}", head + content + f"\r\n--{boundary}--\r\n".encode()
+
+
+def web_upload(port, jar, csrf, name, content, folder="Documents/"):
+    """One file through the web view's upload form: (status, body)."""
+    kind, body = multipart_upload(csrf, name, content, folder)
+    headers = dict(SAME_SITE, Cookie="; ".join(f"{k}={v}" for k, v in jar.items()), **{"Content-Type": kind})
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("POST", "/web/c/default/upload", body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+    except OSError as error:
+        return None, str(error).encode()
+    finally:
+        connection.close()
+
+
+@attack("20b", "web-session-token-limits",
+        "a server started with `--rate-limit 1 --rate-burst 10 --uploads-per-token 1`; a web session signed in with a "
+        "token holds one upload open and sends a second: the second is refused (429, `uploads running`) and the first "
+        "completes (303); then 40 quick page loads: most are answered 429 with Retry-After, and the token's next /v1 "
+        "request is 429 too (one bucket)")
+def web_session_token_limits(lab):
+    server = lab.server("20b-limits", ["--rate-limit", "1", "--rate-burst", "10", "--uploads-per-token", "1"])
+    token = lab.account(server, "busy")
+    put_file(server, token, "Documents/seed.txt", b"seed")
+    jar, csrf = web_sign_in(server.port, token)
+    if jar is None:
+        return "could not sign in as a browser does", False
+    kind, body = multipart_upload(csrf, "held.bin", os.urandom(256 << 10))
+    cookie = "; ".join(f"{k}={v}" for k, v in jar.items())
+    held = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    try:
+        held.sendall((f"POST /web/c/default/upload HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n"
+                      f"Sec-Fetch-Site: same-origin\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+                      f"Connection: close\r\n\r\n").encode() + body[:-1024])
+        time.sleep(0.5)
+        second, answer = web_upload(server.port, jar, csrf, "second.txt", b"second")
+        held.sendall(body[-1024:])
+        reply = b""
+        while b"\r\n\r\n" not in reply:
+            data = held.recv(65536)
+            if not data:
+                break
+            reply += data
+        first = int(reply.split(b" ", 2)[1]) if reply.startswith(b"HTTP/") else None
+    finally:
+        held.close()
+    pages = [web_request(server.port, "GET", "/web/", jar) for _ in range(40)]
+    limited = [headers for status, headers, _ in pages if status == 429]
+    v1, _, _ = request(server.port, "GET", "/v1/containers/default/changes?after=0", token)
+    retry = limited[0].get("retry-after") if limited else None
+    says = b"uploads running" in answer
+    text = (f"held upload {first}; second upload at once {second}{' (uploads running)' if says else ''}; 40 page loads: "
+            f"{len(limited)} answered 429 (Retry-After {retry}), the rest {sorted(set(s for s, _, _ in pages) - {429})}; "
+            f"the token's next /v1 request {v1}")
+    return text, first == 303 and second == 429 and says and len(limited) >= 20 and retry is not None and v1 == 429
+
+
+def close_abruptly(sock, reset):
+    """Closes a client socket: with a reset (SO_LINGER 0) or a plain FIN."""
+    try:
+        if reset:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        sock.close()
+    except OSError:
+        pass
+
+
+def park_poll(port, token, wait):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall((f"GET /v1/containers/default/changes?after=0&wait={wait} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  f"Authorization: Bearer {token}\r\n\r\n").encode())
+    return sock
+
+
+def answered(socks, seconds):
+    """How many of `socks` have something to read (an answer) within `seconds`."""
+    time.sleep(seconds)
+    return sum(1 for s in socks if select.select([s], [], [], 0)[0])
+
+
+@attack("20c", "disconnected-streams",
+        "an account fills its 32 waiting change-feed requests (16 web event streams and 16 /v1 long polls, "
+        "`wait=60`; a 33rd is 503), then closes them all abruptly (half with a reset, half with a FIN): within 2 s of "
+        "the close 32 new long polls park again (none refused); before, the slots stayed taken until each wait ended "
+        "(20-60 s)")
+def disconnected_streams(lab):
+    server = lab.server("20c-streams")
+    token = lab.account(server, "leaver")
+    jar, _ = web_sign_in(server.port, token)
+    if jar is None:
+        return "could not sign in as a browser does", False
+    cookie = "; ".join(f"{k}={v}" for k, v in jar.items())
+    held, heads, again = [], [], []
+    try:
+        for _ in range(16):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            sock.sendall(f"GET /web/c/default/events HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n\r\n".encode())
+            held.append(sock)
+            held.append(park_poll(server.port, token, 60))
+        time.sleep(0.5)
+        for sock in held[0::2]:
+            sock.settimeout(5)
+            try:
+                heads.append(sock.recv(4096))
+            except OSError:
+                heads.append(b"")
+        streams = sum(1 for head in heads if b"retry: 3000\n" in head)
+        extra, _, _ = request(server.port, "GET", "/v1/containers/default/changes?after=0&wait=1", token, timeout=10)
+        parked_early = answered(held[1::2], 0)
+        for index, sock in enumerate(held):
+            close_abruptly(sock, reset=index % 4 < 2)
+        closed, again, refused, back = time.monotonic(), [], None, None
+        while time.monotonic() - closed < 2 and back is None:
+            again = [park_poll(server.port, token, 5) for _ in range(32)]
+            refused = answered(again, 0.3)
+            if refused == 0:
+                back = time.monotonic() - closed
+            else:
+                for sock in again:
+                    close_abruptly(sock, reset=True)
+                again = []
+                time.sleep(0.1)
+        after = (f"32 new long polls parked {back:.2f} s later" if back is not None
+                 else f"{refused} of 32 new long polls still refused 2 s later")
+        text = (f"{streams} of 16 event streams and {16 - parked_early} of 16 long polls held slots; a 33rd long poll: {extra}; "
+                f"after the close: {after}")
+        return text, streams == 16 and parked_early == 0 and extra == 503 and back is not None
+    finally:
+        for sock in held + again:
+            sock.close()
+
+
+@attack("20d", "pinned-link-after-delete",
+        "a link pinned to version 1 of `Documents/p.txt` (v2 current); the document is deleted (the link's row then put "
+        "back, as a restored backup would), then a new document is made at the same path; links pinned to version 1 are "
+        "asked for while it is deleted and after: the link answers 404 both times, no new link to version 1 is made, "
+        "and nothing serves the old or the new content")
+def pinned_link_after_delete(lab):
+    import sqlite3
+    server = lab.server("20d-pinned")
+    token = lab.account(server, "owner")
+    jar, csrf = web_sign_in(server.port, token)
+    if jar is None:
+        return "could not sign in as a browser does", False
+    contents = [b"first secret, version one", b"second, version two", b"a new document at the path"]
+    made = [web_upload(server.port, jar, csrf, "p.txt", content)[0] for content in contents[:2]]
+    status, pinned = share_form(server.port, jar, csrf, "Documents/p.txt", pin=1)
+    if pinned is None:
+        return f"uploads {made}; the pinned link was not made: {status}", False
+    status, _, body = web_request(server.port, "GET", f"/s/{pinned}/download")
+    shown = f"while live: {status}{' (version 1)' if body == contents[0] else ''}"
+    database = sqlite3.connect(os.path.join(server.data, "metadata.sqlite"), timeout=10)
+    try:
+        row = database.execute("SELECT * FROM share_links").fetchone()
+        deleted, _, _ = web_request(server.port, "POST", "/web/c/default/delete", jar,
+                                    {"csrf": csrf, "path": "Documents/p.txt", "base": "2"}, SAME_SITE)
+        seen, leaked, links = [], [], [pinned]
+
+        def ask(when):
+            for secret in links:
+                for suffix in ("", "/download"):
+                    code, _, answer = web_request(server.port, "GET", f"/s/{secret}{suffix}")
+                    seen.append(code)
+                    leaked.extend(f"{when}: {content[:12].decode()}…" for content in contents if content in answer)
+            code, secret = share_form(server.port, jar, csrf, "Documents/p.txt", pin=1)
+            tried.append((when, code))
+            if secret:
+                links.append(secret)
+        tried = []
+        ask("deleted")
+        recreated = web_upload(server.port, jar, csrf, "p.txt", contents[2])[0]
+        with database:
+            database.execute(f"INSERT OR IGNORE INTO share_links VALUES ({', '.join('?' * len(row))})", row)
+        ask("new document")
+    finally:
+        database.close()
+    text = (f"uploads {made}, link {shown}; delete {deleted}; new document {recreated}; the links answer {seen}; "
+            f"new links to version 1: {', '.join(f'{w} {c}' for w, c in tried)}; content served: {', '.join(leaked) or 'none'}")
+    return text, (deleted == 303 and recreated == 303 and set(seen) == {404} and not leaked and len(links) == 1
+                  and all(c == 404 for _, c in tried))
+
+
 # MARK: running and reporting
 
 @attack("14", "encryption-downgrade",
@@ -1239,6 +1517,154 @@ def sealed_chunk_squat(lab):
     return (f"squatter's upload {squat}; owner's push {exit_text(pushed[0])}"
             f"{' (' + pushed[2].strip().splitlines()[-1][:160] + ')' if pushed[2].strip() else ''}; "
             f"owner's file {'intact' if intact else 'CHANGED'}"), refused and intact
+
+
+# MARK: end-to-end: a rolled-back server, damaged sealed data (21a, 21b)
+
+def e2e_devices(lab, tag, devices):
+    """A server, an account and its end-to-end encrypted container `vault`, made on the first device; each
+    other device unlocks it with the passphrase. Returns (server, token, env, states by device) or a
+    failure text."""
+    server = lab.server(tag)
+    token = lab.account(server, "owner")
+    env = {"XFER_PASSPHRASE": "correct horse", "XFER_CONTAINER": "vault"}
+    states = {device: lab.ws.join(tag, f"state-{device}") for device in devices}
+    made = xferlab.run_xfer(lab.binary, ["container", "create", "vault", "--encrypted"], server.url, token, states[devices[0]], extra_env=env)
+    if made[0] != 0:
+        return f"could not make the encrypted container: {made[2][-300:]}"
+    for device in devices[1:]:
+        unlocked = xferlab.run_xfer(lab.binary, ["key", "unlock"], server.url, token, states[device], extra_env=env)
+        if unlocked[0] != 0:
+            return f"device {device} could not unlock the container: {unlocked[2][-300:]}"
+    return server, token, env, states
+
+
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def last_line(text):
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+@attack("21a", "e2e-rollback",
+        "end to end: device A pushes a.txt v1 then v2, device B syncs a folder (v2); the operator makes v1 current again "
+        "in the metadata database (nothing sealed changed) and B's next pass lists the server whole (its kept view "
+        "aged past the hour): `xfer sync --once` exits 12 naming the rollback, B's a.txt still holds v2, and "
+        "`xfer pull a.txt` into B's a.txt is refused with exit 12 too")
+def e2e_rollback(lab):
+    import glob
+    import sqlite3
+    made = e2e_devices(lab, "21a-rollback", ["a", "b"])
+    if isinstance(made, str):
+        return made, False
+    server, token, env, states = made
+    source, folder = lab.ws.join("21a-rollback", "a.txt"), lab.dir("21a-rollback", "b")
+    pushes = []
+    for content in ("version one\n", "version two, the newer\n"):
+        with open(source, "w") as f:
+            f.write(content)
+        pushes.append(xferlab.run_xfer(lab.binary, ["push", source, "a.txt"], server.url, token, states["a"], extra_env=env)[0])
+    first = xferlab.run_xfer(lab.binary, ["sync", folder, "--once"], server.url, token, states["b"], extra_env=env)
+    mine = os.path.join(folder, "a.txt")
+    synced = read_text(mine)
+    if pushes != [0, 0] or first[0] != 0 or synced != "version two, the newer\n":
+        return f"setup: pushes {pushes}, B's first sync {exit_text(first[0])} ({last_line(first[2])}), B holds {synced!r}", False
+    # The operator's rollback: the one document's v2 superseded, v1 current again.
+    database = sqlite3.connect(os.path.join(server.data, "metadata.sqlite"), timeout=10)
+    try:
+        with database:
+            (document,) = database.execute("SELECT d.id FROM documents d JOIN containers c ON c.id = d.container_id "
+                                           "WHERE c.name = 'vault'").fetchone()
+            database.execute("UPDATE versions SET state = 'superseded' WHERE document_id = ? AND state = 'current'", (document,))
+            database.execute("UPDATE versions SET state = 'current' WHERE document_id = ? AND version = 1", (document,))
+            database.execute("UPDATE documents SET current_version = 1 WHERE id = ?", (document,))
+    finally:
+        database.close()
+    # B's kept view of the server (and its settled mark) two hours old: the next pass lists the server whole.
+    for path in glob.glob(os.path.join(states["b"], "sync", "*.sqlite")):
+        state = sqlite3.connect(path, timeout=10)
+        try:
+            with state:
+                for key, value in state.execute("SELECT key, value FROM sync_meta WHERE key IN ('view_listed_at', 'settled')").fetchall():
+                    parts = value.split(" ")
+                    parts[-1] = str(float(parts[-1]) - 7200)
+                    state.execute("UPDATE sync_meta SET value = ? WHERE key = ?", (" ".join(parts), key))
+        finally:
+            state.close()
+    again = xferlab.run_xfer(lab.binary, ["sync", folder, "--once"], server.url, token, states["b"], extra_env=env)
+    after_sync = read_text(mine)
+    pulled = xferlab.run_xfer(lab.binary, ["pull", "a.txt", mine], server.url, token, states["b"], extra_env=env)
+    after_pull = read_text(mine)
+    elsewhere = lab.ws.join("21a-rollback", "elsewhere.txt")
+    other = xferlab.run_xfer(lab.binary, ["pull", "a.txt", elsewhere], server.url, token, states["b"], extra_env=env)
+    kept = lambda text: "v2 kept" if text == "version two, the newer\n" else f"now {text!r}"
+    text = (f"B's sync after the rollback: {exit_text(again[0])} ({last_line(again[2])}), a.txt {kept(after_sync)}; "
+            f"`xfer pull a.txt` into it: {exit_text(pulled[0])} ({last_line(pulled[2] or pulled[1]).replace(folder, 'B')}), "
+            f"a.txt {kept(after_pull)}; "
+            f"(B's pull into another path: {exit_text(other[0])}{', wrote v1' if os.path.exists(elsewhere) else ''})")
+    return text, (again[0] == 12 and "rolled back" in again[2] and after_sync == after_pull == "version two, the newer\n"
+                  and pulled[0] == 12)
+
+
+@attack("21b", "sync-tag-failure-exit",
+        "end to end: device A syncs keep.txt, other.txt and damaged.bin; one byte of damaged.bin's sealed chunk is "
+        "flipped in the server's pack; a new device's `xfer sync --once` (twice) exits 9, not 0, naming the failed "
+        "check: it holds keep.txt and other.txt, no damaged.bin, and deletes nothing (the server still has the three "
+        "documents current)")
+def sync_tag_failure_exit(lab):
+    import glob
+    import sqlite3
+    made = e2e_devices(lab, "21b-damage", ["a", "c"])
+    if isinstance(made, str):
+        return made, False
+    server, token, env, states = made
+    contents = {"keep.txt": b"keep me\n", "other.txt": b"other\n", "damaged.bin": os.urandom(3000)}
+    source = lab.dir("21b-damage", "a")
+    for name, content in contents.items():
+        with open(os.path.join(source, name), "wb") as f:
+            f.write(content)
+    first = xferlab.run_xfer(lab.binary, ["sync", source, "--once"], server.url, token, states["a"], extra_env=env)
+    if first[0] != 0:
+        return f"A's sync: {exit_text(first[0])} ({last_line(first[2])})", False
+    keys = os.path.join(states["a"], "keys")
+    with open(os.path.join(keys, os.listdir(keys)[0])) as f:
+        key = container_key_from_recovery("".join(line for line in f.read().splitlines() if not line.startswith("#")))
+    # A sealed chunk starts with its keyed id (FORMAT.md "End-to-end chunks"); one byte of the sealed value flipped.
+    keyed = hmac.new(w.e2e_key(key, b"chunk id"), contents["damaged.bin"], hashlib.sha256).digest()
+    flipped = 0
+    for path in glob.glob(os.path.join(server.data, "packs", "*", "*")):
+        with open(path, "r+b") as f:
+            data = f.read()
+            at = data.find(keyed)
+            if at >= 0:
+                f.seek(at + 32 + 40)
+                f.write(bytes([data[at + 32 + 40] ^ 1]))
+                flipped += 1
+    if flipped != 1:
+        return f"found the sealed chunk in {flipped} packs, not one", False
+    folder = lab.dir("21b-damage", "c")
+    passes = [xferlab.run_xfer(lab.binary, ["sync", folder, "--once"], server.url, token, states["c"], extra_env=env) for _ in range(2)]
+    held = {name: open(os.path.join(folder, name), "rb").read() == contents[name]
+            for name in tree_listing(folder) if name in contents}
+    database = sqlite3.connect(os.path.join(server.data, "metadata.sqlite"), timeout=10)
+    try:
+        current = database.execute("SELECT COUNT(*) FROM versions WHERE state = 'current'").fetchone()[0]
+        deletions = database.execute("SELECT COUNT(*) FROM versions WHERE state = 'deleted'").fetchone()[0]
+    finally:
+        database.close()
+    extra = [name for name in tree_listing(folder) if name not in contents and not xferlab.internal(name)]
+    text = (f"new device's passes: {', '.join(exit_text(p[0]) for p in passes)} ({last_line(passes[0][2])}); it holds "
+            f"{sorted(n for n, ok in held.items() if ok)}{', other entries ' + repr(extra) if extra else ''}; the server: "
+            f"{current} current, {deletions} deleted")
+    return text, (all(p[0] == 9 for p in passes) and "failed their check" in passes[0][2]
+                  and sorted(held) == ["keep.txt", "other.txt"] and all(held.values()) and not extra
+                  and current == 3 and deletions == 0)
 
 
 def run_row(lab, row):

@@ -188,15 +188,10 @@ public final class DocumentClient: Sendable {
         let remote = try await unlocked()
         guard let keys = remote.endToEnd else { return try await remote.connection.value(container: remote.container, key: key) }
         let entry = try keys.opened(try await remote.connection.value(container: remote.container, key: keys.serverKey(key)), key: key)
-        try seenValues(remote)?.check(entry)
+        try remote.seenValues()?.check(entry)
         return entry
     }
 
-    /// End to end, the latest write of each key seen here (``SeenValues``); `nil` in a plain container.
-    func seenValues(_ remote: Remote) throws -> SeenValues? {
-        guard let keys = remote.endToEnd else { return nil }
-        return try SeenValues(stateDirectory: remote.stateDirectory, server: remote.connection.server, container: remote.container, keyID: keys.keyID)
-    }
 
     /// Sets a key (last writer wins, by this device's clock, then device name).
     /// - Returns: Whether this write won; if not, the entry that did.
@@ -217,7 +212,7 @@ public final class DocumentClient: Sendable {
     public func values() async throws -> KeyValueList {
         let remote = try await unlocked()
         var list = try await remote.connection.values(container: remote.container)
-        guard let keys = remote.endToEnd, let seen = try seenValues(remote) else { return list }
+        guard let keys = remote.endToEnd, let seen = try remote.seenValues() else { return list }
         var opened: [KeyValueEntry] = [], withheld: [String] = []
         for entry in list.entries {
             guard let plain = try? keys.opened(entry) else {
@@ -243,7 +238,7 @@ public final class DocumentClient: Sendable {
         // The server keeps a keyed hash of the key, and the key and value sealed together.
         var result = try await remote.connection.setValue(container: remote.container, keys.sealed(write))
         result.entry = try keys.opened(result.entry, key: key)
-        try seenValues(remote)?.raise(result.entry)
+        try remote.seenValues()?.raise(result.entry)
         return result
     }
 

@@ -207,9 +207,8 @@ public struct PullEngine: Sendable {
             info = try await asked
         }
         let synced = try state.document(server: connection.server, container: remote.container, path: document)
-        if version == nil, remote.endToEnd != nil {
+        if version == nil, let seen = try remote.seenVersions() {
             // End to end, the server is not trusted with what is current: never older than seen.
-            let seen = SeenVersions(state.database, server: connection.server, container: remote.container)
             try seen.check(info, at: document)
             try seen.raise([(document, info.version)])
         }

@@ -377,6 +377,12 @@ extension PushEngine {
                 }
             }
             if endToEnd != nil {
+                // What this device committed current, it has seen current.
+                let current = commits.compactMap { number -> (DocumentPath, Int64)? in
+                    guard case .success(let info) = outcomes[number], info.state == .current else { return nil }
+                    return (items[prepared[number].item].name, info.version)
+                }
+                try remote.seenVersions()?.raise(current)
                 // Refused end to end (another version taken meanwhile, say): each goes alone, announced first.
                 let refused = commits.filter { if case .failure(let error) = outcomes[$0] { error.code == .conflict } else { false } }
                 if !refused.isEmpty { _ = try await alone(refused.map { prepared[$0].item }) }

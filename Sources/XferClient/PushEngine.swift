@@ -487,6 +487,7 @@ public struct PushEngine: Sendable {
             try state.recordPushed(server: connection.server, container: remote.container, path: document,
                                    document: SyncedDocument(version: committed.version, manifest: manifest,
                                                             serverDigest: remote.endToEnd == nil ? nil : digest.hex))
+            if committed.state == .current { try remote.seenVersions()?.raise([(document, committed.version)]) }
             var report = Self.report(document, committed.version, manifest, counters.value, manifestBytes: deltaSize, started: started)
             report.state = committed.state
             report.conflicts = committed.conflicts ?? []

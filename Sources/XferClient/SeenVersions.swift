@@ -74,10 +74,9 @@ public struct SeenValues: Sendable {
     let server: String
     let container: ContainerName
 
-    /// The marks of `server`'s `container`, in their own database under `stateDirectory`.
-    public init(stateDirectory: String, server: String, container: ContainerName, keyID: String) throws {
-        let name = String(ChunkID.of(Array("kv\u{0}\(server)\u{0}\(container.value)\u{0}\(keyID)".utf8)).hex.prefix(24))
-        database = try StateDatabase(path: "\(stateDirectory)/values/\(name).sqlite")
+    /// The marks of `server`'s `container` in `database`.
+    public init(_ database: StateDatabase, server: String, container: ContainerName) {
+        self.database = database
         self.server = server
         self.container = container
     }
@@ -109,5 +108,27 @@ public struct SeenValues: Sendable {
             throw XferError(.rolledBack, "the server answered an older value of \(entry.key) than it showed this device (written \(entry.timestampNs) by \(entry.device)): it was rolled back; nothing was taken")
         }
         try raise(entry)
+    }
+}
+
+extension Remote {
+    /// The database of this device's marks of the container (``SeenVersions``, ``SeenValues``):
+    /// one per server, container and key under the state directory, shared by every sync
+    /// folder, pull and push of this device. `nil` in a plain container, whose server is
+    /// trusted with versions as with bytes.
+    func seenMarks() throws -> StateDatabase? {
+        guard let keys = endToEnd else { return nil }
+        let name = String(ChunkID.of(Array("seen\u{0}\(connection.server)\u{0}\(container.value)\u{0}\(keys.keyID)".utf8)).hex.prefix(24))
+        return try StateDatabase(path: "\(stateDirectory)/seen/\(name).sqlite")
+    }
+
+    /// This device's marks of the container's versions, end to end.
+    func seenVersions() throws -> SeenVersions? {
+        try seenMarks().map { SeenVersions($0, server: connection.server, container: container) }
+    }
+
+    /// This device's marks of the container's key-value entries, end to end.
+    func seenValues() throws -> SeenValues? {
+        try seenMarks().map { SeenValues($0, server: connection.server, container: container) }
     }
 }

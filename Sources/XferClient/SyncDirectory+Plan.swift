@@ -43,7 +43,7 @@ extension SyncDirectory {
         let server = remote.connection.server
         let versions = forgetSynced ? [:] : try state.syncedVersions(server: server, container: remote.container)
         // End to end, versions the server shows older than this device saw them are not followed.
-        let seen = remote.endToEnd == nil ? [:] : try SeenVersions(state.database, server: server, container: remote.container).all()
+        let seen = try remote.seenVersions()?.all() ?? [:]
         var paths = Set(local.keys).union(records.keys)
         if let listing { paths.formUnion(listing.keys) }
         // An ignored path is left alone both ways: never pushed, pulled, or deleted here or
@@ -155,23 +155,16 @@ extension SyncDirectory {
     /// Raises this directory's marks (``SeenVersions``) to what `listing` shows current, end to
     /// end (a plain container's server is trusted with its versions as with their bytes).
     func raiseSeen(_ listing: Listing) throws {
-        guard remote.endToEnd != nil else { return }
-        let seen = SeenVersions(state.database, server: remote.connection.server, container: remote.container)
+        guard let seen = try remote.seenVersions() else { return }
         let marks = try seen.all()
         // Only the marks that move: a pass over a large, settled container writes nothing.
         let higher = listing.documents.values.filter { $0.state == .current && $0.version > marks[$0.path.value] ?? 0 }
         try seen.raise(higher.map { ($0.path, $0.version) })
     }
 
-    /// Raises the mark of one document this device committed current (end to end).
-    func raiseSeen(_ path: DocumentPath, _ version: Int64) throws {
-        guard remote.endToEnd != nil else { return }
-        try SeenVersions(state.database, server: remote.connection.server, container: remote.container).raise([(path, version)])
-    }
-
     /// The mark of one document (end to end), if it has one.
     func seen(_ path: DocumentPath) throws -> Int64? {
-        try SeenVersions(state.database, server: remote.connection.server, container: remote.container).mark(path)
+        try remote.seenVersions()?.mark(path)
     }
 
     /// Plans a pass. `serverChanged`: the server is not the one this directory synced with,
@@ -207,8 +200,7 @@ extension SyncDirectory {
     /// this device holds or has seen current. The others raise their document's mark to the
     /// deletion. A plain container's server is trusted with deletions as with content.
     func unsealedDeletions(_ plans: [Plan]) async throws -> Set<DocumentPath> {
-        guard let keys = remote.endToEnd else { return [] }
-        let seen = SeenVersions(state.database, server: remote.connection.server, container: remote.container)
+        guard let keys = remote.endToEnd, let seen = try remote.seenVersions() else { return [] }
         var unsealed = Set<DocumentPath>()
         for plan in plans where plan.action == .deleteLocal {
             let sealedPath = try remote.serverPath(plan.path)

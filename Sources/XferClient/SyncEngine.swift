@@ -189,7 +189,6 @@ public actor SyncEngine {
             continuation.yield(.uploaded(plan.path, version: report.version, bytesSent: report.bytesSent))
             // Lost to a later edit: this version is kept as a conflict, the winner comes down.
             if report.state == .conflict { pullAfterPush.append(plan.path) }
-            if report.state == .current { try? sync.raiseSeen(plan.path, report.version) }
         }
         // Small documents in batches: a few requests for hundreds of documents.
         let batched = plans.filter { $0.action == .push && SyncDirectory.isBatched($0) }

@@ -234,10 +234,13 @@ import XferProtocol
             #expect(Files.read(b.path("a.txt")) == Array("two, the newer\n".utf8))
             #expect(try await b.status()["a.txt"] == .rolledBack)
             #expect(try await b.engine.directory.preview().steps.contains { $0.action == .held && $0.reason.contains("rolled back") })
-            // So does a pull into a destination that held version 2, saying why.
-            await #expect { _ = try await PullEngine(remote: rb).pull(try DocumentPath("a.txt"), into: server.root + "/pulled.txt") }
-                throws: { ($0 as? XferError)?.code == .rolledBack }
+            // So does a pull on either device, into any destination: the marks are the device's.
+            for (remote, destination) in [(rb, "/pulled.txt"), (rb, "/elsewhere.txt"), (ra, "/on-a.txt")] {
+                await #expect { _ = try await PullEngine(remote: remote).pull(try DocumentPath("a.txt"), into: server.root + destination) }
+                    throws: { ($0 as? XferError)?.code == .rolledBack }
+            }
             #expect(Files.read(server.root + "/pulled.txt") == Array("two, the newer\n".utf8))
+            #expect(!FileManager.default.fileExists(atPath: server.root + "/elsewhere.txt"))
             // An older version asked for by name is still the user's to take.
             _ = try await PullEngine(remote: rb).pull(try DocumentPath("a.txt"), into: server.root + "/v1.txt", version: 1)
             #expect(Files.read(server.root + "/v1.txt") == Array("one\n".utf8))
