@@ -1426,6 +1426,31 @@ def pinned_link_after_delete(lab):
                   and all(c == 404 for _, c in tried))
 
 
+# MARK: metadata beside the quota
+
+@attack("22", "metadata-outside-quota",
+        "an account with a quota of 0 bytes writes key-value values of 32 KB into container after container (each "
+        "container's own limit is 1 MiB) until the server refuses: the account keeps at most its 32 MiB metadata "
+        "budget across containers, and the refusal is 507 quota_exceeded")
+def metadata_outside_quota(lab):
+    server = lab.server("22-meta")
+    token = lab.account(server, "hoarder", quota="0")
+    value = "v" * 32_000
+    accepted, refusal, start = 0, None, time.monotonic()
+    for container in range(48):
+        for key in range(30):
+            body = json.dumps({"key": f"k{key}", "value": value, "timestamp_ns": 1, "device": "d"}).encode()
+            status, answer, _ = raw_exchange(server.port, "PUT", f"/v1/containers/c{container}/kv", token, body)
+            if status != 200:
+                refusal = describe(status, answer)
+                break
+            accepted += len(value) + 4
+        if refusal or time.monotonic() - start > 60:
+            break
+    text = f"{accepted / 2**20:.1f} MiB of values accepted across containers, then {refusal or 'no refusal'}"
+    return text, refusal == "507 quota_exceeded" and accepted <= (32 << 20)
+
+
 # MARK: running and reporting
 
 @attack("14", "encryption-downgrade",
