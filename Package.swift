@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .library(name: "XferCore", targets: ["XferCore"]),
         .library(name: "XferProtocol", targets: ["XferProtocol"]),
+        .library(name: "XferDav", targets: ["XferDav"]),
         .library(name: "XferServer", targets: ["XferServer"]),
         .library(name: "XferClient", targets: ["XferClient"]),
         .executable(name: "xfer", targets: ["xfer"]),
@@ -52,6 +53,12 @@ let package = Package(
             name: "XferProtocol",
             dependencies: ["XferCore"]
         ),
+        // WebDAV's request parsing (the XML bodies, the If header): pure, so Fuzz/ builds it
+        // instrumented without the server's dependencies.
+        .target(
+            name: "XferDav",
+            dependencies: ["XferCore"]
+        ),
         .target(
             name: "CXferShims",
             linkerSettings: [.linkedLibrary("sqlite3")]
@@ -60,6 +67,7 @@ let package = Package(
             name: "XferServer",
             dependencies: [
                 "XferProtocol",
+                "XferDav",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -129,6 +137,7 @@ let package = Package(
             name: "XferServerTests",
             dependencies: [
                 "XferServer",
+                "XferDav",
                 "XferClient",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -3,7 +3,9 @@
 # (libzstd, OpenSSL libcrypto, SQLite) and pkg-config; git and rsync for the soak test and the
 # benchmarks that compare with rsync; python3-cryptography for tools/check-format.py's sealed-value
 # vector; litmus and rclone, WebDAV clients nobody here wrote (tools/webdav-test.py). Swift itself is expected at
-# /opt/swift or on PATH. Idempotent: does nothing when everything is present.
+# /opt/swift or on PATH, with its clang runtime's libFuzzer (lib/swift/clang/lib/linux/
+# libclang_rt.fuzzer-*.a, in every Linux toolchain from swift.org) for tools/fuzz-libfuzzer.sh.
+# Idempotent: does nothing when everything is present.
 set -euo pipefail
 
 packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev zstd time openssl curl git rsync python3-cryptography litmus rclone)
@@ -26,4 +28,8 @@ if ! command -v swift >/dev/null 2>&1; then
     echo "setup: no Swift toolchain found; install Swift 6.1 or later" >&2
     exit 1
   fi
+fi
+swift_bin=$(command -v swift || echo /opt/swift/usr/bin/swift)
+if ! compgen -G "$(dirname "$(readlink -f "$swift_bin")")/../lib/swift/clang/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null; then
+  echo "setup: this Swift toolchain has no libFuzzer runtime (libclang_rt.fuzzer); tools/fuzz-libfuzzer.sh needs a swift.org Linux toolchain" >&2
 fi

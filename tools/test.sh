@@ -4,8 +4,8 @@
 # third time on an end-to-end encrypted container, XFER_TEST_E2E=1), the web view in headless
 # Chromium (tools/web-test.py), then the
 # short versions of the reliability suites (docs/RELIABILITY.md): faults through the proxy,
-# kill -9 crash loops, the randomized sync check, a git-checkout soak under two daemons, a load test, schemathesis against the OpenAPI description, the
-# backend suite on a real PostgreSQL and Ceph RGW, and the attacker's suite.
+# kill -9 crash loops, the randomized sync check, a git-checkout soak under two daemons, a load test, schemathesis against the OpenAPI description,
+# coverage-guided fuzzing of the decoders (libFuzzer), the backend suite on a real PostgreSQL and Ceph RGW, and the attacker's suite.
 # Arguments go to `swift test` (e.g. --filter); XFER_QUICK=1 skips the reliability suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +44,7 @@ if [ "${XFER_QUICK:-0}" != 1 ] && [ $# -eq 0 ]; then
   python3 tools/soak-git.py --switches 12              # git checkouts under two --watch daemons
   python3 tools/load-test.py --clients 20 --seconds 10 --configuration debug
   bash tools/schemathesis.sh 25
+  bash tools/fuzz-libfuzzer.sh 20   # libFuzzer, 20 s on each decoder a peer reaches (Fuzz/)
   bash tools/backend-tests.sh   # PostgreSQL + Ceph RGW (docs/SCALING.md)
   python3 tools/attack-suite.py   # a hostile peer against server and client (docs/SECURITY.md)
 fi

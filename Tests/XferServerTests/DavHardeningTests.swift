@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 import XferCore
+@testable import XferDav
 import XferProtocol
 @testable import XferServer
 

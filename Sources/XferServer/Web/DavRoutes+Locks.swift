@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import XferCore
+import XferDav
 import XferProtocol
 
 /// WebDAV class 2 (RFC 4918 §6–7, §9.10–9.11): LOCK, UNLOCK, the `If` header, and the check

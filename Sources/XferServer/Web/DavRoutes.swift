@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import XferCore
+import XferDav
 import XferProtocol
 
 /// WebDAV (RFC 4918, classes 1 and 2) at `/dav/CONTAINER/`, over the container's `Documents/` scope:
@@ -316,7 +317,7 @@ struct DavRoutes: Sendable {
                                          ("lockdiscovery", lockDiscovery), ("supportedlock", supportedLock)]
         func dated(_ nanoseconds: Int64) {
             props.append(("getlastmodified", "<D:getlastmodified>\(DavXML.httpDate(nanoseconds))</D:getlastmodified>"))
-            props.append(("creationdate", "<D:creationdate>\(DavXML.isoDate(nanoseconds))</D:creationdate>"))
+            props.append(("creationdate", "<D:creationdate>\(WebRoutes.iso(nanoseconds))</D:creationdate>"))
         }
         func file(size: Int64, etag: String) {
             props.append(("resourcetype", "<D:resourcetype/>"))
@@ -477,7 +478,7 @@ struct DavRoutes: Sendable {
     /// ``DeadProperty`` (507 otherwise).
     func proppatch(_ request: Request, _ target: Target) async throws -> Response {
         let body = try await request.body.collect(upTo: DavXML.maximumBody)
-        let changes = try DavXML.proppatch(String(buffer: body))
+        let changes = try DavXML.proppatch(String(buffer: body), maximumChanges: DeadProperty.maximumPerPath)
         switch try await resource(target, target.relative) {
         case nil: throw DavStatus(status: .notFound, message: "no such file or folder")
         case .packageFile?: throw DavStatus(status: .forbidden, message: "a package's contents are read only here")

@@ -1,4 +1,5 @@
 import Mustache
+import XferCore
 
 /// The web view's pages: mustache templates compiled once, every `{{value}}` HTML-escaped
 /// (`<`, `>`, `&`, `"`, `'`); the one unescaped slot is the layout's `{{{body}}}`, which only
@@ -23,20 +24,7 @@ enum WebTemplates {
     struct ScalarHTML: MustacheContentType {
         static let name = "XFER_HTML"
 
-        func escapeText(_ text: String) -> String {
-            var out = String.UnicodeScalarView()
-            for scalar in text.unicodeScalars {
-                switch scalar {
-                case "<": out.append(contentsOf: "&lt;".unicodeScalars)
-                case ">": out.append(contentsOf: "&gt;".unicodeScalars)
-                case "&": out.append(contentsOf: "&amp;".unicodeScalars)
-                case "\"": out.append(contentsOf: "&quot;".unicodeScalars)
-                case "'": out.append(contentsOf: "&#39;".unicodeScalars)
-                default: out.append(scalar)
-                }
-            }
-            return String(out)
-        }
+        func escapeText(_ text: String) -> String { MarkupText.escaped(text, apostrophe: "&#39;") }
     }
 
     /// Renders `page` with `values`, inside the layout.

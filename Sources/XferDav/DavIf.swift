@@ -6,32 +6,38 @@ import XferCore
 /// when every one of its conditions does; a condition names a lock's state token or an entity
 /// tag, maybe negated (`Not`). Every state token it names is submitted with the request (§7.5):
 /// what lets a write through a lock.
-struct DavIf: Equatable {
-    struct Condition: Equatable {
-        var not: Bool
+public struct DavIf: Equatable, Sendable {
+    /// One condition of a list.
+    public struct Condition: Equatable, Sendable {
+        /// Whether the condition is negated (`Not`).
+        public var not: Bool
         /// A state token (`urn:uuid:…`, or `DAV:no-lock`, which no lock has).
-        var token: String?
+        public var token: String?
         /// An entity tag, as sent (quotes kept, `W/` dropped).
-        var etag: String?
+        public var etag: String?
     }
 
-    struct List: Equatable {
+    /// One list of conditions, all of which must hold.
+    public struct List: Equatable, Sendable {
         /// The tagged resource's URL (absolute or a path), or `nil` for the request's own.
-        var resource: String?
-        var conditions: [Condition]
+        public var resource: String?
+        public var conditions: [Condition]
     }
 
-    var lists: [List]
+    /// The lists, in the header's order.
+    public var lists: [List]
 
     /// Conditions one header may hold: evaluating it reads a resource per tag, no more.
-    static let maximumConditions = 64
+    public static let maximumConditions = 64
 
     /// Every state token the header names.
-    var tokens: Set<String> { Set(lists.flatMap(\.conditions).compactMap(\.token)) }
+    public var tokens: Set<String> { Set(lists.flatMap(\.conditions).compactMap(\.token)) }
 
     /// Reads the header.
+    /// - Parameter header: The `If` header's value.
+    /// - Returns: Its lists.
     /// - Throws: `bad_request` for a header outside the grammar, or past ``maximumConditions``.
-    static func parse(_ header: String) throws -> DavIf {
+    public static func parse(_ header: String) throws -> DavIf {
         let bytes = Array(header.utf8)
         var index = 0
         func malformed(_ why: String) -> XferError { XferError(.badRequest, "the If header is malformed: \(why)") }
@@ -106,7 +112,7 @@ struct DavIf: Equatable {
     /// Whether the header holds, given what each named resource is now: its entity tag (nil
     /// for none, or for a resource that does not exist) and the tokens of the locks on it.
     /// `state` is asked once per resource.
-    func holds(_ state: (String?) async throws -> (etag: String?, tokens: Set<String>)) async throws -> Bool {
+    public func holds(_ state: (String?) async throws -> (etag: String?, tokens: Set<String>)) async throws -> Bool {
         var known: [String: (etag: String?, tokens: Set<String>)] = [:]
         for list in lists {
             let key = list.resource ?? ""

@@ -4,23 +4,32 @@ import XferCore
 /// The little XML WebDAV needs, without an XML library: a PROPFIND body read into what it asks
 /// for (checked well formed: tags balanced, namespaces declared), and a multistatus answer
 /// written with every name and text escaped.
-enum DavXML {
-    static let dav = "DAV:"
+public enum DavXML {
+    /// The WebDAV namespace.
+    public static let dav = "DAV:"
     /// Bodies read at most (a PROPFIND names a few properties).
-    static let maximumBody = 64 << 10
+    public static let maximumBody = 64 << 10
     /// Elements one body may hold, and namespace declarations: what one request may make the
     /// server build stays small whatever its 64 KiB hold.
-    static let maximumElements = 1024
-    static let maximumNamespaces = 32
+    public static let maximumElements = 1024
+    public static let maximumNamespaces = 32
 
     /// A qualified element name.
-    struct Name: Hashable, Sendable {
-        var namespace: String
-        var local: String
+    public struct Name: Hashable, Sendable {
+        /// The namespace URI (`""` for none).
+        public var namespace: String
+        /// The local part.
+        public var local: String
+
+        /// A name of `local` in `namespace`.
+        public init(namespace: String, local: String) {
+            self.namespace = namespace
+            self.local = local
+        }
     }
 
     /// What a PROPFIND asks for.
-    enum PropfindRequest: Equatable {
+    public enum PropfindRequest: Equatable, Sendable {
         case allProperties
         case propertyNames
         case properties([Name])
@@ -28,17 +37,21 @@ enum DavXML {
 
     /// An element as the scanner met it: its name, its parent's index, the namespaces in scope
     /// on it (by prefix; `""` the default), and where its content lies in the text.
-    struct Element {
-        var name: Name
-        var parentIndex: Int?
-        var parent: Name?
-        var namespaces: [String: String]
-        var content: Range<String.Index>
+    public struct Element {
+        public var name: Name
+        /// The index of the parent element in what ``elements(_:)`` returns.
+        public var parentIndex: Int?
+        public var parent: Name?
+        public var namespaces: [String: String]
+        /// Where the element's content lies in the text it was read from (empty if self-closing).
+        public var content: Range<String.Index>
     }
 
     /// The elements of a well-formed document, in order.
+    /// - Parameter text: The document (a request body).
+    /// - Returns: Every element, in document order (empty for a blank text).
     /// - Throws: `bad_request` for text that is not well-formed XML as far as WebDAV bodies go.
-    static func elements(_ text: String) throws -> [Element] {
+    public static func elements(_ text: String) throws -> [Element] {
         try checkMarkupStandsAlone(text)
         try checkReferences(text)
         var found: [Element] = []
@@ -113,7 +126,7 @@ enum DavXML {
 
     /// Whether `text` can be an XML name (or prefix) as far as writing it back goes: no markup,
     /// quote, space or colon in it.
-    static func isName(_ text: String) -> Bool {
+    public static func isName(_ text: String) -> Bool {
         !text.utf8.contains { byte in
             byte <= 0x20 || [UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "&"), UInt8(ascii: "\""), UInt8(ascii: "'"),
                              UInt8(ascii: "="), UInt8(ascii: "/"), UInt8(ascii: ":"), UInt8(ascii: "!"), UInt8(ascii: "?")].contains(byte)
@@ -158,7 +171,8 @@ enum DavXML {
     }
 
     /// What a PROPFIND body asks for; an empty body asks for every property (RFC 4918 §9.1).
-    static func propfind(_ body: String) throws -> PropfindRequest {
+    /// - Throws: `bad_request` for a body that is not a DAV: propfind of allprop, propname or prop.
+    public static func propfind(_ body: String) throws -> PropfindRequest {
         let elements = try elements(body)
         guard let root = elements.first else { return .allProperties }
         guard root.name == Name(namespace: dav, local: "propfind") else {
@@ -177,11 +191,12 @@ enum DavXML {
     }
 
     /// One change a PROPPATCH asks for: a property set to an element (kept whole) or removed.
-    enum PatchChange: Equatable {
+    public enum PatchChange: Equatable, Sendable {
         case set(Name, xml: String)
         case remove(Name)
 
-        var name: Name {
+        /// The property changed.
+        public var name: Name {
             switch self {
             case .set(let name, _), .remove(let name): return name
             }
@@ -189,8 +204,12 @@ enum DavXML {
     }
 
     /// The changes of a PROPPATCH body, in document order (RFC 4918 §9.2).
-    /// - Throws: `bad_request` for a body that is not a DAV: propertyupdate of set and remove.
-    static func proppatch(_ body: String) throws -> [PatchChange] {
+    /// - Parameters:
+    ///   - body: The request body.
+    ///   - maximumChanges: Changes one body may make (the store's properties a path keeps).
+    /// - Throws: `bad_request` for a body that is not a DAV: propertyupdate of set and remove,
+    ///   or that makes more than `maximumChanges` changes.
+    public static func proppatch(_ body: String, maximumChanges: Int = .max) throws -> [PatchChange] {
         let elements = try elements(body)
         guard let root = elements.first, root.name == Name(namespace: dav, local: "propertyupdate") else {
             throw XferError(.badRequest, "a PROPPATCH body is a DAV: propertyupdate element")
@@ -208,22 +227,22 @@ enum DavXML {
             }
         }
         guard !changes.isEmpty else { throw XferError(.badRequest, "a PROPPATCH body sets or removes at least one property") }
-        guard changes.count <= DeadProperty.maximumPerPath else {
-            throw XferError(.badRequest, "a PROPPATCH changes at most \(DeadProperty.maximumPerPath) properties")
+        guard changes.count <= maximumChanges else {
+            throw XferError(.badRequest, "a PROPPATCH changes at most \(maximumChanges) properties")
         }
         return changes
     }
 
     /// What a LOCK body asks for (RFC 4918 §14.11): the scope, and the client's owner element.
-    struct LockRequest: Equatable {
-        var exclusive: Bool
+    public struct LockRequest: Equatable, Sendable {
+        public var exclusive: Bool
         /// The `DAV:owner` element, standing alone (``standalone(_:in:)``).
-        var owner: String?
+        public var owner: String?
     }
 
     /// The lock a LOCK body asks for.
     /// - Throws: `bad_request` for a body that is not a DAV: lockinfo of a write lock, exclusive or shared.
-    static func lockinfo(_ body: String) throws -> LockRequest {
+    public static func lockinfo(_ body: String) throws -> LockRequest {
         let elements = try elements(body)
         guard let root = elements.first, root.name == Name(namespace: dav, local: "lockinfo") else {
             throw XferError(.badRequest, "a LOCK body is a DAV: lockinfo element")
@@ -243,7 +262,7 @@ enum DavXML {
 
     /// A property's element as text that stands alone: its name in a prefix of its own, every
     /// namespace in scope on it declared on it (its value may use them), its content as sent.
-    static func standalone(_ element: Element, in body: String) -> String {
+    public static func standalone(_ element: Element, in body: String) -> String {
         let content = String(body[element.content])
         var declarations = ""
         var prefix = "p"
@@ -258,23 +277,8 @@ enum DavXML {
         return "<\(prefix):\(element.name.local) xmlns:\(prefix)=\"\(escape(element.name.namespace))\"\(declarations)>\(content)</\(prefix):\(element.name.local)>"
     }
 
-    /// `text` with XML's five markup characters escaped, scalar by scalar: a `<` that a
-    /// combining mark follows, or a prepending character precedes, is one `Character` with it
-    /// but still markup to every XML parser.
-    static func escape(_ text: String) -> String {
-        var out = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "&": out.append(contentsOf: "&amp;".unicodeScalars)
-            case "<": out.append(contentsOf: "&lt;".unicodeScalars)
-            case ">": out.append(contentsOf: "&gt;".unicodeScalars)
-            case "\"": out.append(contentsOf: "&quot;".unicodeScalars)
-            case "'": out.append(contentsOf: "&apos;".unicodeScalars)
-            default: out.append(scalar)
-            }
-        }
-        return String(out)
-    }
+    /// `text` with XML's five markup characters escaped, scalar by scalar (``MarkupText``).
+    public static func escape(_ text: String) -> String { MarkupText.escaped(text) }
 
     /// The scalars the scanner looks for, each compared as a `Character`.
     static let markupScalars: Set<Unicode.Scalar> = ["<", ">", "&", "\"", "'", "=", "/", "?", "!", "-", ":", ";", " ", "\t", "\n", "\r"]
@@ -290,14 +294,16 @@ enum DavXML {
         }
     }
 
-    static func unescape(_ text: String) -> String {
+    /// `text` with the five entities ``escape(_:)`` writes read back (character references
+    /// are left as they are).
+    public static func unescape(_ text: String) -> String {
         text.replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
             .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&apos;", with: "'")
             .replacingOccurrences(of: "&amp;", with: "&")
     }
 
     /// An empty element of `name` (its namespace declared on it unless it is DAV:).
-    static func empty(_ name: Name) -> String {
+    public static func empty(_ name: Name) -> String {
         if name.namespace == dav { return "<D:\(name.local)/>" }
         if name.namespace.isEmpty { return "<\(name.local) xmlns=\"\"/>" }
         return "<X:\(name.local) xmlns:X=\"\(escape(name.namespace))\"/>"
@@ -305,7 +311,7 @@ enum DavXML {
 
     /// One `response` of a multistatus: the found properties (already XML) under 200, the
     /// missing ones under 404.
-    static func response(href: String, found: [String], missing: [Name]) -> String {
+    public static func response(href: String, found: [String], missing: [Name]) -> String {
         var out = "<D:response><D:href>\(escape(href))</D:href>"
         if !found.isEmpty {
             out += "<D:propstat><D:prop>" + found.joined() + "</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat>"
@@ -316,11 +322,13 @@ enum DavXML {
         return out + "</D:response>"
     }
 
-    static let head = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:multistatus xmlns:D=\"DAV:\">"
-    static let tail = "</D:multistatus>\n"
+    /// What a multistatus body begins with.
+    public static let head = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:multistatus xmlns:D=\"DAV:\">"
+    /// What a multistatus body ends with.
+    public static let tail = "</D:multistatus>\n"
 
     /// An HTTP date (RFC 9110 §5.6.7) of `nanoseconds` since 1970.
-    static func httpDate(_ nanoseconds: Int64) -> String {
+    public static func httpDate(_ nanoseconds: Int64) -> String {
         var seconds = time_t(nanoseconds / 1_000_000_000)
         var parts = tm()
         guard gmtime_r(&seconds, &parts) != nil else { return "Thu, 01 Jan 1970 00:00:00 GMT" }
@@ -329,7 +337,4 @@ enum DavXML {
         return "\(days[Int(parts.tm_wday) % 7]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon) % 12]) \(parts.tm_year + 1900) "
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
-
-    /// An ISO 8601 date (`creationdate`).
-    static func isoDate(_ nanoseconds: Int64) -> String { WebRoutes.iso(nanoseconds) }
 }
