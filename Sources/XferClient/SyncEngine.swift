@@ -144,28 +144,7 @@ public actor SyncEngine {
             }
             quietWait = summary.waiting > 0 ? .nanoseconds(wait) : nil
         }
-        // No mass deletion without a word: over the rule, that kind of deletion waits.
-        // Documents, as the mass-deletion rule counts them (a directory's removal loses nothing).
-        summary.deletionsHeld = pass.held.count { !$0.isDirectory }
-        if pass.heldCounts.local + pass.heldCounts.remote > 0 {
-            let held = pass.heldCounts
-            continuation.yield(.deletionsHeld(local: held.local, remote: held.remote, total: held.total))
-        }
-        // Nor from a view that may lack a document: it stays here, and the user hears why.
-        if pass.unopened > 0 {
-            continuation.yield(.namesUnopened(count: pass.unopened, deletionsHeld: pass.heldForNames.count))
-        }
-        // Nor a document the server shows older than it showed this device: kept here, reported.
-        for plan in pass.plans where plan.action == .rolledBack {
-            summary.rolledBack += 1
-            continuation.yield(.rolledBack(plan.path, server: plan.remote?.version ?? 0, seen: try sync.seen(plan.path) ?? 0))
-        }
-        summary.unverified += pass.unopened
-        for path in pass.heldUnsealed.sorted(by: { $0.value < $1.value }) {
-            summary.failed += 1
-            summary.unverified += 1
-            continuation.yield(.failed(path, XferError(.invalidManifest, "deleted on the server, but no device holding the container's key sealed that deletion (of the version here): this copy was kept; remove it by hand if the deletion was meant")))
-        }
+        try reportHeld(pass, &summary)
         try sync.raiseSeen(listing)
         var pullAfterPush: [DocumentPath] = []
         for name in pass.invalid {
@@ -331,6 +310,31 @@ public actor SyncEngine {
         } catch {
             try settle(error, &summary, path)
             return nil
+        }
+    }
+
+    /// What a pass holds back and why, each said once: deletions over the mass-deletion rule,
+    /// deletions from a view that may lack a document (names that do not open) or that no
+    /// device sealed, and documents the server shows older than it showed this device.
+    private func reportHeld(_ pass: SyncDirectory.PassPlan, _ summary: inout SyncSummary) throws {
+        // Documents, as the mass-deletion rule counts them (a directory's removal loses nothing).
+        summary.deletionsHeld = pass.held.count { !$0.isDirectory }
+        if pass.heldCounts.local + pass.heldCounts.remote > 0 {
+            let held = pass.heldCounts
+            continuation.yield(.deletionsHeld(local: held.local, remote: held.remote, total: held.total))
+        }
+        if pass.unopened > 0 {
+            continuation.yield(.namesUnopened(count: pass.unopened, deletionsHeld: pass.heldForNames.count))
+        }
+        for plan in pass.plans where plan.action == .rolledBack {
+            summary.rolledBack += 1
+            continuation.yield(.rolledBack(plan.path, server: plan.remote?.version ?? 0, seen: try directory.seen(plan.path) ?? 0))
+        }
+        summary.unverified += pass.unopened
+        for path in pass.heldUnsealed.sorted(by: { $0.value < $1.value }) {
+            summary.failed += 1
+            summary.unverified += 1
+            continuation.yield(.failed(path, XferError(.invalidManifest, "deleted on the server, but no device holding the container's key sealed that deletion (of the version here): this copy was kept; remove it by hand if the deletion was meant")))
         }
     }
 

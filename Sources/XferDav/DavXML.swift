@@ -296,10 +296,24 @@ public enum DavXML {
 
     /// `text` with the five entities ``escape(_:)`` writes read back (character references
     /// are left as they are).
+    /// The five entities XML knows without a DOCTYPE, and what each stands for.
+    static let entities: [(name: String, scalar: Unicode.Scalar)] = [("&lt;", "<"), ("&gt;", ">"), ("&quot;", "\""), ("&apos;", "'"), ("&amp;", "&")]
+
+    /// `text` with the five entities read back, scalar by scalar, in one pass (`&amp;lt;` is `&lt;`).
     public static func unescape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
-            .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&apos;", with: "'")
-            .replacingOccurrences(of: "&amp;", with: "&")
+        guard text.utf8.contains(UInt8(ascii: "&")) else { return text }
+        var out = String.UnicodeScalarView()
+        var rest = text.unicodeScalars[...]
+        while let first = rest.first {
+            if first == "&", let entity = entities.first(where: { rest.starts(with: $0.name.unicodeScalars) }) {
+                out.append(entity.scalar)
+                rest = rest.dropFirst(entity.name.unicodeScalars.count)
+            } else {
+                out.append(first)
+                rest = rest.dropFirst()
+            }
+        }
+        return String(out)
     }
 
     /// An empty element of `name` (its namespace declared on it unless it is DAV:).
