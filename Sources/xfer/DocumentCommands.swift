@@ -240,7 +240,13 @@ extension Xfer {
         }
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(commandName: "ls", abstract: "List every key and value.")
+            static let configuration = CommandConfiguration(
+                commandName: "ls", abstract: "List every key and value.",
+                discussion: """
+                    In an end-to-end encrypted container, a value that does not open under the key, or is \
+                    older than this device has seen, is left out and named on standard error; the command \
+                    then exits 9.
+                    """)
 
             @Flag(help: "Print one JSON object instead of text.")
             var json = false

@@ -25,7 +25,10 @@ extension Xfer {
                 Thumbs.db, desktop.ini, ._*) are left alone: never pushed, never pulled over, \
                 never deleted. An end-to-end encrypted container syncs the same once this device \
                 holds its key (`xfer key unlock`): names, chunks and manifests are sealed here, and \
-                the folder keeps to that key.
+                the folder keeps to that key. There, a document the server shows older than it \
+                showed this device is kept here and --once exits 12 (rolled back); --once exits 9 \
+                when anything the server sent fails its check (a chunk, a name, a deletion no \
+                device sealed).
                 """)
 
         @Argument(help: "The directory (bound to the container on first sync).", completion: .directory)
