@@ -1451,6 +1451,34 @@ def metadata_outside_quota(lab):
     return text, refusal == "507 quota_exceeded" and accepted <= (32 << 20)
 
 
+@attack("22b", "documents-without-bytes",
+        "an account with a quota of 0 bytes PUTs an empty file over WebDAV; another with 100 kB PUTs empty files until "
+        "refused, then COPYs the folder (a COPY may add 20,000 documents a request): every version costs its quota, "
+        "so the first is refused (507), the second keeps fewer than 400 documents in all, and the refusal is 507")
+def documents_without_bytes(lab):
+    server = lab.server("22b-empty")
+    nothing = lab.account(server, "nothing", quota="0")
+    first, _, _ = dav_request(server.port, "PUT", "/dav/default/empty.txt", nothing, b"")
+    token = lab.account(server, "copier", quota="100000")
+    dav_request(server.port, "MKCOL", "/dav/default/src/", token)
+    accepted, refusal = 0, None
+    for index in range(1000):
+        status, _, body = dav_request(server.port, "PUT", f"/dav/default/src/e{index:04}.txt", token, b"")
+        if status not in (200, 201, 204):
+            refusal = status
+            break
+        accepted += 1
+    copied, _, _ = dav_request(server.port, "COPY", "/dav/default/src/", token, b"",
+                               {"Destination": f"http://127.0.0.1:{server.port}/dav/default/dst/", "Depth": "infinity"}, timeout=120)
+    kept = 0
+    for folder in ("src", "dst"):
+        status, _, body = dav_request(server.port, "PROPFIND", f"/dav/default/{folder}/", token, b"", {"Depth": "1"})
+        kept += body.count(b"<D:response>") if status == 207 else 0
+    text = (f"quota 0: an empty PUT answered {first}; quota 100 kB: {accepted} empty files, then {refusal}; "
+            f"COPY of the folder answered {copied}; {kept} documents and folders listed in all")
+    return text, first == 507 and refusal == 507 and 0 < accepted < 400 and kept < 400
+
+
 # MARK: running and reporting
 
 @attack("14", "encryption-downgrade",

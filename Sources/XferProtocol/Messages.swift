@@ -367,11 +367,16 @@ public struct AccountSummary: Codable, Sendable, Hashable {
     public var containers: Int64
     /// Documents whose current version is not a deletion.
     public var documents: Int64
+    /// What its version records cost the quota beside ``used`` (each committed version and
+    /// deletion 256 bytes plus its stored manifest); `nil` from a server that does not count them.
+    public var versionBytes: Int64?
 
-    public init(name: String, quota: Int64, used: Int64, createdAt: Int64, tokens: Int64, containers: Int64, documents: Int64) {
+    public init(name: String, quota: Int64, used: Int64, versionBytes: Int64? = nil, createdAt: Int64, tokens: Int64, containers: Int64,
+                documents: Int64) {
         self.name = name
         self.quota = quota
         self.used = used
+        self.versionBytes = versionBytes
         self.createdAt = createdAt
         self.tokens = tokens
         self.containers = containers
@@ -429,14 +434,26 @@ public struct AccountInfo: Codable, Sendable, Hashable {
     public var used: Int64
     /// The new token; only in the answer to account creation.
     public var token: String?
+    /// What its version records cost the quota beside ``used`` (each committed version and
+    /// deletion 256 bytes plus its stored manifest); `nil` from a server that does not count them.
+    public var versionBytes: Int64?
 
     /// Creates a description.
-    public init(name: String, quota: Int64, used: Int64, token: String? = nil) {
+    public init(name: String, quota: Int64, used: Int64, versionBytes: Int64? = nil, token: String? = nil) {
         self.name = name
         self.quota = quota
         self.used = used
+        self.versionBytes = versionBytes
         self.token = token
     }
+
+    /// All the quota counts: chunks and version records.
+    public var charged: Int64 { used + (versionBytes ?? 0) }
+}
+
+extension AccountSummary {
+    /// All the quota counts: chunks and version records.
+    public var charged: Int64 { used + (versionBytes ?? 0) }
 }
 
 /// The body of every error response.

@@ -21,7 +21,7 @@ struct ChunkIntake: Sendable {
         var counted: Set<ChunkID> = []
         for chunk in batch where lacking.contains(chunk.id) && counted.insert(chunk.id).inserted { adding += Int64(max(0, chunk.length)) }
         let usage = try await metadata.account(account)
-        try quota.reserve(account: account, bytes: adding, used: usage.used, quota: usage.quota)
+        try quota.reserve(account: account, bytes: adding, used: usage.charged, quota: usage.quota)
         defer { quota.release(account: account, bytes: adding) }
         let results = try await chunks.store(batch)
         let good = zip(batch, results).filter { $0.1 == nil }.map { OwnedChunk(id: $0.0.id, length: $0.0.length, sealed: $0.0.encoding == .sealed) }

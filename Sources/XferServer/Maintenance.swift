@@ -182,8 +182,13 @@ public struct Maintenance: Sendable {
                 report.record(problem: "account \(account): chunk \(id.hex) is used by a committed version but not held")
             }
         }
-        for account in try await metadata.accounts() where account.used != account.held {
-            report.record(problem: "account \(account.name): records \(account.used) bytes used, but holds \(account.held)")
+        for account in try await metadata.accounts() {
+            if account.used != account.held {
+                report.record(problem: "account \(account.name): records \(account.used) bytes used, but holds \(account.held)")
+            }
+            if account.versionBytes != account.versionBytesKept {
+                report.record(problem: "account \(account.name): records \(account.versionBytes) bytes of version records, but its versions cost \(account.versionBytesKept)")
+            }
         }
         report.milliseconds = Int64((ContinuousClock.now - start).seconds * 1000)
         return report

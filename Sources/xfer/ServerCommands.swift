@@ -226,13 +226,15 @@ extension Xfer {
             let created = Date(timeIntervalSince1970: TimeInterval(account.createdAt)).formatted(.iso8601.year().month().day())
             func count(_ number: Int64, _ noun: String) -> String { "\(number) \(noun)\(number == 1 ? "" : "s")" }
             guard wide else {
-                return ["\(account.name)\t\(ByteCount(account.used)) of \(ByteCount(account.quota))\t\(count(account.documents, "document"))\t"
+                return ["\(account.name)\t\(ByteCount(account.charged)) of \(ByteCount(account.quota))\t\(count(account.documents, "document"))\t"
                         + "\(count(account.containers, "container"))\t\(count(account.tokens, "token"))\tcreated \(created)"]
             }
             return [
                 "name        \(account.name)",
                 "quota       \(ByteCount(account.quota)) (\(account.quota) bytes)",
-                "used        \(ByteCount(account.used)) (\(account.used) bytes)\(account.used > account.quota ? ", over its quota: new data is refused" : "")",
+                "used        \(ByteCount(account.charged)) (\(account.charged) bytes)\(account.charged > account.quota ? ", over its quota: new data is refused" : "")",
+                "  chunks    \(ByteCount(account.used))",
+                "  versions  \(ByteCount(account.versionBytes ?? 0)) (records and manifests)",
                 "documents   \(account.documents)",
                 "containers  \(account.containers)",
                 "tokens      \(account.tokens)",

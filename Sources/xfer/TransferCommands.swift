@@ -239,7 +239,8 @@ extension Xfer {
             abstract: "Show the account's storage use and quota.",
             discussion: """
                 Use counts the plain bytes of each distinct chunk the account stores, once, \
-                however many documents and versions share it.
+                however many documents and versions share it, and each version the server keeps: \
+                256 bytes for its record plus its manifest (about 40 bytes a chunk).
                 """)
 
         @Flag(help: "Print one JSON object instead of text.")
@@ -249,8 +250,9 @@ extension Xfer {
 
         func run() async throws {
             try await runClientCommand(client, json: json, { try await $0.account() }) { account in
-                let percent = account.quota > 0 ? Double(account.used) / Double(account.quota) * 100 : 0
-                print("\(account.name): \(ByteCount(account.used)) used of \(ByteCount(account.quota)) (\(String(format: "%.1f", percent)) %)")
+                let percent = account.quota > 0 ? Double(account.charged) / Double(account.quota) * 100 : 0
+                print("\(account.name): \(ByteCount(account.charged)) used of \(ByteCount(account.quota)) (\(String(format: "%.1f", percent)) %): "
+                      + "\(ByteCount(account.used)) of chunks, \(ByteCount(account.versionBytes ?? 0)) of version records")
             }
         }
     }

@@ -323,7 +323,7 @@ import XferProtocol
             let alice = try #require(all.first)
             #expect(alice.documents == 1 && alice.containers == 1 && alice.tokens == 1 && alice.quota == 1 << 30 && alice.used == 2000)
             #expect(alice.createdAt > 1_700_000_000)
-            #expect(all[1] == AccountSummary(name: "bob", quota: 5, used: 0, createdAt: all[1].createdAt, tokens: 1, containers: 0, documents: 0))
+            #expect(all[1] == AccountSummary(name: "bob", quota: 5, used: 0, versionBytes: 0, createdAt: all[1].createdAt, tokens: 1, containers: 0, documents: 0))
 
             let lowered = try await store.setQuota(account: try AccountName("alice"), quota: 1000)
             #expect(lowered.quota == 1000 && lowered.used == 2000 && lowered.documents == 1, "below its use: nothing goes")

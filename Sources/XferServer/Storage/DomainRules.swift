@@ -18,6 +18,18 @@ enum QuotaRules {
         }
         return used + adding
     }
+
+    /// What keeping one committed version (or deletion) costs its account besides its chunks:
+    /// its row, and the manifest as stored. Every version costs something, so an account cannot
+    /// keep documents without end in rows alone (empty files, copies sharing chunks, a manifest
+    /// naming one chunk a million times): the quota bounds them all.
+    static let versionRecordBytes: Int64 = 256
+
+    /// The bytes a version costs the quota: ``versionRecordBytes`` and its stored manifest's
+    /// `manifestBytes` (none for a deletion).
+    static func versionCost(manifestBytes: Int) -> Int64 {
+        versionRecordBytes + Int64(max(0, manifestBytes))
+    }
 }
 
 /// Deletion marks, the guard between gc deleting a stored chunk no one holds and an upload of

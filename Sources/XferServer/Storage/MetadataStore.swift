@@ -123,8 +123,8 @@ public struct StorePolicy: Sendable, Hashable {
     public var maximumContainers = 1000
     /// Bytes of metadata an account keeps beside its documents, in all its containers: its
     /// key-value entries (keys and stored values), WebDAV dead properties and WebDAV lock
-    /// owners, counted in characters as stored. Outside the quota, which counts chunks, and so
-    /// bounded on its own.
+    /// owners, counted in characters as stored. Outside the quota, which counts chunks and
+    /// version records (``QuotaRules/versionCost(manifestBytes:)``), and so bounded on its own.
     public var accountMetadataBytes = 32 << 20
     /// Versions announced and not yet committed, per account, at once.
     public var maximumPendingVersions = 10_000
@@ -464,6 +464,10 @@ public struct AccountUsage: Sendable, Hashable {
     public var used: Int64
     /// The plain bytes of the chunks it holds.
     public var held: Int64
+    /// What its version records cost, as recorded.
+    public var versionBytes: Int64
+    /// What the versions it keeps cost, counted from them.
+    public var versionBytesKept: Int64
 }
 
 extension DocumentList {

@@ -228,6 +228,9 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             ALTER TABLE tokens ADD COLUMN device TEXT, ADD COLUMN read_only BOOLEAN NOT NULL DEFAULT false,
               ADD COLUMN container TEXT, ADD COLUMN expires_at BIGINT
             """),
+        // As SQLite's v17.
+        ("v15: version records in the quota",
+         "ALTER TABLE accounts ADD COLUMN version_bytes BIGINT NOT NULL DEFAULT 0;\n" + SQLiteMetadataStore.versionBytesBackfill),
     ]
 
     func migrate(upTo last: String? = nil) async throws {

@@ -291,8 +291,21 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
                 """)
         }
+        migrator.registerMigration("v17: version records in the quota") { db in
+            try db.execute(sql: "ALTER TABLE accounts ADD COLUMN version_bytes INTEGER NOT NULL DEFAULT 0;" + Self.versionBytesBackfill)
+        }
         return migrator
     }
+
+    /// What the committed versions an account keeps cost its quota
+    /// (``QuotaRules/versionCost(manifestBytes:)``), computed from the rows: for accounts that
+    /// kept versions before the quota counted them. The same statement on both backends.
+    static let versionBytesBackfill = """
+        UPDATE accounts SET version_bytes = COALESCE((
+          SELECT SUM(\(QuotaRules.versionRecordBytes) + COALESCE(LENGTH(v.manifest), 0))
+          FROM versions v JOIN containers c ON c.id = v.container_id
+          WHERE c.account_id = accounts.id AND v.state != 'uploading'), 0)
+        """
 
     /// Test seam: the writer's `synchronous` setting (2: FULL).
     package func writerSynchronous() async throws -> Int {

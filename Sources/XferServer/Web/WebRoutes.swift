@@ -117,8 +117,8 @@ struct WebRoutes: Sendable {
         let account = try await metadata.account(session.principal.accountID)
         let containers = try await metadata.containers(account: session.principal.accountID)
         let values: [String: Any] = [
-            "used": ByteCount(account.used).description, "quota": ByteCount(account.quota).description,
-            "usedBytes": account.used, "quotaBytes": max(1, account.quota), "highBytes": account.quota / 10 * 9,
+            "used": ByteCount(account.charged).description, "quota": ByteCount(account.quota).description,
+            "usedBytes": account.charged, "quotaBytes": max(1, account.quota), "highBytes": account.quota / 10 * 9,
             "containers": containers.map { summary -> [String: Any] in
                 ["name": summary.name, "encrypted": summary.encrypted, "href": Self.containerHref(summary.name)]
             },

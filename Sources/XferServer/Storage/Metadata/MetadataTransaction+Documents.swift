@@ -156,13 +156,13 @@ extension MetadataTransaction {
 
     /// Removes a version and gives back what only it referenced.
     func removeVersion(account: Int64, document: Int64, version: Int64) throws {
-        if let row = try sql.one("SELECT manifest FROM versions WHERE document_id = ? AND version = ?", document, version),
-           let blob = try row.optionalBlob("manifest") {
-            // A manifest that no longer opens or decodes gives nothing back: its chunks stay
-            // held (gc keeps them), and the version still goes.
-            if let manifest = try? Manifest(decoding: openedManifest(blob, document: document, version: version)) {
-                try adjustReferences(account: account, manifest: manifest, by: -1)
-            }
+        guard let row = try sql.one("SELECT state, manifest FROM versions WHERE document_id = ? AND version = ?", document, version) else { return }
+        let blob = try row.optionalBlob("manifest")
+        releaseVersion(account: account, state: try row.text("state"), manifestBytes: blob?.count ?? 0)
+        // A manifest that no longer opens or decodes gives nothing back: its chunks stay
+        // held (gc keeps them), and the version still goes.
+        if let blob, let manifest = try? Manifest(decoding: openedManifest(blob, document: document, version: version)) {
+            try adjustReferences(account: account, manifest: manifest, by: -1)
         }
         try sql.rows("DELETE FROM versions WHERE document_id = ? AND version = ?", document, version)
     }

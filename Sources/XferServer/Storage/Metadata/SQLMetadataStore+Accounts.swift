@@ -37,7 +37,7 @@ extension SQLMetadataStore {
             }
             try tx.sql.rows("INSERT INTO tokens (hash, account_id, admin, created_at) VALUES (?, ?, ?, ?)",
                             tokenHash, id, false, MetadataTransaction.now())
-            return AccountInfo(name: name.value, quota: quota, used: 0)
+            return AccountInfo(name: name.value, quota: quota, used: 0, versionBytes: 0)
         }
     }
 
@@ -132,21 +132,28 @@ extension SQLMetadataStore {
 
     public func account(_ accountID: Int64) async throws -> AccountInfo {
         try await read { tx in
-            guard let row = try tx.sql.one("SELECT name, quota, used FROM accounts WHERE id = ?", accountID) else {
+            guard let row = try tx.sql.one("SELECT name, quota, used, version_bytes FROM accounts WHERE id = ?", accountID) else {
                 throw XferError(.notFound, "no such account")
             }
-            return AccountInfo(name: try row.text("name"), quota: try row.int("quota"), used: try row.int("used"))
+            return AccountInfo(name: try row.text("name"), quota: try row.int("quota"), used: try row.int("used"),
+                               versionBytes: try row.int("version_bytes"))
         }
     }
 
     public func accounts() async throws -> [AccountUsage] {
         try await read { tx in
             try tx.sql.rows("""
-                SELECT a.id, a.name, a.used, CAST(COALESCE(h.held, 0) AS BIGINT) AS held
-                FROM accounts a LEFT JOIN (SELECT account_id, SUM(length) AS held FROM account_chunks GROUP BY account_id) h ON h.account_id = a.id
+                SELECT a.id, a.name, a.used, CAST(COALESCE(h.held, 0) AS BIGINT) AS held, a.version_bytes,
+                  CAST(COALESCE(r.kept, 0) AS BIGINT) AS version_bytes_kept
+                FROM accounts a
+                LEFT JOIN (SELECT account_id, SUM(length) AS held FROM account_chunks GROUP BY account_id) h ON h.account_id = a.id
+                LEFT JOIN (SELECT c.account_id, SUM(\(QuotaRules.versionRecordBytes) + COALESCE(LENGTH(v.manifest), 0)) AS kept
+                           FROM versions v JOIN containers c ON c.id = v.container_id WHERE v.state != 'uploading'
+                           GROUP BY c.account_id) r ON r.account_id = a.id
                 ORDER BY a.id
                 """).map {
-                AccountUsage(id: try $0.int("id"), name: try $0.text("name"), used: try $0.int("used"), held: try $0.int("held"))
+                AccountUsage(id: try $0.int("id"), name: try $0.text("name"), used: try $0.int("used"), held: try $0.int("held"),
+                             versionBytes: try $0.int("version_bytes"), versionBytesKept: try $0.int("version_bytes_kept"))
             }
         }
     }
@@ -206,14 +213,15 @@ extension MetadataTransaction {
     func accountSummaries(named name: AccountName?) throws -> [AccountSummary] {
         let filter = name == nil ? "" : "WHERE a.name = ?"
         return try sql.rows("""
-            SELECT a.name, a.quota, a.used, a.created_at,
+            SELECT a.name, a.quota, a.used, a.version_bytes, a.created_at,
               (SELECT COUNT(*) FROM tokens t WHERE t.account_id = a.id) AS tokens,
               (SELECT COUNT(*) FROM containers c WHERE c.account_id = a.id) AS containers,
               (SELECT COUNT(*) FROM versions v JOIN containers c ON c.id = v.container_id
                  WHERE c.account_id = a.id AND v.state = '\(VersionState.current.rawValue)') AS documents
             FROM accounts a \(filter) ORDER BY a.name
             """, name.map { [SQLValue.text($0.value)] } ?? []).map { row in
-            AccountSummary(name: try row.text("name"), quota: try row.int("quota"), used: try row.int("used"), createdAt: try row.int("created_at"),
+            AccountSummary(name: try row.text("name"), quota: try row.int("quota"), used: try row.int("used"),
+                           versionBytes: try row.int("version_bytes"), createdAt: try row.int("created_at"),
                            tokens: try row.int("tokens"), containers: try row.int("containers"), documents: try row.int("documents"))
         }
     }

@@ -11,7 +11,7 @@ extension SQLMetadataStore {
     public func addChunks(account: Int64, _ chunks: [OwnedChunk], uploadStartedAt: Int64?) async throws -> (count: Int, bytes: Int64) {
         try await write { tx in
             // The account's row first: two uploads charge its quota one after the other.
-            guard let row = try tx.sql.one("SELECT quota, used FROM accounts WHERE id = ?\(tx.dialect.forUpdate)", account) else {
+            guard let row = try tx.sql.one("SELECT quota, used, version_bytes FROM accounts WHERE id = ?\(tx.dialect.forUpdate)", account) else {
                 throw XferError(.notFound, "no such account")
             }
             var lacking = Set(try tx.lacking(account: account, chunks.map(\.id)))
@@ -46,7 +46,7 @@ extension SQLMetadataStore {
                 }
             }
             let bytes = fresh.reduce(Int64(0)) { $0 + Int64($1.length) }
-            _ = try QuotaRules.charge(adding: bytes, used: try row.int("used"), quota: try row.int("quota"))
+            _ = try QuotaRules.charge(adding: bytes, used: try row.int("used") + (try row.int("version_bytes")), quota: try row.int("quota"))
             let now = MetadataTransaction.now()
             for batch in tx.inStoredOrder(fresh, id: \.id).batched(atMost: sqlBatchSize) {
                 try tx.sql.rows("INSERT INTO account_chunks (account_id, id, length, added_at) VALUES \(sqlRows("?, ?, ?, ?", count: batch.count))",
@@ -93,7 +93,7 @@ extension SQLMetadataStore {
             var results: [Result<DocumentInfo, XferError>] = []
             for item in items {
                 do {
-                    results.append(.success(try tx.sql.savepoint {
+                    results.append(.success(try tx.savepoint {
                         let announced = try tx.announce(account: account, container: containerID, item.announce, direct: true)
                         if let wanted = item.version, wanted != announced.version {
                             // Rolled back with the savepoint: the version it would take stays free.
@@ -230,6 +230,7 @@ extension SQLMetadataStore {
                 VALUES (?, ?, ?, 'deleted', ?, 0, ?, ?, ?, ?, ?, ?)
                 """, [.int(document.id), .int(version), .int(containerID), .text(info.kind.rawValue), .int(now * 1_000_000_000), .int(Int64(info.mode)),
                       .int(current), .int(sequence), .int(now), seal.flatMap { ChunkID(hex: $0) }.map { .blob($0.bytes) } ?? .null])
+            try tx.chargeVersion(account: account, manifestBytes: 0, refusable: false)
             try tx.sql.rows("UPDATE documents SET current_version = ?, latest_version = ? WHERE id = ?", version, version, document.id)
             // Its share links and WebDAV properties go with it, whoever deleted it (a device, the
             // web view, WebDAV): a later document at the same path is another one.
@@ -377,11 +378,13 @@ extension MetadataTransaction {
             case .keptAsConflict: outcome = .conflict
             }
         }
+        let stored = try storedManifest(encoded, document: document.id, version: version)
+        try chargeVersion(account: account, manifestBytes: stored.count, refusable: true)
         let sequence = try nextSequence(container: container)
         try sql.rows("""
             UPDATE versions SET state = ?, kind = ?, size = ?, manifest_digest = ?, manifest = ?, files = ?, chunks = ?, base_version = ?, sequence = ?
             WHERE document_id = ? AND version = ?
-            """, outcome.rawValue, kind.rawValue, size, digest, try storedManifest(encoded, document: document.id, version: version), manifest.fileCount, manifest.allChunks.count,
+            """, outcome.rawValue, kind.rawValue, size, digest, stored, manifest.fileCount, manifest.allChunks.count,
                      baseVersion, sequence, document.id, version)
         if outcome == .current {
             try sql.rows("UPDATE documents SET current_version = ? WHERE id = ?", version, document.id)

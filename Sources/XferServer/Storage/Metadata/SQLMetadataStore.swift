@@ -38,6 +38,7 @@ extension SQLMetadataStore {
             let transaction = MetadataTransaction(sql: $0, policy: policy, sealing: sealing, ids: ids)
             let result = try body(transaction)
             try transaction.recordSequences()
+            try transaction.recordVersionBytes()
             return result
         }
     }
@@ -58,6 +59,8 @@ struct MetadataTransaction {
     let storedIDs: ChunkIDCipher.Contexts?
     /// The feed numbers this transaction has handed out (``nextSequence(container:)``).
     let sequences = FeedNumbers()
+    /// What this transaction has charged its accounts for versions (``chargeVersion(account:manifestBytes:refusable:)``).
+    let versionBytes = VersionBytes()
 
     /// A transaction on `session`, chunk ids bound through `ids` (``ChunkIDSession``);
     /// `checkingPlainIDs: false` only where no index key can be looked for (making it, or a
