@@ -31,7 +31,7 @@ import XferCore
         // A client waiting on B's feed wakes when a push commits on A.
         let cursor = try b.json(try b.run("changes", "--json"))["cursor"] as? Int ?? 0
         let waiter = try b.start(["changes", "--since", "\(cursor)", "--wait", "30", "--json"])
-        usleep(300_000)
+        try b.waitForParkedPolls(admin: admin)
         let started = Date()
         try randomFile(source, megabytes: 1, seed: 71)
         #expect(try a.run("push", source, "doc.bin", "--quiet").status == 0)

@@ -48,6 +48,31 @@ final class ServerProcess {
         }
     }
 
+    /// Waits until at least `count` long polls wait on this server's change feed (its
+    /// `xfer_feed_waiters` gauge, scraped from /metrics with `admin`, by default this data
+    /// directory's admin token), instead of sleeping and hoping a started client got there.
+    /// - Throws: if none came within 30 s.
+    func waitForParkedPolls(_ count: Int = 1, admin: String? = nil) throws {
+        let admin = try admin ?? String(contentsOfFile: path("data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            let scrape = ChildProcess()
+            scrape.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            scrape.arguments = ["-sf", "-H", "Authorization: Bearer \(admin)", "\(scheme)://127.0.0.1:\(port)/metrics"]
+            let output = Pipe()
+            scrape.standardOutput = output
+            scrape.standardError = FileHandle.nullDevice
+            try scrape.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            scrape.waitUntilExit()
+            let waiting = text.split(separator: "\n").first { $0.hasPrefix("xfer_feed_waiters ") }
+                .flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+            if waiting >= Double(count) { return }
+            usleep(20_000)
+        }
+        throw XferError(.unavailable, "no \(count) long poll(s) parked on the server within 30 s")
+    }
+
     /// Stops the server (SIGTERM) and waits for it to exit.
     func stopServer() {
         process.terminate()
@@ -420,7 +445,7 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         try Data("new".utf8).write(to: URL(fileURLWithPath: server.path("new")))
         #expect(try server.run("push", server.path("old"), "old.txt").status == 0)
         let waiting = try server.start(["changes", "--wait", "30s", "--json"])
-        usleep(1_000_000)
+        try server.waitForParkedPolls()
         #expect(try server.run("push", server.path("new"), "new.txt").status == 0)
         let answer = String(decoding: (waiting.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         waiting.waitUntilExit()
@@ -435,7 +460,7 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
     @Test func sigtermAnswersParkedLongPollsAtOnce() throws {
         let server = try ServerProcess()
         let poll = try server.start(["changes", "--wait", "60", "--json"])
-        usleep(1_000_000)  // parked
+        try server.waitForParkedPolls()
         let started = Date()
         server.process.terminate()
         server.process.waitUntilExit()

@@ -69,7 +69,9 @@ import XferCore
         // A second sync on the same directory is refused while one runs.
         let watcher = try server.start(["sync", a, "--watch", "--json"])
         defer { if watcher.isRunning { watcher.terminate(); watcher.waitUntilExit() } }
-        usleep(800_000)
+        // Until `xfer status` says the watcher holds the folder.
+        let deadline = Date().addingTimeInterval(30)
+        while !(try server.run("status", a).stdout.contains("watching")) && Date() < deadline { usleep(20_000) }
         let refused = try server.run("sync", a, "--once")
         #expect(refused.status == 7 && refused.stderr.contains("already running"))
         watcher.terminate()
@@ -179,7 +181,7 @@ import XferCore
 
         // A waiting `xfer changes` answers when a change arrives.
         let waiting = try server.start(["changes", "--since", "3", "--wait", "30", "--json"])
-        usleep(500_000)
+        try server.waitForParkedPolls()
         #expect(try server.run("kv", "set", "woke", "true").status == 0)
         let output = (waiting.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile()
         waiting.waitUntilExit()
