@@ -42,9 +42,37 @@ enum PushDecisions {
         return all
     }
 
+    /// Whether a push reads its changed files before it announces a version, to find whether
+    /// their content changed at all (as a batch push finds it): unforced, based on a version the
+    /// server is taken to hold, with files to read of ``PushEngine/rereadBytes`` at most. A
+    /// larger document is announced before its data is read, and makes a version.
+    static func rereadsFirst(force: Bool, basis: SyncedDocument?, changedSizes: some Sequence<Int64>) -> Bool {
+        guard !force, basis != nil else { return false }
+        var bytes: Int64 = 0, any = false
+        for size in changedSizes {
+            bytes += size
+            any = true
+        }
+        return any && bytes <= PushEngine.rereadBytes
+    }
+
+    /// How a push's manifest says its chunks were cut: as the synced version's were when it read
+    /// nothing (every chunk list is that version's), else as this push's pipeline cuts.
+    static func chunker(readAny: Bool, synced: SyncedDocument?, configured: ChunkerConfiguration) -> ChunkerConfiguration {
+        guard !readAny, let synced else { return configured }
+        return synced.manifest.chunker
+    }
+
+    /// The bytes of the files whose chunk lists are known (`size` gives a file's, by tree index):
+    /// hashed already, as a push's progress counts them.
+    static func knownBytes(_ chunkLists: FileChunkLists, size: (Int) -> Int64?) -> Int64 {
+        chunkLists.indices.reduce(Int64(0)) { $0 + (chunkLists.isKnown($1) ? size($1) ?? 0 : 0) }
+    }
+
     /// Where the bytes of each chunk `include` picks are, in file order, from the files whose
-    /// chunk lists are known. `include` sees every chunk and may keep state (to pick each once).
-    static func locations(_ chunkLists: FileChunkLists, path: (Int) -> String,
+    /// chunk lists are known, counted as `owner`'s (a batch's document). `include` sees every
+    /// chunk and may keep state (to pick each once).
+    static func locations(_ chunkLists: FileChunkLists, path: (Int) -> String, owner: Int = 0,
                           include: (ChunkID) -> Bool) -> [PushEngine.Location] {
         var result: [PushEngine.Location] = []
         for index in chunkLists.indices {
@@ -52,7 +80,8 @@ enum PushDecisions {
             var offset: Int64 = 0
             for chunk in chunks {
                 if include(chunk.id) {
-                    result.append(PushEngine.Location(id: chunk.id, file: path(index), offset: offset, length: chunk.length))
+                    result.append(PushEngine.Location(id: chunk.id, file: path(index), offset: offset, length: chunk.length,
+                                                      owner: owner))
                 }
                 offset += Int64(chunk.length)
             }

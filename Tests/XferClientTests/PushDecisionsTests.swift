@@ -78,6 +78,39 @@ import XferProtocol
         #expect(again.map(\.offset) == [0])
     }
 
+    @Test func onlyASmallUnforcedPushOfAHeldVersionReadsItsChangedFilesFirst() throws {
+        let basis = try Self.synced(2, [Self.chunk(1)])
+        let limit = PushEngine.rereadBytes
+        #expect(PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: [10, 20]))
+        #expect(PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: [limit - 1, 1]), "the limit itself is small")
+        #expect(PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: [0]), "an empty file changed: still a file to read")
+        #expect(!PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: [limit, 1]), "larger: announced before it is read")
+        #expect(!PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: []), "nothing to read")
+        #expect(!PushDecisions.rereadsFirst(force: true, basis: basis, changedSizes: [10]))
+        #expect(!PushDecisions.rereadsFirst(force: false, basis: nil, changedSizes: [10]), "no version the server holds to be found again")
+    }
+
+    @Test func aPushThatReadsNothingKeepsItsSyncedVersionsChunker() throws {
+        let other = try ChunkerConfiguration(minimumSize: 4 << 10, averageSize: 16 << 10, maximumSize: 64 << 10)
+        let synced = SyncedDocument(version: 2, manifest: try Manifest(kind: .file, chunker: other, entries: [
+            Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: [Self.chunk(1)]),
+        ]))
+        #expect(PushDecisions.chunker(readAny: false, synced: synced, configured: .default) == other, "every list is that version's")
+        #expect(PushDecisions.chunker(readAny: true, synced: synced, configured: .default) == .default)
+        #expect(PushDecisions.chunker(readAny: false, synced: nil, configured: other) == other)
+    }
+
+    @Test func knownFilesCountAsHashedAndTheirChunksAsTheirOwners() {
+        let a = Self.chunk(1), b = Self.chunk(2, 20)
+        let lists: FileChunkLists = [[a], nil, [], [b, a]]
+        #expect(PushDecisions.knownBytes(lists, size: { [30, 40, 0, 50][$0] }) == 80, "the file not known is still to read")
+        #expect(PushDecisions.knownBytes(lists, size: { _ in nil }) == 0, "a directory has no size")
+        let owned = PushDecisions.locations(lists, path: { "/f\($0)" }, owner: 3) { $0 == a.id }
+        #expect(owned.map(\.file) == ["/f0", "/f3"] && owned.map(\.offset) == [0, 20])
+        #expect(owned.allSatisfy { $0.owner == 3 })
+        #expect(PushDecisions.locations(lists, path: { "/f\($0)" }) { _ in true }.allSatisfy { $0.owner == 0 }, "a single push's")
+    }
+
     @Test func packedChunkListsReadBackAsTheyWereSet() {
         let a = Self.chunk(1), b = Self.chunk(2, 20)
         var lists = FileChunkLists(files: 4)
