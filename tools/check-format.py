@@ -118,8 +118,8 @@ def check_sealed():
     """docs/FORMAT.md "Sealed values" against the vector pinned in SealingTests.swift."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     text = (pathlib.Path(__file__).resolve().parent.parent / "Tests/XferCoreTests/SealingTests.swift").read_text()
-    pinned_sealed = re.search(r'vectorSealed = "([0-9a-f]+)"', text).group(1)
-    pinned_name = re.search(r'vectorChunkName = "([0-9a-f]{64})"', text).group(1)
+    pinned_sealed = re.search(r'vectorSealed\s*=\s*"([0-9a-f]+)"', text).group(1)
+    pinned_name = re.search(r'vectorChunkName\s*=\s*"([0-9a-f]{64})"', text).group(1)
     key, salt = bytes(range(32)), bytes(range(100, 116))
     key_id = hmac.new(key, b"xfer key id v1", hashlib.sha256).digest()[:8]
     value_key = hmac.new(key, b"xfer sealed value v1" + salt, hashlib.sha256).digest()
@@ -202,7 +202,7 @@ def check_end_to_end():
     text = (pathlib.Path(__file__).resolve().parent.parent / "Tests/XferCoreTests/ContainerKeyTests.swift").read_text()
     failures = 0
     for label, mine in end_to_end_vectors().items():
-        pinned = re.search(r'static let %s = "([^"]+)"' % label, text)
+        pinned = re.search(r'static let %s\s*=\s*"([^"]+)"' % label, text)
         if pinned is None or pinned.group(1) != mine:
             print(f"FAIL end-to-end {label}: document gives {mine}, pinned {pinned and pinned.group(1)}")
             failures += 1

@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 bash tools/setup.sh
 . tools/env.sh
 python3 tools/check-format.py   # docs/FORMAT.md, implemented independently, against the pinned vectors
+swift format lint --strict --configuration .swift-format -r Sources Tests Examples   # the layout (.swift-format); `swift format -i -r ...` fixes it
 swift build --build-tests
 swift test --skip-build "$@"
 if [ $# -eq 0 ]; then

@@ -85,14 +85,19 @@ enum BatchPushDecisions {
             let snapshot = document.snapshot
             reading.totalBytes += snapshot.totalSize
             reading.knownBytes += PushDecisions.knownBytes(document.chunkLists, size: { snapshot.stamps[$0]?.size })
-            reading.initial += PushDecisions.locations(document.chunkLists, path: { snapshot.fullPath(at: $0) }, owner: number) {
+            reading.initial += PushDecisions.locations(
+                document.chunkLists, path: { snapshot.fullPath(at: $0) }, owner: number
+            ) {
                 !onServer.contains($0) && queued.insert($0)
             }
-            for entry in PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: document.chunkLists) {
+            for entry in PushDecisions.filesToRead(
+                changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: document.chunkLists)
+            {
                 reading.files.append((number, entry))
                 if sendAgainst {
-                    reading.previous.add(fullPath: snapshot.fullPath(at: entry), relativePath: snapshot.tree.relativePath(at: entry),
-                                         previous: document.synced?.manifest)
+                    reading.previous.add(
+                        fullPath: snapshot.fullPath(at: entry), relativePath: snapshot.tree.relativePath(at: entry),
+                        previous: document.synced?.manifest)
                 }
             }
         }
@@ -103,7 +108,9 @@ enum BatchPushDecisions {
 
     /// The documents whose commit the server refused for chunks this client believed it had
     /// (`missing_chunks`), in order, and those chunks: sent, then the documents committed again, once.
-    static func missingChunks(_ outcomes: [Int: Result<DocumentInfo, XferError>]) -> (documents: [Int], chunks: Set<ChunkID>) {
+    static func missingChunks(_ outcomes: [Int: Result<DocumentInfo, XferError>]) -> (
+        documents: [Int], chunks: Set<ChunkID>
+    ) {
         var chunks = Set<ChunkID>()
         var documents: [Int] = []
         for (number, outcome) in outcomes {
@@ -119,12 +126,15 @@ enum BatchPushDecisions {
     /// those refused as a conflict (another version taken meanwhile, say), in order: each is
     /// pushed alone then, announced first.
     static func afterSealedCommit(_ commits: [Int], outcomes: [Int: Result<DocumentInfo, XferError>])
-        -> (current: [(document: Int, version: Int64)], refused: [Int]) {
+        -> (current: [(document: Int, version: Int64)], refused: [Int])
+    {
         let current = commits.compactMap { number -> (document: Int, version: Int64)? in
             guard case .success(let info) = outcomes[number], info.state == .current else { return nil }
             return (number, info.version)
         }
-        let refused = commits.filter { if case .failure(let error) = outcomes[$0] { error.code == .conflict } else { false } }
+        let refused = commits.filter {
+            if case .failure(let error) = outcomes[$0] { error.code == .conflict } else { false }
+        }
         return (current, refused)
     }
 }

@@ -20,8 +20,10 @@ public struct FileCursorStore: CursorStore {
 
     public func load() throws -> Int64? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        guard let value = Int64(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw XferError(.invalidConfiguration, "the cursor file \(path) does not hold a number; delete it to start over")
+        guard let value = Int64(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        else {
+            throw XferError(
+                .invalidConfiguration, "the cursor file \(path) does not hold a number; delete it to start over")
         }
         return value
     }
@@ -70,8 +72,10 @@ public struct ChangeFeed: AsyncSequence, Sendable {
     let maximumBackoff: Duration
 
     /// A feed of `container` from `store`'s cursor (or `start`, or the beginning).
-    public init(connection: ServerConnection, container: ContainerName, store: (any CursorStore)? = nil, start: Int64? = nil,
-                wait: Int = 30, maximumBackoff: Duration = .seconds(30)) {
+    public init(
+        connection: ServerConnection, container: ContainerName, store: (any CursorStore)? = nil, start: Int64? = nil,
+        wait: Int = 30, maximumBackoff: Duration = .seconds(30)
+    ) {
         self.connection = connection
         self.container = container
         unlocking = nil
@@ -83,8 +87,10 @@ public struct ChangeFeed: AsyncSequence, Sendable {
 
     /// A feed of `remote`'s container whose names, keys and values come opened when it is end-to-end
     /// encrypted (``Remote/unlocked()``, asked at the first page).
-    public init(remote: Remote, store: (any CursorStore)? = nil, start: Int64? = nil, wait: Int = 30,
-                maximumBackoff: Duration = .seconds(30)) {
+    public init(
+        remote: Remote, store: (any CursorStore)? = nil, start: Int64? = nil, wait: Int = 30,
+        maximumBackoff: Duration = .seconds(30)
+    ) {
         connection = remote.connection
         container = remote.container
         unlocking = remote
@@ -148,7 +154,9 @@ public struct ChangeFeed: AsyncSequence, Sendable {
                     self.unsaved = nil
                 }
                 guard let page = try await feed.page(after: cursor!, keys: keys) else { return nil }
-                buffer = (page.changes.map(Change.document) + page.keys.map(Change.key)).sorted { $0.sequence < $1.sequence }
+                buffer = (page.changes.map(Change.document) + page.keys.map(Change.key)).sorted {
+                    $0.sequence < $1.sequence
+                }
                 if page.cursor != cursor { unsaved = page.cursor }
                 cursor = page.cursor
             }

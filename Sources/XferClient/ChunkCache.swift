@@ -70,13 +70,16 @@ public struct ChunkCache: Sendable {
         guard !chunks.isEmpty else { return }
         let now = Self.now()
         try database.run { db in
-            let insert = try db.cachedStatement(sql: """
-                INSERT INTO chunk_cache (id, length, encoding, payload, size, used_ns) VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT (id) DO UPDATE SET used_ns = excluded.used_ns
-                """)
+            let insert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO chunk_cache (id, length, encoding, payload, size, used_ns) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (id) DO UPDATE SET used_ns = excluded.used_ns
+                    """)
             for chunk in chunks {
-                try insert.execute(arguments: [Data(chunk.id.bytes), chunk.length, Int(chunk.encoding.rawValue), Data(chunk.payload),
-                                               chunk.payload.count, now])
+                try insert.execute(arguments: [
+                    Data(chunk.id.bytes), chunk.length, Int(chunk.encoding.rawValue), Data(chunk.payload),
+                    chunk.payload.count, now
+                ])
             }
             var total = try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM chunk_cache") ?? 0
             guard total > maximumBytes else { return }
@@ -88,8 +91,10 @@ public struct ChunkCache: Sendable {
                 total -= row[1] as Int
             }
             for batch in evict.batched(atMost: 500) {
-                try db.execute(sql: "DELETE FROM chunk_cache WHERE rowid IN (\(Array(repeating: "?", count: batch.count).joined(separator: ",")))",
-                               arguments: StatementArguments(batch))
+                try db.execute(
+                    sql:
+                        "DELETE FROM chunk_cache WHERE rowid IN (\(Array(repeating: "?", count: batch.count).joined(separator: ",")))",
+                    arguments: StatementArguments(batch))
             }
         }
     }
@@ -107,19 +112,28 @@ public struct ChunkCache: Sendable {
             for batch in ids.batched(atMost: 500) {
                 let keys = batch.map { Data($0.bytes) }
                 let marks = Array(repeating: "?", count: keys.count).joined(separator: ",")
-                for row in try Row.fetchAll(db, sql: "SELECT id, length, encoding, payload FROM chunk_cache WHERE id IN (\(marks))",
-                                            arguments: StatementArguments(keys)) {
+                for row in try Row.fetchAll(
+                    db, sql: "SELECT id, length, encoding, payload FROM chunk_cache WHERE id IN (\(marks))",
+                    arguments: StatementArguments(keys))
+                {
                     let key: Data = row["id"]
                     let payload: Data = row["payload"]
-                    guard let id = ChunkID(bytes: key), let encoding = ChunkEncoding(rawValue: UInt8(clamping: row["encoding"] as Int)), encoding != .sealed,
-                          let plain = try? EncodedChunk(id: id, length: row["length"], encoding: encoding, payload: Array(payload))
-                              .decoded(maximumLength: ChunkerConfiguration.maximumAllowedSize) else {
+                    guard let id = ChunkID(bytes: key),
+                        let encoding = ChunkEncoding(rawValue: UInt8(clamping: row["encoding"] as Int)),
+                        encoding != .sealed,
+                        let plain = try? EncodedChunk(
+                            id: id, length: row["length"], encoding: encoding, payload: Array(payload)
+                        )
+                        .decoded(maximumLength: ChunkerConfiguration.maximumAllowedSize)
+                    else {
                         damaged.append(key)
                         continue
                     }
                     result[id] = plain
                 }
-                try db.execute(sql: "UPDATE chunk_cache SET used_ns = ? WHERE id IN (\(marks))", arguments: StatementArguments([now] + keys))
+                try db.execute(
+                    sql: "UPDATE chunk_cache SET used_ns = ? WHERE id IN (\(marks))",
+                    arguments: StatementArguments([now] + keys))
             }
             for key in damaged { try db.execute(sql: "DELETE FROM chunk_cache WHERE id = ?", arguments: [key]) }
             return result
@@ -130,7 +144,8 @@ public struct ChunkCache: Sendable {
     /// - Throws: `io` if the state database fails.
     public func usage() throws -> (bytes: Int, chunks: Int) {
         try database.run { db in
-            let row = try Row.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) AS bytes, COUNT(*) AS chunks FROM chunk_cache")!
+            let row = try Row.fetchOne(
+                db, sql: "SELECT COALESCE(SUM(size), 0) AS bytes, COUNT(*) AS chunks FROM chunk_cache")!
             return (row["bytes"], row["chunks"])
         }
     }

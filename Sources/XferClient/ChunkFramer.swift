@@ -19,7 +19,8 @@ final class ChunkFramer: @unchecked Sendable {  // its state is only touched und
 
     /// - Parameter codec: How the container's chunks travel: sealed ones are sealed here,
     ///   never against a reference, and never kept in the cache.
-    init(_ locations: [PushEngine.Location], policy: CompressionPolicy, codec: ChunkCodec = .plain, cache: ChunkCache?) {
+    init(_ locations: [PushEngine.Location], policy: CompressionPolicy, codec: ChunkCodec = .plain, cache: ChunkCache?)
+    {
         self.locations = locations
         self.policy = policy
         self.codec = codec
@@ -61,20 +62,28 @@ final class ChunkFramer: @unchecked Sendable {  // its state is only touched und
                 let fd = try file(location.file)
                 try buffer.withUnsafeMutableBytes { raw in
                     let plain = UnsafeMutableRawBufferPointer(rebasing: raw[0..<location.length])
-                    guard try Syscall.pread(fd, into: plain, at: location.offset, path: location.file) == location.length else {
-                        throw XferError(.io, "\(location.file) changed while it was being pushed (it is shorter now); push again", cause: ChangedWhileRead())
+                    guard
+                        try Syscall.pread(fd, into: plain, at: location.offset, path: location.file) == location.length
+                    else {
+                        throw XferError(
+                            .io, "\(location.file) changed while it was being pushed (it is shorter now); push again",
+                            cause: ChangedWhileRead())
                     }
                     let bytes = UnsafeRawBufferPointer(plain)
                     let chunk: EncodedChunk
                     // (A sealed push has no cache, so no reference: its chunks are sealed whole.)
-                    if let reference = location.reference, reference != location.id, let previous = references[reference] {
+                    if let reference = location.reference, reference != location.id,
+                        let previous = references[reference]
+                    {
                         chunk = try Zstd.encode(bytes, id: location.id, policy: policy, against: (reference, previous))
                     } else {
                         chunk = try codec.encode(bytes, id: location.id, policy: policy)
                     }
                     // Sealing names the bytes again: other bytes now are a file changed since it was read.
                     guard chunk.id == location.id else {
-                        throw XferError(.io, "\(location.file) changed while it was being pushed; push again", cause: ChangedWhileRead())
+                        throw XferError(
+                            .io, "\(location.file) changed while it was being pushed; push again",
+                            cause: ChangedWhileRead())
                     }
                     ChunkFrames.append(chunk, to: &body)
                     sizes.append((chunk.payload.count, location.length))

@@ -52,7 +52,8 @@ struct ChunkLists: RandomAccessCollection, Sendable {
 
     /// File `file`'s chunks, in order.
     subscript(file: Int) -> [Manifest.ChunkReference] {
-        let start = file == 0 ? 0 : Int(ends[file - 1]), end = Int(ends[file])
+        let start = file == 0 ? 0 : Int(ends[file - 1])
+        let end = Int(ends[file])
         return Array(references[start..<end])
     }
 }

@@ -36,8 +36,10 @@ struct ChunkSourcing: Equatable {
     ///   - resuming: A staging copy of this version is there (its chunks are tried first, in place).
     ///   - local: Where chunks are on disk (``ChunkSources``).
     ///   - prefetched: The chunks fetched already.
-    static func make(files: FileChunks, resuming: Bool, local: [ChunkID: ChunkSources.Location],
-                     prefetched: Set<ChunkID>) -> ChunkSourcing {
+    static func make(
+        files: FileChunks, resuming: Bool, local: [ChunkID: ChunkSources.Location],
+        prefetched: Set<ChunkID>
+    ) -> ChunkSourcing {
         var steps: [Step] = []
         if resuming { steps.reserveCapacity(files.reduce(0) { $0 + $1.count }) }
         for (file, chunks) in files.enumerated() {
@@ -98,8 +100,9 @@ struct ChunkSourcing: Equatable {
                 others.append(more[Int(next)].target)
                 next = more[Int(next)].next
             }
-            return Download(chunk: files[file][Int(record.chunk)], first: PullEngine.Target(file: file, offset: record.offset),
-                            more: others)
+            return Download(
+                chunk: files[file][Int(record.chunk)], first: PullEngine.Target(file: file, offset: record.offset),
+                more: others)
         }
 
         /// Whether at least `count` distinct files hold a download's first place: about how many
@@ -119,7 +122,9 @@ struct ChunkSourcing: Equatable {
 
         /// Adds `target` to record `position`'s places.
         fileprivate mutating func add(_ target: PullEngine.Target, to position: Int) {
-            guard let index = Int32(exactly: more.count) else { preconditionFailure("more than 2^31 repeated chunks in one pull") }
+            guard let index = Int32(exactly: more.count) else {
+                preconditionFailure("more than 2^31 repeated chunks in one pull")
+            }
             more.append(More(target: target))
             if records[position].lastMore >= 0 {
                 more[Int(records[position].lastMore)].next = index
@@ -144,7 +149,8 @@ struct ChunkSourcing: Equatable {
         var position = PrefixPositions(capacity: places)
         var sharingPrefix: [ChunkID: Int] = [:]
         // The steps and the failed ones are in place order too: each is met by a cursor.
-        var nextStep = 0, nextFailed = 0
+        var nextStep = 0
+        var nextFailed = 0
         for (file, chunks) in files.enumerated() {
             var offset: Int64 = 0
             for (index, chunk) in chunks.enumerated() {

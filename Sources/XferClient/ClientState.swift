@@ -1,5 +1,5 @@
-import Foundation
 import CXferShims
+import Foundation
 import GRDB
 import XferCore
 import XferProtocol
@@ -40,7 +40,9 @@ public struct SyncedDocument: Sendable, Hashable {
     /// - Parameter digest: The digest the server records for this version, when it is not the
     ///   manifest's own nor ``serverDigest`` (``Remote/serverDigest(of:at:)``).
     public func isHeld(by answer: DocumentInfo?, digest: String? = nil) -> Bool {
-        guard let answer, answer.version == version, [.current, .superseded, .conflict].contains(answer.state) else { return false }
+        guard let answer, answer.version == version, [.current, .superseded, .conflict].contains(answer.state) else {
+            return false
+        }
         return answer.manifestDigest == (digest ?? serverDigest ?? manifest.digest.hex)
     }
 }
@@ -56,7 +58,8 @@ public final class StateDatabase: Sendable {
     /// - Throws: `io` if it cannot be opened.
     public init(path: String) throws {
         self.path = path
-        try? FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try? FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         do {
             var configuration = Configuration()
             configuration.busyMode = .timeout(30)
@@ -164,7 +167,8 @@ public final class ClientState: Sendable {
         let root = root
         try database.run { db in
             // The primary key's order (BINARY collation: UTF-8 bytes), so nothing is sorted.
-            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM root_files WHERE root = ? ORDER BY path", arguments: [root])
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT * FROM root_files WHERE root = ? ORDER BY path", arguments: [root])
             while let row = try rows.next() { try body(try Self.knownFile(row)) }
         }
     }
@@ -174,8 +178,9 @@ public final class ClientState: Sendable {
     public func forEachStamp(_ body: (String, FileStamp) throws -> Void) throws {
         let root = root
         try database.run { db in
-            let rows = try Row.fetchCursor(db, sql: "SELECT path, size, mtime_ns, inode, ctime_ns FROM root_files WHERE root = ? ORDER BY path",
-                                           arguments: [root])
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT path, size, mtime_ns, inode, ctime_ns FROM root_files WHERE root = ? ORDER BY path",
+                arguments: [root])
             while let row = try rows.next() {
                 try body(row["path"], Self.stamp(row))
             }
@@ -214,9 +219,11 @@ public final class ClientState: Sendable {
         return try database.run { db in
             // Read through a cursor: the blob is copied once, out of SQLite's row (a tree's
             // manifest may be megabytes).
-            let rows = try Row.fetchCursor(db, sql: """
-                SELECT version, manifest, server_digest FROM root_documents WHERE root = ? AND server = ? AND container = ? AND path = ?
-                """, arguments: [root, server, container.value, path.value])
+            let rows = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT version, manifest, server_digest FROM root_documents WHERE root = ? AND server = ? AND container = ? AND path = ?
+                    """, arguments: [root, server, container.value, path.value])
             guard let row = try rows.next() else { return nil }
             let version: Int64 = row["version"]
             let serverDigest: String? = row["server_digest"]
@@ -225,13 +232,17 @@ public final class ClientState: Sendable {
                 // A large manifest, in parts: each copied once, into one array (on disk once large).
                 let key: StatementArguments = [root, server, container.value, path.value]
                 let where_ = "WHERE root = ? AND server = ? AND container = ? AND path = ?"
-                bytes.reserveCapacity(try Int.fetchOne(db, sql: "SELECT SUM(length(bytes)) FROM root_manifest_parts \(where_)", arguments: key) ?? 0)
-                let parts = try Row.fetchCursor(db, sql: "SELECT bytes FROM root_manifest_parts \(where_) ORDER BY part", arguments: key)
+                bytes.reserveCapacity(
+                    try Int.fetchOne(
+                        db, sql: "SELECT SUM(length(bytes)) FROM root_manifest_parts \(where_)", arguments: key) ?? 0)
+                let parts = try Row.fetchCursor(
+                    db, sql: "SELECT bytes FROM root_manifest_parts \(where_) ORDER BY part", arguments: key)
                 while let part = try parts.next() {
                     try part.withUnsafeData(atIndex: 0) { data in if let data { bytes.append(contentsOf: data) } }
                 }
             }
-            return SyncedDocument(version: version, manifest: try Self.storedManifest(bytes), serverDigest: serverDigest)
+            return SyncedDocument(
+                version: version, manifest: try Self.storedManifest(bytes), serverDigest: serverDigest)
         }
     }
 
@@ -239,14 +250,18 @@ public final class ClientState: Sendable {
     public func documentVersion(server: String, container: ContainerName, path: DocumentPath) throws -> Int64? {
         let root = root
         return try database.run { db in
-            try Int64.fetchOne(db, sql: "SELECT version FROM root_documents WHERE root = ? AND server = ? AND container = ? AND path = ?",
-                               arguments: [root, server, container.value, path.value])
+            try Int64.fetchOne(
+                db,
+                sql: "SELECT version FROM root_documents WHERE root = ? AND server = ? AND container = ? AND path = ?",
+                arguments: [root, server, container.value, path.value])
         }
     }
 
     /// Records that this root now holds `document`, whose files are now exactly `files`, in one transaction.
-    public func recordSynced(server: String, container: ContainerName, path: DocumentPath, document: SyncedDocument,
-                             files: some Sequence<KnownFile> & Sendable) throws {
+    public func recordSynced(
+        server: String, container: ContainerName, path: DocumentPath, document: SyncedDocument,
+        files: some Sequence<KnownFile> & Sendable
+    ) throws {
         let root = root
         try database.run { db in
             try db.execute(sql: "DELETE FROM root_files WHERE root = ?", arguments: [root])
@@ -274,12 +289,15 @@ public final class ClientState: Sendable {
 
     /// Records that this root now holds the package `document`, its files' rows those that
     /// ``stageSynced(files:)`` held aside (in one statement). One transaction.
-    public func recordStagedSynced(server: String, container: ContainerName, path: DocumentPath, document: SyncedDocument) throws {
+    public func recordStagedSynced(
+        server: String, container: ContainerName, path: DocumentPath, document: SyncedDocument
+    ) throws {
         let root = root
         try database.run { db in
             try db.execute(sql: "DELETE FROM root_files WHERE root = ?", arguments: [root])
             try db.execute(sql: "CREATE TEMP TABLE IF NOT EXISTS staged_files AS SELECT * FROM main.root_files WHERE 0")
-            try db.execute(sql: "INSERT INTO main.root_files SELECT * FROM temp.staged_files WHERE root = ?", arguments: [root])
+            try db.execute(
+                sql: "INSERT INTO main.root_files SELECT * FROM temp.staged_files WHERE root = ?", arguments: [root])
             try db.execute(sql: "DELETE FROM temp.staged_files WHERE root = ?", arguments: [root])
             try Self.store(document, single: nil, key: [root, server, container.value, path.value], in: db)
         }
@@ -289,23 +307,31 @@ public final class ClientState: Sendable {
     /// recorded now: those read for it by ``record(files:)``, the others unchanged since their
     /// rows were written (a push matched each one's stamp). Only the rows of paths that are no
     /// longer files of the document go; nothing is written again. One transaction.
-    public func recordPushed(server: String, container: ContainerName, path: DocumentPath, document: SyncedDocument) throws {
+    public func recordPushed(server: String, container: ContainerName, path: DocumentPath, document: SyncedDocument)
+        throws
+    {
         let root = root
         try database.run { db in
             // Both in path order: the rows are walked along the manifest's entries, no map made.
             let entries = document.manifest.entries
             var stale: [String] = []
             var cursor = 0
-            let rows = try String.fetchCursor(db, sql: "SELECT path FROM root_files WHERE root = ? ORDER BY path", arguments: [root])
+            let rows = try String.fetchCursor(
+                db, sql: "SELECT path FROM root_files WHERE root = ? ORDER BY path", arguments: [root])
             while let file = try rows.next() {
-                let kept = PathOrder.seek(&cursor, count: entries.count, to: file, pathAt: { entries.path(at: $0) }) && entries.kind(at: cursor) == .file
+                let kept =
+                    PathOrder.seek(&cursor, count: entries.count, to: file, pathAt: { entries.path(at: $0) })
+                    && entries.kind(at: cursor) == .file
                 if !kept { stale.append(file) }
             }
             let remove = try db.cachedStatement(sql: "DELETE FROM root_files WHERE root = ? AND path = ?")
             for file in stale { try remove.execute(arguments: [root, file]) }
             var single: String? = nil
             if document.manifest.kind == .file,
-               let row = try Row.fetchOne(db, sql: "SELECT size, mtime_ns, inode, ctime_ns FROM root_files WHERE root = ? AND path = ''", arguments: [root]) {
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT size, mtime_ns, inode, ctime_ns FROM root_files WHERE root = ? AND path = ''",
+                    arguments: [root])
+            {
                 single = Self.stamp(row).text
             }
             try Self.store(document, single: single, key: [root, server, container.value, path.value], in: db)
@@ -313,27 +339,35 @@ public final class ClientState: Sendable {
     }
 
     /// Writes `document` as the version the root holds (`single`: a file document's stamp).
-    private static func store(_ document: SyncedDocument, single: String?, key: [any DatabaseValueConvertible], in db: Database) throws {
-        let single = document.manifest.kind == .directory ? LocalSnapshot.directoryStamp(mode: document.manifest.entries[0].mode) : single
+    private static func store(
+        _ document: SyncedDocument, single: String?, key: [any DatabaseValueConvertible], in db: Database
+    ) throws {
+        let single =
+            document.manifest.kind == .directory
+            ? LocalSnapshot.directoryStamp(mode: document.manifest.entries[0].mode) : single
         // Stored as a compressed delta against nothing, a large one in parts (SQLite copies
         // a blob twice as it binds and writes it; a tree's manifest may be megabytes), each
         // bound without another copy. A replaced row's parts go first (REPLACE does not fire
         // the delete trigger).
-        try db.execute(sql: "DELETE FROM root_manifest_parts WHERE root = ? AND server = ? AND container = ? AND path = ?",
-                       arguments: StatementArguments(key))
+        try db.execute(
+            sql: "DELETE FROM root_manifest_parts WHERE root = ? AND server = ? AND container = ? AND path = ?",
+            arguments: StatementArguments(key))
         // (A delta past the size a delta may be read at, which only a manifest near every
         // limit could make, is stored as the canonical encoding, which is always readable.)
         var stored = document.manifest.compressedDelta(against: nil)
         if stored.count > Manifest.maximumEncodedSize { stored = SpillArray(document.manifest.encoded()) }
-        let parts = stored.count > Self.manifestPart ? Array(stride(from: 0, to: stored.count, by: Self.manifestPart)) : []
+        let parts =
+            stored.count > Self.manifestPart ? Array(stride(from: 0, to: stored.count, by: Self.manifestPart)) : []
         try Self.withBlob(parts.isEmpty ? stored[...] : stored[0..<0]) { blob in
-            try db.execute(sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           arguments: StatementArguments(key + [document.version, blob, single, document.serverDigest]))
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO root_documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                arguments: StatementArguments(key + [document.version, blob, single, document.serverDigest]))
         }
         for (number, start) in parts.enumerated() {
             try Self.withBlob(stored[start..<min(stored.count, start + Self.manifestPart)]) { blob in
-                try db.execute(sql: "INSERT INTO root_manifest_parts VALUES (?, ?, ?, ?, ?, ?)",
-                               arguments: StatementArguments(key + [number, blob]))
+                try db.execute(
+                    sql: "INSERT INTO root_manifest_parts VALUES (?, ?, ?, ?, ?, ?)",
+                    arguments: StatementArguments(key + [number, blob]))
             }
         }
     }
@@ -346,7 +380,8 @@ public final class ClientState: Sendable {
         try bytes.base.withUnsafeBufferPointer { whole in
             let raw = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: whole[bytes.startIndex..<bytes.endIndex]))
             guard let base = raw.baseAddress, !raw.isEmpty else { return try body(Data()) }
-            return try body(Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: raw.count, deallocator: .none))
+            return try body(
+                Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: raw.count, deallocator: .none))
         }
     }
 
@@ -371,21 +406,27 @@ public final class ClientState: Sendable {
 
     /// The stamp in a `root_files` row.
     private static func stamp(_ row: Row) -> FileStamp {
-        FileStamp(size: row["size"], mtimeNanoseconds: row["mtime_ns"], inode: UInt64(bitPattern: row["inode"]), ctimeNanoseconds: row["ctime_ns"])
+        FileStamp(
+            size: row["size"], mtimeNanoseconds: row["mtime_ns"], inode: UInt64(bitPattern: row["inode"]),
+            ctimeNanoseconds: row["ctime_ns"])
     }
 
     /// Records `files`, taking each once from the sequence (a lazy one may look at the disk).
     /// - Returns: The first file and whether it was the only one.
     @discardableResult
-    private static func insert(_ files: some Sequence<KnownFile>, root: String, into db: Database,
-                               table: String = "root_files") throws -> (first: KnownFile?, only: Bool) {
+    private static func insert(
+        _ files: some Sequence<KnownFile>, root: String, into db: Database,
+        table: String = "root_files"
+    ) throws -> (first: KnownFile?, only: Bool) {
         let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO \(table) VALUES (?, ?, ?, ?, ?, ?, ?)")
         var first: KnownFile? = nil
         var count = 0
         for file in files {
-            try insert.execute(arguments: [root, file.path, file.stamp.size, file.stamp.mtimeNanoseconds,
-                                           Int64(bitPattern: file.stamp.inode), file.stamp.ctimeNanoseconds,
-                                           encodeChunks(file.chunks)])
+            try insert.execute(arguments: [
+                root, file.path, file.stamp.size, file.stamp.mtimeNanoseconds,
+                Int64(bitPattern: file.stamp.inode), file.stamp.ctimeNanoseconds,
+                encodeChunks(file.chunks)
+            ])
             if count == 0 { first = file }
             count += 1
         }
@@ -402,13 +443,16 @@ public final class ClientState: Sendable {
     }
 
     static func decodeChunks(_ data: Data) throws -> [Manifest.ChunkReference] {
-        guard data.count % 36 == 0 else { throw XferError(.io, "the client state has a damaged chunk list; delete the state directory") }
+        guard data.count % 36 == 0 else {
+            throw XferError(.io, "the client state has a damaged chunk list; delete the state directory")
+        }
         // Read in place (a no-op push reads every file's list: 200,000 of them).
         return data.withUnsafeBytes { raw in
             stride(from: 0, to: raw.count, by: 36).map { start in
                 let length = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start, as: UInt32.self)))
-                return Manifest.ChunkReference(id: ChunkID(bytes: UnsafeRawBufferPointer(rebasing: raw[(start + 4)..<(start + 36)]))!,
-                                               length: length)
+                return Manifest.ChunkReference(
+                    id: ChunkID(bytes: UnsafeRawBufferPointer(rebasing: raw[(start + 4)..<(start + 36)]))!,
+                    length: length)
             }
         }
     }
@@ -429,4 +473,3 @@ public final class ClientState: Sendable {
         return "/" + components.joined(separator: "/")
     }
 }
-

@@ -45,8 +45,10 @@ public final class ClientThreads: TaskExecutor {
     /// Runs `body` with the client's threads as the task's executor preference: its
     /// nonisolated work and that of the child tasks and default actors it reaches runs there.
     /// An actor-isolated caller stays isolated (`isolation`), as with `withTaskExecutorPreference`.
-    public static func run<T, Failure: Error>(isolation: isolated (any Actor)? = #isolation,
-                                              _ body: () async throws(Failure) -> T) async throws(Failure) -> T {
+    public static func run<T, Failure: Error>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: () async throws(Failure) -> T
+    ) async throws(Failure) -> T {
         try await withTaskExecutorPreference(shared, isolation: isolation, operation: body)
     }
 }

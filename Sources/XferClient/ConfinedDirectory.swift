@@ -1,11 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import CXferShims
 import Foundation
 import XferCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// A directory opened once, beneath which every change a pull, sync, evict or trash makes goes
 /// through its descriptor: the one confined writer of the client (docs/SECURITY.md).
@@ -41,7 +42,8 @@ public final class ConfinedDirectory: Sendable {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else {
             let err = errno
-            throw XferError(err == ENOENT ? .notFound : .io, "cannot open the directory \(path)", cause: SystemErrno(err))
+            throw XferError(
+                err == ENOENT ? .notFound : .io, "cannot open the directory \(path)", cause: SystemErrno(err))
         }
         self.fd = fd
         self.path = path
@@ -58,7 +60,9 @@ public final class ConfinedDirectory: Sendable {
     public func describe(_ name: String) -> String { Self.path(of: name, in: path) }
 
     /// The path of `name` in the directory at `directory`.
-    static func path(of name: String, in directory: String) -> String { directory == "/" ? "/" + name : directory + "/" + name }
+    static func path(of name: String, in directory: String) -> String {
+        directory == "/" ? "/" + name : directory + "/" + name
+    }
 
     // MARK: Resolving
 
@@ -69,7 +73,8 @@ public final class ConfinedDirectory: Sendable {
     /// - Returns: The opened directory.
     /// - Throws: `conflict` if a component is a symlink or not a directory (xfer never writes
     ///   through one), `not_found` if one is missing and `create` is false, `io` otherwise.
-    public func directory(_ components: some Collection<some StringProtocol>, create: Bool) throws -> ConfinedDirectory {
+    public func directory(_ components: some Collection<some StringProtocol>, create: Bool) throws -> ConfinedDirectory
+    {
         let names = try components.map { try Self.checkedName(String($0)) }
         var described = path
         for name in names { described += (described == "/" ? "" : "/") + name }
@@ -85,7 +90,9 @@ public final class ConfinedDirectory: Sendable {
         let err = errno
         if err != ENOSYS && err != EPERM && err != E2BIG && !(err == ENOENT && create) {
             if err == ENOENT { throw XferError(.notFound, "\(described) does not exist", cause: SystemErrno(err)) }
-            if err != ELOOP && err != ENOTDIR && err != EXDEV { throw XferError(.io, "cannot open the directory \(described)", cause: SystemErrno(err)) }
+            if err != ELOOP && err != ENOTDIR && err != EXDEV {
+                throw XferError(.io, "cannot open the directory \(described)", cause: SystemErrno(err))
+            }
         }
         // Component by component: the fallback, and the way missing directories are made.
         var current = try directory([String](), create: false)
@@ -156,8 +163,14 @@ public final class ConfinedDirectory: Sendable {
 
     /// Creates a subdirectory; an existing directory of that name is kept.
     public func makeDirectory(_ name: String, mode: mode_t = 0o755) throws {
-        if try Syscall.mkdirat(fd, try Self.checkedName(name), mode: mode, path: describe(name)) || kind(name) == S_IFDIR { return }
-        throw XferError(.io, "cannot create the directory \(describe(name)): something else has that name", cause: SystemErrno(EEXIST))
+        if try Syscall.mkdirat(fd, try Self.checkedName(name), mode: mode, path: describe(name))
+            || kind(name) == S_IFDIR
+        {
+            return
+        }
+        throw XferError(
+            .io, "cannot create the directory \(describe(name)): something else has that name",
+            cause: SystemErrno(EEXIST))
     }
 
     /// Creates a symlink named `name` holding `target` (never followed here).
@@ -186,23 +199,30 @@ public final class ConfinedDirectory: Sendable {
 
     /// Renames `name` here to `newName` in `destination` (a symlink is moved as itself, never followed).
     public func rename(_ name: String, to destination: ConfinedDirectory, as newName: String) throws {
-        try Syscall.renameat(fd, try Self.checkedName(name), destination.fd, try Self.checkedName(newName), path: destination.describe(newName))
+        try Syscall.renameat(
+            fd, try Self.checkedName(name), destination.fd, try Self.checkedName(newName),
+            path: destination.describe(newName))
     }
 
     /// Makes `newName` in `destination` a hard link to the file `name` here (never to a symlink's target).
     public func link(_ name: String, to destination: ConfinedDirectory, as newName: String) throws {
-        try Syscall.linkat(fd, try Self.checkedName(name), destination.fd, try Self.checkedName(newName), path: destination.describe(newName))
+        try Syscall.linkat(
+            fd, try Self.checkedName(name), destination.fd, try Self.checkedName(newName),
+            path: destination.describe(newName))
     }
 
     /// Exchanges `name` here with `other` in `destination` atomically (`renameat2(RENAME_EXCHANGE)`).
     /// - Returns: `false` where the file system cannot (the caller falls back to two renames).
     public func exchange(_ name: String, with destination: ConfinedDirectory, _ other: String) throws -> Bool {
-        try Syscall.exchange(fd, try Self.checkedName(name), destination.fd, try Self.checkedName(other), path: destination.describe(other))
+        try Syscall.exchange(
+            fd, try Self.checkedName(name), destination.fd, try Self.checkedName(other),
+            path: destination.describe(other))
     }
 
     /// Whether this directory is on the same file system as `other` (a rename between them works).
     public func isOnFileSystem(of other: ConfinedDirectory) -> Bool {
-        var mine = stat(), theirs = stat()
+        var mine = stat()
+        var theirs = stat()
         return fstat(fd, &mine) == 0 && fstat(other.fd, &theirs) == 0 && mine.st_dev == theirs.st_dev
     }
 
@@ -265,7 +285,8 @@ public final class ConfinedDirectory: Sendable {
 
     /// One path component: not empty, `.` or `..`, no `/` or NUL.
     static func checkedName(_ name: String) throws -> String {
-        guard !name.isEmpty, name != ".", name != "..", !name.utf8.contains(UInt8(ascii: "/")), !name.utf8.contains(0) else {
+        guard !name.isEmpty, name != ".", name != "..", !name.utf8.contains(UInt8(ascii: "/")), !name.utf8.contains(0)
+        else {
             throw XferError(.invalidPath, "\"\(name)\" is not a single path component")
         }
         return name

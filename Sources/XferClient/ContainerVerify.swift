@@ -88,10 +88,16 @@ public struct ContainerVerify: Sendable {
             do {
                 name = try remote.named(info).path.value
             } catch {
-                report.record(info.path.value, problem: "its name does not open under the container's key (damaged, or written without the key)")
+                report.record(
+                    info.path.value,
+                    problem: "its name does not open under the container's key (damaged, or written without the key)")
                 continue
             }
-            switch try await outcome({ try await remote.naming { try await PullEngine(remote: remote).manifest(info.path, info: info, synced: nil) } }) {
+            switch try await outcome({
+                try await remote.naming {
+                    try await PullEngine(remote: remote).manifest(info.path, info: info, synced: nil)
+                }
+            }) {
             case .failure(let error):
                 report.record(name, problem: error.message)
             case .success(let fetched):
@@ -100,10 +106,16 @@ public struct ContainerVerify: Sendable {
                 for chunk in manifest.allChunks {
                     var entry = wanted[chunk.id] ?? (chunk.length, [])
                     guard entry.length == chunk.length else {
-                        report.record(name, problem: "its manifest declares chunk \(chunk.id) of \(chunk.length) bytes, another of \(entry.length)")
+                        report.record(
+                            name,
+                            problem:
+                                "its manifest declares chunk \(chunk.id) of \(chunk.length) bytes, another of \(entry.length)"
+                        )
                         continue
                     }
-                    if entry.documents.count < Self.namedDocuments && entry.documents.last != name { entry.documents.append(name) }
+                    if entry.documents.count < Self.namedDocuments && entry.documents.last != name {
+                        entry.documents.append(name)
+                    }
                     wanted[chunk.id] = entry
                 }
             }
@@ -119,7 +131,9 @@ public struct ContainerVerify: Sendable {
                 }
                 let bytes = try codec.decode(chunk, maximumLength: expected.length)
                 guard bytes.count == expected.length else {
-                    throw XferError(.corruptChunk, "chunk \(chunk.id) holds \(bytes.count) bytes, but its manifest declares \(expected.length)")
+                    throw XferError(
+                        .corruptChunk,
+                        "chunk \(chunk.id) holds \(bytes.count) bytes, but its manifest declares \(expected.length)")
                 }
                 checked.chunks += 1
                 checked.bytes += Int64(bytes.count)
@@ -143,7 +157,10 @@ public struct ContainerVerify: Sendable {
                     report.bytesChecked += checked.bytes
                 case .failure(let error):
                     for document in wanted[ids[0]]!.documents {
-                        report.record(document, problem: "chunk \(ids[0]): \(remote.endToEnd?.openingNames(in: error.message) ?? error.message)")
+                        report.record(
+                            document,
+                            problem:
+                                "chunk \(ids[0]): \(remote.endToEnd?.openingNames(in: error.message) ?? error.message)")
                     }
                 }
             }

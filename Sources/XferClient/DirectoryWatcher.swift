@@ -33,7 +33,10 @@ final class DirectoryWatcher: Sendable {
     ///   - ignore: Whether a path relative to `root` (and whether it is a directory) is ignored.
     /// - Throws: `io` if inotify is unavailable.
     ///   - limit: Watch at most this many directories (`nil`: as many as the kernel allows).
-    init(root: String, limit: Int? = nil, ignore: @escaping @Sendable (_ relativePath: String, _ isDirectory: Bool) -> Bool) throws {
+    init(
+        root: String, limit: Int? = nil,
+        ignore: @escaping @Sendable (_ relativePath: String, _ isDirectory: Bool) -> Bool
+    ) throws {
         self.root = root
         self.ignore = ignore
         self.limit = limit
@@ -65,7 +68,9 @@ final class DirectoryWatcher: Sendable {
         for name in names {
             var info = stat()
             let child = path + "/" + name
-            if lstat(child, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR && !ignore(relative(child), true) { addTree(child) }
+            if lstat(child, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR && !ignore(relative(child), true) {
+                addTree(child)
+            }
         }
     }
 
@@ -86,12 +91,15 @@ final class DirectoryWatcher: Sendable {
             while offset + 16 <= count {
                 let wd = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: Int32.self) }
                 let mask = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self) }
-                let length = Int(buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self) })
+                let length = Int(
+                    buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self) })
                 let nameBytes = buffer[(offset + 16)..<min(count, offset + 16 + length)].prefix { $0 != 0 }
                 let name = String(decoding: nameBytes, as: UTF8.self)
                 offset += 16 + length
                 let parent = directories.withLock { $0[wd] }
-                if !name.isEmpty, let parent, ignore(relative(parent + "/" + name), mask & Self.isDirectory != 0) { continue }
+                if !name.isEmpty, let parent, ignore(relative(parent + "/" + name), mask & Self.isDirectory != 0) {
+                    continue
+                }
                 relevant = true
                 if mask & Self.isDirectory != 0, mask & Self.created != 0, let parent {
                     addTree(parent + "/" + name)

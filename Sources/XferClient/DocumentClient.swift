@@ -23,11 +23,15 @@ public final class DocumentClient: Sendable {
 
     /// A client of `container` on `server`, keeping local state in `stateDirectory`.
     /// - Throws: `invalid_path` for a bad container name.
-    public convenience init(server: String, token: String, container: String = ContainerName.default.value,
-                            stateDirectory: String = ClientState.defaultDirectory(),
-                            device: String = ProcessInfo.processInfo.hostName) throws {
-        self.init(remote: Remote(connection: ServerConnection(server: server, token: token), container: try ContainerName(container),
-                                 stateDirectory: stateDirectory), device: device)
+    public convenience init(
+        server: String, token: String, container: String = ContainerName.default.value,
+        stateDirectory: String = ClientState.defaultDirectory(),
+        device: String = ProcessInfo.processInfo.hostName
+    ) throws {
+        self.init(
+            remote: Remote(
+                connection: ServerConnection(server: server, token: token), container: try ContainerName(container),
+                stateDirectory: stateDirectory), device: device)
     }
 
     /// A client over an existing remote, writing as `device` (else the remote's, ``Remote/device``).
@@ -44,24 +48,30 @@ public final class DocumentClient: Sendable {
     // MARK: Documents
 
     /// Pushes a file or directory (a package) as document `name`; see ``PushEngine``.
-    public func push(_ path: String, as name: String, options: PushOptions = PushOptions(),
-                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PushReport {
+    public func push(
+        _ path: String, as name: String, options: PushOptions = PushOptions(),
+        progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }
+    ) async throws -> PushReport {
         var options = options
         options.device = device
         let document = try DocumentPath(name)
         // An end-to-end encrypted container's key, if it is one: the push seals what it sends.
         return try await whileUnlocking { remote, confirmed in
-            try await PushEngine(remote: remote, options: options).push(path, as: document, progress: progress, confirmed: confirmed)
+            try await PushEngine(remote: remote, options: options).push(
+                path, as: document, progress: progress, confirmed: confirmed)
         }
     }
 
     /// Pulls document `name` (its current version, or `version`) into `destination`; see ``PullEngine``.
-    public func pull(_ name: String, into destination: String, version: Int64? = nil, options: PullOptions = PullOptions(),
-                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
+    public func pull(
+        _ name: String, into destination: String, version: Int64? = nil, options: PullOptions = PullOptions(),
+        progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }
+    ) async throws -> PullReport {
         let document = try DocumentPath(name)
         return try await whileUnlocking { remote, confirmed in
-            try await PullEngine(remote: remote, options: options).pull(document, into: destination, version: version, progress: progress,
-                                                                        confirmed: confirmed)
+            try await PullEngine(remote: remote, options: options).pull(
+                document, into: destination, version: version, progress: progress,
+                confirmed: confirmed)
         }
     }
 
@@ -69,7 +79,9 @@ public final class DocumentClient: Sendable {
     /// ``Remote/whileUnlocking(_:)`` assumes, so the engine looks at its files and state while
     /// the server answers and sends nothing before. `confirmed` (`nil` once known) keeps the
     /// answer for the client's later calls.
-    private func whileUnlocking<T>(_ body: (Remote, (@Sendable () async throws -> Void)?) async throws -> T) async throws -> T {
+    private func whileUnlocking<T>(_ body: (Remote, (@Sendable () async throws -> Void)?) async throws -> T)
+        async throws -> T
+    {
         if let known = unlockedRemote.value { return try await body(known, nil) }
         return try await remote.whileUnlocking { remote, confirmed in
             try await body(remote) {
@@ -86,7 +98,8 @@ public final class DocumentClient: Sendable {
     public func list(prefix: String = "", scope: Scope? = nil) async throws -> DocumentList {
         let remote = try await unlocked()
         let full = scope.map { $0.prefix + prefix } ?? prefix
-        var list = try await remote.connection.list(container: remote.container, prefix: remote.endToEnd == nil ? full : "")
+        var list = try await remote.connection.list(
+            container: remote.container, prefix: remote.endToEnd == nil ? full : "")
         if remote.endToEnd != nil {
             list.documents = remote.named(list.documents).documents.filter { $0.path.value.hasPrefix(full) }
                 .sorted { PathOrder.precedes($0.path.value, $1.path.value) }
@@ -99,8 +112,10 @@ public final class DocumentClient: Sendable {
     public func stat(_ name: String, version: Int64? = nil) async throws -> DocumentInfo {
         let remote = try await unlocked()
         return try await remote.naming {
-            try remote.named(try await remote.connection.stat(container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
-                                                              version: version))
+            try remote.named(
+                try await remote.connection.stat(
+                    container: remote.container, path: try remote.serverPath(try DocumentPath(name)),
+                    version: version))
         }
     }
 
@@ -109,8 +124,10 @@ public final class DocumentClient: Sendable {
     public func versions(_ name: String) async throws -> [DocumentInfo] {
         let remote = try await unlocked()
         return try await remote.naming {
-            try await remote.connection.versions(container: remote.container, path: try remote.serverPath(try DocumentPath(name)))
-                .versions.map { try remote.named($0) }
+            try await remote.connection.versions(
+                container: remote.container, path: try remote.serverPath(try DocumentPath(name))
+            )
+            .versions.map { try remote.named($0) }
         }
     }
 
@@ -121,8 +138,11 @@ public final class DocumentClient: Sendable {
         let document = try DocumentPath(name)
         let kept = remote.endToEnd == nil ? keep : try await renumbered(document, keep: keep, remote: remote)
         return try await remote.naming {
-            try remote.named(try await remote.connection.resolve(container: remote.container, ResolveRequest(
-                path: try remote.serverPath(document), keep: kept, keepAll: keepAll)))
+            try remote.named(
+                try await remote.connection.resolve(
+                    container: remote.container,
+                    ResolveRequest(
+                        path: try remote.serverPath(document), keep: kept, keepAll: keepAll)))
         }
     }
 
@@ -153,9 +173,13 @@ public final class DocumentClient: Sendable {
         return try await remote.naming {
             let path = try remote.serverPath(try DocumentPath(name))
             var base = baseVersion
-            if remote.endToEnd != nil, base == nil { base = try await remote.connection.stat(container: remote.container, path: path).version }
-            return try remote.named(try await remote.connection.delete(container: remote.container, path: path, baseVersion: base,
-                                                                       seal: remote.deletionSeal(path, base: base)))
+            if remote.endToEnd != nil, base == nil {
+                base = try await remote.connection.stat(container: remote.container, path: path).version
+            }
+            return try remote.named(
+                try await remote.connection.delete(
+                    container: remote.container, path: path, baseVersion: base,
+                    seal: remote.deletionSeal(path, base: base)))
         }
     }
     /// ``remote`` with its container's key if the container is end-to-end encrypted (asked once).
@@ -186,12 +210,14 @@ public final class DocumentClient: Sendable {
     /// A key's whole entry: value, writer's timestamp and device, feed sequence. Throws `not_found`.
     public func entry(forKey key: String) async throws -> KeyValueEntry {
         let remote = try await unlocked()
-        guard let keys = remote.endToEnd else { return try await remote.connection.value(container: remote.container, key: key) }
-        let entry = try keys.opened(try await remote.connection.value(container: remote.container, key: keys.serverKey(key)), key: key)
+        guard let keys = remote.endToEnd else {
+            return try await remote.connection.value(container: remote.container, key: key)
+        }
+        let entry = try keys.opened(
+            try await remote.connection.value(container: remote.container, key: keys.serverKey(key)), key: key)
         try remote.seenValues()?.check(entry)
         return entry
     }
-
 
     /// Sets a key (last writer wins, by this device's clock, then device name).
     /// - Returns: Whether this write won; if not, the entry that did.
@@ -213,7 +239,8 @@ public final class DocumentClient: Sendable {
         let remote = try await unlocked()
         var list = try await remote.connection.values(container: remote.container)
         guard let keys = remote.endToEnd, let seen = try remote.seenValues() else { return list }
-        var opened: [KeyValueEntry] = [], withheld: [String] = []
+        var opened: [KeyValueEntry] = []
+        var withheld: [String] = []
         for entry in list.entries {
             guard let plain = try? keys.opened(entry) else {
                 withheld.append("\(entry.key.prefix(12))…: does not open under the container's key")
@@ -233,8 +260,11 @@ public final class DocumentClient: Sendable {
 
     private func write(_ key: String, _ value: JSONValue?) async throws -> KeyValueWriteResult {
         let remote = try await unlocked()
-        let write = KeyValueWrite(key: key, value: value, timestampNs: Int64(Date().timeIntervalSince1970 * 1e9), device: device)
-        guard let keys = remote.endToEnd else { return try await remote.connection.setValue(container: remote.container, write) }
+        let write = KeyValueWrite(
+            key: key, value: value, timestampNs: Int64(Date().timeIntervalSince1970 * 1e9), device: device)
+        guard let keys = remote.endToEnd else {
+            return try await remote.connection.setValue(container: remote.container, write)
+        }
         // The server keeps a keyed hash of the key, and the key and value sealed together.
         var result = try await remote.connection.setValue(container: remote.container, keys.sealed(write))
         result.entry = try keys.opened(result.entry, key: key)

@@ -19,8 +19,10 @@ public struct QueryUpdate: Sendable, Hashable, Codable {
     public var initial: Bool
 
     /// Creates an update.
-    public init(documents: [DocumentInfo], added: [DocumentInfo], removed: [DocumentInfo], changed: [DocumentInfo],
-                cursor: Int64, initial: Bool) {
+    public init(
+        documents: [DocumentInfo], added: [DocumentInfo], removed: [DocumentInfo], changed: [DocumentInfo],
+        cursor: Int64, initial: Bool
+    ) {
         self.documents = documents
         self.added = added
         self.removed = removed
@@ -57,10 +59,14 @@ extension DocumentClient {
     /// Reads pages of `query` from the server until `limit` documents or the end.
     private func pages(of query: DocumentQuery, limit: Int?, remote: Remote) async throws -> DocumentList {
         guard await remote.connection.features().contains(.documentQuery) else {
-            throw XferError(.badRequest, "the server at \(remote.connection.server) answers no searches (it predates them, or runs without the \(ServerFeature.documentQuery.rawValue) feature); upgrade it, or use `xfer ls`")
+            throw XferError(
+                .badRequest,
+                "the server at \(remote.connection.server) answers no searches (it predates them, or runs without the \(ServerFeature.documentQuery.rawValue) feature); upgrade it, or use `xfer ls`"
+            )
         }
-        var all = try await remote.connection.query(container: remote.container, query, page: nil,
-                                                    limit: limit.map { min($0, ProtocolLimits.maximumListCount) })
+        var all = try await remote.connection.query(
+            container: remote.container, query, page: nil,
+            limit: limit.map { min($0, ProtocolLimits.maximumListCount) })
         var token: String? = nil
         var pages = 1
         while all.more, limit.map({ all.documents.count < $0 }) ?? true {
@@ -70,8 +76,9 @@ extension DocumentClient {
                 throw XferError(.unavailable, "the server's query pages do not advance; the result is incomplete")
             }
             token = next
-            let page = try await remote.connection.query(container: remote.container, query, page: next,
-                                                         limit: limit.map { min($0 - all.documents.count, ProtocolLimits.maximumListCount) })
+            let page = try await remote.connection.query(
+                container: remote.container, query, page: next,
+                limit: limit.map { min($0 - all.documents.count, ProtocolLimits.maximumListCount) })
             pages += 1
             all.documents += page.documents
             all.more = page.more
@@ -178,9 +185,12 @@ struct LiveResult {
     /// The result in the query's order.
     var sorted: [DocumentInfo] { documents.values.sorted(by: query.precedes) }
 
-    func update(added: [DocumentInfo], removed: [DocumentInfo], changed: [DocumentInfo], cursor: Int64, initial: Bool) -> QueryUpdate {
-        QueryUpdate(documents: sorted, added: added.sorted(by: query.precedes), removed: removed.sorted(by: query.precedes),
-                    changed: changed.sorted(by: query.precedes), cursor: cursor, initial: initial)
+    func update(added: [DocumentInfo], removed: [DocumentInfo], changed: [DocumentInfo], cursor: Int64, initial: Bool)
+        -> QueryUpdate
+    {
+        QueryUpdate(
+            documents: sorted, added: added.sorted(by: query.precedes), removed: removed.sorted(by: query.precedes),
+            changed: changed.sorted(by: query.precedes), cursor: cursor, initial: initial)
     }
 
     /// A document that no longer exists at all (its path is gone from the server).
@@ -191,7 +201,8 @@ struct LiveResult {
     /// Takes each document's newest state into the result.
     /// - Returns: The update, or `nil` when nothing in the result moved.
     mutating func apply(_ newest: [DocumentInfo], cursor: Int64) -> QueryUpdate? {
-        var added: [DocumentInfo] = [], changed: [DocumentInfo] = []
+        var added: [DocumentInfo] = []
+        var changed: [DocumentInfo] = []
         var removed = removedSinceUpdate
         removedSinceUpdate = []
         for info in newest {

@@ -32,8 +32,10 @@ final class EarlyWriteback: @unchecked Sendable {
     ///   - threshold: Bytes written between the starts of two writebacks.
     ///   - writeback: What is run on the descriptor: 0, or the errno it failed with (tests give their own).
     /// - Returns: `nil` if the directory cannot be opened again (the pull goes on without).
-    init?(_ directory: ConfinedDirectory, threshold: Int,
-          writeback: @escaping @Sendable (Int32) -> Int32 = { Syscall.startFileSystemWriteback($0) }) {
+    init?(
+        _ directory: ConfinedDirectory, threshold: Int,
+        writeback: @escaping @Sendable (Int32) -> Int32 = { Syscall.startFileSystemWriteback($0) }
+    ) {
         let fd = openat(directory.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         self.fd = fd

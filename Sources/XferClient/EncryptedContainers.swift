@@ -35,8 +35,9 @@ public struct EncryptedContainers: Sendable {
         let info = try await remote.connection.containerKey(container: remote.container)
         let file = remote.containerKeyFile
         let held = try file.read()
-        return Status(encrypted: info.encrypted, keyID: info.keyID, unlocked: info.encrypted && held?.id == info.keyID,
-                      keyFile: held == nil ? nil : file.path)
+        return Status(
+            encrypted: info.encrypted, keyID: info.keyID, unlocked: info.encrypted && held?.id == info.keyID,
+            keyFile: held == nil ? nil : file.path)
     }
 
     /// Makes the container end-to-end encrypted under a new random key wrapped by `passphrase`,
@@ -49,8 +50,10 @@ public struct EncryptedContainers: Sendable {
     ///   `already_exists` if it is encrypted already; nothing is changed then.
     public func create(passphrase: String, parameters: ScryptParameters = .default) async throws -> ContainerKey {
         let key = ContainerKey.generate()
-        let wrapped = try ContainerKeyWrap.wrap(key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
-        _ = try await remote.connection.setContainerKey(container: remote.container, ContainerKeyWrite(wrapped: wrapped, previous: nil, keyID: key.id))
+        let wrapped = try ContainerKeyWrap.wrap(
+            key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
+        _ = try await remote.connection.setContainerKey(
+            container: remote.container, ContainerKeyWrite(wrapped: wrapped, previous: nil, keyID: key.id))
         try remote.containerKeyFile.write(key)
         return key
     }
@@ -74,8 +77,10 @@ public struct EncryptedContainers: Sendable {
     ///   - parameters: scrypt's cost.
     /// - Throws: `unauthorized` for a wrong current passphrase, `conflict` if another device
     ///   changed it meanwhile (nothing is changed: unlock again and retry).
-    public func changePassphrase(to newPassphrase: String, currentPassphrase: String? = nil,
-                                 parameters: ScryptParameters = .default) async throws {
+    public func changePassphrase(
+        to newPassphrase: String, currentPassphrase: String? = nil,
+        parameters: ScryptParameters = .default
+    ) async throws {
         let (wrapped, keyID) = try await encryptedKey()
         let key: ContainerKey
         if let currentPassphrase {
@@ -83,7 +88,10 @@ public struct EncryptedContainers: Sendable {
         } else if let held = try remote.containerKeyFile.read(), held.id == keyID {
             key = held
         } else {
-            throw XferError(.unauthorized, "this device does not hold the key of container \(remote.container): give the current passphrase, or unlock it first")
+            throw XferError(
+                .unauthorized,
+                "this device does not hold the key of container \(remote.container): give the current passphrase, or unlock it first"
+            )
         }
         try Self.check(key, against: keyID)
         try await replace(wrapped, with: key, passphrase: newPassphrase, parameters: parameters)
@@ -92,11 +100,16 @@ public struct EncryptedContainers: Sendable {
     /// Restores the container's key from its recovery key, sets a new passphrase, and keeps the
     /// key on this device.
     /// - Throws: `invalid_configuration` for a mistyped recovery key, or one of another container.
-    public func recover(recoveryText: String, newPassphrase: String, parameters: ScryptParameters = .default) async throws -> ContainerKey {
+    public func recover(recoveryText: String, newPassphrase: String, parameters: ScryptParameters = .default)
+        async throws -> ContainerKey
+    {
         let key = try ContainerKey(recoveryText: recoveryText)
         let (wrapped, keyID) = try await encryptedKey()
         guard key.id == keyID else {
-            throw XferError(.invalidConfiguration, "this recovery key is of key \(key.id), and container \(remote.container)'s key is \(keyID); nothing was changed")
+            throw XferError(
+                .invalidConfiguration,
+                "this recovery key is of key \(key.id), and container \(remote.container)'s key is \(keyID); nothing was changed"
+            )
         }
         try await replace(wrapped, with: key, passphrase: newPassphrase, parameters: parameters)
         return key
@@ -106,7 +119,9 @@ public struct EncryptedContainers: Sendable {
     /// - Throws: `unauthorized` if it holds none (unlock first).
     public func heldKey() throws -> ContainerKey {
         guard let key = try remote.containerKeyFile.read() else {
-            throw XferError(.unauthorized, "this device does not hold the key of container \(remote.container): run `xfer key unlock` first")
+            throw XferError(
+                .unauthorized,
+                "this device does not hold the key of container \(remote.container): run `xfer key unlock` first")
         }
         return key
     }
@@ -117,16 +132,23 @@ public struct EncryptedContainers: Sendable {
         try remote.containerKeyFile.remove()
     }
 
-    private func replace(_ wrapped: [UInt8], with key: ContainerKey, passphrase: String, parameters: ScryptParameters) async throws {
-        let rewrapped = try ContainerKeyWrap.wrap(key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
-        _ = try await remote.connection.setContainerKey(container: remote.container, ContainerKeyWrite(wrapped: rewrapped, previous: wrapped, keyID: key.id))
+    private func replace(_ wrapped: [UInt8], with key: ContainerKey, passphrase: String, parameters: ScryptParameters)
+        async throws
+    {
+        let rewrapped = try ContainerKeyWrap.wrap(
+            key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
+        _ = try await remote.connection.setContainerKey(
+            container: remote.container, ContainerKeyWrite(wrapped: rewrapped, previous: wrapped, keyID: key.id))
         try remote.containerKeyFile.write(key)
     }
 
     private func encryptedKey() async throws -> (wrapped: [UInt8], keyID: String) {
         let info = try await remote.connection.containerKey(container: remote.container)
         guard info.encrypted, let wrapped = try info.wrappedBytes(), let keyID = info.keyID else {
-            throw XferError(.notFound, "container \(remote.container) is not end-to-end encrypted (create one with `xfer container create NAME --encrypted`)")
+            throw XferError(
+                .notFound,
+                "container \(remote.container) is not end-to-end encrypted (create one with `xfer container create NAME --encrypted`)"
+            )
         }
         return (wrapped, keyID)
     }
@@ -135,7 +157,10 @@ public struct EncryptedContainers: Sendable {
     /// wrapped key of another container's is not believed.
     static func check(_ key: ContainerKey, against keyID: String) throws {
         guard key.id == keyID else {
-            throw XferError(.internal, "the server's wrapped key opens to key \(key.id), but it records key \(keyID) for the container; nothing was kept")
+            throw XferError(
+                .internal,
+                "the server's wrapped key opens to key \(key.id), but it records key \(keyID) for the container; nothing was kept"
+            )
         }
     }
 }
@@ -173,7 +198,8 @@ public struct ContainerKeyFile: Sendable {
         do {
             return try ContainerKey(recoveryText: text)
         } catch {
-            throw XferError(.invalidConfiguration, "the key file \(path) does not hold a container key; remove it and unlock again")
+            throw XferError(
+                .invalidConfiguration, "the key file \(path) does not hold a container key; remove it and unlock again")
         }
     }
 
@@ -182,7 +208,8 @@ public struct ContainerKeyFile: Sendable {
     public func write(_ key: ContainerKey) throws {
         if inState {
             let directory = String(path[..<path.lastIndex(of: "/")!])
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             _ = chmod(directory, 0o700)
         }
         try FileSystem.writeAtomically(Array((comment + key.recoveryText + "\n").utf8), to: path, mode: 0o600)

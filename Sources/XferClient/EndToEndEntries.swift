@@ -44,14 +44,18 @@ extension EndToEndKeys {
             return entry
         }
         guard let sealed = SealedValues.unwrap(value) else {
-            throw XferError(.corruptChunk, "the value at \(entry.key.prefix(12))… is not sealed, as every value of an encrypted container is")
+            throw XferError(
+                .corruptChunk,
+                "the value at \(entry.key.prefix(12))… is not sealed, as every value of an encrypted container is")
         }
         let inner = try WireJSON.decode(SealedEntry.self, from: try open(value: sealed, serverKey: entry.key))
         guard serverKey(inner.key) == entry.key, key == nil || key == inner.key else {
             throw XferError(.corruptChunk, "the value at \(entry.key.prefix(12))… holds another key's")
         }
         guard inner.timestampNs == entry.timestampNs, inner.device == entry.device else {
-            throw XferError(.corruptChunk, "the value of \(inner.key) was written at another time or by another device than the server says")
+            throw XferError(
+                .corruptChunk,
+                "the value of \(inner.key) was written at another time or by another device than the server says")
         }
         entry.key = inner.key
         entry.value = inner.value

@@ -43,7 +43,9 @@ public struct IgnorePattern: Sendable, Hashable, CustomStringConvertible {
         glob = scalars
         let special: Set<Unicode.Scalar> = ["*", "?", "[", "\\", "/"]
         literal = scalars.contains(where: special.contains) ? nil : scalars
-        suffix = scalars.first == "*" && !scalars.dropFirst().contains(where: special.contains) ? Array(scalars.dropFirst()) : nil
+        suffix =
+            scalars.first == "*" && !scalars.dropFirst().contains(where: special.contains)
+            ? Array(scalars.dropFirst()) : nil
     }
 
     public var description: String { line }

@@ -17,7 +17,7 @@ public struct IgnoreRules: Sendable {
     /// The built-in patterns: editor swap, backup and lock files, desktop metadata.
     public static let defaultPatterns = [
         "*.swp", "*.swx", "*~", ".#*", "\\#*#", "4913",
-        ".DS_Store", "Thumbs.db", "desktop.ini", "._*",
+        ".DS_Store", "Thumbs.db", "desktop.ini", "._*"
     ]
 
     /// The defaults alone.
@@ -45,8 +45,15 @@ public struct IgnoreRules: Sendable {
     ///     blank ones and comments are skipped.
     ///   - defaults: Whether the built-in patterns apply.
     public init(exclude: [String] = [], defaults: Bool = true) {
-        if defaults { insert(Layer(base: "", depth: 0, source: .defaults, patterns: Self.defaultPatterns.compactMap(IgnorePattern.init))) }
-        if !exclude.isEmpty { insert(Layer(base: "", depth: 0, source: .extra, patterns: exclude.compactMap(IgnorePattern.init))) }
+        if defaults {
+            insert(
+                Layer(
+                    base: "", depth: 0, source: .defaults, patterns: Self.defaultPatterns.compactMap(IgnorePattern.init)
+                ))
+        }
+        if !exclude.isEmpty {
+            insert(Layer(base: "", depth: 0, source: .extra, patterns: exclude.compactMap(IgnorePattern.init)))
+        }
     }
 
     /// Adds the rules of the `.xferignore` file of `directory`.
@@ -55,8 +62,10 @@ public struct IgnoreRules: Sendable {
     ///   - directory: Its directory relative to the root (`/`-separated, "" for the root).
     public mutating func add(_ contents: String, in directory: String) {
         let lines = contents.split(separator: "\n", omittingEmptySubsequences: false)
-        insert(Layer(base: directory, depth: Self.depth(of: directory), source: .file,
-                     patterns: lines.compactMap { IgnorePattern(String($0)) }))
+        insert(
+            Layer(
+                base: directory, depth: Self.depth(of: directory), source: .file,
+                patterns: lines.compactMap { IgnorePattern(String($0)) }))
     }
 
     /// Ignores everything in `directory` and below (its rules file exists but cannot be read:
@@ -72,7 +81,10 @@ public struct IgnoreRules: Sendable {
     ///   trailing backslash).
     public static func validate(_ pattern: String) throws {
         guard IgnorePattern(pattern) != nil else {
-            throw XferError(.invalidConfiguration, "--exclude \"\(pattern)\" matches nothing (blank, a # comment or a trailing \\); escape a leading # as \\#")
+            throw XferError(
+                .invalidConfiguration,
+                "--exclude \"\(pattern)\" matches nothing (blank, a # comment or a trailing \\); escape a leading # as \\#"
+            )
         }
     }
 
@@ -125,7 +137,9 @@ public struct IgnoreRules: Sendable {
     }
 
     private mutating func insert(_ layer: Layer) {
-        let index = layers.firstIndex { ($0.depth, $0.source.rawValue) > (layer.depth, layer.source.rawValue) } ?? layers.endIndex
+        let index =
+            layers.firstIndex { ($0.depth, $0.source.rawValue) > (layer.depth, layer.source.rawValue) }
+            ?? layers.endIndex
         layers.insert(layer, at: index)
     }
 

@@ -38,7 +38,9 @@ struct LocalSnapshot: Sendable {
             tree = TreeEntries([top])
         } else {
             kind = top.kind == .directory ? .package : .file
-            tree = kind == .package ? try IgnoreRules.walk(path, rules: IgnoreRules(exclude: exclude)).sortedByPath() : TreeEntries([top])
+            tree =
+                kind == .package
+                ? try IgnoreRules.walk(path, rules: IgnoreRules(exclude: exclude)).sortedByPath() : TreeEntries([top])
         }
         self.top = top
         base = path.hasSuffix("/") && path.count > 1 ? String(path.dropLast()) : path
@@ -47,7 +49,9 @@ struct LocalSnapshot: Sendable {
         var cursor = 0
         let tree = tree
         try state.forEachStamp { path, stamp in
-            if PathOrder.seek(&cursor, count: tree.count, to: path.utf8, bytesAt: tree.pathBytes), tree.kind(at: cursor) == .file {
+            if PathOrder.seek(&cursor, count: tree.count, to: path.utf8, bytesAt: tree.pathBytes),
+                tree.kind(at: cursor) == .file
+            {
                 matches[cursor] = tree.stamp(at: cursor) == stamp
             }
         }
@@ -81,9 +85,13 @@ struct LocalSnapshot: Sendable {
         // Rows one at a time, in path order, as the unchanged files are (the tree is in path
         // order): only the chunk lists wanted are kept, no map is made.
         var next = 0
-        let tree = tree, unchanged = unchanged
+        let tree = tree
+        let unchanged = unchanged
         try state.forEachFile { file in
-            guard PathOrder.seek(&next, count: unchanged.count, to: file.path.utf8, bytesAt: { tree.pathBytes(at: unchanged[$0]) }) else { return }
+            guard
+                PathOrder.seek(
+                    &next, count: unchanged.count, to: file.path.utf8, bytesAt: { tree.pathBytes(at: unchanged[$0]) })
+            else { return }
             lists[unchanged[next]] = file.chunks
             next += 1
         }
@@ -114,10 +122,12 @@ struct LocalSnapshot: Sendable {
     /// as empty), made straight into its packed form.
     func manifest(_ chunkLists: FileChunkLists, chunker: ChunkerConfiguration) throws -> Manifest {
         // The manifest's paths are the tree's own buffer (in the same order), not a copy.
-        var builder = Manifest.Builder(kind: kind, chunker: chunker, names: tree.packedNames, chunks: chunkLists.referenceCount)
+        var builder = Manifest.Builder(
+            kind: kind, chunker: chunker, names: tree.packedNames, chunks: chunkLists.referenceCount)
         for index in tree.indices {
-            builder.appendEntry(kind: tree.kind(at: index), mode: tree.mode(at: index),
-                                mtimeNanoseconds: tree.mtimeNanoseconds(at: index), symlinkTarget: tree.symlinkTarget(at: index))
+            builder.appendEntry(
+                kind: tree.kind(at: index), mode: tree.mode(at: index),
+                mtimeNanoseconds: tree.mtimeNanoseconds(at: index), symlinkTarget: tree.symlinkTarget(at: index))
             if let chunks = chunkLists.chunks(at: index) { builder.appendChunks(chunks) }
         }
         return try builder.finish()
@@ -132,13 +142,17 @@ struct LocalSnapshot: Sendable {
     /// The same, with the unchanged files' chunk lists already read (``knownChunks(_:)``):
     /// entry by entry against `synced`'s (both in path order), without making a manifest.
     func isUnchanged(since synced: SyncedDocument?, chunks: FileChunkLists) -> Bool {
-        guard toHash.isEmpty, let synced, synced.manifest.kind == kind, synced.manifest.entries.count == tree.count else { return false }
+        guard toHash.isEmpty, let synced, synced.manifest.kind == kind, synced.manifest.entries.count == tree.count
+        else { return false }
         let previous = synced.manifest.entries
         for index in tree.indices {
-            guard previous.pathBytes(at: index).elementsEqual(tree.pathBytes(at: index)), previous.kind(at: index) == tree.kind(at: index),
-                  previous.mode(at: index) == tree.mode(at: index), previous.mtimeNanoseconds(at: index) == tree.mtimeNanoseconds(at: index),
-                  previous.symlinkTarget(at: index) == tree.symlinkTarget(at: index),
-                  previous.chunks(at: index).elementsEqual(chunks.chunks(at: index) ?? .none) else { return false }
+            guard previous.pathBytes(at: index).elementsEqual(tree.pathBytes(at: index)),
+                previous.kind(at: index) == tree.kind(at: index),
+                previous.mode(at: index) == tree.mode(at: index),
+                previous.mtimeNanoseconds(at: index) == tree.mtimeNanoseconds(at: index),
+                previous.symlinkTarget(at: index) == tree.symlinkTarget(at: index),
+                previous.chunks(at: index).elementsEqual(chunks.chunks(at: index) ?? .none)
+            else { return false }
         }
         return true
     }

@@ -65,19 +65,27 @@ public enum LocalVerifier {
     ///   - stateDirectory: Where xfer keeps client state.
     ///   - keyFile: Where the container's key is kept, if not in the state directory.
     /// - Throws: `not_found` if the directory is not synced; `io` if the state cannot be read.
-    public static func verify(directory: String, stateDirectory: String, keyFile: String? = nil) throws -> LocalVerifyReport {
+    public static func verify(directory: String, stateDirectory: String, keyFile: String? = nil) throws
+        -> LocalVerifyReport
+    {
         let absolute = ClientState.absolute(directory)
-        guard FileManager.default.fileExists(atPath: SyncState.databasePath(directory: absolute, stateDirectory: stateDirectory)) else {
+        guard
+            FileManager.default.fileExists(
+                atPath: SyncState.databasePath(directory: absolute, stateDirectory: stateDirectory))
+        else {
             throw XferError(.notFound, "\(directory) is not a synced directory; start one with `xfer sync DIR`")
         }
         let state = try SyncState(directory: absolute, stateDirectory: stateDirectory)
-        guard let server = try state.meta("server"), let container = try state.meta("container").map(ContainerName.init) else {
+        guard let server = try state.meta("server"), let container = try state.meta("container").map(ContainerName.init)
+        else {
             throw XferError(.notFound, "\(directory) was never synced to a server")
         }
         var report = LocalVerifyReport(directory: absolute)
         var buffer: [UInt8] = []
         // Chunks of an end-to-end encrypted container are named under its key (kept on this device).
-        let codec = try ContainerKeyFile(stateDirectory: stateDirectory, server: server, container: container, keyFile: keyFile).read()
+        let codec =
+            try ContainerKeyFile(stateDirectory: stateDirectory, server: server, container: container, keyFile: keyFile)
+            .read()
             .map { ChunkCodec(EndToEndChunks(key: $0)) } ?? .plain
         for (name, record) in try state.records().sorted(by: { $0.key < $1.key }) {
             if record.evicted {
@@ -86,7 +94,9 @@ public enum LocalVerifier {
             }
             let path = try DocumentPath(name)
             let clientState = state.clientState(for: path)
-            guard let synced = try clientState.document(server: server, container: container, path: path) else { continue }
+            guard let synced = try clientState.document(server: server, container: container, path: path) else {
+                continue
+            }
             report.documentsChecked += 1
             let stamps = try clientState.stamps()
             for entry in synced.manifest.entries {
@@ -120,8 +130,10 @@ public enum LocalVerifier {
     }
 
     /// Whether a file's bytes are exactly the entry's chunks.
-    private static func matches(_ path: String, _ entry: Manifest.Entry, codec: ChunkCodec, buffer: inout [UInt8],
-                                read: inout Int64) throws -> Bool {
+    private static func matches(
+        _ path: String, _ entry: Manifest.Entry, codec: ChunkCodec, buffer: inout [UInt8],
+        read: inout Int64
+    ) throws -> Bool {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -131,7 +143,10 @@ public enum LocalVerifier {
             let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, chunk.length, off_t(offset)) }
             guard n == chunk.length else { return false }
             read += Int64(n)
-            guard buffer.withUnsafeBytes({ codec.id(of: UnsafeRawBufferPointer(rebasing: $0[0..<chunk.length])) }) == chunk.id else { return false }
+            guard
+                buffer.withUnsafeBytes({ codec.id(of: UnsafeRawBufferPointer(rebasing: $0[0..<chunk.length])) })
+                    == chunk.id
+            else { return false }
             offset += Int64(chunk.length)
         }
         var extra: UInt8 = 0

@@ -20,8 +20,10 @@ struct PreviousChunks: Sendable {
     /// path was a file of at most ``sizeLimit`` bytes, its chunks are candidates. A file added
     /// already is not looked up again.
     mutating func add(fullPath: String, relativePath: String, previous manifest: Manifest?) {
-        guard byPath[fullPath] == nil, let entries = manifest?.entries, let index = entries.index(ofPath: relativePath.utf8),
-              entries.kind(at: index) == .file, entries.size(at: index) <= sizeLimit, !entries.chunks(at: index).isEmpty else { return }
+        guard byPath[fullPath] == nil, let entries = manifest?.entries,
+            let index = entries.index(ofPath: relativePath.utf8),
+            entries.kind(at: index) == .file, entries.size(at: index) <= sizeLimit, !entries.chunks(at: index).isEmpty
+        else { return }
         byPath[fullPath] = Array(entries.chunks(at: index))
     }
 

@@ -41,10 +41,14 @@ struct PullAgainst: Sendable {
 
     /// Notes that `chunk` goes at `offset` of the file at `path` (of `size` bytes), whose
     /// previous chunks `previous` may know.
-    mutating func add(_ chunk: Manifest.ChunkReference, at offset: Int64, in path: String, size: Int64, previous: PreviousChunks) {
+    mutating func add(
+        _ chunk: Manifest.ChunkReference, at offset: Int64, in path: String, size: Int64, previous: PreviousChunks
+    ) {
         let id = chunk.id
         if !small.contains(id), admission.admits(chunk.length, ofFileSized: size) { small.insert(id) }
-        if offers, candidates[id] == nil, let reference = previous.reference(forChunkAt: offset, in: path), reference != id {
+        if offers, candidates[id] == nil, let reference = previous.reference(forChunkAt: offset, in: path),
+            reference != id
+        {
             candidates[id] = reference
         }
     }
@@ -62,8 +66,10 @@ struct PullAgainst: Sendable {
             guard fd >= 0 else { continue }
             defer { close(fd) }
             if buffer.count < source.length { buffer = [UInt8](repeating: 0, count: source.length) }
-            if (try? PullEngine.readVerified(fd, offset: source.offset, chunk: Manifest.ChunkReference(id: reference, length: source.length),
-                                            into: &buffer)) == true {
+            if (try? PullEngine.readVerified(
+                fd, offset: source.offset, chunk: Manifest.ChunkReference(id: reference, length: source.length),
+                into: &buffer)) == true
+            {
                 plain[reference] = Array(buffer[0..<source.length])
             }
         }
@@ -76,8 +82,11 @@ struct PullAgainst: Sendable {
     /// reference is read with the one offered for it (any other is refused, as not at hand).
     /// A small file's chunk is added to `kept` as the cache keeps it (``keep(_:)``).
     /// - Throws: `corrupt_chunk`, `too_large`, `missing_chunks` (against a reference not offered).
-    func decode(_ chunk: EncodedChunk, _ offer: Offer, maximumLength: Int, kept: inout [EncodedChunk]) throws -> [UInt8] {
-        let reference = chunk.reference.flatMap { id in offer.references[chunk.id] == id ? offer.plain[id].map { (id, $0) } : nil }
+    func decode(_ chunk: EncodedChunk, _ offer: Offer, maximumLength: Int, kept: inout [EncodedChunk]) throws -> [UInt8]
+    {
+        let reference = chunk.reference.flatMap { id in
+            offer.references[chunk.id] == id ? offer.plain[id].map { (id, $0) } : nil
+        }
         let plain = try codec.decode(chunk, maximumLength: maximumLength, reference: reference)
         if small.contains(chunk.id) {
             kept.append(try plain.withUnsafeBytes { try chunk.stored(plain: $0) })

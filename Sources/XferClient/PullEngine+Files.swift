@@ -20,21 +20,27 @@ extension PullEngine {
 
     /// Reads `chunk.length` bytes at `offset` and reports whether they give the chunk's id
     /// (under `codec`: a keyed one in an end-to-end encrypted container).
-    static func readVerified(_ fd: Int32, offset: Int64, chunk: Manifest.ChunkReference, codec: ChunkCodec = .plain,
-                             into buffer: inout [UInt8]) throws -> Bool {
+    static func readVerified(
+        _ fd: Int32, offset: Int64, chunk: Manifest.ChunkReference, codec: ChunkCodec = .plain,
+        into buffer: inout [UInt8]
+    ) throws -> Bool {
         // An unreadable source is only a chunk to fetch instead.
         let got = buffer.withUnsafeMutableBytes { raw in
-            (try? Syscall.pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<chunk.length]), at: offset, path: "")) ?? 0
+            (try? Syscall.pread(
+                fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<chunk.length]), at: offset, path: "")) ?? 0
         }
         guard got == chunk.length else { return false }
-        return buffer.withUnsafeBytes { codec.id(of: UnsafeRawBufferPointer(rebasing: $0[0..<chunk.length])) } == chunk.id
+        return buffer.withUnsafeBytes { codec.id(of: UnsafeRawBufferPointer(rebasing: $0[0..<chunk.length])) }
+            == chunk.id
     }
 
     /// Puts `step`'s chunk in place from `source` (the staging copy already holds it there; a
     /// disk source's bytes are verified against the chunk's id first).
     /// - Returns: Whether the source yielded it.
-    static func fill(_ step: ChunkSourcing.Step, from source: ChunkSourcing.Source, into fd: Int32, path: String,
-                     prefetched: Prefetched?, codec: ChunkCodec = .plain, buffer: inout [UInt8]) throws -> Bool {
+    static func fill(
+        _ step: ChunkSourcing.Step, from source: ChunkSourcing.Source, into fd: Int32, path: String,
+        prefetched: Prefetched?, codec: ChunkCodec = .plain, buffer: inout [UInt8]
+    ) throws -> Bool {
         switch source {
         case .staging:
             return try readVerified(fd, offset: step.offset, chunk: step.chunk, codec: codec, into: &buffer)
@@ -42,7 +48,9 @@ extension PullEngine {
             let sourceFD = open(sourcePath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
             guard sourceFD >= 0 else { return false }
             defer { close(sourceFD) }
-            guard try readVerified(sourceFD, offset: offset, chunk: step.chunk, codec: codec, into: &buffer) else { return false }
+            guard try readVerified(sourceFD, offset: offset, chunk: step.chunk, codec: codec, into: &buffer) else {
+                return false
+            }
             try write(buffer, count: step.chunk.length, to: fd, at: step.offset, path: path)
             return true
         case .prefetched:
@@ -54,8 +62,9 @@ extension PullEngine {
 
     static func write(_ bytes: [UInt8], count: Int, to fd: Int32, at offset: Int64, path: String) throws {
         try bytes.withUnsafeBytes { raw in
-            try Syscall.pwrite(fd, UnsafeRawBufferPointer(rebasing: raw[0..<count]), at: offset, path: path,
-                               whenFull: "free some disk space and retry (what arrived is kept)")
+            try Syscall.pwrite(
+                fd, UnsafeRawBufferPointer(rebasing: raw[0..<count]), at: offset, path: path,
+                whenFull: "free some disk space and retry (what arrived is kept)")
         }
     }
 
@@ -68,8 +77,10 @@ extension PullEngine {
     ///   device's default (0777 less the umask).
     /// - Returns: The directory's mode bits as it is now.
     @discardableResult
-    static func makeDirectory(_ name: String, in parent: ConfinedDirectory, _ mode: UInt32?, replacing refusal: XferError?,
-                              trash keep: ((String) throws -> Void)?) throws -> UInt32 {
+    static func makeDirectory(
+        _ name: String, in parent: ConfinedDirectory, _ mode: UInt32?, replacing refusal: XferError?,
+        trash keep: ((String) throws -> Void)?
+    ) throws -> UInt32 {
         let created = mode_t(mode.map(LocalSnapshot.directoryMode) ?? 0o777)
         switch parent.kind(name) {
         case S_IFDIR?:
@@ -99,12 +110,16 @@ extension PullEngine {
     /// ignore rules leave out (built-in defaults, its `.xferignore` files) and that the new
     /// version does not have: they were never pushed, so nowhere else holds them. The old tree
     /// keeps them too until it is replaced (and then in the trash, when there is one).
-    static func carryIgnoredFiles(from old: ConfinedDirectory, at target: String, to staging: ConfinedDirectory,
-                                  manifest: Manifest) throws {
+    static func carryIgnoredFiles(
+        from old: ConfinedDirectory, at target: String, to staging: ConfinedDirectory,
+        manifest: Manifest
+    ) throws {
         let synced = Set(try IgnoreRules.walk(target).map(\.relativePath))
         let arriving = Set(manifest.entries.map(\.path))
-        for entry in try DirectoryWalker.walk(target) where !entry.relativePath.isEmpty
-            && !synced.contains(entry.relativePath) && !arriving.contains(entry.relativePath) {
+        for entry in try DirectoryWalker.walk(target)
+        where !entry.relativePath.isEmpty
+            && !synced.contains(entry.relativePath) && !arriving.contains(entry.relativePath)
+        {
             let components = entry.relativePath.split(separator: "/")
             let name = String(components.last!)
             let destination = try staging.directory(components.dropLast(), create: true)
@@ -126,19 +141,24 @@ extension PullEngine {
     static func holds(_ target: String, _ manifest: Manifest, codec: ChunkCodec) throws -> Bool {
         let tree: [TreeEntry]
         do {
-            tree = manifest.kind == .package ? Array(try IgnoreRules.walk(target)) : [try DirectoryWalker.entry(at: target)]
+            tree =
+                manifest.kind == .package
+                ? Array(try IgnoreRules.walk(target)) : [try DirectoryWalker.entry(at: target)]
         } catch {
             return false
         }
         let files = tree.filter { $0.kind == .file }
         let expected = manifest.entries.filter { $0.kind == .file }
-        guard files.map(\.relativePath) == expected.map(\.path), zip(files, expected).allSatisfy({ $0.size == $1.size }) else { return false }
+        guard files.map(\.relativePath) == expected.map(\.path), zip(files, expected).allSatisfy({ $0.size == $1.size })
+        else { return false }
         let lists = Locked([[ChunkID]](repeating: [], count: files.count))
         var options = ChunkPipeline.Options()
         options.chunker = manifest.chunker
         options.codec = codec
         do {
-            try ChunkPipeline(options: options).run(files.map { .file($0.relativePath.isEmpty ? target : target + "/" + $0.relativePath) }) { event in
+            try ChunkPipeline(options: options).run(
+                files.map { .file($0.relativePath.isEmpty ? target : target + "/" + $0.relativePath) }
+            ) { event in
                 if case .chunk(let file, let record) = event { lists.withLock { $0[file].append(record.id) } }
             }
         } catch {
@@ -154,29 +174,40 @@ extension PullEngine {
         if (info.st_mode & S_IFMT) == S_IFDIR {
             // What the package's ignore rules leave out is not part of any version: it is kept, not compared.
             let files = (try? IgnoreRules.walk(target).filter { $0.kind == .file }) ?? []
-            changed = files.count != known.count || files.contains { entry in
-                known[entry.relativePath].map { FileStamp.of(target + "/" + entry.relativePath) != $0.stamp } ?? true
-            }
+            changed =
+                files.count != known.count
+                || files.contains { entry in
+                    known[entry.relativePath].map { FileStamp.of(target + "/" + entry.relativePath) != $0.stamp }
+                        ?? true
+                }
         } else {
             changed = known[""].map { FileStamp.of(target) != $0.stamp } ?? ((info.st_mode & S_IFMT) == S_IFREG)
         }
         if changed {
-            throw XferError(.conflict, "\(target) changed on this device since it was last synced; it was not replaced by the server's \(name) (pass --force to replace it)")
+            throw XferError(
+                .conflict,
+                "\(target) changed on this device since it was last synced; it was not replaced by the server's \(name) (pass --force to replace it)"
+            )
         }
     }
 
     /// Puts the staging copy (`staging` in `area`) in place in one step. `keep`, when given,
     /// receives what is replaced first (its directory and name, and whether to keep a hard link
     /// and leave it in place).
-    static func publish(_ staging: String, from area: ConfinedDirectory, as name: String, in parent: ConfinedDirectory,
-                                package: Bool, keep: ((ConfinedDirectory, String, Bool) throws -> Void)? = nil) throws {
+    static func publish(
+        _ staging: String, from area: ConfinedDirectory, as name: String, in parent: ConfinedDirectory,
+        package: Bool, keep: ((ConfinedDirectory, String, Bool) throws -> Void)? = nil
+    ) throws {
         let existing = parent.kind(name)
         let target = parent.describe(name)
         if !package {
             // An empty directory holds nothing to lose (a directory document whose place a
             // file took elsewhere); one that holds anything stays.
             guard try existing != S_IFDIR || parent.removeEmptyDirectory(name) else {
-                throw XferError(.io, "\(target) is a directory that is not empty; the document is a file. Pull into another path, or empty it")
+                throw XferError(
+                    .io,
+                    "\(target) is a directory that is not empty; the document is a file. Pull into another path, or empty it"
+                )
             }
             // A replaced file is kept as a hard link (readers still see the old file or the new
             // one); a replaced symlink is moved aside.
@@ -189,7 +220,9 @@ extension PullEngine {
             return
         }
         guard existing == S_IFDIR else {
-            throw XferError(.io, "\(target) is a file; the document is a package (a directory). Pull into another path, or remove it")
+            throw XferError(
+                .io,
+                "\(target) is a file; the document is a package (a directory). Pull into another path, or remove it")
         }
         if try area.exchange(staging, with: parent, name) {
             // staging now holds the old tree.
@@ -212,7 +245,8 @@ extension PullEngine {
     /// Removes this document's staging copies of other versions (`prefix` names them).
     static func removeStaleStaging(in area: ConfinedDirectory, prefix: String, keep: String) throws {
         guard let names = try? area.names() else { return }
-        for name in names where name.hasPrefix(prefix) && (name.hasSuffix(".partial") || name.hasSuffix(".partial.old")) && name != keep {
+        for name in names
+        where name.hasPrefix(prefix) && (name.hasSuffix(".partial") || name.hasSuffix(".partial.old")) && name != keep {
             try area.remove(name)
         }
     }

@@ -114,16 +114,22 @@ public struct PullEngine: Sendable {
     ///     waits on the disk): the server's answer that this engine's remote holds the
     ///     container's key as it should (``Remote/whileUnlocking(_:)``); `nil` when the remote is
     ///     ``Remote/unlocked()`` already.
-    public func pull(_ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
-                     progress: @escaping @Sendable (TransferProgress) -> Void = { _ in },
-                     confirmed: (@Sendable () async throws -> Void)? = nil) async throws -> PullReport {
-        try await remote.naming { try await ClientThreads.run {
-            let (parentPath, baseName) = try resolve(name, into: destination, state: state)
-            async let opened = state ?? remote.clientState(root: ConfinedDirectory.path(of: baseName, in: parentPath))
-            try await confirmed?()  // nothing has been sent yet
-            let parent = try ConfinedDirectory(opening: parentPath, create: true)
-            return try await pull(name, in: parent, as: baseName, version: version, state: try await opened, progress: progress)
-        } }
+    public func pull(
+        _ name: DocumentPath, into destination: String, version: Int64? = nil, state: ClientState? = nil,
+        progress: @escaping @Sendable (TransferProgress) -> Void = { _ in },
+        confirmed: (@Sendable () async throws -> Void)? = nil
+    ) async throws -> PullReport {
+        try await remote.naming {
+            try await ClientThreads.run {
+                let (parentPath, baseName) = try resolve(name, into: destination, state: state)
+                async let opened =
+                    state ?? remote.clientState(root: ConfinedDirectory.path(of: baseName, in: parentPath))
+                try await confirmed?()  // nothing has been sent yet
+                let parent = try ConfinedDirectory(opening: parentPath, create: true)
+                return try await pull(
+                    name, in: parent, as: baseName, version: version, state: try await opened, progress: progress)
+            }
+        }
     }
 
     /// Where a pull of `name` into `destination` puts it: the parent directory and the name in it.
@@ -131,13 +137,15 @@ public struct PullEngine: Sendable {
     /// that is not this document's own copy receives it as a new entry inside, as
     /// `cp -r doc.pkg ~/Downloads/` would. One of the document's own name is the target itself.
     func resolve(_ name: DocumentPath, into destination: String, state: ClientState?) throws
-        -> (parent: String, baseName: String) {
+        -> (parent: String, baseName: String)
+    {
         var target = ClientState.absolute(destination)
         var info = stat()
         if state == nil, let last = name.components.last, stat(target, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR,
-           destination.hasSuffix("/") || (target as NSString).lastPathComponent != String(last),
-           try remote.clientState(root: target)
-               .documentVersion(server: remote.connection.server, container: remote.container, path: name) == nil {
+            destination.hasSuffix("/") || (target as NSString).lastPathComponent != String(last),
+            try remote.clientState(root: target)
+                .documentVersion(server: remote.connection.server, container: remote.container, path: name) == nil
+        {
             target += "/" + last
         }
         let parentPath = (target as NSString).deletingLastPathComponent
@@ -163,15 +171,19 @@ public struct PullEngine: Sendable {
     /// A pull refused for what the server sent (a chunk or a manifest that fails its check)
     /// leaves no staging copy behind: nothing is written. One stopped by anything else (the
     /// connection, the disk) keeps it, and the next pull of the version resumes from it.
-    func pull(_ document: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64? = nil,
-              state: ClientState? = nil, trash: Trash? = nil, sources shared: ChunkSources? = nil,
-              prefetched: Prefetched? = nil, stagingArea: ConfinedDirectory? = nil,
-              progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
+    func pull(
+        _ document: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64? = nil,
+        state: ClientState? = nil, trash: Trash? = nil, sources shared: ChunkSources? = nil,
+        prefetched: Prefetched? = nil, stagingArea: ConfinedDirectory? = nil,
+        progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }
+    ) async throws -> PullReport {
         do {
-            return try await staged(document, in: parent, as: baseName, version: version, state: state, trash: trash, sources: shared,
-                                    prefetched: prefetched, stagingArea: stagingArea, progress: progress)
+            return try await staged(
+                document, in: parent, as: baseName, version: version, state: state, trash: trash, sources: shared,
+                prefetched: prefetched, stagingArea: stagingArea, progress: progress)
         } catch let error as XferError where [.corruptChunk, .invalidManifest].contains(error.code) {
-            let (area, prefix) = try Self.stagingPlace(remote.serverPath(document), in: parent, as: baseName, area: stagingArea)
+            let (area, prefix) = try Self.stagingPlace(
+                remote.serverPath(document), in: parent, as: baseName, area: stagingArea)
             try? Self.removeStaleStaging(in: area, prefix: prefix, keep: "")
             throw error
         }
@@ -179,15 +191,19 @@ public struct PullEngine: Sendable {
 
     /// Where a pull of `name` (its path on the server) to `baseName` in `parent` builds its
     /// staging copies, and what their names start with.
-    static func stagingPlace(_ name: DocumentPath, in parent: ConfinedDirectory, as baseName: String,
-                             area stagingArea: ConfinedDirectory?) -> (area: ConfinedDirectory, prefix: String) {
+    static func stagingPlace(
+        _ name: DocumentPath, in parent: ConfinedDirectory, as baseName: String,
+        area stagingArea: ConfinedDirectory?
+    ) -> (area: ConfinedDirectory, prefix: String) {
         let area = stagingArea.flatMap { $0.isOnFileSystem(of: parent) ? $0 : nil } ?? parent
         return (area, area === parent ? ".\(baseName).xfer-" : "\(stagingKey(name))-")
     }
 
-    private func staged(_ document: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64?,
-                        state given: ClientState?, trash: Trash?, sources shared: ChunkSources?, prefetched: Prefetched?,
-                        stagingArea: ConfinedDirectory?, progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PullReport {
+    private func staged(
+        _ document: DocumentPath, in parent: ConfinedDirectory, as baseName: String, version: Int64?,
+        state given: ClientState?, trash: Trash?, sources shared: ChunkSources?, prefetched: Prefetched?,
+        stagingArea: ConfinedDirectory?, progress: @escaping @Sendable (TransferProgress) -> Void
+    ) async throws -> PullReport {
         let started = ContinuousClock.now
         // The server knows the document by `name`: its sealed path in an end-to-end encrypted
         // container. This device (its state, its trash, the report) by `document`.
@@ -222,14 +238,18 @@ public struct PullEngine: Sendable {
         let directoryOverDirectory = info.kind == .directory && parent.kind(baseName) == S_IFDIR
         if !options.force && !directoryOverDirectory {
             do {
-                try Self.checkReplaceable(target: target, exists: parent.kind(baseName) != nil, synced: synced, known: known, name: document)
+                try Self.checkReplaceable(
+                    target: target, exists: parent.kind(baseName) != nil, synced: synced, known: known, name: document)
             } catch let error as XferError where error.code == .conflict {
                 refusal = error
             }
         }
         if refusal == nil, let synced,
-           Self.isInPlace(info, synced: synced, target: target, known: known, digest: remote.serverDigest(of: synced, at: name)) {
-            return report(document, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
+            Self.isInPlace(
+                info, synced: synced, target: target, known: known, digest: remote.serverDigest(of: synced, at: name))
+        {
+            return report(
+                document, target, synced.version, synced.manifest, Counters(), manifestBytes: 0, started: started)
         }
         // Asked while the manifest is fetched and the staging copy laid out, not one round trip
         // after (a tree's pull waited for it with every file laid out and nothing fetched). Left
@@ -237,25 +257,41 @@ public struct PullEngine: Sendable {
         async let offersAgainst = connection.features().contains(.chunksAgainst)
         let (answer, manifest): (answer: ManifestAnswer, manifest: Manifest)
         if let prefetched {
-            (answer, manifest) = ((deltaSize: 0, version: prefetched.info.version, digest: prefetched.digest ?? prefetched.manifest.digest), prefetched.manifest)
+            (answer, manifest) = (
+                (
+                    deltaSize: 0, version: prefetched.info.version,
+                    digest: prefetched.digest ?? prefetched.manifest.digest
+                ), prefetched.manifest
+            )
         } else {
             (answer, manifest) = try await self.manifest(name, info: info, synced: synced)
         }
         guard !directoryOverDirectory || manifest.kind == .directory else {
-            throw XferError(.invalidManifest, "the server describes \(document) version \(answer.version) as a directory, but its manifest is a \(DocumentKind(manifest.kind).rawValue); nothing was changed")
+            throw XferError(
+                .invalidManifest,
+                "the server describes \(document) version \(answer.version) as a directory, but its manifest is a \(DocumentKind(manifest.kind).rawValue); nothing was changed"
+            )
         }
         if manifest.kind == .directory {
             // End to end a directory's mode is not kept (``EndToEndKeys``): this device's is
             // recorded, so a pass sees the directory unchanged.
             let sealed = remote.endToEnd != nil
-            let mode = try Self.makeDirectory(baseName, in: parent, sealed ? nil : manifest.entries[0].mode, replacing: refusal,
-                                              trash: trash.map { trash in { kept in
-                try trash.keep(kept, in: parent, path: document, reason: "replaced by version \(answer.version)")
-            } })
-            try state.recordSynced(server: connection.server, container: remote.container, path: document,
-                                   document: SyncedDocument(version: answer.version, manifest: sealed ? .directory(mode: mode) : manifest,
-                                                            serverDigest: sealed ? answer.digest.hex : nil), files: [])
-            return report(document, target, answer.version, manifest, Counters(), manifestBytes: answer.deltaSize, started: started)
+            let mode = try Self.makeDirectory(
+                baseName, in: parent, sealed ? nil : manifest.entries[0].mode, replacing: refusal,
+                trash: trash.map { trash in
+                    { kept in
+                        try trash.keep(
+                            kept, in: parent, path: document, reason: "replaced by version \(answer.version)")
+                    }
+                })
+            try state.recordSynced(
+                server: connection.server, container: remote.container, path: document,
+                document: SyncedDocument(
+                    version: answer.version, manifest: sealed ? .directory(mode: mode) : manifest,
+                    serverDigest: sealed ? answer.digest.hex : nil), files: [])
+            return report(
+                document, target, answer.version, manifest, Counters(), manifestBytes: answer.deltaSize,
+                started: started)
         }
         // The delta's pages, before the staging copy is laid out.
         ProcessMemory.returnFreePages(afterFiles: manifest.entries.count, bytes: 0)
@@ -337,14 +373,17 @@ public struct PullEngine: Sendable {
         // small files out together: their writeback is not started one by one (a write request
         // per file of a few kB); a large file's still is, so the syncfs finds little left.
         let wholeFileSystem = staging != nil && fileEntries.count >= Self.syncWholeFileSystemFrom
-        let entries = manifest.entries, filesEntries = fileEntries
+        let entries = manifest.entries
+        let filesEntries = fileEntries
         // After its last chunk a file's writeback starts (not a small one's when one syncfs
         // makes the package durable); with no fsync of its own to come, it is finished then too.
         let inPackage = staging != nil
-        let handles = StagingFiles(root: staging ?? area, prefix: inPackage ? stagingPath : area.path, count: fileEntries.count,
-                                   path: { [stagingName] in inPackage ? entries.path(at: filesEntries[$0]) : stagingName },
-                                   writes: fileEntries.map { manifest.entries.chunks(at: $0).count },
-                                   creating: fresh ? creating : nil) { index, fd in
+        let handles = StagingFiles(
+            root: staging ?? area, prefix: inPackage ? stagingPath : area.path, count: fileEntries.count,
+            path: { [stagingName] in inPackage ? entries.path(at: filesEntries[$0]) : stagingName },
+            writes: fileEntries.map { manifest.entries.chunks(at: $0).count },
+            creating: fresh ? creating : nil
+        ) { index, fd in
             let entry = entries[filesEntries[index]]
             if !wholeFileSystem || entry.size >= Self.writebackFrom { Syscall.startWriteback(fd) }
             // Only a mode its owner can read and write: a pull resumed from this staging copy
@@ -360,18 +399,24 @@ public struct PullEngine: Sendable {
 
         // Decide where each chunk comes from (the staging copy of a resumed pull, a local file,
         // the batch's prefetched chunks, or the server), then try each source in that order.
-        var plan = ChunkSourcing.make(files: FileChunks(manifest.entries, entryIndexes: fileEntries), resuming: resuming, local: sources,
-                                 prefetched: Set(prefetched.map { Array($0.chunks.keys) } ?? []))
-        let counters = Locked(Counters(chunksFetched: prefetched?.chunksFetched ?? 0, bytesFetched: prefetched?.bytesFetched ?? 0))
+        var plan = ChunkSourcing.make(
+            files: FileChunks(manifest.entries, entryIndexes: fileEntries), resuming: resuming, local: sources,
+            prefetched: Set(prefetched.map { Array($0.chunks.keys) } ?? []))
+        let counters = Locked(
+            Counters(chunksFetched: prefetched?.chunksFetched ?? 0, bytesFetched: prefetched?.bytesFetched ?? 0))
         var buffer = [UInt8](repeating: 0, count: manifest.chunker.maximumSize)
         var failed: [Int] = []
         for (index, step) in plan.steps.enumerated() {
             let path = handles.path(step.file)
-            guard let source = try step.sources.first(where: { source in
-                try handles.with(step.file) { fd in
-                    try Self.fill(step, from: source, into: fd, path: path, prefetched: prefetched, codec: remote.codec, buffer: &buffer)
-                }
-            }) else {
+            guard
+                let source = try step.sources.first(where: { source in
+                    try handles.with(step.file) { fd in
+                        try Self.fill(
+                            step, from: source, into: fd, path: path, prefetched: prefetched, codec: remote.codec,
+                            buffer: &buffer)
+                    }
+                })
+            else {
                 failed.append(index)
                 continue
             }
@@ -391,8 +436,9 @@ public struct PullEngine: Sendable {
         // cache or the file on disk still has it (any file size: the old file is still here).
         // Only the files with chunks to download are looked up.
         var previous = PreviousChunks(sizeLimit: .max)
-        var against = PullAgainst(cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes), sources: sources,
-                                  offers: await offersAgainst, codec: remote.codec)
+        var against = PullAgainst(
+            cache: ChunkCache(database: state.database, maximumBytes: options.cacheBytes), sources: sources,
+            offers: await offersAgainst, codec: remote.codec)
         // A file's path and size are read once for its run of places (a large file's entry is
         // tens of thousands of chunks: read whole per place, it made a 1 GiB restore quadratic).
         var current: (file: Int, path: String, size: Int64)? = nil
@@ -401,18 +447,23 @@ public struct PullEngine: Sendable {
                 if current?.file != target.file {
                     let index = fileEntries[target.file]
                     current = (target.file, manifest.entries.path(at: index), manifest.entries.size(at: index))
-                    if let synced, let path = current?.path { previous.add(fullPath: path, relativePath: path, previous: synced.manifest) }
+                    if let synced, let path = current?.path {
+                        previous.add(fullPath: path, relativePath: path, previous: synced.manifest)
+                    }
                 }
                 guard let file = current else { continue }
                 against.add(download.chunk, at: target.offset, in: file.path, size: file.size, previous: previous)
             }
         }
 
-        try await download(order, files: handles, maximumLength: manifest.chunker.maximumSize,
-                           against: against, total: manifest.totalSize, counters: counters, early: early, progress: progress)
+        try await download(
+            order, files: handles, maximumLength: manifest.chunker.maximumSize,
+            against: against, total: manifest.totalSize, counters: counters, early: early, progress: progress)
         // Every place of every file written, each once: else nothing is published.
         guard handles.allWritten else {
-            throw XferError(.corruptChunk, "not every chunk of \(document) version \(answer.version) was written; nothing was published")
+            throw XferError(
+                .corruptChunk,
+                "not every chunk of \(document) version \(answer.version) was written; nothing was published")
         }
         // The download bodies' pages, before the state is written.
         ProcessMemory.returnFreePages(afterFiles: manifest.entries.count, bytes: manifest.totalSize)
@@ -420,7 +471,8 @@ public struct PullEngine: Sendable {
         // Files the package's ignore rules leave out (never on any server) go on in the new
         // tree; before the directories' times are set, so those stay the version's.
         if !options.force, let staging, parent.kind(baseName) == S_IFDIR {
-            try Self.carryIgnoredFiles(from: parent.directory([baseName], create: false), at: target, to: staging, manifest: manifest)
+            try Self.carryIgnoredFiles(
+                from: parent.directory([baseName], create: false), at: target, to: staging, manifest: manifest)
         }
 
         // Metadata, durability, then publish. The fsyncs run several at once (each mostly waits
@@ -467,7 +519,10 @@ public struct PullEngine: Sendable {
         if !options.force {
             if alreadyThere {
                 guard try Self.holds(target, manifest, codec: remote.codec) else {
-                    throw XferError(.conflict, "\(target) changed on this device during the pull; it was not replaced by the server's \(document) (pass --force to replace it)")
+                    throw XferError(
+                        .conflict,
+                        "\(target) changed on this device during the pull; it was not replaced by the server's \(document) (pass --force to replace it)"
+                    )
                 }
             } else {
                 try Self.checkUnchanged(target: target, known: known, name: document)
@@ -475,22 +530,34 @@ public struct PullEngine: Sendable {
         }
         // The staged files' rows are taken before the copy moves (their paths are the staging copy's).
         let rowsStaged = try await staged
-        try Self.publish(stagingName, from: area, as: baseName, in: parent, package: manifest.kind == .package,
-                         keep: trash.map { trash in { directory, kept, hardLink in
-                             try trash.keep(kept, in: directory, path: document, reason: "replaced by version \(answer.version)",
-                                            hardLink: hardLink, as: baseName)
-                         } })
+        try Self.publish(
+            stagingName, from: area, as: baseName, in: parent, package: manifest.kind == .package,
+            keep: trash.map { trash in
+                { directory, kept, hardLink in
+                    try trash.keep(
+                        kept, in: directory, path: document, reason: "replaced by version \(answer.version)",
+                        hardLink: hardLink, as: baseName)
+                }
+            })
         try parent.synchronize()
 
         if rowsStaged {
-            try state.recordStagedSynced(server: connection.server, container: remote.container, path: document,
-                                         document: SyncedDocument(version: answer.version, manifest: manifest, serverDigest: remote.endToEnd == nil ? nil : answer.digest.hex))
+            try state.recordStagedSynced(
+                server: connection.server, container: remote.container, path: document,
+                document: SyncedDocument(
+                    version: answer.version, manifest: manifest,
+                    serverDigest: remote.endToEnd == nil ? nil : answer.digest.hex))
         } else {
             let written = WrittenFiles(manifest: manifest, files: fileEntries, target: target)
-            try state.recordSynced(server: connection.server, container: remote.container, path: document,
-                                   document: SyncedDocument(version: answer.version, manifest: manifest, serverDigest: remote.endToEnd == nil ? nil : answer.digest.hex), files: written)
+            try state.recordSynced(
+                server: connection.server, container: remote.container, path: document,
+                document: SyncedDocument(
+                    version: answer.version, manifest: manifest,
+                    serverDigest: remote.endToEnd == nil ? nil : answer.digest.hex), files: written)
         }
-        return report(document, target, answer.version, manifest, counters.value, manifestBytes: answer.deltaSize, started: started)
+        return report(
+            document, target, answer.version, manifest, counters.value, manifestBytes: answer.deltaSize,
+            started: started)
     }
 
     /// Holds a staged package's file rows aside in `state` (``ClientState/stageSynced(files:)``).
@@ -507,9 +574,14 @@ public struct PullEngine: Sendable {
     static func finish(_ fd: Int32, _ entry: Manifest.Entry, path: String, durable: Bool) throws {
         try check(fchmod(fd, safeMode(entry.mode)), "set the mode of", path)
         if durable { try Syscall.fsync(fd, path: path) }
-        try check(futimens(fd, [ConfinedDirectory.timeSpec(entry.mtimeNanoseconds),
-                                ConfinedDirectory.timeSpec(entry.mtimeNanoseconds)]),
-                  "set the modification time of", path)
+        try check(
+            futimens(
+                fd,
+                [
+                    ConfinedDirectory.timeSpec(entry.mtimeNanoseconds),
+                    ConfinedDirectory.timeSpec(entry.mtimeNanoseconds)
+                ]),
+            "set the modification time of", path)
     }
 
     /// The version a pull of `name` takes (`version`, else the current one), as the server describes it.
@@ -523,20 +595,30 @@ public struct PullEngine: Sendable {
     /// Throws `not_found` unless `info` is a version a pull may write: a committed one, and
     /// the current one when no version was asked for.
     static func checkPullable(_ info: DocumentInfo, _ name: DocumentPath, version: Int64?) throws {
-        guard info.path == name, [.current, .superseded, .conflict].contains(info.state), version != nil || info.state == .current,
-              version == nil || version == info.version else {
-            throw XferError(.notFound, info.state == .deleted ? "\(name) was deleted (version \(info.version))"
-                                                              : "\(name) has no committed version yet (an upload is in progress)")
+        guard info.path == name, [.current, .superseded, .conflict].contains(info.state),
+            version != nil || info.state == .current,
+            version == nil || version == info.version
+        else {
+            throw XferError(
+                .notFound,
+                info.state == .deleted
+                    ? "\(name) was deleted (version \(info.version))"
+                    : "\(name) has no committed version yet (an upload is in progress)")
         }
     }
 
     /// The rule for replacing what is at `target` without `--force`: only this client's own
     /// copy of the same document (per `synced`), unchanged since it was written.
     /// - Throws: `conflict`, saying what to do, if anything else is there.
-    static func checkReplaceable(target: String, exists: Bool, synced: SyncedDocument?, known: [String: KnownFile],
-                                 name: DocumentPath) throws {
+    static func checkReplaceable(
+        target: String, exists: Bool, synced: SyncedDocument?, known: [String: KnownFile],
+        name: DocumentPath
+    ) throws {
         if exists && synced == nil {
-            throw XferError(.conflict, "\(target) already exists and was not pulled from \(name) here; nothing was changed. Pull into another path, or pass --force to replace it")
+            throw XferError(
+                .conflict,
+                "\(target) already exists and was not pulled from \(name) here; nothing was changed. Pull into another path, or pass --force to replace it"
+            )
         }
         try checkUnchanged(target: target, known: known, name: name)
     }
@@ -545,9 +627,13 @@ public struct PullEngine: Sendable {
     /// manifest, every file untouched since.
     /// - Parameter digest: The digest the server records for `synced`, when not its manifest's
     ///   (``Remote/serverDigest(of:at:)``).
-    static func isInPlace(_ info: DocumentInfo, synced: SyncedDocument, target: String, known: [String: KnownFile],
-                          digest: String? = nil) -> Bool {
-        guard synced.version == info.version, info.manifestDigest == nil || info.manifestDigest == (digest ?? synced.manifest.digest.hex) else {
+    static func isInPlace(
+        _ info: DocumentInfo, synced: SyncedDocument, target: String, known: [String: KnownFile],
+        digest: String? = nil
+    ) -> Bool {
+        guard synced.version == info.version,
+            info.manifestDigest == nil || info.manifestDigest == (digest ?? synced.manifest.digest.hex)
+        else {
             return false
         }
         return synced.manifest.entries.allSatisfy { entry in
@@ -565,29 +651,40 @@ public struct PullEngine: Sendable {
     /// In an end-to-end encrypted container, the carrier (a delta against the synced copy's,
     /// rebuilt here, the same way), checked against its digest, then the manifest sealed in it
     /// (``EndToEndKeys/manifest(in:sealedPath:version:fetch:)``), whose pieces come whole.
-    func manifest(_ name: DocumentPath, info: DocumentInfo, synced: SyncedDocument?) async throws -> (answer: ManifestAnswer, manifest: Manifest) {
+    func manifest(_ name: DocumentPath, info: DocumentInfo, synced: SyncedDocument?) async throws -> (
+        answer: ManifestAnswer, manifest: Manifest
+    ) {
         let connection = remote.connection
         // What the server records for the version (the manifest, or end to end its carrier), as
         // a delta against what it records for the version this copy holds: the synced manifest,
         // or its carrier rebuilt here (a list of ids, which changes where the content did).
-        let base = synced.flatMap { synced in remote.endToEnd == nil ? synced.manifest : remote.serverCarrier(of: synced, at: name) }
-        var answer = try await connection.manifest(container: remote.container, path: name, version: info.version,
-                                                   base: base == nil ? nil : synced?.version)
+        let base = synced.flatMap { synced in
+            remote.endToEnd == nil ? synced.manifest : remote.serverCarrier(of: synced, at: name)
+        }
+        var answer = try await connection.manifest(
+            container: remote.container, path: name, version: info.version,
+            base: base == nil ? nil : synced?.version)
         var recorded: Manifest
         do {
             recorded = try Manifest(applying: answer.delta, to: answer.base != nil ? base : nil)
         } catch let error as XferError where error.code == .invalidManifest && answer.base != nil {
             // The server's version `base` is not the one this copy holds (a replaced or restored
             // server reusing numbers): ask for the whole of it instead.
-            answer = try await connection.manifest(container: remote.container, path: name, version: info.version, base: nil)
+            answer = try await connection.manifest(
+                container: remote.container, path: name, version: info.version, base: nil)
             recorded = try Manifest(applying: answer.delta, to: nil)
         }
         guard recorded.digest == answer.digest, answer.version == info.version else {
-            throw XferError(.invalidManifest, "the manifest the server records for \(name) version \(answer.version) does not match its digest")
+            throw XferError(
+                .invalidManifest,
+                "the manifest the server records for \(name) version \(answer.version) does not match its digest")
         }
-        guard let endToEnd = remote.endToEnd else { return ((answer.delta.count, answer.version, answer.digest), recorded) }
+        guard let endToEnd = remote.endToEnd else {
+            return ((answer.delta.count, answer.version, answer.digest), recorded)
+        }
         var pieceBytes = 0  // the sealed manifest's pieces, counted with the manifest's bytes
-        let manifest = try await endToEnd.manifest(in: recorded, sealedPath: name.value, version: answer.version) { ids in
+        let manifest = try await endToEnd.manifest(in: recorded, sealedPath: name.value, version: answer.version) {
+            ids in
             var pieces: [EncodedChunk] = []
             try await connection.download(ids) { pieces.append($0) }
             pieceBytes += pieces.reduce(0) { $0 + $1.payload.count }
@@ -596,13 +693,16 @@ public struct PullEngine: Sendable {
         return ((answer.delta.count + pieceBytes, answer.version, answer.digest), manifest)
     }
 
-    private func report(_ name: DocumentPath, _ target: String, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
-                        manifestBytes: Int, started: ContinuousClock.Instant) -> PullReport {
-        return PullReport(document: name.value, destination: target, kind: DocumentKind(manifest.kind), version: version,
-                          files: manifest.fileCount, bytes: manifest.totalSize,
-                          chunksFetched: counters.chunksFetched, bytesFetched: counters.bytesFetched,
-                          chunksReused: counters.chunksReused, manifestBytes: manifestBytes,
-                          seconds: (ContinuousClock.now - started).seconds)
+    private func report(
+        _ name: DocumentPath, _ target: String, _ version: Int64, _ manifest: Manifest, _ counters: Counters,
+        manifestBytes: Int, started: ContinuousClock.Instant
+    ) -> PullReport {
+        return PullReport(
+            document: name.value, destination: target, kind: DocumentKind(manifest.kind), version: version,
+            files: manifest.fileCount, bytes: manifest.totalSize,
+            chunksFetched: counters.chunksFetched, bytesFetched: counters.bytesFetched,
+            chunksReused: counters.chunksReused, manifestBytes: manifestBytes,
+            seconds: (ContinuousClock.now - started).seconds)
     }
 
     /// How many bytes of downloaded chunks a request holds for the cache before writing them to it.
@@ -621,7 +721,8 @@ public struct PullEngine: Sendable {
     /// carried its first 8 MiB. Downloads that write fewer than 64 files are split by `bytes`
     /// alone (`inFlight` 1): for them more requests cost more than they save (docs/PERFORMANCE.md,
     /// seventeenth and eighteenth steps).
-    static func batches<Lengths: Collection<Int>>(_ lengths: Lengths, bytes maximum: Int, inFlight: Int) -> [Range<Int>] {
+    static func batches<Lengths: Collection<Int>>(_ lengths: Lengths, bytes maximum: Int, inFlight: Int) -> [Range<Int>]
+    {
         let total = lengths.reduce(0, +)
         let share = (total + max(1, inFlight) - 1) / max(1, inFlight)
         let limit = max(1, min(maximum, max(Self.smallestBatchBytes, share)))
@@ -644,15 +745,18 @@ public struct PullEngine: Sendable {
     /// Downloads that write 64 files or more (of a package, which one syncfs makes durable) are
     /// split evenly among the requests in flight, their files' creation being most of the work;
     /// others are asked in requests of the most bytes.
-    private func download(_ order: ChunkSourcing.Downloads, files: StagingFiles,
-                          maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
-                          early: EarlyWriteback?, progress: @escaping @Sendable (TransferProgress) -> Void) async throws {
+    private func download(
+        _ order: ChunkSourcing.Downloads, files: StagingFiles,
+        maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
+        early: EarlyWriteback?, progress: @escaping @Sendable (TransferProgress) -> Void
+    ) async throws {
         // Counted among the downloads, not the package: an edit pull of a large package that
         // fetches one changed file asks as a pull of that one file would (a single file's pull
         // writes one).
         let even = order.writeFiles(atLeast: Self.syncWholeFileSystemFrom)
-        let batches = Self.batches(order.map(\.chunk.length), bytes: options.downloadBatchBytes,
-                                   inFlight: even ? options.downloadsInFlight : 1)
+        let batches = Self.batches(
+            order.map(\.chunk.length), bytes: options.downloadBatchBytes,
+            inFlight: even ? options.downloadsInFlight : 1)
         let connection = remote.connection
         try await withThrowingTaskGroup(of: Void.self) { group in
             var running = 0
@@ -675,7 +779,10 @@ public struct PullEngine: Sendable {
                     var keptBytes = 0
                     try await connection.download(ids, against: offer.references) { chunk in
                         guard let index = asked.removeValue(forKey: chunk.id) else {
-                            throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for or was sent already; nothing was published")
+                            throw XferError(
+                                .corruptChunk,
+                                "the server sent chunk \(chunk.id), which was not asked for or was sent already; nothing was published"
+                            )
                         }
                         let download = order[index]
                         let before = kept.count
@@ -689,12 +796,16 @@ public struct PullEngine: Sendable {
                         // The hash vouches for the bytes; the manifest's length must agree too, or
                         // the file would be written at a size the server made up.
                         guard plain.count == download.chunk.length else {
-                            throw XferError(.corruptChunk, "chunk \(chunk.id) holds \(plain.count) bytes, but the manifest declares \(download.chunk.length); nothing was published")
+                            throw XferError(
+                                .corruptChunk,
+                                "chunk \(chunk.id) holds \(plain.count) bytes, but the manifest declares \(download.chunk.length); nothing was published"
+                            )
                         }
                         let targets = download.targets
                         for target in targets {
                             try files.with(target.file) { fd in
-                                try Self.write(plain, count: plain.count, to: fd, at: target.offset, path: files.path(target.file))
+                                try Self.write(
+                                    plain, count: plain.count, to: fd, at: target.offset, path: files.path(target.file))
                             }
                             try files.wrote(target.file)
                         }
@@ -705,7 +816,8 @@ public struct PullEngine: Sendable {
                             c.bytesDone += Int64(plain.count * targets.count)
                             return c
                         }
-                        progress(TransferProgress(bytesDone: c.bytesDone, bytesTotal: total, bytesOnWire: c.bytesFetched))
+                        progress(
+                            TransferProgress(bytesDone: c.bytesDone, bytesTotal: total, bytesOnWire: c.bytesFetched))
                     }
                     against.keep(kept)
                 }
@@ -756,7 +868,11 @@ struct StagedFiles: Sequence, Sendable {
                 let parent = slash.map { entry.path[..<$0] } ?? ""
                 let name = String(slash.map { entry.path[entry.path.index(after: $0)...] } ?? entry.path[...])
                 if directory?.path != parent {
-                    directory = (parent, parent.isEmpty ? staged.root : try? staged.root.directory(parent.split(separator: "/"), create: false))
+                    directory = (
+                        parent,
+                        parent.isEmpty
+                            ? staged.root : try? staged.root.directory(parent.split(separator: "/"), create: false)
+                    )
                 }
                 if let info = directory?.opened?.status(name), (info.st_mode & S_IFMT) == S_IFREG {
                     return KnownFile(path: entry.path, stamp: FileStamp(info), chunks: entry.chunks)
@@ -787,7 +903,9 @@ struct WrittenFiles: Sequence, Sendable {
                 defer { index += 1 }
                 let entry = written.manifest.entries[written.files[index]]
                 let path = entry.path.isEmpty ? written.target : written.target + "/" + entry.path
-                if let stamp = FileStamp.of(path) { return KnownFile(path: entry.path, stamp: stamp, chunks: entry.chunks) }
+                if let stamp = FileStamp.of(path) {
+                    return KnownFile(path: entry.path, stamp: stamp, chunks: entry.chunks)
+                }
             }
             return nil
         }

@@ -34,7 +34,9 @@ enum PushDecisions {
 
     /// The files to read: the changed ones, then unchanged ones whose chunk list is no longer
     /// recorded (a record removed since the stamps were read).
-    static func filesToRead(changed: SpillArray<Int>, unchanged: SpillArray<Int>, chunkLists: FileChunkLists) -> SpillArray<Int> {
+    static func filesToRead(changed: SpillArray<Int>, unchanged: SpillArray<Int>, chunkLists: FileChunkLists)
+        -> SpillArray<Int>
+    {
         let unread = unchanged.filter { !chunkLists.isKnown($0) }
         guard !unread.isEmpty else { return changed }  // (shares the list it was given)
         var all = changed
@@ -48,7 +50,8 @@ enum PushDecisions {
     /// larger document is announced before its data is read, and makes a version.
     static func rereadsFirst(force: Bool, basis: SyncedDocument?, changedSizes: some Sequence<Int64>) -> Bool {
         guard !force, basis != nil else { return false }
-        var bytes: Int64 = 0, any = false
+        var bytes: Int64 = 0
+        var any = false
         for size in changedSizes {
             bytes += size
             any = true
@@ -58,7 +61,9 @@ enum PushDecisions {
 
     /// How a push's manifest says its chunks were cut: as the synced version's were when it read
     /// nothing (every chunk list is that version's), else as this push's pipeline cuts.
-    static func chunker(readAny: Bool, synced: SyncedDocument?, configured: ChunkerConfiguration) -> ChunkerConfiguration {
+    static func chunker(readAny: Bool, synced: SyncedDocument?, configured: ChunkerConfiguration)
+        -> ChunkerConfiguration
+    {
         guard !readAny, let synced else { return configured }
         return synced.manifest.chunker
     }
@@ -72,16 +77,20 @@ enum PushDecisions {
     /// Where the bytes of each chunk `include` picks are, in file order, from the files whose
     /// chunk lists are known, counted as `owner`'s (a batch's document). `include` sees every
     /// chunk and may keep state (to pick each once).
-    static func locations(_ chunkLists: FileChunkLists, path: (Int) -> String, owner: Int = 0,
-                          include: (ChunkID) -> Bool) -> [PushEngine.Location] {
+    static func locations(
+        _ chunkLists: FileChunkLists, path: (Int) -> String, owner: Int = 0,
+        include: (ChunkID) -> Bool
+    ) -> [PushEngine.Location] {
         var result: [PushEngine.Location] = []
         for index in chunkLists.indices {
             guard let chunks = chunkLists.chunks(at: index) else { continue }
             var offset: Int64 = 0
             for chunk in chunks {
                 if include(chunk.id) {
-                    result.append(PushEngine.Location(id: chunk.id, file: path(index), offset: offset, length: chunk.length,
-                                                      owner: owner))
+                    result.append(
+                        PushEngine.Location(
+                            id: chunk.id, file: path(index), offset: offset, length: chunk.length,
+                            owner: owner))
                 }
                 offset += Int64(chunk.length)
             }
@@ -91,8 +100,10 @@ enum PushDecisions {
 
     /// What to send before any file is read: each chunk of the known files that the server
     /// does not surely hold, once. `queued` is what it picked, so the files read next skip those.
-    static func initialUpload(_ chunkLists: FileChunkLists, path: (Int) -> String,
-                              onServer: ChunkIDPrefixes) -> (locations: [PushEngine.Location], queued: ChunkIDPrefixes) {
+    static func initialUpload(
+        _ chunkLists: FileChunkLists, path: (Int) -> String,
+        onServer: ChunkIDPrefixes
+    ) -> (locations: [PushEngine.Location], queued: ChunkIDPrefixes) {
         var queued = ChunkIDPrefixes()
         let locations = locations(chunkLists, path: path) { !onServer.contains($0) && queued.insert($0) }
         return (locations, queued)
@@ -100,7 +111,9 @@ enum PushDecisions {
 
     /// What to send again when a commit answers that the server lacks `missing` (a base from
     /// another root, say): each once, from wherever this push read it.
-    static func resend(_ missing: [ChunkID], _ chunkLists: FileChunkLists, path: (Int) -> String) -> [PushEngine.Location] {
+    static func resend(_ missing: [ChunkID], _ chunkLists: FileChunkLists, path: (Int) -> String) -> [PushEngine
+        .Location]
+    {
         var wanted = Set(missing)
         return locations(chunkLists, path: path) { wanted.remove($0) != nil }
     }

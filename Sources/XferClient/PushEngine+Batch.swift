@@ -35,8 +35,10 @@ extension PushEngine {
     /// - Returns: One result per item, in order.
     /// - Throws: Only what stops every item: `unavailable`, `unauthorized`, `cancelled`,
     ///   `encrypted_container`, or a client state that cannot be written.
-    public func pushMany(_ items: [PushItem], progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws
-        -> [Result<PushReport, any Error>] {
+    public func pushMany(_ items: [PushItem], progress: @escaping @Sendable (TransferProgress) -> Void = { _ in })
+        async throws
+        -> [Result<PushReport, any Error>]
+    {
         try await ClientThreads.run {
             var batch = BatchPush(engine: self, items: items, progress: progress)
             return try await batch.run()
@@ -92,19 +94,25 @@ struct BatchPush {
         if endToEnd != nil && !features.contains(.batchCommitVersions) { return try await alone(Array(items.indices)) }
         nameItems()
         try await prepare()
-        let reading = BatchPushDecisions.reading(documents, sendAgainst: features.contains(.chunksAgainst) && remote.codec.sendsAgainst)
+        let reading = BatchPushDecisions.reading(
+            documents, sendAgainst: features.contains(.chunksAgainst) && remote.codec.sendsAgainst)
         let counters = Locked(PushEngine.Counters(bytesHashed: reading.knownBytes))
         // One document's trouble (a file gone or unreadable mid-read) stops a shared read: each
         // document goes on alone, with the single push's rules (chunks sent so far are kept).
-        guard let hashed = try await read(reading, counters: counters) else { return try await alone(documents.map(\.item)) }
+        guard let hashed = try await read(reading, counters: counters) else {
+            return try await alone(documents.map(\.item))
+        }
         let made = makeManifests(hashed.lists, files: reading.files, changed: hashed.changed)
         var commits = made.commits
         let foundAsItWas = made.foundAsItWas
         // No version for those, once the server confirms it holds that one; else it goes in
         // full (its chunks too, asked for by the commit's missing_chunks).
-        let found = BatchPushDecisions.sortByHolds(foundAsItWas, answers: try await remote.holds(foundAsItWas.map {
-            (documents[$0].basis!, serverNames[documents[$0].item]!)
-        }))
+        let found = BatchPushDecisions.sortByHolds(
+            foundAsItWas,
+            answers: try await remote.holds(
+                foundAsItWas.map {
+                    (documents[$0].basis!, serverNames[documents[$0].item]!)
+                }))
         for (number, error) in found.failed { results[documents[number].item] = .failure(error) }
         let unchanged = found.held  // read again (their stamps moved) and the same as the synced version
         for number in found.lacking {
@@ -143,11 +151,14 @@ struct BatchPush {
 
     /// Pushes these items one at a time (the single push's rules) and answers for all.
     mutating func alone(_ indexes: [Int]) async throws -> [Result<PushReport, any Error>] {
-        let engine = engine, progress = progress
+        let engine = engine
+        let progress = progress
         for index in indexes {
             let item = items[index]
             let outcome = try await documentOutcome {
-                try await engine.push(item.path, as: item.name, state: item.state, directoryItself: item.directoryItself, progress: progress)
+                try await engine.push(
+                    item.path, as: item.name, state: item.state, directoryItself: item.directoryItself,
+                    progress: progress)
             }
             results[index] = outcome
         }
@@ -158,7 +169,10 @@ struct BatchPush {
     /// not given its key: asked of the server, and of this device's keys, so a server cannot
     /// talk it into sending plain data where it holds a key.
     func refuseIfEncrypted() async throws {
-        let refusal = XferError(.encryptedContainer, "container \(remote.container) is end-to-end encrypted, and this push was not given its key (Remote.unlocked()); nothing was sent")
+        let refusal = XferError(
+            .encryptedContainer,
+            "container \(remote.container) is end-to-end encrypted, and this push was not given its key (Remote.unlocked()); nothing was sent"
+        )
         do {
             if try await remote.unlocked().endToEnd != nil { throw refusal }
         } catch let error as XferError where error.code == .unauthorized {
@@ -185,11 +199,14 @@ struct BatchPush {
         var unchangedHere: [BatchDocument] = []
         for (index, item) in items.enumerated() where serverNames[index] != nil {
             do {
-                let snapshot = try LocalSnapshot(path: item.path, state: item.state, exclude: engine.options.exclude,
-                                                 directoryItself: item.directoryItself)
-                let synced = try item.state.document(server: connection.server, container: remote.container, path: item.name)
+                let snapshot = try LocalSnapshot(
+                    path: item.path, state: item.state, exclude: engine.options.exclude,
+                    directoryItself: item.directoryItself)
+                let synced = try item.state.document(
+                    server: connection.server, container: remote.container, path: item.name)
                 let chunkLists = try snapshot.knownChunks(item.state)
-                let document = BatchDocument(item: index, snapshot: snapshot, chunkLists: chunkLists, synced: synced, basis: synced)
+                let document = BatchDocument(
+                    item: index, snapshot: snapshot, chunkLists: chunkLists, synced: synced, basis: synced)
                 if let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
                     unchangedHere.append(document)
                 } else {
@@ -203,7 +220,8 @@ struct BatchPush {
         let found = BatchPushDecisions.sortByHolds(unchangedHere, answers: answers)
         for (document, error) in found.failed { results[document.item] = .failure(error) }
         for document in found.held {
-            results[document.item] = .success(PushEngine.unchangedReport(items[document.item].name, document.synced!, started: started))
+            results[document.item] = .success(
+                PushEngine.unchangedReport(items[document.item].name, document.synced!, started: started))
         }
         for var document in found.lacking {
             document.basis = nil
@@ -217,23 +235,30 @@ struct BatchPush {
     ///   of each document with a file written while it was read (by number); `nil` when one
     ///   document's trouble stopped the shared read.
     func read(_ reading: BatchPushDecisions.Reading, counters: Locked<PushEngine.Counters>) async throws
-        -> (lists: ChunkLists, changed: [Int: any Error])? {
+        -> (lists: ChunkLists, changed: [Int: any Error])?
+    {
         let files = reading.files
         let snapshots = documents.map(\.snapshot)
         let changedWhileRead = Locked<[Int: any Error]>([:])  // by document
-        let toRead = PushEngine.FilesToRead(owners: files.map(\.document), path: { position in
-            let (number, entry) = files[position]
-            return snapshots[number].fullPath(at: entry)
-        }, stamp: { position in
-            let (number, entry) = files[position]
-            return snapshots[number].stamps[entry]
-        }, changed: changedWhileRead)
+        let toRead = PushEngine.FilesToRead(
+            owners: files.map(\.document),
+            path: { position in
+                let (number, entry) = files[position]
+                return snapshots[number].fullPath(at: entry)
+            },
+            stamp: { position in
+                let (number, entry) = files[position]
+                return snapshots[number].stamps[entry]
+            }, changed: changedWhileRead)
         do {
-            let lists = try await engine.upload(initial: reading.initial, files: toRead, skip: reading.onServer.union(reading.queued),
-                                                total: reading.totalBytes, previous: reading.previous,
-                                                cache: remote.codec.isSealed ? nil : items.first.map {
-                                                    ChunkCache(database: $0.state.database, maximumBytes: engine.options.cacheBytes)
-                                                }, counters: counters, progress: progress)
+            let lists = try await engine.upload(
+                initial: reading.initial, files: toRead, skip: reading.onServer.union(reading.queued),
+                total: reading.totalBytes, previous: reading.previous,
+                cache: remote.codec.isSealed
+                    ? nil
+                    : items.first.map {
+                        ChunkCache(database: $0.state.database, maximumBytes: engine.options.cacheBytes)
+                    }, counters: counters, progress: progress)
             return (lists, changedWhileRead.value)
         } catch let error as XferError where !error.stopsEveryDocument {
             return nil
@@ -245,7 +270,8 @@ struct BatchPush {
     /// - Returns: The documents to commit, and those read again and found as their basis, byte
     ///   for byte (by number).
     mutating func makeManifests(_ lists: ChunkLists, files: [(document: Int, entry: Int)], changed: [Int: any Error])
-        -> (commits: [Int], foundAsItWas: [Int]) {
+        -> (commits: [Int], foundAsItWas: [Int])
+    {
         for (number, error) in changed { results[documents[number].item] = .failure(error) }
         for (position, chunks) in lists.enumerated() {
             let (number, entry) = files[position]
@@ -253,12 +279,14 @@ struct BatchPush {
             documents[number].chunkLists[entry] = chunks
             documents[number].hashed.insert(entry)
         }
-        var commits: [Int] = [], foundAsItWas: [Int] = []
+        var commits: [Int] = []
+        var foundAsItWas: [Int] = []
         for number in documents.indices where changed[number] == nil {
             let document = documents[number]
             do {
-                let chunker = PushDecisions.chunker(readAny: !document.hashed.isEmpty, synced: document.synced,
-                                                    configured: engine.options.pipeline.chunker)
+                let chunker = PushDecisions.chunker(
+                    readAny: !document.hashed.isEmpty, synced: document.synced,
+                    configured: engine.options.pipeline.chunker)
                 let manifest = try document.snapshot.manifest(document.chunkLists, chunker: chunker)
                 documents[number].manifest = manifest
                 documents[number].encoded = manifest.encoded()
@@ -280,8 +308,10 @@ struct BatchPush {
     func recordRead() throws {
         try items.first?.state.database.batch {
             for document in documents where !document.hashed.isEmpty {
-                try items[document.item].state.record(files: PushEngine.knownFiles(document.snapshot, document.chunkLists,
-                                                                                  only: document.hashed.sorted()))
+                try items[document.item].state.record(
+                    files: PushEngine.knownFiles(
+                        document.snapshot, document.chunkLists,
+                        only: document.hashed.sorted()))
             }
         }
     }
@@ -292,10 +322,12 @@ struct BatchPush {
     /// version is another, announced elsewhere, is refused and pushed alone), its carrier
     /// set to be sent and its pieces uploaded.
     mutating func sealForCommit(_ numbers: [Int], endToEnd: EndToEndKeys) async throws {
-        let names = Dictionary(numbers.map { ($0, serverNames[documents[$0].item]!) }, uniquingKeysWith: { first, _ in first })
+        let names = Dictionary(
+            numbers.map { ($0, serverNames[documents[$0].item]!) }, uniquingKeysWith: { first, _ in first })
         var current: [Int: Int64] = [:]
         for batch in numbers.batched(atMost: ProtocolLimits.maximumBatchDocuments) {
-            let answers = try await connection.manifests(container: remote.container, batch.map { ManifestBatchRequest.Wanted(path: names[$0]!) })
+            let answers = try await connection.manifests(
+                container: remote.container, batch.map { ManifestBatchRequest.Wanted(path: names[$0]!) })
             for (number, answer) in zip(batch, answers) {
                 if let info = answer.document, info.path == names[number] { current[number] = info.version }
             }
@@ -304,13 +336,16 @@ struct BatchPush {
         var owners: [Int] = []  // each piece's document
         for number in numbers {
             let version = (current[number] ?? 0) + 1
-            let (carrier, plain) = try endToEnd.carrier(of: documents[number].manifest!, sealedPath: names[number]!.value, version: version)
+            let (carrier, plain) = try endToEnd.carrier(
+                of: documents[number].manifest!, sealedPath: names[number]!.value, version: version)
             documents[number].version = version
             documents[number].sent = carrier.encoded()
             pieces += plain
             owners += plain.map { _ in number }
         }
-        for (number, bytes) in zip(owners, try await engine.uploadPieces(pieces, endToEnd: endToEnd)) { documents[number].pieceBytes += bytes }
+        for (number, bytes) in zip(owners, try await engine.uploadPieces(pieces, endToEnd: endToEnd)) {
+            documents[number].pieceBytes += bytes
+        }
     }
 
     /// Commits documents `numbers` in batches under the server's body limit, as many a request
@@ -323,14 +358,18 @@ struct BatchPush {
         var rest = numbers[...]
         while !rest.isEmpty {
             // Under the body limit: base64 manifests, with room for each document's other fields.
-            let batch = pace.next(from: &rest, budget: ProtocolLimits.maximumBatchBody * 3 / 4 - (64 << 10),
-                                  cost: { documents[$0].sent.count + 1024 })
+            let batch = pace.next(
+                from: &rest, budget: ProtocolLimits.maximumBatchBody * 3 / 4 - (64 << 10),
+                cost: { documents[$0].sent.count + 1024 })
             let started = ContinuousClock.now
-            let request = BatchCommitRequest(documents: batch.map { number in
-                let document = documents[number]
-                return DirectCommit(announce: engine.announcement(serverNames[document.item]!, document.snapshot, baseVersion: document.basis?.version),
-                                    manifest: document.sent, manifestDigest: ChunkID.of(document.sent), version: document.version)
-            })
+            let request = BatchCommitRequest(
+                documents: batch.map { number in
+                    let document = documents[number]
+                    return DirectCommit(
+                        announce: engine.announcement(
+                            serverNames[document.item]!, document.snapshot, baseVersion: document.basis?.version),
+                        manifest: document.sent, manifestDigest: ChunkID.of(document.sent), version: document.version)
+                })
             let answers: [BatchCommitResult.Outcome]
             do {
                 answers = try await connection.commit(container: remote.container, batch: request)
@@ -346,7 +385,8 @@ struct BatchPush {
                 if let info = outcome.document {
                     outcomes[number] = .success(info)
                 } else {
-                    outcomes[number] = .failure(outcome.error?.xferError ?? XferError(.internal, "the server gave no outcome"))
+                    outcomes[number] = .failure(
+                        outcome.error?.xferError ?? XferError(.internal, "the server gave no outcome"))
                 }
             }
         }
@@ -355,18 +395,24 @@ struct BatchPush {
 
     /// Sends the chunks the server lacked though this client believed it had them, and commits
     /// their documents again, once (``BatchPushDecisions/missingChunks(_:)``).
-    func commitMissing(_ outcomes: inout [Int: Result<DocumentInfo, XferError>], total: Int64,
-                       counters: Locked<PushEngine.Counters>) async throws {
+    func commitMissing(
+        _ outcomes: inout [Int: Result<DocumentInfo, XferError>], total: Int64,
+        counters: Locked<PushEngine.Counters>
+    ) async throws {
         var (again, missing) = BatchPushDecisions.missingChunks(outcomes)
         guard !again.isEmpty else { return }
         var resend: [PushEngine.Location] = []
         for number in again {
             let snapshot = documents[number].snapshot
-            resend += PushDecisions.locations(documents[number].chunkLists, path: { snapshot.fullPath(at: $0) }, owner: number) {
+            resend += PushDecisions.locations(
+                documents[number].chunkLists, path: { snapshot.fullPath(at: $0) }, owner: number
+            ) {
                 missing.remove($0) != nil
             }
         }
-        _ = try await engine.upload(initial: resend, files: .none, skip: ChunkIDPrefixes(), total: total, counters: counters, progress: progress)
+        _ = try await engine.upload(
+            initial: resend, files: .none, skip: ChunkIDPrefixes(), total: total, counters: counters, progress: progress
+        )
         again.sort()
         outcomes.merge(try await commit(again)) { $1 }
     }
@@ -374,27 +420,35 @@ struct BatchPush {
     /// Records every committed document, and those found unchanged, in one client-state
     /// transaction (what was read has its new stamps already: it is not read again), and
     /// reports each; `sent` is what was uploaded for each document.
-    mutating func record(commits: [Int], unchanged: [Int], outcomes: [Int: Result<DocumentInfo, XferError>],
-                         sent: [Int: PushEngine.Counters]) throws {
+    mutating func record(
+        commits: [Int], unchanged: [Int], outcomes: [Int: Result<DocumentInfo, XferError>],
+        sent: [Int: PushEngine.Counters]
+    ) throws {
         let sealed = remote.endToEnd != nil
         var reports: [(item: Int, result: Result<PushReport, any Error>)] = []
         try items.first?.state.database.batch {
             for number in unchanged {
-                let document = documents[number], synced = document.synced!
+                let document = documents[number]
+                let synced = document.synced!
                 let item = items[document.item]
-                try item.state.recordPushed(server: connection.server, container: remote.container, path: item.name, document: synced)
-                reports.append((document.item, .success(PushEngine.unchangedReport(item.name, synced, started: started))))
+                try item.state.recordPushed(
+                    server: connection.server, container: remote.container, path: item.name, document: synced)
+                reports.append(
+                    (document.item, .success(PushEngine.unchangedReport(item.name, synced, started: started))))
             }
             for number in commits {
                 let document = documents[number]
                 let item = items[document.item]
                 switch outcomes[number] {
                 case .success(let info):
-                    try item.state.recordPushed(server: connection.server, container: remote.container, path: item.name,
-                                                document: SyncedDocument(version: info.version, manifest: document.manifest!,
-                                                                         serverDigest: sealed ? ChunkID.of(document.sent).hex : nil))
-                    var report = PushEngine.report(item.name, info.version, document.manifest!, sent[number] ?? PushEngine.Counters(),
-                                                   manifestBytes: document.sent.count + document.pieceBytes, started: started)
+                    try item.state.recordPushed(
+                        server: connection.server, container: remote.container, path: item.name,
+                        document: SyncedDocument(
+                            version: info.version, manifest: document.manifest!,
+                            serverDigest: sealed ? ChunkID.of(document.sent).hex : nil))
+                    var report = PushEngine.report(
+                        item.name, info.version, document.manifest!, sent[number] ?? PushEngine.Counters(),
+                        manifestBytes: document.sent.count + document.pieceBytes, started: started)
                     report.state = info.state
                     report.conflicts = info.conflicts ?? []
                     reports.append((document.item, .success(report)))

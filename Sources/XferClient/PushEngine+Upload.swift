@@ -53,10 +53,13 @@ extension PushEngine {
     ///   - skip: Chunks not to ask about or send (the server has them, or they are in `initial`).
     ///   - previous: Changed small files' previous chunks, which new chunks are sent against.
     ///   - cache: Where those previous chunks' bytes are, and where sent small chunks are kept.
-    func upload(initial: [Location], files: FilesToRead, skip: ChunkIDPrefixes, total: Int64,
-                previous: PreviousChunks = PreviousChunks(), cache: ChunkCache? = nil,
-                counters: Locked<Counters>, progress: @escaping @Sendable (TransferProgress) -> Void) async throws
-        -> ChunkLists {
+    func upload(
+        initial: [Location], files: FilesToRead, skip: ChunkIDPrefixes, total: Int64,
+        previous: PreviousChunks = PreviousChunks(), cache: ChunkCache? = nil,
+        counters: Locked<Counters>, progress: @escaping @Sendable (TransferProgress) -> Void
+    ) async throws
+        -> ChunkLists
+    {
         let (batches, continuation) = AsyncStream<[Location]>.makeStream()
         let stop = Locked(false)
         let lists = Locked(ChunkLists())  // set once, when hashing ends
@@ -80,11 +83,12 @@ extension PushEngine {
                     start += askBatch
                 }
                 guard !files.isEmpty else { return }
-                let hashed = try await Self.runPipeline(files: files, options: options.pipeline, skip: skip, batch: askBatch,
-                                                        previous: previous,
-                                                        stop: stop, counters: counters,
-                                                        yield: { batch in if slots.take() { continuation.yield(batch) } },
-                                                        report: report)
+                let hashed = try await Self.runPipeline(
+                    files: files, options: options.pipeline, skip: skip, batch: askBatch,
+                    previous: previous,
+                    stop: stop, counters: counters,
+                    yield: { batch in if slots.take() { continuation.yield(batch) } },
+                    report: report)
                 lists.withLock { $0 = hashed }
             }
             group.addTask {
@@ -93,9 +97,11 @@ extension PushEngine {
                 // (The first batches, the known files' chunks, are yielded before the pipeline starts
                 // and took no slot.)
                 var unslotted = (initial.count + askBatch - 1) / askBatch  // (askBatch is at least 1)
-                try await self.sendMissing(batches, taken: {
-                    if unslotted > 0 { unslotted -= 1 } else { slots.give() }
-                }, cache: cache, counters: counters, report: report)
+                try await self.sendMissing(
+                    batches,
+                    taken: {
+                        if unslotted > 0 { unslotted -= 1 } else { slots.give() }
+                    }, cache: cache, counters: counters, report: report)
             }
             try await group.waitForAll()
             return lists.value
@@ -160,30 +166,36 @@ extension PushEngine {
 
     /// Runs the chunk pipeline on a Dispatch thread, yielding batches of new chunk locations.
     /// - Returns: The chunk list of each file, by position in `files`.
-    private static func runPipeline(files: FilesToRead, options: ChunkPipeline.Options, skip: ChunkIDPrefixes,
-                                    batch: Int, previous: PreviousChunks,
-                                    stop: Locked<Bool>, counters: Locked<Counters>,
-                                    yield: @escaping @Sendable ([Location]) -> Void,
-                                    report: @escaping @Sendable () -> Void) async throws -> ChunkLists {
+    private static func runPipeline(
+        files: FilesToRead, options: ChunkPipeline.Options, skip: ChunkIDPrefixes,
+        batch: Int, previous: PreviousChunks,
+        stop: Locked<Bool>, counters: Locked<Counters>,
+        yield: @escaping @Sendable ([Location]) -> Void,
+        report: @escaping @Sendable () -> Void
+    ) async throws -> ChunkLists {
         let collector = PipelineCollector(files: files.count, seen: skip)
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, any Error>) in
             DispatchQueue.global().async {
                 do {
-                    try ChunkPipeline(options: options).run((0..<files.count).lazy.map { .file(files.path($0)) }) { event in
+                    try ChunkPipeline(options: options).run((0..<files.count).lazy.map { .file(files.path($0)) }) {
+                        event in
                         if stop.value { throw XferError(.cancelled, "push stopped") }
                         switch event {
                         case .fileStarted(_, let path, let size):
                             collector.path = path
                             collector.size = size ?? .max
                         case .chunk(let file, let record):
-                            collector.lists.append(Manifest.ChunkReference(id: record.id, length: record.length), toFile: file)
+                            collector.lists.append(
+                                Manifest.ChunkReference(id: record.id, length: record.length), toFile: file)
                             collector.unreportedBytes += Int64(record.length)
                             if collector.seen.insert(record.id) {
                                 let path = collector.path
-                                collector.pending.append(Location(id: record.id, file: path, offset: record.offset,
-                                                                  length: record.length, owner: files.owners[file],
-                                                                  reference: previous.reference(forChunkAt: record.offset, in: path),
-                                                                  keep: collector.size <= ChunkCache.fileLimit))
+                                collector.pending.append(
+                                    Location(
+                                        id: record.id, file: path, offset: record.offset,
+                                        length: record.length, owner: files.owners[file],
+                                        reference: previous.reference(forChunkAt: record.offset, in: path),
+                                        keep: collector.size <= ChunkCache.fileLimit))
                                 if collector.pending.count >= batch {
                                     yield(collector.pending)
                                     collector.pending = []
@@ -221,8 +233,10 @@ extension PushEngine {
 
     /// Asks about each batch, then uploads what is missing in bodies of about
     /// `uploadBatchBytes`, at most `uploadsInFlight` at once.
-    private func sendMissing(_ batches: AsyncStream<[Location]>, taken: () -> Void, cache: ChunkCache?, counters: Locked<Counters>,
-                             report: @escaping @Sendable () -> Void) async throws {
+    private func sendMissing(
+        _ batches: AsyncStream<[Location]>, taken: () -> Void, cache: ChunkCache?, counters: Locked<Counters>,
+        report: @escaping @Sendable () -> Void
+    ) async throws {
         let connection = remote.connection
         let policy = options.compression
         let codec = options.pipeline.codec
@@ -232,9 +246,14 @@ extension PushEngine {
         let large = await connection.features().contains(.largeUploads)
         var launched = 0
         func bodyLimits() -> (bytes: Int, frames: Int) {
-            guard large && launched >= options.uploadsInFlight else { return (options.uploadBatchBytes, ChunkFrameLimits().maximumFrames) }
+            guard large && launched >= options.uploadsInFlight else {
+                return (options.uploadBatchBytes, ChunkFrameLimits().maximumFrames)
+            }
             // Within the server's body limit (64 MiB) and the plain bytes a body may declare.
-            return (min(options.largeUploadBytes, 48 << 20), min(options.largeUploadFrames, ChunkFrameLimits.largeUploadFrames))
+            return (
+                min(options.largeUploadBytes, 48 << 20),
+                min(options.largeUploadFrames, ChunkFrameLimits.largeUploadFrames)
+            )
         }
         try await withThrowingTaskGroup(of: Void.self) { uploads in
             var running = 0
@@ -254,9 +273,13 @@ extension PushEngine {
                 running += 1
                 launched += 1
                 uploads.addTask {
-                    let (result, sizes) = try await Self.upload(locations, streamed: large, policy: policy, codec: codec, cache: cache, connection: connection)
+                    let (result, sizes) = try await Self.upload(
+                        locations, streamed: large, policy: policy, codec: codec, cache: cache, connection: connection)
                     guard result.received == locations.count else {
-                        throw XferError(.unavailable, "the server received \(result.received) of the \(locations.count) chunks sent in one request; push again")
+                        throw XferError(
+                            .unavailable,
+                            "the server received \(result.received) of the \(locations.count) chunks sent in one request; push again"
+                        )
                     }
                     counters.withLock { $0.sent(sizes, owners: locations.map(\.owner)) }
                     // Chunks sent against a reference the server could not use go again, whole.
@@ -268,7 +291,8 @@ extension PushEngine {
                             whole.keep = false
                             return whole
                         }
-                        let (_, sizes) = try await Self.upload(again, streamed: large, policy: policy, codec: codec, cache: nil, connection: connection)
+                        let (_, sizes) = try await Self.upload(
+                            again, streamed: large, policy: policy, codec: codec, cache: nil, connection: connection)
                         counters.withLock { $0.sent(sizes, owners: again.map(\.owner)) }
                     }
                     report()
@@ -294,8 +318,10 @@ extension PushEngine {
     /// bodies of 1,024 frames, sent while it is made, a megabyte of chunks at a time, when it
     /// offers ``ServerFeature/largeUploads``. The small files' chunks go to the cache.
     /// - Returns: The server's answer, and each chunk's payload and plain sizes.
-    private static func upload(_ locations: [Location], streamed: Bool, policy: CompressionPolicy, codec: ChunkCodec, cache: ChunkCache?,
-                               connection: ServerConnection) async throws -> (result: UploadResult, sizes: [(payload: Int, plain: Int)]) {
+    private static func upload(
+        _ locations: [Location], streamed: Bool, policy: CompressionPolicy, codec: ChunkCodec, cache: ChunkCache?,
+        connection: ServerConnection
+    ) async throws -> (result: UploadResult, sizes: [(payload: Int, plain: Int)]) {
         var framer = ChunkFramer(locations, policy: policy, codec: codec, cache: cache)
         let result: UploadResult
         if streamed {

@@ -18,7 +18,9 @@ struct KnownFiles: Sequence, Sendable {
             while position < files.only.count {
                 defer { position += 1 }
                 let index = files.only[position]
-                guard tree.kind(at: index) == .file, let stamp = files.snapshot.stamps[index], let chunks = files.chunkLists[index] else { continue }
+                guard tree.kind(at: index) == .file, let stamp = files.snapshot.stamps[index],
+                    let chunks = files.chunkLists[index]
+                else { continue }
                 return KnownFile(path: tree.relativePath(at: index), stamp: stamp, chunks: chunks)
             }
             return nil
@@ -37,7 +39,10 @@ struct PushedFiles: Sequence, Sendable {
     let indexes: SpillArray<Int>
     /// Each one's inode and ctime, by position in `indexes` (size and mtime are the entry's).
     let identities: SpillArray<Identity>
-    struct Identity { var inode: UInt64; var ctimeNanoseconds: Int64 }
+    struct Identity {
+        var inode: UInt64
+        var ctimeNanoseconds: Int64
+    }
 
     /// The files at tree indexes `only` of `snapshot` (files all: ``LocalSnapshot/toHash``),
     /// whose manifest (made from the same tree) is `manifest`.
@@ -45,7 +50,11 @@ struct PushedFiles: Sequence, Sendable {
         self.manifest = manifest
         let tree = snapshot.tree
         indexes = only  // (shared, not copied)
-        identities = SpillArray(only.lazy.map { let stamp = tree.stamp(at: $0); return Identity(inode: stamp.inode, ctimeNanoseconds: stamp.ctimeNanoseconds) })
+        identities = SpillArray(
+            only.lazy.map {
+                let stamp = tree.stamp(at: $0)
+                return Identity(inode: stamp.inode, ctimeNanoseconds: stamp.ctimeNanoseconds)
+            })
     }
 
     struct Iterator: IteratorProtocol {
@@ -58,9 +67,12 @@ struct PushedFiles: Sequence, Sendable {
                 let entry = files.manifest.entries[files.indexes[position]]
                 guard entry.kind == .file else { continue }
                 let identity = files.identities[position]
-                return KnownFile(path: entry.path, stamp: FileStamp(size: entry.size, mtimeNanoseconds: entry.mtimeNanoseconds,
-                                                                inode: identity.inode, ctimeNanoseconds: identity.ctimeNanoseconds),
-                                 chunks: entry.chunks)
+                return KnownFile(
+                    path: entry.path,
+                    stamp: FileStamp(
+                        size: entry.size, mtimeNanoseconds: entry.mtimeNanoseconds,
+                        inode: identity.inode, ctimeNanoseconds: identity.ctimeNanoseconds),
+                    chunks: entry.chunks)
             }
             return nil
         }

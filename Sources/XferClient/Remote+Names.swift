@@ -50,7 +50,8 @@ extension ManifestBatchResult.Item {
     /// digest that does not match), which the caller leaves to a request of that document's own.
     func checked(for path: DocumentPath) -> (info: DocumentInfo, manifest: Manifest)? {
         guard let info = document, info.path == path, let text = manifest,
-              let decoded = try? Manifest(decoding: Base64.decode(text)), info.manifestDigest == decoded.digest.hex else { return nil }
+            let decoded = try? Manifest(decoding: Base64.decode(text)), info.manifestDigest == decoded.digest.hex
+        else { return nil }
         return (info, decoded)
     }
 }

@@ -23,7 +23,8 @@ public struct Remote: Sendable {
     /// Where this device keeps the container's key: named from what it knows alone, so a key can
     /// be shown or forgotten offline.
     public var containerKeyFile: ContainerKeyFile {
-        ContainerKeyFile(stateDirectory: stateDirectory, server: connection.server, container: container, keyFile: keyFile)
+        ContainerKeyFile(
+            stateDirectory: stateDirectory, server: connection.server, container: container, keyFile: keyFile)
     }
 
     /// How the container's chunks are cut, named and carried.
@@ -59,11 +60,14 @@ public struct Remote: Sendable {
         do {
             info = try await connection.containerKey(container: container)
         } catch let error as XferError where error.code == .notFound {
-            info = ContainerKeyInfo(encrypted: false, wrapped: nil, keyID: nil)  // a server without the route has no encrypted containers
+            // a server without the route has no encrypted containers
+            info = ContainerKeyInfo(encrypted: false, wrapped: nil, keyID: nil)
         }
         guard info.encrypted else {
             guard let held else { return self }
-            throw XferError(.encryptedContainer, """
+            throw XferError(
+                .encryptedContainer,
+                """
                 this device holds the key \(held.id) of container \(container), but the server says the container is not \
                 end-to-end encrypted; nothing was sent in the clear. If it is another server at this address, point \
                 XFER_SERVER at the right one; if the container was really made again without a key, run \
@@ -71,7 +75,9 @@ public struct Remote: Sendable {
                 """)
         }
         guard let key = held, key.id == info.keyID else {
-            throw XferError(.unauthorized, """
+            throw XferError(
+                .unauthorized,
+                """
                 container \(container) is end-to-end encrypted and this device does not hold its key \(info.keyID ?? ""); \
                 run `xfer key unlock --container \(container)` (or `xfer key recover`) first
                 """)
@@ -95,15 +101,24 @@ public struct Remote: Sendable {
     /// `confirmed`, which `body` must await before it sends anything. `confirmed` throws what
     /// ``unlocked()`` would have thrown, and also throws if the answer were ever a remote other
     /// than the one `body` got. Cancelling the task that awaits it cancels the question.
-    public func whileUnlocking<T>(_ body: (Remote, _ confirmed: @escaping @Sendable () async throws -> Void) async throws -> T) async throws -> T {
+    public func whileUnlocking<T>(
+        _ body: (Remote, _ confirmed: @escaping @Sendable () async throws -> Void) async throws -> T
+    ) async throws -> T {
         let held = try containerKeyFile.read()
         let assumed = holding(held)
         let asking = Task { try await unlocked(held: held) }
         defer { asking.cancel() }
         return try await body(assumed) { [container] in
-            let answer = try await withTaskCancellationHandler { try await asking.value } onCancel: { asking.cancel() }
+            let answer = try await withTaskCancellationHandler {
+                try await asking.value
+            } onCancel: {
+                asking.cancel()
+            }
             guard answer.endToEnd?.keyID == assumed.endToEnd?.keyID else {
-                throw XferError(.internal, "the key of container \(container) changed while this command looked at its files and state; nothing was sent, run it again")
+                throw XferError(
+                    .internal,
+                    "the key of container \(container) changed while this command looked at its files and state; nothing was sent, run it again"
+                )
             }
         }
     }
@@ -114,8 +129,11 @@ public struct Remote: Sendable {
     /// - Throws: `unauthorized` if this device no longer holds that key.
     public func holding(keyID: String) throws -> Remote {
         guard let key = try containerKeyFile.read(),
-              key.id == keyID else {
-            throw XferError(.unauthorized, """
+            key.id == keyID
+        else {
+            throw XferError(
+                .unauthorized,
+                """
                 container \(container) is end-to-end encrypted and this device no longer holds its key \(keyID); \
                 run `xfer key unlock --container \(container)` (or `xfer key recover`) first
                 """)
@@ -128,7 +146,9 @@ public struct Remote: Sendable {
     func serverDigest(of synced: SyncedDocument, at path: DocumentPath) -> String {
         if let known = synced.serverDigest { return known }
         guard let endToEnd else { return synced.manifest.digest.hex }
-        return (try? endToEnd.carrier(of: synced.manifest, sealedPath: path.value, version: synced.version).carrier.digest.hex) ?? ""
+        return
+            (try? endToEnd.carrier(of: synced.manifest, sealedPath: path.value, version: synced.version).carrier.digest
+            .hex) ?? ""
     }
 
     /// The carrier the server keeps for `synced` at `path` (its server path) in an end-to-end
@@ -137,16 +157,19 @@ public struct Remote: Sendable {
     /// (as this root noted its digest; one it did not note is what ``serverDigest(of:at:)`` rebuilds).
     func serverCarrier(of synced: SyncedDocument, at path: DocumentPath) -> Manifest? {
         guard let endToEnd,
-              let carrier = try? endToEnd.carrier(of: synced.manifest, sealedPath: path.value, version: synced.version).carrier,
-              synced.serverDigest.map({ carrier.digest.hex == $0 }) ?? true else { return nil }
+            let carrier = try? endToEnd.carrier(of: synced.manifest, sealedPath: path.value, version: synced.version)
+                .carrier,
+            synced.serverDigest.map({ carrier.digest.hex == $0 }) ?? true
+        else { return nil }
         return carrier
     }
 
     /// Whether the server holds `synced`, the version of `path` a root synced, as that root
     /// knows it (``SyncedDocument/isHeld(by:digest:)``): one request for that version.
     func holds(_ synced: SyncedDocument, at path: DocumentPath) async throws -> Bool {
-        synced.isHeld(by: try await connection.statIfKept(container: container, path: path, version: synced.version),
-                      digest: serverDigest(of: synced, at: path))
+        synced.isHeld(
+            by: try await connection.statIfKept(container: container, path: path, version: synced.version),
+            digest: serverDigest(of: synced, at: path))
     }
 
     /// The same for many documents, asked a thousand at a time (the manifest batch route:
@@ -160,15 +183,18 @@ public struct Remote: Sendable {
         for batch in Array(documents.indices).batched(atMost: ProtocolLimits.maximumBatchDocuments) {
             let items: [ManifestBatchResult.Item]
             do {
-                items = try await connection.manifests(container: container, batch.map {
-                    ManifestBatchRequest.Wanted(path: documents[$0].path, version: documents[$0].synced.version)
-                })
+                items = try await connection.manifests(
+                    container: container,
+                    batch.map {
+                        ManifestBatchRequest.Wanted(path: documents[$0].path, version: documents[$0].synced.version)
+                    })
             } catch let error as XferError where !error.stopsEveryDocument {
                 continue  // each asked alone below
             }
             for (index, item) in zip(batch, items) {
                 if let info = item.document, info.path == documents[index].path {
-                    answers[index] = documents[index].synced.isHeld(by: info, digest: serverDigest(of: documents[index].synced, at: documents[index].path))
+                    answers[index] = documents[index].synced.isHeld(
+                        by: info, digest: serverDigest(of: documents[index].synced, at: documents[index].path))
                 } else if item.error?.code == XferError.Code.notFound.name {
                     answers[index] = false
                 }
@@ -195,8 +221,10 @@ public struct Remote: Sendable {
     /// - Parameter endToEnd: The container's keys, when the caller holds them already (else
     ///   ``unlocked()`` finds them).
     /// - Parameter keyFile: Where the container's key is kept, if not in the state directory.
-    public init(connection: ServerConnection, container: ContainerName, stateDirectory: String, endToEnd: EndToEndKeys? = nil,
-                keyFile: String? = nil) {
+    public init(
+        connection: ServerConnection, container: ContainerName, stateDirectory: String, endToEnd: EndToEndKeys? = nil,
+        keyFile: String? = nil
+    ) {
         self.connection = connection
         self.container = container
         self.stateDirectory = stateDirectory

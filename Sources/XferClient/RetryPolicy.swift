@@ -60,7 +60,9 @@ public struct RetryPolicy: Sendable, Hashable {
     /// The wait a `Retry-After` header asks: whole seconds (an HTTP date is not used by xfer's
     /// server and is taken as no answer).
     public static func retryAfter(_ header: String?) -> Duration? {
-        guard let header, let seconds = Int(header.trimmingCharacters(in: .whitespaces)), seconds >= 0 else { return nil }
+        guard let header, let seconds = Int(header.trimmingCharacters(in: .whitespaces)), seconds >= 0 else {
+            return nil
+        }
         return .seconds(seconds)
     }
 }

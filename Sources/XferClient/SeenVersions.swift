@@ -26,8 +26,9 @@ public struct SeenVersions: Sendable {
     public func all() throws -> [String: Int64] {
         try database.run { db in
             var marks: [String: Int64] = [:]
-            let rows = try Row.fetchCursor(db, sql: "SELECT path, version FROM seen_versions WHERE server = ? AND container = ?",
-                                           arguments: [server, container.value])
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT path, version FROM seen_versions WHERE server = ? AND container = ?",
+                arguments: [server, container.value])
             while let row = try rows.next() { marks[row[0]] = row[1] }
             return marks
         }
@@ -36,8 +37,9 @@ public struct SeenVersions: Sendable {
     /// One document's mark, if it has one.
     public func mark(_ path: DocumentPath) throws -> Int64? {
         try database.run { db in
-            try Int64.fetchOne(db, sql: "SELECT version FROM seen_versions WHERE server = ? AND container = ? AND path = ?",
-                               arguments: [server, container.value, path.value])
+            try Int64.fetchOne(
+                db, sql: "SELECT version FROM seen_versions WHERE server = ? AND container = ? AND path = ?",
+                arguments: [server, container.value, path.value])
         }
     }
 
@@ -45,10 +47,11 @@ public struct SeenVersions: Sendable {
     public func raise(_ versions: some Sequence<(DocumentPath, Int64)>) throws {
         try database.run { db in
             for (path, version) in versions {
-                try db.execute(sql: """
-                    INSERT INTO seen_versions (server, container, path, version) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (server, container, path) DO UPDATE SET version = max(version, excluded.version)
-                    """, arguments: [server, container.value, path.value, version])
+                try db.execute(
+                    sql: """
+                        INSERT INTO seen_versions (server, container, path, version) VALUES (?, ?, ?, ?)
+                        ON CONFLICT (server, container, path) DO UPDATE SET version = max(version, excluded.version)
+                        """, arguments: [server, container.value, path.value, version])
             }
         }
     }
@@ -61,8 +64,10 @@ public struct SeenVersions: Sendable {
 
     /// The error of a document the server shows older than this device saw it.
     public static func rolledBack(_ path: DocumentPath, server: Int64, seen: Int64) -> XferError {
-        XferError(.rolledBack, "the server shows \(path) at version \(server), older than version \(seen) it showed this device: "
-                  + "it was rolled back; this device's copy was kept (see docs/SECURITY.md, \"Rollback\")")
+        XferError(
+            .rolledBack,
+            "the server shows \(path) at version \(server), older than version \(seen) it showed this device: "
+                + "it was rolled back; this device's copy was kept (see docs/SECURITY.md, \"Rollback\")")
     }
 }
 
@@ -84,8 +89,12 @@ public struct SeenValues: Sendable {
     /// Whether `entry` is older than the latest write of its key seen here.
     public func isOlder(_ entry: KeyValueEntry) throws -> Bool {
         try database.run { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT timestamp_ns, device FROM seen_values WHERE server = ? AND container = ? AND key = ?",
-                                             arguments: [server, container.value, entry.key]) else { return false }
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT timestamp_ns, device FROM seen_values WHERE server = ? AND container = ? AND key = ?",
+                    arguments: [server, container.value, entry.key])
+            else { return false }
             let seen: (Int64, String) = (row[0], row[1])
             return (entry.timestampNs, entry.device) < seen
         }
@@ -94,18 +103,22 @@ public struct SeenValues: Sendable {
     /// Records `entry` as seen, if it is later than what was.
     public func raise(_ entry: KeyValueEntry) throws {
         try database.run { db in
-            try db.execute(sql: """
-                INSERT INTO seen_values (server, container, key, timestamp_ns, device) VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT (server, container, key) DO UPDATE SET timestamp_ns = excluded.timestamp_ns, device = excluded.device
-                WHERE (excluded.timestamp_ns, excluded.device) > (seen_values.timestamp_ns, seen_values.device)
-                """, arguments: [server, container.value, entry.key, entry.timestampNs, entry.device])
+            try db.execute(
+                sql: """
+                    INSERT INTO seen_values (server, container, key, timestamp_ns, device) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (server, container, key) DO UPDATE SET timestamp_ns = excluded.timestamp_ns, device = excluded.device
+                    WHERE (excluded.timestamp_ns, excluded.device) > (seen_values.timestamp_ns, seen_values.device)
+                    """, arguments: [server, container.value, entry.key, entry.timestampNs, entry.device])
         }
     }
 
     /// Refuses an entry older than the one seen (`rolled_back`), else records it.
     public func check(_ entry: KeyValueEntry) throws {
         if try isOlder(entry) {
-            throw XferError(.rolledBack, "the server answered an older value of \(entry.key) than it showed this device (written \(entry.timestampNs) by \(entry.device)): it was rolled back; nothing was taken")
+            throw XferError(
+                .rolledBack,
+                "the server answered an older value of \(entry.key) than it showed this device (written \(entry.timestampNs) by \(entry.device)): it was rolled back; nothing was taken"
+            )
         }
         try raise(entry)
     }
@@ -118,7 +131,9 @@ extension Remote {
     /// trusted with versions as with bytes.
     func seenMarks() throws -> StateDatabase? {
         guard let keys = endToEnd else { return nil }
-        let name = String(ChunkID.of(Array("seen\u{0}\(connection.server)\u{0}\(container.value)\u{0}\(keys.keyID)".utf8)).hex.prefix(24))
+        let name = String(
+            ChunkID.of(Array("seen\u{0}\(connection.server)\u{0}\(container.value)\u{0}\(keys.keyID)".utf8)).hex.prefix(
+                24))
         return try StateDatabase(path: "\(stateDirectory)/seen/\(name).sqlite")
     }
 

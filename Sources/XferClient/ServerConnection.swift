@@ -42,8 +42,11 @@ public final class ServerConnection: Sendable {
     ///   - retry: When a failed request is sent again.
     ///   - bandwidth: Bytes a second of chunk data at most, each way (`nil`: as fast as it goes).
     ///   - logger: Where to say what it does (``silent`` by default).
-    public init(server: String, token: String, timeout: TimeAmount = .minutes(5), readTimeout: TimeAmount = .seconds(75),
-                trustRoots: String? = nil, retry: RetryPolicy = RetryPolicy(), bandwidth: Int64? = nil, logger: Logger = ServerConnection.silent) {
+    public init(
+        server: String, token: String, timeout: TimeAmount = .minutes(5), readTimeout: TimeAmount = .seconds(75),
+        trustRoots: String? = nil, retry: RetryPolicy = RetryPolicy(), bandwidth: Int64? = nil,
+        logger: Logger = ServerConnection.silent
+    ) {
         var base = server.contains("://") ? server : "http://" + server
         while base.hasSuffix("/") { base.removeLast() }
         self.server = base
@@ -113,17 +116,22 @@ public final class ServerConnection: Sendable {
 
     /// Sets an account's quota (admin token only).
     public func setQuota(account name: String, quota: Int64) async throws -> AccountSummary {
-        try await json(AccountSummary.self, "PUT", "/v1/admin/accounts/\(Self.escape(name))/quota", body: WireJSON.encode(SetQuotaRequest(quota: quota)))
+        try await json(
+            AccountSummary.self, "PUT", "/v1/admin/accounts/\(Self.escape(name))/quota",
+            body: WireJSON.encode(SetQuotaRequest(quota: quota)))
     }
 
     /// Deletes an account and everything it has, or (`dryRun`) says what would go (admin token only).
     public func deleteAccount(_ name: String, dryRun: Bool) async throws -> AccountDeletion {
-        try await json(AccountDeletion.self, "DELETE", "/v1/admin/accounts/\(Self.escape(name))\(dryRun ? "?dry_run=1" : "")")
+        try await json(
+            AccountDeletion.self, "DELETE", "/v1/admin/accounts/\(Self.escape(name))\(dryRun ? "?dry_run=1" : "")")
     }
 
     /// Issues another token for an account (admin token only).
     public func newToken(account: String, terms: TokenTerms = TokenTerms()) async throws -> TokenInfo {
-        try await json(TokenInfo.self, "POST", "/v1/admin/tokens", body: WireJSON.encode(NewTokenRequest(account: account, terms: terms)))
+        try await json(
+            TokenInfo.self, "POST", "/v1/admin/tokens",
+            body: WireJSON.encode(NewTokenRequest(account: account, terms: terms)))
     }
 
     /// An account's tokens (admin token only).
@@ -161,12 +169,15 @@ public final class ServerConnection: Sendable {
 
     /// Verifies the server's stores (admin token only); may take long on a large server.
     public func verifyServer() async throws -> ServerVerifyReport {
-        try await json(ServerVerifyReport.self, "POST", "/v1/admin/verify", body: WireJSON.encode(GarbageRequest(graceSeconds: nil, dryRun: nil)))
+        try await json(
+            ServerVerifyReport.self, "POST", "/v1/admin/verify",
+            body: WireJSON.encode(GarbageRequest(graceSeconds: nil, dryRun: nil)))
     }
 
     /// Records a pending version before any data moves.
     public func announce(container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo {
-        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/announce", body: WireJSON.encode(request))
+        try await json(
+            DocumentInfo.self, "POST", "/v1/containers/\(container)/announce", body: WireJSON.encode(request))
     }
 
     /// The ids (of `ids`) the server lacks, asked in batches of the protocol's maximum.
@@ -175,7 +186,9 @@ public final class ServerConnection: Sendable {
         var start = 0
         while start < ids.count {
             let batch = Array(ids[start..<min(ids.count, start + ProtocolLimits.maximumIDsPerRequest)])
-            missing += try await json(ChunkIDList.self, "POST", "/v1/chunks/missing", body: WireJSON.encode(ChunkIDList(ids: batch))).parsed()
+            missing += try await json(
+                ChunkIDList.self, "POST", "/v1/chunks/missing", body: WireJSON.encode(ChunkIDList(ids: batch))
+            ).parsed()
             start += batch.count
         }
         return missing
@@ -196,7 +209,12 @@ public final class ServerConnection: Sendable {
         // (its length known, so any server takes it).
         return try await upload(length: Int64(body.count)) {
             let whole = Locked<[UInt8]?>(body)
-            return { whole.withLock { piece in defer { piece = nil }; return piece } }
+            return {
+                whole.withLock { piece in
+                    defer { piece = nil }
+                    return piece
+                }
+            }
         }
     }
 
@@ -218,16 +236,23 @@ public final class ServerConnection: Sendable {
     }
 
     /// ``upload(retrying:)`` of a body of `length` bytes when known.
-    private func upload(length: Int64?, _ makePieces: () -> @Sendable () throws -> [UInt8]?) async throws -> UploadResult {
-        let response = try await respond("POST", "/v1/chunks", timeout: chunkTimeout) { try chunkUpload(makePieces(), length: length) }
+    private func upload(length: Int64?, _ makePieces: () -> @Sendable () throws -> [UInt8]?) async throws
+        -> UploadResult
+    {
+        let response = try await respond("POST", "/v1/chunks", timeout: chunkTimeout) {
+            try chunkUpload(makePieces(), length: length)
+        }
         return try WireJSON.decode(UploadResult.self, from: try await answer(response).1.readableBytesView)
     }
 
     /// A `POST /v1/chunks` whose body is the pieces `make` makes, paced by ``uploadLimit``.
-    private func chunkUpload(_ make: @escaping @Sendable () throws -> [UInt8]?, length: Int64?) throws -> HTTPClientRequest {
+    private func chunkUpload(_ make: @escaping @Sendable () throws -> [UInt8]?, length: Int64?) throws
+        -> HTTPClientRequest
+    {
         var request = try makeRequest("POST", "/v1/chunks")
         request.headers.add(name: "Content-Type", value: "application/octet-stream")
-        request.body = .stream(BodyPieces(make: make, limit: uploadLimit), length: length.map { .known($0) } ?? .unknown)
+        request.body = .stream(
+            BodyPieces(make: make, limit: uploadLimit), length: length.map { .known($0) } ?? .unknown)
         return request
     }
 
@@ -274,20 +299,28 @@ public final class ServerConnection: Sendable {
 
     /// Commits many documents in one request (their chunks uploaded first); one outcome per
     /// document, in order.
-    public func commit(container: ContainerName, batch: BatchCommitRequest) async throws -> [BatchCommitResult.Outcome] {
-        let answer = try await json(BatchCommitResult.self, "POST", "/v1/containers/\(container)/commits", body: WireJSON.encode(batch))
+    public func commit(container: ContainerName, batch: BatchCommitRequest) async throws -> [BatchCommitResult.Outcome]
+    {
+        let answer = try await json(
+            BatchCommitResult.self, "POST", "/v1/containers/\(container)/commits", body: WireJSON.encode(batch))
         guard answer.results.count == batch.documents.count else {
-            throw XferError(.internal, "the server answered \(answer.results.count) outcomes for a batch of \(batch.documents.count)")
+            throw XferError(
+                .internal,
+                "the server answered \(answer.results.count) outcomes for a batch of \(batch.documents.count)")
         }
         return answer.results
     }
 
     /// The manifests of many documents in one request; one item per document, in order.
-    public func manifests(container: ContainerName, _ wanted: [ManifestBatchRequest.Wanted]) async throws -> [ManifestBatchResult.Item] {
-        let answer = try await json(ManifestBatchResult.self, "POST", "/v1/containers/\(container)/manifests",
-                                    body: WireJSON.encode(ManifestBatchRequest(documents: wanted)))
+    public func manifests(container: ContainerName, _ wanted: [ManifestBatchRequest.Wanted]) async throws
+        -> [ManifestBatchResult.Item]
+    {
+        let answer = try await json(
+            ManifestBatchResult.self, "POST", "/v1/containers/\(container)/manifests",
+            body: WireJSON.encode(ManifestBatchRequest(documents: wanted)))
         guard answer.manifests.count == wanted.count else {
-            throw XferError(.internal, "the server answered \(answer.manifests.count) manifests for \(wanted.count) documents")
+            throw XferError(
+                .internal, "the server answered \(answer.manifests.count) manifests for \(wanted.count) documents")
         }
         return answer.manifests
     }
@@ -351,11 +384,20 @@ public final class ServerConnection: Sendable {
         while all.more {
             // A server that says "more" must move on: a repeated or missing token is refused,
             // so a listing is either complete or an error, never silently partial.
-            guard let token = next else { throw XferError(.unavailable, "the server said more documents follow but gave no page token") }
+            guard let token = next else {
+                throw XferError(.unavailable, "the server said more documents follow but gave no page token")
+            }
             let page = try await listPage(container: container, prefix: prefix, page: token)
-            guard page.documents.first.map({ $0.path.value.utf8.lexicographicallyPrecedes(token.utf8) == false && $0.path.value != token }) ?? true,
-                  !page.more || (page.next.map { $0 != token } ?? false) else {
-                throw XferError(.unavailable, "the server's listing pages do not advance; the listing is incomplete, so nothing was decided from it")
+            guard
+                page.documents.first.map({
+                    $0.path.value.utf8.lexicographicallyPrecedes(token.utf8) == false && $0.path.value != token
+                }) ?? true,
+                !page.more || (page.next.map { $0 != token } ?? false)
+            else {
+                throw XferError(
+                    .unavailable,
+                    "the server's listing pages do not advance; the listing is incomplete, so nothing was decided from it"
+                )
             }
             all.documents += page.documents
             all.more = page.more
@@ -376,17 +418,23 @@ public final class ServerConnection: Sendable {
     /// One page of a search (``DocumentQuery``), at most `limit` documents (the server may
     /// give fewer, and fewer than asked with `more` set when most of what it read did not match).
     /// - Parameter page: The previous page's `next`, or `nil` for the first.
-    public func query(container: ContainerName, _ query: DocumentQuery, page: String?, limit: Int? = nil) async throws -> DocumentList {
+    public func query(container: ContainerName, _ query: DocumentQuery, page: String?, limit: Int? = nil) async throws
+        -> DocumentList
+    {
         var items = query.parameters
         if let limit { items.append(("limit", String(limit))) }
         if let page { items.append(("page", page)) }
-        let route = "/v1/containers/\(container)/query" + (items.isEmpty ? "" : "?" + items.map { "\($0.0)=\(Self.escape($0.1))" }.joined(separator: "&"))
+        let route =
+            "/v1/containers/\(container)/query"
+            + (items.isEmpty ? "" : "?" + items.map { "\($0.0)=\(Self.escape($0.1))" }.joined(separator: "&"))
         return try await json(DocumentList.self, "GET", route)
     }
 
     /// Deletes a document. `seal`: an end-to-end encrypted container's deletion seal
     /// (``EndToEndKeys/deletionSeal(of:at:)``), which such a container requires.
-    public func delete(container: ContainerName, path: DocumentPath, baseVersion: Int64?, seal: String? = nil) async throws -> DocumentInfo {
+    public func delete(container: ContainerName, path: DocumentPath, baseVersion: Int64?, seal: String? = nil)
+        async throws -> DocumentInfo
+    {
         var route = "/v1/containers/\(container)/document?path=\(Self.escape(path.value))"
         if let baseVersion { route += "&base_version=\(baseVersion)" }
         if let seal { route += "&seal=\(seal)" }
@@ -398,7 +446,8 @@ public final class ServerConnection: Sendable {
     /// - Returns: The delta bytes, the version they describe, the base they are against (or
     ///   `nil`: against nothing) and the full manifest's digest.
     public func manifest(container: ContainerName, path: DocumentPath, version: Int64?, base: Int64?) async throws
-        -> (delta: SpillArray<UInt8>, version: Int64, base: Int64?, digest: ChunkID) {
+        -> (delta: SpillArray<UInt8>, version: Int64, base: Int64?, digest: ChunkID)
+    {
         var route = "/v1/containers/\(container)/manifest?path=\(Self.escape(path.value))&compressed=1"
         if let version { route += "&version=\(version)" }
         if let base { route += "&base=\(base)" }
@@ -410,13 +459,15 @@ public final class ServerConnection: Sendable {
         try await reading {
             for try await part in response.body {
                 guard body.count + part.readableBytes <= Manifest.maximumEncodedSize else {
-                    throw XferError(.tooLarge, "the server's manifest answer is over \(Manifest.maximumEncodedSize) bytes")
+                    throw XferError(
+                        .tooLarge, "the server's manifest answer is over \(Manifest.maximumEncodedSize) bytes")
                 }
                 part.withUnsafeReadableBytes { body.append(contentsOf: $0) }
             }
         }
         guard let versionText = response.headers.first(name: XferHeader.version), let number = Int64(versionText),
-              let digestText = response.headers.first(name: XferHeader.digest), let digest = ChunkID(hex: digestText) else {
+            let digestText = response.headers.first(name: XferHeader.digest), let digest = ChunkID(hex: digestText)
+        else {
             throw XferError(.internal, "the server's manifest answer lacks its version or digest headers")
         }
         let baseUsed = response.headers.first(name: XferHeader.base).flatMap { Int64($0) }
@@ -427,7 +478,9 @@ public final class ServerConnection: Sendable {
     /// the caller verifies).
     /// - Parameter against: Chunks this client holds, by wanted chunk, that the server may send
     ///   it against (``ChunkEncoding/zstdAgainst``); the caller decodes those with them.
-    public func download(_ ids: [ChunkID], against: [ChunkID: ChunkID] = [:], onChunk: (EncodedChunk) async throws -> Void) async throws {
+    public func download(
+        _ ids: [ChunkID], against: [ChunkID: ChunkID] = [:], onChunk: (EncodedChunk) async throws -> Void
+    ) async throws {
         let body = WireJSON.encode(ChunkIDList(ids: ids, against: against))
         let response = try await respond("POST", "/v1/chunks/download", timeout: chunkTimeout) {
             var request = try makeRequest("POST", "/v1/chunks/download", body: body)
@@ -452,8 +505,10 @@ public final class ServerConnection: Sendable {
             throw XferError(.cancelled, "cancelled")
         } catch {
             // The stream broke mid-body (a reset, a truncation): what arrived whole was kept.
-            throw XferError(.unavailable, "the connection to \(server) broke while downloading chunks; run the command again to resume",
-                            cause: DescribedError(error))
+            throw XferError(
+                .unavailable,
+                "the connection to \(server) broke while downloading chunks; run the command again to resume",
+                cause: DescribedError(error))
         }
         try decoder.finish()
         guard received == ids.count else {
@@ -462,8 +517,12 @@ public final class ServerConnection: Sendable {
     }
 
     /// Changes after a cursor, waiting up to `wait` seconds for one if there is none.
-    public func changes(container: ContainerName, after: Int64, wait: Int = 0, limit: Int? = nil) async throws -> ChangeList {
-        try await json(ChangeList.self, "GET", "/v1/containers/\(container)/changes?after=\(after)&wait=\(wait)\(limit.map { "&limit=\($0)" } ?? "")")
+    public func changes(container: ContainerName, after: Int64, wait: Int = 0, limit: Int? = nil) async throws
+        -> ChangeList
+    {
+        try await json(
+            ChangeList.self, "GET",
+            "/v1/containers/\(container)/changes?after=\(after)&wait=\(wait)\(limit.map { "&limit=\($0)" } ?? "")")
     }
 
     /// The container's change-feed position now: a feed read from it sees only what is still
@@ -478,23 +537,33 @@ public final class ServerConnection: Sendable {
     /// manifest delta of many files).
     private typealias RequestBody = any RandomAccessCollection<UInt8> & Sendable
 
-    private func json<T: Decodable>(_ type: T.Type, _ method: String, _ route: String, body: RequestBody? = nil,
-                                    authenticated: Bool = true) async throws -> T {
-        let response = try await send(method, route, body: body, contentType: "application/json", authenticated: authenticated)
+    private func json<T: Decodable>(
+        _ type: T.Type, _ method: String, _ route: String, body: RequestBody? = nil,
+        authenticated: Bool = true
+    ) async throws -> T {
+        let response = try await send(
+            method, route, body: body, contentType: "application/json", authenticated: authenticated)
         do {
             return try WireJSON.decode(type, from: response.readableBytesView)
         } catch {
-            throw XferError(.internal, "the server's answer to \(method) \(route.prefix(while: { $0 != "?" })) is not what this client expects; is it an xfer server of a compatible version?")
+            throw XferError(
+                .internal,
+                "the server's answer to \(method) \(route.prefix(while: { $0 != "?" })) is not what this client expects; is it an xfer server of a compatible version?"
+            )
         }
     }
 
-    private func send(_ method: String, _ route: String, body: RequestBody? = nil, contentType: String? = nil,
-                      authenticated: Bool = true) async throws -> ByteBuffer {
+    private func send(
+        _ method: String, _ route: String, body: RequestBody? = nil, contentType: String? = nil,
+        authenticated: Bool = true
+    ) async throws -> ByteBuffer {
         try await sendWithHeaders(method, route, body: body, contentType: contentType, authenticated: authenticated).1
     }
 
-    private func sendWithHeaders(_ method: String, _ route: String, body: RequestBody? = nil, contentType: String? = nil,
-                                 authenticated: Bool = true, limit: Int = 64 << 20) async throws -> (HTTPClientResponse, ByteBuffer) {
+    private func sendWithHeaders(
+        _ method: String, _ route: String, body: RequestBody? = nil, contentType: String? = nil,
+        authenticated: Bool = true, limit: Int = 64 << 20
+    ) async throws -> (HTTPClientResponse, ByteBuffer) {
         let response = try await respond(method, route) {
             var request = try makeRequest(method, route, body: body, authenticated: authenticated)
             if let contentType, body != nil { request.headers.add(name: "Content-Type", value: contentType) }
@@ -504,7 +573,9 @@ public final class ServerConnection: Sendable {
     }
 
     /// Reads a response's whole answer (at most `limit` bytes); an error status is thrown as its xfer error.
-    private func answer(_ response: HTTPClientResponse, limit: Int = 64 << 20) async throws -> (HTTPClientResponse, ByteBuffer) {
+    private func answer(_ response: HTTPClientResponse, limit: Int = 64 << 20) async throws -> (
+        HTTPClientResponse, ByteBuffer
+    ) {
         guard (200..<300).contains(response.status.code) else { throw try await Self.error(from: response) }
         return (response, try await reading { try await response.body.collect(upTo: limit) })
     }
@@ -513,8 +584,10 @@ public final class ServerConnection: Sendable {
     /// sending it again as ``retry`` says: after a 429 or 503 (waiting what `Retry-After`
     /// asks), a server not reached, or, for a request ``isIdempotent(method:route:)``, a broken
     /// connection or another 5xx. The last answer or error is the caller's.
-    private func respond(_ method: String, _ route: String, timeout: TimeAmount? = nil,
-                         _ make: () throws -> HTTPClientRequest) async throws -> HTTPClientResponse {
+    private func respond(
+        _ method: String, _ route: String, timeout: TimeAmount? = nil,
+        _ make: () throws -> HTTPClientRequest
+    ) async throws -> HTTPClientResponse {
         let idempotent = Self.isIdempotent(method: method, route: route)
         var attempt = 0
         while true {
@@ -523,18 +596,25 @@ public final class ServerConnection: Sendable {
                 let response = try await execute(try make(), timeout: timeout)
                 let code = Int(response.status.code)
                 guard code >= 500 || code == 429, attempt < retry.retries,
-                      RetryPolicy.isTransient(status: code, sent: true, idempotent: idempotent) else { return response }
+                    RetryPolicy.isTransient(status: code, sent: true, idempotent: idempotent)
+                else { return response }
                 // The error body, read so the connection is used again.
                 _ = try? await response.body.collect(upTo: 1 << 20)
                 retryAfter = RetryPolicy.retryAfter(response.headers.first(name: "Retry-After"))
             } catch let error as XferError where error.code == .unavailable && !(error.cause is Untrusted) {
                 guard attempt < retry.retries,
-                      RetryPolicy.isTransient(status: nil, sent: !(error.cause is Unreached), idempotent: idempotent) else { throw error }
+                    RetryPolicy.isTransient(status: nil, sent: !(error.cause is Unreached), idempotent: idempotent)
+                else { throw error }
             }
             attempt += 1
             let wait = retry.delay(attempt: attempt, retryAfter: retryAfter)
-            logger.info("sending again", metadata: ["request": "\(method) \(route.prefix { $0 != "?" })", "try": "\(attempt + 1) of \(retry.retries + 1)",
-                                                    "after": "\(wait)", "server_asked": "\(retryAfter != nil)"])
+            logger.info(
+                "sending again",
+                metadata: [
+                    "request": "\(method) \(route.prefix { $0 != "?" })",
+                    "try": "\(attempt + 1) of \(retry.retries + 1)",
+                    "after": "\(wait)", "server_asked": "\(retryAfter != nil)"
+                ])
             do {
                 try await Task.sleep(for: wait)
             } catch {
@@ -575,11 +655,15 @@ public final class ServerConnection: Sendable {
         } catch let error as XferError {
             throw error
         } catch {
-            throw XferError(.unavailable, "the connection to \(server) broke while reading the answer", cause: DescribedError(error))
+            throw XferError(
+                .unavailable, "the connection to \(server) broke while reading the answer", cause: DescribedError(error)
+            )
         }
     }
 
-    private func makeRequest(_ method: String, _ route: String, body: RequestBody? = nil, authenticated: Bool = true) throws -> HTTPClientRequest {
+    private func makeRequest(_ method: String, _ route: String, body: RequestBody? = nil, authenticated: Bool = true)
+        throws -> HTTPClientRequest
+    {
         var request = HTTPClientRequest(url: server + route)
         request.method = HTTPMethod(rawValue: method)
         if authenticated { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
@@ -608,8 +692,12 @@ public final class ServerConnection: Sendable {
         let what = "\(request.method.rawValue) \(request.url.dropFirst(server.count).prefix { $0 != "?" })"
         do {
             let response = try await client.execute(request, timeout: timeout, logger: httpLogger)
-            logger.debug("answered", metadata: ["request": "\(what)", "status": "\(response.status.code)",
-                                                "ms": "\(Int((ContinuousClock.now - started).seconds * 1000))"])
+            logger.debug(
+                "answered",
+                metadata: [
+                    "request": "\(what)", "status": "\(response.status.code)",
+                    "ms": "\(Int((ContinuousClock.now - started).seconds * 1000))"
+                ])
             return response
         } catch let error as XferError {
             throw error  // from a body made while it is sent (upload(pieces:))
@@ -617,13 +705,23 @@ public final class ServerConnection: Sendable {
             throw XferError(.cancelled, "cancelled")
         } catch is CancellationError {
             throw XferError(.cancelled, "cancelled")
-        } catch let error where error is NIOSSLError || error is NIOSSLExtraError || "\(error)".contains("certificate") {
-            throw XferError(.unavailable, "the TLS certificate of \(server) is not trusted or does not name it; give the CA that signed it with --ca FILE (or XFER_CA)",
-                            cause: Untrusted(underlying: DescribedError(error)))
+        } catch let error where error is NIOSSLError || error is NIOSSLExtraError || "\(error)".contains("certificate")
+        {
+            throw XferError(
+                .unavailable,
+                "the TLS certificate of \(server) is not trusted or does not name it; give the CA that signed it with --ca FILE (or XFER_CA)",
+                cause: Untrusted(underlying: DescribedError(error)))
         } catch {
-            logger.debug("failed", metadata: ["request": "\(what)", "error": "\(error)", "ms": "\(Int((ContinuousClock.now - started).seconds * 1000))"])
-            throw XferError(.unavailable, "cannot reach the xfer server at \(server); is `xfer serve` running there, and is --server right?",
-                            cause: Self.neverSent(error) ? Unreached(underlying: DescribedError(error)) : DescribedError(error))
+            logger.debug(
+                "failed",
+                metadata: [
+                    "request": "\(what)", "error": "\(error)",
+                    "ms": "\(Int((ContinuousClock.now - started).seconds * 1000))"
+                ])
+            throw XferError(
+                .unavailable,
+                "cannot reach the xfer server at \(server); is `xfer serve` running there, and is --server right?",
+                cause: Self.neverSent(error) ? Unreached(underlying: DescribedError(error)) : DescribedError(error))
         }
     }
 
@@ -633,14 +731,19 @@ public final class ServerConnection: Sendable {
         if let error = error as? HTTPClientError, error == .connectTimeout { return true }
         if error is NIOConnectionError { return true }
         if let error = error as? ChannelError, case .connectTimeout = error { return true }
-        if let error = error as? IOError, [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH].contains(error.errnoCode) { return true }
+        if let error = error as? IOError, [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH].contains(error.errnoCode) {
+            return true
+        }
         return false
     }
 
     private static func error(from response: HTTPClientResponse) async throws -> XferError {
         let body = try? await response.body.collect(upTo: 1 << 20)
         guard let body, let decoded = try? WireJSON.decode(ErrorBody.self, from: body.readableBytesView) else {
-            return XferError(.internal, "the server answered \(response.status.code) \(response.status.reasonPhrase) without an xfer error body")
+            return XferError(
+                .internal,
+                "the server answered \(response.status.code) \(response.status.reasonPhrase) without an xfer error body"
+            )
         }
         return decoded.error.xferError
     }
@@ -650,4 +753,3 @@ public final class ServerConnection: Sendable {
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
     }
 }
-

@@ -53,9 +53,15 @@ final class StagingFiles: @unchecked Sendable {
     ///     file is finished: it is closed then and never opened again (``isFinished(_:)``).
     ///     By default the kernel is asked to start writing the file out (`sync_file_range`),
     ///     which the final fsync then waits on, and the file is not finished.
-    init(root: ConfinedDirectory, prefix: String, count: Int, path: @escaping @Sendable (Int) -> String, limit: Int = 128,
-         writes: [Int]? = nil, creating: [Bool]? = nil,
-         whenWritten: @escaping (Int, Int32) throws -> Bool = { _, fd in Syscall.startWriteback(fd); return false }) {
+    init(
+        root: ConfinedDirectory, prefix: String, count: Int, path: @escaping @Sendable (Int) -> String,
+        limit: Int = 128,
+        writes: [Int]? = nil, creating: [Bool]? = nil,
+        whenWritten: @escaping (Int, Int32) throws -> Bool = { _, fd in
+            Syscall.startWriteback(fd)
+            return false
+        }
+    ) {
         self.root = root
         self.prefix = prefix
         self.relativePath = path
@@ -68,10 +74,18 @@ final class StagingFiles: @unchecked Sendable {
     }
 
     /// Files at these paths below `root`.
-    convenience init(root: ConfinedDirectory, prefix: String, paths: [String], limit: Int = 128, writes: [Int]? = nil, creating: [Bool]? = nil,
-                     whenWritten: @escaping (Int, Int32) throws -> Bool = { _, fd in Syscall.startWriteback(fd); return false }) {
-        self.init(root: root, prefix: prefix, count: paths.count, path: { paths[$0] }, limit: limit, writes: writes, creating: creating,
-                  whenWritten: whenWritten)
+    convenience init(
+        root: ConfinedDirectory, prefix: String, paths: [String], limit: Int = 128, writes: [Int]? = nil,
+        creating: [Bool]? = nil,
+        whenWritten: @escaping (Int, Int32) throws -> Bool = { _, fd in
+            Syscall.startWriteback(fd)
+            return false
+        }
+    ) {
+        self.init(
+            root: root, prefix: prefix, count: paths.count, path: { paths[$0] }, limit: limit, writes: writes,
+            creating: creating,
+            whenWritten: whenWritten)
     }
 
     /// File `index`'s full path, for messages.
@@ -165,7 +179,8 @@ final class StagingFiles: @unchecked Sendable {
         }
         var evicted: Int32? = nil
         if descriptors.count + opening.count >= limit,
-           let oldest = descriptors.lazy.filter({ $0.value.users == 0 }).min(by: { $0.value.used < $1.value.used }) {
+            let oldest = descriptors.lazy.filter({ $0.value.users == 0 }).min(by: { $0.value.used < $1.value.used })
+        {
             evicted = oldest.value.fd
             descriptors[oldest.key] = nil
         }

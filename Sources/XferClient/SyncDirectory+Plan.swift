@@ -28,14 +28,16 @@ extension SyncDirectory {
     /// (then nothing that needs the server's view is decided).
     /// - Returns: The plans, and the local names that are not valid document paths (skipped).
     func plan(remote listing: [String: DocumentInfo]?, forgetSynced: Bool = false) throws
-        -> (plans: [Plan], invalid: [String], unreadable: [String: String]) {
+        -> (plans: [Plan], invalid: [String], unreadable: [String: String])
+    {
         let records = try state.records()
         var (local, invalid, ignore, unreadable) = scanLocal(expected: records.count)
         // The namespace is a tree (docs/PROTOCOL.md, "Names"): a server that lists a document
         // inside another is not followed there; the inner one is skipped and reported.
         var listing = listing
         if let documents = listing {
-            for (key, info) in documents where info.path.ancestors.contains(where: { documents[$0].map { !$0.kind.holdsDocuments } ?? false }) {
+            for (key, info) in documents
+            where info.path.ancestors.contains(where: { documents[$0].map { !$0.kind.holdsDocuments } ?? false }) {
                 listing?[key] = nil
                 invalid.append(key)
             }
@@ -49,7 +51,9 @@ extension SyncDirectory {
         // An ignored path is left alone both ways: never pushed, pulled, or deleted here or
         // there; its record stays for when it is no longer ignored (docs/SYNC.md, "Ignored files").
         paths = paths.filter { key in
-            local[key] != nil || !ignore.isIgnored(key, isDirectory: [.package, .directory].contains(listing?[key]?.kind ?? records[key]?.kind))
+            local[key] != nil
+                || !ignore.isIgnored(
+                    key, isDirectory: [.package, .directory].contains(listing?[key]?.kind ?? records[key]?.kind))
         }
         let plans: [Plan] = try paths.sorted().compactMap { key in
             guard let path = local[key]?.document ?? listing?[key]?.path ?? (try? DocumentPath(key)) else { return nil }
@@ -67,7 +71,8 @@ extension SyncDirectory {
                     let clientState = state.clientState(for: path)
                     let document = try clientState.document(server: server, container: remote.container, path: path)
                     do {
-                        changed = try !LocalSnapshot(path: file.path, state: clientState).isUnchanged(since: document, state: clientState)
+                        changed = try !LocalSnapshot(path: file.path, state: clientState).isUnchanged(
+                            since: document, state: clientState)
                     } catch {
                         // Gone or unreadable since the scan: a push is planned, and that push
                         // says what happened to this document alone (the pass goes on).
@@ -77,8 +82,9 @@ extension SyncDirectory {
             }
             let record = records[key]
             let info = listing?[key]
-            var (action, state) = Self.decide(local: file != nil, changed: changed, synced: synced?.version,
-                                              evicted: record?.evicted == true, remote: info, remoteKnown: listing != nil, seen: seen[key])
+            var (action, state) = Self.decide(
+                local: file != nil, changed: changed, synced: synced?.version,
+                evicted: record?.evicted == true, remote: info, remoteKnown: listing != nil, seen: seen[key])
             if file == nil && Self.isUnder(key, unreadable) {
                 // Not seen here is not known absent: nothing is deleted, pulled or forgotten
                 // under a directory that could not be read.
@@ -86,11 +92,14 @@ extension SyncDirectory {
             }
             // End to end the server knows no document's true size or time: what this folder recorded says them.
             let described = remote.endToEnd == nil ? info : nil
-            let status = DocumentStatus(path: key, state: state, kind: info?.kind ?? record?.kind ?? file?.kind ?? .file,
-                                        size: described?.size ?? record?.size ?? 0, mtimeNs: described?.mtimeNs ?? record?.mtimeNs ?? 0,
-                                        localVersion: synced?.version, remoteVersion: info?.state == .current ? info?.version : nil,
-                                        conflicts: info?.conflicts ?? [])
-            return Plan(path: path, action: action, status: action == .forget ? nil : status, local: file, synced: synced?.version, remote: info)
+            let status = DocumentStatus(
+                path: key, state: state, kind: info?.kind ?? record?.kind ?? file?.kind ?? .file,
+                size: described?.size ?? record?.size ?? 0, mtimeNs: described?.mtimeNs ?? record?.mtimeNs ?? 0,
+                localVersion: synced?.version, remoteVersion: info?.state == .current ? info?.version : nil,
+                conflicts: info?.conflicts ?? [])
+            return Plan(
+                path: path, action: action, status: action == .forget ? nil : status, local: file,
+                synced: synced?.version, remote: info)
         }
         return (plans.map(keepingIgnoredFiles), invalid, unreadable)
     }
@@ -99,8 +108,10 @@ extension SyncDirectory {
     /// base as a conflict), a remote change is pulled over an unchanged local copy, deletes
     /// travel both ways, and a remote edit wins over a local delete. A current version older
     /// than the one `seen` current before is a rollback: nothing is done, either way.
-    static func decide(local: Bool, changed: Bool, synced: Int64?, evicted: Bool, remote: DocumentInfo?,
-                       remoteKnown: Bool, seen: Int64? = nil) -> (Action, DocumentSyncState) {
+    static func decide(
+        local: Bool, changed: Bool, synced: Int64?, evicted: Bool, remote: DocumentInfo?,
+        remoteKnown: Bool, seen: Int64? = nil
+    ) -> (Action, DocumentSyncState) {
         let current = remote?.state == .current ? remote : nil
         if let current, let seen, current.version < seen { return (.rolledBack, .rolledBack) }
         let settled: DocumentSyncState = remote?.conflicts?.isEmpty == false ? .conflict : .synced
@@ -178,8 +189,9 @@ extension SyncDirectory {
         var moved = Set<DocumentPath>()
         if held.local > 0 || held.remote > 0 {
             moved = try await moves(all)
-            held = MassDeletion.held(all.map { (moved.contains($0.path) ? .none : counted($0), $0.synced != nil) },
-                                     allowed: options.allowMassDelete)
+            held = MassDeletion.held(
+                all.map { (moved.contains($0.path) ? .none : counted($0), $0.synced != nil) },
+                allowed: options.allowMassDelete)
         }
         // A view that lacks a name it could not open may lack a document held here: it is not
         // known deleted on the server, so it stays (docs/SYNC.md, "Names that do not open").
@@ -191,8 +203,9 @@ extension SyncDirectory {
             guard !moved.contains(plan.path) else { return false }
             return (held.local > 0 && plan.action == .deleteLocal) || (held.remote > 0 && plan.action == .deleteRemote)
         }
-        return PassPlan(plans: all.filter { !isHeld($0) }, held: all.filter(isHeld), heldCounts: held, invalid: invalid,
-                        unreadable: unreadable, unopened: listing.unopened, heldForNames: heldForNames, heldUnsealed: heldUnsealed)
+        return PassPlan(
+            plans: all.filter { !isHeld($0) }, held: all.filter(isHeld), heldCounts: held, invalid: invalid,
+            unreadable: unreadable, unopened: listing.unopened, heldForNames: heldForNames, heldUnsealed: heldUnsealed)
     }
 
     /// End to end: the local deletions whose deletion on the server a device holding the key
@@ -214,7 +227,9 @@ extension SyncDirectory {
             // mark may be this very deletion's, raised by an earlier pass that held it back).
             let mark = try seen.mark(plan.path) ?? 0
             if let deletion, deletion.state == .deleted, let base = deletion.baseVersion, base >= plan.synced ?? 0,
-               base >= mark || mark == deletion.version, keys.isDeletionSeal(deletion.manifestDigest, of: base, at: sealedPath.value) {
+                base >= mark || mark == deletion.version,
+                keys.isDeletionSeal(deletion.manifestDigest, of: base, at: sealedPath.value)
+            {
                 try seen.raise([(plan.path, deletion.version)])
             } else {
                 unsealed.insert(plan.path)
@@ -238,19 +253,31 @@ extension SyncDirectory {
             let synced = try state.syncedVersions(server: remote.connection.server, container: remote.container)
             for plan in plans where plan.action == .deleteRemote {
                 guard let text = synced[plan.path.value]?.stamp else { continue }
-                if arrivedHere.contains(text.split(separator: ":").prefix(3).joined(separator: ":")) { moved.insert(plan.path) }
+                if arrivedHere.contains(text.split(separator: ":").prefix(3).joined(separator: ":")) {
+                    moved.insert(plan.path)
+                }
             }
         }
         let sealed = remote.endToEnd != nil
         let deletedHere = plans.filter { $0.action == .deleteLocal }
-        let arrivedThere = deletedHere.isEmpty ? [] : sealed ? try await arrivedContents(plans) : Set(plans.compactMap { plan -> String? in
-            plan.remote?.state == .current ? plan.remote?.manifestDigest : nil
-        })
+        let arrivedThere =
+            deletedHere.isEmpty
+            ? []
+            : sealed
+                ? try await arrivedContents(plans)
+                : Set(
+                    plans.compactMap { plan -> String? in
+                        plan.remote?.state == .current ? plan.remote?.manifestDigest : nil
+                    })
         if !arrivedThere.isEmpty {
             for plan in deletedHere {
-                guard let held = try state.clientState(for: plan.path)
-                    .document(server: remote.connection.server, container: remote.container, path: plan.path) else { continue }
-                if arrivedThere.contains(sealed ? Self.contentKey(held.manifest.allChunks.lazy.map(\.id)) : held.manifest.digest.hex) {
+                guard
+                    let held = try state.clientState(for: plan.path)
+                        .document(server: remote.connection.server, container: remote.container, path: plan.path)
+                else { continue }
+                if arrivedThere.contains(
+                    sealed ? Self.contentKey(held.manifest.allChunks.lazy.map(\.id)) : held.manifest.digest.hex)
+                {
                     moved.insert(plan.path)
                 }
             }
@@ -283,17 +310,21 @@ extension SyncDirectory {
             if plan.action == .pull {
                 arriving.append(plan.path)
             } else if let version = plan.synced, version == plan.remote?.version,
-                      let held = try state.clientState(for: plan.path)
-                          .document(server: remote.connection.server, container: remote.container, path: plan.path) {
+                let held = try state.clientState(for: plan.path)
+                    .document(server: remote.connection.server, container: remote.container, path: plan.path)
+            {
                 keys.insert(Self.contentKey(held.manifest.allChunks.lazy.map(\.id)))
             }
         }
         for batch in arriving.batched(atMost: ProtocolLimits.maximumBatchDocuments) {
             let sealedPaths = try batch.map { try remote.serverPath($0) }
-            let items = try await remote.connection.manifests(container: remote.container, sealedPaths.map { ManifestBatchRequest.Wanted(path: $0) })
+            let items = try await remote.connection.manifests(
+                container: remote.container, sealedPaths.map { ManifestBatchRequest.Wanted(path: $0) })
             for (item, path) in zip(items, sealedPaths) {
                 // Anything amiss leaves that document out: its deletion's twin is then not found, and held.
-                guard let carrier = item.checked(for: path)?.manifest, let references = try? EndToEndKeys.references(of: carrier) else { continue }
+                guard let carrier = item.checked(for: path)?.manifest,
+                    let references = try? EndToEndKeys.references(of: carrier)
+                else { continue }
                 for pieces in 1...min(4, references.count) {
                     keys.insert(Self.contentKey(references[pieces...].lazy.map(\.id)))
                 }
@@ -311,7 +342,9 @@ extension SyncDirectory {
             let change = try serverChange(listing)
             let pass = try await planPass(listing, serverChanged: change != nil)
             var steps: [SyncPreview.Step] = pass.invalid.map {
-                SyncPreview.Step(action: .skipped, path: $0, kind: .file, reason: "not a valid document name (docs/PROTOCOL.md, Names); not synced")
+                SyncPreview.Step(
+                    action: .skipped, path: $0, kind: .file,
+                    reason: "not a valid document name (docs/PROTOCOL.md, Names); not synced")
             }
             for plan in pass.plans {
                 let kind = plan.local?.kind ?? plan.remote?.kind ?? plan.status?.kind ?? .file
@@ -320,36 +353,56 @@ extension SyncDirectory {
                 case .push:
                     var reason = plan.synced == nil ? "new here" : "changed here since v\(plan.synced!)"
                     if let current, current != plan.synced {
-                        reason += "; the server has v\(current): both are kept, the later edit current and the other a conflict version"
+                        reason +=
+                            "; the server has v\(current): both are kept, the later edit current and the other a conflict version"
                     }
                     steps.append(.init(action: .upload, path: plan.path.value, kind: kind, reason: reason))
                 case .pull:
-                    let reason = plan.synced == nil ? "v\(current ?? 0) on the server, not here" : "v\(current ?? 0) on the server replaces v\(plan.synced!) here (kept in the trash)"
+                    let reason =
+                        plan.synced == nil
+                        ? "v\(current ?? 0) on the server, not here"
+                        : "v\(current ?? 0) on the server replaces v\(plan.synced!) here (kept in the trash)"
                     steps.append(.init(action: .download, path: plan.path.value, kind: kind, reason: reason))
                 case .deleteLocal:
-                    steps.append(.init(action: .deleteLocal, path: plan.path.value, kind: kind,
-                                       reason: plan.isDirectory ? "deleted on the server; removed here once it is empty"
-                                           : "deleted on the server; moved to the trash here" + (options.trashDays > 0 ? "" : " (no trash: --trash-days 0)")))
+                    steps.append(
+                        .init(
+                            action: .deleteLocal, path: plan.path.value, kind: kind,
+                            reason: plan.isDirectory
+                                ? "deleted on the server; removed here once it is empty"
+                                : "deleted on the server; moved to the trash here"
+                                    + (options.trashDays > 0 ? "" : " (no trash: --trash-days 0)")))
                 case .deleteRemote:
-                    steps.append(.init(action: .deleteRemote, path: plan.path.value, kind: kind, reason: "deleted here"))
+                    steps.append(
+                        .init(action: .deleteRemote, path: plan.path.value, kind: kind, reason: "deleted here"))
                 case .rolledBack:
-                    steps.append(.init(action: .held, path: plan.path.value, kind: kind,
-                                       reason: "the server shows v\(current ?? 0), older than a version it showed this device: rolled back; kept here"))
+                    steps.append(
+                        .init(
+                            action: .held, path: plan.path.value, kind: kind,
+                            reason:
+                                "the server shows v\(current ?? 0), older than a version it showed this device: rolled back; kept here"
+                        ))
                 case .none, .forget:
                     break
                 }
             }
             for plan in pass.held {
-                let reason = pass.heldUnsealed.contains(plan.path)
+                let reason =
+                    pass.heldUnsealed.contains(plan.path)
                     ? "deleted on the server without a deletion sealed by a device holding the key: kept here"
                     : pass.heldForNames.contains(plan.path)
-                    ? "not in the server's listing, which has \(pass.unopened) name\(pass.unopened == 1 ? "" : "s") that do not open under the container's key: kept here (xfer verify --documents)"
-                    : "\(plan.action == .deleteLocal ? "deleted on the server" : "deleted here"): held back, more than \(MassDeletion.minimumCount) deletions and a third of \(pass.heldCounts.total) documents (--allow-mass-delete lets them go)"
-                steps.append(.init(action: .held, path: plan.path.value, kind: plan.status?.kind ?? .file, reason: reason))
+                        ? "not in the server's listing, which has \(pass.unopened) name\(pass.unopened == 1 ? "" : "s") that do not open under the container's key: kept here (xfer verify --documents)"
+                        : "\(plan.action == .deleteLocal ? "deleted on the server" : "deleted here"): held back, more than \(MassDeletion.minimumCount) deletions and a third of \(pass.heldCounts.total) documents (--allow-mass-delete lets them go)"
+                steps.append(
+                    .init(action: .held, path: plan.path.value, kind: plan.status?.kind ?? .file, reason: reason))
             }
-            for info in listing.documents.values where info.conflicts?.isEmpty == false && pass.plans.contains(where: { $0.path == info.path }) {
-                steps.append(.init(action: .conflict, path: info.path.value, kind: info.kind,
-                                   reason: "v\(info.version) is current; conflict versions \((info.conflicts ?? []).map { "v\($0)" }.joined(separator: ", ")) are kept on the server"))
+            for info in listing.documents.values
+            where info.conflicts?.isEmpty == false && pass.plans.contains(where: { $0.path == info.path }) {
+                steps.append(
+                    .init(
+                        action: .conflict, path: info.path.value, kind: info.kind,
+                        reason:
+                            "v\(info.version) is current; conflict versions \((info.conflicts ?? []).map { "v\($0)" }.joined(separator: ", ")) are kept on the server"
+                    ))
             }
             steps.sort { ($0.path, $0.action.rawValue) < ($1.path, $1.action.rawValue) }
             return SyncPreview(directory: directory, serverChanged: change, steps: steps)
@@ -363,7 +416,10 @@ extension SyncDirectory {
             try checkFolder(create: false)
             let listing = try? await serverView()
             let changed = try listing.map { try serverChange($0) } ?? nil
-            return (try plan(remote: listing?.documents, forgetSynced: changed != nil).plans.compactMap(\.status), listing != nil)
+            return (
+                try plan(remote: listing?.documents, forgetSynced: changed != nil).plans.compactMap(\.status),
+                listing != nil
+            )
         }
     }
 

@@ -33,7 +33,9 @@ extension SyncDirectory {
     /// it may be decided absent (docs/SYNC.md, "A tree that changes while it is read").
     /// - Parameter expected: About how many documents there are (the state's count), so the
     ///   table of them is sized once instead of grown step by step.
-    func scanLocal(expected: Int = 0) -> (documents: [String: LocalDocument], invalid: [String], ignore: IgnoreRules, unreadable: [String: String]) {
+    func scanLocal(expected: Int = 0) -> (
+        documents: [String: LocalDocument], invalid: [String], ignore: IgnoreRules, unreadable: [String: String]
+    ) {
         var documents: [String: LocalDocument] = [:]
         documents.reserveCapacity(expected + expected / 8)
         let (invalid, rules, unreadable) = walkLocal { key, document in
@@ -46,7 +48,9 @@ extension SyncDirectory {
     /// Walks the directory as a pass sees it (ignore rules, packages, names that are not valid
     /// documents, what cannot be read), handing each local document to `found`, which returns
     /// whether to go on. The one walk every reading of the tree uses.
-    func walkLocal(_ found: (String, LocalDocument) -> Bool) -> (invalid: [String], ignore: IgnoreRules, unreadable: [String: String]) {
+    func walkLocal(_ found: (String, LocalDocument) -> Bool) -> (
+        invalid: [String], ignore: IgnoreRules, unreadable: [String: String]
+    ) {
         var invalid: [String] = []
         var unreadable: [String: String] = [:]
         var rules = IgnoreRules(exclude: options.exclude)
@@ -58,7 +62,9 @@ extension SyncDirectory {
             do {
                 names = try FileSystem.list(absolute)
             } catch let error as XferError {
-                if !error.isVanished || relative.isEmpty { unreadable[relative] = error.cause.map { "\($0)" } ?? error.message }
+                if !error.isVanished || relative.isEmpty {
+                    unreadable[relative] = error.cause.map { "\($0)" } ?? error.message
+                }
                 return
             } catch {
                 unreadable[relative] = "\(error)"
@@ -71,7 +77,9 @@ extension SyncDirectory {
             for name in names where going {
                 let child = relative.isEmpty ? name : relative + "/" + name
                 var info = stat()
-                let looked = directoryFD >= 0 ? fstatat(directoryFD, name, &info, AT_SYMLINK_NOFOLLOW) : lstat(absolute + "/" + name, &info)
+                let looked =
+                    directoryFD >= 0
+                    ? fstatat(directoryFD, name, &info, AT_SYMLINK_NOFOLLOW) : lstat(absolute + "/" + name, &info)
                 guard looked == 0 else {
                     let err = errno
                     if !SystemErrno.vanished(err) { unreadable[child] = SystemErrno(err).description }
@@ -79,7 +87,8 @@ extension SyncDirectory {
                 }
                 let type = info.st_mode & S_IFMT
                 guard !rules.isIgnoredItself(child, isDirectory: type == S_IFDIR) else { continue }
-                let isPackage = type == S_IFDIR && options.packageExtensions.contains((name as NSString).pathExtension.lowercased())
+                let isPackage =
+                    type == S_IFDIR && options.packageExtensions.contains((name as NSString).pathExtension.lowercased())
                 guard type == S_IFREG || type == S_IFLNK || type == S_IFDIR else { continue }
                 guard let path = try? DocumentPath(child), path.value == child else {
                     invalid.append(child)
@@ -88,9 +97,12 @@ extension SyncDirectory {
                 // A directory is a document of its own (its name and mode), and what is in it
                 // is walked: empty directories travel too.
                 let kind: DocumentKind = type == S_IFDIR ? (isPackage ? .package : .directory) : .file
-                going = found(path.value, LocalDocument(kind: kind, path: absolute + "/" + name,
-                                                        stamp: type == S_IFREG ? FileStamp(info) : nil,
-                                                        mode: UInt32(info.st_mode) & 0o777, document: path))
+                going = found(
+                    path.value,
+                    LocalDocument(
+                        kind: kind, path: absolute + "/" + name,
+                        stamp: type == S_IFREG ? FileStamp(info) : nil,
+                        mode: UInt32(info.st_mode) & 0o777, document: path))
                 if going && kind == .directory { visit(child) }
             }
         }

@@ -31,8 +31,9 @@ extension SyncDirectory {
     func listing() async throws -> Listing {
         let list = try await remote.connection.list(container: remote.container, prefix: "")
         let (documents, unopened) = remote.named(list.documents)
-        return Listing(documents: Dictionary(documents.map { ($0.path.value, $0) }, uniquingKeysWith: { $1 }),
-                       cursor: list.cursor, deployment: list.deployment, unopened: unopened)
+        return Listing(
+            documents: Dictionary(documents.map { ($0.path.value, $0) }, uniquingKeysWith: { $1 }),
+            cursor: list.cursor, deployment: list.deployment, unopened: unopened)
     }
 
     /// The meta key of the last settled pass: one that planned every document, found nothing
@@ -51,19 +52,22 @@ extension SyncDirectory {
     /// the pass plans every document as usual.
     func nothingChanged() async throws -> Bool {
         guard options.followFeed, options.localLimit == nil,
-              let settled = try state.meta(Self.settledKey)?.split(separator: " "), settled.count == 2,
-              let cursor = Int64(settled[0]), let listedAt = Double(settled[1]),
-              Date().timeIntervalSince1970 - listedAt < options.fullListingInterval.seconds,
-              let deployment = try state.meta("deployment") else { return false }
+            let settled = try state.meta(Self.settledKey)?.split(separator: " "), settled.count == 2,
+            let cursor = Int64(settled[0]), let listedAt = Double(settled[1]),
+            Date().timeIntervalSince1970 - listedAt < options.fullListingInterval.seconds,
+            let deployment = try state.meta("deployment")
+        else { return false }
         let page = try await remote.connection.changes(container: remote.container, after: cursor, wait: 0)
         guard page.deployment == deployment, page.changes.isEmpty, page.keys.isEmpty, !page.more,
-              page.cursor == cursor, page.head == cursor else { return false }
+            page.cursor == cursor, page.head == cursor
+        else { return false }
         let versions = try state.syncedVersions(server: remote.connection.server, container: remote.container)
         var seen = 0
         var same = true
         let (invalid, _, unreadable) = walkLocal { key, document in
             // The first difference ends the walk: the pass plans instead.
-            let stamp = document.kind == .directory ? LocalSnapshot.directoryStamp(mode: document.mode) : document.stamp?.text
+            let stamp =
+                document.kind == .directory ? LocalSnapshot.directoryStamp(mode: document.mode) : document.stamp?.text
             guard document.kind != .package, let stamp, let synced = versions[key], synced.stamp == stamp else {
                 same = false
                 return false
@@ -96,10 +100,13 @@ extension SyncDirectory {
         let kept = try state.remoteView()
         var view: Listing
         if options.followFeed, let kept,
-           Date().timeIntervalSince1970 - kept.listedAt < options.fullListingInterval.seconds,
-           let deployment = try state.meta("deployment"),
-           let followed = try await following(Listing(documents: kept.documents, cursor: kept.cursor, deployment: deployment,
-                                                      changed: [], listedAt: kept.listedAt)) {
+            Date().timeIntervalSince1970 - kept.listedAt < options.fullListingInterval.seconds,
+            let deployment = try state.meta("deployment"),
+            let followed = try await following(
+                Listing(
+                    documents: kept.documents, cursor: kept.cursor, deployment: deployment,
+                    changed: [], listedAt: kept.listedAt))
+        {
             view = followed
         } else {
             view = try await listing()
@@ -118,9 +125,11 @@ extension SyncDirectory {
             // Committed versions only: an announced one that expired may see its number again.
             let committed: Set<VersionState> = [.current, .superseded, .conflict]
             guard let now = view.documents[path], let before = kept[path], now.version == before.version,
-                  committed.contains(now.state), committed.contains(before.state),
-                  let digest = now.manifestDigest, let seen = before.manifestDigest, digest != seen else { continue }
-            return "the server at \(remote.connection.server) holds another version \(now.version) of \(path) than it did: it was restored from an older copy or replaced"
+                committed.contains(now.state), committed.contains(before.state),
+                let digest = now.manifestDigest, let seen = before.manifestDigest, digest != seen
+            else { continue }
+            return
+                "the server at \(remote.connection.server) holds another version \(now.version) of \(path) than it did: it was restored from an older copy or replaced"
         }
         return nil
     }
@@ -134,7 +143,9 @@ extension SyncDirectory {
         var cursor = view.cursor
         while true {
             let page = try await remote.connection.changes(container: remote.container, after: cursor, wait: 0)
-            guard page.deployment == known, let head = page.head, head >= view.cursor, page.cursor >= cursor else { return nil }
+            guard page.deployment == known, let head = page.head, head >= view.cursor, page.cursor >= cursor else {
+                return nil
+            }
             // A changed name that does not open: a full listing counts such names.
             let named = remote.named(page)
             guard named.changes.count == page.changes.count else { return nil }
@@ -147,7 +158,9 @@ extension SyncDirectory {
         result.cursor = cursor
         result.changed = (view.changed ?? []).union(changed)
         if view.changed == nil { result.changed = nil }  // a full listing stays one: all of it is kept
-        let remote = remote, connection = remote.connection, container = remote.container
+        let remote = remote
+        let connection = remote.connection
+        let container = remote.container
         let answers = try await withThrowingTaskGroup(of: (String, DocumentInfo?).self) { group in
             var answers: [(String, DocumentInfo?)] = []
             var running = 0
@@ -161,7 +174,8 @@ extension SyncDirectory {
                     let document = try DocumentPath(path)
                     do {
                         // What a listing shows: the current (else latest) version, unless deleted.
-                        let info = try remote.named(try await connection.stat(container: container, path: try remote.serverPath(document)))
+                        let info = try remote.named(
+                            try await connection.stat(container: container, path: try remote.serverPath(document)))
                         return (path, info.state == .deleted ? nil : info)
                     } catch let error as XferError where error.code == .notFound {
                         return (path, nil)
@@ -179,8 +193,9 @@ extension SyncDirectory {
     /// listing with names that do not open is kept as too old to follow: the next pass lists
     /// again, and counts them again.
     func keep(_ view: Listing) throws {
-        try state.storeRemoteView(view.documents, cursor: view.cursor, changed: view.changed,
-                                  listedAt: view.changed == nil ? (view.unopened > 0 ? 0 : view.listedAt) : nil)
+        try state.storeRemoteView(
+            view.documents, cursor: view.cursor, changed: view.changed,
+            listedAt: view.changed == nil ? (view.unopened > 0 ? 0 : view.listedAt) : nil)
     }
 
     /// Why the server behind this directory's URL is not the one it synced with, or `nil`: another
@@ -188,10 +203,12 @@ extension SyncDirectory {
     func serverChange(_ listing: Listing) throws -> String? {
         if let divergence = listing.divergence { return divergence }
         if let known = try state.meta("deployment"), let now = listing.deployment, known != now {
-            return "the server at \(remote.connection.server) is a different deployment (\(now.prefix(8)), not \(known.prefix(8)))"
+            return
+                "the server at \(remote.connection.server) is a different deployment (\(now.prefix(8)), not \(known.prefix(8)))"
         }
         if let seen = try state.meta("cursor").flatMap({ Int64($0) }), listing.cursor < seen {
-            return "the server at \(remote.connection.server) has an older history than this directory saw (change \(listing.cursor), after \(seen) had been seen): it was restored or replaced"
+            return
+                "the server at \(remote.connection.server) has an older history than this directory saw (change \(listing.cursor), after \(seen) had been seen): it was restored or replaced"
         }
         return nil
     }
@@ -204,6 +221,9 @@ extension SyncDirectory {
         if let deployment = listing.deployment { try state.setMeta("deployment", deployment) }
         try state.setMeta("cursor", String(listing.cursor))
         let when = ISO8601DateFormatter().string(from: Date())
-        try state.setMeta("server_notice", "\(when): \(reason). Nothing local was deleted; local documents were uploaded to it again and documents it has were downloaded.")
+        try state.setMeta(
+            "server_notice",
+            "\(when): \(reason). Nothing local was deleted; local documents were uploaded to it again and documents it has were downloaded."
+        )
     }
 }

@@ -15,19 +15,27 @@ extension SyncDirectory {
         try await ClientThreads.run {
             let clientState = state.clientState(for: path)
             guard var record = try state.records()[path.value],
-                  let synced = try clientState.document(server: remote.connection.server, container: remote.container, path: path) else {
+                let synced = try clientState.document(
+                    server: remote.connection.server, container: remote.container, path: path)
+            else {
                 throw XferError(.notFound, "\(path) is not a synced document of \(directory)")
             }
             if record.evicted { return }
             guard record.kind != .directory else {
-                throw XferError(.badRequest, "\(path) is a directory, which holds no data of its own; evict the documents in it instead")
+                throw XferError(
+                    .badRequest,
+                    "\(path) is a directory, which holds no data of its own; evict the documents in it instead")
             }
             let full = directory + "/" + path.value
-            guard try LocalSnapshot(path: full, state: clientState).isUnchanged(since: synced, state: clientState) else {
+            guard try LocalSnapshot(path: full, state: clientState).isUnchanged(since: synced, state: clientState)
+            else {
                 throw XferError(.conflict, "\(path) has changes that are not on the server yet; sync first, then evict")
             }
             guard try await remote.holds(synced, at: try remote.serverPath(path)) else {
-                throw XferError(.conflict, "the server at \(remote.connection.server) does not hold v\(synced.version) of \(path) as it was synced here (another server at this address, or one restored from an older backup): the local copy may be the only one, so nothing was removed; sync first, then evict")
+                throw XferError(
+                    .conflict,
+                    "the server at \(remote.connection.server) does not hold v\(synced.version) of \(path) as it was synced here (another server at this address, or one restored from an older backup): the local copy may be the only one, so nothing was removed; sync first, then evict"
+                )
             }
             try remove(path)
             record.evicted = true
@@ -38,7 +46,9 @@ extension SyncDirectory {
     /// Brings an evicted (or missing) document back: pulls the server's current version.
     /// - Returns: The pull's report.
     @discardableResult
-    public func fetch(_ path: DocumentPath, progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }) async throws -> PullReport {
+    public func fetch(_ path: DocumentPath, progress: @escaping @Sendable (TransferProgress) -> Void = { _ in })
+        async throws -> PullReport
+    {
         try await ClientThreads.run {
             try await pull(path, progress: progress)
         }
@@ -49,16 +59,18 @@ extension SyncDirectory {
         pushOptions.force = false
         pushOptions.exclude = []  // a package keeps to its own .xferignore files and the defaults
         let report = try await PushEngine(remote: remote, options: pushOptions)
-            .push(plan.local!.path, as: plan.path, state: state.clientState(for: plan.path),
-                  directoryItself: plan.local!.kind == .directory, progress: progress)
-        try record(plan.path, kind: plan.local!.kind, size: report.bytes, mtimeNs: try DirectoryWalker.entry(at: plan.local!.path).mtimeNanoseconds)
+            .push(
+                plan.local!.path, as: plan.path, state: state.clientState(for: plan.path),
+                directoryItself: plan.local!.kind == .directory, progress: progress)
+        try record(
+            plan.path, kind: plan.local!.kind, size: report.bytes,
+            mtimeNs: try DirectoryWalker.entry(at: plan.local!.path).mtimeNanoseconds)
         return report
     }
 
     /// The most a document may hold and still go in a batch (``pushMany(_:progress:)``): larger
     /// ones are announced before their data moves, so other devices see them coming.
     static let batchedDocumentBytes: Int64 = 4 << 20
-
 
     /// Whether a plan goes in a batch: a directory, or a file or symlink of at most
     /// ``batchedDocumentBytes``, as it is here for a push and on the server for a pull.
@@ -77,20 +89,24 @@ extension SyncDirectory {
     /// Pushes many small documents together (``PushEngine/pushMany(_:progress:)``), recording
     /// each that went through in one transaction. One result per plan, in order.
     func pushMany(_ plans: [Plan], progress: @escaping @Sendable (TransferProgress) -> Void) async throws
-        -> [Result<PushReport, any Error>] {
+        -> [Result<PushReport, any Error>]
+    {
         var pushOptions = options.push
         pushOptions.force = false
         pushOptions.exclude = []
         let items = plans.map {
-            PushItem(path: $0.local!.path, name: $0.path, state: state.clientState(for: $0.path), directoryItself: $0.local!.kind == .directory)
+            PushItem(
+                path: $0.local!.path, name: $0.path, state: state.clientState(for: $0.path),
+                directoryItself: $0.local!.kind == .directory)
         }
         var results = try await PushEngine(remote: remote, options: pushOptions).pushMany(items, progress: progress)
         try state.database.batch {
             for (index, plan) in plans.enumerated() {
                 guard case .success(let report) = results[index] else { continue }
                 do {
-                    try record(plan.path, kind: plan.local!.kind, size: report.bytes,
-                               mtimeNs: try DirectoryWalker.entry(at: plan.local!.path).mtimeNanoseconds)
+                    try record(
+                        plan.path, kind: plan.local!.kind, size: report.bytes,
+                        mtimeNs: try DirectoryWalker.entry(at: plan.local!.path).mtimeNanoseconds)
                 } catch let error as XferError where error.isVanished {
                     results[index] = .failure(error)  // gone since: the next pass sees it gone
                 }
@@ -104,14 +120,18 @@ extension SyncDirectory {
     /// its checks: a local edit is never replaced). A document whose manifest did not come
     /// (changed since, or the answer full) is pulled alone. One result per path, in order.
     /// - Throws: Only what stops every document (`unavailable`, `unauthorized`, `cancelled`).
-    func pullMany(_ paths: [DocumentPath], sources: ChunkSources,
-                  progress: @escaping @Sendable (DocumentPath) -> @Sendable (TransferProgress) -> Void) async throws
-        -> [Result<PullReport, any Error>] {
+    func pullMany(
+        _ paths: [DocumentPath], sources: ChunkSources,
+        progress: @escaping @Sendable (DocumentPath) -> @Sendable (TransferProgress) -> Void
+    ) async throws
+        -> [Result<PullReport, any Error>]
+    {
         let connection = remote.connection
         var prefetched: [Int: PullEngine.Prefetched] = [:]
         do {
             let serverPaths = try paths.map { try remote.serverPath($0) }
-            let items = try await connection.manifests(container: remote.container, serverPaths.map { ManifestBatchRequest.Wanted(path: $0) })
+            let items = try await connection.manifests(
+                container: remote.container, serverPaths.map { ManifestBatchRequest.Wanted(path: $0) })
             var carriers: [(index: Int, carrier: Manifest)] = []
             for (index, item) in items.enumerated() {
                 // Anything amiss (an error, a digest that does not match) leaves it to a pull of its own, which says what.
@@ -126,7 +146,9 @@ extension SyncDirectory {
                 // End to end, each manifest is sealed in its carrier's pieces: every first piece
                 // comes in shared downloads; a manifest of more pieces asks for the rest itself.
                 var firsts = Set<ChunkID>()
-                for (_, carrier) in carriers { if let first = try? EndToEndKeys.references(of: carrier).first?.id { firsts.insert(first) } }
+                for (_, carrier) in carriers {
+                    if let first = try? EndToEndKeys.references(of: carrier).first?.id { firsts.insert(first) }
+                }
                 var fetched: [ChunkID: EncodedChunk] = [:]
                 for batch in Array(firsts).batched(atMost: ProtocolLimits.maximumIDsPerRequest) {
                     try await connection.download(batch) { chunk in fetched[chunk.id] = chunk }
@@ -135,14 +157,19 @@ extension SyncDirectory {
                 for (index, carrier) in carriers {
                     let info = items[index].document!
                     // One that does not open is left to a pull of its own, which says why.
-                    guard let manifest = try? await endToEnd.manifest(in: carrier, sealedPath: serverPaths[index].value, version: info.version, fetch: { ids in
-                        let found = ids.compactMap { known[$0] }
-                        if found.count == ids.count { return found }
-                        var pieces: [EncodedChunk] = []
-                        try await connection.download(ids) { pieces.append($0) }
-                        return pieces
-                    }) else { continue }
-                    prefetched[index] = PullEngine.Prefetched(info: info, manifest: manifest, chunks: [:], digest: carrier.digest)
+                    guard
+                        let manifest = try? await endToEnd.manifest(
+                            in: carrier, sealedPath: serverPaths[index].value, version: info.version,
+                            fetch: { ids in
+                                let found = ids.compactMap { known[$0] }
+                                if found.count == ids.count { return found }
+                                var pieces: [EncodedChunk] = []
+                                try await connection.download(ids) { pieces.append($0) }
+                                return pieces
+                            })
+                    else { continue }
+                    prefetched[index] = PullEngine.Prefetched(
+                        info: info, manifest: manifest, chunks: [:], digest: carrier.digest)
                 }
             }
             // The chunks no local file holds, fetched once for all, each checked against its id and length.
@@ -151,25 +178,30 @@ extension SyncDirectory {
             var order: [ChunkID] = []
             var chargedTo: [ChunkID: Int] = [:]  // the document a download is counted for
             for index in prefetched.keys.sorted() {
-                for chunk in prefetched[index]!.manifest.allChunks where local[chunk.id] == nil && wanted[chunk.id] == nil {
+                for chunk in prefetched[index]!.manifest.allChunks
+                where local[chunk.id] == nil && wanted[chunk.id] == nil {
                     wanted[chunk.id] = chunk.length
                     chargedTo[chunk.id] = index
                     order.append(chunk.id)
                 }
             }
             // A changed chunk comes against the one its previous version had in that place.
-            var against = PullAgainst(cache: ChunkCache(database: state.database), sources: local,
-                                      offers: await connection.features().contains(.chunksAgainst), codec: remote.codec)
+            var against = PullAgainst(
+                cache: ChunkCache(database: state.database), sources: local,
+                offers: await connection.features().contains(.chunksAgainst), codec: remote.codec)
             for index in prefetched.keys.sorted() {
-                let old = try state.clientState(for: paths[index]).document(server: connection.server, container: remote.container,
-                                                                           path: paths[index])?.manifest
+                let old = try state.clientState(for: paths[index]).document(
+                    server: connection.server, container: remote.container,
+                    path: paths[index])?.manifest
                 guard let old else { continue }
                 var previous = PreviousChunks(sizeLimit: .max)
                 for entry in prefetched[index]!.manifest.entries where entry.kind == .file {
                     previous.add(fullPath: entry.path, relativePath: entry.path, previous: old)
                     var offset: Int64 = 0
                     for chunk in entry.chunks {
-                        if wanted[chunk.id] != nil { against.add(chunk, at: offset, in: entry.path, size: entry.size, previous: previous) }
+                        if wanted[chunk.id] != nil {
+                            against.add(chunk, at: offset, in: entry.path, size: entry.size, previous: previous)
+                        }
                         offset += Int64(chunk.length)
                     }
                 }
@@ -185,7 +217,9 @@ extension SyncDirectory {
                     }
                     let bytes = try against.decode(chunk, offer, maximumLength: length, kept: &kept)
                     guard bytes.count == length else {
-                        throw XferError(.corruptChunk, "chunk \(chunk.id) holds \(bytes.count) bytes, but its manifest declares \(length)")
+                        throw XferError(
+                            .corruptChunk,
+                            "chunk \(chunk.id) holds \(bytes.count) bytes, but its manifest declares \(length)")
                     }
                     plain[chunk.id] = bytes
                     charged[chargedTo[chunk.id]!, default: (0, 0)].chunks += 1
@@ -208,13 +242,19 @@ extension SyncDirectory {
         // waits overlap. A directory document (or one whose kind is not known yet) goes first
         // and alone: the documents inside it are made in it.
         var results = [Result<PullReport, any Error>?](repeating: nil, count: paths.count)
-        var alone: [Int] = [], together: [Int] = []
+        var alone: [Int] = []
+        var together: [Int] = []
         for index in paths.indices {
-            if let document = prefetched[index], document.manifest.kind != .directory { together.append(index) } else { alone.append(index) }
+            if let document = prefetched[index], document.manifest.kind != .directory {
+                together.append(index)
+            } else {
+                alone.append(index)
+            }
         }
         for index in alone {
             results[index] = try await documentOutcome {
-                try await pull(paths[index], sources: sources, prefetched: prefetched[index], progress: progress(paths[index]))
+                try await pull(
+                    paths[index], sources: sources, prefetched: prefetched[index], progress: progress(paths[index]))
             }
         }
         try await withThrowingTaskGroup(of: (Int, Result<PullReport, any Error>).self) { group in
@@ -226,7 +266,12 @@ extension SyncDirectory {
                 }
                 let (path, document) = (paths[index], prefetched[index])
                 group.addTask {
-                    (index, try await documentOutcome { try await self.pull(path, sources: sources, prefetched: document, progress: progress(path)) })
+                    (
+                        index,
+                        try await documentOutcome {
+                            try await self.pull(path, sources: sources, prefetched: document, progress: progress(path))
+                        }
+                    )
                 }
                 running += 1
             }
@@ -241,8 +286,10 @@ extension SyncDirectory {
     /// Small documents of a batch pulled at once (``pullMany(_:sources:progress:)``).
     static let pullsAtOnce = 8
 
-    func pull(_ path: DocumentPath, sources: ChunkSources? = nil, prefetched: PullEngine.Prefetched? = nil,
-              progress: @escaping @Sendable (TransferProgress) -> Void) async throws -> PullReport {
+    func pull(
+        _ path: DocumentPath, sources: ChunkSources? = nil, prefetched: PullEngine.Prefetched? = nil,
+        progress: @escaping @Sendable (TransferProgress) -> Void
+    ) async throws -> PullReport {
         var pullOptions = options.pull
         pullOptions.force = false
         let full = directory + "/" + path.value
@@ -252,9 +299,10 @@ extension SyncDirectory {
         let parent = try root.directory(path.components.dropLast(), create: true)
         let report = try await remote.naming {
             try await PullEngine(remote: remote, options: pullOptions)
-                .pull(path, in: parent, as: String(path.components.last!), state: state.clientState(for: path),
-                      trash: trash(of: root), sources: sources, prefetched: prefetched,
-                      stagingArea: try root.directory([Self.stagingName], create: true), progress: progress)
+                .pull(
+                    path, in: parent, as: String(path.components.last!), state: state.clientState(for: path),
+                    trash: trash(of: root), sources: sources, prefetched: prefetched,
+                    stagingArea: try root.directory([Self.stagingName], create: true), progress: progress)
         }
         let top = try DirectoryWalker.entry(at: full)
         try record(path, kind: report.kind, size: report.bytes, mtimeNs: top.mtimeNanoseconds)
@@ -278,10 +326,13 @@ extension SyncDirectory {
             try parent.synchronize()
         } else if let local = plan.local {
             let clientState = state.clientState(for: plan.path)
-            let synced = try clientState.document(server: remote.connection.server, container: remote.container, path: plan.path)
+            let synced = try clientState.document(
+                server: remote.connection.server, container: remote.container, path: plan.path)
             guard synced?.version == plan.synced,
-                  try LocalSnapshot(path: local.path, state: clientState).isUnchanged(since: synced, state: clientState) else {
-                throw XferError(.conflict, "\(plan.path) was deleted on the server but changed here; it will be pushed again")
+                try LocalSnapshot(path: local.path, state: clientState).isUnchanged(since: synced, state: clientState)
+            else {
+                throw XferError(
+                    .conflict, "\(plan.path) was deleted on the server but changed here; it will be pushed again")
             }
             try remove(plan.path, toTrash: "deleted on the server")
         }
@@ -293,8 +344,9 @@ extension SyncDirectory {
         do {
             _ = try await remote.naming {
                 let path = try remote.serverPath(plan.path)
-                return try await remote.connection.delete(container: remote.container, path: path, baseVersion: plan.synced,
-                                                          seal: remote.deletionSeal(path, base: plan.synced))
+                return try await remote.connection.delete(
+                    container: remote.container, path: path, baseVersion: plan.synced,
+                    seal: remote.deletionSeal(path, base: plan.synced))
             }
         } catch let error as XferError where error.code == .notFound {
             // Already gone.
@@ -306,21 +358,26 @@ extension SyncDirectory {
     }
 
     func record(_ path: DocumentPath, kind: DocumentKind, size: Int64, mtimeNs: Int64) throws {
-        try state.put(SyncRecord(path: path.value, kind: kind, evicted: false, size: size, mtimeNs: mtimeNs,
-                                 lastUsedNs: Int64(Date().timeIntervalSince1970 * 1e9)))
+        try state.put(
+            SyncRecord(
+                path: path.value, kind: kind, evicted: false, size: size, mtimeNs: mtimeNs,
+                lastUsedNs: Int64(Date().timeIntervalSince1970 * 1e9)))
     }
 
     /// Evicts least recently used synced documents until local data fits `limit`.
     func enforceLocalLimit(_ limit: Int64, plans: [Plan]) async throws -> [DocumentPath] {
         let records = try state.records()
         var candidates = plans.filter {
-            $0.status?.state == .synced && $0.local != nil && !$0.isDirectory && records[$0.path.value]?.evicted == false
+            $0.status?.state == .synced && $0.local != nil && !$0.isDirectory
+                && records[$0.path.value]?.evicted == false
         }
         var total = candidates.reduce(Int64(0)) { $0 + (records[$1.path.value]?.size ?? 0) }
         guard total > limit else { return [] }
         func lastUsed(_ plan: Plan) -> Int64 {
             var info = stat()
-            let accessed = lstat(plan.local!.path, &info) == 0 ? Int64(info.st_atim.tv_sec) * 1_000_000_000 + Int64(info.st_atim.tv_nsec) : 0
+            let accessed =
+                lstat(plan.local!.path, &info) == 0
+                ? Int64(info.st_atim.tv_sec) * 1_000_000_000 + Int64(info.st_atim.tv_nsec) : 0
             return max(accessed, records[plan.path.value]?.lastUsedNs ?? 0)
         }
         candidates.sort { lastUsed($0) < lastUsed($1) }

@@ -50,11 +50,15 @@ public final class SyncDirectory: Sendable {
         if remote.endToEnd == nil, let recorded { remote = try remote.holding(keyID: recorded) }
         let keyID = remote.endToEnd?.keyID
         guard keyID != recorded else { return remote }
-        if recorded == nil, let keyID, try state.syncedVersions(server: remote.connection.server, container: remote.container).isEmpty {
+        if recorded == nil, let keyID,
+            try state.syncedVersions(server: remote.connection.server, container: remote.container).isEmpty
+        {
             if bind { try state.setMeta(keyIDKey, keyID) }
             return remote
         }
-        throw XferError(.conflict, """
+        throw XferError(
+            .conflict,
+            """
             \(directory) synced container \(remote.container) \(recorded.map { "under key \($0)" } ?? "in the clear"), and the \
             container is now \(keyID.map { "end-to-end encrypted under key \($0)" } ?? "not end-to-end encrypted") (made again since?); \
             nothing was changed. Sync it into a new folder
@@ -76,20 +80,30 @@ public final class SyncDirectory: Sendable {
     public func checkFolder(create: Bool = true) throws {
         var info = stat()
         guard lstat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
-            throw XferError(.folderMissing, "the synced folder \(directory) is gone (or not mounted); nothing was deleted here or on the server. Put it back (or mount it) and sync again")
+            throw XferError(
+                .folderMissing,
+                "the synced folder \(directory) is gone (or not mounted); nothing was deleted here or on the server. Put it back (or mount it) and sync again"
+            )
         }
         let marker = directory + "/" + Self.markerName
         if access(marker, F_OK) == 0 { return }
         let synced = try state.syncedVersions(server: remote.connection.server, container: remote.container)
         // A directory's name ("Documents") is no evidence: another folder may well have one too.
         let records = synced.isEmpty ? [:] : try state.records()
-        guard synced.isEmpty || synced.keys.contains(where: {
-            records[$0]?.kind != .directory && access(directory + "/" + $0, F_OK) == 0
-        }) else {
-            throw XferError(.folderMissing, "\(directory) holds none of the \(synced.count) documents synced there and no \(Self.markerName) marker: it looks like an empty mount point or another folder, so nothing was deleted. If you did remove them all and want that synced, create the marker (touch \(marker)) and sync again")
+        guard
+            synced.isEmpty
+                || synced.keys.contains(where: {
+                    records[$0]?.kind != .directory && access(directory + "/" + $0, F_OK) == 0
+                })
+        else {
+            throw XferError(
+                .folderMissing,
+                "\(directory) holds none of the \(synced.count) documents synced there and no \(Self.markerName) marker: it looks like an empty mount point or another folder, so nothing was deleted. If you did remove them all and want that synced, create the marker (touch \(marker)) and sync again"
+            )
         }
         guard create else { return }
-        let text = Array("""
+        let text = Array(
+            """
             This folder is synced by xfer (\(remote.connection.server), container \(remote.container)).
             Leave this file here: without it, and without the files synced here, xfer takes the
             folder for an unmounted or lost one and stops rather than delete anything.

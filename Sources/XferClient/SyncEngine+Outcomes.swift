@@ -8,8 +8,10 @@ extension SyncEngine {
     /// skipped (`nil`), so one bad document does not stop the others.
     /// A document the local tree moved under (gone, or written while it was read) is left for
     /// the next pass (`retried`), with nothing committed for it.
-    func attempt<T: Sendable>(_ summary: inout SyncSummary, _ path: DocumentPath,
-                                      _ body: @Sendable () async throws -> T) async throws -> T? {
+    func attempt<T: Sendable>(
+        _ summary: inout SyncSummary, _ path: DocumentPath,
+        _ body: @Sendable () async throws -> T
+    ) async throws -> T? {
         do {
             return try await body()
         } catch {
@@ -33,13 +35,20 @@ extension SyncEngine {
         }
         for plan in pass.plans where plan.action == .rolledBack {
             summary.rolledBack += 1
-            continuation.yield(.rolledBack(plan.path, server: plan.remote?.version ?? 0, seen: try directory.seen(plan.path) ?? 0))
+            continuation.yield(
+                .rolledBack(plan.path, server: plan.remote?.version ?? 0, seen: try directory.seen(plan.path) ?? 0))
         }
         summary.unverified += pass.unopened
         for path in pass.heldUnsealed.sorted(by: { $0.value < $1.value }) {
             summary.failed += 1
             summary.unverified += 1
-            continuation.yield(.failed(path, XferError(.invalidManifest, "deleted on the server, but no device holding the container's key sealed that deletion (of the version here): this copy was kept; remove it by hand if the deletion was meant")))
+            continuation.yield(
+                .failed(
+                    path,
+                    XferError(
+                        .invalidManifest,
+                        "deleted on the server, but no device holding the container's key sealed that deletion (of the version here): this copy was kept; remove it by hand if the deletion was meant"
+                    )))
         }
     }
 

@@ -42,7 +42,8 @@ public actor SyncEngine {
     /// - Throws: `conflict` if another engine holds the directory or it is bound elsewhere.
     public init(directory: String, remote: Remote, options: SyncOptions = SyncOptions()) throws {
         self.directory = try SyncDirectory(directory: directory, remote: remote, options: options)
-        lock = try DirectoryLock(path: self.directory.state.database.path + ".lock", directory: self.directory.directory)
+        lock = try DirectoryLock(
+            path: self.directory.state.database.path + ".lock", directory: self.directory.directory)
         (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1024))
         let previous = try? self.directory.state.health()
         health.pid = getpid()
@@ -86,7 +87,8 @@ public actor SyncEngine {
                 return summary
             } catch {
                 let code = (error as? XferError)?.code
-                noteFailure(error, phase: code == .unavailable ? .offline : code == .folderMissing ? .folderMissing : .failing)
+                noteFailure(
+                    error, phase: code == .unavailable ? .offline : code == .folderMissing ? .folderMissing : .failing)
                 throw error
             }
         }
@@ -150,11 +152,22 @@ public actor SyncEngine {
         var pullAfterPush: [DocumentPath] = []
         for name in pass.invalid {
             summary.failed += 1
-            continuation.yield(.failed(nil, XferError(.invalidPath, "\(name) is not a valid document name (see docs/PROTOCOL.md, Names); it is not synced")))
+            continuation.yield(
+                .failed(
+                    nil,
+                    XferError(
+                        .invalidPath,
+                        "\(name) is not a valid document name (see docs/PROTOCOL.md, Names); it is not synced")))
         }
         for (name, why) in pass.unreadable.sorted(by: { $0.key < $1.key }) {
             summary.failed += 1
-            continuation.yield(.failed(nil, XferError(.io, "cannot read \(sync.directory)/\(name) (\(why)); nothing under it is uploaded, downloaded or deleted until it can be read")))
+            continuation.yield(
+                .failed(
+                    nil,
+                    XferError(
+                        .io,
+                        "cannot read \(sync.directory)/\(name) (\(why)); nothing under it is uploaded, downloaded or deleted until it can be read"
+                    )))
         }
 
         let progress: @Sendable (DocumentPath) -> @Sendable (TransferProgress) -> Void = { [continuation] path in
@@ -182,7 +195,10 @@ public actor SyncEngine {
             }
         }
         for plan in plans where plan.action == .push && !SyncDirectory.isBatched(plan) {
-            guard let report = try await attempt(&summary, plan.path, { try await sync.push(plan, progress: progress(plan.path)) }) else {
+            guard
+                let report = try await attempt(
+                    &summary, plan.path, { try await sync.push(plan, progress: progress(plan.path)) })
+            else {
                 continue
             }
             pushed(plan, report)
@@ -200,7 +216,9 @@ public actor SyncEngine {
         }
         // Remote changes: pulls before deletions, so a rename's new name can reuse the old one's
         // chunks; but a file taking a directory's place comes after, once the directory is empty.
-        func replacesDirectory(_ plan: SyncDirectory.Plan) -> Bool { plan.local?.kind == .directory && plan.remote?.kind != .directory }
+        func replacesDirectory(_ plan: SyncDirectory.Plan) -> Bool {
+            plan.local?.kind == .directory && plan.remote?.kind != .directory
+        }
         let pulls = plans.filter { $0.action == .pull && !replacesDirectory($0) }.map(\.path) + pullAfterPush
         let pullsAfterDeletions = plans.filter { $0.action == .pull && replacesDirectory($0) }.map(\.path)
         // Every file synced here is a chunk source: found once for all the pass's pulls.
@@ -214,38 +232,51 @@ public actor SyncEngine {
             case .failure(let error as XferError) where error.code == .notFound && error.cause == nil:
                 // Deleted or replaced on the server since this pass's view: the feed brings
                 // that change, and the next pass acts on it.
-                try settle(XferError(.notFound, "changed on the server while this pass ran (\(error.message))", cause: ChangedSinceListed()),
-                           &summary, path)
+                try settle(
+                    XferError(
+                        .notFound, "changed on the server while this pass ran (\(error.message))",
+                        cause: ChangedSinceListed()),
+                    &summary, path)
             case .failure(let error):
                 try settle(error, &summary, path)
             }
         }
         // Small documents in batches (manifests and chunks fetched together), the rest alone.
-        let remoteInfo = Dictionary(plans.compactMap { plan in plan.remote.map { (plan.path, $0) } }, uniquingKeysWith: { first, _ in first })
+        let remoteInfo = Dictionary(
+            plans.compactMap { plan in plan.remote.map { (plan.path, $0) } }, uniquingKeysWith: { first, _ in first })
         let small = Set(plans.filter { $0.action == .pull && SyncDirectory.isBatched($0) }.map(\.path))
         // At most 500 documents and 32 MiB a batch: the chunks a batch holds in memory stay bounded.
-        for group in pulls.filter({ small.contains($0) }).batched(atMost: Self.pushBatch, budget: 32 << 20,
-                                                                  cost: { Int(remoteInfo[$0]?.size ?? 0) }) {
+        for group in pulls.filter({ small.contains($0) }).batched(
+            atMost: Self.pushBatch, budget: 32 << 20,
+            cost: { Int(remoteInfo[$0]?.size ?? 0) })
+        {
             for (path, result) in zip(group, try await sync.pullMany(group, sources: sources, progress: progress)) {
                 try pulled(path, result)
             }
         }
         for path in pulls where !small.contains(path) {
-            let result = try await documentOutcome { try await sync.pull(path, sources: sources, progress: progress(path)) }
+            let result = try await documentOutcome {
+                try await sync.pull(path, sources: sources, progress: progress(path))
+            }
             try pulled(path, result)
         }
         // Directories last and deepest first: each is removed once what was in it is gone.
-        let deletions = plans.filter { ($0.action == .deleteLocal || $0.action == .forget) && $0.local?.kind != .directory }
+        let deletions =
+            plans.filter { ($0.action == .deleteLocal || $0.action == .forget) && $0.local?.kind != .directory }
             + plans.filter { $0.action == .deleteLocal && $0.local?.kind == .directory }.reversed()
         for plan in deletions {
-            guard try await attempt(&summary, plan.path, { try sync.deleteLocal(plan) }) == true, plan.action == .deleteLocal else {
+            guard try await attempt(&summary, plan.path, { try sync.deleteLocal(plan) }) == true,
+                plan.action == .deleteLocal
+            else {
                 continue
             }
             if plan.isDirectory { summary.directories += 1 } else { summary.removedLocally += 1 }
             continuation.yield(.removedLocally(plan.path))
         }
         for path in pullsAfterDeletions {
-            let result = try await documentOutcome { try await sync.pull(path, sources: sources, progress: progress(path)) }
+            let result = try await documentOutcome {
+                try await sync.pull(path, sources: sources, progress: progress(path))
+            }
             try pulled(path, result)
         }
         // An empty staging directory is not left lying about.
@@ -254,15 +285,22 @@ public actor SyncEngine {
         }
         // The server as it is now (this pass's own changes included), kept for the next pass.
         var afterView = listing
-        if summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely + summary.directories > 0 {
-            if let followed = try await sync.following(listing) { afterView = followed } else { afterView = try await sync.listing() }
+        if summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely
+            + summary.directories > 0
+        {
+            if let followed = try await sync.following(listing) {
+                afterView = followed
+            } else {
+                afterView = try await sync.listing()
+            }
         }
         try sync.keep(afterView)
         try sync.state.setMeta("cursor", String(afterView.cursor))
 
         // Conflicts, as the server now sees them.
         let after = afterView.documents
-        for info in after.values.filter({ $0.conflicts?.isEmpty == false }).sorted(by: { $0.path.value < $1.path.value }) {
+        for info in after.values.filter({ $0.conflicts?.isEmpty == false }).sorted(by: { $0.path.value < $1.path.value }
+        ) {
             summary.conflicts += 1
             continuation.yield(.conflict(info.path, current: info.version, conflicts: info.conflicts ?? []))
         }
@@ -292,7 +330,9 @@ public actor SyncEngine {
         let remote = directory.remote
         let unlocked = try await remote.unlocked()
         guard unlocked.endToEnd?.keyID == remote.endToEnd?.keyID else {
-            throw XferError(.unauthorized, """
+            throw XferError(
+                .unauthorized,
+                """
                 container \(remote.container) is end-to-end encrypted under key \(unlocked.endToEnd?.keyID ?? "?"), and this engine \
                 was opened \(remote.endToEnd.map { "under key \($0.keyID)" } ?? "without its key"): open it with `try await remote.unlocked()`; \
                 nothing was synced
@@ -356,8 +396,9 @@ public actor SyncEngine {
         let options = directory.options
         let connection = directory.remote.connection
         let container = directory.remote.container
-        let watcher = try DirectoryWatcher(root: directory.directory, limit: options.maximumWatches,
-                                           ignore: directory.isIgnored(_:isDirectory:))
+        let watcher = try DirectoryWatcher(
+            root: directory.directory, limit: options.maximumWatches,
+            ignore: directory.isIgnored(_:isDirectory:))
         defer { watcher.stop() }
         let (triggers, trigger) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         trigger.yield(())
@@ -374,7 +415,8 @@ public actor SyncEngine {
                 while !Task.isCancelled {
                     if let reset = await self.takeFeedReset() { cursor = reset }
                     do {
-                        let list = try await connection.changes(container: container, after: cursor, wait: options.feedWait)
+                        let list = try await connection.changes(
+                            container: container, after: cursor, wait: options.feedWait)
                         if !list.changes.isEmpty || !list.keys.isEmpty { trigger.yield(()) }
                         cursor = list.cursor
                         backoff = .seconds(1)
@@ -395,9 +437,12 @@ public actor SyncEngine {
                     let unwatched = watcher.unwatched.withLock { $0 }
                     if !unwatched.isEmpty && !told, let first = unwatched.sorted(by: { $0.key < $1.key }).first {
                         told = true
-                        continuation.yield(.watchLimited(count: unwatched.count, example: first.key, reason: first.value))
+                        continuation.yield(
+                            .watchLimited(count: unwatched.count, example: first.key, reason: first.value))
                     }
-                    let period = unwatched.isEmpty ? options.rescanInterval : min(options.unwatchedRescanInterval, options.rescanInterval)
+                    let period =
+                        unwatched.isEmpty
+                        ? options.rescanInterval : min(options.unwatchedRescanInterval, options.rescanInterval)
                     try await Task.sleep(for: period)
                     sinceFull += period
                     if !unwatched.isEmpty || sinceFull >= options.rescanInterval {
@@ -436,7 +481,8 @@ public actor SyncEngine {
                     } catch {
                         // Anything else (a state write that failed, a server error): said,
                         // recorded for `xfer status`, and retried; the daemon does not stop.
-                        continuation.yield(.passFailed(error as? XferError ?? XferError(.io, "\(error)"), retryIn: backoff))
+                        continuation.yield(
+                            .passFailed(error as? XferError ?? XferError(.io, "\(error)"), retryIn: backoff))
                         try await Task.sleep(for: backoff)
                         backoff = min(backoff * 2, options.maximumBackoff)
                         trigger.yield(())

@@ -45,7 +45,9 @@ extension SyncState {
 
     /// The health last written for this folder, with `running` and `pid` from its lock.
     public func health() throws -> SyncHealth? {
-        var health = try meta(Self.healthKey).flatMap { try? JSONDecoder().decode(SyncHealth.self, from: Data($0.utf8)) }
+        var health = try meta(Self.healthKey).flatMap {
+            try? JSONDecoder().decode(SyncHealth.self, from: Data($0.utf8))
+        }
         if let holder = DirectoryLock.holder(path: database.path + ".lock") {
             if health == nil { health = SyncHealth() }
             health?.running = true

@@ -44,7 +44,11 @@ public final class SyncState: Sendable {
     public static func directory(containing path: String, stateDirectory: String) -> String? {
         var candidate = ClientState.absolute(path)
         while true {
-            if FileManager.default.fileExists(atPath: databasePath(directory: candidate, stateDirectory: stateDirectory)) { return candidate }
+            if FileManager.default.fileExists(
+                atPath: databasePath(directory: candidate, stateDirectory: stateDirectory))
+            {
+                return candidate
+            }
             guard candidate != "/" else { return nil }
             candidate = (candidate as NSString).deletingLastPathComponent
         }
@@ -57,12 +61,16 @@ public final class SyncState: Sendable {
 
     /// A value of the binding (`server`, `container`, `cursor`).
     public func meta(_ key: String) throws -> String? {
-        try database.run { db in try String.fetchOne(db, sql: "SELECT value FROM sync_meta WHERE key = ?", arguments: [key]) }
+        try database.run { db in
+            try String.fetchOne(db, sql: "SELECT value FROM sync_meta WHERE key = ?", arguments: [key])
+        }
     }
 
     /// Sets a value of the binding.
     public func setMeta(_ key: String, _ value: String) throws {
-        try database.run { db in try db.execute(sql: "INSERT OR REPLACE INTO sync_meta VALUES (?, ?)", arguments: [key, value]) }
+        try database.run { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO sync_meta VALUES (?, ?)", arguments: [key, value])
+        }
     }
 
     /// The package extensions remembered for this directory (lowercase, without the dot), if any.
@@ -72,7 +80,9 @@ public final class SyncState: Sendable {
 
     /// Remembers the package extensions for this directory (`.pkg` and `pkg` alike).
     public func setPackageExtensions(_ extensions: [String]) throws {
-        try setMeta("package_extensions", extensions.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: ".")) }.joined(separator: ","))
+        try setMeta(
+            "package_extensions",
+            extensions.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: ".")) }.joined(separator: ","))
     }
 
     /// Binds the directory to a server and container, or checks that it already is bound to them.
@@ -88,7 +98,10 @@ public final class SyncState: Sendable {
     public func isBound(server: String, container: ContainerName) throws -> Bool {
         guard let bound = try meta("server"), let boundContainer = try meta("container") else { return false }
         guard bound == server, boundContainer == container.value else {
-            throw XferError(.conflict, "\(directory) is synced with container \(boundContainer) on \(bound); sync another directory with \(container) on \(server)")
+            throw XferError(
+                .conflict,
+                "\(directory) is synced with container \(boundContainer) on \(bound); sync another directory with \(container) on \(server)"
+            )
         }
         return true
     }
@@ -97,10 +110,12 @@ public final class SyncState: Sendable {
     public func records() throws -> [String: SyncRecord] {
         try database.run { db in
             var result: [String: SyncRecord] = [:]
-            let rows = try Row.fetchCursor(db, sql: "SELECT path, kind, evicted, size, mtime_ns, last_used_ns FROM sync_documents")
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT path, kind, evicted, size, mtime_ns, last_used_ns FROM sync_documents")
             while let row = try rows.next() {
-                let record = SyncRecord(path: row[0], kind: DocumentKind(rawValue: row[1]) ?? .file, evicted: row[2],
-                                        size: row[3], mtimeNs: row[4], lastUsedNs: row[5])
+                let record = SyncRecord(
+                    path: row[0], kind: DocumentKind(rawValue: row[1]) ?? .file, evicted: row[2],
+                    size: row[3], mtimeNs: row[4], lastUsedNs: row[5])
                 result[record.path] = record
             }
             return result
@@ -110,8 +125,11 @@ public final class SyncState: Sendable {
     /// Adds or replaces a record.
     public func put(_ record: SyncRecord) throws {
         try database.run { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO sync_documents VALUES (?, ?, ?, ?, ?, ?)",
-                           arguments: [record.path, record.kind.rawValue, record.evicted, record.size, record.mtimeNs, record.lastUsedNs])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO sync_documents VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [
+                    record.path, record.kind.rawValue, record.evicted, record.size, record.mtimeNs, record.lastUsedNs
+                ])
         }
     }
 
@@ -133,7 +151,8 @@ public final class SyncState: Sendable {
     public func forgetVersions() throws {
         let prefix = directory + "/"
         try database.run { db in
-            try db.execute(sql: "DELETE FROM root_documents WHERE substr(root, 1, length(?)) = ?", arguments: [prefix, prefix])
+            try db.execute(
+                sql: "DELETE FROM root_documents WHERE substr(root, 1, length(?)) = ?", arguments: [prefix, prefix])
         }
         try forgetRemoteView()
     }
@@ -141,15 +160,19 @@ public final class SyncState: Sendable {
     /// Every document this directory holds a version of from `server`'s `container`, by path:
     /// the version, and for a single file the stamp it had when that version was recorded.
     /// One query, no manifest read: what lets a pass over many unchanged files stay cheap.
-    public func syncedVersions(server: String, container: ContainerName) throws -> [String: (version: Int64, stamp: String?)] {
+    public func syncedVersions(server: String, container: ContainerName) throws -> [String: (
+        version: Int64, stamp: String?
+    )] {
         let prefix = directory + "/"
         return try database.run { db in
             var result: [String: (version: Int64, stamp: String?)] = [:]
             result.reserveCapacity(try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM root_documents") ?? 0)
-            let rows = try Row.fetchCursor(db, sql: """
-                SELECT path, version, file_stamp FROM root_documents
-                WHERE substr(root, 1, length(?)) = ? AND server = ? AND container = ?
-                """, arguments: [prefix, prefix, server, container.value])
+            let rows = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT path, version, file_stamp FROM root_documents
+                    WHERE substr(root, 1, length(?)) = ? AND server = ? AND container = ?
+                    """, arguments: [prefix, prefix, server, container.value])
             while let row = try rows.next() {
                 result[row[0]] = (row[1], row[2])
             }
@@ -161,13 +184,18 @@ public final class SyncState: Sendable {
     /// they are current at; `nil` if none was kept.
     public func remoteView() throws -> (documents: [String: DocumentInfo], cursor: Int64, listedAt: Double)? {
         try database.run { db in
-            guard let cursor = try String.fetchOne(db, sql: "SELECT value FROM sync_meta WHERE key = 'view_cursor'").flatMap({ Int64($0) }),
-                  let listedAt = try String.fetchOne(db, sql: "SELECT value FROM sync_meta WHERE key = 'view_listed_at'").flatMap({ Double($0) })
+            guard
+                let cursor = try String.fetchOne(db, sql: "SELECT value FROM sync_meta WHERE key = 'view_cursor'")
+                    .flatMap({ Int64($0) }),
+                let listedAt = try String.fetchOne(db, sql: "SELECT value FROM sync_meta WHERE key = 'view_listed_at'")
+                    .flatMap({ Double($0) })
             else { return nil }
             var documents: [String: DocumentInfo] = [:]
-            let rows = try Row.fetchCursor(db, sql: """
-                SELECT path, version, state, kind, size, mtime_ns, mode, manifest_digest, sequence, conflicts FROM sync_remote
-                """)
+            let rows = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT path, version, state, kind, size, mtime_ns, mode, manifest_digest, sequence, conflicts FROM sync_remote
+                    """)
             while let row = try rows.next() {
                 guard let info = Self.info(row) else { return nil }  // unreadable: list again
                 documents[info.path.value] = info
@@ -178,7 +206,9 @@ public final class SyncState: Sendable {
 
     /// Keeps the server's view at `cursor`: all of it after a full listing (`listedAt` set), or
     /// only the `changed` paths (absent from `documents`: gone) after one brought up to date.
-    public func storeRemoteView(_ documents: [String: DocumentInfo], cursor: Int64, changed: Set<String>?, listedAt: Double?) throws {
+    public func storeRemoteView(
+        _ documents: [String: DocumentInfo], cursor: Int64, changed: Set<String>?, listedAt: Double?
+    ) throws {
         try database.run { db in
             let paths: any Sequence<String>
             if let changed {
@@ -187,20 +217,25 @@ public final class SyncState: Sendable {
                 try db.execute(sql: "DELETE FROM sync_remote")
                 paths = documents.keys
             }
-            let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO sync_remote VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            let insert = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO sync_remote VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
             let remove = try db.cachedStatement(sql: "DELETE FROM sync_remote WHERE path = ?")
             for path in paths {
                 guard let info = documents[path] else {
                     try remove.execute(arguments: [path])
                     continue
                 }
-                try insert.execute(arguments: [path, info.version, info.state.rawValue, info.kind.rawValue, info.size, info.mtimeNs,
-                                               Int64(info.mode), info.manifestDigest, info.sequence,
-                                               info.conflicts.map { $0.map(String.init).joined(separator: ",") }])
+                try insert.execute(arguments: [
+                    path, info.version, info.state.rawValue, info.kind.rawValue, info.size, info.mtimeNs,
+                    Int64(info.mode), info.manifestDigest, info.sequence,
+                    info.conflicts.map { $0.map(String.init).joined(separator: ",") }
+                ])
             }
-            try db.execute(sql: "INSERT OR REPLACE INTO sync_meta VALUES ('view_cursor', ?)", arguments: [String(cursor)])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO sync_meta VALUES ('view_cursor', ?)", arguments: [String(cursor)])
             if let listedAt {
-                try db.execute(sql: "INSERT OR REPLACE INTO sync_meta VALUES ('view_listed_at', ?)", arguments: [String(listedAt)])
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO sync_meta VALUES ('view_listed_at', ?)", arguments: [String(listedAt)])
             }
         }
     }
@@ -217,17 +252,21 @@ public final class SyncState: Sendable {
     /// this runs once per document per pass).
     private static func info(_ row: Row) -> DocumentInfo? {
         guard let path = try? DocumentPath(row[0] as String), let state = VersionState(rawValue: row[2]),
-              let kind = DocumentKind(rawValue: row[3]) else { return nil }
+            let kind = DocumentKind(rawValue: row[3])
+        else { return nil }
         let conflicts = (row[9] as String?).map { $0.split(separator: ",").compactMap { Int64($0) } }
-        return DocumentInfo(path: path, version: row[1], state: state, kind: kind, size: row[4], mtimeNs: row[5],
-                            mode: UInt32(truncatingIfNeeded: row[6] as Int64), baseVersion: nil, manifestDigest: row[7],
-                            files: nil, chunks: nil, device: nil, sequence: row[8], conflicts: conflicts)
+        return DocumentInfo(
+            path: path, version: row[1], state: state, kind: kind, size: row[4], mtimeNs: row[5],
+            mode: UInt32(truncatingIfNeeded: row[6] as Int64), baseVersion: nil, manifestDigest: row[7],
+            files: nil, chunks: nil, device: nil, sequence: row[8], conflicts: conflicts)
     }
 
     /// Forgets a document entirely: its record and its root's files and synced version.
     public func forget(_ path: DocumentPath) throws {
         try clientState(for: path).forget()
-        try database.run { db in try db.execute(sql: "DELETE FROM sync_documents WHERE path = ?", arguments: [path.value]) }
+        try database.run { db in
+            try db.execute(sql: "DELETE FROM sync_documents WHERE path = ?", arguments: [path.value])
+        }
     }
 }
 
@@ -242,7 +281,10 @@ final class DirectoryLock: Sendable {
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let pid = Self.owner(fd)
             close(fd)
-            throw XferError(.conflict, "another `xfer sync` is already running on \(directory) (pid \(pid.isEmpty ? "?" : pid)); stop it first")
+            throw XferError(
+                .conflict,
+                "another `xfer sync` is already running on \(directory) (pid \(pid.isEmpty ? "?" : pid)); stop it first"
+            )
         }
         let text = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)
@@ -256,7 +298,8 @@ final class DirectoryLock: Sendable {
     private static func owner(_ fd: Int32) -> String {
         var buffer = [UInt8](repeating: 0, count: 32)
         let count = pread(fd, &buffer, buffer.count, 0)
-        return String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).trimmingCharacters(
+            in: .whitespacesAndNewlines)
     }
 
     /// The pid of the process holding the lock at `path` (-1 if it wrote none), or `nil` when none does.

@@ -247,7 +247,9 @@ public enum MassDeletion {
 
     /// How many local and remote deletions to hold back among planned actions (each with
     /// whether the directory holds a synced version of it), and of how many documents.
-    static func held(_ plans: [(action: SyncDirectory.Action, synced: Bool)], allowed: Bool) -> (local: Int, remote: Int, total: Int) {
+    static func held(_ plans: [(action: SyncDirectory.Action, synced: Bool)], allowed: Bool) -> (
+        local: Int, remote: Int, total: Int
+    ) {
         let total = plans.filter(\.synced).count
         let local = plans.filter { $0.action == .deleteLocal }.count
         let remote = plans.filter { $0.action == .deleteRemote }.count

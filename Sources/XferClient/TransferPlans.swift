@@ -93,10 +93,14 @@ extension PushEngine {
             }
             let serverVersion = current?.state == .current ? current?.version : nil
             let chunkLists = try snapshot.knownChunks(state)
-            let toRead = PushDecisions.filesToRead(changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
-            var plan = PushPlan(document: document.value, action: .update, reason: "", syncedVersion: syncedVersion, serverVersion: serverVersion,
-                                files: snapshot.tree.indices.filter { snapshot.tree.kind(at: $0) == .file }.count, bytes: snapshot.totalSize,
-                                filesToRead: toRead.count, bytesToRead: toRead.reduce(Int64(0)) { $0 + snapshot.tree.size(at: $1) })
+            let toRead = PushDecisions.filesToRead(
+                changed: snapshot.toHash, unchanged: snapshot.unchanged, chunkLists: chunkLists)
+            var plan = PushPlan(
+                document: document.value, action: .update, reason: "", syncedVersion: syncedVersion,
+                serverVersion: serverVersion,
+                files: snapshot.tree.indices.filter { snapshot.tree.kind(at: $0) == .file }.count,
+                bytes: snapshot.totalSize,
+                filesToRead: toRead.count, bytesToRead: toRead.reduce(Int64(0)) { $0 + snapshot.tree.size(at: $1) })
             // The same order of questions as a push: unchanged first (without --force), then the base.
             if !options.force, let synced, snapshot.isUnchanged(since: synced, chunks: chunkLists) {
                 if try await remote.holds(synced, at: name) {
@@ -107,7 +111,9 @@ extension PushEngine {
                 } else {
                     // As a push does: the server lacks what this copy synced, so all of it goes.
                     plan.action = serverVersion == nil ? .create : .conflict
-                    plan.reason = "unchanged since v\(synced.version) was synced here, but the server at this address does not hold that version (another server, or one restored from an older backup): everything would be sent" + (serverVersion == nil ? "" : ", and its current v\(serverVersion!) kept beside it")
+                    plan.reason =
+                        "unchanged since v\(synced.version) was synced here, but the server at this address does not hold that version (another server, or one restored from an older backup): everything would be sent"
+                        + (serverVersion == nil ? "" : ", and its current v\(serverVersion!) kept beside it")
                     plan.filesToRead = plan.files
                     plan.bytesToRead = plan.bytes
                 }
@@ -116,12 +122,15 @@ extension PushEngine {
                 plan.reason = "would replace the server's v\(serverVersion) (--force)"
             } else if serverVersion == nil {
                 plan.action = .create
-                plan.reason = syncedVersion == nil ? "a new document" : "the server has no current version (deleted there): a new one"
+                plan.reason =
+                    syncedVersion == nil
+                    ? "a new document" : "the server has no current version (deleted there): a new one"
             } else if serverVersion == syncedVersion {
                 plan.reason = "a new version on top of v\(serverVersion!)"
             } else {
                 plan.action = .conflict
-                plan.reason = "the server's current version is v\(serverVersion!), not \(syncedVersion.map { "v\($0), " } ?? "")the one this copy was synced from: both would be kept, the later edit current and the other a conflict version"
+                plan.reason =
+                    "the server's current version is v\(serverVersion!), not \(syncedVersion.map { "v\($0), " } ?? "")the one this copy was synced from: both would be kept, the later edit current and the other a conflict version"
             }
             return plan
         }
@@ -131,7 +140,8 @@ extension PushEngine {
 extension PullEngine {
     /// What ``pull(_:into:version:state:progress:)`` would do, asking the server only
     /// read-only questions, writing nothing and creating no directory.
-    public func plan(_ document: DocumentPath, into destination: String, version: Int64? = nil) async throws -> PullPlan {
+    public func plan(_ document: DocumentPath, into destination: String, version: Int64? = nil) async throws -> PullPlan
+    {
         try await ClientThreads.run {
             let connection = remote.connection
             let name = try remote.serverPath(document)  // sealed, in an end-to-end encrypted container
@@ -143,9 +153,11 @@ extension PullEngine {
             let known = try state.files()
             var status = stat()
             let exists = lstat(target, &status) == 0
-            var plan = PullPlan(document: document.value, destination: target, version: info.version, action: exists ? .replace : .create,
-                                reason: exists ? "would replace this client's unchanged copy" : "nothing is there yet",
-                                files: 0, bytes: 0, chunksToFetch: 0, bytesToFetch: 0)
+            var plan = PullPlan(
+                document: document.value, destination: target, version: info.version,
+                action: exists ? .replace : .create,
+                reason: exists ? "would replace this client's unchanged copy" : "nothing is there yet",
+                files: 0, bytes: 0, chunksToFetch: 0, bytesToFetch: 0)
             if options.force && exists {
                 plan.reason = "would replace what is there (--force); it goes nowhere else"
             } else if !options.force {
@@ -157,7 +169,11 @@ extension PullEngine {
                     return plan
                 }
             }
-            if let synced, Self.isInPlace(info, synced: synced, target: target, known: known, digest: remote.serverDigest(of: synced, at: name)) {
+            if let synced,
+                Self.isInPlace(
+                    info, synced: synced, target: target, known: known,
+                    digest: remote.serverDigest(of: synced, at: name))
+            {
                 plan.action = .unchanged
                 plan.reason = "v\(info.version) is already there, unchanged"
                 return plan

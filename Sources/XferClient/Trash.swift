@@ -45,13 +45,16 @@ public struct Trash: Sendable {
     ///   - leaf: The name it is kept under, when it is not `name` (a replaced package's old
     ///     tree sits under its staging name).
     @discardableResult
-    func keep(_ name: String, in parent: ConfinedDirectory, path: DocumentPath, reason: String, hardLink: Bool = false,
-              as leaf: String? = nil) throws -> TrashEntry? {
+    func keep(
+        _ name: String, in parent: ConfinedDirectory, path: DocumentPath, reason: String, hardLink: Bool = false,
+        as leaf: String? = nil
+    ) throws -> TrashEntry? {
         guard let kind = parent.kind(name) else { return nil }
         let now = Int64(Date().timeIntervalSince1970 * 1e9)
         var random = SystemRandomNumberGenerator()
         let id = "\(now)-\(String(random.next() % 1_000_000, radix: 36))"
-        let holder = try root.directory([Self.directoryName, id] + path.components.dropLast().map(String.init), create: true)
+        let holder = try root.directory(
+            [Self.directoryName, id] + path.components.dropLast().map(String.init), create: true)
         let kept = leaf ?? String(path.components.last!)
         if hardLink && kind == S_IFREG {
             try parent.link(name, to: holder, as: kept)
@@ -75,7 +78,9 @@ public struct Trash: Sendable {
             let fd = try trash.openFile(name, flags: O_RDONLY)
             defer { close(fd) }
             var buffer = [UInt8](repeating: 0, count: 64 << 10)
-            let count = try buffer.withUnsafeMutableBytes { try Syscall.pread(fd, into: $0, at: 0, path: trash.describe(name)) }
+            let count = try buffer.withUnsafeMutableBytes {
+                try Syscall.pread(fd, into: $0, at: 0, path: trash.describe(name))
+            }
             if let entry = try? WireJSON.decode(TrashEntry.self, from: buffer[..<count]) { entries.append(entry) }
         }
         return entries.sorted { ($0.trashedNs, $0.id) < ($1.trashedNs, $1.id) }
@@ -86,13 +91,15 @@ public struct Trash: Sendable {
     public func restore(_ entry: TrashEntry, as destination: DocumentPath? = nil) throws {
         let path = try DocumentPath(entry.path)
         let target = destination ?? path
-        let holder = try root.directory([Self.directoryName, entry.id] + path.components.dropLast().map(String.init), create: false)
+        let holder = try root.directory(
+            [Self.directoryName, entry.id] + path.components.dropLast().map(String.init), create: false)
         let name = String(path.components.last!)
         guard holder.kind(name) != nil else { throw XferError(.notFound, "the trash entry \(entry.id) holds nothing") }
         let parent = try root.directory(target.components.dropLast(), create: true)
         let targetName = String(target.components.last!)
         guard parent.kind(targetName) == nil else {
-            throw XferError(.conflict, "\(parent.describe(targetName)) exists; move it away first, or restore to another path")
+            throw XferError(
+                .conflict, "\(parent.describe(targetName)) exists; move it away first, or restore to another path")
         }
         try holder.rename(name, to: parent, as: targetName)
         try remove(entry)

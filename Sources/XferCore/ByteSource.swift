@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One input of a ``ChunkPipeline``: a file by path, or bytes in memory.
@@ -56,7 +56,7 @@ struct FileByteSource: ByteSource, ~Copyable {
             throw XferError(.io, "\(path) is not a regular file")
         }
         #if canImport(Glibc)
-        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
+            _ = posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL)
         #endif
         descriptor = fd
         self.path = path

@@ -39,10 +39,13 @@ public struct ChunkCodec: Sendable, Hashable {
     /// never sealed and a sealed container's always is: the other kind is refused.
     /// - Parameter reference: For a chunk sent against another, that one's id and plain bytes.
     /// - Throws: `corrupt_chunk`, `too_large`, `missing_chunks`, `compression`.
-    public func decode(_ chunk: EncodedChunk, maximumLength: Int, reference: (id: ChunkID, plain: [UInt8])? = nil) throws -> [UInt8] {
+    public func decode(_ chunk: EncodedChunk, maximumLength: Int, reference: (id: ChunkID, plain: [UInt8])? = nil)
+        throws -> [UInt8]
+    {
         if let endToEnd { return try endToEnd.open(chunk, maximumLength: maximumLength) }
         guard chunk.encoding != .sealed else {
-            throw XferError(.corruptChunk, "chunk \(chunk.id) came sealed end to end, as no chunk of a plain container is")
+            throw XferError(
+                .corruptChunk, "chunk \(chunk.id) came sealed end to end, as no chunk of a plain container is")
         }
         return try chunk.decoded(maximumLength: maximumLength, reference: reference)
     }

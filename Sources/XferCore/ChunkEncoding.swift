@@ -79,8 +79,10 @@ public struct EncodedChunk: Sendable, Hashable {
     /// - Returns: The plain bytes.
     /// - Throws: `XferError` `too_large`, `corrupt_chunk` or `compression`; `missing_chunks`
     ///   for a payload against a reference that was not given.
-    public func decoded(maximumLength: Int = ChunkerConfiguration.maximumAllowedSize,
-                        reference: (id: ChunkID, plain: [UInt8])? = nil) throws -> [UInt8] {
+    public func decoded(
+        maximumLength: Int = ChunkerConfiguration.maximumAllowedSize,
+        reference: (id: ChunkID, plain: [UInt8])? = nil
+    ) throws -> [UInt8] {
         let limit = encoding == .sealed ? EndToEndChunks.maximumPayload(plain: maximumLength) : maximumLength
         guard length >= 0, length <= limit else {
             throw XferError(.tooLarge, "chunk \(id) claims \(length) bytes, over the limit of \(limit)")
@@ -101,11 +103,15 @@ public struct EncodedChunk: Sendable, Hashable {
             guard let reference, reference.id == named else {
                 throw XferError(.missingChunks, "chunk \(id) is sent against chunk \(named), which is not at hand")
             }
-            plain = try Zstd.decompress(payload[ChunkID.byteCount...], expectedLength: length,
-                                        maximumLength: maximumLength, prefix: reference.plain)
+            plain = try Zstd.decompress(
+                payload[ChunkID.byteCount...], expectedLength: length,
+                maximumLength: maximumLength, prefix: reference.plain)
         case .sealed:
             guard payload.count == length, length >= EndToEndChunks.minimumPayload else {
-                throw XferError(.corruptChunk, "sealed chunk \(id) is \(payload.count) bytes, expected \(length) and at least \(EndToEndChunks.minimumPayload)")
+                throw XferError(
+                    .corruptChunk,
+                    "sealed chunk \(id) is \(payload.count) bytes, expected \(length) and at least \(EndToEndChunks.minimumPayload)"
+                )
             }
             guard EndToEndChunks.id(keyed: payload[0..<ChunkID.byteCount]) == id else {
                 throw XferError(.corruptChunk, "sealed chunk \(id) carries a keyed id that does not give its id")
@@ -119,7 +125,9 @@ public struct EncodedChunk: Sendable, Hashable {
         // The one plain content whose id is a sealed chunk's (the label and a keyed id): never
         // taken, so no plain upload holds a sealed chunk's place.
         guard !EndToEndChunks.isSealedIDPreimage(plain) else {
-            throw XferError(.corruptChunk, "chunk \(id) is the label of a sealed chunk's id and a keyed id, which no plain chunk may be")
+            throw XferError(
+                .corruptChunk,
+                "chunk \(id) is the label of a sealed chunk's id and a keyed id, which no plain chunk may be")
         }
         return plain
     }

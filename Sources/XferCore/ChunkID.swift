@@ -16,10 +16,12 @@ public struct ChunkID: Hashable, Comparable, Sendable, CustomStringConvertible, 
         // Bytes in one piece (an array, a slice, a buffer) are read a word at a time.
         if let words = bytes.withContiguousStorageIfAvailable({ buffer in
             let raw = UnsafeRawBufferPointer(buffer)
-            return (UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
-                    UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
-                    UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self)),
-                    UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self)))
+            return (
+                UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+                UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
+                UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self)),
+                UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self))
+            )
         }) {
             (w0, w1, w2, w3) = words
             return

@@ -1,8 +1,9 @@
 import Dispatch
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Turns files into ordered chunk records using every core, with memory bounded by
@@ -61,7 +62,9 @@ public struct ChunkPipeline: Sendable {
     ///     chunks, `fileFinished`. Throwing from it stops the pipeline.
     /// - Throws: The first error: an unreadable file (`io`, `not_found`), a compression
     ///   failure, or what `onEvent` threw. Events already delivered stay delivered.
-    public func run(_ inputs: some Sequence<ChunkInput>, onEvent: @escaping @Sendable (ChunkEvent) throws -> Void) throws {
+    public func run(_ inputs: some Sequence<ChunkInput>, onEvent: @escaping @Sendable (ChunkEvent) throws -> Void)
+        throws
+    {
         let run = PipelineRun(options: options, onEvent: onEvent)
         try run.read(inputs)
     }
@@ -82,7 +85,7 @@ public struct ChunkPipeline: Sendable {
     /// - Throws: As ``run(_:onEvent:)``.
     public func records(for inputs: [ChunkInput]) throws -> [[ChunkRecord]] {
         var result = Array(repeating: [ChunkRecord](), count: inputs.count)
-        for case let .chunk(file, record) in try events(for: inputs) {
+        for case .chunk(let file, let record) in try events(for: inputs) {
             result[file].append(record)
         }
         return result
@@ -91,8 +94,9 @@ public struct ChunkPipeline: Sendable {
 
 /// A read buffer that chunks point into. Its memory goes back to the pool, and its permit
 /// to the semaphore, when the last reference (the reader's, a batch's, an undelivered
-/// result's) goes away.
-final class Arena: @unchecked Sendable {  // bytes are written only by the reader, before any batch referencing them is dispatched; read-only after
+/// result's) goes away. Its bytes are written only by the reader, before any batch referencing
+/// them is dispatched, and are read-only after.
+final class Arena: @unchecked Sendable {
     let base: UnsafeMutableRawPointer
     let capacity: Int
     var used = 0  // touched by the reader only
@@ -137,7 +141,8 @@ final class BufferPool: Sendable {
         // mmap, not malloc: glibc raises its mmap threshold after a large free and would keep
         // freed buffers in the heap, so resident memory would creep past the bound.
         guard let memory = mmap(nil, bufferSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
-              memory != MAP_FAILED else {
+            memory != MAP_FAILED
+        else {
             fatalError("cannot map a \(bufferSize)-byte read buffer: \(SystemErrno(errno))")
         }
         return memory
@@ -333,7 +338,8 @@ struct Reader {
             }
             return
         }
-        let work = batch, numbered = events
+        let work = batch
+        let numbered = events
         batch = []
         batchBytes = 0
         events = []

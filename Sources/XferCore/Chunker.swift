@@ -153,8 +153,13 @@ public struct Chunker: Sendable {
         gear: UnsafePointer<UInt64>, hash: UInt64
     ) -> UInt64? {
         let p0 = input + start
-        let p1 = p0 + lane, p2 = p1 + lane, p3 = p2 + lane
-        var h0 = hash, h1: UInt64 = 0, h2: UInt64 = 0, h3: UInt64 = 0
+        let p1 = p0 + lane
+        let p2 = p1 + lane
+        let p3 = p2 + lane
+        var h0 = hash
+        var h1: UInt64 = 0
+        var h2: UInt64 = 0
+        var h3: UInt64 = 0
         var k = -windowSize
         while k < 0 {
             h1 = (h1 &<< 1) &+ gear[Int(p1[k])]
@@ -208,8 +213,10 @@ extension Chunker {
     ///   - configuration: Chunk size limits.
     ///   - gear: The Gear table.
     /// - Returns: Chunk lengths in order; their sum is `bytes.count`.
-    public static func chunkLengths(of bytes: UnsafeRawBufferPointer,
-                                    configuration: ChunkerConfiguration = .default, gear: [UInt64] = GearTable.values) -> [Int] {
+    public static func chunkLengths(
+        of bytes: UnsafeRawBufferPointer,
+        configuration: ChunkerConfiguration = .default, gear: [UInt64] = GearTable.values
+    ) -> [Int] {
         var chunker = Chunker(configuration: configuration, gear: gear)
         var lengths: [Int] = []
         var rest = bytes

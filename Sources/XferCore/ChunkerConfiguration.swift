@@ -31,16 +31,22 @@ public struct ChunkerConfiguration: Hashable, Sendable, CustomStringConvertible 
             throw XferError(.invalidConfiguration, "minimum chunk size \(minimumSize) is below 64 bytes")
         }
         guard averageSize > minimumSize, averageSize.nonzeroBitCount == 1 else {
-            throw XferError(.invalidConfiguration,
-                            "average chunk size \(averageSize) must be a power of two above the minimum \(minimumSize)")
+            throw XferError(
+                .invalidConfiguration,
+                "average chunk size \(averageSize) must be a power of two above the minimum \(minimumSize)")
         }
         guard maximumSize > averageSize, maximumSize <= Self.maximumAllowedSize else {
-            throw XferError(.invalidConfiguration,
-                            "maximum chunk size \(maximumSize) must be above the average \(averageSize) and at most \(Self.maximumAllowedSize)")
+            throw XferError(
+                .invalidConfiguration,
+                "maximum chunk size \(maximumSize) must be above the average \(averageSize) and at most \(Self.maximumAllowedSize)"
+            )
         }
         let bits = averageSize.trailingZeroBitCount
-        guard (0...3).contains(normalizationLevel), bits - normalizationLevel >= 1, bits + normalizationLevel <= 48 else {
-            throw XferError(.invalidConfiguration, "normalization level \(normalizationLevel) is out of range for average \(averageSize)")
+        guard (0...3).contains(normalizationLevel), bits - normalizationLevel >= 1, bits + normalizationLevel <= 48
+        else {
+            throw XferError(
+                .invalidConfiguration,
+                "normalization level \(normalizationLevel) is out of range for average \(averageSize)")
         }
         self.minimumSize = minimumSize
         self.averageSize = averageSize

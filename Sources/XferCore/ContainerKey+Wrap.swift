@@ -25,7 +25,9 @@ public struct ScryptParameters: Sendable, Hashable {
     public init(logN: UInt8, r: UInt8, p: UInt8) throws {
         self.init(unchecked: logN, r, p)
         guard (10...20).contains(logN), (1...32).contains(r), (1...4).contains(p), memory <= Self.maximumMemory else {
-            throw XferError(.invalidConfiguration, """
+            throw XferError(
+                .invalidConfiguration,
+                """
                 scrypt parameters logN=\(logN) r=\(r) p=\(p) are out of bounds (logN 10-20, r 1-32, p 1-4, \
                 at most \(Self.maximumMemory >> 20) MiB)
                 """)
@@ -57,19 +59,26 @@ public enum ContainerKeyWrap {
 
     /// `key` wrapped by `passphrase` for `container`.
     /// - Throws: `invalid_configuration` for an empty passphrase.
-    public static func wrap(_ key: ContainerKey, passphrase: String, container: String,
-                            parameters: ScryptParameters = .default) throws -> [UInt8] {
-        try wrap(key, passphrase: passphrase, container: container, parameters: parameters,
-                 salt: Crypto.randomBytes(saltSize), valueSalt: Crypto.randomBytes(Sealing.saltSize))
+    public static func wrap(
+        _ key: ContainerKey, passphrase: String, container: String,
+        parameters: ScryptParameters = .default
+    ) throws -> [UInt8] {
+        try wrap(
+            key, passphrase: passphrase, container: container, parameters: parameters,
+            salt: Crypto.randomBytes(saltSize), valueSalt: Crypto.randomBytes(Sealing.saltSize))
     }
 
     /// ``wrap(_:passphrase:container:parameters:)`` with given salts (the pinned vector).
-    static func wrap(_ key: ContainerKey, passphrase: String, container: String, parameters: ScryptParameters,
-                     salt: [UInt8], valueSalt: [UInt8]) throws -> [UInt8] {
+    static func wrap(
+        _ key: ContainerKey, passphrase: String, container: String, parameters: ScryptParameters,
+        salt: [UInt8], valueSalt: [UInt8]
+    ) throws -> [UInt8] {
         guard !passphrase.isEmpty else { throw XferError(.invalidConfiguration, "the passphrase is empty") }
         let sealing = try sealingKeys(passphrase, salt: salt, parameters: parameters)
         var out = magic + [parameters.logN, parameters.r, parameters.p] + salt
-        key.bytes.withUnsafeBytes { Sealing.seal($0, key: sealing.current, salt: valueSalt, context: context(container), appendingTo: &out) }
+        key.bytes.withUnsafeBytes {
+            Sealing.seal($0, key: sealing.current, salt: valueSalt, context: context(container), appendingTo: &out)
+        }
         return out
     }
 
@@ -79,15 +88,20 @@ public enum ContainerKeyWrap {
     ///   key or asks for more scrypt work than a client gives (``ScryptParameters/maximumMemory``).
     public static func unwrap(_ wrapped: [UInt8], passphrase: String, container: String) throws -> ContainerKey {
         guard hasWrappedForm(wrapped) else {
-            throw XferError(.invalidConfiguration, "the container's wrapped key is not in a format this client reads (\(wrapped.count) bytes)")
+            throw XferError(
+                .invalidConfiguration,
+                "the container's wrapped key is not in a format this client reads (\(wrapped.count) bytes)")
         }
-        guard !passphrase.isEmpty else { throw XferError(.unauthorized, "wrong passphrase for container \(container): it is empty") }
+        guard !passphrase.isEmpty else {
+            throw XferError(.unauthorized, "wrong passphrase for container \(container): it is empty")
+        }
         let parameters = try ScryptParameters(logN: wrapped[4], r: wrapped[5], p: wrapped[6])
         let salt = Array(wrapped[7..<(7 + saltSize)])
         let sealing = try sealingKeys(passphrase, salt: salt, parameters: parameters)
         let sealed = wrapped[(7 + saltSize)...]
         guard Sealing.keyID(of: sealed) == sealing.current.id,
-              let bytes = try? sealing.open(sealed, context: context(container), what: "the container key") else {
+            let bytes = try? sealing.open(sealed, context: context(container), what: "the container key")
+        else {
             throw XferError(.unauthorized, "wrong passphrase for container \(container)")
         }
         return try ContainerKey(bytes: bytes)
@@ -105,7 +119,9 @@ public enum ContainerKeyWrap {
         return try? ScryptParameters(logN: wrapped[4], r: wrapped[5], p: wrapped[6])
     }
 
-    private static func sealingKeys(_ passphrase: String, salt: [UInt8], parameters: ScryptParameters) throws -> SealingKeys {
+    private static func sealingKeys(_ passphrase: String, salt: [UInt8], parameters: ScryptParameters) throws
+        -> SealingKeys
+    {
         // The same passphrase typed on any system: Unicode NFC.
         let bytes = Array(passphrase.precomposedStringWithCanonicalMapping.utf8)
         return try SealingKeys([SealingKey(bytes: Crypto.scrypt(bytes, salt: salt, parameters: parameters, count: 32))])
@@ -133,17 +149,26 @@ extension ContainerKey {
     public init(recoveryText: String) throws {
         var values: [UInt8] = []
         for character in recoveryText.uppercased() where !" -\t\n".contains(character) {
-            let mapped: Character = switch character { case "O": "0"; case "I", "L": "1"; default: character }
+            let mapped: Character =
+                switch character {
+                case "O": "0"
+                case "I", "L": "1"
+                default: character
+                }
             guard let value = RecoveryText.alphabet.firstIndex(of: mapped) else {
-                throw XferError(.invalidConfiguration, "'\(character)' is not a character of a recovery key (0-9 and A-Z but I, L, O, U)")
+                throw XferError(
+                    .invalidConfiguration,
+                    "'\(character)' is not a character of a recovery key (0-9 and A-Z but I, L, O, U)")
             }
             values.append(UInt8(RecoveryText.alphabet.distance(from: RecoveryText.alphabet.startIndex, to: value)))
         }
         guard values.count == 55 else {
-            throw XferError(.invalidConfiguration, "a recovery key has 55 characters (besides dashes), not \(values.count)")
+            throw XferError(
+                .invalidConfiguration, "a recovery key has 55 characters (besides dashes), not \(values.count)")
         }
         guard let bytes = RecoveryText.bytes(fromFiveBits: values, count: ContainerKey.byteCount + 2),
-              Array(bytes.suffix(2)) == RecoveryText.check(Array(bytes.prefix(ContainerKey.byteCount))) else {
+            Array(bytes.suffix(2)) == RecoveryText.check(Array(bytes.prefix(ContainerKey.byteCount)))
+        else {
             throw XferError(.invalidConfiguration, "the recovery key does not check out: a character is mistyped")
         }
         try self.init(bytes: Array(bytes.prefix(ContainerKey.byteCount)))
@@ -159,7 +184,8 @@ enum RecoveryText {
     /// Five bits at a time, most significant first, the last group padded with zero bits.
     static func fiveBits(_ bytes: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
-        var buffer: UInt32 = 0, bits = 0
+        var buffer: UInt32 = 0
+        var bits = 0
         for byte in bytes {
             buffer = buffer << 8 | UInt32(byte)
             bits += 8
@@ -175,7 +201,8 @@ enum RecoveryText {
     /// The `count` bytes of `values` (five bits each); `nil` if the padding bits are not zero.
     static func bytes(fromFiveBits values: [UInt8], count: Int) -> [UInt8]? {
         var out: [UInt8] = []
-        var buffer: UInt32 = 0, bits = 0
+        var buffer: UInt32 = 0
+        var bits = 0
         for value in values {
             buffer = buffer << 5 | UInt32(value)
             bits += 5

@@ -116,8 +116,9 @@ enum Crypto {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         let done = key.withUnsafeBytes { keyBytes in
-            HMAC(EVP_sha256(), keyBytes.baseAddress, Int32(keyBytes.count),
-                 message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count, &out, &length)
+            HMAC(
+                EVP_sha256(), keyBytes.baseAddress, Int32(keyBytes.count),
+                message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count, &out, &length)
         }
         guard done != nil, length == 32 else { fatalError("HMAC-SHA-256 failed: \(CryptoErrors.drain())") }
         return out
@@ -140,14 +141,16 @@ enum Crypto {
     }
 
     /// scrypt (RFC 7914) from libcrypto, of a passphrase that is not empty.
-    static func scrypt(_ passphrase: [UInt8], salt: [UInt8], parameters: ScryptParameters, count: Int) throws -> [UInt8] {
+    static func scrypt(_ passphrase: [UInt8], salt: [UInt8], parameters: ScryptParameters, count: Int) throws -> [UInt8]
+    {
         guard !passphrase.isEmpty else { throw XferError(.invalidConfiguration, "the passphrase is empty") }
         var out = [UInt8](repeating: 0, count: count)
         let ok = passphrase.withUnsafeBufferPointer { pass in
             pass.withMemoryRebound(to: CChar.self) { pass in
-                EVP_PBE_scrypt(pass.baseAddress!, pass.count, salt, salt.count,
-                               parameters.n, UInt64(parameters.r), UInt64(parameters.p),
-                               parameters.memory + (1 << 20), &out, count)
+                EVP_PBE_scrypt(
+                    pass.baseAddress!, pass.count, salt, salt.count,
+                    parameters.n, UInt64(parameters.r), UInt64(parameters.p),
+                    parameters.memory + (1 << 20), &out, count)
             }
         }
         guard ok == 1 else { throw XferError(.crypto, "scrypt failed: \(CryptoErrors.drain())") }

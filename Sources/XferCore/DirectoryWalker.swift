@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// What kind of thing a tree entry is.
@@ -42,8 +42,10 @@ public struct TreeEntry: Sendable, Hashable {
     public var ctimeNanoseconds: Int64
 
     /// Creates an entry.
-    public init(relativePath: String, kind: EntryKind, mode: UInt32, size: Int64, mtimeNanoseconds: Int64,
-                symlinkTarget: String? = nil, inode: UInt64 = 0, ctimeNanoseconds: Int64 = 0) {
+    public init(
+        relativePath: String, kind: EntryKind, mode: UInt32, size: Int64, mtimeNanoseconds: Int64,
+        symlinkTarget: String? = nil, inode: UInt64 = 0, ctimeNanoseconds: Int64 = 0
+    ) {
         self.relativePath = relativePath
         self.kind = kind
         self.mode = mode
@@ -98,8 +100,10 @@ public enum DirectoryWalker {
         return result
     }
 
-    private static func walk(_ directory: String, relative: String, include: (TreeEntry) throws -> Bool,
-                             into result: inout TreeEntries) throws {
+    private static func walk(
+        _ directory: String, relative: String, include: (TreeEntry) throws -> Bool,
+        into result: inout TreeEntries
+    ) throws {
         // Each name is looked at relative to its open directory: the kernel walks one component
         // per file, not the whole path. A directory below the root that became a symlink since
         // its parent was listed is not opened through (O_NOFOLLOW); the root is as named.
@@ -119,7 +123,9 @@ public enum DirectoryWalker {
             let names = FileSystem.names(in: handle).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             for name in names {
                 let childRelative = relative.isEmpty ? name : relative + "/" + name
-                if let child = try entry(in: dirfd(handle), name: name, directory: directory, relativePath: childRelative) {
+                if let child = try entry(
+                    in: dirfd(handle), name: name, directory: directory, relativePath: childRelative)
+                {
                     children.append(child)
                 }
             }
@@ -144,7 +150,8 @@ public enum DirectoryWalker {
     /// The entry `name` of the open directory `descriptor` (`AT_FDCWD`: `name` is a path).
     /// - Parameter directory: The directory's path, for errors (`nil`: `name` is the whole path).
     /// - Returns: The entry, or `nil` for a socket, device or fifo.
-    static func entry(in descriptor: Int32, name: String, directory: String?, relativePath: String) throws -> TreeEntry? {
+    static func entry(in descriptor: Int32, name: String, directory: String?, relativePath: String) throws -> TreeEntry?
+    {
         func path() -> String { directory.map { $0.hasSuffix("/") ? $0 + name : $0 + "/" + name } ?? name }
         var info = stat()
         guard fstatat(descriptor, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {

@@ -85,24 +85,32 @@ public struct EndToEndChunks: Sendable {
     ///   more is refused before anything is inflated.
     /// - Throws: `corrupt_chunk` for a chunk that is not sealed, or fails its id, its tag, its
     ///   padding, its lengths or its keyed id; `too_large` past the limit; `compression`.
-    public func open(_ chunk: EncodedChunk, maximumLength: Int = ChunkerConfiguration.maximumAllowedSize) throws -> [UInt8] {
+    public func open(_ chunk: EncodedChunk, maximumLength: Int = ChunkerConfiguration.maximumAllowedSize) throws
+        -> [UInt8]
+    {
         guard chunk.encoding == .sealed else {
-            throw XferError(.corruptChunk, "chunk \(chunk.id) of an encrypted container is not sealed (encoding \(chunk.encoding)); nothing was written")
+            throw XferError(
+                .corruptChunk,
+                "chunk \(chunk.id) of an encrypted container is not sealed (encoding \(chunk.encoding)); nothing was written"
+            )
         }
         // The id binds the keyed id (the server's own check, again: the server may be hostile).
         let payload = try chunk.decoded(maximumLength: maximumLength)
         let keyed = ChunkID(bytes: payload[0..<ChunkID.byteCount])!
-        let opened = try sealing.open(payload[ChunkID.byteCount...], context: Self.contextLabel + keyed.bytes, what: "chunk \(chunk.id)")
+        let opened = try sealing.open(
+            payload[ChunkID.byteCount...], context: Self.contextLabel + keyed.bytes, what: "chunk \(chunk.id)")
         // The padding's start, found in place: the last byte that is not zero, which must be 0x80,
         // where Padmé puts it.
         guard let mark = opened.lastIndex(where: { $0 != 0 }), opened[mark] == 0x80, mark >= Self.innerHeaderSize,
-              opened.count == Padding.padme(mark + 1),
-              let encoding = ChunkEncoding(rawValue: opened[0]), encoding == .raw || encoding == .zstd else {
+            opened.count == Padding.padme(mark + 1),
+            let encoding = ChunkEncoding(rawValue: opened[0]), encoding == .raw || encoding == .zstd
+        else {
             throw XferError(.corruptChunk, "chunk \(chunk.id) opens to a value that is not a padded chunk")
         }
         let length = Int(opened[1]) | Int(opened[2]) << 8 | Int(opened[3]) << 16 | Int(opened[4]) << 24
         guard length <= maximumLength else {
-            throw XferError(.tooLarge, "chunk \(chunk.id) declares \(length) plain bytes, over the limit of \(maximumLength)")
+            throw XferError(
+                .tooLarge, "chunk \(chunk.id) declares \(length) plain bytes, over the limit of \(maximumLength)")
         }
         let body = opened[Self.innerHeaderSize..<mark]
         let plain: [UInt8]

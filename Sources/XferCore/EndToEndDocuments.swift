@@ -59,7 +59,9 @@ public struct EndToEndKeys: Sendable {
     /// removes its copy of a document only for a deletion another device made, of a version
     /// it has seen (the server stores the seal with the deletion and cannot forge one).
     public func deletionSeal(of version: Int64, at sealedPath: String) -> String {
-        Sealing.hmac(key: deletionKey, Array("xfer e2e deletion v1 \(version) \(sealedPath)".utf8)).map { ChunkID.hexDigits($0) }.joined()
+        Sealing.hmac(key: deletionKey, Array("xfer e2e deletion v1 \(version) \(sealedPath)".utf8)).map {
+            ChunkID.hexDigits($0)
+        }.joined()
     }
 
     /// Whether `seal`, what the server keeps with a deletion at `sealedPath` of `version` (the
@@ -84,7 +86,9 @@ public struct EndToEndKeys: Sendable {
     /// The bytes ``seal(value:serverKey:)`` sealed.
     /// - Throws: `corrupt_chunk` if they do not open under this key at this server key, or are not padded so.
     public func open(value: [UInt8], serverKey: String) throws -> [UInt8] {
-        let padded = try values.open(value, context: Array("xfer e2e kv value v1 \(serverKey)".utf8), what: "the value at \(serverKey.prefix(12))…")
+        let padded = try values.open(
+            value, context: Array("xfer e2e kv value v1 \(serverKey)".utf8),
+            what: "the value at \(serverKey.prefix(12))…")
         guard let plain = Padding.unblock(padded), padded.count == Padding.padme(plain.count + 1) else {
             throw XferError(.corruptChunk, "the value at \(serverKey.prefix(12))… is not padded as a sealed value is")
         }
@@ -110,24 +114,32 @@ public struct EndToEndKeys: Sendable {
         var stream: [UInt8] = []
         do {
             let plain = manifest.compressedDelta(against: nil)
-            let salt = Array(Sealing.hmac(key: saltKey, context + [0] + ChunkID.of(plain).bytes).prefix(Sealing.saltSize))
+            let salt = Array(
+                Sealing.hmac(key: saltKey, context + [0] + ChunkID.of(plain).bytes).prefix(Sealing.saltSize))
             // The count of pieces first, then the sealed manifest, sealed straight into the stream.
             let count = (4 + plain.count + Sealing.overhead + Self.pieceSize - 1) / Self.pieceSize
             stream.reserveCapacity(4 + plain.count + Sealing.overhead)
             withUnsafeBytes(of: UInt32(count).littleEndian) { stream.append(contentsOf: $0) }
-            plain.withUnsafeBytes { Sealing.seal($0, key: manifests.current, salt: salt, context: context, appendingTo: &stream) }
+            plain.withUnsafeBytes {
+                Sealing.seal($0, key: manifests.current, salt: salt, context: context, appendingTo: &stream)
+            }
         }
-        return stride(from: 0, to: stream.count, by: Self.pieceSize).map { stream[$0..<min($0 + Self.pieceSize, stream.count)] }
+        return stride(from: 0, to: stream.count, by: Self.pieceSize).map {
+            stream[$0..<min($0 + Self.pieceSize, stream.count)]
+        }
     }
 
     /// The carrier of a document of kind `kind` whose sealed manifest is in pieces `pieces`
     /// (their ids) and which references `chunks`.
-    public static func carrier(kind: Manifest.Kind, pieces: [ChunkID], chunks: some Sequence<ChunkID>) throws -> Manifest {
+    public static func carrier(kind: Manifest.Kind, pieces: [ChunkID], chunks: some Sequence<ChunkID>) throws
+        -> Manifest
+    {
         if kind == .directory { return directoryCarrier }
         // Sorted in place and each taken once: no set of a tree's worth of ids.
         var ids = Array(chunks)
         ids.sort()
-        var builder = Manifest.Builder(kind: kind, chunker: .default, entries: 1, nameBytes: 1, chunks: pieces.count + ids.count)
+        var builder = Manifest.Builder(
+            kind: kind, chunker: .default, entries: 1, nameBytes: 1, chunks: pieces.count + ids.count)
         builder.append(path: kind == .file ? [] : Array("c".utf8), kind: .file, mode: 0o600, mtimeNanoseconds: 0)
         for piece in pieces { builder.appendChunk(Manifest.ChunkReference(id: piece, length: 1)) }
         var last: ChunkID? = nil
@@ -140,11 +152,16 @@ public struct EndToEndKeys: Sendable {
 
     /// The carrier of `manifest` as version `version` at `sealedPath`, and its pieces' plain
     /// bytes (to seal and upload; their ids are the carrier's first chunks).
-    public func carrier(of manifest: Manifest, sealedPath: String, version: Int64) throws -> (carrier: Manifest, pieces: [ArraySlice<UInt8>]) {
+    public func carrier(of manifest: Manifest, sealedPath: String, version: Int64) throws -> (
+        carrier: Manifest, pieces: [ArraySlice<UInt8>]
+    ) {
         if manifest.kind == .directory { return (Self.directoryCarrier, []) }
         let pieces = pieces(of: manifest, sealedPath: sealedPath, version: version)
         let ids = pieces.map { piece in piece.withUnsafeBytes { chunks.id(of: $0) } }
-        return (try Self.carrier(kind: manifest.kind, pieces: ids, chunks: manifest.entries.allChunks.lazy.map(\.id)), pieces)
+        return (
+            try Self.carrier(kind: manifest.kind, pieces: ids, chunks: manifest.entries.allChunks.lazy.map(\.id)),
+            pieces
+        )
     }
 
     /// `text` with every sealed path in it that opens under this key replaced by the plain
@@ -153,7 +170,9 @@ public struct EndToEndKeys: Sendable {
         // A sealed component is at least 52 base32 characters (16 bytes of IV, 16 of name):
         // no word of a message is that long.
         let sealedPath = /[a-z2-7]{52,}(?:\/[a-z2-7]{52,})*/
-        return text.replacing(sealedPath) { match in (try? names.open(path: String(match.output))) ?? String(match.output) }
+        return text.replacing(sealedPath) { match in
+            (try? names.open(path: String(match.output))) ?? String(match.output)
+        }
     }
 
     /// The carrier of every directory document: the same for all, so it tells nothing.
@@ -164,8 +183,11 @@ public struct EndToEndKeys: Sendable {
     public static func references(of carrier: Manifest) throws -> Manifest.Chunks {
         let entries = carrier.entries
         guard carrier.kind == .file || carrier.kind == .package, entries.count == 1, entries.kind(at: 0) == .file,
-              entries.path(at: 0) == (carrier.kind == .file ? "" : "c"), !entries.chunks(at: 0).isEmpty else {
-            throw XferError(.invalidManifest, "the server's record of this document is not the carrier of an end-to-end encrypted one")
+            entries.path(at: 0) == (carrier.kind == .file ? "" : "c"), !entries.chunks(at: 0).isEmpty
+        else {
+            throw XferError(
+                .invalidManifest,
+                "the server's record of this document is not the carrier of an end-to-end encrypted one")
         }
         return entries.chunks(at: 0)
     }
@@ -174,12 +196,16 @@ public struct EndToEndKeys: Sendable {
     /// asked) and every one checked; then checked against the carrier: the same kind, and no
     /// chunk the carrier does not reference.
     /// - Throws: `invalid_manifest`, `corrupt_chunk`, `too_large`, and what `fetch` throws.
-    public func manifest(in carrier: Manifest, sealedPath: String, version: Int64,
-                         fetch: ([ChunkID]) async throws -> [EncodedChunk]) async throws -> Manifest {
+    public func manifest(
+        in carrier: Manifest, sealedPath: String, version: Int64,
+        fetch: ([ChunkID]) async throws -> [EncodedChunk]
+    ) async throws -> Manifest {
         if carrier.kind == .directory {
             // Nothing sealed: the directory's manifest is the carrier, its mode not the directory's.
             guard carrier.digest == Self.directoryCarrier.digest else {
-                throw XferError(.invalidManifest, "the server's record of this directory is not the carrier of an end-to-end encrypted one")
+                throw XferError(
+                    .invalidManifest,
+                    "the server's record of this directory is not the carrier of an end-to-end encrypted one")
             }
             return carrier
         }
@@ -187,15 +213,20 @@ public struct EndToEndKeys: Sendable {
         func open(_ ids: [ChunkID]) async throws -> [[UInt8]] {
             let fetched = try await fetch(ids)
             guard fetched.count == ids.count, zip(fetched, ids).allSatisfy({ $0.0.id == $0.1 }) else {
-                throw XferError(.invalidManifest, "the server sent other chunks than the sealed manifest's pieces asked for")
+                throw XferError(
+                    .invalidManifest, "the server sent other chunks than the sealed manifest's pieces asked for")
             }
             return try fetched.map { try chunks.open($0, maximumLength: Self.pieceSize) }
         }
         let first = try await open([references[0].id])[0]
-        guard first.count >= 4 else { throw XferError(.invalidManifest, "a sealed manifest's first piece is \(first.count) bytes") }
+        guard first.count >= 4 else {
+            throw XferError(.invalidManifest, "a sealed manifest's first piece is \(first.count) bytes")
+        }
         let count = first[0..<4].reversed().reduce(0) { $0 << 8 | Int($1) }
         guard count >= 1, count <= min(references.count, Self.maximumPieces) else {
-            throw XferError(.invalidManifest, "the sealed manifest claims \(count) pieces, and its carrier has \(references.count) chunks")
+            throw XferError(
+                .invalidManifest,
+                "the sealed manifest claims \(count) pieces, and its carrier has \(references.count) chunks")
         }
         var sealed = Array(first[4...])
         if count > 1 {
@@ -205,7 +236,8 @@ public struct EndToEndKeys: Sendable {
         let plain = try manifests.open(sealed, context: context, what: "the manifest of version \(version)")
         let manifest = try Manifest(applying: plain, to: nil)
         guard manifest.kind == carrier.kind else {
-            throw XferError(.invalidManifest, "the sealed manifest is of a \(manifest.kind), its carrier of a \(carrier.kind)")
+            throw XferError(
+                .invalidManifest, "the sealed manifest is of a \(manifest.kind), its carrier of a \(carrier.kind)")
         }
         // The carrier's chunks after the pieces, sorted (as a carrier lists them; sorted here if
         // a server did not), each of the manifest's found by bisection: no set of them.
@@ -217,7 +249,9 @@ public struct EndToEndKeys: Sendable {
             return (at < referenced.count && referenced[at] == id) || pieceIDs.contains(id)
         }
         guard manifest.entries.allChunks.allSatisfy({ isReferenced($0.id) }) else {
-            throw XferError(.invalidManifest, "the sealed manifest names chunks its carrier does not reference: the server may not keep them")
+            throw XferError(
+                .invalidManifest,
+                "the sealed manifest names chunks its carrier does not reference: the server may not keep them")
         }
         return manifest
     }

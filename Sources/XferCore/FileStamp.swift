@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// What a file looked like when its chunks were last computed: if all four still match,
@@ -41,15 +41,17 @@ public struct FileStamp: Sendable, Hashable {
     /// The stamp of what `lstat` or `fstat` returned.
     public init(_ info: stat) {
         #if canImport(Glibc)
-        self.init(size: Int64(info.st_size),
-                  mtimeNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
-                  inode: UInt64(info.st_ino),
-                  ctimeNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
+            self.init(
+                size: Int64(info.st_size),
+                mtimeNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+                inode: UInt64(info.st_ino),
+                ctimeNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
         #else
-        self.init(size: Int64(info.st_size),
-                  mtimeNanoseconds: Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec),
-                  inode: UInt64(info.st_ino),
-                  ctimeNanoseconds: Int64(info.st_ctimespec.tv_sec) * 1_000_000_000 + Int64(info.st_ctimespec.tv_nsec))
+            self.init(
+                size: Int64(info.st_size),
+                mtimeNanoseconds: Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec),
+                inode: UInt64(info.st_ino),
+                ctimeNanoseconds: Int64(info.st_ctimespec.tv_sec) * 1_000_000_000 + Int64(info.st_ctimespec.tv_nsec))
         #endif
     }
 

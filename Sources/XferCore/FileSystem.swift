@@ -1,8 +1,9 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The few file system operations xfer's stores need, with errors that name the path and errno.
@@ -25,12 +26,15 @@ package enum FileSystem {
     /// With `durable: false` both syncs are skipped, for files whose loss in a crash costs
     /// nothing (a cursor that is only an optimization).
     /// `mode` is the new file's (0600 for a secret: it never exists readable by others).
-    package static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true, mode: mode_t = 0o644) throws {
+    package static func writeAtomically(_ bytes: [UInt8], to path: String, durable: Bool = true, mode: mode_t = 0o644)
+        throws
+    {
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { String(path[..<$0]) } ?? "."
         let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
         var random = SystemRandomNumberGenerator()
-        let temporary = "\(directory)/\(LocalChunkStore.temporaryPrefix)\(name.prefix(16)).\(String(random.next(), radix: 36))"
+        let temporary =
+            "\(directory)/\(LocalChunkStore.temporaryPrefix)\(name.prefix(16)).\(String(random.next(), radix: 36))"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else { throw XferError.writing(errno, "create", temporary) }
         do {
@@ -64,7 +68,10 @@ package enum FileSystem {
         var status = stat()
         guard stat(path, &status) == 0 else { return nil }
         guard status.st_mode & 0o077 == 0 else {
-            throw XferError(.invalidConfiguration, "\(what) \(path) may be read by other users (mode \(String(status.st_mode & 0o777, radix: 8))); chmod 600 it")
+            throw XferError(
+                .invalidConfiguration,
+                "\(what) \(path) may be read by other users (mode \(String(status.st_mode & 0o777, radix: 8))); chmod 600 it"
+            )
         }
         return FileManager.default.contents(atPath: path)
     }

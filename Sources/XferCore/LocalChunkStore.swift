@@ -1,8 +1,8 @@
 #if canImport(Glibc)
-import Glibc
-import CXferShims
+    import Glibc
+    import CXferShims
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A directory of one file per chunk: the layout of a server's data directory before packs
@@ -133,7 +133,9 @@ public final class LocalChunkStore: Sendable {
     /// - Throws: `corrupt_chunk` naming `name` if the header is not valid.
     public static func parse(_ bytes: ArraySlice<UInt8>, id: ChunkID, name: String) throws -> EncodedChunk {
         let at = bytes.startIndex
-        guard bytes.count >= headerSize, bytes.prefix(4).elementsEqual(magic), let encoding = ChunkEncoding(rawValue: bytes[at + 4]) else {
+        guard bytes.count >= headerSize, bytes.prefix(4).elementsEqual(magic),
+            let encoding = ChunkEncoding(rawValue: bytes[at + 4])
+        else {
             throw XferError(.corruptChunk, "\(name) has no valid header")
         }
         let length = Int(bytes[at + 5]) | Int(bytes[at + 6]) << 8 | Int(bytes[at + 7]) << 16 | Int(bytes[at + 8]) << 24
@@ -141,7 +143,9 @@ public final class LocalChunkStore: Sendable {
     }
 
     /// The largest stored form of a chunk of at most `maximumChunkSize` plain bytes.
-    public static func maximumFileSize(_ maximumChunkSize: Int) -> Int { headerSize + maximumChunkSize + maximumChunkSize / 64 + 1024 }
+    public static func maximumFileSize(_ maximumChunkSize: Int) -> Int {
+        headerSize + maximumChunkSize + maximumChunkSize / 64 + 1024
+    }
 
     /// Deletes a chunk if present.
     /// - Parameter id: The chunk id.

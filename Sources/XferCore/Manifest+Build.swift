@@ -41,8 +41,9 @@ extension Manifest {
         let collected = chunks.value
         var fileNumber = 0
         let entries = tree.map { entry -> Entry in
-            var result = Entry(path: entry.relativePath, kind: entry.kind, mode: entry.mode,
-                               mtimeNanoseconds: entry.mtimeNanoseconds, symlinkTarget: entry.symlinkTarget)
+            var result = Entry(
+                path: entry.relativePath, kind: entry.kind, mode: entry.mode,
+                mtimeNanoseconds: entry.mtimeNanoseconds, symlinkTarget: entry.symlinkTarget)
             if entry.kind == .file {
                 result.chunks = collected[fileNumber]
                 fileNumber += 1

@@ -29,8 +29,10 @@ extension Manifest {
     /// Writes ``delta(against:)``'s bytes into `out`, handing them to `drain` (which empties
     /// `out`) whenever more than `limit` have gathered, after an entry; what is left at the
     /// end stays in `out`.
-    private func writeDelta(against base: Manifest?, into out: inout ByteWriter, drainingPast limit: Int,
-                            _ drain: (inout ByteWriter) throws -> Void) rethrows {
+    private func writeDelta(
+        against base: Manifest?, into out: inout ByteWriter, drainingPast limit: Int,
+        _ drain: (inout ByteWriter) throws -> Void
+    ) rethrows {
         out.bytes(Self.deltaMagic)
         out.byte(Self.deltaFormatVersion)
         out.bytes(base?.digest.bytes ?? [UInt8](repeating: 0, count: ChunkID.byteCount))
@@ -45,8 +47,12 @@ extension Manifest {
             out.entryHeader(entries, index)
             if entries.kind(at: index) == .file {
                 let path = entries.pathBytes(at: index)
-                while cursor < baseEntries.count && baseEntries.pathBytes(at: cursor).lexicographicallyPrecedes(path) { cursor += 1 }
-                if cursor < baseEntries.count, baseEntries.kind(at: cursor) == .file, baseEntries.pathBytes(at: cursor).elementsEqual(path) {
+                while cursor < baseEntries.count && baseEntries.pathBytes(at: cursor).lexicographicallyPrecedes(path) {
+                    cursor += 1
+                }
+                if cursor < baseEntries.count, baseEntries.kind(at: cursor) == .file,
+                    baseEntries.pathBytes(at: cursor).elementsEqual(path)
+                {
                     out.varint(UInt64(cursor + 1))
                     Self.writeOps(entries.chunks(at: index), against: baseEntries.chunks(at: cursor), to: &out)
                 } else {
@@ -61,10 +67,14 @@ extension Manifest {
     static let compressedDeltaMagic: [UInt8] = Array("XFDZ".utf8)
 
     /// Whether `delta` is in the compressed form of ``compressedDelta(against:)``.
-    public static func isCompressedDelta(_ delta: some Collection<UInt8>) -> Bool { delta.starts(with: compressedDeltaMagic) }
+    public static func isCompressedDelta(_ delta: some Collection<UInt8>) -> Bool {
+        delta.starts(with: compressedDeltaMagic)
+    }
 
     /// Whether `bytes` are a delta (plain or compressed) rather than a canonical encoding.
-    public static func isDelta(_ bytes: some Collection<UInt8>) -> Bool { bytes.starts(with: deltaMagic) || isCompressedDelta(bytes) }
+    public static func isDelta(_ bytes: some Collection<UInt8>) -> Bool {
+        bytes.starts(with: deltaMagic) || isCompressedDelta(bytes)
+    }
 
     /// The most a compressed delta of `compressed` bytes may inflate to: 64 times plus 64 KiB,
     /// within ``maximumEncodedSize``, so a small request cannot make the receiver reserve much.
@@ -86,7 +96,10 @@ extension Manifest {
         let piece = 256 << 10
         var out = ByteWriter()
         var size = 0
-        writeDelta(against: base, into: &out, drainingPast: piece) { size += $0.buffer.count; $0.buffer.removeAll(keepingCapacity: true) }
+        writeDelta(against: base, into: &out, drainingPast: piece) {
+            size += $0.buffer.count
+            $0.buffer.removeAll(keepingCapacity: true)
+        }
         size += out.buffer.count
         guard size > 128 else { return SpillArray(delta(against: base)) }
         let compressed = try? Zstd.frame(level: 3, pledgedSize: size, prefix: Self.compressedDeltaMagic) { write in
@@ -99,7 +112,8 @@ extension Manifest {
             try out.buffer.withUnsafeBytes { try write($0) }
         }
         guard let compressed, compressed.count < size,
-              size <= Self.inflationLimit(compressed: compressed.count - Self.compressedDeltaMagic.count) else { return SpillArray(delta(against: base)) }
+            size <= Self.inflationLimit(compressed: compressed.count - Self.compressedDeltaMagic.count)
+        else { return SpillArray(delta(against: base)) }
         return compressed
     }
 
@@ -120,13 +134,15 @@ extension Manifest {
 
     private static func applying(_ delta: UnsafeBufferPointer<UInt8>, to base: Manifest?) throws -> Manifest {
         guard delta.count <= Self.maximumEncodedSize else {
-            throw XferError(.tooLarge, "manifest delta is \(delta.count) bytes, over the limit of \(Self.maximumEncodedSize)")
+            throw XferError(
+                .tooLarge, "manifest delta is \(delta.count) bytes, over the limit of \(Self.maximumEncodedSize)")
         }
         if delta.starts(with: Self.compressedDeltaMagic) {
             // Inflated only up to the same limit, and only once: the inner bytes must be a plain delta.
             let plain: SpillArray<UInt8>
             do {
-                let frame = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: delta[Self.compressedDeltaMagic.count...]))  // read in place
+                let frame = UnsafeRawBufferPointer(
+                    UnsafeBufferPointer(rebasing: delta[Self.compressedDeltaMagic.count...]))  // read in place
                 plain = try Zstd.decompressFrame(frame, maximumLength: Self.inflationLimit(compressed: frame.count))
             } catch let error as XferError where error.code != .tooLarge {
                 throw XferError(.invalidManifest, "the compressed manifest delta does not decompress: \(error.message)")
@@ -137,17 +153,26 @@ extension Manifest {
             return try plain.withUnsafeBufferPointer { try applying($0, to: base) }
         }
         var input = ByteReader(delta)
-        guard try input.bytes(3) == Self.deltaMagic else { throw XferError(.invalidManifest, "not an xfer manifest delta (bad magic)") }
+        guard try input.bytes(3) == Self.deltaMagic else {
+            throw XferError(.invalidManifest, "not an xfer manifest delta (bad magic)")
+        }
         let version = try input.byte()
         guard version == Self.deltaFormatVersion else {
-            throw XferError(.invalidManifest, "manifest delta version \(version) is not supported (this build reads \(Self.deltaFormatVersion))")
+            throw XferError(
+                .invalidManifest,
+                "manifest delta version \(version) is not supported (this build reads \(Self.deltaFormatVersion))")
         }
         let named = try input.bytes(ChunkID.byteCount)
         let expected = base?.digest.bytes ?? [UInt8](repeating: 0, count: ChunkID.byteCount)
         guard named == expected else {
-            throw XferError(.invalidManifest, "the delta was made against base \(ChunkID(bytes: named)!) but the base given is \(base.map { $0.digest.hex } ?? "none")")
+            throw XferError(
+                .invalidManifest,
+                "the delta was made against base \(ChunkID(bytes: named)!) but the base given is \(base.map { $0.digest.hex } ?? "none")"
+            )
         }
-        guard let kind = Kind(rawValue: try input.byte()) else { throw XferError(.invalidManifest, "unknown manifest kind") }
+        guard let kind = Kind(rawValue: try input.byte()) else {
+            throw XferError(.invalidManifest, "unknown manifest kind")
+        }
         let chunker = try input.chunker()
         let count = try input.int(limit: input.remaining / 4)
         try Self.checkTotals(entries: count, references: 0, bytes: 0)
@@ -162,8 +187,9 @@ extension Manifest {
             if try input.entryHeader(into: &builder) == .file {
                 let reference = try input.int(limit: baseEntries.count)
                 let source = reference == 0 ? Chunks.none : baseEntries.chunks(at: reference - 1)
-                try Self.readOps(from: &input, against: source, into: &builder, maximumLength: chunker.maximumSize,
-                                 entries: count, totals: &totals)
+                try Self.readOps(
+                    from: &input, against: source, into: &builder, maximumLength: chunker.maximumSize,
+                    entries: count, totals: &totals)
             }
         }
         guard input.remaining == 0 else {
@@ -212,13 +238,16 @@ extension Manifest {
             pendingAdds.removeAll(keepingCapacity: true)
             opCount += 1
         }
-        let count = chunks.count, chunkOrigin = chunks.startIndex
+        let count = chunks.count
+        let chunkOrigin = chunks.startIndex
         var i = 0
         while i < count {
             let chunk = chunks[chunkOrigin + i]
             if let start = first(chunk.id), base[origin + start] == chunk {
                 var run = 1
-                while i + run < count, start + run < base.count, base[origin + start + run] == chunks[chunkOrigin + i + run] { run += 1 }
+                while i + run < count, start + run < base.count,
+                    base[origin + start + run] == chunks[chunkOrigin + i + run]
+                { run += 1 }
                 flushAdds()
                 ops.byte(DeltaOp.copy.rawValue)
                 ops.varint(UInt64(start))
@@ -235,8 +264,10 @@ extension Manifest {
         out.bytes(ops.buffer)
     }
 
-    private static func readOps(from input: inout ByteReader, against base: Chunks, into builder: inout Builder, maximumLength: Int,
-                                entries: Int, totals: inout (references: Int, bytes: Int64)) throws {
+    private static func readOps(
+        from input: inout ByteReader, against base: Chunks, into builder: inout Builder, maximumLength: Int,
+        entries: Int, totals: inout (references: Int, bytes: Int64)
+    ) throws {
         // Every op takes at least 3 bytes.
         let opCount = try input.int(limit: input.remaining / 3)
         let origin = base.startIndex

@@ -20,10 +20,13 @@ extension Manifest {
             throw XferError(.tooLarge, "manifest has over \(maximumEntries) entries, the most a document may have")
         }
         guard references <= maximumChunkReferences else {
-            throw XferError(.tooLarge, "manifest has over \(maximumChunkReferences) chunk references in all, the most a document may have")
+            throw XferError(
+                .tooLarge,
+                "manifest has over \(maximumChunkReferences) chunk references in all, the most a document may have")
         }
         guard bytes <= maximumTotalBytes else {
-            throw XferError(.tooLarge, "manifest declares over \(maximumTotalBytes) bytes in all, the most a document may hold")
+            throw XferError(
+                .tooLarge, "manifest declares over \(maximumTotalBytes) bytes in all, the most a document may hold")
         }
     }
 
@@ -52,7 +55,8 @@ extension Manifest {
     }
 
     /// Writes the canonical bytes into `out`, handing it to `drain` whenever it holds more than `limit`.
-    private func writeEncoding(into out: inout ByteWriter, drainingPast limit: Int, _ drain: (inout ByteWriter) -> Void) {
+    private func writeEncoding(into out: inout ByteWriter, drainingPast limit: Int, _ drain: (inout ByteWriter) -> Void)
+    {
         out.bytes(Self.magic)
         out.byte(Self.formatVersion)
         out.byte(kind.rawValue)
@@ -94,12 +98,18 @@ extension Manifest {
             throw XferError(.tooLarge, "manifest is \(bytes.count) bytes, over the limit of \(Self.maximumEncodedSize)")
         }
         var input = ByteReader(bytes)
-        guard try input.bytes(3) == Self.magic else { throw XferError(.invalidManifest, "not an xfer manifest (bad magic)") }
+        guard try input.bytes(3) == Self.magic else {
+            throw XferError(.invalidManifest, "not an xfer manifest (bad magic)")
+        }
         let version = try input.byte()
         guard version == Self.formatVersion else {
-            throw XferError(.invalidManifest, "manifest format version \(version) is not supported (this build reads \(Self.formatVersion))")
+            throw XferError(
+                .invalidManifest,
+                "manifest format version \(version) is not supported (this build reads \(Self.formatVersion))")
         }
-        guard let kind = Kind(rawValue: try input.byte()) else { throw XferError(.invalidManifest, "unknown manifest kind") }
+        guard let kind = Kind(rawValue: try input.byte()) else {
+            throw XferError(.invalidManifest, "unknown manifest kind")
+        }
         let chunker = try input.chunker()
         // Every entry takes at least 4 bytes (path length, kind, mode, mtime).
         let count = try input.int(limit: input.remaining / 4)
@@ -139,7 +149,8 @@ extension Manifest {
     /// the decoding that follows refuses it.
     static func room(of input: ByteReader, entries count: Int, against base: Entries?) -> (names: Int, chunks: Int) {
         var input = input
-        var names = 0, chunks = 0
+        var names = 0
+        var chunks = 0
         do {
             for _ in 0..<count {
                 let pathLength = try input.int(limit: input.remaining)
@@ -160,13 +171,19 @@ extension Manifest {
                         } else {  // add: count, then each chunk
                             let added = try input.int(limit: input.remaining / 33)
                             chunks += added
-                            for _ in 0..<added { _ = try input.varint(); try input.skip(ChunkID.byteCount) }
+                            for _ in 0..<added {
+                                _ = try input.varint()
+                                try input.skip(ChunkID.byteCount)
+                            }
                         }
                     }
                 } else {
                     let added = try input.int(limit: input.remaining / 33)
                     chunks += added
-                    for _ in 0..<added { _ = try input.varint(); try input.skip(ChunkID.byteCount) }
+                    for _ in 0..<added {
+                        _ = try input.varint()
+                        try input.skip(ChunkID.byteCount)
+                    }
                 }
                 if chunks > maximumChunkReferences { break }
             }
@@ -186,17 +203,21 @@ extension ByteWriter {
 
     /// What every entry starts with: path, kind, mode, zigzag mtime; a symlink's target.
     package mutating func entryHeader(_ entry: Manifest.Entry) {
-        entryHeader(path: entry.path.utf8, kind: entry.kind, mode: entry.mode, mtime: entry.mtimeNanoseconds,
-                    symlinkTarget: entry.symlinkTarget)
+        entryHeader(
+            path: entry.path.utf8, kind: entry.kind, mode: entry.mode, mtime: entry.mtimeNanoseconds,
+            symlinkTarget: entry.symlinkTarget)
     }
 
     /// ``entryHeader(_:)`` of packed entry `index`.
     package mutating func entryHeader(_ entries: Manifest.Entries, _ index: Int) {
-        entryHeader(path: entries.pathBytes(at: index), kind: entries.kind(at: index), mode: entries.mode(at: index),
-                    mtime: entries.mtimeNanoseconds(at: index), symlinkTarget: entries.symlinkTarget(at: index))
+        entryHeader(
+            path: entries.pathBytes(at: index), kind: entries.kind(at: index), mode: entries.mode(at: index),
+            mtime: entries.mtimeNanoseconds(at: index), symlinkTarget: entries.symlinkTarget(at: index))
     }
 
-    private mutating func entryHeader(path: some Collection<UInt8>, kind: EntryKind, mode: UInt32, mtime: Int64, symlinkTarget: String?) {
+    private mutating func entryHeader(
+        path: some Collection<UInt8>, kind: EntryKind, mode: UInt32, mtime: Int64, symlinkTarget: String?
+    ) {
         varint(UInt64(path.count))
         buffer.append(contentsOf: path)
         byte(kind.rawValue)
@@ -219,8 +240,9 @@ extension ByteReader {
             let minimum = try int(limit: ChunkerConfiguration.maximumAllowedSize)
             let average = try int(limit: ChunkerConfiguration.maximumAllowedSize)
             let maximum = try int(limit: ChunkerConfiguration.maximumAllowedSize)
-            return try ChunkerConfiguration(minimumSize: minimum, averageSize: average, maximumSize: maximum,
-                                            normalizationLevel: Int(try byte()))
+            return try ChunkerConfiguration(
+                minimumSize: minimum, averageSize: average, maximumSize: maximum,
+                normalizationLevel: Int(try byte()))
         } catch let error as XferError where error.code == .invalidConfiguration {
             throw XferError(.invalidManifest, "manifest chunk limits are invalid: \(error.message)")
         }

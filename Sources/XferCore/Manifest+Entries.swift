@@ -35,8 +35,9 @@ extension Manifest {
         /// Entry `index`, made now (its path and chunk list are new values).
         public subscript(index: Int) -> Entry {
             let record = records[index]
-            return Entry(path: path(at: index), kind: record.kind, mode: record.mode, mtimeNanoseconds: record.mtimeNanoseconds,
-                         chunks: Array(chunks(at: index)), symlinkTarget: targets[index])
+            return Entry(
+                path: path(at: index), kind: record.kind, mode: record.mode, mtimeNanoseconds: record.mtimeNanoseconds,
+                chunks: Array(chunks(at: index)), symlinkTarget: targets[index])
         }
 
         /// Where entry `index`'s chunks lie in ``ids`` and ``lengths``.
@@ -92,12 +93,16 @@ extension Manifest {
         }
 
         /// Appends an entry with no chunks yet (``appendChunk(_:)`` adds them).
-        mutating func append(path: some Collection<UInt8>, kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64,
-                             symlinkTarget: String?) {
+        mutating func append(
+            path: some Collection<UInt8>, kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64,
+            symlinkTarget: String?
+        ) {
             names.append(path)
             if let symlinkTarget { targets[records.count] = symlinkTarget }
-            records.append(Record(mtimeNanoseconds: mtimeNanoseconds, chunkEnd: UInt32(truncatingIfNeeded: ids.count),
-                                  mode: mode, kind: kind))
+            records.append(
+                Record(
+                    mtimeNanoseconds: mtimeNanoseconds, chunkEnd: UInt32(truncatingIfNeeded: ids.count),
+                    mode: mode, kind: kind))
         }
 
         /// Entries for these names (in this order), their records to come (``appendRecord``):
@@ -116,8 +121,10 @@ extension Manifest {
         mutating func appendRecord(kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64, symlinkTarget: String?) {
             precondition(records.count < names.count, "a record for a name that is not there")
             if let symlinkTarget { targets[records.count] = symlinkTarget }
-            records.append(Record(mtimeNanoseconds: mtimeNanoseconds, chunkEnd: UInt32(truncatingIfNeeded: ids.count),
-                                  mode: mode, kind: kind))
+            records.append(
+                Record(
+                    mtimeNanoseconds: mtimeNanoseconds, chunkEnd: UInt32(truncatingIfNeeded: ids.count),
+                    mode: mode, kind: kind))
         }
 
         /// Appends a chunk to the last entry's list.
@@ -131,8 +138,9 @@ extension Manifest {
 
         /// Appends an entry whole.
         mutating func append(_ entry: Entry) {
-            append(path: entry.path.utf8, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
-                   symlinkTarget: entry.symlinkTarget)
+            append(
+                path: entry.path.utf8, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
+                symlinkTarget: entry.symlinkTarget)
             for chunk in entry.chunks { appendChunk(chunk) }
         }
     }
@@ -156,8 +164,10 @@ extension Manifest {
 
         /// The references of an array, packed the same way.
         public init(_ chunks: [ChunkReference]) {
-            self.init(ids: SpillArray(chunks.lazy.map(\.id)), lengths: SpillArray(chunks.lazy.map { UInt32(clamping: $0.length) }),
-                      range: 0..<chunks.count)
+            self.init(
+                ids: SpillArray(chunks.lazy.map(\.id)),
+                lengths: SpillArray(chunks.lazy.map { UInt32(clamping: $0.length) }),
+                range: 0..<chunks.count)
         }
 
         /// No references.
@@ -208,16 +218,22 @@ extension Manifest {
         public var count: Int { entries.count }
 
         /// Appends the next entry of a builder made with its names (path order is theirs).
-        public mutating func appendEntry(kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64, symlinkTarget: String? = nil) {
+        public mutating func appendEntry(
+            kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64, symlinkTarget: String? = nil
+        ) {
             precondition(namesGiven, "entries without paths need a builder made with their names")
-            entries.appendRecord(kind: kind, mode: mode, mtimeNanoseconds: mtimeNanoseconds, symlinkTarget: symlinkTarget)
+            entries.appendRecord(
+                kind: kind, mode: mode, mtimeNanoseconds: mtimeNanoseconds, symlinkTarget: symlinkTarget)
         }
 
         /// Appends an entry; entries must come in path order (``finish()`` checks).
-        public mutating func append(path: some Collection<UInt8>, kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64,
-                                    symlinkTarget: String? = nil) {
+        public mutating func append(
+            path: some Collection<UInt8>, kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64,
+            symlinkTarget: String? = nil
+        ) {
             precondition(!namesGiven, "a builder made with its names takes entries without paths")
-            entries.append(path: path, kind: kind, mode: mode, mtimeNanoseconds: mtimeNanoseconds, symlinkTarget: symlinkTarget)
+            entries.append(
+                path: path, kind: kind, mode: mode, mtimeNanoseconds: mtimeNanoseconds, symlinkTarget: symlinkTarget)
         }
 
         /// Appends a chunk to the last entry.
@@ -242,7 +258,8 @@ extension Manifest {
                 throw XferError(.tooLarge, "manifest names take over 4 GiB, more than a document may hold")
             }
             guard entries.names.count == entries.count else {
-                throw XferError(.invalidManifest, "\(entries.names.count) names were given for \(entries.count) entries")
+                throw XferError(
+                    .invalidManifest, "\(entries.names.count) names were given for \(entries.count) entries")
             }
             return try Manifest(kind: kind, chunker: chunker, packed: entries)
         }

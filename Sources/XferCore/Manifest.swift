@@ -60,8 +60,10 @@ public struct Manifest: Sendable, Hashable {
         ///   - mtimeNanoseconds: Modification time.
         ///   - chunks: Chunks of a file.
         ///   - symlinkTarget: Target of a symlink.
-        public init(path: String, kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64,
-                    chunks: [ChunkReference] = [], symlinkTarget: String? = nil) {
+        public init(
+            path: String, kind: EntryKind, mode: UInt32, mtimeNanoseconds: Int64,
+            chunks: [ChunkReference] = [], symlinkTarget: String? = nil
+        ) {
             self.path = path
             self.kind = kind
             self.mode = mode
@@ -97,8 +99,9 @@ public struct Manifest: Sendable, Hashable {
         var packed = Entries()
         let sorted = PathOrder.sorted(entries, by: \.path)  // no sorted copy if already in order
         try Self.checkTotals(entries: sorted.count, references: 0, bytes: 0)
-        packed.reserve(entries: sorted.count, nameBytes: sorted.reduce(0) { $0 + $1.path.utf8.count },
-                       chunks: sorted.reduce(0) { $0 + $1.chunks.count })
+        packed.reserve(
+            entries: sorted.count, nameBytes: sorted.reduce(0) { $0 + $1.path.utf8.count },
+            chunks: sorted.reduce(0) { $0 + $1.chunks.count })
         for entry in sorted { packed.append(entry) }
         guard !packed.overflowed else {
             throw XferError(.tooLarge, "manifest names take over 4 GiB, more than a document may hold")
@@ -116,7 +119,9 @@ public struct Manifest: Sendable, Hashable {
 
     /// Total content bytes of all files and symlinks.
     public var totalSize: Int64 {
-        entries.indices.reduce(entries.chunkBytes) { $0 + (entries.kind(at: $1) == .symlink ? entries.size(at: $1) : 0) }
+        entries.indices.reduce(entries.chunkBytes) {
+            $0 + (entries.kind(at: $1) == .symlink ? entries.size(at: $1) : 0)
+        }
     }
 
     /// Files and symlinks (entries that are not directories).
@@ -134,24 +139,32 @@ public struct Manifest: Sendable, Hashable {
         switch kind {
         case .file:
             guard entries.count == 1, entries.pathBytes(at: 0).isEmpty, entries.kind(at: 0) != .directory else {
-                throw XferError(.invalidManifest, "a file manifest has exactly one file or symlink entry with an empty path")
+                throw XferError(
+                    .invalidManifest, "a file manifest has exactly one file or symlink entry with an empty path")
             }
         case .directory:
             guard entries.count == 1, entries.pathBytes(at: 0).isEmpty, entries.kind(at: 0) == .directory else {
-                throw XferError(.invalidManifest, "a directory manifest has exactly one directory entry with an empty path")
+                throw XferError(
+                    .invalidManifest, "a directory manifest has exactly one directory entry with an empty path")
             }
         case .package:
             for index in entries.indices {
                 let path = entries.pathBytes(at: index)
                 try DocumentPathRules.validate(utf8: path)
                 if index > 0, !entries.pathBytes(at: index - 1).lexicographicallyPrecedes(path) {
-                    throw XferError(.invalidManifest, "package entries must have distinct paths in bytewise order; \"\(entries.path(at: index))\" repeats or is out of order")
+                    throw XferError(
+                        .invalidManifest,
+                        "package entries must have distinct paths in bytewise order; \"\(entries.path(at: index))\" repeats or is out of order"
+                    )
                 }
                 // Its parent is an earlier entry (path order puts it first), found by its bytes.
                 if let cut = path.lastIndex(of: slash) {
                     let parent = path[..<cut]
                     guard let found = entries.index(ofPath: parent), entries.kind(at: found) == .directory else {
-                        throw XferError(.invalidManifest, "\"\(entries.path(at: index))\" has no directory entry for its parent \"\(String(decoding: parent, as: UTF8.self))\"")
+                        throw XferError(
+                            .invalidManifest,
+                            "\"\(entries.path(at: index))\" has no directory entry for its parent \"\(String(decoding: parent, as: UTF8.self))\""
+                        )
                     }
                 }
             }
@@ -159,16 +172,21 @@ public struct Manifest: Sendable, Hashable {
         for index in entries.indices {
             let mode = entries.mode(at: index)
             guard mode <= 0o7777 else {
-                throw XferError(.invalidManifest, "\"\(entries.path(at: index))\" has mode \(String(mode, radix: 8)), above 7777")
+                throw XferError(
+                    .invalidManifest, "\"\(entries.path(at: index))\" has mode \(String(mode, radix: 8)), above 7777")
             }
-            let chunks = entries.chunks(at: index), target = entries.symlinkTarget(at: index)
+            let chunks = entries.chunks(at: index)
+            let target = entries.symlinkTarget(at: index)
             switch entries.kind(at: index) {
             case .file:
                 guard target == nil else {
                     throw XferError(.invalidManifest, "file \"\(entries.path(at: index))\" has a symlink target")
                 }
                 for chunk in chunks where chunk.length < 1 || chunk.length > chunker.maximumSize {
-                    throw XferError(.invalidManifest, "file \"\(entries.path(at: index))\" has a chunk of \(chunk.length) bytes, outside 1...\(chunker.maximumSize)")
+                    throw XferError(
+                        .invalidManifest,
+                        "file \"\(entries.path(at: index))\" has a chunk of \(chunk.length) bytes, outside 1...\(chunker.maximumSize)"
+                    )
                 }
             case .directory:
                 guard chunks.isEmpty, target == nil else {
@@ -176,8 +194,12 @@ public struct Manifest: Sendable, Hashable {
                 }
             case .symlink:
                 guard chunks.isEmpty, let target, !target.isEmpty,
-                      target.utf8.count <= DocumentPathRules.maximumPathBytes, !target.utf8.contains(0) else {
-                    throw XferError(.invalidManifest, "symlink \"\(entries.path(at: index))\" needs a target of 1...\(DocumentPathRules.maximumPathBytes) bytes without NUL")
+                    target.utf8.count <= DocumentPathRules.maximumPathBytes, !target.utf8.contains(0)
+                else {
+                    throw XferError(
+                        .invalidManifest,
+                        "symlink \"\(entries.path(at: index))\" needs a target of 1...\(DocumentPathRules.maximumPathBytes) bytes without NUL"
+                    )
                 }
             }
         }
@@ -222,8 +244,12 @@ public enum DocumentPathRules {
         }
         // Every refused character is a control byte or starts with a byte of 0xC2 or more.
         if bytes.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 >= 0xC2 }),
-           let bad = UTF8Scalars.first(in: bytes, where: isRefused) {
-            throw XferError(.invalidPath, "path contains the character U+\(String(bad.value, radix: 16, uppercase: true).leftPadded(to: 4)), which names may not hold (a control, separator or bidirectional formatting character)")
+            let bad = UTF8Scalars.first(in: bytes, where: isRefused)
+        {
+            throw XferError(
+                .invalidPath,
+                "path contains the character U+\(String(bad.value, radix: 16, uppercase: true).leftPadded(to: 4)), which names may not hold (a control, separator or bidirectional formatting character)"
+            )
         }
         for component in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
             if component.isEmpty || component.elementsEqual([0x2E]) || component.elementsEqual([0x2E, 0x2E]) {
@@ -238,8 +264,8 @@ public enum DocumentPathRules {
     /// Whether a name may not hold this character (see the type's rules).
     public static func isRefused(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
-        case 0x00...0x1F, 0x7F...0x9F: return true             // C0, DEL, C1 controls
-        case 0x2028, 0x2029: return true                         // line and paragraph separators
+        case 0x00...0x1F, 0x7F...0x9F: return true  // C0, DEL, C1 controls
+        case 0x2028, 0x2029: return true  // line and paragraph separators
         case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true  // bidi formatting
         default: return false
         }
@@ -257,7 +283,9 @@ extension String {
 package enum UTF8Scalars {
     /// The first scalar of `bytes` that `refused` picks, if any (bytes past an invalid
     /// sequence are not looked at: valid UTF-8 is the caller's to ensure, see ``isValid(_:)``).
-    package static func first(in bytes: some Collection<UInt8>, where refused: (Unicode.Scalar) -> Bool) -> Unicode.Scalar? {
+    package static func first(in bytes: some Collection<UInt8>, where refused: (Unicode.Scalar) -> Bool) -> Unicode
+        .Scalar?
+    {
         var iterator = bytes.makeIterator()
         var decoder = UTF8()
         while case .scalarValue(let scalar) = decoder.decode(&iterator) {

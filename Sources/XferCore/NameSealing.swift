@@ -31,13 +31,16 @@ public struct NameSealing: Sendable, Hashable {
     public func seal(_ component: String, parent: String) throws -> String {
         let plain = Array(component.utf8)
         guard plain.count <= Self.maximumComponentBytes else {
-            throw XferError(.invalidPath, """
+            throw XferError(
+                .invalidPath,
+                """
                 the name \(component.prefix(40))… is \(plain.count) bytes; in an encrypted container a name has at most \
                 \(Self.maximumComponentBytes) bytes (its sealed form must fit in 255)
                 """)
         }
-        let sealed = try Self.siv(encrypting: true, key: key, associated: Self.associated(parent),
-                                  input: Padding.block(plain, multiple: 16), tag: nil)
+        let sealed = try Self.siv(
+            encrypting: true, key: key, associated: Self.associated(parent),
+            input: Padding.block(plain, multiple: 16), tag: nil)
         return Base32.encode(sealed.tag + sealed.output)
     }
 
@@ -46,13 +49,21 @@ public struct NameSealing: Sendable, Hashable {
     ///   another folder or another container), or its padding is wrong.
     public func open(_ sealed: String, parent: String) throws -> String {
         // Only the one encoding of the bytes: two server-side names never open to one name.
-        guard let bytes = Base32.decode(sealed), bytes.count >= 32, (bytes.count - 16) % 16 == 0, Base32.encode(bytes) == sealed else {
+        guard let bytes = Base32.decode(sealed), bytes.count >= 32, (bytes.count - 16) % 16 == 0,
+            Base32.encode(bytes) == sealed
+        else {
             throw XferError(.corruptChunk, "\(sealed.prefix(40)) is not a sealed name")
         }
-        guard let opened = try? Self.siv(encrypting: false, key: key, associated: Self.associated(parent),
-                                         input: Array(bytes[16...]), tag: Array(bytes.prefix(16))),
-              let plain = Padding.unblock(opened.output), let name = String(validating: plain, as: UTF8.self) else {
-            throw XferError(.corruptChunk, "the sealed name \(sealed.prefix(40)) fails its authentication tag: it is damaged or not from this folder")
+        guard
+            let opened = try? Self.siv(
+                encrypting: false, key: key, associated: Self.associated(parent),
+                input: Array(bytes[16...]), tag: Array(bytes.prefix(16))),
+            let plain = Padding.unblock(opened.output), let name = String(validating: plain, as: UTF8.self)
+        else {
+            throw XferError(
+                .corruptChunk,
+                "the sealed name \(sealed.prefix(40)) fails its authentication tag: it is damaged or not from this folder"
+            )
         }
         return name
     }
@@ -60,7 +71,8 @@ public struct NameSealing: Sendable, Hashable {
     /// A whole path (`/`-separated, plain), each component sealed under its plain parent.
     /// - Throws: `invalid_path` for a component over ``maximumComponentBytes``.
     public func seal(path: String) throws -> String {
-        var parent = "", sealed: [String] = []
+        var parent = ""
+        var sealed: [String] = []
         for component in path.split(separator: "/", omittingEmptySubsequences: false) {
             sealed.append(try seal(String(component), parent: parent))
             parent = parent.isEmpty ? String(component) : parent + "/" + component
@@ -84,10 +96,12 @@ public struct NameSealing: Sendable, Hashable {
     /// without the key checks before it takes a document into an end-to-end encrypted
     /// container, so that a client unaware of the encryption never writes a plain name there.
     public static func isSealed(path: some StringProtocol) -> Bool {
-        !path.isEmpty && path.split(separator: "/", omittingEmptySubsequences: false).allSatisfy { component in
-            guard let bytes = Base32.decode(String(component)), bytes.count >= 32, (bytes.count - 16) % 16 == 0 else { return false }
-            return Base32.encode(bytes) == component
-        }
+        !path.isEmpty
+            && path.split(separator: "/", omittingEmptySubsequences: false).allSatisfy { component in
+                guard let bytes = Base32.decode(String(component)), bytes.count >= 32, (bytes.count - 16) % 16 == 0
+                else { return false }
+                return Base32.encode(bytes) == component
+            }
     }
 
     static func associated(_ parent: String) -> [UInt8] { Array("xfer name v1 \(parent)".utf8) }
@@ -101,7 +115,8 @@ public struct NameSealing: Sendable, Hashable {
 
     /// One AES-SIV pass: the ciphertext (or plain text) and the synthetic IV.
     private static func siv(encrypting: Bool, key: [UInt8], associated: [UInt8], input: [UInt8], tag: [UInt8]?) throws
-        -> (output: [UInt8], tag: [UInt8]) {
+        -> (output: [UInt8], tag: [UInt8])
+    {
         guard let context = EVP_CIPHER_CTX_new() else { throw XferError(.crypto, "out of memory") }
         defer { EVP_CIPHER_CTX_free(context) }
         var written: Int32 = 0

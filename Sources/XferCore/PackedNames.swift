@@ -28,7 +28,9 @@ public struct PackedNames: Sendable, Hashable {
 
     /// Name `index` as a string (made now).
     public func string(at index: Int) -> String {
-        bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[range(index)]), as: UTF8.self) }
+        bytes.withUnsafeBufferPointer {
+            String(decoding: UnsafeBufferPointer(rebasing: $0[range(index)]), as: UTF8.self)
+        }
     }
 
     mutating func reserve(count: Int, bytes: Int) {
@@ -53,7 +55,8 @@ public struct PackedNames: Sendable, Hashable {
 
     /// The index of `name`, by binary search (the names must be in bytewise order).
     public func index(of name: some Collection<UInt8>) -> Int? {
-        var low = 0, high = count
+        var low = 0
+        var high = count
         while low < high {
             let middle = (low + high) / 2
             let candidate = self[middle]
@@ -89,7 +92,8 @@ extension PackedNames {
             return storage[position]
         }
 
-        public func withContiguousStorageIfAvailable<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R? {
+        public func withContiguousStorageIfAvailable<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R?
+        {
             try storage.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[startIndex..<endIndex])) }
         }
 

@@ -17,10 +17,13 @@ public enum PasswordHash {
     /// stored text that does not parse, or asks more than ``ScryptParameters`` allow, matches nothing.
     public static func verify(_ password: String, against stored: String) -> Bool {
         let fields = stored.split(separator: "$")
-        guard fields.count == 6, fields[0] == "scrypt", let logN = UInt8(fields[1]), let r = UInt8(fields[2]), let p = UInt8(fields[3]),
-              let parameters = try? ScryptParameters(logN: logN, r: r, p: p),
-              let salt = bytes(fields[4]), let expected = bytes(fields[5]), !password.isEmpty,
-              let hash = try? Crypto.scrypt(Array(password.utf8), salt: salt, parameters: parameters, count: expected.count) else {
+        guard fields.count == 6, fields[0] == "scrypt", let logN = UInt8(fields[1]), let r = UInt8(fields[2]),
+            let p = UInt8(fields[3]),
+            let parameters = try? ScryptParameters(logN: logN, r: r, p: p),
+            let salt = bytes(fields[4]), let expected = bytes(fields[5]), !password.isEmpty,
+            let hash = try? Crypto.scrypt(
+                Array(password.utf8), salt: salt, parameters: parameters, count: expected.count)
+        else {
             return false
         }
         var difference: UInt8 = 0

@@ -24,8 +24,10 @@ public enum PathOrder {
 
     /// ``seek(_:count:to:pathAt:)`` over paths read as bytes in place (a packed list's).
     @inlinable
-    public static func seek(_ cursor: inout Int, count: Int, to path: some Collection<UInt8>,
-                            bytesAt: (Int) -> PackedNames.Bytes) -> Bool {
+    public static func seek(
+        _ cursor: inout Int, count: Int, to path: some Collection<UInt8>,
+        bytesAt: (Int) -> PackedNames.Bytes
+    ) -> Bool {
         while cursor < count && bytesAt(cursor).lexicographicallyPrecedes(path) { cursor += 1 }
         return cursor < count && bytesAt(cursor).elementsEqual(path)
     }

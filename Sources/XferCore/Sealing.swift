@@ -41,7 +41,9 @@ public struct SealingKey: Sendable, Hashable, CustomStringConvertible, CustomDeb
     /// - Throws: `invalid_configuration` if `bytes` is not 32 bytes long.
     public init(bytes: [UInt8]) throws {
         guard bytes.count == Self.byteCount else {
-            throw XferError(.invalidConfiguration, "an encryption key is \(Self.byteCount) bytes (64 hex digits), not \(bytes.count)")
+            throw XferError(
+                .invalidConfiguration,
+                "an encryption key is \(Self.byteCount) bytes (64 hex digits), not \(bytes.count)")
         }
         self.bytes = bytes
         let mac = Sealing.hmac(key: bytes, Sealing.keyIDLabel)
@@ -141,10 +143,14 @@ public struct SealingKeys: Sendable {
         }
         let keyID = Sealing.keyID(of: sealed)!
         guard let key = byID[keyID] else {
-            throw XferError(.internal, "\(what) is sealed with encryption key \(keyID), which this process was not given; pass every key still in use (--encryption-key, XFER_ENCRYPTION_KEY)")
+            throw XferError(
+                .internal,
+                "\(what) is sealed with encryption key \(keyID), which this process was not given; pass every key still in use (--encryption-key, XFER_ENCRYPTION_KEY)"
+            )
         }
         guard let plain = sealed.withUnsafeBytes({ Sealing.open($0, key: key, context: context) }) else {
-            throw XferError(.corruptChunk, "\(what) fails its authentication tag: it is damaged, or is not what was sealed there")
+            throw XferError(
+                .corruptChunk, "\(what) fails its authentication tag: it is damaged, or is not what was sealed there")
         }
         return plain
     }
@@ -156,11 +162,16 @@ public struct SealingKeys: Sendable {
 
     /// Opens `stored` if it is sealed, and returns it as it is if not (data kept before the
     /// server was given keys stays readable).
-    public static func openIfSealed(_ stored: ArraySlice<UInt8>, keys: SealingKeys?, context: [UInt8], what: String) throws -> ArraySlice<UInt8> {
+    public static func openIfSealed(_ stored: ArraySlice<UInt8>, keys: SealingKeys?, context: [UInt8], what: String)
+        throws -> ArraySlice<UInt8>
+    {
         guard Sealing.isSealed(stored) else { return stored }
         guard let keys else {
             let id = Sealing.keyID(of: stored).map { " \($0)" } ?? ""
-            throw XferError(.internal, "\(what) is sealed with encryption key\(id), and this process was given no key; pass it with --encryption-key FILE or XFER_ENCRYPTION_KEY")
+            throw XferError(
+                .internal,
+                "\(what) is sealed with encryption key\(id), and this process was given no key; pass it with --encryption-key FILE or XFER_ENCRYPTION_KEY"
+            )
         }
         return try keys.open(stored, context: context, what: what)[...]
     }
@@ -178,7 +189,10 @@ public struct SealingKeys: Sendable {
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             for word in trimmed.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "\t" }) {
                 guard let bytes = Sealing.hexBytes(word), bytes.count == SealingKey.byteCount else {
-                    throw XferError(.invalidConfiguration, "\(source), line \(number + 1): an encryption key is 64 hex digits (make one with `xfer server-key new FILE`)")
+                    throw XferError(
+                        .invalidConfiguration,
+                        "\(source), line \(number + 1): an encryption key is 64 hex digits (make one with `xfer server-key new FILE`)"
+                    )
                 }
                 keys.append(try SealingKey(bytes: bytes))
             }
@@ -288,7 +302,10 @@ public enum Sealing {
         return FetchedCipher(cipher: cipher)
     }()
 
-    static func seal(_ plain: UnsafeRawBufferPointer, key: SealingKey, salt: [UInt8], context: [UInt8], appendingTo out: inout [UInt8]) {
+    static func seal(
+        _ plain: UnsafeRawBufferPointer, key: SealingKey, salt: [UInt8], context: [UInt8],
+        appendingTo out: inout [UInt8]
+    ) {
         let valueKey = hmac(key: key.bytes, valueKeyLabel + salt)
         out.reserveCapacity(out.count + overhead + plain.count)
         out += magic
@@ -297,8 +314,9 @@ public enum Sealing {
         let start = out.count
         out += repeatElement(0, count: plain.count + tagSize)
         let ok = out.withUnsafeMutableBufferPointer { buffer in
-            crypt(encrypting: true, key: valueKey, context: context, input: plain,
-                  output: buffer.baseAddress! + start, tag: buffer.baseAddress! + start + plain.count)
+            crypt(
+                encrypting: true, key: valueKey, context: context, input: plain,
+                output: buffer.baseAddress! + start, tag: buffer.baseAddress! + start + plain.count)
         }
         guard ok else { fatalError("AES-256-GCM sealing failed: \(CryptoErrors.drain())") }
     }
@@ -314,9 +332,10 @@ public enum Sealing {
         var ok = false
         let plain = [UInt8](unsafeUninitializedCapacity: length) { out, initialized in
             ok = tag.withUnsafeMutableBufferPointer { tag in
-                crypt(encrypting: false, key: valueKey, context: context,
-                      input: UnsafeRawBufferPointer(rebasing: sealed[headerSize..<(headerSize + length)]),
-                      output: out.baseAddress, tag: tag.baseAddress!)
+                crypt(
+                    encrypting: false, key: valueKey, context: context,
+                    input: UnsafeRawBufferPointer(rebasing: sealed[headerSize..<(headerSize + length)]),
+                    output: out.baseAddress, tag: tag.baseAddress!)
             }
             initialized = length
         }
@@ -325,8 +344,10 @@ public enum Sealing {
     }
 
     /// One AES-256-GCM pass with an all-zero nonce (each value has its own key).
-    private static func crypt(encrypting: Bool, key: [UInt8], context: [UInt8], input: UnsafeRawBufferPointer,
-                              output: UnsafeMutablePointer<UInt8>?, tag: UnsafeMutablePointer<UInt8>) -> Bool {
+    private static func crypt(
+        encrypting: Bool, key: [UInt8], context: [UInt8], input: UnsafeRawBufferPointer,
+        output: UnsafeMutablePointer<UInt8>?, tag: UnsafeMutablePointer<UInt8>
+    ) -> Bool {
         guard let ctx = EVP_CIPHER_CTX_new() else { return false }
         defer { EVP_CIPHER_CTX_free(ctx) }
         let nonce = [UInt8](repeating: 0, count: 12)
@@ -336,7 +357,11 @@ public enum Sealing {
             guard EVP_CipherUpdate(ctx, nil, &written, context, Int32(context.count)) == 1 else { return false }
         }
         if input.count > 0, let output {
-            guard EVP_CipherUpdate(ctx, output, &written, input.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(input.count)) == 1 else { return false }
+            guard
+                EVP_CipherUpdate(
+                    ctx, output, &written, input.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(input.count))
+                    == 1
+            else { return false }
         }
         if !encrypting {
             guard EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, Int32(tagSize), tag) == 1 else { return false }
@@ -374,14 +399,18 @@ public final class ChunkIDCipher: @unchecked Sendable {  // the template context
 
     /// A cipher under `key` (32 bytes).
     public init(key: [UInt8]) throws {
-        guard key.count == Self.keySize else { throw XferError(.invalidConfiguration, "an index key is \(Self.keySize) bytes") }
+        guard key.count == Self.keySize else {
+            throw XferError(.invalidConfiguration, "an index key is \(Self.keySize) bytes")
+        }
         guard let cipher = EVP_CIPHER_fetch(nil, "AES-256-ECB", nil) else {
             throw XferError(.crypto, "libcrypto has no AES-256-ECB: \(CryptoErrors.drain())")
         }
         defer { EVP_CIPHER_free(cipher) }
         func template(_ encrypting: Bool) throws -> OpaquePointer {
-            guard let context = EVP_CIPHER_CTX_new(), EVP_CipherInit_ex2(context, cipher, key, nil, encrypting ? 1 : 0, nil) == 1,
-                  EVP_CIPHER_CTX_set_padding(context, 0) == 1 else {
+            guard let context = EVP_CIPHER_CTX_new(),
+                EVP_CipherInit_ex2(context, cipher, key, nil, encrypting ? 1 : 0, nil) == 1,
+                EVP_CIPHER_CTX_set_padding(context, 0) == 1
+            else {
                 throw XferError(.crypto, "cannot set up AES-256-ECB: \(CryptoErrors.drain())")
             }
             return context
@@ -417,17 +446,23 @@ public final class ChunkIDCipher: @unchecked Sendable {  // the template context
     /// A context of its own, copied from `template`.
     fileprivate static func copy(_ template: OpaquePointer) -> OpaquePointer {
         guard let context = EVP_CIPHER_CTX_new() else { fatalError("EVP_CIPHER_CTX_new failed: out of memory") }
-        guard EVP_CIPHER_CTX_copy(context, template) == 1 else { fatalError("AES-256-ECB failed: \(CryptoErrors.drain())") }
+        guard EVP_CIPHER_CTX_copy(context, template) == 1 else {
+            fatalError("AES-256-ECB failed: \(CryptoErrors.drain())")
+        }
         return context
     }
 
     /// ECB over whole blocks: every block in, every block out, nothing kept for the next call.
-    fileprivate static func update(_ context: OpaquePointer, _ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) {
+    fileprivate static func update(
+        _ context: OpaquePointer, _ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
+    ) {
         precondition(input.count % 16 == 0 && output.count == input.count && input.count <= Int(Int32.max))
         guard !input.isEmpty else { return }
         var written: Int32 = 0
-        let ok = EVP_CipherUpdate(context, output.baseAddress!.assumingMemoryBound(to: UInt8.self), &written,
-                                  input.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(input.count)) == 1
+        let ok =
+            EVP_CipherUpdate(
+                context, output.baseAddress!.assumingMemoryBound(to: UInt8.self), &written,
+                input.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(input.count)) == 1
             && written == Int32(input.count)
         guard ok else { fatalError("AES-256-ECB failed: \(CryptoErrors.drain())") }
     }
@@ -463,7 +498,9 @@ public final class ChunkIDCipher: @unchecked Sendable {  // the template context
         /// in is theirs: ``ChunkID``'s `<` is bytewise).
         public func storedForms(_ ids: [ChunkID]) -> [ChunkID] {
             let output = enciphered(ids)
-            return (0..<ids.count).map { ChunkID(bytes: output[$0 * ChunkID.byteCount..<($0 + 1) * ChunkID.byteCount])! }
+            return (0..<ids.count).map {
+                ChunkID(bytes: output[$0 * ChunkID.byteCount..<($0 + 1) * ChunkID.byteCount])!
+            }
         }
 
         /// `ids`' stored bytes, one after another.
@@ -472,7 +509,10 @@ public final class ChunkIDCipher: @unchecked Sendable {  // the template context
             var input = [UInt8](repeating: 0, count: ids.count * size)
             input.withUnsafeMutableBytes { buffer in
                 for (index, id) in ids.enumerated() {
-                    id.withUnsafeBytes { buffer.baseAddress!.advanced(by: index * size).copyMemory(from: $0.baseAddress!, byteCount: size) }
+                    id.withUnsafeBytes {
+                        buffer.baseAddress!.advanced(by: index * size).copyMemory(
+                            from: $0.baseAddress!, byteCount: size)
+                    }
                 }
             }
             var output = [UInt8](repeating: 0, count: input.count)

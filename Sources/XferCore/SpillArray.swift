@@ -149,7 +149,9 @@ public struct SpillArray<Element: BitwiseCopyable>: RandomAccessCollection, Muta
     }
 
     /// Calls `body` with the elements in place, to change them.
-    public mutating func withUnsafeMutableBufferPointer<R>(_ body: (UnsafeMutableBufferPointer<Element>) throws -> R) rethrows -> R {
+    public mutating func withUnsafeMutableBufferPointer<R>(_ body: (UnsafeMutableBufferPointer<Element>) throws -> R)
+        rethrows -> R
+    {
         makeUnique()
         return try body(UnsafeMutableBufferPointer(start: storage.base, count: storage.count))
     }
@@ -252,7 +254,8 @@ final class SpillStorage<Element: BitwiseCopyable>: @unchecked Sendable {
         let bytes = (wanted + page - 1) / page * page
         if file >= 0 {
             guard cxfer_reserve_file(file, Int64(mappedBytes), Int64(bytes - mappedBytes)) == 0,
-                  let moved = SpillPager.remap(file, UnsafeMutableRawPointer(base!), from: mappedBytes, to: bytes) else { return false }
+                let moved = SpillPager.remap(file, UnsafeMutableRawPointer(base!), from: mappedBytes, to: bytes)
+            else { return false }
             base = moved.bindMemory(to: Element.self, capacity: bytes / MemoryLayout<Element>.stride)
         } else {
             guard let fd = Spill.openFile(reserving: bytes) else { return false }
@@ -293,7 +296,9 @@ enum SpillPager {
         }
     }
 
-    static func remap(_ fd: Int32, _ address: UnsafeMutableRawPointer, from old: Int, to new: Int) -> UnsafeMutableRawPointer? {
+    static func remap(_ fd: Int32, _ address: UnsafeMutableRawPointer, from old: Int, to new: Int)
+        -> UnsafeMutableRawPointer?
+    {
         regions.withLock { regions in
             guard let moved = cxfer_remap_file(fd, address, old, new) else { return nil }
             regions[UInt(bitPattern: address)] = nil

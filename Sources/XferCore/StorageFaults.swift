@@ -1,8 +1,9 @@
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A seam for storage fault injection, in the manner of swift-system's and NIOFileSystem's
@@ -91,9 +92,12 @@ package enum StorageFaults {
         guard armedCount.load(ordering: .acquiring) > 0 else { return nil }
         observer.value?(operation, path)
         return armed.withLock { faults in
-            guard let index = faults.firstIndex(where: {
-                $0.operation == operation && $0.count > 0 && ($0.pathContains.isEmpty || path.contains($0.pathContains))
-            }) else { return nil }
+            guard
+                let index = faults.firstIndex(where: {
+                    $0.operation == operation && $0.count > 0
+                        && ($0.pathContains.isEmpty || path.contains($0.pathContains))
+                })
+            else { return nil }
             faults[index].count -= 1
             let effect = faults[index].effect
             if faults[index].count == 0 {

@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import CXferShims
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The write-side system calls of client and server, each retried on `EINTR`, each failing with
 /// a typed ``XferError`` (`storage_full` for a full disk, `io` with the ``SystemErrno`` cause
@@ -14,7 +15,9 @@ import CXferShims
 package enum Syscall {
     /// Reads into all of `buffer` from `offset`, stopping early only at the end of the file.
     /// - Returns: Bytes read (less than `buffer.count` at the end of the file).
-    package static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, path: String) throws -> Int {
+    package static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, path: String)
+        throws -> Int
+    {
         var done = 0
         while done < buffer.count {
             let n = Glibc.pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
@@ -27,8 +30,10 @@ package enum Syscall {
     }
 
     /// Writes all of `bytes` at `offset` (fault: ``StorageFaults/Operation/write``).
-    package static func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String,
-                               whenFull advice: String = "free some disk space and retry") throws {
+    package static func pwrite(
+        _ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String,
+        whenFull advice: String = "free some disk space and retry"
+    ) throws {
         var limit = bytes.count
         var failure: Int32? = nil
         switch StorageFaults.take(.write, path: path) {
@@ -59,7 +64,9 @@ package enum Syscall {
     /// instead of an fsync per file when a pull stages many files. It also flushes what other
     /// programs have dirty on that file system. Injected faults are the `fsync` ones.
     package static func syncfs(_ fd: Int32, path: String) throws {
-        if case .fail(let err)? = StorageFaults.take(.fsync, path: path) { throw XferError.writing(err, "syncfs", path) }
+        if case .fail(let err)? = StorageFaults.take(.fsync, path: path) {
+            throw XferError.writing(err, "syncfs", path)
+        }
         while cxfer_syncfs(fd) != 0 {
             if errno == EINTR { continue }
             throw XferError.writing(errno, "syncfs", path)
@@ -99,14 +106,20 @@ package enum Syscall {
 
     /// `renameat` (fault: ``StorageFaults/Operation/rename``); `path` names the destination.
     package static func renameat(_ fromFD: Int32, _ from: String, _ toFD: Int32, _ to: String, path: String) throws {
-        if case .fail(let err)? = StorageFaults.take(.rename, path: path) { throw XferError.writing(err, "rename into", path) }
+        if case .fail(let err)? = StorageFaults.take(.rename, path: path) {
+            throw XferError.writing(err, "rename into", path)
+        }
         guard Glibc.renameat(fromFD, from, toFD, to) == 0 else { throw XferError.writing(errno, "rename into", path) }
     }
 
     /// `renameat2(RENAME_EXCHANGE)` (fault: ``StorageFaults/Operation/rename``).
     /// - Returns: `false` where the file system cannot exchange (the caller falls back).
-    package static func exchange(_ fromFD: Int32, _ from: String, _ toFD: Int32, _ to: String, path: String) throws -> Bool {
-        if case .fail(let err)? = StorageFaults.take(.rename, path: path) { throw XferError.writing(err, "exchange", path) }
+    package static func exchange(_ fromFD: Int32, _ from: String, _ toFD: Int32, _ to: String, path: String) throws
+        -> Bool
+    {
+        if case .fail(let err)? = StorageFaults.take(.rename, path: path) {
+            throw XferError.writing(err, "exchange", path)
+        }
         if cxfer_exchange_at(fromFD, from, toFD, to) == 0 { return true }
         let err = errno
         if err == ENOSYS || err == EINVAL || err == ENOTSUP { return false }
@@ -122,7 +135,9 @@ package enum Syscall {
     /// `mkdirat` (fault: ``StorageFaults/Operation/mkdir``).
     /// - Returns: `false` if the name exists (the caller decides whether that is fine).
     package static func mkdirat(_ fd: Int32, _ name: String, mode: mode_t, path: String) throws -> Bool {
-        if case .fail(let err)? = StorageFaults.take(.mkdir, path: path) { throw XferError.writing(err, "create the directory", path) }
+        if case .fail(let err)? = StorageFaults.take(.mkdir, path: path) {
+            throw XferError.writing(err, "create the directory", path)
+        }
         if Glibc.mkdirat(fd, name, mode) == 0 { return true }
         if errno == EEXIST { return false }
         throw XferError.writing(errno, "create the directory", path)

@@ -33,9 +33,10 @@ public struct TreeEntries: RandomAccessCollection, Sendable {
     /// Entry `index`, made now (its path a new string).
     public subscript(index: Int) -> TreeEntry {
         let record = records[index]
-        return TreeEntry(relativePath: names.string(at: index), kind: record.kind, mode: record.mode, size: record.size,
-                         mtimeNanoseconds: record.mtimeNanoseconds, symlinkTarget: targets[index], inode: record.inode,
-                         ctimeNanoseconds: record.ctimeNanoseconds)
+        return TreeEntry(
+            relativePath: names.string(at: index), kind: record.kind, mode: record.mode, size: record.size,
+            mtimeNanoseconds: record.mtimeNanoseconds, symlinkTarget: targets[index], inode: record.inode,
+            ctimeNanoseconds: record.ctimeNanoseconds)
     }
 
     /// The paths, packed (a manifest of this tree can share them: ``Manifest/Builder/init(kind:chunker:names:chunks:)``).
@@ -68,16 +69,19 @@ public struct TreeEntries: RandomAccessCollection, Sendable {
     /// The stamp the walk saw for entry `index` (see ``TreeEntry/stamp``).
     public func stamp(at index: Int) -> FileStamp {
         let record = records[index]
-        return FileStamp(size: record.size, mtimeNanoseconds: record.mtimeNanoseconds, inode: record.inode,
-                         ctimeNanoseconds: record.ctimeNanoseconds)
+        return FileStamp(
+            size: record.size, mtimeNanoseconds: record.mtimeNanoseconds, inode: record.inode,
+            ctimeNanoseconds: record.ctimeNanoseconds)
     }
 
     /// Appends an entry.
     public mutating func append(_ entry: TreeEntry) {
         names.append(entry.relativePath.utf8)
         if let target = entry.symlinkTarget { targets[records.count] = target }
-        records.append(Record(size: entry.size, mtimeNanoseconds: entry.mtimeNanoseconds, inode: entry.inode,
-                              ctimeNanoseconds: entry.ctimeNanoseconds, mode: entry.mode, kind: entry.kind))
+        records.append(
+            Record(
+                size: entry.size, mtimeNanoseconds: entry.mtimeNanoseconds, inode: entry.inode,
+                ctimeNanoseconds: entry.ctimeNanoseconds, mode: entry.mode, kind: entry.kind))
     }
 
     /// The same entries in bytewise path order: these if they already are (a walk's usual

@@ -31,7 +31,8 @@ public struct Wildmatch {
         case "*":
             var end = p
             while end < pattern.count && pattern[end] == "*" { end += 1 }
-            let wholeComponent = end - p >= 2 && (p == 0 || pattern[p - 1] == "/")
+            let wholeComponent =
+                end - p >= 2 && (p == 0 || pattern[p - 1] == "/")
                 && (end == pattern.count || pattern[end] == "/")
             if wholeComponent {
                 if end == pattern.count { return true }  // `x/**`: everything below
@@ -52,7 +53,8 @@ public struct Wildmatch {
             return match(p + 1, t + 1)
         case "[":
             guard t < text.count, text[t] != "/",
-                  let (matched, next) = Self.matchClass(pattern, from: p, text[t]), matched else { return false }
+                let (matched, next) = Self.matchClass(pattern, from: p, text[t]), matched
+            else { return false }
             return match(next, t + 1)
         case "\\":
             guard p + 1 < pattern.count, t < text.count, text[t] == pattern[p + 1] else { return false }
@@ -83,7 +85,7 @@ public struct Wildmatch {
         "punct": { $0.value > 0x20 && $0.value < 0x7f && !$0.properties.isAlphabetic && !("0"..."9").contains($0) },
         "space": { [" ", "\t", "\n", "\r", "\u{0B}", "\u{0C}"].contains($0) },
         "upper": { ("A"..."Z").contains($0) },
-        "xdigit": { ("0"..."9").contains($0) || ("a"..."f").contains($0) || ("A"..."F").contains($0) },
+        "xdigit": { ("0"..."9").contains($0) || ("a"..."f").contains($0) || ("A"..."F").contains($0) }
     ]
 }
 

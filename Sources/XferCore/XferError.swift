@@ -139,7 +139,9 @@ extension SystemErrno {
 extension XferError {
     /// The error for a failed write-side system call (`action` such as "write", on `path`):
     /// `storage_full` when there is no room left, else `io`. The one place a full disk gets its code.
-    public static func writing(_ errno: Int32, _ action: String, _ path: String, whenFull advice: String = "free some disk space and retry") -> XferError {
+    public static func writing(
+        _ errno: Int32, _ action: String, _ path: String, whenFull advice: String = "free some disk space and retry"
+    ) -> XferError {
         if SystemErrno.full(errno) {
             return XferError(.storageFull, "no space left to \(action) \(path); \(advice)", cause: SystemErrno(errno))
         }
@@ -168,15 +170,15 @@ public struct SystemErrno: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         #if canImport(Glibc)
-        return String(cString: strerror(rawValue))
+            return String(cString: strerror(rawValue))
         #else
-        return "errno \(rawValue)"
+            return "errno \(rawValue)"
         #endif
     }
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif

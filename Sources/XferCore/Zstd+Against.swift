@@ -13,8 +13,10 @@ extension Zstd {
     /// - Returns: The chunk against its reference when that saves the policy's fraction, else
     ///   ``encode(_:id:policy:)``'s result.
     /// - Throws: `XferError` `compression` if libzstd fails.
-    public static func encode(_ plain: UnsafeRawBufferPointer, id: ChunkID, policy: CompressionPolicy = .default,
-                              against reference: (id: ChunkID, plain: [UInt8])) throws -> EncodedChunk {
+    public static func encode(
+        _ plain: UnsafeRawBufferPointer, id: ChunkID, policy: CompressionPolicy = .default,
+        against reference: (id: ChunkID, plain: [UInt8])
+    ) throws -> EncodedChunk {
         let limit = Int(Double(plain.count) * policy.maximumRatio) - ChunkID.byteCount
         if limit > 0 {
             let payload: [UInt8]? = try compressionContexts.withContext { context in
@@ -24,10 +26,13 @@ extension Zstd {
                 defer { ZSTD_CCtx_reset(context.pointer, ZSTD_reset_session_and_parameters) }
                 let written = reference.plain.withUnsafeBytes { prefix -> Int in
                     var status = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_compressionLevel, policy.level)
-                    if ZSTD_isError(status) == 0 { status = ZSTD_CCtx_refPrefix(context.pointer, prefix.baseAddress, prefix.count) }
+                    if ZSTD_isError(status) == 0 {
+                        status = ZSTD_CCtx_refPrefix(context.pointer, prefix.baseAddress, prefix.count)
+                    }
                     if ZSTD_isError(status) != 0 { return status }
-                    return ZSTD_compress2(context.pointer, scratch.baseAddress! + ChunkID.byteCount, scratch.count - ChunkID.byteCount,
-                                          plain.baseAddress, plain.count)
+                    return ZSTD_compress2(
+                        context.pointer, scratch.baseAddress! + ChunkID.byteCount, scratch.count - ChunkID.byteCount,
+                        plain.baseAddress, plain.count)
                 }
                 if ZSTD_isError(written) != 0 {
                     throw XferError(.compression, "zstd compression against a reference failed: \(errorName(written))")
@@ -60,13 +65,17 @@ extension Zstd {
             var written = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_compressionLevel, level)
             if ZSTD_isError(written) == 0 { written = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_checksumFlag, 1) }
             if ZSTD_isError(written) == 0 {
-                written = ZSTD_compress2(context.pointer, scratch.baseAddress, scratch.count, plain.baseAddress, plain.count)
+                written = ZSTD_compress2(
+                    context.pointer, scratch.baseAddress, scratch.count, plain.baseAddress, plain.count)
             }
-            if ZSTD_isError(written) != 0 { throw XferError(.compression, "zstd compression failed: \(errorName(written))") }
+            if ZSTD_isError(written) != 0 {
+                throw XferError(.compression, "zstd compression failed: \(errorName(written))")
+            }
             return [UInt8](unsafeUninitializedCapacity: prefix.count + written) { out, initialized in
                 let raw = UnsafeMutableRawBufferPointer(out)
                 prefix.withUnsafeBytes { raw.copyMemory(from: $0) }
-                UnsafeMutableRawBufferPointer(rebasing: raw[prefix.count...]).copyMemory(from: UnsafeRawBufferPointer(rebasing: scratch[..<written]))
+                UnsafeMutableRawBufferPointer(rebasing: raw[prefix.count...]).copyMemory(
+                    from: UnsafeRawBufferPointer(rebasing: scratch[..<written]))
                 initialized = prefix.count + written
             }
         }
@@ -78,14 +87,18 @@ extension Zstd {
     /// must be exactly how many bytes `produce` gives.
     /// - Throws: `XferError` `compression` if libzstd fails or the size given differs; what
     ///   `produce` throws.
-    public static func frame(level: Int32, pledgedSize: Int, prefix: [UInt8] = [],
-                             _ produce: (_ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Void) throws -> SpillArray<UInt8> {
+    public static func frame(
+        level: Int32, pledgedSize: Int, prefix: [UInt8] = [],
+        _ produce: (_ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws -> SpillArray<UInt8> {
         try compressionContexts.withContext { context in
             defer { ZSTD_CCtx_reset(context.pointer, ZSTD_reset_session_and_parameters) }
             var status = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_compressionLevel, level)
             if ZSTD_isError(status) == 0 { status = ZSTD_CCtx_setParameter(context.pointer, ZSTD_c_checksumFlag, 1) }
             if ZSTD_isError(status) == 0 { status = ZSTD_CCtx_setPledgedSrcSize(context.pointer, UInt64(pledgedSize)) }
-            if ZSTD_isError(status) != 0 { throw XferError(.compression, "zstd compression failed: \(errorName(status))") }
+            if ZSTD_isError(status) != 0 {
+                throw XferError(.compression, "zstd compression failed: \(errorName(status))")
+            }
             var result = SpillArray(prefix)  // (a tree's frame may be megabytes: on disk once large)
             let scratch = context.scratch(for: 64 << 10)
             // Feeds `input` (or, with `end`, finishes the frame), appending what comes out.
@@ -93,8 +106,11 @@ extension Zstd {
                 var source = ZSTD_inBuffer(src: input.baseAddress, size: input.count, pos: 0)
                 while true {
                     var output = ZSTD_outBuffer(dst: scratch.baseAddress, size: scratch.count, pos: 0)
-                    let remaining = ZSTD_compressStream2(context.pointer, &output, &source, end ? ZSTD_e_end : ZSTD_e_continue)
-                    if ZSTD_isError(remaining) != 0 { throw XferError(.compression, "zstd compression failed: \(errorName(remaining))") }
+                    let remaining = ZSTD_compressStream2(
+                        context.pointer, &output, &source, end ? ZSTD_e_end : ZSTD_e_continue)
+                    if ZSTD_isError(remaining) != 0 {
+                        throw XferError(.compression, "zstd compression failed: \(errorName(remaining))")
+                    }
                     result.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[..<output.pos]))
                     if end ? remaining == 0 : source.pos == source.size { return }
                 }
@@ -115,7 +131,9 @@ extension Zstd {
     /// The same, of a frame that is part of a larger array, read in place.
     public static func decompressFrame(_ frame: ArraySlice<UInt8>, maximumLength: Int) throws -> [UInt8] {
         let declared = frame.withUnsafeBytes { ZSTD_getFrameContentSize($0.baseAddress, $0.count) }
-        guard declared < UInt64.max - 1 else { throw XferError(.corruptChunk, "zstd payload is not a frame with a declared size") }
+        guard declared < UInt64.max - 1 else {
+            throw XferError(.corruptChunk, "zstd payload is not a frame with a declared size")
+        }
         guard declared <= UInt64(maximumLength) else {
             throw XferError(.tooLarge, "zstd frame declares \(declared) bytes, over the limit of \(maximumLength)")
         }
@@ -126,9 +144,12 @@ extension Zstd {
     /// large: a tree's manifest delta), refused before inflating if that is over
     /// `maximumLength` or not declared, or if the frame has trailing bytes.
     /// - Throws: `XferError` `too_large`, `corrupt_chunk`.
-    public static func decompressFrame(_ frame: UnsafeRawBufferPointer, maximumLength: Int) throws -> SpillArray<UInt8> {
+    public static func decompressFrame(_ frame: UnsafeRawBufferPointer, maximumLength: Int) throws -> SpillArray<UInt8>
+    {
         let declared = ZSTD_getFrameContentSize(frame.baseAddress, frame.count)
-        guard declared < UInt64.max - 1 else { throw XferError(.corruptChunk, "zstd payload is not a frame with a declared size") }
+        guard declared < UInt64.max - 1 else {
+            throw XferError(.corruptChunk, "zstd payload is not a frame with a declared size")
+        }
         guard declared <= UInt64(maximumLength) else {
             throw XferError(.tooLarge, "zstd frame declares \(declared) bytes, over the limit of \(maximumLength)")
         }
@@ -143,7 +164,9 @@ extension Zstd {
                 ZSTD_decompressDCtx(context.pointer, out.baseAddress, out.count, frame.baseAddress, frame.count)
             }
         }
-        if ZSTD_isError(written) != 0 { throw XferError(.corruptChunk, "zstd decompression failed: \(errorName(written))") }
+        if ZSTD_isError(written) != 0 {
+            throw XferError(.corruptChunk, "zstd decompression failed: \(errorName(written))")
+        }
         guard written == Int(declared) else {
             throw XferError(.corruptChunk, "zstd frame inflated to \(written) bytes, expected \(declared)")
         }

@@ -37,16 +37,19 @@ public enum Zstd {
     ///   - policy: Level and the minimum saving.
     /// - Returns: The chunk, zstd-encoded or raw if compression saved too little.
     /// - Throws: `XferError` `compression` if libzstd fails.
-    public static func encode(_ plain: UnsafeRawBufferPointer, id: ChunkID,
-                              policy: CompressionPolicy = .default) throws -> EncodedChunk {
+    public static func encode(
+        _ plain: UnsafeRawBufferPointer, id: ChunkID,
+        policy: CompressionPolicy = .default
+    ) throws -> EncodedChunk {
         let limit = Int(Double(plain.count) * policy.maximumRatio)
         if limit > 0 {
             // Compress into the context's scratch buffer, then copy out only what was written,
             // so a stored payload never carries compressBound's slack.
             let compressed: [UInt8]? = try compressionContexts.withContext { context in
                 let scratch = context.scratch(for: ZSTD_compressBound(plain.count))
-                let written = ZSTD_compressCCtx(context.pointer, scratch.baseAddress, scratch.count,
-                                                plain.baseAddress, plain.count, policy.level)
+                let written = ZSTD_compressCCtx(
+                    context.pointer, scratch.baseAddress, scratch.count,
+                    plain.baseAddress, plain.count, policy.level)
                 if ZSTD_isError(written) != 0 {
                     throw XferError(.compression, "zstd compression failed: \(errorName(written))")
                 }
@@ -69,15 +72,19 @@ public enum Zstd {
     ///   declares another size, no size, or trailing bytes; `compression` if libzstd fails.
     ///   - prefix: The plain bytes a frame made by ``encode(_:id:policy:against:)`` was
     ///     compressed against (raw content, never read as a zstd dictionary).
-    public static func decompress(_ frame: [UInt8], expectedLength: Int, maximumLength: Int,
-                                  prefix: [UInt8]? = nil) throws -> [UInt8] {
+    public static func decompress(
+        _ frame: [UInt8], expectedLength: Int, maximumLength: Int,
+        prefix: [UInt8]? = nil
+    ) throws -> [UInt8] {
         try decompress(frame[...], expectedLength: expectedLength, maximumLength: maximumLength, prefix: prefix)
     }
 
     /// ``decompress(_:expectedLength:maximumLength:prefix:)`` of a frame that is part of a
     /// larger array (after a magic or a reference id), read in place.
-    public static func decompress(_ frame: ArraySlice<UInt8>, expectedLength: Int, maximumLength: Int,
-                                  prefix: [UInt8]? = nil) throws -> [UInt8] {
+    public static func decompress(
+        _ frame: ArraySlice<UInt8>, expectedLength: Int, maximumLength: Int,
+        prefix: [UInt8]? = nil
+    ) throws -> [UInt8] {
         try frame.withUnsafeBytes { source in
             let declared = ZSTD_getFrameContentSize(source.baseAddress, source.count)
             // ZSTD_CONTENTSIZE_UNKNOWN and ZSTD_CONTENTSIZE_ERROR are the two largest UInt64 values.
@@ -97,15 +104,17 @@ public enum Zstd {
             return try [UInt8](unsafeUninitializedCapacity: expectedLength) { out, initialized in
                 let written = decompressionContexts.withContext { context in
                     guard let prefix else {
-                        return ZSTD_decompressDCtx(context.pointer, out.baseAddress, expectedLength,
-                                                   source.baseAddress, source.count)
+                        return ZSTD_decompressDCtx(
+                            context.pointer, out.baseAddress, expectedLength,
+                            source.baseAddress, source.count)
                     }
                     // A prefix is used by the next frame only; the context forgets it after.
                     return prefix.withUnsafeBytes { prefix in
                         let referenced = ZSTD_DCtx_refPrefix(context.pointer, prefix.baseAddress, prefix.count)
                         if ZSTD_isError(referenced) != 0 { return referenced }
-                        return ZSTD_decompressDCtx(context.pointer, out.baseAddress, expectedLength,
-                                                   source.baseAddress, source.count)
+                        return ZSTD_decompressDCtx(
+                            context.pointer, out.baseAddress, expectedLength,
+                            source.baseAddress, source.count)
                     }
                 }
                 if ZSTD_isError(written) != 0 {
@@ -114,7 +123,8 @@ public enum Zstd {
                 }
                 guard written == expectedLength else {
                     initialized = 0
-                    throw XferError(.corruptChunk, "zstd frame inflated to \(written) bytes, expected \(expectedLength)")
+                    throw XferError(
+                        .corruptChunk, "zstd frame inflated to \(written) bytes, expected \(expectedLength)")
                 }
                 initialized = written
             }
@@ -135,8 +145,9 @@ protocol ZstdContext: AnyObject, Sendable {
     init()
 }
 
-/// One `ZSTD_CCtx` and the output buffer that goes with it.
-final class CompressionContext: ZstdContext, @unchecked Sendable {  // used by one thread at a time: the pool lends it exclusively
+/// One `ZSTD_CCtx` and the output buffer that goes with it. Used by one thread at a time:
+/// the pool lends it exclusively.
+final class CompressionContext: ZstdContext, @unchecked Sendable {
     let pointer: OpaquePointer
     private var buffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
 
@@ -157,8 +168,8 @@ final class CompressionContext: ZstdContext, @unchecked Sendable {  // used by o
     }
 }
 
-/// One `ZSTD_DCtx`.
-final class DecompressionContext: ZstdContext, @unchecked Sendable {  // used by one thread at a time: the pool lends it exclusively
+/// One `ZSTD_DCtx`. Used by one thread at a time: the pool lends it exclusively.
+final class DecompressionContext: ZstdContext, @unchecked Sendable {
     let pointer: OpaquePointer
     init() { pointer = ZSTD_createDCtx()! }
     deinit { ZSTD_freeDCtx(pointer) }

@@ -41,7 +41,11 @@ public struct DavIf: Equatable, Sendable {
         let bytes = Array(header.utf8)
         var index = 0
         func malformed(_ why: String) -> XferError { XferError(.badRequest, "the If header is malformed: \(why)") }
-        func skipSpace() { while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "\t") { index += 1 } }
+        func skipSpace() {
+            while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "\t") {
+                index += 1
+            }
+        }
         /// The text up to `close` (past the opening byte, which `index` is on); quotes in an
         /// entity tag may hold the closing byte.
         func enclosed(_ close: UInt8) throws -> String {
@@ -71,16 +75,23 @@ public struct DavIf: Equatable, Sendable {
                 tag = try enclosed(UInt8(ascii: ">"))
                 tagged = true
                 skipSpace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: "(") else { throw malformed("a resource tag without a list") }
+                guard index < bytes.count, bytes[index] == UInt8(ascii: "(") else {
+                    throw malformed("a resource tag without a list")
+                }
             case UInt8(ascii: "("):
                 index += 1
                 var conditions: [Condition] = []
                 while true {
                     skipSpace()
                     guard index < bytes.count else { throw malformed("a ) is missing") }
-                    if bytes[index] == UInt8(ascii: ")") { index += 1; break }
+                    if bytes[index] == UInt8(ascii: ")") {
+                        index += 1
+                        break
+                    }
                     var not = false
-                    if bytes.count - index >= 3, String(decoding: bytes[index..<index + 3], as: UTF8.self).lowercased() == "not" {
+                    if bytes.count - index >= 3,
+                        String(decoding: bytes[index..<index + 3], as: UTF8.self).lowercased() == "not"
+                    {
                         not = true
                         index += 3
                         skipSpace()
@@ -97,7 +108,9 @@ public struct DavIf: Equatable, Sendable {
                         throw malformed("a condition is a <state token> or an [entity tag]")
                     }
                     count += 1
-                    guard count <= maximumConditions else { throw malformed("more than \(maximumConditions) conditions") }
+                    guard count <= maximumConditions else {
+                        throw malformed("more than \(maximumConditions) conditions")
+                    }
                 }
                 guard !conditions.isEmpty else { throw malformed("an empty list") }
                 lists.append(List(resource: tag, conditions: conditions))
@@ -124,7 +137,9 @@ public struct DavIf: Equatable, Sendable {
                 known[key] = current
             }
             let holds = list.conditions.allSatisfy { condition in
-                let matches = condition.token.map { current.tokens.contains($0) } ?? (condition.etag != nil && condition.etag == current.etag)
+                let matches =
+                    condition.token.map { current.tokens.contains($0) }
+                    ?? (condition.etag != nil && condition.etag == current.etag)
                 return matches != condition.not
             }
             if holds { return true }

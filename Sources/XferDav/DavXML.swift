@@ -58,7 +58,9 @@ public enum DavXML {
         var declared = 0
         var stack: [(raw: String, name: Name, namespaces: [String: String], index: Int)] = []
         var rest = Substring(text)
-        func malformed(_ why: String) -> XferError { XferError(.badRequest, "the request body is not well-formed XML: \(why)") }
+        func malformed(_ why: String) -> XferError {
+            XferError(.badRequest, "the request body is not well-formed XML: \(why)")
+        }
         while let open = rest.firstIndex(of: "<") {
             rest = rest[rest.index(after: open)...]
             if rest.hasPrefix("?") {
@@ -77,7 +79,9 @@ public enum DavXML {
             rest = rest[rest.index(after: close)...]
             if tag.hasPrefix("/") {
                 let raw = tag.dropFirst().trimmingCharacters(in: .whitespacesAndNewlines)
-                guard let top = stack.popLast(), top.raw == raw else { throw malformed("</\(raw)> closes no open element") }
+                guard let top = stack.popLast(), top.raw == raw else {
+                    throw malformed("</\(raw)> closes no open element")
+                }
                 found[top.index].content = found[top.index].content.lowerBound..<open
                 continue
             }
@@ -90,18 +94,23 @@ public enum DavXML {
                 for (key, value) in try attributes(String(parts[1])) {
                     if key == "xmlns" || key.hasPrefix("xmlns:") {
                         declared += 1
-                        guard declared <= maximumNamespaces else { throw malformed("more than \(maximumNamespaces) namespace declarations") }
+                        guard declared <= maximumNamespaces else {
+                            throw malformed("more than \(maximumNamespaces) namespace declarations")
+                        }
                     }
                     if key == "xmlns" {
                         namespaces[""] = value
                     } else if key.hasPrefix("xmlns:") {
                         // Namespaces in XML 1.0 §3: a prefix cannot be bound to the empty name.
-                        guard !value.isEmpty else { throw malformed("the prefix \(key.dropFirst(6)) is bound to no namespace") }
+                        guard !value.isEmpty else {
+                            throw malformed("the prefix \(key.dropFirst(6)) is bound to no namespace")
+                        }
                         namespaces[String(key.dropFirst(6))] = value
                     }
                 }
             }
-            let prefix: String, local: String
+            let prefix: String
+            let local: String
             if let colon = rawName.firstIndex(of: ":") {
                 prefix = String(rawName[..<colon])
                 local = String(rawName[rawName.index(after: colon)...])
@@ -109,18 +118,24 @@ public enum DavXML {
                 prefix = ""
                 local = rawName
             }
-            guard !local.isEmpty, isName(local), prefix.isEmpty || isName(prefix) else { throw malformed("a tag whose name is not an XML name") }
+            guard !local.isEmpty, isName(local), prefix.isEmpty || isName(prefix) else {
+                throw malformed("a tag whose name is not an XML name")
+            }
             guard let namespace = namespaces[prefix] ?? (prefix.isEmpty ? "" : nil) else {
                 throw malformed("the prefix \(prefix) is not declared")
             }
             let name = Name(namespace: namespace, local: local)
             guard found.count < maximumElements else { throw malformed("more than \(maximumElements) elements") }
-            found.append(Element(name: name, parentIndex: stack.last?.index, parent: stack.last?.name, namespaces: namespaces,
-                                 content: rest.startIndex..<rest.startIndex))
+            found.append(
+                Element(
+                    name: name, parentIndex: stack.last?.index, parent: stack.last?.name, namespaces: namespaces,
+                    content: rest.startIndex..<rest.startIndex))
             if !selfClosing { stack.append((rawName, name, namespaces, found.count - 1)) }
         }
         guard stack.isEmpty else { throw malformed("<\(stack.last!.raw)> is never closed") }
-        guard !found.isEmpty || text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw malformed("no element") }
+        guard !found.isEmpty || text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw malformed("no element")
+        }
         return found
     }
 
@@ -128,8 +143,11 @@ public enum DavXML {
     /// quote, space or colon in it.
     public static func isName(_ text: String) -> Bool {
         !text.utf8.contains { byte in
-            byte <= 0x20 || [UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "&"), UInt8(ascii: "\""), UInt8(ascii: "'"),
-                             UInt8(ascii: "="), UInt8(ascii: "/"), UInt8(ascii: ":"), UInt8(ascii: "!"), UInt8(ascii: "?")].contains(byte)
+            byte <= 0x20
+                || [
+                    UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "&"), UInt8(ascii: "\""), UInt8(ascii: "'"),
+                    UInt8(ascii: "="), UInt8(ascii: "/"), UInt8(ascii: ":"), UInt8(ascii: "!"), UInt8(ascii: "?")
+                ].contains(byte)
         }
     }
 
@@ -143,10 +161,15 @@ public enum DavXML {
                 throw XferError(.badRequest, "the request body is not well-formed XML: a bare &")
             }
             let reference = rest[..<semicolon]
-            let known = ["amp", "lt", "gt", "quot", "apos"].contains(reference)
+            let known =
+                ["amp", "lt", "gt", "quot", "apos"].contains(reference)
                 || (reference.hasPrefix("#x") && reference.count > 2 && reference.dropFirst(2).allSatisfy(\.isHexDigit))
-                || (reference.hasPrefix("#") && reference.count > 1 && reference.dropFirst().allSatisfy(\.isASCII) && reference.dropFirst().allSatisfy(\.isNumber))
-            guard known else { throw XferError(.badRequest, "the request body is not well-formed XML: an unknown reference &\(reference);") }
+                || (reference.hasPrefix("#") && reference.count > 1 && reference.dropFirst().allSatisfy(\.isASCII)
+                    && reference.dropFirst().allSatisfy(\.isNumber))
+            guard known else {
+                throw XferError(
+                    .badRequest, "the request body is not well-formed XML: an unknown reference &\(reference);")
+            }
         }
     }
 
@@ -157,14 +180,18 @@ public enum DavXML {
         while true {
             rest = rest.drop(while: { $0.isWhitespace })
             guard !rest.isEmpty else { return pairs }
-            guard let equals = rest.firstIndex(of: "=") else { throw XferError(.badRequest, "the request body is not well-formed XML: an attribute without a value") }
+            guard let equals = rest.firstIndex(of: "=") else {
+                throw XferError(.badRequest, "the request body is not well-formed XML: an attribute without a value")
+            }
             let key = rest[..<equals].trimmingCharacters(in: .whitespaces)
             rest = rest[rest.index(after: equals)...].drop(while: { $0.isWhitespace })
             guard let quote = rest.first, quote == "\"" || quote == "'" else {
                 throw XferError(.badRequest, "the request body is not well-formed XML: an unquoted attribute")
             }
             rest = rest.dropFirst()
-            guard let end = rest.firstIndex(of: quote) else { throw XferError(.badRequest, "the request body is not well-formed XML: an unterminated attribute") }
+            guard let end = rest.firstIndex(of: quote) else {
+                throw XferError(.badRequest, "the request body is not well-formed XML: an unterminated attribute")
+            }
             pairs.append((key, unescape(String(rest[..<end]))))
             rest = rest[rest.index(after: end)...]
         }
@@ -182,7 +209,9 @@ public enum DavXML {
         if children.contains(where: { $0.name == Name(namespace: dav, local: "propname") }) { return .propertyNames }
         if children.contains(where: { $0.name == Name(namespace: dav, local: "prop") }) {
             var seen = Set<Name>()
-            let names = elements.filter { $0.parent == Name(namespace: dav, local: "prop") }.map(\.name).filter { seen.insert($0).inserted }
+            let names = elements.filter { $0.parent == Name(namespace: dav, local: "prop") }.map(\.name).filter {
+                seen.insert($0).inserted
+            }
             guard names.count <= 256 else { throw XferError(.badRequest, "a PROPFIND asks for at most 256 properties") }
             return .properties(names)
         }
@@ -218,15 +247,19 @@ public enum DavXML {
         for element in elements {
             // A property: a child of DAV:prop, itself a child of DAV:set or DAV:remove.
             guard element.parent == Name(namespace: dav, local: "prop"), let propIndex = element.parentIndex,
-                  let action = elements[propIndex].parent, action.namespace == dav, action.local == "set" || action.local == "remove",
-                  elements[propIndex].parentIndex.map({ elements[$0].parentIndex == 0 }) == true else { continue }
+                let action = elements[propIndex].parent, action.namespace == dav,
+                action.local == "set" || action.local == "remove",
+                elements[propIndex].parentIndex.map({ elements[$0].parentIndex == 0 }) == true
+            else { continue }
             if action.local == "remove" {
                 changes.append(.remove(element.name))
             } else {
                 changes.append(.set(element.name, xml: standalone(element, in: body)))
             }
         }
-        guard !changes.isEmpty else { throw XferError(.badRequest, "a PROPPATCH body sets or removes at least one property") }
+        guard !changes.isEmpty else {
+            throw XferError(.badRequest, "a PROPPATCH body sets or removes at least one property")
+        }
         guard changes.count <= maximumChanges else {
             throw XferError(.badRequest, "a PROPPATCH changes at most \(maximumChanges) properties")
         }
@@ -248,16 +281,21 @@ public enum DavXML {
             throw XferError(.badRequest, "a LOCK body is a DAV: lockinfo element")
         }
         func child(_ local: String, of parent: Int) -> Int? {
-            elements.indices.first { elements[$0].parentIndex == parent && elements[$0].name == Name(namespace: dav, local: local) }
+            elements.indices.first {
+                elements[$0].parentIndex == parent && elements[$0].name == Name(namespace: dav, local: local)
+            }
         }
-        guard let scope = child("lockscope", of: 0), let type = child("locktype", of: 0), child("write", of: type) != nil else {
+        guard let scope = child("lockscope", of: 0), let type = child("locktype", of: 0),
+            child("write", of: type) != nil
+        else {
             throw XferError(.badRequest, "a LOCK body names a lockscope and a locktype of write")
         }
         let exclusive = child("exclusive", of: scope) != nil
         guard exclusive || child("shared", of: scope) != nil else {
             throw XferError(.badRequest, "a lock's scope is exclusive or shared")
         }
-        return LockRequest(exclusive: exclusive, owner: child("owner", of: 0).map { standalone(elements[$0], in: body) })
+        return LockRequest(
+            exclusive: exclusive, owner: child("owner", of: 0).map { standalone(elements[$0], in: body) })
     }
 
     /// A property's element as text that stands alone: its name in a prefix of its own, every
@@ -274,14 +312,17 @@ public enum DavXML {
             return "<\(element.name.local) xmlns=\"\"\(declarations)>\(content)</\(element.name.local)>"
         }
         if let uri = element.namespaces[""] { declarations += " xmlns=\"\(escape(uri))\"" }
-        return "<\(prefix):\(element.name.local) xmlns:\(prefix)=\"\(escape(element.name.namespace))\"\(declarations)>\(content)</\(prefix):\(element.name.local)>"
+        return
+            "<\(prefix):\(element.name.local) xmlns:\(prefix)=\"\(escape(element.name.namespace))\"\(declarations)>\(content)</\(prefix):\(element.name.local)>"
     }
 
     /// `text` with XML's five markup characters escaped, scalar by scalar (``MarkupText``).
     public static func escape(_ text: String) -> String { MarkupText.escaped(text) }
 
     /// The scalars the scanner looks for, each compared as a `Character`.
-    static let markupScalars: Set<Unicode.Scalar> = ["<", ">", "&", "\"", "'", "=", "/", "?", "!", "-", ":", ";", " ", "\t", "\n", "\r"]
+    static let markupScalars: Set<Unicode.Scalar> = [
+        "<", ">", "&", "\"", "'", "=", "/", "?", "!", "-", ":", ";", " ", "\t", "\n", "\r"
+    ]
 
     /// Refuses text in which a markup scalar shares a `Character` with another scalar (a
     /// combining mark after `<`, a prepending mark before it): the scanner, which reads by
@@ -289,7 +330,10 @@ public enum DavXML {
     static func checkMarkupStandsAlone(_ text: String) throws {
         for character in text where character.unicodeScalars.count > 1 && character != "\r\n" {
             if character.unicodeScalars.contains(where: markupScalars.contains) {
-                throw XferError(.badRequest, "the request body is not well-formed XML as WebDAV reads it: a markup character combined with a mark")
+                throw XferError(
+                    .badRequest,
+                    "the request body is not well-formed XML as WebDAV reads it: a markup character combined with a mark"
+                )
             }
         }
     }
@@ -297,7 +341,9 @@ public enum DavXML {
     /// `text` with the five entities ``escape(_:)`` writes read back (character references
     /// are left as they are).
     /// The five entities XML knows without a DOCTYPE, and what each stands for.
-    static let entities: [(name: String, scalar: Unicode.Scalar)] = [("&lt;", "<"), ("&gt;", ">"), ("&quot;", "\""), ("&apos;", "'"), ("&amp;", "&")]
+    static let entities: [(name: String, scalar: Unicode.Scalar)] = [
+        ("&lt;", "<"), ("&gt;", ">"), ("&quot;", "\""), ("&apos;", "'"), ("&amp;", "&")
+    ]
 
     /// `text` with the five entities read back, scalar by scalar, in one pass (`&amp;lt;` is `&lt;`).
     public static func unescape(_ text: String) -> String {
@@ -328,10 +374,13 @@ public enum DavXML {
     public static func response(href: String, found: [String], missing: [Name]) -> String {
         var out = "<D:response><D:href>\(escape(href))</D:href>"
         if !found.isEmpty {
-            out += "<D:propstat><D:prop>" + found.joined() + "</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat>"
+            out +=
+                "<D:propstat><D:prop>" + found.joined() + "</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat>"
         }
         if !missing.isEmpty {
-            out += "<D:propstat><D:prop>" + missing.map(empty).joined() + "</D:prop><D:status>HTTP/1.1 404 Not Found</D:status></D:propstat>"
+            out +=
+                "<D:propstat><D:prop>" + missing.map(empty).joined()
+                + "</D:prop><D:status>HTTP/1.1 404 Not Found</D:status></D:propstat>"
         }
         return out + "</D:response>"
     }
@@ -346,9 +395,11 @@ public enum DavXML {
         var seconds = time_t(nanoseconds / 1_000_000_000)
         var parts = tm()
         guard gmtime_r(&seconds, &parts) != nil else { return "Thu, 01 Jan 1970 00:00:00 GMT" }
-        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"], months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(days[Int(parts.tm_wday) % 7]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon) % 12]) \(parts.tm_year + 1900) "
+        return
+            "\(days[Int(parts.tm_wday) % 7]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon) % 12]) \(parts.tm_year + 1900) "
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
 }

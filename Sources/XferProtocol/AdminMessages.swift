@@ -122,8 +122,10 @@ public struct TokenInfo: Codable, Sendable, Hashable {
     /// When it expires (Unix seconds), if it does.
     public var expiresAt: Int64?
 
-    public init(account: String, token: String, id: String? = nil, device: String? = nil, readOnly: Bool? = nil,
-                container: String? = nil, expiresAt: Int64? = nil) {
+    public init(
+        account: String, token: String, id: String? = nil, device: String? = nil, readOnly: Bool? = nil,
+        container: String? = nil, expiresAt: Int64? = nil
+    ) {
         self.account = account
         self.token = token
         self.id = id

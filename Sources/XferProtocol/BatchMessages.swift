@@ -45,7 +45,8 @@ public struct DirectCommit: Codable, Sendable, Hashable {
 
     /// Its announcement.
     public var announcement: AnnounceRequest {
-        AnnounceRequest(path: path, kind: kind, size: size, mtimeNs: mtimeNs, mode: mode, baseVersion: baseVersion, device: device)
+        AnnounceRequest(
+            path: path, kind: kind, size: size, mtimeNs: mtimeNs, mode: mode, baseVersion: baseVersion, device: device)
     }
 }
 

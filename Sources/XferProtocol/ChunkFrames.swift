@@ -36,7 +36,9 @@ public enum ChunkFrames {
     /// Calls `body` with a frame's header (``frameHeaderSize`` bytes: the id, the plain
     /// length, the encoding, the payload's length), for a sender that writes the header and
     /// then the payload straight into its own buffer.
-    public static func withHeader<Result>(of chunk: EncodedChunk, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+    public static func withHeader<Result>(of chunk: EncodedChunk, _ body: (UnsafeRawBufferPointer) throws -> Result)
+        rethrows -> Result
+    {
         var header: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
         return try withUnsafeMutableBytes(of: &header) { raw in
             chunk.id.withUnsafeBytes { raw.copyMemory(from: $0) }
@@ -69,13 +71,16 @@ public struct ChunkFrameLimits: Sendable, Hashable {
 
     /// Limits for chunks of at most `maximumChunkLength` bytes: up to 1,024 frames and 64 MiB a body.
     /// - Parameter maximumChunkLength: Largest plain chunk accepted.
-    public init(maximumChunkLength: Int = ChunkerConfiguration.default.maximumSize,
-                maximumFrames: Int = 1024, maximumBodyLength: Int = 64 << 20) {
+    public init(
+        maximumChunkLength: Int = ChunkerConfiguration.default.maximumSize,
+        maximumFrames: Int = 1024, maximumBodyLength: Int = 64 << 20
+    ) {
         self.maximumChunkLength = maximumChunkLength
         maximumPayloadLength = maximumChunkLength + maximumChunkLength / 128 + 1024
         self.maximumFrames = maximumFrames
         self.maximumBodyLength = maximumBodyLength
-        maximumPlainBytes = maximumFrames.multipliedReportingOverflow(by: maximumChunkLength).overflow
+        maximumPlainBytes =
+            maximumFrames.multipliedReportingOverflow(by: maximumChunkLength).overflow
             ? Int.max : maximumFrames * maximumChunkLength
     }
 }
@@ -132,7 +137,8 @@ public struct ChunkFrameDecoder: Sendable {
     public func finish() throws {
         guard sawMagic else { throw XferError(.corruptChunk, "chunk body ended before its XFU1 header") }
         guard buffer.count == consumed else {
-            throw XferError(.corruptChunk, "chunk body ended inside a frame (\(buffer.count - consumed) bytes left over)")
+            throw XferError(
+                .corruptChunk, "chunk body ended inside a frame (\(buffer.count - consumed) bytes left over)")
         }
     }
 
@@ -148,9 +154,13 @@ public struct ChunkFrameDecoder: Sendable {
         }
         // A sealed chunk's length is its payload's: a sealed maximum chunk, a little longer.
         let sealedLimit = EndToEndChunks.maximumPayload(plain: limits.maximumChunkLength)
-        let (plainLimit, payloadLimit) = encoding == .sealed ? (sealedLimit, sealedLimit) : (limits.maximumChunkLength, limits.maximumPayloadLength)
+        let (plainLimit, payloadLimit) =
+            encoding == .sealed ? (sealedLimit, sealedLimit) : (limits.maximumChunkLength, limits.maximumPayloadLength)
         guard plainLength <= plainLimit, payloadLength <= payloadLimit else {
-            throw XferError(.tooLarge, "chunk frame \(frames) declares \(plainLength) plain / \(payloadLength) payload bytes, over the limits \(plainLimit) / \(payloadLimit)")
+            throw XferError(
+                .tooLarge,
+                "chunk frame \(frames) declares \(plainLength) plain / \(payloadLength) payload bytes, over the limits \(plainLimit) / \(payloadLimit)"
+            )
         }
         guard frames < limits.maximumFrames else {
             throw XferError(.tooLarge, "chunk body has more than \(limits.maximumFrames) frames")
@@ -169,6 +179,7 @@ public struct ChunkFrameDecoder: Sendable {
     }
 
     private func readUInt32(at offset: Int) -> UInt32 {
-        UInt32(buffer[offset]) | UInt32(buffer[offset + 1]) << 8 | UInt32(buffer[offset + 2]) << 16 | UInt32(buffer[offset + 3]) << 24
+        UInt32(buffer[offset]) | UInt32(buffer[offset + 1]) << 8 | UInt32(buffer[offset + 2]) << 16 | UInt32(
+            buffer[offset + 3]) << 24
     }
 }

@@ -24,7 +24,8 @@ public struct ContainerKeyInfo: Codable, Sendable, Hashable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case encrypted, wrapped, keyID = "keyId"  // key_id on the wire
+        case encrypted, wrapped
+        case keyID = "keyId"  // key_id on the wire
     }
 
     /// The wrapped key's bytes.
@@ -60,7 +61,8 @@ public struct ContainerKeyWrite: Codable, Sendable, Hashable, WireRequest {
     }
 
     enum CodingKeys: String, CodingKey {
-        case wrapped, previous, keyID = "keyId"  // key_id on the wire
+        case wrapped, previous
+        case keyID = "keyId"  // key_id on the wire
     }
 
     /// A wrapped key is ``ContainerKeyWrap/size`` bytes.
@@ -69,7 +71,8 @@ public struct ContainerKeyWrite: Codable, Sendable, Hashable, WireRequest {
     public func validate() throws {
         _ = try wrappedBytes()
         _ = try previousBytes()
-        guard keyID.utf8.count == 16, keyID.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
+        guard keyID.utf8.count == 16, keyID.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+        else {
             throw XferError(.badRequest, "key_id must be 16 lowercase hex digits")
         }
     }
@@ -84,7 +87,8 @@ public struct ContainerKeyWrite: Codable, Sendable, Hashable, WireRequest {
 
     static func bytes(_ text: String, _ field: String) throws -> [UInt8] {
         guard let data = Data(base64Encoded: text), ContainerKeyWrap.hasWrappedForm(data) else {
-            throw XferError(.badRequest, "\(field) must be base64 of a \(ContainerKeyWrap.size)-byte wrapped container key (XFW1)")
+            throw XferError(
+                .badRequest, "\(field) must be base64 of a \(ContainerKeyWrap.size)-byte wrapped container key (XFW1)")
         }
         return Array(data)
     }

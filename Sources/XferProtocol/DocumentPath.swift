@@ -51,9 +51,15 @@ public struct DocumentPath: Hashable, Comparable, Sendable, CustomStringConverti
     ///   - other: The live document in the way.
     public func namespaceConflict(with other: String) -> XferError {
         if other.utf8.count < value.utf8.count {
-            return XferError(.conflict, "\(other) is a document (a file, symlink or package), not a directory, so \(value) cannot be one inside it; delete \(other) first or choose another name")
+            return XferError(
+                .conflict,
+                "\(other) is a document (a file, symlink or package), not a directory, so \(value) cannot be one inside it; delete \(other) first or choose another name"
+            )
         }
-        return XferError(.conflict, "\(value) holds the document \(other), so it cannot itself be a document; delete what is inside it first or choose another name")
+        return XferError(
+            .conflict,
+            "\(value) holds the document \(other), so it cannot itself be a document; delete what is inside it first or choose another name"
+        )
     }
 
     public var description: String { value }
@@ -88,12 +94,16 @@ public struct ContainerName: Hashable, Comparable, Sendable, CustomStringConvert
     public init(_ raw: String) throws {
         let bytes = Array(raw.utf8)
         let allowed = { (b: UInt8) in
-            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2E || b == 0x5F || b == 0x2D
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2E || b == 0x5F
+                || b == 0x2D
         }
         guard (1...128).contains(bytes.count), bytes.allSatisfy(allowed),
-              let first = bytes.first, first != 0x2E, first != 0x5F, first != 0x2D else {
-            throw XferError(.invalidPath,
-                            "container name \"\(raw)\" must be 1-128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit")
+            let first = bytes.first, first != 0x2E, first != 0x5F, first != 0x2D
+        else {
+            throw XferError(
+                .invalidPath,
+                "container name \"\(raw)\" must be 1-128 characters of A-Z a-z 0-9 . _ - starting with a letter or digit"
+            )
         }
         value = raw
     }

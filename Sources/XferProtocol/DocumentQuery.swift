@@ -63,9 +63,11 @@ public struct DocumentQuery: Sendable, Hashable {
     public static let maximumPatternBytes = DocumentPathRules.maximumComponentBytes
 
     /// A query; every argument left out matches everything.
-    public init(name: String? = nil, kinds: Set<DocumentKind>? = nil, scope: Scope? = nil, prefix: String = "",
-                modifiedAfter: Int64? = nil, modifiedBefore: Int64? = nil, minimumSize: Int64? = nil, maximumSize: Int64? = nil,
-                state: State = .current, sort: Sort = .path, descending: Bool = false) {
+    public init(
+        name: String? = nil, kinds: Set<DocumentKind>? = nil, scope: Scope? = nil, prefix: String = "",
+        modifiedAfter: Int64? = nil, modifiedBefore: Int64? = nil, minimumSize: Int64? = nil, maximumSize: Int64? = nil,
+        state: State = .current, sort: Sort = .path, descending: Bool = false
+    ) {
         self.name = name
         self.kinds = kinds
         self.scope = scope
@@ -98,7 +100,8 @@ public struct DocumentQuery: Sendable, Hashable {
     public static func name(of path: DocumentPath) -> Substring {
         let scalars = path.value.unicodeScalars
         // By scalar: a component that starts with a combining mark joins the `/` in one Character.
-        return scalars.lastIndex(of: "/").map { Substring(scalars[scalars.index(after: $0)...]) } ?? Substring(path.value)
+        return scalars.lastIndex(of: "/").map { Substring(scalars[scalars.index(after: $0)...]) }
+            ?? Substring(path.value)
     }
 
     /// Throws `bad_request` for a query no server answers: a pattern too long, holding `/`
@@ -109,7 +112,8 @@ public struct DocumentQuery: Sendable, Hashable {
                 throw XferError(.badRequest, "the name pattern is longer than \(Self.maximumPatternBytes) bytes")
             }
             guard !name.utf8.contains(UInt8(ascii: "/")), !name.utf8.contains(0) else {
-                throw XferError(.badRequest, "a name pattern matches one name and holds no '/'; choose a folder with the prefix")
+                throw XferError(
+                    .badRequest, "a name pattern matches one name and holds no '/'; choose a folder with the prefix")
             }
             var escapes = 0
             for scalar in name.unicodeScalars.reversed() { if scalar == "\\" { escapes += 1 } else { break } }
@@ -118,8 +122,10 @@ public struct DocumentQuery: Sendable, Hashable {
         guard prefix.utf8.count <= DocumentPathRules.maximumPathBytes, !prefix.utf8.contains(0) else {
             throw XferError(.badRequest, "the prefix is too long or contains NUL")
         }
-        for (label, bound) in [("modified_after", modifiedAfter), ("modified_before", modifiedBefore),
-                               ("min_size", minimumSize), ("max_size", maximumSize)] {
+        for (label, bound) in [
+            ("modified_after", modifiedAfter), ("modified_before", modifiedBefore),
+            ("min_size", minimumSize), ("max_size", maximumSize)
+        ] {
             if let bound, bound < 0 { throw XferError(.badRequest, "\(label) must not be negative") }
         }
         if let low = modifiedAfter, let high = modifiedBefore, low >= high {
@@ -207,7 +213,8 @@ public struct DocumentQuery: Sendable, Hashable {
         /// class test at most its length, and no memory.
         public func matches(_ name: [Unicode.Scalar]) -> Bool {
             guard let tokens else { return false }
-            var p = 0, t = 0
+            var p = 0
+            var t = 0
             var star: (token: Int, text: Int)? = nil
             while t < name.count {
                 if p < tokens.count {
@@ -305,33 +312,41 @@ public struct DocumentQuery: Sendable, Hashable {
     public init(parameter value: (String) -> String?) throws {
         func integer(_ key: String) throws -> Int64? {
             guard let raw = value(key) else { return nil }
-            guard let number = Int64(raw), number >= 0 else { throw XferError(.badRequest, "\(key) must be a non-negative integer") }
+            guard let number = Int64(raw), number >= 0 else {
+                throw XferError(.badRequest, "\(key) must be a non-negative integer")
+            }
             return number
         }
-        func one<T: RawRepresentable & CaseIterable>(_ key: String, _ type: T.Type) throws -> T? where T.RawValue == String {
+        func one<T: RawRepresentable & CaseIterable>(_ key: String, _ type: T.Type) throws -> T?
+        where T.RawValue == String {
             guard let raw = value(key) else { return nil }
             guard let parsed = T(rawValue: raw) else {
-                throw XferError(.badRequest, "\(key) must be one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw XferError(
+                    .badRequest, "\(key) must be one of \(T.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             return parsed
         }
         var kinds: Set<DocumentKind>? = nil
         if let raw = value("kind") {
-            kinds = try Set(raw.split(separator: ",", omittingEmptySubsequences: false).map { part in
-                guard let kind = DocumentKind(rawValue: String(part)) else {
-                    throw XferError(.badRequest, "kind must be file, package or directory (comma-separated)")
-                }
-                return kind
-            })
+            kinds = try Set(
+                raw.split(separator: ",", omittingEmptySubsequences: false).map { part in
+                    guard let kind = DocumentKind(rawValue: String(part)) else {
+                        throw XferError(.badRequest, "kind must be file, package or directory (comma-separated)")
+                    }
+                    return kind
+                })
         }
         let order = value("order")
-        guard order == nil || order == "asc" || order == "desc" else { throw XferError(.badRequest, "order must be asc or desc") }
-        self.init(name: value("name"), kinds: kinds, scope: try one("scope", Scope.self),
-                  prefix: (value("prefix") ?? "").precomposedStringWithCanonicalMapping,
-                  modifiedAfter: try integer("modified_after"), modifiedBefore: try integer("modified_before"),
-                  minimumSize: try integer("min_size"), maximumSize: try integer("max_size"),
-                  state: try one("state", State.self) ?? .current, sort: try one("sort", Sort.self) ?? .path,
-                  descending: order == "desc")
+        guard order == nil || order == "asc" || order == "desc" else {
+            throw XferError(.badRequest, "order must be asc or desc")
+        }
+        self.init(
+            name: value("name"), kinds: kinds, scope: try one("scope", Scope.self),
+            prefix: (value("prefix") ?? "").precomposedStringWithCanonicalMapping,
+            modifiedAfter: try integer("modified_after"), modifiedBefore: try integer("modified_before"),
+            minimumSize: try integer("min_size"), maximumSize: try integer("max_size"),
+            state: try one("state", State.self) ?? .current, sort: try one("sort", Sort.self) ?? .path,
+            descending: order == "desc")
         try validate()
     }
 }

@@ -33,14 +33,17 @@ extension XferError {
     public static func conflict(path: DocumentPath, current: Int64?, base: Int64?) -> XferError {
         let currentText = current.map { "version \($0)" } ?? "no version"
         let baseText = base.map { "version \($0)" } ?? "no version (a new document)"
-        return XferError(.conflict, "\(path) is at \(currentText) on the server but this change is based on \(baseText); pull it first, or push with --force to replace it",
-                         cause: ConflictDetail(currentVersion: current))
+        return XferError(
+            .conflict,
+            "\(path) is at \(currentText) on the server but this change is based on \(baseText); pull it first, or push with --force to replace it",
+            cause: ConflictDetail(currentVersion: current))
     }
 
     /// A `missing_chunks` error.
     /// - Parameter ids: The chunks the account lacks.
     public static func missingChunks(_ ids: [ChunkID]) -> XferError {
-        XferError(.missingChunks, "the manifest references \(ids.count) chunks the server does not have; upload them first",
-                  cause: MissingChunksDetail(ids: ids))
+        XferError(
+            .missingChunks, "the manifest references \(ids.count) chunks the server does not have; upload them first",
+            cause: MissingChunksDetail(ids: ids))
     }
 }

@@ -100,7 +100,8 @@ public enum SealedValues {
     /// Whether a write has the form of a sealed one: a hashed key, and a sealed value or none
     /// (a deletion).
     public static func isSealed(key: String, value: JSONValue?) -> Bool {
-        guard key.utf8.count == 64, key.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return false }
+        guard key.utf8.count == 64, key.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+        else { return false }
         guard let value else { return true }
         return unwrap(value) != nil
     }
@@ -111,7 +112,8 @@ public enum SealedValues {
     /// The sealed bytes of a value kept so; `nil` if it is not one.
     public static func unwrap(_ value: JSONValue) -> [UInt8]? {
         guard case .string(let text) = value, text.hasPrefix(prefix),
-              let bytes = try? Base64.decode(String(text.dropFirst(prefix.count))), bytes.count >= Sealing.overhead else { return nil }
+            let bytes = try? Base64.decode(String(text.dropFirst(prefix.count))), bytes.count >= Sealing.overhead
+        else { return nil }
         return bytes
     }
 }

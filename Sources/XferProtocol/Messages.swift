@@ -61,8 +61,10 @@ public struct AnnounceRequest: Codable, Sendable, Hashable {
     public var device: String?
 
     /// Creates an announcement.
-    public init(path: DocumentPath, kind: DocumentKind, size: Int64, mtimeNs: Int64, mode: UInt32,
-                baseVersion: Int64?, device: String? = nil) {
+    public init(
+        path: DocumentPath, kind: DocumentKind, size: Int64, mtimeNs: Int64, mode: UInt32,
+        baseVersion: Int64?, device: String? = nil
+    ) {
         self.path = path
         self.kind = kind
         self.size = size
@@ -108,9 +110,11 @@ public struct DocumentInfo: Codable, Sendable, Hashable {
     public var scope: Scope { Scope(of: path) }
 
     /// Creates a description.
-    public init(path: DocumentPath, version: Int64, state: VersionState, kind: DocumentKind, size: Int64,
-                mtimeNs: Int64, mode: UInt32, baseVersion: Int64?, manifestDigest: String?, files: Int?,
-                chunks: Int?, device: String?, sequence: Int64, conflicts: [Int64]? = nil) {
+    public init(
+        path: DocumentPath, version: Int64, state: VersionState, kind: DocumentKind, size: Int64,
+        mtimeNs: Int64, mode: UInt32, baseVersion: Int64?, manifestDigest: String?, files: Int?,
+        chunks: Int?, device: String?, sequence: Int64, conflicts: [Int64]? = nil
+    ) {
         self.conflicts = conflicts
         self.path = path
         self.version = version
@@ -144,7 +148,8 @@ public struct ChunkIDList: Codable, Sendable, Hashable {
     ///   - against: For a download, references the client offers, by wanted chunk.
     public init(ids: [ChunkID], against: [ChunkID: ChunkID] = [:]) {
         self.ids = ids.map(\.hex)
-        self.against = against.isEmpty ? nil : Dictionary(uniqueKeysWithValues: against.map { ($0.key.hex, $0.value.hex) })
+        self.against =
+            against.isEmpty ? nil : Dictionary(uniqueKeysWithValues: against.map { ($0.key.hex, $0.value.hex) })
     }
 
     /// The offered references, parsed.
@@ -156,9 +161,13 @@ public struct ChunkIDList: Codable, Sendable, Hashable {
         var result: [ChunkID: ChunkID] = [:]
         for (key, value) in against {
             guard let id = ChunkID(hex: key), let reference = ChunkID(hex: value) else {
-                throw XferError(.badRequest, "\"\(key.prefix(80))\": \"\(value.prefix(80))\" is not a pair of chunk ids (64 hex digits)")
+                throw XferError(
+                    .badRequest,
+                    "\"\(key.prefix(80))\": \"\(value.prefix(80))\" is not a pair of chunk ids (64 hex digits)")
             }
-            guard asked.contains(id) else { throw XferError(.badRequest, "a reference is offered for chunk \(id), which is not asked for") }
+            guard asked.contains(id) else {
+                throw XferError(.badRequest, "a reference is offered for chunk \(id), which is not asked for")
+            }
             result[id] = reference
         }
         return result
@@ -213,8 +222,10 @@ public struct CommitRequest: Codable, Sendable, Hashable {
     public var manifestDigest: String
 
     /// Creates a commit.
-    public init(path: DocumentPath, version: Int64, baseVersion: Int64?, deltaBase: Int64?, manifestDelta: [UInt8],
-                manifestDigest: ChunkID) {
+    public init(
+        path: DocumentPath, version: Int64, baseVersion: Int64?, deltaBase: Int64?, manifestDelta: [UInt8],
+        manifestDigest: ChunkID
+    ) {
         self.path = path
         self.version = version
         self.baseVersion = baseVersion
@@ -371,8 +382,11 @@ public struct AccountSummary: Codable, Sendable, Hashable {
     /// deletion 256 bytes plus its stored manifest); `nil` from a server that does not count them.
     public var versionBytes: Int64?
 
-    public init(name: String, quota: Int64, used: Int64, versionBytes: Int64? = nil, createdAt: Int64, tokens: Int64, containers: Int64,
-                documents: Int64) {
+    public init(
+        name: String, quota: Int64, used: Int64, versionBytes: Int64? = nil, createdAt: Int64, tokens: Int64,
+        containers: Int64,
+        documents: Int64
+    ) {
         self.name = name
         self.quota = quota
         self.used = used
@@ -406,7 +420,9 @@ public struct AccountDeletion: Codable, Sendable, Hashable {
     /// Whether nothing was removed (`dry_run`).
     public var dryRun: Bool
 
-    public init(name: String, containers: Int64, documents: Int64, versions: Int64, tokens: Int64, used: Int64, dryRun: Bool) {
+    public init(
+        name: String, containers: Int64, documents: Int64, versions: Int64, tokens: Int64, used: Int64, dryRun: Bool
+    ) {
         self.name = name
         self.containers = containers
         self.documents = documents

@@ -50,7 +50,9 @@ extension ProtocolLimits {
 extension AnnounceRequest: WireRequest {
     public func validate() throws {
         try FieldLimit.check(device, "device", maximumBytes: ProtocolLimits.maximumDeviceBytes)
-        guard size >= 0, mode <= 0o7777 else { throw XferError(.badRequest, "\(path): size must be ≥ 0 and mode ≤ 7777") }
+        guard size >= 0, mode <= 0o7777 else {
+            throw XferError(.badRequest, "\(path): size must be ≥ 0 and mode ≤ 7777")
+        }
     }
 }
 
@@ -69,14 +71,16 @@ extension BatchCommitRequest: WireRequest {
 
     public func validate() throws {
         guard documents.count <= ProtocolLimits.maximumBatchDocuments else {
-            throw XferError(.tooLarge, "\(documents.count) documents in one batch; at most \(ProtocolLimits.maximumBatchDocuments)")
+            throw XferError(
+                .tooLarge, "\(documents.count) documents in one batch; at most \(ProtocolLimits.maximumBatchDocuments)")
         }
         var paths = Set<String>()
         for document in documents {
             try document.announcement.validate()
             try FieldLimit.check(document.manifestDigest, "manifest_digest", maximumBytes: 64)
             guard paths.insert(document.path.value).inserted else {
-                throw XferError(.badRequest, "\(document.path) is in the batch twice; a batch commits each document once")
+                throw XferError(
+                    .badRequest, "\(document.path) is in the batch twice; a batch commits each document once")
             }
         }
     }
@@ -85,7 +89,9 @@ extension BatchCommitRequest: WireRequest {
 extension ManifestBatchRequest: WireRequest {
     public func validate() throws {
         guard documents.count <= ProtocolLimits.maximumBatchDocuments else {
-            throw XferError(.tooLarge, "\(documents.count) documents in one request; at most \(ProtocolLimits.maximumBatchDocuments)")
+            throw XferError(
+                .tooLarge,
+                "\(documents.count) documents in one request; at most \(ProtocolLimits.maximumBatchDocuments)")
         }
     }
 }
@@ -98,7 +104,8 @@ extension ChunkIDList: WireRequest {
 
     public func validate() throws {
         guard ids.count <= ProtocolLimits.maximumIDsPerRequest else {
-            throw XferError(.tooLarge, "\(ids.count) ids in one request; at most \(ProtocolLimits.maximumIDsPerRequest)")
+            throw XferError(
+                .tooLarge, "\(ids.count) ids in one request; at most \(ProtocolLimits.maximumIDsPerRequest)")
         }
         guard (against?.count ?? 0) <= ids.count else {
             throw XferError(.badRequest, "\(against?.count ?? 0) references offered for \(ids.count) chunks")

@@ -41,7 +41,8 @@ public struct TokenTerms: Codable, Sendable, Hashable {
     /// Seconds until it expires (never when absent).
     public var expiresInSeconds: Int64?
 
-    public init(device: String? = nil, readOnly: Bool? = nil, container: String? = nil, expiresInSeconds: Int64? = nil) {
+    public init(device: String? = nil, readOnly: Bool? = nil, container: String? = nil, expiresInSeconds: Int64? = nil)
+    {
         self.device = device
         self.readOnly = readOnly
         self.container = container
@@ -60,8 +61,11 @@ public struct TokenTerms: Codable, Sendable, Hashable {
     public func validate() throws {
         if let device {
             try FieldLimit.check(device, "device", maximumBytes: ProtocolLimits.maximumDeviceBytes)
-            guard !device.isEmpty, !device.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw XferError(.badRequest, "device is a name of 1 to \(ProtocolLimits.maximumDeviceBytes) bytes without control characters")
+            guard !device.isEmpty, !device.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else {
+                throw XferError(
+                    .badRequest,
+                    "device is a name of 1 to \(ProtocolLimits.maximumDeviceBytes) bytes without control characters")
             }
         }
         if let container { _ = try ContainerName(container) }
@@ -98,8 +102,10 @@ public struct TokenSummary: Codable, Sendable, Hashable {
     /// Whether it is the token that asked (lists an account asks for itself).
     public var current: Bool?
 
-    public init(id: String, account: String, admin: Bool, device: String?, scope: TokenScope, createdAt: Int64,
-                expiresAt: Int64?, expired: Bool, current: Bool? = nil) {
+    public init(
+        id: String, account: String, admin: Bool, device: String?, scope: TokenScope, createdAt: Int64,
+        expiresAt: Int64?, expired: Bool, current: Bool? = nil
+    ) {
         self.id = id
         self.account = account
         self.admin = admin

@@ -22,12 +22,15 @@ public enum WireJSON {
     ///   - value: A wire message whose `field` (its wire name) encodes as `""`.
     ///   - bytes: What `field` carries.
     /// - Returns: UTF-8 JSON, as ``encode(_:)`` with the field set.
-    public static func encode(_ value: some Encodable, base64 bytes: some Collection<UInt8>, in field: String) -> SpillArray<UInt8> {
+    public static func encode(_ value: some Encodable, base64 bytes: some Collection<UInt8>, in field: String)
+        -> SpillArray<UInt8>
+    {
         let empty = encode(value)
         // Inside a JSON string every quote is escaped, so `"field":""` is only ever the key.
         let mark = Array("\"\(field)\":\"".utf8)
         guard let start = empty.indices.first(where: { empty[$0...].starts(with: mark) }),
-              empty.count > start + mark.count, empty[start + mark.count] == UInt8(ascii: "\"") else {
+            empty.count > start + mark.count, empty[start + mark.count] == UInt8(ascii: "\"")
+        else {
             preconditionFailure("\(type(of: value)) has no empty field \(field)")
         }
         var json = SpillArray<UInt8>()
@@ -55,7 +58,10 @@ public enum WireJSON {
         } catch DecodingError.keyNotFound(let key, _) {
             throw XferError(.badRequest, "request body lacks \"\(key.stringValue.snakeCased)\"")
         } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
-            throw XferError(.badRequest, "request body field \"\(context.codingPath.map(\.stringValue.snakeCased).joined(separator: "."))\" has the wrong type")
+            throw XferError(
+                .badRequest,
+                "request body field \"\(context.codingPath.map(\.stringValue.snakeCased).joined(separator: "."))\" has the wrong type"
+            )
         } catch DecodingError.dataCorrupted(let context) {
             if let underlying = context.underlyingError as? XferError { throw underlying }
             throw XferError(.badRequest, "request body is not valid JSON for this route")
@@ -102,7 +108,8 @@ public enum Base64 {
     private static func write(_ input: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) {
         let alphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
         alphabet.withUTF8Buffer { table in
-            var o = 0, i = 0
+            var o = 0
+            var i = 0
             while i + 3 <= input.count {
                 let word = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
                 out[o] = table[Int(word >> 18 & 63)]
@@ -125,7 +132,9 @@ public enum Base64 {
     /// Decodes standard base64.
     /// - Throws: `bad_request` if the text is not base64.
     public static func decode(_ text: String) throws -> [UInt8] {
-        guard let data = Data(base64Encoded: text) else { throw XferError(.badRequest, "a base64 field is not valid base64") }
+        guard let data = Data(base64Encoded: text) else {
+            throw XferError(.badRequest, "a base64 field is not valid base64")
+        }
         return Array(data)
     }
 }
@@ -139,10 +148,16 @@ public struct AccountName: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: `bad_request` saying what is allowed.
     public init(_ raw: String) throws {
         let allowed = raw.utf8.allSatisfy { b in
-            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2E || b == 0x5F || b == 0x2D
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2E || b == 0x5F
+                || b == 0x2D
         }
-        guard (1...64).contains(raw.utf8.count), allowed, let first = raw.utf8.first, first != 0x2E, first != 0x5F, first != 0x2D else {
-            throw XferError(.badRequest, "account name \"\(raw.prefix(80))\" must be 1-64 characters of A-Z a-z 0-9 . _ - starting with a letter or digit")
+        guard (1...64).contains(raw.utf8.count), allowed, let first = raw.utf8.first, first != 0x2E, first != 0x5F,
+            first != 0x2D
+        else {
+            throw XferError(
+                .badRequest,
+                "account name \"\(raw.prefix(80))\" must be 1-64 characters of A-Z a-z 0-9 . _ - starting with a letter or digit"
+            )
         }
         value = raw
     }

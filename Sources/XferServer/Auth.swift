@@ -10,10 +10,11 @@ public enum TokenHash {
     public static func generate() -> String {
         var random = SystemRandomNumberGenerator()
         let words = (0..<4).map { _ in random.next() as UInt64 }
-        return "xfer_" + words.map { word in
-            let hex = String(word, radix: 16)
-            return String(repeating: "0", count: 16 - hex.count) + hex
-        }.joined()
+        return "xfer_"
+            + words.map { word in
+                let hex = String(word, radix: 16)
+                return String(repeating: "0", count: 16 - hex.count) + hex
+            }.joined()
     }
 
     /// The stored form of a token.
@@ -28,7 +29,10 @@ public enum TokenHash {
     /// - Throws: `bad_request` for anything else.
     public static func publicID(_ text: String) throws -> String {
         guard text.utf8.count == TokenSummary.idLength, let bytes = Sealing.hexBytes(text) else {
-            throw XferError(.badRequest, "a token id is \(TokenSummary.idLength) hex digits, as `xfer token list` or `xfer account tokens NAME` shows it")
+            throw XferError(
+                .badRequest,
+                "a token id is \(TokenSummary.idLength) hex digits, as `xfer token list` or `xfer account tokens NAME` shows it"
+            )
         }
         return bytes.map(ChunkID.hexDigits).joined()
     }
@@ -94,8 +98,9 @@ enum Credentials {
         if header.hasPrefix("Bearer ") {
             token = header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
         } else if basic, header.hasPrefix("Basic "), header.utf8.count <= 1024,
-                  let decoded = Data(base64Encoded: header.dropFirst("Basic ".count).trimmingCharacters(in: .whitespaces)),
-                  let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":") {
+            let decoded = Data(base64Encoded: header.dropFirst("Basic ".count).trimmingCharacters(in: .whitespaces)),
+            let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":")
+        {
             token = String(text[text.index(after: colon)...])
         } else {
             return nil
@@ -105,13 +110,16 @@ enum Credentials {
     }
 
     /// The principal of the header's token, if it is one of this server's.
-    static func principal(_ header: String?, basic: Bool = false, _ metadata: any MetadataStore) async throws -> Principal? {
+    static func principal(_ header: String?, basic: Bool = false, _ metadata: any MetadataStore) async throws
+        -> Principal?
+    {
         try await authenticate(header, basic: basic, metadata)?.principal
     }
 
     /// The principal of the header's token and the token's hash (its key in the ``TokenLimiter``).
     static func authenticate(_ header: String?, basic: Bool = false, _ metadata: any MetadataStore) async throws
-        -> (principal: Principal, key: [UInt8])? {
+        -> (principal: Principal, key: [UInt8])?
+    {
         guard let token = token(header, basic: basic) else { return nil }
         let hash = TokenHash.hash(token)
         guard let principal = try await metadata.principal(tokenHash: hash) else { return nil }
@@ -123,7 +131,8 @@ enum Credentials {
     static func refuseExpired(_ principal: Principal) throws {
         guard principal.isExpired, let expiresAt = principal.expiresAt else { return }
         let when = Date(timeIntervalSince1970: TimeInterval(expiresAt / 1_000_000_000)).formatted(.iso8601)
-        throw XferError(.unauthorized, "this token expired at \(when); get a new one (xfer login, or xfer account new-token)")
+        throw XferError(
+            .unauthorized, "this token expired at \(when); get a new one (xfer login, or xfer account new-token)")
     }
 }
 
@@ -134,9 +143,13 @@ struct AuthMiddleware: RouterMiddleware {
     let metadata: any MetadataStore
     let limiter: TokenLimiter
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
-            throw XferError(.unauthorized, "missing token: send Authorization: Bearer TOKEN (xfer reads --token, XFER_TOKEN or the config file)")
+            throw XferError(
+                .unauthorized,
+                "missing token: send Authorization: Bearer TOKEN (xfer reads --token, XFER_TOKEN or the config file)")
         }
         guard let (principal, key) = try await Credentials.authenticate(header, metadata) else {
             throw XferError(.unauthorized, "the token is not valid on this server")

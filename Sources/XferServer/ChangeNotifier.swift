@@ -87,8 +87,10 @@ final class ChangeNotifier: Sendable {
     ///   - container: The container.
     ///   - seconds: The longest wait.
     ///   - hasChanges: Re-reads the store.
-    func wait(account: Int64, container: some CustomStringConvertible, seconds: Int,
-              hasChanges: @Sendable () async -> Bool) async {
+    func wait(
+        account: Int64, container: some CustomStringConvertible, seconds: Int,
+        hasChanges: @Sendable () async -> Bool
+    ) async {
         let key = Key(account: account, container: container.description)
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(seconds)

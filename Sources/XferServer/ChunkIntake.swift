@@ -19,18 +19,24 @@ struct ChunkIntake: Sendable {
         let lacking = Set(try await metadata.missingChunks(account: account, ids: batch.map(\.id)))
         var adding: Int64 = 0
         var counted: Set<ChunkID> = []
-        for chunk in batch where lacking.contains(chunk.id) && counted.insert(chunk.id).inserted { adding += Int64(max(0, chunk.length)) }
+        for chunk in batch where lacking.contains(chunk.id) && counted.insert(chunk.id).inserted {
+            adding += Int64(max(0, chunk.length))
+        }
         let usage = try await metadata.account(account)
         try quota.reserve(account: account, bytes: adding, used: usage.charged, quota: usage.quota)
         defer { quota.release(account: account, bytes: adding) }
         let results = try await chunks.store(batch)
-        let good = zip(batch, results).filter { $0.1 == nil }.map { OwnedChunk(id: $0.0.id, length: $0.0.length, sealed: $0.0.encoding == .sealed) }
+        let good = zip(batch, results).filter { $0.1 == nil }.map {
+            OwnedChunk(id: $0.0.id, length: $0.0.length, sealed: $0.0.encoding == .sealed)
+        }
         let added = try await metadata.addChunks(account: account, good, uploadStartedAt: startedAt)
         ServerMetrics.process.chunksStored.increment(by: Int64(added.count))
         ServerMetrics.process.chunkBytesStored.increment(by: added.bytes)
         if let index = results.firstIndex(where: { $0 != nil }), let error = results[index] {
-            throw XferError(.corruptChunk, "chunk \(batch[index].id) was refused: \(error.message); \(added.count) chunks before it were stored",
-                            cause: error)
+            throw XferError(
+                .corruptChunk,
+                "chunk \(batch[index].id) was refused: \(error.message); \(added.count) chunks before it were stored",
+                cause: error)
         }
         return added
     }

@@ -24,8 +24,10 @@ final class ChunksAgainst: Sendable {
     private let spent = Mutex<(bytes: Int, last: (id: ChunkID, plain: [UInt8])?)>((0, nil))
 
     /// One request's worth.
-    init(metadata: any MetadataStore, chunks: any ChunkStore, maximumLength: Int, budget: Int = 64 << 20,
-         threadPool: NIOThreadPool = .singleton) {
+    init(
+        metadata: any MetadataStore, chunks: any ChunkStore, maximumLength: Int, budget: Int = 64 << 20,
+        threadPool: NIOThreadPool = .singleton
+    ) {
         self.metadata = metadata
         self.chunks = chunks
         self.maximumLength = maximumLength
@@ -38,7 +40,9 @@ final class ChunksAgainst: Sendable {
     /// - Returns: The batch with those chunks rebuilt, and the ids of those whose reference the
     ///   account does not hold or that did not decode (the client sends them whole again).
     /// - Throws: `io` if the store fails.
-    func rebuild(_ batch: [EncodedChunk], account: Int64) async throws -> (chunks: [EncodedChunk], unresolved: [ChunkID]) {
+    func rebuild(_ batch: [EncodedChunk], account: Int64) async throws -> (
+        chunks: [EncodedChunk], unresolved: [ChunkID]
+    ) {
         let against = batch.filter { $0.encoding == .zstdAgainst }
         guard !against.isEmpty else { return (batch, []) }
         let absent = Set(try await metadata.missingChunks(account: account, ids: against.compactMap(\.reference)))
@@ -52,13 +56,15 @@ final class ChunksAgainst: Sendable {
                 continue
             }
             guard let referenceID = chunk.reference, !absent.contains(referenceID), spend(chunk.length),
-                  let reference = try await plain(referenceID) else {
+                let reference = try await plain(referenceID)
+            else {
                 unresolved.append(chunk.id)
                 continue
             }
             let maximumLength = maximumLength
             let whole: EncodedChunk? = try await threadPool.runIfActive {
-                guard let plain = try? chunk.decoded(maximumLength: maximumLength, reference: (referenceID, reference)) else { return nil }
+                guard let plain = try? chunk.decoded(maximumLength: maximumLength, reference: (referenceID, reference))
+                else { return nil }
                 return try plain.withUnsafeBytes { try chunk.stored(plain: $0) }
             }
             if let whole { rebuilt.append(whole) } else { unresolved.append(chunk.id) }
@@ -84,11 +90,14 @@ final class ChunksAgainst: Sendable {
     func forDownload(_ chunk: EncodedChunk, against reference: ChunkID?) async throws -> EncodedChunk {
         // A sealed chunk goes as it is: its bytes mean nothing here.
         guard chunk.encoding != .sealed, let reference, reference != chunk.id, spend(chunk.length),
-              let referencePlain = try await plain(reference) else { return chunk }
+            let referencePlain = try await plain(reference)
+        else { return chunk }
         let maximumLength = maximumLength
         return try await threadPool.runIfActive {
             guard let plain = try? chunk.decoded(maximumLength: maximumLength) else { return chunk }
-            let sent = try plain.withUnsafeBytes { try Zstd.encode($0, id: chunk.id, against: (reference, referencePlain)) }
+            let sent = try plain.withUnsafeBytes {
+                try Zstd.encode($0, id: chunk.id, against: (reference, referencePlain))
+            }
             return sent.payload.count < chunk.payload.count ? sent : chunk
         }
     }
@@ -97,7 +106,9 @@ final class ChunksAgainst: Sendable {
     /// sealed end to end (no reference), or does not verify (the caller falls back to sending whole).
     private func plain(_ id: ChunkID) async throws -> [UInt8]? {
         if let last = spent.withLock({ $0.last }), last.id == id { return last.plain }
-        guard let stored = try? await chunks.load(id), stored.encoding != .zstdAgainst, stored.encoding != .sealed, spend(stored.length) else { return nil }
+        guard let stored = try? await chunks.load(id), stored.encoding != .zstdAgainst, stored.encoding != .sealed,
+            spend(stored.length)
+        else { return nil }
         let maximumLength = maximumLength
         let plain = try await threadPool.runIfActive { try? stored.decoded(maximumLength: maximumLength) }
         if let plain { spent.withLock { $0.last = (id, plain) } }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The process's open-file limit (`RLIMIT_NOFILE`), which bounds how many connections a
@@ -17,8 +17,8 @@ public enum DescriptorLimit {
             var raised = limit
             raised.rlim_cur = limit.rlim_max
             #if canImport(Darwin)
-            // macOS refuses more than OPEN_MAX for an unlimited hard limit.
-            if raised.rlim_cur == RLIM_INFINITY { raised.rlim_cur = rlim_t(OPEN_MAX) }
+                // macOS refuses more than OPEN_MAX for an unlimited hard limit.
+                if raised.rlim_cur == RLIM_INFINITY { raised.rlim_cur = rlim_t(OPEN_MAX) }
             #endif
             if setrlimit(resourceKind, &raised) == 0 { limit = raised }
         }
@@ -26,8 +26,8 @@ public enum DescriptorLimit {
     }
 
     #if canImport(Glibc)
-    private static let resourceKind = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        private static let resourceKind = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
     #else
-    private static let resourceKind = RLIMIT_NOFILE
+        private static let resourceKind = RLIMIT_NOFILE
     #endif
 }

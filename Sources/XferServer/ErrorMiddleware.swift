@@ -1,5 +1,5 @@
-import Hummingbird
 import HTTPTypes
+import Hummingbird
 import Logging
 import NIOCore
 import XferCore
@@ -10,28 +10,39 @@ import XferProtocol
 struct ErrorMiddleware: RouterMiddleware {
     typealias Context = XferRequestContext
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         let start = ContinuousClock.now
         do {
             let response = try await next(request, context)
             // Time to the response head (a streamed body may still be flowing).
-            context.logger.debug("request", metadata: ["method": "\(request.method)", "path": "\(Self.loggedPath(request.uri.path))",
-                                                       "status": "\(response.status.code)",
-                                                       "ms": "\(Self.milliseconds(since: start))"])
+            context.logger.debug(
+                "request",
+                metadata: [
+                    "method": "\(request.method)", "path": "\(Self.loggedPath(request.uri.path))",
+                    "status": "\(response.status.code)",
+                    "ms": "\(Self.milliseconds(since: start))"
+                ])
             return response
         } catch {
             let body = Self.body(for: error)
             let status = (error as? XferError)?.status ?? XferError.Code.named(body.error.code).status
             // A 503 is a client over its share (parked polls), not a server fault.
             let level: Logger.Level = status.code >= 500 && status != .serviceUnavailable ? .error : .info
-            context.logger.log(level: level, "request failed", metadata: [
-                "method": "\(request.method)", "path": "\(Self.loggedPath(request.uri.path))", "status": "\(status.code)",
-                "ms": "\(Self.milliseconds(since: start))",
-                "code": "\(body.error.code)", "message": "\(body.error.message)",
-            ])
+            context.logger.log(
+                level: level, "request failed",
+                metadata: [
+                    "method": "\(request.method)", "path": "\(Self.loggedPath(request.uri.path))",
+                    "status": "\(status.code)",
+                    "ms": "\(Self.milliseconds(since: start))",
+                    "code": "\(body.error.code)", "message": "\(body.error.message)"
+                ])
             var headers: HTTPFields = [.contentType: "application/json"]
             if let retry = (error as? XferError)?.cause as? RetryAfter { headers[.retryAfter] = String(retry.seconds) }
-            return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(body))))
+            return Response(
+                status: status, headers: headers,
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(body))))
         }
     }
 
@@ -61,7 +72,8 @@ struct ErrorMiddleware: RouterMiddleware {
             if let detail = error.cause as? MissingChunksDetail { body.error.missing = detail.ids.map(\.hex) }
             // Paths and errno stay in the server's log; the client learns what it can act on.
             if error.code == .storageFull {
-                body.error.message = "the server's storage is full; nothing was stored; retry once its operator has freed space"
+                body.error.message =
+                    "the server's storage is full; nothing was stored; retry once its operator has freed space"
             } else if error.code == .io {
                 body.error.message = "the server could not read or write its storage; see its log"
             }
@@ -71,9 +83,11 @@ struct ErrorMiddleware: RouterMiddleware {
             return ErrorBody(code: XferError.Code.tooLarge.name, message: "request body is too large")
         case let error as HTTPError:
             switch error.status {
-            case .contentTooLarge: return ErrorBody(code: XferError.Code.tooLarge.name, message: "request body is too large")
+            case .contentTooLarge:
+                return ErrorBody(code: XferError.Code.tooLarge.name, message: "request body is too large")
             case .notFound: return ErrorBody(code: XferError.Code.notFound.name, message: "no such route")
-            case .methodNotAllowed: return ErrorBody(code: XferError.Code.badRequest.name, message: "method not allowed on this route")
+            case .methodNotAllowed:
+                return ErrorBody(code: XferError.Code.badRequest.name, message: "method not allowed on this route")
             default: return ErrorBody(code: XferError.Code.badRequest.name, message: error.body ?? "bad request")
             }
         default:
@@ -107,7 +121,8 @@ extension XferError: HTTPResponseError {
     public var status: HTTPResponse.Status { code.status }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        Response(status: status, headers: [.contentType: "application/json"],
-                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(ErrorMiddleware.body(for: self)))))
+        Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(ErrorMiddleware.body(for: self)))))
     }
 }

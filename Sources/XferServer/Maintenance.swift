@@ -41,7 +41,9 @@ public struct Maintenance: Sendable {
     ///   - dryRun: Count only.
     ///   - now: The time the grace period counts back from (tests set it to tell apart what
     ///     was stored a moment before another thing).
-    public func collectGarbage(grace: Int64 = Maintenance.defaultGrace, dryRun: Bool = false, now: Date = Date()) async throws -> GarbageReport {
+    public func collectGarbage(grace: Int64 = Maintenance.defaultGrace, dryRun: Bool = false, now: Date = Date())
+        async throws -> GarbageReport
+    {
         let start = ContinuousClock.now
         // Longer than a century means "keep everything young"; the cap keeps the arithmetic in range.
         let grace = min(max(grace, 0), Self.maximumGrace)
@@ -72,9 +74,10 @@ public struct Maintenance: Sendable {
                     report.chunksRemoved += candidates.count
                     report.bytesRemoved += candidates.reduce(0) { $0 + $1.bytes }
                 } else {
-                    let removed = try await chunks.sweep(candidates.map(\.id), modifiedBefore: modifiedBefore,
-                                                         begin: { try await metadata.beginDeletion($0) },
-                                                         end: { try await metadata.endDeletion($0) })
+                    let removed = try await chunks.sweep(
+                        candidates.map(\.id), modifiedBefore: modifiedBefore,
+                        begin: { try await metadata.beginDeletion($0) },
+                        end: { try await metadata.endDeletion($0) })
                     report.chunksRemoved += removed.count
                     report.bytesRemoved += removed.bytes
                 }
@@ -87,7 +90,8 @@ public struct Maintenance: Sendable {
             report.packBytesFreed = compaction.bytesFreed
             // No upload runs longer than an hour (requests have deadlines), so older deletion
             // records can no longer refuse anything.
-            try await metadata.forgetDeletions(before: DeletionRules.forgetBefore(now: try await metadata.clock(), grace: grace))
+            try await metadata.forgetDeletions(
+                before: DeletionRules.forgetBefore(now: try await metadata.clock(), grace: grace))
         }
         report.milliseconds = Int64((ContinuousClock.now - start).seconds * 1000)
         return report
@@ -156,7 +160,8 @@ public struct Maintenance: Sendable {
                 for id in Set(manifest.allChunks.map(\.id)) {
                     references[stored.account, default: [:]][id, default: 0] += 1
                     if !intact.contains(id) {
-                        report.record(problem: "\(name): chunk \(id.hex) is \(damaged.contains(id) ? "corrupt" : "missing")")
+                        report.record(
+                            problem: "\(name): chunk \(id.hex) is \(damaged.contains(id) ? "corrupt" : "missing")")
                     }
                 }
             }
@@ -173,21 +178,29 @@ public struct Maintenance: Sendable {
                 seen[row.account, default: []].insert(row.id)
                 let expected = references[row.account]?[row.id] ?? 0
                 if row.refs != expected {
-                    report.record(problem: "account \(row.account): chunk \(row.id.hex) counts \(row.refs) references, but \(expected) committed versions use it")
+                    report.record(
+                        problem:
+                            "account \(row.account): chunk \(row.id.hex) counts \(row.refs) references, but \(expected) committed versions use it"
+                    )
                 }
             }
         }
         for (account, ids) in references {
             for id in ids.keys where seen[account]?.contains(id) != true {
-                report.record(problem: "account \(account): chunk \(id.hex) is used by a committed version but not held")
+                report.record(
+                    problem: "account \(account): chunk \(id.hex) is used by a committed version but not held")
             }
         }
         for account in try await metadata.accounts() {
             if account.used != account.held {
-                report.record(problem: "account \(account.name): records \(account.used) bytes used, but holds \(account.held)")
+                report.record(
+                    problem: "account \(account.name): records \(account.used) bytes used, but holds \(account.held)")
             }
             if account.versionBytes != account.versionBytesKept {
-                report.record(problem: "account \(account.name): records \(account.versionBytes) bytes of version records, but its versions cost \(account.versionBytesKept)")
+                report.record(
+                    problem:
+                        "account \(account.name): records \(account.versionBytes) bytes of version records, but its versions cost \(account.versionBytesKept)"
+                )
             }
         }
         report.milliseconds = Int64((ContinuousClock.now - start).seconds * 1000)

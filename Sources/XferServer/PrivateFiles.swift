@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import XferCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The data directory's permissions: it and its secrets are the server user's alone.
 enum PrivateFiles {
@@ -20,11 +21,17 @@ enum PrivateFiles {
         }
         let user = geteuid()
         guard info.st_uid == user else {
-            throw XferError(.invalidConfiguration, "the data directory \(directory) belongs to uid \(info.st_uid), not to this user (uid \(user)); run the server as its owner, then chmod 700 \(directory)")
+            throw XferError(
+                .invalidConfiguration,
+                "the data directory \(directory) belongs to uid \(info.st_uid), not to this user (uid \(user)); run the server as its owner, then chmod 700 \(directory)"
+            )
         }
         let mode = info.st_mode & 0o7777
         guard mode & 0o022 == 0 else {
-            throw XferError(.invalidConfiguration, "the data directory \(directory) may be written by other users (mode \(String(mode, radix: 8))); run chmod 700 \(directory)")
+            throw XferError(
+                .invalidConfiguration,
+                "the data directory \(directory) may be written by other users (mode \(String(mode, radix: 8))); run chmod 700 \(directory)"
+            )
         }
     }
 

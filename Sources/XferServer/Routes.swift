@@ -1,9 +1,9 @@
-import Synchronization
 import Foundation
 import HTTPTypes
 import Hummingbird
-import ServiceLifecycle
 import NIOCore
+import ServiceLifecycle
+import Synchronization
 import XferCore
 import XferProtocol
 
@@ -21,7 +21,10 @@ struct Routes: Sendable {
     func register(on router: Router<XferRequestContext>) {
         router.add(middleware: ErrorMiddleware())
         router.get("/v1/health") { _, _ -> Response in
-            Self.json(HealthStatus(status: "ok", version: XferVersion.current, features: ServerFeature.allCases.filter(limits.features.contains).map(\.rawValue)))
+            Self.json(
+                HealthStatus(
+                    status: "ok", version: XferVersion.current,
+                    features: ServerFeature.allCases.filter(limits.features.contains).map(\.rawValue)))
         }
         router.get("/metrics", use: metrics)
         let v1 = router.group("v1").add(middleware: AuthMiddleware(metadata: metadata, limiter: limiter))
@@ -80,12 +83,16 @@ struct Routes: Sendable {
     /// `GET /metrics`: the Prometheus text format (``ServerMetrics``), for the admin token only
     /// (Prometheus sends it with `authorization: credentials_file: DIR/admin-token`).
     @Sendable func metrics(_ request: Request, context: XferRequestContext) async throws -> Response {
-        guard let principal = try await Credentials.principal(request.headers[.authorization], metadata), principal.isAdmin else {
-            throw XferError(.unauthorized, "metrics need the admin token (DIR/admin-token): send Authorization: Bearer TOKEN")
+        guard let principal = try await Credentials.principal(request.headers[.authorization], metadata),
+            principal.isAdmin
+        else {
+            throw XferError(
+                .unauthorized, "metrics need the admin token (DIR/admin-token): send Authorization: Bearer TOKEN")
         }
         let text = try await ServerMetrics.process.scrape(metadata)
-        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
+        return Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
     }
 
     // MARK: Accounts
@@ -96,7 +103,8 @@ struct Routes: Sendable {
         let quota = body.quota ?? limits.defaultQuota
         guard quota >= 0 else { throw XferError(.badRequest, "quota must not be negative") }
         let token = TokenHash.generate()
-        var info = try await metadata.createAccount(name: try AccountName(body.name), quota: quota, tokenHash: TokenHash.hash(token))
+        var info = try await metadata.createAccount(
+            name: try AccountName(body.name), quota: quota, tokenHash: TokenHash.hash(token))
         info.token = token
         return Self.json(info, status: .created)
     }
@@ -169,7 +177,9 @@ struct Routes: Sendable {
         try Self.requireFullScope(principal, "issuing tokens")
         let terms = try await Self.decode(TokenTerms.self, request)
         // No later than the asking token's own expiry (the store clamps it in its transaction).
-        return Self.json(try await metadata.issueToken(account: principal.name, terms: terms, notAfter: principal.expiresAt), status: .created)
+        return Self.json(
+            try await metadata.issueToken(account: principal.name, terms: terms, notAfter: principal.expiresAt),
+            status: .created)
     }
 
     /// `POST /v1/tokens/revoke`: one of the account's tokens, by the token itself (any token may
@@ -185,13 +195,17 @@ struct Routes: Sendable {
                 return Self.json(RevokeTokenResult(revoked: try await metadata.revokeToken(hash: hash) ? 1 : 0))
             }
             try Self.requireFullScope(principal, "revoking another token")
-            guard let owner = try await metadata.principal(tokenHash: hash), !owner.isAdmin, owner.accountID == principal.accountID else {
+            guard let owner = try await metadata.principal(tokenHash: hash), !owner.isAdmin,
+                owner.accountID == principal.accountID
+            else {
                 return Self.json(RevokeTokenResult(revoked: 0))
             }
             return Self.json(RevokeTokenResult(revoked: try await metadata.revokeToken(hash: hash) ? 1 : 0))
         case (nil, let id?, nil):
             try Self.requireFullScope(principal, "revoking another token")
-            return Self.json(RevokeTokenResult(revoked: try await metadata.revokeToken(id: try TokenHash.publicID(id), account: account) ? 1 : 0))
+            return Self.json(
+                RevokeTokenResult(
+                    revoked: try await metadata.revokeToken(id: try TokenHash.publicID(id), account: account) ? 1 : 0))
         default:
             throw XferError(.badRequest, "give one of \"token\" (a token of this account) or \"id\" (one by its id)")
         }
@@ -207,7 +221,8 @@ struct Routes: Sendable {
         let body = try await Self.decode(GarbageRequest.self, request)
         let grace = body.graceSeconds ?? Maintenance.defaultGrace
         guard grace >= 0 else { throw XferError(.badRequest, "grace_seconds must not be negative") }
-        let report = try await Maintenance(metadata: metadata, chunks: chunks).collectGarbage(grace: grace, dryRun: body.dryRun ?? false)
+        let report = try await Maintenance(metadata: metadata, chunks: chunks).collectGarbage(
+            grace: grace, dryRun: body.dryRun ?? false)
         if !(body.dryRun ?? false) {
             ServerMetrics.process.gcRuns.increment()
             ServerMetrics.process.gcChunksRemoved.increment(by: Int64(report.chunksRemoved))
@@ -280,10 +295,15 @@ struct Routes: Sendable {
             ServerMetrics.process.chunksReceived.increment(by: Int64(frames.count))
             for frame in frames {
                 if frame.encoding == .zstdAgainst && !limits.features.contains(.chunksAgainst) {
-                    throw XferError(.badRequest, "chunk \(frame.id) is sent against another chunk (encoding 2), which this server does not offer; send it whole")
+                    throw XferError(
+                        .badRequest,
+                        "chunk \(frame.id) is sent against another chunk (encoding 2), which this server does not offer; send it whole"
+                    )
                 }
                 if frame.encoding == .sealed && !limits.features.contains(.sealedChunks) {
-                    throw XferError(.badRequest, "chunk \(frame.id) is sealed end to end (encoding 3), which this server does not offer")
+                    throw XferError(
+                        .badRequest,
+                        "chunk \(frame.id) is sealed end to end (encoding 3), which this server does not offer")
                 }
                 pending.append(frame)
                 pendingBytes += frame.payload.count
@@ -292,7 +312,8 @@ struct Routes: Sendable {
         }
         try decoder.finish()
         try await flush()
-        return Self.json(UploadResult(received: received, stored: stored, storedBytes: storedBytes, unresolved: unresolved))
+        return Self.json(
+            UploadResult(received: received, stored: stored, storedBytes: storedBytes, unresolved: unresolved))
     }
 
     @Sendable func download(_ request: Request, context: XferRequestContext) async throws -> Response {
@@ -302,52 +323,62 @@ struct Routes: Sendable {
         try Self.checkCount(ids.count)
         let absent = try await metadata.missingChunks(account: account.accountID, ids: ids)
         guard absent.isEmpty else {
-            throw XferError(.notFound, "\(absent.count) of the requested chunks are not stored for this account (first: \(absent[0]))")
+            throw XferError(
+                .notFound,
+                "\(absent.count) of the requested chunks are not stored for this account (first: \(absent[0]))")
         }
         let chunks = chunks
         let against = ChunksAgainst(metadata: metadata, chunks: chunks, maximumLength: limits.frames.maximumChunkLength)
         // Offers are ignored (every chunk goes as stored) when this server does not offer the feature.
-        let references = limits.features.contains(.chunksAgainst)
+        let references =
+            limits.features.contains(.chunksAgainst)
             ? try await against.usable(list.parsedAgainst(ids: ids), account: account.accountID) : [:]
-        return Response(status: .ok, headers: [.contentType: "application/octet-stream"], body: ResponseBody { writer in
-            try await writer.write(ByteBuffer(bytes: ChunkFrames.magic))
-            // Batches of loads run ahead of the writer (an object store answers each request in
-            // a round trip), and frames go out in the order asked; at most readAhead × readBatch
-            // chunks wait in memory.
-            let size = max(1, chunks.readBatch)
-            let batches = stride(from: 0, to: ids.count, by: size).map { Array(ids[$0..<min($0 + size, ids.count)]) }
-            let window = max(1, chunks.readAhead)
-            try await withThrowingTaskGroup(of: (Int, [EncodedChunk]).self) { group in
-                var started = 0
-                var written = 0
-                var ready: [Int: [EncodedChunk]] = [:]
-                func start() {
-                    let index = started
-                    group.addTask { (index, try await chunks.load(batches[index])) }
-                    started += 1
+        return Response(
+            status: .ok, headers: [.contentType: "application/octet-stream"],
+            body: ResponseBody { writer in
+                try await writer.write(ByteBuffer(bytes: ChunkFrames.magic))
+                // Batches of loads run ahead of the writer (an object store answers each request in
+                // a round trip), and frames go out in the order asked; at most readAhead × readBatch
+                // chunks wait in memory.
+                let size = max(1, chunks.readBatch)
+                let batches = stride(from: 0, to: ids.count, by: size).map {
+                    Array(ids[$0..<min($0 + size, ids.count)])
                 }
-                while started < min(window, batches.count) { start() }
-                while written < batches.count, let (index, loaded) = try await group.next() {
-                    ready[index] = loaded
-                    while let next = ready.removeValue(forKey: written) {
-                        var sent: [EncodedChunk] = []
-                        sent.reserveCapacity(next.count)
-                        for chunk in next { sent.append(try await against.forDownload(chunk, against: references[chunk.id])) }
-                        // Each frame written once, into a buffer of the batch's size.
-                        var frames = ByteBufferAllocator().buffer(capacity: sent.reduce(0) { $0 + ChunkFrames.frameHeaderSize + $1.payload.count })
-                        for chunk in sent {
-                            ChunkFrames.withHeader(of: chunk) { frames.writeBytes($0) }
-                            frames.writeBytes(chunk.payload)
+                let window = max(1, chunks.readAhead)
+                try await withThrowingTaskGroup(of: (Int, [EncodedChunk]).self) { group in
+                    var started = 0
+                    var written = 0
+                    var ready: [Int: [EncodedChunk]] = [:]
+                    func start() {
+                        let index = started
+                        group.addTask { (index, try await chunks.load(batches[index])) }
+                        started += 1
+                    }
+                    while started < min(window, batches.count) { start() }
+                    while written < batches.count, let (index, loaded) = try await group.next() {
+                        ready[index] = loaded
+                        while let next = ready.removeValue(forKey: written) {
+                            var sent: [EncodedChunk] = []
+                            sent.reserveCapacity(next.count)
+                            for chunk in next {
+                                sent.append(try await against.forDownload(chunk, against: references[chunk.id]))
+                            }
+                            // Each frame written once, into a buffer of the batch's size.
+                            var frames = ByteBufferAllocator().buffer(
+                                capacity: sent.reduce(0) { $0 + ChunkFrames.frameHeaderSize + $1.payload.count })
+                            for chunk in sent {
+                                ChunkFrames.withHeader(of: chunk) { frames.writeBytes($0) }
+                                frames.writeBytes(chunk.payload)
+                            }
+                            ServerMetrics.process.bytesOut.increment(by: Int64(frames.readableBytes))
+                            try await writer.write(frames)
+                            written += 1
+                            if started < batches.count { start() }
                         }
-                        ServerMetrics.process.bytesOut.increment(by: Int64(frames.readableBytes))
-                        try await writer.write(frames)
-                        written += 1
-                        if started < batches.count { start() }
                     }
                 }
-            }
-            try await writer.finish(nil)
-        })
+                try await writer.finish(nil)
+            })
     }
 
     // MARK: Documents
@@ -366,23 +397,31 @@ struct Routes: Sendable {
         let account = try context.requireAccount()
         let container = try Self.container(context)
         let body = try await Self.decode(CommitRequest.self, request)
-        guard let digest = ChunkID(hex: body.manifestDigest) else { throw XferError(.badRequest, "manifest_digest is not 64 hex digits") }
+        guard let digest = ChunkID(hex: body.manifestDigest) else {
+            throw XferError(.badRequest, "manifest_digest is not 64 hex digits")
+        }
         var base: Manifest? = nil
         if let deltaBase = body.deltaBase {
-            let stored = try await metadata.manifest(account: account.accountID, container: container, path: body.path, version: deltaBase)
+            let stored = try await metadata.manifest(
+                account: account.accountID, container: container, path: body.path, version: deltaBase)
             base = try Manifest(decoding: stored.manifest)
         }
         let delta = try Base64.decode(body.manifestDelta)
         if Manifest.isCompressedDelta(delta) && !limits.features.contains(.compressedManifests) {
-            throw XferError(.invalidManifest, "the manifest delta is compressed (XFDZ), which this server does not offer; send it plain")
+            throw XferError(
+                .invalidManifest,
+                "the manifest delta is compressed (XFDZ), which this server does not offer; send it plain")
         }
         let manifest = try Manifest(applying: delta, to: base)
         let encoded = manifest.encoded()
         guard ChunkID.of(encoded) == digest else {
-            throw XferError(.invalidManifest, "the manifest rebuilt from the delta has digest \(ChunkID.of(encoded)), not \(digest)")
+            throw XferError(
+                .invalidManifest, "the manifest rebuilt from the delta has digest \(ChunkID.of(encoded)), not \(digest)"
+            )
         }
-        let info = try await metadata.commit(account: account.accountID, container: container, path: body.path,
-                                             version: body.version, baseVersion: body.baseVersion, manifest: manifest, encoded: encoded)
+        let info = try await metadata.commit(
+            account: account.accountID, container: container, path: body.path,
+            version: body.version, baseVersion: body.baseVersion, manifest: manifest, encoded: encoded)
         ServerMetrics.process.counted(info)
         changes.notify(account: account.accountID, container: container)
         return Self.json(info)
@@ -403,26 +442,37 @@ struct Routes: Sendable {
                 let manifest = try Manifest(decoding: try Base64.decode(document.manifest))
                 let encoded = manifest.encoded()
                 guard ChunkID.of(encoded) == digest else {
-                    throw XferError(.invalidManifest, "\(document.path): the manifest has digest \(ChunkID.of(encoded)), not \(digest)")
+                    throw XferError(
+                        .invalidManifest,
+                        "\(document.path): the manifest has digest \(ChunkID.of(encoded)), not \(digest)")
                 }
                 guard DocumentKind(manifest.kind) == document.kind else {
-                    throw XferError(.invalidManifest, "\(document.path): a \(document.kind.rawValue) document with a \(manifest.kind) manifest")
+                    throw XferError(
+                        .invalidManifest,
+                        "\(document.path): a \(document.kind.rawValue) document with a \(manifest.kind) manifest")
                 }
                 var announce = document.announcement
                 announce.device = account.device(claimed: announce.device)
-                valid.append((index, DirectCommitItem(announce: announce, manifest: manifest, encoded: encoded, version: document.version)))
+                valid.append(
+                    (
+                        index,
+                        DirectCommitItem(
+                            announce: announce, manifest: manifest, encoded: encoded, version: document.version)
+                    ))
             } catch {
                 outcomes[index] = BatchCommitResult.Outcome(error: ErrorMiddleware.body(for: error).error)
             }
         }
         if !valid.isEmpty {
-            let results = try await metadata.commitDirect(account: account.accountID, container: container, valid.map(\.commit))
+            let results = try await metadata.commitDirect(
+                account: account.accountID, container: container, valid.map(\.commit))
             for (item, result) in zip(valid, results) {
                 switch result {
                 case .success(let info):
                     ServerMetrics.process.counted(info)
                     outcomes[item.index] = BatchCommitResult.Outcome(document: info)
-                case .failure(let error): outcomes[item.index] = BatchCommitResult.Outcome(error: ErrorMiddleware.body(for: error).error)
+                case .failure(let error):
+                    outcomes[item.index] = BatchCommitResult.Outcome(error: ErrorMiddleware.body(for: error).error)
                 }
             }
             changes.notify(account: account.accountID, container: container)
@@ -437,20 +487,26 @@ struct Routes: Sendable {
         // The answer is bounded: past the budget every later document answers `too_large`
         // unread, so one request loads at most one manifest it does not send. All are read in
         // one transaction (on PostgreSQL, 500 transactions of their own took 1.9 s).
-        let reads = try await metadata.manifests(account: account.accountID, container: container,
-                                                 body.documents.map { ($0.path, $0.version) }, budget: ProtocolLimits.maximumBatchBody)
+        let reads = try await metadata.manifests(
+            account: account.accountID, container: container,
+            body.documents.map { ($0.path, $0.version) }, budget: ProtocolLimits.maximumBatchBody)
         let items = zip(body.documents, reads).map { wanted, read -> ManifestBatchResult.Item in
             switch read {
-            case .manifest(let info, let manifest): ManifestBatchResult.Item(document: info, manifest: Base64.encode(manifest))
+            case .manifest(let info, let manifest):
+                ManifestBatchResult.Item(document: info, manifest: Base64.encode(manifest))
             case .failed(let error): ManifestBatchResult.Item(error: ErrorMiddleware.body(for: error).error)
-            case .overBudget: ManifestBatchResult.Item(error: ErrorMiddleware.body(for: Self.overBudget(wanted.path)).error)
+            case .overBudget:
+                ManifestBatchResult.Item(error: ErrorMiddleware.body(for: Self.overBudget(wanted.path)).error)
             }
         }
         return Self.json(ManifestBatchResult(manifests: items))
     }
 
     private static func overBudget(_ path: DocumentPath) -> XferError {
-        XferError(.tooLarge, "\(path): the answer is full (\(ByteCount(Int64(ProtocolLimits.maximumBatchBody))) of manifests); ask for it alone")
+        XferError(
+            .tooLarge,
+            "\(path): the answer is full (\(ByteCount(Int64(ProtocolLimits.maximumBatchBody))) of manifests); ask for it alone"
+        )
     }
 
     @Sendable func list(_ request: Request, context: XferRequestContext) async throws -> Response {
@@ -459,12 +515,16 @@ struct Routes: Sendable {
         guard prefix.utf8.count <= DocumentPathRules.maximumPathBytes, !prefix.utf8.contains(0) else {
             throw XferError(.invalidPath, "prefix is too long or contains NUL")
         }
-        let limit = try Self.intParameter(request, "limit", default: ProtocolLimits.maximumListCount, range: 1...ProtocolLimits.maximumListCount)
+        let limit = try Self.intParameter(
+            request, "limit", default: ProtocolLimits.maximumListCount, range: 1...ProtocolLimits.maximumListCount)
         let page = request.uri.queryParameters.get("page").map { String($0) }
-        guard (page?.utf8.count ?? 0) <= DocumentPathRules.maximumPathBytes else { throw XferError(.badRequest, "page is not a token this server gave") }
-        var list = try await metadata.list(account: account.accountID, container: try Self.container(context),
-                                           prefix: prefix.precomposedStringWithCanonicalMapping, after: page,
-                                           limit: min(limit, limits.listPage))
+        guard (page?.utf8.count ?? 0) <= DocumentPathRules.maximumPathBytes else {
+            throw XferError(.badRequest, "page is not a token this server gave")
+        }
+        var list = try await metadata.list(
+            account: account.accountID, container: try Self.container(context),
+            prefix: prefix.precomposedStringWithCanonicalMapping, after: page,
+            limit: min(limit, limits.listPage))
         list.deployment = try await deployment.value(from: metadata)
         return Self.json(list)
     }
@@ -474,27 +534,38 @@ struct Routes: Sendable {
     @Sendable func query(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         guard limits.features.contains(.documentQuery) else {
-            throw XferError(.notFound, "this server answers no queries (started with --without-feature \(ServerFeature.documentQuery.rawValue))")
+            throw XferError(
+                .notFound,
+                "this server answers no queries (started with --without-feature \(ServerFeature.documentQuery.rawValue))"
+            )
         }
         let container = try Self.container(context)
         let parameters = request.uri.queryParameters
         let query = try DocumentQuery(parameter: { key in parameters.get(key).map { String($0) } })
         if query.name != nil || query.sort == .name,
-           try await metadata.containerKey(account: account.accountID, container: container) != nil {
-            throw XferError(.badRequest, "container \(container) is end-to-end encrypted: the server holds only sealed names, so names are matched on a device that holds the key (xfer find does this)")
+            try await metadata.containerKey(account: account.accountID, container: container) != nil
+        {
+            throw XferError(
+                .badRequest,
+                "container \(container) is end-to-end encrypted: the server holds only sealed names, so names are matched on a device that holds the key (xfer find does this)"
+            )
         }
-        let limit = try Self.intParameter(request, "limit", default: ProtocolLimits.maximumListCount, range: 1...ProtocolLimits.maximumListCount)
+        let limit = try Self.intParameter(
+            request, "limit", default: ProtocolLimits.maximumListCount, range: 1...ProtocolLimits.maximumListCount)
         let page = parameters.get("page").map { String($0) }
-        var list = try await metadata.query(account: account.accountID, container: container, query, after: page,
-                                            limit: min(limit, limits.listPage))
+        var list = try await metadata.query(
+            account: account.accountID, container: container, query, after: page,
+            limit: min(limit, limits.listPage))
         list.deployment = try await deployment.value(from: metadata)
         return Self.json(list)
     }
 
     @Sendable func stat(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
-        return Self.json(try await metadata.document(account: account.accountID, container: try Self.container(context),
-                                                     path: try Self.path(request), version: try Self.optionalInt(request, "version")))
+        return Self.json(
+            try await metadata.document(
+                account: account.accountID, container: try Self.container(context),
+                path: try Self.path(request), version: try Self.optionalInt(request, "version")))
     }
 
     @Sendable func delete(_ request: Request, context: XferRequestContext) async throws -> Response {
@@ -505,12 +576,18 @@ struct Routes: Sendable {
         // End to end, a device removes its copy only for a deletion another device sealed: one
         // without a seal would stay on every device, so none is taken.
         if try await metadata.containerKey(account: account.accountID, container: container) != nil {
-            guard let seal, seal.utf8.count == 64, seal.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }), base != nil else {
-                throw XferError(.encryptedContainer, "a deletion in an end-to-end encrypted container names its base version and carries its seal (64 hex digits); update xfer")
+            guard let seal, seal.utf8.count == 64,
+                seal.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }), base != nil
+            else {
+                throw XferError(
+                    .encryptedContainer,
+                    "a deletion in an end-to-end encrypted container names its base version and carries its seal (64 hex digits); update xfer"
+                )
             }
         }
-        let info = try await metadata.delete(account: account.accountID, container: container, path: try Self.path(request), baseVersion: base,
-                                             seal: seal)
+        let info = try await metadata.delete(
+            account: account.accountID, container: container, path: try Self.path(request), baseVersion: base,
+            seal: seal)
         changes.notify(account: account.accountID, container: container)
         return Self.json(info)
     }
@@ -519,20 +596,24 @@ struct Routes: Sendable {
         let account = try context.requireAccount()
         let container = try Self.container(context)
         let path = try Self.path(request)
-        let stored = try await metadata.manifest(account: account.accountID, container: container, path: path,
-                                                 version: try Self.optionalInt(request, "version"))
+        let stored = try await metadata.manifest(
+            account: account.accountID, container: container, path: path,
+            version: try Self.optionalInt(request, "version"))
         var headers: HTTPFields = [.contentType: "application/octet-stream"]
         headers[HTTPField.Name(XferHeader.version)!] = String(stored.info.version)
         headers[HTTPField.Name(XferHeader.digest)!] = stored.info.manifestDigest
         let manifest = try Manifest(decoding: stored.manifest)
         var base: Manifest? = nil
         if let baseVersion = try Self.optionalInt(request, "base"),
-           let known = try? await metadata.manifest(account: account.accountID, container: container, path: path, version: baseVersion) {
+            let known = try? await metadata.manifest(
+                account: account.accountID, container: container, path: path, version: baseVersion)
+        {
             base = try Manifest(decoding: known.manifest)
             headers[HTTPField.Name(XferHeader.base)!] = String(baseVersion)
         }
         // A client that reads compressed deltas says so (`compressed=1`); others get the plain form.
-        let delta = request.uri.queryParameters.get("compressed") == "1" && limits.features.contains(.compressedManifests)
+        let delta =
+            request.uri.queryParameters.get("compressed") == "1" && limits.features.contains(.compressedManifests)
             ? manifest.compressedDelta(against: base) : SpillArray(manifest.delta(against: base))
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: delta)))
     }
@@ -542,14 +623,20 @@ struct Routes: Sendable {
         let container = try Self.container(context)
         let after = try Self.optionalInt(request, "after") ?? 0
         let limit = try Self.intParameter(request, "limit", default: 1000, range: 1...ProtocolLimits.maximumListCount)
-        let wait = min(limits.maximumWait, try Self.intParameter(request, "wait", default: 0, range: 0...ProtocolLimits.maximumWaitSeconds))
-        var list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit)
+        let wait = min(
+            limits.maximumWait,
+            try Self.intParameter(request, "wait", default: 0, range: 0...ProtocolLimits.maximumWaitSeconds))
+        var list = try await metadata.changes(
+            account: account.accountID, container: container, after: after, limit: limit)
         if list.changes.isEmpty && list.keys.isEmpty && wait > 0 {
             // Long poll: wake on the next change to this container, or give up after `wait` seconds.
             // An account may park only so many (clients back off on `unavailable` and retry).
             let cap = limits.maximumWaitingPollsPerAccount
             guard changes.polls.enter(account.accountID, limit: cap) else {
-                throw XferError(.unavailable, "this account already has \(cap) change-feed requests waiting, the server's limit; retry later or ask without wait")
+                throw XferError(
+                    .unavailable,
+                    "this account already has \(cap) change-feed requests waiting, the server's limit; retry later or ask without wait"
+                )
             }
             defer { changes.polls.leave(account.accountID) }
             // A server told to stop answers its waiting polls at once (what changed so far, so
@@ -559,7 +646,10 @@ struct Routes: Sendable {
             let present = await ClientPresence.run(until: presence) {
                 await withGracefulShutdownHandler {
                     await changes.wait(account: account.accountID, container: container, seconds: wait) {
-                        guard let page = try? await metadata.changes(account: account.accountID, container: container, after: after, limit: 1) else {
+                        guard
+                            let page = try? await metadata.changes(
+                                account: account.accountID, container: container, after: after, limit: 1)
+                        else {
                             return false
                         }
                         return !page.changes.isEmpty || !page.keys.isEmpty
@@ -568,7 +658,10 @@ struct Routes: Sendable {
                     changes.drain()
                 }
             }
-            if present { list = try await metadata.changes(account: account.accountID, container: container, after: after, limit: limit) }
+            if present {
+                list = try await metadata.changes(
+                    account: account.accountID, container: container, after: after, limit: limit)
+            }
         }
         list.deployment = try await deployment.value(from: metadata)
         return Self.json(list)
@@ -576,8 +669,10 @@ struct Routes: Sendable {
 
     @Sendable func versions(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
-        return Self.json(try await metadata.versions(account: account.accountID, container: try Self.container(context),
-                                                     path: try Self.path(request)))
+        return Self.json(
+            try await metadata.versions(
+                account: account.accountID, container: try Self.container(context),
+                path: try Self.path(request)))
     }
 
     @Sendable func resolve(_ request: Request, context: XferRequestContext) async throws -> Response {
@@ -595,7 +690,8 @@ struct Routes: Sendable {
         let account = try context.requireAccount()
         let container = try Self.container(context)
         if let key = request.uri.queryParameters.get("key") {
-            return Self.json(try await metadata.value(account: account.accountID, container: container, key: String(key)))
+            return Self.json(
+                try await metadata.value(account: account.accountID, container: container, key: String(key)))
         }
         return Self.json(try await metadata.values(account: account.accountID, container: container))
     }
@@ -615,36 +711,46 @@ struct Routes: Sendable {
 
     @Sendable func containerKey(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
-        return Self.json(Self.keyInfo(try await metadata.containerKey(account: account.accountID, container: try Self.container(context))))
+        return Self.json(
+            Self.keyInfo(
+                try await metadata.containerKey(account: account.accountID, container: try Self.container(context))))
     }
 
     static func keyInfo(_ kept: (wrapped: [UInt8], keyID: String)?) -> ContainerKeyInfo {
-        ContainerKeyInfo(encrypted: kept != nil, wrapped: kept.map { Data($0.wrapped).base64EncodedString() }, keyID: kept?.keyID)
+        ContainerKeyInfo(
+            encrypted: kept != nil, wrapped: kept.map { Data($0.wrapped).base64EncodedString() }, keyID: kept?.keyID)
     }
 
     @Sendable func setContainerKey(_ request: Request, context: XferRequestContext) async throws -> Response {
         let account = try context.requireAccount()
         let container = try Self.container(context)
         let body = try await Self.decode(ContainerKeyWrite.self, request)
-        try await metadata.setContainerKey(account: account.accountID, container: container, wrapped: try body.wrappedBytes(),
-                                           previous: try body.previousBytes(), keyID: body.keyID)
-        return Self.json(Self.keyInfo(try await metadata.containerKey(account: account.accountID, container: container)))
+        try await metadata.setContainerKey(
+            account: account.accountID, container: container, wrapped: try body.wrappedBytes(),
+            previous: try body.previousBytes(), keyID: body.keyID)
+        return Self.json(
+            Self.keyInfo(try await metadata.containerKey(account: account.accountID, container: container)))
     }
 
     // MARK: Helpers
 
     static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"],
-                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(value))))
+        Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(value))))
     }
 
     /// Reads, parses and validates a JSON body of at most `limit` bytes (the type's own limit
     /// unless a route sets one): a larger body is refused by its `Content-Length` before any of
     /// it is read, or as soon as it passes the limit.
     /// - Throws: `too_large` (413) naming the limit; `bad_request` from parsing or ``WireRequest/validate()``.
-    static func decode<T: WireRequest>(_ type: T.Type, _ request: Request, limit: Int = T.maximumBodyBytes) async throws -> T {
+    static func decode<T: WireRequest>(_ type: T.Type, _ request: Request, limit: Int = T.maximumBodyBytes) async throws
+        -> T
+    {
         func tooLarge(_ size: String) -> XferError {
-            XferError(.tooLarge, "the request body is \(size); this route takes at most \(limit) bytes (\(ByteCount(Int64(limit))))")
+            XferError(
+                .tooLarge,
+                "the request body is \(size); this route takes at most \(limit) bytes (\(ByteCount(Int64(limit))))")
         }
         if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
             throw tooLarge("\(declared) bytes")
@@ -673,13 +779,19 @@ struct Routes: Sendable {
 
     static func optionalInt(_ request: Request, _ name: String) throws -> Int64? {
         guard let raw = request.uri.queryParameters.get(name) else { return nil }
-        guard let value = Int64(raw), value >= 0 else { throw XferError(.badRequest, "\(name) must be a non-negative integer") }
+        guard let value = Int64(raw), value >= 0 else {
+            throw XferError(.badRequest, "\(name) must be a non-negative integer")
+        }
         return value
     }
 
-    static func intParameter(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+    static func intParameter(_ request: Request, _ name: String, default value: Int, range: ClosedRange<Int>) throws
+        -> Int
+    {
         guard let raw = try optionalInt(request, name) else { return value }
-        guard range.contains(Int(clamping: raw)) else { throw XferError(.badRequest, "\(name) must be in \(range.lowerBound)...\(range.upperBound)") }
+        guard range.contains(Int(clamping: raw)) else {
+            throw XferError(.badRequest, "\(name) must be in \(range.lowerBound)...\(range.upperBound)")
+        }
         return Int(raw)
     }
 

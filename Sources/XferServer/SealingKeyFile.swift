@@ -9,13 +9,17 @@ extension SealingKeys {
     public static func createKeyFile(at path: String) throws -> SealingKey {
         var info = stat()
         guard lstat(path, &info) != 0 else {
-            throw XferError(.alreadyExists, "\(path) exists; a key file is never overwritten (its key may still seal data). Choose another name")
+            throw XferError(
+                .alreadyExists,
+                "\(path) exists; a key file is never overwritten (its key may still seal data). Choose another name")
         }
         let key = SealingKey.generate()
         do {
             try PrivateFiles.writeSecret(keyFileText(key), to: path, replacing: false)
         } catch let error as XferError where (error.cause as? SystemErrno)?.rawValue == EEXIST {
-            throw XferError(.alreadyExists, "\(path) exists; a key file is never overwritten (its key may still seal data). Choose another name")
+            throw XferError(
+                .alreadyExists,
+                "\(path) exists; a key file is never overwritten (its key may still seal data). Choose another name")
         }
         return key
     }

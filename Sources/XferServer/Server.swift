@@ -114,12 +114,17 @@ public struct ServerData: Sendable {
     ///   ``PostgresMetadataStore``, made with the same `sealing`).
     /// - Parameter packs: Where packs go instead of `DIR/packs` (``S3PackStorage``).
     ///   Chunk files an older version kept in `DIR/chunks` are moved into the store first.
-    public static func open(_ directory: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil, use: Use = .serve,
-                            metadata: (any MetadataStore)? = nil, packs: (any PackStorage)? = nil) async throws -> ServerData {
+    public static func open(
+        _ directory: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil, use: Use = .serve,
+        metadata: (any MetadataStore)? = nil, packs: (any PackStorage)? = nil
+    ) async throws -> ServerData {
         let directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
         if !FileManager.default.fileExists(atPath: directory) {
-            guard (try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
-                                                            attributes: [.posixPermissions: 0o700])) != nil else {
+            guard
+                (try? FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700])) != nil
+            else {
                 throw XferError(.io, "cannot create the data directory \(directory)")
             }
             _ = chmod(directory, 0o700)
@@ -130,17 +135,24 @@ public struct ServerData: Sendable {
             try PrivateFiles.makePrivate(file, companions: [file + "-wal", file + "-shm"])
         }
         if let given = metadata as? any SQLMetadataStore,
-           given.sealing?.ids != sealing?.ids || given.sealing?.current.id != sealing?.current.id {
-            throw XferError(.invalidConfiguration, "the metadata store was opened with other encryption keys than the data directory")
+            given.sealing?.ids != sealing?.ids || given.sealing?.current.id != sealing?.current.id
+        {
+            throw XferError(
+                .invalidConfiguration,
+                "the metadata store was opened with other encryption keys than the data directory")
         }
         var sealing = sealing
         if use == .maintain, metadata == nil {
-            let recorded = try await SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy).sealingKeys()
+            let recorded = try await SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy)
+                .sealingKeys()
             try checkSealing(sealing, recorded: recorded, directory: directory)
-            sealing = try sealing.flatMap { keys in try recorded.last { keys.byID[$0] != nil }.map { try keys.makingCurrent($0) } }
+            sealing = try sealing.flatMap { keys in
+                try recorded.last { keys.byID[$0] != nil }.map { try keys.makingCurrent($0) }
+            }
         }
         try StoreLayout(metadataElsewhere: metadata != nil, chunksElsewhere: packs != nil).record(in: directory)
-        let metadata = try metadata ?? SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy, sealing: sealing)
+        let metadata =
+            try metadata ?? SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: policy, sealing: sealing)
         try checkSealing(sealing, recorded: try await metadata.sealingKeys(), directory: directory)
         var store = try PackedChunkStore(storage: packs ?? FilePackStorage(root: directory + "/packs"), index: metadata)
         store.sealing = sealing
@@ -169,12 +181,16 @@ public struct ServerData: Sendable {
         guard !missing.isEmpty else { return }
         let names = missing.map(\.description).joined(separator: ", ")
         guard sealing != nil else {
-            throw XferError(.invalidConfiguration, """
+            throw XferError(
+                .invalidConfiguration,
+                """
                 the data of \(directory) is sealed with encryption key \(names), and no key was given; nothing was changed. \
                 Give it with --encryption-key FILE or XFER_ENCRYPTION_KEY
                 """)
         }
-        throw XferError(.invalidConfiguration, """
+        throw XferError(
+            .invalidConfiguration,
+            """
             the data of \(directory) is also sealed with encryption key \(names), which was not given; nothing was changed. \
             Give every key still in use (--encryption-key FILE, repeatable, or several lines of one file), the current one first
             """)
@@ -182,10 +198,13 @@ public struct ServerData: Sendable {
 
     /// Creates an account directly in the data directory (no server needed).
     /// - Returns: The account, with its token.
-    public func createAccount(name: String, quota: Int64?, limits: ServerLimits = ServerLimits()) async throws -> AccountInfo {
+    public func createAccount(name: String, quota: Int64?, limits: ServerLimits = ServerLimits()) async throws
+        -> AccountInfo
+    {
         let token = TokenHash.generate()
-        var info = try await metadata.createAccount(name: try AccountName(name), quota: quota ?? limits.defaultQuota,
-                                                    tokenHash: TokenHash.hash(token))
+        var info = try await metadata.createAccount(
+            name: try AccountName(name), quota: quota ?? limits.defaultQuota,
+            tokenHash: TokenHash.hash(token))
         info.token = token
         return info
     }
@@ -208,12 +227,21 @@ public enum XferServer {
         data.metadata.watchRemoteChanges { changes.notifyAll() }
         let quota = QuotaGate()
         let limiter = TokenLimiter(limits.tokens)
-        Routes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota, limiter: limiter).register(on: router)
+        Routes(
+            metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota,
+            limiter: limiter
+        ).register(on: router)
         if limits.features.contains(.web) {
-            WebRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota, limiter: limiter).register(on: router)
+            WebRoutes(
+                metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota,
+                limiter: limiter
+            ).register(on: router)
         }
         if limits.features.contains(.webdav) {
-            DavRoutes(metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota, limiter: limiter).register(on: router)
+            DavRoutes(
+                metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota,
+                limiter: limiter
+            ).register(on: router)
         }
         return router
     }
@@ -227,20 +255,27 @@ public enum XferServer {
     ///   - tls: Serve HTTPS with this configuration (``tlsConfiguration(certificate:key:)``); plain HTTP if `nil`.
     ///   - logger: Where requests are logged.
     ///   - onServerRunning: Called with the bound port once listening.
-    public static func application(data: ServerData, host: String, port: Int, limits: ServerLimits = ServerLimits(),
-                                   tls: TLSConfiguration? = nil, logger: Logger,
-                                   onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws
-        -> some ApplicationProtocol {
-        let connections = ConnectionGuard(maximumConnections: limits.maximumConnections,
-                                          maximumPerAddress: limits.maximumConnectionsPerAddress)
+    public static func application(
+        data: ServerData, host: String, port: Int, limits: ServerLimits = ServerLimits(),
+        tls: TLSConfiguration? = nil, logger: Logger,
+        onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) throws
+        -> some ApplicationProtocol
+    {
+        let connections = ConnectionGuard(
+            maximumConnections: limits.maximumConnections,
+            maximumPerAddress: limits.maximumConnectionsPerAddress)
         let http = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [ConnectionGuardHandler(connections),
-                                        BodyRateHandler(minimumBytes: limits.minimumBodyBytes, window: limits.bodyRateWindow),
-                                        ClientPresenceHandler()],
+            additionalChannelHandlers: [
+                ConnectionGuardHandler(connections),
+                BodyRateHandler(minimumBytes: limits.minimumBodyBytes, window: limits.bodyRateWindow),
+                ClientPresenceHandler()
+            ],
             idleTimeout: TimeAmount(limits.idleTimeout))
         var limits = limits
         if tls != nil { limits.secureCookies = true }
-        let server: HTTPServerBuilder = try tls.map { try .tls(.http1(configuration: http), tlsConfiguration: $0) } ?? .http1(configuration: http)
+        let server: HTTPServerBuilder =
+            try tls.map { try .tls(.http1(configuration: http), tlsConfiguration: $0) } ?? .http1(configuration: http)
         return Application(
             router: router(data: data, limits: limits),
             server: server,
@@ -258,15 +293,19 @@ public enum XferServer {
         do {
             chain = try NIOSSLCertificate.fromPEMFile(certificate)
         } catch {
-            throw XferError(.invalidConfiguration, "cannot read a PEM certificate chain from \(certificate)", cause: DescribedError(error))
+            throw XferError(
+                .invalidConfiguration, "cannot read a PEM certificate chain from \(certificate)",
+                cause: DescribedError(error))
         }
         do {
             privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
         } catch {
-            throw XferError(.invalidConfiguration, "cannot read a PEM private key from \(key)", cause: DescribedError(error))
+            throw XferError(
+                .invalidConfiguration, "cannot read a PEM private key from \(key)", cause: DescribedError(error))
         }
         guard !chain.isEmpty else { throw XferError(.invalidConfiguration, "\(certificate) holds no certificate") }
-        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+        var configuration = TLSConfiguration.makeServerConfiguration(
+            certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
         configuration.minimumTLSVersion = .tlsv12
         return configuration
     }

@@ -53,7 +53,8 @@ final class TokenLimiter: Sendable {
         let wait: Double? = table.withLock { table in
             if table.count >= Self.maximumTracked, table[key] == nil { Self.dropQuiet(&table, limits, now) }
             var entry = table[key] ?? Entry(available: limits.burst, updated: now)
-            entry.available = min(limits.burst, entry.available + (now - entry.updated).seconds * limits.requestsPerSecond)
+            entry.available = min(
+                limits.burst, entry.available + (now - entry.updated).seconds * limits.requestsPerSecond)
             entry.updated = now
             defer { table[key] = entry }
             guard entry.available >= 1 else { return (1 - entry.available) / limits.requestsPerSecond }
@@ -61,8 +62,10 @@ final class TokenLimiter: Sendable {
             return nil
         }
         if let wait {
-            throw XferError(.rateLimited, "this token sends more than \(Self.rate(limits.requestsPerSecond)) requests a second; wait and send again",
-                            cause: RetryAfter(seconds: max(1, Int(wait.rounded(.up)))))
+            throw XferError(
+                .rateLimited,
+                "this token sends more than \(Self.rate(limits.requestsPerSecond)) requests a second; wait and send again",
+                cause: RetryAfter(seconds: max(1, Int(wait.rounded(.up)))))
         }
     }
 
@@ -78,8 +81,9 @@ final class TokenLimiter: Sendable {
             return true
         }
         guard admitted else {
-            throw XferError(.rateLimited, "this token has \(limits.uploadsAtOnce) uploads running; wait for one to end",
-                            cause: RetryAfter(seconds: 1))
+            throw XferError(
+                .rateLimited, "this token has \(limits.uploadsAtOnce) uploads running; wait for one to end",
+                cause: RetryAfter(seconds: 1))
         }
         defer { table.withLock { table in table[key]?.uploads -= 1 } }
         return try await body()
@@ -88,9 +92,12 @@ final class TokenLimiter: Sendable {
     /// Tokens tracked now (tests).
     var tracked: Int { table.withLock { $0.count } }
 
-    private static func dropQuiet(_ table: inout [[UInt8]: Entry], _ limits: TokenLimits, _ now: ContinuousClock.Instant) {
+    private static func dropQuiet(
+        _ table: inout [[UInt8]: Entry], _ limits: TokenLimits, _ now: ContinuousClock.Instant
+    ) {
         table = table.filter { _, entry in
-            entry.uploads > 0 || entry.available + (now - entry.updated).seconds * limits.requestsPerSecond < limits.burst
+            entry.uploads > 0
+                || entry.available + (now - entry.updated).seconds * limits.requestsPerSecond < limits.burst
         }
     }
 

@@ -79,8 +79,9 @@ struct ChunkInputs {
                 inputs.add(path, size: top.size)
             case .directory:
                 for entry in try DirectoryWalker.walk(path) where entry.kind == .file {
-                    inputs.add(path.hasSuffix("/") ? path + entry.relativePath : path + "/" + entry.relativePath,
-                               size: entry.size)
+                    inputs.add(
+                        path.hasSuffix("/") ? path + entry.relativePath : path + "/" + entry.relativePath,
+                        size: entry.size)
                 }
             case .symlink:
                 throw ValidationError("\(path) is a symlink; chunk its target instead")

@@ -54,9 +54,11 @@ final class ChunkReport: Sendable {
                     if encoded.encoding == .zstd { state.compressedChunks += 1 }
                 }
                 if keepRecords {
-                    state.files[state.files.count - 1].chunks.append(ChunkJSON(
-                        offset: record.offset, length: record.length, id: record.id.hex,
-                        encoding: record.encoded?.encoding.description, storedLength: record.encoded?.payload.count))
+                    state.files[state.files.count - 1].chunks.append(
+                        ChunkJSON(
+                            offset: record.offset, length: record.length, id: record.id.hex,
+                            encoding: record.encoded?.encoding.description, storedLength: record.encoded?.payload.count)
+                    )
                 }
                 if printChunks {
                     var line = "  \(pad(record.offset, 12)) \(pad(Int64(record.length), 8)) \(record.id.hex)"
@@ -75,12 +77,14 @@ final class ChunkReport: Sendable {
     func summaryLine(seconds: Double, compressed: Bool) -> String {
         let s = state.withLock { $0 }
         let mean = s.totalChunks > 0 ? s.totalBytes / Int64(s.totalChunks) : 0
-        var line = "\(s.totalFiles) files, \(ByteCount(s.totalBytes)) (\(s.totalBytes) bytes), \(s.totalChunks) chunks, "
+        var line =
+            "\(s.totalFiles) files, \(ByteCount(s.totalBytes)) (\(s.totalBytes) bytes), \(s.totalChunks) chunks, "
             + "mean chunk \(ByteCount(mean)), \(String(format: "%.3f", seconds)) s, "
             + "\(String(format: "%.1f", Self.megabytesPerSecond(s.totalBytes, seconds))) MB/s"
         if compressed {
             let ratio = s.totalBytes > 0 ? Double(s.storedBytes) / Double(s.totalBytes) : 1
-            line += ", stored \(ByteCount(s.storedBytes)) (\(String(format: "%.1f", ratio * 100)) %, "
+            line +=
+                ", stored \(ByteCount(s.storedBytes)) (\(String(format: "%.1f", ratio * 100)) %, "
                 + "\(s.compressedChunks) of \(s.totalChunks) chunks compressed)"
         }
         return line

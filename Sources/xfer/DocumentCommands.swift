@@ -34,14 +34,16 @@ extension Xfer {
         @OptionGroup var client: ClientOptions
 
         func run() async throws {
-            try await runClientCommand(client, json: json, { VersionList(versions: try await $0.versions(name)) }) { list in
+            try await runClientCommand(client, json: json, { VersionList(versions: try await $0.versions(name)) }) {
+                list in
                 for version in list.versions {
                     let mark = version.state == .conflict ? "  <- unresolved conflict" : ""
                     let size = ByteCount(version.size).description
-                    print("v\(version.version)".padding(toLength: 7, withPad: " ", startingAt: 0)
-                          + version.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)
-                          + size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0)
-                          + "  \(formatTime(version.mtimeNs))  \(version.device ?? "-")\(mark)")
+                    print(
+                        "v\(version.version)".padding(toLength: 7, withPad: " ", startingAt: 0)
+                            + version.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)
+                            + size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0)
+                            + "  \(formatTime(version.mtimeNs))  \(version.device ?? "-")\(mark)")
                 }
             }
         }
@@ -72,8 +74,11 @@ extension Xfer {
         @OptionGroup var client: ClientOptions
 
         func run() async throws {
-            try await runClientCommand(client, json: json, { try await $0.resolve(name, keep: keep, keepAll: keepAll) }) { info in
-                print("\(info.path): v\(info.version) is current\(keepAll ? "; the others are kept in history" : "; the other versions were removed")")
+            try await runClientCommand(client, json: json, { try await $0.resolve(name, keep: keep, keepAll: keepAll) })
+            { info in
+                print(
+                    "\(info.path): v\(info.version) is current\(keepAll ? "; the others are kept in history" : "; the other versions were removed")"
+                )
             }
         }
     }
@@ -90,10 +95,16 @@ extension Xfer {
                 keeps reading (one JSON object per change with --json) until interrupted.
                 """)
 
-        @Option(help: ArgumentHelp("Only changes after this cursor (default: with --follow or --wait, from now, so only changes still to come; else from the beginning). --since 0 reads the whole history.", valueName: "CURSOR"))
+        @Option(
+            help: ArgumentHelp(
+                "Only changes after this cursor (default: with --follow or --wait, from now, so only changes still to come; else from the beginning). --since 0 reads the whole history.",
+                valueName: "CURSOR"))
         var since: Int64?
 
-        @Option(help: ArgumentHelp("If there is none yet, wait up to this long for a change: 30, 30s, 1m (at most \(ProtocolLimits.maximumWaitSeconds)s).", valueName: "SPAN"))
+        @Option(
+            help: ArgumentHelp(
+                "If there is none yet, wait up to this long for a change: 30, 30s, 1m (at most \(ProtocolLimits.maximumWaitSeconds)s).",
+                valueName: "SPAN"))
         var wait = Span(argument: "0")!
 
         @Flag(help: "Keep waiting for changes until interrupted.")
@@ -114,9 +125,13 @@ extension Xfer {
             try await runReportingErrors(json: json) {
                 try await withRemote(client, unlocking: true) { remote in
                     var since = self.since ?? 0
-                    if self.since == nil, follow || wait.seconds > 0 { since = try await remote.connection.head(container: remote.container) }
+                    if self.since == nil, follow || wait.seconds > 0 {
+                        since = try await remote.connection.head(container: remote.container)
+                    }
                     if follow {
-                        for try await change in ChangeFeed(remote: remote, start: since, wait: ProtocolLimits.maximumWaitSeconds) {
+                        for try await change in ChangeFeed(
+                            remote: remote, start: since, wait: ProtocolLimits.maximumWaitSeconds)
+                        {
                             switch change {
                             case .document(let info): json ? printJSON(info) : print(Self.line(info))
                             case .key(let entry): json ? printJSON(entry) : print(Self.line(entry))
@@ -125,15 +140,18 @@ extension Xfer {
                         }
                         return
                     }
-                    var list = try await remote.connection.changes(container: remote.container, after: since, wait: Int(wait.seconds))
+                    var list = try await remote.connection.changes(
+                        container: remote.container, after: since, wait: Int(wait.seconds))
                     // Names, keys and values opened in an end-to-end encrypted container.
                     if let keys = remote.endToEnd { list = keys.opened(list) }
                     if json {
                         printJSON(list)
                         return
                     }
-                    for line in list.changes.map({ ($0.sequence, Self.line($0)) }) + list.keys.map({ ($0.sequence, Self.line($0)) })
-                        .sorted(by: { $0.0 < $1.0 }) {
+                    for line in list.changes.map({ ($0.sequence, Self.line($0)) })
+                        + list.keys.map({ ($0.sequence, Self.line($0)) })
+                        .sorted(by: { $0.0 < $1.0 })
+                    {
                         print(line.1)
                     }
                     print("cursor \(list.cursor)\(list.more ? " (more)" : "")")
@@ -167,7 +185,10 @@ extension Xfer {
             @Argument(help: "The key.")
             var key: String
 
-            @Argument(help: "The value: JSON (42, true, \"text\", {\"a\": 1}); anything that is not JSON is taken as a string; - reads it from standard input (for values past the 128 KiB an argument may hold).")
+            @Argument(
+                help:
+                    "The value: JSON (42, true, \"text\", {\"a\": 1}); anything that is not JSON is taken as a string; - reads it from standard input (for values past the 128 KiB an argument may hold)."
+            )
             var value: String
 
             @Flag(help: "Take VALUE as a string even if it is JSON.")
@@ -184,27 +205,41 @@ extension Xfer {
                     // At most the largest key-value store and a little: a bigger input is refused, not read whole.
                     let limit = 16 << 20
                     let data = FileHandle.standardInput.readData(ofLength: limit + 1)
-                    guard data.count <= limit else { throw ValidationError("standard input holds more than \(limit) bytes; a value is at most the container's key-value limit") }
-                    guard let text = String(data: data, encoding: .utf8) else { throw ValidationError("standard input is not UTF-8 text") }
+                    guard data.count <= limit else {
+                        throw ValidationError(
+                            "standard input holds more than \(limit) bytes; a value is at most the container's key-value limit"
+                        )
+                    }
+                    guard let text = String(data: data, encoding: .utf8) else {
+                        throw ValidationError("standard input is not UTF-8 text")
+                    }
                     value = text.hasSuffix("\n") ? String(text.dropLast()) : text
                 }
                 let parsed = string ? .string(value) : ((try? JSONValue(parsing: value)) ?? .string(value))
-                try await runClientCommand(client, json: json, { client in
-                    guard parsed != .null else { throw XferError(.badRequest, "null is not a value; remove the key with `xfer kv rm \(key)`") }
-                    return try await client.setValue(parsed, forKey: key)
-                }) { result in
+                try await runClientCommand(
+                    client, json: json,
+                    { client in
+                        guard parsed != .null else {
+                            throw XferError(.badRequest, "null is not a value; remove the key with `xfer kv rm \(key)`")
+                        }
+                        return try await client.setValue(parsed, forKey: key)
+                    }
+                ) { result in
                     if result.applied {
                         let text = parsed.jsonText
                         print("\(key) = \(text.count > 200 ? "\(text.prefix(200))… (\(text.utf8.count) bytes)" : text)")
                     } else {
-                        print("\(key) kept \(result.entry.value?.jsonText ?? "(deleted)"): a later write (from \(result.entry.device)) wins")
+                        print(
+                            "\(key) kept \(result.entry.value?.jsonText ?? "(deleted)"): a later write (from \(result.entry.device)) wins"
+                        )
                     }
                 }
             }
         }
 
         struct Get: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(commandName: "get", abstract: "Print a key's value as JSON.")
+            static let configuration = CommandConfiguration(
+                commandName: "get", abstract: "Print a key's value as JSON.")
 
             @Argument(help: "The key.")
             var key: String
@@ -255,12 +290,16 @@ extension Xfer {
 
             func run() async throws {
                 try await runReportingErrors(json: json) {
-                    let list = try await withRemote(client) { remote in try await DocumentClient(remote: remote).values() }
+                    let list = try await withRemote(client) { remote in
+                        try await DocumentClient(remote: remote).values()
+                    }
                     if json {
                         printJSON(list)
                     } else {
                         for entry in list.entries { print("\(entry.key) = \(entry.value?.jsonText ?? "null")") }
-                        print("\(list.entries.count) of \(list.maximumKeys) keys, \(ByteCount(Int64(list.bytes))) of \(ByteCount(Int64(list.maximumBytes)))")
+                        print(
+                            "\(list.entries.count) of \(list.maximumKeys) keys, \(ByteCount(Int64(list.bytes))) of \(ByteCount(Int64(list.maximumBytes)))"
+                        )
                         for why in list.withheld ?? [] { printError("left out: \(why)") }
                     }
                     // What the server sent failed its check: the listing is not the whole store.

@@ -45,7 +45,9 @@ struct PointInTime: ExpressibleByArgument {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
-        for format in ["yyyy-MM-dd", "yyyy-MM-dd HH:mm", "yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd'T'HH:mm:ss"] {
+        for format in [
+            "yyyy-MM-dd", "yyyy-MM-dd HH:mm", "yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd'T'HH:mm:ss"
+        ] {
             formatter.dateFormat = format
             if let date = formatter.date(from: text) {
                 guard let value = at(date.timeIntervalSince1970) else { return nil }
@@ -69,7 +71,8 @@ extension Xfer {
     struct Find: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "find",
-            abstract: "Search the container's documents by name, kind, date, size or state; --watch keeps the result live.",
+            abstract:
+                "Search the container's documents by name, kind, date, size or state; --watch keeps the result live.",
             discussion: """
                 PATTERN is a glob matched against each document's name (its last path component), \
                 ignoring case: `*.pdf`, `report-202?-*`, `[a-c]*.txt`. Quote it so the shell leaves \
@@ -88,13 +91,17 @@ extension Xfer {
         @Argument(help: "A glob matched against document names, ignoring case (default: every name).")
         var pattern: String?
 
-        @Option(name: .customLong("kind"), help: ArgumentHelp("Only this kind: file, package or directory (repeatable).", valueName: "KIND"))
+        @Option(
+            name: .customLong("kind"),
+            help: ArgumentHelp("Only this kind: file, package or directory (repeatable).", valueName: "KIND"))
         var kinds: [DocumentKind] = []
 
         @Option(help: ArgumentHelp("Only this scope: documents (Documents/…) or data (the rest).", valueName: "SCOPE"))
         var scope: Scope?
 
-        @Option(help: ArgumentHelp("Only documents whose path starts with this (within --scope, if given).", valueName: "PREFIX"))
+        @Option(
+            help: ArgumentHelp(
+                "Only documents whose path starts with this (within --scope, if given).", valueName: "PREFIX"))
         var prefix: String = ""
 
         @Option(help: ArgumentHelp("Only documents modified at or after this time.", valueName: "TIME"))
@@ -144,10 +151,11 @@ extension Xfer {
         }
 
         var query: DocumentQuery {
-            DocumentQuery(name: pattern, kinds: kinds.isEmpty ? nil : Set(kinds), scope: scope, prefix: prefix,
-                          modifiedAfter: modifiedAfter?.nanoseconds, modifiedBefore: modifiedBefore?.nanoseconds,
-                          minimumSize: minSize?.bytes, maximumSize: maxSize?.bytes,
-                          state: conflicts ? .conflict : deleted ? .deleted : .current, sort: sort, descending: reverse)
+            DocumentQuery(
+                name: pattern, kinds: kinds.isEmpty ? nil : Set(kinds), scope: scope, prefix: prefix,
+                modifiedAfter: modifiedAfter?.nanoseconds, modifiedBefore: modifiedBefore?.nanoseconds,
+                minimumSize: minSize?.bytes, maximumSize: maxSize?.bytes,
+                state: conflicts ? .conflict : deleted ? .deleted : .current, sort: sort, descending: reverse)
         }
 
         func run() async throws {
@@ -161,7 +169,9 @@ extension Xfer {
             }
             try await runReportingErrors(json: json) {
                 try await withRemote(client) { remote in
-                    for try await update in DocumentClient(remote: remote).watch(query, wait: ProtocolLimits.maximumWaitSeconds) {
+                    for try await update in DocumentClient(remote: remote).watch(
+                        query, wait: ProtocolLimits.maximumWaitSeconds)
+                    {
                         if json {
                             printJSON(update)
                         } else if update.initial {
@@ -181,7 +191,8 @@ extension Xfer {
         /// `  12.0 KiB  2026-11-21 10:04:05  v3  file     Documents/a.txt  (conflict: v4)`
         static func line(_ document: DocumentInfo) -> String {
             let size = ByteCount(document.size).description
-            return "\(size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0))  \(formatTime(document.mtimeNs))  v\(document.version)  "
+            return
+                "\(size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0))  \(formatTime(document.mtimeNs))  v\(document.version)  "
                 + "\(document.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(document.path)\(document.stateNote)"
         }
     }

@@ -45,7 +45,8 @@ extension Xfer {
 
             func validate() throws {
                 guard encrypted else {
-                    throw ValidationError("only --encrypted containers are made here; a plain container is made by its first push")
+                    throw ValidationError(
+                        "only --encrypted containers are made here; a plain container is made by its first push")
                 }
             }
 
@@ -54,20 +55,26 @@ extension Xfer {
                 client.container = name
                 try await runReportingErrors(json: json) {
                     let secret = try passphrase.new(prompt: "Passphrase for container \(name)", orCurrent: true)
-                    let key = try await withRemote(client) { remote in try await EncryptedContainers(remote: remote).create(passphrase: secret) }
+                    let key = try await withRemote(client) { remote in
+                        try await EncryptedContainers(remote: remote).create(passphrase: secret)
+                    }
                     if json {
                         printJSON(["container": name, "key_id": key.id, "recovery_key": key.recoveryText])
                     } else {
                         print("made end-to-end encrypted container \(name) (key \(key.id))")
                         print("recovery key: \(key.recoveryText)")
-                        printError("write the recovery key down and keep it apart from this device: with neither it nor the passphrase, nobody can read the container")
+                        printError(
+                            "write the recovery key down and keep it apart from this device: with neither it nor the passphrase, nobody can read the container"
+                        )
                     }
                 }
             }
         }
 
         struct Show: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(commandName: "show", abstract: "Show whether a container is encrypted and whether this device holds its key.")
+            static let configuration = CommandConfiguration(
+                commandName: "show",
+                abstract: "Show whether a container is encrypted and whether this device holds its key.")
 
             @Argument(help: "The container's name (default: --container, XFER_CONTAINER, …).")
             var name: String?
@@ -84,12 +91,17 @@ extension Xfer {
                     let (container, status) = try await withRemote(client) { remote in
                         (remote.container, try await EncryptedContainers(remote: remote).status())
                     }
-                    if json { printJSON(status); return }
+                    if json {
+                        printJSON(status)
+                        return
+                    }
                     guard status.encrypted, let keyID = status.keyID else {
                         print("\(container): not encrypted")
                         return
                     }
-                    print("\(container): end-to-end encrypted, key \(keyID), \(status.unlocked ? "unlocked on this device" : "locked on this device (xfer key unlock)")")
+                    print(
+                        "\(container): end-to-end encrypted, key \(keyID), \(status.unlocked ? "unlocked on this device" : "locked on this device (xfer key unlock)")"
+                    )
                 }
             }
         }
@@ -107,7 +119,8 @@ extension Xfer {
             subcommands: [Unlock.self, Change.self, ExportRecovery.self, Recover.self, Forget.self])
 
         struct Unlock: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(commandName: "unlock", abstract: "Unlock the container on this device with its passphrase.")
+            static let configuration = CommandConfiguration(
+                commandName: "unlock", abstract: "Unlock the container on this device with its passphrase.")
 
             @OptionGroup var passphrase: PassphraseOptions
             @Flag(help: "Print one JSON object instead of text.")
@@ -115,9 +128,14 @@ extension Xfer {
             @OptionGroup var client: ClientOptions
 
             func run() async throws {
-                try await runKeyCommand(client, json: json, { containers in
-                    try await containers.unlock(passphrase: try passphrase.current(prompt: "Passphrase for container \(containers.remote.container)"))
-                }) { container, key in "unlocked \(container) (key \(key.id))" }
+                try await runKeyCommand(
+                    client, json: json,
+                    { containers in
+                        try await containers.unlock(
+                            passphrase: try passphrase.current(
+                                prompt: "Passphrase for container \(containers.remote.container)"))
+                    }
+                ) { container, key in "unlocked \(container) (key \(key.id))" }
             }
         }
 
@@ -139,19 +157,27 @@ extension Xfer {
                     let container = try await withRemote(client) { remote in
                         let containers = EncryptedContainers(remote: remote)
                         let held = try? await containers.status()
-                        let current = askCurrent || held?.unlocked != true
-                            ? try passphrase.current(prompt: "Current passphrase for container \(remote.container)") : nil
+                        let current =
+                            askCurrent || held?.unlocked != true
+                            ? try passphrase.current(prompt: "Current passphrase for container \(remote.container)")
+                            : nil
                         let new = try passphrase.new(prompt: "New passphrase for container \(remote.container)")
                         try await containers.changePassphrase(to: new, currentPassphrase: current)
                         return remote.container
                     }
-                    if json { printJSON(["container": container.value, "changed": "passphrase"]) } else { print("changed the passphrase of \(container)") }
+                    if json {
+                        printJSON(["container": container.value, "changed": "passphrase"])
+                    } else {
+                        print("changed the passphrase of \(container)")
+                    }
                 }
             }
         }
 
         struct ExportRecovery: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(commandName: "export-recovery", abstract: "Print the recovery key of the container's key this device holds (no server needed).")
+            static let configuration = CommandConfiguration(
+                commandName: "export-recovery",
+                abstract: "Print the recovery key of the container's key this device holds (no server needed).")
 
             @Flag(help: "Print one JSON object instead of text.")
             var json = false
@@ -161,9 +187,15 @@ extension Xfer {
                 try await runReportingErrors(json: json) {
                     let file = try client.containerKeyFile()
                     guard let key = try file.read() else {
-                        throw XferError(.unauthorized, "this device does not hold the key of that container: run `xfer key unlock` first")
+                        throw XferError(
+                            .unauthorized,
+                            "this device does not hold the key of that container: run `xfer key unlock` first")
                     }
-                    if json { printJSON(["key_id": key.id, "recovery_key": key.recoveryText, "key_file": file.path]) } else { print(key.recoveryText) }
+                    if json {
+                        printJSON(["key_id": key.id, "recovery_key": key.recoveryText, "key_file": file.path])
+                    } else {
+                        print(key.recoveryText)
+                    }
                 }
             }
         }
@@ -172,7 +204,8 @@ extension Xfer {
             static let configuration = CommandConfiguration(
                 commandName: "recover",
                 abstract: "Restore the key from its recovery key and set a new passphrase.",
-                discussion: "For a forgotten passphrase. The recovery key is read from --recovery-file, else asked for.")
+                discussion: "For a forgotten passphrase. The recovery key is read from --recovery-file, else asked for."
+            )
 
             @Option(help: ArgumentHelp("A file holding the recovery key.", valueName: "FILE"), completion: .file())
             var recoveryFile: String?
@@ -192,23 +225,31 @@ extension Xfer {
                     } else {
                         text = try PassphraseOptions.ask("Recovery key")
                     }
-                    try await runKeyCommand(client, json: json, { containers in
-                        let new = try passphrase.new(prompt: "New passphrase for container \(containers.remote.container)")
-                        return try await containers.recover(recoveryText: text, newPassphrase: new)
-                    }) { container, key in "recovered \(container) (key \(key.id)) and set a new passphrase" }
+                    try await runKeyCommand(
+                        client, json: json,
+                        { containers in
+                            let new = try passphrase.new(
+                                prompt: "New passphrase for container \(containers.remote.container)")
+                            return try await containers.recover(recoveryText: text, newPassphrase: new)
+                        }
+                    ) { container, key in "recovered \(container) (key \(key.id)) and set a new passphrase" }
                 }
             }
         }
 
         struct Forget: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(commandName: "forget", abstract: "Remove the container's key from this device (unlock again to use it; no server needed).")
+            static let configuration = CommandConfiguration(
+                commandName: "forget",
+                abstract: "Remove the container's key from this device (unlock again to use it; no server needed).")
 
             @OptionGroup var client: ClientOptions
 
             func run() async throws {
                 try await runReportingErrors {
                     let removed = try client.containerKeyFile().remove()
-                    print(removed ? "forgot the container's key on this device" : "this device held no key of that container")
+                    print(
+                        removed
+                            ? "forgot the container's key on this device" : "this device held no key of that container")
                 }
             }
         }
@@ -217,8 +258,10 @@ extension Xfer {
 
 /// Runs a key command: `body` with the container's key management, then its key as JSON
 /// (`container`, `key_id` and `fields`) or as `text`.
-func runKeyCommand(_ client: ClientOptions, json: Bool, _ body: (EncryptedContainers) async throws -> ContainerKey,
-                   fields: (ContainerKey) -> [String: String] = { _ in [:] }, text: (ContainerName, ContainerKey) -> String) async throws {
+func runKeyCommand(
+    _ client: ClientOptions, json: Bool, _ body: (EncryptedContainers) async throws -> ContainerKey,
+    fields: (ContainerKey) -> [String: String] = { _ in [:] }, text: (ContainerName, ContainerKey) -> String
+) async throws {
     try await runReportingErrors(json: json) {
         let (container, key) = try await withRemote(client) { remote in
             (remote.container, try await body(EncryptedContainers(remote: remote)))
@@ -233,12 +276,18 @@ func runKeyCommand(_ client: ClientOptions, json: Bool, _ body: (EncryptedContai
 
 /// Where passphrases come from: a file, the environment, else the terminal (never echoed).
 struct PassphraseOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("A file whose first line is the (current) passphrase (default: XFER_PASSPHRASE, else asked).", valueName: "FILE"),
-            completion: .file())
+    @Option(
+        help: ArgumentHelp(
+            "A file whose first line is the (current) passphrase (default: XFER_PASSPHRASE, else asked).",
+            valueName: "FILE"),
+        completion: .file())
     var passphraseFile: String?
 
-    @Option(help: ArgumentHelp("A file whose first line is the new passphrase (default: XFER_NEW_PASSPHRASE, else asked twice).", valueName: "FILE"),
-            completion: .file())
+    @Option(
+        help: ArgumentHelp(
+            "A file whose first line is the new passphrase (default: XFER_NEW_PASSPHRASE, else asked twice).",
+            valueName: "FILE"),
+        completion: .file())
     var newPassphraseFile: String?
 
     /// The current passphrase.
@@ -252,7 +301,9 @@ struct PassphraseOptions: ParsableArguments {
         if let given = try Self.given(newPassphraseFile, "XFER_NEW_PASSPHRASE") { return given }
         if orCurrent, let given = try Self.given(passphraseFile, "XFER_PASSPHRASE") { return given }
         let first = try Self.ask(prompt)
-        guard try Self.ask("Again") == first else { throw XferError(.invalidConfiguration, "the two passphrases differ; nothing was changed") }
+        guard try Self.ask("Again") == first else {
+            throw XferError(.invalidConfiguration, "the two passphrases differ; nothing was changed")
+        }
         return first
     }
 
@@ -261,9 +312,14 @@ struct PassphraseOptions: ParsableArguments {
             guard let data = FileManager.default.contents(atPath: file) else {
                 throw XferError(.invalidConfiguration, "cannot read the passphrase file \(file)")
             }
-            let line = String(decoding: data.prefix(4096), as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).first ?? ""
+            let line =
+                String(decoding: data.prefix(4096), as: UTF8.self).split(
+                    separator: "\n", omittingEmptySubsequences: false
+                ).first ?? ""
             let passphrase = line.hasSuffix("\r") ? String(line.dropLast()) : String(line)
-            guard !passphrase.isEmpty else { throw XferError(.invalidConfiguration, "the passphrase file \(file) starts with an empty line") }
+            guard !passphrase.isEmpty else {
+                throw XferError(.invalidConfiguration, "the passphrase file \(file) starts with an empty line")
+            }
             return passphrase
         }
         if let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty { return value }
@@ -272,8 +328,10 @@ struct PassphraseOptions: ParsableArguments {
 
     /// Asks on the terminal with echo off.
     /// - Parameter otherwise: How to give it without a terminal, for the error when there is none.
-    static func ask(_ prompt: String,
-                    otherwise: String = "give it with --passphrase-file FILE or XFER_PASSPHRASE (XFER_NEW_PASSPHRASE for a new one)") throws -> String {
+    static func ask(
+        _ prompt: String,
+        otherwise: String = "give it with --passphrase-file FILE or XFER_PASSPHRASE (XFER_NEW_PASSPHRASE for a new one)"
+    ) throws -> String {
         let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
         guard fd >= 0 else {
             throw XferError(.invalidConfiguration, "no terminal to ask for \(prompt.lowercased()) on: \(otherwise)")

@@ -8,26 +8,40 @@ import XferServer
 /// The terms of a new token as flags, one set for `xfer login`, `xfer token new` and
 /// `xfer account new-token`.
 struct TokenTermsOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("A name for the device that will hold the token: recorded as the writer of every version it commits, and shown in token lists.", valueName: "NAME"))
+    @Option(
+        help: ArgumentHelp(
+            "A name for the device that will hold the token: recorded as the writer of every version it commits, and shown in token lists.",
+            valueName: "NAME"))
     var device: String?
 
-    @Flag(help: "The token only reads (pull, ls, versions, changes, fetch): no push, no commit, no deletion, no key-value or key writes.")
+    @Flag(
+        help:
+            "The token only reads (pull, ls, versions, changes, fetch): no push, no commit, no deletion, no key-value or key writes."
+    )
     var readOnly = false
 
-    @Option(name: .customLong("for-container"), help: ArgumentHelp("The token may use this one container only.", valueName: "NAME"))
+    @Option(
+        name: .customLong("for-container"),
+        help: ArgumentHelp("The token may use this one container only.", valueName: "NAME"))
     var forContainer: String?
 
-    @Option(help: ArgumentHelp("The token expires after this long: 90d, 12h, 30m (never by default; at most ten years).", valueName: "SPAN"))
+    @Option(
+        help: ArgumentHelp(
+            "The token expires after this long: 90d, 12h, 30m (never by default; at most ten years).", valueName: "SPAN"
+        ))
     var expires: Span?
 
     func validate() throws {
-        if let expires, expires.seconds < 1 { throw ValidationError("--expires is a span of a second or more, e.g. 30d") }
+        if let expires, expires.seconds < 1 {
+            throw ValidationError("--expires is a span of a second or more, e.g. 30d")
+        }
     }
 
     /// The terms, with `device` when no --device is given.
     func terms(device fallback: String? = nil) throws -> TokenTerms {
-        let terms = TokenTerms(device: device ?? fallback, readOnly: readOnly ? true : nil, container: forContainer,
-                               expiresInSeconds: expires?.seconds)
+        let terms = TokenTerms(
+            device: device ?? fallback, readOnly: readOnly ? true : nil, container: forContainer,
+            expiresInSeconds: expires?.seconds)
         try terms.validate()
         return terms
     }
@@ -48,8 +62,11 @@ enum TokenText {
 
     /// One line of a token list.
     static func line(_ token: TokenSummary) -> String {
-        var fields = [token.id, token.device ?? (token.admin ? "(admin)" : "(no device)"), token.admin ? "admin" : (token.scope.isFull ? "full" : token.scope.description),
-                      "created \(date(token.createdAt))", token.expiresAt.map { "expires \(date($0, time: true))" } ?? "no expiry"]
+        var fields = [
+            token.id, token.device ?? (token.admin ? "(admin)" : "(no device)"),
+            token.admin ? "admin" : (token.scope.isFull ? "full" : token.scope.description),
+            "created \(date(token.createdAt))", token.expiresAt.map { "expires \(date($0, time: true))" } ?? "no expiry"
+        ]
         if token.expired { fields.append("EXPIRED") }
         if token.current == true { fields.append("(this token)") }
         return fields.joined(separator: "\t")
@@ -75,7 +92,9 @@ struct ClientConfigFile {
             throw XferError(.invalidConfiguration, "cannot read the config file \(path); nothing was changed")
         }
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw XferError(.invalidConfiguration, "the config file \(path) is not one JSON object; fix or remove it first (nothing was changed)")
+            throw XferError(
+                .invalidConfiguration,
+                "the config file \(path) is not one JSON object; fix or remove it first (nothing was changed)")
         }
         return ClientConfigFile(path: path, fields: object)
     }
@@ -91,9 +110,11 @@ struct ClientConfigFile {
     func save() throws {
         let target = (path as NSString).resolvingSymlinksInPath
         // A directory made here holds a token: the user's alone. One that was there is left as it is.
-        try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent,
-                                                withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let data = try JSONSerialization.data(withJSONObject: fields, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        try FileManager.default.createDirectory(
+            atPath: (target as NSString).deletingLastPathComponent,
+            withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let data = try JSONSerialization.data(
+            withJSONObject: fields, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
         try FileSystem.writeAtomically(Array(data) + [UInt8(ascii: "\n")], to: target, mode: 0o600)
     }
 }
@@ -128,15 +149,24 @@ extension Xfer {
                 var config = try ClientConfigFile.load(environment)
                 if let stored = config["token"] {
                     guard config[Self.marker] == TokenHash.publicID(ofHash: TokenHash.hash(stored)) else {
-                        throw XferError(.alreadyExists, "\(config.path) already holds a token that `xfer login` did not store, and login will not drop it: "
-                                        + "keep a copy, remove \"token\" from the file, then log in (nothing was changed)")
+                        throw XferError(
+                            .alreadyExists,
+                            "\(config.path) already holds a token that `xfer login` did not store, and login will not drop it: "
+                                + "keep a copy, remove \"token\" from the file, then log in (nothing was changed)")
                     }
                     let device = config["device"].map { " (device \($0))" } ?? ""
-                    throw XferError(.alreadyExists, "already logged in: \(config.path) holds this device's token\(device); run `xfer logout` first (nothing was changed)")
+                    throw XferError(
+                        .alreadyExists,
+                        "already logged in: \(config.path) holds this device's token\(device); run `xfer logout` first (nothing was changed)"
+                    )
                 }
                 var options = client
-                options.server = client.server ?? environment["XFER_SERVER"].flatMap { $0.isEmpty ? nil : $0 } ?? config["server"] ?? ClientOptions.defaultServer
-                options.token = try client.token ?? environment["XFER_TOKEN"].flatMap { $0.isEmpty ? nil : $0 } ?? Self.readAccountToken(server: options.server!)
+                options.server =
+                    client.server ?? environment["XFER_SERVER"].flatMap { $0.isEmpty ? nil : $0 } ?? config["server"]
+                    ?? ClientOptions.defaultServer
+                options.token =
+                    try client.token ?? environment["XFER_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+                    ?? Self.readAccountToken(server: options.server!)
                 let newTerms = try terms.terms(device: ProcessInfo.processInfo.hostName)
                 let info = try await withRemote(options) { try await $0.connection.issueOwnToken(newTerms) }
                 config["server"] = options.server
@@ -149,17 +179,23 @@ extension Xfer {
                     try config.save()
                 } catch {
                     // Nobody would hold the new token: take it back before saying so.
-                    _ = try? await withRemote(options) { try await $0.connection.revokeOwnToken(RevokeTokenRequest(token: info.token, account: nil)) }
+                    _ = try? await withRemote(options) {
+                        try await $0.connection.revokeOwnToken(RevokeTokenRequest(token: info.token, account: nil))
+                    }
                     throw error
                 }
                 if json {
-                    printJSON(LoginResult(server: options.server!, account: info.account, id: info.id, device: info.device, readOnly: info.readOnly ?? false,
-                                          container: info.container, expiresAt: info.expiresAt, config: config.path))
+                    printJSON(
+                        LoginResult(
+                            server: options.server!, account: info.account, id: info.id, device: info.device,
+                            readOnly: info.readOnly ?? false,
+                            container: info.container, expiresAt: info.expiresAt, config: config.path))
                     return
                 }
                 let scope = TokenScope(readOnly: info.readOnly ?? false, container: info.container)
-                print("logged in to \(options.server!) as \(info.account) on device \(info.device ?? "?") "
-                      + "(token \(info.id ?? "?"): \(TokenText.terms(scope, expiresAt: info.expiresAt)))")
+                print(
+                    "logged in to \(options.server!) as \(info.account) on device \(info.device ?? "?") "
+                        + "(token \(info.id ?? "?"): \(TokenText.terms(scope, expiresAt: info.expiresAt)))")
                 print("the token is in \(config.path) (mode 0600); `xfer logout` revokes it")
             }
         }
@@ -172,15 +208,19 @@ extension Xfer {
         /// input that is not one.
         static func readAccountToken(server: String) throws -> String {
             if isatty(STDIN_FILENO) == 1 {
-                return try PassphraseOptions.ask("Account token for \(server)",
-                                                 otherwise: "pipe it on standard input, or set XFER_TOKEN")
+                return try PassphraseOptions.ask(
+                    "Account token for \(server)",
+                    otherwise: "pipe it on standard input, or set XFER_TOKEN")
             }
             var line: [UInt8] = []
             var byte: UInt8 = 0
             while read(STDIN_FILENO, &byte, 1) == 1, byte != UInt8(ascii: "\n"), line.count < 4096 { line.append(byte) }
             let token = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             guard !token.isEmpty else {
-                throw XferError(.invalidConfiguration, "no account token on standard input; pipe one, set XFER_TOKEN or run on a terminal (nothing was changed)")
+                throw XferError(
+                    .invalidConfiguration,
+                    "no account token on standard input; pipe one, set XFER_TOKEN or run on a terminal (nothing was changed)"
+                )
             }
             return token
         }
@@ -203,7 +243,10 @@ extension Xfer {
 
         @OptionGroup var client: ClientOptions
 
-        @Flag(help: "Remove the token from the config file even when the server cannot be told, or when login did not store it (it is then not revoked).")
+        @Flag(
+            help:
+                "Remove the token from the config file even when the server cannot be told, or when login did not store it (it is then not revoked)."
+        )
         var forget = false
 
         @Flag(help: "Revoke it even when it is the account's only token of full access.")
@@ -223,8 +266,10 @@ extension Xfer {
                 // Only the token login stored, by the id it recorded beside it.
                 if config[Login.marker] != TokenHash.publicID(ofHash: TokenHash.hash(token)) {
                     guard forget else {
-                        throw XferError(.badRequest, "the token in \(config.path) was not stored by `xfer login`, so logout does not revoke it; "
-                                        + "--forget removes it from the file only (nothing was changed)")
+                        throw XferError(
+                            .badRequest,
+                            "the token in \(config.path) was not stored by `xfer login`, so logout does not revoke it; "
+                                + "--forget removes it from the file only (nothing was changed)")
                     }
                     note = "it was not revoked (login did not store it)"
                 } else {
@@ -235,23 +280,31 @@ extension Xfer {
                     do {
                         revoked = try await withRemote(options) { remote in
                             if !yes { try await Self.refuseLockingOut(remote.connection) }
-                            return try await remote.connection.revokeOwnToken(RevokeTokenRequest(token: token, account: nil)).revoked
+                            return try await remote.connection.revokeOwnToken(
+                                RevokeTokenRequest(token: token, account: nil)
+                            ).revoked
                         }
                     } catch let error as XferError where error.code == .unauthorized && sameServer {
                         note = "the server no longer took it (\(error.message))"
                     } catch let error as XferError where forget && error.code != .forbidden {
-                        note = "the server was not told (\(error.message)); it stays valid there until revoked from another device"
+                        note =
+                            "the server was not told (\(error.message)); it stays valid there until revoked from another device"
                     }
                 }
                 config["token"] = nil
                 config["device"] = nil
                 config[Login.marker] = nil
                 try config.save()
-                if json { printJSON(LogoutResult(revoked: revoked, removed: true)); return }
+                if json {
+                    printJSON(LogoutResult(revoked: revoked, removed: true))
+                    return
+                }
                 if let note {
                     print("removed the token from \(config.path); \(note)")
                 } else {
-                    print("logged out: the token was revoked on \(config["server"] ?? "the server") and removed from \(config.path)")
+                    print(
+                        "logged out: the token was revoked on \(config["server"] ?? "the server") and removed from \(config.path)"
+                    )
                 }
             }
         }
@@ -267,8 +320,11 @@ extension Xfer {
             }
             let others = tokens.filter { $0.current != true && $0.scope.isFull && !$0.expired && !$0.admin }
             if others.isEmpty {
-                throw XferError(.forbidden, "this device's token is the account's only one with full access: revoking it would leave the account "
-                                + "reachable only through the server's admin; issue another first (xfer token new) or pass --yes (nothing was changed)")
+                throw XferError(
+                    .forbidden,
+                    "this device's token is the account's only one with full access: revoking it would leave the account "
+                        + "reachable only through the server's admin; issue another first (xfer token new) or pass --yes (nothing was changed)"
+                )
             }
         }
     }
@@ -291,8 +347,9 @@ extension Xfer {
             var json = false
 
             func run() async throws {
-                try await runClientCommand(client, json: json, { TokenList(tokens: try await $0.remote.connection.ownTokens()) },
-                                           text: { TokenText.list($0.tokens) })
+                try await runClientCommand(
+                    client, json: json, { TokenList(tokens: try await $0.remote.connection.ownTokens()) },
+                    text: { TokenText.list($0.tokens) })
             }
         }
 
@@ -315,7 +372,9 @@ extension Xfer {
 
             func run() async throws {
                 let terms = try terms.terms()
-                try await runClientCommand(client, json: json, { try await $0.remote.connection.issueOwnToken(terms) }, text: { print($0.token) })
+                try await runClientCommand(
+                    client, json: json, { try await $0.remote.connection.issueOwnToken(terms) },
+                    text: { print($0.token) })
             }
         }
 
@@ -323,7 +382,9 @@ extension Xfer {
             static let configuration = CommandConfiguration(
                 commandName: "revoke",
                 abstract: "Revoke one of the account's tokens by its id (from `xfer token list`).",
-                discussion: "A revoked token is refused from its next request on, and its web sessions end. Exits 5 if the account has no token with that id.")
+                discussion:
+                    "A revoked token is refused from its next request on, and its web sessions end. Exits 5 if the account has no token with that id."
+            )
 
             @Argument(help: ArgumentHelp("The token's id: 16 hex digits.", valueName: "ID"))
             var id: String
@@ -335,8 +396,12 @@ extension Xfer {
 
             func run() async throws {
                 try await runReportingErrors(json: json) {
-                    let result = try await withRemote(client) { try await $0.connection.revokeOwnToken(RevokeTokenRequest(token: nil, account: nil, id: id)) }
-                    guard result.revoked > 0 else { throw XferError(.notFound, "the account has no token with id \(id)") }
+                    let result = try await withRemote(client) {
+                        try await $0.connection.revokeOwnToken(RevokeTokenRequest(token: nil, account: nil, id: id))
+                    }
+                    guard result.revoked > 0 else {
+                        throw XferError(.notFound, "the account has no token with id \(id)")
+                    }
                     if json { printJSON(result) } else { print("revoked token \(id)") }
                 }
             }

@@ -33,9 +33,13 @@ func openExistingData(_ directory: String, sealing: SealingOptions) async throws
     }
     let layout = try StoreLayout.recorded(in: directory)
     guard layout.isEmbedded else {
-        let stores = [layout.metadataElsewhere ? "metadata in PostgreSQL" : nil, layout.chunksElsewhere ? "chunks in S3" : nil]
-            .compactMap { $0 }.joined(separator: " and ")
-        throw XferError(.invalidConfiguration, """
+        let stores = [
+            layout.metadataElsewhere ? "metadata in PostgreSQL" : nil, layout.chunksElsewhere ? "chunks in S3" : nil
+        ]
+        .compactMap { $0 }.joined(separator: " and ")
+        throw XferError(
+            .invalidConfiguration,
+            """
             \(directory) is served with its \(stores) (recorded in \(directory)/stores), which --data cannot reach; \
             nothing was changed. Ask the server instead (--server URL with the admin token); if the server now keeps \
             everything in \(directory), remove \(directory)/stores first
@@ -56,7 +60,9 @@ func reportMigration(_ data: ServerData) -> ServerData {
     for path in data.damagedChunkFiles.prefix(20) {
         printError("warning: left the damaged chunk file \(path) in place; `xfer verify` reports what it held")
     }
-    if data.damagedChunkFiles.count > 20 { printError("warning: … and \(data.damagedChunkFiles.count - 20) more damaged chunk files") }
+    if data.damagedChunkFiles.count > 20 {
+        printError("warning: … and \(data.damagedChunkFiles.count - 20) more damaged chunk files")
+    }
     return data
 }
 
@@ -64,7 +70,8 @@ extension Xfer {
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "verify",
-            abstract: "Check stored data: a synced directory, a server's chunks and manifests, or a container as this device reads it.",
+            abstract:
+                "Check stored data: a synced directory, a server's chunks and manifests, or a container as this device reads it.",
             discussion: """
                 `xfer verify DIR` reads every file of a synced directory that claims to be \
                 unchanged and compares it with the manifest it was synced at (offline). Files \
@@ -100,7 +107,9 @@ extension Xfer {
         @Flag(help: "Print the report as one JSON object.")
         var json = false
 
-        @Flag(name: .shortAndLong, help: "No progress and no summary: only the problems found, and the exit status (9 on damage).")
+        @Flag(
+            name: .shortAndLong,
+            help: "No progress and no summary: only the problems found, and the exit status (9 on damage).")
         var quiet = false
 
         @OptionGroup var client: ClientOptions
@@ -119,16 +128,26 @@ extension Xfer {
                     let progress = !json && !quiet && isatty(STDERR_FILENO) == 1
                     let report = try await withRemote(client, unlocking: true) { remote in
                         try await ContainerVerify(remote: remote).run { checked in
-                            if progress { FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8)) }
+                            if progress {
+                                FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8))
+                            }
                         }
                     }
                     if progress { FileHandle.standardError.write(Data("\n".utf8)) }
                     if json {
                         printJSON(report)
                     } else {
-                        if !quiet { print("\(report.documentsChecked) documents, \(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) checked") }
+                        if !quiet {
+                            print(
+                                "\(report.documentsChecked) documents, \(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) checked"
+                            )
+                        }
                         for problem in report.problems { print("  damaged  \(problem.document): \(problem.problem)") }
-                        if !quiet || !report.ok { print(report.ok ? "ok" : "\(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")") }
+                        if !quiet || !report.ok {
+                            print(
+                                report.ok
+                                    ? "ok" : "\(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")
+                        }
                     }
                     if !report.ok { throw ExitCode(9) }
                 } else if data != nil || remote {
@@ -136,8 +155,11 @@ extension Xfer {
                     if let data {
                         // Progress only on a terminal: `\r` lines do not belong in a log.
                         let progress = !json && !quiet && isatty(STDERR_FILENO) == 1
-                        report = try await Maintenance(data: try await openExistingData(data, sealing: sealing)).verify { checked in
-                            if progress { FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8)) }
+                        report = try await Maintenance(data: try await openExistingData(data, sealing: sealing)).verify
+                        { checked in
+                            if progress {
+                                FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8))
+                            }
                         }
                         if progress { FileHandle.standardError.write(Data("\n".utf8)) }
                     } else {
@@ -146,23 +168,44 @@ extension Xfer {
                     if json {
                         printJSON(report)
                     } else {
-                        if !quiet { print("\(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) and \(report.versionsChecked) versions checked, \(report.recordsChecked) chunk records, \(report.milliseconds) ms") }
+                        if !quiet {
+                            print(
+                                "\(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) and \(report.versionsChecked) versions checked, \(report.recordsChecked) chunk records, \(report.milliseconds) ms"
+                            )
+                        }
                         for problem in report.problems { print("  \(problem)") }
-                        if report.problemCount > report.problems.count { print("  … and \(report.problemCount - report.problems.count) more") }
-                        if !quiet || !report.ok { print(report.ok ? "ok" : "\(report.problemCount) problem\(report.problemCount == 1 ? "" : "s")") }
+                        if report.problemCount > report.problems.count {
+                            print("  … and \(report.problemCount - report.problems.count) more")
+                        }
+                        if !quiet || !report.ok {
+                            print(
+                                report.ok
+                                    ? "ok" : "\(report.problemCount) problem\(report.problemCount == 1 ? "" : "s")")
+                        }
                     }
                     if !report.ok { throw ExitCode(9) }
                 } else {
                     let stateDirectory = client.stateDir ?? ClientState.defaultDirectory()
-                    let report = try LocalVerifier.verify(directory: directory ?? ".", stateDirectory: stateDirectory, keyFile: client.chosenKeyFile())
+                    let report = try LocalVerifier.verify(
+                        directory: directory ?? ".", stateDirectory: stateDirectory, keyFile: client.chosenKeyFile())
                     if json {
                         printJSON(report)
                     } else {
-                        if !quiet { print("\(report.documentsChecked) documents, \(report.filesChecked) files (\(ByteCount(report.bytesChecked))) checked; \(report.evicted) evicted") }
+                        if !quiet {
+                            print(
+                                "\(report.documentsChecked) documents, \(report.filesChecked) files (\(ByteCount(report.bytesChecked))) checked; \(report.evicted) evicted"
+                            )
+                        }
                         for path in report.damaged { print("  damaged  \(path)") }
                         for path in report.missing { print("  missing  \(path)") }
                         for path in report.modified where !quiet { print("  modified \(path) (not yet synced)") }
-                        if !quiet || !report.ok { print(report.ok ? "ok" : "\(report.damaged.count) damaged, \(report.missing.count) missing: `xfer fetch PATH` or `rm` and `xfer sync` brings back the synced version") }
+                        if !quiet || !report.ok {
+                            print(
+                                report.ok
+                                    ? "ok"
+                                    : "\(report.damaged.count) damaged, \(report.missing.count) missing: `xfer fetch PATH` or `rm` and `xfer sync` brings back the synced version"
+                            )
+                        }
                     }
                     if !report.ok { throw ExitCode(9) }
                 }
@@ -185,7 +228,9 @@ extension Xfer {
         @Option(help: ArgumentHelp("A server's data directory.", valueName: "DIR"))
         var data: String?
 
-        @Option(help: ArgumentHelp("Leave uploads, leases and chunks younger than this alone (90s, 15m, 2h, 7d).", valueName: "SPAN"))
+        @Option(
+            help: ArgumentHelp(
+                "Leave uploads, leases and chunks younger than this alone (90s, 15m, 2h, 7d).", valueName: "SPAN"))
         var grace = Span(argument: "1d")!
 
         @Flag(help: "Only count what would be removed.")
@@ -205,17 +250,21 @@ extension Xfer {
             try await runReportingErrors(json: json) {
                 let report: GarbageReport
                 if let data {
-                    report = try await Maintenance(data: try await openExistingData(data, sealing: sealing)).collectGarbage(grace: grace.seconds, dryRun: dryRun)
+                    report = try await Maintenance(data: try await openExistingData(data, sealing: sealing))
+                        .collectGarbage(grace: grace.seconds, dryRun: dryRun)
                 } else {
                     report = try await withRemote(client) { remote in
-                        try await remote.connection.collectGarbage(GarbageRequest(graceSeconds: grace.seconds, dryRun: dryRun))
+                        try await remote.connection.collectGarbage(
+                            GarbageRequest(graceSeconds: grace.seconds, dryRun: dryRun))
                     }
                 }
                 if json {
                     printJSON(report)
                 } else if !quiet {
                     let verb = dryRun ? "would remove" : "removed"
-                    print("\(verb) \(report.chunksRemoved) of \(report.chunksScanned) chunks (\(ByteCount(report.bytesRemoved))); released \(report.leasesExpired) unused uploads (\(ByteCount(report.quotaReleased)) of quota); expired \(report.uploadsExpired) unfinished versions; removed \(report.tokensExpired) expired tokens; \(report.milliseconds) ms")
+                    print(
+                        "\(verb) \(report.chunksRemoved) of \(report.chunksScanned) chunks (\(ByteCount(report.bytesRemoved))); released \(report.leasesExpired) unused uploads (\(ByteCount(report.quotaReleased)) of quota); expired \(report.uploadsExpired) unfinished versions; removed \(report.tokensExpired) expired tokens; \(report.milliseconds) ms"
+                    )
                 }
             }
         }

@@ -30,9 +30,10 @@ struct ServeSettingSources {
         Key(name: "keep-versions"), Key(name: "keep-days"), Key(name: "kv-max-keys"), Key(name: "kv-max-bytes"),
         Key(name: "metadata"), Key(name: "chunks"), Key(name: "s3-endpoint"), Key(name: "max-wait"),
         Key(name: "list-page"), Key(name: "tls-cert"), Key(name: "tls-key"), Key(name: "behind-tls-proxy"),
-        Key(name: "idle-timeout"), Key(name: "max-connections-per-address"), Key(name: "rate-limit"), Key(name: "rate-burst"),
+        Key(name: "idle-timeout"), Key(name: "max-connections-per-address"), Key(name: "rate-limit"),
+        Key(name: "rate-burst"),
         Key(name: "uploads-per-token"),
-        Key(name: "without-feature", list: true), Key(name: "encryption-key", list: true, fromEnvironment: false),
+        Key(name: "without-feature", list: true), Key(name: "encryption-key", list: true, fromEnvironment: false)
     ]
 
     /// The values given as flags, by key.
@@ -47,8 +48,10 @@ struct ServeSettingSources {
     ///   - environment: The process's environment.
     /// - Throws: `invalid_configuration` if the file cannot be read, is not a YAML mapping, or
     ///   holds a key that is no setting or a value of the wrong shape.
-    static func load(flags: [String: [String]], configFile: String?,
-                     environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> ServeSettingSources {
+    static func load(
+        flags: [String: [String]], configFile: String?,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async throws -> ServeSettingSources {
         let filePath = configFile ?? environment["XFER_SERVE_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
         var file: ConfigReader? = nil
         if let filePath, try check(configFile: filePath) {
@@ -59,7 +62,8 @@ struct ServeSettingSources {
             }
         }
         let prefixed = EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "xfer")
-        return ServeSettingSources(flags: flags, environment: ConfigReader(provider: prefixed), file: file, filePath: filePath)
+        return ServeSettingSources(
+            flags: flags, environment: ConfigReader(provider: prefixed), file: file, filePath: filePath)
     }
 
     /// Refuses a config file that is not a YAML mapping of known keys to a scalar each (a
@@ -78,20 +82,30 @@ struct ServeSettingSources {
         }
         guard let node else { return false }  // empty: no settings
         guard let mapping = node.mapping else {
-            throw XferError(.invalidConfiguration, "the config file \(path) must be a mapping of settings (key: value), one per line")
+            throw XferError(
+                .invalidConfiguration,
+                "the config file \(path) must be a mapping of settings (key: value), one per line")
         }
         let known = Dictionary(keys.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         for (keyNode, value) in mapping {
             let name = keyNode.string ?? "\(keyNode)"
             guard let key = known[name] else {
-                throw XferError(.invalidConfiguration, """
+                throw XferError(
+                    .invalidConfiguration,
+                    """
                     the config file \(path) has '\(name)', which is no setting of xfer serve; the settings are \
                     \(keys.map(\.name).joined(separator: ", "))
                     """)
             }
-            let scalars = key.list ? (value.sequence.map { Array($0) } ?? (value.scalar != nil ? [value] : nil)) : (value.scalar != nil ? [value] : nil)
+            let scalars =
+                key.list
+                ? (value.sequence.map { Array($0) } ?? (value.scalar != nil ? [value] : nil))
+                : (value.scalar != nil ? [value] : nil)
             guard let scalars, scalars.allSatisfy({ $0.scalar != nil }) else {
-                throw XferError(.invalidConfiguration, "the config file \(path): '\(name)' must be \(key.list ? "a value or a list of values" : "one value")")
+                throw XferError(
+                    .invalidConfiguration,
+                    "the config file \(path): '\(name)' must be \(key.list ? "a value or a list of values" : "one value")"
+                )
             }
         }
         return !mapping.keys.isEmpty
@@ -103,15 +117,25 @@ struct ServeSettingSources {
         if let given = flags[name], !given.isEmpty { return (given, "--\(name)") }
         let variable = "XFER_" + name.uppercased().replacingOccurrences(of: "-", with: "_")
         if key.fromEnvironment {
-            if key.list, let list = environment.stringArray(forKey: ConfigKey(name))?.map({ $0.trimmingCharacters(in: .whitespaces) })
-                .filter({ !$0.isEmpty }), !list.isEmpty {
+            if key.list,
+                let list = environment.stringArray(forKey: ConfigKey(name))?.map({
+                    $0.trimmingCharacters(in: .whitespaces)
+                })
+                .filter({ !$0.isEmpty }), !list.isEmpty
+            {
                 return (list, variable)
             }
-            if !key.list, let value = environment.string(forKey: ConfigKey(name)), !value.isEmpty { return ([value], variable) }
+            if !key.list, let value = environment.string(forKey: ConfigKey(name)), !value.isEmpty {
+                return ([value], variable)
+            }
         }
         if let file, let filePath {
-            if key.list, let list = file.stringArray(forKey: ConfigKey(name)) { return (list, "'\(name)' in \(filePath)") }
-            if let value = file.string(forKey: ConfigKey(name)), !value.isEmpty { return ([value], "'\(name)' in \(filePath)") }
+            if key.list, let list = file.stringArray(forKey: ConfigKey(name)) {
+                return (list, "'\(name)' in \(filePath)")
+            }
+            if let value = file.string(forKey: ConfigKey(name)), !value.isEmpty {
+                return ([value], "'\(name)' in \(filePath)")
+            }
         }
         return nil
     }
@@ -159,20 +183,42 @@ struct ServeSettings: Encodable {
     var printable: ServeSettings {
         var copy = self
         if let url = metadata, let scheme = url.range(of: "://"), let at = url[scheme.upperBound...].lastIndex(of: "@"),
-           let colon = url[scheme.upperBound..<at].firstIndex(of: ":") {
+            let colon = url[scheme.upperBound..<at].firstIndex(of: ":")
+        {
             copy.metadata = String(url[..<url.index(after: colon)]) + "***" + String(url[at...])
         }
         return copy
     }
 
     enum CodingKeys: String, CodingKey {
-        case data, listen, logLevel = "log-level", defaultQuota = "default-quota", keepVersions = "keep-versions",
-             keepDays = "keep-days", kvMaxKeys = "kv-max-keys", kvMaxBytes = "kv-max-bytes", metadata, chunks,
-             s3Endpoint = "s3-endpoint", maxWait = "max-wait", listPage = "list-page", tlsCert = "tls-cert",
-             tlsKey = "tls-key", behindTLSProxy = "behind-tls-proxy", idleTimeout = "idle-timeout",
-             maxConnectionsPerAddress = "max-connections-per-address", rateLimit = "rate-limit", rateBurst = "rate-burst",
-             uploadsPerToken = "uploads-per-token", withoutFeatures = "without-feature",
-             encryptionKeyFiles = "encryption-key", configFile = "config"
+        case data, listen
+        case logLevel = "log-level"
+        case defaultQuota = "default-quota"
+        case keepVersions = "keep-versions"
+        case
+            keepDays = "keep-days"
+        case kvMaxKeys = "kv-max-keys"
+        case kvMaxBytes = "kv-max-bytes"
+        case metadata, chunks
+        case
+            s3Endpoint = "s3-endpoint"
+        case maxWait = "max-wait"
+        case listPage = "list-page"
+        case tlsCert = "tls-cert"
+        case
+            tlsKey = "tls-key"
+        case behindTLSProxy = "behind-tls-proxy"
+        case idleTimeout = "idle-timeout"
+        case
+            maxConnectionsPerAddress = "max-connections-per-address"
+        case rateLimit = "rate-limit"
+        case rateBurst = "rate-burst"
+        case
+            uploadsPerToken = "uploads-per-token"
+        case withoutFeatures = "without-feature"
+        case
+            encryptionKeyFiles = "encryption-key"
+        case configFile = "config"
     }
 
     /// The defaults of the settings that have one.
@@ -186,43 +232,83 @@ struct ServeSettings: Encodable {
         let size = { (text: String) in ByteCount(argument: text.trimmingCharacters(in: .whitespaces))?.value }
         let text = { (text: String) -> String? in text }
         guard let data = try sources.value("data", as: text, expected: "a directory") else {
-            throw XferError(.invalidConfiguration, "no data directory: give --data DIR, XFER_DATA, or 'data:' in the config file (--config FILE)")
+            throw XferError(
+                .invalidConfiguration,
+                "no data directory: give --data DIR, XFER_DATA, or 'data:' in the config file (--config FILE)")
         }
         self.data = data
         listen = try sources.value("listen", as: text, expected: "HOST:PORT") ?? Self.defaultListen
-        logLevel = try sources.value("log-level", as: { Logger.Level(rawValue: $0) != nil ? $0 : nil },
-                                     expected: "a log level (trace, debug, info, notice, warning, error, critical)") ?? "info"
-        defaultQuota = try sources.value("default-quota", as: size, expected: "a size (e.g. 5G)") ?? Self.defaultQuotaBytes
+        logLevel =
+            try sources.value(
+                "log-level", as: { Logger.Level(rawValue: $0) != nil ? $0 : nil },
+                expected: "a log level (trace, debug, info, notice, warning, error, critical)") ?? "info"
+        defaultQuota =
+            try sources.value("default-quota", as: size, expected: "a size (e.g. 5G)") ?? Self.defaultQuotaBytes
         let policy = StorePolicy()
         let count = { (text: String) in number(text).flatMap { $0 >= 0 ? $0 : nil } }
-        keepVersions = try sources.value("keep-versions", as: count, expected: "a number of versions (0 or more)") ?? policy.keepVersions
-        keepDays = try sources.value("keep-days", as: count, expected: "a number of days (0 or more)") ?? policy.keepDays
-        kvMaxKeys = try sources.value("kv-max-keys", as: count, expected: "a number of keys (0 or more)") ?? policy.keyValueMaximumKeys
-        kvMaxBytes = try sources.value("kv-max-bytes", as: size, expected: "a size (e.g. 1M)") ?? Int64(policy.keyValueMaximumBytes)
+        keepVersions =
+            try sources.value("keep-versions", as: count, expected: "a number of versions (0 or more)")
+            ?? policy.keepVersions
+        keepDays =
+            try sources.value("keep-days", as: count, expected: "a number of days (0 or more)") ?? policy.keepDays
+        kvMaxKeys =
+            try sources.value("kv-max-keys", as: count, expected: "a number of keys (0 or more)")
+            ?? policy.keyValueMaximumKeys
+        kvMaxBytes =
+            try sources.value("kv-max-bytes", as: size, expected: "a size (e.g. 1M)")
+            ?? Int64(policy.keyValueMaximumBytes)
         metadata = try sources.value("metadata", as: text, expected: "a postgres:// URL")
         chunks = try sources.value("chunks", as: text, expected: "an s3:// location")
         s3Endpoint = try sources.value("s3-endpoint", as: text, expected: "a URL")
-        let span = { (text: String) in Span(argument: text.trimmingCharacters(in: .whitespaces)).flatMap { Int(exactly: $0.seconds) } }
-        maxWait = try sources.value("max-wait", as: span, expected: "a span of time (60, 60s, 1m)") ?? ProtocolLimits.maximumWaitSeconds
-        listPage = try sources.value("list-page", as: { number($0).flatMap { (1...ProtocolLimits.maximumListCount).contains($0) ? $0 : nil } },
-                                     expected: "a number 1...\(ProtocolLimits.maximumListCount)") ?? ProtocolLimits.maximumListCount
+        let span = { (text: String) in
+            Span(argument: text.trimmingCharacters(in: .whitespaces)).flatMap { Int(exactly: $0.seconds) }
+        }
+        maxWait =
+            try sources.value("max-wait", as: span, expected: "a span of time (60, 60s, 1m)")
+            ?? ProtocolLimits.maximumWaitSeconds
+        listPage =
+            try sources.value(
+                "list-page",
+                as: { number($0).flatMap { (1...ProtocolLimits.maximumListCount).contains($0) ? $0 : nil } },
+                expected: "a number 1...\(ProtocolLimits.maximumListCount)") ?? ProtocolLimits.maximumListCount
         tlsCert = try sources.value("tls-cert", as: text, expected: "a file")
         tlsKey = try sources.value("tls-key", as: text, expected: "a file")
-        behindTLSProxy = try sources.value("behind-tls-proxy", as: { ["true": true, "yes": true, "1": true, "false": false, "no": false, "0": false][$0.lowercased()] },
-                                           expected: "true or false") ?? false
+        behindTLSProxy =
+            try sources.value(
+                "behind-tls-proxy",
+                as: {
+                    ["true": true, "yes": true, "1": true, "false": false, "no": false, "0": false][$0.lowercased()]
+                },
+                expected: "true or false") ?? false
         let positive = { (text: String) in number(text).flatMap { $0 >= 1 ? $0 : nil } }
-        idleTimeout = try sources.value("idle-timeout", as: { span($0).flatMap { $0 >= 1 ? $0 : nil } }, expected: "a span of time of 1 second or more (45, 45s, 2m)")
+        idleTimeout =
+            try sources.value(
+                "idle-timeout", as: { span($0).flatMap { $0 >= 1 ? $0 : nil } },
+                expected: "a span of time of 1 second or more (45, 45s, 2m)")
             ?? Int(ServerLimits().idleTimeout.components.seconds)
-        maxConnectionsPerAddress = try sources.value("max-connections-per-address", as: positive, expected: "a number (1 or more)")
-        let rate = { (text: String) in Double(text.trimmingCharacters(in: .whitespaces)).flatMap { $0 >= 0 && $0.isFinite ? $0 : nil } }
+        maxConnectionsPerAddress = try sources.value(
+            "max-connections-per-address", as: positive, expected: "a number (1 or more)")
+        let rate = { (text: String) in
+            Double(text.trimmingCharacters(in: .whitespaces)).flatMap { $0 >= 0 && $0.isFinite ? $0 : nil }
+        }
         let tokens = TokenLimits()
-        rateLimit = try sources.value("rate-limit", as: rate, expected: "requests a second (0 for no limit)") ?? tokens.requestsPerSecond
-        rateBurst = try sources.value("rate-burst", as: { rate($0).flatMap { $0 >= 1 ? $0 : nil } }, expected: "a number of requests (1 or more)")
+        rateLimit =
+            try sources.value("rate-limit", as: rate, expected: "requests a second (0 for no limit)")
+            ?? tokens.requestsPerSecond
+        rateBurst =
+            try sources.value(
+                "rate-burst", as: { rate($0).flatMap { $0 >= 1 ? $0 : nil } },
+                expected: "a number of requests (1 or more)")
             ?? tokens.burst
-        uploadsPerToken = try sources.value("uploads-per-token", as: count, expected: "a number of uploads (0 for no limit)") ?? tokens.uploadsAtOnce
+        uploadsPerToken =
+            try sources.value("uploads-per-token", as: count, expected: "a number of uploads (0 for no limit)")
+            ?? tokens.uploadsAtOnce
         if let (names, origin) = sources.values("without-feature") {
             for name in names where ServerFeature(rawValue: name) == nil {
-                throw XferError(.invalidConfiguration, "\(origin): no feature '\(name)'; the features are \(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw XferError(
+                    .invalidConfiguration,
+                    "\(origin): no feature '\(name)'; the features are \(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
             }
             withoutFeatures = names
         } else {
@@ -231,17 +317,25 @@ struct ServeSettings: Encodable {
         encryptionKeyFiles = sources.values("encryption-key")?.values ?? []
         configFile = sources.filePath
         guard (tlsCert == nil) == (tlsKey == nil) else {
-            throw XferError(.invalidConfiguration, "--tls-cert and --tls-key go together (as XFER_TLS_CERT and XFER_TLS_KEY, or tls-cert and tls-key in the config file)")
+            throw XferError(
+                .invalidConfiguration,
+                "--tls-cert and --tls-key go together (as XFER_TLS_CERT and XFER_TLS_KEY, or tls-cert and tls-key in the config file)"
+            )
         }
         guard chunks == nil || s3Endpoint != nil else {
-            throw XferError(.invalidConfiguration, "--chunks s3://… needs --s3-endpoint URL (or XFER_S3_ENDPOINT, or s3-endpoint in the config file)")
+            throw XferError(
+                .invalidConfiguration,
+                "--chunks s3://… needs --s3-endpoint URL (or XFER_S3_ENDPOINT, or s3-endpoint in the config file)")
         }
         _ = try hostAndPort()
     }
 
     func hostAndPort() throws -> (String, Int) {
-        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65535).contains(port) else {
-            throw XferError(.invalidConfiguration, "the listen address '\(listen)' must be HOST:PORT, e.g. 127.0.0.1:8750")
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
+            (0...65535).contains(port)
+        else {
+            throw XferError(
+                .invalidConfiguration, "the listen address '\(listen)' must be HOST:PORT, e.g. 127.0.0.1:8750")
         }
         return (String(listen[..<colon]), port)
     }

@@ -40,26 +40,46 @@ extension Xfer {
         @Flag(help: "Keep syncing as things change, until interrupted.")
         var watch = false
 
-        @Option(name: .customLong("package-extension"),
-                help: ArgumentHelp("A directory name extension that makes a package (repeatable; remembered for DIR; default: pkg, bundle, rtfd, xfpkg).", valueName: "EXT"))
+        @Option(
+            name: .customLong("package-extension"),
+            help: ArgumentHelp(
+                "A directory name extension that makes a package (repeatable; remembered for DIR; default: pkg, bundle, rtfd, xfpkg).",
+                valueName: "EXT"))
         var packageExtensions: [String] = []
 
-        @Option(help: ArgumentHelp("Keep local data under this size, evicting the least recently used synced documents.", valueName: "SIZE"))
+        @Option(
+            help: ArgumentHelp(
+                "Keep local data under this size, evicting the least recently used synced documents.", valueName: "SIZE"
+            ))
         var localLimit: ByteCount?
 
-        @Flag(help: "Let a pass delete more than 50 documents that are also more than a third of the directory's (held back otherwise).")
+        @Flag(
+            help:
+                "Let a pass delete more than 50 documents that are also more than a third of the directory's (held back otherwise)."
+        )
         var allowMassDelete = false
 
-        @Option(help: ArgumentHelp("Days what sync deletes or replaces here stays in DIR/.xfer-trash (0: no trash).", valueName: "DAYS"))
+        @Option(
+            help: ArgumentHelp(
+                "Days what sync deletes or replaces here stays in DIR/.xfer-trash (0: no trash).", valueName: "DAYS"))
         var trashDays: Int = 30
 
-        @Option(help: ArgumentHelp("With --watch: a file changed less than this many milliseconds ago waits until it has been left alone that long (lock and temporary files that live for less never travel; 0: push at once).", valueName: "MS"))
+        @Option(
+            help: ArgumentHelp(
+                "With --watch: a file changed less than this many milliseconds ago waits until it has been left alone that long (lock and temporary files that live for less never travel; 0: push at once).",
+                valueName: "MS"))
         var quietPeriod: Int = 200
 
-        @Option(help: ArgumentHelp("Ignore what this gitignore-style pattern matches, as if it ended DIR/.xferignore (repeatable; this run only; e.g. 'build/', '*.log', '!keep.log').", valueName: "PATTERN"))
+        @Option(
+            help: ArgumentHelp(
+                "Ignore what this gitignore-style pattern matches, as if it ended DIR/.xferignore (repeatable; this run only; e.g. 'build/', '*.log', '!keep.log').",
+                valueName: "PATTERN"))
         var exclude: [String] = []
 
-        @Flag(help: "Print what one pass would do (upload, download, delete here or there, conflicts, held deletions) and change nothing, here or on the server.")
+        @Flag(
+            help:
+                "Print what one pass would do (upload, download, delete here or there, conflicts, held deletions) and change nothing, here or on the server."
+        )
         var dryRun = false
 
         @Flag(help: "Print one JSON object per event instead of text (with --dry-run: one object with every step).")
@@ -75,7 +95,9 @@ extension Xfer {
             if once && watch { throw ValidationError("--once and --watch exclude each other") }
             if dryRun && watch { throw ValidationError("--dry-run shows one pass; it does not go with --watch") }
             if trashDays < 0 { throw ValidationError("--trash-days must not be negative") }
-            if quietPeriod < 0 || quietPeriod > 600_000 { throw ValidationError("--quiet-period is milliseconds, 0 to 600000") }
+            if quietPeriod < 0 || quietPeriod > 600_000 {
+                throw ValidationError("--quiet-period is milliseconds, 0 to 600000")
+            }
             do {
                 for pattern in exclude { try IgnoreRules.validate(pattern) }
             } catch let error as XferError {
@@ -99,10 +121,16 @@ extension Xfer {
             options.push.compression = compression.policy
             let state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
             if dryRun {
-                options.packageExtensions = !packageExtensions.isEmpty
-                    ? Set(packageExtensions.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: ".")).lowercased() })
+                options.packageExtensions =
+                    !packageExtensions.isEmpty
+                    ? Set(
+                        packageExtensions.map {
+                            $0.trimmingCharacters(in: CharacterSet(charactersIn: ".")).lowercased()
+                        })
                     : try state.packageExtensions() ?? options.packageExtensions
-                let preview = try await SyncDirectory(directory: directory, remote: remote, options: options, bind: false).preview()
+                let preview = try await SyncDirectory(
+                    directory: directory, remote: remote, options: options, bind: false
+                ).preview()
                 Self.report(preview, json: json)
                 return
             }
@@ -115,7 +143,9 @@ extension Xfer {
             defer { printer.cancel() }
             if watch {
                 if !json && !quiet {
-                    printError("watching \(engine.directory.directory) ↔ \(remote.container) on \(remote.connection.server); Ctrl-C stops")
+                    printError(
+                        "watching \(engine.directory.directory) ↔ \(remote.container) on \(remote.connection.server); Ctrl-C stops"
+                    )
                 }
                 let signals = SignalStop()
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -138,10 +168,16 @@ extension Xfer {
         /// (exit 9) has not synced what it should have, whatever else it did.
         static func check(_ summary: SyncSummary) throws {
             if summary.rolledBack > 0 {
-                throw XferError(.rolledBack, "\(summary.rolledBack) document\(summary.rolledBack == 1 ? " is" : "s are") older on the server than it showed this device: rolled back there; the copies here were kept")
+                throw XferError(
+                    .rolledBack,
+                    "\(summary.rolledBack) document\(summary.rolledBack == 1 ? " is" : "s are") older on the server than it showed this device: rolled back there; the copies here were kept"
+                )
             }
             if summary.unverified > 0 {
-                throw XferError(.corruptChunk, "\(summary.unverified) document\(summary.unverified == 1 ? "" : "s"), chunk\(summary.unverified == 1 ? "" : "s") or name\(summary.unverified == 1 ? "" : "s") from the server failed their check and were not used; run `xfer verify --documents`")
+                throw XferError(
+                    .corruptChunk,
+                    "\(summary.unverified) document\(summary.unverified == 1 ? "" : "s"), chunk\(summary.unverified == 1 ? "" : "s") or name\(summary.unverified == 1 ? "" : "s") from the server failed their check and were not used; run `xfer verify --documents`"
+                )
             }
         }
 
@@ -150,22 +186,34 @@ extension Xfer {
                 printJSON(preview)
                 return
             }
-            if let change = preview.serverChanged { print("note: \(change); a real pass deletes nothing and uploads every local document again") }
-            let symbols: [SyncPreview.Step.Action: String] = [.upload: "↑ upload", .download: "↓ download", .deleteLocal: "✕ delete here",
-                                                             .deleteRemote: "✕ delete on server", .conflict: "! conflict",
-                                                             .held: "‖ held", .skipped: "- skipped"]
+            if let change = preview.serverChanged {
+                print("note: \(change); a real pass deletes nothing and uploads every local document again")
+            }
+            let symbols: [SyncPreview.Step.Action: String] = [
+                .upload: "↑ upload", .download: "↓ download", .deleteLocal: "✕ delete here",
+                .deleteRemote: "✕ delete on server", .conflict: "! conflict",
+                .held: "‖ held", .skipped: "- skipped"
+            ]
             for step in preview.steps {
-                print("\(symbols[step.action]!.padding(toLength: 19, withPad: " ", startingAt: 0))\(step.path)  (\(step.reason))")
+                print(
+                    "\(symbols[step.action]!.padding(toLength: 19, withPad: " ", startingAt: 0))\(step.path)  (\(step.reason))"
+                )
             }
             let counts = Dictionary(grouping: preview.steps, by: \.action).mapValues(\.count)
-            print("dry run: \(counts[.upload] ?? 0) to upload, \(counts[.download] ?? 0) to download, \((counts[.deleteLocal] ?? 0) + (counts[.deleteRemote] ?? 0)) to delete, \(counts[.held] ?? 0) held, \(counts[.conflict] ?? 0) in conflict; nothing was changed")
+            print(
+                "dry run: \(counts[.upload] ?? 0) to upload, \(counts[.download] ?? 0) to download, \((counts[.deleteLocal] ?? 0) + (counts[.deleteRemote] ?? 0)) to delete, \(counts[.held] ?? 0) held, \(counts[.conflict] ?? 0) in conflict; nothing was changed"
+            )
         }
 
         /// What a pass says of names on the server that do not open under the container's key.
         static func unopenedMessage(count: Int, held: Int) -> String {
             let names = count == 1 ? "1 name" : "\(count) names"
-            let kept = held == 0 ? "" : "; \(held) document\(held == 1 ? "" : "s") missing from its listing \(held == 1 ? "was" : "were") kept here, not deleted"
-            return "the server lists \(names) that do not open under the container's key (damaged there, or written without the key)\(kept). Run `xfer verify --documents` to see which"
+            let kept =
+                held == 0
+                ? ""
+                : "; \(held) document\(held == 1 ? "" : "s") missing from its listing \(held == 1 ? "was" : "were") kept here, not deleted"
+            return
+                "the server lists \(names) that do not open under the container's key (damaged there, or written without the key)\(kept). Run `xfer verify --documents` to see which"
         }
 
         static func report(_ event: SyncEvent, json: Bool, quiet: Bool) {
@@ -175,32 +223,52 @@ extension Xfer {
                 return
             }
             switch event {
-            case .uploaded(let path, let version, let bytes): if !quiet { print("↑ \(path) v\(version) (\(ByteCount(bytes)) sent)") }
-            case .downloaded(let path, let version, let bytes): if !quiet { print("↓ \(path) v\(version) (\(ByteCount(bytes)) fetched)") }
+            case .uploaded(let path, let version, let bytes):
+                if !quiet { print("↑ \(path) v\(version) (\(ByteCount(bytes)) sent)") }
+            case .downloaded(let path, let version, let bytes):
+                if !quiet { print("↓ \(path) v\(version) (\(ByteCount(bytes)) fetched)") }
             case .removedLocally(let path): if !quiet { print("✕ \(path) (deleted on the server, removed here)") }
             case .removedRemotely(let path): if !quiet { print("✕ \(path) (deleted here, deleted on the server)") }
             case .evicted(let path): if !quiet { print("○ \(path) evicted") }
             case .conflict(let path, let current, let conflicts):
-                print("! \(path): v\(current) is current; conflict versions \(conflicts.map { "v\($0)" }.joined(separator: ", ")) — see `xfer versions \(path)`")
+                print(
+                    "! \(path): v\(current) is current; conflict versions \(conflicts.map { "v\($0)" }.joined(separator: ", ")) — see `xfer versions \(path)`"
+                )
             case .failed(let path, let error): printError("\(path.map { "\($0): " } ?? "")\(error.message)")
-            case .retrying(let path, let message): if !quiet { printError("~ \(path): \(message); tried again on the next pass") }
-            case .passFailed(let error, let retry): printError("the pass failed (\(error.message)); retrying in \(retry)")
+            case .retrying(let path, let message):
+                if !quiet { printError("~ \(path): \(message); tried again on the next pass") }
+            case .passFailed(let error, let retry):
+                printError("the pass failed (\(error.message)); retrying in \(retry)")
             case .folderMissing(let message): printError("\(message); waiting for it to come back")
             case .offline(let error, let retry): printError("offline (\(error.message)); retrying in \(retry)")
             case .watchLimited(let count, let example, let reason):
-                printError("cannot watch \(count) director\(count == 1 ? "y" : "ies") for changes (\(example): \(reason)); they are rescanned every \(Int(SyncOptions().unwatchedRescanInterval.seconds)) s instead. Raise the limit: sysctl fs.inotify.max_user_watches=524288")
-            case .serverChanged(let reason): printError("\(reason); nothing local is deleted: local documents are uploaded to it again")
+                printError(
+                    "cannot watch \(count) director\(count == 1 ? "y" : "ies") for changes (\(example): \(reason)); they are rescanned every \(Int(SyncOptions().unwatchedRescanInterval.seconds)) s instead. Raise the limit: sysctl fs.inotify.max_user_watches=524288"
+                )
+            case .serverChanged(let reason):
+                printError("\(reason); nothing local is deleted: local documents are uploaded to it again")
             case .deletionsHeld(let local, let remote, let total):
-                printError("this pass would delete \(local > 0 ? "\(local) documents here" : "")\(local > 0 && remote > 0 ? " and " : "")\(remote > 0 ? "\(remote) on the server" : "") of \(total): more than \(MassDeletion.minimumCount) and a third, so nothing was deleted. If that is what you meant, run `xfer sync --once --allow-mass-delete`; deleted files go to the trash first (`xfer trash list`)")
+                printError(
+                    "this pass would delete \(local > 0 ? "\(local) documents here" : "")\(local > 0 && remote > 0 ? " and " : "")\(remote > 0 ? "\(remote) on the server" : "") of \(total): more than \(MassDeletion.minimumCount) and a third, so nothing was deleted. If that is what you meant, run `xfer sync --once --allow-mass-delete`; deleted files go to the trash first (`xfer trash list`)"
+                )
             case .namesUnopened(let count, let held):
                 printError(Self.unopenedMessage(count: count, held: held))
             case .rolledBack(let path, let server, let seen):
-                printError("! \(path): the server shows v\(server), older than v\(seen) it showed this device: rolled back; kept here, not synced")
+                printError(
+                    "! \(path): the server shows v\(server), older than v\(seen) it showed this device: rolled back; kept here, not synced"
+                )
             case .passFinished(let summary):
-                if !quiet && (summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely + summary.evicted
-                              + summary.directories > 0) {
-                    let directories = summary.directories > 0 ? ", \(summary.directories) director\(summary.directories == 1 ? "y" : "ies")" : ""
-                    print("synced: \(summary.uploaded) up, \(summary.downloaded) down, \(summary.removedLocally + summary.removedRemotely) deleted\(directories), \(summary.conflicts) in conflict, \(summary.failed) failed in \(String(format: "%.2f", summary.seconds)) s")
+                if !quiet
+                    && (summary.uploaded + summary.downloaded + summary.removedLocally + summary.removedRemotely
+                        + summary.evicted
+                        + summary.directories > 0)
+                {
+                    let directories =
+                        summary.directories > 0
+                        ? ", \(summary.directories) director\(summary.directories == 1 ? "y" : "ies")" : ""
+                    print(
+                        "synced: \(summary.uploaded) up, \(summary.downloaded) down, \(summary.removedLocally + summary.removedRemotely) deleted\(directories), \(summary.conflicts) in conflict, \(summary.failed) failed in \(String(format: "%.2f", summary.seconds)) s"
+                    )
                 }
             case .progress: break
             }
@@ -211,7 +279,8 @@ extension Xfer {
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "status",
-            abstract: "Show each document of a synced directory: synced, pending upload or download, conflict, evicted.",
+            abstract:
+                "Show each document of a synced directory: synced, pending upload or download, conflict, evicted.",
             discussion: """
                 The first line says how the directory's `xfer sync` is doing: running or not, its last pass and \
                 last error, how many documents are pending. Without the server (unreachable), shows what local \
@@ -242,20 +311,26 @@ extension Xfer {
                 let (sync, status) = try await withSynced(directory, client) { sync in (sync, try await sync.status()) }
                 let notices = try sync.notices()
                 let health = try sync.state.health()
-                let pending = status.documents.filter { $0.state == .pendingUpload || $0.state == .pendingDownload }.count
+                let pending = status.documents.filter { $0.state == .pendingUpload || $0.state == .pendingDownload }
+                    .count
                 if json {
-                    printJSON(Output(directory: sync.directory, reachable: status.reachable, notices: notices, daemon: health,
-                                     pending: pending, documents: status.documents))
+                    printJSON(
+                        Output(
+                            directory: sync.directory, reachable: status.reachable, notices: notices, daemon: health,
+                            pending: pending, documents: status.documents))
                     return
                 }
                 for notice in notices { print("note: \(notice)") }
                 print(Self.describe(health, pending: pending))
                 if !status.reachable { print("(server unreachable: local state only)") }
                 for document in status.documents {
-                    let conflicts = document.conflicts.isEmpty ? "" : "  conflicts: \(document.conflicts.map { "v\($0)" }.joined(separator: ", "))"
-                    print(document.state.rawValue.padding(toLength: 17, withPad: " ", startingAt: 0)
-                          + ByteCount(document.size).description.padding(toLength: 11, withPad: " ", startingAt: 0)
-                          + "\(document.path)\(conflicts)")
+                    let conflicts =
+                        document.conflicts.isEmpty
+                        ? "" : "  conflicts: \(document.conflicts.map { "v\($0)" }.joined(separator: ", "))"
+                    print(
+                        document.state.rawValue.padding(toLength: 17, withPad: " ", startingAt: 0)
+                            + ByteCount(document.size).description.padding(toLength: 11, withPad: " ", startingAt: 0)
+                            + "\(document.path)\(conflicts)")
                 }
             }
         }
@@ -265,12 +340,17 @@ extension Xfer {
             func ago(_ time: Double?) -> String {
                 guard let time else { return "never" }
                 let seconds = Int(max(0, Date().timeIntervalSince1970 - time))
-                return seconds < 120 ? "\(seconds) s ago" : seconds < 7200 ? "\(seconds / 60) min ago" : "\(seconds / 3600) h ago"
+                return seconds < 120
+                    ? "\(seconds) s ago" : seconds < 7200 ? "\(seconds / 60) min ago" : "\(seconds / 3600) h ago"
             }
             guard let health else { return "sync: never run here; \(pending) pending" }
-            var line = health.running ? "sync: running (pid \(health.pid.map(String.init) ?? "?")\(health.watching ? ", watching" : ""))"
-                                      : "sync: not running"
-            if health.running && health.phase != .idle && health.phase != .stopped { line += ", \(health.phase.rawValue.replacingOccurrences(of: "_", with: " "))" }
+            var line =
+                health.running
+                ? "sync: running (pid \(health.pid.map(String.init) ?? "?")\(health.watching ? ", watching" : ""))"
+                : "sync: not running"
+            if health.running && health.phase != .idle && health.phase != .stopped {
+                line += ", \(health.phase.rawValue.replacingOccurrences(of: "_", with: " "))"
+            }
             line += "; last pass \(ago(health.lastPassAt))"
             if let error = health.lastError, let at = health.lastErrorAt, at >= (health.lastPassAt ?? 0) {
                 line += "; last error \(ago(at)): \(error)"
@@ -283,7 +363,9 @@ extension Xfer {
         static let configuration = CommandConfiguration(
             commandName: "evict",
             abstract: "Remove a synced document's local data, keeping it listed; `xfer fetch` brings it back.",
-            discussion: "Refused for a document with changes not yet on the server, and for one whose version the server does not confirm it holds (asked first): the local copy may be the only one.")
+            discussion:
+                "Refused for a document with changes not yet on the server, and for one whose version the server does not confirm it holds (asked first): the local copy may be the only one."
+        )
 
         @Argument(help: "A document in a synced directory.", completion: .file())
         var path: String
@@ -300,7 +382,11 @@ extension Xfer {
                     try await sync.evict(document)
                     return document
                 }
-                if json { printJSON(["evicted": document.value]) } else { print("evicted \(document) (its data stays on the server)") }
+                if json {
+                    printJSON(["evicted": document.value])
+                } else {
+                    print("evicted \(document) (its data stays on the server)")
+                }
             }
         }
     }
@@ -324,7 +410,11 @@ extension Xfer {
                     try await sync.fetch(try documentPath(path, in: sync), progress: bar.update)
                 }
                 bar.finish()
-                if output.json { printJSON(report) } else if !output.quiet { print("fetched \(report.document) v\(report.version) (\(ByteCount(report.bytesFetched)) fetched)") }
+                if output.json {
+                    printJSON(report)
+                } else if !output.quiet {
+                    print("fetched \(report.document) v\(report.version) (\(ByteCount(report.bytesFetched)) fetched)")
+                }
             }
         }
     }
@@ -332,7 +422,8 @@ extension Xfer {
 
 /// Runs `body` with the synced directory holding `path`, opened with its binding's server and
 /// container, closing the connection afterwards.
-func withSynced<T>(_ path: String, _ client: ClientOptions, _ body: (SyncDirectory) async throws -> T) async throws -> T {
+func withSynced<T>(_ path: String, _ client: ClientOptions, _ body: (SyncDirectory) async throws -> T) async throws -> T
+{
     let stateDirectory = client.stateDir ?? ClientState.defaultDirectory()
     guard let directory = SyncState.directory(containing: path, stateDirectory: stateDirectory) else {
         throw XferError(.notFound, "\(path) is not in a synced directory; start one with `xfer sync DIR`")
@@ -366,28 +457,68 @@ struct SyncEventLine: Encodable {
 
     init?(_ event: SyncEvent) {
         switch event {
-        case .uploaded(let path, let version, let bytes): self.event = "uploaded"; self.path = path.value; self.version = version; self.bytes = bytes
-        case .downloaded(let path, let version, let bytes): self.event = "downloaded"; self.path = path.value; self.version = version; self.bytes = bytes
-        case .removedLocally(let path): self.event = "removed_locally"; self.path = path.value
-        case .removedRemotely(let path): self.event = "removed_remotely"; self.path = path.value
-        case .evicted(let path): self.event = "evicted"; self.path = path.value
-        case .conflict(let path, let current, let conflicts): self.event = "conflict"; self.path = path.value; self.version = current; self.conflicts = conflicts
-        case .failed(let path, let error): self.event = "failed"; self.path = path?.value; self.message = error.message
-        case .retrying(let path, let message): self.event = "retry"; self.path = path.value; self.message = message
-        case .passFailed(let error, _): self.event = "pass_failed"; self.message = error.message
-        case .folderMissing(let message): self.event = "folder_missing"; self.message = message
-        case .offline(let error, _): self.event = "offline"; self.message = error.message
-        case .serverChanged(let reason): self.event = "server_changed"; self.message = reason
+        case .uploaded(let path, let version, let bytes):
+            self.event = "uploaded"
+            self.path = path.value
+            self.version = version
+            self.bytes = bytes
+        case .downloaded(let path, let version, let bytes):
+            self.event = "downloaded"
+            self.path = path.value
+            self.version = version
+            self.bytes = bytes
+        case .removedLocally(let path):
+            self.event = "removed_locally"
+            self.path = path.value
+        case .removedRemotely(let path):
+            self.event = "removed_remotely"
+            self.path = path.value
+        case .evicted(let path):
+            self.event = "evicted"
+            self.path = path.value
+        case .conflict(let path, let current, let conflicts):
+            self.event = "conflict"
+            self.path = path.value
+            self.version = current
+            self.conflicts = conflicts
+        case .failed(let path, let error):
+            self.event = "failed"
+            self.path = path?.value
+            self.message = error.message
+        case .retrying(let path, let message):
+            self.event = "retry"
+            self.path = path.value
+            self.message = message
+        case .passFailed(let error, _):
+            self.event = "pass_failed"
+            self.message = error.message
+        case .folderMissing(let message):
+            self.event = "folder_missing"
+            self.message = message
+        case .offline(let error, _):
+            self.event = "offline"
+            self.message = error.message
+        case .serverChanged(let reason):
+            self.event = "server_changed"
+            self.message = reason
         case .watchLimited(let count, let example, let reason):
-            self.event = "watch_limited"; self.path = example; self.message = "\(count) directories not watched: \(reason)"
+            self.event = "watch_limited"
+            self.path = example
+            self.message = "\(count) directories not watched: \(reason)"
         case .namesUnopened(let count, let held):
-            self.event = "names_unopened"; self.message = Xfer.Sync.unopenedMessage(count: count, held: held)
+            self.event = "names_unopened"
+            self.message = Xfer.Sync.unopenedMessage(count: count, held: held)
         case .rolledBack(let path, let server, let seen):
-            self.event = "rolled_back"; self.path = path.value; self.version = server
+            self.event = "rolled_back"
+            self.path = path.value
+            self.version = server
             self.message = "the server shows v\(server), older than v\(seen) it showed this device"
         case .deletionsHeld(let local, let remote, let total):
-            self.event = "deletions_held"; self.message = "\(local) local and \(remote) remote deletions of \(total) documents held back"
-        case .passFinished(let summary): self.event = "pass"; self.summary = summary
+            self.event = "deletions_held"
+            self.message = "\(local) local and \(remote) remote deletions of \(total) documents held back"
+        case .passFinished(let summary):
+            self.event = "pass"
+            self.summary = summary
         case .progress: return nil
         }
     }

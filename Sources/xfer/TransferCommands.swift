@@ -34,10 +34,16 @@ extension Xfer {
         @Flag(help: "Replace the server's current version even if this copy was not synced from it.")
         var force = false
 
-        @Option(help: ArgumentHelp("Leave out of a directory what this gitignore-style pattern matches, relative to the directory (repeatable; e.g. 'build/', '*.o', '!keep.o').", valueName: "PATTERN"))
+        @Option(
+            help: ArgumentHelp(
+                "Leave out of a directory what this gitignore-style pattern matches, relative to the directory (repeatable; e.g. 'build/', '*.o', '!keep.o').",
+                valueName: "PATTERN"))
         var exclude: [String] = []
 
-        @Flag(help: "Print what the push would do (a new document, a new version, a conflict, nothing) and how much it would read, and change nothing.")
+        @Flag(
+            help:
+                "Print what the push would do (a new document, a new version, a conflict, nothing) and how much it would read, and change nothing."
+        )
         var dryRun = false
 
         func validate() throws {
@@ -63,8 +69,12 @@ extension Xfer {
                     let plan = try await withRemote(client, unlocking: true) { remote in
                         try await PushEngine(remote: remote, options: options).plan(path, as: document)
                     }
-                    if output.json { printJSON(plan) } else {
-                        print("dry run: \(plan.action.rawValue) \(plan.document): \(plan.reason); \(plan.files) files, \(ByteCount(plan.bytes)), \(plan.filesToRead) to read (\(ByteCount(plan.bytesToRead))); nothing was changed")
+                    if output.json {
+                        printJSON(plan)
+                    } else {
+                        print(
+                            "dry run: \(plan.action.rawValue) \(plan.document): \(plan.reason); \(plan.files) files, \(ByteCount(plan.bytes)), \(plan.filesToRead) to read (\(ByteCount(plan.bytesToRead))); nothing was changed"
+                        )
                     }
                     return
                 }
@@ -74,7 +84,8 @@ extension Xfer {
                 // is end-to-end encrypted; nothing is sent before it has.
                 let report = try await withRemote(client) { remote in
                     try await remote.whileUnlocking { remote, confirmed in
-                        try await PushEngine(remote: remote, options: options).push(path, as: document, progress: bar.update, confirmed: confirmed)
+                        try await PushEngine(remote: remote, options: options).push(
+                            path, as: document, progress: bar.update, confirmed: confirmed)
                     }
                 }
                 bar.finish()
@@ -86,11 +97,17 @@ extension Xfer {
                         return
                     }
                     if report.state == .conflict {
-                        printError("\(report.document) changed on the server since this copy was synced, and that edit is newer: your version v\(report.version) is kept as a conflict version. See `xfer versions \(report.document)`, then `xfer resolve \(report.document) --keep VERSION`")
+                        printError(
+                            "\(report.document) changed on the server since this copy was synced, and that edit is newer: your version v\(report.version) is kept as a conflict version. See `xfer versions \(report.document)`, then `xfer resolve \(report.document) --keep VERSION`"
+                        )
                     } else if !report.conflicts.isEmpty {
-                        printError("\(report.document) had changed on the server since this copy was synced; your newer version is current and the other is kept as conflict version \(report.conflicts.map { "v\($0)" }.joined(separator: ", ")). See `xfer versions \(report.document)`")
+                        printError(
+                            "\(report.document) had changed on the server since this copy was synced; your newer version is current and the other is kept as conflict version \(report.conflicts.map { "v\($0)" }.joined(separator: ", ")). See `xfer versions \(report.document)`"
+                        )
                     }
-                    print("pushed \(report.document) v\(report.version): \(report.files) files, \(ByteCount(report.bytes)), \(report.chunks) chunks; sent \(report.chunksSent) chunks (\(ByteCount(report.bytesSent))), reused \(ByteCount(report.bytesReused)) in \(String(format: "%.2f", report.seconds)) s")
+                    print(
+                        "pushed \(report.document) v\(report.version): \(report.files) files, \(ByteCount(report.bytes)), \(report.chunks) chunks; sent \(report.chunksSent) chunks (\(ByteCount(report.bytesSent))), reused \(ByteCount(report.bytesReused)) in \(String(format: "%.2f", report.seconds)) s"
+                    )
                 }
             }
         }
@@ -118,13 +135,22 @@ extension Xfer {
         @Argument(help: "Where to put it (default: the document's last path component, here).", completion: .file())
         var destination: String?
 
-        @Option(help: ArgumentHelp("Pull this version (a superseded or conflict one; see `xfer versions`) instead of the current one.", valueName: "N"))
+        @Option(
+            help: ArgumentHelp(
+                "Pull this version (a superseded or conflict one; see `xfer versions`) instead of the current one.",
+                valueName: "N"))
         var version: Int64?
 
-        @Flag(help: "Replace whatever is at the destination. Without it, only a copy this client pulled from the same document and that is unchanged since is replaced; anything else is refused (exit 7) and left as it is.")
+        @Flag(
+            help:
+                "Replace whatever is at the destination. Without it, only a copy this client pulled from the same document and that is unchanged since is replaced; anything else is refused (exit 7) and left as it is."
+        )
         var force = false
 
-        @Flag(help: "Print what the pull would do (create, replace, nothing, or refuse) and how much it would download, and change nothing.")
+        @Flag(
+            help:
+                "Print what the pull would do (create, replace, nothing, or refuse) and how much it would download, and change nothing."
+        )
         var dryRun = false
 
         @OptionGroup var client: ClientOptions
@@ -138,15 +164,23 @@ extension Xfer {
                     var options = PullOptions()
                     options.force = force
                     let plan = try await withRemote(client, unlocking: true) { remote in
-                        try await PullEngine(remote: remote, options: options).plan(document, into: target, version: version)
+                        try await PullEngine(remote: remote, options: options).plan(
+                            document, into: target, version: version)
                     }
-                    if output.json { printJSON(plan) } else {
-                        print("dry run: \(plan.action.rawValue) \(plan.destination) from \(plan.document) v\(plan.version): \(plan.reason)"
-                              + (plan.action == .create || plan.action == .replace ? "; \(plan.files) files, \(ByteCount(plan.bytes)), \(plan.chunksToFetch) chunks to download (\(ByteCount(plan.bytesToFetch)))" : "")
-                              + "; nothing was changed")
+                    if output.json {
+                        printJSON(plan)
+                    } else {
+                        print(
+                            "dry run: \(plan.action.rawValue) \(plan.destination) from \(plan.document) v\(plan.version): \(plan.reason)"
+                                + (plan.action == .create || plan.action == .replace
+                                    ? "; \(plan.files) files, \(ByteCount(plan.bytes)), \(plan.chunksToFetch) chunks to download (\(ByteCount(plan.bytesToFetch)))"
+                                    : "")
+                                + "; nothing was changed")
                     }
                     // A refused pull exits as the real one would (7), so a script can test first.
-                    if plan.action == .refused { throw ExitCode(ExitCodes.code(for: XferError(.conflict, plan.reason))) }
+                    if plan.action == .refused {
+                        throw ExitCode(ExitCodes.code(for: XferError(.conflict, plan.reason)))
+                    }
                     return
                 }
                 let bar = ProgressBar(quiet: output.quiet || output.json)
@@ -157,15 +191,18 @@ extension Xfer {
                 // end-to-end encrypted; nothing is sent before it has.
                 let report = try await withRemote(client) { remote in
                     try await remote.whileUnlocking { remote, confirmed in
-                        try await PullEngine(remote: remote, options: options).pull(document, into: target, version: version,
-                                                                                    progress: bar.update, confirmed: confirmed)
+                        try await PullEngine(remote: remote, options: options).pull(
+                            document, into: target, version: version,
+                            progress: bar.update, confirmed: confirmed)
                     }
                 }
                 bar.finish()
                 if output.json {
                     printJSON(report)
                 } else if !output.quiet {
-                    print("pulled \(report.document) v\(report.version) into \(report.destination): \(report.files) files, \(ByteCount(report.bytes)); fetched \(report.chunksFetched) chunks (\(ByteCount(report.bytesFetched))), reused \(report.chunksReused) in \(String(format: "%.2f", report.seconds)) s")
+                    print(
+                        "pulled \(report.document) v\(report.version) into \(report.destination): \(report.files) files, \(ByteCount(report.bytes)); fetched \(report.chunksFetched) chunks (\(ByteCount(report.bytesFetched))), reused \(report.chunksReused) in \(String(format: "%.2f", report.seconds)) s"
+                    )
                 }
             }
         }
@@ -179,13 +216,21 @@ extension Xfer {
         @Argument(help: "Only documents whose path starts with this (within --scope, if given).")
         var prefix: String = ""
 
-        @Option(help: ArgumentHelp("Only this scope: documents (Documents/…, user-visible) or data (the rest, app-private).", valueName: "SCOPE"))
+        @Option(
+            help: ArgumentHelp(
+                "Only this scope: documents (Documents/…, user-visible) or data (the rest, app-private).",
+                valueName: "SCOPE"))
         var scope: Scope?
 
-        @Flag(name: [.customShort("l"), .long], help: "Long lines: the modification time (UTC) and the device that wrote each version too.")
+        @Flag(
+            name: [.customShort("l"), .long],
+            help: "Long lines: the modification time (UTC) and the device that wrote each version too.")
         var long = false
 
-        @Flag(help: "The deleted documents instead (what `xfer pull --version` can still bring back; as `xfer find --deleted`).")
+        @Flag(
+            help:
+                "The deleted documents instead (what `xfer pull --version` can still bring back; as `xfer find --deleted`)."
+        )
         var deleted = false
 
         @Flag(help: "Print one JSON object instead of text.")
@@ -195,16 +240,23 @@ extension Xfer {
 
         func run() async throws {
             let (prefix, scope, deleted) = (prefix, scope, deleted)
-            try await runClientCommand(client, json: json, { client in
-                deleted ? try await client.find(DocumentQuery(scope: scope, prefix: prefix, state: .deleted, sort: .path), limit: nil)
+            try await runClientCommand(
+                client, json: json,
+                { client in
+                    deleted
+                        ? try await client.find(
+                            DocumentQuery(scope: scope, prefix: prefix, state: .deleted, sort: .path), limit: nil)
                         : try await client.list(prefix: prefix, scope: scope)
-            }) { list in
+                }
+            ) { list in
                 for document in list.documents {
                     if long {
                         print(Find.line(document) + (document.device.map { "  [\($0)]" } ?? ""))
                     } else {
                         let size = ByteCount(document.size).description
-                        print("\(size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0))  v\(document.version)  \(document.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(document.path)\(document.stateNote)")
+                        print(
+                            "\(size.padding(toLength: max(10, size.count), withPad: " ", startingAt: 0))  v\(document.version)  \(document.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(document.path)\(document.stateNote)"
+                        )
                     }
                 }
             }
@@ -251,8 +303,10 @@ extension Xfer {
         func run() async throws {
             try await runClientCommand(client, json: json, { try await $0.account() }) { account in
                 let percent = account.quota > 0 ? Double(account.charged) / Double(account.quota) * 100 : 0
-                print("\(account.name): \(ByteCount(account.charged)) used of \(ByteCount(account.quota)) (\(String(format: "%.1f", percent)) %): "
-                      + "\(ByteCount(account.used)) of chunks, \(ByteCount(account.versionBytes ?? 0)) of version records")
+                print(
+                    "\(account.name): \(ByteCount(account.charged)) used of \(ByteCount(account.quota)) (\(String(format: "%.1f", percent)) %): "
+                        + "\(ByteCount(account.used)) of chunks, \(ByteCount(account.versionBytes ?? 0)) of version records"
+                )
             }
         }
     }

@@ -17,7 +17,8 @@ extension Xfer {
             subcommands: [List.self, Restore.self, Empty.self])
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(commandName: "list", abstract: "List the trash, oldest first.")
+            static let configuration = CommandConfiguration(
+                commandName: "list", abstract: "List the trash, oldest first.")
 
             @Argument(help: "The synced directory, or a path inside it (default: here).", completion: .directory)
             var directory: String = "."
@@ -30,10 +31,15 @@ extension Xfer {
             func run() async throws {
                 try await runReportingErrors(json: json) {
                     let entries = try trash(directory, client).entries()
-                    if json { printJSON(entries); return }
+                    if json {
+                        printJSON(entries)
+                        return
+                    }
                     for entry in entries {
                         let when = Date(timeIntervalSince1970: Double(entry.trashedNs) / 1e9)
-                        print("\(ISO8601DateFormatter().string(from: when))  \(entry.id)  \(entry.path)  (\(entry.reason))")
+                        print(
+                            "\(ISO8601DateFormatter().string(from: when))  \(entry.id)  \(entry.path)  (\(entry.reason))"
+                        )
                     }
                     if entries.isEmpty { print("the trash is empty") }
                 }
@@ -49,10 +55,14 @@ extension Xfer {
             @Argument(help: "The document's path in the directory, or an entry ID from `xfer trash list`.")
             var item: String
 
-            @Option(name: .customLong("as"), help: ArgumentHelp("Restore it under this document path instead.", valueName: "PATH"))
+            @Option(
+                name: .customLong("as"),
+                help: ArgumentHelp("Restore it under this document path instead.", valueName: "PATH"))
             var destination: String?
 
-            @Option(help: ArgumentHelp("The synced directory (default: the one holding the current directory).", valueName: "DIR"))
+            @Option(
+                help: ArgumentHelp(
+                    "The synced directory (default: the one holding the current directory).", valueName: "DIR"))
             var directory: String = "."
 
             @Flag(help: "Print the restored entry as JSON.")
@@ -67,13 +77,18 @@ extension Xfer {
                         throw XferError(.notFound, "nothing named \(item) is in the trash; see `xfer trash list`")
                     }
                     try trash.restore(entry, as: try destination.map { try DocumentPath($0) })
-                    if json { printJSON(entry) } else { print("restored \(destination ?? entry.path) (\(entry.reason))") }
+                    if json {
+                        printJSON(entry)
+                    } else {
+                        print("restored \(destination ?? entry.path) (\(entry.reason))")
+                    }
                 }
             }
         }
 
         struct Empty: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(commandName: "empty", abstract: "Remove trashed documents for good.")
+            static let configuration = CommandConfiguration(
+                commandName: "empty", abstract: "Remove trashed documents for good.")
 
             @Option(help: ArgumentHelp("Only those trashed more than this many days ago.", valueName: "DAYS"))
             var olderThan: Int?
@@ -81,7 +96,9 @@ extension Xfer {
             @Flag(help: "Say what would be removed, and remove nothing.")
             var dryRun = false
 
-            @Option(help: ArgumentHelp("The synced directory (default: the one holding the current directory).", valueName: "DIR"))
+            @Option(
+                help: ArgumentHelp(
+                    "The synced directory (default: the one holding the current directory).", valueName: "DIR"))
             var directory: String = "."
 
             @Flag(help: "Print {\"removed\": N} (or the entries, with --dry-run) as JSON.")
@@ -99,7 +116,9 @@ extension Xfer {
                     let cutoff = olderThan.map { Int64((Date().timeIntervalSince1970 - Double($0) * 86_400) * 1e9) }
                     if dryRun {
                         let doomed = try trash.entries().filter { entry in cutoff.map { entry.trashedNs < $0 } ?? true }
-                        if json { printJSON(doomed) } else {
+                        if json {
+                            printJSON(doomed)
+                        } else {
                             for entry in doomed { print("would remove \(entry.id)  \(entry.path)") }
                             print("\(doomed.count) entries would be removed; nothing was")
                         }

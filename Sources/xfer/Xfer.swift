@@ -24,8 +24,13 @@ struct Xfer: AsyncParsableCommand {
             device (`xfer key unlock` on another one).
             """,
         version: XferVersion.current,
-        subcommands: [Push.self, Pull.self, List.self, Find.self, Remove.self, Versions.self, Resolve.self, Changes.self, KeyValue.self,
-                      Sync.self, Status.self, Evict.self, Fetch.self, TrashCommand.self, Quota.self, Container.self, Key.self, Login.self, Logout.self, TokenCommand.self, Serve.self, ServerKey.self, Account.self, Verify.self, GarbageCollect.self, Chunk.self]
+        subcommands: [
+            Push.self, Pull.self, List.self, Find.self, Remove.self, Versions.self, Resolve.self, Changes.self,
+            KeyValue.self,
+            Sync.self, Status.self, Evict.self, Fetch.self, TrashCommand.self, Quota.self, Container.self, Key.self,
+            Login.self, Logout.self, TokenCommand.self, Serve.self, ServerKey.self, Account.self, Verify.self,
+            GarbageCollect.self, Chunk.self
+        ]
     )
 
     /// ArgumentParser's entry point, after the process-wide memory setting.

@@ -1,7 +1,7 @@
 import Foundation
-import XferTestSupport
 import Testing
 import XferCore
+import XferTestSupport
 
 /// Runs the built `xfer` binary and captures its output, as swift-argument-parser's
 /// `AssertExecuteCommand` does.
@@ -18,7 +18,8 @@ struct XferProcess {
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
             directory.deleteLastPathComponent()
         }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         return root.appendingPathComponent(".build/debug/xfer")
     }()
 
@@ -32,22 +33,25 @@ struct XferProcess {
         process.executableURL = binary
         process.arguments = arguments
         if let environment { process.environment = environment }
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         try process.run()
         let stdout = out.fileHandleForReading.readDataToEndOfFile()
         let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return XferProcess(stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self),
-                           status: process.terminationStatus)
+        return XferProcess(
+            stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self),
+            status: process.terminationStatus)
     }
 }
 
 @Suite struct ChunkCommandTests {
     static func makeTree() throws -> URL {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: root.appendingPathComponent("sub"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent("sub"), withIntermediateDirectories: true)
         var generator = SplitMix64(seed: 5)
         let big = (0..<(100_000)).flatMap { _ in withUnsafeBytes(of: generator.next()) { Array($0) } }  // 800 KB
         try Data(big).write(to: root.appendingPathComponent("big.bin"))
@@ -58,7 +62,9 @@ struct XferProcess {
 
     @Test func versionAndHelp() throws {
         let version = try XferProcess.run("--version")
-        #expect(version.status == 0 && version.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == XferVersion.current)
+        #expect(
+            version.status == 0 && version.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == XferVersion.current
+        )
         let help = try XferProcess.run("chunk", "--help")
         #expect(help.status == 0)
         for word in ["--json", "--summary", "--compress", "--min", "--avg", "--max", "USAGE"] {
@@ -73,12 +79,15 @@ struct XferProcess {
         #expect(result.status == 0, "\(result.stderr)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         let files = try #require(object["files"] as? [[String: Any]])
-        #expect(files.map { ($0["path"] as? String)?.replacingOccurrences(of: root.path + "/", with: "") }
+        #expect(
+            files.map { ($0["path"] as? String)?.replacingOccurrences(of: root.path + "/", with: "") }
                 == ["big.bin", "sub/empty", "sub/hello.txt"])
         let summary = try #require(object["summary"] as? [String: Any])
         #expect(summary["files"] as? Int == 3)
         #expect(summary["bytes"] as? Int == 800_006)
-        for key in ["chunks", "mean_chunk_size", "seconds", "mb_per_s"] { #expect(summary[key] != nil, "summary lacks \(key)") }
+        for key in ["chunks", "mean_chunk_size", "seconds", "mb_per_s"] {
+            #expect(summary[key] != nil, "summary lacks \(key)")
+        }
         // The ids are the library's.
         let big = try Array(Data(contentsOf: root.appendingPathComponent("big.bin")))
         let expected = try ChunkPipeline().records(for: [.bytes(name: "big", big)])[0]

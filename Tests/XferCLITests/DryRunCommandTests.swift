@@ -32,13 +32,15 @@ import XferCore
     }
 
     static func write(_ text: String, _ path: String) throws {
-        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
     }
 
     @Test func syncDryRunChangesNothingAndListsWhatTheRealPassDoes() throws {
         let server = try ServerProcess()
-        let a = server.path("a"), b = server.path("b")
+        let a = server.path("a")
+        let b = server.path("b")
         let deviceB = SyncCommandTests.device(server, "b")
         for name in ["keep", "edit-here", "edit-there", "delete-here", "delete-there"] {
             try Self.write("first \(name)", a + "/Documents/\(name).txt")
@@ -58,27 +60,37 @@ import XferCore
         try FileManager.default.removeItem(atPath: b + "/Documents/delete-there.txt")
         #expect(try server.run("sync", b, "--once", environment: deviceB).status == 0)
 
-        let treeBefore = try Self.tree(a), feedBefore = try Self.feed(server)
+        let treeBefore = try Self.tree(a)
+        let feedBefore = try Self.feed(server)
         let dry = try server.run("sync", a, "--dry-run", "--json")
         #expect(dry.status == 0, "\(dry.stderr)")
         let preview = try server.json(dry)
-        let steps = (preview["steps"] as? [[String: Any]] ?? []).map { "\($0["action"] as? String ?? "") \($0["path"] as? String ?? "")" }
-        let expected: [String] = ["download Documents/Deck.pkg", "delete_remote Documents/delete-here.txt",
-                                  "delete_local Documents/delete-there.txt", "upload Documents/edit-here.txt",
-                                  "download Documents/edit-there.txt", "upload Documents/new-here.txt", "download Documents/new-there.txt"]
+        let steps = (preview["steps"] as? [[String: Any]] ?? []).map {
+            "\($0["action"] as? String ?? "") \($0["path"] as? String ?? "")"
+        }
+        let expected: [String] = [
+            "download Documents/Deck.pkg", "delete_remote Documents/delete-here.txt",
+            "delete_local Documents/delete-there.txt", "upload Documents/edit-here.txt",
+            "download Documents/edit-there.txt", "upload Documents/new-here.txt", "download Documents/new-there.txt"
+        ]
         #expect(steps == expected)
         #expect(try Self.tree(a) == treeBefore)
         #expect(try Self.feed(server) == feedBefore)
 
         // The text form says the same and that nothing was changed.
         let text = try server.run("sync", a, "--dry-run")
-        #expect(text.status == 0 && text.stdout.contains("↑ upload") && text.stdout.contains("nothing was changed"), "\(text.stdout)")
+        #expect(
+            text.status == 0 && text.stdout.contains("↑ upload") && text.stdout.contains("nothing was changed"),
+            "\(text.stdout)")
         #expect(try Self.tree(a) == treeBefore)
 
         // The real pass does exactly what was listed.
         let real = try server.run("sync", a, "--once", "--json")
         #expect(real.status == 0, "\(real.stderr)")
-        let names = ["uploaded": "upload", "downloaded": "download", "removed_locally": "delete_local", "removed_remotely": "delete_remote"]
+        let names = [
+            "uploaded": "upload", "downloaded": "download", "removed_locally": "delete_local",
+            "removed_remotely": "delete_remote"
+        ]
         let done = try SyncCommandTests.lines(real.stdout).compactMap { event -> String? in
             guard let name = names[event["event"] as? String ?? ""] else { return nil }
             return "\(name) \(event["path"] as? String ?? "")"
@@ -99,7 +111,8 @@ import XferCore
         #expect(other.status == 0, "\(other.stderr)")
         // Once bound, a dry run checks the binding as a real pass does.
         let elsewhere = try server.run("sync", a, "--dry-run")
-        #expect(elsewhere.status == 7 && elsewhere.stderr.contains("is synced with container other"), "\(elsewhere.stderr)")
+        #expect(
+            elsewhere.status == 7 && elsewhere.stderr.contains("is synced with container other"), "\(elsewhere.stderr)")
         #expect(try server.run("sync", a, "--dry-run", "--container", "other").status == 0)
         #expect(try server.run("sync", a, "--watch", "--dry-run").status != 0)
     }
@@ -109,7 +122,8 @@ import XferCore
         let file = server.path("report.txt")
         try Self.write("one", file)
         func plan(_ extra: String..., environment: [String: String] = [:]) throws -> [String: Any] {
-            let result = try server.run(["push", file, "Documents/report.txt", "--dry-run", "--json"] + extra, environment: environment)
+            let result = try server.run(
+                ["push", file, "Documents/report.txt", "--dry-run", "--json"] + extra, environment: environment)
             #expect(result.status == 0, "\(result.stderr)")
             return try server.json(result)
         }
@@ -121,7 +135,9 @@ import XferCore
         #expect(try plan()["action"] as? String == "unchanged")
         try Self.write("two", file)
         let update = try plan()
-        #expect(update["action"] as? String == "update" && update["synced_version"] as? Int == update["server_version"] as? Int)
+        #expect(
+            update["action"] as? String == "update"
+                && update["synced_version"] as? Int == update["server_version"] as? Int)
         // Another device pushes first: this copy's push would be a conflict; --force replaces.
         let other = server.path("other.txt")
         try Self.write("elsewhere", other)
@@ -143,7 +159,8 @@ import XferCore
         let create = try server.run("pull", "Docs/Album.pkg", fresh, "--dry-run", "--json")
         #expect(create.status == 0, "\(create.stderr)")
         let plan = try server.json(create)
-        #expect(plan["action"] as? String == "create" && plan["files"] as? Int == 2 && plan["chunks_to_fetch"] as? Int == 2)
+        #expect(
+            plan["action"] as? String == "create" && plan["files"] as? Int == 2 && plan["chunks_to_fetch"] as? Int == 2)
         #expect(plan["bytes_to_fetch"] as? Int == 9)
         #expect(!FileManager.default.fileExists(atPath: server.path("new")))
 
@@ -154,13 +171,17 @@ import XferCore
         #expect(refused.status == 7)
         #expect(try server.json(refused)["action"] as? String == "refused")
         #expect(FileManager.default.contents(atPath: unrelated) == Data("mine".utf8))
-        #expect(try server.json(try server.run("pull", "Docs/Album.pkg", unrelated, "--dry-run", "--force", "--json"))["action"] as? String == "replace")
+        #expect(
+            try server.json(try server.run("pull", "Docs/Album.pkg", unrelated, "--dry-run", "--force", "--json"))[
+                "action"] as? String == "replace")
 
         // After a real pull: unchanged; after an edit there: refused.
         let copy = server.path("copy/Album.pkg")
         #expect(try server.run("pull", "Docs/Album.pkg", copy).status == 0)
         let before = try Self.tree(server.path("copy"))
-        #expect(try server.json(try server.run("pull", "Docs/Album.pkg", copy, "--dry-run", "--json"))["action"] as? String == "unchanged")
+        #expect(
+            try server.json(try server.run("pull", "Docs/Album.pkg", copy, "--dry-run", "--json"))["action"] as? String
+                == "unchanged")
         #expect(try Self.tree(server.path("copy")) == before)
         try Self.write("gamma", source + "/c.txt")
         #expect(try server.run("push", source, "Docs/Album.pkg").status == 0)

@@ -7,7 +7,8 @@ import Testing
 @Suite struct EncryptedContainerCommandTests {
     @Test func aContainerMadeEncryptedIsUnlockedElsewhereAndCarriesSealedDocuments() throws {
         let server = try ServerProcess()
-        let made = try server.run("container", "create", "vault", "--encrypted", "--json", environment: ["XFER_PASSPHRASE": "correct horse"])
+        let made = try server.run(
+            "container", "create", "vault", "--encrypted", "--json", environment: ["XFER_PASSPHRASE": "correct horse"])
         #expect(made.status == 0, "\(made.stderr)")
         let answer = try server.json(made)
         let recovery = try #require(answer["recovery_key"] as? String)
@@ -20,7 +21,9 @@ import Testing
         #expect(again.status == 7, "\(again.stderr)")
 
         let shown = try server.run("container", "show", "vault")
-        #expect(shown.status == 0 && shown.stdout.contains("end-to-end encrypted, key \(keyID), unlocked"), "\(shown.stdout)")
+        #expect(
+            shown.status == 0 && shown.stdout.contains("end-to-end encrypted, key \(keyID), unlocked"),
+            "\(shown.stdout)")
 
         // Another device (its own state directory): locked, a wrong passphrase refused, then unlocked from a file.
         let elsewhere = ["XFER_STATE_DIR": server.path("state-b"), "XFER_CONTAINER": "vault"]
@@ -34,15 +37,21 @@ import Testing
         #expect(exported.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == recovery)
 
         // The passphrase changes from that device; the old one no longer unlocks a third.
-        let changed = try server.run("key", "change", environment: elsewhere.merging(["XFER_NEW_PASSPHRASE": "battery staple"]) { $1 })
+        let changed = try server.run(
+            "key", "change", environment: elsewhere.merging(["XFER_NEW_PASSPHRASE": "battery staple"]) { $1 })
         #expect(changed.status == 0, "\(changed.stderr)")
         let third = ["XFER_STATE_DIR": server.path("state-c"), "XFER_CONTAINER": "vault"]
-        #expect(try server.run("key", "unlock", environment: third.merging(["XFER_PASSPHRASE": "correct horse"]) { $1 }).status == 4)
+        #expect(
+            try server.run("key", "unlock", environment: third.merging(["XFER_PASSPHRASE": "correct horse"]) { $1 })
+                .status == 4)
         try Data(recovery.lowercased().utf8).write(to: URL(fileURLWithPath: server.path("recovery")))
-        let recovered = try server.run("key", "recover", "--recovery-file", server.path("recovery"),
-                                       environment: third.merging(["XFER_NEW_PASSPHRASE": "new one"]) { $1 })
+        let recovered = try server.run(
+            "key", "recover", "--recovery-file", server.path("recovery"),
+            environment: third.merging(["XFER_NEW_PASSPHRASE": "new one"]) { $1 })
         #expect(recovered.status == 0, "\(recovered.stderr)")
-        #expect(try server.run("key", "unlock", environment: third.merging(["XFER_PASSPHRASE": "new one"]) { $1 }).status == 0)
+        #expect(
+            try server.run("key", "unlock", environment: third.merging(["XFER_PASSPHRASE": "new one"]) { $1 }).status
+                == 0)
 
         // A device holding the key pushes; the server lists only a sealed name; another device
         // pulls the same bytes; one without the key is told to unlock (exit 4), and sends nothing.
@@ -72,8 +81,9 @@ import Testing
         let server = try ServerProcess()
         let keyFile = server.path("vault.key")
         let device = ["XFER_STATE_DIR": server.path("state-k"), "XFER_CONTAINER": "vault"]
-        let made = try server.run("container", "create", "vault", "--encrypted", "--key-file", keyFile,
-                                  environment: device.merging(["XFER_PASSPHRASE": "correct horse"]) { $1 })
+        let made = try server.run(
+            "container", "create", "vault", "--encrypted", "--key-file", keyFile,
+            environment: device.merging(["XFER_PASSPHRASE": "correct horse"]) { $1 })
         #expect(made.status == 0, "\(made.stderr)")
         var info = stat()
         #expect(stat(keyFile, &info) == 0 && info.st_mode & 0o777 == 0o600)
@@ -84,7 +94,9 @@ import Testing
         #expect(try server.json(exported)["key_file"] as? String == keyFile, "\(exported.stdout)")
 
         try Data("kept in a key file\n".utf8).write(to: URL(fileURLWithPath: server.path("note.txt")))
-        #expect(try server.run("push", server.path("note.txt"), "note.txt", "--key-file", keyFile, environment: device).status == 0)
+        #expect(
+            try server.run("push", server.path("note.txt"), "note.txt", "--key-file", keyFile, environment: device)
+                .status == 0)
         // Without the file this device holds no key: locked (exit 4), nothing pulled.
         let locked = try server.run("pull", "note.txt", server.path("locked.txt"), environment: device)
         #expect(locked.status == 4 && locked.stderr.contains("xfer key unlock"), "\(locked.stderr)")
@@ -103,10 +115,14 @@ import Testing
     @Test func twoFoldersSyncAnEncryptedContainerByPlainNames() throws {
         let server = try ServerProcess()
         let a = ["XFER_CONTAINER": "vault"]
-        #expect(try server.run("container", "create", "vault", "--encrypted", environment: a.merging(["XFER_PASSPHRASE": "pw"]) { $1 }).status == 0)
+        #expect(
+            try server.run(
+                "container", "create", "vault", "--encrypted", environment: a.merging(["XFER_PASSPHRASE": "pw"]) { $1 }
+            ).status == 0)
         let b = ["XFER_STATE_DIR": server.path("state-b"), "XFER_CONTAINER": "vault"]
         #expect(try server.run("key", "unlock", environment: b.merging(["XFER_PASSPHRASE": "pw"]) { $1 }).status == 0)
-        let folderA = server.path("a"), folderB = server.path("b")
+        let folderA = server.path("a")
+        let folderB = server.path("b")
         try FileManager.default.createDirectory(atPath: folderA + "/Harbour plans", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: folderB, withIntermediateDirectories: true)
         try Data("phase two".utf8).write(to: URL(fileURLWithPath: folderA + "/Harbour plans/notes.txt"))
@@ -121,7 +137,9 @@ import Testing
         #expect(FileManager.default.contents(atPath: folderB + "/Harbour plans/notes.txt") == Data("phase two".utf8))
         let status = try server.json(try server.run("status", folderB, "--json", environment: b))
         let documents = status["documents"] as? [[String: Any]] ?? []
-        #expect(documents.map { $0["path"] as? String ?? "" } == ["Harbour plans", "Harbour plans/notes.txt"], "\(documents)")
+        #expect(
+            documents.map { $0["path"] as? String ?? "" } == ["Harbour plans", "Harbour plans/notes.txt"],
+            "\(documents)")
         #expect(documents.allSatisfy { $0["state"] as? String == "synced" })
         // Evict and fetch, and `xfer verify` of the folder, by plain names.
         #expect(try server.run("evict", folderB + "/Harbour plans/notes.txt", environment: b).status == 0)
@@ -133,12 +151,16 @@ import Testing
         // The server's copy, checked by a device holding the key.
         let remote = try server.run("verify", "--documents", "--json", environment: b)
         #expect(remote.status == 0, "\(remote.stdout)\(remote.stderr)")
-        #expect(try server.json(remote)["documents_checked"] as? Int == 2 && server.json(remote)["ok"] as? Bool == true, "\(remote.stdout)")
+        #expect(
+            try server.json(remote)["documents_checked"] as? Int == 2 && server.json(remote)["ok"] as? Bool == true,
+            "\(remote.stdout)")
 
         // A device without the key syncs nothing and is told to unlock (exit 4).
         let folderC = server.path("c")
         try FileManager.default.createDirectory(atPath: folderC, withIntermediateDirectories: true)
-        let locked = try server.run("sync", folderC, "--once", environment: ["XFER_STATE_DIR": server.path("state-c"), "XFER_CONTAINER": "vault"])
+        let locked = try server.run(
+            "sync", folderC, "--once",
+            environment: ["XFER_STATE_DIR": server.path("state-c"), "XFER_CONTAINER": "vault"])
         #expect(locked.status == 4 && locked.stderr.contains("xfer key unlock"), "\(locked.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: folderC).filter { !$0.hasPrefix(".") }.isEmpty)
 
@@ -147,7 +169,9 @@ import Testing
         let packs = server.path("data/packs")
         let names = (FileManager.default.enumerator(atPath: packs)?.compactMap { $0 as? String } ?? []).filter {
             var isDirectory: ObjCBool = false
-            return !$0.contains("/.") && FileManager.default.fileExists(atPath: packs + "/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue
+            return !$0.contains("/.")
+                && FileManager.default.fileExists(atPath: packs + "/" + $0, isDirectory: &isDirectory)
+                && !isDirectory.boolValue
         }
         try #require(!names.isEmpty)
         var originals: [String: Data] = [:]
@@ -161,7 +185,9 @@ import Testing
         let damaged = try server.run("verify", "--documents", "--json", environment: b)
         #expect(damaged.status == 9, "\(damaged.stdout)\(damaged.stderr)")
         let report = try server.json(damaged)
-        #expect(report["ok"] as? Bool == false && (report["problems"] as? [[String: Any]])?.isEmpty == false, "\(damaged.stdout)")
+        #expect(
+            report["ok"] as? Bool == false && (report["problems"] as? [[String: Any]])?.isEmpty == false,
+            "\(damaged.stdout)")
         for (name, original) in originals { try original.write(to: URL(fileURLWithPath: packs + "/" + name)) }
         #expect(try server.run("verify", "--documents", environment: b).status == 0)
     }

@@ -15,7 +15,10 @@ import XferCore
 
         let synced = try server.run("sync", a, "--once", "--exclude", "logs/", "--exclude", "*.tmp", "--json")
         #expect(synced.status == 0, "\(synced.stderr)")
-        #expect(try server.run("ls").stdout.split(separator: "\n").map { $0.split(separator: " ").last.map(String.init) ?? "" } == ["keep.txt"])
+        #expect(
+            try server.run("ls").stdout.split(separator: "\n").map {
+                $0.split(separator: " ").last.map(String.init) ?? ""
+            } == ["keep.txt"])
 
         let package = server.path("Site.pkg")
         try FileManager.default.createDirectory(atPath: package + "/cache", withIntermediateDirectories: true)

@@ -15,20 +15,27 @@ import XferCore
         let text = try server.run("find", "report*", "--sort", "size", "--reverse")
         #expect(text.status == 0, "\(text.stderr)")
         let lines = text.stdout.split(separator: "\n")
-        #expect(lines.count == 2 && lines[0].hasSuffix("Documents/Report.PDF") && lines[1].hasSuffix("Documents/report-old.pdf"))
+        #expect(
+            lines.count == 2 && lines[0].hasSuffix("Documents/Report.PDF")
+                && lines[1].hasSuffix("Documents/report-old.pdf"))
         let json = try server.json(try server.run("find", "*.PDF", "--min-size", "1K", "--json"))
         let documents = json["documents"] as? [[String: Any]] ?? []
         #expect(documents.map { $0["path"] as? String } == ["Documents/Report.PDF"])
         let limited = try server.run("find", "--limit", "1")
-        #expect(limited.status == 0 && limited.stdout.split(separator: "\n").count == 1 && limited.stderr.contains("more match"))
+        #expect(
+            limited.status == 0 && limited.stdout.split(separator: "\n").count == 1
+                && limited.stderr.contains("more match"))
         let recent = try server.run("find", "--modified-after", "1h")
         #expect(recent.stdout.split(separator: "\n").count == 3)
         let future = try server.run("find", "--modified-after", "2200-01-01")
         #expect(future.status == 0 && future.stdout.isEmpty)
 
         // Bad input: a clear error and exit 64 (usage), nothing sent.
-        for arguments in [["find", "a/b"], ["find", "--conflicts", "--deleted"], ["find", "--modified-after", "yesterday"],
-                          ["find", "--min-size", "lots"], ["find", "--modified-before", "2999-01-01"], ["find", "--kind", "folder"], ["find", "--limit", "0"]] {
+        for arguments in [
+            ["find", "a/b"], ["find", "--conflicts", "--deleted"], ["find", "--modified-after", "yesterday"],
+            ["find", "--min-size", "lots"], ["find", "--modified-before", "2999-01-01"], ["find", "--kind", "folder"],
+            ["find", "--limit", "0"]
+        ] {
             let refused = try server.run(arguments)
             #expect(refused.status == 64, "\(arguments): \(refused.status) \(refused.stderr)")
             #expect(!refused.stderr.isEmpty)
@@ -65,12 +72,18 @@ import XferCore
         #expect(first?["initial"] as? Bool == true && paths(first, "documents") == ["Documents/a.md"])
 
         try Data("b".utf8).write(to: URL(fileURLWithPath: source + "/b.md"))
-        #expect(try server.run("push", source + "/b.md", "Documents/b.md", environment: ["XFER_STATE_DIR": server.path("other")]).status == 0)
+        #expect(
+            try server.run(
+                "push", source + "/b.md", "Documents/b.md", environment: ["XFER_STATE_DIR": server.path("other")]
+            ).status == 0)
         // A new document enters as it is announced (uploading), then changes as it commits.
         let added = nextLine()
-        #expect(paths(added, "added") == ["Documents/b.md"] && paths(added, "documents") == ["Documents/a.md", "Documents/b.md"])
+        #expect(
+            paths(added, "added") == ["Documents/b.md"]
+                && paths(added, "documents") == ["Documents/a.md", "Documents/b.md"])
         var update = added
-        while let documents = update?["documents"] as? [[String: Any]], documents.last?["state"] as? String != "current" {
+        while let documents = update?["documents"] as? [[String: Any]], documents.last?["state"] as? String != "current"
+        {
             update = nextLine()
             #expect(paths(update, "changed") == ["Documents/b.md"])
         }

@@ -10,12 +10,15 @@ import XferCore
 
     @Test(.enabled(if: enabled)) func twoServersShareDocumentsVersionsConflictsKeysAndTheFeed() throws {
         let unique = UUID().uuidString.prefix(8).lowercased()
-        let shared = ["--metadata", Self.environment["XFER_POSTGRES_URL"]! + "?schema=many_\(unique)",
-                      "--chunks", "s3://xfer-many-\(unique)/c", "--s3-endpoint", Self.environment["XFER_S3_ENDPOINT"]!]
+        let shared = [
+            "--metadata", Self.environment["XFER_POSTGRES_URL"]! + "?schema=many_\(unique)",
+            "--chunks", "s3://xfer-many-\(unique)/c", "--s3-endpoint", Self.environment["XFER_S3_ENDPOINT"]!
+        ]
         let a = try ServerProcess(serveArguments: shared, createAccount: false)
         let b = try ServerProcess(serveArguments: shared, createAccount: false)
         // One admin token for the deployment, written by the first server to start.
-        let admin = try String(contentsOfFile: a.path("data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let admin = try String(contentsOfFile: a.path("data/admin-token"), encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         let created = try a.run("account", "create", "shared", environment: ["XFER_TOKEN": admin])
         #expect(created.status == 0, "\(created.stderr)")
         a.token = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -63,12 +66,15 @@ import XferCore
     @Test(.enabled(if: enabled)) func quotaAndConcurrentGarbageCollectionWithTwoServers() throws {
         let unique = UUID().uuidString.prefix(8).lowercased()
         // No superseded versions kept, so a removal frees its chunks at once.
-        let shared = ["--metadata", Self.environment["XFER_POSTGRES_URL"]! + "?schema=gc_\(unique)",
-                      "--chunks", "s3://xfer-gc-\(unique)/c", "--s3-endpoint", Self.environment["XFER_S3_ENDPOINT"]!,
-                      "--keep-versions", "0", "--keep-days", "0"]
+        let shared = [
+            "--metadata", Self.environment["XFER_POSTGRES_URL"]! + "?schema=gc_\(unique)",
+            "--chunks", "s3://xfer-gc-\(unique)/c", "--s3-endpoint", Self.environment["XFER_S3_ENDPOINT"]!,
+            "--keep-versions", "0", "--keep-days", "0"
+        ]
         let a = try ServerProcess(serveArguments: shared, createAccount: false)
         let b = try ServerProcess(serveArguments: shared, createAccount: false)
-        let admin = try String(contentsOfFile: a.path("data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let admin = try String(contentsOfFile: a.path("data/admin-token"), encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         let created = try a.run("account", "create", "gc", "--quota", "\(10 << 20)", environment: ["XFER_TOKEN": admin])
         #expect(created.status == 0, "\(created.stderr)")
         a.token = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -111,7 +117,9 @@ import XferCore
             // the push must then fail with a clear error (its version gone, or chunks missing),
             // and a re-run once the collections are over must succeed.
             let code = (try a.json(again)["error"] as? [String: Any])?["code"] as? String
-            #expect([5, 9].contains(again.status) && ["not_found", "missing_chunks"].contains(code ?? ""), "\(again.stdout)")
+            #expect(
+                [5, 9].contains(again.status) && ["not_found", "missing_chunks"].contains(code ?? ""), "\(again.stdout)"
+            )
             again = try b.run("push", a.path("a.bin"), "again.bin", "--json")
         }
         #expect(again.status == 0, "\(again.stdout)")
@@ -134,4 +142,3 @@ import XferCore
         #expect((last["chunks_removed"] as? Int) == 0, "\(last)")
     }
 }
-

@@ -23,7 +23,8 @@ import XferCore
     }
 
     @Test func aSealedServerStoresNoPlainBytesAndWillNotStartWithoutItsKey() throws {
-        let server = try ServerProcess(serveArguments: ["--encryption-key", "$ROOT/key"], createAccount: false) { root in
+        let server = try ServerProcess(serveArguments: ["--encryption-key", "$ROOT/key"], createAccount: false) {
+            root in
             let made = try XferProcess.run("server-key", "new", root.appendingPathComponent("key").path)
             #expect(made.status == 0, "\(made.stderr)")
         }
@@ -34,17 +35,22 @@ import XferCore
         server.token = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
         let line = "a line of the platypus diary that no disk should show in the clear\n"
-        try Data(String(repeating: line, count: 400).utf8).write(to: URL(fileURLWithPath: server.path("diary-platypus.txt")))
+        try Data(String(repeating: line, count: 400).utf8).write(
+            to: URL(fileURLWithPath: server.path("diary-platypus.txt")))
         try randomFile(server.path("blob.bin"), megabytes: 1, seed: 9)
         let blob = try #require(FileManager.default.contents(atPath: server.path("blob.bin")))
         try FileManager.default.createDirectory(atPath: server.path("tree"), withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: server.path("diary-platypus.txt"), toPath: server.path("tree/diary-platypus.txt"))
+        try FileManager.default.copyItem(
+            atPath: server.path("diary-platypus.txt"), toPath: server.path("tree/diary-platypus.txt"))
         try FileManager.default.copyItem(atPath: server.path("blob.bin"), toPath: server.path("tree/blob.bin"))
         let pushed = try server.run("push", server.path("tree"), "journal")
         #expect(pushed.status == 0, "\(pushed.stderr)")
 
         // Nothing in the data directory shows the text, the names or the random bytes.
-        let secrets = [Data(line.utf8), Data("diary-platypus".utf8), blob.subdata(in: 4096..<4160), blob.subdata(in: 700_000..<700_064)]
+        let secrets = [
+            Data(line.utf8), Data("diary-platypus".utf8), blob.subdata(in: 4096..<4160),
+            blob.subdata(in: 700_000..<700_064)
+        ]
         for file in FileManager.default.enumerator(atPath: data)!.compactMap({ $0 as? String }) {
             guard let bytes = FileManager.default.contents(atPath: data + "/" + file) else { continue }
             for secret in secrets { #expect(bytes.range(of: secret) == nil, "\(file) shows \(secret.prefix(16))") }
@@ -66,6 +72,8 @@ import XferCore
         let pulled = try server.run("pull", "journal", server.path("copy"))
         #expect(pulled.status == 0, "\(pulled.stderr)")
         #expect(FileManager.default.contents(atPath: server.path("copy/blob.bin")) == blob)
-        #expect(FileManager.default.contents(atPath: server.path("copy/diary-platypus.txt")) == Data(String(repeating: line, count: 400).utf8))
+        #expect(
+            FileManager.default.contents(atPath: server.path("copy/diary-platypus.txt"))
+                == Data(String(repeating: line, count: 400).utf8))
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
-import XferTestSupport
 import Testing
 import XferCore
+import XferTestSupport
 
 /// TLS, tokens, verify and gc through the real binaries.
 @Suite(.serialized) struct SecurityCommandTests {
@@ -24,8 +24,10 @@ import XferCore
     }
 
     @Test func tlsWithAPrivateCA() throws {
-        let server = try ServerProcess(serveArguments: ["--tls-cert", "$ROOT/server.pem", "--tls-key", "$ROOT/server.key"], scheme: "https",
-                                       clientEnvironment: ["XFER_CA": "$ROOT/ca.pem"]) { try Self.makeCertificates(in: $0) }
+        let server = try ServerProcess(
+            serveArguments: ["--tls-cert", "$ROOT/server.pem", "--tls-key", "$ROOT/server.key"], scheme: "https",
+            clientEnvironment: ["XFER_CA": "$ROOT/ca.pem"]
+        ) { try Self.makeCertificates(in: $0) }
         let source = server.path("secret.bin")
         try randomFile(source, megabytes: 3, seed: 41)
         let pushed = try server.run("push", source, "secret.bin", "--quiet")
@@ -37,7 +39,8 @@ import XferCore
         #expect(untrusted.status == 3)
         #expect(untrusted.stderr.contains("not trusted"), "\(untrusted.stderr)")
         // A certificate from another CA is refused too.
-        try Self.makeCertificates(in: server.root.appendingPathComponent("other", isDirectory: true).creatingDirectory(), name: "2")
+        try Self.makeCertificates(
+            in: server.root.appendingPathComponent("other", isDirectory: true).creatingDirectory(), name: "2")
         let wrong = try server.run("ls", environment: ["XFER_CA": server.path("other/ca2.pem")])
         #expect(wrong.status == 3)
         // Plain HTTP to the TLS port does not get an answer either, and a missing CA file is named.
@@ -62,7 +65,9 @@ import XferCore
         #expect(try server.json(clean)["ok"] as? Bool == true)
         let packs = data + "/packs"
         let files = try FileManager.default.contentsOfDirectory(atPath: packs).sorted().flatMap { fan in
-            try FileManager.default.contentsOfDirectory(atPath: packs + "/" + fan).filter { !$0.hasPrefix(".") }.map { packs + "/" + fan + "/" + $0 }
+            try FileManager.default.contentsOfDirectory(atPath: packs + "/" + fan).filter { !$0.hasPrefix(".") }.map {
+                packs + "/" + fan + "/" + $0
+            }
         }
         let file = try #require(files.first)
         var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
@@ -71,8 +76,11 @@ import XferCore
         let damaged = try server.run("verify", "--data", data)
         #expect(damaged.status == 9)
         #expect(damaged.stdout.contains("corrupt"))
-        #expect(try server.run("verify", "--remote", environment: ["XFER_TOKEN": server.token]).status == 4, "an account may not verify the server")
-        let admin = try String(contentsOfFile: data + "/admin-token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(
+            try server.run("verify", "--remote", environment: ["XFER_TOKEN": server.token]).status == 4,
+            "an account may not verify the server")
+        let admin = try String(contentsOfFile: data + "/admin-token", encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         #expect(try server.run("verify", "--remote", environment: ["XFER_TOKEN": admin]).status == 9)
 
         // gc: a dry run through the server, then a real one on the directory.
@@ -84,9 +92,11 @@ import XferCore
         #expect(try server.run("gc", "--grace", "soon").status == 64)
 
         // Tokens: a second one, then revocation of the first; a revoked token gets exit 4.
-        let second = try server.run("account", "new-token", "cli", "--data", data).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let second = try server.run("account", "new-token", "cli", "--data", data).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
         #expect(second.hasPrefix("xfer_") && second != server.token)
-        let revoked = try server.run("account", "revoke-token", server.token, "--json", environment: ["XFER_TOKEN": admin])
+        let revoked = try server.run(
+            "account", "revoke-token", server.token, "--json", environment: ["XFER_TOKEN": admin])
         let revokedCount = try server.json(revoked)["revoked"] as? Int
         #expect(revoked.status == 0 && revokedCount == 1)
         let refused = try server.run("ls")
@@ -114,7 +124,8 @@ extension URL {
 
     @Test(.enabled(if: endpoint != nil)) func pushPullVerifyAndGcWithChunksInS3() throws {
         let bucket = "xfer-cli-\(UUID().uuidString.prefix(8).lowercased())"
-        let server = try ServerProcess(serveArguments: ["--chunks", "s3://\(bucket)/c", "--s3-endpoint", Self.endpoint!])
+        let server = try ServerProcess(serveArguments: ["--chunks", "s3://\(bucket)/c", "--s3-endpoint", Self.endpoint!]
+        )
         let source = server.path("doc.bin")
         try randomFile(source, megabytes: 4, seed: 60)
         let pushed = try server.run("push", source, "doc.bin", "--json")
@@ -123,9 +134,12 @@ extension URL {
         #expect(FileManager.default.contentsEqual(atPath: source, andPath: server.path("copy.bin")))
         // `account create --data` opened the directory (and its empty pack directories) before `serve` ran.
         let packs = server.path("data/packs")
-        let local = ((try? FileManager.default.subpathsOfDirectory(atPath: packs)) ?? []).filter { $0.count > 3 && !$0.contains("/.") }
+        let local = ((try? FileManager.default.subpathsOfDirectory(atPath: packs)) ?? []).filter {
+            $0.count > 3 && !$0.contains("/.")
+        }
         #expect(local.isEmpty, "chunks went to S3, not to the data directory: \(local.prefix(3))")
-        let admin = try String(contentsOfFile: server.path("data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let admin = try String(contentsOfFile: server.path("data/admin-token"), encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         let verified = try server.run("verify", "--remote", "--json", environment: ["XFER_TOKEN": admin])
         #expect(verified.status == 0, "\(verified.stdout)")
         let checked = try server.json(verified)["chunks_checked"] as? Int ?? 0

@@ -1,7 +1,7 @@
 import Foundation
-import XferTestSupport
 import Testing
 import XferCore
+import XferTestSupport
 
 /// A real `xfer serve` process on a free loopback port, and helpers to run client commands
 /// against it with their own environment.
@@ -17,8 +17,10 @@ final class ServerProcess {
     /// Extra environment for every client command (XFER_CA).
     var clientEnvironment: [String: String]
 
-    init(serveArguments: [String] = [], scheme: String = "http", clientEnvironment: [String: String] = [:],
-         createAccount: Bool = true, prepare: (URL) throws -> Void = { _ in }) throws {
+    init(
+        serveArguments: [String] = [], scheme: String = "http", clientEnvironment: [String: String] = [:],
+        createAccount: Bool = true, prepare: (URL) throws -> Void = { _ in }
+    ) throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-serve-\(UUID().uuidString)")
         self.root = root
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -29,7 +31,8 @@ final class ServerProcess {
         port = try Self.freePort()
         try startServer()
         guard createAccount else { return }
-        let created = try XferProcess.run("account", "create", "cli", "--data", root.appendingPathComponent("data").path)
+        let created = try XferProcess.run(
+            "account", "create", "cli", "--data", root.appendingPathComponent("data").path)
         token = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
@@ -37,8 +40,11 @@ final class ServerProcess {
     func startServer() throws {
         process = ChildProcess()
         process.executableURL = XferProcess.binary
-        process.arguments = ["serve", "--data", root.appendingPathComponent("data").path, "--listen", "127.0.0.1:\(port)",
-                             "--log-level", "warning"] + serveArguments
+        process.arguments =
+            [
+                "serve", "--data", root.appendingPathComponent("data").path, "--listen", "127.0.0.1:\(port)",
+                "--log-level", "warning"
+            ] + serveArguments
         process.standardError = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         try process.run()
@@ -53,7 +59,10 @@ final class ServerProcess {
     /// directory's admin token), instead of sleeping and hoping a started client got there.
     /// - Throws: if none came within 30 s.
     func waitForParkedPolls(_ count: Int = 1, admin: String? = nil) throws {
-        let admin = try admin ?? String(contentsOfFile: path("data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let admin =
+            try admin
+            ?? String(contentsOfFile: path("data/admin-token"), encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines)
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             let scrape = ChildProcess()
@@ -65,7 +74,8 @@ final class ServerProcess {
             try scrape.run()
             let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             scrape.waitUntilExit()
-            let waiting = text.split(separator: "\n").first { $0.hasPrefix("xfer_feed_waiters ") }
+            let waiting =
+                text.split(separator: "\n").first { $0.hasPrefix("xfer_feed_waiters ") }
                 .flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
             if waiting >= Double(count) { return }
             usleep(20_000)
@@ -80,7 +90,10 @@ final class ServerProcess {
     }
 
     deinit {
-        if process.isRunning { process.terminate(); process.waitUntilExit() }
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
         try? FileManager.default.removeItem(at: root)
     }
 
@@ -92,14 +105,21 @@ final class ServerProcess {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
     var environment: [String: String] {
-        ["XFER_SERVER": "\(scheme)://127.0.0.1:\(port)", "XFER_TOKEN": token, "XFER_STATE_DIR": root.appendingPathComponent("state").path,
-         "XFER_CONFIG": root.appendingPathComponent("no-config.json").path].merging(clientEnvironment) { $1 }
+        [
+            "XFER_SERVER": "\(scheme)://127.0.0.1:\(port)", "XFER_TOKEN": token,
+            "XFER_STATE_DIR": root.appendingPathComponent("state").path,
+            "XFER_CONFIG": root.appendingPathComponent("no-config.json").path
+        ].merging(clientEnvironment) { $1 }
     }
 
     /// Runs `xfer ARGS` to completion.
@@ -108,17 +128,22 @@ final class ServerProcess {
     }
 
     /// Runs `xfer ARGS` to completion, with `input` on its standard input when given.
-    func run(_ arguments: [String], environment extra: [String: String] = [:], input: String? = nil) throws -> XferProcess {
+    func run(_ arguments: [String], environment extra: [String: String] = [:], input: String? = nil) throws
+        -> XferProcess
+    {
         let child = try start(arguments, environment: extra, input: input)
         let stdout = (child.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile()
         let stderr = (child.standardError as! Pipe).fileHandleForReading.readDataToEndOfFile()
         child.waitUntilExit()
-        return XferProcess(stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self),
-                           status: child.terminationStatus)
+        return XferProcess(
+            stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self),
+            status: child.terminationStatus)
     }
 
     /// Starts `xfer ARGS` without waiting.
-    func start(_ arguments: [String], environment extra: [String: String] = [:], input: String? = nil) throws -> ChildProcess {
+    func start(_ arguments: [String], environment extra: [String: String] = [:], input: String? = nil) throws
+        -> ChildProcess
+    {
         let child = ChildProcess()
         child.executableURL = XferProcess.binary
         child.arguments = arguments
@@ -175,7 +200,9 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         let push = try server.run("push", source, "Documents/tree", "--json")
         #expect(push.status == 0, "\(push.stderr)")
         let pushed = try server.json(push)
-        for key in ["document", "version", "files", "bytes", "chunks", "chunks_sent", "bytes_sent", "bytes_reused", "seconds"] {
+        for key in [
+            "document", "version", "files", "bytes", "chunks", "chunks_sent", "bytes_sent", "bytes_reused", "seconds"
+        ] {
             #expect(pushed[key] != nil, "push --json lacks \(key)")
         }
         #expect(pushed["files"] as? Int == 2 && pushed["version"] as? Int == 1)
@@ -185,13 +212,18 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         let lsText = try server.run("ls", "Documents/")
         #expect(lsText.status == 0 && lsText.stdout.contains("Documents/tree"))
         let lsLong = try server.run("ls", "-l")
-        #expect(lsLong.stdout.contains("Documents/tree  [") && lsLong.stdout.hasSuffix("]\n"), "the device that pushed it: \(lsLong.stdout)")
+        #expect(
+            lsLong.stdout.contains("Documents/tree  [") && lsLong.stdout.hasSuffix("]\n"),
+            "the device that pushed it: \(lsLong.stdout)")
 
-        let pull = try server.run("pull", "Documents/tree", server.path("copy"), "--json",
-                                  environment: ["XFER_STATE_DIR": server.path("state-2")])
+        let pull = try server.run(
+            "pull", "Documents/tree", server.path("copy"), "--json",
+            environment: ["XFER_STATE_DIR": server.path("state-2")])
         #expect(pull.status == 0, "\(pull.stderr)")
         let pulled = try server.json(pull)
-        for key in ["document", "version", "files", "bytes", "chunks_fetched", "bytes_fetched", "chunks_reused", "seconds"] {
+        for key in [
+            "document", "version", "files", "bytes", "chunks_fetched", "bytes_fetched", "chunks_reused", "seconds"
+        ] {
             #expect(pulled[key] != nil, "pull --json lacks \(key)")
         }
         #expect(FileManager.default.contentsEqual(atPath: source, andPath: server.path("copy")))
@@ -239,11 +271,14 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
 
     @Test func theAdminListsShowsAndSetsQuotasFromTheCommandLine() throws {
         let server = try ServerProcess()
-        let admin = try String(contentsOfFile: server.path("data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let admin = try String(contentsOfFile: server.path("data/admin-token"), encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         try Data("x".utf8).write(to: URL(fileURLWithPath: server.path("f")))
         #expect(try server.run("push", server.path("f"), "f").status == 0)
         let list = try server.run("account", "list", "--json", environment: ["XFER_TOKEN": admin])
-        #expect(list.status == 0 && list.stdout.contains("\"name\":\"cli\"") && list.stdout.contains("\"documents\":1"), "\(list.stdout)")
+        #expect(
+            list.status == 0 && list.stdout.contains("\"name\":\"cli\"") && list.stdout.contains("\"documents\":1"),
+            "\(list.stdout)")
         let set = try server.run("account", "set-quota", "cli", "1M", environment: ["XFER_TOKEN": admin])
         #expect(set.status == 0 && set.stdout.contains("1.00 MiB"), "\(set.stdout)")
         let local = try server.run("account", "show", "cli", "--data", server.path("data"), "--json")
@@ -253,12 +288,16 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
 
         // Deleting: nothing without --yes; --dry-run says what would go; then it is gone, token and all.
         let unasked = try server.run("account", "delete", "cli", environment: ["XFER_TOKEN": admin])
-        #expect(unasked.status == 6 && unasked.stderr.contains("--yes") && unasked.stderr.contains("1 document"), "\(unasked.stderr)")
+        #expect(
+            unasked.status == 6 && unasked.stderr.contains("--yes") && unasked.stderr.contains("1 document"),
+            "\(unasked.stderr)")
         let preview = try server.run("account", "delete", "cli", "--dry-run", environment: ["XFER_TOKEN": admin])
         #expect(preview.status == 0 && preview.stdout.contains("would delete"))
         #expect(try server.run("ls").status == 0, "still there")
         let deleted = try server.run("account", "delete", "cli", "--yes", "--json", environment: ["XFER_TOKEN": admin])
-        #expect(deleted.status == 0 && deleted.stdout.contains("\"documents\":1") && deleted.stdout.contains("\"dry_run\":false"), "\(deleted.stdout)")
+        #expect(
+            deleted.status == 0 && deleted.stdout.contains("\"documents\":1")
+                && deleted.stdout.contains("\"dry_run\":false"), "\(deleted.stdout)")
         #expect(try server.run("ls").status == 4, "its token is refused")
         #expect(try server.run("account", "show", "cli", "--data", server.path("data")).status == 5)
     }
@@ -268,41 +307,57 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         let config = server.path("home/.config/xfer/config.json")
         // No token anywhere but the config file from here on; the account token comes on stdin.
         let environment = ["XFER_CONFIG": config, "XFER_TOKEN": ""]
-        let login = try server.run(["login", "--device", "laptop", "--container", "notes"], environment: environment, input: server.token + "\n")
+        let login = try server.run(
+            ["login", "--device", "laptop", "--container", "notes"], environment: environment,
+            input: server.token + "\n")
         #expect(login.status == 0 && login.stdout.contains("device laptop"), "\(login.stderr)")
         #expect(!login.stdout.contains(server.token) && !login.stderr.contains(server.token))
         var info = stat()
         #expect(stat(config, &info) == 0 && info.st_mode & 0o777 == 0o600)
         #expect(stat(server.path("home/.config/xfer"), &info) == 0 && info.st_mode & 0o777 == 0o700)
-        let stored = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config))) as? [String: Any])
+        let stored = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config))) as? [String: Any])
         let deviceToken = try #require(stored["token"] as? String)
-        #expect(deviceToken != server.token && stored["device"] as? String == "laptop" && stored["container"] as? String == "notes")
+        #expect(
+            deviceToken != server.token && stored["device"] as? String == "laptop"
+                && stored["container"] as? String == "notes")
         // Commands now need no token; what this device commits names it.
         try Data("x".utf8).write(to: URL(fileURLWithPath: server.path("f")))
         #expect(try server.run(["push", server.path("f"), "f"], environment: environment).status == 0)
         let versions = try server.run(["versions", "f", "--json"], environment: environment)
         #expect(versions.stdout.contains("\"device\":\"laptop\""), "\(versions.stdout)")
         let tokens = try server.run(["token", "list"], environment: environment)
-        #expect(tokens.status == 0 && tokens.stdout.contains("laptop") && tokens.stdout.contains("(this token)"), "\(tokens.stdout)")
+        #expect(
+            tokens.status == 0 && tokens.stdout.contains("laptop") && tokens.stdout.contains("(this token)"),
+            "\(tokens.stdout)")
         // A second login is refused: the stored token is not dropped silently.
         let again = try server.run(["login"], environment: environment, input: server.token + "\n")
         #expect(again.status == 7 && again.stderr.contains("xfer logout"))
         // A narrower token for another device: read-only, so its push is refused and changes nothing.
-        let readOnly = try server.run(["token", "new", "--device", "phone", "--read-only", "--expires", "1d"], environment: environment)
+        let readOnly = try server.run(
+            ["token", "new", "--device", "phone", "--read-only", "--expires", "1d"], environment: environment)
         let phone = readOnly.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(readOnly.status == 0 && phone.hasPrefix("xfer_"))
-        let refused = try server.run(["push", server.path("f"), "g"], environment: ["XFER_TOKEN": phone, "XFER_CONTAINER": "notes"])
+        let refused = try server.run(
+            ["push", server.path("f"), "g"], environment: ["XFER_TOKEN": phone, "XFER_CONTAINER": "notes"])
         #expect(refused.status == 4 && refused.stderr.contains("read-only"), "\(refused.stderr)")
-        #expect(try server.run(["pull", "f", server.path("copy")], environment: ["XFER_TOKEN": phone, "XFER_CONTAINER": "notes"]).status == 0)
+        #expect(
+            try server.run(
+                ["pull", "f", server.path("copy")], environment: ["XFER_TOKEN": phone, "XFER_CONTAINER": "notes"]
+            ).status == 0)
         // The admin sees every token by id and device, never the token.
-        let admin = try String(contentsOfFile: server.path("data/admin-token"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let admin = try String(contentsOfFile: server.path("data/admin-token"), encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines)
         let listed = try server.run(["account", "tokens", "cli"], environment: ["XFER_TOKEN": admin])
-        #expect(listed.status == 0 && listed.stdout.contains("phone") && listed.stdout.contains("read-only") && !listed.stdout.contains(phone))
+        #expect(
+            listed.status == 0 && listed.stdout.contains("phone") && listed.stdout.contains("read-only")
+                && !listed.stdout.contains(phone))
         // Logout revokes the device's token on the server and removes it from the file.
         let logout = try server.run(["logout"], environment: environment)
         #expect(logout.status == 0 && logout.stdout.contains("revoked"), "\(logout.stderr)")
         #expect(try server.run(["ls"], environment: ["XFER_TOKEN": deviceToken]).status == 4)
-        let after = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config))) as? [String: Any])
+        let after = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config))) as? [String: Any])
         #expect(after["token"] == nil && after["server"] as? String != nil && after["container"] as? String == "notes")
         #expect(try server.run(["logout"], environment: environment).status == 5)
         // The account's own token still works: only this device's access ended.
@@ -311,7 +366,8 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         // Logged in again, with the account token then revoked: this device's token is the
         // account's only one of full access, and logout will not lock the account out unasked.
         #expect(try server.run(["login"], environment: environment, input: server.token + "\n").status == 0)
-        let accountTokenID = try #require(try server.json(server.run(["token", "list", "--json"]))["tokens"] as? [[String: Any]])
+        let accountTokenID =
+            try #require(try server.json(server.run(["token", "list", "--json"]))["tokens"] as? [[String: Any]])
             .first { $0["current"] as? Bool == true }?["id"] as? String
         #expect(try server.run(["token", "revoke", try #require(accountTokenID)], environment: environment).status == 0)
         let lockout = try server.run(["logout"], environment: environment)
@@ -322,13 +378,16 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         // A token written into the file by hand is neither replaced by login nor revoked by logout.
         let handMade = server.path("hand/config.json")
         try FileManager.default.createDirectory(atPath: server.path("hand"), withIntermediateDirectories: true)
-        try Data("{\"token\": \"xfer_handmade\", \"server\": \"elsewhere\"}".utf8).write(to: URL(fileURLWithPath: handMade))
-        let refusedLogin = try server.run(["login"], environment: ["XFER_CONFIG": handMade, "XFER_TOKEN": ""], input: "xfer_x\n")
+        try Data("{\"token\": \"xfer_handmade\", \"server\": \"elsewhere\"}".utf8).write(
+            to: URL(fileURLWithPath: handMade))
+        let refusedLogin = try server.run(
+            ["login"], environment: ["XFER_CONFIG": handMade, "XFER_TOKEN": ""], input: "xfer_x\n")
         #expect(refusedLogin.status == 7 && refusedLogin.stderr.contains("did not store"), "\(refusedLogin.stderr)")
         #expect(try server.run(["logout"], environment: ["XFER_CONFIG": handMade]).status == 6)
         let forgot = try server.run(["logout", "--forget"], environment: ["XFER_CONFIG": handMade])
         #expect(forgot.status == 0 && forgot.stdout.contains("not revoked"))
-        let left = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: handMade))) as? [String: Any])
+        let left = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: handMade))) as? [String: Any])
         #expect(left["token"] == nil && left["server"] as? String == "elsewhere")
     }
 
@@ -346,7 +405,9 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         #expect(push.status == 0, "\(push.stderr)")
         #expect(pushed >= 1.6, "512 KiB at 256 KiB/s took \(pushed) s")
         let pullStart = Date()
-        let pull = try server.run(["pull", "half.bin", server.path("back.bin")], environment: ["XFER_BWLIMIT": "256K", "XFER_STATE_DIR": server.path("s2")])
+        let pull = try server.run(
+            ["pull", "half.bin", server.path("back.bin")],
+            environment: ["XFER_BWLIMIT": "256K", "XFER_STATE_DIR": server.path("s2")])
         let pulled = Date().timeIntervalSince(pullStart)
         #expect(pull.status == 0, "\(pull.stderr)")
         #expect(pulled >= 1.6, "512 KiB at 256 KiB/s took \(pulled) s")
@@ -360,11 +421,18 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         let server = try ServerProcess()
         let ls = try server.run("ls", "-v")
         #expect(ls.status == 0)
-        #expect(ls.stderr.contains("request=GET /v1/containers/default/documents") && ls.stderr.contains("status=200"), "\(ls.stderr)")
-        #expect(!ls.stderr.contains(server.token) && !ls.stderr.contains("AsyncHTTPClient"), "one line a request, never the token")
+        #expect(
+            ls.stderr.contains("request=GET /v1/containers/default/documents") && ls.stderr.contains("status=200"),
+            "\(ls.stderr)")
+        #expect(
+            !ls.stderr.contains(server.token) && !ls.stderr.contains("AsyncHTTPClient"),
+            "one line a request, never the token")
         // A request sent again says so (the server is not there: every try is logged, then exit 3).
-        let unreachable = try server.run(["ls", "--retries", "1"], environment: ["XFER_SERVER": "http://127.0.0.1:1", "XFER_LOG_LEVEL": "info"])
-        #expect(unreachable.status == 3 && unreachable.stderr.contains("sending again") && unreachable.stderr.contains("try=2 of 2"), "\(unreachable.stderr)")
+        let unreachable = try server.run(
+            ["ls", "--retries", "1"], environment: ["XFER_SERVER": "http://127.0.0.1:1", "XFER_LOG_LEVEL": "info"])
+        #expect(
+            unreachable.status == 3 && unreachable.stderr.contains("sending again")
+                && unreachable.stderr.contains("try=2 of 2"), "\(unreachable.stderr)")
         #expect(try server.run(["ls"], environment: ["XFER_LOG_LEVEL": "loud"]).status == 6)
         #expect(try server.run("ls").stderr.isEmpty, "silent by default")
         let gc = try server.run("gc", "--data", server.path("data"), "--quiet")
@@ -393,7 +461,8 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         let total = report["chunks"] as? Int ?? 0
         let sent = report["chunks_sent"] as? Int ?? Int.max
         #expect(total > 0 && sent < total, "re-run sent \(sent) of \(total) chunks after \(stored) had arrived")
-        let pull = try server.run("pull", "big.bin", server.path("copy.bin"), environment: ["XFER_STATE_DIR": server.path("s2")])
+        let pull = try server.run(
+            "pull", "big.bin", server.path("copy.bin"), environment: ["XFER_STATE_DIR": server.path("s2")])
         #expect(pull.status == 0)
         #expect(FileManager.default.contentsEqual(atPath: file, andPath: server.path("copy.bin")))
     }
@@ -433,7 +502,8 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         server.process.terminate()
         server.process.waitUntilExit()
         #expect(server.process.terminationStatus == 0)
-        let mode = try FileManager.default.attributesOfItem(atPath: server.path("data/admin-token"))[.posixPermissions] as? Int
+        let mode =
+            try FileManager.default.attributesOfItem(atPath: server.path("data/admin-token"))[.posixPermissions] as? Int
         #expect(mode == 0o600)
     }
 
@@ -447,7 +517,8 @@ func randomFile(_ path: String, megabytes: Int, seed: UInt64) throws {
         let waiting = try server.start(["changes", "--wait", "30s", "--json"])
         try server.waitForParkedPolls()
         #expect(try server.run("push", server.path("new"), "new.txt").status == 0)
-        let answer = String(decoding: (waiting.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let answer = String(
+            decoding: (waiting.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         waiting.waitUntilExit()
         #expect(answer.contains("new.txt") && !answer.contains("old.txt"), "\(answer)")
         let history = try server.run("changes", "--json")

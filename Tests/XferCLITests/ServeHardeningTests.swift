@@ -1,7 +1,7 @@
 import Foundation
-import XferTestSupport
 import Testing
 import XferCore
+import XferTestSupport
 
 /// `xfer serve` and the data-directory commands against a careless setup: file modes, a
 /// directory others may write to, plain HTTP on a reachable address.
@@ -55,7 +55,8 @@ import XferCore
         let port = try ServerProcess.freePort()
         let refused = try XferProcess.run("serve", "--data", data, "--listen", "0.0.0.0:\(port)")
         #expect(refused.status == 6)
-        #expect(refused.stderr.contains("--tls-cert") && refused.stderr.contains("--behind-tls-proxy"), "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("--tls-cert") && refused.stderr.contains("--behind-tls-proxy"), "\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: data), "refused before touching the data directory")
 
         // With --behind-tls-proxy it starts, and says what the operator has promised.

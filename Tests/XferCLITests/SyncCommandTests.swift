@@ -1,7 +1,7 @@
 import Foundation
-import XferTestSupport
 import Testing
 import XferCore
+import XferTestSupport
 
 /// `xfer sync`, `status`, `evict`, `fetch`, `versions`, `resolve`, `kv`, `changes` and the
 /// example daemon, as real processes against a real `xfer serve`.
@@ -12,12 +12,15 @@ import XferCore
     }
 
     static func lines(_ output: String) throws -> [[String: Any]] {
-        try output.split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:] }
+        try output.split(separator: "\n").map {
+            try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:]
+        }
     }
 
     @Test func syncStatusEvictFetchAndConflictsThroughTheBinary() throws {
         let server = try ServerProcess()
-        let a = server.path("a"), b = server.path("b")
+        let a = server.path("a")
+        let b = server.path("b")
         try FileManager.default.createDirectory(atPath: a + "/Documents/Deck.pkg", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: b, withIntermediateDirectories: true)
         try Data("slide".utf8).write(to: URL(fileURLWithPath: a + "/Documents/Deck.pkg/1.txt"))
@@ -38,7 +41,10 @@ import XferCore
         let status = try server.json(try server.run("status", a, "--json"))
         let documents = status["documents"] as? [[String: Any]] ?? []
         #expect(status["reachable"] as? Bool == true)
-        #expect(documents.map { $0["path"] as? String ?? "" } == ["Documents", "Documents/Deck.pkg", "Documents/big.bin", "Documents/note.txt"])
+        #expect(
+            documents.map { $0["path"] as? String ?? "" } == [
+                "Documents", "Documents/Deck.pkg", "Documents/big.bin", "Documents/note.txt"
+            ])
         #expect(documents.allSatisfy { $0["state"] as? String == "synced" })
 
         // Evict and fetch by local path.
@@ -52,13 +58,16 @@ import XferCore
 
         // Both devices edit note.txt; B's edit is later, so A's version becomes a conflict version.
         try Data("from a".utf8).write(to: URL(fileURLWithPath: a + "/Documents/note.txt"))
-        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -60)], ofItemAtPath: a + "/Documents/note.txt")
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSinceNow: -60)], ofItemAtPath: a + "/Documents/note.txt")
         try Data("from b".utf8).write(to: URL(fileURLWithPath: b + "/Documents/note.txt"))
         #expect(try server.run("sync", b, "--once", environment: Self.device(server, "b")).status == 0)
         let conflicted = try server.run("sync", a, "--once")
         #expect(conflicted.status == 0)
         #expect(conflicted.stdout.contains("! Documents/note.txt"))
-        let versions = try server.json(try server.run("versions", "Documents/note.txt", "--json"))["versions"] as? [[String: Any]] ?? []
+        let versions =
+            try server.json(try server.run("versions", "Documents/note.txt", "--json"))["versions"] as? [[String: Any]]
+            ?? []
         #expect(versions.map { $0["state"] as? String ?? "" } == ["conflict", "current", "superseded"])
         #expect(try server.run("ls").stdout.contains("(conflict: v3)"))
         let resolved = try server.run("resolve", "Documents/note.txt", "--keep", "3")
@@ -68,7 +77,12 @@ import XferCore
 
         // A second sync on the same directory is refused while one runs.
         let watcher = try server.start(["sync", a, "--watch", "--json"])
-        defer { if watcher.isRunning { watcher.terminate(); watcher.waitUntilExit() } }
+        defer {
+            if watcher.isRunning {
+                watcher.terminate()
+                watcher.waitUntilExit()
+            }
+        }
         // Until `xfer status` says the watcher holds the folder.
         let deadline = Date().addingTimeInterval(30)
         while !(try server.run("status", a).stdout.contains("watching")) && Date() < deadline { usleep(20_000) }
@@ -84,7 +98,8 @@ import XferCore
     /// through setpriv, since root reads everything.) `status` shows how the last pass went.
     @Test func anUnreadableDirectoryDeletesNothingAndStatusTellsTheDaemonsHealth() throws {
         let server = try ServerProcess()
-        let home = server.path("unprivileged"), a = home + "/a"
+        let home = server.path("unprivileged")
+        let a = home + "/a"
         try FileManager.default.createDirectory(atPath: a + "/Documents/open", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: a + "/Documents/secret", withIntermediateDirectories: true)
         try Data("open".utf8).write(to: URL(fileURLWithPath: a + "/Documents/open/x.txt"))
@@ -92,8 +107,10 @@ import XferCore
         let asRoot = getuid() == 0
         if asRoot {
             let nobody = getpwnam("nobody")!.pointee
-            for path in [home, a, a + "/Documents", a + "/Documents/open", a + "/Documents/secret",
-                         a + "/Documents/open/x.txt", a + "/Documents/secret/y.txt"] {
+            for path in [
+                home, a, a + "/Documents", a + "/Documents/open", a + "/Documents/secret",
+                a + "/Documents/open/x.txt", a + "/Documents/secret/y.txt"
+            ] {
                 #expect(chown(path, nobody.pw_uid, nobody.pw_gid) == 0)
             }
         }
@@ -101,7 +118,9 @@ import XferCore
         func sync(_ arguments: String...) throws -> XferProcess {
             let child = ChildProcess()
             child.executableURL = URL(fileURLWithPath: asRoot ? "/usr/bin/setpriv" : XferProcess.binary.path)
-            child.arguments = (asRoot ? ["--reuid=nobody", "--regid=nogroup", "--clear-groups", XferProcess.binary.path] : []) + arguments
+            child.arguments =
+                (asRoot ? ["--reuid=nobody", "--regid=nogroup", "--clear-groups", XferProcess.binary.path] : [])
+                + arguments
             child.environment = environment
             child.standardOutput = Pipe()
             child.standardError = Pipe()
@@ -109,8 +128,9 @@ import XferCore
             let out = (child.standardOutput as! Pipe).fileHandleForReading.readDataToEndOfFile()
             let err = (child.standardError as! Pipe).fileHandleForReading.readDataToEndOfFile()
             child.waitUntilExit()
-            return XferProcess(stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
-                               status: child.terminationStatus)
+            return XferProcess(
+                stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
+                status: child.terminationStatus)
         }
         let first = try sync("sync", a, "--once", "--json")
         #expect(first.status == 0, "\(first.stderr)")
@@ -124,8 +144,11 @@ import XferCore
         let blind = try sync("sync", a, "--once", "--json")
         #expect(blind.status == 0, "\(blind.stderr)")
         let events = try Self.lines(blind.stdout)
-        #expect(events.contains { $0["event"] as? String == "failed" && ($0["message"] as? String ?? "").contains("cannot read") },
-                "\(blind.stdout)")
+        #expect(
+            events.contains {
+                $0["event"] as? String == "failed" && ($0["message"] as? String ?? "").contains("cannot read")
+            },
+            "\(blind.stdout)")
         #expect(!events.contains { $0["event"] as? String == "removed_remotely" }, "\(blind.stdout)")
         let listed = try server.run("ls", "--json")
         #expect(listed.stdout.contains("Documents/secret/y.txt"), "still on the server: \(listed.stdout)")
@@ -210,13 +233,17 @@ import XferCore
     @Test func theExampleDaemonMergesConflictsItself() throws {
         let server = try ServerProcess()
         let daemon = XferProcess.binary.deletingLastPathComponent().appendingPathComponent("xfer-example-daemon")
-        let a = server.path("a"), b = server.path("b")
-        for directory in [a, b] { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+        let a = server.path("a")
+        let b = server.path("b")
+        for directory in [a, b] {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
         try Data("line 1\n".utf8).write(to: URL(fileURLWithPath: a + "/todo.txt"))
         #expect(try server.run("sync", a, "--once").status == 0)
         #expect(try server.run("sync", b, "--once", environment: Self.device(server, "b")).status == 0)
         try Data("line 1\nfrom a\n".utf8).write(to: URL(fileURLWithPath: a + "/todo.txt"))
-        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -60)], ofItemAtPath: a + "/todo.txt")
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSinceNow: -60)], ofItemAtPath: a + "/todo.txt")
         try Data("line 1\nfrom b\n".utf8).write(to: URL(fileURLWithPath: b + "/todo.txt"))
         #expect(try server.run("sync", b, "--once", environment: Self.device(server, "b")).status == 0)
 
@@ -234,9 +261,12 @@ import XferCore
         #expect(output.contains("merged 2 versions of todo.txt"), "\(output)")
         let merged = String(decoding: FileManager.default.contents(atPath: a + "/todo.txt") ?? Data(), as: UTF8.self)
         #expect(merged.contains("from a") && merged.contains("from b"))
-        let versions = try server.json(try server.run("versions", "todo.txt", "--json"))["versions"] as? [[String: Any]] ?? []
+        let versions =
+            try server.json(try server.run("versions", "todo.txt", "--json"))["versions"] as? [[String: Any]] ?? []
         #expect(!versions.contains { $0["state"] as? String == "conflict" })
         #expect(try server.run("sync", b, "--once", environment: Self.device(server, "b")).status == 0)
-        #expect(FileManager.default.contents(atPath: b + "/todo.txt") == FileManager.default.contents(atPath: a + "/todo.txt"))
+        #expect(
+            FileManager.default.contents(atPath: b + "/todo.txt")
+                == FileManager.default.contents(atPath: a + "/todo.txt"))
     }
 }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import XferClient
 
 /// The pacing rule of `--bwlimit`, on a clock the test holds (no test here measures time).

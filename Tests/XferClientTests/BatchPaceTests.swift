@@ -1,6 +1,7 @@
 import Testing
-@testable import XferClient
 import XferProtocol
+
+@testable import XferClient
 
 /// The size of a sync pass's batch requests follows how fast the server answers them.
 struct BatchPaceTests {
@@ -24,8 +25,8 @@ struct BatchPaceTests {
         var pace = BatchPace(maximum: 4)
         var rest = Array(1...10)[...]
         #expect(pace.next(from: &rest, budget: .max, cost: { _ in 1 }) == [1, 2, 3, 4])
-        #expect(pace.next(from: &rest, budget: 10, cost: { $0 }) == [5])      // 5 + 6 > 10
-        #expect(pace.next(from: &rest, budget: 1, cost: { $0 }) == [6])       // over budget alone: still sent
+        #expect(pace.next(from: &rest, budget: 10, cost: { $0 }) == [5])  // 5 + 6 > 10
+        #expect(pace.next(from: &rest, budget: 1, cost: { $0 }) == [6])  // over budget alone: still sent
         pace.answered(in: .seconds(60))  // never below the minimum, nor above a smaller maximum
         #expect(pace.size == 4)
         #expect(pace.next(from: &rest, budget: .max, cost: { _ in 1 }) == [7, 8, 9, 10])
@@ -47,13 +48,20 @@ struct BatchPaceTests {
         #expect(PullEngine.batches(tree, bytes: 8 << 20, inFlight: 1).map(\.count) == [683, 85])
         // Large: requests of 8 MiB (the last holds the rest).
         let large = Array(repeating: 1 << 20, count: 100)
-        #expect(PullEngine.batches(large, bytes: 8 << 20, inFlight: 4).map(\.count) == Array(repeating: 8, count: 12) + [4])
+        #expect(
+            PullEngine.batches(large, bytes: 8 << 20, inFlight: 4).map(\.count) == Array(repeating: 8, count: 12) + [4])
         // Small: never requests of less than the smallest batch, and nothing is one of none.
-        #expect(PullEngine.batches(Array(repeating: 4 * kib, count: 100), bytes: 8 << 20, inFlight: 4).map(\.count) == [64, 36])
+        #expect(
+            PullEngine.batches(Array(repeating: 4 * kib, count: 100), bytes: 8 << 20, inFlight: 4).map(\.count) == [
+                64, 36
+            ])
         #expect(PullEngine.batches([Int](), bytes: 8 << 20, inFlight: 4).isEmpty)
         #expect(PullEngine.batches([0, 0], bytes: 8 << 20, inFlight: 4) == [0..<2])
         // Never more ids in one request than the protocol allows.
         let tiny = Array(repeating: 1, count: ProtocolLimits.maximumIDsPerRequest + 1)
-        #expect(PullEngine.batches(tiny, bytes: 8 << 20, inFlight: 4).map(\.count) == [ProtocolLimits.maximumIDsPerRequest, 1])
+        #expect(
+            PullEngine.batches(tiny, bytes: 8 << 20, inFlight: 4).map(\.count) == [
+                ProtocolLimits.maximumIDsPerRequest, 1
+            ])
     }
 }

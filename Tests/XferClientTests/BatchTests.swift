@@ -12,21 +12,32 @@ import XferProtocol
 /// its own, with the single transfer's rules. Runs on every backend (tools/backend-tests.sh).
 @Suite struct BatchTests {
     /// A one-file manifest for `bytes` and the chunk that holds them.
-    static func document(_ bytes: [UInt8], mtime: Int64 = 1_700_000_000_000_000_000) throws -> (manifest: Manifest, chunk: EncodedChunk) {
+    static func document(_ bytes: [UInt8], mtime: Int64 = 1_700_000_000_000_000_000) throws -> (
+        manifest: Manifest, chunk: EncodedChunk
+    ) {
         let id = ChunkID.of(bytes)
-        let manifest = try Manifest(kind: .file, chunker: .default, entries: [
-            Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: mtime, chunks: [Manifest.ChunkReference(id: id, length: bytes.count)]),
-        ])
+        let manifest = try Manifest(
+            kind: .file, chunker: .default,
+            entries: [
+                Manifest.Entry(
+                    path: "", kind: .file, mode: 0o644, mtimeNanoseconds: mtime,
+                    chunks: [Manifest.ChunkReference(id: id, length: bytes.count)])
+            ])
         return (manifest, EncodedChunk(id: id, length: bytes.count, encoding: .raw, payload: bytes))
     }
 
-    static func commit(_ path: String, _ manifest: Manifest, base: Int64? = nil, mtime: Int64 = 1_700_000_000_000_000_000) throws -> DirectCommit {
-        DirectCommit(announce: AnnounceRequest(path: try DocumentPath(path), kind: .file, size: manifest.totalSize, mtimeNs: mtime,
-                                               mode: 0o644, baseVersion: base),
-                     manifest: manifest.encoded(), manifestDigest: manifest.digest)
+    static func commit(
+        _ path: String, _ manifest: Manifest, base: Int64? = nil, mtime: Int64 = 1_700_000_000_000_000_000
+    ) throws -> DirectCommit {
+        DirectCommit(
+            announce: AnnounceRequest(
+                path: try DocumentPath(path), kind: .file, size: manifest.totalSize, mtimeNs: mtime,
+                mode: 0o644, baseVersion: base),
+            manifest: manifest.encoded(), manifestDigest: manifest.digest)
     }
 
-    @Test(LiveServer.plainOnly("commits plain manifests through the protocol")) func eachDocumentOfABatchCommitSucceedsOrFailsAlone() async throws {
+    @Test(LiveServer.plainOnly("commits plain manifests through the protocol"))
+    func eachDocumentOfABatchCommitSucceedsOrFailsAlone() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
             let good = try Self.document(Array("good".utf8))
@@ -35,18 +46,21 @@ import XferProtocol
             _ = try await connection.upload([good.chunk, nested.chunk])
             var badDigest = try Self.commit("Documents/bad-digest.txt", good.manifest)
             badDigest.manifestDigest = String(repeating: "0", count: 64)
-            let outcomes = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [
-                try Self.commit("Documents/good.txt", good.manifest),
-                try Self.commit("Documents/lacking.txt", lacking.manifest),
-                badDigest,
-                try Self.commit("Documents/good.txt/inside.txt", nested.manifest),
-                try Self.commit("Documents/second.txt", good.manifest),
-            ]))
+            let outcomes = try await connection.commit(
+                container: .default,
+                batch: BatchCommitRequest(documents: [
+                    try Self.commit("Documents/good.txt", good.manifest),
+                    try Self.commit("Documents/lacking.txt", lacking.manifest),
+                    badDigest,
+                    try Self.commit("Documents/good.txt/inside.txt", nested.manifest),
+                    try Self.commit("Documents/second.txt", good.manifest)
+                ]))
             #expect(outcomes.count == 5)
             #expect(outcomes[0].document?.state == .current && outcomes[0].document?.version == 1)
             #expect(outcomes[1].error?.code == "missing_chunks" && outcomes[1].error?.missing == [lacking.chunk.id.hex])
             #expect(outcomes[2].error?.code == "invalid_manifest")
-            #expect(outcomes[3].error?.code == "conflict", "a document inside another is refused, as a single commit is")
+            #expect(
+                outcomes[3].error?.code == "conflict", "a document inside another is refused, as a single commit is")
             #expect(outcomes[4].document?.state == .current)
             // The failed ones left no trace: no document, no pending version.
             let listed = try await server.client().list().documents.map(\.path.value)
@@ -62,11 +76,16 @@ import XferProtocol
             let one = try Self.document(Array("x".utf8))
             _ = try await connection.upload([one.chunk])
             await #expect {
-                _ = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [
-                    try Self.commit("Documents/twice.txt", one.manifest), try Self.commit("Documents/twice.txt", one.manifest),
-                ]))
+                _ = try await connection.commit(
+                    container: .default,
+                    batch: BatchCommitRequest(documents: [
+                        try Self.commit("Documents/twice.txt", one.manifest),
+                        try Self.commit("Documents/twice.txt", one.manifest)
+                    ]))
             } throws: { ($0 as? XferError)?.code == .badRequest }
-            let many = try (0...ProtocolLimits.maximumBatchDocuments).map { try Self.commit("Documents/f\($0).txt", one.manifest) }
+            let many = try (0...ProtocolLimits.maximumBatchDocuments).map {
+                try Self.commit("Documents/f\($0).txt", one.manifest)
+            }
             await #expect {
                 _ = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: many))
             } throws: { ($0 as? XferError)?.code == .tooLarge }
@@ -76,7 +95,8 @@ import XferProtocol
 
     /// A batch commit's document may name the version it must become (what an end-to-end
     /// encrypted manifest, sealed to its version, needs): another is refused and leaves nothing.
-    @Test(LiveServer.plainOnly("commits plain manifests through the protocol")) func aBatchCommitNamingAnotherVersionIsRefused() async throws {
+    @Test(LiveServer.plainOnly("commits plain manifests through the protocol"))
+    func aBatchCommitNamingAnotherVersionIsRefused() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
             #expect(await connection.features().contains(.batchCommitVersions))
@@ -86,32 +106,46 @@ import XferProtocol
             wrong.version = 2
             var right = try Self.commit("Documents/b.txt", good.manifest)
             right.version = 1
-            let outcomes = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [wrong, right]))
-            #expect(outcomes[0].error?.code == "conflict" && outcomes[0].error?.message.contains("would be version 1, not 2") == true)
+            let outcomes = try await connection.commit(
+                container: .default, batch: BatchCommitRequest(documents: [wrong, right]))
+            #expect(
+                outcomes[0].error?.code == "conflict"
+                    && outcomes[0].error?.message.contains("would be version 1, not 2") == true)
             #expect(outcomes[1].document?.version == 1 && outcomes[1].document?.state == .current)
             // The refused one took no version: its next is still 1.
             right.path = try DocumentPath("Documents/a.txt")
             let again = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [right]))
             #expect(again[0].document?.version == 1, "\(again)")
-            #expect(try await server.client().list().documents.map(\.path.value) == ["Documents/a.txt", "Documents/b.txt"])
+            #expect(
+                try await server.client().list().documents.map(\.path.value) == ["Documents/a.txt", "Documents/b.txt"])
         }
     }
 
-    @Test(LiveServer.plainOnly("commits plain manifests through the protocol")) func aStaleBaseInABatchIsKeptAsAConflictAndTheLaterEditWins() async throws {
+    @Test(LiveServer.plainOnly("commits plain manifests through the protocol"))
+    func aStaleBaseInABatchIsKeptAsAConflictAndTheLaterEditWins() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
             let first = try Self.document(Array("first".utf8))
             let edit = try Self.document(Array("edit".utf8))
             let other = try Self.document(Array("other device".utf8))
             _ = try await connection.upload([first.chunk, edit.chunk, other.chunk])
-            let made = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [
-                try Self.commit("Documents/a.txt", first.manifest, mtime: 1)]))
+            let made = try await connection.commit(
+                container: .default,
+                batch: BatchCommitRequest(documents: [
+                    try Self.commit("Documents/a.txt", first.manifest, mtime: 1)
+                ]))
             #expect(made[0].document?.version == 1)
-            _ = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [
-                try Self.commit("Documents/a.txt", edit.manifest, base: 1, mtime: 3)]))
+            _ = try await connection.commit(
+                container: .default,
+                batch: BatchCommitRequest(documents: [
+                    try Self.commit("Documents/a.txt", edit.manifest, base: 1, mtime: 3)
+                ]))
             // Another device edited version 1 too, earlier: kept, as a conflict.
-            let late = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [
-                try Self.commit("Documents/a.txt", other.manifest, base: 1, mtime: 2)]))
+            let late = try await connection.commit(
+                container: .default,
+                batch: BatchCommitRequest(documents: [
+                    try Self.commit("Documents/a.txt", other.manifest, base: 1, mtime: 2)
+                ]))
             #expect(late[0].document?.state == .conflict)
             let info = try await server.client().stat("Documents/a.txt")
             #expect(info.version == 2 && info.conflicts == [3])
@@ -120,10 +154,13 @@ import XferProtocol
 
     @Test func aSyncPassPushesManySmallFilesInBatchesAndAnotherDeviceGetsThemAll() async throws {
         try await LiveServer.run { server in
-            let a = server.root + "/a", b = server.root + "/b"
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             for index in 0..<700 {
-                try Files.write(a + "/Documents/d\(index / 100)/f\(index).txt", Files.random(count: 50 + index, seed: UInt64(index)),
-                                mode: index % 7 == 0 ? 0o600 : 0o644)
+                try Files.write(
+                    a + "/Documents/d\(index / 100)/f\(index).txt",
+                    Files.random(count: 50 + index, seed: UInt64(index)),
+                    mode: index % 7 == 0 ? 0o600 : 0o644)
             }
             // Two files with the same bytes share a chunk; a symlink goes in a batch too.
             try Files.write(a + "/Documents/same-1.txt", Array("same".utf8))
@@ -155,7 +192,10 @@ import XferProtocol
             }
             let (left, right) = (try synced(a), try synced(b))
             #expect(left.count == 704)
-            #expect(left == right, "differ: \(Array(Set(left.keys).symmetricDifference(right.keys)).prefix(5)) \(left.keys.filter { right[$0] != left[$0] }.prefix(5))")
+            #expect(
+                left == right,
+                "differ: \(Array(Set(left.keys).symmetricDifference(right.keys)).prefix(5)) \(left.keys.filter { right[$0] != left[$0] }.prefix(5))"
+            )
         }
     }
 
@@ -166,12 +206,16 @@ import XferProtocol
             for index in 0..<5 {
                 let path = directory + "/f\(index).txt"
                 try Files.write(path, Files.random(count: 1000, seed: UInt64(index)))
-                items.append(PushItem(path: path, name: try DocumentPath("Documents/f\(index).txt"),
-                                      state: try ClientState(root: path, stateDirectory: server.stateDirectory)))
+                items.append(
+                    PushItem(
+                        path: path, name: try DocumentPath("Documents/f\(index).txt"),
+                        state: try ClientState(root: path, stateDirectory: server.stateDirectory)))
             }
             let gone = directory + "/gone.txt"
-            items.append(PushItem(path: gone, name: try DocumentPath("Documents/gone.txt"),
-                                  state: try ClientState(root: gone, stateDirectory: server.stateDirectory)))
+            items.append(
+                PushItem(
+                    path: gone, name: try DocumentPath("Documents/gone.txt"),
+                    state: try ClientState(root: gone, stateDirectory: server.stateDirectory)))
             let engine = PushEngine(remote: server.remote)
             let results = try await engine.pushMany(items)
             for result in results.prefix(5) {
@@ -187,28 +231,47 @@ import XferProtocol
         }
     }
 
-    @Test(LiveServer.plainOnly("commits plain manifests through the protocol")) func manifestsOfManyDocumentsComeInOneAnswerEachOnItsOwn() async throws {
+    @Test(LiveServer.plainOnly("commits plain manifests through the protocol"))
+    func manifestsOfManyDocumentsComeInOneAnswerEachOnItsOwn() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
-            let one = try Self.document(Array("one".utf8)), two = try Self.document(Array("two".utf8))
+            let one = try Self.document(Array("one".utf8))
+            let two = try Self.document(Array("two".utf8))
             _ = try await connection.upload([one.chunk, two.chunk])
-            _ = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [
-                try Self.commit("Documents/a.txt", one.manifest), try Self.commit("Documents/gone.txt", one.manifest)]))
-            _ = try await connection.commit(container: .default, batch: BatchCommitRequest(documents: [
-                try Self.commit("Documents/a.txt", two.manifest, base: 1)]))
+            _ = try await connection.commit(
+                container: .default,
+                batch: BatchCommitRequest(documents: [
+                    try Self.commit("Documents/a.txt", one.manifest),
+                    try Self.commit("Documents/gone.txt", one.manifest)
+                ]))
+            _ = try await connection.commit(
+                container: .default,
+                batch: BatchCommitRequest(documents: [
+                    try Self.commit("Documents/a.txt", two.manifest, base: 1)
+                ]))
             _ = try await server.client().delete("Documents/gone.txt")
-            let items = try await connection.manifests(container: .default, [
-                .init(path: try DocumentPath("Documents/a.txt")),
-                .init(path: try DocumentPath("Documents/a.txt"), version: 1),
-                .init(path: try DocumentPath("Documents/gone.txt")),
-                .init(path: try DocumentPath("Documents/never.txt")),
-            ])
-            #expect(items[0].document?.version == 2 && items[0].manifest.map { try? Base64.decode($0) } == two.manifest.encoded())
-            #expect(items[1].document?.version == 1 && items[1].manifest.map { try? Base64.decode($0) } == one.manifest.encoded())
+            let items = try await connection.manifests(
+                container: .default,
+                [
+                    .init(path: try DocumentPath("Documents/a.txt")),
+                    .init(path: try DocumentPath("Documents/a.txt"), version: 1),
+                    .init(path: try DocumentPath("Documents/gone.txt")),
+                    .init(path: try DocumentPath("Documents/never.txt"))
+                ])
+            #expect(
+                items[0].document?.version == 2
+                    && items[0].manifest.map { try? Base64.decode($0) } == two.manifest.encoded())
+            #expect(
+                items[1].document?.version == 1
+                    && items[1].manifest.map { try? Base64.decode($0) } == one.manifest.encoded())
             #expect(items[2].error?.code == "not_found" && items[2].manifest == nil)
             #expect(items[3].error?.code == "not_found")
-            let tooMany = try (0...ProtocolLimits.maximumBatchDocuments).map { ManifestBatchRequest.Wanted(path: try DocumentPath("Documents/f\($0)")) }
-            await #expect { _ = try await connection.manifests(container: .default, tooMany) } throws: { ($0 as? XferError)?.code == .tooLarge }
+            let tooMany = try (0...ProtocolLimits.maximumBatchDocuments).map {
+                ManifestBatchRequest.Wanted(path: try DocumentPath("Documents/f\($0)"))
+            }
+            await #expect { _ = try await connection.manifests(container: .default, tooMany) } throws: {
+                ($0 as? XferError)?.code == .tooLarge
+            }
         }
     }
 
@@ -217,12 +280,18 @@ import XferProtocol
     @Test func aServerWithoutBatchRoutesIsSyncedOneDocumentAtATime() async throws {
         let refused = Locked(0)
         try await LiveServer.run(intercept: { request in
-            guard request.method == .post, request.uri.path.hasSuffix("/commits") || request.uri.path.hasSuffix("/manifests") else { return nil }
+            guard request.method == .post,
+                request.uri.path.hasSuffix("/commits") || request.uri.path.hasSuffix("/manifests")
+            else { return nil }
             refused.withLock { $0 += 1 }
-            return Response(status: .notFound, headers: [.contentType: "application/json"],
-                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(ErrorBody(code: "not_found", message: "no such route")))))
+            return Response(
+                status: .notFound, headers: [.contentType: "application/json"],
+                body: ResponseBody(
+                    byteBuffer: ByteBuffer(
+                        bytes: WireJSON.encode(ErrorBody(code: "not_found", message: "no such route")))))
         }) { server in
-            let a = server.root + "/a", b = server.root + "/b"
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             for index in 0..<20 { try Files.write(a + "/Documents/f\(index).txt", Array("file \(index)".utf8)) }
             let pushed = try await SyncEngine(directory: a, remote: server.otherDevice("a")).syncOnce()
             #expect(pushed.uploaded == 20 && pushed.failed == 0, "\(pushed)")
@@ -238,7 +307,8 @@ import XferProtocol
     /// the remote edit waits as a conflict, as with a single pull.
     @Test func aBatchedPullNeverReplacesALocalEdit() async throws {
         try await LiveServer.run { server in
-            let a = server.root + "/a", b = server.root + "/b"
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             for index in 0..<10 { try Files.write(a + "/Documents/f\(index).txt", Array("first \(index)".utf8)) }
             let deviceA = try SyncEngine(directory: a, remote: server.otherDevice("a"))
             _ = try await deviceA.syncOnce()
@@ -252,7 +322,9 @@ import XferProtocol
             try Files.write(b + "/Documents/f3.txt", Array("edited on b".utf8))
             let pass = try await deviceB.syncOnce()
             #expect(pass.failed == 0, "\(pass)")
-            for index in [0, 1, 2, 4, 9] { #expect(Files.read(b + "/Documents/f\(index).txt") == Array("second \(index)".utf8)) }
+            for index in [0, 1, 2, 4, 9] {
+                #expect(Files.read(b + "/Documents/f\(index).txt") == Array("second \(index)".utf8))
+            }
             let versions = try await server.client().versions("Documents/f3.txt")
             var kept = false
             for version in versions where version.state != .deleted {

@@ -9,7 +9,9 @@ import XferProtocol
 /// read as "the user deleted everything".
 @Suite struct ChangingTreeTests {
     /// A pass whose events are collected until it ends.
-    static func collecting(_ engine: SyncEngine, onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) -> Task<[SyncEvent], Never> {
+    static func collecting(_ engine: SyncEngine, onEvent: @escaping @Sendable (SyncEvent) -> Void = { _ in }) -> Task<
+        [SyncEvent], Never
+    > {
         Task {
             var seen: [SyncEvent] = []
             for await event in engine.events {
@@ -37,7 +39,11 @@ import XferProtocol
             let pass = try await engine.syncOnce()
             let seen = await events.value
             #expect(pass.uploaded == 1 && pass.failed == 0 && pass.retried == 1, "\(pass)")
-            #expect(seen.contains { if case .retrying(let path, _) = $0 { return path.value == "Documents/b.txt" }; return false })
+            #expect(
+                seen.contains {
+                    if case .retrying(let path, _) = $0 { return path.value == "Documents/b.txt" }
+                    return false
+                })
             #expect(try await server.client().stat("Documents/a-big.bin").state == .current)
             await #expect(throws: XferError.self) { try await server.client().stat("Documents/b.txt") }
             // The next pass finds nothing to do: it is gone, and was never synced.
@@ -54,10 +60,18 @@ import XferProtocol
             try Files.write(path, Files.random(count: 24 << 20, seed: 2))
             let written = Locked(false)
             await #expect {
-                _ = try await PushEngine(remote: server.remote).push(path, as: try DocumentPath("Documents/growing.bin")) { _ in
+                _ = try await PushEngine(remote: server.remote).push(
+                    path, as: try DocumentPath("Documents/growing.bin")
+                ) { _ in
                     // While the push reads the file (the first report comes with its first
                     // chunk, on the reader's delivery), another program appends to it.
-                    guard written.withLock({ let first = !$0; $0 = true; return first }) else { return }
+                    guard
+                        written.withLock({
+                            let first = !$0
+                            $0 = true
+                            return first
+                        })
+                    else { return }
                     let handle = FileHandle(forWritingAtPath: path)!
                     handle.seekToEndOfFile()
                     handle.write(Data("appended".utf8))
@@ -71,7 +85,8 @@ import XferProtocol
             let info = try? await server.client().stat("Documents/growing.bin")
             #expect(info == nil || info?.state != .current, "\(String(describing: info))")
             // Pushed again once it is quiet, whole.
-            let report = try await PushEngine(remote: server.remote).push(path, as: try DocumentPath("Documents/growing.bin"))
+            let report = try await PushEngine(remote: server.remote).push(
+                path, as: try DocumentPath("Documents/growing.bin"))
             #expect(report.committed)
             _ = try await server.pull("Documents/growing.bin", server.root + "/copy.bin")
             #expect(Files.read(server.root + "/copy.bin") == Files.read(path))
@@ -90,13 +105,21 @@ import XferProtocol
             for (index, name) in names.enumerated() {
                 let path = directory + "/" + name
                 try Files.write(path, Files.random(count: index == 0 ? 24 << 20 : 3_000, seed: UInt64(60 + index)))
-                items.append(PushItem(path: path, name: try DocumentPath("Documents/" + name),
-                                      state: try ClientState(root: path, stateDirectory: server.stateDirectory)))
+                items.append(
+                    PushItem(
+                        path: path, name: try DocumentPath("Documents/" + name),
+                        state: try ClientState(root: path, stateDirectory: server.stateDirectory)))
             }
             let written = Locked(false)
             let growing = items[0].path
             let results = try await PushEngine(remote: server.remote).pushMany(items) { _ in
-                guard written.withLock({ let first = !$0; $0 = true; return first }) else { return }
+                guard
+                    written.withLock({
+                        let first = !$0
+                        $0 = true
+                        return first
+                    })
+                else { return }
                 let handle = FileHandle(forWritingAtPath: growing)!
                 handle.seekToEndOfFile()
                 handle.write(Data("appended".utf8))
@@ -106,7 +129,10 @@ import XferProtocol
             #expect(throws: XferError.self) { try results[0].get() }
             if case .failure(let error as XferError) = results[0] { #expect(error.isLocalChange, "\(error)") }
             for result in results.dropFirst() { #expect(try result.get().committed) }
-            #expect(try await server.client().list().documents.map(\.path.value).sorted() == ["Documents/b.txt", "Documents/c.txt"])
+            #expect(
+                try await server.client().list().documents.map(\.path.value).sorted() == [
+                    "Documents/b.txt", "Documents/c.txt"
+                ])
         }
     }
 
@@ -119,9 +145,17 @@ import XferProtocol
             let first = Files.random(count: 100_000, seed: 3)
             try Files.write(path, first)
             let written = Locked(false)
-            let report = try await PushEngine(remote: server.remote).push(path, as: try DocumentPath("Documents/note.txt")) { progress in
+            let report = try await PushEngine(remote: server.remote).push(
+                path, as: try DocumentPath("Documents/note.txt")
+            ) { progress in
                 // Bytes on the wire: the file's one batch of chunks was sent, so it was read to its end.
-                guard progress.bytesOnWire > 0, written.withLock({ let first = !$0; $0 = true; return first }) else { return }
+                guard progress.bytesOnWire > 0,
+                    written.withLock({
+                        let first = !$0
+                        $0 = true
+                        return first
+                    })
+                else { return }
                 let handle = FileHandle(forWritingAtPath: path)!
                 handle.seekToEndOfFile()
                 handle.write(Data("appended".utf8))
@@ -131,7 +165,8 @@ import XferProtocol
             _ = try await server.pull("Documents/note.txt", server.root + "/copy.txt")
             #expect(Files.read(server.root + "/copy.txt") == first)
             // The state holds the stamp read, not the file's now: the next push reads it again.
-            let again = try await PushEngine(remote: server.remote).push(path, as: try DocumentPath("Documents/note.txt"))
+            let again = try await PushEngine(remote: server.remote).push(
+                path, as: try DocumentPath("Documents/note.txt"))
             #expect(again.committed && again.version > report.version)
             _ = try await server.pull("Documents/note.txt", server.root + "/copy2.txt")
             #expect(Files.read(server.root + "/copy2.txt") == first + Array("appended".utf8))
@@ -154,8 +189,10 @@ import XferProtocol
             await #expect { try await engine.syncOnce() } throws: { ($0 as? XferError)?.code == .folderMissing }
             #expect(try await server.client().list().documents.count == 4)  // three notes and Documents
             let health = try engine.directory.state.health()
-            #expect(health?.phase == .folderMissing && health?.running == true && health?.lastError?.contains("marker") == true,
-                    "\(String(describing: health))")
+            #expect(
+                health?.phase == .folderMissing && health?.running == true
+                    && health?.lastError?.contains("marker") == true,
+                "\(String(describing: health))")
 
             // Put back: it syncs again as before.
             try FileManager.default.removeItem(atPath: directory)
@@ -180,22 +217,34 @@ import XferProtocol
             let engine = try SyncEngine(directory: directory, remote: server.otherDevice("a"), options: options)
             let watching = Task { try await engine.watch() }
             defer { watching.cancel() }
-            #expect(await engine.awaitEvent { if case .uploaded(let path, _, _) = $0 { return path.value == "Documents/kept.txt" }; return false })
+            #expect(
+                await engine.awaitEvent {
+                    if case .uploaded(let path, _, _) = $0 { return path.value == "Documents/kept.txt" }
+                    return false
+                })
 
-            async let missing = engine.awaitEvent { if case .folderMissing = $0 { return true }; return false }
+            async let missing = engine.awaitEvent {
+                if case .folderMissing = $0 { return true }
+                return false
+            }
             try FileManager.default.moveItem(atPath: directory, toPath: server.root + "/away")
             try await Task.sleep(for: .milliseconds(100))
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             try Files.write(directory + "/Documents/other.txt", Array("another folder here".utf8))
             #expect(await missing)
             #expect(try await server.client().stat("Documents/kept.txt").state == .current)
-            #expect((try? await server.client().stat("Documents/other.txt")) == nil, "nothing is read from a folder that is not the synced one")
+            #expect(
+                (try? await server.client().stat("Documents/other.txt")) == nil,
+                "nothing is read from a folder that is not the synced one")
 
             // Back in place: watched afresh, so a new save there goes up without a rescan.
             try FileManager.default.removeItem(atPath: directory)
             try FileManager.default.moveItem(atPath: server.root + "/away", toPath: directory)
             try await Task.sleep(for: .seconds(1))
-            async let uploaded = engine.awaitEvent { if case .uploaded(let path, _, _) = $0 { return path.value == "Documents/new.txt" }; return false }
+            async let uploaded = engine.awaitEvent {
+                if case .uploaded(let path, _, _) = $0 { return path.value == "Documents/new.txt" }
+                return false
+            }
             try Files.write(directory + "/Documents/new.txt", Array("new".utf8))
             #expect(await uploaded)
             #expect(try await server.client().stat("Documents/kept.txt").state == .current)
@@ -216,10 +265,17 @@ import XferProtocol
             let engine = try SyncEngine(directory: directory, remote: server.otherDevice("a"), options: options)
             let watching = Task { try await engine.watch() }
             defer { watching.cancel() }
-            #expect(await engine.awaitEvent { if case .passFinished = $0 { return true }; return false })
+            #expect(
+                await engine.awaitEvent {
+                    if case .passFinished = $0 { return true }
+                    return false
+                })
 
             let written = ContinuousClock.now
-            async let settled = engine.awaitEvent { if case .uploaded(let path, _, _) = $0 { return path.value == "Documents/kept.txt" }; return false }
+            async let settled = engine.awaitEvent {
+                if case .uploaded(let path, _, _) = $0 { return path.value == "Documents/kept.txt" }
+                return false
+            }
             // A lock file lives for 300 ms, rewritten as it goes; the kept file is written once.
             try Files.write(directory + "/Documents/index.lock", Array("locked".utf8))
             try Files.write(directory + "/Documents/kept.txt", Array("kept".utf8))

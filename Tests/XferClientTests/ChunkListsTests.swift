@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import XferCore
+
 @testable import XferClient
 
 /// A push's chunk lists, held packed (and spilled to a file once large), read back as the arrays they stand for.

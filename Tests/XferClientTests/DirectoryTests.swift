@@ -15,18 +15,24 @@ import XferProtocol
         var result: [String: String] = [:]
         for entry in try DirectoryWalker.walk(root) where !entry.relativePath.hasPrefix(".xfer") {
             // End to end a directory document's mode is each device's own (EndToEndKeys).
-            result[entry.relativePath] = entry.kind == .directory && LiveServer.endToEnd ? "directory" : "\(entry.kind) \(String(entry.mode, radix: 8))"
+            result[entry.relativePath] =
+                entry.kind == .directory && LiveServer.endToEnd
+                ? "directory" : "\(entry.kind) \(String(entry.mode, radix: 8))"
         }
         return result
     }
 
     static func names(_ server: LiveServer) async throws -> [String: DocumentKind] {
-        Dictionary(uniqueKeysWithValues: try await server.client().list().documents.filter { $0.state == .current }.map { ($0.path.value, $0.kind) })
+        Dictionary(
+            uniqueKeysWithValues: try await server.client().list().documents.filter { $0.state == .current }.map {
+                ($0.path.value, $0.kind)
+            })
     }
 
     @Test func theNamespaceHoldsDocumentsBelowADirectoryOnly() async throws {
         try await LiveServer.run { server in
-            let folder = server.root + "/folder", file = server.root + "/file.txt"
+            let folder = server.root + "/folder"
+            let file = server.root + "/file.txt"
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             try Files.write(file, Array("text".utf8))
             let engine = PushEngine(remote: server.remote)
@@ -39,16 +45,22 @@ import XferProtocol
             _ = try await engine.push(file, as: try DocumentPath("dir/sub/b.txt"))
             // Nothing below a file, and no file where documents lie below.
             _ = try await engine.push(file, as: try DocumentPath("plain"))
-            await #expect { _ = try await engine.push(folder, as: try DocumentPath("plain/inner"), directoryItself: true) } throws: {
+            await #expect {
+                _ = try await engine.push(folder, as: try DocumentPath("plain/inner"), directoryItself: true)
+            } throws: {
                 ($0 as? XferError)?.code == .conflict
             }
             await #expect { _ = try await engine.push(file, as: try DocumentPath("dir/sub"), state: nil) } throws: {
                 ($0 as? XferError)?.code == .conflict
             }
-            #expect(try await Self.names(server) == ["dir": .directory, "dir/a.txt": .file, "dir/sub": .directory,
-                                                     "dir/sub/b.txt": .file, "plain": .file])
+            #expect(
+                try await Self.names(server) == [
+                    "dir": .directory, "dir/a.txt": .file, "dir/sub": .directory,
+                    "dir/sub/b.txt": .file, "plain": .file
+                ])
             // A pull of a directory makes it, or keeps the one there with what it holds.
-            let pulled = try await PullEngine(remote: server.remote).pull(try DocumentPath("dir/sub"), into: server.root + "/out/sub")
+            let pulled = try await PullEngine(remote: server.remote).pull(
+                try DocumentPath("dir/sub"), into: server.root + "/out/sub")
             #expect(pulled.kind == .directory && pulled.files == 0)
             var info = stat()
             #expect(lstat(server.root + "/out/sub", &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR)
@@ -57,9 +69,11 @@ import XferProtocol
 
     @Test func emptyDirectoriesAreMadeRenamedAndRemovedOnTheOtherDevice() async throws {
         try await LiveServer.run { server in
-            let a = try Device(server, "a"), b = try Device(server, "b")
+            let a = try Device(server, "a")
+            let b = try Device(server, "b")
             try FileManager.default.createDirectory(atPath: a.path("empty"), withIntermediateDirectories: true)
-            try FileManager.default.createDirectory(atPath: a.path("nested/deeper/deepest"), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: a.path("nested/deeper/deepest"), withIntermediateDirectories: true)
             try Files.write(a.path("nested/note.txt"), Array("note".utf8))
             #expect(chmod(a.path("nested/deeper"), 0o750) == 0)
             let first = try await a.engine.syncOnce()
@@ -67,7 +81,8 @@ import XferProtocol
             let arrived = try await b.engine.syncOnce()
             #expect(arrived.downloaded == 1 && arrived.directories == 4, "\(arrived)")
             #expect(try Self.tree(b.directory) == Self.tree(a.directory))
-            #expect(try Self.tree(b.directory)["nested/deeper"] == (LiveServer.endToEnd ? "directory" : "directory 750"))
+            #expect(
+                try Self.tree(b.directory)["nested/deeper"] == (LiveServer.endToEnd ? "directory" : "directory 750"))
             // Settled: the next passes only confirm.
             _ = try await a.engine.syncOnce()
             #expect(try await a.engine.syncOnce().confirmed)
@@ -81,8 +96,11 @@ import XferProtocol
             let followed = try await b.engine.syncOnce()
             #expect(followed.directories == 4, "\(followed)")
             #expect(try Self.tree(b.directory) == Self.tree(a.directory))
-            #expect(try Self.tree(b.directory)["renamed"] == (LiveServer.endToEnd ? "directory" : "directory 755") && Self.tree(b.directory)["empty"] == nil)
-            #expect(try Self.tree(b.directory)["nested/deeper"] == (LiveServer.endToEnd ? "directory" : "directory 700"))
+            #expect(
+                try Self.tree(b.directory)["renamed"] == (LiveServer.endToEnd ? "directory" : "directory 755")
+                    && Self.tree(b.directory)["empty"] == nil)
+            #expect(
+                try Self.tree(b.directory)["nested/deeper"] == (LiveServer.endToEnd ? "directory" : "directory 700"))
 
             // A whole tree removed on B: files first, then each directory once empty.
             try FileManager.default.removeItem(atPath: b.path("nested"))
@@ -95,7 +113,8 @@ import XferProtocol
 
     @Test func aDirectoryDeletedElsewhereStaysWhileItHoldsAnything() async throws {
         try await LiveServer.run { server in
-            let a = try Device(server, "a"), b = try Device(server, "b")
+            let a = try Device(server, "a")
+            let b = try Device(server, "b")
             try Files.write(a.path("project/old.txt"), Array("old".utf8))
             _ = try await a.engine.syncOnce()
             _ = try await b.engine.syncOnce()
@@ -147,7 +166,8 @@ import XferProtocol
             options.downloadsInFlight = 1
             var syncOptions = SyncOptions()
             syncOptions.pull = options
-            let engine = try SyncEngine(directory: server.root + "/c", remote: server.otherDevice("c"), options: syncOptions)
+            let engine = try SyncEngine(
+                directory: server.root + "/c", remote: server.otherDevice("c"), options: syncOptions)
             let seen = Locked<[[String]]>([])
             let staging = server.root + "/c/" + SyncDirectory.stagingName
             _ = try await engine.directory.fetch(try DocumentPath("Documents/big.bin")) { _ in
@@ -157,7 +177,9 @@ import XferProtocol
             }
             let during = seen.value
             #expect(during.count > 3)
-            #expect(during.allSatisfy { $0.allSatisfy { $0.hasPrefix("staging:") } }, "nothing beside the target: \(during.prefix(3))")
+            #expect(
+                during.allSatisfy { $0.allSatisfy { $0.hasPrefix("staging:") } },
+                "nothing beside the target: \(during.prefix(3))")
             #expect(during.contains { $0.contains { $0.hasPrefix("staging:") && $0.hasSuffix(".partial") } })
             #expect(Files.read(server.root + "/c/Documents/big.bin") == content)
             #expect(try FileManager.default.contentsOfDirectory(atPath: staging).isEmpty)
@@ -169,7 +191,8 @@ import XferProtocol
 
     @Test func aFileAndADirectoryTakeEachOthersPlace() async throws {
         try await LiveServer.run { server in
-            let a = try Device(server, "a"), b = try Device(server, "b")
+            let a = try Device(server, "a")
+            let b = try Device(server, "b")
             try Files.write(a.path("thing"), Array("a file".utf8))
             _ = try await a.engine.syncOnce()
             _ = try await b.engine.syncOnce()

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import XferCore
+
 @testable import XferClient
 
 /// A pull of many files starts the disk's writeback as it goes: one `syncfs` after every
@@ -40,11 +41,12 @@ import XferCore
         defer { try? FileManager.default.removeItem(atPath: root) }
         let gate = DispatchSemaphore(value: 0)
         let descriptors = Locked<[Int32]>([])
-        let early = try #require(EarlyWriteback(directory, threshold: 10) { fd in
-            descriptors.withLock { $0.append(fd) }
-            gate.wait()
-            return 0
-        })
+        let early = try #require(
+            EarlyWriteback(directory, threshold: 10) { fd in
+                descriptors.withLock { $0.append(fd) }
+                gate.wait()
+                return 0
+            })
         early.wrote(10)
         #expect(early.writebacksStarted == 1)
         await withTaskGroup(of: Void.self) { group in
@@ -65,9 +67,13 @@ import XferCore
         let (directory, root) = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: root) }
         let calls = Locked(0)
-        let early = try #require(EarlyWriteback(directory, threshold: 1) { _ in
-            calls.withLock { $0 += 1; return [0, EIO, ENOSPC][min($0 - 1, 2)] }
-        })
+        let early = try #require(
+            EarlyWriteback(directory, threshold: 1) { _ in
+                calls.withLock {
+                    $0 += 1
+                    return [0, EIO, ENOSPC][min($0 - 1, 2)]
+                }
+            })
         early.wrote(1)
         #expect(early.failure == nil, "the first one succeeded")
         early.wrote(1)

@@ -3,6 +3,7 @@ import Testing
 import XferClient
 import XferCore
 import XferProtocol
+
 @testable import XferServer
 
 /// Push and pull on an end-to-end encrypted container (issue 16, second level): a device
@@ -15,7 +16,9 @@ import XferProtocol
 
     /// A device's remote on container `vault`.
     static func vault(_ server: LiveServer, _ device: String) throws -> Remote {
-        Remote(connection: server.remote.connection, container: try ContainerName("vault"), stateDirectory: server.root + "/state-" + device)
+        Remote(
+            connection: server.remote.connection, container: try ContainerName("vault"),
+            stateDirectory: server.root + "/state-" + device)
     }
 
     /// A package of known files: text (compressible), random bytes over several chunks, an
@@ -25,7 +28,7 @@ import XferProtocol
             "\(secretName)/notes.txt": Array(String(repeating: marker + "\n", count: 300).utf8),
             "\(secretName)/survey.bin": Files.random(count: 700_000, seed: 61),
             "empty.txt": [],
-            "a/b/c/deep.txt": Array("deep \(marker)".utf8),
+            "a/b/c/deep.txt": Array("deep \(marker)".utf8)
         ]
         for (path, bytes) in files { try Files.write(root + "/" + path, bytes) }
         return files
@@ -35,8 +38,10 @@ import XferProtocol
     /// Device A's unlocked remote on `vault`, made encrypted with `passphrase`, and the known
     /// tree (``makeTree(_:)``) pushed there as `name`.
     static func vaultWithTree(_ server: LiveServer, passphrase: String = "pw", as name: String) async throws
-        -> (a: Remote, files: [String: [UInt8]]) {
-        _ = try await EncryptedContainers(remote: try vault(server, "a")).create(passphrase: passphrase, parameters: fast)
+        -> (a: Remote, files: [String: [UInt8]])
+    {
+        _ = try await EncryptedContainers(remote: try vault(server, "a")).create(
+            passphrase: passphrase, parameters: fast)
         let a = try await vault(server, "a").unlocked()
         let files = try makeTree(server.root + "/tree")
         _ = try await PushEngine(remote: a).push(server.root + "/tree", as: try DocumentPath(name))
@@ -49,11 +54,14 @@ import XferProtocol
         }
     }
 
-    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool { Data(haystack).range(of: Data(needle)) != nil }
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        Data(haystack).range(of: Data(needle)) != nil
+    }
 
     /// The changes of container `vault` up to its newest, from `feed`.
     static func drain(_ feed: ChangeFeed, _ server: LiveServer) async throws -> [Change] {
-        let head = try await server.remote.connection.changes(container: try ContainerName("vault"), after: 0, wait: 0).cursor
+        let head = try await server.remote.connection.changes(container: try ContainerName("vault"), after: 0, wait: 0)
+            .cursor
         var changes: [Change] = []
         for try await change in feed {
             changes.append(change)
@@ -64,19 +72,22 @@ import XferProtocol
 
     @Test func aSecondDeviceWithThePassphrasePullsWhatTheServerCannotRead() async throws {
         try await LiveServer.run { server in
-            let key = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "correct horse", parameters: Self.fast)
+            let key = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(
+                passphrase: "correct horse", parameters: Self.fast)
             let a = try await Self.vault(server, "a").unlocked()
             #expect(a.endToEnd?.keyID == key.id)
             let tree = server.root + "/tree"
             let files = try Self.makeTree(tree)
             let pushed = try await PushEngine(remote: a).push(tree, as: try DocumentPath("Projects/Harbour.pkg"))
             #expect(pushed.committed && pushed.files == files.count && pushed.document == "Projects/Harbour.pkg")
-            _ = try await PushEngine(remote: a).push(tree + "/\(Self.secretName)/notes.txt", as: try DocumentPath("notes.txt"))
+            _ = try await PushEngine(remote: a).push(
+                tree + "/\(Self.secretName)/notes.txt", as: try DocumentPath("notes.txt"))
 
             // Device B joins with the passphrase and pulls the same bytes.
             _ = try await EncryptedContainers(remote: try Self.vault(server, "b")).unlock(passphrase: "correct horse")
             let b = try await Self.vault(server, "b").unlocked()
-            let pulled = try await PullEngine(remote: b).pull(try DocumentPath("Projects/Harbour.pkg"), into: server.root + "/out")
+            let pulled = try await PullEngine(remote: b).pull(
+                try DocumentPath("Projects/Harbour.pkg"), into: server.root + "/out")
             #expect(pulled.files == files.count && pulled.document == "Projects/Harbour.pkg")
             for (path, bytes) in files { #expect(Files.read(server.root + "/out/" + path) == bytes, "\(path)") }
             _ = try await PullEngine(remote: b).pull(try DocumentPath("notes.txt"), into: server.root + "/notes-b.txt")
@@ -84,11 +95,15 @@ import XferProtocol
 
             // The server keeps sealed names, and no file's content, name, or plain chunk id.
             let listed = try await server.remote.connection.list(container: try ContainerName("vault"), prefix: "")
-            #expect(listed.documents.count == 2 && listed.documents.allSatisfy { NameSealing.isSealed(path: $0.path.value) })
+            #expect(
+                listed.documents.count == 2 && listed.documents.allSatisfy { NameSealing.isSealed(path: $0.path.value) }
+            )
             // Nor a true size, time or mode: the size is what it stores (sealed, padded).
             let plainBytes = files.values.reduce(0) { $0 + $1.count }
             for document in listed.documents {
-                #expect(document.mtimeNs == 0 && document.mode == 0o600 && document.size != Int64(plainBytes), "\(document)")
+                #expect(
+                    document.mtimeNs == 0 && document.mode == 0o600 && document.size != Int64(plainBytes), "\(document)"
+                )
             }
             let survey = files["\(Self.secretName)/survey.bin"]!
             let plainChunks = survey.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: .default) }
@@ -102,11 +117,14 @@ import XferProtocol
                     offset += length
                 }
             }
-            var needles: [(String, [UInt8])] = [("text", Array(Self.marker.utf8)), ("text's start", Array(Self.marker.prefix(16).utf8)),
-                                                ("document name", Array("Harbour.pkg".utf8)), ("folder", Array("Projects".utf8)),
-                                                ("random bytes", Array(survey[1000..<1032]))]
+            var needles: [(String, [UInt8])] = [
+                ("text", Array(Self.marker.utf8)), ("text's start", Array(Self.marker.prefix(16).utf8)),
+                ("document name", Array("Harbour.pkg".utf8)), ("folder", Array("Projects".utf8)),
+                ("random bytes", Array(survey[1000..<1032]))
+            ]
             // Every name in the tree, each path component (but one-letter ones, found anywhere).
-            for component in Set(files.keys.flatMap { $0.split(separator: "/").map(String.init) }) where component.count > 4 {
+            for component in Set(files.keys.flatMap { $0.split(separator: "/").map(String.init) })
+            where component.count > 4 {
                 needles.append(("name \(component)", Array(component.utf8)))
             }
             for id in plainIDs { needles += [("plain id", id.bytes), ("plain id as hex", Array(id.hex.utf8))] }
@@ -115,11 +133,15 @@ import XferProtocol
             #expect(try await SealedServerTests.revealed(secrets, metadataOf: server).isEmpty)
             #expect(SealedServerTests.revealed(secrets, in: try await SealedServerTests.packBytes(server.data)) == 0)
             // The same check finds them in a plain container: it can fail.
-            let plainBox = Remote(connection: server.remote.connection, container: try ContainerName("plainbox"), stateDirectory: server.stateDirectory)
+            let plainBox = Remote(
+                connection: server.remote.connection, container: try ContainerName("plainbox"),
+                stateDirectory: server.stateDirectory)
             _ = try await server.push(tree, "plain.pkg", from: plainBox)
-            #expect(SealedServerTests.revealed(secrets, in: try await SealedServerTests.packBytes(server.data)) > 0
+            #expect(
+                SealedServerTests.revealed(secrets, in: try await SealedServerTests.packBytes(server.data)) > 0
                     || Backends.sealing != nil)
-            #expect(try await !SealedServerTests.revealed(secrets, metadataOf: server).isEmpty || Backends.sealing != nil)
+            #expect(
+                try await !SealedServerTests.revealed(secrets, metadataOf: server).isEmpty || Backends.sealing != nil)
             _ = try await server.client(plainBox).delete("plain.pkg")
             // Cut with the key's Gear table: not where the plain chunker cuts the same bytes.
             let state = try b.clientState(root: server.root + "/out")
@@ -128,9 +150,12 @@ import XferProtocol
             // And the lengths the server records for the document's chunks (sealed, padded) are
             // none of the plain chunker's.
             let sealedPath = try #require(listed.documents.first { $0.kind == .package }).path
-            let answer = try await server.remote.connection.manifest(container: try ContainerName("vault"), path: sealedPath, version: nil, base: nil)
+            let answer = try await server.remote.connection.manifest(
+                container: try ContainerName("vault"), path: sealedPath, version: nil, base: nil)
             let stored = try EndToEndKeys.references(of: try Manifest(applying: answer.delta, to: nil)).map(\.length)
-            #expect(stored.count > plainChunks.count && Set(stored).isDisjoint(with: plainChunks), "\(stored) \(plainChunks)")
+            #expect(
+                stored.count > plainChunks.count && Set(stored).isDisjoint(with: plainChunks),
+                "\(stored) \(plainChunks)")
 
             // An edit sends what changed; an unchanged tree sends nothing and makes no version.
             try Files.write(tree + "/a/b/c/deep.txt", Array("deeper still".utf8))
@@ -141,7 +166,8 @@ import XferProtocol
             #expect(edit.manifestBytes < pushed.manifestBytes, "\(edit.manifestBytes) against \(pushed.manifestBytes)")
             let noop = try await PushEngine(remote: a).push(tree, as: try DocumentPath("Projects/Harbour.pkg"))
             #expect(!noop.committed && noop.version == edit.version)
-            let again = try await PullEngine(remote: b).pull(try DocumentPath("Projects/Harbour.pkg"), into: server.root + "/out")
+            let again = try await PullEngine(remote: b).pull(
+                try DocumentPath("Projects/Harbour.pkg"), into: server.root + "/out")
             #expect(again.version == edit.version && again.chunksFetched <= 3, "\(again)")
             #expect(Files.read(server.root + "/out/a/b/c/deep.txt") == Array("deeper still".utf8))
 
@@ -157,7 +183,10 @@ import XferProtocol
             #expect(Set(fed) == ["Projects/Harbour.pkg", "notes.txt"] && fed.count == 3, "\(fed)")
             let deleted = try await client.delete("notes.txt")
             #expect(deleted.path.value == "notes.txt" && deleted.state == .deleted)
-            #expect(try await client.list().documents.filter { $0.state != .deleted }.map(\.path.value) == ["Projects/Harbour.pkg"])
+            #expect(
+                try await client.list().documents.filter { $0.state != .deleted }.map(\.path.value) == [
+                    "Projects/Harbour.pkg"
+                ])
 
             // A device without the key is told to unlock; a plain push there is refused.
             let locked = await #expect(throws: XferError.self) { _ = try await Self.vault(server, "c").unlocked() }
@@ -167,7 +196,8 @@ import XferProtocol
 
     @Test func aByteChangedOnTheServerIsRefusedAndNothingIsWritten() async throws {
         try await LiveServer.run { server in
-            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(
+                passphrase: "pw", parameters: Self.fast)
             let a = try await Self.vault(server, "a").unlocked()
             let tree = server.root + "/tree"
             _ = try Self.makeTree(tree)
@@ -176,15 +206,18 @@ import XferProtocol
             let clean = try await ContainerVerify(remote: a).run()
             #expect(clean.ok && clean.documentsChecked == 1 && clean.chunksChecked >= 4, "\(clean)")
             // A document written under another key: its name does not open here, and is reported.
-            let stranger = Remote(connection: server.remote.connection, container: try ContainerName("vault"),
-                                  stateDirectory: server.root + "/state-x", endToEnd: EndToEndKeys(key: .generate()))
+            let stranger = Remote(
+                connection: server.remote.connection, container: try ContainerName("vault"),
+                stateDirectory: server.root + "/state-x", endToEnd: EndToEndKeys(key: .generate()))
             try Files.write(server.root + "/x.txt", Array("x".utf8))
             _ = try await PushEngine(remote: stranger).push(server.root + "/x.txt", as: try DocumentPath("x.txt"))
             let foreign = try await ContainerVerify(remote: a).run()
             #expect(foreign.problems.count == 1 && foreign.problems[0].problem.contains("does not open"), "\(foreign)")
             // Damage every pack in its middle (a data chunk's or a piece of the sealed manifest's bytes).
             guard Backends.environment["XFER_S3_ENDPOINT"] == nil else { return }  // packs in a bucket
-            let packs = Self.serverFiles(server.root + "/data").filter { $0.path.hasPrefix("packs/") && !$0.path.contains("/.") }
+            let packs = Self.serverFiles(server.root + "/data").filter {
+                $0.path.hasPrefix("packs/") && !$0.path.contains("/.")
+            }
             try #require(!packs.isEmpty, "this backend keeps its packs elsewhere")
             for pack in packs {
                 var bytes = pack.bytes
@@ -209,8 +242,11 @@ import XferProtocol
         try await LiveServer.run { server in
             let (a, files) = try await Self.vaultWithTree(server, as: "doc")
             let vault = try ContainerName("vault")
-            let sealed = try #require(try await server.remote.connection.list(container: vault, prefix: "").documents.first).path
-            let answer = try await server.remote.connection.manifest(container: vault, path: sealed, version: nil, base: nil)
+            let sealed = try #require(
+                try await server.remote.connection.list(container: vault, prefix: "").documents.first
+            ).path
+            let answer = try await server.remote.connection.manifest(
+                container: vault, path: sealed, version: nil, base: nil)
             let references = try EndToEndKeys.references(of: try Manifest(applying: answer.delta, to: nil))
             // A manifest this small is one piece, listed first; the content's chunks follow.
             let piece = references[0].id
@@ -230,7 +266,9 @@ import XferProtocol
                 let matched = try error.map(check) == true
                 #expect(matched || (sealedAtRest && error != nil), "\(what): \(String(describing: error))")
                 // Nothing at the target, and no staging copy beside it (but that resumable one).
-                let left = try FileManager.default.contentsOfDirectory(atPath: out).filter { !(sealedAtRest && $0.hasSuffix(".partial")) }
+                let left = try FileManager.default.contentsOfDirectory(atPath: out).filter {
+                    !(sealedAtRest && $0.hasSuffix(".partial"))
+                }
                 #expect(left.isEmpty, "\(what): \(left)")
                 let report = try await ContainerVerify(remote: a).run()
                 #expect(!report.ok && report.problems.contains { $0.document == "doc" }, "\(what): \(report)")
@@ -247,13 +285,20 @@ import XferProtocol
             }
             // The carrier the server records for the version.
             if let sql = server.data.metadata as? any SQLMetadataStore, Backends.sealing == nil {
-                let original = try #require(try await sql.write { tx in try tx.sql.one("SELECT manifest FROM versions WHERE manifest IS NOT NULL")?.blob("manifest") })
+                let original = try #require(
+                    try await sql.write { tx in
+                        try tx.sql.one("SELECT manifest FROM versions WHERE manifest IS NOT NULL")?.blob("manifest")
+                    })
                 var bytes = original
                 bytes[bytes.count - 10] ^= 0x01
                 let damaged = bytes
-                try await sql.write { tx in _ = try tx.sql.rows("UPDATE versions SET manifest = ? WHERE manifest IS NOT NULL", damaged) }
+                try await sql.write { tx in
+                    _ = try tx.sql.rows("UPDATE versions SET manifest = ? WHERE manifest IS NOT NULL", damaged)
+                }
                 try await refused("the carrier") { !$0.message.isEmpty }
-                try await sql.write { tx in _ = try tx.sql.rows("UPDATE versions SET manifest = ? WHERE manifest IS NOT NULL", original) }
+                try await sql.write { tx in
+                    _ = try tx.sql.rows("UPDATE versions SET manifest = ? WHERE manifest IS NOT NULL", original)
+                }
             }
             // Mended, the same pull puts the tree in place.
             _ = try await PullEngine(remote: a).pull(try DocumentPath("doc"), into: out + "/doc")
@@ -271,11 +316,14 @@ import XferProtocol
             try await EncryptedContainers(remote: a).changePassphrase(to: "new words", parameters: Self.fast)
 
             let joining = EncryptedContainers(remote: try Self.vault(server, "d"))
-            let refused = await #expect(throws: XferError.self) { _ = try await joining.unlock(passphrase: "old words") }
+            let refused = await #expect(throws: XferError.self) {
+                _ = try await joining.unlock(passphrase: "old words")
+            }
             #expect(refused?.code == .unauthorized)
             _ = try await joining.unlock(passphrase: "new words")
             let d = try await Self.vault(server, "d").unlocked()
-            _ = try await PullEngine(remote: d).pull(try DocumentPath("Projects/Harbour.pkg"), into: server.root + "/out")
+            _ = try await PullEngine(remote: d).pull(
+                try DocumentPath("Projects/Harbour.pkg"), into: server.root + "/out")
             for (path, bytes) in files { #expect(Files.read(server.root + "/out/" + path) == bytes, "\(path)") }
             #expect(try await DocumentClient(remote: d, device: "d").value(forKey: "note") == .string(Self.marker))
             #expect(try await ContainerVerify(remote: d).run().ok)
@@ -289,8 +337,11 @@ import XferProtocol
             let usedBefore = try await server.remote.connection.account().used
             let (a, files) = try await Self.vaultWithTree(server, as: "doc")
             let vault = try ContainerName("vault")
-            let sealed = try #require(try await server.remote.connection.list(container: vault, prefix: "").documents.first).path
-            let answer = try await server.remote.connection.manifest(container: vault, path: sealed, version: nil, base: nil)
+            let sealed = try #require(
+                try await server.remote.connection.list(container: vault, prefix: "").documents.first
+            ).path
+            let answer = try await server.remote.connection.manifest(
+                container: vault, path: sealed, version: nil, base: nil)
             // What the store holds for the document: its sealed pieces and chunks, as stored.
             let ids = Set(try EndToEndKeys.references(of: try Manifest(applying: answer.delta, to: nil)).map(\.id))
             let stored = try await server.data.chunks.load(Array(ids)).reduce(0) { $0 + $1.payload.count }
@@ -309,7 +360,8 @@ import XferProtocol
     /// key-value writes by their plain keys.
     @Test func theFeedWakesAWaitingDeviceAndResumesFromItsCursorByPlainNames() async throws {
         try await LiveServer.run { server in
-            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(
+                passphrase: "pw", parameters: Self.fast)
             _ = try await EncryptedContainers(remote: try Self.vault(server, "b")).unlock(passphrase: "pw")
             let a = try await Self.vault(server, "a").unlocked()
             let b = DocumentClient(remote: try Self.vault(server, "b"), device: "b")
@@ -323,10 +375,13 @@ import XferProtocol
             try await Task.sleep(for: .milliseconds(300))
             let started = ContinuousClock.now
             try Files.write(server.root + "/notes.txt", Array(Self.marker.utf8))
-            _ = try await PushEngine(remote: a).push(server.root + "/notes.txt", as: try DocumentPath("Harbour plans/notes.txt"))
+            _ = try await PushEngine(remote: a).push(
+                server.root + "/notes.txt", as: try DocumentPath("Harbour plans/notes.txt"))
             let woke = try #require(try await waiter.value)
             #expect(woke.path.value == "Harbour plans/notes.txt", "\(woke)")
-            #expect(ContinuousClock.now - started < .seconds(45), "a waiting feed answers when a change arrives, not at its timeout")
+            #expect(
+                ContinuousClock.now - started < .seconds(45),
+                "a waiting feed answers when a change arrives, not at its timeout")
 
             // Resumed from the cursor: the push's last state at most again, then a key by its plain name.
             _ = try await DocumentClient(remote: a, device: "a").setValue(.bool(true), forKey: "after push")
@@ -341,7 +396,9 @@ import XferProtocol
                 if case .document(let info) = change { documents.append(info) }
             }
             #expect(key?.key == "after push" && key?.value == .bool(true), "\(String(describing: key))")
-            #expect(documents.count <= 2 && documents.allSatisfy { $0.path.value == "Harbour plans/notes.txt" }, "\(documents)")
+            #expect(
+                documents.count <= 2 && documents.allSatisfy { $0.path.value == "Harbour plans/notes.txt" },
+                "\(documents)")
         }
     }
 
@@ -351,13 +408,16 @@ import XferProtocol
         var policy = StorePolicy()
         policy.keyValueMaximumKeys = 2
         try await LiveServer.run(policy: policy) { server in
-            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(
+                passphrase: "pw", parameters: Self.fast)
             _ = try await EncryptedContainers(remote: try Self.vault(server, "b")).unlock(passphrase: "pw")
             let a = try await Self.vault(server, "a").unlocked()
             let keys = try #require(a.endToEnd)
             let vault = try ContainerName("vault")
             let write = { (value: Int64, time: Int64, device: String) in
-                try await server.remote.connection.setValue(container: vault, keys.sealed(KeyValueWrite(key: "count", value: .int(value), timestampNs: time, device: device)))
+                try await server.remote.connection.setValue(
+                    container: vault,
+                    keys.sealed(KeyValueWrite(key: "count", value: .int(value), timestampNs: time, device: device)))
             }
             let now = Int64(Date().timeIntervalSince1970 * 1e9) + 60_000_000_000
             #expect(try await write(10, now, "m").applied)
@@ -379,14 +439,18 @@ import XferProtocol
 
     @Test func keyValuesAreSealedWithTheirKeysAndReadOnAnotherDevice() async throws {
         try await LiveServer.run { server in
-            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(
+                passphrase: "pw", parameters: Self.fast)
             _ = try await EncryptedContainers(remote: try Self.vault(server, "b")).unlock(passphrase: "pw")
             let a = DocumentClient(remote: try Self.vault(server, "a"), device: "a")
             let b = DocumentClient(remote: try Self.vault(server, "b"), device: "b")
-            let written = try await a.setValue(.object(["theme": .string("harbour dark"), "size": .int(14)]), forKey: "preferences.editor")
+            let written = try await a.setValue(
+                .object(["theme": .string("harbour dark"), "size": .int(14)]), forKey: "preferences.editor")
             #expect(written.applied && written.entry.key == "preferences.editor")
             _ = try await a.setValue(.string("\(Self.marker)"), forKey: "last note")
-            #expect(try await b.value(forKey: "preferences.editor") == .object(["theme": .string("harbour dark"), "size": .int(14)]))
+            #expect(
+                try await b.value(forKey: "preferences.editor")
+                    == .object(["theme": .string("harbour dark"), "size": .int(14)]))
             #expect(try await b.values().entries.map(\.key) == ["last note", "preferences.editor"])
             try await b.removeValue(forKey: "last note")
             #expect(try await a.value(forKey: "last note") == nil)
@@ -400,29 +464,36 @@ import XferProtocol
                 }
             }
             let plain = await #expect(throws: XferError.self) {
-                _ = try await DocumentClient(remote: Remote(connection: server.remote.connection, container: try ContainerName("vault"),
-                                                            stateDirectory: server.root + "/state-c"), device: "c")
-                    .setValue(.string("plain"), forKey: "k")
+                _ = try await DocumentClient(
+                    remote: Remote(
+                        connection: server.remote.connection, container: try ContainerName("vault"),
+                        stateDirectory: server.root + "/state-c"), device: "c"
+                )
+                .setValue(.string("plain"), forKey: "k")
             }
             #expect(plain?.code == .unauthorized, "a device without the key is told to unlock")
             let direct = await #expect(throws: XferError.self) {
-                _ = try await server.remote.connection.setValue(container: try ContainerName("vault"),
-                                                                KeyValueWrite(key: "k", value: .string("plain"), timestampNs: 1, device: "x"))
+                _ = try await server.remote.connection.setValue(
+                    container: try ContainerName("vault"),
+                    KeyValueWrite(key: "k", value: .string("plain"), timestampNs: 1, device: "x"))
             }
             #expect(direct?.code == .encryptedContainer)
 
             // The change feed gives them opened (a deletion, its hashed key).
-            let keys = try await Self.drain(b.changes(start: 0, wait: 0), server).compactMap { change -> KeyValueEntry? in
+            let keys = try await Self.drain(b.changes(start: 0, wait: 0), server).compactMap {
+                change -> KeyValueEntry? in
                 if case .key(let entry) = change { entry } else { nil }
             }
             #expect(keys.count == 2 && keys[0].key == "preferences.editor" && keys[0].value != nil, "\(keys)")
-            #expect(keys.count == 2 && keys[1].value == nil && keys[1].key.count == 64, "a deletion gives its hashed key")
+            #expect(
+                keys.count == 2 && keys[1].value == nil && keys[1].key.count == 64, "a deletion gives its hashed key")
         }
     }
 
     @Test func aTreePushedPlainAndEncryptedKeepsItsChunkListsApart() async throws {
         try await LiveServer.run { server in
-            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(
+                passphrase: "pw", parameters: Self.fast)
             let tree = server.root + "/tree"
             let files = try Self.makeTree(tree)
             // Plain first: the root's state learns plain chunk ids, which the encrypted push must not reuse.
@@ -434,9 +505,11 @@ import XferProtocol
             for (path, bytes) in files { #expect(Files.read(server.root + "/out/" + path) == bytes, "\(path)") }
             // And back: a plain push of the same root after the encrypted one still works.
             try Files.write(tree + "/empty.txt", Array("now not empty".utf8))
-            let plain = try await PushEngine(remote: server.otherDevice("a")).push(tree, as: try DocumentPath("plain.pkg"))
+            let plain = try await PushEngine(remote: server.otherDevice("a")).push(
+                tree, as: try DocumentPath("plain.pkg"))
             #expect(plain.committed)
-            _ = try await PullEngine(remote: server.otherDevice("c")).pull(try DocumentPath("plain.pkg"), into: server.root + "/plain-out")
+            _ = try await PullEngine(remote: server.otherDevice("c")).pull(
+                try DocumentPath("plain.pkg"), into: server.root + "/plain-out")
             #expect(Files.read(server.root + "/plain-out/empty.txt") == Array("now not empty".utf8))
         }
     }
@@ -447,21 +520,30 @@ import XferProtocol
             // A key this device holds for a container the server says is plain (another server
             // at the address, or a hostile one).
             let vault = try Self.vault(server, "a")
-            try ContainerKeyFile(stateDirectory: vault.stateDirectory, server: vault.connection.server, container: vault.container)
-                .write(ContainerKey.generate())
+            try ContainerKeyFile(
+                stateDirectory: vault.stateDirectory, server: vault.connection.server, container: vault.container
+            )
+            .write(ContainerKey.generate())
             try Files.write(server.root + "/secret.txt", Array(Self.marker.utf8))
             let used = try await server.remote.connection.account().used
             let head = try await server.remote.connection.head(container: vault.container)
             // The push looks at its file while the server answers (Remote.whileUnlocking), and
             // sends nothing, not even its announcement, once the answer is this one.
             let refused = await #expect(throws: XferError.self) {
-                _ = try await DocumentClient(remote: vault, device: "a").push(server.root + "/secret.txt", as: "secret.txt")
+                _ = try await DocumentClient(remote: vault, device: "a").push(
+                    server.root + "/secret.txt", as: "secret.txt")
             }
-            #expect(refused?.code == .encryptedContainer && refused?.message.contains("nothing was sent") == true, "\(String(describing: refused))")
-            #expect(try await server.remote.connection.head(container: vault.container) == head, "nothing was announced")
+            #expect(
+                refused?.code == .encryptedContainer && refused?.message.contains("nothing was sent") == true,
+                "\(String(describing: refused))")
+            #expect(
+                try await server.remote.connection.head(container: vault.container) == head, "nothing was announced")
             let batch = await #expect(throws: XferError.self) {
-                _ = try await PushEngine(remote: vault).pushMany([PushItem(path: server.root + "/secret.txt", name: try DocumentPath("secret.txt"),
-                                                                           state: try ClientState(root: server.root, stateDirectory: vault.stateDirectory))])
+                _ = try await PushEngine(remote: vault).pushMany([
+                    PushItem(
+                        path: server.root + "/secret.txt", name: try DocumentPath("secret.txt"),
+                        state: try ClientState(root: server.root, stateDirectory: vault.stateDirectory))
+                ])
             }
             #expect(batch?.code == .encryptedContainer)
             #expect(try await server.remote.connection.account().used == used)
@@ -469,10 +551,13 @@ import XferProtocol
             // nothing and makes no directory once the answer is this one.
             _ = requests.take()
             let pull = await #expect(throws: XferError.self) {
-                _ = try await DocumentClient(remote: vault, device: "a").pull("secret.txt", into: server.root + "/pulled/secret.txt")
+                _ = try await DocumentClient(remote: vault, device: "a").pull(
+                    "secret.txt", into: server.root + "/pulled/secret.txt")
             }
             #expect(pull?.code == .encryptedContainer, "\(String(describing: pull))")
-            #expect(!FileManager.default.fileExists(atPath: server.root + "/pulled"), "the destination's directory was not made")
+            #expect(
+                !FileManager.default.fileExists(atPath: server.root + "/pulled"),
+                "the destination's directory was not made")
             #expect(requests.take() == ["key": 1], "the pull asked for nothing but the container's key")
         }
     }
@@ -481,7 +566,8 @@ import XferProtocol
         let keys = EndToEndKeys(key: ContainerKey.generate())
         let write = KeyValueWrite(key: "theme", value: .string("dark"), timestampNs: 1_000, device: "laptop")
         let sealed = keys.sealed(write)
-        let entry = KeyValueEntry(key: sealed.key, value: sealed.value, timestampNs: 1_000, device: "laptop", sequence: 3)
+        let entry = KeyValueEntry(
+            key: sealed.key, value: sealed.value, timestampNs: 1_000, device: "laptop", sequence: 3)
         #expect(try keys.opened(entry).value == .string("dark"))
         var redated = entry
         redated.timestampNs = 2_000
@@ -490,7 +576,13 @@ import XferProtocol
         moved.key = keys.serverKey("other")
         #expect(throws: XferError.self) { try keys.opened(moved) }
         // Values are padded: close sizes seal to the same length.
-        let lengths = Set((40...60).map { keys.sealed(KeyValueWrite(key: "k", value: .string(String(repeating: "x", count: $0)), timestampNs: 1, device: "d")).value!.description.count })
+        let lengths = Set(
+            (40...60).map {
+                keys.sealed(
+                    KeyValueWrite(
+                        key: "k", value: .string(String(repeating: "x", count: $0)), timestampNs: 1, device: "d")
+                ).value!.description.count
+            })
         #expect(lengths.count <= 4, "21 lengths in 8-byte steps")
     }
 
@@ -502,10 +594,13 @@ import XferProtocol
         policy.keepVersions = 1
         policy.keepDays = 0
         try await LiveServer.run(policy: policy) { server in
-            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(
+                passphrase: "pw", parameters: Self.fast)
             _ = try await EncryptedContainers(remote: try Self.vault(server, "b")).unlock(passphrase: "pw")
-            let a = try await Self.vault(server, "a").unlocked(), b = try await Self.vault(server, "b").unlocked()
-            let fileA = server.root + "/a.txt", fileB = server.root + "/b.txt"
+            let a = try await Self.vault(server, "a").unlocked()
+            let b = try await Self.vault(server, "b").unlocked()
+            let fileA = server.root + "/a.txt"
+            let fileB = server.root + "/b.txt"
             try Files.write(fileA, Array("base".utf8))
             _ = try await PushEngine(remote: a).push(fileA, as: try DocumentPath("n.txt"))
             _ = try await PullEngine(remote: b).pull(try DocumentPath("n.txt"), into: fileB)
@@ -516,7 +611,8 @@ import XferProtocol
             try Files.setMtime(fileB, 1_000)
             let first = try await PushEngine(remote: a).push(fileA, as: try DocumentPath("n.txt"))
             let second = try await PushEngine(remote: b).push(fileB, as: try DocumentPath("n.txt"))
-            #expect(first.state == .current && second.state == .current && second.conflicts == [first.version], "\(second)")
+            #expect(
+                first.state == .current && second.state == .current && second.conflicts == [first.version], "\(second)")
             let client = DocumentClient(remote: try Self.vault(server, "a"), device: "a")
             #expect(try await client.stat("n.txt").conflicts == [first.version])
             // More edits on B: the superseded versions go, the conflict stays.
@@ -529,7 +625,9 @@ import XferProtocol
             // version, it is committed again under a new number (versions only grow end to end).
             let kept = try await client.resolve("n.txt", keep: first.version, keepAll: true)
             let latest = try #require(try await client.versions("n.txt").map(\.version).max())
-            #expect(kept.version == latest && kept.version > first.version && kept.state == .current && kept.path.value == "n.txt")
+            #expect(
+                kept.version == latest && kept.version > first.version && kept.state == .current
+                    && kept.path.value == "n.txt")
             #expect(try await client.stat("n.txt").conflicts?.isEmpty != false, "the conflict is settled")
             _ = try await PullEngine(remote: b).pull(try DocumentPath("n.txt"), into: fileB)
             #expect(Files.read(fileB) == Array("edit from a".utf8))
@@ -540,28 +638,40 @@ import XferProtocol
     /// was taken meanwhile (an announce from another device) is refused and pushed alone.
     @Test func aBatchPushSealsEachManifestToItsVersion() async throws {
         try await LiveServer.run { server in
-            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(passphrase: "pw", parameters: Self.fast)
+            _ = try await EncryptedContainers(remote: try Self.vault(server, "a")).create(
+                passphrase: "pw", parameters: Self.fast)
             _ = try await EncryptedContainers(remote: try Self.vault(server, "b")).unlock(passphrase: "pw")
-            let a = try await Self.vault(server, "a").unlocked(), b = try await Self.vault(server, "b").unlocked()
+            let a = try await Self.vault(server, "a").unlocked()
+            let b = try await Self.vault(server, "b").unlocked()
             let root = server.root + "/files"
-            for index in 0..<12 { try Files.write(root + "/f\(index).txt", Array("file \(index) of \(Self.marker)".utf8)) }
+            for index in 0..<12 {
+                try Files.write(root + "/f\(index).txt", Array("file \(index) of \(Self.marker)".utf8))
+            }
             func items() throws -> [PushItem] {
                 try (0..<12).map { index in
                     let path = root + "/f\(index).txt"
-                    return PushItem(path: path, name: try DocumentPath("f\(index).txt"), state: try a.clientState(root: path))
+                    return PushItem(
+                        path: path, name: try DocumentPath("f\(index).txt"), state: try a.clientState(root: path))
                 }
             }
             let first = try await PushEngine(remote: a).pushMany(try items())
             #expect(first.allSatisfy { (try? $0.get())?.version == 1 }, "\(first)")
             // Another device announces f3's next version (2) and never commits it.
-            _ = try await a.connection.announce(container: try ContainerName("vault"), AnnounceRequest(
-                path: try a.serverPath(try DocumentPath("f3.txt")), kind: .file, size: 0, mtimeNs: 0, mode: 0o600, baseVersion: 1))
+            _ = try await a.connection.announce(
+                container: try ContainerName("vault"),
+                AnnounceRequest(
+                    path: try a.serverPath(try DocumentPath("f3.txt")), kind: .file, size: 0, mtimeNs: 0, mode: 0o600,
+                    baseVersion: 1))
             for index in [2, 3] { try Files.write(root + "/f\(index).txt", Array("edited \(index)".utf8)) }
             let second = try await PushEngine(remote: a).pushMany(try items())
             #expect((try? second[2].get())?.version == 2 && (try? second[3].get())?.version == 3, "\(second)")
-            #expect(second.enumerated().allSatisfy { index, result in [2, 3].contains(index) || (try? result.get())?.committed == false })
+            #expect(
+                second.enumerated().allSatisfy { index, result in
+                    [2, 3].contains(index) || (try? result.get())?.committed == false
+                })
             for index in [2, 3, 7] {
-                _ = try await PullEngine(remote: b).pull(try DocumentPath("f\(index).txt"), into: server.root + "/out\(index).txt")
+                _ = try await PullEngine(remote: b).pull(
+                    try DocumentPath("f\(index).txt"), into: server.root + "/out\(index).txt")
                 #expect(Files.read(server.root + "/out\(index).txt") == Files.read(root + "/f\(index).txt"))
             }
         }

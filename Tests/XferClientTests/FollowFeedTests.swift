@@ -33,11 +33,14 @@ import XferServer
     @Test func aSettledDirectoryIsConfirmedWithoutPlanningAndStillSeesEveryChange() async throws {
         let failing = Locked(false)
         try await LiveServer.run(intercept: { request in
-            guard failing.value, request.uri.path.hasSuffix("/manifests") || request.uri.path.hasSuffix("/manifest")
-                                 || request.uri.path.hasSuffix("/chunks/download") else { return nil }
+            guard failing.value,
+                request.uri.path.hasSuffix("/manifests") || request.uri.path.hasSuffix("/manifest")
+                    || request.uri.path.hasSuffix("/chunks/download")
+            else { return nil }
             return Response(status: .badGateway)
         }) { server in
-            let a = server.root + "/a", b = server.root + "/b"
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             for index in 0..<10 { try Files.write(a + "/Documents/file\(index).txt", Array("content \(index)".utf8)) }
             let deviceA = try SyncEngine(directory: a, remote: server.otherDevice("a"))
             #expect(try await deviceA.syncOnce().uploaded == 10)
@@ -96,7 +99,8 @@ import XferServer
     @Test func passesAfterTheFirstFollowTheFeedAndStillSeeEveryChange() async throws {
         let requests = Requests()
         try await LiveServer.run(limits: ListingPagesTests.smallPages(4), intercept: requests.count) { server in
-            let a = server.root + "/a", b = server.root + "/b"
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             for index in 0..<20 { try Files.write(a + "/Documents/file\(index).txt", Array("content \(index)".utf8)) }
             try Files.write(a + "/Documents/Deck.pkg/1.txt", Array("slide".utf8))
             let deviceA = try SyncEngine(directory: a, remote: server.otherDevice("a"))
@@ -132,10 +136,13 @@ import XferServer
             try Files.write(b + "/Documents/file4.txt", Array("from b".utf8))
             #expect(try await deviceB.syncOnce().uploaded == 1)
             let settled = try await deviceB.syncOnce()
-            #expect(settled.uploaded == 0 && settled.downloaded == 0 && settled.removedLocally == 0 && settled.removedRemotely == 0)
+            #expect(
+                settled.uploaded == 0 && settled.downloaded == 0 && settled.removedLocally == 0
+                    && settled.removedRemotely == 0)
             #expect(try await deviceA.syncOnce().downloaded == 1)
             #expect(FileManager.default.contents(atPath: a + "/Documents/file4.txt") == Data("from b".utf8))
-            #expect(Set(try FileManager.default.contentsOfDirectory(atPath: a + "/Documents"))
+            #expect(
+                Set(try FileManager.default.contentsOfDirectory(atPath: a + "/Documents"))
                     == Set(try FileManager.default.contentsOfDirectory(atPath: b + "/Documents")))
         }
     }
@@ -145,9 +152,11 @@ import XferServer
     @Test func aFailedQuestionWhileFollowingDeletesNothing() async throws {
         let failing = Locked(false)
         try await LiveServer.run(intercept: { request in
-            failing.value && request.method == .get && request.uri.path.hasSuffix("/document") ? Response(status: .badGateway) : nil
+            failing.value && request.method == .get && request.uri.path.hasSuffix("/document")
+                ? Response(status: .badGateway) : nil
         }) { server in
-            let a = server.root + "/a", b = server.root + "/b"
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             for index in 0..<3 { try Files.write(a + "/Documents/file\(index).txt", Array("content \(index)".utf8)) }
             let deviceA = try SyncEngine(directory: a, remote: server.otherDevice("a"))
             _ = try await deviceA.syncOnce()
@@ -200,10 +209,12 @@ import XferServer
     /// A reader following the feed while others write sees every change: a page's cursor never
     /// passes a change that page did not carry (on PostgreSQL each statement of a transaction
     /// reads a newer snapshot, so the head must be read before the rows).
-    @Test(LiveServer.plainOnly("writes plain key-value entries through the protocol")) func theFeedMissesNoChangeCommittedWhileItIsRead() async throws {
+    @Test(LiveServer.plainOnly("writes plain key-value entries through the protocol"))
+    func theFeedMissesNoChangeCommittedWhileItIsRead() async throws {
         try await LiveServer.run { server in
             let connection = server.remote.connection
-            let writers = 4, writes = 30
+            let writers = 4
+            let writes = 30
             let reader = Task {
                 var seen: Set<String> = []
                 var cursor: Int64 = 0
@@ -223,8 +234,9 @@ import XferServer
                 for writer in 0..<writers {
                     group.addTask {
                         for index in 0..<writes {
-                            let write = KeyValueWrite(key: "w\(writer)-\(index)", value: .int(Int64(index)),
-                                                      timestampNs: Int64(Date().timeIntervalSince1970 * 1e9), device: "d\(writer)")
+                            let write = KeyValueWrite(
+                                key: "w\(writer)-\(index)", value: .int(Int64(index)),
+                                timestampNs: Int64(Date().timeIntervalSince1970 * 1e9), device: "d\(writer)")
                             let result = try await connection.setValue(container: .default, write)
                             #expect(result.applied)
                         }

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
-@testable import XferClient
-@testable import XferCore
 import XferProtocol
 import XferServer
+
+@testable import XferClient
+@testable import XferCore
 
 /// What another device of the account, a leaked token or a hostile server can try against a
 /// client or the server (issue "Hold against a hostile peer"; docs/SECURITY.md): nothing is
@@ -16,13 +17,20 @@ import XferServer
     }
 
     /// Commits a manifest through the raw protocol (what a hostile device would send).
-    static func commit(_ manifest: Manifest, as path: String, on connection: ServerConnection, size: Int64 = 0) async throws -> DocumentInfo {
+    static func commit(_ manifest: Manifest, as path: String, on connection: ServerConnection, size: Int64 = 0)
+        async throws -> DocumentInfo
+    {
         let name = try DocumentPath(path)
-        let announced = try await connection.announce(container: .default, AnnounceRequest(
-            path: name, kind: manifest.kind == .package ? .package : .file, size: size, mtimeNs: 0, mode: 0o644, baseVersion: nil))
-        return try await connection.commit(container: .default, CommitRequest(
-            path: name, version: announced.version, baseVersion: nil, deltaBase: nil,
-            manifestDelta: manifest.delta(against: nil), manifestDigest: manifest.digest))
+        let announced = try await connection.announce(
+            container: .default,
+            AnnounceRequest(
+                path: name, kind: manifest.kind == .package ? .package : .file, size: size, mtimeNs: 0, mode: 0o644,
+                baseVersion: nil))
+        return try await connection.commit(
+            container: .default,
+            CommitRequest(
+                path: name, version: announced.version, baseVersion: nil, deltaBase: nil,
+                manifestDelta: manifest.delta(against: nil), manifestDigest: manifest.digest))
     }
 
     static func outsideDirectory(_ server: LiveServer) throws -> String {
@@ -38,7 +46,8 @@ import XferServer
     // MARK: The confined writer
 
     @Test func theConfinedWriterNeverWalksThroughASymlink() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-confined-\(UUID().uuidString)").path
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-confined-\(UUID().uuidString)")
+            .path
         defer { try? FileManager.default.removeItem(atPath: root) }
         try FileManager.default.createDirectory(atPath: root + "/in/real", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: root + "/outside", withIntermediateDirectories: true)
@@ -70,7 +79,8 @@ import XferServer
     func everyModificationTimeBecomesATimespecWithoutOverflow(_ nanoseconds: Int64) {
         let spec = ConfinedDirectory.timeSpec(nanoseconds)
         #expect((0..<1_000_000_000).contains(spec.tv_nsec))
-        #expect(Int64(spec.tv_sec).multipliedReportingOverflow(by: 1_000_000_000).overflow
+        #expect(
+            Int64(spec.tv_sec).multipliedReportingOverflow(by: 1_000_000_000).overflow
                 || Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec) == nanoseconds)
     }
 
@@ -80,7 +90,8 @@ import XferServer
     @Test func syncNeverWritesThroughASymlinkedDirectory() async throws {
         try await LiveServer.run { server in
             let outside = try Self.outsideDirectory(server)
-            let a = server.root + "/a", b = server.root + "/b"
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             try Files.write(a + "/Documents/evil/payload.txt", Array("attacker's bytes".utf8))
             try Files.write(a + "/Documents/up/x/payload.txt", Array("two levels up".utf8))
             let deviceA = try SyncEngine(directory: a, remote: server.otherDevice("a"))
@@ -110,7 +121,10 @@ import XferServer
             let outside = try Self.outsideDirectory(server)
             try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: outside)
             let source = server.root + "/source.pkg"
-            for index in 0..<4 { try Files.write(source + "/media/part\(index).bin", Files.random(count: 1_500_000, seed: UInt64(index + 40))) }
+            for index in 0..<4 {
+                try Files.write(
+                    source + "/media/part\(index).bin", Files.random(count: 1_500_000, seed: UInt64(index + 40)))
+            }
             _ = try await server.push(source, "Documents/big.pkg")
 
             let destination = server.root + "/dest"
@@ -148,7 +162,9 @@ import XferServer
             _ = try await server.push(file, "Documents/a")
             for inner in ["Documents/a/b", "Documents/a/b/c"] {
                 let error = await #expect(throws: XferError.self) { _ = try await server.push(file, inner) }
-                #expect(error?.code == .conflict && error?.message.contains("Documents/a is a document") == true, "\(inner)")
+                #expect(
+                    error?.code == .conflict && error?.message.contains("Documents/a is a document") == true, "\(inner)"
+                )
             }
             // The reverse: a name that holds a live document.
             _ = try await server.push(file, "Documents/dir/x")
@@ -171,8 +187,11 @@ import XferServer
     @Test func aDeltaThatExpandsPastTheLimitsIsRefused() throws {
         let id = ChunkID.of([UInt8](repeating: 7, count: 64))
         let run = [Manifest.ChunkReference](repeating: .init(id: id, length: 64), count: 200_000)
-        let base = try Manifest(kind: .package, chunker: .default, entries: [
-            Manifest.Entry(path: "big", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: run)])
+        let base = try Manifest(
+            kind: .package, chunker: .default,
+            entries: [
+                Manifest.Entry(path: "big", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: run)
+            ])
         let hostile = try Self.copyingDelta(base: base, entries: 5, copiesPerEntry: 40, runLength: 200_000)
         #expect(hostile.count < 4_000, "the attack is a small request (\(hostile.count) bytes)")
         let error = #expect(throws: XferError.self) { _ = try Manifest(applying: hostile, to: base) }
@@ -207,21 +226,31 @@ import XferServer
 
     /// A manifest may not declare a chunk longer than what is stored under its id: the server
     /// refuses the commit, and a client refuses such a chunk on download.
-    @Test(LiveServer.plainOnly("forges a plain chunk's declared length")) func aDeclaredChunkLengthMustBeTheStoredOne() async throws {
+    @Test(LiveServer.plainOnly("forges a plain chunk's declared length")) func aDeclaredChunkLengthMustBeTheStoredOne()
+        async throws
+    {
         try await LiveServer.run { server in
             let bytes = Array("twenty-two bytes here!".utf8)
             let chunk = try Self.chunk(bytes)
             _ = try await server.remote.connection.upload([chunk])
-            let lying = try Manifest(kind: .file, chunker: .default, entries: [
-                Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 0,
-                               chunks: [.init(id: chunk.id, length: 200_000)])])
+            let lying = try Manifest(
+                kind: .file, chunker: .default,
+                entries: [
+                    Manifest.Entry(
+                        path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 0,
+                        chunks: [.init(id: chunk.id, length: 200_000)])
+                ])
             let error = await #expect(throws: XferError.self) {
                 _ = try await Self.commit(lying, as: "Documents/lie.bin", on: server.remote.connection, size: 200_000)
             }
             #expect(error?.code == .invalidManifest && error?.message.contains("holds 22") == true)
-            let honest = try Manifest(kind: .file, chunker: .default, entries: [
-                Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: Int64.min,
-                               chunks: [.init(id: chunk.id, length: 22)])])
+            let honest = try Manifest(
+                kind: .file, chunker: .default,
+                entries: [
+                    Manifest.Entry(
+                        path: "", kind: .file, mode: 0o644, mtimeNanoseconds: Int64.min,
+                        chunks: [.init(id: chunk.id, length: 22)])
+                ])
             _ = try await Self.commit(honest, as: "Documents/true.bin", on: server.remote.connection, size: 22)
             // A modification time of Int64.min is pulled without a crash.
             let target = server.root + "/pulled.bin"
@@ -253,24 +282,35 @@ import XferServer
         }
     }
 
-    @Test(LiveServer.plainOnly("announces documents by plain names through the protocol")) func pendingVersionsAndContainersAreBoundedPerAccount() async throws {
+    @Test(LiveServer.plainOnly("announces documents by plain names through the protocol"))
+    func pendingVersionsAndContainersAreBoundedPerAccount() async throws {
         var policy = StorePolicy()
         policy.maximumPendingVersions = 3
         policy.maximumContainers = 2
         try await LiveServer.run(policy: policy) { server in
             let connection = server.remote.connection
             for index in 0..<3 {
-                _ = try await connection.announce(container: .default, AnnounceRequest(
-                    path: try DocumentPath("Documents/p\(index)"), kind: .file, size: 1, mtimeNs: 0, mode: 0o644, baseVersion: nil))
+                _ = try await connection.announce(
+                    container: .default,
+                    AnnounceRequest(
+                        path: try DocumentPath("Documents/p\(index)"), kind: .file, size: 1, mtimeNs: 0, mode: 0o644,
+                        baseVersion: nil))
             }
             let pending = await #expect(throws: XferError.self) {
-                _ = try await connection.announce(container: .default, AnnounceRequest(
-                    path: try DocumentPath("Documents/p3"), kind: .file, size: 1, mtimeNs: 0, mode: 0o644, baseVersion: nil))
+                _ = try await connection.announce(
+                    container: .default,
+                    AnnounceRequest(
+                        path: try DocumentPath("Documents/p3"), kind: .file, size: 1, mtimeNs: 0, mode: 0o644,
+                        baseVersion: nil))
             }
             #expect(pending?.code == .quotaExceeded)
-            _ = try await connection.setValue(container: try ContainerName("second"), KeyValueWrite(key: "k", value: .string("v"), timestampNs: 1, device: "d"))
+            _ = try await connection.setValue(
+                container: try ContainerName("second"),
+                KeyValueWrite(key: "k", value: .string("v"), timestampNs: 1, device: "d"))
             let containers = await #expect(throws: XferError.self) {
-                _ = try await connection.setValue(container: try ContainerName("third"), KeyValueWrite(key: "k", value: .string("v"), timestampNs: 1, device: "d"))
+                _ = try await connection.setValue(
+                    container: try ContainerName("third"),
+                    KeyValueWrite(key: "k", value: .string("v"), timestampNs: 1, device: "d"))
             }
             #expect(containers?.code == .quotaExceeded)
         }

@@ -98,7 +98,7 @@ import XferCore
         Case(rules: ["[[:digit:]]*"], path: "a1", ignored: false),
         Case(rules: ["[abc"], path: "a", ignored: false),
         Case(rules: ["x[/]y"], path: "x/y", ignored: false),
-        Case(rules: ["*.TXT"], path: "a.txt", ignored: false),
+        Case(rules: ["*.TXT"], path: "a.txt", ignored: false)
     ]
 
     @Test(arguments: cases)
@@ -110,7 +110,7 @@ import XferCore
         (".notes.txt.swp", true), ("a/b/x.swx", true), ("report.doc~", true), (".#report.doc", true),
         ("#report.doc#", true), ("4913", true), ("a/.DS_Store", true), ("Thumbs.db", true), ("desktop.ini", true),
         ("._photo.jpg", true), (".photo.jpg.xfer-3.partial", true), (".xfer", true), ("a/.x.xfer-trash", true),
-        ("notes.txt", false), ("#notes", false), ("a4913", false), (".xferignore", false), (".profile", false),
+        ("notes.txt", false), ("#notes", false), ("a4913", false), (".xferignore", false), (".profile", false)
     ]
 
     @Test(arguments: defaultCases)
@@ -136,20 +136,20 @@ import XferCore
         let expectations: [(String, Bool, Bool)] = [
             ("debug.log", false, true),
             ("other/debug.log", false, true),
-            ("sub/debug.log", false, false),          // sub's `!` beats the root's `*.log`
-            ("sub/x/debug.log", false, false),        // and applies below sub
-            ("sub/deeper/debug.log", false, true),    // deeper still wins
-            ("subway/debug.log", false, true),        // sub's rules are not subway's
-            ("sub/here", false, true),                // anchored to sub
+            ("sub/debug.log", false, false),  // sub's `!` beats the root's `*.log`
+            ("sub/x/debug.log", false, false),  // and applies below sub
+            ("sub/deeper/debug.log", false, true),  // deeper still wins
+            ("subway/debug.log", false, true),  // sub's rules are not subway's
+            ("sub/here", false, true),  // anchored to sub
             ("sub/x/here", false, false),
             ("here", false, false),
             ("only-root", false, true),
             ("sub/only-root", false, false),
-            ("sub", true, false),                     // a file cannot ignore its own directory
+            ("sub", true, false),  // a file cannot ignore its own directory
             ("sub/sub", true, true),
-            ("x.tmp", false, true),                   // --exclude comes after the root file
+            ("x.tmp", false, true),  // --exclude comes after the root file
             ("root.log", false, false),
-            ("sub/y.tmp", false, false),              // a deeper file beats --exclude
+            ("sub/y.tmp", false, false)  // a deeper file beats --exclude
         ]
         for (path, isDirectory, ignored) in expectations {
             #expect(rules.isIgnored(path, isDirectory: isDirectory) == ignored, "\(path)")
@@ -173,27 +173,33 @@ import XferCore
         let text = String(repeating: "a", count: 200)
         let started = ContinuousClock.now
         #expect(!Self.root(["*a*a*a*a*a*a*a*a*a*b"]).isIgnored(text, isDirectory: false))
-        #expect(!Self.root(["**/**/**/**/**/b"]).isIgnored(Array(repeating: "a", count: 60).joined(separator: "/"), isDirectory: false))
+        #expect(
+            !Self.root(["**/**/**/**/**/b"]).isIgnored(
+                Array(repeating: "a", count: 60).joined(separator: "/"), isDirectory: false))
         #expect(ContinuousClock.now - started < .seconds(2))
     }
 
     // MARK: Properties
 
-    static let pool = ["*.o", "build/", "!keep.o", "a/**/b", "**/tmp", "/x", "x/*", "!x/y", "[ab]*", "?", "c/", "!c/",
-                       "d/**", "!d/e", "!*", "e", "!a", "b/c", "**", "!b/**", "*.c", "!/a", "y/"]
+    static let pool = [
+        "*.o", "build/", "!keep.o", "a/**/b", "**/tmp", "/x", "x/*", "!x/y", "[ab]*", "?", "c/", "!c/",
+        "d/**", "!d/e", "!*", "e", "!a", "b/c", "**", "!b/**", "*.c", "!/a", "y/"
+    ]
     static let names = ["a", "b", "c", "d", "e", "x", "y", "tmp", "build", "keep.o", "m.o", "n.c"]
 
     static func randomRules(_ generator: inout SplitMix64) -> [String: String] {
         var files: [String: String] = [:]
         for directory in ["", "a", "x", "a/b"] where generator.next() % 2 == 0 || directory.isEmpty {
             let count = Int(generator.next() % 5)
-            files[directory] = (0..<count).map { _ in pool[Int(generator.next() % UInt64(pool.count))] }.joined(separator: "\n")
+            files[directory] = (0..<count).map { _ in pool[Int(generator.next() % UInt64(pool.count))] }.joined(
+                separator: "\n")
         }
         return files
     }
 
     static func randomPath(_ generator: inout SplitMix64) -> String {
-        (0...Int(generator.next() % 4)).map { _ in names[Int(generator.next() % UInt64(names.count))] }.joined(separator: "/")
+        (0...Int(generator.next() % 4)).map { _ in names[Int(generator.next() % UInt64(names.count))] }.joined(
+            separator: "/")
     }
 
     @Test(arguments: 0..<20)
@@ -216,14 +222,17 @@ import XferCore
             #expect(last.isIgnored(path, isDirectory: false), "\(path)")
             var unignore = rules
             unignore.add("!/" + name, in: parent)
-            #expect(unignore.isIgnored(path, isDirectory: false) == (!parent.isEmpty && rules.isIgnored(parent, isDirectory: true)), "\(path)")
+            #expect(
+                unignore.isIgnored(path, isDirectory: false)
+                    == (!parent.isEmpty && rules.isIgnored(parent, isDirectory: true)), "\(path)")
         }
     }
 
     @Test(arguments: 0..<8)
     func theWalkKeepsExactlyWhatTheRulesDoNotIgnore(seed: UInt64) throws {
         var generator = SplitMix64(seed: seed)
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-ignore-\(UUID().uuidString)").path
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-ignore-\(UUID().uuidString)")
+            .path
         defer { try? FileManager.default.removeItem(atPath: root) }
         for _ in 0..<40 { try Files.write(root + "/" + Self.randomPath(&generator) + ".f", [1]) }
         let files = Self.randomRules(&generator)
@@ -234,7 +243,9 @@ import XferCore
         // The rules as a whole, from every rules file (present or inside an ignored directory).
         var rules = IgnoreRules(exclude: exclude)
         for (directory, text) in files { rules.add(text, in: directory) }
-        let expected = try DirectoryWalker.walk(root).filter { !rules.isIgnored($0.relativePath, isDirectory: $0.kind == .directory) }
+        let expected = try DirectoryWalker.walk(root).filter {
+            !rules.isIgnored($0.relativePath, isDirectory: $0.kind == .directory)
+        }
         #expect(Array(try IgnoreRules.walk(root, rules: IgnoreRules(exclude: exclude))) == expected)
     }
 }

@@ -29,7 +29,10 @@ import XferProtocol
 
             let first = try await a.engine.syncOnce()
             #expect(first.uploaded == 5 && first.failed == 0)
-            #expect(try await Self.names(server) == [".xferignore", "important.log", "notes.txt", "sub", "sub/.xferignore", "sub/debug.log"])
+            #expect(
+                try await Self.names(server) == [
+                    ".xferignore", "important.log", "notes.txt", "sub", "sub/.xferignore", "sub/debug.log"
+                ])
             #expect(try await a.status()["build/out.o"] == nil)
 
             // Another device pushes documents at A's ignored paths: A does not pull them over its files.
@@ -109,11 +112,13 @@ import XferProtocol
             try Files.write(package + "/figures/keep.bak", [2])
             var pushOptions = PushOptions()
             pushOptions.exclude = ["*.bak"]
-            let report = try await PushEngine(remote: server.remote, options: pushOptions).push(package, as: DocumentPath("Report.pkg"))
+            let report = try await PushEngine(remote: server.remote, options: pushOptions).push(
+                package, as: DocumentPath("Report.pkg"))
             #expect(report.files == 4)
             let copy = server.root + "/copy.pkg"
             _ = try await server.pull("Report.pkg", copy)
-            #expect(try Files.snapshot(copy).filter { $0.value.hasPrefix("file") }.keys.sorted()
+            #expect(
+                try Files.snapshot(copy).filter { $0.value.hasPrefix("file") }.keys.sorted()
                     == ["figures/.xferignore", "figures/keep.bak", "figures/plot.png", "report.md"])
         }
     }
@@ -145,7 +150,8 @@ extension IgnoreSyncTests {
 extension IgnoreSyncTests {
     @Test func aPackageHoldingIgnoredFilesIsUpdatedAroundThemAndNotRemoved() async throws {
         try await LiveServer.run { server in
-            let a = try Device(server, "a"), b = try Device(server, "b")
+            let a = try Device(server, "a")
+            let b = try Device(server, "b")
             try Files.write(a.path("Draft.pkg/index.json"), Array("{}".utf8))
             #expect(try await a.engine.syncOnce().uploaded == 1)
             #expect(try await b.engine.syncOnce().downloaded == 1)

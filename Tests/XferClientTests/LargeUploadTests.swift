@@ -1,9 +1,10 @@
 import Foundation
 import Testing
-@testable import XferClient
 import XferCore
 import XferProtocol
 import XferServer
+
+@testable import XferClient
 
 /// Large upload bodies (``ServerFeature/largeUploads``): a server that offers them reads up to
 /// 16,384 frames in a body sent while it is made; one that does not still gets bodies of 1,024.
@@ -35,7 +36,8 @@ import XferServer
             #expect(await !server.remote.connection.features().contains(.largeUploads))
             await #expect(throws: XferError.self) { _ = try await server.remote.connection.upload(frames: body) }
             #expect(try await server.remote.connection.missing(chunks.map(\.id)).count == 1_500)
-            let first = try await server.remote.connection.upload(frames: ChunkFrames.encode(Array(chunks.prefix(1_024))))
+            let first = try await server.remote.connection.upload(
+                frames: ChunkFrames.encode(Array(chunks.prefix(1_024))))
             #expect(first.stored == 1_024)
         }
     }
@@ -68,25 +70,32 @@ import XferServer
             var limits = ServerLimits()
             if !offered { limits.features.remove(.largeUploads) }
             let uploads = Locked(0)
-            try await LiveServer.run(limits: limits, intercept: { request in
-                if request.method == .post && request.uri.path == "/v1/chunks" { uploads.withLock { $0 += 1 } }
-                return nil
-            }) { server in
+            try await LiveServer.run(
+                limits: limits,
+                intercept: { request in
+                    if request.method == .post && request.uri.path == "/v1/chunks" { uploads.withLock { $0 += 1 } }
+                    return nil
+                }
+            ) { server in
                 let source = server.root + "/many"
                 for index in 0..<2_100 {
-                    try Files.write(source + "/d\(index % 10)/f\(index)", Files.random(count: 40 + index % 200, seed: UInt64(index)))
+                    try Files.write(
+                        source + "/d\(index % 10)/f\(index)", Files.random(count: 40 + index % 200, seed: UInt64(index))
+                    )
                 }
                 var options = PushOptions()
                 options.uploadsInFlight = 1
                 options.largeUploadFrames = 2_048
-                let pushed = try await PushEngine(remote: server.remote, options: options).push(source, as: try DocumentPath("many"))
+                let pushed = try await PushEngine(remote: server.remote, options: options).push(
+                    source, as: try DocumentPath("many"))
                 #expect(pushed.chunksSent == 2_100)
                 _ = try await server.pull("many", server.root + "/copy", from: server.otherDevice("b"))
                 #expect(try Files.snapshot(server.root + "/copy") == Files.snapshot(source))
             }
             // 1,024 chunks, then up to 2,048 a request where offered (2 requests); 1,024 each where not (3);
             // end to end, one more for the sealed manifest's pieces.
-            #expect(uploads.value == (offered ? 2 : 3) + (LiveServer.endToEnd ? 1 : 0), "\(uploads.value) upload requests")
+            #expect(
+                uploads.value == (offered ? 2 : 3) + (LiveServer.endToEnd ? 1 : 0), "\(uploads.value) upload requests")
         }
     }
 }

@@ -17,13 +17,15 @@ import XferServer
 
     @Test func aContainerLargerThanOnePageSyncsWithoutLosingAFile() async throws {
         try await LiveServer.run(limits: Self.smallPages()) { server in
-            let a = server.root + "/a", b = server.root + "/b"
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             for index in 0..<11 { try Files.write(a + "/Documents/file\(index).txt", Array("content \(index)".utf8)) }
             let deviceA = try SyncEngine(directory: a, remote: server.otherDevice("a"))
             #expect(try await deviceA.syncOnce().uploaded == 11)
             let page = try await server.remote.connection.listPage(container: .default, prefix: "", page: nil)
             #expect(page.documents.count == 3 && page.more && page.next != nil, "the server pages")
-            #expect(try await server.remote.connection.list(container: .default, prefix: "").documents.count == 12)  // and Documents
+            // and Documents
+            #expect(try await server.remote.connection.list(container: .default, prefix: "").documents.count == 12)
 
             // A second pass, and a new file, on a container of four pages: every local file stays.
             try Files.write(a + "/Documents/zz-new.txt", Array("new".utf8))
@@ -45,7 +47,8 @@ import XferServer
             #expect(!FileManager.default.fileExists(atPath: a + "/Documents/file10.txt"))
             #expect(try await deviceB.syncOnce().removedLocally == 1)
             #expect(!FileManager.default.fileExists(atPath: b + "/Documents/file0.txt"))
-            #expect(Set(try FileManager.default.contentsOfDirectory(atPath: b + "/Documents"))
+            #expect(
+                Set(try FileManager.default.contentsOfDirectory(atPath: b + "/Documents"))
                     == Set(try FileManager.default.contentsOfDirectory(atPath: a + "/Documents")))
         }
     }
@@ -56,14 +59,20 @@ import XferServer
     /// pass; device B follows the feed after its first.
     @Test func aFailedListingPageDeletesNothing() async throws {
         let failing = Locked(false)
-        try await LiveServer.run(limits: Self.smallPages(), intercept: { request in
-            guard failing.value else { return nil }
-            let path = request.uri.path
-            if path.hasSuffix("/documents") && request.uri.queryParameters.get("page") != nil { return Response(status: .badGateway) }
-            if path.hasSuffix("/changes") { return Response(status: .badGateway) }
-            return nil
-        }) { server in
-            let a = server.root + "/a", b = server.root + "/b"
+        try await LiveServer.run(
+            limits: Self.smallPages(),
+            intercept: { request in
+                guard failing.value else { return nil }
+                let path = request.uri.path
+                if path.hasSuffix("/documents") && request.uri.queryParameters.get("page") != nil {
+                    return Response(status: .badGateway)
+                }
+                if path.hasSuffix("/changes") { return Response(status: .badGateway) }
+                return nil
+            }
+        ) { server in
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             for index in 0..<8 { try Files.write(a + "/Documents/file\(index).txt", Array("content \(index)".utf8)) }
             var listEveryPass = SyncOptions()
             listEveryPass.followFeed = false
@@ -95,25 +104,31 @@ extension ListingPagesTests {
     /// two pages, and a pass that lists it (not following the feed) keeps every local file.
     /// The page size is the server's, not the store's: run once, on the embedded stores (the
     /// backend suite covers the stores' paging with small pages above).
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["XFER_POSTGRES_URL"] == nil),
-          LiveServer.plainOnly("writes documents by plain names through the protocol"))
+    @Test(
+        .enabled(if: ProcessInfo.processInfo.environment["XFER_POSTGRES_URL"] == nil),
+        LiveServer.plainOnly("writes documents by plain names through the protocol"))
     func theRealDefaultPageIsReadToItsEnd() async throws {
         try await LiveServer.run { server in
             let count = ServerLimits().listPage + 50
             let connection = server.remote.connection
-            let manifest = try Manifest(kind: .file, chunker: .default,
-                                        entries: [Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: [])])
+            let manifest = try Manifest(
+                kind: .file, chunker: .default,
+                entries: [Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: [])])
             // Empty documents, announced and committed sixteen at a time.
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<count {
                     if index >= 16 { try await group.next() }
                     group.addTask {
                         let path = try DocumentPath(String(format: "Data/d%02d/f%05d", index / 1000, index))
-                        let announced = try await connection.announce(container: .default, AnnounceRequest(
-                            path: path, kind: .file, size: 0, mtimeNs: 0, mode: 0o644, baseVersion: nil))
-                        _ = try await connection.commit(container: .default, CommitRequest(
-                            path: path, version: announced.version, baseVersion: nil, deltaBase: nil,
-                            manifestDelta: manifest.delta(against: nil), manifestDigest: manifest.digest))
+                        let announced = try await connection.announce(
+                            container: .default,
+                            AnnounceRequest(
+                                path: path, kind: .file, size: 0, mtimeNs: 0, mode: 0o644, baseVersion: nil))
+                        _ = try await connection.commit(
+                            container: .default,
+                            CommitRequest(
+                                path: path, version: announced.version, baseVersion: nil, deltaBase: nil,
+                                manifestDelta: manifest.delta(against: nil), manifestDigest: manifest.digest))
                     }
                 }
                 try await group.waitForAll()

@@ -1,13 +1,13 @@
-import NIOCore
 import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Logging
+import NIOCore
+import Testing
 import XferClient
 import XferCore
 import XferProtocol
 import XferServer
-import Testing
 
 /// A real server on a free loopback port over a fresh data directory, with one account, and
 /// a client state directory: what push and pull run against in these tests.
@@ -39,10 +39,12 @@ struct LiveServer {
     ///   - limits: The server's limits (a small `listPage` makes paging cheap to test).
     ///   - intercept: Answers a request in place of the server when it returns a response
     ///     (a fault at one route, as a broken server or proxy would give).
-    static func run<T: Sendable>(policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = Backends.sealing, quota: Int64? = nil,
-                                 limits: ServerLimits = ServerLimits(),
-                                 intercept: (@Sendable (Request) -> Response?)? = nil,
-                                 _ body: @escaping @Sendable (LiveServer) async throws -> T) async throws -> T {
+    static func run<T: Sendable>(
+        policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = Backends.sealing, quota: Int64? = nil,
+        limits: ServerLimits = ServerLimits(),
+        intercept: (@Sendable (Request) -> Response?)? = nil,
+        _ body: @escaping @Sendable (LiveServer) async throws -> T
+    ) async throws -> T {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-live-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: root) }
         let data = try await Backends.open(root + "/data", policy: policy, sealing: sealing)
@@ -58,12 +60,16 @@ struct LiveServer {
             },
             configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger)
         return try await app.test(.live) { client in
-            let connection = ServerConnection(server: "http://127.0.0.1:\(client.port!)", token: token, readTimeout: Backends.readTimeout)
+            let connection = ServerConnection(
+                server: "http://127.0.0.1:\(client.port!)", token: token, readTimeout: Backends.readTimeout)
             var remote = Remote(connection: connection, container: .default, stateDirectory: root + "/state")
             var key: ContainerKey? = nil
             if endToEnd {
-                key = try await EncryptedContainers(remote: remote).create(passphrase: "test", parameters: try ScryptParameters(logN: 10, r: 8, p: 1))
-                remote = Remote(connection: connection, container: .default, stateDirectory: root + "/state", endToEnd: EndToEndKeys(key: key!))
+                key = try await EncryptedContainers(remote: remote).create(
+                    passphrase: "test", parameters: try ScryptParameters(logN: 10, r: 8, p: 1))
+                remote = Remote(
+                    connection: connection, container: .default, stateDirectory: root + "/state",
+                    endToEnd: EndToEndKeys(key: key!))
             }
             let server = LiveServer(root: root, remote: remote, data: data, token: token, key: key)
             do {
@@ -80,10 +86,16 @@ struct LiveServer {
     /// A second device: same account, its own state.
     func otherDevice(_ name: String) -> Remote {
         let stateDirectory = root + "/state-" + name
-        guard let key else { return Remote(connection: remote.connection, container: remote.container, stateDirectory: stateDirectory) }
+        guard let key else {
+            return Remote(connection: remote.connection, container: remote.container, stateDirectory: stateDirectory)
+        }
         // The device holds the key, as one that unlocked the container does.
-        try! ContainerKeyFile(stateDirectory: stateDirectory, server: remote.connection.server, container: remote.container).write(key)
-        return Remote(connection: remote.connection, container: remote.container, stateDirectory: stateDirectory, endToEnd: EndToEndKeys(key: key))
+        try! ContainerKeyFile(
+            stateDirectory: stateDirectory, server: remote.connection.server, container: remote.container
+        ).write(key)
+        return Remote(
+            connection: remote.connection, container: remote.container, stateDirectory: stateDirectory,
+            endToEnd: EndToEndKeys(key: key))
     }
 
     /// A library client for a device (this one by default).
@@ -116,7 +128,8 @@ enum Files {
     }
 
     static func write(_ path: String, _ bytes: [UInt8], mode: Int = 0o644) throws {
-        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
     }
@@ -125,7 +138,8 @@ enum Files {
 
     /// Sets a file's modification time (seconds since 1970).
     static func setMtime(_ path: String, _ seconds: Double) throws {
-        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: seconds)], ofItemAtPath: path)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSince1970: seconds)], ofItemAtPath: path)
     }
 
     /// Every entry under `root` with kind, mode, mtime (ns), content hash or link target.
@@ -171,7 +185,8 @@ enum Backends {
         let unique = UUID().uuidString.prefix(8).lowercased()
         var metadata: (any MetadataStore)? = nil
         if let url = environment["XFER_POSTGRES_URL"] {
-            metadata = try await PostgresMetadataStore(url: url, policy: policy, schema: "t_\(unique)", sealing: sealing)
+            metadata = try await PostgresMetadataStore(
+                url: url, policy: policy, schema: "t_\(unique)", sealing: sealing)
         }
         var packs: (any PackStorage)? = nil
         if let endpoint = environment["XFER_S3_ENDPOINT"] {

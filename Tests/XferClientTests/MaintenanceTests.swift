@@ -14,7 +14,8 @@ import XferServer
         return ids
     }
 
-    @Test(LiveServer.plainOnly("counts plain chunks' stored bytes")) func gcRemovesWhatNoVersionNeedsAndKeepsLeasesWithinGrace() async throws {
+    @Test(LiveServer.plainOnly("counts plain chunks' stored bytes"))
+    func gcRemovesWhatNoVersionNeedsAndKeepsLeasesWithinGrace() async throws {
         var policy = StorePolicy()
         policy.keepVersions = 0
         policy.keepDays = 0
@@ -85,20 +86,22 @@ import XferServer
             let future = { Int64(Date().timeIntervalSince1970 + 5) * 1_000_000_000 }
             // The sweep asks "held?" at its last moment; an upload of the same chunk lands just
             // before and records it. The chunk must stay.
-            let removed = try await store.sweep([chunk.id], modifiedBefore: future(),
-                                                begin: { ids in
-                                                    _ = try await server.remote.connection.upload([chunk])
-                                                    return try await metadata.beginDeletion(ids)
-                                                },
-                                                end: { try await metadata.endDeletion($0) })
+            let removed = try await store.sweep(
+                [chunk.id], modifiedBefore: future(),
+                begin: { ids in
+                    _ = try await server.remote.connection.upload([chunk])
+                    return try await metadata.beginDeletion(ids)
+                },
+                end: { try await metadata.endDeletion($0) })
             #expect(removed.count == 0)
             #expect(try await store.load(chunk.id) == chunk)
             // Without the upload the same sweep removes one no one holds.
             let other = Files.random(count: 50_000, seed: 10)
             let orphan = try other.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(other), policy: .default) }
             #expect(try await store.store([orphan]).allSatisfy { $0 == nil })
-            let swept = try await store.sweep([orphan.id], modifiedBefore: future(),
-                                              begin: { try await metadata.beginDeletion($0) }, end: { try await metadata.endDeletion($0) })
+            let swept = try await store.sweep(
+                [orphan.id], modifiedBefore: future(),
+                begin: { try await metadata.beginDeletion($0) }, end: { try await metadata.endDeletion($0) })
             #expect(swept.count == 1)
             await #expect(throws: XferError.self) { _ = try await store.load(orphan.id) }
             #expect(try await store.load(chunk.id) == chunk, "the held chunk shares nothing with the swept one")
@@ -118,19 +121,26 @@ import XferServer
             let chunk = [OwnedChunk(id: id, length: plain.count)]
             let before = try await metadata.clock()
             #expect(try await metadata.beginDeletion([id]) == [id], "no one holds it: marked")
-            #expect(try await metadata.addChunks(account: account, chunk, uploadStartedAt: try await metadata.clock()).count == 0,
-                    "refused while the deletion runs")
+            #expect(
+                try await metadata.addChunks(account: account, chunk, uploadStartedAt: try await metadata.clock()).count
+                    == 0,
+                "refused while the deletion runs")
             try await metadata.endDeletion([id])
-            #expect(try await metadata.addChunks(account: account, chunk, uploadStartedAt: before).count == 0,
-                    "refused: the upload began before the deletion finished")
+            #expect(
+                try await metadata.addChunks(account: account, chunk, uploadStartedAt: before).count == 0,
+                "refused: the upload began before the deletion finished")
             let after = try await metadata.clock()
-            #expect(try await metadata.addChunks(account: account, chunk, uploadStartedAt: after).count == 1, "recorded: it began after")
+            #expect(
+                try await metadata.addChunks(account: account, chunk, uploadStartedAt: after).count == 1,
+                "recorded: it began after")
             #expect(try await metadata.beginDeletion([id]).isEmpty, "held now: not marked")
             try await metadata.forgetDeletions(before: Int64.max)
         }
     }
 
-    @Test(LiveServer.plainOnly("counts plain chunks' stored bytes")) func verifyFindsCorruptAndMissingChunks() async throws {
+    @Test(LiveServer.plainOnly("counts plain chunks' stored bytes")) func verifyFindsCorruptAndMissingChunks()
+        async throws
+    {
         try await LiveServer.run { server in
             let file = server.root + "/doc.bin"
             try Files.write(file, Files.random(count: 400_000, seed: 4))
@@ -154,7 +164,8 @@ import XferServer
             #expect(report.problems.contains { $0.contains(ids[0].hex) && $0.contains("corrupt") })
             #expect(report.problems.contains { $0.contains(ids[1].hex) && $0.contains("missing") })
             // Through the admin route the answer is the same.
-            let admin = try String(contentsOfFile: server.data.adminTokenPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let admin = try String(contentsOfFile: server.data.adminTokenPath, encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines)
             let connection = ServerConnection(server: server.remote.connection.server, token: admin)
             let remote = try await connection.verifyServer()
             await connection.shutdown()
@@ -184,7 +195,8 @@ import XferServer
             var byte: UInt8 = 0xff
             _ = pwrite(fd, &byte, 1, 1000)
             close(fd)
-            let state = try SyncState(directory: directory, stateDirectory: server.stateDirectory).clientState(for: try DocumentPath("b.bin"))
+            let state = try SyncState(directory: directory, stateDirectory: server.stateDirectory).clientState(
+                for: try DocumentPath("b.bin"))
             var known = try state.files()[""]!
             known.stamp = FileStamp.of(path)!
             try state.record(files: [known])
@@ -201,18 +213,22 @@ import XferServer
 
     @Test func revokedTokensAreRefusedAtOnce() async throws {
         try await LiveServer.run { server in
-            let admin = try String(contentsOfFile: server.data.adminTokenPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            let admin = try String(contentsOfFile: server.data.adminTokenPath, encoding: .utf8).trimmingCharacters(
+                in: .whitespacesAndNewlines)
             let adminConnection = ServerConnection(server: server.remote.connection.server, token: admin)
             defer { Task { await adminConnection.shutdown() } }
             let second = try await adminConnection.newToken(account: "tester")
             let other = ServerConnection(server: server.remote.connection.server, token: second.token)
             #expect(try await other.account().name == "tester")
-            #expect(try await adminConnection.revokeToken(RevokeTokenRequest(token: second.token, account: nil)).revoked == 1)
+            #expect(
+                try await adminConnection.revokeToken(RevokeTokenRequest(token: second.token, account: nil)).revoked
+                    == 1)
             await #expect(throws: XferError.self) { _ = try await other.account() }
             await other.shutdown()
             // The first token still works; revoking the account's tokens ends it too.
             #expect(try await server.remote.connection.account().name == "tester")
-            #expect(try await adminConnection.revokeToken(RevokeTokenRequest(token: nil, account: "tester")).revoked == 1)
+            #expect(
+                try await adminConnection.revokeToken(RevokeTokenRequest(token: nil, account: "tester")).revoked == 1)
             do {
                 _ = try await server.remote.connection.account()
                 Issue.record("a revoked token was accepted")
@@ -220,7 +236,9 @@ import XferServer
                 #expect(error.code == .unauthorized)
             }
             // The last admin token cannot be revoked (the server would be unmanageable).
-            await #expect(throws: XferError.self) { _ = try await adminConnection.revokeToken(RevokeTokenRequest(token: admin, account: nil)) }
+            await #expect(throws: XferError.self) {
+                _ = try await adminConnection.revokeToken(RevokeTokenRequest(token: admin, account: nil))
+            }
             // Tokens are stored hashed: the database never holds the token's text.
             if server.data.metadata is SQLiteMetadataStore {
                 let database = try Data(contentsOf: URL(fileURLWithPath: server.data.directory + "/metadata.sqlite"))

@@ -1,5 +1,6 @@
 import Testing
 import XferCore
+
 @testable import XferClient
 
 /// Which previous chunk a new chunk is sent against, decided without a disk or a server.
@@ -8,15 +9,18 @@ import XferCore
         Manifest.ChunkReference(id: ChunkID.of([seed]), length: length)
     }
 
-    static let base = try! Manifest(kind: .package, chunker: .default, entries: [
-        .init(path: "a", kind: .file, mode: 0o644, mtimeNanoseconds: 1, chunks: [chunk(1, 100)]),
-        .init(path: "big", kind: .file, mode: 0o644, mtimeNanoseconds: 1,
-              chunks: [chunk(2, 200_000), chunk(3, 200_000)]),
-        .init(path: "d", kind: .directory, mode: 0o755, mtimeNanoseconds: 1),
-        .init(path: "d/b", kind: .file, mode: 0o644, mtimeNanoseconds: 1, chunks: [chunk(4, 50), chunk(5, 70)]),
-        .init(path: "empty", kind: .file, mode: 0o644, mtimeNanoseconds: 1),
-        .init(path: "link", kind: .symlink, mode: 0o777, mtimeNanoseconds: 1, symlinkTarget: "a"),
-    ])
+    static let base = try! Manifest(
+        kind: .package, chunker: .default,
+        entries: [
+            .init(path: "a", kind: .file, mode: 0o644, mtimeNanoseconds: 1, chunks: [chunk(1, 100)]),
+            .init(
+                path: "big", kind: .file, mode: 0o644, mtimeNanoseconds: 1,
+                chunks: [chunk(2, 200_000), chunk(3, 200_000)]),
+            .init(path: "d", kind: .directory, mode: 0o755, mtimeNanoseconds: 1),
+            .init(path: "d/b", kind: .file, mode: 0o644, mtimeNanoseconds: 1, chunks: [chunk(4, 50), chunk(5, 70)]),
+            .init(path: "empty", kind: .file, mode: 0o644, mtimeNanoseconds: 1),
+            .init(path: "link", kind: .symlink, mode: 0o777, mtimeNanoseconds: 1, symlinkTarget: "a")
+        ])
 
     @Test func theChunkThatCoveredTheOffsetElseTheLast() {
         let chunks = [Self.chunk(4, 50), Self.chunk(5, 70)]

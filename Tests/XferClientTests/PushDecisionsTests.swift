@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import XferCore
 import XferProtocol
+
 @testable import XferClient
 
 /// The pure half of a push: what it is based on, whether it does anything, what it reads and
@@ -12,20 +13,27 @@ import XferProtocol
     }
 
     static func synced(_ version: Int64, _ chunks: [Manifest.ChunkReference]) throws -> SyncedDocument {
-        SyncedDocument(version: version, manifest: try Manifest(kind: .file, chunker: .default, entries: [
-            Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: chunks),
-        ]))
+        SyncedDocument(
+            version: version,
+            manifest: try Manifest(
+                kind: .file, chunker: .default,
+                entries: [
+                    Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: chunks)
+                ]))
     }
 
     static func info(_ version: Int64, _ state: VersionState) throws -> DocumentInfo {
-        DocumentInfo(path: try DocumentPath("d"), version: version, state: state, kind: .file, size: 0, mtimeNs: 0, mode: 0o644,
-                     baseVersion: nil, manifestDigest: nil, files: nil, chunks: nil, device: nil, sequence: 1)
+        DocumentInfo(
+            path: try DocumentPath("d"), version: version, state: state, kind: .file, size: 0, mtimeNs: 0, mode: 0o644,
+            baseVersion: nil, manifestDigest: nil, files: nil, chunks: nil, device: nil, sequence: 1)
     }
 
     @Test func aForcedPushIsBasedOnWhatIsCurrentOnTheServer() throws {
         #expect(PushDecisions.baseVersion(synced: 3, force: false, serverCurrent: nil) == 3)
         #expect(PushDecisions.baseVersion(synced: 3, force: true, serverCurrent: try Self.info(7, .current)) == 7)
-        #expect(PushDecisions.baseVersion(synced: 3, force: true, serverCurrent: try Self.info(7, .deleted)) == nil, "a deleted document is no base")
+        #expect(
+            PushDecisions.baseVersion(synced: 3, force: true, serverCurrent: try Self.info(7, .deleted)) == nil,
+            "a deleted document is no base")
         #expect(PushDecisions.baseVersion(synced: 3, force: true, serverCurrent: nil) == nil)
     }
 
@@ -34,7 +42,9 @@ import XferProtocol
         #expect(PushDecisions.isNoOp(force: false, synced: synced, baseVersion: 4, unchanged: true))
         #expect(!PushDecisions.isNoOp(force: false, synced: synced, baseVersion: 4, unchanged: false))
         #expect(!PushDecisions.isNoOp(force: true, synced: synced, baseVersion: 4, unchanged: true))
-        #expect(!PushDecisions.isNoOp(force: false, synced: synced, baseVersion: 5, unchanged: true), "based elsewhere: a new version")
+        #expect(
+            !PushDecisions.isNoOp(force: false, synced: synced, baseVersion: 5, unchanged: true),
+            "based elsewhere: a new version")
         #expect(!PushDecisions.isNoOp(force: false, synced: nil, baseVersion: nil, unchanged: true))
     }
 
@@ -47,11 +57,14 @@ import XferProtocol
         }
         let digest = synced.manifest.digest.hex
         #expect(synced.isHeld(by: try held(4, .current, digest: digest)))
-        #expect(synced.isHeld(by: try held(4, .superseded, digest: digest)), "another device pushed since: this root's copy is still there")
+        #expect(
+            synced.isHeld(by: try held(4, .superseded, digest: digest)),
+            "another device pushed since: this root's copy is still there")
         #expect(synced.isHeld(by: try held(4, .conflict, digest: digest)))
         #expect(!synced.isHeld(by: nil), "the server has no such version (a fresh server at the same address)")
-        #expect(!synced.isHeld(by: try held(4, .current, digest: try Self.synced(4, [Self.chunk(2)]).manifest.digest.hex)),
-                "the same number with other content (another deployment)")
+        #expect(
+            !synced.isHeld(by: try held(4, .current, digest: try Self.synced(4, [Self.chunk(2)]).manifest.digest.hex)),
+            "the same number with other content (another deployment)")
         #expect(!synced.isHeld(by: try held(4, .current, digest: nil)))
         #expect(!synced.isHeld(by: try held(4, .deleted, digest: digest)))
         #expect(!synced.isHeld(by: try held(4, .uploading, digest: digest)))
@@ -59,7 +72,9 @@ import XferProtocol
     }
 
     @Test func theBaseVersionsChunksAreNeverSentAndTheRestGoOnce() throws {
-        let a = Self.chunk(1), b = Self.chunk(2, 20), c = Self.chunk(3, 5)
+        let a = Self.chunk(1)
+        let b = Self.chunk(2, 20)
+        let c = Self.chunk(3, 5)
         let synced = try Self.synced(2, [a])
         let sure = PushDecisions.onServer(baseVersion: 2, synced: synced)
         #expect(sure.count == 1 && sure.contains(a.id) && !sure.contains(b.id))
@@ -82,37 +97,56 @@ import XferProtocol
         let basis = try Self.synced(2, [Self.chunk(1)])
         let limit = PushEngine.rereadBytes
         #expect(PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: [10, 20]))
-        #expect(PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: [limit - 1, 1]), "the limit itself is small")
-        #expect(PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: [0]), "an empty file changed: still a file to read")
-        #expect(!PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: [limit, 1]), "larger: announced before it is read")
+        #expect(
+            PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: [limit - 1, 1]),
+            "the limit itself is small")
+        #expect(
+            PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: [0]),
+            "an empty file changed: still a file to read")
+        #expect(
+            !PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: [limit, 1]),
+            "larger: announced before it is read")
         #expect(!PushDecisions.rereadsFirst(force: false, basis: basis, changedSizes: []), "nothing to read")
         #expect(!PushDecisions.rereadsFirst(force: true, basis: basis, changedSizes: [10]))
-        #expect(!PushDecisions.rereadsFirst(force: false, basis: nil, changedSizes: [10]), "no version the server holds to be found again")
+        #expect(
+            !PushDecisions.rereadsFirst(force: false, basis: nil, changedSizes: [10]),
+            "no version the server holds to be found again")
     }
 
     @Test func aPushThatReadsNothingKeepsItsSyncedVersionsChunker() throws {
         let other = try ChunkerConfiguration(minimumSize: 4 << 10, averageSize: 16 << 10, maximumSize: 64 << 10)
-        let synced = SyncedDocument(version: 2, manifest: try Manifest(kind: .file, chunker: other, entries: [
-            Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: [Self.chunk(1)]),
-        ]))
-        #expect(PushDecisions.chunker(readAny: false, synced: synced, configured: .default) == other, "every list is that version's")
+        let synced = SyncedDocument(
+            version: 2,
+            manifest: try Manifest(
+                kind: .file, chunker: other,
+                entries: [
+                    Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: [Self.chunk(1)])
+                ]))
+        #expect(
+            PushDecisions.chunker(readAny: false, synced: synced, configured: .default) == other,
+            "every list is that version's")
         #expect(PushDecisions.chunker(readAny: true, synced: synced, configured: .default) == .default)
         #expect(PushDecisions.chunker(readAny: false, synced: nil, configured: other) == other)
     }
 
     @Test func knownFilesCountAsHashedAndTheirChunksAsTheirOwners() {
-        let a = Self.chunk(1), b = Self.chunk(2, 20)
+        let a = Self.chunk(1)
+        let b = Self.chunk(2, 20)
         let lists: FileChunkLists = [[a], nil, [], [b, a]]
-        #expect(PushDecisions.knownBytes(lists, size: { [30, 40, 0, 50][$0] }) == 80, "the file not known is still to read")
+        #expect(
+            PushDecisions.knownBytes(lists, size: { [30, 40, 0, 50][$0] }) == 80, "the file not known is still to read")
         #expect(PushDecisions.knownBytes(lists, size: { _ in nil }) == 0, "a directory has no size")
         let owned = PushDecisions.locations(lists, path: { "/f\($0)" }, owner: 3) { $0 == a.id }
         #expect(owned.map(\.file) == ["/f0", "/f3"] && owned.map(\.offset) == [0, 20])
         #expect(owned.allSatisfy { $0.owner == 3 })
-        #expect(PushDecisions.locations(lists, path: { "/f\($0)" }) { _ in true }.allSatisfy { $0.owner == 0 }, "a single push's")
+        #expect(
+            PushDecisions.locations(lists, path: { "/f\($0)" }) { _ in true }.allSatisfy { $0.owner == 0 },
+            "a single push's")
     }
 
     @Test func packedChunkListsReadBackAsTheyWereSet() {
-        let a = Self.chunk(1), b = Self.chunk(2, 20)
+        let a = Self.chunk(1)
+        let b = Self.chunk(2, 20)
         var lists = FileChunkLists(files: 4)
         #expect(lists.indices.allSatisfy { !lists.isKnown($0) && lists[$0] == nil })
         lists[2] = [a, b]
@@ -138,13 +172,18 @@ import XferProtocol
     }
 
     @Test func theStateReadsAManifestInEitherStoredForm() throws {
-        let manifest = try Manifest(kind: .package, chunker: .default, entries: (0..<50).map {
-            Manifest.Entry(path: "file-\($0).txt", kind: .file, mode: 0o644, mtimeNanoseconds: 1, chunks: [Self.chunk(UInt8($0))])
-        })
+        let manifest = try Manifest(
+            kind: .package, chunker: .default,
+            entries: (0..<50).map {
+                Manifest.Entry(
+                    path: "file-\($0).txt", kind: .file, mode: 0o644, mtimeNanoseconds: 1,
+                    chunks: [Self.chunk(UInt8($0))])
+            })
         let stored = manifest.compressedDelta(against: nil)
         #expect(Manifest.isCompressedDelta(stored), "what is stored now: compressed")
         #expect(try ClientState.storedManifest(stored) == manifest)
-        #expect(try ClientState.storedManifest(SpillArray(manifest.encoded())) == manifest, "what earlier releases stored")
+        #expect(
+            try ClientState.storedManifest(SpillArray(manifest.encoded())) == manifest, "what earlier releases stored")
         #expect(throws: XferError.self) { try ClientState.storedManifest(SpillArray(stored.prefix(20))) }
     }
 

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
-@testable import XferClient
 import XferCore
 import XferProtocol
+
+@testable import XferClient
 
 @Suite struct PushPullTests {
     @Test func packageRoundTripKeepsContentModesAndTimes() async throws {
@@ -20,7 +21,9 @@ import XferProtocol
             let listed = try await server.client().list(prefix: "Documents/")
             #expect(listed.documents.map(\.path.value) == ["Documents/Project.pkg"])
             // (End to end the server knows the size it stores, not the content's.)
-            #expect(listed.documents.first?.kind == .package && (listed.documents.first?.size == pushed.bytes || LiveServer.endToEnd))
+            #expect(
+                listed.documents.first?.kind == .package
+                    && (listed.documents.first?.size == pushed.bytes || LiveServer.endToEnd))
 
             let other = server.otherDevice("b")
             let pulled = try await server.pull("Documents/Project.pkg", server.root + "/dst", from: other)
@@ -50,14 +53,17 @@ import XferProtocol
             _ = requests.take()
             let first = try await server.pull("Documents/Many.pkg", server.root + "/dst", from: other)
             #expect(first.files == 71)
-            #expect((requests.take()["download"] ?? 0) > 1 + manifestRequests, "71 files written: the downloads are split")
+            #expect(
+                (requests.take()["download"] ?? 0) > 1 + manifestRequests, "71 files written: the downloads are split")
 
             try Files.write(source + "/big.bin", Files.random(count: 2_000_000, seed: 8))
             _ = try await server.push(source, "Documents/Many.pkg")
             _ = requests.take()
             let edit = try await server.pull("Documents/Many.pkg", server.root + "/dst", from: other)
             #expect(edit.version == 2 && edit.chunksFetched > 4)
-            #expect(requests.take()["download"] == 1 + manifestRequests, "one file written: one request, as for that file alone")
+            #expect(
+                requests.take()["download"] == 1 + manifestRequests,
+                "one file written: one request, as for that file alone")
             #expect(try Files.snapshot(server.root + "/dst") == Files.snapshot(source))
         }
     }
@@ -83,7 +89,9 @@ import XferProtocol
             #expect(pulled.version == 1)
             #expect(try Files.snapshot(server.root + "/copy") == Files.snapshot(source))
             // Nothing of the staging copy is left beside it.
-            #expect(try FileManager.default.contentsOfDirectory(atPath: server.root).filter { $0.contains("xfer-") }.isEmpty)
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: server.root).filter { $0.contains("xfer-") }.isEmpty
+            )
         }
     }
 
@@ -112,15 +120,17 @@ import XferProtocol
             let pulled = try await server.pull("big.bin", server.root + "/copy.bin", from: reader)
             #expect(pulled.chunksFetched <= 5)
             #expect(Files.read(server.root + "/copy.bin") == content)
-            let wire = inserted.bytesSent + Int64(inserted.manifestBytes) + pulled.bytesFetched + Int64(pulled.manifestBytes)
+            let wire =
+                inserted.bytesSent + Int64(inserted.manifestBytes) + pulled.bytesFetched + Int64(pulled.manifestBytes)
             #expect(wire < 1 << 20, "the insertion moved \(wire) bytes")
             // (End to end a version's sealed manifest goes whole, about 32 bytes a chunk, and its
             // carrier as a delta both ways. How many chunks depends on the container's key, a new
             // random one each run, so the bound is per chunk. A pull that took the carrier whole
             // moved about 61 bytes a chunk, 95–98 kB here.)
             let manifestLimit = LiveServer.endToEnd ? inserted.chunks * 45 : 16 << 10
-            #expect(inserted.manifestBytes < manifestLimit && pulled.manifestBytes < manifestLimit,
-                    "manifest bytes: push \(inserted.manifestBytes), pull \(pulled.manifestBytes)")
+            #expect(
+                inserted.manifestBytes < manifestLimit && pulled.manifestBytes < manifestLimit,
+                "manifest bytes: push \(inserted.manifestBytes), pull \(pulled.manifestBytes)")
         }
     }
 
@@ -128,7 +138,9 @@ import XferProtocol
         try await LiveServer.run { server in
             let source = server.root + "/many"
             for i in 0..<1000 {
-                try Files.write(source + "/d\(i % 10)/file-\(i).txt", Array("file \(i)\n".utf8) + Files.random(count: i, seed: UInt64(i)))
+                try Files.write(
+                    source + "/d\(i % 10)/file-\(i).txt",
+                    Array("file \(i)\n".utf8) + Files.random(count: i, seed: UInt64(i)))
             }
             try await Self.pushNoOpOneEditPull(server, source, "many.pkg", files: 1000, edit: "d3/file-3.txt")
         }
@@ -141,11 +153,14 @@ import XferProtocol
         try await LiveServer.run { server in
             let source = server.root + "/many"
             for i in 0..<1000 {
-                try Files.write(source + "/d\(i % 7)/file-\(i).txt", Array("small file \(i)\n".utf8) + Files.random(count: i % 300, seed: UInt64(i + 5)))
+                try Files.write(
+                    source + "/d\(i % 7)/file-\(i).txt",
+                    Array("small file \(i)\n".utf8) + Files.random(count: i % 300, seed: UInt64(i + 5)))
             }
             var options = PushOptions()
             options.askBatch = 8
-            let pushed = try await PushEngine(remote: server.remote, options: options).push(source, as: try DocumentPath("many.pkg"))
+            let pushed = try await PushEngine(remote: server.remote, options: options).push(
+                source, as: try DocumentPath("many.pkg"))
             #expect(pushed.files == 1000 && pushed.chunksSent == pushed.chunks)
             let pulled = try await server.pull("many.pkg", source + "-copy", from: server.otherDevice("c"))
             #expect(pulled.files == 1000)
@@ -155,7 +170,9 @@ import XferProtocol
 
     /// Pushes `source` (of `files` files), pushes it again (nothing to do), edits `edit` and
     /// pushes (one chunk goes), then pulls it on another device: the same tree.
-    static func pushNoOpOneEditPull(_ server: LiveServer, _ source: String, _ name: String, files: Int, edit: String) async throws {
+    static func pushNoOpOneEditPull(_ server: LiveServer, _ source: String, _ name: String, files: Int, edit: String)
+        async throws
+    {
         let pushed = try await server.push(source, name)
         #expect(pushed.files == files)
         let noOp = try await server.push(source, name)
@@ -194,7 +211,9 @@ import XferProtocol
             _ = try await server.push(source, "doc")
             _ = try await server.pull("doc", target, from: reader)
             #expect(try Files.snapshot(target) == Files.snapshot(source))
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: server.root).filter { $0.contains(".xfer-") }
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: server.root).filter {
+                $0.contains(".xfer-")
+            }
             #expect(leftovers.isEmpty)
         }
     }
@@ -209,7 +228,8 @@ import XferProtocol
             try Files.write(server.root + "/g.txt", Array("other".utf8))
             var force = PushOptions()
             force.force = true
-            let forced = try await PushEngine(remote: other, options: force).push(server.root + "/g.txt", as: DocumentPath("f.txt"))
+            let forced = try await PushEngine(remote: other, options: force).push(
+                server.root + "/g.txt", as: DocumentPath("f.txt"))
             #expect(forced.version == 2 && forced.state == .current && forced.conflicts.isEmpty)
             do {
                 _ = try await server.pull("nope.txt", server.root + "/x")
@@ -217,8 +237,9 @@ import XferProtocol
             } catch let error as XferError {
                 #expect(error.code == .notFound)
             }
-            let offline = Remote(connection: ServerConnection(server: "http://127.0.0.1:1", token: "t"), container: .default,
-                                 stateDirectory: server.stateDirectory)
+            let offline = Remote(
+                connection: ServerConnection(server: "http://127.0.0.1:1", token: "t"), container: .default,
+                stateDirectory: server.stateDirectory)
             do {
                 _ = try await PullEngine(remote: offline).pull(DocumentPath("f.txt"), into: server.root + "/y")
                 Issue.record("pull from a closed port succeeded")
@@ -258,7 +279,8 @@ extension PushPullTests {
     /// any other content there still is.
     @Test func aPullKilledAfterPublishingIsNotRefusedOnReRun() async throws {
         try await LiveServer.run { server in
-            let source = server.root + "/source.txt", target = server.root + "/copy.txt"
+            let source = server.root + "/source.txt"
+            let target = server.root + "/copy.txt"
             try Files.write(source, Files.random(count: 300_000, seed: 5))
             _ = try await server.push(source, "doc.txt")
             _ = try await server.pull("doc.txt", target)

@@ -4,10 +4,11 @@ import Hummingbird
 import NIOCore
 import Synchronization
 import Testing
-@testable import XferClient
 import XferCore
 import XferProtocol
 import XferServer
+
+@testable import XferClient
 
 /// The client's one retry rule (``RetryPolicy``): which failures are tried again, how long it
 /// waits, and that a server's 429 with `Retry-After` is waited out.
@@ -16,11 +17,17 @@ import XferServer
         let policy = RetryPolicy(retries: 4, baseDelay: .milliseconds(100), maximumDelay: .seconds(1))
         #expect(policy.delay(attempt: 1, retryAfter: nil, random: 1) == .milliseconds(100))
         #expect(policy.delay(attempt: 3, retryAfter: nil, random: 1) == .milliseconds(400))
-        #expect(policy.delay(attempt: 3, retryAfter: nil, random: 0.5) == .milliseconds(200), "full jitter: a random part of the ceiling")
+        #expect(
+            policy.delay(attempt: 3, retryAfter: nil, random: 0.5) == .milliseconds(200),
+            "full jitter: a random part of the ceiling")
         #expect(policy.delay(attempt: 30, retryAfter: nil, random: 1) == .seconds(1), "capped")
         #expect(policy.delay(attempt: 1, retryAfter: .seconds(0), random: 1) == .zero)
-        #expect(policy.delay(attempt: 1, retryAfter: .seconds(600), random: 1) == .seconds(1), "a server's ask is capped too")
-        #expect(RetryPolicy.retryAfter(" 7 ") == .seconds(7) && RetryPolicy.retryAfter("Fri, 27 Nov 2026 20:00:00 GMT") == nil)
+        #expect(
+            policy.delay(attempt: 1, retryAfter: .seconds(600), random: 1) == .seconds(1),
+            "a server's ask is capped too")
+        #expect(
+            RetryPolicy.retryAfter(" 7 ") == .seconds(7)
+                && RetryPolicy.retryAfter("Fri, 27 Nov 2026 20:00:00 GMT") == nil)
     }
 
     @Test func onlyWhatMayBeRepeatedIsRepeatedAfterABrokenConnectionOrAServerFault() {
@@ -31,7 +38,8 @@ import XferServer
         #expect(RetryPolicy.isTransient(status: nil, sent: true, idempotent: true))
         #expect(!RetryPolicy.isTransient(status: 500, sent: true, idempotent: false))
         #expect(RetryPolicy.isTransient(status: 502, sent: true, idempotent: true))
-        #expect(!RetryPolicy.isTransient(status: 500, sent: true, idempotent: true), "the server's own error is an answer")
+        #expect(
+            !RetryPolicy.isTransient(status: 500, sent: true, idempotent: true), "the server's own error is an answer")
         #expect(!RetryPolicy.isTransient(status: 507, sent: true, idempotent: true), "a full disk stays full")
         #expect(!RetryPolicy.isTransient(status: 409, sent: true, idempotent: true), "an answer is an answer")
         #expect(ServerConnection.isIdempotent(method: "GET", route: "/v1/containers/c/changes?after=1"))
@@ -62,11 +70,19 @@ import XferServer
         func intercept(_ request: Request) -> Response? {
             guard request.uri.path.hasSuffix(route) else { return nil }
             guard armed.withLock({ $0 }) else { return nil }
-            let number = seen.withLock { count in count += 1; return count }
+            let number = seen.withLock { count in
+                count += 1
+                return count
+            }
             guard number <= faults else { return nil }
-            return Response(status: status, headers: [.contentType: "application/json", .retryAfter: "0"],
-                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: WireJSON.encode(ErrorBody(code: status == .serviceUnavailable ? "unavailable" : "internal",
-                                                                                                       message: "a fault")))))
+            return Response(
+                status: status, headers: [.contentType: "application/json", .retryAfter: "0"],
+                body: ResponseBody(
+                    byteBuffer: ByteBuffer(
+                        bytes: WireJSON.encode(
+                            ErrorBody(
+                                code: status == .serviceUnavailable ? "unavailable" : "internal",
+                                message: "a fault")))))
         }
     }
 
@@ -78,7 +94,9 @@ import XferServer
             _ = try await server.push(file, "a.txt")
             busy.armed.withLock { $0 = true }
             _ = try await server.pull("a.txt", server.root + "/b.txt")
-            #expect(busy.count >= 3 && Files.read(server.root + "/b.txt") == Array("hello".utf8), "two 503s, then the answer")
+            #expect(
+                busy.count >= 3 && Files.read(server.root + "/b.txt") == Array("hello".utf8),
+                "two 503s, then the answer")
         }
         let broken = Faults(route: "/commit", status: .internalServerError, faults: 1)
         broken.armed.withLock { $0 = true }
@@ -104,14 +122,19 @@ import XferServer
             #expect(ContinuousClock.now - started >= .milliseconds(500), "it was held back, and came through")
 
             // Without retries the 429 is the caller's, as rate_limited.
-            let impatient = Remote(connection: ServerConnection(server: server.remote.connection.server, token: server.token, retry: .none),
-                                   container: server.remote.container, stateDirectory: server.root + "/state-impatient",
-                                   endToEnd: server.remote.endToEnd)
+            let impatient = Remote(
+                connection: ServerConnection(
+                    server: server.remote.connection.server, token: server.token, retry: .none),
+                container: server.remote.container, stateDirectory: server.root + "/state-impatient",
+                endToEnd: server.remote.endToEnd)
             // Twenty at once against a bucket of three: however slow the machine, most are turned away.
             let codes = await withTaskGroup(of: XferError.Code?.self) { group in
                 for _ in 0..<20 {
                     group.addTask {
-                        do { _ = try await impatient.connection.account(); return nil } catch let error as XferError { return error.code } catch { return nil }
+                        do {
+                            _ = try await impatient.connection.account()
+                            return nil
+                        } catch let error as XferError { return error.code } catch { return nil }
                     }
                 }
                 return await group.reduce(into: [XferError.Code?]()) { $0.append($1) }

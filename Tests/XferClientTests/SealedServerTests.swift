@@ -3,12 +3,14 @@ import Testing
 import XferClient
 import XferCore
 import XferProtocol
+
 @testable import XferServer
 
 /// A server sealing its data at rest, seen from a client: everything reads back, and nothing
 /// in its data directory (packs, SQLite database and WAL) shows a file's content, a file's name
 /// in a package, or the SHA-256 of a chunk or a file.
-@Suite(LiveServer.plainOnly("checks what a plain container's data leaves readable on the server")) struct SealedServerTests {
+@Suite(LiveServer.plainOnly("checks what a plain container's data leaves readable on the server"))
+struct SealedServerTests {
     /// A package of known files: text (compressed when stored), random bytes (stored as they
     /// are, several chunks), names no store should show. Returns the byte strings that must
     /// not appear (names, lines, samples of the random bytes) and every file's SHA-256 (raw, hex).
@@ -39,7 +41,8 @@ import XferProtocol
             let path = directory + "/" + file
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
-                  let bytes = FileManager.default.contents(atPath: path) else { continue }
+                let bytes = FileManager.default.contents(atPath: path)
+            else { continue }
             for secret in secrets where bytes.range(of: Data(secret)) != nil {
                 found.append("\(file): \(String(decoding: secret.prefix(24), as: UTF8.self))")
             }
@@ -55,9 +58,11 @@ import XferProtocol
         let bytes = try await store.read { tx in
             var all = Data()
             // Every table of the store's schema, not a list that a new table could miss.
-            let tables = try tx.sql.rows("""
+            let tables = try tx.sql.rows(
+                """
                 SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'
-                """, []).map { try $0.text("table_name") }
+                """, []
+            ).map { try $0.text("table_name") }
             #expect(tables.contains("documents") && tables.contains("versions"), "\(tables)")
             for table in tables {
                 for row in try tx.sql.rows("SELECT * FROM \(table)", []) {
@@ -99,7 +104,10 @@ import XferProtocol
             _ = try await server.push(server.root + "/tree", "Documents/vault")
             #expect(Self.revealed(secrets, in: try await Self.packBytes(server.data)) > 10)
             // The names are in the (plain) manifests in the metadata database.
-            #expect(try await Self.revealed(secrets.filter { String(decoding: $0, as: UTF8.self).hasSuffix(".txt") }, metadataOf: server).count >= 8)
+            #expect(
+                try await Self.revealed(
+                    secrets.filter { String(decoding: $0, as: UTF8.self).hasSuffix(".txt") }, metadataOf: server
+                ).count >= 8)
             #expect(Self.revealed(digests, in: try await Self.packBytes(server.data)) >= 8)
             // The metadata database keys its rows by chunk id: the files' SHA-256 show there.
             #expect(try await Self.revealed(digests.filter { $0.count == 32 }, metadataOf: server).count >= 8)
@@ -108,8 +116,9 @@ import XferProtocol
             let (secrets, digests) = try Self.makeTree(server.root + "/tree")
             _ = try await server.push(server.root + "/tree", "Documents/vault")
             // The chunks' ids, from the manifest the server opens for a client.
-            let stored = try await server.data.metadata.manifest(account: 1, container: .default,
-                                                                 path: try DocumentPath("Documents/vault"), version: nil)
+            let stored = try await server.data.metadata.manifest(
+                account: 1, container: .default,
+                path: try DocumentPath("Documents/vault"), version: nil)
             let ids = try Manifest(decoding: stored.manifest).allChunks.map(\.id)
             #expect(ids.count >= 10)
             #expect(try await Self.revealed(secrets, metadataOf: server) == [])
@@ -151,7 +160,8 @@ import XferProtocol
             _ = try await server.push(server.root + "/tree", "Documents/pkg")
             let store = try #require(server.data.metadata as? any SQLMetadataStore)
             try await store.write { tx in
-                let blob = try #require(try tx.sql.one("SELECT manifest FROM versions WHERE manifest IS NOT NULL")?.blob("manifest"))
+                let blob = try #require(
+                    try tx.sql.one("SELECT manifest FROM versions WHERE manifest IS NOT NULL")?.blob("manifest"))
                 #expect(Sealing.isSealed(blob))
                 var damaged = blob
                 damaged[damaged.count / 2] ^= 0x01

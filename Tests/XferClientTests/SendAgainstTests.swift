@@ -7,7 +7,8 @@ import XferServer
 
 /// Changed small files sent against their previous content (``ChunkEncoding/zstdAgainst``),
 /// both ways, with the client's cache of recently synced small chunks.
-@Suite(LiveServer.plainOnly("a sealed chunk is never sent against another, nor kept in the chunk cache")) struct SendAgainstTests {
+@Suite(LiveServer.plainOnly("a sealed chunk is never sent against another, nor kept in the chunk cache"))
+struct SendAgainstTests {
     /// A package of small files (random bytes, so a file sent whole costs its whole size).
     static func writeTree(_ root: String, count: Int) throws -> [String: [UInt8]] {
         var files: [String: [UInt8]] = [:]
@@ -22,7 +23,8 @@ import XferServer
     /// A random file pushed as document `name`, and a second device (`reader`) that pulled it
     /// into `copy-NAME`: the file's path and bytes, and the reader.
     static func pushedAndPulled(_ server: LiveServer, _ name: String, count: Int, seed: UInt64) async throws
-        -> (path: String, bytes: [UInt8], reader: Remote) {
+        -> (path: String, bytes: [UInt8], reader: Remote)
+    {
         let path = server.root + "/" + name
         let bytes = Files.random(count: count, seed: seed)
         try Files.write(path, bytes)
@@ -39,7 +41,8 @@ import XferServer
             let first = try await server.push(source, "Documents/tree")
             #expect(first.chunksSent == first.chunks)
             // The pushing device keeps the small files' chunks.
-            let cache = ChunkCache(database: try ClientState(root: source, stateDirectory: server.stateDirectory).database)
+            let cache = ChunkCache(
+                database: try ClientState(root: source, stateDirectory: server.stateDirectory).database)
             #expect(try cache.usage().chunks == first.chunksSent)
 
             let reader = server.otherDevice("reader")
@@ -62,15 +65,19 @@ import XferServer
             let second = try await server.push(source, "Documents/tree")
             #expect(second.version == 2 && second.chunksSent == 10)
             // Sent whole, the ten files would cost every byte (random data does not compress).
-            #expect(second.bytesSent < 10 * 200, "sent \(second.bytesSent) bytes for \(editedBytes) bytes of edited files")
+            #expect(
+                second.bytesSent < 10 * 200, "sent \(second.bytesSent) bytes for \(editedBytes) bytes of edited files")
 
             let pulled = try await server.pull("Documents/tree", server.root + "/copy", from: reader)
             #expect(pulled.version == 2 && pulled.chunksFetched == 10)
-            #expect(pulled.bytesFetched < 10 * 200, "fetched \(pulled.bytesFetched) bytes for \(editedBytes) bytes of edited files")
+            #expect(
+                pulled.bytesFetched < 10 * 200,
+                "fetched \(pulled.bytesFetched) bytes for \(editedBytes) bytes of edited files")
             #expect(try Files.snapshot(server.root + "/copy") == Files.snapshot(source))
 
             // A third device with no earlier copy gets the files whole, and the same content.
-            let fresh = try await server.pull("Documents/tree", server.root + "/fresh", from: server.otherDevice("fresh"))
+            let fresh = try await server.pull(
+                "Documents/tree", server.root + "/fresh", from: server.otherDevice("fresh"))
             #expect(fresh.bytesFetched >= Int64(files.values.reduce(0) { $0 + $1.count }))
             #expect(try Files.snapshot(server.root + "/fresh") == Files.snapshot(source))
         }
@@ -80,7 +87,9 @@ import XferServer
         try await LiveServer.run { server in
             var (path, bytes, reader) = try await Self.pushedAndPulled(server, "notes.txt", count: 50_000, seed: 5)
             // The reader's cache is emptied: its copy on disk still holds the previous chunk.
-            let readerCache = ChunkCache(database: try ClientState(root: server.root + "/copy-notes.txt", stateDirectory: reader.stateDirectory).database)
+            let readerCache = ChunkCache(
+                database: try ClientState(root: server.root + "/copy-notes.txt", stateDirectory: reader.stateDirectory)
+                    .database)
             #expect(try readerCache.usage().chunks == 1)
             try readerCache.removeAll()
             #expect(try readerCache.usage().chunks == 0)
@@ -102,10 +111,12 @@ import XferServer
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
                 return (directory, try SyncEngine(directory: directory, remote: server.otherDevice(name)))
             }
-            let (a, syncA) = try engine("a"), (b, syncB) = try engine("b")
+            let (a, syncA) = try engine("a")
+            let (b, syncB) = try engine("b")
             var files: [String: [UInt8]] = [:]
             for index in 0..<30 {
-                files["Documents/src/f\(index).c"] = Files.random(count: 5_000 + index * 1_000, seed: UInt64(500 + index))
+                files["Documents/src/f\(index).c"] = Files.random(
+                    count: 5_000 + index * 1_000, seed: UInt64(500 + index))
                 try Files.write(a + "/Documents/src/f\(index).c", files["Documents/src/f\(index).c"]!)
             }
             #expect(try await syncA.syncOnce().uploaded == 30)
@@ -120,7 +131,9 @@ import XferServer
             let sent = try await syncA.syncOnce()
             #expect(sent.uploaded == 6 && sent.bytesSent < 6 * 200, "sent \(sent.bytesSent) bytes")
             let fetched = try await syncB.syncOnce()
-            #expect(fetched.downloaded == 6 && fetched.bytesFetched > 0 && fetched.bytesFetched < 6 * 200, "fetched \(fetched.bytesFetched) bytes")
+            #expect(
+                fetched.downloaded == 6 && fetched.bytesFetched > 0 && fetched.bytesFetched < 6 * 200,
+                "fetched \(fetched.bytesFetched) bytes")
             for (name, bytes) in files { #expect(Files.read(b + "/" + name) == bytes, "\(name)") }
         }
     }
@@ -153,11 +166,13 @@ import XferServer
 
     @Test func aTransferOffersTheCacheOnlyWhatItsBoundHolds() {
         var admission = ChunkCache.Admission(maximumBytes: 10_000)
-        let verdicts = [admission.admits(1_000, ofFileSized: ChunkCache.fileLimit + 1),  // a large file's chunk
-                        admission.admits(6_000, ofFileSized: 6_000),
-                        admission.admits(5_000, ofFileSized: 5_000),  // over what is left
-                        admission.admits(4_000, ofFileSized: 4_000),
-                        admission.admits(1, ofFileSized: 1)]
+        let verdicts = [
+            admission.admits(1_000, ofFileSized: ChunkCache.fileLimit + 1),  // a large file's chunk
+            admission.admits(6_000, ofFileSized: 6_000),
+            admission.admits(5_000, ofFileSized: 5_000),  // over what is left
+            admission.admits(4_000, ofFileSized: 4_000),
+            admission.admits(1, ofFileSized: 1)
+        ]
         #expect(verdicts == [false, true, false, true, false])
         #expect(admission.left == 0)
     }
@@ -175,14 +190,16 @@ import XferServer
             let bound = 100_000
             var options = PushOptions()
             options.cacheBytes = bound
-            _ = try await PushEngine(remote: server.remote, options: options).push(source, as: try DocumentPath("Documents/tree"))
+            _ = try await PushEngine(remote: server.remote, options: options).push(
+                source, as: try DocumentPath("Documents/tree"))
 
             // The files a push reads come in bytewise path order; the first that fit are kept.
             var admission = ChunkCache.Admission(maximumBytes: bound)
             let admitted = files.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
                 .filter { admission.admits(files[$0]!.count, ofFileSized: Int64(files[$0]!.count)) }
             #expect(admitted.count > 3 && admitted.count < 40)
-            let cache = ChunkCache(database: try ClientState(root: source, stateDirectory: server.stateDirectory).database)
+            let cache = ChunkCache(
+                database: try ClientState(root: source, stateDirectory: server.stateDirectory).database)
             let usage = try cache.usage()
             #expect(usage.chunks == admitted.count, "\(usage) \(admitted)")
             #expect(Set(try cache.plain(admitted.map { ChunkID.of(files[$0]!) }).keys).count == admitted.count)
@@ -191,21 +208,28 @@ import XferServer
             let reader = server.otherDevice("reader")
             var pullOptions = PullOptions()
             pullOptions.cacheBytes = bound
-            _ = try await PullEngine(remote: reader, options: pullOptions).pull(try DocumentPath("Documents/tree"), into: server.root + "/copy")
-            let readerCache = ChunkCache(database: try ClientState(root: server.root + "/copy", stateDirectory: reader.stateDirectory).database)
+            _ = try await PullEngine(remote: reader, options: pullOptions).pull(
+                try DocumentPath("Documents/tree"), into: server.root + "/copy")
+            let readerCache = ChunkCache(
+                database: try ClientState(root: server.root + "/copy", stateDirectory: reader.stateDirectory).database)
             let held = try readerCache.usage()
             #expect(held.chunks > 3 && held.chunks < 40)
 
             // A kept file's edit still goes against its previous content; one not kept goes whole.
-            let kept = admitted[0], notKept = files.keys.first { !admitted.contains($0) }!
+            let kept = admitted[0]
+            let notKept = files.keys.first { !admitted.contains($0) }!
             for name in [kept, notKept] {
                 files[name]!.insert(contentsOf: Array("/* edit */".utf8), at: 100)
                 try Files.write(source + "/" + name, files[name]!)
             }
-            let second = try await PushEngine(remote: server.remote, options: options).push(source, as: try DocumentPath("Documents/tree"))
+            let second = try await PushEngine(remote: server.remote, options: options).push(
+                source, as: try DocumentPath("Documents/tree"))
             #expect(second.chunksSent == 2)
-            #expect(second.bytesSent >= Int64(files[notKept]!.count) && second.bytesSent < Int64(files[notKept]!.count) + 500,
-                    "sent \(second.bytesSent) bytes for a \(files[notKept]!.count)-byte file sent whole and a kept one's edit")
+            #expect(
+                second.bytesSent >= Int64(files[notKept]!.count)
+                    && second.bytesSent < Int64(files[notKept]!.count) + 500,
+                "sent \(second.bytesSent) bytes for a \(files[notKept]!.count)-byte file sent whole and a kept one's edit"
+            )
         }
     }
 
@@ -222,16 +246,19 @@ import XferServer
             // Another device pushes the first ten files: the server has their chunks.
             let other = server.root + "/other"
             for name in held { try Files.write(other + "/" + name, files[name]!) }
-            _ = try await PushEngine(remote: server.otherDevice("other")).push(other, as: try DocumentPath("Documents/theirs"))
+            _ = try await PushEngine(remote: server.otherDevice("other")).push(
+                other, as: try DocumentPath("Documents/theirs"))
 
             // This device pushes all twenty, with room in its cache for about ten files.
             let source = server.root + "/mine"
             for name in names { try Files.write(source + "/" + name, files[name]!) }
             var options = PushOptions()
             options.cacheBytes = fresh.reduce(0) { $0 + files[$1]!.count }
-            let pushed = try await PushEngine(remote: server.remote, options: options).push(source, as: try DocumentPath("Documents/mine"))
+            let pushed = try await PushEngine(remote: server.remote, options: options).push(
+                source, as: try DocumentPath("Documents/mine"))
             #expect(pushed.chunksSent == 10)
-            let cache = ChunkCache(database: try ClientState(root: source, stateDirectory: server.stateDirectory).database)
+            let cache = ChunkCache(
+                database: try ClientState(root: source, stateDirectory: server.stateDirectory).database)
             // Every chunk it sent is kept: the ten it did not send took none of the room.
             #expect(try cache.usage().chunks == 10)
             #expect(Set(try cache.plain(fresh.map { ChunkID.of(files[$0]!) }).keys).count == 10)
@@ -250,7 +277,8 @@ import XferServer
             // The reader still has its copy: the same chunks come as a few hundred bytes.
             let pulled = try await server.pull("big.bin", server.root + "/copy-big.bin", from: reader)
             #expect(pulled.chunksFetched == pushed.chunksSent)
-            #expect(pulled.bytesFetched < 1_000, "fetched \(pulled.bytesFetched) bytes for \(pushed.bytesSent) sent whole")
+            #expect(
+                pulled.bytesFetched < 1_000, "fetched \(pulled.bytesFetched) bytes for \(pushed.bytesSent) sent whole")
             #expect(Files.read(server.root + "/copy-big.bin") == bytes)
         }
     }
@@ -264,8 +292,11 @@ import XferServer
         try await LiveServer.run(limits: limits) { server in
             #expect(await server.remote.connection.features().isEmpty)
             // A sync pass: batched commits and pulls.
-            let a = server.root + "/a", b = server.root + "/b"
-            for directory in [a, b] { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+            let a = server.root + "/a"
+            let b = server.root + "/b"
+            for directory in [a, b] {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            }
             let syncA = try SyncEngine(directory: a, remote: server.otherDevice("a"))
             let syncB = try SyncEngine(directory: b, remote: server.otherDevice("b"))
             var bytes = Files.random(count: 20_000, seed: 9)
@@ -277,7 +308,9 @@ import XferServer
             let sent = try await syncA.syncOnce()
             #expect(sent.uploaded == 1 && sent.bytesSent >= Int64(bytes.count))
             let fetched = try await syncB.syncOnce()
-            #expect(fetched.downloaded == 1 && fetched.bytesFetched >= Int64(bytes.count), "fetched \(fetched.bytesFetched)")
+            #expect(
+                fetched.downloaded == 1 && fetched.bytesFetched >= Int64(bytes.count), "fetched \(fetched.bytesFetched)"
+            )
             #expect(Files.read(b + "/Documents/notes.c") == bytes)
 
             // A push and a pull, the same way.

@@ -16,10 +16,16 @@ import XferServer
     /// - Parameter restored: The second server is a copy of the first's data directory taken
     ///   when the account was new (a restore from an old backup: the same deployment, an older
     ///   history), instead of an empty one.
-    static func withSwappableServer(restored: Bool = false,
-                                    _ body: @escaping @Sendable (_ root: String, _ remote: Remote, _ second: Locked<Bool>,
-                                                                 _ servers: [ServerData]) async throws -> Void) async throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-identity-\(UUID().uuidString)").path
+    static func withSwappableServer(
+        restored: Bool = false,
+        _ body:
+            @escaping @Sendable (
+                _ root: String, _ remote: Remote, _ second: Locked<Bool>,
+                _ servers: [ServerData]
+            ) async throws -> Void
+    ) async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-identity-\(UUID().uuidString)")
+            .path
         defer { try? FileManager.default.removeItem(atPath: root) }
         let first = try await ServerData.open(root + "/data1")
         let token = try await first.createAccount(name: "tester", quota: nil).token!
@@ -29,7 +35,8 @@ import XferServer
             replacement = try await ServerData.open(root + "/data2")
         } else {
             replacement = try await ServerData.open(root + "/data2")
-            _ = try await replacement.metadata.createAccount(name: try AccountName("tester"), quota: 5 << 30, tokenHash: TokenHash.hash(token))
+            _ = try await replacement.metadata.createAccount(
+                name: try AccountName("tester"), quota: 5 << 30, tokenHash: TokenHash.hash(token))
         }
         let one = XferServer.router(data: first).buildResponder()
         let two = XferServer.router(data: replacement).buildResponder()
@@ -38,13 +45,17 @@ import XferServer
         logger.logLevel = .warning
         let app = Application(
             responder: CallbackResponder<XferRequestContext> { request, context in
-                second.value ? try await two.respond(to: request, context: context) : try await one.respond(to: request, context: context)
+                second.value
+                    ? try await two.respond(to: request, context: context)
+                    : try await one.respond(to: request, context: context)
             },
             configuration: .init(address: .hostname("127.0.0.1", port: 0)), logger: logger)
         try await app.test(.live) { client in
             let connection = ServerConnection(server: "http://127.0.0.1:\(client.port!)", token: token)
             defer { Task { await connection.shutdown() } }
-            try await body(root, Remote(connection: connection, container: .default, stateDirectory: root + "/state"), second, [first, replacement])
+            try await body(
+                root, Remote(connection: connection, container: .default, stateDirectory: root + "/state"), second,
+                [first, replacement])
         }
     }
 
@@ -66,7 +77,11 @@ import XferServer
     func anUnchangedPushToAServerThatLacksItsVersionSendsEverything(restored: Bool) async throws {
         try await Self.withSwappableServer(restored: restored) { root, remote, second, _ in
             let tree = root + "/tree"
-            for index in 0..<4 { try Files.write(tree + "/dir\(index % 2)/file\(index).bin", Files.random(count: 30_000 + index, seed: UInt64(index))) }
+            for index in 0..<4 {
+                try Files.write(
+                    tree + "/dir\(index % 2)/file\(index).bin", Files.random(count: 30_000 + index, seed: UInt64(index))
+                )
+            }
             let name = try DocumentPath("Documents/tree")
             let first = try await PushEngine(remote: remote).push(tree, as: name)
             #expect(first.committed && first.chunksSent > 0)
@@ -81,8 +96,11 @@ import XferServer
             #expect(moved.committed, "the server at this address lacks the version this root synced")
             #expect(moved.chunksSent == first.chunksSent)
             let pulled = root + "/pulled"
-            _ = try await PullEngine(remote: Remote(connection: remote.connection, container: remote.container, stateDirectory: root + "/state-pull"))
-                .pull(name, into: pulled)
+            _ = try await PullEngine(
+                remote: Remote(
+                    connection: remote.connection, container: remote.container, stateDirectory: root + "/state-pull")
+            )
+            .pull(name, into: pulled)
             for index in 0..<4 {
                 let path = "/dir\(index % 2)/file\(index).bin"
                 #expect(try Files.read(pulled + path) == Files.read(tree + path))
@@ -104,12 +122,16 @@ import XferServer
                 let path = root + "/files/f\(index).bin"
                 contents.append(Files.random(count: 2_000 + index, seed: UInt64(40 + index)))
                 try Files.write(path, contents[index])
-                items.append(PushItem(path: path, name: try DocumentPath("Documents/f\(index).bin"),
-                                      state: try ClientState(root: path, stateDirectory: root + "/state")))
+                items.append(
+                    PushItem(
+                        path: path, name: try DocumentPath("Documents/f\(index).bin"),
+                        state: try ClientState(root: path, stateDirectory: root + "/state")))
             }
             let engine = PushEngine(remote: remote)
             #expect(try await engine.pushMany(items).allSatisfy { (try? $0.get().committed) == true })
-            #expect(try await engine.pushMany(items).allSatisfy { (try? $0.get().committed) == false }, "the same server holds them")
+            #expect(
+                try await engine.pushMany(items).allSatisfy { (try? $0.get().committed) == false },
+                "the same server holds them")
 
             second.withLock { $0 = true }
             // f1's stamp moves (the same bytes written again): it is read again and found as it was.
@@ -121,11 +143,17 @@ import XferServer
             }
             for index in 0..<3 {
                 let pulled = root + "/pulled\(index).bin"
-                _ = try await PullEngine(remote: Remote(connection: remote.connection, container: remote.container, stateDirectory: root + "/state-pull"))
-                    .pull(items[index].name, into: pulled)
+                _ = try await PullEngine(
+                    remote: Remote(
+                        connection: remote.connection, container: remote.container, stateDirectory: root + "/state-pull"
+                    )
+                )
+                .pull(items[index].name, into: pulled)
                 #expect(Files.read(pulled) == contents[index])
             }
-            #expect(try await engine.pushMany(items).allSatisfy { (try? $0.get().committed) == false }, "once it holds them, nothing again")
+            #expect(
+                try await engine.pushMany(items).allSatisfy { (try? $0.get().committed) == false },
+                "once it holds them, nothing again")
         }
     }
 
@@ -144,11 +172,15 @@ import XferServer
             await engine.close()
 
             second.withLock { $0 = true }
-            await #expect(throws: XferError.self) { try await engine.directory.evict(try DocumentPath("Documents/only-copy.bin")) }
+            await #expect(throws: XferError.self) {
+                try await engine.directory.evict(try DocumentPath("Documents/only-copy.bin"))
+            }
             #expect(Files.read(directory + "/Documents/only-copy.bin") == content, "the only copy stays")
             second.withLock { $0 = false }
             try await engine.directory.evict(try DocumentPath("Documents/other.bin"))
-            #expect(!FileManager.default.fileExists(atPath: directory + "/Documents/other.bin"), "the server that holds it: evicted")
+            #expect(
+                !FileManager.default.fileExists(atPath: directory + "/Documents/other.bin"),
+                "the server that holds it: evicted")
         }
     }
 
@@ -166,8 +198,10 @@ import XferServer
             let oldDevice = Remote(connection: remote.connection, container: pulls, stateDirectory: root + "/state-c")
             let puller = Remote(connection: remote.connection, container: pulls, stateDirectory: root + "/state")
             try Files.write(root + "/old.txt", Array("the old server's content".utf8))
-            _ = try await PushEngine(remote: oldDevice).push(root + "/old.txt", as: try DocumentPath("Documents/only-old.txt"))
-            _ = try await PullEngine(remote: puller).pull(try DocumentPath("Documents/only-old.txt"), into: root + "/pulled.txt")
+            _ = try await PushEngine(remote: oldDevice).push(
+                root + "/old.txt", as: try DocumentPath("Documents/only-old.txt"))
+            _ = try await PullEngine(remote: puller).pull(
+                try DocumentPath("Documents/only-old.txt"), into: root + "/pulled.txt")
 
             let engine = try SyncEngine(directory: directory, remote: remote)
             #expect(try await engine.syncOnce().uploaded == 5)
@@ -176,8 +210,9 @@ import XferServer
             // The server is replaced by an empty one at the same address.
             second.withLock { $0 = true }
             let status = try await engine.directory.status()
-            #expect(status.documents.count == 6 && status.documents.allSatisfy { $0.state == .pendingUpload },
-                    "status plans uploads, not deletions: \(status.documents.map(\.state))")
+            #expect(
+                status.documents.count == 6 && status.documents.allSatisfy { $0.state == .pendingUpload },
+                "status plans uploads, not deletions: \(status.documents.map(\.state))")
             let events = Self.serverChanges(of: engine)
             let pass = try await engine.syncOnce()
             await engine.close()
@@ -185,7 +220,9 @@ import XferServer
             #expect(pass.uploaded == 5)
             #expect(await events.value.first?.contains("different deployment") == true)
             for (name, bytes) in contents { #expect(Files.read(directory + "/" + name) == bytes, "\(name) is intact") }
-            #expect(try await servers[1].metadata.list(account: 1, container: .default, prefix: "", after: nil, limit: 100).documents.count == 6)
+            #expect(
+                try await servers[1].metadata.list(account: 1, container: .default, prefix: "", after: nil, limit: 100)
+                    .documents.count == 6)
             #expect(try engine.directory.notices().first?.contains("Nothing local was deleted") == true)
             // And it settles: the next pass does nothing.
             let settled = try await engine.syncOnce()
@@ -199,7 +236,8 @@ import XferServer
             try Files.write(other, Array("the new server's content".utf8))
             _ = try await PushEngine(remote: newDevice).push(other, as: try DocumentPath("Documents/only-old.txt"))
             #expect(Files.read(root + "/pulled.txt") == Array("the old server's content".utf8))
-            _ = try await PullEngine(remote: puller).pull(try DocumentPath("Documents/only-old.txt"), into: root + "/pulled.txt")
+            _ = try await PullEngine(remote: puller).pull(
+                try DocumentPath("Documents/only-old.txt"), into: root + "/pulled.txt")
             #expect(Files.read(root + "/pulled.txt") == Array("the new server's content".utf8))
         }
     }
@@ -226,7 +264,9 @@ import XferServer
             let other = Remote(connection: remote.connection, container: .default, stateDirectory: root + "/state-b")
             let elsewhere = root + "/b"
             try Files.write(elsewhere + "/Documents/a.txt", Array("three".utf8))
-            for index in 0..<4 { try Files.write(elsewhere + "/Documents/more\(index).txt", Array("more \(index)".utf8)) }
+            for index in 0..<4 {
+                try Files.write(elsewhere + "/Documents/more\(index).txt", Array("more \(index)".utf8))
+            }
             let b = try SyncEngine(directory: elsewhere, remote: other)
             #expect(try await b.syncOnce().uploaded == 5)
             await b.close()
@@ -237,18 +277,26 @@ import XferServer
             #expect(await events.value.first?.contains("another version 1 of Documents/a.txt") == true)
             #expect(pass.removedLocally == 0 && pass.removedRemotely == 0)
             // Both contents are kept: the current version and a conflict version.
-            let info = try await servers[1].metadata.list(account: 1, container: .default, prefix: "Documents/a.txt", after: nil, limit: 10).documents
+            let info = try await servers[1].metadata.list(
+                account: 1, container: .default, prefix: "Documents/a.txt", after: nil, limit: 10
+            ).documents
             #expect(info.first?.conflicts?.isEmpty == false, "\(info)")
             #expect(Files.read(directory + "/Documents/more0.txt") == Array("more 0".utf8))
             // Held nowhere any more: its record is dropped, not shown pending for ever.
             let status = try await engine.directory.status().documents
             #expect(!status.contains { $0.path == "Documents/gone.txt" }, "\(status.map { ($0.path, $0.state) })")
-            #expect(status.allSatisfy { $0.state == .synced || $0.state == .conflict }, "\(status.map { ($0.path, $0.state) })")
+            #expect(
+                status.allSatisfy { $0.state == .synced || $0.state == .conflict },
+                "\(status.map { ($0.path, $0.state) })")
             for version in [1, 2] {
-                _ = try await PullEngine(remote: other).pull(try DocumentPath("Documents/a.txt"), into: root + "/v\(version).txt",
-                                                             version: Int64(version))
+                _ = try await PullEngine(remote: other).pull(
+                    try DocumentPath("Documents/a.txt"), into: root + "/v\(version).txt",
+                    version: Int64(version))
             }
-            let pulled = Set([Files.read(root + "/v1.txt"), Files.read(root + "/v2.txt")].compactMap { $0 }.map { String(decoding: $0, as: UTF8.self) })
+            let pulled = Set(
+                [Files.read(root + "/v1.txt"), Files.read(root + "/v2.txt")].compactMap { $0 }.map {
+                    String(decoding: $0, as: UTF8.self)
+                })
             #expect(pulled == ["one", "three"], "\(pulled)")
         }
     }

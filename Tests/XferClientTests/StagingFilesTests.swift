@@ -1,12 +1,14 @@
 import Foundation
 import Testing
 import XferCore
+
 @testable import XferClient
 
 /// A pull keeps a bounded number of its staging files open, whatever the package holds.
 @Suite struct StagingFilesTests {
     @Test func writesReachEveryFileWithFewDescriptorsOpen() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)").path
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: root + "/a/b", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let places = (0..<6).map { index in index % 2 == 0 ? "a/b/f\(index)" : "f\(index)" }
@@ -17,7 +19,9 @@ import XferCore
         for round in 0..<3 {
             for index in places.indices {
                 let byte = [UInt8(index * 10 + round)]
-                try files.with(index) { fd in try byte.withUnsafeBytes { try Syscall.pwrite(fd, $0, at: Int64(round), path: "f") } }
+                try files.with(index) { fd in
+                    try byte.withUnsafeBytes { try Syscall.pwrite(fd, $0, at: Int64(round), path: "f") }
+                }
                 #expect(files.openCount <= 2)
             }
         }
@@ -32,20 +36,24 @@ import XferCore
     /// Writes from several threads at once reach the right files while descriptors come and
     /// go under them; a file closed while in use stays open for its user, then closes.
     @Test func concurrentWritesWhileDescriptorsAreEvicted() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)").path
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let places = (0..<8).map { "f\($0)" }
         for place in places { FileManager.default.createFile(atPath: root + "/" + place, contents: nil) }
-        let files = StagingFiles(root: try ConfinedDirectory(opening: root), prefix: root, paths: places, limit: 2,
-                                 writes: Array(repeating: 64, count: places.count))
+        let files = StagingFiles(
+            root: try ConfinedDirectory(opening: root), prefix: root, paths: places, limit: 2,
+            writes: Array(repeating: 64, count: places.count))
         let failures = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 4) { thread in
             for round in 0..<64 {
                 for index in places.indices where index % 4 == thread || (index + round) % 4 == thread {
                     let byte = [UInt8(index)]
                     do {
-                        try files.with(index) { fd in try byte.withUnsafeBytes { try Syscall.pwrite(fd, $0, at: Int64(round), path: "f") } }
+                        try files.with(index) { fd in
+                            try byte.withUnsafeBytes { try Syscall.pwrite(fd, $0, at: Int64(round), path: "f") }
+                        }
                     } catch {
                         failures.withLock { $0 += 1 }
                     }
@@ -73,21 +81,25 @@ import XferCore
     /// A file not created yet is created by its first open, exclusively (a name found there is
     /// an error, not overwritten); one finished by its last write is closed and never opened again.
     @Test func filesAreCreatedByTheirFirstWriteAndFinishedByTheirLast() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)").path
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let places = (0..<3).map { "f\($0)" }
         FileManager.default.createFile(atPath: root + "/f2", contents: Data("theirs".utf8))
         let finishedWith = Locked<[Int]>([])
-        let files = StagingFiles(root: try ConfinedDirectory(opening: root), prefix: root, paths: places, limit: 1, writes: [2, 1, 1],
-                                 creating: [true, true, true]) { index, fd in
+        let files = StagingFiles(
+            root: try ConfinedDirectory(opening: root), prefix: root, paths: places, limit: 1, writes: [2, 1, 1],
+            creating: [true, true, true]
+        ) { index, fd in
             #expect(fchmod(fd, 0o444) == 0)
             finishedWith.withLock { $0.append(index) }
             return index != 1
         }
         #expect(!FileManager.default.fileExists(atPath: root + "/f0"))
         for (offset, byte) in [(Int64(0), UInt8(1)), (1, 2)] {
-            try files.with(0) { fd in try [byte].withUnsafeBytes { try Syscall.pwrite(fd, $0, at: offset, path: "f0") } }
+            try files.with(0) { fd in try [byte].withUnsafeBytes { try Syscall.pwrite(fd, $0, at: offset, path: "f0") }
+            }
             // Evicted between the two writes (limit 1): opened again, not created again.
             try files.with(1) { _ in }
             #expect(!files.isFinished(0))
@@ -112,7 +124,8 @@ import XferCore
         try await LiveServer.run { server in
             let source = server.root + "/many"
             for index in 0..<300 {
-                try Files.write(source + "/d\(index % 7)/f\(index)", Files.random(count: 100 + index * 13, seed: UInt64(index)))
+                try Files.write(
+                    source + "/d\(index % 7)/f\(index)", Files.random(count: 100 + index * 13, seed: UInt64(index)))
             }
             _ = try await server.push(source, "many")
             _ = try await server.pull("many", server.root + "/copy")

@@ -3,10 +3,11 @@ import Testing
 import XferClient
 import XferCore
 import XferProtocol
+
 @testable import XferServer
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Storage faults at the seam (``StorageFaults`` for chunk writes, a page cap for SQLite):
@@ -17,9 +18,12 @@ import Glibc
     static let faults: [(name: String, fault: @Sendable (String) -> StorageFaults.Fault)] = [
         ("ENOSPC on write", { .init(.write, .fail(ENOSPC), pathContains: $0 + "/data/packs/") }),
         ("EIO on write", { .init(.write, .fail(EIO), pathContains: $0 + "/data/packs/") }),
-        ("short write then ENOSPC", { .init(.write, .shortWrite(1000, then: ENOSPC), pathContains: $0 + "/data/packs/") }),
+        (
+            "short write then ENOSPC",
+            { .init(.write, .shortWrite(1000, then: ENOSPC), pathContains: $0 + "/data/packs/") }
+        ),
         ("EIO on rename", { .init(.rename, .fail(EIO), pathContains: $0 + "/data/packs/") }),
-        ("EIO on a pack's fdatasync", { .init(.fsync, .fail(EIO), pathContains: $0 + "/data/packs/") }),
+        ("EIO on a pack's fdatasync", { .init(.fsync, .fail(EIO), pathContains: $0 + "/data/packs/") })
     ]
 
     @Test(.enabled(if: Backends.environment["XFER_S3_ENDPOINT"] == nil), arguments: 0..<5)
@@ -35,8 +39,10 @@ import Glibc
                 Issue.record("\(name): the push succeeded through a storage fault")
             } catch let error as XferError {
                 // A full disk is its own code (507), never found by reading a message.
-                #expect(name.contains("ENOSPC") ? error.code == .storageFull : (error.code == .io || error.code == .internal),
-                        "\(name): \(error)")
+                #expect(
+                    name.contains("ENOSPC")
+                        ? error.code == .storageFull : (error.code == .io || error.code == .internal),
+                    "\(name): \(error)")
                 let expected = name.contains("ENOSPC") ? "storage is full" : "could not read or write its storage"
                 #expect(error.message.contains(expected), "\(name): \(error.message)")
             }
@@ -97,19 +103,33 @@ import Glibc
     /// it builds the new version, fails the pull with a clear error and publishes nothing; the
     /// copy in place stays the old version, and the next pull completes.
     static let pullFaults: [(name: String, fault: @Sendable (String) -> StorageFaults.Fault, code: XferError.Code)] = [
-        ("ENOSPC writing the staging copy", { .init(.write, .fail(ENOSPC), pathContains: $0 + "/out/.doc.bin.xfer-") }, .storageFull),
-        ("a short write, then ENOSPC", { .init(.write, .shortWrite(4096, then: ENOSPC), pathContains: $0 + "/out/.doc.bin.xfer-") }, .storageFull),
-        ("EIO on fsync of the staging copy", { .init(.fsync, .fail(EIO), pathContains: $0 + "/out/.doc.bin.xfer-") }, .io),
+        (
+            "ENOSPC writing the staging copy",
+            { .init(.write, .fail(ENOSPC), pathContains: $0 + "/out/.doc.bin.xfer-") }, .storageFull
+        ),
+        (
+            "a short write, then ENOSPC",
+            { .init(.write, .shortWrite(4096, then: ENOSPC), pathContains: $0 + "/out/.doc.bin.xfer-") }, .storageFull
+        ),
+        (
+            "EIO on fsync of the staging copy", { .init(.fsync, .fail(EIO), pathContains: $0 + "/out/.doc.bin.xfer-") },
+            .io
+        ),
         ("EIO renaming it into place", { .init(.rename, .fail(EIO), pathContains: $0 + "/out/doc.bin") }, .io),
-        ("ENOSPC keeping the old copy in the trash", { .init(.link, .fail(ENOSPC), pathContains: $0 + "/a/.xfer-trash/") }, .storageFull),
+        (
+            "ENOSPC keeping the old copy in the trash",
+            { .init(.link, .fail(ENOSPC), pathContains: $0 + "/a/.xfer-trash/") }, .storageFull
+        )
     ]
 
     @Test(arguments: 0..<5)
     func pullWriteFaultsPublishNothingAndTheNextPullCompletes(_ index: Int) async throws {
         let (name, fault, code) = Self.pullFaults[index]
         try await LiveServer.run { server in
-            let source = server.root + "/doc.bin", target = server.root + "/out/doc.bin"
-            let first = Files.random(count: 200_000, seed: 1), second = Files.random(count: 300_000, seed: 2)
+            let source = server.root + "/doc.bin"
+            let target = server.root + "/out/doc.bin"
+            let first = Files.random(count: 200_000, seed: 1)
+            let second = Files.random(count: 300_000, seed: 2)
             try Files.write(source, first)
             _ = try await server.push(source, "doc.bin")
             if name.contains("trash") {
@@ -152,9 +172,12 @@ import Glibc
     /// way (``EarlyWriteback``: the package is 5 MiB, past its 2 MiB) change none of that.
     @Test func aFailedSyncOfAManyFilePackagePublishesNothing() async throws {
         try await LiveServer.run { server in
-            let source = server.root + "/pkg", target = server.root + "/out/pkg"
+            let source = server.root + "/pkg"
+            let target = server.root + "/out/pkg"
             for index in 0..<80 {
-                try Files.write(source + "/d\(index % 4)/f\(index).txt", Array("file \(index)\n".utf8) + Files.random(count: 64 << 10, seed: UInt64(index)))
+                try Files.write(
+                    source + "/d\(index % 4)/f\(index).txt",
+                    Array("file \(index)\n".utf8) + Files.random(count: 64 << 10, seed: UInt64(index)))
             }
             _ = try await server.push(source, "pkg")
             let fsynced = Locked<[String]>([])
@@ -196,11 +219,17 @@ import Glibc
             #expect(!ClientThreads.isCurrent)
             _ = try await server.pull("Documents/doc.pkg", server.root + "/out/doc.pkg")
             #expect(try await device.engine.syncOnce().downloaded == 1)
-            #expect(Files.read(device.path("Documents/doc.pkg/sub/b.bin")) == Files.read(server.root + "/doc.pkg/sub/b.bin"))
+            #expect(
+                Files.read(device.path("Documents/doc.pkg/sub/b.bin")) == Files.read(server.root + "/doc.pkg/sub/b.bin")
+            )
             let calls = seen.value
             for operation in [StorageFaults.Operation.write, .fsync, .rename, .mkdir] {
-                #expect(calls.contains { $0.0 == operation && $0.1.hasPrefix(server.root + "/out") }, "the pull made no \(operation) call")
-                #expect(calls.contains { $0.0 == operation && $0.1.hasPrefix(device.directory) }, "the sync pass made no \(operation) call")
+                #expect(
+                    calls.contains { $0.0 == operation && $0.1.hasPrefix(server.root + "/out") },
+                    "the pull made no \(operation) call")
+                #expect(
+                    calls.contains { $0.0 == operation && $0.1.hasPrefix(device.directory) },
+                    "the sync pass made no \(operation) call")
             }
             let elsewhere = calls.filter { !$0.2 }
             #expect(elsewhere.isEmpty, "storage calls off the client's threads: \(elsewhere.prefix(5))")

@@ -1,13 +1,16 @@
 import Foundation
 import Testing
-@testable import XferClient
 import XferCore
 import XferProtocol
+
+@testable import XferClient
 
 /// No rule of the sync engine destroys a file for good: a mass deletion waits for the user's
 /// word, and what sync deletes or replaces goes to the directory's trash first.
 @Suite struct SyncSafetyTests {
-    @Test(arguments: [(51, 100, true), (50, 100, false), (51, 153, false), (51, 152, true), (1000, 1000, true), (3, 3, false)])
+    @Test(arguments: [
+        (51, 100, true), (50, 100, false), (51, 153, false), (51, 152, true), (1000, 1000, true), (3, 3, false)
+    ])
     func theMassDeletionRule(_ count: Int, _ total: Int, _ mass: Bool) {
         #expect(MassDeletion.isMass(count, of: total) == mass)
     }
@@ -22,7 +25,8 @@ import XferProtocol
 
     @Test func aMassDeletionStopsBeforeTheFirstDeleteAndEveryDeletionIsRestorable() async throws {
         try await LiveServer.run { server in
-            let a = server.root + "/a", b = server.root + "/b"
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             for index in 0..<60 { try Files.write(a + "/Documents/f\(index).txt", Array("file \(index)".utf8)) }
             #expect(try await Self.device(server, "a").syncOnce().uploaded == 60)
             #expect(try await Self.device(server, "b").syncOnce().downloaded == 60)
@@ -65,7 +69,8 @@ import XferProtocol
     /// deleted is still held).
     @Test func aRenamedDirectoryIsNotAMassDeletion() async throws {
         try await LiveServer.run { server in
-            let a = server.root + "/a", b = server.root + "/b"
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             for index in 0..<60 { try Files.write(a + "/Documents/old/f\(index).txt", Array("file \(index)".utf8)) }
             #expect(try await Self.device(server, "a").syncOnce().uploaded == 60)
             #expect(try await Self.device(server, "b").syncOnce().downloaded == 60)
@@ -74,7 +79,9 @@ import XferProtocol
             let renamed = try await Self.device(server, "a").syncOnce()
             #expect(renamed.uploaded == 60 && renamed.removedRemotely == 60 && renamed.deletionsHeld == 0, "\(renamed)")
             let followed = try await Self.device(server, "b").syncOnce()
-            #expect(followed.downloaded == 60 && followed.removedLocally == 60 && followed.deletionsHeld == 0, "\(followed)")
+            #expect(
+                followed.downloaded == 60 && followed.removedLocally == 60 && followed.deletionsHeld == 0, "\(followed)"
+            )
             #expect(try FileManager.default.contentsOfDirectory(atPath: b + "/Documents/new").count == 60)
             #expect(!FileManager.default.fileExists(atPath: b + "/Documents/old/f1.txt"))
 
@@ -87,9 +94,11 @@ import XferProtocol
 
     @Test func aFileReplacedBySyncIsKeptInTheTrash() async throws {
         try await LiveServer.run { server in
-            let a = server.root + "/a", b = server.root + "/b"
+            let a = server.root + "/a"
+            let b = server.root + "/b"
             try Files.write(a + "/Documents/notes.txt", Array("first".utf8))
-            let deviceA = try Self.device(server, "a"), deviceB = try Self.device(server, "b")
+            let deviceA = try Self.device(server, "a")
+            let deviceB = try Self.device(server, "b")
             _ = try await deviceA.syncOnce()
             _ = try await deviceB.syncOnce()
             try Files.write(a + "/Documents/notes.txt", Array("second".utf8))

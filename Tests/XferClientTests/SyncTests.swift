@@ -26,7 +26,8 @@ import XferProtocol
 
     @Test func editsDeletesAndRenamesTravelBothWays() async throws {
         try await LiveServer.run { server in
-            let a = try Device(server, "a"), b = try Device(server, "b")
+            let a = try Device(server, "a")
+            let b = try Device(server, "b")
             try Files.write(a.path("Documents/notes.txt"), Files.random(count: 200_000, seed: 1))
             try Files.write(a.path("Documents/Draft.pkg/index.json"), Array("{}".utf8))
             try Files.write(a.path("Documents/Draft.pkg/media/photo.raw"), Files.random(count: 300_000, seed: 2))
@@ -37,7 +38,10 @@ import XferProtocol
             #expect(first.uploaded == 3 && first.failed == 0)
             let fetched = try await b.engine.syncOnce()
             #expect(fetched.downloaded == 3)
-            for name in ["Documents/notes.txt", "Documents/Draft.pkg/index.json", "Documents/Draft.pkg/media/photo.raw", "Data/state.bin"] {
+            for name in [
+                "Documents/notes.txt", "Documents/Draft.pkg/index.json", "Documents/Draft.pkg/media/photo.raw",
+                "Data/state.bin"
+            ] {
                 #expect(Files.read(b.path(name)) == Files.read(a.path(name)), "\(name)")
             }
             #expect(!FileManager.default.fileExists(atPath: b.path("Documents/.notes.txt.swp")))
@@ -53,7 +57,8 @@ import XferProtocol
             #expect(Files.read(a.path("Documents/Draft.pkg/index.json")) == Array("{\"title\": 1}".utf8))
 
             // A rename on A: the new name is pushed without data, B gets it without downloading.
-            try FileManager.default.moveItem(atPath: a.path("Documents/notes.txt"), toPath: a.path("Documents/renamed.txt"))
+            try FileManager.default.moveItem(
+                atPath: a.path("Documents/notes.txt"), toPath: a.path("Documents/renamed.txt"))
             let renamed = try await a.engine.syncOnce()
             #expect(renamed.uploaded == 1 && renamed.removedRemotely == 1 && renamed.bytesSent == 0)
             let arrived = try await b.engine.syncOnce()
@@ -66,11 +71,14 @@ import XferProtocol
             #expect(try await b.engine.syncOnce().removedRemotely == 1)
             #expect(try await a.engine.syncOnce().removedLocally == 1)
             #expect(!FileManager.default.fileExists(atPath: a.path("Data/state.bin")))
-            #expect(try await server.client().list().documents.map(\.path.value).sorted()
+            #expect(
+                try await server.client().list().documents.map(\.path.value).sorted()
                     == ["Data", "Documents", "Documents/Draft.pkg", "Documents/renamed.txt"])
 
             // One engine per directory.
-            #expect(throws: XferError.self) { _ = try SyncEngine(directory: a.directory, remote: server.otherDevice("a")) }
+            #expect(throws: XferError.self) {
+                _ = try SyncEngine(directory: a.directory, remote: server.otherDevice("a"))
+            }
         }
     }
 
@@ -87,7 +95,8 @@ import XferProtocol
 
     @Test func offlineEditsOnBothDevicesEndAsAConflictNotALostUpdate() async throws {
         try await LiveServer.run { server in
-            let a = try Device(server, "a"), b = try Device(server, "b")
+            let a = try Device(server, "a")
+            let b = try Device(server, "b")
             try Files.write(a.path("shared.txt"), Array("base".utf8))
             _ = try await a.engine.syncOnce()
             _ = try await b.engine.syncOnce()
@@ -156,7 +165,9 @@ import XferProtocol
 
             // A document with unsynced changes is never evicted.
             try Files.write(a.path("Documents/small.txt"), Array("changed".utf8))
-            await #expect(throws: XferError.self) { try await a.engine.directory.evict(DocumentPath("Documents/small.txt")) }
+            await #expect(throws: XferError.self) {
+                try await a.engine.directory.evict(DocumentPath("Documents/small.txt"))
+            }
             #expect(Files.read(a.path("Documents/small.txt")) == Array("changed".utf8))
 
             // A local size limit evicts the least recently used synced documents first.
@@ -174,14 +185,19 @@ import XferProtocol
     /// first device after that (before: new versions back and forth, never quiet).
     @Test func aPulledSymlinkIsNotSentBack() async throws {
         try await LiveServer.run { server in
-            let a = try Device(server, "a"), b = try Device(server, "b")
-            try FileManager.default.createDirectory(atPath: a.path("Documents/Deck.pkg"), withIntermediateDirectories: true)
+            let a = try Device(server, "a")
+            let b = try Device(server, "b")
+            try FileManager.default.createDirectory(
+                atPath: a.path("Documents/Deck.pkg"), withIntermediateDirectories: true)
             try Files.write(a.path("Documents/Deck.pkg/slide.txt"), Array("slide".utf8))
-            try FileManager.default.createSymbolicLink(atPath: a.path("Documents/Deck.pkg/latest"), withDestinationPath: "slide.txt")
-            try FileManager.default.createSymbolicLink(atPath: a.path("Documents/link"), withDestinationPath: "../elsewhere")
+            try FileManager.default.createSymbolicLink(
+                atPath: a.path("Documents/Deck.pkg/latest"), withDestinationPath: "slide.txt")
+            try FileManager.default.createSymbolicLink(
+                atPath: a.path("Documents/link"), withDestinationPath: "../elsewhere")
             #expect(try await a.engine.syncOnce().uploaded == 2)
             #expect(try await b.engine.syncOnce().downloaded == 2)
-            #expect(try FileManager.default.destinationOfSymbolicLink(atPath: b.path("Documents/link")) == "../elsewhere")
+            #expect(
+                try FileManager.default.destinationOfSymbolicLink(atPath: b.path("Documents/link")) == "../elsewhere")
             for device in [b, a, b] {
                 let pass = try await device.engine.syncOnce()
                 #expect(pass.uploaded == 0 && pass.downloaded == 0, "\(device.directory): \(pass)")
@@ -194,20 +210,27 @@ import XferProtocol
         try await LiveServer.run { server in
             var options = SyncOptions()
             options.feedWait = 10
-            let a = try Device(server, "a", options: options), b = try Device(server, "b")
+            let a = try Device(server, "a", options: options)
+            let b = try Device(server, "b")
             let watching = Task { try await a.engine.watch() }
             defer { watching.cancel() }
             // Collects A's events until `until` matches one.
             try await Task.sleep(for: .milliseconds(500))
 
             // A local save goes up.
-            async let uploaded = a.engine.awaitEvent { if case .uploaded(let path, _, _) = $0 { return path.value == "saved.txt" }; return false }
+            async let uploaded = a.engine.awaitEvent {
+                if case .uploaded(let path, _, _) = $0 { return path.value == "saved.txt" }
+                return false
+            }
             try Files.write(a.path("saved.txt"), Array("hello".utf8))
             #expect(await uploaded)
             #expect(try await server.client().stat("saved.txt").state == .current)
 
             // A remote change comes down without polling.
-            async let downloaded = a.engine.awaitEvent { if case .downloaded(let path, _, _) = $0 { return path.value == "remote.txt" }; return false }
+            async let downloaded = a.engine.awaitEvent {
+                if case .downloaded(let path, _, _) = $0 { return path.value == "remote.txt" }
+                return false
+            }
             try Files.write(b.path("remote.txt"), Array("from b".utf8))
             _ = try await b.engine.syncOnce()
             #expect(await downloaded)
@@ -225,7 +248,9 @@ import XferProtocol
             options.maximumWatches = 2
             options.unwatchedRescanInterval = .milliseconds(300)
             let a = try Device(server, "a", options: options)
-            for name in ["one", "two", "three", "four"] { try Files.write(a.path("\(name)/seed.txt"), Array(name.utf8)) }
+            for name in ["one", "two", "three", "four"] {
+                try Files.write(a.path("\(name)/seed.txt"), Array(name.utf8))
+            }
             let events = Task {
                 var limited = false
                 var late = 0
@@ -245,7 +270,9 @@ import XferProtocol
             defer { watching.cancel() }
             try await Task.sleep(for: .milliseconds(800))
             // Directories are watched in the order they are found: at most two of five are.
-            for name in ["one", "two", "three", "four"] { try Files.write(a.path("\(name)/late.txt"), Array("late".utf8)) }
+            for name in ["one", "two", "three", "four"] {
+                try Files.write(a.path("\(name)/late.txt"), Array("late".utf8))
+            }
             #expect(await events.value, "every late file goes up, and the limit was reported")
             for name in ["one", "two", "three", "four"] {
                 #expect(try await server.client().stat("\(name)/late.txt").state == .current)

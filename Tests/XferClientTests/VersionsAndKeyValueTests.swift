@@ -8,12 +8,17 @@ import XferServer
 /// Versions and conflicts, retention, quota, the key-value store and the change feed, with
 /// two or three devices against a live server.
 @Suite struct VersionsAndKeyValueTests {
-    @Test(LiveServer.plainOnly("the server settles a conflict by modification time, which end to end it does not see (there the later push wins: EndToEndPushPullTests)")) func concurrentEditsKeepBothVersionsUntilResolved() async throws {
+    @Test(
+        LiveServer.plainOnly(
+            "the server settles a conflict by modification time, which end to end it does not see (there the later push wins: EndToEndPushPullTests)"
+        )) func concurrentEditsKeepBothVersionsUntilResolved() async throws
+    {
         try await LiveServer.run { server in
             let a = server.client(device: "a")
             let bRemote = server.otherDevice("b")
             let b = server.client(bRemote, device: "b")
-            let fileA = server.root + "/a.txt", fileB = server.root + "/b.txt"
+            let fileA = server.root + "/a.txt"
+            let fileB = server.root + "/b.txt"
             try Files.write(fileA, Files.random(count: 100_000, seed: 1))
             try Files.setMtime(fileA, 1_000)
             _ = try await a.push(fileA, as: "Documents/n.txt")
@@ -39,7 +44,10 @@ import XferServer
             let fileC = server.root + "/c.txt"
             _ = try await server.pull("Documents/n.txt", fileC, from: cRemote)
             let stale = try ClientState(root: fileC, stateDirectory: cRemote.stateDirectory)
-            #expect(try stale.document(server: cRemote.connection.server, container: .default, path: DocumentPath("Documents/n.txt"))?.version == 3)
+            #expect(
+                try stale.document(
+                    server: cRemote.connection.server, container: .default, path: DocumentPath("Documents/n.txt"))?
+                    .version == 3)
             let fileD = server.root + "/d.txt"
             try Files.write(fileD, Files.random(count: 50_000, seed: 4))
             try Files.setMtime(fileD, 1_500)
@@ -72,7 +80,11 @@ import XferServer
         }
     }
 
-    @Test(LiveServer.plainOnly("the server settles a conflict by modification time, which end to end it does not see (there the later push wins: EndToEndPushPullTests)")) func resolveCanKeepEveryVersionInHistory() async throws {
+    @Test(
+        LiveServer.plainOnly(
+            "the server settles a conflict by modification time, which end to end it does not see (there the later push wins: EndToEndPushPullTests)"
+        )) func resolveCanKeepEveryVersionInHistory() async throws
+    {
         try await LiveServer.run { server in
             let file = server.root + "/f"
             try Files.write(file, Array("one".utf8))
@@ -90,7 +102,11 @@ import XferServer
         }
     }
 
-    @Test(LiveServer.plainOnly("the server settles a conflict by modification time, which end to end it does not see (there the later push wins: EndToEndPushPullTests)")) func retentionPrunesOnlySupersededVersions() async throws {
+    @Test(
+        LiveServer.plainOnly(
+            "the server settles a conflict by modification time, which end to end it does not see (there the later push wins: EndToEndPushPullTests)"
+        )) func retentionPrunesOnlySupersededVersions() async throws
+    {
         var policy = StorePolicy()
         policy.keepVersions = 1
         policy.keepDays = 0
@@ -132,14 +148,17 @@ import XferServer
             let client = server.client()
             #expect(try await client.account().used == 0)
             #expect(try await client.stat("Documents/big").state == .uploading)
-            await #expect(throws: XferError.self) { _ = try await client.pull("Documents/big", into: server.root + "/out") }
+            await #expect(throws: XferError.self) {
+                _ = try await client.pull("Documents/big", into: server.root + "/out")
+            }
             // A push that fits still works.
             try Files.write(file, Files.random(count: 100_000, seed: 6))
             #expect(try await server.push(file, "Documents/big").state == .current)
         }
     }
 
-    @Test(LiveServer.plainOnly("writes plain key-value entries through the protocol, and counts their plain bytes")) func keyValueLimitsAndLastWriterWins() async throws {
+    @Test(LiveServer.plainOnly("writes plain key-value entries through the protocol, and counts their plain bytes"))
+    func keyValueLimitsAndLastWriterWins() async throws {
         var policy = StorePolicy()
         policy.keyValueMaximumKeys = 3
         policy.keyValueMaximumBytes = 200
@@ -166,11 +185,15 @@ import XferServer
             }
             #expect(try await client.value(forKey: "theme") == .string("dark"))
             // Keys longer than 64 bytes are refused.
-            await #expect(throws: XferError.self) { try await client.setValue(.int(1), forKey: String(repeating: "k", count: 65)) }
+            await #expect(throws: XferError.self) {
+                try await client.setValue(.int(1), forKey: String(repeating: "k", count: 65))
+            }
 
             // Last writer wins by timestamp, then by device name; an older write changes nothing.
             let write = { (value: Int64, time: Int64, device: String) in
-                try await connection.setValue(container: .default, KeyValueWrite(key: "count", value: .int(value), timestampNs: time, device: device))
+                try await connection.setValue(
+                    container: .default,
+                    KeyValueWrite(key: "count", value: .int(value), timestampNs: time, device: device))
             }
             let now = Int64(Date().timeIntervalSince1970 * 1e9) + 60_000_000_000
             #expect(try await write(10, now, "m").applied)
@@ -185,14 +208,17 @@ import XferServer
             #expect(try await client.values().entries.map(\.key) == ["count", "theme"])
             // Key-value writes are on the change feed, deletions included.
             let feed = try await connection.changes(container: .default, after: 0)
-            #expect(feed.keys.map(\.key) == ["theme", "count", "prefs"].sorted { a, b in
-                feed.keys.first { $0.key == a }!.sequence < feed.keys.first { $0.key == b }!.sequence
-            })
+            #expect(
+                feed.keys.map(\.key)
+                    == ["theme", "count", "prefs"].sorted { a, b in
+                        feed.keys.first { $0.key == a }!.sequence < feed.keys.first { $0.key == b }!.sequence
+                    })
             #expect(feed.keys.first { $0.key == "prefs" }?.value == nil)
         }
     }
 
-    @Test(LiveServer.plainOnly("announces a document by its plain name through the protocol")) func theChangeFeedWakesAWaitingClientAndResumesFromItsCursor() async throws {
+    @Test(LiveServer.plainOnly("announces a document by its plain name through the protocol"))
+    func theChangeFeedWakesAWaitingClientAndResumesFromItsCursor() async throws {
         try await LiveServer.run { server in
             let client = server.client()
             let cursorFile = server.root + "/cursor"
@@ -206,13 +232,18 @@ import XferServer
             let started = ContinuousClock.now
             // Metadata first: an announce (before any data) wakes the waiting client as "uploading".
             let size: Int64 = 300_000
-            _ = try await server.remote.connection.announce(container: .default, AnnounceRequest(
-                path: DocumentPath("Documents/doc"), kind: .file, size: size, mtimeNs: 5, mode: 0o644, baseVersion: nil))
+            _ = try await server.remote.connection.announce(
+                container: .default,
+                AnnounceRequest(
+                    path: DocumentPath("Documents/doc"), kind: .file, size: size, mtimeNs: 5, mode: 0o644,
+                    baseVersion: nil))
             let woke = try #require(try await waiter.value)
             #expect(woke.state == .uploading && woke.size == size && woke.path.value == "Documents/doc")
             // The longest wait the protocol allows, so the margin below its timeout stays wide
             // when the whole suite shares two cores (a wait of 30 s once answered in 20.4 s there).
-            #expect(ContinuousClock.now - started < .seconds(45), "a waiting feed answers when a change arrives, not at its 60 s timeout")
+            #expect(
+                ContinuousClock.now - started < .seconds(45),
+                "a waiting feed answers when a change arrives, not at its 60 s timeout")
 
             // A new feed resumes after what was acknowledged: at most the last change handed out
             // (never acknowledged) comes again, never the ones before it.

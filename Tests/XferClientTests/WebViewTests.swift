@@ -1,6 +1,5 @@
 import AsyncHTTPClient
 import Foundation
-import XferTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -8,6 +7,7 @@ import XferClient
 import XferCore
 import XferProtocol
 import XferServer
+import XferTestSupport
 
 /// The web view over a real server and a real HTTP client, as a browser uses it: cookies kept,
 /// redirects looked at, not followed. (The pages in a real browser: tools/web-test.py.)
@@ -18,9 +18,11 @@ struct WebViewTests {
         let base: String
         /// Generous waits: the whole client suite runs at once on two cores, and a request may
         /// queue behind every other test's work.
-        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: HTTPClient.Configuration(
-            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(120)),
-            connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 32)))
+        let client = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: HTTPClient.Configuration(
+                redirectConfiguration: .disallow, timeout: .init(connect: .seconds(120)),
+                connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 32)))
         var cookies: [String: String] = [:]
 
         init(_ base: String) { self.base = base }
@@ -43,36 +45,53 @@ struct WebViewTests {
             return try await send(.POST, path, headers: headers, body: Array(body.utf8))
         }
 
-        func send(_ method: HTTPMethod, _ path: String, headers extra: [(String, String)] = [], body: [UInt8]? = nil) async throws -> Page {
+        func send(_ method: HTTPMethod, _ path: String, headers extra: [(String, String)] = [], body: [UInt8]? = nil)
+            async throws -> Page
+        {
             var request = HTTPClientRequest(url: base + path)
             request.method = method
             for (name, value) in extra { request.headers.add(name: name, value: value) }
-            if !cookies.isEmpty { request.headers.add(name: "Cookie", value: cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")) }
+            if !cookies.isEmpty {
+                request.headers.add(
+                    name: "Cookie", value: cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; "))
+            }
             if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
             let response = try await client.execute(request, timeout: .seconds(180))
             var collected = try await response.body.collect(upTo: 64 << 20)
             for line in response.headers["Set-Cookie"] {
-                let pair = line.split(separator: ";")[0].split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let pair = line.split(separator: ";")[0].split(
+                    separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 let (name, value) = (String(pair[0]), pair.count > 1 ? String(pair[1]) : "")
                 if value.isEmpty || line.contains("Max-Age=0") { cookies[name] = nil } else { cookies[name] = value }
             }
-            return Page(status: Int(response.status.code), headers: response.headers, body: collected.readBytes(length: collected.readableBytes) ?? [])
+            return Page(
+                status: Int(response.status.code), headers: response.headers,
+                body: collected.readBytes(length: collected.readableBytes) ?? [])
         }
 
         /// A multipart form, fields in order, files last (as a browser sends the page's forms).
-        func upload(_ path: String, fields: [(String, String)], files: [(name: String, bytes: [UInt8])]) async throws -> Page {
+        func upload(_ path: String, fields: [(String, String)], files: [(name: String, bytes: [UInt8])]) async throws
+            -> Page
+        {
             let boundary = "----xferTestBoundary\(UUID().uuidString)"
             var body: [UInt8] = []
             for (name, value) in fields {
-                body += Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"\r\n\r\n\(value)\r\n".utf8)
+                body += Array(
+                    "--\(boundary)\r\nContent-Disposition: form-data; name=\"\(name)\"\r\n\r\n\(value)\r\n".utf8)
             }
             for file in files {
-                body += Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"\(file.name)\"\r\nContent-Type: application/octet-stream\r\n\r\n".utf8)
+                body += Array(
+                    "--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"\(file.name)\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+                        .utf8)
                 body += file.bytes + Array("\r\n".utf8)
             }
             body += Array("--\(boundary)--\r\n".utf8)
-            return try await send(.POST, path, headers: [("Content-Type", "multipart/form-data; boundary=\(boundary)"), ("Origin", base),
-                                                         ("Sec-Fetch-Site", "same-origin")], body: body)
+            return try await send(
+                .POST, path,
+                headers: [
+                    ("Content-Type", "multipart/form-data; boundary=\(boundary)"), ("Origin", base),
+                    ("Sec-Fetch-Site", "same-origin")
+                ], body: body)
         }
 
         /// The value of hidden field `csrf` on a page.
@@ -91,10 +110,14 @@ struct WebViewTests {
     }
 
     static func encode(_ value: String) -> String {
-        value.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? ""
+        value.addingPercentEncoding(
+            withAllowedCharacters: CharacterSet(
+                charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? ""
     }
 
-    static func browse<T: Sendable>(_ server: LiveServer, _ body: @escaping @Sendable (Browser) async throws -> T) async throws -> T {
+    static func browse<T: Sendable>(_ server: LiveServer, _ body: @escaping @Sendable (Browser) async throws -> T)
+        async throws -> T
+    {
         let browser = Browser(server.remote.connection.server)
         do {
             let result = try await body(browser)
@@ -119,20 +142,27 @@ struct WebViewTests {
                 // answer is a fresh form, with a fresh token).
                 #expect(try await browser.post("/web/signin", form: ["token": server.token, "csrf": "0"]).status == 403)
                 let fresh = try #require(Browser.csrf(try await browser.get("/web/signin")))
-                #expect(try await browser.post("/web/signin", form: ["token": server.token, "csrf": fresh], origin: "https://evil.example").status == 403)
+                #expect(
+                    try await browser.post(
+                        "/web/signin", form: ["token": server.token, "csrf": fresh], origin: "https://evil.example"
+                    ).status == 403)
                 #expect(browser.cookies["xfer_session"] == nil)
                 // The admin token and a wrong one are refused.
-                let admin = try String(contentsOfFile: server.root + "/data/admin-token", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+                let admin = try String(contentsOfFile: server.root + "/data/admin-token", encoding: .utf8)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
                 let csrf = try #require(Browser.csrf(try await browser.get("/web/signin")))
                 #expect(try await browser.post("/web/signin", form: ["token": admin, "csrf": csrf]).status == 401)
                 let again = try #require(Browser.csrf(try await browser.get("/web/signin")))
-                #expect(try await browser.post("/web/signin", form: ["token": "xfer_nope", "csrf": again]).status == 401)
+                #expect(
+                    try await browser.post("/web/signin", form: ["token": "xfer_nope", "csrf": again]).status == 401)
                 let third = try #require(Browser.csrf(try await browser.get("/web/signin")))
                 let signedIn = try await browser.post("/web/signin", form: ["token": server.token, "csrf": third])
                 #expect(signedIn.status == 303)
                 let cookie = try #require(signedIn.headers["Set-Cookie"].first { $0.hasPrefix("xfer_session=") })
-                for attribute in ["HttpOnly", "SameSite=Strict", "Path=/web", "Max-Age="] { #expect(cookie.contains(attribute)) }
-                #expect(!cookie.contains("Secure"))   // plain HTTP here; TLS servers add it
+                for attribute in ["HttpOnly", "SameSite=Strict", "Path=/web", "Max-Age="] {
+                    #expect(cookie.contains(attribute))
+                }
+                #expect(!cookie.contains("Secure"))  // plain HTTP here; TLS servers add it
                 #expect(!cookie.contains(server.token))
                 let page = try await browser.get("/web/")
                 #expect(page.status == 200 && page.text.contains("tester"))
@@ -140,7 +170,9 @@ struct WebViewTests {
                 // Signing out needs the page's token and this site.
                 let token = try #require(Browser.csrf(page))
                 #expect(try await browser.post("/web/signout", form: ["csrf": "bad"]).status == 403)
-                #expect(try await browser.post("/web/signout", form: ["csrf": token], origin: "https://evil.example").status == 403)
+                #expect(
+                    try await browser.post("/web/signout", form: ["csrf": token], origin: "https://evil.example").status
+                        == 403)
                 let kept = browser.cookies
                 #expect(try await browser.post("/web/signout", form: ["csrf": token]).status == 303)
                 #expect(try await browser.get("/web/").status == 303)
@@ -157,7 +189,9 @@ struct WebViewTests {
             let big = Files.random(count: 3_000_000, seed: 7)
             try Files.write(source + "/big.bin", big)
             try Files.write(source + "/Album/cover.txt", Array("cover".utf8))
-            try Files.write(source + "/Album/tracks/01 - the first one with a long name that tar keeps in a pax record, été.txt", Array(repeating: 9, count: 70_000))
+            try Files.write(
+                source + "/Album/tracks/01 - the first one with a long name that tar keeps in a pax record, été.txt",
+                Array(repeating: 9, count: 70_000))
             try FileManager.default.createSymbolicLink(atPath: source + "/Album/link", withDestinationPath: "cover.txt")
             _ = try await server.push(source + "/big.bin", "Documents/Work/big.bin")
             _ = try await server.push(source + "/Album", "Documents/Album")
@@ -171,7 +205,9 @@ struct WebViewTests {
                 #expect(top.text.components(separatedBy: "<bdi>Work</bdi>").count == 2)
                 #expect(top.text.contains("folder=Documents%2FWork%2F"))
                 let work = try await browser.get("/web/c/default?folder=Documents%2FWork%2F")
-                #expect(work.text.contains("big.bin") && work.text.contains("<bdi>deeper</bdi>") && !work.text.contains("c.txt"))
+                #expect(
+                    work.text.contains("big.bin") && work.text.contains("<bdi>deeper</bdi>")
+                        && !work.text.contains("c.txt"))
                 // The whole file, then ranges of it.
                 let raw = "/web/c/default/raw?path=Documents%2FWork%2Fbig.bin"
                 let whole = try await browser.get(raw)
@@ -213,8 +249,13 @@ struct WebViewTests {
                 let original = try Files.snapshot(source + "/Album").mapValues(withoutTimes)
                 let unpacked = try Files.snapshot(out + "/Album").mapValues(withoutTimes)
                 #expect(unpacked == original)
-                #expect(Files.read(out + "/Album/tracks/01 - the first one with a long name that tar keeps in a pax record, été.txt") == Array(repeating: 9, count: 70_000))
-                #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: out + "/Album/link")) == "cover.txt")
+                #expect(
+                    Files.read(
+                        out
+                            + "/Album/tracks/01 - the first one with a long name that tar keeps in a pax record, été.txt"
+                    ) == Array(repeating: 9, count: 70_000))
+                #expect(
+                    (try? FileManager.default.destinationOfSymbolicLink(atPath: out + "/Album/link")) == "cover.txt")
                 // The document page lists versions and the package's contents.
                 let item = try await browser.get("/web/c/default/item?path=Documents%2FAlbum")
                 #expect(item.status == 200 && item.text.contains("Download as .tar") && item.text.contains("tracks/"))
@@ -224,9 +265,13 @@ struct WebViewTests {
                 #expect(spaced.status == 200 && spaced.text.contains("Documents/my report.txt"))
                 // A document's page links every folder above it.
                 let deep = try await browser.get("/web/c/default/item?path=Documents%2FWork%2Fbig.bin")
-                #expect(deep.text.contains("href=\"/web/c/default?folder=Documents%2FWork%2F\"") && deep.text.contains("href=\"/web/c/default\""))
+                #expect(
+                    deep.text.contains("href=\"/web/c/default?folder=Documents%2FWork%2F\"")
+                        && deep.text.contains("href=\"/web/c/default\""))
                 let found = try await browser.get("/web/c/default/search?name=*.BIN&kind=")
-                #expect(found.status == 200 && found.text.contains("Documents/Work/big.bin") && !found.text.contains("Album"))
+                #expect(
+                    found.status == 200 && found.text.contains("Documents/Work/big.bin")
+                        && !found.text.contains("Album"))
                 // Bad input is a page that says so, not a crash.
                 #expect(try await browser.get("/web/c/default/search?name=a%2Fb").status == 400)
                 #expect(try await browser.get("/web/c/default?folder=nope").status == 400)
@@ -240,16 +285,22 @@ struct WebViewTests {
     @Test func hostileNamesAreShownAsTextAndDownloadedAsAttachments() async throws {
         try await LiveServer.run { server in
             let source = server.root + "/source"
-            let names = ["<script>alert(1)</script>.html", "quote\"'&amp;.txt", "שלום-txt.exe", String(repeating: "long", count: 60) + ".txt",
-                         "<img src=x onerror=alert(2)>", "x\"\u{301} autofocus y=\"\u{301}"]
+            let names = [
+                "<script>alert(1)</script>.html", "quote\"'&amp;.txt", "שלום-txt.exe",
+                String(repeating: "long", count: 60) + ".txt",
+                "<img src=x onerror=alert(2)>", "x\"\u{301} autofocus y=\"\u{301}"
+            ]
             for (index, name) in names.enumerated() {
                 try Files.write(source + "/\(index)", Array("<script>alert('content')</script>".utf8))
                 _ = try await server.push(source + "/\(index)", "Documents/" + name)
             }
             try await Self.browse(server) { browser in
                 try await browser.signIn(server.token)
-                for page in ["/web/c/default?folder=Documents%2F", "/web/c/default/search?name=*", "/web/c/default/item?path=" + Self.encode("Documents/" + names[4]),
-                             "/web/c/default?folder=" + Self.encode("Documents/<script>alert(1)</")] {
+                for page in [
+                    "/web/c/default?folder=Documents%2F", "/web/c/default/search?name=*",
+                    "/web/c/default/item?path=" + Self.encode("Documents/" + names[4]),
+                    "/web/c/default?folder=" + Self.encode("Documents/<script>alert(1)</")
+                ] {
                     let text = try await browser.get(page).text
                     #expect(!text.contains("<script>alert"), "\(page)")
                     #expect(!text.contains("<img src=x"), "\(page)")
@@ -261,7 +312,9 @@ struct WebViewTests {
                 _ = try await server.client().setValue(.string("<script>alert(3)</script>"), forKey: "<b>theme</b>")
                 let kv = try await browser.get("/web/c/default/kv").text
                 #expect(!kv.contains("<script>alert(3)") && !kv.contains("<b>theme"))
-                #expect(kv.contains("&lt;b&gt;theme&lt;/b&gt;") && kv.contains("&quot;&lt;script&gt;alert(3)&lt;/script&gt;&quot;"))
+                #expect(
+                    kv.contains("&lt;b&gt;theme&lt;/b&gt;")
+                        && kv.contains("&quot;&lt;script&gt;alert(3)&lt;/script&gt;&quot;"))
                 let listing = try await browser.get("/web/c/default?folder=Documents%2F").text
                 // A name with a `/` is a folder and what is below it.
                 #expect(listing.contains("<bdi>&lt;script&gt;alert(1)&lt;</bdi>"))
@@ -272,9 +325,13 @@ struct WebViewTests {
                 let raw = try await browser.get("/web/c/default/raw?path=" + Self.encode("Documents/" + names[4]))
                 #expect(raw.headers["Content-Type"].first == "application/octet-stream")
                 #expect(raw.headers["X-Content-Type-Options"].first == "nosniff")
-                #expect(raw.headers["Content-Disposition"].first?.hasPrefix("attachment; filename=\"<img src=x onerror=alert(2)>\"") == true)
+                #expect(
+                    raw.headers["Content-Disposition"].first?.hasPrefix(
+                        "attachment; filename=\"<img src=x onerror=alert(2)>\"") == true)
                 let rtl = try await browser.get("/web/c/default/raw?path=" + Self.encode("Documents/" + names[2]))
-                #expect(rtl.headers["Content-Disposition"].first?.contains("filename=\"____-txt.exe\"; filename*=UTF-8''%D7%A9") == true)
+                #expect(
+                    rtl.headers["Content-Disposition"].first?.contains(
+                        "filename=\"____-txt.exe\"; filename*=UTF-8''%D7%A9") == true)
             }
         }
     }
@@ -285,18 +342,27 @@ struct WebViewTests {
             try Files.write(source + "/secret.txt", Array("alice's".utf8))
             _ = try await server.push(source + "/secret.txt", "Documents/secret.txt")
             // An encrypted container of the same account: listed as such, nothing shown.
-            var sealed = Remote(connection: server.remote.connection, container: try ContainerName("vault"), stateDirectory: server.root + "/vault-state")
-            let key = try await EncryptedContainers(remote: sealed).create(passphrase: "p", parameters: try ScryptParameters(logN: 10, r: 8, p: 1))
-            sealed = Remote(connection: server.remote.connection, container: try ContainerName("vault"), stateDirectory: server.root + "/vault-state",
-                            endToEnd: EndToEndKeys(key: key))
+            var sealed = Remote(
+                connection: server.remote.connection, container: try ContainerName("vault"),
+                stateDirectory: server.root + "/vault-state")
+            let key = try await EncryptedContainers(remote: sealed).create(
+                passphrase: "p", parameters: try ScryptParameters(logN: 10, r: 8, p: 1))
+            sealed = Remote(
+                connection: server.remote.connection, container: try ContainerName("vault"),
+                stateDirectory: server.root + "/vault-state",
+                endToEnd: EndToEndKeys(key: key))
             _ = try await server.push(source + "/secret.txt", "Documents/hidden-name.txt", from: sealed)
             let bob = try await server.data.createAccount(name: "bob", quota: nil).token!
             try await Self.browse(server) { browser in
                 try await browser.signIn(server.token)
                 let home = try await browser.get("/web/").text
-                #expect(home.contains("href=\"/web/c/default\"") && home.contains("encrypted") && !home.contains("href=\"/web/c/vault\""))
+                #expect(
+                    home.contains("href=\"/web/c/default\"") && home.contains("encrypted")
+                        && !home.contains("href=\"/web/c/vault\""))
                 let vault = try await browser.get("/web/c/vault?folder=Documents%2F")
-                #expect(vault.status == 200 && vault.text.contains("end-to-end encrypted") && !vault.text.contains("hidden-name"))
+                #expect(
+                    vault.status == 200 && vault.text.contains("end-to-end encrypted")
+                        && !vault.text.contains("hidden-name"))
                 let refused = try await browser.get("/web/c/vault/raw?path=Documents%2Fhidden-name.txt")
                 #expect(refused.status >= 400 && !refused.body.contains(Array("alice's".utf8)))
             }
@@ -320,16 +386,20 @@ struct WebViewTests {
                 let page = try await browser.get("/web/c/default?folder=Documents%2F")
                 let csrf = try #require(Browser.csrf(page))
                 // Without the token, or from another site, nothing is stored.
-                let refused = try await browser.upload("/web/c/default/upload", fields: [("csrf", "bad"), ("folder", "Documents/")],
-                                                       files: [("nope.bin", [1, 2, 3])])
+                let refused = try await browser.upload(
+                    "/web/c/default/upload", fields: [("csrf", "bad"), ("folder", "Documents/")],
+                    files: [("nope.bin", [1, 2, 3])])
                 #expect(refused.status == 403)
-                let tokenLast = try await browser.upload("/web/c/default/upload", fields: [("folder", "Documents/"), ("csrf", csrf)],
-                                                         files: [("nope.bin", [1, 2, 3])])
+                let tokenLast = try await browser.upload(
+                    "/web/c/default/upload", fields: [("folder", "Documents/"), ("csrf", csrf)],
+                    files: [("nope.bin", [1, 2, 3])])
                 #expect(tokenLast.status == 403)
-                let uploaded = try await browser.upload("/web/c/default/upload", fields: [("csrf", csrf), ("folder", "Documents/In/")],
-                                                        files: [("big.bin", big), ("small é.txt", Array("hello".utf8))])
+                let uploaded = try await browser.upload(
+                    "/web/c/default/upload", fields: [("csrf", csrf), ("folder", "Documents/In/")],
+                    files: [("big.bin", big), ("small é.txt", Array("hello".utf8))])
                 #expect(uploaded.status == 303)
-                #expect(try await server.client().list(prefix: "Documents/").documents.map(\.path.value)
+                #expect(
+                    try await server.client().list(prefix: "Documents/").documents.map(\.path.value)
                         == ["Documents/In/big.bin", "Documents/In/small é.txt"])
                 // The CLI's engine pulls exactly what was uploaded.
                 _ = try await server.pull("Documents/In/big.bin", server.root + "/pulled.bin")
@@ -341,11 +411,16 @@ struct WebViewTests {
                 let info = try await server.client().stat("Documents/In/big.bin")
                 #expect(info.device == "web" && info.size == Int64(big.count))
                 // Uploading again makes a new version; the old one stays.
-                _ = try await browser.upload("/web/c/default/upload", fields: [("csrf", csrf), ("folder", "Documents/In/")],
-                                             files: [("small é.txt", Array("again".utf8))])
-                #expect(try await server.client().versions("Documents/In/small é.txt").map(\.state) == [.current, .superseded])
+                _ = try await browser.upload(
+                    "/web/c/default/upload", fields: [("csrf", csrf), ("folder", "Documents/In/")],
+                    files: [("small é.txt", Array("again".utf8))])
+                #expect(
+                    try await server.client().versions("Documents/In/small é.txt").map(\.state) == [
+                        .current, .superseded
+                    ])
                 // A name that is not a name is refused, nothing stored.
-                let bad = try await browser.upload("/web/c/default/upload", fields: [("csrf", csrf), ("folder", "../")], files: [("x", [1])])
+                let bad = try await browser.upload(
+                    "/web/c/default/upload", fields: [("csrf", csrf), ("folder", "../")], files: [("x", [1])])
                 #expect(bad.status == 400)
             }
         }
@@ -363,23 +438,50 @@ struct WebViewTests {
                 try await browser.signIn(server.token)
                 let csrf = try #require(Browser.csrf(try await browser.get("/web/")))
                 // A new folder is a directory document, shown even while empty.
-                #expect(try await browser.post("/web/c/default/mkdir", form: ["csrf": csrf, "folder": "Documents/", "name": "Empty"]).status == 303)
+                #expect(
+                    try await browser.post(
+                        "/web/c/default/mkdir", form: ["csrf": csrf, "folder": "Documents/", "name": "Empty"]
+                    ).status == 303)
                 #expect(try await a.stat("Documents/Empty").kind == .directory)
-                #expect(try await browser.post("/web/c/default/mkdir", form: ["csrf": csrf, "folder": "Documents/", "name": "n.txt"]).status == 409)
-                #expect(try await browser.post("/web/c/default/mkdir", form: ["csrf": csrf, "folder": "Documents/", "name": "a/b"]).status == 400)
+                #expect(
+                    try await browser.post(
+                        "/web/c/default/mkdir", form: ["csrf": csrf, "folder": "Documents/", "name": "n.txt"]
+                    ).status == 409)
+                #expect(
+                    try await browser.post(
+                        "/web/c/default/mkdir", form: ["csrf": csrf, "folder": "Documents/", "name": "a/b"]
+                    ).status == 400)
                 // Rename from the version the page showed; a stale page changes nothing.
-                #expect(try await browser.post("/web/c/default/rename", form: ["csrf": csrf, "path": "Documents/n.txt", "base": "9", "name": "m.txt"]).status >= 400)
-                #expect(try await browser.post("/web/c/default/rename", form: ["csrf": csrf, "path": "Documents/n.txt", "base": "1", "name": "m.txt"]).status == 303)
+                #expect(
+                    try await browser.post(
+                        "/web/c/default/rename",
+                        form: ["csrf": csrf, "path": "Documents/n.txt", "base": "9", "name": "m.txt"]
+                    ).status >= 400)
+                #expect(
+                    try await browser.post(
+                        "/web/c/default/rename",
+                        form: ["csrf": csrf, "path": "Documents/n.txt", "base": "1", "name": "m.txt"]
+                    ).status == 303)
                 #expect(try await a.stat("Documents/m.txt").state == .current)
                 #expect(try await a.stat("Documents/n.txt").state == .deleted)
                 // Delete, then restore from Recently Deleted.
                 let m = try await a.stat("Documents/m.txt")
-                #expect(try await browser.post("/web/c/default/delete", form: ["csrf": csrf, "path": "Documents/m.txt", "base": String(m.version)]).status == 303)
+                #expect(
+                    try await browser.post(
+                        "/web/c/default/delete",
+                        form: ["csrf": csrf, "path": "Documents/m.txt", "base": String(m.version)]
+                    ).status == 303)
                 let deleted = try await browser.get("/web/c/default/deleted")
                 #expect(deleted.text.contains("Documents/m.txt") && deleted.text.contains("Restore"))
                 let gone = try await a.stat("Documents/m.txt")
-                #expect(try await browser.post("/web/c/default/restore", form: ["csrf": csrf, "path": "Documents/m.txt",
-                                                                                "version": String(try #require(gone.baseVersion)), "base": String(gone.version)]).status == 303)
+                #expect(
+                    try await browser.post(
+                        "/web/c/default/restore",
+                        form: [
+                            "csrf": csrf, "path": "Documents/m.txt",
+                            "version": String(try #require(gone.baseVersion)), "base": String(gone.version)
+                        ]
+                    ).status == 303)
                 _ = try await a.pull("Documents/m.txt", into: server.root + "/m.txt")
                 #expect(Files.read(server.root + "/m.txt") == Array("one".utf8))
                 // A conflict, settled by choosing the losing version; the winner stays in history.
@@ -394,22 +496,46 @@ struct WebViewTests {
                 try Files.setMtime(server.root + "/b.txt", 3_000)
                 let winner = try await b.push(server.root + "/b.txt", as: "Documents/m.txt")
                 let loser = try #require(winner.conflicts.first)
-                let history = try await a.versions("Documents/m.txt").map { "\($0.version) \($0.state) \($0.device ?? "")" }
+                let history = try await a.versions("Documents/m.txt").map {
+                    "\($0.version) \($0.state) \($0.device ?? "")"
+                }
                 #expect(loser > base.version, "\(history)")
                 let item = try await browser.get("/web/c/default/item?path=Documents%2Fm.txt")
                 #expect(item.text.contains("conflict-note") && item.text.contains("Keep this version"))
                 // Renaming now would leave the conflict version behind: refused.
-                #expect(try await browser.post("/web/c/default/rename", form: ["csrf": csrf, "path": "Documents/m.txt", "base": String(winner.version), "name": "z.txt"]).status == 409)
+                #expect(
+                    try await browser.post(
+                        "/web/c/default/rename",
+                        form: ["csrf": csrf, "path": "Documents/m.txt", "base": String(winner.version), "name": "z.txt"]
+                    ).status == 409)
                 // A choice made on a page older than the current version is refused.
-                #expect(try await browser.post("/web/c/default/resolve", form: ["csrf": csrf, "path": "Documents/m.txt", "keep": String(loser),
-                                                                                "base": String(winner.version - 1)]).status == 409)
-                #expect(try await browser.post("/web/c/default/resolve", form: ["csrf": csrf, "path": "Documents/m.txt", "keep": String(loser),
-                                                                                "base": String(winner.version)]).status == 303)
+                #expect(
+                    try await browser.post(
+                        "/web/c/default/resolve",
+                        form: [
+                            "csrf": csrf, "path": "Documents/m.txt", "keep": String(loser),
+                            "base": String(winner.version - 1)
+                        ]
+                    ).status == 409)
+                #expect(
+                    try await browser.post(
+                        "/web/c/default/resolve",
+                        form: [
+                            "csrf": csrf, "path": "Documents/m.txt", "keep": String(loser),
+                            "base": String(winner.version)
+                        ]
+                    ).status == 303)
                 let settled = try await a.stat("Documents/m.txt")
                 #expect(settled.conflicts == nil && settled.version == loser)
-                #expect(try await a.versions("Documents/m.txt").contains { $0.version == winner.version && $0.state == .superseded })
+                #expect(
+                    try await a.versions("Documents/m.txt").contains {
+                        $0.version == winner.version && $0.state == .superseded
+                    })
                 // Every one of these needs the session's token.
-                #expect(try await browser.post("/web/c/default/delete", form: ["csrf": "x", "path": "Documents/m.txt", "base": String(loser)]).status == 403)
+                #expect(
+                    try await browser.post(
+                        "/web/c/default/delete", form: ["csrf": "x", "path": "Documents/m.txt", "base": String(loser)]
+                    ).status == 403)
                 #expect(try await a.stat("Documents/m.txt").state == .current)
             }
         }
@@ -470,7 +596,10 @@ struct WebViewTests {
                     // A made-up link, or a revoked one, shows nothing.
                     #expect(try await stranger.get("/s/" + String(repeating: "a", count: 64)).status == 404)
                     #expect(try await stranger.get("/s/short").status == 404)
-                    let id = try #require(list.text.range(of: "name=\"id\" value=\"").map { String(list.text[$0.upperBound...].prefix { $0 != "\"" }) })
+                    let id = try #require(
+                        list.text.range(of: "name=\"id\" value=\"").map {
+                            String(list.text[$0.upperBound...].prefix { $0 != "\"" })
+                        })
                     #expect(try await owner.post("/web/shares/revoke", form: ["csrf": csrf, "id": id]).status == 303)
                     // The list is newest first: the password link is gone, the others stay.
                     #expect(try await stranger.get(path(locked)).status == 404)
@@ -496,13 +625,17 @@ struct WebViewTests {
             try await Self.browse(server) { owner in
                 try await owner.signIn(server.token)
                 let csrf = try #require(Browser.csrf(try await owner.get("/web/")))
-                let made = try await owner.post("/web/c/default/share", form: ["csrf": csrf, "path": "Documents/f", "base": "1", "days": "1", "password": "p"])
+                let made = try await owner.post(
+                    "/web/c/default/share",
+                    form: ["csrf": csrf, "path": "Documents/f", "base": "1", "days": "1", "password": "p"])
                 let range = try #require(made.text.range(of: "/s/"))
                 let secret = String(made.text[range.upperBound...].prefix(64))
                 // Twenty guesses at once: at most ten are checked (the others are refused, 429,
                 // or 503 while two checks already run).
                 let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-                    for _ in 0..<20 { group.addTask { try await owner.post("/s/" + secret, form: ["password": "guess"]).status } }
+                    for _ in 0..<20 {
+                        group.addTask { try await owner.post("/s/" + secret, form: ["password": "guess"]).status }
+                    }
                     return try await group.reduce(into: [Int]()) { $0.append($1) }
                 }
                 // Each attempt counts from its start: ten are let through (checked, 401, or turned
@@ -524,7 +657,8 @@ struct WebViewTests {
             try await Self.browse(server) { browser in
                 try await browser.signIn(server.token)
                 var request = HTTPClientRequest(url: browser.base + "/web/c/default/events")
-                request.headers.add(name: "Cookie", value: browser.cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; "))
+                request.headers.add(
+                    name: "Cookie", value: browser.cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; "))
                 let response = try await browser.client.execute(request, timeout: .seconds(180))
                 #expect(response.status == .ok && response.headers["Content-Type"].first == "text/event-stream")
                 var iterator = response.body.makeAsyncIterator()
@@ -532,7 +666,9 @@ struct WebViewTests {
                 #expect(String(buffer: first).contains("retry:"))
                 _ = try await server.push(source + "/new.txt", "Documents/new.txt", from: server.otherDevice("phone"))
                 var seen = ""
-                while !seen.contains("event: change"), let buffer = try await iterator.next() { seen += String(buffer: buffer) }
+                while !seen.contains("event: change"), let buffer = try await iterator.next() {
+                    seen += String(buffer: buffer)
+                }
                 #expect(seen.contains("event: change"))
             }
         }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import XferCore
 
 /// FastCDC written from its definition, with the Gear hash recomputed from scratch at every
@@ -61,7 +62,7 @@ func streamedChunkLengths(_ data: [UInt8], pieces: [Int], _ config: ChunkerConfi
         ("random", TestData.random(count: 96 << 10, seed: 11)),
         ("text", TestData.text(count: 96 << 10, seed: 12)),
         ("records", TestData.records(count: 96 << 10, seed: 13)),
-        ("zeros", [UInt8](repeating: 0, count: 40 << 10)),
+        ("zeros", [UInt8](repeating: 0, count: 40 << 10))
     ]
 
     @Test(arguments: 0..<inputs.count)
@@ -77,15 +78,19 @@ func streamedChunkLengths(_ data: [UInt8], pieces: [Int], _ config: ChunkerConfi
     func cutPointsIndependentOfHowInputIsFed(maxPiece: Int) {
         for (name, data) in Self.inputs {
             let whole = data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: smallChunks) }
-            let sizes = maxPiece == 1
+            let sizes =
+                maxPiece == 1
                 ? Array(repeating: 1, count: data.count)
                 : TestData.pieces(total: data.count, maxPiece: maxPiece, seed: UInt64(maxPiece))
-            #expect(streamedChunkLengths(data, pieces: sizes, smallChunks) == whole, "input \(name), pieces ≤ \(maxPiece)")
+            #expect(
+                streamedChunkLengths(data, pieces: sizes, smallChunks) == whole, "input \(name), pieces ≤ \(maxPiece)")
         }
     }
 
-    @Test(arguments: [smallChunks, ChunkerConfiguration.default,
-                      try! ChunkerConfiguration(minimumSize: 2048, averageSize: 8192, maximumSize: 65536, normalizationLevel: 1)])
+    @Test(arguments: [
+        smallChunks, ChunkerConfiguration.default,
+        try! ChunkerConfiguration(minimumSize: 2048, averageSize: 8192, maximumSize: 65536, normalizationLevel: 1)
+    ])
     func everyChunkWithinLimitsExceptTheLast(config: ChunkerConfiguration) {
         for seed in UInt64(1)...3 {
             let data = TestData.random(count: 64 * config.averageSize / 4 + Int(seed) * 977, seed: seed)
@@ -121,12 +126,17 @@ func streamedChunkLengths(_ data: [UInt8], pieces: [Int], _ config: ChunkerConfi
 
     @Test func emptyAndTinyInputs() {
         #expect([UInt8]().withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: smallChunks) } == [])
-        #expect([UInt8](repeating: 7, count: 100).withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: smallChunks) } == [100])
+        #expect(
+            [UInt8](repeating: 7, count: 100).withUnsafeBytes {
+                Chunker.chunkLengths(of: $0, configuration: smallChunks)
+            } == [100])
     }
 
     @Test func invalidConfigurationsAreRefused() {
-        let bad: [(Int, Int, Int)] = [(16, 1024, 4096), (256, 1000, 4096), (1024, 1024, 4096),
-                                      (256, 1024, 1024), (256, 1024, 32 << 20), (-1, 1024, 4096)]
+        let bad: [(Int, Int, Int)] = [
+            (16, 1024, 4096), (256, 1000, 4096), (1024, 1024, 4096),
+            (256, 1024, 1024), (256, 1024, 32 << 20), (-1, 1024, 4096)
+        ]
         for (minimum, average, maximum) in bad {
             #expect(throws: XferError.self) {
                 try ChunkerConfiguration(minimumSize: minimum, averageSize: average, maximumSize: maximum)
@@ -140,12 +150,15 @@ func streamedChunkLengths(_ data: [UInt8], pieces: [Int], _ config: ChunkerConfi
     /// four-lane path and its serial rescan both run.
     static let medium = try! ChunkerConfiguration(minimumSize: 2048, averageSize: 8192, maximumSize: 32768)
 
-    @Test(arguments: [("random", TestData.random(count: 192 << 10, seed: 61)),
-                      ("text", TestData.text(count: 192 << 10, seed: 62)),
-                      ("records", TestData.records(count: 192 << 10, seed: 63))])
+    @Test(arguments: [
+        ("random", TestData.random(count: 192 << 10, seed: 61)),
+        ("text", TestData.text(count: 192 << 10, seed: 62)),
+        ("records", TestData.records(count: 192 << 10, seed: 63))
+    ])
     func interleavedScanEqualsTheReference(name: String, data: [UInt8]) {
         let expected = referenceChunkLengths(data, Self.medium)
-        #expect(data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: Self.medium) } == expected, "\(name)")
+        #expect(
+            data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: Self.medium) } == expected, "\(name)")
         let pieces = TestData.pieces(total: data.count, maxPiece: 9000, seed: 64)
         #expect(streamedChunkLengths(data, pieces: pieces, Self.medium) == expected, "\(name), streamed")
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import XferCore
 
 /// End-to-end keys (docs/FORMAT.md, "End-to-end keys"): derivation, the passphrase wrap, the
@@ -11,10 +12,12 @@ import Testing
     static let chunkID = "4355084864e1938ed781fa1cb2098b082224f21b4cd7bdf4f79166e60fb1c129"
     static let name = "wqi2cu3dc2juu37ueubtwgdr4sytwng2527okzez5msxcei4vjiq"
     static let recovery = "000G4-0R40M-30E20-9185G-R38E1-W8124-GK2GA-HC5RR-34D1P-70X3R-FP638"
-    static let wrapped = "584657310a0801000102030405060708090a0b0c0d0e0f5846533145b3d787653959e1101112131415161718191a1b1c1d1e1fa95c0c4aa78105ab443ff83d5da12ab309369be766a0c66a8ccec3652239fc59c56fe1e278f20bf066e9d3b440031d67"
+    static let wrapped =
+        "584657310a0801000102030405060708090a0b0c0d0e0f5846533145b3d787653959e1101112131415161718191a1b1c1d1e1fa95c0c4aa78105ab443ff83d5da12ab309369be766a0c66a8ccec3652239fc59c56fe1e278f20bf066e9d3b440031d67"
     static let padme = "1,2,3,10,104,1024,65536,67584,1015808"
     static let wireID = "18ddba35d429550891c492dfcede495a3fd0e1ec53c286ed25a7e9c7ce4bb67c"
-    static let sealedChunk = "4355084864e1938ed781fa1cb2098b082224f21b4cd7bdf4f79166e60fb1c129584653310fab79fe54e5023f202122232425262728292a2b2c2d2e2fe245d0ffb1283c2d4a2ddaa94975b74b38e2884c4b078c7c2668d5e8"
+    static let sealedChunk =
+        "4355084864e1938ed781fa1cb2098b082224f21b4cd7bdf4f79166e60fb1c129584653310fab79fe54e5023f202122232425262728292a2b2c2d2e2fe245d0ffb1283c2d4a2ddaa94975b74b38e2884c4b078c7c2668d5e8"
 
     static let key = try! ContainerKey(bytes: Array(0..<32))
     static let fast = try! ScryptParameters(logN: 10, r: 8, p: 1)
@@ -27,28 +30,37 @@ import Testing
         #expect(key.chunking.id(of: Array("chunk".utf8)).hex == Self.chunkID)
         #expect(try key.names.seal("Notes.txt", parent: "Documents") == Self.name)
         #expect(key.recoveryText == Self.recovery)
-        let wrapped = try ContainerKeyWrap.wrap(key, passphrase: "correct horse", container: "com.example.notes", parameters: Self.fast,
-                                                salt: Array(0..<16), valueSalt: Array(16..<32))
+        let wrapped = try ContainerKeyWrap.wrap(
+            key, passphrase: "correct horse", container: "com.example.notes", parameters: Self.fast,
+            salt: Array(0..<16), valueSalt: Array(16..<32))
         #expect(Self.hex(wrapped) == Self.wrapped)
-        #expect([1, 2, 3, 9, 100, 1000, 65536, 65537, 1_000_000].map { String(Padding.padme($0)) }.joined(separator: ",") == Self.padme)
+        #expect(
+            [1, 2, 3, 9, 100, 1000, 65536, 65537, 1_000_000].map { String(Padding.padme($0)) }.joined(separator: ",")
+                == Self.padme)
         // A chunk sealed end to end ("End-to-end chunks"; salt 20…2f): its id, and the payload opens.
         let chunks = EndToEndChunks(key: key)
         #expect(Array("chunk".utf8).withUnsafeBytes { chunks.id(of: $0) }.hex == Self.wireID)
         let payload = Sealing.hexBytes(Self.sealedChunk)!
-        let sealed = EncodedChunk(id: ChunkID(hex: Self.wireID)!, length: payload.count, encoding: .sealed, payload: payload)
+        let sealed = EncodedChunk(
+            id: ChunkID(hex: Self.wireID)!, length: payload.count, encoding: .sealed, payload: payload)
         #expect(try chunks.open(sealed) == Array("chunk".utf8))
     }
 
     @Test func hkdfMatchesRFC5869() {
         // RFC 5869, test case 1.
-        let okm = Crypto.hkdf(key: [UInt8](repeating: 0x0b, count: 22), salt: Array(0...12), info: Array(0xf0...0xf9), count: 42)
+        let okm = Crypto.hkdf(
+            key: [UInt8](repeating: 0x0b, count: 22), salt: Array(0...12), info: Array(0xf0...0xf9), count: 42)
         #expect(Self.hex(okm) == "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865")
     }
 
     @Test func scryptMatchesRFC7914() throws {
-        let out = try Crypto.scrypt(Array("pleaseletmein".utf8), salt: Array("SodiumChloride".utf8),
-                                    parameters: ScryptParameters(logN: 14, r: 8, p: 1), count: 64)
-        #expect(Self.hex(out) == "7023bdcb3afd7348461c06cd81fd38ebfda8fbba904f8e3ea9b543f6545da1f2d5432955613f0fcf62d49705242a9af9e61e85dc0d651e40dfcf017b45575887")
+        let out = try Crypto.scrypt(
+            Array("pleaseletmein".utf8), salt: Array("SodiumChloride".utf8),
+            parameters: ScryptParameters(logN: 14, r: 8, p: 1), count: 64)
+        #expect(
+            Self.hex(out)
+                == "7023bdcb3afd7348461c06cd81fd38ebfda8fbba904f8e3ea9b543f6545da1f2d5432955613f0fcf62d49705242a9af9e61e85dc0d651e40dfcf017b45575887"
+        )
     }
 
     @Test func eachPurposeHasItsOwnKey() {
@@ -62,21 +74,30 @@ import Testing
 
     @Test func aWrappedKeyOpensWithItsPassphraseAloneAndAChangeKeepsTheKey() throws {
         let key = ContainerKey.generate()
-        let wrapped = try ContainerKeyWrap.wrap(key, passphrase: "correct horse", container: "notes", parameters: Self.fast)
+        let wrapped = try ContainerKeyWrap.wrap(
+            key, passphrase: "correct horse", container: "notes", parameters: Self.fast)
         #expect(wrapped.count == ContainerKeyWrap.size)
         #expect(try ContainerKeyWrap.unwrap(wrapped, passphrase: "correct horse", container: "notes") == key)
-        for (passphrase, container) in [("correct horse ", "notes"), ("Correct horse", "notes"), ("correct horse", "notes2"), ("", "notes")] {
-            let refused = #expect(throws: XferError.self) { try ContainerKeyWrap.unwrap(wrapped, passphrase: passphrase, container: container) }
+        for (passphrase, container) in [
+            ("correct horse ", "notes"), ("Correct horse", "notes"), ("correct horse", "notes2"), ("", "notes")
+        ] {
+            let refused = #expect(throws: XferError.self) {
+                try ContainerKeyWrap.unwrap(wrapped, passphrase: passphrase, container: container)
+            }
             #expect(refused?.code == .unauthorized, "\(passphrase) \(container)")
         }
         // A passphrase change wraps the same key anew: the old passphrase no longer opens it.
-        let changed = try ContainerKeyWrap.wrap(try ContainerKeyWrap.unwrap(wrapped, passphrase: "correct horse", container: "notes"),
-                                                passphrase: "battery staple", container: "notes", parameters: Self.fast)
+        let changed = try ContainerKeyWrap.wrap(
+            try ContainerKeyWrap.unwrap(wrapped, passphrase: "correct horse", container: "notes"),
+            passphrase: "battery staple", container: "notes", parameters: Self.fast)
         #expect(try ContainerKeyWrap.unwrap(changed, passphrase: "battery staple", container: "notes") == key)
-        #expect(throws: XferError.self) { try ContainerKeyWrap.unwrap(changed, passphrase: "correct horse", container: "notes") }
+        #expect(throws: XferError.self) {
+            try ContainerKeyWrap.unwrap(changed, passphrase: "correct horse", container: "notes")
+        }
         #expect(changed != wrapped, "a new salt each time")
         // The same passphrase typed composed or decomposed.
-        let accented = try ContainerKeyWrap.wrap(key, passphrase: "caf\u{E9}", container: "notes", parameters: Self.fast)
+        let accented = try ContainerKeyWrap.wrap(
+            key, passphrase: "caf\u{E9}", container: "notes", parameters: Self.fast)
         #expect(try ContainerKeyWrap.unwrap(accented, passphrase: "cafe\u{301}", container: "notes") == key)
     }
 
@@ -85,20 +106,28 @@ import Testing
         for index in wrapped.indices {
             var damaged = wrapped
             damaged[index] ^= 0x01
-            #expect(throws: XferError.self, "byte \(index)") { try ContainerKeyWrap.unwrap(damaged, passphrase: "pw", container: "c") }
+            #expect(throws: XferError.self, "byte \(index)") {
+                try ContainerKeyWrap.unwrap(damaged, passphrase: "pw", container: "c")
+            }
         }
-        #expect(throws: XferError.self) { try ContainerKeyWrap.unwrap(Array(wrapped.dropLast()), passphrase: "pw", container: "c") }
+        #expect(throws: XferError.self) {
+            try ContainerKeyWrap.unwrap(Array(wrapped.dropLast()), passphrase: "pw", container: "c")
+        }
     }
 
     /// A hostile server's wrapped key cannot make a client spend unbounded memory or time: the
     /// parameters are refused before scrypt runs.
-    @Test(arguments: [(UInt8(25), UInt8(8), UInt8(1)), (21, 8, 1), (20, 8, 1), (16, 8, 16), (16, 200, 1), (4, 8, 1), (16, 0, 1)])
+    @Test(arguments: [
+        (UInt8(25), UInt8(8), UInt8(1)), (21, 8, 1), (20, 8, 1), (16, 8, 16), (16, 200, 1), (4, 8, 1), (16, 0, 1)
+    ])
     func scryptParametersBeyondTheBoundsAreRefused(_ logN: UInt8, _ r: UInt8, _ p: UInt8) throws {
         var wrapped = try ContainerKeyWrap.wrap(Self.key, passphrase: "pw", container: "c", parameters: Self.fast)
         wrapped[4] = logN
         wrapped[5] = r
         wrapped[6] = p
-        let refused = #expect(throws: XferError.self) { try ContainerKeyWrap.unwrap(wrapped, passphrase: "pw", container: "c") }
+        let refused = #expect(throws: XferError.self) {
+            try ContainerKeyWrap.unwrap(wrapped, passphrase: "pw", container: "c")
+        }
         #expect(refused?.code == .invalidConfiguration)
         #expect(ContainerKeyWrap.parameters(of: wrapped) == nil)
     }
@@ -109,7 +138,8 @@ import Testing
         #expect(text.count == 55 + 10)
         #expect(try ContainerKey(recoveryText: text) == key)
         // Typed loosely: lowercase, without dashes, O for 0 and l for 1.
-        let loose = text.lowercased().replacingOccurrences(of: "-", with: " ").replacingOccurrences(of: "0", with: "o").replacingOccurrences(of: "1", with: "l")
+        let loose = text.lowercased().replacingOccurrences(of: "-", with: " ").replacingOccurrences(of: "0", with: "o")
+            .replacingOccurrences(of: "1", with: "l")
         #expect(try ContainerKey(recoveryText: loose) == key)
         // Every single mistyped character of the pinned key is caught.
         let digits = Array(Self.recovery)
@@ -119,7 +149,10 @@ import Testing
             #expect(throws: XferError.self, "position \(index)") { try ContainerKey(recoveryText: String(typo)) }
         }
         #expect(throws: XferError.self) { try ContainerKey(recoveryText: String(text.dropLast())) }
-        #expect(throws: XferError.self) { try ContainerKey(recoveryText: text.replacingOccurrences(of: "-", with: "U", options: [], range: text.range(of: "-"))) }
+        #expect(throws: XferError.self) {
+            try ContainerKey(
+                recoveryText: text.replacingOccurrences(of: "-", with: "U", options: [], range: text.range(of: "-")))
+        }
     }
 
     @Test func namesSealDeterministicallyPerFolderAndOpenOnlyThere() throws {
@@ -171,22 +204,41 @@ import Testing
         let keyed = Self.key.chunking
         #expect(keyed.gear != GearTable.values)
         let plainLengths = data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: configuration) }
-        let keyedLengths = data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: configuration, gear: keyed.gear) }
+        let keyedLengths = data.withUnsafeBytes {
+            Chunker.chunkLengths(of: $0, configuration: configuration, gear: keyed.gear)
+        }
         #expect(keyedLengths.reduce(0, +) == data.count)
-        #expect(keyedLengths.dropLast().allSatisfy { (configuration.minimumSize...configuration.maximumSize).contains($0) })
+        #expect(
+            keyedLengths.dropLast().allSatisfy { (configuration.minimumSize...configuration.maximumSize).contains($0) })
         // Cut points differ: the lengths are not the unkeyed chunker's.
-        var plainCuts = Set<Int>(), keyedCuts = Set<Int>(), offset = 0
-        for length in plainLengths.dropLast() { offset += length; plainCuts.insert(offset) }
+        var plainCuts = Set<Int>()
+        var keyedCuts = Set<Int>()
+        var offset = 0
+        for length in plainLengths.dropLast() {
+            offset += length
+            plainCuts.insert(offset)
+        }
         offset = 0
-        for length in keyedLengths.dropLast() { offset += length; keyedCuts.insert(offset) }
+        for length in keyedLengths.dropLast() {
+            offset += length
+            keyedCuts.insert(offset)
+        }
         #expect(plainCuts.intersection(keyedCuts).count < keyedCuts.count / 10)
         // Another key cuts elsewhere again; the same key always the same.
-        let other = data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: configuration, gear: ContainerKey.generate().chunking.gear) }
+        let other = data.withUnsafeBytes {
+            Chunker.chunkLengths(of: $0, configuration: configuration, gear: ContainerKey.generate().chunking.gear)
+        }
         #expect(other != keyedLengths)
-        #expect(data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: configuration, gear: Self.key.chunking.gear) } == keyedLengths)
+        #expect(
+            data.withUnsafeBytes {
+                Chunker.chunkLengths(of: $0, configuration: configuration, gear: Self.key.chunking.gear)
+            } == keyedLengths)
         // Fed in odd pieces, the keyed chunker cuts in the same places.
         var chunker = Chunker(configuration: configuration, gear: keyed.gear)
-        var pieces: [Int] = [], pending = 0, start = 0, piece = 1
+        var pieces: [Int] = []
+        var pending = 0
+        var start = 0
+        var piece = 1
         while start < data.count {
             let end = min(data.count, start + piece)
             var rest = start
@@ -209,6 +261,6 @@ import Testing
     }
 }
 
-private extension String {
-    func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }

@@ -1,7 +1,8 @@
 import Testing
 import XferCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct DirectoryWalkerTests {

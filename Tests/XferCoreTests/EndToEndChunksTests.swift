@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import XferCore
 
 /// Chunks of an end-to-end encrypted container (``EndToEndChunks``, docs/FORMAT.md,
@@ -15,7 +16,9 @@ import Testing
     /// Whether `needle` occurs anywhere in `haystack`.
     static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         guard needle.count <= haystack.count else { return false }
-        return (0...(haystack.count - needle.count)).contains { haystack[$0..<($0 + needle.count)].elementsEqual(needle) }
+        return (0...(haystack.count - needle.count)).contains {
+            haystack[$0..<($0 + needle.count)].elementsEqual(needle)
+        }
     }
 
     @Test(arguments: [0, 1, 100, 4_096, 65_536, 262_144])
@@ -33,7 +36,8 @@ import Testing
 
     @Test func theIdIsTheSameEachTimeAndThePayloadIsNot() throws {
         let plain = TestData.text(count: 10_000, seed: 3)
-        let first = try Self.seal(plain), second = try Self.seal(plain)
+        let first = try Self.seal(plain)
+        let second = try Self.seal(plain)
         #expect(first.id == second.id)
         #expect(first.payload != second.payload)
         #expect(try Self.chunks.open(second) == plain)
@@ -62,7 +66,9 @@ import Testing
         let plain = TestData.text(count: 5_000, seed: 4)
         let sealed = try Self.seal(plain)
         // The keyed id, the seal's header, its salt, the ciphertext, the tag.
-        for position in [0, 31, 32, 40, 60, 80, sealed.payload.count / 2, sealed.payload.count - 17, sealed.payload.count - 1] {
+        for position in [
+            0, 31, 32, 40, 60, 80, sealed.payload.count / 2, sealed.payload.count - 17, sealed.payload.count - 1
+        ] {
             var damaged = sealed
             damaged.payload[position] ^= 0x01
             #expect(throws: XferError.self) { try Self.chunks.open(damaged) }
@@ -85,8 +91,9 @@ import Testing
         forged.id = ChunkID.of(plain)
         #expect(throws: XferError.self) { try forged.decoded() }
         // Nor a payload too short to hold a keyed id and a seal.
-        let stub = EncodedChunk(id: EndToEndChunks.id(keyed: [UInt8](repeating: 0, count: 32)), length: 40, encoding: .sealed,
-                                payload: [UInt8](repeating: 0, count: 40))
+        let stub = EncodedChunk(
+            id: EndToEndChunks.id(keyed: [UInt8](repeating: 0, count: 32)), length: 40, encoding: .sealed,
+            payload: [UInt8](repeating: 0, count: 40))
         #expect(throws: XferError.self) { try stub.decoded() }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import XferCore
 
 /// Documents of an end-to-end encrypted container (``EndToEndKeys``, docs/FORMAT.md,
@@ -12,17 +13,27 @@ import Testing
         var entries: [Manifest.Entry] = []
         for index in 0..<files {
             if index % 1000 == 0 {
-                entries.append(Manifest.Entry(path: String(format: "dir%03d", index / 1000), kind: .directory, mode: 0o755, mtimeNanoseconds: 0))
+                entries.append(
+                    Manifest.Entry(
+                        path: String(format: "dir%03d", index / 1000), kind: .directory, mode: 0o755,
+                        mtimeNanoseconds: 0))
             }
-            entries.append(Manifest.Entry(path: String(format: "dir%03d/file%06d.txt", index / 1000, index), kind: .file, mode: 0o644,
-                                          mtimeNanoseconds: Int64(index) * 1_000_000_007,
-                                          chunks: [Manifest.ChunkReference(id: ChunkID.of(Array("chunk \(index)".utf8)), length: 100 + index % 1000)]))
+            entries.append(
+                Manifest.Entry(
+                    path: String(format: "dir%03d/file%06d.txt", index / 1000, index), kind: .file, mode: 0o644,
+                    mtimeNanoseconds: Int64(index) * 1_000_000_007,
+                    chunks: [
+                        Manifest.ChunkReference(
+                            id: ChunkID.of(Array("chunk \(index)".utf8)), length: 100 + index % 1000)
+                    ]))
         }
         return try Manifest(kind: .package, chunker: .default, entries: entries)
     }
 
     /// Seals `manifest`'s pieces and returns them by id, with the carrier.
-    static func sealed(_ manifest: Manifest, path: String, version: Int64) throws -> (carrier: Manifest, store: [ChunkID: EncodedChunk]) {
+    static func sealed(_ manifest: Manifest, path: String, version: Int64) throws -> (
+        carrier: Manifest, store: [ChunkID: EncodedChunk]
+    ) {
         let (carrier, pieces) = try keys.carrier(of: manifest, sealedPath: path, version: version)
         var store: [ChunkID: EncodedChunk] = [:]
         for piece in pieces {
@@ -72,7 +83,9 @@ import Testing
         let first = try Self.keys.carrier(of: manifest, sealedPath: path, version: 4).carrier
         #expect(try Self.keys.carrier(of: manifest, sealedPath: path, version: 4).carrier.digest == first.digest)
         #expect(try Self.keys.carrier(of: manifest, sealedPath: path, version: 5).carrier.digest != first.digest)
-        #expect(try Self.keys.carrier(of: manifest, sealedPath: try Self.keys.sealedPath("other"), version: 4).carrier.digest != first.digest)
+        #expect(
+            try Self.keys.carrier(of: manifest, sealedPath: try Self.keys.sealedPath("other"), version: 4).carrier
+                .digest != first.digest)
     }
 
     @Test func aLargeManifestTakesSeveralPieces() async throws {
@@ -80,7 +93,9 @@ import Testing
         let path = try Self.keys.sealedPath("big")
         let (carrier, store) = try Self.sealed(manifest, path: path, version: 1)
         #expect(store.count > 1)
-        #expect(try await Self.keys.manifest(in: carrier, sealedPath: path, version: 1, fetch: Self.fetch(store)) == manifest)
+        #expect(
+            try await Self.keys.manifest(in: carrier, sealedPath: path, version: 1, fetch: Self.fetch(store))
+                == manifest)
     }
 
     @Test func aManifestMovedToAnotherPlaceOrVersionOrShortOfAChunkIsRefused() async throws {
@@ -91,12 +106,14 @@ import Testing
             _ = try await Self.keys.manifest(in: carrier, sealedPath: path, version: 1, fetch: Self.fetch(store))
         }
         await #expect(throws: XferError.self) {
-            _ = try await Self.keys.manifest(in: carrier, sealedPath: try Self.keys.sealedPath("elsewhere"), version: 2, fetch: Self.fetch(store))
+            _ = try await Self.keys.manifest(
+                in: carrier, sealedPath: try Self.keys.sealedPath("elsewhere"), version: 2, fetch: Self.fetch(store))
         }
         // A carrier that drops one of the document's chunks: the server might not keep it.
         let references = try EndToEndKeys.references(of: carrier)
-        let short = try EndToEndKeys.carrier(kind: .package, pieces: Array(references.prefix(store.count).map(\.id)),
-                                             chunks: references.dropFirst(store.count + 1).map(\.id))
+        let short = try EndToEndKeys.carrier(
+            kind: .package, pieces: Array(references.prefix(store.count).map(\.id)),
+            chunks: references.dropFirst(store.count + 1).map(\.id))
         let error = await #expect(throws: XferError.self) {
             _ = try await Self.keys.manifest(in: short, sealedPath: path, version: 2, fetch: Self.fetch(store))
         }
@@ -111,8 +128,10 @@ import Testing
     @Test func aServersMessageNamesDocumentsAsTheUserDoes() throws {
         let sealed = try Self.keys.sealedPath("Projects/Harbour plans.txt")
         let message = "\(sealed) is a document: nothing can live inside it (under \(sealed)/x)"
-        #expect(Self.keys.openingNames(in: message)
-                == "Projects/Harbour plans.txt is a document: nothing can live inside it (under Projects/Harbour plans.txt/x)")
+        #expect(
+            Self.keys.openingNames(in: message)
+                == "Projects/Harbour plans.txt is a document: nothing can live inside it (under Projects/Harbour plans.txt/x)"
+        )
         // A name sealed under another key, or not sealed, stays as it is.
         let other = try EndToEndKeys(key: .generate()).sealedPath("notes.txt")
         #expect(Self.keys.openingNames(in: "at \(other): no") == "at \(other): no")
@@ -122,7 +141,9 @@ import Testing
     @Test func aDirectoryIsCarriedAsTheSameManifestWhateverItsMode() async throws {
         let (carrier, pieces) = try Self.keys.carrier(of: .directory(mode: 0o750), sealedPath: "x", version: 3)
         #expect(pieces.isEmpty && carrier == EndToEndKeys.directoryCarrier && carrier.kind == .directory)
-        #expect(try Self.keys.carrier(of: .directory(mode: 0o700), sealedPath: "y", version: 9).carrier.digest == carrier.digest)
+        #expect(
+            try Self.keys.carrier(of: .directory(mode: 0o700), sealedPath: "y", version: 9).carrier.digest
+                == carrier.digest)
         let opened = try await Self.keys.manifest(in: carrier, sealedPath: "x", version: 3) { _ in [] }
         #expect(opened.kind == .directory)
         await #expect(throws: XferError.self) {

@@ -5,15 +5,18 @@ import XferCore
     @Test(arguments: [
         ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
         ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
-        ("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
-         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
+        (
+            "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+        )
     ])
     func knownDigests(input: String, hex: String) {
         #expect(ChunkID.of(Array(input.utf8)).hex == hex)
     }
 
     @Test func millionAs() {
-        #expect(ChunkID.of([UInt8](repeating: 0x61, count: 1_000_000)).hex
+        #expect(
+            ChunkID.of([UInt8](repeating: 0x61, count: 1_000_000)).hex
                 == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
@@ -44,8 +47,10 @@ import XferCore
 }
 
 @Suite struct ByteCountTests {
-    @Test(arguments: [("0", 0), ("65536", 65536), ("64K", 65536), ("64KiB", 65536), ("64kb", 65536),
-                      ("1.5M", 1_572_864), ("2 GiB", 2 << 30), ("1t", 1 << 40), ("12b", 12)])
+    @Test(arguments: [
+        ("0", 0), ("65536", 65536), ("64K", 65536), ("64KiB", 65536), ("64kb", 65536),
+        ("1.5M", 1_572_864), ("2 GiB", 2 << 30), ("1t", 1 << 40), ("12b", 12)
+    ])
     func parses(text: String, bytes: Int64) {
         #expect(ByteCount(parsing: text)?.value == bytes)
     }

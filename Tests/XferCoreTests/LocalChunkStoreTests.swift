@@ -1,7 +1,9 @@
+import Dispatch
 import Testing
 import XferCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct LocalChunkStoreTests {
@@ -41,7 +43,9 @@ import Glibc
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         let store = try LocalChunkStore(root: dir.path, maximumChunkSize: 1024)
-        #expect { try store.put(plain: [UInt8](repeating: 1, count: 2048)) } throws: { ($0 as? XferError)?.code == .tooLarge }
+        #expect { try store.put(plain: [UInt8](repeating: 1, count: 2048)) } throws: {
+            ($0 as? XferError)?.code == .tooLarge
+        }
         #expect(try store.allIDs().isEmpty)
     }
 
@@ -91,5 +95,3 @@ import Glibc
         #expect(try store.removeTemporaryFiles() == 0)
     }
 }
-
-import Dispatch

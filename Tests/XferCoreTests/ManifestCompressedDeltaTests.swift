@@ -6,14 +6,21 @@ import XferCore
     /// A package like a source tree: many files under shared directories, all with new times.
     static func tree(files: Int, mtime: Int64, changed: Set<Int> = []) throws -> Manifest {
         let directories = ["Sources"] + (0..<12).flatMap { ["Sources/Module\($0)", "Sources/Module\($0)/Subsystem"] }
-        return try Manifest(kind: .package, chunker: .default, entries: directories.map {
-            Manifest.Entry(path: $0, kind: .directory, mode: 0o755, mtimeNanoseconds: mtime)
-        } + (0..<files).map { index in
-            let seed = UInt64(index) + (changed.contains(index) ? 1_000_000 : 0)
-            return Manifest.Entry(path: "Sources/Module\(index % 12)/Subsystem/File\(index).swift", kind: .file, mode: 0o644,
-                                  mtimeNanoseconds: mtime,
-                                  chunks: [Manifest.ChunkReference(id: ChunkID.of(withUnsafeBytes(of: seed) { Array($0) }), length: 4000 + index)])
-        })
+        return try Manifest(
+            kind: .package, chunker: .default,
+            entries: directories.map {
+                Manifest.Entry(path: $0, kind: .directory, mode: 0o755, mtimeNanoseconds: mtime)
+            }
+                + (0..<files).map { index in
+                    let seed = UInt64(index) + (changed.contains(index) ? 1_000_000 : 0)
+                    return Manifest.Entry(
+                        path: "Sources/Module\(index % 12)/Subsystem/File\(index).swift", kind: .file, mode: 0o644,
+                        mtimeNanoseconds: mtime,
+                        chunks: [
+                            Manifest.ChunkReference(
+                                id: ChunkID.of(withUnsafeBytes(of: seed) { Array($0) }), length: 4000 + index)
+                        ])
+                })
     }
 
     @Test func aTreesDeltaShrinksAndRoundTrips() throws {
@@ -27,7 +34,9 @@ import XferCore
         // Without a base, too.
         #expect(try Manifest(applying: next.compressedDelta(against: nil), to: nil) == next)
         // Too small to gain: the plain form is sent.
-        let single = try Manifest(kind: .file, chunker: .default, entries: [Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 1)])
+        let single = try Manifest(
+            kind: .file, chunker: .default,
+            entries: [Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 1)])
         #expect(Array(single.compressedDelta(against: nil)) == single.delta(against: nil))
     }
 
@@ -54,7 +63,9 @@ import XferCore
         #expect(try Zstd.decompressFrame(Array(frame.dropFirst(2)), maximumLength: whole.count) == whole)
         // Given fewer bytes than it declared, the frame is not made.
         #expect(throws: XferError.self) {
-            try Zstd.frame(level: 3, pledgedSize: whole.count + 1) { write in try whole.withUnsafeBytes { try write($0) } }
+            try Zstd.frame(level: 3, pledgedSize: whole.count + 1) { write in
+                try whole.withUnsafeBytes { try write($0) }
+            }
         }
     }
 

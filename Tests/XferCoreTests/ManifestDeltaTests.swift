@@ -3,24 +3,28 @@ import XferCore
 
 @Suite struct ManifestDeltaTests {
     static func chunks(_ seeds: [UInt64]) -> [Manifest.ChunkReference] {
-        seeds.map { Manifest.ChunkReference(id: ChunkID.of(withUnsafeBytes(of: $0) { Array($0) }), length: 1000 + Int($0 % 7)) }
+        seeds.map {
+            Manifest.ChunkReference(id: ChunkID.of(withUnsafeBytes(of: $0) { Array($0) }), length: 1000 + Int($0 % 7))
+        }
     }
 
     static func file(_ seeds: [UInt64]) throws -> Manifest {
-        try Manifest(kind: .file, chunker: .default, entries: [
-            Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 5, chunks: chunks(seeds)),
-        ])
+        try Manifest(
+            kind: .file, chunker: .default,
+            entries: [
+                Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 5, chunks: chunks(seeds))
+            ])
     }
 
     @Test func roundTripsAgainstAnyBase() throws {
         let base = try Self.file(Array(0..<2000))
         let edits: [[UInt64]] = [
-            Array(0..<2000),                                  // unchanged
-            Array(0..<1000) + [9999] + Array(1001..<2000),    // one chunk replaced
-            Array(0..<1000) + [7777, 8888] + Array(1000..<2000), // insertion
-            Array(500..<2000),                                // prefix removed
-            [1, 1, 1, 2, 2, 2],                               // repeats
-            [],                                               // emptied
+            Array(0..<2000),  // unchanged
+            Array(0..<1000) + [9999] + Array(1001..<2000),  // one chunk replaced
+            Array(0..<1000) + [7777, 8888] + Array(1000..<2000),  // insertion
+            Array(500..<2000),  // prefix removed
+            [1, 1, 1, 2, 2, 2],  // repeats
+            []  // emptied
         ]
         for seeds in edits {
             let next = try Self.file(seeds)
@@ -35,18 +39,26 @@ import XferCore
     }
 
     @Test func packagesMatchFilesByPath() throws {
-        let base = try Manifest(kind: .package, chunker: .default, entries: [
-            .init(path: "a", kind: .file, mode: 0o644, mtimeNanoseconds: 1, chunks: Self.chunks(Array(0..<100))),
-            .init(path: "d", kind: .directory, mode: 0o755, mtimeNanoseconds: 2),
-            .init(path: "d/b", kind: .file, mode: 0o600, mtimeNanoseconds: 3, chunks: Self.chunks(Array(100..<200))),
-            .init(path: "l", kind: .symlink, mode: 0o777, mtimeNanoseconds: 4, symlinkTarget: "a"),
-        ])
-        let next = try Manifest(kind: .package, chunker: .default, entries: [
-            .init(path: "a", kind: .file, mode: 0o644, mtimeNanoseconds: 9, chunks: Self.chunks(Array(0..<100) + [555])),
-            .init(path: "d", kind: .directory, mode: 0o755, mtimeNanoseconds: 2),
-            .init(path: "d/c", kind: .file, mode: 0o600, mtimeNanoseconds: 3, chunks: Self.chunks(Array(100..<200))),
-            .init(path: "l", kind: .symlink, mode: 0o777, mtimeNanoseconds: 4, symlinkTarget: "d/c"),
-        ])
+        let base = try Manifest(
+            kind: .package, chunker: .default,
+            entries: [
+                .init(path: "a", kind: .file, mode: 0o644, mtimeNanoseconds: 1, chunks: Self.chunks(Array(0..<100))),
+                .init(path: "d", kind: .directory, mode: 0o755, mtimeNanoseconds: 2),
+                .init(
+                    path: "d/b", kind: .file, mode: 0o600, mtimeNanoseconds: 3, chunks: Self.chunks(Array(100..<200))),
+                .init(path: "l", kind: .symlink, mode: 0o777, mtimeNanoseconds: 4, symlinkTarget: "a")
+            ])
+        let next = try Manifest(
+            kind: .package, chunker: .default,
+            entries: [
+                .init(
+                    path: "a", kind: .file, mode: 0o644, mtimeNanoseconds: 9,
+                    chunks: Self.chunks(Array(0..<100) + [555])),
+                .init(path: "d", kind: .directory, mode: 0o755, mtimeNanoseconds: 2),
+                .init(
+                    path: "d/c", kind: .file, mode: 0o600, mtimeNanoseconds: 3, chunks: Self.chunks(Array(100..<200))),
+                .init(path: "l", kind: .symlink, mode: 0o777, mtimeNanoseconds: 4, symlinkTarget: "d/c")
+            ])
         #expect(try Manifest(applying: next.delta(against: base), to: base) == next)
     }
 

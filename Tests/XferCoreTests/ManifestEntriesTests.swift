@@ -1,4 +1,5 @@
 import Testing
+
 @testable import XferCore
 
 /// The packed entries (``Manifest/Entries``) and the builder that fills them.
@@ -35,8 +36,9 @@ import Testing
         let manifest = try ManifestTests.sample()
         var builder = Manifest.Builder(kind: .package, chunker: .default)
         for entry in manifest.entries {
-            builder.append(path: entry.path.utf8, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
-                           symlinkTarget: entry.symlinkTarget)
+            builder.append(
+                path: entry.path.utf8, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
+                symlinkTarget: entry.symlinkTarget)
             builder.appendChunks(entry.chunks)
         }
         let built = try builder.finish()
@@ -82,8 +84,10 @@ import Testing
 
     @Test func pathBytesFollowTheSameRulesAsStrings() throws {
         let good = ["a", "é/ü", "dir/file.txt", "emoji 😀", "a..b", ".hidden", String(repeating: "x", count: 255)]
-        let bad = ["", "/abs", "a//b", "a/./b", "../x", "tab\there", "del\u{7F}", "c1\u{85}", "ls\u{2028}", "rtl\u{202E}txt",
-                   "alm\u{61C}", "iso\u{2066}", "nul\u{0}", String(repeating: "x", count: 256)]
+        let bad = [
+            "", "/abs", "a//b", "a/./b", "../x", "tab\there", "del\u{7F}", "c1\u{85}", "ls\u{2028}", "rtl\u{202E}txt",
+            "alm\u{61C}", "iso\u{2066}", "nul\u{0}", String(repeating: "x", count: 256)
+        ]
         for path in good {
             try DocumentPathRules.validate(path)
             try DocumentPathRules.validate(utf8: Array(path.utf8))
@@ -126,9 +130,12 @@ import Testing
         let base = try ManifestTests.sample()
         var edited = Array(base.entries)
         edited[1].chunks.append(.init(id: ChunkID.of([7]), length: 3))
-        edited.append(.init(path: "c", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: edited[4].chunks + edited[1].chunks))
+        edited.append(
+            .init(path: "c", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: edited[4].chunks + edited[1].chunks)
+        )
         let target = try Manifest(kind: .package, chunker: .default, entries: edited)
-        let names = target.entries.map(\.path.utf8.count).reduce(0, +), chunks = target.allChunks.count
+        let names = target.entries.map(\.path.utf8.count).reduce(0, +)
+        let chunks = target.allChunks.count
         // The encoding: magic, version, kind, chunker, then the count.
         try target.encoded().withUnsafeBufferPointer { encoded in
             var plain = ByteReader(encoded)

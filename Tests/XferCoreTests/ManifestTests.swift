@@ -4,24 +4,33 @@ import XferCore
 @Suite struct ManifestTests {
     static func sample() throws -> Manifest {
         let ids = (0..<3).map { ChunkID.of([UInt8($0)]) }
-        return try Manifest(kind: .package, chunker: .default, entries: [
-            .init(path: "b.txt", kind: .file, mode: 0o644, mtimeNanoseconds: 1_700_000_000_123_456_789,
-                  chunks: [.init(id: ids[0], length: 70000), .init(id: ids[1], length: 1)]),
-            .init(path: "a", kind: .directory, mode: 0o755, mtimeNanoseconds: -5),
-            .init(path: "a/link", kind: .symlink, mode: 0o777, mtimeNanoseconds: 0, symlinkTarget: "../b.txt"),
-            .init(path: "a/empty", kind: .file, mode: 0o600, mtimeNanoseconds: 1),
-            .init(path: "a.txt", kind: .file, mode: 0o644, mtimeNanoseconds: 2, chunks: [.init(id: ids[2], length: 262144)]),
-        ])
+        return try Manifest(
+            kind: .package, chunker: .default,
+            entries: [
+                .init(
+                    path: "b.txt", kind: .file, mode: 0o644, mtimeNanoseconds: 1_700_000_000_123_456_789,
+                    chunks: [.init(id: ids[0], length: 70000), .init(id: ids[1], length: 1)]),
+                .init(path: "a", kind: .directory, mode: 0o755, mtimeNanoseconds: -5),
+                .init(path: "a/link", kind: .symlink, mode: 0o777, mtimeNanoseconds: 0, symlinkTarget: "../b.txt"),
+                .init(path: "a/empty", kind: .file, mode: 0o600, mtimeNanoseconds: 1),
+                .init(
+                    path: "a.txt", kind: .file, mode: 0o644, mtimeNanoseconds: 2,
+                    chunks: [.init(id: ids[2], length: 262144)])
+            ])
     }
 
     @Test func entriesUnderASymlinkOrFileAreInvalid() throws {
         // A package cannot place an entry below a symlink (or a file): a pull would write through it.
-        for parent in [Manifest.Entry(path: "out", kind: .symlink, mode: 0o777, mtimeNanoseconds: 0, symlinkTarget: "/etc"),
-                       Manifest.Entry(path: "out", kind: .file, mode: 0o644, mtimeNanoseconds: 0)] {
+        for parent in [
+            Manifest.Entry(path: "out", kind: .symlink, mode: 0o777, mtimeNanoseconds: 0, symlinkTarget: "/etc"),
+            Manifest.Entry(path: "out", kind: .file, mode: 0o644, mtimeNanoseconds: 0)
+        ] {
             #expect(throws: XferError.self) {
-                try Manifest(kind: .package, chunker: .default, entries: [
-                    parent, .init(path: "out/passwd", kind: .file, mode: 0o644, mtimeNanoseconds: 0),
-                ])
+                try Manifest(
+                    kind: .package, chunker: .default,
+                    entries: [
+                        parent, .init(path: "out/passwd", kind: .file, mode: 0o644, mtimeNanoseconds: 0)
+                    ])
             }
         }
     }
@@ -35,8 +44,13 @@ import XferCore
         #expect(decoded.encoded() == bytes)
         #expect(decoded.digest == manifest.digest)
         #expect(manifest.totalSize == 70001 + 262144 + 8)
-        let file = try Manifest(kind: .file, chunker: .default, entries: [
-            .init(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 9, chunks: [.init(id: ChunkID.of([9]), length: 5)])])
+        let file = try Manifest(
+            kind: .file, chunker: .default,
+            entries: [
+                .init(
+                    path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 9,
+                    chunks: [.init(id: ChunkID.of([9]), length: 5)])
+            ])
         #expect(try Manifest(decoding: file.encoded()) == file)
     }
 
@@ -81,14 +95,16 @@ import XferCore
             [.init(path: "x\u{0}y", kind: .file, mode: 0o644, mtimeNanoseconds: 0)],
             [.init(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: 0)],
             [.init(path: "nodir/x", kind: .file, mode: 0o644, mtimeNanoseconds: 0)],
-            [.init(path: "x", kind: .file, mode: 0o644, mtimeNanoseconds: 0),
-             .init(path: "x", kind: .file, mode: 0o644, mtimeNanoseconds: 0)],
+            [
+                .init(path: "x", kind: .file, mode: 0o644, mtimeNanoseconds: 0),
+                .init(path: "x", kind: .file, mode: 0o644, mtimeNanoseconds: 0)
+            ],
             [.init(path: "x", kind: .file, mode: 0o10000, mtimeNanoseconds: 0)],
             [.init(path: "x", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: [.init(id: id, length: 0)])],
             [.init(path: "x", kind: .file, mode: 0o644, mtimeNanoseconds: 0, chunks: [.init(id: id, length: 262145)])],
             [.init(path: "x", kind: .symlink, mode: 0o777, mtimeNanoseconds: 0)],
             [.init(path: "x", kind: .directory, mode: 0o755, mtimeNanoseconds: 0, chunks: [.init(id: id, length: 1)])],
-            [.init(path: String(repeating: "a", count: 256), kind: .file, mode: 0o644, mtimeNanoseconds: 0)],
+            [.init(path: String(repeating: "a", count: 256), kind: .file, mode: 0o644, mtimeNanoseconds: 0)]
         ]
         for entries in bad {
             #expect(throws: XferError.self, "\(entries.map(\.path))") {
@@ -96,14 +112,20 @@ import XferCore
             }
         }
         #expect(throws: XferError.self) {
-            try Manifest(kind: .file, chunker: .default, entries: [.init(path: "x", kind: .file, mode: 0o644, mtimeNanoseconds: 0)])
+            try Manifest(
+                kind: .file, chunker: .default,
+                entries: [.init(path: "x", kind: .file, mode: 0o644, mtimeNanoseconds: 0)])
         }
     }
 
     @Test func refusesNonCanonicalEncodings() throws {
         let bytes = try Self.sample().encoded()
-        #expect { try Manifest(decoding: Array("XFM".utf8) + [2]) } throws: { ($0 as? XferError)?.message.contains("version") == true }
-        #expect { try Manifest(decoding: Array("XFN".utf8) + [1]) } throws: { ($0 as? XferError)?.message.contains("magic") == true }
+        #expect { try Manifest(decoding: Array("XFM".utf8) + [2]) } throws: {
+            ($0 as? XferError)?.message.contains("version") == true
+        }
+        #expect { try Manifest(decoding: Array("XFN".utf8) + [1]) } throws: {
+            ($0 as? XferError)?.message.contains("magic") == true
+        }
         // Header: magic, version, kind, 16 KiB / 64 KiB / 256 KiB as varints, NC level 2, then the entry count.
         let header: [UInt8] = Array("XFM".utf8) + [1, 2, 0x80, 0x80, 0x01, 0x80, 0x80, 0x04, 0x80, 0x80, 0x10, 2]
         #expect(Array(bytes.prefix(header.count)) == header)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import XferCore
 
 /// Packed names compare as their bytes do, whatever they are compared with.
@@ -12,7 +13,9 @@ import Testing
                 let precedes = Array(word.utf8).lexicographicallyPrecedes(Array(other.utf8))
                 #expect(names[i].lexicographicallyPrecedes(names[j]) == precedes, "\(word) < \(other)")
                 #expect(names[i].lexicographicallyPrecedes(other.utf8) == precedes)
-                #expect(names[i].lexicographicallyPrecedes(Array(other.utf8).lazy.map { $0 }) == precedes, "element by element")
+                #expect(
+                    names[i].lexicographicallyPrecedes(Array(other.utf8).lazy.map { $0 }) == precedes,
+                    "element by element")
                 #expect(names[i].elementsEqual(names[j]) == (i == j))
                 #expect(names[i].elementsEqual(other.utf8) == (word == other))
                 #expect(names[i].elementsEqual(Array(other.utf8).lazy.map { $0 }) == (word == other))

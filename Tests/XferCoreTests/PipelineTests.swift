@@ -1,19 +1,24 @@
+import Synchronization
 import Testing
+
 @testable import XferCore
 
 @Suite struct PipelineTests {
-    static let files: [(String, [UInt8])] = [
-        ("random", TestData.random(count: 300_000, seed: 31)),
-        ("empty", []),
-        ("tiny", [1, 2, 3]),
-        ("text", TestData.text(count: 200_000, seed: 32)),
-        ("records", TestData.records(count: 150_000, seed: 33)),
-    ] + (0..<40).map { ("small\($0)", TestData.text(count: 500 + $0 * 37, seed: UInt64(100 + $0))) }
+    static let files: [(String, [UInt8])] =
+        [
+            ("random", TestData.random(count: 300_000, seed: 31)),
+            ("empty", []),
+            ("tiny", [1, 2, 3]),
+            ("text", TestData.text(count: 200_000, seed: 32)),
+            ("records", TestData.records(count: 150_000, seed: 33))
+        ] + (0..<40).map { ("small\($0)", TestData.text(count: 500 + $0 * 37, seed: UInt64(100 + $0))) }
 
     static var inputs: [ChunkInput] { files.map { .bytes(name: $0.0, $0.1) } }
 
-    func options(parallel: Bool = true, bufferSize: Int = 64 << 10, readSize: Int = 8 << 10,
-                 inFlight: Int = 128 << 10, batch: Int = 16 << 10, compress: Bool = false) -> ChunkPipeline.Options {
+    func options(
+        parallel: Bool = true, bufferSize: Int = 64 << 10, readSize: Int = 8 << 10,
+        inFlight: Int = 128 << 10, batch: Int = 16 << 10, compress: Bool = false
+    ) -> ChunkPipeline.Options {
         var options = ChunkPipeline.Options()
         options.chunker = smallChunks
         options.parallel = parallel
@@ -48,7 +53,9 @@ import Testing
     @Test func aKeyedPipelineCutsAndNamesAsTheKeyedChunkerDoes() throws {
         let chunks = EndToEndChunks(key: ContainerKey.generate())
         let expected = Self.files.map { (_, data) -> [ChunkRecord] in
-            let lengths = data.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: smallChunks, gear: chunks.keying.gear) }
+            let lengths = data.withUnsafeBytes {
+                Chunker.chunkLengths(of: $0, configuration: smallChunks, gear: chunks.keying.gear)
+            }
             var offset = 0
             return lengths.map { length in
                 defer { offset += length }
@@ -79,7 +86,8 @@ import Testing
     @Test(arguments: [(1, 4096), (7, 9000), (4096, 20000), (65536, 1 << 20)])
     func readAndBufferSizesDoNotChangeRecords(readSize: Int, bufferSize: Int) throws {
         let expected = Self.files.map { expectedRecords($0.1) }
-        let records = try ChunkPipeline(options: options(bufferSize: bufferSize, readSize: readSize)).records(for: Self.inputs)
+        let records = try ChunkPipeline(options: options(bufferSize: bufferSize, readSize: readSize)).records(
+            for: Self.inputs)
         #expect(records == expected)
     }
 
@@ -120,21 +128,33 @@ import Testing
         let events = Locked<[ChunkEvent]>([])
         // Delivery of the second file's first chunk holds back the reader (two 4 MiB buffers in
         // flight), so it is still reading the 24 MiB when another program appends to it.
-        try ChunkPipeline(options: ChunkPipeline.Options()).run([.file(dir.path + "/quiet"), .file(dir.path + "/growing")]) { event in
+        try ChunkPipeline(options: ChunkPipeline.Options()).run([
+            .file(dir.path + "/quiet"), .file(dir.path + "/growing")
+        ]) { event in
             events.withLock { $0.append(event) }
-            if case .chunk(1, _) = event, appended.withLock({ let first = !$0; $0 = true; return first }) {
+            if case .chunk(1, _) = event,
+                appended.withLock({
+                    let first = !$0
+                    $0 = true
+                    return first
+                })
+            {
                 let fd = open(dir.path + "/growing", O_WRONLY | O_APPEND)
                 _ = write(fd, "appended", 8)
                 close(fd)
             }
         }
-        for case let .fileFinished(file, _, _, stamp) in events.value { finished[file] = stamp }
+        for case .fileFinished(let file, _, _, let stamp) in events.value { finished[file] = stamp }
         #expect(finished[0] == before[0])
         let grown = try #require(finished[1] ?? nil)
         #expect(grown != before[1] && grown.size == before[1].size + 8)
         // Bytes in memory have no stamp.
         let memory = try ChunkPipeline(options: options()).events(for: [.bytes(name: "m", [1, 2, 3])])
-        #expect(memory.contains { if case .fileFinished(0, 3, 1, nil) = $0 { return true }; return false })
+        #expect(
+            memory.contains {
+                if case .fileFinished(0, 3, 1, nil) = $0 { return true }
+                return false
+            })
     }
 
     @Test func compressedPayloadsDecodeToTheChunkBytes() throws {
@@ -152,11 +172,14 @@ import Testing
     @Test func aSlowConsumerHoldsMemoryAtTheBound() throws {
         // Two 64 KiB buffers in flight at most; a consumer that sleeps must not deadlock the reader.
         let big = TestData.random(count: 2 << 20, seed: 40)
-        let records = try ChunkPipeline(options: options(bufferSize: 64 << 10, inFlight: 1)).records(for: [.bytes(name: "big", big)])
+        let records = try ChunkPipeline(options: options(bufferSize: 64 << 10, inFlight: 1)).records(for: [
+            .bytes(name: "big", big)
+        ])
         #expect(records[0] == expectedRecords(big))
         let delivered = Counter()
         let collected = Locked<[ChunkRecord]>([])
-        try ChunkPipeline(options: options(bufferSize: 64 << 10, inFlight: 1)).run([.bytes(name: "big", big)]) { event in
+        try ChunkPipeline(options: options(bufferSize: 64 << 10, inFlight: 1)).run([.bytes(name: "big", big)]) {
+            event in
             guard case .chunk(_, let record) = event else { return }
             if delivered.value < 50 { usleep(2000) }
             delivered.increment()
@@ -196,7 +219,8 @@ import Testing
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         for (name, data) in Self.files.prefix(5) { dir.write(name, data) }
-        let onDisk = try ChunkPipeline(options: options()).records(for: Self.files.prefix(5).map { .file(dir.path + "/" + $0.0) })
+        let onDisk = try ChunkPipeline(options: options()).records(
+            for: Self.files.prefix(5).map { .file(dir.path + "/" + $0.0) })
         #expect(onDisk == Self.files.prefix(5).map { expectedRecords($0.1) })
     }
 }
@@ -207,7 +231,6 @@ final class Counter: Sendable {
     var value: Int { count.withLock { $0 } }
 }
 
-import Synchronization
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import XferCore
 
 @Suite("Sealing at rest")
@@ -46,7 +47,9 @@ struct SealingTests {
         }
         // Cut short, or sealed for another place.
         #expect(throws: XferError.self) { try keys.open(sealed.dropLast(), context: Self.context, what: "value") }
-        let moved = #expect(throws: XferError.self) { try keys.open(sealed, context: Array("elsewhere".utf8), what: "value") }
+        let moved = #expect(throws: XferError.self) {
+            try keys.open(sealed, context: Array("elsewhere".utf8), what: "value")
+        }
         #expect(moved?.code == .corruptChunk)
     }
 
@@ -60,17 +63,26 @@ struct SealingTests {
         #expect(rotated.current.id == new.id)
         #expect(try rotated.open(sealedOld, context: Self.context, what: "value") == Array("before".utf8))
         #expect(Sealing.keyID(of: rotated.seal([1, 2, 3], context: Self.context)) == new.id)
-        let missing = #expect(throws: XferError.self) { try SealingKeys([new]).open(sealedOld, context: Self.context, what: "value") }
+        let missing = #expect(throws: XferError.self) {
+            try SealingKeys([new]).open(sealedOld, context: Self.context, what: "value")
+        }
         #expect(missing?.message.contains(old.id.description) == true)
         // Plain values pass through openIfSealed; sealed ones need keys.
-        #expect(try SealingKeys.openIfSealed(Array("XFM plain".utf8)[...], keys: nil, context: Self.context, what: "v") == Array("XFM plain".utf8)[...])
-        #expect(throws: XferError.self) { try SealingKeys.openIfSealed(sealedOld[...], keys: nil, context: Self.context, what: "v") }
-        #expect(try SealingKeys.openIfSealed(sealedOld[...], keys: rotated, context: Self.context, what: "v") == Array("before".utf8)[...])
+        #expect(
+            try SealingKeys.openIfSealed(Array("XFM plain".utf8)[...], keys: nil, context: Self.context, what: "v")
+                == Array("XFM plain".utf8)[...])
+        #expect(throws: XferError.self) {
+            try SealingKeys.openIfSealed(sealedOld[...], keys: nil, context: Self.context, what: "v")
+        }
+        #expect(
+            try SealingKeys.openIfSealed(sealedOld[...], keys: rotated, context: Self.context, what: "v")
+                == Array("before".utf8)[...])
     }
 
     /// docs/FORMAT.md "Sealed values", pinned; tools/check-format.py recomputes both from the
     /// document with Python's `cryptography`, so the document, this code and the vector agree.
-    static let vectorSealed = "58465331834b72bc720790016465666768696a6b6c6d6e6f70717273b421072747bbf6645f7a37c5bf40b7e518181dcbd3ca8a9c5ad67caa3957822e3ee783546f17efe5a11a5fdfc3"
+    static let vectorSealed =
+        "58465331834b72bc720790016465666768696a6b6c6d6e6f70717273b421072747bbf6645f7a37c5bf40b7e518181dcbd3ca8a9c5ad67caa3957822e3ee783546f17efe5a11a5fdfc3"
     static let vectorChunkName = "c611af8aa4bdc882147328fdbfae3fc39731c78b812c6f9f4c8c5b891d7ee752"
 
     @Test("the sealed-value vector: key 00…1f, salt 64…73, the manifest of version 3 of document 7")
@@ -79,10 +91,14 @@ struct SealingTests {
         let plain = Array("xfer sealed value test vector".utf8)
         var sealed: [UInt8] = []
         plain.withUnsafeBytes {
-            Sealing.seal($0, key: key, salt: Array(100..<116), context: Sealing.manifestContext(document: 7, version: 3), appendingTo: &sealed)
+            Sealing.seal(
+                $0, key: key, salt: Array(100..<116), context: Sealing.manifestContext(document: 7, version: 3),
+                appendingTo: &sealed)
         }
         #expect(sealed.map { ChunkID.hexDigits($0) }.joined() == Self.vectorSealed)
-        #expect(try SealingKeys([key]).open(sealed, context: Sealing.manifestContext(document: 7, version: 3), what: "v") == plain)
+        #expect(
+            try SealingKeys([key]).open(sealed, context: Sealing.manifestContext(document: 7, version: 3), what: "v")
+                == plain)
         #expect(key.name(of: ChunkID.of(Array("chunk".utf8))).hex == Self.vectorChunkName)
     }
 
@@ -113,7 +129,8 @@ struct SealingTests {
 
     @Test("key files: read in order before the environment's keys; one others may read is refused")
     func keyFiles() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-keys-\(UUID().uuidString)").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-keys-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let a = SealingKey.generate()
@@ -152,7 +169,9 @@ struct SealingTests {
             var wrong = 0
             for round in 0..<5 {
                 for index in stride(from: (lane + round) % 8, to: ids.count, by: 8) {
-                    if cipher.encipher(ids[index]) != stored[index] || cipher.decipher(stored[index]) != ids[index] { wrong += 1 }
+                    if cipher.encipher(ids[index]) != stored[index] || cipher.decipher(stored[index]) != ids[index] {
+                        wrong += 1
+                    }
                 }
             }
             mismatches.withLock { $0 += wrong }

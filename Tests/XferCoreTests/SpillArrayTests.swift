@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import XferCore
 
 /// Arrays that move to a mapped file once large: the same values as an array's through every

@@ -1,6 +1,7 @@
 import XferCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A fresh directory under /tmp, removed with its contents by `remove()`.
@@ -37,7 +38,9 @@ struct TemporaryDirectory {
 
     private func mkdirs(_ path: String) -> Bool {
         if mkdir(path, 0o755) == 0 || errno == EEXIST { return true }
-        if let slash = path.lastIndex(of: "/"), mkdirs(String(path[..<slash])) { return mkdir(path, 0o755) == 0 || errno == EEXIST }
+        if let slash = path.lastIndex(of: "/"), mkdirs(String(path[..<slash])) {
+            return mkdir(path, 0o755) == 0 || errno == EEXIST
+        }
         return false
     }
 

@@ -16,11 +16,13 @@ enum TestData {
     /// Text that looks like prose: words from a fixed list, picked by SplitMix64(seed),
     /// with punctuation and line breaks.
     static func text(count: Int, seed: UInt64) -> [UInt8] {
-        let words = ["the", "chunk", "of", "a", "file", "is", "named", "by", "its", "hash", "and", "stored",
-                     "once", "sync", "between", "devices", "through", "server", "sends", "only", "what",
-                     "changed", "version", "document", "package", "manifest", "boundary", "content", "defined",
-                     "rolling", "gear", "table", "window", "minimum", "average", "maximum", "size", "zstd",
-                     "compressed", "verified", "atomic", "rename", "fsync", "directory", "tree", "metadata"]
+        let words = [
+            "the", "chunk", "of", "a", "file", "is", "named", "by", "its", "hash", "and", "stored",
+            "once", "sync", "between", "devices", "through", "server", "sends", "only", "what",
+            "changed", "version", "document", "package", "manifest", "boundary", "content", "defined",
+            "rolling", "gear", "table", "window", "minimum", "average", "maximum", "size", "zstd",
+            "compressed", "verified", "atomic", "rename", "fsync", "directory", "tree", "metadata"
+        ]
         var generator = SplitMix64(seed: seed)
         var bytes = [UInt8]()
         bytes.reserveCapacity(count + 32)

@@ -1,15 +1,22 @@
 import Testing
+
 @testable import XferCore
 
 /// The packed tree a walk makes (``TreeEntries``) and the names it shares with manifests.
 @Suite struct TreeEntriesTests {
     static let entries: [TreeEntry] = [
-        TreeEntry(relativePath: "b", kind: .directory, mode: 0o755, size: 0, mtimeNanoseconds: 5, inode: 10, ctimeNanoseconds: 6),
-        TreeEntry(relativePath: "b/c", kind: .file, mode: 0o644, size: 12, mtimeNanoseconds: 7, inode: 11, ctimeNanoseconds: 8),
-        TreeEntry(relativePath: "b-x", kind: .symlink, mode: 0o777, size: 3, mtimeNanoseconds: -1, symlinkTarget: "b/c",
-                  inode: 12, ctimeNanoseconds: 9),
-        TreeEntry(relativePath: "a.txt", kind: .file, mode: 0o600, size: 0, mtimeNanoseconds: 1_700_000_000_000_000_001,
-                  inode: 13, ctimeNanoseconds: 2),
+        TreeEntry(
+            relativePath: "b", kind: .directory, mode: 0o755, size: 0, mtimeNanoseconds: 5, inode: 10,
+            ctimeNanoseconds: 6),
+        TreeEntry(
+            relativePath: "b/c", kind: .file, mode: 0o644, size: 12, mtimeNanoseconds: 7, inode: 11, ctimeNanoseconds: 8
+        ),
+        TreeEntry(
+            relativePath: "b-x", kind: .symlink, mode: 0o777, size: 3, mtimeNanoseconds: -1, symlinkTarget: "b/c",
+            inode: 12, ctimeNanoseconds: 9),
+        TreeEntry(
+            relativePath: "a.txt", kind: .file, mode: 0o600, size: 0, mtimeNanoseconds: 1_700_000_000_000_000_001,
+            inode: 13, ctimeNanoseconds: 2)
     ]
 
     @Test func eachEntryReadsBackAsItWasGiven() {
@@ -66,16 +73,23 @@ import Testing
         let id = ChunkID.of([1])
         var builder = Manifest.Builder(kind: .package, chunker: .default, names: tree.packedNames)
         for index in tree.indices {
-            builder.appendEntry(kind: tree.kind(at: index), mode: tree.mode(at: index),
-                                mtimeNanoseconds: tree.mtimeNanoseconds(at: index), symlinkTarget: tree.symlinkTarget(at: index))
-            if tree.kind(at: index) == .file, tree.size(at: index) > 0 { builder.appendChunk(.init(id: id, length: Int(tree.size(at: index)))) }
+            builder.appendEntry(
+                kind: tree.kind(at: index), mode: tree.mode(at: index),
+                mtimeNanoseconds: tree.mtimeNanoseconds(at: index), symlinkTarget: tree.symlinkTarget(at: index))
+            if tree.kind(at: index) == .file, tree.size(at: index) > 0 {
+                builder.appendChunk(.init(id: id, length: Int(tree.size(at: index))))
+            }
         }
         let shared = try builder.finish()
-        let made = try Manifest(kind: .package, chunker: .default, entries: tree.map { entry in
-            Manifest.Entry(path: entry.relativePath, kind: entry.kind, mode: entry.mode, mtimeNanoseconds: entry.mtimeNanoseconds,
-                           chunks: entry.kind == .file && entry.size > 0 ? [.init(id: id, length: Int(entry.size))] : [],
-                           symlinkTarget: entry.symlinkTarget)
-        })
+        let made = try Manifest(
+            kind: .package, chunker: .default,
+            entries: tree.map { entry in
+                Manifest.Entry(
+                    path: entry.relativePath, kind: entry.kind, mode: entry.mode,
+                    mtimeNanoseconds: entry.mtimeNanoseconds,
+                    chunks: entry.kind == .file && entry.size > 0 ? [.init(id: id, length: Int(entry.size))] : [],
+                    symlinkTarget: entry.symlinkTarget)
+            })
         #expect(shared == made)
         #expect(shared.encoded() == made.encoded())
         // Names left without an entry: refused, not a manifest of fewer entries.

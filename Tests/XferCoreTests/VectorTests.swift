@@ -24,11 +24,13 @@ import XferCore
             ("random-256KiB-small", TestData.random(count: 256 << 10, seed: 2), smallChunks),
             ("text-512KiB-medium", TestData.text(count: 512 << 10, seed: 3), medium),
             ("records-512KiB-medium", TestData.records(count: 512 << 10, seed: 4), medium),
-            ("zeros-600KiB-default", [UInt8](repeating: 0, count: 600 << 10), .default),
+            ("zeros-600KiB-default", [UInt8](repeating: 0, count: 600 << 10), .default)
         ]
     }
 
-    static func compute(_ input: [UInt8], _ config: ChunkerConfiguration) -> (lengths: [Int], digest: String, first: String) {
+    static func compute(_ input: [UInt8], _ config: ChunkerConfiguration) -> (
+        lengths: [Int], digest: String, first: String
+    ) {
         let lengths = input.withUnsafeBytes { Chunker.chunkLengths(of: $0, configuration: config) }
         var offset = 0
         var all: [UInt8] = []
@@ -75,5 +77,5 @@ import XferCore
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif

@@ -23,7 +23,9 @@ import XferCore
     }
 
     func against(_ data: [UInt8], _ reference: [UInt8], policy: CompressionPolicy = .default) throws -> EncodedChunk {
-        try data.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(data), policy: policy, against: (ChunkID.of(reference), reference)) }
+        try data.withUnsafeBytes {
+            try Zstd.encode($0, id: ChunkID.of(data), policy: policy, against: (ChunkID.of(reference), reference))
+        }
     }
 
     @Test(arguments: [1, 3, 10, 50])
@@ -59,9 +61,13 @@ import XferCore
         let chunk = try against(data, Self.previous)
         #expect { try chunk.decoded() } throws: { ($0 as? XferError)?.code == .missingChunks }
         let other = TestData.text(count: 40 << 10, seed: 32)
-        #expect { try chunk.decoded(reference: (ChunkID.of(other), other)) } throws: { ($0 as? XferError)?.code == .missingChunks }
+        #expect { try chunk.decoded(reference: (ChunkID.of(other), other)) } throws: {
+            ($0 as? XferError)?.code == .missingChunks
+        }
         // Other bytes given under the right id: the result does not hash to the chunk's id.
-        #expect { try chunk.decoded(reference: (ChunkID.of(Self.previous), other)) } throws: { ($0 as? XferError)?.code == .corruptChunk }
+        #expect { try chunk.decoded(reference: (ChunkID.of(Self.previous), other)) } throws: {
+            ($0 as? XferError)?.code == .corruptChunk
+        }
     }
 
     @Test func damagedPayloadsAreRefused() throws {
@@ -80,7 +86,9 @@ import XferCore
         #expect { try short.decoded(reference: reference) } throws: { ($0 as? XferError)?.code == .corruptChunk }
         var longer = chunk
         longer.length = 300 << 10
-        #expect { try longer.decoded(maximumLength: 256 << 10, reference: reference) } throws: { ($0 as? XferError)?.code == .tooLarge }
+        #expect { try longer.decoded(maximumLength: 256 << 10, reference: reference) } throws: {
+            ($0 as? XferError)?.code == .tooLarge
+        }
     }
 
     @Test func aPooledContextForgetsItsReference() throws {

@@ -8,7 +8,9 @@ import XferProtocol
         return try (0..<12).map { index in
             let count = index == 0 ? 0 : Int(generator.next() % 70_000)
             var bytes = [UInt8](repeating: 0, count: count)
-            for i in stride(from: 0, to: count, by: 8) { bytes[i] = UInt8(truncatingIfNeeded: generator.next() % UInt64(index + 2)) }
+            for i in stride(from: 0, to: count, by: 8) {
+                bytes[i] = UInt8(truncatingIfNeeded: generator.next() % UInt64(index + 2))
+            }
             return try bytes.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(bytes)) }
         }
     }
@@ -19,11 +21,15 @@ import XferProtocol
         let plain = Array(repeating: UInt8(7), count: 300)
         let chunk = try plain.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(plain)) }
         let count = chunk.payload.count
-        let expected = ChunkFrames.magic + chunk.id.bytes + [44, 1, 0, 0] + [chunk.encoding.rawValue]
-            + [UInt8(count & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count >> 16 & 0xFF), UInt8(count >> 24)] + chunk.payload
+        let expected =
+            ChunkFrames.magic + chunk.id.bytes + [44, 1, 0, 0] + [chunk.encoding.rawValue]
+            + [UInt8(count & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count >> 16 & 0xFF), UInt8(count >> 24)]
+            + chunk.payload
         #expect(ChunkFrames.encode([chunk]) == expected)
         let header = ChunkFrames.withHeader(of: chunk) { Array($0) }
-        #expect(header == Array(expected[ChunkFrames.magic.count..<(ChunkFrames.magic.count + ChunkFrames.frameHeaderSize)]))
+        #expect(
+            header == Array(expected[ChunkFrames.magic.count..<(ChunkFrames.magic.count + ChunkFrames.frameHeaderSize)])
+        )
     }
 
     func decode(_ body: [UInt8], pieces: [Int]) throws -> [EncodedChunk] {
@@ -89,20 +95,30 @@ import XferProtocol
         #expect { _ = try second.feed(badPayload) } throws: { ($0 as? XferError)?.code == .tooLarge }
 
         var small = ChunkFrameDecoder(limits: ChunkFrameLimits(maximumFrames: 2))
-        #expect { _ = try small.feed(ChunkFrames.encode(try Self.chunks())) } throws: { ($0 as? XferError)?.code == .tooLarge }
+        #expect { _ = try small.feed(ChunkFrames.encode(try Self.chunks())) } throws: {
+            ($0 as? XferError)?.code == .tooLarge
+        }
 
         // More frames allowed, but not more plain bytes than the default frames could declare.
         var plainLimited = ChunkFrameLimits(maximumChunkLength: 100, maximumFrames: 2)
         plainLimited.maximumFrames = 100
         #expect(plainLimited.maximumPlainBytes == 200)
-        let declared = (0..<3).map { EncodedChunk(id: ChunkID.of([UInt8($0)]), length: 90, encoding: .raw, payload: [UInt8](repeating: UInt8($0), count: 90)) }
+        let declared = (0..<3).map {
+            EncodedChunk(
+                id: ChunkID.of([UInt8($0)]), length: 90, encoding: .raw,
+                payload: [UInt8](repeating: UInt8($0), count: 90))
+        }
         var overPlain = ChunkFrameDecoder(limits: plainLimited)
-        #expect { _ = try overPlain.feed(ChunkFrames.encode(declared)) } throws: { ($0 as? XferError)?.code == .tooLarge }
+        #expect { _ = try overPlain.feed(ChunkFrames.encode(declared)) } throws: {
+            ($0 as? XferError)?.code == .tooLarge
+        }
         var withinPlain = ChunkFrameDecoder(limits: plainLimited)
         #expect(try withinPlain.feed(ChunkFrames.encode(Array(declared.prefix(2)))).count == 2)
 
         var tiny = ChunkFrameDecoder(limits: ChunkFrameLimits(maximumBodyLength: 100))
-        #expect { _ = try tiny.feed([UInt8](repeating: 0, count: 101)) } throws: { ($0 as? XferError)?.code == .tooLarge }
+        #expect { _ = try tiny.feed([UInt8](repeating: 0, count: 101)) } throws: {
+            ($0 as? XferError)?.code == .tooLarge
+        }
     }
 
     @Test func badMagicAndEncodingAreRefused() throws {

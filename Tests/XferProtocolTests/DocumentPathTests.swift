@@ -9,27 +9,37 @@ import XferProtocol
         #expect(try DocumentPath(path).value == path)
     }
 
-    @Test(arguments: ["", "/etc/passwd", "../up", "a/../../b", "a/./b", "a//b", "a/", "nul\u{0}byte", "tab\there",
-                      "del\u{7F}", String(repeating: "x", count: 256), String(repeating: "a/", count: 2048) + "a"])
+    @Test(arguments: [
+        "", "/etc/passwd", "../up", "a/../../b", "a/./b", "a//b", "a/", "nul\u{0}byte", "tab\there",
+        "del\u{7F}", String(repeating: "x", count: 256), String(repeating: "a/", count: 2048) + "a"
+    ])
     func refusesEscapingAndMalformedPaths(path: String) {
         #expect { try DocumentPath(path) } throws: { ($0 as? XferError)?.code == .invalidPath }
     }
 
     /// Characters that make a printed name lie: controls (C0, DEL, C1), separators and bidi
     /// formatting. The same rule holds for package entries (the manifest's rule).
-    @Test(arguments: ["evil\u{202E}txt.exe", "line\u{2028}break", "next\u{0085}line", "esc\u{1B}[2J", "new\nline",
-                      "csi\u{9B}", "isolate\u{2066}x", "mark\u{200F}", "para\u{2029}"])
+    @Test(arguments: [
+        "evil\u{202E}txt.exe", "line\u{2028}break", "next\u{0085}line", "esc\u{1B}[2J", "new\nline",
+        "csi\u{9B}", "isolate\u{2066}x", "mark\u{200F}", "para\u{2029}"
+    ])
     func refusesControlSeparatorAndBidiCharacters(path: String) throws {
         #expect { try DocumentPath("Documents/" + path) } throws: { ($0 as? XferError)?.code == .invalidPath }
-        #expect { try Manifest(kind: .package, chunker: .default, entries: [
-            Manifest.Entry(path: path, kind: .directory, mode: 0o755, mtimeNanoseconds: 0)]) } throws: { ($0 as? XferError)?.code == .invalidPath }
+        #expect {
+            try Manifest(
+                kind: .package, chunker: .default,
+                entries: [
+                    Manifest.Entry(path: path, kind: .directory, mode: 0o755, mtimeNanoseconds: 0)
+                ])
+        } throws: { ($0 as? XferError)?.code == .invalidPath }
     }
 
     @Test func normalizesToNFC() throws {
         let decomposed = "Cafe\u{301}/menu"
         let precomposed = "Caf\u{E9}/menu"
         #expect(Array(decomposed.utf8) != Array(precomposed.utf8))
-        let a = try DocumentPath(decomposed), b = try DocumentPath(precomposed)
+        let a = try DocumentPath(decomposed)
+        let b = try DocumentPath(precomposed)
         #expect(a == b)
         #expect(Array(a.value.utf8) == Array(precomposed.utf8))
     }
@@ -37,7 +47,9 @@ import XferProtocol
     @Test func decodingValidatesToo() throws {
         let decoded = try JSONDecoder().decode([DocumentPath].self, from: Data(#"["ok/path"]"#.utf8))
         #expect(decoded.map(\.value) == ["ok/path"])
-        #expect(throws: (any Error).self) { try JSONDecoder().decode([DocumentPath].self, from: Data(#"["../x"]"#.utf8)) }
+        #expect(throws: (any Error).self) {
+            try JSONDecoder().decode([DocumentPath].self, from: Data(#"["../x"]"#.utf8))
+        }
     }
 
     @Test func containerNames() throws {

@@ -3,18 +3,22 @@ import XferCore
 import XferProtocol
 
 @Suite struct DocumentQueryTests {
-    static func info(_ path: String, kind: DocumentKind = .file, size: Int64 = 1, mtime: Int64 = 1, state: VersionState = .current,
-                     conflicts: [Int64]? = nil) throws -> DocumentInfo {
-        DocumentInfo(path: try DocumentPath(path), version: 1, state: state, kind: kind, size: size, mtimeNs: mtime, mode: 0o644,
-                     baseVersion: nil, manifestDigest: nil, files: 1, chunks: 1, device: nil, sequence: 1, conflicts: conflicts)
+    static func info(
+        _ path: String, kind: DocumentKind = .file, size: Int64 = 1, mtime: Int64 = 1, state: VersionState = .current,
+        conflicts: [Int64]? = nil
+    ) throws -> DocumentInfo {
+        DocumentInfo(
+            path: try DocumentPath(path), version: 1, state: state, kind: kind, size: size, mtimeNs: mtime, mode: 0o644,
+            baseVersion: nil, manifestDigest: nil, files: 1, chunks: 1, device: nil, sequence: 1, conflicts: conflicts)
     }
 
     @Test func theParametersReadBackAsTheSameQuery() throws {
         let queries = [
             DocumentQuery(),
-            DocumentQuery(name: "*.PDF", kinds: [.file, .package], scope: .documents, prefix: "a b/&=?#", modifiedAfter: 5,
-                          modifiedBefore: 9, minimumSize: 0, maximumSize: 10, state: .conflict, sort: .size, descending: true),
-            DocumentQuery(name: "[!a-c]?x\\*", state: .deleted, sort: .name),
+            DocumentQuery(
+                name: "*.PDF", kinds: [.file, .package], scope: .documents, prefix: "a b/&=?#", modifiedAfter: 5,
+                modifiedBefore: 9, minimumSize: 0, maximumSize: 10, state: .conflict, sort: .size, descending: true),
+            DocumentQuery(name: "[!a-c]?x\\*", state: .deleted, sort: .name)
         ]
         for query in queries {
             let items = Dictionary(uniqueKeysWithValues: query.parameters)
@@ -27,7 +31,7 @@ import XferProtocol
             ["name": "a/b"], ["name": "a\u{0}"], ["name": "trailing\\"], ["name": String(repeating: "*", count: 256)],
             ["kind": "folder"], ["kind": "file,"], ["scope": "everything"], ["state": "gone"], ["sort": "random"],
             ["order": "up"], ["min_size": "-1"], ["min_size": "x"], ["modified_after": "9", "modified_before": "9"],
-            ["min_size": "10", "max_size": "9"], ["prefix": "a\u{0}"],
+            ["min_size": "10", "max_size": "9"], ["prefix": "a\u{0}"]
         ]
         for items in refused {
             #expect(throws: XferError.self, "\(items)") { _ = try DocumentQuery(parameter: { items[$0] }) }
@@ -43,7 +47,8 @@ import XferProtocol
         #expect(!query.matches(try Self.info("Documents/été/notes.txt")))
         #expect(DocumentQuery(name: "*").matches(try Self.info("Documents/x")))
         #expect(!DocumentQuery(name: "x?").matches(try Self.info("Documents/x")))
-        #expect(DocumentQuery(name: "[[:upper:]]*").matches(try Self.info("Documents/Abc")) == false)  // folded: no upper case left
+        // folded: no upper case left
+        #expect(DocumentQuery(name: "[[:upper:]]*").matches(try Self.info("Documents/Abc")) == false)
     }
 
     /// The one-name matcher (back to the last `*` only) gives git's wildmatch's answer for
@@ -51,14 +56,19 @@ import XferProtocol
     /// stars, classes and escapes meet most often.
     @Test func theOneNameMatcherAgreesWithWildmatch() {
         var rng = SystemRandomNumberGenerator()
-        let pieces: [String] = ["a", "b", "*", "**", "?", "[ab]", "[!a]", "[a-", "\\*", "\\a", "[[:alpha:]]", "[[:", ":]", "]", "[]a]"]
+        let pieces: [String] = [
+            "a", "b", "*", "**", "?", "[ab]", "[!a]", "[a-", "\\*", "\\a", "[[:alpha:]]", "[[:", ":]", "]", "[]a]"
+        ]
         let letters: [Unicode.Scalar] = ["a", "b", "*", "c"]
         for _ in 0..<20_000 {
-            let pattern = Array((0..<Int.random(in: 0...6, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined().unicodeScalars)
+            let pattern = Array(
+                (0..<Int.random(in: 0...6, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined()
+                    .unicodeScalars)
             let name = (0..<Int.random(in: 0...8, using: &rng)).map { _ in letters.randomElement(using: &rng)! }
             var reference = Wildmatch(pattern: pattern, text: name)
-            #expect(DocumentQuery.matches(pattern: pattern, folded: name) == reference.matches(),
-                    "\(String(String.UnicodeScalarView(pattern))) against \(String(String.UnicodeScalarView(name)))")
+            #expect(
+                DocumentQuery.matches(pattern: pattern, folded: name) == reference.matches(),
+                "\(String(String.UnicodeScalarView(pattern))) against \(String(String.UnicodeScalarView(name)))")
         }
     }
 
@@ -84,7 +94,8 @@ import XferProtocol
         let conflicted = try Self.info("Documents/b", conflicts: [3])
         let deleted = try Self.info("Documents/c", state: .deleted)
         let uploading = try Self.info("Data/d", state: .uploading)
-        #expect(DocumentQuery().matches(live) && DocumentQuery().matches(uploading) && !DocumentQuery().matches(deleted))
+        #expect(
+            DocumentQuery().matches(live) && DocumentQuery().matches(uploading) && !DocumentQuery().matches(deleted))
         #expect(DocumentQuery(state: .conflict).matches(conflicted) && !DocumentQuery(state: .conflict).matches(live))
         #expect(DocumentQuery(state: .deleted).matches(deleted) && !DocumentQuery(state: .deleted).matches(live))
         #expect(DocumentQuery(scope: .data).matches(uploading) && !DocumentQuery(scope: .data).matches(live))
@@ -96,8 +107,10 @@ import XferProtocol
     }
 
     @Test func everyOrderIsTotalWithThePathBreakingTies() throws {
-        let documents = [try Self.info("Documents/b", size: 5, mtime: 2), try Self.info("Documents/A", size: 5, mtime: 2),
-                         try Self.info("Documents/a", size: 1, mtime: 9), try Self.info("Data/z", size: 9, mtime: 1)]
+        let documents = [
+            try Self.info("Documents/b", size: 5, mtime: 2), try Self.info("Documents/A", size: 5, mtime: 2),
+            try Self.info("Documents/a", size: 1, mtime: 9), try Self.info("Data/z", size: 9, mtime: 1)
+        ]
         func order(_ sort: DocumentQuery.Sort, _ descending: Bool = false) -> [String] {
             let query = DocumentQuery(sort: sort, descending: descending)
             return documents.sorted(by: query.precedes).map(\.path.value)

@@ -22,10 +22,13 @@ import XferProtocol
     @Test func aCommitBodyWithItsDeltaWrittenInIsTheRequestsJSON() throws {
         for name in ["notes.txt", #"Documents/"manifest_delta":"" \ odd"#, "Documents/é 📄"] {
             let delta = (0..<1_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
-            let request = CommitRequest(path: try DocumentPath(name), version: 3, baseVersion: 2, deltaBase: 2,
-                                        manifestDelta: delta, manifestDigest: ChunkID.of([1, 2, 3]))
-            let body = CommitRequest(path: try DocumentPath(name), version: 3, baseVersion: 2, deltaBase: 2,
-                                     manifestDelta: [9, 9], manifestDigest: ChunkID.of([1, 2, 3])).body(delta: delta)
+            let request = CommitRequest(
+                path: try DocumentPath(name), version: 3, baseVersion: 2, deltaBase: 2,
+                manifestDelta: delta, manifestDigest: ChunkID.of([1, 2, 3]))
+            let body = CommitRequest(
+                path: try DocumentPath(name), version: 3, baseVersion: 2, deltaBase: 2,
+                manifestDelta: [9, 9], manifestDigest: ChunkID.of([1, 2, 3])
+            ).body(delta: delta)
             #expect(Array(body) == WireJSON.encode(request))
             let decoded = try WireJSON.decode(CommitRequest.self, from: body)
             let carried = try Base64.decode(decoded.manifestDelta)

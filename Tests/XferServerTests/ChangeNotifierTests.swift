@@ -1,5 +1,6 @@
 import Synchronization
 import Testing
+
 @testable import XferServer
 
 /// A flag and a call count a waiter's `hasChanges` reads.

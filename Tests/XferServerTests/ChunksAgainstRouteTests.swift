@@ -24,22 +24,32 @@ import XferServer
     }
 
     static func against(_ plain: [UInt8]) throws -> EncodedChunk {
-        try plain.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(plain), against: (ChunkID.of(reference), reference)) }
+        try plain.withUnsafeBytes {
+            try Zstd.encode($0, id: ChunkID.of(plain), against: (ChunkID.of(reference), reference))
+        }
     }
 
-    func upload(_ chunks: [EncodedChunk], token: String? = nil, _ client: some TestClientProtocol,
-                _ fixture: RouteFixture) async throws -> UploadResult {
-        try await client.execute(uri: "/v1/chunks", method: .post, headers: fixture.headers(token),
-                                 body: ByteBuffer(bytes: ChunkFrames.encode(chunks))) { (response: TestResponse) async throws in
+    func upload(
+        _ chunks: [EncodedChunk], token: String? = nil, _ client: some TestClientProtocol,
+        _ fixture: RouteFixture
+    ) async throws -> UploadResult {
+        try await client.execute(
+            uri: "/v1/chunks", method: .post, headers: fixture.headers(token),
+            body: ByteBuffer(bytes: ChunkFrames.encode(chunks))
+        ) { (response: TestResponse) async throws in
             #expect(response.status == .ok)
             return try decode(UploadResult.self, response)
         }
     }
 
-    func download(_ list: ChunkIDList, token: String? = nil, _ client: some TestClientProtocol,
-                  _ fixture: RouteFixture) async throws -> [EncodedChunk] {
-        try await client.execute(uri: "/v1/chunks/download", method: .post, headers: fixture.headers(token),
-                                 body: json(list)) { (response: TestResponse) async throws in
+    func download(
+        _ list: ChunkIDList, token: String? = nil, _ client: some TestClientProtocol,
+        _ fixture: RouteFixture
+    ) async throws -> [EncodedChunk] {
+        try await client.execute(
+            uri: "/v1/chunks/download", method: .post, headers: fixture.headers(token),
+            body: json(list)
+        ) { (response: TestResponse) async throws in
             #expect(response.status == .ok)
             var decoder = ChunkFrameDecoder()
             let chunks = try decoder.feed(response.body.readableBytesView)
@@ -65,7 +75,8 @@ import XferServer
             #expect(try plain[0].decoded() == edited)
 
             // Offered the reference, it comes against it, small, and decodes with it.
-            let small = try await download(ChunkIDList(ids: [sent.id], against: [sent.id: ChunkID.of(Self.reference)]), client, fixture)
+            let small = try await download(
+                ChunkIDList(ids: [sent.id], against: [sent.id: ChunkID.of(Self.reference)]), client, fixture)
             #expect(small.count == 1 && small[0].encoding == .zstdAgainst && small[0].payload.count < 200)
             #expect(try small[0].decoded(reference: (ChunkID.of(Self.reference), Self.reference)) == edited)
         }
@@ -83,13 +94,16 @@ import XferServer
             let result = try await upload([Self.against(edited), Self.whole(other)], token: bob, client, fixture)
             #expect(result.received == 2 && result.stored == 1)
             #expect(result.unresolved == [ChunkID.of(edited).hex])
-            try await client.execute(uri: "/v1/chunks/missing", method: .post, headers: fixture.headers(bob),
-                                     body: json(ChunkIDList(ids: [ChunkID.of(edited), ChunkID.of(other)]))) { (response: TestResponse) async throws in
+            try await client.execute(
+                uri: "/v1/chunks/missing", method: .post, headers: fixture.headers(bob),
+                body: json(ChunkIDList(ids: [ChunkID.of(edited), ChunkID.of(other)]))
+            ) { (response: TestResponse) async throws in
                 #expect(try decode(ChunkIDList.self, response).ids == [ChunkID.of(edited).hex])
             }
             // Nor does a download for Bob go against Alice's chunk.
-            let chunks = try await download(ChunkIDList(ids: [ChunkID.of(other)], against: [ChunkID.of(other): ChunkID.of(Self.reference)]),
-                                            token: bob, client, fixture)
+            let chunks = try await download(
+                ChunkIDList(ids: [ChunkID.of(other)], against: [ChunkID.of(other): ChunkID.of(Self.reference)]),
+                token: bob, client, fixture)
             #expect(chunks.count == 1 && chunks[0].encoding != .zstdAgainst)
             #expect(try chunks[0].decoded() == other)
         }
@@ -110,8 +124,10 @@ import XferServer
             #expect(result.stored == 0 && result.unresolved == [ChunkID.of(edited).hex])
             let second = try await upload([lyingChunk], client, fixture)
             #expect(second.stored == 0 && second.unresolved == [ChunkID.of(Self.reference).hex])
-            try await client.execute(uri: "/v1/chunks/missing", method: .post, headers: fixture.headers(),
-                                     body: json(ChunkIDList(ids: [ChunkID.of(edited)]))) { (response: TestResponse) async throws in
+            try await client.execute(
+                uri: "/v1/chunks/missing", method: .post, headers: fixture.headers(),
+                body: json(ChunkIDList(ids: [ChunkID.of(edited)]))
+            ) { (response: TestResponse) async throws in
                 #expect(try decode(ChunkIDList.self, response).ids == [ChunkID.of(edited).hex])
             }
             // The reference itself is as it was.
@@ -129,7 +145,9 @@ import XferServer
         let sent = try (0..<300).map { index in
             var plain = big
             plain[index * 800] ^= 0xFF
-            return try plain.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(plain), against: (ChunkID.of(big), big)) }
+            return try plain.withUnsafeBytes {
+                try Zstd.encode($0, id: ChunkID.of(plain), against: (ChunkID.of(big), big))
+            }
         }
         #expect(sent.allSatisfy { $0.encoding == .zstdAgainst })
         #expect(ChunkFrames.encode(sent).count < 300 * 200)
@@ -154,11 +172,15 @@ import XferServer
             let id = ChunkID.of(Self.reference)
             #expect(try await upload([Self.whole(Self.reference)], client, fixture).stored == 1)
             let unasked = ChunkID.of([1, 2, 3])
-            for body in [#"{"ids":["\#(id.hex)"],"against":{"\#(unasked.hex)":"\#(id.hex)"}}"#,
-                         #"{"ids":["\#(id.hex)"],"against":{"\#(id.hex)":"zz"}}"#,
-                         #"{"ids":["\#(id.hex)"],"against":{"\#(id.hex)":"\#(id.hex)","\#(unasked.hex)":"\#(id.hex)"}}"#] {
-                try await client.execute(uri: "/v1/chunks/download", method: .post, headers: fixture.headers(),
-                                         body: ByteBuffer(string: body)) { (response: TestResponse) async throws in
+            for body in [
+                #"{"ids":["\#(id.hex)"],"against":{"\#(unasked.hex)":"\#(id.hex)"}}"#,
+                #"{"ids":["\#(id.hex)"],"against":{"\#(id.hex)":"zz"}}"#,
+                #"{"ids":["\#(id.hex)"],"against":{"\#(id.hex)":"\#(id.hex)","\#(unasked.hex)":"\#(id.hex)"}}"#
+            ] {
+                try await client.execute(
+                    uri: "/v1/chunks/download", method: .post, headers: fixture.headers(),
+                    body: ByteBuffer(string: body)
+                ) { (response: TestResponse) async throws in
                     #expect(response.status == .badRequest)
                     #expect(errorCode(response) == "bad_request")
                 }

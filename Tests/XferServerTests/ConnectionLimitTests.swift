@@ -3,10 +3,13 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Testing
+
 @testable import XferServer
 
 /// A live server on a loopback port over a fresh data directory with one account.
-func withLiveServer(_ limits: ServerLimits, _ body: @escaping @Sendable (_ port: Int, _ token: String) async throws -> Void) async throws {
+func withLiveServer(
+    _ limits: ServerLimits, _ body: @escaping @Sendable (_ port: Int, _ token: String) async throws -> Void
+) async throws {
     let fixture = try await RouteFixture.make()
     defer { fixture.remove() }
     var logger = Logger(label: "xfer.test")
@@ -64,8 +67,9 @@ func withLiveServer(_ limits: ServerLimits, _ body: @escaping @Sendable (_ port:
         try await withLiveServer(limits) { port, token in
             let closed = try await blocking {
                 let socket = try RawConnection(port: port)
-                socket.send("POST /v1/chunks/missing HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
-                            + "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"ids\":[")
+                socket.send(
+                    "POST /v1/chunks/missing HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                        + "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"ids\":[")
                 // A trickle: a byte now and then, never the rate.
                 for _ in 0..<4 {
                     usleep(200_000)
@@ -81,10 +85,14 @@ func withLiveServer(_ limits: ServerLimits, _ body: @escaping @Sendable (_ port:
         try await withLiveServer(Self.shortTimeouts()) { port, token in
             let answer = try await blocking {
                 let socket = try RawConnection(port: port)
-                socket.send("GET /v1/containers/default/changes?after=0&wait=3 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n")
+                socket.send(
+                    "GET /v1/containers/default/changes?after=0&wait=3 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+                )
                 return socket.read(until: "\"cursor\"")
             }
-            #expect(answer.hasPrefix("HTTP/1.1 200"), "the server was silent for 3 s while the poll waited, and kept it: \(answer)")
+            #expect(
+                answer.hasPrefix("HTTP/1.1 200"),
+                "the server was silent for 3 s while the poll waited, and kept it: \(answer)")
         }
     }
 

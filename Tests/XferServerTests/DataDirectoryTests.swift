@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import XferCore
+
 @testable import XferServer
 
 /// The data directory's modes, whatever the process's umask, and the refusal of one other
@@ -15,7 +16,8 @@ import XferCore
     /// Every commit of the embedded metadata store is synced (GRDB turns WAL on with
     /// `synchronous = NORMAL`, which syncs only at checkpoints); opened again, too.
     @Test func theMetadataWriterSyncsEveryCommit() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-sync-\(UUID().uuidString)").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-sync-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         #expect(try await SQLiteMetadataStore(path: directory + "/metadata.sqlite").writerSynchronous() == 2)
@@ -36,7 +38,8 @@ import XferCore
     }
 
     @Test func aDirectoryOthersMayWriteIsRefused() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-dd-\(UUID().uuidString)").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-dd-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         for mode: mode_t in [0o777, 0o775, 0o757] {
@@ -56,7 +59,9 @@ import XferCore
 /// The record of where a data directory's stores are, which `xfer gc --data` and `verify --data` read.
 @Suite struct StoreLayoutTests {
     @Test func aStoreElsewhereIsRecordedAndAnEmbeddedOpenDoesNotEraseIt() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-layout-\(UUID().uuidString.prefix(8))").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "xfer-layout-\(UUID().uuidString.prefix(8))"
+        ).path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         _ = try await ServerData.open(directory)
         #expect(try StoreLayout.recorded(in: directory).isEmbedded)
@@ -66,7 +71,9 @@ import XferCore
         // An account command opens the directory with its own files: the record stays.
         _ = try await ServerData.open(directory)
         #expect(try StoreLayout.recorded(in: directory).metadataElsewhere)
-        try Array("not json".utf8).withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: directory + "/stores")) }
+        try Array("not json".utf8).withUnsafeBytes {
+            try Data($0).write(to: URL(fileURLWithPath: directory + "/stores"))
+        }
         #expect(throws: XferError.self) { _ = try StoreLayout.recorded(in: directory) }
     }
 }

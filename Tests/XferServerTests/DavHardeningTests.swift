@@ -5,8 +5,9 @@ import HummingbirdTesting
 import NIOCore
 import Testing
 import XferCore
-@testable import XferDav
 import XferProtocol
+
+@testable import XferDav
 @testable import XferServer
 
 /// WebDAV against a hostile client (docs/SECURITY.md): a multistatus bounded whatever the
@@ -16,7 +17,8 @@ import XferProtocol
 @Suite struct DavHardeningTests {
     func basic(_ token: String) -> String { "Basic " + Data("anyone:\(token)".utf8).base64EncodedString() }
     static let propfind = HTTPRequest.Method("PROPFIND")!
-    static let sharedLock = #"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:shared/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>OWNER</D:owner></D:lockinfo>"#
+    static let sharedLock =
+        #"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:shared/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>OWNER</D:owner></D:lockinfo>"#
 
     @Test func aFoldersLocksAppearOnceInADepthOneListingAndAPathHoldsFewLocks() async throws {
         let fixture = try await RouteFixture.make()
@@ -24,15 +26,21 @@ import XferProtocol
         let auth: HTTPFields = [.authorization: basic(fixture.token)]
         try await fixture.application.test(.router) { client in
             for name in ["a.txt", "b.txt", "c.txt"] {
-                try await client.execute(uri: "/dav/box/\(name)", method: .put, headers: auth, body: ByteBuffer(string: name)) { #expect($0.status == .created) }
+                try await client.execute(
+                    uri: "/dav/box/\(name)", method: .put, headers: auth, body: ByteBuffer(string: name)
+                ) { #expect($0.status == .created) }
             }
             for index in 0..<DavLock.maximumPerPath {
-                try await client.execute(uri: "/dav/box/", method: DavLockTests.lock, headers: auth,
-                                         body: ByteBuffer(string: Self.sharedLock.replacingOccurrences(of: "OWNER", with: "owner-\(index)"))) {
+                try await client.execute(
+                    uri: "/dav/box/", method: DavLockTests.lock, headers: auth,
+                    body: ByteBuffer(string: Self.sharedLock.replacingOccurrences(of: "OWNER", with: "owner-\(index)"))
+                ) {
                     #expect($0.status == .ok)
                 }
             }
-            try await client.execute(uri: "/dav/box/", method: DavLockTests.lock, headers: auth, body: ByteBuffer(string: Self.sharedLock)) {
+            try await client.execute(
+                uri: "/dav/box/", method: DavLockTests.lock, headers: auth, body: ByteBuffer(string: Self.sharedLock)
+            ) {
                 #expect($0.status == .contentTooLarge, "one more shared lock on the same folder is refused")
             }
             var depthOne = auth
@@ -40,14 +48,18 @@ import XferProtocol
             try await client.execute(uri: "/dav/box/", method: Self.propfind, headers: depthOne) { response in
                 #expect(response.status.code == 207)
                 let xml = String(buffer: response.body)
-                #expect(xml.components(separatedBy: "owner-0").count - 1 == 1, "the root's lock once, in the root's own answer")
+                #expect(
+                    xml.components(separatedBy: "owner-0").count - 1 == 1,
+                    "the root's lock once, in the root's own answer")
                 #expect(xml.components(separatedBy: "<D:response>").count - 1 == 4)
                 #expect(xml.hasSuffix("</D:multistatus>\n"))
             }
             var depthZero = auth
             depthZero[HTTPField.Name("Depth")!] = "0"
             try await client.execute(uri: "/dav/box/a.txt", method: Self.propfind, headers: depthZero) { response in
-                #expect(String(buffer: response.body).contains("owner-3"), "a member asked for alone shows the locks it inherits")
+                #expect(
+                    String(buffer: response.body).contains("owner-3"),
+                    "a member asked for alone shows the locks it inherits")
             }
         }
     }
@@ -61,7 +73,9 @@ import XferProtocol
         #expect(throws: XferError.self, "a < that a combining mark follows") {
             try DavXML.elements(#"<D:a xmlns:D="DAV:">x"# + "<\u{301}/D:a>")
         }
-        #expect(try DavXML.elements("<a xmlns=\"x\">caf\u{65}\u{301}\r\n</a>").count == 1, "marks on letters and CRLF are text")
+        #expect(
+            try DavXML.elements("<a xmlns=\"x\">caf\u{65}\u{301}\r\n</a>").count == 1,
+            "marks on letters and CRLF are text")
     }
 
     @Test func aNameWithCombinedMarkupListsAsWellFormedXML() async throws {
@@ -71,7 +85,9 @@ import XferProtocol
         let name = "x\u{600}<y&\u{301}z.txt"
         let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
         try await fixture.application.test(.router) { client in
-            try await client.execute(uri: "/dav/box/\(encoded)", method: .put, headers: auth, body: ByteBuffer(string: "n")) { #expect($0.status == .created) }
+            try await client.execute(
+                uri: "/dav/box/\(encoded)", method: .put, headers: auth, body: ByteBuffer(string: "n")
+            ) { #expect($0.status == .created) }
             var depthOne = auth
             depthOne[HTTPField.Name("Depth")!] = "1"
             try await client.execute(uri: "/dav/box/", method: Self.propfind, headers: depthOne) { response in
@@ -87,22 +103,31 @@ import XferProtocol
         defer { fixture.remove() }
         let auth: HTTPFields = [.authorization: basic(fixture.token)]
         try await fixture.application.test(.router) { client in
-            let big = ByteBuffer(string: "<D:propfind xmlns:D=\"DAV:\"><D:allprop/></D:propfind>" + String(repeating: " ", count: DavXML.maximumBody))
+            let big = ByteBuffer(
+                string: "<D:propfind xmlns:D=\"DAV:\"><D:allprop/></D:propfind>"
+                    + String(repeating: " ", count: DavXML.maximumBody))
             for method in [Self.propfind, HTTPRequest.Method("PROPPATCH")!, DavLockTests.lock] {
                 try await client.execute(uri: "/dav/box/", method: method, headers: auth, body: big) {
                     #expect($0.status == .contentTooLarge, "\(method)")
                 }
             }
-            try await client.execute(uri: "/dav/box/page.html", method: .put, headers: auth, body: ByteBuffer(string: "<script>alert(1)</script>")) {
+            try await client.execute(
+                uri: "/dav/box/page.html", method: .put, headers: auth,
+                body: ByteBuffer(string: "<script>alert(1)</script>")
+            ) {
                 #expect($0.status == .created)
             }
             try await client.execute(uri: "/dav/box/page.html", method: .get, headers: auth) { response in
                 #expect(response.headers[HTTPField.Name("X-Content-Type-Options")!] == "nosniff")
-                #expect(response.headers[HTTPField.Name("Content-Security-Policy")!]?.contains("default-src 'none'") == true)
+                #expect(
+                    response.headers[HTTPField.Name("Content-Security-Policy")!]?.contains("default-src 'none'") == true
+                )
                 #expect(response.headers[.contentDisposition]?.hasPrefix("attachment; filename=\"page.html\"") == true)
             }
             try await client.execute(uri: "/dav/box/none", method: .get, headers: auth) { response in
-                #expect(response.status == .notFound && response.headers[HTTPField.Name("X-Content-Type-Options")!] == "nosniff", "errors too")
+                #expect(
+                    response.status == .notFound
+                        && response.headers[HTTPField.Name("X-Content-Type-Options")!] == "nosniff", "errors too")
             }
         }
     }

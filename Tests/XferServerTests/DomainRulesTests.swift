@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import XferCore
 import XferProtocol
+
 @testable import XferServer
 
 /// The metadata rules every backend shares (written once, in Storage/MetadataStore.swift), on
@@ -9,14 +10,25 @@ import XferProtocol
 /// PostgreSQL, tools/backend-tests.sh) checks each backend applies them.
 @Suite struct DomainRulesTests {
     @Test func aStaleBaseIsAConflictAndTheLaterEditStaysCurrent() {
-        let a = Data([1]), b = Data([2])
+        let a = Data([1])
+        let b = Data([2])
         // Based on the current version, or the very same content: it replaces it.
-        #expect(CommitRules.outcome(current: 3, currentDigest: a, currentMtime: 100, base: 3, digest: b, mtime: 50) == .replaces)
-        #expect(CommitRules.outcome(current: 3, currentDigest: a, currentMtime: 100, base: 1, digest: a, mtime: 50) == .replaces)
+        #expect(
+            CommitRules.outcome(current: 3, currentDigest: a, currentMtime: 100, base: 3, digest: b, mtime: 50)
+                == .replaces)
+        #expect(
+            CommitRules.outcome(current: 3, currentDigest: a, currentMtime: 100, base: 1, digest: a, mtime: 50)
+                == .replaces)
         // A stale base (or none): the later edit stays current, a tie going to the newcomer.
-        #expect(CommitRules.outcome(current: 3, currentDigest: a, currentMtime: 100, base: 2, digest: b, mtime: 200) == .winsConflict)
-        #expect(CommitRules.outcome(current: 3, currentDigest: a, currentMtime: 100, base: nil, digest: b, mtime: 100) == .winsConflict)
-        #expect(CommitRules.outcome(current: 3, currentDigest: a, currentMtime: 100, base: 2, digest: b, mtime: 99) == .keptAsConflict)
+        #expect(
+            CommitRules.outcome(current: 3, currentDigest: a, currentMtime: 100, base: 2, digest: b, mtime: 200)
+                == .winsConflict)
+        #expect(
+            CommitRules.outcome(current: 3, currentDigest: a, currentMtime: 100, base: nil, digest: b, mtime: 100)
+                == .winsConflict)
+        #expect(
+            CommitRules.outcome(current: 3, currentDigest: a, currentMtime: 100, base: 2, digest: b, mtime: 99)
+                == .keptAsConflict)
     }
 
     @Test func theLastKeyValueWriterWinsWithinTheLimits() throws {
@@ -29,20 +41,32 @@ import XferProtocol
             KeyValueWrite(key: "k", value: value, timestampNs: time, device: device)
         }
         // Older, or as old from a lesser device: the stored entry wins and nothing changes.
-        #expect(try KeyValueRules.decide(write(.string("new"), at: 9), key: "k", text: "\"new\"", existing: stored,
-                                         usage: (0, 0), policy: policy, container: container) == stored)
-        #expect(try KeyValueRules.decide(write(.string("new"), at: 10, device: "a"), key: "k", text: "\"new\"", existing: stored,
-                                         usage: (0, 0), policy: policy, container: container) == stored)
+        #expect(
+            try KeyValueRules.decide(
+                write(.string("new"), at: 9), key: "k", text: "\"new\"", existing: stored,
+                usage: (0, 0), policy: policy, container: container) == stored)
+        #expect(
+            try KeyValueRules.decide(
+                write(.string("new"), at: 10, device: "a"), key: "k", text: "\"new\"", existing: stored,
+                usage: (0, 0), policy: policy, container: container) == stored)
         // Later: it applies.
-        #expect(try KeyValueRules.decide(write(.string("new"), at: 11), key: "k", text: "\"new\"", existing: stored,
-                                         usage: (0, 0), policy: policy, container: container) == nil)
+        #expect(
+            try KeyValueRules.decide(
+                write(.string("new"), at: 11), key: "k", text: "\"new\"", existing: stored,
+                usage: (0, 0), policy: policy, container: container) == nil)
         // Past the container's limits, or deleting what holds nothing: refused.
-        #expect { try KeyValueRules.decide(write(.string("new"), at: 11), key: "k", text: "\"new\"", existing: nil,
-                                           usage: (2, 10), policy: policy, container: container) } throws: {
+        #expect {
+            try KeyValueRules.decide(
+                write(.string("new"), at: 11), key: "k", text: "\"new\"", existing: nil,
+                usage: (2, 10), policy: policy, container: container)
+        } throws: {
             ($0 as? XferError)?.code == .quotaExceeded
         }
-        #expect { try KeyValueRules.decide(write(nil, at: 11), key: "k", text: nil, existing: nil,
-                                           usage: (0, 0), policy: policy, container: container) } throws: {
+        #expect {
+            try KeyValueRules.decide(
+                write(nil, at: 11), key: "k", text: nil, existing: nil,
+                usage: (0, 0), policy: policy, container: container)
+        } throws: {
             ($0 as? XferError)?.code == .notFound
         }
     }
@@ -65,11 +89,15 @@ import XferProtocol
     @Test func theQuotaChargesWhatFitsAndRefusesTheRest() throws {
         #expect(try QuotaRules.charge(adding: 40, used: 60, quota: 100) == 100, "exactly full fits")
         #expect(try QuotaRules.charge(adding: 0, used: 100, quota: 100) == 100, "holding nothing new costs nothing")
-        #expect { try QuotaRules.charge(adding: 41, used: 60, quota: 100) } throws: { ($0 as? XferError)?.code == .quotaExceeded }
+        #expect { try QuotaRules.charge(adding: 41, used: 60, quota: 100) } throws: {
+            ($0 as? XferError)?.code == .quotaExceeded
+        }
         #expect { try QuotaRules.charge(adding: 10, used: 60, quota: 100, pending: 31) } throws: {
             ($0 as? XferError)?.message.contains("being uploaded") == true
         }
-        #expect { try QuotaRules.charge(adding: -1, used: 0, quota: 100) } throws: { ($0 as? XferError)?.code == .quotaExceeded }
+        #expect { try QuotaRules.charge(adding: -1, used: 0, quota: 100) } throws: {
+            ($0 as? XferError)?.code == .quotaExceeded
+        }
     }
 
     @Test func aDeletionMarkRefusesUploadsThatMayHaveStoredTheDeletedCopy() {
@@ -78,6 +106,7 @@ import XferProtocol
         #expect(DeletionRules.refuses(finishedAt: 10, uploadStartedAt: 10), "at the same instant: refused, to be safe")
         #expect(!DeletionRules.refuses(finishedAt: 10, uploadStartedAt: 11), "began after: its copy is whole")
         #expect(DeletionRules.forgetBefore(now: 10_000_000_000_000, grace: 0) == 10_000_000_000_000 - 3_600_000_000_000)
-        #expect(DeletionRules.forgetBefore(now: 10_000_000_000_000, grace: 7200) == 10_000_000_000_000 - 7_200_000_000_000)
+        #expect(
+            DeletionRules.forgetBefore(now: 10_000_000_000_000, grace: 7200) == 10_000_000_000_000 - 7_200_000_000_000)
     }
 }

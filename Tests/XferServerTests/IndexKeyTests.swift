@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import XferCore
 import XferProtocol
+
 @testable import XferServer
 
 /// A store given encryption keys for the first time enciphers the chunk ids it holds (in
@@ -11,7 +12,9 @@ import XferProtocol
 @Suite struct IndexKeyTests {
     /// Opens the store of `kind` at `place` (a directory for SQLite, a schema for PostgreSQL),
     /// migrated up to `last` if named.
-    static func open(_ kind: String, _ place: String, sealing: SealingKeys? = nil, migratingUpTo last: String? = nil) async throws -> any MetadataStore {
+    static func open(_ kind: String, _ place: String, sealing: SealingKeys? = nil, migratingUpTo last: String? = nil)
+        async throws -> any MetadataStore
+    {
         if kind == "postgres", let url = MetadataStoreTests.postgres {
             return try await PostgresMetadataStore(url: url, schema: place, sealing: sealing, migratingUpTo: last)
         }
@@ -22,8 +25,13 @@ import XferProtocol
     /// directory for SQLite, removed afterwards), named after `prefix`.
     static func withPlace<T>(_ kind: String, _ prefix: String, _ body: (String) async throws -> T) async throws -> T {
         let unique = UUID().uuidString.prefix(8).lowercased()
-        let place = kind == "postgres" ? "\(prefix)_\(unique)" : FileManager.default.temporaryDirectory.appendingPathComponent("xfer-\(prefix)-\(unique)").path
-        if kind != "postgres" { try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: true) }
+        let place =
+            kind == "postgres"
+            ? "\(prefix)_\(unique)"
+            : FileManager.default.temporaryDirectory.appendingPathComponent("xfer-\(prefix)-\(unique)").path
+        if kind != "postgres" {
+            try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: true)
+        }
         defer { if kind != "postgres" { try? FileManager.default.removeItem(atPath: place) } }
         return try await body(place)
     }
@@ -47,14 +55,18 @@ import XferProtocol
             // More ids than one page of the encipherment (333), over two accounts, some shared.
             var accounts: [Int64] = []
             for name in ["alice", "bob"] {
-                _ = try await plain.createAccount(name: try AccountName(name), quota: 1 << 40, tokenHash: TokenHash.hash("t-\(name)-\(place)"))
+                _ = try await plain.createAccount(
+                    name: try AccountName(name), quota: 1 << 40, tokenHash: TokenHash.hash("t-\(name)-\(place)"))
                 accounts.append(try await MetadataStoreTests.accountID(plain, name))
             }
             let chunks = (0..<900).map { OwnedChunk(id: ChunkID.of(Array("chunk \($0)".utf8)), length: 100 + $0) }
             _ = try await plain.addChunks(account: accounts[0], Array(chunks.prefix(600)), uploadStartedAt: nil)
             _ = try await plain.addChunks(account: accounts[1], Array(chunks.suffix(500)), uploadStartedAt: nil)
-            try await plain.recordLocations(chunks.enumerated().map { ChunkLocation(id: $1.id, pack: "p\($0 / 100)", offset: Int64($0 * 10), length: $1.length) },
-                                            sealedWith: nil)
+            try await plain.recordLocations(
+                chunks.enumerated().map {
+                    ChunkLocation(id: $1.id, pack: "p\($0 / 100)", offset: Int64($0 * 10), length: $1.length)
+                },
+                sealedWith: nil)
             let orphan = ChunkID.of(Array("orphan".utf8))
             #expect(try await plain.beginDeletion([orphan]) == [orphan])
             if let postgres = plain as? PostgresMetadataStore { postgres.shutdown() }
@@ -86,8 +98,11 @@ import XferProtocol
             // enciphered bytes), not the ids' own order: every transaction locks in one order.
             let first = accounts[0]
             let (ordered, databaseOrder) = try await (sealed as! any SQLMetadataStore).read { tx in
-                (tx.inStoredOrder(ids.reversed() + ids.prefix(5)),
-                 try tx.sql.rows("SELECT id FROM account_chunks WHERE account_id = ? ORDER BY id", [.int(first)]).compactMap { try $0.chunkID(0) })
+                (
+                    tx.inStoredOrder(ids.reversed() + ids.prefix(5)),
+                    try tx.sql.rows("SELECT id FROM account_chunks WHERE account_id = ? ORDER BY id", [.int(first)])
+                        .compactMap { try $0.chunkID(0) }
+                )
             }
             #expect(databaseOrder.count == 600)
             #expect(ordered.count == 900 && ordered.filter(Set(databaseOrder).contains) == databaseOrder)
@@ -98,7 +113,9 @@ import XferProtocol
             defer { (keyless as? PostgresMetadataStore)?.shutdown() }
             await #expect(throws: XferError.self) { _ = try await keyless.heldChunks(ids) }
             // A key the store never had makes no new index key over the recorded one.
-            await #expect(throws: XferError.self) { _ = try await Self.open(kind, place, sealing: try SealingKeys([SealingKey.generate()])) }
+            await #expect(throws: XferError.self) {
+                _ = try await Self.open(kind, place, sealing: try SealingKeys([SealingKey.generate()]))
+            }
             let reopened = try await Self.open(kind, place, sealing: try SealingKeys([key]))
             defer { (reopened as? PostgresMetadataStore)?.shutdown() }
             #expect(try await reopened.heldChunks(ids) == Set(ids))

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import XferCore
+
 @testable import XferServer
 
 /// The packed chunk store over each pack storage: files in a directory always, and a real
@@ -21,7 +22,8 @@ import XferCore
         let index = try SQLiteMetadataStore(path: directory + "/metadata.sqlite", policy: StorePolicy())
         let storage: any PackStorage
         if kind == "s3" {
-            let client = S3Client(location: try S3Location(url: "s3://xfer-test-\(unique)/chunks", endpoint: endpoint ?? ""))
+            let client = S3Client(
+                location: try S3Location(url: "s3://xfer-test-\(unique)/chunks", endpoint: endpoint ?? ""))
             try await client.createBucketIfNeeded()
             storage = S3PackStorage(client: client)
         } else {
@@ -59,14 +61,16 @@ import XferCore
             // The sweep deletes only what is old and unheld at its last look.
             let kept = Set(chunks.prefix(10).map(\.id))
             let ended = Locked<[ChunkID]>([])
-            let swept = try await store.sweep(chunks.prefix(20).map(\.id), modifiedBefore: Self.future(),
-                                              begin: { ids in ids.filter { !kept.contains($0) } },
-                                              end: { ids in ended.withLock { $0 += ids } })
+            let swept = try await store.sweep(
+                chunks.prefix(20).map(\.id), modifiedBefore: Self.future(),
+                begin: { ids in ids.filter { !kept.contains($0) } },
+                end: { ids in ended.withLock { $0 += ids } })
             #expect(Set(ended.value) == Set(chunks[10..<20].map(\.id)))
             #expect(swept.count == 10)
             await #expect(throws: XferError.self) { _ = try await store.load(chunks[15].id) }
             #expect(try await store.load(chunks[5].id) == chunks[5])
-            let none = try await store.sweep(chunks.suffix(10).map(\.id), modifiedBefore: 0, begin: { $0 }, end: { _ in })
+            let none = try await store.sweep(
+                chunks.suffix(10).map(\.id), modifiedBefore: 0, begin: { $0 }, end: { _ in })
             #expect(none.count == 0, "young chunks stay")
         }
     }
@@ -82,7 +86,9 @@ import XferCore
             let first = try await store.index.locations(chunks.map(\.id))
             #expect(try await store.store(Array(chunks[5..<10])).allSatisfy { $0 == nil })
             #expect(try await store.storage.list().count == 2, "a chunk stored again costs a write, as a new one does")
-            #expect(Set(try await store.index.locations(chunks.map(\.id))) == Set(first), "located chunks keep their location")
+            #expect(
+                Set(try await store.index.locations(chunks.map(\.id))) == Set(first),
+                "located chunks keep their location")
             let order = chunks.shuffled()
             #expect(try await store.load(order.map(\.id)) == order)
         }
@@ -94,7 +100,8 @@ import XferCore
         try await Self.withStore(kind) { store in
             let chunks = try (0..<40).map { try Self.chunk(UInt64(200 + $0)) }
             #expect(try await store.store(chunks).allSatisfy { $0 == nil })
-            let swept = try await store.sweep(chunks.prefix(30).map(\.id), modifiedBefore: Self.future(), begin: { $0 }, end: { _ in })
+            let swept = try await store.sweep(
+                chunks.prefix(30).map(\.id), modifiedBefore: Self.future(), begin: { $0 }, end: { _ in })
             #expect(swept.count == 30)
             let before = try await store.storage.list()
             #expect(before.count == 1)
@@ -103,10 +110,14 @@ import XferCore
             let after = try await store.storage.list()
             #expect(after.count == 1 && after[0].name != before[0].name && after[0].size < before[0].size / 2)
             #expect(try await store.load(chunks.suffix(10).map(\.id)) == Array(chunks.suffix(10)))
-            #expect(try await store.compact(modifiedBefore: Self.future()).packsRewritten == 0, "a fully live pack stays")
+            #expect(
+                try await store.compact(modifiedBefore: Self.future()).packsRewritten == 0, "a fully live pack stays")
 
             // The last live chunks swept: their pack goes with them.
-            #expect(try await store.sweep(chunks.suffix(10).map(\.id), modifiedBefore: Self.future(), begin: { $0 }, end: { _ in }).count == 10)
+            #expect(
+                try await store.sweep(
+                    chunks.suffix(10).map(\.id), modifiedBefore: Self.future(), begin: { $0 }, end: { _ in }
+                ).count == 10)
             #expect(try await store.storage.list().isEmpty)
 
             // A pack no location names is kept while young (its upload may be recording it).
@@ -133,7 +144,11 @@ import XferCore
                 #expect(try await storage.list().count == 1, "\(operation)")
             }
             var hidden = 0
-            for fan in 0...255 { hidden += try FileSystem.list("\(storage.root)/\(ChunkID.hexDigits(UInt8(fan)))").filter { $0.hasPrefix(".") }.count }
+            for fan in 0...255 {
+                hidden += try FileSystem.list("\(storage.root)/\(ChunkID.hexDigits(UInt8(fan)))").filter {
+                    $0.hasPrefix(".")
+                }.count
+            }
             #expect(hidden == 0)
             #expect(try await store.load(kept.id) == kept)
         }
@@ -143,7 +158,9 @@ import XferCore
     /// stays and is reported, a file a crashed sweep set aside comes back first, and a failure
     /// midway (here a pack write) leaves every file in place for the next open.
     @Test func chunkFilesOfAnOlderDataDirectoryMoveIntoPacks() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-migrate-\(UUID().uuidString.prefix(8))").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "xfer-migrate-\(UUID().uuidString.prefix(8))"
+        ).path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let first = try await ServerData.open(directory)
         #expect(first.migratedChunkFiles == 0)
@@ -151,8 +168,10 @@ import XferCore
         let chunks = try (0..<25).map { try Self.chunk(UInt64(400 + $0), size: 30_000 + $0) }
         for chunk in chunks { try legacy.put(chunk) }
         // One set aside by a sweep that never finished, one damaged.
-        try FileManager.default.moveItem(atPath: legacy.path(for: chunks[0].id),
-                                         toPath: legacy.path(for: chunks[0].id).replacingOccurrences(of: chunks[0].id.hex, with: ".gc-" + chunks[0].id.hex))
+        try FileManager.default.moveItem(
+            atPath: legacy.path(for: chunks[0].id),
+            toPath: legacy.path(for: chunks[0].id).replacingOccurrences(
+                of: chunks[0].id.hex, with: ".gc-" + chunks[0].id.hex))
         var bytes = try #require(FileManager.default.contents(atPath: legacy.path(for: chunks[1].id)))
         bytes[bytes.count - 1] ^= 0x10
         try bytes.write(to: URL(fileURLWithPath: legacy.path(for: chunks[1].id)))

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import XferCore
 import XferProtocol
+
 @testable import XferServer
 
 /// Search on every backend (MetadataStoreTests' stores): SQL narrows and DocumentQuery decides,
@@ -12,31 +13,42 @@ import XferProtocol
 
     /// Documents of several names, sizes and times; one deleted, one with a conflict.
     static func fill(_ store: any MetadataStore, _ account: Int64) async throws -> [DocumentInfo] {
-        let names = ["Documents/Report.PDF", "Documents/report-2025.pdf", "Documents/notes/a_b.txt", "Documents/notes/a%b.txt",
-                     "Documents/notes/axb.txt", "Documents/Été.txt", "Documents/éTÉ2.TXT", "Documents/[x].md", "Documents/\u{600}%.txt", "Data/cache.db",
-                     "Data/REPORT.pdf.bak", "Documents/zz"]
+        let names = [
+            "Documents/Report.PDF", "Documents/report-2025.pdf", "Documents/notes/a_b.txt", "Documents/notes/a%b.txt",
+            "Documents/notes/axb.txt", "Documents/Été.txt", "Documents/éTÉ2.TXT", "Documents/[x].md",
+            "Documents/\u{600}%.txt", "Data/cache.db",
+            "Data/REPORT.pdf.bak", "Documents/zz"
+        ]
         for (index, name) in names.enumerated() {
             let chunk = MetadataStoreTests.chunk(UInt8(index + 1), length: 1000 * (index % 4 + 1))
             _ = try await store.addChunks(account: account, [chunk])
-            _ = try await MetadataStoreTests.put(store, account, name, [chunk], base: nil, mtime: Int64(index % 3) * 1_000 + 5)
+            _ = try await MetadataStoreTests.put(
+                store, account, name, [chunk], base: nil, mtime: Int64(index % 3) * 1_000 + 5)
         }
         let (x, y, z) = (MetadataStoreTests.chunk(101), MetadataStoreTests.chunk(102), MetadataStoreTests.chunk(103))
         _ = try await store.addChunks(account: account, [x, y, z])
         let gone = try await MetadataStoreTests.put(store, account, "Documents/gone.pdf", [x], base: nil)
-        _ = try await store.delete(account: account, container: container, path: try DocumentPath("Documents/gone.pdf"), baseVersion: gone.version)
-        let first = try await store.document(account: account, container: container, path: try DocumentPath("Documents/zz"), version: nil)
+        _ = try await store.delete(
+            account: account, container: container, path: try DocumentPath("Documents/gone.pdf"),
+            baseVersion: gone.version)
+        let first = try await store.document(
+            account: account, container: container, path: try DocumentPath("Documents/zz"), version: nil)
         _ = try await MetadataStoreTests.put(store, account, "Documents/zz", [y], base: first.version, mtime: 100_000)
         _ = try await MetadataStoreTests.put(store, account, "Documents/zz", [z], base: first.version, mtime: 1)
         // Every document's newest state, deleted ones included: what the rule is applied to.
         var all: [DocumentInfo] = []
         for name in names + ["Documents/gone.pdf"] {
-            all.append(try await store.document(account: account, container: container, path: try DocumentPath(name), version: nil))
+            all.append(
+                try await store.document(
+                    account: account, container: container, path: try DocumentPath(name), version: nil))
         }
         return all
     }
 
     /// Every page of `query`, `limit` at a time.
-    static func read(_ store: any MetadataStore, _ account: Int64, _ query: DocumentQuery, limit: Int) async throws -> [String] {
+    static func read(_ store: any MetadataStore, _ account: Int64, _ query: DocumentQuery, limit: Int) async throws
+        -> [String]
+    {
         var seen: [String] = []
         var page: String? = nil
         var pages = 0
@@ -85,7 +97,7 @@ import XferProtocol
         DocumentQuery(state: .deleted, sort: .modified),
         DocumentQuery(state: .conflict, sort: .size, descending: true),
         DocumentQuery(name: "*", sort: .modified, descending: true),
-        DocumentQuery(name: "*.txt", minimumSize: 2_000, sort: .size),
+        DocumentQuery(name: "*.txt", minimumSize: 2_000, sort: .size)
     ]
 
     @Test func aPrefixRangeEndsAtItsSuccessor() {
@@ -97,7 +109,9 @@ import XferProtocol
         #expect(MetadataTransaction.successor(of: "") == nil)
     }
 
-    @Test(arguments: MetadataStoreTests.backends) func everyQueryPageByPageIsTheRuleAppliedToEveryDocument(_ kind: String) async throws {
+    @Test(arguments: MetadataStoreTests.backends) func everyQueryPageByPageIsTheRuleAppliedToEveryDocument(
+        _ kind: String
+    ) async throws {
         try await MetadataStoreTests.withStore(kind) { store, account in
             let all = try await Self.fill(store, account)
             for query in Self.queries {
@@ -111,7 +125,8 @@ import XferProtocol
             let pdfs = all.filter(DocumentQuery(name: "*.pdf").matches).map(\.path.value).sorted()
             #expect(pdfs == ["Documents/Report.PDF", "Documents/report-2025.pdf"])
             #expect(all.filter(DocumentQuery(name: "a_b.txt").matches).map(\.path.value) == ["Documents/notes/a_b.txt"])
-            #expect(all.filter(DocumentQuery(name: "\u{600}%*").matches).map(\.path.value) == ["Documents/\u{600}%.txt"])
+            #expect(
+                all.filter(DocumentQuery(name: "\u{600}%*").matches).map(\.path.value) == ["Documents/\u{600}%.txt"])
             #expect(all.filter(DocumentQuery(name: "ÉTÉ*").matches).count == 2)
             #expect(all.filter(DocumentQuery(state: .conflict).matches).map(\.path.value) == ["Documents/zz"])
             #expect(all.filter(DocumentQuery(state: .deleted).matches).map(\.path.value) == ["Documents/gone.pdf"])
@@ -121,23 +136,33 @@ import XferProtocol
     @Test(arguments: MetadataStoreTests.backends) func aTokenIsReadOnlyInItsOwnOrder(_ kind: String) async throws {
         try await MetadataStoreTests.withStore(kind) { store, account in
             _ = try await Self.fill(store, account)
-            let first = try await store.query(account: account, container: Self.container, DocumentQuery(sort: .size), after: nil, limit: 2)
+            let first = try await store.query(
+                account: account, container: Self.container, DocumentQuery(sort: .size), after: nil, limit: 2)
             let token = try #require(first.next)
-            for other in [DocumentQuery(), DocumentQuery(sort: .size, descending: true), DocumentQuery(sort: .modified)] {
+            for other in [DocumentQuery(), DocumentQuery(sort: .size, descending: true), DocumentQuery(sort: .modified)]
+            {
                 await #expect(throws: XferError.self) {
-                    _ = try await store.query(account: account, container: Self.container, other, after: token, limit: 2)
+                    _ = try await store.query(
+                        account: account, container: Self.container, other, after: token, limit: 2)
                 }
             }
-            for garbage in ["", "!!!", String(repeating: "A", count: 20_000), QueryPosition(sort: .size, descending: false, key: "x", path: "p").token] {
+            for garbage in [
+                "", "!!!", String(repeating: "A", count: 20_000),
+                QueryPosition(sort: .size, descending: false, key: "x", path: "p").token
+            ] {
                 let error = await #expect(throws: XferError.self) {
-                    _ = try await store.query(account: account, container: Self.container, DocumentQuery(sort: .size), after: garbage, limit: 2)
+                    _ = try await store.query(
+                        account: account, container: Self.container, DocumentQuery(sort: .size), after: garbage,
+                        limit: 2)
                 }
                 #expect(error?.code == .badRequest)
             }
         }
     }
 
-    @Test(arguments: MetadataStoreTests.backends) func aStoreFromBeforeQueriesFoldsItsNamesWhenOpened(_ kind: String) async throws {
+    @Test(arguments: MetadataStoreTests.backends) func aStoreFromBeforeQueriesFoldsItsNamesWhenOpened(_ kind: String)
+        async throws
+    {
         let unique = UUID().uuidString.prefix(8).lowercased()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-fold-\(unique)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -149,16 +174,21 @@ import XferProtocol
             return try SQLiteMetadataStore(path: directory + "/metadata.sqlite")
         }
         let store = try await open()
-        let made = try await store.createAccount(name: try AccountName("alice"), quota: 1 << 30, tokenHash: TokenHash.hash("t-\(unique)"))
+        let made = try await store.createAccount(
+            name: try AccountName("alice"), quota: 1 << 30, tokenHash: TokenHash.hash("t-\(unique)"))
         let account = try await MetadataStoreTests.accountID(store, made.name)
         _ = try await Self.fill(store, account)
         // As a release before queries left it: no folded names.
         try await (store as! any SQLMetadataStore).execute("UPDATE documents SET name_folded = NULL", [])
-        #expect(try await store.query(account: account, container: Self.container, DocumentQuery(name: "*.pdf"), after: nil, limit: 10).documents.isEmpty)
+        #expect(
+            try await store.query(
+                account: account, container: Self.container, DocumentQuery(name: "*.pdf"), after: nil, limit: 10
+            ).documents.isEmpty)
         (store as? PostgresMetadataStore)?.shutdown()
         let reopened = try await open()
         defer { (reopened as? PostgresMetadataStore)?.shutdown() }
-        let found = try await reopened.query(account: account, container: Self.container, DocumentQuery(name: "*.pdf"), after: nil, limit: 10)
+        let found = try await reopened.query(
+            account: account, container: Self.container, DocumentQuery(name: "*.pdf"), after: nil, limit: 10)
         #expect(found.documents.map(\.path.value) == ["Documents/Report.PDF", "Documents/report-2025.pdf"])
     }
 }

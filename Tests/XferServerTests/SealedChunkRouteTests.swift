@@ -20,16 +20,25 @@ import XferServer
     }
 
     /// Uploads `chunks`; the status and the answer (`nil` unless 200).
-    func upload(_ chunks: [EncodedChunk], token: String? = nil, _ client: some TestClientProtocol,
-                _ fixture: RouteFixture) async throws -> (status: HTTPResponse.Status, result: UploadResult?, code: String?) {
-        try await client.execute(uri: "/v1/chunks", method: .post, headers: fixture.headers(token),
-                                 body: ByteBuffer(bytes: ChunkFrames.encode(chunks))) { (response: TestResponse) async throws in
-            (response.status, response.status == .ok ? try decode(UploadResult.self, response) : nil, errorCode(response))
+    func upload(
+        _ chunks: [EncodedChunk], token: String? = nil, _ client: some TestClientProtocol,
+        _ fixture: RouteFixture
+    ) async throws -> (status: HTTPResponse.Status, result: UploadResult?, code: String?) {
+        try await client.execute(
+            uri: "/v1/chunks", method: .post, headers: fixture.headers(token),
+            body: ByteBuffer(bytes: ChunkFrames.encode(chunks))
+        ) { (response: TestResponse) async throws in
+            (
+                response.status, response.status == .ok ? try decode(UploadResult.self, response) : nil,
+                errorCode(response)
+            )
         }
     }
 
-    func download(_ list: ChunkIDList, token: String? = nil, _ client: some TestClientProtocol,
-                  _ fixture: RouteFixture) async throws -> [EncodedChunk] {
+    func download(
+        _ list: ChunkIDList, token: String? = nil, _ client: some TestClientProtocol,
+        _ fixture: RouteFixture
+    ) async throws -> [EncodedChunk] {
         try await ChunksAgainstRouteTests().download(list, token: token, client, fixture)
     }
 
@@ -42,7 +51,9 @@ import XferServer
         }
     }
 
-    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool { Data(haystack).range(of: Data(needle)) != nil }
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        Data(haystack).range(of: Data(needle)) != nil
+    }
 
     @Test func aSealedChunkIsStoredAsItCameServedBackAndOpensOnlyWithTheKey() async throws {
         let fixture = try await RouteFixture.make()
@@ -53,8 +64,10 @@ import XferServer
             #expect(answer.status == .ok && answer.result?.stored == 1)
             // Counted as what is stored: the sealed payload, not the plain bytes.
             #expect(answer.result?.storedBytes == Int64(chunk.payload.count))
-            try await client.execute(uri: "/v1/chunks/missing", method: .post, headers: fixture.headers(),
-                                     body: json(ChunkIDList(ids: [chunk.id]))) { (response: TestResponse) async throws in
+            try await client.execute(
+                uri: "/v1/chunks/missing", method: .post, headers: fixture.headers(),
+                body: json(ChunkIDList(ids: [chunk.id]))
+            ) { (response: TestResponse) async throws in
                 #expect(try decode(ChunkIDList.self, response).ids.isEmpty)
             }
             let back = try await download(ChunkIDList(ids: [chunk.id]), client, fixture)
@@ -95,14 +108,21 @@ import XferServer
         let chunk = try Self.sealed(Self.plain)
         let reference = TestBytes.make(count: 30_000, seed: 53)
         // Bytes close to the sealed payload, sent against it as if it were a plain chunk's bytes.
-        let edited = { var bytes = chunk.payload; bytes[100] ^= 0xFF; return bytes }()
-        let againstSealed = try edited.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(edited), against: (chunk.id, chunk.payload)) }
+        let edited = {
+            var bytes = chunk.payload
+            bytes[100] ^= 0xFF
+            return bytes
+        }()
+        let againstSealed = try edited.withUnsafeBytes {
+            try Zstd.encode($0, id: ChunkID.of(edited), against: (chunk.id, chunk.payload))
+        }
         #expect(againstSealed.encoding == .zstdAgainst)
         try await fixture.application.test(.router) { client in
             let whole = try reference.withUnsafeBytes { try Zstd.encode($0, id: ChunkID.of(reference)) }
             #expect(try await upload([chunk, whole], client, fixture).result?.stored == 2)
             // Offered a reference the account holds, the sealed chunk still goes as stored.
-            let back = try await download(ChunkIDList(ids: [chunk.id], against: [chunk.id: ChunkID.of(reference)]), client, fixture)
+            let back = try await download(
+                ChunkIDList(ids: [chunk.id], against: [chunk.id: ChunkID.of(reference)]), client, fixture)
             #expect(back.count == 1 && back[0].encoding == .sealed && back[0].payload == chunk.payload)
             let result = try await upload([againstSealed], client, fixture).result
             #expect(result?.stored == 0 && result?.unresolved == [ChunkID.of(edited).hex])
@@ -123,7 +143,8 @@ import XferServer
             #expect(try await upload([whole], client, fixture).result?.stored == 1)
             let refused = try await upload([small], token: bob, client, fixture)
             #expect(refused.status != .ok && refused.code == "corrupt_chunk")
-            try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers(bob)) { (response: TestResponse) async throws in
+            try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers(bob)) {
+                (response: TestResponse) async throws in
                 #expect(try decode(AccountInfo.self, response).used == 0, "nothing charged, nothing held")
             }
             // The same bytes are refused too: the server cannot tell them from others.
@@ -150,12 +171,16 @@ import XferServer
             #expect(refused.status != .ok && refused.code == "corrupt_chunk")
             // Not held for the owner: a commit referencing it would be told it is missing, and
             // a download of it is refused rather than served the squatter's bytes.
-            try await client.execute(uri: "/v1/chunks/missing", method: .post, headers: fixture.headers(),
-                                     body: json(ChunkIDList(ids: [owner.id]))) { (response: TestResponse) async throws in
+            try await client.execute(
+                uri: "/v1/chunks/missing", method: .post, headers: fixture.headers(),
+                body: json(ChunkIDList(ids: [owner.id]))
+            ) { (response: TestResponse) async throws in
                 #expect(try decode(ChunkIDList.self, response).ids == [owner.id.hex])
             }
-            try await client.execute(uri: "/v1/chunks/download", method: .post, headers: fixture.headers(),
-                                     body: json(ChunkIDList(ids: [owner.id]))) { (response: TestResponse) async throws in
+            try await client.execute(
+                uri: "/v1/chunks/download", method: .post, headers: fixture.headers(),
+                body: json(ChunkIDList(ids: [owner.id]))
+            ) { (response: TestResponse) async throws in
                 #expect(response.status == .notFound)
             }
         }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import XferCore
+
 @testable import XferServer
 
 /// Chunks and manifests sealed at rest (`xfer serve --encryption-key`): what the packs hold,
@@ -55,8 +56,11 @@ import XferCore
             bytes[bytes.count / 2] ^= 0x01
             try await store.storage.put(object.name, bytes)
             let located = try await store.index.locations(chunks.map(\.id))
-            let hit = try #require(located.first { $0.pack == object.name && $0.offset <= Int64(bytes.count / 2)
-                    && Int64(bytes.count / 2) < $0.offset + Int64($0.length) })
+            let hit = try #require(
+                located.first {
+                    $0.pack == object.name && $0.offset <= Int64(bytes.count / 2)
+                        && Int64(bytes.count / 2) < $0.offset + Int64($0.length)
+                })
             let error = await #expect(throws: XferError.self) { _ = try await store.load(hit.id) }
             #expect(error?.code == .corruptChunk)
             #expect(error?.message.contains(object.name) == true)
@@ -104,7 +108,9 @@ import XferCore
     }
 
     @Test func aDataDirectoryOpensOnlyWithEveryKeyItsDataNeeds() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-sealed-\(UUID().uuidString.prefix(8))").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "xfer-sealed-\(UUID().uuidString.prefix(8))"
+        ).path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let a = SealingKey.generate()
         let b = SealingKey.generate()
@@ -122,7 +128,9 @@ import XferCore
         let none = await #expect(throws: XferError.self) { _ = try await ServerData.open(directory) }
         #expect(none?.code == .invalidConfiguration)
         #expect(none?.message.contains(a.id.description) == true)
-        let other = await #expect(throws: XferError.self) { _ = try await ServerData.open(directory, sealing: try SealingKeys([b])) }
+        let other = await #expect(throws: XferError.self) {
+            _ = try await ServerData.open(directory, sealing: try SealingKeys([b]))
+        }
         #expect(other?.message.contains(a.id.description) == true)
         #expect(try await first.metadata.sealingKeys() == [a.id], "a refused open records nothing")
 
@@ -137,7 +145,9 @@ import XferCore
         _ = try await Self.storeOne(rotated, seed: 9)
         #expect(try await rotated.metadata.sealingKeys() == [a.id, b.id], "in the order first used")
         // Now data is sealed with b: a alone is refused too; --data commands given both seal with b.
-        let old = await #expect(throws: XferError.self) { _ = try await ServerData.open(directory, sealing: try SealingKeys([a])) }
+        let old = await #expect(throws: XferError.self) {
+            _ = try await ServerData.open(directory, sealing: try SealingKeys([a]))
+        }
         #expect(old?.message.contains(b.id.description) == true)
         let later = try await ServerData.open(directory, sealing: try SealingKeys([a, b]), use: .maintain)
         #expect(try await Self.storeOne(later, seed: 10).id != chunk.id)
@@ -145,18 +155,23 @@ import XferCore
     }
 
     /// A store without keys in `directory` whose account holds `count` stored chunks.
-    static func plainStoreHolding(_ count: Int, seed: UInt64, in directory: String) async throws -> (ServerData, [EncodedChunk]) {
+    static func plainStoreHolding(_ count: Int, seed: UInt64, in directory: String) async throws -> (
+        ServerData, [EncodedChunk]
+    ) {
         let plain = try await ServerData.open(directory)
         let token = try #require(try await plain.createAccount(name: "owner", quota: nil).token)
         let account = try #require(try await plain.metadata.principal(tokenHash: TokenHash.hash(token))).accountID
         let chunks = try rawChunks(count, seed: seed)
         _ = try await plain.chunks.store(chunks)
-        _ = try await plain.metadata.addChunks(account: account, chunks.map { OwnedChunk(id: $0.id, length: $0.length) }, uploadStartedAt: nil)
+        _ = try await plain.metadata.addChunks(
+            account: account, chunks.map { OwnedChunk(id: $0.id, length: $0.length) }, uploadStartedAt: nil)
         return (plain, chunks)
     }
 
     @Test func aStoreGivenKeysLaterEnciphersItsIDsAndKeepsEverything() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-index-\(UUID().uuidString.prefix(8))").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "xfer-index-\(UUID().uuidString.prefix(8))"
+        ).path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let (_, chunks) = try await Self.plainStoreHolding(5, seed: 30, in: directory)
         let ids = Set(chunks.map(\.id))
@@ -189,11 +204,15 @@ import XferCore
         #expect(verified.chunksChecked == 5)
         // Without the key the store does not open; a wrong key alone neither.
         await #expect(throws: XferError.self) { _ = try await ServerData.open(directory) }
-        await #expect(throws: XferError.self) { _ = try await ServerData.open(directory, sealing: try SealingKeys([SealingKey.generate()])) }
+        await #expect(throws: XferError.self) {
+            _ = try await ServerData.open(directory, sealing: try SealingKeys([SealingKey.generate()]))
+        }
     }
 
     @Test func aProcessWithoutKeysOnAStoreWhoseIDsWereEncipheredStopsInsteadOfMissingThem() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-index-\(UUID().uuidString.prefix(8))").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "xfer-index-\(UUID().uuidString.prefix(8))"
+        ).path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let (plain, chunks) = try await Self.plainStoreHolding(3, seed: 40, in: directory)
         #expect(try await plain.metadata.heldChunks(chunks.map(\.id)).count == 3)
@@ -215,7 +234,9 @@ import XferCore
             try tx.sql.rows("SELECT key_id FROM sealing_index ORDER BY key_id", []).map { try $0.text(0) }
         }
         #expect(Set(wrapped) == [a.id.description, b.id.description])
-        #expect(try await ServerData.open(directory, sealing: try SealingKeys([b, a])).chunks.load(chunks.map(\.id)) == chunks)
+        #expect(
+            try await ServerData.open(directory, sealing: try SealingKeys([b, a])).chunks.load(chunks.map(\.id))
+                == chunks)
     }
 
     @Test func aDamagedEntryLeavesItsPackOutOfACompactionAndTheOthersGoOn() async throws {

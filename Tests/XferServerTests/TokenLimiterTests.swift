@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 import XferCore
 import XferProtocol
+
 @testable import XferServer
 
 /// Per-token limits: the bucket's burst and refill, uploads at once, the table's bound, and
@@ -70,20 +71,28 @@ import XferProtocol
         let application = Application(router: XferServer.router(data: fixture.data, limits: limits))
         try await application.test(.router) { client in
             for _ in 0..<2 {
-                try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers()) { #expect($0.status == .ok) }
+                try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers()) {
+                    #expect($0.status == .ok)
+                }
             }
             try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers()) { response in
                 #expect(response.status == .tooManyRequests)
-                #expect(response.headers[.retryAfter].flatMap { Int($0) }.map { (900...1000).contains($0) } == true,
-                        "what one more request waits for at this rate")
+                #expect(
+                    response.headers[.retryAfter].flatMap { Int($0) }.map { (900...1000).contains($0) } == true,
+                    "what one more request waits for at this rate")
                 #expect(String(buffer: response.body).contains("rate_limited"))
             }
             let basic = "Basic " + Data("anyone:\(fixture.token)".utf8).base64EncodedString()
-            try await client.execute(uri: "/dav/box/", method: HTTPRequest.Method("PROPFIND")!,
-                                     headers: [.authorization: basic, HTTPField.Name("Depth")!: "0"]) { response in
-                #expect(response.status == .tooManyRequests && response.headers[.retryAfter] != nil, "the same token's bucket")
+            try await client.execute(
+                uri: "/dav/box/", method: HTTPRequest.Method("PROPFIND")!,
+                headers: [.authorization: basic, HTTPField.Name("Depth")!: "0"]
+            ) { response in
+                #expect(
+                    response.status == .tooManyRequests && response.headers[.retryAfter] != nil,
+                    "the same token's bucket")
             }
-            try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers("xfer_unknown")) { response in
+            try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers("xfer_unknown")) {
+                response in
                 #expect(response.status == .unauthorized, "an unknown token is refused before it is counted")
             }
         }
@@ -96,28 +105,42 @@ import XferProtocol
         let fixture = try await RouteFixture.make()
         defer { fixture.remove() }
         try await fixture.application.test(.router) { client in
-            try await client.execute(uri: "/v1/admin/accounts", method: .get, headers: fixture.headers(fixture.adminToken)) { response in
+            try await client.execute(
+                uri: "/v1/admin/accounts", method: .get, headers: fixture.headers(fixture.adminToken)
+            ) { response in
                 #expect(response.status == .ok)
                 let list = try decode(AccountList.self, response)
                 #expect(list.accounts.map(\.name) == ["alice"] && list.accounts[0].tokens == 1)
             }
-            try await client.execute(uri: "/v1/admin/accounts/alice/quota", method: .put, headers: fixture.headers(fixture.adminToken),
-                                     body: json(SetQuotaRequest(quota: 12345))) { response in
+            try await client.execute(
+                uri: "/v1/admin/accounts/alice/quota", method: .put, headers: fixture.headers(fixture.adminToken),
+                body: json(SetQuotaRequest(quota: 12345))
+            ) { response in
                 let account = try decode(AccountSummary.self, response)
                 #expect(account.quota == 12345)
             }
-            try await client.execute(uri: "/v1/admin/accounts/alice", method: .get, headers: fixture.headers(fixture.adminToken)) { response in
+            try await client.execute(
+                uri: "/v1/admin/accounts/alice", method: .get, headers: fixture.headers(fixture.adminToken)
+            ) { response in
                 let account = try decode(AccountSummary.self, response)
                 #expect(account.quota == 12345)
             }
-            try await client.execute(uri: "/v1/admin/accounts/alice/quota", method: .put, headers: fixture.headers(fixture.adminToken),
-                                     body: json(SetQuotaRequest(quota: -1))) { #expect($0.status == .badRequest) }
-            try await client.execute(uri: "/v1/admin/accounts/nobody", method: .get, headers: fixture.headers(fixture.adminToken)) {
+            try await client.execute(
+                uri: "/v1/admin/accounts/alice/quota", method: .put, headers: fixture.headers(fixture.adminToken),
+                body: json(SetQuotaRequest(quota: -1))
+            ) { #expect($0.status == .badRequest) }
+            try await client.execute(
+                uri: "/v1/admin/accounts/nobody", method: .get, headers: fixture.headers(fixture.adminToken)
+            ) {
                 #expect($0.status == .notFound)
             }
-            try await client.execute(uri: "/v1/admin/accounts", method: .get, headers: fixture.headers()) { #expect($0.status == .forbidden) }
-            try await client.execute(uri: "/v1/admin/accounts/alice/quota", method: .put, headers: fixture.headers(),
-                                     body: json(SetQuotaRequest(quota: 1 << 40))) { #expect($0.status == .forbidden, "not its own quota either") }
+            try await client.execute(uri: "/v1/admin/accounts", method: .get, headers: fixture.headers()) {
+                #expect($0.status == .forbidden)
+            }
+            try await client.execute(
+                uri: "/v1/admin/accounts/alice/quota", method: .put, headers: fixture.headers(),
+                body: json(SetQuotaRequest(quota: 1 << 40))
+            ) { #expect($0.status == .forbidden, "not its own quota either") }
         }
     }
 }

@@ -7,6 +7,7 @@ import NIOCore
 import Testing
 import XferCore
 import XferProtocol
+
 @testable import XferServer
 
 /// A session of the fixture's account opened with its token, as signing in opens one: the
@@ -17,8 +18,10 @@ struct WebSessionFixture {
 
     static func open(_ fixture: RouteFixture) async throws -> WebSessionFixture {
         let secret = WebSecurity.secret()
-        _ = try #require(try await fixture.data.metadata.openWebSession(tokenHash: TokenHash.hash(fixture.token), sessionHash: WebSecurity.hash(secret),
-                                                                        lifetime: 3600 * 1_000_000_000))
+        _ = try #require(
+            try await fixture.data.metadata.openWebSession(
+                tokenHash: TokenHash.hash(fixture.token), sessionHash: WebSecurity.hash(secret),
+                lifetime: 3600 * 1_000_000_000))
         return WebSessionFixture(cookie: "\(WebSecurity.sessionCookie)=\(secret)", csrf: WebSecurity.csrf(secret))
     }
 
@@ -27,18 +30,24 @@ struct WebSessionFixture {
 
     /// A form's request from one of this server's pages.
     var form: HTTPFields {
-        [.cookie: cookie, .contentType: "application/x-www-form-urlencoded", HTTPField.Name("Sec-Fetch-Site")!: "same-origin"]
+        [
+            .cookie: cookie, .contentType: "application/x-www-form-urlencoded",
+            HTTPField.Name("Sec-Fetch-Site")!: "same-origin"
+        ]
     }
 
     /// An upload of one file named `name` into `Documents/` (the token first, as the page sends it).
     func upload(_ name: String, _ text: String) -> (headers: HTTPFields, body: ByteBuffer) {
         let boundary = "xferTestBoundary"
-        let body = "--\(boundary)\r\nContent-Disposition: form-data; name=\"csrf\"\r\n\r\n\(csrf)\r\n"
+        let body =
+            "--\(boundary)\r\nContent-Disposition: form-data; name=\"csrf\"\r\n\r\n\(csrf)\r\n"
             + "--\(boundary)\r\nContent-Disposition: form-data; name=\"folder\"\r\n\r\nDocuments/\r\n"
             + "--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"\(name)\"\r\n"
             + "Content-Type: application/octet-stream\r\n\r\n\(text)\r\n--\(boundary)--\r\n"
-        let headers: HTTPFields = [.cookie: cookie, .contentType: "multipart/form-data; boundary=\(boundary)",
-                                   HTTPField.Name("Sec-Fetch-Site")!: "same-origin"]
+        let headers: HTTPFields = [
+            .cookie: cookie, .contentType: "multipart/form-data; boundary=\(boundary)",
+            HTTPField.Name("Sec-Fetch-Site")!: "same-origin"
+        ]
         return (headers, ByteBuffer(string: body))
     }
 }
@@ -48,9 +57,13 @@ struct WebSessionFixture {
 /// passwords bounded per account and run only for a link that is then made.
 @Suite struct WebLimitTests {
     /// The web routes alone over the fixture, with `limiter` (tests watch it and its gate).
-    static func webRoutes(_ fixture: RouteFixture, limiter: TokenLimiter = TokenLimiter(TokenLimits())) -> (WebRoutes, some ApplicationProtocol) {
-        let routes = WebRoutes(metadata: fixture.data.metadata, chunks: fixture.data.chunks, limits: ServerLimits(), changes: ChangeNotifier(),
-                               quota: QuotaGate(), limiter: limiter)
+    static func webRoutes(_ fixture: RouteFixture, limiter: TokenLimiter = TokenLimiter(TokenLimits())) -> (
+        WebRoutes, some ApplicationProtocol
+    ) {
+        let routes = WebRoutes(
+            metadata: fixture.data.metadata, chunks: fixture.data.chunks, limits: ServerLimits(),
+            changes: ChangeNotifier(),
+            quota: QuotaGate(), limiter: limiter)
         let router = Router(context: XferRequestContext.self)
         router.add(middleware: ErrorMiddleware())
         routes.register(on: router)
@@ -67,22 +80,29 @@ struct WebSessionFixture {
         let session = try await WebSessionFixture.open(fixture)
         try await application.test(.router) { client in
             for _ in 0..<2 {
-                try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers()) { #expect($0.status == .ok) }
+                try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers()) {
+                    #expect($0.status == .ok)
+                }
             }
-            try await client.execute(uri: "/web/", method: .get, headers: session.page) { #expect($0.status == .ok, "the bucket's last request") }
+            try await client.execute(uri: "/web/", method: .get, headers: session.page) {
+                #expect($0.status == .ok, "the bucket's last request")
+            }
             try await client.execute(uri: "/v1/account", method: .get, headers: fixture.headers()) { response in
                 #expect(response.status == .tooManyRequests, "the page was taken from the token's own bucket")
             }
             let form = ByteBuffer(string: "csrf=\(session.csrf)&folder=Documents%2F&name=made")
-            try await client.execute(uri: "/web/c/default/mkdir", method: .post, headers: session.form, body: form) { response in
+            try await client.execute(uri: "/web/c/default/mkdir", method: .post, headers: session.form, body: form) {
+                response in
                 #expect(response.status == .tooManyRequests)
                 #expect(response.headers[.retryAfter].flatMap { Int($0) }.map { $0 > 1 } == true)
             }
         }
-        let account = try #require(try await fixture.data.metadata.principal(tokenHash: TokenHash.hash(fixture.token))).accountID
+        let account = try #require(try await fixture.data.metadata.principal(tokenHash: TokenHash.hash(fixture.token)))
+            .accountID
         await #expect(throws: XferError.self, "a refused write changes nothing") {
-            _ = try await fixture.data.metadata.document(account: account, container: try ContainerName("default"),
-                                                         path: try DocumentPath("Documents/made"), version: nil)
+            _ = try await fixture.data.metadata.document(
+                account: account, container: try ContainerName("default"),
+                path: try DocumentPath("Documents/made"), version: nil)
         }
     }
 
@@ -96,11 +116,15 @@ struct WebSessionFixture {
         try await application.test(.router) { client in
             // The token's one upload runs (a device's chunk upload, say): the page's is refused.
             try await limiter.upload(TokenHash.hash(fixture.token)) {
-                try await client.execute(uri: "/web/c/default/upload", method: .post, headers: upload.headers, body: upload.body) { response in
+                try await client.execute(
+                    uri: "/web/c/default/upload", method: .post, headers: upload.headers, body: upload.body
+                ) { response in
                     #expect(response.status == .tooManyRequests && response.headers[.retryAfter] == "1")
                 }
             }
-            try await client.execute(uri: "/web/c/default/upload", method: .post, headers: upload.headers, body: upload.body) { response in
+            try await client.execute(
+                uri: "/web/c/default/upload", method: .post, headers: upload.headers, body: upload.body
+            ) { response in
                 #expect(response.status == .seeOther, "once the other ended, the page's upload runs")
             }
         }
@@ -116,9 +140,12 @@ struct WebSessionFixture {
         let chunk = MetadataStoreTests.chunk(1)
         _ = try await store.addChunks(account: account, [chunk])
         let document = try await MetadataStoreTests.put(store, account, "Documents/f", [chunk], base: nil)
-        @Sendable func share(_ fields: String, expect status: HTTPResponse.Status, _ client: any TestClientProtocol) async throws {
+        @Sendable func share(_ fields: String, expect status: HTTPResponse.Status, _ client: any TestClientProtocol)
+            async throws
+        {
             let body = ByteBuffer(string: "csrf=\(session.csrf)&path=Documents%2Ff&days=1&password=secret" + fields)
-            try await client.execute(uri: "/web/c/c/share", method: .post, headers: session.form, body: body) { response in
+            try await client.execute(uri: "/web/c/c/share", method: .post, headers: session.form, body: body) {
+                response in
                 #expect(response.status == status)
             }
         }
@@ -126,7 +153,8 @@ struct WebSessionFixture {
             try await share("&pin=1&base=\(document.version + 5)", expect: .notFound, client)
             #expect(routes.passwords.started == 0, "no such version: refused before the password is hashed")
             // The account's links at the limit: the next is refused before its password is hashed.
-            try await (store as! any SQLMetadataStore).execute("""
+            try await (store as! any SQLMetadataStore).execute(
+                """
                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(ShareLink.maximumPerAccount))
                 INSERT INTO share_links (hash, account_id, container, path, created_at) SELECT randomblob(32), ?, 'c', 'Documents/f', 0 FROM n
                 """, [.int(account)])
@@ -193,21 +221,28 @@ struct WebSessionFixture {
         try? await Task.sleep(for: .milliseconds(50))
         presence.leave()
         #expect(await present == false)
-        #expect(await ClientPresence.run(until: presence) { try? await Task.sleep(for: .seconds(3600)) } == false, "gone stays gone")
+        #expect(
+            await ClientPresence.run(until: presence) { try? await Task.sleep(for: .seconds(3600)) } == false,
+            "gone stays gone")
     }
 
     @Test func aWaitThatEndsFirstLeavesThePresenceAsItWas() async {
         let presence = ClientPresence()
         #expect(await ClientPresence.run(until: presence) {} == true)
-        #expect(await ClientPresence.run(until: nil) {} == true, "a connection without the handler waits its whole wait")
+        #expect(
+            await ClientPresence.run(until: nil) {} == true, "a connection without the handler waits its whole wait")
         #expect(!presence.isGone)
     }
 }
 
 /// A live server with one account and a session of it: the port, the account's token and the
 /// session's cookie.
-func withLiveWebServer(_ limits: ServerLimits, _ body: @escaping @Sendable (_ port: Int, _ token: String, _ cookie: String) async throws -> Void)
-    async throws {
+func withLiveWebServer(
+    _ limits: ServerLimits,
+    _ body: @escaping @Sendable (_ port: Int, _ token: String, _ cookie: String) async throws -> Void
+)
+    async throws
+{
     let fixture = try await RouteFixture.make()
     defer { fixture.remove() }
     let session = try await WebSessionFixture.open(fixture)
@@ -230,7 +265,9 @@ func withLiveWebServer(_ limits: ServerLimits, _ body: @escaping @Sendable (_ po
 
     /// Asks `request` on new connections until one is admitted (`admitted` says so of what it
     /// read), for at most `seconds`.
-    static func admittedWithin(_ seconds: Double, port: Int, _ request: String, admitted: (RawConnection) -> Bool) throws -> Bool {
+    static func admittedWithin(_ seconds: Double, port: Int, _ request: String, admitted: (RawConnection) -> Bool)
+        throws -> Bool
+    {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             let socket = try RawConnection(port: port, readTimeout: 2)
@@ -260,7 +297,9 @@ func withLiveWebServer(_ limits: ServerLimits, _ body: @escaping @Sendable (_ po
                 // Both browsers leave; the server has nothing to write to them for 20 s (the slots
                 // were held until a write failed: 20-40 s), so 10 s tells the two apart.
                 for stream in streams { stream.shut() }
-                let reopened = try Self.admittedWithin(10, port: port, request) { $0.read(until: "\n\n").contains(": xfer") }
+                let reopened = try Self.admittedWithin(10, port: port, request) {
+                    $0.read(until: "\n\n").contains(": xfer")
+                }
                 return (opened, third, reopened)
             }
             #expect(opened.allSatisfy { $0.hasPrefix("HTTP/1.1 200") && $0.contains(": xfer") }, "\(opened)")
@@ -271,7 +310,8 @@ func withLiveWebServer(_ limits: ServerLimits, _ body: @escaping @Sendable (_ po
 
     @Test func aClosedLongPollGivesItsSlotBackAtOnce() async throws {
         try await withLiveWebServer(Self.twoPolls()) { port, token, _ in
-            let request = "GET /v1/containers/default/changes?after=0&wait=60 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+            let request =
+                "GET /v1/containers/default/changes?after=0&wait=60 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
             let (parked, third, reopened) = try await blocking { () -> (Bool, String, Bool) in
                 // A parked poll answers nothing within its read timeout.
                 let polls = try (0..<2).map { _ in try RawConnection(port: port, readTimeout: 1) }

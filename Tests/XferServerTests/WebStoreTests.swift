@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import XferCore
 import XferProtocol
+
 @testable import XferServer
 
 /// What the web view reads from every backend: one folder level, page by page, must be exactly
@@ -11,13 +12,18 @@ import XferProtocol
 
     static func directory(_ store: any MetadataStore, _ account: Int64, _ path: String) async throws {
         let path = try DocumentPath(path)
-        let manifest = try Manifest(kind: .directory, chunker: .default, entries: [
-            Manifest.Entry(path: "", kind: .directory, mode: 0o755, mtimeNanoseconds: 1, chunks: []),
-        ])
-        let announced = try await store.announce(account: account, container: container, AnnounceRequest(
-            path: path, kind: .directory, size: 0, mtimeNs: 1, mode: 0o755, baseVersion: nil, device: "d"))
-        _ = try await store.commit(account: account, container: container, path: path, version: announced.version,
-                                   baseVersion: nil, manifest: manifest, encoded: manifest.encoded())
+        let manifest = try Manifest(
+            kind: .directory, chunker: .default,
+            entries: [
+                Manifest.Entry(path: "", kind: .directory, mode: 0o755, mtimeNanoseconds: 1, chunks: [])
+            ])
+        let announced = try await store.announce(
+            account: account, container: container,
+            AnnounceRequest(
+                path: path, kind: .directory, size: 0, mtimeNs: 1, mode: 0o755, baseVersion: nil, device: "d"))
+        _ = try await store.commit(
+            account: account, container: container, path: path, version: announced.version,
+            baseVersion: nil, manifest: manifest, encoded: manifest.encoded())
     }
 
     /// The model: the live paths below `prefix`, each first component once, in bytewise order
@@ -35,11 +41,14 @@ import XferProtocol
         return names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
     }
 
-    @Test(arguments: MetadataStoreTests.backends) func everyFolderPageByPageIsTheModelOfIt(_ kind: String) async throws {
+    @Test(arguments: MetadataStoreTests.backends) func everyFolderPageByPageIsTheModelOfIt(_ kind: String) async throws
+    {
         try await MetadataStoreTests.withStore(kind) { store, account in
-            let files = ["Documents/a.txt", "Documents/a/b.txt", "Documents/a/c/d.txt", "Documents/a-b.txt", "Documents/a0.txt",
-                         "Documents/é/x", "Documents/z", "Documents/sub/deep/er/file", "Documents/sub-x", "Data/cache.db",
-                         "Documents/gone/only.txt", "Documents/\u{10FFFF}x", "Documents/ab/c"]
+            let files = [
+                "Documents/a.txt", "Documents/a/b.txt", "Documents/a/c/d.txt", "Documents/a-b.txt", "Documents/a0.txt",
+                "Documents/é/x", "Documents/z", "Documents/sub/deep/er/file", "Documents/sub-x", "Data/cache.db",
+                "Documents/gone/only.txt", "Documents/\u{10FFFF}x", "Documents/ab/c"
+            ]
             for (index, name) in files.enumerated() {
                 let chunk = MetadataStoreTests.chunk(UInt8(index + 1))
                 _ = try await store.addChunks(account: account, [chunk])
@@ -49,20 +58,27 @@ import XferProtocol
             try await Self.directory(store, account, "Documents/a")
             try await Self.directory(store, account, "Documents/empty")
             // A folder whose only document was deleted is gone.
-            let gone = try await store.document(account: account, container: Self.container, path: try DocumentPath("Documents/gone/only.txt"), version: nil)
-            _ = try await store.delete(account: account, container: Self.container, path: gone.path, baseVersion: gone.version)
+            let gone = try await store.document(
+                account: account, container: Self.container, path: try DocumentPath("Documents/gone/only.txt"),
+                version: nil)
+            _ = try await store.delete(
+                account: account, container: Self.container, path: gone.path, baseVersion: gone.version)
             var live: [String: Bool] = [:]
             for name in files where name != "Documents/gone/only.txt" { live[name] = false }
             live["Documents/a"] = true
             live["Documents/empty"] = true
-            for prefix in ["", "Documents/", "Documents/a/", "Documents/sub/", "Documents/sub/deep/", "Documents/none/", "Documents/gone/"] {
+            for prefix in [
+                "", "Documents/", "Documents/a/", "Documents/sub/", "Documents/sub/deep/", "Documents/none/",
+                "Documents/gone/"
+            ] {
                 let expected = Self.model(live, prefix: prefix)
                 for limit in [1, 2, 3, 200] {
                     var got: [String] = []
                     var start: FolderPosition? = nil
                     var pages = 0
                     repeat {
-                        let page = try await store.folder(account: account, container: Self.container, prefix: prefix, from: start, limit: limit)
+                        let page = try await store.folder(
+                            account: account, container: Self.container, prefix: prefix, from: start, limit: limit)
                         #expect(page.entries.count <= limit)
                         got += page.entries.map { $0.name + ($0.folder == nil ? "" : "/") }
                         // Through the token, as a browser carries it.
@@ -73,14 +89,18 @@ import XferProtocol
                 }
             }
             // The empty directory document is a folder entry that carries it.
-            let top = try await store.folder(account: account, container: Self.container, prefix: "Documents/", from: nil, limit: 200)
+            let top = try await store.folder(
+                account: account, container: Self.container, prefix: "Documents/", from: nil, limit: 200)
             let empty = try #require(top.entries.first { $0.name == "empty" })
             #expect(empty.folder == "Documents/empty/" && empty.document?.kind == .directory)
             #expect(top.entries.first { $0.name == "a.txt" }?.document?.size == 1000)
             // Another account sees nothing of it.
-            let other = try await store.createAccount(name: try AccountName("bob"), quota: 1 << 30, tokenHash: TokenHash.hash("bob-token"))
+            let other = try await store.createAccount(
+                name: try AccountName("bob"), quota: 1 << 30, tokenHash: TokenHash.hash("bob-token"))
             let bob = try await MetadataStoreTests.accountID(store, other.name)
-            #expect(try await store.folder(account: bob, container: Self.container, prefix: "", from: nil, limit: 10).entries.isEmpty)
+            #expect(
+                try await store.folder(account: bob, container: Self.container, prefix: "", from: nil, limit: 10)
+                    .entries.isEmpty)
             #expect(try await store.containers(account: bob).isEmpty)
             #expect(try await store.containers(account: account) == [ContainerSummary(name: "c", encrypted: false)])
         }
@@ -96,44 +116,69 @@ import XferProtocol
         #expect(part("bytes=-10", 100) == 90..<100)
         #expect(part("bytes=-1000", 100) == 0..<100)
         #expect(part("bytes=50-1000", 100) == 50..<100)
-        #expect(part("bytes=0-9223372036854775807", 100) == 0..<100)   // once a crash
+        #expect(part("bytes=0-9223372036854775807", 100) == 0..<100)  // once a crash
         #expect(part("bytes=99-9223372036854775807", 100) == 99..<100)
-        for whole in [nil, "items=0-1", "bytes=5-3", "bytes=0-1,4-5", "bytes=x-1", "bytes=1-y", "bytes=-", "bytes=99999999999999999999-"] {
-            if case .whole = ByteRange(header: whole, size: 100) {} else { Issue.record("\(whole ?? "nil") is not the whole body") }
+        for whole in [
+            nil, "items=0-1", "bytes=5-3", "bytes=0-1,4-5", "bytes=x-1", "bytes=1-y", "bytes=-",
+            "bytes=99999999999999999999-"
+        ] {
+            if case .whole = ByteRange(header: whole, size: 100) {
+            } else {
+                Issue.record("\(whole ?? "nil") is not the whole body")
+            }
         }
         for unsatisfiable in ["bytes=100-", "bytes=100-200", "bytes=-0"] {
-            if case .unsatisfiable = ByteRange(header: unsatisfiable, size: 100) {} else { Issue.record("\(unsatisfiable) is satisfiable") }
+            if case .unsatisfiable = ByteRange(header: unsatisfiable, size: 100) {
+            } else {
+                Issue.record("\(unsatisfiable) is satisfiable")
+            }
         }
-        if case .unsatisfiable = ByteRange(header: "bytes=-5", size: 0) {} else { Issue.record("an empty body has no suffix") }
+        if case .unsatisfiable = ByteRange(header: "bytes=-5", size: 0) {
+        } else {
+            Issue.record("an empty body has no suffix")
+        }
     }
 
     @Test func escapingIsByScalarSoACombiningMarkCannotEndAnAttribute() {
         let hostile = "x\"\u{301} autofocus y='\u{301}<\u{301}"
         let escaped = WebTemplates.ScalarHTML().escapeText(hostile)
         #expect(!escaped.unicodeScalars.contains { "\"'<>".unicodeScalars.contains($0) })
-        let page = WebTemplates.render("error", ["heading": hostile, "message": hostile], layout: ["title": hostile, "version": "v"])
+        let page = WebTemplates.render(
+            "error", ["heading": hostile, "message": hostile], layout: ["title": hostile, "version": "v"])
         #expect(Array(page.utf8).firstRange(of: Array("\"\u{301}".utf8)) == nil)
         #expect(page.contains("&quot;\u{301}"))
     }
 
-    @Test(arguments: MetadataStoreTests.backends) func aConflictSettledLongAfterItWasMadeStaysInHistory(_ kind: String) async throws {
+    @Test(arguments: MetadataStoreTests.backends) func aConflictSettledLongAfterItWasMadeStaysInHistory(_ kind: String)
+        async throws
+    {
         try await MetadataStoreTests.withStore(kind) { store, account in
             let path = "Documents/old-conflict"
             var chunks: [OwnedChunk] = []
             for seed in 1...20 { chunks.append(MetadataStoreTests.chunk(UInt8(seed))) }
             _ = try await store.addChunks(account: account, chunks)
             let first = try await MetadataStoreTests.put(store, account, path, [chunks[0]], base: nil, mtime: 1)
-            let second = try await MetadataStoreTests.put(store, account, path, [chunks[1]], base: first.version, mtime: 100)
+            let second = try await MetadataStoreTests.put(
+                store, account, path, [chunks[1]], base: first.version, mtime: 100)
             // An edit from the first version with an older time: a conflict version.
-            let lost = try await MetadataStoreTests.put(store, account, path, [chunks[2]], base: first.version, mtime: 50)
+            let lost = try await MetadataStoreTests.put(
+                store, account, path, [chunks[2]], base: first.version, mtime: 50)
             #expect(lost.state == .conflict)
             var current = second.version
-            for index in 3..<15 { current = try await MetadataStoreTests.put(store, account, path, [chunks[index]], base: current, mtime: Int64(200 + index)).version }
+            for index in 3..<15 {
+                current = try await MetadataStoreTests.put(
+                    store, account, path, [chunks[index]], base: current, mtime: Int64(200 + index)
+                ).version
+            }
             // The conflict was made 40 days ago (and every other version with it).
-            try await (store as! any SQLMetadataStore).execute("UPDATE versions SET created_at = created_at - ?", [.int(40 * 86_400)])
-            _ = try await store.resolve(account: account, container: Self.container,
-                                        ResolveRequest(path: try DocumentPath(path), keep: current, keepAll: true))
-            let versions = try await store.versions(account: account, container: Self.container, path: try DocumentPath(path)).versions
+            try await (store as! any SQLMetadataStore).execute(
+                "UPDATE versions SET created_at = created_at - ?", [.int(40 * 86_400)])
+            _ = try await store.resolve(
+                account: account, container: Self.container,
+                ResolveRequest(path: try DocumentPath(path), keep: current, keepAll: true))
+            let versions = try await store.versions(
+                account: account, container: Self.container, path: try DocumentPath(path)
+            ).versions
             #expect(versions.first { $0.version == lost.version }?.state == .superseded)
         }
     }
@@ -148,18 +193,30 @@ import XferProtocol
     @Test func folderTokensAreReadOnlyAsGiven() {
         #expect(FolderPosition(token: "iDocuments/a") == FolderPosition(key: "Documents/a", inclusive: true))
         #expect(FolderPosition(token: "xb") == FolderPosition(key: "b", inclusive: false))
-        for garbage in ["", "q", "i\u{0}", "x" + String(repeating: "a", count: 5000)] { #expect(FolderPosition(token: garbage) == nil) }
+        for garbage in ["", "q", "i\u{0}", "x" + String(repeating: "a", count: 5000)] {
+            #expect(FolderPosition(token: garbage) == nil)
+        }
     }
 
-    @Test(arguments: MetadataStoreTests.backends) func sessionsExpireEndOnSignOutAndWithTheirToken(_ kind: String) async throws {
+    @Test(arguments: MetadataStoreTests.backends) func sessionsExpireEndOnSignOutAndWithTheirToken(_ kind: String)
+        async throws
+    {
         try await MetadataStoreTests.withStore(kind) { store, account in
             let token = "web-\(UUID().uuidString)"
-            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token), terms: TokenTerms(), notAfter: nil)
+            try await store.addToken(
+                account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token),
+                terms: TokenTerms(), notAfter: nil)
             // An unknown token, or the admin token, opens nothing.
-            #expect(try await store.openWebSession(tokenHash: TokenHash.hash("nope"), sessionHash: [1], lifetime: 1_000_000_000_000) == nil)
+            #expect(
+                try await store.openWebSession(
+                    tokenHash: TokenHash.hash("nope"), sessionHash: [1], lifetime: 1_000_000_000_000) == nil)
             try await store.addAdminToken(hash: TokenHash.hash("admin-\(token)"))
-            #expect(try await store.openWebSession(tokenHash: TokenHash.hash("admin-\(token)"), sessionHash: [2], lifetime: 1_000_000_000_000) == nil)
-            let session = try #require(try await store.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: [3], lifetime: 1_000_000_000_000))
+            #expect(
+                try await store.openWebSession(
+                    tokenHash: TokenHash.hash("admin-\(token)"), sessionHash: [2], lifetime: 1_000_000_000_000) == nil)
+            let session = try #require(
+                try await store.openWebSession(
+                    tokenHash: TokenHash.hash(token), sessionHash: [3], lifetime: 1_000_000_000_000))
             #expect(session.principal.accountID == account)
             #expect(try await store.webSession(hash: [3])?.principal.accountID == account)
             #expect(try await store.webSession(hash: [4]) == nil)
@@ -169,39 +226,56 @@ import XferProtocol
             _ = try await store.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: [5], lifetime: 1)
             #expect(try await store.webSession(hash: [5]) == nil)
             // Revoking the token ends what it opened.
-            _ = try await store.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: [6], lifetime: 1_000_000_000_000)
+            _ = try await store.openWebSession(
+                tokenHash: TokenHash.hash(token), sessionHash: [6], lifetime: 1_000_000_000_000)
             #expect(try await store.webSession(hash: [6]) != nil)
             #expect(try await store.revokeToken(hash: TokenHash.hash(token)))
             #expect(try await store.webSession(hash: [6]) == nil)
         }
     }
 
-    @Test(arguments: MetadataStoreTests.backends) func onlyAFullTokenThatHasNotExpiredSignsIn(_ kind: String) async throws {
+    @Test(arguments: MetadataStoreTests.backends) func onlyAFullTokenThatHasNotExpiredSignsIn(_ kind: String)
+        async throws
+    {
         try await MetadataStoreTests.withStore(kind) { store, account in
             let name = try AccountName(try await store.account(account).name)
             for (index, terms) in [TokenTerms(readOnly: true), TokenTerms(container: "notes")].enumerated() {
-                try await store.addToken(account: name, tokenHash: TokenHash.hash("scoped-\(index)"), terms: terms, notAfter: nil)
-                #expect(try await store.openWebSession(tokenHash: TokenHash.hash("scoped-\(index)"), sessionHash: [UInt8(index)],
-                                                       lifetime: 1_000_000_000_000) == nil, "the web view reaches every container and writes")
+                try await store.addToken(
+                    account: name, tokenHash: TokenHash.hash("scoped-\(index)"), terms: terms, notAfter: nil)
+                #expect(
+                    try await store.openWebSession(
+                        tokenHash: TokenHash.hash("scoped-\(index)"), sessionHash: [UInt8(index)],
+                        lifetime: 1_000_000_000_000) == nil, "the web view reaches every container and writes")
             }
             // A session lasts no longer than its token: once the token expires, the session is refused.
-            try await store.addToken(account: name, tokenHash: TokenHash.hash("brief"), terms: TokenTerms(device: "kiosk", expiresInSeconds: 3600), notAfter: nil)
-            let session = try #require(try await store.openWebSession(tokenHash: TokenHash.hash("brief"), sessionHash: [9], lifetime: 1_000_000_000_000))
+            try await store.addToken(
+                account: name, tokenHash: TokenHash.hash("brief"),
+                terms: TokenTerms(device: "kiosk", expiresInSeconds: 3600), notAfter: nil)
+            let session = try #require(
+                try await store.openWebSession(
+                    tokenHash: TokenHash.hash("brief"), sessionHash: [9], lifetime: 1_000_000_000_000))
             #expect(session.principal.device == "kiosk" && session.principal.expiresAt != nil)
             #expect(try await store.webSession(hash: [9]) != nil)
-            try await (store as! any SQLMetadataStore).setTokenExpiry(hash: TokenHash.hash("brief"), at: try await store.clock() - 1)
+            try await (store as! any SQLMetadataStore).setTokenExpiry(
+                hash: TokenHash.hash("brief"), at: try await store.clock() - 1)
             #expect(try await store.webSession(hash: [9]) == nil)
-            #expect(try await store.openWebSession(tokenHash: TokenHash.hash("brief"), sessionHash: [10], lifetime: 1_000_000_000_000) == nil)
+            #expect(
+                try await store.openWebSession(
+                    tokenHash: TokenHash.hash("brief"), sessionHash: [10], lifetime: 1_000_000_000_000) == nil)
         }
     }
 
-    @Test(arguments: MetadataStoreTests.backends) func anAccountKeepsOnlyItsNewestSessions(_ kind: String) async throws {
+    @Test(arguments: MetadataStoreTests.backends) func anAccountKeepsOnlyItsNewestSessions(_ kind: String) async throws
+    {
         try await MetadataStoreTests.withStore(kind) { store, account in
             let token = "many-\(UUID().uuidString)"
-            try await store.addToken(account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token), terms: TokenTerms(), notAfter: nil)
+            try await store.addToken(
+                account: try AccountName(try await store.account(account).name), tokenHash: TokenHash.hash(token),
+                terms: TokenTerms(), notAfter: nil)
             let count = WebSession.maximumPerAccount + 5
             for index in 0..<count {
-                _ = try await store.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: [UInt8(index)], lifetime: 1_000_000_000_000)
+                _ = try await store.openWebSession(
+                    tokenHash: TokenHash.hash(token), sessionHash: [UInt8(index)], lifetime: 1_000_000_000_000)
             }
             var open = 0
             for index in 0..<count where try await store.webSession(hash: [UInt8(index)]) != nil { open += 1 }
@@ -210,7 +284,9 @@ import XferProtocol
             #expect(try await store.webSession(hash: [UInt8(count - 1)]) != nil)
         }
     }
-    @Test(arguments: MetadataStoreTests.backends) func shareLinksAreAccountsOwnExpireAndGoWhenRevoked(_ kind: String) async throws {
+    @Test(arguments: MetadataStoreTests.backends) func shareLinksAreAccountsOwnExpireAndGoWhenRevoked(_ kind: String)
+        async throws
+    {
         try await MetadataStoreTests.withStore(kind) { store, account in
             let chunk = MetadataStoreTests.chunk(1)
             _ = try await store.addChunks(account: account, [chunk])
@@ -218,26 +294,34 @@ import XferProtocol
             let path = try DocumentPath("Documents/a")
             // Only a live document of this account can be shared.
             await #expect(throws: XferError.self) {
-                _ = try await store.createShare(account: account, container: Self.container, path: try DocumentPath("Documents/none"),
-                                                version: nil, password: nil, hash: [9], lifetime: nil)
+                _ = try await store.createShare(
+                    account: account, container: Self.container, path: try DocumentPath("Documents/none"),
+                    version: nil, password: nil, hash: [9], lifetime: nil)
             }
-            let lasting = try await store.createShare(account: account, container: Self.container, path: path, version: nil,
-                                                      password: "scrypt$x", hash: [1], lifetime: nil)
-            let brief = try await store.createShare(account: account, container: Self.container, path: path, version: 1,
-                                                    password: nil, hash: [2], lifetime: 1)
+            let lasting = try await store.createShare(
+                account: account, container: Self.container, path: path, version: nil,
+                password: "scrypt$x", hash: [1], lifetime: nil)
+            let brief = try await store.createShare(
+                account: account, container: Self.container, path: path, version: 1,
+                password: nil, hash: [2], lifetime: 1)
             #expect(try await store.share(hash: [1])?.link == lasting)
             #expect(try await store.share(hash: [1])?.password == "scrypt$x")
-            #expect(try await store.share(hash: [2]) == nil)   // expired at once
+            #expect(try await store.share(hash: [2]) == nil)  // expired at once
             #expect(try await store.share(hash: [3]) == nil)
             let listed = try await store.shares(account: account)
-            #expect(listed.map(\.id) == [brief.id, lasting.id] && listed[0].expired && !listed[1].expired && listed[0].version == 1)
+            #expect(
+                listed.map(\.id) == [brief.id, lasting.id] && listed[0].expired && !listed[1].expired
+                    && listed[0].version == 1)
             // Another account can neither see nor revoke them.
-            let other = try await store.createAccount(name: try AccountName("eve"), quota: 1 << 30, tokenHash: TokenHash.hash("eve"))
+            let other = try await store.createAccount(
+                name: try AccountName("eve"), quota: 1 << 30, tokenHash: TokenHash.hash("eve"))
             let eve = try await MetadataStoreTests.accountID(store, other.name)
             #expect(try await store.shares(account: eve).isEmpty)
             #expect(try await !store.revokeShare(account: eve, id: lasting.id))
             await #expect(throws: XferError.self) {
-                _ = try await store.createShare(account: eve, container: Self.container, path: path, version: nil, password: nil, hash: [4], lifetime: nil)
+                _ = try await store.createShare(
+                    account: eve, container: Self.container, path: path, version: nil, password: nil, hash: [4],
+                    lifetime: nil)
             }
             #expect(try await store.revokeShare(account: account, id: lasting.id))
             #expect(try await store.share(hash: [1]) == nil)
@@ -246,7 +330,9 @@ import XferProtocol
 
     /// docs/WEB.md: once a document is deleted no link shows any of its versions, and a later
     /// document at the same path is another one, which no earlier link shows either.
-    @Test(arguments: MetadataStoreTests.backends) func aLinkShowsOnlyTheLiveDocumentItWasMadeFor(_ kind: String) async throws {
+    @Test(arguments: MetadataStoreTests.backends) func aLinkShowsOnlyTheLiveDocumentItWasMadeFor(_ kind: String)
+        async throws
+    {
         try await MetadataStoreTests.withStore(kind) { store, account in
             let (a, b) = (MetadataStoreTests.chunk(1), MetadataStoreTests.chunk(2))
             _ = try await store.addChunks(account: account, [a, b])
@@ -254,35 +340,49 @@ import XferProtocol
             let first = try await MetadataStoreTests.put(store, account, path.value, [a], base: nil)
             let second = try await MetadataStoreTests.put(store, account, path.value, [b], base: first.version)
             func share(_ version: Int64?, _ hash: UInt8) async throws -> ShareLink {
-                try await store.createShare(account: account, container: Self.container, path: path, version: version, password: nil,
-                                            hash: [hash], lifetime: nil)
+                try await store.createShare(
+                    account: account, container: Self.container, path: path, version: version, password: nil,
+                    hash: [hash], lifetime: nil)
             }
             _ = try await share(first.version, 1)
             let pinned = try #require(try await store.share(hash: [1]))
             #expect(try await store.sharedManifest(pinned).info.version == first.version)
-            let deleted = try await store.delete(account: account, container: Self.container, path: path, baseVersion: second.version)
+            let deleted = try await store.delete(
+                account: account, container: Self.container, path: path, baseVersion: second.version)
             #expect(try await store.share(hash: [1]) == nil)
             await #expect(throws: XferError.self) { _ = try await store.sharedManifest(pinned) }
             // While it is deleted, none of its versions can be shared, pinned or not.
             for version in [nil, first.version, second.version] as [Int64?] {
                 await #expect(throws: XferError.self) {
-                    try await store.checkShare(account: account, container: Self.container, path: path, version: version)
+                    try await store.checkShare(
+                        account: account, container: Self.container, path: path, version: version)
                 }
                 await #expect(throws: XferError.self) { _ = try await share(version, 2) }
             }
             // A new document at the path: its own versions can be shared, the earlier one's cannot.
             let again = try await MetadataStoreTests.put(store, account, path.value, [a], base: deleted.version)
             for version in [first.version, second.version] {
-                await #expect(throws: XferError.self, "version \(version) is the deleted document's") { _ = try await share(version, 3) }
+                await #expect(throws: XferError.self, "version \(version) is the deleted document's") {
+                    _ = try await share(version, 3)
+                }
             }
             #expect(try await share(again.version, 4).version == again.version)
-            #expect(try await store.sharedManifest(try #require(try await store.share(hash: [4]))).info.version == again.version)
+            #expect(
+                try await store.sharedManifest(try #require(try await store.share(hash: [4]))).info.version
+                    == again.version)
             // A link that outlived its document (made before it was deleted, however) shows nothing of the new one.
-            try await (store as! any SQLMetadataStore).execute("""
+            try await (store as! any SQLMetadataStore).execute(
+                """
                 INSERT INTO share_links (hash, account_id, container, path, version, created_at) VALUES (?, ?, ?, ?, ?, ?)
-                """, [.blob([5]), .int(account), .text(Self.container.value), .text(path.value), .int(first.version), .int(0)])
+                """,
+                [
+                    .blob([5]), .int(account), .text(Self.container.value), .text(path.value), .int(first.version),
+                    .int(0)
+                ])
             #expect(try await store.share(hash: [5]) == nil)
-            await #expect(throws: XferError.self) { _ = try await store.sharedManifest(ShareGrant(link: pinned.link, account: account, password: nil)) }
+            await #expect(throws: XferError.self) {
+                _ = try await store.sharedManifest(ShareGrant(link: pinned.link, account: account, password: nil))
+            }
         }
     }
 }

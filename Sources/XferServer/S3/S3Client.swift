@@ -23,16 +23,22 @@ public struct S3Location: Sendable, Hashable {
     /// Parses `s3://bucket/prefix`, reading credentials and region from `environment`
     /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION` or `AWS_DEFAULT_REGION`).
     /// - Throws: `invalid_configuration` naming what is missing.
-    public init(url: String, endpoint: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
-        guard url.hasPrefix("s3://") else { throw XferError(.invalidConfiguration, "--chunks must look like s3://BUCKET/PREFIX, not \(url)") }
+    public init(url: String, endpoint: String, environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws
+    {
+        guard url.hasPrefix("s3://") else {
+            throw XferError(.invalidConfiguration, "--chunks must look like s3://BUCKET/PREFIX, not \(url)")
+        }
         let rest = url.dropFirst("s3://".count)
         let bucket = String(rest.prefix { $0 != "/" })
         guard !bucket.isEmpty else { throw XferError(.invalidConfiguration, "\(url) names no bucket") }
         var prefix = String(rest.dropFirst(bucket.count)).trimmingCharacters(in: CharacterSet(charactersIn: "/"))
         if !prefix.isEmpty { prefix += "/" }
         guard let accessKey = environment["AWS_ACCESS_KEY_ID"], let secretKey = environment["AWS_SECRET_ACCESS_KEY"],
-              !accessKey.isEmpty, !secretKey.isEmpty else {
-            throw XferError(.invalidConfiguration, "S3 credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; set both")
+            !accessKey.isEmpty, !secretKey.isEmpty
+        else {
+            throw XferError(
+                .invalidConfiguration, "S3 credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; set both")
         }
         var base = endpoint
         while base.hasSuffix("/") { base.removeLast() }
@@ -86,7 +92,6 @@ public final class S3Client: Sendable {
         host = String(location.endpoint.split(separator: "/", maxSplits: 2, omittingEmptySubsequences: true)[1])
     }
 
-
     /// Creates the bucket if it does not exist.
     public func createBucketIfNeeded() async throws {
         let answer = try await send("PUT", key: nil)
@@ -113,12 +118,14 @@ public final class S3Client: Sendable {
     /// - Throws: `io` if the store answers with other bytes than asked for.
     public func get(_ key: String, range: Range<Int64>) async throws -> [UInt8]? {
         guard !range.isEmpty else { return [] }
-        let answer = try await send("GET", key: key, headers: [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")],
-                                    limit: max(Int(range.count), 64 << 10))
+        let answer = try await send(
+            "GET", key: key, headers: [("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")],
+            limit: max(Int(range.count), 64 << 10))
         if answer.status == 404 { return nil }
         guard answer.status == 206 || answer.status == 200 else { throw Self.failure("get \(key)", answer) }
         guard answer.body.count == range.count else {
-            throw XferError(.io, "the object store answered \(answer.body.count) bytes of \(key) for a range of \(range.count)")
+            throw XferError(
+                .io, "the object store answered \(answer.body.count) bytes of \(key) for a range of \(range.count)")
         }
         return answer.body
     }
@@ -136,7 +143,9 @@ public final class S3Client: Sendable {
     /// Deletes an object (no error if it is absent).
     public func delete(_ key: String) async throws {
         let answer = try await send("DELETE", key: key)
-        guard (200..<300).contains(answer.status) || answer.status == 404 else { throw Self.failure("delete \(key)", answer) }
+        guard (200..<300).contains(answer.status) || answer.status == 404 else {
+            throw Self.failure("delete \(key)", answer)
+        }
     }
 
     /// Every object whose key starts with `prefix` (ListObjectsV2, page by page).
@@ -155,7 +164,9 @@ public final class S3Client: Sendable {
                 let modified = Self.elements("LastModified", in: contents).first.flatMap(Self.isoDate) ?? 0
                 objects.append(S3Object(key: key, size: size, modified: modified))
             }
-            token = Self.elements("IsTruncated", in: xml).first == "true" ? Self.elements("NextContinuationToken", in: xml).first.map(Self.unescape) : nil
+            token =
+                Self.elements("IsTruncated", in: xml).first == "true"
+                ? Self.elements("NextContinuationToken", in: xml).first.map(Self.unescape) : nil
         } while token != nil
         return objects
     }
@@ -168,16 +179,23 @@ public final class S3Client: Sendable {
         var body: [UInt8]
     }
 
-    private func send(_ method: String, key: String?, query: [(String, String)] = [], headers: [(String, String)] = [],
-                      body: [UInt8] = [], limit: Int = 1 << 20) async throws -> Answer {
+    private func send(
+        _ method: String, key: String?, query: [(String, String)] = [], headers: [(String, String)] = [],
+        body: [UInt8] = [], limit: Int = 1 << 20
+    ) async throws -> Answer {
         let path = "/" + location.bucket + (key.map { "/" + $0 } ?? "")
         var attempt = 0
         while true {
             attempt += 1
             let payloadHash = SigV4Signer.payloadHash(body)
-            let signed = signer.sign(method: method, host: host, path: path, query: query, payloadHash: payloadHash, date: Date())
-            let queryText = query.map { "\(SigV4Signer.encode($0.0, slash: true))=\(SigV4Signer.encode($0.1, slash: true))" }.joined(separator: "&")
-            var request = HTTPClientRequest(url: location.endpoint + SigV4Signer.encode(path, slash: false) + (queryText.isEmpty ? "" : "?" + queryText))
+            let signed = signer.sign(
+                method: method, host: host, path: path, query: query, payloadHash: payloadHash, date: Date())
+            let queryText = query.map {
+                "\(SigV4Signer.encode($0.0, slash: true))=\(SigV4Signer.encode($0.1, slash: true))"
+            }.joined(separator: "&")
+            var request = HTTPClientRequest(
+                url: location.endpoint + SigV4Signer.encode(path, slash: false)
+                    + (queryText.isEmpty ? "" : "?" + queryText))
             request.method = HTTPMethod(rawValue: method)
             for (name, value) in signed + headers { request.headers.add(name: name, value: value) }
             if !body.isEmpty || method == "PUT" {
@@ -187,7 +205,9 @@ public final class S3Client: Sendable {
             do {
                 let response = try await http.execute(request, timeout: .seconds(120))
                 let collected = method == "HEAD" ? ByteBuffer() : try await response.body.collect(upTo: limit)
-                let answer = Answer(status: Int(response.status.code), headers: response.headers, body: Array(collected.readableBytesView))
+                let answer = Answer(
+                    status: Int(response.status.code), headers: response.headers,
+                    body: Array(collected.readableBytesView))
                 if answer.status >= 500 && attempt < 5 {
                     try await Task.sleep(for: .milliseconds(50 << attempt))
                     continue
@@ -200,13 +220,17 @@ public final class S3Client: Sendable {
                     try await Task.sleep(for: .milliseconds(50 << attempt))
                     continue
                 }
-                throw XferError(.io, "the object store at \(location.endpoint) did not answer \(method) \(path)", cause: DescribedError(error))
+                throw XferError(
+                    .io, "the object store at \(location.endpoint) did not answer \(method) \(path)",
+                    cause: DescribedError(error))
             }
         }
     }
 
     private static func failure(_ what: String, _ answer: Answer) -> XferError {
-        let code = elements("Code", in: String(decoding: answer.body.prefix(4096), as: UTF8.self)).first ?? "HTTP \(answer.status)"
+        let code =
+            elements("Code", in: String(decoding: answer.body.prefix(4096), as: UTF8.self)).first
+            ?? "HTTP \(answer.status)"
         return XferError(.io, "the object store refused to \(what): \(code)")
     }
 
@@ -214,7 +238,9 @@ public final class S3Client: Sendable {
     static func elements(_ name: String, in xml: String) -> [String] {
         var out: [String] = []
         var rest = xml[...]
-        while let open = rest.range(of: "<\(name)>"), let close = rest.range(of: "</\(name)>", range: open.upperBound..<rest.endIndex) {
+        while let open = rest.range(of: "<\(name)>"),
+            let close = rest.range(of: "</\(name)>", range: open.upperBound..<rest.endIndex)
+        {
             out.append(String(rest[open.upperBound..<close.lowerBound]))
             rest = rest[close.upperBound...]
         }

@@ -23,9 +23,13 @@ public struct S3PackStorage: PackStorage {
 
     public func put(_ name: String, _ bytes: [UInt8]) async throws { try await client.put(key(name), bytes) }
 
-    public func get(_ name: String, range: Range<Int64>) async throws -> [UInt8]? { try await client.get(key(name), range: range) }
+    public func get(_ name: String, range: Range<Int64>) async throws -> [UInt8]? {
+        try await client.get(key(name), range: range)
+    }
 
-    public func get(_ name: String, limit: Int) async throws -> [UInt8]? { try await client.get(key(name), limit: limit) }
+    public func get(_ name: String, limit: Int) async throws -> [UInt8]? {
+        try await client.get(key(name), limit: limit)
+    }
 
     public func delete(_ name: String) async throws { try await client.delete(key(name)) }
 

@@ -33,8 +33,10 @@ public struct SigV4Signer: Sendable {
     ///   - headers: Other headers to sign (names in any case).
     ///   - payloadHash: ``payloadHash(_:)`` of the body.
     ///   - date: The request time.
-    public func sign(method: String, host: String, path: String, query: [(String, String)], headers: [(String, String)] = [],
-                     payloadHash: String, date: Date) -> [(String, String)] {
+    public func sign(
+        method: String, host: String, path: String, query: [(String, String)], headers: [(String, String)] = [],
+        payloadHash: String, date: Date
+    ) -> [(String, String)] {
         let (amzDate, day) = Self.timestamps(date)
         var signed = headers.map { ($0.0.lowercased(), $0.1.trimmingCharacters(in: .whitespaces)) }
         signed.append(("host", host))
@@ -42,24 +44,39 @@ public struct SigV4Signer: Sendable {
         signed.append(("x-amz-date", amzDate))
         signed.sort { $0.0 < $1.0 }
         let signedHeaders = signed.map(\.0).joined(separator: ";")
-        var pairs: [(name: String, value: String)] = query.map { (Self.encode($0.0, slash: true), Self.encode($0.1, slash: true)) }
+        var pairs: [(name: String, value: String)] = query.map {
+            (Self.encode($0.0, slash: true), Self.encode($0.1, slash: true))
+        }
         pairs.sort { (a: (name: String, value: String), b: (name: String, value: String)) -> Bool in
             a.name == b.name ? a.value < b.value : a.name < b.name
         }
-        let canonicalQuery: String = pairs.map { (pair: (name: String, value: String)) -> String in pair.name + "=" + pair.value }
-            .joined(separator: "&")
-        let canonicalHeaders: String = signed.map { (header: (String, String)) -> String in header.0 + ":" + header.1 + "\n" }.joined()
-        let canonicalRequest: String = [method, Self.encode(path, slash: false), canonicalQuery, canonicalHeaders, signedHeaders, payloadHash]
-            .joined(separator: "\n")
+        let canonicalQuery: String = pairs.map { (pair: (name: String, value: String)) -> String in
+            pair.name + "=" + pair.value
+        }
+        .joined(separator: "&")
+        let canonicalHeaders: String = signed.map { (header: (String, String)) -> String in
+            header.0 + ":" + header.1 + "\n"
+        }.joined()
+        let canonicalRequest: String = [
+            method, Self.encode(path, slash: false), canonicalQuery, canonicalHeaders, signedHeaders, payloadHash
+        ]
+        .joined(separator: "\n")
         let scope = "\(day)/\(region)/\(service)/aws4_request"
-        let stringToSign = ["AWS4-HMAC-SHA256", amzDate, scope, Self.hex(SHA256.hash(data: Array(canonicalRequest.utf8)))].joined(separator: "\n")
+        let stringToSign = [
+            "AWS4-HMAC-SHA256", amzDate, scope, Self.hex(SHA256.hash(data: Array(canonicalRequest.utf8)))
+        ].joined(separator: "\n")
         var key = SymmetricKey(data: Array("AWS4\(secretKey)".utf8))
         for part in [day, region, service, "aws4_request"] {
             key = SymmetricKey(data: Array(HMAC<SHA256>.authenticationCode(for: Array(part.utf8), using: key)))
         }
         let signature = Self.hex(HMAC<SHA256>.authenticationCode(for: Array(stringToSign.utf8), using: key))
-        return [("x-amz-date", amzDate), ("x-amz-content-sha256", payloadHash),
-                ("Authorization", "AWS4-HMAC-SHA256 Credential=\(accessKey)/\(scope),SignedHeaders=\(signedHeaders),Signature=\(signature)")]
+        return [
+            ("x-amz-date", amzDate), ("x-amz-content-sha256", payloadHash),
+            (
+                "Authorization",
+                "AWS4-HMAC-SHA256 Credential=\(accessKey)/\(scope),SignedHeaders=\(signedHeaders),Signature=\(signature)"
+            )
+        ]
     }
 
     /// URI-encodes as SigV4 wants: every byte but `A-Z a-z 0-9 - _ . ~` as `%XX`; `/` kept in
@@ -68,8 +85,9 @@ public struct SigV4Signer: Sendable {
         var out = ""
         for byte in text.utf8 {
             switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"):
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             case UInt8(ascii: "/") where !slash:
                 out.append("/")

@@ -31,9 +31,11 @@ public protocol ChunkStore: Sendable {
     /// nanoseconds); safe while uploads run. `begin` marks for deletion those no one holds now
     /// (``MetadataStore/beginDeletion(_:)``) and only they are deleted; `end` records that they
     /// are gone (``MetadataStore/endDeletion(_:)``).
-    func sweep(_ ids: [ChunkID], modifiedBefore: Int64,
-               begin: @escaping @Sendable ([ChunkID]) async throws -> [ChunkID],
-               end: @escaping @Sendable ([ChunkID]) async throws -> Void) async throws -> (count: Int, bytes: Int64)
+    func sweep(
+        _ ids: [ChunkID], modifiedBefore: Int64,
+        begin: @escaping @Sendable ([ChunkID]) async throws -> [ChunkID],
+        end: @escaping @Sendable ([ChunkID]) async throws -> Void
+    ) async throws -> (count: Int, bytes: Int64)
     /// Reclaims the space of swept chunks where a sweep alone cannot (a store that packs
     /// chunks rewrites packs that are mostly dead); leaves anything written since
     /// `modifiedBefore` (Unix ns) alone.

@@ -14,7 +14,10 @@ enum QuotaRules {
     static func charge(adding: Int64, used: Int64, quota: Int64, pending: Int64 = 0) throws -> Int64 {
         guard adding >= 0, used + pending + adding <= quota else {
             let inFlight = pending > 0 ? ", \(ByteCount(pending).description) being uploaded" : ""
-            throw XferError(.quotaExceeded, "storing \(ByteCount(adding).description) more would take the account past its quota of \(ByteCount(quota).description) (\(ByteCount(used).description) used\(inFlight)); nothing was stored")
+            throw XferError(
+                .quotaExceeded,
+                "storing \(ByteCount(adding).description) more would take the account past its quota of \(ByteCount(quota).description) (\(ByteCount(used).description) used\(inFlight)); nothing was stored"
+            )
         }
         return used + adding
     }
@@ -61,7 +64,8 @@ enum AccountLimits {
     /// Refuses a new container past the policy's count.
     static func checkNewContainer(existing: Int64, policy: StorePolicy) throws {
         guard existing < Int64(policy.maximumContainers) else {
-            throw XferError(.quotaExceeded, "the account already has \(existing) containers, the most it may; use an existing one")
+            throw XferError(
+                .quotaExceeded, "the account already has \(existing) containers, the most it may; use an existing one")
         }
     }
 
@@ -69,15 +73,21 @@ enum AccountLimits {
     /// past its budget; the write's transaction is then rolled back.
     static func checkMetadata(bytes: Int64, policy: StorePolicy) throws {
         guard bytes <= Int64(policy.accountMetadataBytes) else {
-            throw XferError(.quotaExceeded, "the account keeps \(ByteCount(bytes)) of key-value entries, WebDAV properties and lock owners, "
-                            + "more than the \(ByteCount(Int64(policy.accountMetadataBytes))) it may; remove some first; nothing was changed")
+            throw XferError(
+                .quotaExceeded,
+                "the account keeps \(ByteCount(bytes)) of key-value entries, WebDAV properties and lock owners, "
+                    + "more than the \(ByteCount(Int64(policy.accountMetadataBytes))) it may; remove some first; nothing was changed"
+            )
         }
     }
 
     /// Refuses another pending version past the policy's count.
     static func checkNewPending(existing: Int64, policy: StorePolicy) throws {
         guard existing < Int64(policy.maximumPendingVersions) else {
-            throw XferError(.quotaExceeded, "the account already has \(existing) versions announced and not committed, the most it may; commit them, or wait for them to expire")
+            throw XferError(
+                .quotaExceeded,
+                "the account already has \(existing) versions announced and not committed, the most it may; commit them, or wait for them to expire"
+            )
         }
     }
 }
@@ -98,7 +108,9 @@ enum CommitRules {
     /// The conflict rule (docs/PROTOCOL.md, "Conflicts"): a version based on the current one,
     /// or with its very content, replaces it; one from a stale base is a conflict, and of the
     /// two the later edit (by modification time; a tie goes to the newcomer) stays current.
-    static func outcome(current: Int64, currentDigest: Data?, currentMtime: Int64, base: Int64?, digest: Data, mtime: Int64) -> Outcome {
+    static func outcome(
+        current: Int64, currentDigest: Data?, currentMtime: Int64, base: Int64?, digest: Data, mtime: Int64
+    ) -> Outcome {
         if current == base || currentDigest == digest { return .replaces }
         return mtime >= currentMtime ? .winsConflict : .keptAsConflict
     }
@@ -108,7 +120,10 @@ enum CommitRules {
     /// - Throws: `bad_request` for any other version.
     static func contenders(resolving request: ResolveRequest, keep: DocumentInfo, current: Int64?) throws -> [Int64] {
         guard keep.state == .current || keep.state == .conflict else {
-            throw XferError(.badRequest, "\(request.path) version \(request.keep) is \(keep.state.rawValue); keep the current version or a conflict version (see `xfer versions`)")
+            throw XferError(
+                .badRequest,
+                "\(request.path) version \(request.keep) is \(keep.state.rawValue); keep the current version or a conflict version (see `xfer versions`)"
+            )
         }
         var others = keep.conflicts ?? []
         if let current, current != request.keep { others.append(current) }
@@ -123,7 +138,9 @@ enum CommitRules {
         for index in entries.indices {
             for chunk in entries.chunks(at: index) {
                 if let known = lengths.updateValue(chunk.length, forKey: chunk.id), known != chunk.length {
-                    throw XferError(.invalidManifest, "the manifest declares chunk \(chunk.id) as both \(known) and \(chunk.length) bytes")
+                    throw XferError(
+                        .invalidManifest,
+                        "the manifest declares chunk \(chunk.id) as both \(known) and \(chunk.length) bytes")
                 }
             }
         }
@@ -135,7 +152,9 @@ enum CommitRules {
     ///   (not in an end-to-end encrypted container, whose manifests the server cannot read).
     /// - Throws: `invalid_manifest` if a held chunk's length differs from the one declared
     ///   (a file would be written at the wrong size).
-    static func missing(_ declared: [ChunkID: Int], held: [ChunkID: Int64], compareLengths: Bool = true) throws -> [ChunkID] {
+    static func missing(_ declared: [ChunkID: Int], held: [ChunkID: Int64], compareLengths: Bool = true) throws
+        -> [ChunkID]
+    {
         var missing: [ChunkID] = []
         for (id, length) in declared {
             guard let stored = held[id] else {
@@ -143,7 +162,8 @@ enum CommitRules {
                 continue
             }
             guard stored == Int64(length) || !compareLengths else {
-                throw XferError(.invalidManifest, "the manifest declares chunk \(id) as \(length) bytes, but it holds \(stored)")
+                throw XferError(
+                    .invalidManifest, "the manifest declares chunk \(id) as \(length) bytes, but it holds \(stored)")
             }
         }
         return missing.sorted()
@@ -156,7 +176,10 @@ enum KeyValueRules {
     static func check(_ key: String) throws -> String {
         let key = key.precomposedStringWithCanonicalMapping
         guard !key.isEmpty, key.utf8.count <= ProtocolLimits.maximumKeyBytes else {
-            throw XferError(.tooLarge, "a key must be 1 to \(ProtocolLimits.maximumKeyBytes) bytes of UTF-8; \"\(key.prefix(80))\" is \(key.utf8.count)")
+            throw XferError(
+                .tooLarge,
+                "a key must be 1 to \(ProtocolLimits.maximumKeyBytes) bytes of UTF-8; \"\(key.prefix(80))\" is \(key.utf8.count)"
+            )
         }
         guard !key.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw XferError(.badRequest, "a key must not contain control characters")
@@ -176,9 +199,13 @@ enum KeyValueRules {
     /// entry when that one wins (last writer wins: the later timestamp, then the greater device).
     /// - Throws: `quota_exceeded` past the container's limits; `not_found` deleting a key that
     ///   holds nothing.
-    static func decide(_ request: KeyValueWrite, key: String, text: String?, existing: KeyValueEntry?,
-                       usage: (keys: Int, bytes: Int), policy: StorePolicy, container: ContainerName) throws -> KeyValueEntry? {
-        if let existing, !existing.isOlder(thanTimestamp: request.timestampNs, device: request.device) { return existing }
+    static func decide(
+        _ request: KeyValueWrite, key: String, text: String?, existing: KeyValueEntry?,
+        usage: (keys: Int, bytes: Int), policy: StorePolicy, container: ContainerName
+    ) throws -> KeyValueEntry? {
+        if let existing, !existing.isOlder(thanTimestamp: request.timestampNs, device: request.device) {
+            return existing
+        }
         if let text {
             try checkLimits(keys: usage.keys, bytes: usage.bytes, key: key, text: text, policy: policy)
         } else if existing?.value == nil {
@@ -192,10 +219,15 @@ enum KeyValueRules {
     static func checkLimits(keys: Int, bytes: Int, key: String, text: String, policy: StorePolicy) throws {
         let adding = key.utf8.count + text.utf8.count
         guard keys + 1 <= policy.keyValueMaximumKeys else {
-            throw XferError(.quotaExceeded, "the container's key-value store already holds \(keys) keys, the most it may; remove one first")
+            throw XferError(
+                .quotaExceeded,
+                "the container's key-value store already holds \(keys) keys, the most it may; remove one first")
         }
         guard bytes + adding <= policy.keyValueMaximumBytes else {
-            throw XferError(.quotaExceeded, "storing \(adding) bytes for \"\(key)\" would take the key-value store past its \(ByteCount(Int64(policy.keyValueMaximumBytes)).description) (\(bytes) bytes used)")
+            throw XferError(
+                .quotaExceeded,
+                "storing \(adding) bytes for \"\(key)\" would take the key-value store past its \(ByteCount(Int64(policy.keyValueMaximumBytes)).description) (\(bytes) bytes used)"
+            )
         }
     }
 }

@@ -24,8 +24,10 @@ enum LegacyChunkFiles {
 
     /// Moves every chunk file under `directory` into `store`, then removes the emptied
     /// directories. Returns at once when there is no such directory.
-    static func migrate(_ directory: String, into store: any ChunkStore,
-                        threadPool: NIOThreadPool = .singleton) async throws -> Report {
+    static func migrate(
+        _ directory: String, into store: any ChunkStore,
+        threadPool: NIOThreadPool = .singleton
+    ) async throws -> Report {
         var report = Report()
         guard FileManager.default.fileExists(atPath: directory) else { return report }
         let files = try LocalChunkStore(root: directory)
@@ -46,7 +48,8 @@ enum LegacyChunkFiles {
                     switch result {
                     case .success(let chunk): chunks.append(chunk)
                     case .failure(let error as XferError) where error.code == .notFound: break  // gone meanwhile
-                    case .failure(let error as XferError) where error.code == .corruptChunk: report.damaged.append(files.path(for: file.id))
+                    case .failure(let error as XferError) where error.code == .corruptChunk:
+                        report.damaged.append(files.path(for: file.id))
                     case .failure(let error): throw error
                     }
                 }

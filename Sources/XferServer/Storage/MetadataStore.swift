@@ -21,8 +21,10 @@ public struct Principal: Sendable, Hashable {
     /// When the token expires (store clock, ns), if it does.
     public var expiresAt: Int64?
 
-    public init(accountID: Int64, name: String, isAdmin: Bool, authenticatedAt: Int64, device: String? = nil,
-                scope: TokenScope = .full, expiresAt: Int64? = nil) {
+    public init(
+        accountID: Int64, name: String, isAdmin: Bool, authenticatedAt: Int64, device: String? = nil,
+        scope: TokenScope = .full, expiresAt: Int64? = nil
+    ) {
         self.accountID = accountID
         self.name = name
         self.isAdmin = isAdmin
@@ -49,7 +51,9 @@ public struct Principal: Sendable, Hashable {
     public func check(_ access: Access, container: ContainerName?) throws {
         let holder = device.map { "the token of device \"\($0)\"" } ?? "this token"
         if access == .write, scope.readOnly {
-            throw XferError(.forbidden, "\(holder) is read-only: it may read but not change anything; use a token with write access")
+            throw XferError(
+                .forbidden, "\(holder) is read-only: it may read but not change anything; use a token with write access"
+            )
         }
         if let only = scope.container, let container, container.value != only {
             throw XferError(.forbidden, "\(holder) is for container \(only) only, not \(container)")
@@ -142,7 +146,9 @@ public struct StorePolicy: Sendable, Hashable {
 /// ``AccountLimits``) and in StoredValues.swift.
 ///
 /// Every method is one transaction: it happens entirely or not at all.
-public protocol MetadataStore: AccountStore, DocumentStore, KeyValueStore, ContainerKeyStore, MaintenanceStore, ChunkLocationIndex, WebStore, ShareStore, DeadPropertyStore, DavLockStore {}
+public protocol MetadataStore: AccountStore, DocumentStore, KeyValueStore, ContainerKeyStore, MaintenanceStore,
+    ChunkLocationIndex, WebStore, ShareStore, DeadPropertyStore, DavLockStore
+{}
 
 /// End-to-end encrypted containers: the passphrase-wrapped key the server keeps for each, which
 /// it can neither open nor check beyond its form.
@@ -155,7 +161,8 @@ public protocol ContainerKeyStore: Sendable {
     /// `already_exists` if it is encrypted already and no `previous` was given, `not_found` if
     /// `previous` was given for a plain container, `conflict` if the key kept is not `previous`.
     /// `keyID` must be the id recorded when it was made encrypted (`conflict` otherwise).
-    func setContainerKey(account: Int64, container: ContainerName, wrapped: [UInt8], previous: [UInt8]?, keyID: String) async throws
+    func setContainerKey(account: Int64, container: ContainerName, wrapped: [UInt8], previous: [UInt8]?, keyID: String)
+        async throws
 }
 
 /// Accounts and tokens: who a request acts for, and the admin operations on accounts.
@@ -184,7 +191,8 @@ public protocol AccountStore: Sendable {
     /// second away.
     /// - Returns: The token as lists show it.
     @discardableResult
-    func addToken(account: AccountName, tokenHash: [UInt8], terms: TokenTerms, notAfter: Int64?) async throws -> TokenSummary
+    func addToken(account: AccountName, tokenHash: [UInt8], terms: TokenTerms, notAfter: Int64?) async throws
+        -> TokenSummary
     /// An account's tokens, oldest first (expired ones included, marked). Throws `not_found`.
     func tokens(account: AccountName) async throws -> [TokenSummary]
     /// Revokes one token (an account's or an admin token, as long as another admin token
@@ -229,7 +237,9 @@ public protocol DocumentStore: Sendable {
     /// garbage collection is deleting, or finished deleting after that time, is not recorded:
     /// its stored copy may be gone. The client finds it missing at commit and sends it again.
     /// - Returns: How many were new to the account and their plain bytes.
-    func addChunks(account: Int64, _ chunks: [OwnedChunk], uploadStartedAt: Int64?) async throws -> (count: Int, bytes: Int64)
+    func addChunks(account: Int64, _ chunks: [OwnedChunk], uploadStartedAt: Int64?) async throws -> (
+        count: Int, bytes: Int64
+    )
     /// Records a pending version (whatever its base: a stale base is settled at commit).
     func announce(account: Int64, container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo
     /// Commits an announced version with this manifest. If `baseVersion` is not the current
@@ -237,8 +247,10 @@ public protocol DocumentStore: Sendable {
     /// current (a tie goes to this commit) and the other an unresolved `conflict` version.
     /// Throws `missing_chunks` if the account lacks a referenced chunk, `not_found` for an
     /// unknown version, `conflict` if the version was already committed.
-    func commit(account: Int64, container: ContainerName, path: DocumentPath, version: Int64, baseVersion: Int64?,
-                manifest: Manifest, encoded: [UInt8]) async throws -> DocumentInfo
+    func commit(
+        account: Int64, container: ContainerName, path: DocumentPath, version: Int64, baseVersion: Int64?,
+        manifest: Manifest, encoded: [UInt8]
+    ) async throws -> DocumentInfo
     /// Announces and commits each of `items` at once, all in one transaction, each on its own:
     /// an item that cannot be committed (`missing_chunks`, `invalid_path`, `quota_exceeded`, …)
     /// leaves no trace and fails alone. A stale base is settled as ``commit(account:container:path:version:baseVersion:manifest:encoded:)`` does.
@@ -253,11 +265,14 @@ public protocol DocumentStore: Sendable {
     /// each, read together (one transaction), in order. Once more than `budget` bytes of
     /// manifests are read, the rest are not read: the one that passed it and each later one
     /// answers ``ManifestRead/overBudget``.
-    func manifests(account: Int64, container: ContainerName, _ wanted: [(path: DocumentPath, version: Int64?)], budget: Int) async throws
+    func manifests(
+        account: Int64, container: ContainerName, _ wanted: [(path: DocumentPath, version: Int64?)], budget: Int
+    ) async throws
         -> [ManifestRead]
     /// One version of a document, or (`version` `nil`) its newest state: the current version,
     /// or its newest pending one if it was never committed. Throws `not_found`.
-    func document(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws -> DocumentInfo
+    func document(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws
+        -> DocumentInfo
     /// Every version the store keeps of a document, newest first. Throws `not_found`.
     func versions(account: Int64, container: ContainerName, path: DocumentPath) async throws -> VersionList
     /// Makes `keep` (the current version or a conflict version) current; the other contenders
@@ -266,17 +281,20 @@ public protocol DocumentStore: Sendable {
     /// One page of the documents whose path starts with `prefix`, in bytewise path order,
     /// deleted ones left out: at most `limit`, those after the path `after` when given; `more`
     /// and `next` say whether and from where to go on.
-    func list(account: Int64, container: ContainerName, prefix: String, after: String?, limit: Int) async throws -> DocumentList
+    func list(account: Int64, container: ContainerName, prefix: String, after: String?, limit: Int) async throws
+        -> DocumentList
 
     /// One page of the documents `query` selects, in its order: at most `limit`, after the
     /// position `after` names (a page token this store gave for the same query). A page may
     /// hold fewer than `limit` and still say `more` when most rows it read did not match.
     /// - Throws: `bad_request` for a query ``DocumentQuery/validate()`` refuses or a token it did not give.
-    func query(account: Int64, container: ContainerName, _ query: DocumentQuery, after: String?, limit: Int) async throws -> DocumentList
+    func query(account: Int64, container: ContainerName, _ query: DocumentQuery, after: String?, limit: Int)
+        async throws -> DocumentList
     /// Deletes a document by committing a deletion version, which keeps `seal` (an end-to-end
     /// encrypted container's deletion seal, made by the deleting device) as its manifest digest.
     /// Throws `not_found`, `conflict`.
-    func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?, seal: String?) async throws -> DocumentInfo
+    func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?, seal: String?)
+        async throws -> DocumentInfo
     /// Versions and key-value entries whose last change has a sequence number above `after`,
     /// in sequence order.
     func changes(account: Int64, container: ContainerName, after: Int64, limit: Int) async throws -> ChangeList
@@ -347,12 +365,16 @@ public protocol ChunkLocationIndex: Sendable {
 extension AccountStore {
     /// Issues another token for an account (shown once; stored as its hash) on `terms`.
     /// - Throws: `bad_request` for terms ``TokenTerms/validate()`` refuses, `not_found`.
-    public func issueToken(account: String, terms: TokenTerms = TokenTerms(), notAfter: Int64? = nil) async throws -> TokenInfo {
+    public func issueToken(account: String, terms: TokenTerms = TokenTerms(), notAfter: Int64? = nil) async throws
+        -> TokenInfo
+    {
         try terms.validate()
         let token = TokenHash.generate()
-        let summary = try await addToken(account: try AccountName(account), tokenHash: TokenHash.hash(token), terms: terms, notAfter: notAfter)
-        return TokenInfo(account: account, token: token, id: summary.id, device: summary.device, readOnly: summary.readOnly,
-                         container: summary.container, expiresAt: summary.expiresAt)
+        let summary = try await addToken(
+            account: try AccountName(account), tokenHash: TokenHash.hash(token), terms: terms, notAfter: notAfter)
+        return TokenInfo(
+            account: account, token: token, id: summary.id, device: summary.device, readOnly: summary.readOnly,
+            container: summary.container, expiresAt: summary.expiresAt)
     }
 
     /// Revokes one token (by itself or by its public id) or every token of an account, as the
@@ -364,11 +386,14 @@ extension AccountStore {
             guard token.utf8.count <= 256 else { throw XferError(.badRequest, "that is not an xfer token") }
             return RevokeTokenResult(revoked: try await revokeToken(hash: TokenHash.hash(token)) ? 1 : 0)
         case (nil, let id?, nil):
-            return RevokeTokenResult(revoked: try await revokeToken(id: try TokenHash.publicID(id), account: nil) ? 1 : 0)
+            return RevokeTokenResult(
+                revoked: try await revokeToken(id: try TokenHash.publicID(id), account: nil) ? 1 : 0)
         case (nil, nil, let account?):
             return RevokeTokenResult(revoked: try await revokeTokens(account: try AccountName(account)))
         default:
-            throw XferError(.badRequest, "give one of \"token\" (one token), \"id\" (one token by its id) or \"account\" (all of its tokens)")
+            throw XferError(
+                .badRequest,
+                "give one of \"token\" (one token), \"id\" (one token by its id) or \"account\" (all of its tokens)")
         }
     }
 
@@ -475,7 +500,8 @@ extension DocumentList {
     static func page(_ rows: [DocumentInfo], cursor: Int64, limit: Int) -> DocumentList {
         let more = rows.count > limit
         let documents = more ? Array(rows.prefix(limit)) : rows
-        return DocumentList(documents: documents, cursor: cursor, more: more, next: more ? documents.last?.path.value : nil)
+        return DocumentList(
+            documents: documents, cursor: cursor, more: more, next: more ? documents.last?.path.value : nil)
     }
 }
 
@@ -483,12 +509,15 @@ extension ChangeList {
     /// One page of the feed from up to `limit + 1` changes of each kind after `after`, in
     /// sequence order. Every change has its own number, so a page may end anywhere: at the
     /// `limit`-th change when there are more, else at the container's `head`.
-    static func page(documents: [DocumentInfo], keys: [KeyValueEntry], after: Int64, head: Int64, limit: Int) -> ChangeList {
+    static func page(documents: [DocumentInfo], keys: [KeyValueEntry], after: Int64, head: Int64, limit: Int)
+        -> ChangeList
+    {
         let sequences = (documents.map(\.sequence) + keys.map(\.sequence)).sorted()
         let more = sequences.count > limit
         let cursor = more ? sequences[limit - 1] : max(after, head)
-        return ChangeList(changes: documents.filter { $0.sequence <= cursor }, keys: keys.filter { $0.sequence <= cursor },
-                          cursor: cursor, more: more, head: head)
+        return ChangeList(
+            changes: documents.filter { $0.sequence <= cursor }, keys: keys.filter { $0.sequence <= cursor },
+            cursor: cursor, more: more, head: head)
     }
 }
 
@@ -502,7 +531,9 @@ public enum ManifestRead: Sendable {
 
 extension MetadataStore {
     /// Deletes a document with no seal (a plain container's deletion).
-    func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws -> DocumentInfo {
+    func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?) async throws
+        -> DocumentInfo
+    {
         try await delete(account: account, container: container, path: path, baseVersion: baseVersion, seal: nil)
     }
 }

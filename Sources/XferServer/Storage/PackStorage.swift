@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import NIOPosix
 import XferCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A pack as its storage lists it.
 public struct PackObject: Sendable, Hashable {
@@ -135,8 +136,11 @@ public struct FilePackStorage: PackStorage {
                 let directory = "\(root)/\(ChunkID.hexDigits(UInt8(fan)))"
                 for name in try FileSystem.list(directory) where !name.hasPrefix(".") {
                     var info = stat()
-                    guard lstat("\(directory)/\(name)", &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
-                    objects.append(PackObject(name: name, size: Int64(info.st_size), modified: Int64(info.st_mtim.tv_sec)))
+                    guard lstat("\(directory)/\(name)", &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+                        continue
+                    }
+                    objects.append(
+                        PackObject(name: name, size: Int64(info.st_size), modified: Int64(info.st_mtim.tv_sec)))
                 }
             }
             return objects
@@ -146,7 +150,8 @@ public struct FilePackStorage: PackStorage {
     /// Pack names are the store's own (hex digits): anything else is refused before it becomes a path.
     private static func check(_ name: String) throws {
         guard name.utf8.count >= 2, name.utf8.count <= 64,
-              name.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
+            name.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+        else {
             throw XferError(.internal, "\"\(name)\" is not a pack name")
         }
     }
@@ -162,7 +167,8 @@ public struct FilePackStorage: PackStorage {
         // short read means the range runs past the end: the caller checks entries' lengths.
         return try [UInt8](unsafeUninitializedCapacity: Int(range.count)) { buffer, initialized in
             initialized = 0
-            initialized = try Syscall.pread(fd, into: UnsafeMutableRawBufferPointer(buffer), at: range.lowerBound, path: path)
+            initialized = try Syscall.pread(
+                fd, into: UnsafeMutableRawBufferPointer(buffer), at: range.lowerBound, path: path)
         }
     }
 }

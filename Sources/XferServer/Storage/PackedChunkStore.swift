@@ -74,7 +74,9 @@ public struct PackedChunkStore: ChunkStore {
         // ignore); its new copy is dead weight that compaction reclaims. Repeats within the
         // batch are packed once.
         var seen: Set<ChunkID> = []
-        let good = chunks.indices.filter { verdicts[$0] == nil && seen.insert(chunks[$0].id).inserted }.map { chunks[$0] }
+        let good = chunks.indices.filter { verdicts[$0] == nil && seen.insert(chunks[$0].id).inserted }.map {
+            chunks[$0]
+        }
         let packs = good.batched(atMost: .max, budget: packSize) { entrySize($0) }
         try await forEach(packs) { entries in
             let (bytes, locations) = pack(entries, name: Self.newPackName())
@@ -104,12 +106,14 @@ public struct PackedChunkStore: ChunkStore {
             let offset = bytes.count
             if let sealing {
                 sealing.current.name(of: chunk.id).withUnsafeBytes { bytes.append(contentsOf: $0) }
-                sealing.seal(LocalChunkStore.fileBytes(chunk), context: Sealing.chunkContext(chunk.id), appendingTo: &bytes)
+                sealing.seal(
+                    LocalChunkStore.fileBytes(chunk), context: Sealing.chunkContext(chunk.id), appendingTo: &bytes)
             } else {
                 chunk.id.withUnsafeBytes { bytes.append(contentsOf: $0) }
                 bytes.append(contentsOf: LocalChunkStore.fileBytes(chunk))
             }
-            locations.append(ChunkLocation(id: chunk.id, pack: name, offset: Int64(offset), length: bytes.count - offset))
+            locations.append(
+                ChunkLocation(id: chunk.id, pack: name, offset: Int64(offset), length: bytes.count - offset))
         }
         return (bytes, locations)
     }
@@ -118,7 +122,9 @@ public struct PackedChunkStore: ChunkStore {
     /// the key that sealed it, and a sealed one must open with that key and the id.
     func entry(_ bytes: ArraySlice<UInt8>, _ location: ChunkLocation) throws -> EncodedChunk {
         let name = "entry \(location.offset) of pack \(location.pack)"
-        guard bytes.count == location.length, bytes.count > ChunkID.byteCount, let slot = ChunkID(bytes: bytes.prefix(ChunkID.byteCount)) else {
+        guard bytes.count == location.length, bytes.count > ChunkID.byteCount,
+            let slot = ChunkID(bytes: bytes.prefix(ChunkID.byteCount))
+        else {
             throw XferError(.corruptChunk, "\(name) is not chunk \(location.id.hex)")
         }
         let stored = bytes.dropFirst(ChunkID.byteCount)
@@ -126,8 +132,10 @@ public struct PackedChunkStore: ChunkStore {
             guard slot == location.id else { throw XferError(.corruptChunk, "\(name) is not chunk \(location.id.hex)") }
             return try LocalChunkStore.parse(stored, id: location.id, name: name)
         }
-        let plain = try SealingKeys.openIfSealed(stored, keys: sealing, context: Sealing.chunkContext(location.id), what: name)
-        guard let key = Sealing.keyID(of: stored).flatMap({ sealing?.byID[$0] }), slot == key.name(of: location.id) else {
+        let plain = try SealingKeys.openIfSealed(
+            stored, keys: sealing, context: Sealing.chunkContext(location.id), what: name)
+        guard let key = Sealing.keyID(of: stored).flatMap({ sealing?.byID[$0] }), slot == key.name(of: location.id)
+        else {
             throw XferError(.corruptChunk, "\(name) is not chunk \(location.id.hex)")
         }
         return try LocalChunkStore.parse(plain, id: location.id, name: name)
@@ -158,8 +166,10 @@ public struct PackedChunkStore: ChunkStore {
         var runs: [[ChunkLocation]] = []
         for (_, inPack) in Dictionary(grouping: locations, by: \.pack) {
             for location in inPack.sorted(by: { $0.offset < $1.offset }) {
-                if let last = runs.last?.last, last.pack == location.pack, location.offset - (last.offset + Int64(last.length)) <= readGap,
-                   location.offset + Int64(location.length) - runs[runs.count - 1][0].offset <= Int64(packSize) {
+                if let last = runs.last?.last, last.pack == location.pack,
+                    location.offset - (last.offset + Int64(last.length)) <= readGap,
+                    location.offset + Int64(location.length) - runs[runs.count - 1][0].offset <= Int64(packSize)
+                {
                     runs[runs.count - 1].append(location)
                 } else {
                     runs.append([location])
@@ -171,7 +181,9 @@ public struct PackedChunkStore: ChunkStore {
             let start = run[0].offset
             let end = run.map { $0.offset + Int64($0.length) }.max()!
             guard let bytes = try await storage.get(run[0].pack, range: start..<end) else { return }
-            let chunks = try run.map { try entry(bytes[Int($0.offset - start)..<Int($0.offset - start) + $0.length], $0) }
+            let chunks = try run.map {
+                try entry(bytes[Int($0.offset - start)..<Int($0.offset - start) + $0.length], $0)
+            }
             found.withLock { for chunk in chunks { $0[chunk.id] = chunk } }
         }
         return found.value
@@ -196,9 +208,11 @@ public struct PackedChunkStore: ChunkStore {
     /// locations are forgotten, packs left with none are deleted, and the deletion is recorded
     /// (`end`), which refuses uploads that started before. Space in packs still partly live
     /// comes back with ``compact(modifiedBefore:)``.
-    public func sweep(_ ids: [ChunkID], modifiedBefore: Int64,
-                      begin: @escaping @Sendable ([ChunkID]) async throws -> [ChunkID],
-                      end: @escaping @Sendable ([ChunkID]) async throws -> Void) async throws -> (count: Int, bytes: Int64) {
+    public func sweep(
+        _ ids: [ChunkID], modifiedBefore: Int64,
+        begin: @escaping @Sendable ([ChunkID]) async throws -> [ChunkID],
+        end: @escaping @Sendable ([ChunkID]) async throws -> Void
+    ) async throws -> (count: Int, bytes: Int64) {
         let old = try await index.locations(ids).filter { $0.recordedAt < modifiedBefore }
         guard !old.isEmpty else { return (0, 0) }
         let doomed = try await begin(old.map(\.id))
@@ -256,8 +270,10 @@ public struct PackedChunkStore: ChunkStore {
         return report
     }
 
-    private func forEach<C: Collection & Sendable>(_ items: C, _ body: @escaping @Sendable (C.Element) async throws -> Void) async throws
-        where C.Element: Sendable {
+    private func forEach<C: Collection & Sendable>(
+        _ items: C, _ body: @escaping @Sendable (C.Element) async throws -> Void
+    ) async throws
+    where C.Element: Sendable {
         try await concurrentForEach(items, width: storage.concurrency, body)
     }
 }

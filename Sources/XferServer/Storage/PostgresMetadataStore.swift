@@ -38,23 +38,30 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
     ///   - sealing: Keys that seal manifests at rest.
     /// - Throws: `invalid_configuration` for a bad URL, `io` if the database cannot be reached.
     ///   A `?schema=NAME` in the URL does the same (one database, several deployments).
-    public convenience init(url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil) async throws {
+    public convenience init(
+        url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil
+    ) async throws {
         try await self.init(url: url, policy: policy, schema: schema, sealing: sealing, migratingUpTo: nil)
     }
 
     /// Test seam for migrations: `migratingUpTo` stops after the migration of that name, so a
     /// test can fill a schema laid out as an older release left it.
-    package init(url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil,
-                 migratingUpTo last: String?) async throws {
+    package init(
+        url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil,
+        migratingUpTo last: String?
+    ) async throws {
         let schema = schema ?? URLComponents(string: url)?.queryItems?.first { $0.name == "schema" }?.value
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
-              let host = components.host, let user = components.user else {
-            throw XferError(.invalidConfiguration, "--metadata must look like postgres://USER@HOST:PORT/DATABASE, not \(url)")
+            let host = components.host, let user = components.user
+        else {
+            throw XferError(
+                .invalidConfiguration, "--metadata must look like postgres://USER@HOST:PORT/DATABASE, not \(url)")
         }
         let database = components.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
-        var configuration = PostgresClient.Configuration(host: host, port: components.port ?? 5432, username: user,
-                                                         password: components.password, database: database.isEmpty ? nil : database,
-                                                         tls: .disable)
+        var configuration = PostgresClient.Configuration(
+            host: host, port: components.port ?? 5432, username: user,
+            password: components.password, database: database.isEmpty ? nil : database,
+            tls: .disable)
         if let schema {
             guard schema.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) else {
                 throw XferError(.invalidConfiguration, "a schema name is letters, digits and _")
@@ -75,11 +82,15 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             try await migrate(upTo: last)
             if last == nil {
                 let policy = policy
-                try await writing { try MetadataTransaction(sql: $0, policy: policy, checkingPlainIDs: false).fillFoldedNames() }
+                try await writing {
+                    try MetadataTransaction(sql: $0, policy: policy, checkingPlainIDs: false).fillFoldedNames()
+                }
             }
             if let sealing {
                 let policy = policy
-                ids = try await writing { try MetadataTransaction(sql: $0, policy: policy, checkingPlainIDs: false).indexKey(sealing) }
+                ids = try await writing {
+                    try MetadataTransaction(sql: $0, policy: policy, checkingPlainIDs: false).indexKey(sealing)
+                }
             }
         } catch {
             runner.cancel()
@@ -112,12 +123,16 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
                 } catch {
                     // The store closed (its client stopped): nothing more to listen to.
                     if Task.isCancelled || (error as? PSQLError)?.code == .clientClosedConnection { return }
-                    logger.warning("LISTEN xfer_changes failed; retrying", metadata: ["error": "\(String(reflecting: error))"])
+                    logger.warning(
+                        "LISTEN xfer_changes failed; retrying", metadata: ["error": "\(String(reflecting: error))"])
                     try? await Task.sleep(for: .seconds(1))
                 }
             }
         }
-        listener.withLock { $0?.cancel(); $0 = task }
+        listener.withLock {
+            $0?.cancel()
+            $0 = task
+        }
     }
 
     deinit {
@@ -126,7 +141,9 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
     }
 
     static let migrations: [(String, String)] = [
-        ("v1", """
+        (
+            "v1",
+            """
             CREATE TABLE accounts (id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, quota BIGINT NOT NULL,
                                    used BIGINT NOT NULL DEFAULT 0, created_at BIGINT NOT NULL);
             CREATE TABLE tokens (hash BYTEA PRIMARY KEY, account_id BIGINT REFERENCES accounts(id), admin BOOLEAN NOT NULL DEFAULT false,
@@ -148,33 +165,54 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             CREATE TABLE kv (container_id BIGINT NOT NULL, key TEXT NOT NULL, value TEXT, timestamp_ns BIGINT NOT NULL,
                              device TEXT NOT NULL, sequence BIGINT NOT NULL, PRIMARY KEY (container_id, key));
             CREATE INDEX kv_feed ON kv (container_id, sequence);
-            """),
-        ("v2: chunk deletions", """
+            """
+        ),
+        (
+            "v2: chunk deletions",
+            """
             CREATE TABLE chunk_deletions (id BYTEA PRIMARY KEY, started_at BIGINT NOT NULL, finished_at BIGINT)
-            """),
-        ("v3: chunk locations in packs", """
+            """
+        ),
+        (
+            "v3: chunk locations in packs",
+            """
             CREATE TABLE chunk_locations (id BYTEA PRIMARY KEY, pack TEXT NOT NULL, "offset" BIGINT NOT NULL,
                                           length BIGINT NOT NULL, recorded_at BIGINT NOT NULL);
             CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack);
-            """),
-        ("v4: bytewise path index for the namespace rule", """
+            """
+        ),
+        (
+            "v4: bytewise path index for the namespace rule",
+            """
             CREATE INDEX documents_path_bytewise ON documents (container_id, path COLLATE "C");
             CREATE INDEX versions_uploading ON versions (container_id) WHERE state = 'uploading';
-            """),
-        ("v5: deployment identity", """
+            """
+        ),
+        (
+            "v5: deployment identity",
+            """
             CREATE TABLE deployment (id TEXT NOT NULL);
             INSERT INTO deployment VALUES (replace(gen_random_uuid()::text, '-', ''));
-            """),
-        ("v6: sealing keys", """
+            """
+        ),
+        (
+            "v6: sealing keys",
+            """
             CREATE TABLE sealing_keys (id TEXT PRIMARY KEY, added_at BIGINT NOT NULL);
             CREATE TABLE sealing_index (key_id TEXT PRIMARY KEY, wrapped BYTEA NOT NULL)
-            """),
-        ("v7: end-to-end encrypted containers", """
+            """
+        ),
+        (
+            "v7: end-to-end encrypted containers",
+            """
             CREATE TABLE container_keys (container_id BIGINT PRIMARY KEY REFERENCES containers(id),
                                          wrapped BYTEA NOT NULL, key_id TEXT NOT NULL, updated_at BIGINT NOT NULL)
-            """),
+            """
+        ),
         // As SQLite's v10: locations name their pack by number, holdings are keyed by chunk first.
-        ("v8: compact chunk index", """
+        (
+            "v8: compact chunk index",
+            """
             CREATE TABLE packs (id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, recorded_at BIGINT NOT NULL);
             INSERT INTO packs (name, recorded_at) SELECT pack, MAX(recorded_at) FROM chunk_locations GROUP BY pack ORDER BY MIN(recorded_at);
             ALTER TABLE chunk_locations ADD COLUMN pack_id BIGINT;
@@ -185,22 +223,31 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack_id);
             ALTER TABLE account_chunks DROP CONSTRAINT account_chunks_pkey, ADD PRIMARY KEY (id, account_id);
             DROP INDEX account_chunks_by_id
-            """),
+            """
+        ),
         // As SQLite's v11; filled by MetadataTransaction.fillFoldedNames once migrated.
-        ("v9: folded names for queries", """
+        (
+            "v9: folded names for queries",
+            """
             ALTER TABLE documents ADD COLUMN name_folded TEXT;
             CREATE INDEX documents_by_name ON documents (container_id, name_folded COLLATE "C")
-            """),
+            """
+        ),
         // As SQLite's v12.
-        ("v10: query indexes", """
+        (
+            "v10: query indexes",
+            """
             CREATE INDEX documents_by_path_name ON documents (container_id, path COLLATE "C", name_folded);
             CREATE INDEX versions_by_mtime ON versions (container_id, mtime_ns);
             CREATE INDEX versions_by_size ON versions (container_id, size);
             CREATE INDEX versions_deleted ON versions (container_id, document_id) WHERE state = 'deleted';
             CREATE INDEX versions_conflict ON versions (container_id, document_id) WHERE state = 'conflict'
-            """),
+            """
+        ),
         // As SQLite's v13.
-        ("v11: web sessions, share links, superseded times", """
+        (
+            "v11: web sessions, share links, superseded times",
+            """
             CREATE TABLE web_sessions (hash BYTEA PRIMARY KEY, account_id BIGINT NOT NULL REFERENCES accounts(id),
               token_hash BYTEA NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL);
             CREATE INDEX web_sessions_by_account ON web_sessions (account_id, created_at);
@@ -209,39 +256,55 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
               container TEXT NOT NULL, path TEXT NOT NULL, version BIGINT, password TEXT, created_at BIGINT NOT NULL, expires_at BIGINT);
             CREATE INDEX share_links_by_account ON share_links (account_id, id);
             ALTER TABLE versions ADD COLUMN superseded_at BIGINT
-            """),
+            """
+        ),
         // As SQLite's v14.
-        ("v12: WebDAV dead properties", """
+        (
+            "v12: WebDAV dead properties",
+            """
             CREATE TABLE dav_properties (container_id BIGINT NOT NULL REFERENCES containers(id), path TEXT COLLATE "C" NOT NULL,
               namespace TEXT NOT NULL, name TEXT NOT NULL, xml TEXT NOT NULL,
               PRIMARY KEY (container_id, path, namespace, name))
-            """),
+            """
+        ),
         // As SQLite's v15.
-        ("v13: WebDAV locks", """
+        (
+            "v13: WebDAV locks",
+            """
             CREATE TABLE dav_locks (token TEXT PRIMARY KEY, container_id BIGINT NOT NULL REFERENCES containers(id),
               path TEXT COLLATE "C" NOT NULL, exclusive BOOLEAN NOT NULL, infinite BOOLEAN NOT NULL, owner TEXT,
               timeout BIGINT NOT NULL, expires_at BIGINT NOT NULL);
             CREATE INDEX dav_locks_by_container ON dav_locks (container_id, expires_at)
-            """),
+            """
+        ),
         // As SQLite's v16.
-        ("v14: token terms", """
+        (
+            "v14: token terms",
+            """
             ALTER TABLE tokens ADD COLUMN device TEXT, ADD COLUMN read_only BOOLEAN NOT NULL DEFAULT false,
               ADD COLUMN container TEXT, ADD COLUMN expires_at BIGINT
-            """),
+            """
+        ),
         // As SQLite's v17.
-        ("v15: version records in the quota",
-         "ALTER TABLE accounts ADD COLUMN version_bytes BIGINT NOT NULL DEFAULT 0;\n" + SQLiteMetadataStore.versionBytesBackfill),
+        (
+            "v15: version records in the quota",
+            "ALTER TABLE accounts ADD COLUMN version_bytes BIGINT NOT NULL DEFAULT 0;\n"
+                + SQLiteMetadataStore.versionBytesBackfill
+        )
     ]
 
     func migrate(upTo last: String? = nil) async throws {
         try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(7303)", logger: logger)
-            try await connection.query("CREATE TABLE IF NOT EXISTS xfer_migrations (name TEXT PRIMARY KEY)", logger: logger)
+            try await connection.query(
+                "CREATE TABLE IF NOT EXISTS xfer_migrations (name TEXT PRIMARY KEY)", logger: logger)
             for (name, sql) in Self.migrations {
-                let done = try await connection.query("SELECT 1 FROM xfer_migrations WHERE name = \(name)", logger: logger)
+                let done =
+                    try await connection.query("SELECT 1 FROM xfer_migrations WHERE name = \(name)", logger: logger)
                     .collect().isEmpty == false
                 if done { continue }
-                for statement in sql.split(separator: ";").map({ $0.trimmingCharacters(in: .whitespacesAndNewlines) }) where !statement.isEmpty {
+                for statement in sql.split(separator: ";").map({ $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+                where !statement.isEmpty {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
                 try await connection.query("INSERT INTO xfer_migrations (name) VALUES (\(name))", logger: logger)
@@ -276,7 +339,9 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
             if let closure = transaction.closureError { return mapped(closure, message) }
         }
         if let psql = error as? PSQLError, psql.serverInfo?[.sqlState] == "53100" {
-            return XferError(.storageFull, "the metadata database's disk is full; nothing was changed; free some space and retry", cause: DescribedError(error))
+            return XferError(
+                .storageFull, "the metadata database's disk is full; nothing was changed; free some space and retry",
+                cause: DescribedError(error))
         }
         return XferError(.io, message, cause: DescribedError(error))
     }

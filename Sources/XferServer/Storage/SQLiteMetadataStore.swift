@@ -28,7 +28,9 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
 
     /// Test seam for migrations: `migratingUpTo` stops after the migration of that name, so a
     /// test can fill a database laid out as an older release left it.
-    package init(path: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil, migratingUpTo last: String?) throws {
+    package init(
+        path: String, policy: StorePolicy = StorePolicy(), sealing: SealingKeys? = nil, migratingUpTo last: String?
+    ) throws {
         self.policy = policy
         self.sealing = sealing
         var configuration = Configuration()
@@ -46,14 +48,22 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
             try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
             if let last { try Self.migrator.migrate(pool, upTo: last) } else { try Self.migrator.migrate(pool) }
             if last == nil {
-                try pool.write { db in try MetadataTransaction(sql: SQLiteSession(db: db), policy: policy, checkingPlainIDs: false).fillFoldedNames() }
+                try pool.write { db in
+                    try MetadataTransaction(sql: SQLiteSession(db: db), policy: policy, checkingPlainIDs: false)
+                        .fillFoldedNames()
+                }
             }
         } catch {
             throw XferError(.io, "cannot open the metadata database \(path)", cause: DescribedError(error))
         }
         let pool = pool
         do {
-            ids = try sealing.map { keys in try pool.write { db in try MetadataTransaction(sql: SQLiteSession(db: db), policy: policy, checkingPlainIDs: false).indexKey(keys) } }
+            ids = try sealing.map { keys in
+                try pool.write { db in
+                    try MetadataTransaction(sql: SQLiteSession(db: db), policy: policy, checkingPlainIDs: false)
+                        .indexKey(keys)
+                }
+            }
         } catch let error as XferError {
             throw error
         } catch {
@@ -76,76 +86,80 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE accounts (
-                    id INTEGER PRIMARY KEY,
-                    name TEXT NOT NULL UNIQUE,
-                    quota INTEGER NOT NULL,
-                    used INTEGER NOT NULL DEFAULT 0,
-                    created_at INTEGER NOT NULL);
-                CREATE TABLE tokens (
-                    hash BLOB PRIMARY KEY,
-                    account_id INTEGER REFERENCES accounts(id),
-                    admin INTEGER NOT NULL DEFAULT 0,
-                    created_at INTEGER NOT NULL) WITHOUT ROWID;
-                CREATE TABLE account_chunks (
-                    account_id INTEGER NOT NULL,
-                    id BLOB NOT NULL,
-                    length INTEGER NOT NULL,
-                    PRIMARY KEY (account_id, id)) WITHOUT ROWID;
-                CREATE TABLE containers (
-                    id INTEGER PRIMARY KEY,
-                    account_id INTEGER NOT NULL REFERENCES accounts(id),
-                    name TEXT NOT NULL,
-                    sequence INTEGER NOT NULL DEFAULT 0,
-                    UNIQUE (account_id, name));
-                CREATE TABLE documents (
-                    id INTEGER PRIMARY KEY,
-                    container_id INTEGER NOT NULL REFERENCES containers(id),
-                    path TEXT NOT NULL,
-                    current_version INTEGER,
-                    latest_version INTEGER NOT NULL DEFAULT 0,
-                    UNIQUE (container_id, path));
-                CREATE TABLE versions (
-                    document_id INTEGER NOT NULL REFERENCES documents(id),
-                    version INTEGER NOT NULL,
-                    container_id INTEGER NOT NULL,
-                    state TEXT NOT NULL,
-                    kind TEXT NOT NULL,
-                    size INTEGER NOT NULL,
-                    mtime_ns INTEGER NOT NULL,
-                    mode INTEGER NOT NULL,
-                    base_version INTEGER,
-                    device TEXT,
-                    manifest_digest BLOB,
-                    manifest BLOB,
-                    files INTEGER,
-                    chunks INTEGER,
-                    sequence INTEGER NOT NULL,
-                    created_at INTEGER NOT NULL,
-                    PRIMARY KEY (document_id, version));
-                CREATE INDEX versions_feed ON versions (container_id, sequence);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE accounts (
+                        id INTEGER PRIMARY KEY,
+                        name TEXT NOT NULL UNIQUE,
+                        quota INTEGER NOT NULL,
+                        used INTEGER NOT NULL DEFAULT 0,
+                        created_at INTEGER NOT NULL);
+                    CREATE TABLE tokens (
+                        hash BLOB PRIMARY KEY,
+                        account_id INTEGER REFERENCES accounts(id),
+                        admin INTEGER NOT NULL DEFAULT 0,
+                        created_at INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE TABLE account_chunks (
+                        account_id INTEGER NOT NULL,
+                        id BLOB NOT NULL,
+                        length INTEGER NOT NULL,
+                        PRIMARY KEY (account_id, id)) WITHOUT ROWID;
+                    CREATE TABLE containers (
+                        id INTEGER PRIMARY KEY,
+                        account_id INTEGER NOT NULL REFERENCES accounts(id),
+                        name TEXT NOT NULL,
+                        sequence INTEGER NOT NULL DEFAULT 0,
+                        UNIQUE (account_id, name));
+                    CREATE TABLE documents (
+                        id INTEGER PRIMARY KEY,
+                        container_id INTEGER NOT NULL REFERENCES containers(id),
+                        path TEXT NOT NULL,
+                        current_version INTEGER,
+                        latest_version INTEGER NOT NULL DEFAULT 0,
+                        UNIQUE (container_id, path));
+                    CREATE TABLE versions (
+                        document_id INTEGER NOT NULL REFERENCES documents(id),
+                        version INTEGER NOT NULL,
+                        container_id INTEGER NOT NULL,
+                        state TEXT NOT NULL,
+                        kind TEXT NOT NULL,
+                        size INTEGER NOT NULL,
+                        mtime_ns INTEGER NOT NULL,
+                        mode INTEGER NOT NULL,
+                        base_version INTEGER,
+                        device TEXT,
+                        manifest_digest BLOB,
+                        manifest BLOB,
+                        files INTEGER,
+                        chunks INTEGER,
+                        sequence INTEGER NOT NULL,
+                        created_at INTEGER NOT NULL,
+                        PRIMARY KEY (document_id, version));
+                    CREATE INDEX versions_feed ON versions (container_id, sequence);
+                    """)
         }
         migrator.registerMigration("v2: conflicts, chunk references, key-value store") { db in
             // refs: how many committed versions (current, superseded, conflict) reference the
             // chunk, so removing a version can give its chunks' bytes back to the quota.
-            try db.execute(sql: """
-                ALTER TABLE account_chunks ADD COLUMN refs INTEGER NOT NULL DEFAULT 0;
-                CREATE TABLE kv (
-                    container_id INTEGER NOT NULL,
-                    key TEXT NOT NULL,
-                    value TEXT,
-                    timestamp_ns INTEGER NOT NULL,
-                    device TEXT NOT NULL,
-                    sequence INTEGER NOT NULL,
-                    PRIMARY KEY (container_id, key)) WITHOUT ROWID;
-                CREATE INDEX kv_feed ON kv (container_id, sequence);
-                """)
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT c.account_id, v.manifest FROM versions v JOIN containers c ON c.id = v.container_id
-                WHERE v.manifest IS NOT NULL AND v.state IN ('current', 'superseded')
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE account_chunks ADD COLUMN refs INTEGER NOT NULL DEFAULT 0;
+                    CREATE TABLE kv (
+                        container_id INTEGER NOT NULL,
+                        key TEXT NOT NULL,
+                        value TEXT,
+                        timestamp_ns INTEGER NOT NULL,
+                        device TEXT NOT NULL,
+                        sequence INTEGER NOT NULL,
+                        PRIMARY KEY (container_id, key)) WITHOUT ROWID;
+                    CREATE INDEX kv_feed ON kv (container_id, sequence);
+                    """)
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT c.account_id, v.manifest FROM versions v JOIN containers c ON c.id = v.container_id
+                    WHERE v.manifest IS NOT NULL AND v.state IN ('current', 'superseded')
+                    """)
             for row in rows {
                 let blob: Data = row["manifest"]
                 try MetadataTransaction(sql: SQLiteSession(db: db), policy: StorePolicy(), checkingPlainIDs: false)
@@ -156,45 +170,51 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
             // added_at: when an upload recorded the chunk for the account. A chunk no committed
             // version references (refs = 0) is held as a lease for a commit still to come, until
             // garbage collection's grace period has passed since then.
-            try db.execute(sql: """
-                ALTER TABLE account_chunks ADD COLUMN added_at INTEGER NOT NULL DEFAULT 0;
-                CREATE INDEX account_chunks_by_id ON account_chunks (id);
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE account_chunks ADD COLUMN added_at INTEGER NOT NULL DEFAULT 0;
+                    CREATE INDEX account_chunks_by_id ON account_chunks (id);
+                    """)
         }
         migrator.registerMigration("v4: chunk deletions") { db in
             // A chunk garbage collection is deleting (finished_at NULL) or deleted at finished_at:
             // an upload that started before then cannot be sure its stored copy survived.
-            try db.execute(sql: """
-                CREATE TABLE chunk_deletions (id BLOB PRIMARY KEY, started_at INTEGER NOT NULL, finished_at INTEGER) WITHOUT ROWID;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE chunk_deletions (id BLOB PRIMARY KEY, started_at INTEGER NOT NULL, finished_at INTEGER) WITHOUT ROWID;
+                    """)
         }
         migrator.registerMigration("v5: chunk locations in packs") { db in
-            try db.execute(sql: """
-                CREATE TABLE chunk_locations (id BLOB PRIMARY KEY, pack TEXT NOT NULL, "offset" INTEGER NOT NULL,
-                                              length INTEGER NOT NULL, recorded_at INTEGER NOT NULL) WITHOUT ROWID;
-                CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE chunk_locations (id BLOB PRIMARY KEY, pack TEXT NOT NULL, "offset" INTEGER NOT NULL,
+                                                  length INTEGER NOT NULL, recorded_at INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack);
+                    """)
         }
         migrator.registerMigration("v6: pending versions by container") { db in
             try db.execute(sql: "CREATE INDEX versions_uploading ON versions (container_id) WHERE state = 'uploading'")
         }
         migrator.registerMigration("v7: deployment identity") { db in
-            try db.execute(sql: """
-                CREATE TABLE deployment (id TEXT NOT NULL);
-                INSERT INTO deployment VALUES (lower(hex(randomblob(16))));
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE deployment (id TEXT NOT NULL);
+                    INSERT INTO deployment VALUES (lower(hex(randomblob(16))));
+                    """)
         }
         migrator.registerMigration("v8: sealing keys") { db in
-            try db.execute(sql: """
-                CREATE TABLE sealing_keys (id TEXT PRIMARY KEY, added_at INTEGER NOT NULL) WITHOUT ROWID;
-                CREATE TABLE sealing_index (key_id TEXT PRIMARY KEY, wrapped BLOB NOT NULL) WITHOUT ROWID;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE sealing_keys (id TEXT PRIMARY KEY, added_at INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE TABLE sealing_index (key_id TEXT PRIMARY KEY, wrapped BLOB NOT NULL) WITHOUT ROWID;
+                    """)
         }
         migrator.registerMigration("v9: end-to-end encrypted containers") { db in
-            try db.execute(sql: """
-                CREATE TABLE container_keys (container_id INTEGER PRIMARY KEY REFERENCES containers(id),
-                                             wrapped BLOB NOT NULL, key_id TEXT NOT NULL, updated_at INTEGER NOT NULL)
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE container_keys (container_id INTEGER PRIMARY KEY REFERENCES containers(id),
+                                                 wrapped BLOB NOT NULL, key_id TEXT NOT NULL, updated_at INTEGER NOT NULL)
+                    """)
         }
         migrator.registerMigration("v10: compact chunk index") { db in
             // Each upload inserts rows keyed by random chunk ids, so a batch dirties pages all
@@ -203,96 +223,105 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
             // are the pack's, in `packs`), and a holding is keyed by the chunk first, which also
             // serves the look-ups by chunk alone that needed a second index (docs/PERFORMANCE.md,
             // issue 15's ninth step).
-            try db.execute(sql: """
-                CREATE TABLE packs (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, recorded_at INTEGER NOT NULL);
-                INSERT INTO packs (name, recorded_at) SELECT pack, MAX(recorded_at) FROM chunk_locations GROUP BY pack ORDER BY MIN(recorded_at);
-                CREATE TABLE chunk_locations_v10 (id BLOB PRIMARY KEY, pack_id INTEGER NOT NULL, "offset" INTEGER NOT NULL,
-                                                  length INTEGER NOT NULL) WITHOUT ROWID;
-                INSERT INTO chunk_locations_v10 (id, pack_id, "offset", length)
-                    SELECT l.id, p.id, l."offset", l.length FROM chunk_locations l JOIN packs p ON p.name = l.pack;
-                DROP TABLE chunk_locations;
-                ALTER TABLE chunk_locations_v10 RENAME TO chunk_locations;
-                CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack_id);
-                CREATE TABLE account_chunks_v10 (
-                    id BLOB NOT NULL,
-                    account_id INTEGER NOT NULL,
-                    length INTEGER NOT NULL,
-                    refs INTEGER NOT NULL DEFAULT 0,
-                    added_at INTEGER NOT NULL DEFAULT 0,
-                    PRIMARY KEY (id, account_id)) WITHOUT ROWID;
-                INSERT INTO account_chunks_v10 (id, account_id, length, refs, added_at)
-                    SELECT id, account_id, length, refs, added_at FROM account_chunks;
-                DROP TABLE account_chunks;
-                ALTER TABLE account_chunks_v10 RENAME TO account_chunks;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE packs (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, recorded_at INTEGER NOT NULL);
+                    INSERT INTO packs (name, recorded_at) SELECT pack, MAX(recorded_at) FROM chunk_locations GROUP BY pack ORDER BY MIN(recorded_at);
+                    CREATE TABLE chunk_locations_v10 (id BLOB PRIMARY KEY, pack_id INTEGER NOT NULL, "offset" INTEGER NOT NULL,
+                                                      length INTEGER NOT NULL) WITHOUT ROWID;
+                    INSERT INTO chunk_locations_v10 (id, pack_id, "offset", length)
+                        SELECT l.id, p.id, l."offset", l.length FROM chunk_locations l JOIN packs p ON p.name = l.pack;
+                    DROP TABLE chunk_locations;
+                    ALTER TABLE chunk_locations_v10 RENAME TO chunk_locations;
+                    CREATE INDEX chunk_locations_by_pack ON chunk_locations (pack_id);
+                    CREATE TABLE account_chunks_v10 (
+                        id BLOB NOT NULL,
+                        account_id INTEGER NOT NULL,
+                        length INTEGER NOT NULL,
+                        refs INTEGER NOT NULL DEFAULT 0,
+                        added_at INTEGER NOT NULL DEFAULT 0,
+                        PRIMARY KEY (id, account_id)) WITHOUT ROWID;
+                    INSERT INTO account_chunks_v10 (id, account_id, length, refs, added_at)
+                        SELECT id, account_id, length, refs, added_at FROM account_chunks;
+                    DROP TABLE account_chunks;
+                    ALTER TABLE account_chunks_v10 RENAME TO account_chunks;
+                    """)
         }
         migrator.registerMigration("v11: folded names for queries") { db in
             // Filled by MetadataTransaction.fillFoldedNames once migrated (Swift folds the names).
-            try db.execute(sql: """
-                ALTER TABLE documents ADD COLUMN name_folded TEXT;
-                CREATE INDEX documents_by_name ON documents (container_id, name_folded);
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE documents ADD COLUMN name_folded TEXT;
+                    CREATE INDEX documents_by_name ON documents (container_id, name_folded);
+                    """)
         }
         migrator.registerMigration("v12: query indexes") { db in
             // Search at a million documents (docs/PERFORMANCE.md): a name tested in path order
             // from the index alone; time and size orders, and the deleted and conflicted, from
             // indexes of their own.
-            try db.execute(sql: """
-                CREATE INDEX documents_by_path_name ON documents (container_id, path, name_folded);
-                CREATE INDEX versions_by_mtime ON versions (container_id, mtime_ns);
-                CREATE INDEX versions_by_size ON versions (container_id, size);
-                CREATE INDEX versions_deleted ON versions (container_id, document_id) WHERE state = 'deleted';
-                CREATE INDEX versions_conflict ON versions (container_id, document_id) WHERE state = 'conflict';
-                """)
+            try db.execute(
+                sql: """
+                    CREATE INDEX documents_by_path_name ON documents (container_id, path, name_folded);
+                    CREATE INDEX versions_by_mtime ON versions (container_id, mtime_ns);
+                    CREATE INDEX versions_by_size ON versions (container_id, size);
+                    CREATE INDEX versions_deleted ON versions (container_id, document_id) WHERE state = 'deleted';
+                    CREATE INDEX versions_conflict ON versions (container_id, document_id) WHERE state = 'conflict';
+                    """)
         }
         migrator.registerMigration("v13: web sessions, share links, superseded times") { db in
             // The web view's signed-in browsers (docs/WEB.md): a session's secret kept as its
             // SHA-256, with the token it was opened with (revoking that ends the session).
             // Share links: the link's secret kept as its SHA-256, what it grants, until when.
-            try db.execute(sql: """
-                CREATE TABLE web_sessions (hash BLOB PRIMARY KEY, account_id INTEGER NOT NULL REFERENCES accounts(id),
-                  token_hash BLOB NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
-                CREATE INDEX web_sessions_by_account ON web_sessions (account_id, created_at);
-                CREATE INDEX web_sessions_by_expiry ON web_sessions (expires_at);
-                CREATE TABLE share_links (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, account_id INTEGER NOT NULL REFERENCES accounts(id),
-                  container TEXT NOT NULL, path TEXT NOT NULL, version INTEGER, password TEXT, created_at INTEGER NOT NULL, expires_at INTEGER);
-                CREATE INDEX share_links_by_account ON share_links (account_id, id);
-                ALTER TABLE versions ADD COLUMN superseded_at INTEGER;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE web_sessions (hash BLOB PRIMARY KEY, account_id INTEGER NOT NULL REFERENCES accounts(id),
+                      token_hash BLOB NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE INDEX web_sessions_by_account ON web_sessions (account_id, created_at);
+                    CREATE INDEX web_sessions_by_expiry ON web_sessions (expires_at);
+                    CREATE TABLE share_links (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, account_id INTEGER NOT NULL REFERENCES accounts(id),
+                      container TEXT NOT NULL, path TEXT NOT NULL, version INTEGER, password TEXT, created_at INTEGER NOT NULL, expires_at INTEGER);
+                    CREATE INDEX share_links_by_account ON share_links (account_id, id);
+                    ALTER TABLE versions ADD COLUMN superseded_at INTEGER;
+                    """)
         }
         migrator.registerMigration("v14: WebDAV dead properties") { db in
             // What WebDAV clients set with PROPPATCH (docs/WEBDAV.md): by container and path
             // (a document's, or a folder's without its trailing /), each property's element kept
             // whole, as XML ready to be sent back.
-            try db.execute(sql: """
-                CREATE TABLE dav_properties (container_id INTEGER NOT NULL REFERENCES containers(id), path TEXT NOT NULL,
-                  namespace TEXT NOT NULL, name TEXT NOT NULL, xml TEXT NOT NULL,
-                  PRIMARY KEY (container_id, path, namespace, name)) WITHOUT ROWID;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE dav_properties (container_id INTEGER NOT NULL REFERENCES containers(id), path TEXT NOT NULL,
+                      namespace TEXT NOT NULL, name TEXT NOT NULL, xml TEXT NOT NULL,
+                      PRIMARY KEY (container_id, path, namespace, name)) WITHOUT ROWID;
+                    """)
         }
         migrator.registerMigration("v15: WebDAV locks") { db in
             // WebDAV's write locks (docs/WEBDAV.md): by token, on a path as dav_properties
             // names it, each with its depth, scope, the client's owner element and its expiry
             // (store clock, ns).
-            try db.execute(sql: """
-                CREATE TABLE dav_locks (token TEXT PRIMARY KEY, container_id INTEGER NOT NULL REFERENCES containers(id),
-                  path TEXT NOT NULL, exclusive BOOLEAN NOT NULL, infinite BOOLEAN NOT NULL, owner TEXT,
-                  timeout INTEGER NOT NULL, expires_at INTEGER NOT NULL);
-                CREATE INDEX dav_locks_by_container ON dav_locks (container_id, expires_at);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE dav_locks (token TEXT PRIMARY KEY, container_id INTEGER NOT NULL REFERENCES containers(id),
+                      path TEXT NOT NULL, exclusive BOOLEAN NOT NULL, infinite BOOLEAN NOT NULL, owner TEXT,
+                      timeout INTEGER NOT NULL, expires_at INTEGER NOT NULL);
+                    CREATE INDEX dav_locks_by_container ON dav_locks (container_id, expires_at);
+                    """)
         }
         migrator.registerMigration("v16: token terms") { db in
             // A token's device, scope (read-only, one container) and expiry (store clock, ns);
             // the tokens there are keep what they could do (full scope, no expiry).
-            try db.execute(sql: """
-                ALTER TABLE tokens ADD COLUMN device TEXT;
-                ALTER TABLE tokens ADD COLUMN read_only BOOLEAN NOT NULL DEFAULT 0;
-                ALTER TABLE tokens ADD COLUMN container TEXT;
-                ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE tokens ADD COLUMN device TEXT;
+                    ALTER TABLE tokens ADD COLUMN read_only BOOLEAN NOT NULL DEFAULT 0;
+                    ALTER TABLE tokens ADD COLUMN container TEXT;
+                    ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
+                    """)
         }
         migrator.registerMigration("v17: version records in the quota") { db in
-            try db.execute(sql: "ALTER TABLE accounts ADD COLUMN version_bytes INTEGER NOT NULL DEFAULT 0;" + Self.versionBytesBackfill)
+            try db.execute(
+                sql: "ALTER TABLE accounts ADD COLUMN version_bytes INTEGER NOT NULL DEFAULT 0;"
+                    + Self.versionBytesBackfill)
         }
         return migrator
     }
@@ -336,10 +365,11 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         } catch let error as XferError {
             throw error
         } catch let error as DatabaseError where error.resultCode == .SQLITE_FULL {
-            throw XferError(.storageFull, "the metadata database's disk is full; nothing was changed; free some space and retry", cause: DescribedError(error))
+            throw XferError(
+                .storageFull, "the metadata database's disk is full; nothing was changed; free some space and retry",
+                cause: DescribedError(error))
         } catch {
             throw XferError(.io, "the metadata database failed", cause: DescribedError(error))
         }
     }
 }
-

@@ -8,7 +8,8 @@ enum Stored {
     /// A version's state.
     static func state(_ text: String) throws -> VersionState {
         guard let state = VersionState(rawValue: text) else {
-            throw XferError(.internal, "the metadata store holds a version in state \"\(text)\", which this server does not know")
+            throw XferError(
+                .internal, "the metadata store holds a version in state \"\(text)\", which this server does not know")
         }
         return state
     }
@@ -16,7 +17,8 @@ enum Stored {
     /// A document's kind.
     static func kind(_ text: String) throws -> DocumentKind {
         guard let kind = DocumentKind(rawValue: text) else {
-            throw XferError(.internal, "the metadata store holds a document of kind \"\(text)\", which this server does not know")
+            throw XferError(
+                .internal, "the metadata store holds a document of kind \"\(text)\", which this server does not know")
         }
         return kind
     }

@@ -18,7 +18,8 @@ public protocol WebStore: Sendable {
     func containers(account: Int64) async throws -> [ContainerSummary]
     /// One page of the folder `prefix` (empty, or ending in `/`): its live documents and, once
     /// each, the folders below it, in path order from `start`, at most `limit` entries.
-    func folder(account: Int64, container: ContainerName, prefix: String, from start: FolderPosition?, limit: Int) async throws -> FolderPage
+    func folder(account: Int64, container: ContainerName, prefix: String, from start: FolderPosition?, limit: Int)
+        async throws -> FolderPage
 }
 
 /// A signed-in browser: the account it acts for and when it must sign in again.
@@ -56,8 +57,10 @@ public struct FolderPosition: Sendable, Hashable {
 
     /// Reads a token this server gave; `nil` for anything else.
     public init?(token: String) {
-        guard let first = token.first, first == "i" || first == "x", token.utf8.count <= DocumentPathRules.maximumPathBytes + 1,
-              !token.utf8.contains(0) else { return nil }
+        guard let first = token.first, first == "i" || first == "x",
+            token.utf8.count <= DocumentPathRules.maximumPathBytes + 1,
+            !token.utf8.contains(0)
+        else { return nil }
         self.init(key: String(token.dropFirst()), inclusive: first == "i")
     }
 }
@@ -91,8 +94,10 @@ public protocol ShareStore: Sendable {
     /// ``PasswordHash`` text) if given.
     /// - Throws: `not_found` if there is no such live document or version; `encrypted_container`
     ///   for an end-to-end encrypted container; `too_large` past ``ShareLink/maximumPerAccount``.
-    func createShare(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?, password: String?,
-                     hash: [UInt8], lifetime: Int64?) async throws -> ShareLink
+    func createShare(
+        account: Int64, container: ContainerName, path: DocumentPath, version: Int64?, password: String?,
+        hash: [UInt8], lifetime: Int64?
+    ) async throws -> ShareLink
     /// Checks what ``createShare(account:container:path:version:password:hash:lifetime:)`` would,
     /// recording nothing: run before a link's password is hashed, so a refused link costs no scrypt.
     /// - Throws: What `createShare` would throw for these.
@@ -139,16 +144,19 @@ public struct ShareGrant: Sendable, Hashable {
 /// folder of a container, kept beside its documents and moved, copied and removed with them.
 public protocol DeadPropertyStore: Sendable {
     /// The properties of each of `paths` that has any.
-    func deadProperties(account: Int64, container: ContainerName, paths: [String]) async throws -> [String: [DeadProperty]]
+    func deadProperties(account: Int64, container: ContainerName, paths: [String]) async throws -> [String:
+        [DeadProperty]]
     /// Sets and removes properties of `path`, in order (a later change to the same name wins),
     /// all or none.
     /// - Throws: `too_large` past ``DeadProperty/maximumPerPath`` properties on the path, or
     ///   ``DeadProperty/maximumPerContainer`` / ``DeadProperty/maximumBytesPerContainer`` in the
     ///   container (nothing is changed then).
-    func patchDeadProperties(account: Int64, container: ContainerName, path: String, _ changes: [DeadPropertyChange]) async throws
+    func patchDeadProperties(account: Int64, container: ContainerName, path: String, _ changes: [DeadPropertyChange])
+        async throws
     /// Copies (or moves) the properties of `source` and of every path below it to `destination`
     /// and the same paths below it, replacing what those had.
-    func copyDeadProperties(account: Int64, container: ContainerName, from source: String, to destination: String, move: Bool) async throws
+    func copyDeadProperties(
+        account: Int64, container: ContainerName, from source: String, to destination: String, move: Bool) async throws
     /// Removes the properties of `path` and of every path below it.
     func removeDeadProperties(account: Int64, container: ContainerName, path: String) async throws
 }
@@ -194,7 +202,8 @@ public protocol DavLockStore: Sendable {
     func takeDavLock(account: Int64, container: ContainerName, _ lock: DavLock) async throws -> [DavLock]
     /// Sets the timeout of the unexpired lock `token`, and its expiry from the store's clock.
     /// - Returns: The lock as it is now, or `nil` if there is no such lock.
-    func refreshDavLock(account: Int64, container: ContainerName, token: String, timeout: Int64) async throws -> DavLock?
+    func refreshDavLock(account: Int64, container: ContainerName, token: String, timeout: Int64) async throws
+        -> DavLock?
     /// Releases lock `token`. - Returns: Whether there was one.
     func releaseDavLock(account: Int64, container: ContainerName, token: String) async throws -> Bool
     /// Releases every lock on `path` and below it: what a DELETE or a MOVE does to its source.
@@ -227,7 +236,10 @@ public struct DavLock: Sendable, Hashable {
     /// Store clock, ns (set by the store when the lock is taken or refreshed).
     public var expiresAt: Int64
 
-    public init(token: String, path: String, exclusive: Bool, infinite: Bool, owner: String?, timeout: Int64, expiresAt: Int64 = 0) {
+    public init(
+        token: String, path: String, exclusive: Bool, infinite: Bool, owner: String?, timeout: Int64,
+        expiresAt: Int64 = 0
+    ) {
         self.token = token
         self.path = path
         self.exclusive = exclusive

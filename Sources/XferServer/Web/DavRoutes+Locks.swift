@@ -14,7 +14,8 @@ extension DavRoutes {
     static let lockTokenHeader = HTTPField.Name("Lock-Token")!
     static let timeoutHeader = HTTPField.Name("Timeout")!
 
-    static let supportedLock = "<D:supportedlock>"
+    static let supportedLock =
+        "<D:supportedlock>"
         + "<D:lockentry><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockentry>"
         + "<D:lockentry><D:lockscope><D:shared/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockentry>"
         + "</D:supportedlock>"
@@ -50,18 +51,24 @@ extension DavRoutes {
             }
             if let lock = guarding.first(where: { !submitted.contains($0.token) }) {
                 let name = change.relative.isEmpty ? "the container's root" : change.relative
-                throw DavStatus(status: .davLocked, message: "\(name) is locked (\(lock.token)); send the lock's token in an If header")
+                throw DavStatus(
+                    status: .davLocked,
+                    message: "\(name) is locked (\(lock.token)); send the lock's token in an If header")
             }
         }
     }
 
     /// What an `If` list is checked against: the entity tag of the resource it names (its
     /// tag's URL, or the request's own) and the tokens of the locks on it.
-    func state(of url: String?, _ target: Target, _ locks: [DavLock]) async throws -> (etag: String?, tokens: Set<String>) {
+    func state(of url: String?, _ target: Target, _ locks: [DavLock]) async throws -> (
+        etag: String?, tokens: Set<String>
+    ) {
         var relative = target.relative
         if let url {
             // A URL that is not one of this container's names holds no lock and no tag here.
-            guard let named = try? Self.target(Self.path(ofURL: url), account: target.account), named.container == target.container else {
+            guard let named = try? Self.target(Self.path(ofURL: url), account: target.account),
+                named.container == target.container
+            else {
                 return (nil, [])
             }
             relative = named.relative
@@ -89,7 +96,9 @@ extension DavRoutes {
         for part in (header ?? "").split(separator: ",") {
             let value = part.trimmingCharacters(in: .whitespaces).lowercased()
             if value == "infinite" { return DavLock.maximumTimeout }
-            if value.hasPrefix("second-"), let seconds = Int64(value.dropFirst(7)), seconds > 0 { return min(seconds, DavLock.maximumTimeout) }
+            if value.hasPrefix("second-"), let seconds = Int64(value.dropFirst(7)), seconds > 0 {
+                return min(seconds, DavLock.maximumTimeout)
+            }
         }
         return DavLock.defaultTimeout
     }
@@ -98,7 +107,8 @@ extension DavRoutes {
     static func activeLock(_ lock: DavLock, _ container: ContainerName, now: Int64) -> String {
         let left = max(0, (lock.expiresAt - now + 999_999_999) / 1_000_000_000)
         let root = lock.path == "Documents" ? "" : strip(scope, from: lock.path)
-        return "<D:activelock><D:locktype><D:write/></D:locktype><D:lockscope>\(lock.exclusive ? "<D:exclusive/>" : "<D:shared/>")</D:lockscope>"
+        return
+            "<D:activelock><D:locktype><D:write/></D:locktype><D:lockscope>\(lock.exclusive ? "<D:exclusive/>" : "<D:shared/>")</D:lockscope>"
             + "<D:depth>\(lock.infinite ? "infinity" : "0")</D:depth>\(lock.owner ?? "")<D:timeout>Second-\(left)</D:timeout>"
             + "<D:locktoken><D:href>\(DavXML.escape(lock.token))</D:href></D:locktoken>"
             + "<D:lockroot><D:href>\(DavXML.escape(href(container, root, collection: false)))</D:href></D:lockroot></D:activelock>"
@@ -108,20 +118,29 @@ extension DavRoutes {
     /// only the locks taken on it. A member of a `Depth: 1` PROPFIND shows only its own: the
     /// locks it inherits are those of the folder asked for, shown once in that folder's answer,
     /// so each lock appears at most once in a multistatus, whatever the members and locks.
-    static func lockDiscovery(_ relative: String, _ locks: [DavLock], _ container: ContainerName, now: Int64, rootedOnly: Bool = false) -> String {
+    static func lockDiscovery(
+        _ relative: String, _ locks: [DavLock], _ container: ContainerName, now: Int64, rootedOnly: Bool = false
+    ) -> String {
         let path = propertyPath(relative)
         let shown = locks.filter { rootedOnly ? $0.path == path : $0.covers(path) }
         return "<D:lockdiscovery>" + shown.map { activeLock($0, container, now: now) }.joined() + "</D:lockdiscovery>"
     }
 
     /// A LOCK's answer: the lock in `DAV:lockdiscovery`, and its token in `Lock-Token`.
-    static func lockAnswer(_ status: HTTPResponse.Status, _ lock: DavLock, _ container: ContainerName, now: Int64) -> Response {
+    static func lockAnswer(_ status: HTTPResponse.Status, _ lock: DavLock, _ container: ContainerName, now: Int64)
+        -> Response
+    {
         var buffer = ByteBuffer()
-        buffer.writeString("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:prop xmlns:D=\"DAV:\"><D:lockdiscovery>"
-                           + activeLock(lock, container, now: now) + "</D:lockdiscovery></D:prop>\n")
-        return Response(status: status, headers: [.contentType: "application/xml; charset=utf-8", .contentLength: String(buffer.readableBytes),
-                                                  lockTokenHeader: "<\(lock.token)>"],
-                        body: ResponseBody(byteBuffer: buffer))
+        buffer.writeString(
+            "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<D:prop xmlns:D=\"DAV:\"><D:lockdiscovery>"
+                + activeLock(lock, container, now: now) + "</D:lockdiscovery></D:prop>\n")
+        return Response(
+            status: status,
+            headers: [
+                .contentType: "application/xml; charset=utf-8", .contentLength: String(buffer.readableBytes),
+                lockTokenHeader: "<\(lock.token)>"
+            ],
+            body: ResponseBody(byteBuffer: buffer))
     }
 
     /// LOCK (RFC 4918 §9.10): a new lock (a body), or a refresh of one the `If` header names
@@ -132,34 +151,51 @@ extension DavRoutes {
         let path = Self.propertyPath(target.relative)
         guard body.readableBytes > 0 else {
             guard let header = request.headers[Self.ifHeader] else {
-                throw DavStatus(status: .badRequest, message: "a LOCK without a body refreshes a lock: name its token in an If header")
+                throw DavStatus(
+                    status: .badRequest,
+                    message: "a LOCK without a body refreshes a lock: name its token in an If header")
             }
             let tokens = try DavIf.parse(header).tokens
             let (locks, _) = try await metadata.davLocks(account: target.account, container: target.container)
             guard let held = locks.first(where: { $0.covers(path) && tokens.contains($0.token) }),
-                  let refreshed = try await metadata.refreshDavLock(account: target.account, container: target.container, token: held.token, timeout: timeout)
-            else { throw DavStatus(status: .preconditionFailed, message: "no lock the If header names is on \(target.relative)") }
+                let refreshed = try await metadata.refreshDavLock(
+                    account: target.account, container: target.container, token: held.token, timeout: timeout)
+            else {
+                throw DavStatus(
+                    status: .preconditionFailed, message: "no lock the If header names is on \(target.relative)")
+            }
             let (_, now) = try await metadata.davLocks(account: target.account, container: target.container)
             return Self.lockAnswer(.ok, refreshed, target.container, now: now)
         }
         let asked = try DavXML.lockinfo(String(buffer: body))
-        let depth = request.headers[HTTPField.Name("Depth")!]?.trimmingCharacters(in: .whitespaces).lowercased() ?? "infinity"
-        guard depth == "0" || depth == "infinity" else { throw DavStatus(status: .badRequest, message: "a LOCK has Depth 0 or infinity") }
+        let depth =
+            request.headers[HTTPField.Name("Depth")!]?.trimmingCharacters(in: .whitespaces).lowercased() ?? "infinity"
+        guard depth == "0" || depth == "infinity" else {
+            throw DavStatus(status: .badRequest, message: "a LOCK has Depth 0 or infinity")
+        }
         let existing = try await resource(target, target.relative)
         switch existing {
         case .packageFile?: throw DavStatus(status: .forbidden, message: "a package's contents are read only here")
-        case .packageFolder(_, _, let entry)? where !entry.isEmpty: throw DavStatus(status: .forbidden, message: "a package's contents are read only here")
+        case .packageFolder(_, _, let entry)? where !entry.isEmpty:
+            throw DavStatus(status: .forbidden, message: "a package's contents are read only here")
         case nil:
-            guard !target.relative.isEmpty, !target.slash else { throw DavStatus(status: .notFound, message: "no such folder") }
+            guard !target.relative.isEmpty, !target.slash else {
+                throw DavStatus(status: .notFound, message: "no such folder")
+            }
             try await requireWritableParent(target, target.relative)
         default: break
         }
         try await checkWrite(request, target, existing == nil ? [Change(relative: target.relative, member: true)] : [])
-        let lock = DavLock(token: "urn:uuid:" + UUID().uuidString.lowercased(), path: path, exclusive: asked.exclusive,
-                           infinite: depth == "infinity", owner: asked.owner, timeout: timeout)
+        let lock = DavLock(
+            token: "urn:uuid:" + UUID().uuidString.lowercased(), path: path, exclusive: asked.exclusive,
+            infinite: depth == "infinity", owner: asked.owner, timeout: timeout)
         let conflicts = try await metadata.takeDavLock(account: target.account, container: target.container, lock)
         guard conflicts.isEmpty else {
-            throw DavStatus(status: .davLocked, message: "\(target.relative.isEmpty ? "the container's root" : target.relative) is locked already (\(conflicts[0].exclusive ? "exclusively" : "shared"))")
+            throw DavStatus(
+                status: .davLocked,
+                message:
+                    "\(target.relative.isEmpty ? "the container's root" : target.relative) is locked already (\(conflicts[0].exclusive ? "exclusively" : "shared"))"
+            )
         }
         var created = false
         if existing == nil {
@@ -170,25 +206,30 @@ extension DavRoutes {
             } catch let error as XferError where error.code == .alreadyExists {
                 created = false
             } catch {
-                _ = try? await metadata.releaseDavLock(account: target.account, container: target.container, token: lock.token)
+                _ = try? await metadata.releaseDavLock(
+                    account: target.account, container: target.container, token: lock.token)
                 throw error
             }
         }
         let (locks, now) = try await metadata.davLocks(account: target.account, container: target.container)
-        return Self.lockAnswer(created ? .created : .ok, locks.first { $0.token == lock.token } ?? lock, target.container, now: now)
+        return Self.lockAnswer(
+            created ? .created : .ok, locks.first { $0.token == lock.token } ?? lock, target.container, now: now)
     }
 
     /// UNLOCK (RFC 4918 §9.11): releases the lock `Lock-Token` names, which must be on the
     /// request's resource or a folder above it.
     func unlock(_ request: Request, _ target: Target) async throws -> Response {
         guard let header = request.headers[Self.lockTokenHeader]?.trimmingCharacters(in: .whitespaces),
-              header.hasPrefix("<"), header.hasSuffix(">"), header.count > 2 else {
+            header.hasPrefix("<"), header.hasSuffix(">"), header.count > 2
+        else {
             throw DavStatus(status: .badRequest, message: "UNLOCK names its lock in a Lock-Token header: <urn:uuid:…>")
         }
         let token = String(header.dropFirst().dropLast())
         let (locks, _) = try await metadata.davLocks(account: target.account, container: target.container)
         guard locks.contains(where: { $0.token == token && $0.covers(Self.propertyPath(target.relative)) }) else {
-            throw DavStatus(status: .conflict, message: "no lock \(token) is on \(target.relative.isEmpty ? "the container's root" : target.relative)")
+            throw DavStatus(
+                status: .conflict,
+                message: "no lock \(token) is on \(target.relative.isEmpty ? "the container's root" : target.relative)")
         }
         _ = try await metadata.releaseDavLock(account: target.account, container: target.container, token: token)
         return Response(status: .noContent)

@@ -20,7 +20,8 @@ struct DocumentBytes: Sendable {
     var batch: Int { max(1, min(chunks.readBatch, 8)) }
 
     /// Writes bytes `range` of the file whose chunks are `references`.
-    func write(_ references: Manifest.Chunks, range: Range<Int64>, to writer: inout any ResponseBodyWriter) async throws {
+    func write(_ references: Manifest.Chunks, range: Range<Int64>, to writer: inout any ResponseBodyWriter) async throws
+    {
         guard !range.isEmpty else { return }
         // The chunks the range touches, with where each starts.
         var wanted: [(reference: Manifest.ChunkReference, start: Int64)] = []
@@ -32,13 +33,17 @@ struct DocumentBytes: Sendable {
             offset = end
         }
         let (maximumLength, threadPool, chunks) = (maximumLength, threadPool, chunks)
-        let groups = stride(from: 0, to: wanted.count, by: batch).map { Array(wanted[$0..<min($0 + batch, wanted.count)]) }
+        let groups = stride(from: 0, to: wanted.count, by: batch).map {
+            Array(wanted[$0..<min($0 + batch, wanted.count)])
+        }
         /// Loads, decodes and checks one group, off the event loop.
         @Sendable func read(_ part: [(reference: Manifest.ChunkReference, start: Int64)]) async throws -> [[UInt8]] {
             let loaded = try await chunks.load(part.map(\.reference.id))
             return try await threadPool.runIfActive {
                 try zip(part, loaded).map { want, chunk in
-                    guard chunk.id == want.reference.id, chunk.length == want.reference.length, chunk.encoding != .sealed else {
+                    guard chunk.id == want.reference.id, chunk.length == want.reference.length,
+                        chunk.encoding != .sealed
+                    else {
                         throw XferError(.corruptChunk, "chunk \(want.reference.id) is not what the manifest names")
                     }
                     return try chunk.decoded(maximumLength: maximumLength)
@@ -74,7 +79,9 @@ struct DocumentBytes: Sendable {
 
     /// A file's bytes as a response: one `Range` honoured (206, or 416 past the end), `If-Range`
     /// against `etag`; a HEAD gets the same headers and no body.
-    func fileResponse(_ references: Manifest.Chunks, size: Int64, etag: String, request: Request, headers: HTTPFields) -> Response {
+    func fileResponse(_ references: Manifest.Chunks, size: Int64, etag: String, request: Request, headers: HTTPFields)
+        -> Response
+    {
         var headers = headers
         headers[.acceptRanges] = "bytes"
         headers[.eTag] = etag
@@ -95,23 +102,31 @@ struct DocumentBytes: Sendable {
         headers[.contentLength] = String(span.count)
         if request.method == .head { return Response(status: status, headers: headers) }
         let bytes = self
-        return Response(status: status, headers: headers, body: ResponseBody(contentLength: Int(span.count)) { writer in
-            try await bytes.write(references, range: span, to: &writer)
-            try await writer.finish(nil)
-        })
+        return Response(
+            status: status, headers: headers,
+            body: ResponseBody(contentLength: Int(span.count)) { writer in
+                try await bytes.write(references, range: span, to: &writer)
+                try await writer.finish(nil)
+            })
     }
 
     func writeTar(_ manifest: Manifest, root: String, to writer: inout any ResponseBodyWriter) async throws {
         let entries = manifest.entries
-        try await writer.write(ByteBuffer(bytes: TarHeader.entry(path: root + "/", kind: .directory, mode: 0o755, size: 0,
-                                                                  mtime: Self.seconds(entries.isEmpty ? 0 : entries.mtimeNanoseconds(at: 0)))))
+        try await writer.write(
+            ByteBuffer(
+                bytes: TarHeader.entry(
+                    path: root + "/", kind: .directory, mode: 0o755, size: 0,
+                    mtime: Self.seconds(entries.isEmpty ? 0 : entries.mtimeNanoseconds(at: 0)))))
         for index in entries.indices {
             let kind = entries.kind(at: index)
             let size = kind == .file ? entries.size(at: index) : 0
             let path = root + "/" + entries.path(at: index) + (kind == .directory ? "/" : "")
-            try await writer.write(ByteBuffer(bytes: TarHeader.entry(
-                path: path, kind: kind, mode: entries.mode(at: index) & 0o777, size: size,
-                mtime: Self.seconds(entries.mtimeNanoseconds(at: index)), linkTarget: entries.symlinkTarget(at: index))))
+            try await writer.write(
+                ByteBuffer(
+                    bytes: TarHeader.entry(
+                        path: path, kind: kind, mode: entries.mode(at: index) & 0o777, size: size,
+                        mtime: Self.seconds(entries.mtimeNanoseconds(at: index)),
+                        linkTarget: entries.symlinkTarget(at: index))))
             guard size > 0 else { continue }
             try await write(entries.chunks(at: index), range: 0..<size, to: &writer)
             let padding = Int((512 - size % 512) % 512)
@@ -127,7 +142,9 @@ struct DocumentBytes: Sendable {
 /// goes in a pax extended header before the entry, as GNU tar and bsdtar read it.
 enum TarHeader {
     /// The header block(s) of one entry.
-    static func entry(path: String, kind: EntryKind, mode: UInt32, size: Int64, mtime: Int64, linkTarget: String? = nil) -> [UInt8] {
+    static func entry(path: String, kind: EntryKind, mode: UInt32, size: Int64, mtime: Int64, linkTarget: String? = nil)
+        -> [UInt8]
+    {
         var records: [(String, String)] = []
         let pathBytes = Array(path.utf8)
         let link = Array((linkTarget ?? "").utf8)
@@ -137,18 +154,25 @@ enum TarHeader {
         var out: [UInt8] = []
         if !records.isEmpty {
             let body = records.flatMap { record(key: $0.0, value: $0.1) }
-            out += block(name: Array("PaxHeader/entry".utf8), mode: 0o644, size: Int64(body.count), mtime: mtime, type: UInt8(ascii: "x"), link: [])
+            out += block(
+                name: Array("PaxHeader/entry".utf8), mode: 0o644, size: Int64(body.count), mtime: mtime,
+                type: UInt8(ascii: "x"), link: [])
             out += body
             out += [UInt8](repeating: 0, count: (512 - body.count % 512) % 512)
         }
-        let type: UInt8 = switch kind {
-        case .file: UInt8(ascii: "0")
-        case .directory: UInt8(ascii: "5")
-        case .symlink: UInt8(ascii: "2")
-        }
+        let type: UInt8 =
+            switch kind {
+            case .file: UInt8(ascii: "0")
+            case .directory: UInt8(ascii: "5")
+            case .symlink: UInt8(ascii: "2")
+            }
         // The ustar fields keep an ASCII stand-in when the pax record holds the real value.
-        func fallback(_ bytes: [UInt8]) -> [UInt8] { Array(bytes.map { $0 < 0x80 ? $0 : UInt8(ascii: "_") }.prefix(100)) }
-        out += block(name: fallback(pathBytes), mode: mode, size: size > 0o77777777777 ? 0 : size, mtime: mtime, type: type, link: fallback(link))
+        func fallback(_ bytes: [UInt8]) -> [UInt8] {
+            Array(bytes.map { $0 < 0x80 ? $0 : UInt8(ascii: "_") }.prefix(100))
+        }
+        out += block(
+            name: fallback(pathBytes), mode: mode, size: size > 0o77777777777 ? 0 : size, mtime: mtime, type: type,
+            link: fallback(link))
         return out
     }
 
@@ -167,7 +191,9 @@ enum TarHeader {
         }
         func octal(_ value: Int64, at offset: Int, width: Int) {
             let digits = String(value, radix: 8)
-            put(Array((String(repeating: "0", count: max(0, width - 1 - digits.count)) + digits).utf8), at: offset, width: width - 1)
+            put(
+                Array((String(repeating: "0", count: max(0, width - 1 - digits.count)) + digits).utf8), at: offset,
+                width: width - 1)
         }
         put(name, at: 0, width: 100)
         octal(Int64(mode), at: 100, width: 8)
@@ -181,7 +207,9 @@ enum TarHeader {
         put(Array("ustar\u{0}00".utf8), at: 257, width: 8)
         let sum = header.reduce(0) { $0 + Int64($1) }
         let digits = String(sum, radix: 8)
-        put(Array((String(repeating: "0", count: max(0, 6 - digits.count)) + digits).utf8) + [0, 0x20], at: 148, width: 8)
+        put(
+            Array((String(repeating: "0", count: max(0, 6 - digits.count)) + digits).utf8) + [0, 0x20], at: 148,
+            width: 8)
         return header
     }
 }
@@ -195,22 +223,40 @@ enum ByteRange {
     case unsatisfiable
 
     init(header: String?, size: Int64) {
-        guard let header, header.hasPrefix("bytes="), !header.contains(",") else { self = .whole; return }
+        guard let header, header.hasPrefix("bytes="), !header.contains(",") else {
+            self = .whole
+            return
+        }
         let spec = header.dropFirst("bytes=".count).trimmingCharacters(in: .whitespaces)
         let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2 else { self = .whole; return }
+        guard parts.count == 2 else {
+            self = .whole
+            return
+        }
         let first = parts[0].isEmpty ? nil : Int64(parts[0])
         let last = parts[1].isEmpty ? nil : Int64(parts[1])
-        if !parts[0].isEmpty && first == nil || !parts[1].isEmpty && last == nil { self = .whole; return }
+        if !parts[0].isEmpty && first == nil || !parts[1].isEmpty && last == nil {
+            self = .whole
+            return
+        }
         switch (first, last) {
         case (nil, nil):
             self = .whole
         case (nil, let suffix?):
-            guard suffix > 0, size > 0 else { self = .unsatisfiable; return }
+            guard suffix > 0, size > 0 else {
+                self = .unsatisfiable
+                return
+            }
             self = .part(max(0, size - suffix)..<size)
         case (let start?, let end):
-            guard start < size else { self = .unsatisfiable; return }
-            if let end, end < start { self = .whole; return }
+            guard start < size else {
+                self = .unsatisfiable
+                return
+            }
+            if let end, end < start {
+                self = .whole
+                return
+            }
             // Clamped before adding one: `bytes=0-9223372036854775807` must not overflow.
             let last = min(end ?? size - 1, size - 1)
             self = .part(start..<(last + 1))

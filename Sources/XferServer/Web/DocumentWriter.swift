@@ -13,7 +13,9 @@ struct DocumentWriter: Sendable {
     /// The version a new document at `path` is based on: none if there is none, the deleted
     /// one if it was deleted; a live one is refused when `refusingLive` (a new folder or a
     /// rename never replaces a document), else it is the base (a new version of it).
-    func newBase(account: Int64, container: ContainerName, path: DocumentPath, refusingLive: Bool) async throws -> Int64? {
+    func newBase(account: Int64, container: ContainerName, path: DocumentPath, refusingLive: Bool) async throws
+        -> Int64?
+    {
         let existing: DocumentInfo
         do {
             existing = try await metadata.document(account: account, container: container, path: path, version: nil)
@@ -27,22 +29,27 @@ struct DocumentWriter: Sendable {
 
     /// Commits `manifest` at `path` as one new version from `device`, with the mode and time
     /// of the version it copies (`like`), or else its manifest's.
-    func commit(account: Int64, container: ContainerName, path: DocumentPath, _ manifest: Manifest, base: Int64?,
-                like copied: DocumentInfo? = nil, device: String) async throws -> DocumentInfo {
+    func commit(
+        account: Int64, container: ContainerName, path: DocumentPath, _ manifest: Manifest, base: Int64?,
+        like copied: DocumentInfo? = nil, device: String
+    ) async throws -> DocumentInfo {
         let kind = DocumentKind(manifest.kind)
         let entries = manifest.entries
         let mode = copied?.mode ?? (entries.count == 1 && entries.path(at: 0).isEmpty ? entries.mode(at: 0) : 0o755)
         let mtime = copied?.mtimeNs ?? (entries.isEmpty ? Self.now() : entries.mtimeNanoseconds(at: 0))
-        let announce = AnnounceRequest(path: path, kind: kind, size: manifest.totalSize, mtimeNs: mtime, mode: mode,
-                                       baseVersion: base, device: device)
-        let results = try await metadata.commitDirect(account: account, container: container,
-                                                      [DirectCommitItem(announce: announce, manifest: manifest, encoded: manifest.encoded())])
+        let announce = AnnounceRequest(
+            path: path, kind: kind, size: manifest.totalSize, mtimeNs: mtime, mode: mode,
+            baseVersion: base, device: device)
+        let results = try await metadata.commitDirect(
+            account: account, container: container,
+            [DirectCommitItem(announce: announce, manifest: manifest, encoded: manifest.encoded())])
         changes.notify(account: account, container: container)
         return try results[0].get()
     }
 
     /// Deletes the document at `path` from version `base`, announced on the change feed.
-    func delete(account: Int64, container: ContainerName, path: DocumentPath, base: Int64) async throws -> DocumentInfo {
+    func delete(account: Int64, container: ContainerName, path: DocumentPath, base: Int64) async throws -> DocumentInfo
+    {
         let info = try await metadata.delete(account: account, container: container, path: path, baseVersion: base)
         changes.notify(account: account, container: container)
         return info
@@ -50,9 +57,11 @@ struct DocumentWriter: Sendable {
 
     /// An empty folder's manifest: a directory document (docs/SYNC.md).
     static func folderManifest() throws -> Manifest {
-        try Manifest(kind: .directory, chunker: .default, entries: [
-            Manifest.Entry(path: "", kind: .directory, mode: 0o755, mtimeNanoseconds: now(), chunks: []),
-        ])
+        try Manifest(
+            kind: .directory, chunker: .default,
+            entries: [
+                Manifest.Entry(path: "", kind: .directory, mode: 0o755, mtimeNanoseconds: now(), chunks: [])
+            ])
     }
 
     static func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1_000_000_000) }

@@ -27,9 +27,12 @@ struct MultipartReader {
     init?(contentType: String) {
         let parts = contentType.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
         guard parts.first?.lowercased() == "multipart/form-data",
-              let parameter = parts.dropFirst().first(where: { $0.lowercased().hasPrefix("boundary=") }) else { return nil }
+            let parameter = parts.dropFirst().first(where: { $0.lowercased().hasPrefix("boundary=") })
+        else { return nil }
         var boundary = String(parameter.dropFirst("boundary=".count))
-        if boundary.hasPrefix("\""), boundary.hasSuffix("\""), boundary.count >= 2 { boundary = String(boundary.dropFirst().dropLast()) }
+        if boundary.hasPrefix("\""), boundary.hasSuffix("\""), boundary.count >= 2 {
+            boundary = String(boundary.dropFirst().dropLast())
+        }
         guard (1...70).contains(boundary.utf8.count) else { return nil }
         delimiter = Array("\r\n--\(boundary)".utf8)
         // The body opens with the delimiter less its CRLF: supplied, so one search fits all.
@@ -67,12 +70,14 @@ struct MultipartReader {
             case .headers:
                 guard let end = find([13, 10, 13, 10], from: index) else {
                     guard pending.count - index <= Self.maximumHeaderBytes else {
-                        throw XferError(.badRequest, "a part of the form has more than \(Self.maximumHeaderBytes) bytes of headers")
+                        throw XferError(
+                            .badRequest, "a part of the form has more than \(Self.maximumHeaderBytes) bytes of headers")
                     }
                     break loop
                 }
                 guard end - index <= Self.maximumHeaderBytes else {
-                    throw XferError(.badRequest, "a part of the form has more than \(Self.maximumHeaderBytes) bytes of headers")
+                    throw XferError(
+                        .badRequest, "a part of the form has more than \(Self.maximumHeaderBytes) bytes of headers")
                 }
                 let text = String(decoding: pending[index..<end], as: UTF8.self)
                 events.append(try Self.begin(text))
@@ -126,7 +131,9 @@ struct MultipartReader {
     static func begin(_ headers: String) throws -> Event {
         for line in headers.split(separator: "\r\n") {
             let pieces = line.split(separator: ":", maxSplits: 1)
-            guard pieces.count == 2, pieces[0].trimmingCharacters(in: .whitespaces).lowercased() == "content-disposition" else { continue }
+            guard pieces.count == 2,
+                pieces[0].trimmingCharacters(in: .whitespaces).lowercased() == "content-disposition"
+            else { continue }
             let parameters = parameters(String(pieces[1]))
             guard let name = parameters["name"] else { break }
             return .begin(name: name, filename: parameters["filename"])
@@ -145,7 +152,10 @@ struct MultipartReader {
             scalars.removeFirst()
             skipSpaces()
             var key = ""
-            while let c = scalars.first, c != "=", c != ";" { key.append(c); scalars.removeFirst() }
+            while let c = scalars.first, c != "=", c != ";" {
+                key.append(c)
+                scalars.removeFirst()
+            }
             guard scalars.first == "=" else { continue }
             scalars.removeFirst()
             var item = ""
@@ -161,7 +171,10 @@ struct MultipartReader {
                 item = item.replacingOccurrences(of: "%22", with: "\"").replacingOccurrences(of: "%0D", with: "\r")
                     .replacingOccurrences(of: "%0A", with: "\n")
             } else {
-                while let c = scalars.first, c != ";" { item.append(c); scalars.removeFirst() }
+                while let c = scalars.first, c != ";" {
+                    item.append(c)
+                    scalars.removeFirst()
+                }
             }
             result[key.trimmingCharacters(in: .whitespaces).lowercased()] = item
             skipSpaces()

@@ -23,7 +23,9 @@ extension WebRoutes {
     }
 
     /// A signed-in form on a plain container: its fields, checked.
-    func action(_ request: Request, _ context: XferRequestContext) async throws -> (WebContext, ContainerName, [String: String]) {
+    func action(_ request: Request, _ context: XferRequestContext) async throws -> (
+        WebContext, ContainerName, [String: String]
+    ) {
         let session = try requireSession(context)
         let container = try Routes.container(context)
         let form = try await checkForm(request, session)
@@ -33,13 +35,17 @@ extension WebRoutes {
 
     func refuseWriteIfEncrypted(_ container: ContainerName, _ session: WebContext) async throws {
         if try await metadata.containerKey(account: session.principal.accountID, container: container) != nil {
-            throw XferError(.encryptedContainer, "container \(container) is end-to-end encrypted: only a device holding its key can change it")
+            throw XferError(
+                .encryptedContainer,
+                "container \(container) is end-to-end encrypted: only a device holding its key can change it")
         }
     }
 
     static func folderField(_ form: [String: String]) throws -> String {
         let folder = form["folder"] ?? ""
-        guard folder.isEmpty || folder.hasSuffix("/"), !folder.hasPrefix("/"), folder.utf8.count < DocumentPathRules.maximumPathBytes else {
+        guard folder.isEmpty || folder.hasSuffix("/"), !folder.hasPrefix("/"),
+            folder.utf8.count < DocumentPathRules.maximumPathBytes
+        else {
             throw XferError(.badRequest, "folder must be empty or a path ending in /")
         }
         return folder
@@ -55,7 +61,9 @@ extension WebRoutes {
     }
 
     static func versionField(_ form: [String: String], _ name: String) throws -> Int64 {
-        guard let raw = form[name], let value = Int64(raw), value > 0 else { throw XferError(.badRequest, "\(name) must be a version number") }
+        guard let raw = form[name], let value = Int64(raw), value > 0 else {
+            throw XferError(.badRequest, "\(name) must be a version number")
+        }
         return value
     }
 
@@ -78,8 +86,9 @@ extension WebRoutes {
         let (session, container, form) = try await action(request, context)
         let folder = try Self.folderField(form)
         let path = try Self.child(folder, form["name"])
-        _ = try await commit(session, container, path, try DocumentWriter.folderManifest(),
-                             base: try await newBase(session, container, path, refusingLive: true))
+        _ = try await commit(
+            session, container, path, try DocumentWriter.folderManifest(),
+            base: try await newBase(session, container, path, refusingLive: true))
         return folderRedirect(container, folder)
     }
 
@@ -100,10 +109,12 @@ extension WebRoutes {
         }
         // The new name first, then the old one deleted from the version the page showed: if
         // the second step finds the document changed, both stay and nothing is lost.
-        _ = try await commit(session, container, target, try Manifest(decoding: stored.manifest),
-                             base: try await newBase(session, container, target, refusingLive: true), like: stored.info)
+        _ = try await commit(
+            session, container, target, try Manifest(decoding: stored.manifest),
+            base: try await newBase(session, container, target, refusingLive: true), like: stored.info)
         // Its WebDAV properties go with it, as a MOVE takes them (the delete would drop them).
-        try await metadata.copyDeadProperties(account: account, container: container, from: path.value, to: target.value, move: true)
+        try await metadata.copyDeadProperties(
+            account: account, container: container, from: path.value, to: target.value, move: true)
         _ = try await metadata.delete(account: account, container: container, path: path, baseVersion: base)
         changes.notify(account: account, container: container)
         return itemRedirect(container, target)
@@ -113,7 +124,8 @@ extension WebRoutes {
         let (session, container, form) = try await action(request, context)
         let path = try DocumentPath(form["path"] ?? "")
         let base = try Self.versionField(form, "base")
-        _ = try await metadata.delete(account: session.principal.accountID, container: container, path: path, baseVersion: base)
+        _ = try await metadata.delete(
+            account: session.principal.accountID, container: container, path: path, baseVersion: base)
         changes.notify(account: session.principal.accountID, container: container)
         return folderRedirect(container, Self.parent(path))
     }
@@ -125,8 +137,10 @@ extension WebRoutes {
         let path = try DocumentPath(form["path"] ?? "")
         let version = try Self.versionField(form, "version")
         let base = try Self.versionField(form, "base")
-        let stored = try await metadata.manifest(account: session.principal.accountID, container: container, path: path, version: version)
-        _ = try await commit(session, container, path, try Manifest(decoding: stored.manifest), base: base, like: stored.info)
+        let stored = try await metadata.manifest(
+            account: session.principal.accountID, container: container, path: path, version: version)
+        _ = try await commit(
+            session, container, path, try Manifest(decoding: stored.manifest), base: base, like: stored.info)
         return itemRedirect(container, path)
     }
 
@@ -137,11 +151,13 @@ extension WebRoutes {
         // Settled only as the page showed it: a version current since then is not demoted
         // by a choice made without it.
         let base = try Self.versionField(form, "base")
-        let now = try await metadata.document(account: session.principal.accountID, container: container, path: path, version: nil)
+        let now = try await metadata.document(
+            account: session.principal.accountID, container: container, path: path, version: nil)
         guard now.version == base else { throw XferError.conflict(path: path, current: now.version, base: base) }
         // The other contenders stay in history (superseded), never removed from here.
-        _ = try await metadata.resolve(account: session.principal.accountID, container: container,
-                                       ResolveRequest(path: path, keep: keep, keepAll: true))
+        _ = try await metadata.resolve(
+            account: session.principal.accountID, container: container,
+            ResolveRequest(path: path, keep: keep, keepAll: true))
         changes.notify(account: session.principal.accountID, container: container)
         return itemRedirect(container, path)
     }
@@ -149,16 +165,22 @@ extension WebRoutes {
     var writer: DocumentWriter { DocumentWriter(metadata: metadata, changes: changes) }
 
     /// ``DocumentWriter/newBase(account:container:path:refusingLive:)`` for the session's account.
-    func newBase(_ session: WebContext, _ container: ContainerName, _ path: DocumentPath, refusingLive: Bool) async throws -> Int64? {
-        try await writer.newBase(account: session.principal.accountID, container: container, path: path, refusingLive: refusingLive)
+    func newBase(_ session: WebContext, _ container: ContainerName, _ path: DocumentPath, refusingLive: Bool)
+        async throws -> Int64?
+    {
+        try await writer.newBase(
+            account: session.principal.accountID, container: container, path: path, refusingLive: refusingLive)
     }
 
     /// Commits `manifest` at `path` as one new version from this browser (device `web`, or the
     /// device the session's token was issued to).
-    func commit(_ session: WebContext, _ container: ContainerName, _ path: DocumentPath, _ manifest: Manifest, base: Int64?,
-                like copied: DocumentInfo? = nil) async throws -> DocumentInfo {
-        try await writer.commit(account: session.principal.accountID, container: container, path: path, manifest, base: base,
-                                like: copied, device: session.principal.device ?? "web")
+    func commit(
+        _ session: WebContext, _ container: ContainerName, _ path: DocumentPath, _ manifest: Manifest, base: Int64?,
+        like copied: DocumentInfo? = nil
+    ) async throws -> DocumentInfo {
+        try await writer.commit(
+            account: session.principal.accountID, container: container, path: path, manifest, base: base,
+            like: copied, device: session.principal.device ?? "web")
     }
 
     static func now() -> Int64 { DocumentWriter.now() }
@@ -177,9 +199,13 @@ extension WebRoutes {
     }
 
     /// ``upload(_:context:)`` once the token has room for one more upload.
-    func receiveUpload(_ request: Request, _ session: WebContext, _ context: XferRequestContext) async throws -> Response {
+    func receiveUpload(_ request: Request, _ session: WebContext, _ context: XferRequestContext) async throws
+        -> Response
+    {
         let container = try Routes.container(context)
-        guard WebSecurity.isSameOrigin(request) else { throw XferError(.forbidden, "this form was sent from another site") }
+        guard WebSecurity.isSameOrigin(request) else {
+            throw XferError(.forbidden, "this form was sent from another site")
+        }
         guard let type = request.headers[.contentType], var reader = MultipartReader(contentType: type) else {
             throw XferError(.badRequest, "an upload is a multipart/form-data form")
         }
@@ -198,20 +224,37 @@ extension WebRoutes {
                         // The token is the form's first field (the page puts it there): nothing
                         // else is read, kept or stored before it is checked.
                         if fields.isEmpty && name != "csrf" {
-                            throw XferError(.forbidden, "the form's token must come first; reload the page and try again")
+                            throw XferError(
+                                .forbidden, "the form's token must come first; reload the page and try again")
                         }
-                        if !fields.isEmpty, fields["csrf"].map({ !WebSecurity.same($0, WebSecurity.csrf(session.secret)) }) ?? true {
-                            throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")
+                        if !fields.isEmpty,
+                            fields["csrf"].map({ !WebSecurity.same($0, WebSecurity.csrf(session.secret)) }) ?? true
+                        {
+                            throw XferError(
+                                .forbidden,
+                                "the form's token does not match this session; reload the page and try again")
                         }
-                        guard fields.count < 8 || name == "file" else { throw XferError(.badRequest, "the upload form has too many fields") }
+                        guard fields.count < 8 || name == "file" else {
+                            throw XferError(.badRequest, "the upload form has too many fields")
+                        }
                         if name == "file", let filename {
-                            guard let sent = fields["csrf"], WebSecurity.same(sent, WebSecurity.csrf(session.secret)) else {
-                                throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")
+                            guard let sent = fields["csrf"], WebSecurity.same(sent, WebSecurity.csrf(session.secret))
+                            else {
+                                throw XferError(
+                                    .forbidden,
+                                    "the form's token does not match this session; reload the page and try again")
                             }
-                            let base = String(filename.split(separator: "/").last ?? "").split(separator: "\\").last.map(String.init) ?? ""
-                            if base.isEmpty { file = nil; field = nil; continue }  // an empty file input
+                            let base =
+                                String(filename.split(separator: "/").last ?? "").split(separator: "\\").last.map(
+                                    String.init) ?? ""
+                            if base.isEmpty {
+                                file = nil
+                                field = nil
+                                continue
+                            }  // an empty file input
                             let path = try Self.child(try Self.folderField(fields), base)
-                            file = UploadedFile(path: path, intake: intake, account: session.principal.accountID, startedAt: startedAt)
+                            file = UploadedFile(
+                                path: path, intake: intake, account: session.principal.accountID, startedAt: startedAt)
                         } else {
                             field = (name, [])
                         }
@@ -219,7 +262,9 @@ extension WebRoutes {
                         if file != nil {
                             try await file!.feed(bytes)
                         } else if field != nil {
-                            guard field!.bytes.count + bytes.count <= 4096 else { throw XferError(.badRequest, "form field \(field!.name) is too long") }
+                            guard field!.bytes.count + bytes.count <= 4096 else {
+                                throw XferError(.badRequest, "form field \(field!.name) is too long")
+                            }
                             field!.bytes += bytes
                         }
                     case .end:
@@ -232,8 +277,9 @@ extension WebRoutes {
                                 await done.abandon()
                                 throw error
                             }
-                            let info = try await commit(session, container, done.path, manifest,
-                                                        base: try await newBase(session, container, done.path, refusingLive: false))
+                            let info = try await commit(
+                                session, container, done.path, manifest,
+                                base: try await newBase(session, container, done.path, refusingLive: false))
                             committed.append(info.path)
                         } else if let done = field {
                             fields[done.name] = String(decoding: done.bytes, as: UTF8.self)
@@ -320,12 +366,13 @@ struct UploadedFile {
         plainBytes = 0
         if inFlight.count >= Self.window { references += try await inFlight.removeFirst().value }
         let (intake, account, startedAt) = (intake, account, startedAt)
-        inFlight.append(Task {
-            let encoded = try await Self.encode(batch)
-            try Task.checkCancellation()
-            _ = try await intake.store(encoded, account: account, startedAt: startedAt)
-            return encoded.map { Manifest.ChunkReference(id: $0.id, length: $0.length) }
-        })
+        inFlight.append(
+            Task {
+                let encoded = try await Self.encode(batch)
+                try Task.checkCancellation()
+                _ = try await intake.store(encoded, account: account, startedAt: startedAt)
+                return encoded.map { Manifest.ChunkReference(id: $0.id, length: $0.length) }
+            })
     }
 
     /// Cancels the batches still in flight and waits until they are done, so an upload that
@@ -345,9 +392,14 @@ struct UploadedFile {
         return try await withThrowingTaskGroup(of: (Int, [EncodedChunk]).self) { group in
             for (index, range) in ranges.enumerated() {
                 group.addTask {
-                    (index, try await NIOThreadPool.singleton.runIfActive {
-                        try batch[range].map { bytes in try bytes.withUnsafeBytes { buffer in try Zstd.encode(buffer, id: ChunkID.of(buffer)) } }
-                    })
+                    (
+                        index,
+                        try await NIOThreadPool.singleton.runIfActive {
+                            try batch[range].map { bytes in
+                                try bytes.withUnsafeBytes { buffer in try Zstd.encode(buffer, id: ChunkID.of(buffer)) }
+                            }
+                        }
+                    )
                 }
             }
             var parts = [[EncodedChunk]](repeating: [], count: ranges.count)
@@ -362,8 +414,11 @@ struct UploadedFile {
         try await cutChunk()
         try await flush()
         while !inFlight.isEmpty { references += try await inFlight.removeFirst().value }
-        return try Manifest(kind: .file, chunker: .default, entries: [
-            Manifest.Entry(path: "", kind: .file, mode: 0o644, mtimeNanoseconds: WebRoutes.now(), chunks: references),
-        ])
+        return try Manifest(
+            kind: .file, chunker: .default,
+            entries: [
+                Manifest.Entry(
+                    path: "", kind: .file, mode: 0o644, mtimeNanoseconds: WebRoutes.now(), chunks: references)
+            ])
     }
 }

@@ -64,28 +64,38 @@ struct WebRoutes: Sendable {
         var values: [String: Any] = ["csrf": token]
         if let error { values["error"] = error }
         var response = html("signin", values, title: "Sign in", session: nil, status: status)
-        response.setCookie(WebSecurity.cookie(WebSecurity.signinCookie, token, maxAge: 3600, secure: limits.secureCookies))
+        response.setCookie(
+            WebSecurity.cookie(WebSecurity.signinCookie, token, maxAge: 3600, secure: limits.secureCookies))
         return response
     }
 
     @Sendable func signin(_ request: Request, context: XferRequestContext) async throws -> Response {
-        guard WebSecurity.isSameOrigin(request) else { throw XferError(.forbidden, "this form was sent from another site") }
+        guard WebSecurity.isSameOrigin(request) else {
+            throw XferError(.forbidden, "this form was sent from another site")
+        }
         let form = try await WebSecurity.form(request)
         guard let expected = request.cookies[WebSecurity.signinCookie]?.value, WebSecurity.isSecret(expected),
-              let sent = form["csrf"], WebSecurity.same(sent, expected) else {
+            let sent = form["csrf"], WebSecurity.same(sent, expected)
+        else {
             return signinForm(error: "The sign-in form had expired; sign in again.", status: .forbidden)
         }
         let token = (form["token"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         let secret = WebSecurity.secret()
         let lifetime = Int64(limits.webSessionLifetime.components.seconds)
         guard !token.isEmpty, token.utf8.count <= 256,
-              let session = try await metadata.openWebSession(tokenHash: TokenHash.hash(token), sessionHash: WebSecurity.hash(secret),
-                                                              lifetime: lifetime * 1_000_000_000) else {
-            return signinForm(error: "That is not a valid account token of this server with full access (the admin token, a read-only or one-container token, and an expired one cannot sign in here).", status: .unauthorized)
+            let session = try await metadata.openWebSession(
+                tokenHash: TokenHash.hash(token), sessionHash: WebSecurity.hash(secret),
+                lifetime: lifetime * 1_000_000_000)
+        else {
+            return signinForm(
+                error:
+                    "That is not a valid account token of this server with full access (the admin token, a read-only or one-container token, and an expired one cannot sign in here).",
+                status: .unauthorized)
         }
         _ = session
         var response = Self.redirect("/web/")
-        response.setCookie(WebSecurity.cookie(WebSecurity.sessionCookie, secret, maxAge: Int(lifetime), secure: limits.secureCookies))
+        response.setCookie(
+            WebSecurity.cookie(WebSecurity.sessionCookie, secret, maxAge: Int(lifetime), secure: limits.secureCookies))
         response.setCookie(WebSecurity.cookie(WebSecurity.signinCookie, "", maxAge: 0, secure: limits.secureCookies))
         return response
     }
@@ -102,7 +112,9 @@ struct WebRoutes: Sendable {
     /// A form from a signed-in page: from this site, with the session's CSRF token.
     /// - Returns: The form's fields.
     func checkForm(_ request: Request, _ session: WebContext) async throws -> [String: String] {
-        guard WebSecurity.isSameOrigin(request) else { throw XferError(.forbidden, "this form was sent from another site") }
+        guard WebSecurity.isSameOrigin(request) else {
+            throw XferError(.forbidden, "this form was sent from another site")
+        }
         let form = try await WebSecurity.form(request)
         guard let sent = form["csrf"], WebSecurity.same(sent, WebSecurity.csrf(session.secret)) else {
             throw XferError(.forbidden, "the form's token does not match this session; reload the page and try again")
@@ -121,7 +133,7 @@ struct WebRoutes: Sendable {
             "usedBytes": account.charged, "quotaBytes": max(1, account.quota), "highBytes": account.quota / 10 * 9,
             "containers": containers.map { summary -> [String: Any] in
                 ["name": summary.name, "encrypted": summary.encrypted, "href": Self.containerHref(summary.name)]
-            },
+            }
         ]
         return html("containers", values, title: "Containers", session: session)
     }
@@ -133,7 +145,8 @@ struct WebRoutes: Sendable {
         let fields = WebSecurity.queryFields(request)
         let prefix = (fields["folder"] ?? "").precomposedStringWithCanonicalMapping
         guard prefix.isEmpty || prefix.hasSuffix("/"), prefix.utf8.count <= DocumentPathRules.maximumPathBytes,
-              !prefix.utf8.contains(0), !prefix.hasPrefix("/") else {
+            !prefix.utf8.contains(0), !prefix.hasPrefix("/")
+        else {
             throw XferError(.badRequest, "folder must be empty or a path ending in /")
         }
         var start: FolderPosition? = nil
@@ -143,8 +156,9 @@ struct WebRoutes: Sendable {
             }
             start = position
         }
-        let listing = try await metadata.folder(account: session.principal.accountID, container: container, prefix: prefix,
-                                                from: start, limit: Self.pageSize)
+        let listing = try await metadata.folder(
+            account: session.principal.accountID, container: container, prefix: prefix,
+            from: start, limit: Self.pageSize)
         let rows = listing.entries.map { entry -> [String: Any] in
             if let below = entry.folder {
                 var row = Self.row(entry.document, name: entry.name, container: container)
@@ -164,8 +178,9 @@ struct WebRoutes: Sendable {
         if let next = listing.next {
             values["moreHref"] = Self.containerHref(container.value, folder: prefix, page: next.token)
         }
-        return html("folder", values, title: prefix.isEmpty ? container.value : prefix, session: session,
-                    events: "/web/c/\(container.value)/events")
+        return html(
+            "folder", values, title: prefix.isEmpty ? container.value : prefix, session: session,
+            events: "/web/c/\(container.value)/events")
     }
 
     @Sendable func search(_ request: Request, context: XferRequestContext) async throws -> Response {
@@ -175,8 +190,9 @@ struct WebRoutes: Sendable {
         // A GET form: `+` is a space (as in a form body). Empty fields mean "any".
         let parameters = WebSecurity.queryFields(request)
         let query = try DocumentQuery(parameter: { key in parameters[key].flatMap { $0.isEmpty ? nil : $0 } })
-        let list = try await metadata.query(account: session.principal.accountID, container: container, query,
-                                            after: parameters["page"], limit: Self.pageSize)
+        let list = try await metadata.query(
+            account: session.principal.accountID, container: container, query,
+            after: parameters["page"], limit: Self.pageSize)
         let rows = list.documents.map { Self.row($0, name: $0.path.value, container: container) }
         var values = commonValues(container)
         values["rows"] = rows
@@ -202,7 +218,8 @@ struct WebRoutes: Sendable {
         query.sort = .modified
         query.descending = true
         let page = request.uri.queryParameters.get("page").map { String($0) }
-        let list = try await metadata.query(account: session.principal.accountID, container: container, query, after: page, limit: Self.pageSize)
+        let list = try await metadata.query(
+            account: session.principal.accountID, container: container, query, after: page, limit: Self.pageSize)
         let rows = list.documents.map { info -> [String: Any] in
             var row = Self.row(info, name: info.path.value, container: container)
             row["size"] = ""
@@ -218,7 +235,8 @@ struct WebRoutes: Sendable {
         if list.more, let next = list.next {
             values["moreHref"] = "/web/c/\(container.value)/deleted" + WebSecurity.query([("page", next)])
         }
-        return html("deleted", values, title: "Recently Deleted", session: session, events: "/web/c/\(container.value)/events")
+        return html(
+            "deleted", values, title: "Recently Deleted", session: session, events: "/web/c/\(container.value)/events")
     }
 
     @Sendable func item(_ request: Request, context: XferRequestContext) async throws -> Response {
@@ -228,7 +246,8 @@ struct WebRoutes: Sendable {
         let path = try Routes.path(request)
         let account = session.principal.accountID
         let versions = try await metadata.versions(account: account, container: container, path: path).versions
-        guard let newest = versions.first(where: { $0.state == .current || $0.state == .deleted }) ?? versions.first else {
+        guard let newest = versions.first(where: { $0.state == .current || $0.state == .deleted }) ?? versions.first
+        else {
             throw XferError(.notFound, "no document \(path) in container \(container)")
         }
         let name = String(path.value.split(separator: "/").last ?? "")
@@ -252,21 +271,28 @@ struct WebRoutes: Sendable {
             var row: [String: Any] = [
                 "version": String(version.version), "state": version.state.rawValue,
                 "size": version.state == .deleted ? "" : ByteCount(version.size).description,
-                "modified": Self.date(version.mtimeNs), "device": version.device ?? "",
+                "modified": Self.date(version.mtimeNs), "device": version.device ?? ""
             ]
-            if (version.state == .current || version.state == .superseded || version.state == .conflict) && version.kind != .directory {
+            if (version.state == .current || version.state == .superseded || version.state == .conflict)
+                && version.kind != .directory
+            {
                 row["href"] = Self.rawHref(container, path, version: version.version)
             }
             if version.state == .superseded && version.kind != .directory {
-                row["restore"] = ["path": path.value, "version": String(version.version), "base": String(newest.version)]
+                row["restore"] = [
+                    "path": path.value, "version": String(version.version), "base": String(newest.version)
+                ]
             }
-            if let conflicts = newest.conflicts, !conflicts.isEmpty, version.state == .current || version.state == .conflict {
+            if let conflicts = newest.conflicts, !conflicts.isEmpty,
+                version.state == .current || version.state == .conflict
+            {
                 row["keep"] = ["path": path.value, "version": String(version.version), "base": String(newest.version)]
             }
             return row
         }
         if newest.state == .current && newest.kind != .directory {
-            let stored = try await metadata.manifest(account: account, container: container, path: path, version: newest.version)
+            let stored = try await metadata.manifest(
+                account: account, container: container, path: path, version: newest.version)
             let manifest = try Manifest(decoding: stored.manifest)
             if manifest.kind == .file, manifest.entries.count == 1, manifest.entries.kind(at: 0) == .symlink {
                 values["symlink"] = manifest.entries.symlinkTarget(at: 0) ?? ""
@@ -280,8 +306,10 @@ struct WebRoutes: Sendable {
                 values["files"] = String(manifest.fileCount)
                 values["entries"] = (0..<shown).map { index -> [String: Any] in
                     let kind = entries.kind(at: index)
-                    return ["path": entries.path(at: index) + (kind == .directory ? "/" : ""),
-                            "size": kind == .file ? ByteCount(entries.size(at: index)).description : ""]
+                    return [
+                        "path": entries.path(at: index) + (kind == .directory ? "/" : ""),
+                        "size": kind == .file ? ByteCount(entries.size(at: index)).description : ""
+                    ]
                 }
                 values["hasEntries"] = shown > 0
                 if entries.count > shown { values["entriesLeft"] = String(entries.count - shown) }
@@ -297,7 +325,10 @@ struct WebRoutes: Sendable {
         if let refusal = try await refuseEncrypted(container, session) { return refusal }
         let list = try await metadata.values(account: session.principal.accountID, container: container)
         let rows = list.entries.filter { $0.value != nil }.map { entry -> [String: Any] in
-            ["key": entry.key, "value": entry.value?.description ?? "", "modified": Self.date(entry.timestampNs), "device": entry.device]
+            [
+                "key": entry.key, "value": entry.value?.description ?? "", "modified": Self.date(entry.timestampNs),
+                "device": entry.device
+            ]
         }
         var values = commonValues(container)
         values["entries"] = rows
@@ -306,7 +337,8 @@ struct WebRoutes: Sendable {
         values["limit"] = ByteCount(Int64(list.maximumBytes)).description
         values["keys"] = String(rows.count)
         values["maximumKeys"] = String(list.maximumKeys)
-        return html("kv", values, title: "Key-value store", session: session, events: "/web/c/\(container.value)/events")
+        return html(
+            "kv", values, title: "Key-value store", session: session, events: "/web/c/\(container.value)/events")
     }
 
     /// A file's bytes (one `Range` honoured) or a package as a tar stream, always as a download.
@@ -314,16 +346,21 @@ struct WebRoutes: Sendable {
         let session = try requireSession(context)
         let container = try Routes.container(context)
         if try await metadata.containerKey(account: session.principal.accountID, container: container) != nil {
-            throw XferError(.encryptedContainer, "container \(container) is end-to-end encrypted: the server cannot read it")
+            throw XferError(
+                .encryptedContainer, "container \(container) is end-to-end encrypted: the server cannot read it")
         }
         let path = try Routes.path(request)
-        let stored = try await metadata.manifest(account: session.principal.accountID, container: container, path: path,
-                                                 version: try Routes.optionalInt(request, "version"))
+        let stored = try await metadata.manifest(
+            account: session.principal.accountID, container: container, path: path,
+            version: try Routes.optionalInt(request, "version"))
         guard stored.info.state != .deleted, stored.info.state != .uploading else {
-            throw XferError(.notFound, "version \(stored.info.version) of \(path) holds no content (\(stored.info.state.rawValue))")
+            throw XferError(
+                .notFound, "version \(stored.info.version) of \(path) holds no content (\(stored.info.state.rawValue))")
         }
         let manifest = try Manifest(decoding: stored.manifest)
-        return try serve(manifest, info: stored.info, name: String(path.value.split(separator: "/").last ?? "download"), request: request)
+        return try serve(
+            manifest, info: stored.info, name: String(path.value.split(separator: "/").last ?? "download"),
+            request: request)
     }
 
     /// A version's bytes as a download: a file (one `Range` honoured, `If-Range` against its
@@ -340,10 +377,12 @@ struct WebRoutes: Sendable {
             headers[.contentDisposition] = WebSecurity.attachment(name + ".tar")
             headers[.contentType] = "application/x-tar"
             let root = name
-            return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-                try await bytes.writeTar(manifest, root: root, to: &writer)
-                try await writer.finish(nil)
-            })
+            return Response(
+                status: .ok, headers: headers,
+                body: ResponseBody { writer in
+                    try await bytes.writeTar(manifest, root: root, to: &writer)
+                    try await writer.finish(nil)
+                })
         case .directory:
             throw XferError(.badRequest, "\(path) is a folder; open it to see what it holds")
         case .file:
@@ -351,8 +390,9 @@ struct WebRoutes: Sendable {
                 throw XferError(.badRequest, "\(path) is a symbolic link; it has no bytes to download")
             }
             headers[.contentDisposition] = WebSecurity.attachment(name)
-            return bytes.fileResponse(manifest.entries.chunks(at: 0), size: manifest.entries.size(at: 0), etag: etag,
-                                      request: request, headers: headers)
+            return bytes.fileResponse(
+                manifest.entries.chunks(at: 0), size: manifest.entries.size(at: 0), etag: etag,
+                request: request, headers: headers)
         }
     }
 
@@ -369,49 +409,63 @@ struct WebRoutes: Sendable {
         let cap = limits.maximumWaitingPollsPerAccount
         let (metadata, changes) = (metadata, changes)
         let presence = await context.presence()
-        let start = try await metadata.changes(account: account, container: container, after: Int64.max - 1, limit: 1).head
+        let start = try await metadata.changes(account: account, container: container, after: Int64.max - 1, limit: 1)
+            .head
         var headers: HTTPFields = [.contentType: "text/event-stream"]
         headers[.cacheControl] = "no-store"
-        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-            // The slot is taken where it is given back: a stream whose head never went out
-            // (the browser left first) holds none.
-            guard changes.polls.enter(account, limit: cap) else {
-                try await writer.write(ByteBuffer(string: "retry: 30000\n: this account has \(cap) change-feed requests waiting, the server's limit\n\n"))
-                try await writer.finish(nil)
-                return
-            }
-            defer { changes.polls.leave(account) }
-            let end = ContinuousClock.now + .seconds(3600)
-            var cursor = start
-            try await writer.write(ByteBuffer(string: "retry: 3000\n: xfer\n\n"))
-            var stopping = false
-            while !stopping && ContinuousClock.now < end {
-                let seen = cursor
-                let present = await ClientPresence.run(until: presence) {
-                    await withGracefulShutdownHandler {
-                        await changes.wait(account: account, container: container, seconds: 20) {
-                            guard let head = try? await metadata.changes(account: account, container: container, after: Int64.max - 1, limit: 1).head else {
-                                return false
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                // The slot is taken where it is given back: a stream whose head never went out
+                // (the browser left first) holds none.
+                guard changes.polls.enter(account, limit: cap) else {
+                    try await writer.write(
+                        ByteBuffer(
+                            string:
+                                "retry: 30000\n: this account has \(cap) change-feed requests waiting, the server's limit\n\n"
+                        ))
+                    try await writer.finish(nil)
+                    return
+                }
+                defer { changes.polls.leave(account) }
+                let end = ContinuousClock.now + .seconds(3600)
+                var cursor = start
+                try await writer.write(ByteBuffer(string: "retry: 3000\n: xfer\n\n"))
+                var stopping = false
+                while !stopping && ContinuousClock.now < end {
+                    let seen = cursor
+                    let present = await ClientPresence.run(until: presence) {
+                        await withGracefulShutdownHandler {
+                            await changes.wait(account: account, container: container, seconds: 20) {
+                                guard
+                                    let head = try? await metadata.changes(
+                                        account: account, container: container, after: Int64.max - 1, limit: 1
+                                    ).head
+                                else {
+                                    return false
+                                }
+                                return head != seen
                             }
-                            return head != seen
+                        } onGracefulShutdown: {
+                            changes.drain()
                         }
-                    } onGracefulShutdown: {
-                        changes.drain()
+                    }
+                    // The browser left: the slot goes back now, not at a write that fails later.
+                    guard present else { break }
+                    if changes.isDraining { stopping = true }
+                    let head =
+                        (try? await metadata.changes(
+                            account: account, container: container, after: Int64.max - 1, limit: 1
+                        ).head) ?? seen
+                    if head != seen {
+                        cursor = head
+                        try await writer.write(ByteBuffer(string: "event: change\ndata: \(head)\n\n"))
+                    } else {
+                        try await writer.write(ByteBuffer(string: ": waiting\n\n"))
                     }
                 }
-                // The browser left: the slot goes back now, not at a write that fails later.
-                guard present else { break }
-                if changes.isDraining { stopping = true }
-                let head = (try? await metadata.changes(account: account, container: container, after: Int64.max - 1, limit: 1).head) ?? seen
-                if head != seen {
-                    cursor = head
-                    try await writer.write(ByteBuffer(string: "event: change\ndata: \(head)\n\n"))
-                } else {
-                    try await writer.write(ByteBuffer(string: ": waiting\n\n"))
-                }
-            }
-            try await writer.finish(nil)
-        })
+                try await writer.finish(nil)
+            })
     }
 
     // MARK: Helpers
@@ -421,7 +475,8 @@ struct WebRoutes: Sendable {
     /// again carries `Retry-After`). A signed-in request is first taken from the rate of the
     /// token its session was opened with (``TokenLimiter``), as that token's /v1 requests are.
     func page(_ handler: @escaping @Sendable (Request, XferRequestContext) async throws -> Response)
-        -> @Sendable (Request, XferRequestContext) async throws -> Response {
+        -> @Sendable (Request, XferRequestContext) async throws -> Response
+    {
         { request, context in
             var response: Response
             do {
@@ -434,9 +489,12 @@ struct WebRoutes: Sendable {
             } catch {
                 let body = ErrorMiddleware.body(for: error).error
                 let status = ErrorMiddleware.status(for: error)
-                response = html("error", ["heading": status.reasonPhrase, "message": body.message],
-                                title: status.reasonPhrase, session: context.web, status: status)
-                if let retry = (error as? XferError)?.cause as? RetryAfter { response.headers[.retryAfter] = String(retry.seconds) }
+                response = html(
+                    "error", ["heading": status.reasonPhrase, "message": body.message],
+                    title: status.reasonPhrase, session: context.web, status: status)
+                if let retry = (error as? XferError)?.cause as? RetryAfter {
+                    response.headers[.retryAfter] = String(retry.seconds)
+                }
             }
             WebSecurity.harden(&response.headers)
             return response
@@ -450,21 +508,27 @@ struct WebRoutes: Sendable {
 
     /// The page shown in place of an end-to-end encrypted container's contents.
     func refuseEncrypted(_ container: ContainerName, _ session: WebContext) async throws -> Response? {
-        guard try await metadata.containerKey(account: session.principal.accountID, container: container) != nil else { return nil }
+        guard try await metadata.containerKey(account: session.principal.accountID, container: container) != nil else {
+            return nil
+        }
         return html("encrypted", ["container": container.value], title: container.value, session: session)
     }
 
     func commonValues(_ container: ContainerName) -> [String: Any] {
-        ["container": container.value, "containerHref": Self.containerHref(container.value),
-         "searchAction": "/web/c/\(container.value)/search", "deletedHref": "/web/c/\(container.value)/deleted",
-         "uploadAction": "/web/c/\(container.value)/upload", "mkdirAction": "/web/c/\(container.value)/mkdir",
-         "renameAction": "/web/c/\(container.value)/rename", "deleteAction": "/web/c/\(container.value)/delete",
-         "restoreAction": "/web/c/\(container.value)/restore", "resolveAction": "/web/c/\(container.value)/resolve",
-         "shareAction": "/web/c/\(container.value)/share", "kvHref": "/web/c/\(container.value)/kv"]
+        [
+            "container": container.value, "containerHref": Self.containerHref(container.value),
+            "searchAction": "/web/c/\(container.value)/search", "deletedHref": "/web/c/\(container.value)/deleted",
+            "uploadAction": "/web/c/\(container.value)/upload", "mkdirAction": "/web/c/\(container.value)/mkdir",
+            "renameAction": "/web/c/\(container.value)/rename", "deleteAction": "/web/c/\(container.value)/delete",
+            "restoreAction": "/web/c/\(container.value)/restore", "resolveAction": "/web/c/\(container.value)/resolve",
+            "shareAction": "/web/c/\(container.value)/share", "kvHref": "/web/c/\(container.value)/kv"
+        ]
     }
 
-    func html(_ template: String, _ values: [String: Any], title: String, session: WebContext?, events: String? = nil,
-              status: HTTPResponse.Status = .ok) -> Response {
+    func html(
+        _ template: String, _ values: [String: Any], title: String, session: WebContext?, events: String? = nil,
+        status: HTTPResponse.Status = .ok
+    ) -> Response {
         var layout: [String: Any] = ["title": title, "version": XferVersion.current]
         if let session {
             layout["signedIn"] = true
@@ -475,7 +539,9 @@ struct WebRoutes: Sendable {
         var values = values
         if let session { values["csrf"] = WebSecurity.csrf(session.secret) }
         let page = WebTemplates.render(template, values, layout: layout)
-        return Response(status: status, headers: [.contentType: "text/html; charset=utf-8"], body: ResponseBody(byteBuffer: ByteBuffer(string: page)))
+        return Response(
+            status: status, headers: [.contentType: "text/html; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: page)))
     }
 
     static func asset(_ text: String, type: String) -> Response {
@@ -491,11 +557,13 @@ struct WebRoutes: Sendable {
     }
 
     static func containerHref(_ container: String, folder: String? = nil, page: String? = nil) -> String {
-        "/web/c/\(container)" + WebSecurity.query([("folder", folder.flatMap { $0.isEmpty ? nil : $0 }), ("page", page)])
+        "/web/c/\(container)"
+            + WebSecurity.query([("folder", folder.flatMap { $0.isEmpty ? nil : $0 }), ("page", page)])
     }
 
     static func rawHref(_ container: ContainerName, _ path: DocumentPath, version: Int64?) -> String {
-        "/web/c/\(container.value)/raw" + WebSecurity.query([("path", path.value), ("version", version.map(String.init))])
+        "/web/c/\(container.value)/raw"
+            + WebSecurity.query([("path", path.value), ("version", version.map(String.init))])
     }
 
     /// The folders from the container down to `prefix`, each a link.
@@ -519,7 +587,7 @@ struct WebRoutes: Sendable {
             "name": name, "path": info.path.value, "kind": info.kind.rawValue,
             "size": info.kind == .directory ? "" : ByteCount(info.size).description,
             "modified": date(info.mtimeNs), "modifiedISO": iso(info.mtimeNs), "device": info.device ?? "",
-            "href": "/web/c/\(container.value)/item" + WebSecurity.query([("path", info.path.value)]),
+            "href": "/web/c/\(container.value)/item" + WebSecurity.query([("path", info.path.value)])
         ]
         if info.state == .uploading { row["note"] = "uploading" }
         if let conflicts = info.conflicts, !conflicts.isEmpty { row["note"] = "conflict" }
@@ -528,8 +596,10 @@ struct WebRoutes: Sendable {
 
     static func date(_ nanoseconds: Int64) -> String {
         let date = Date(timeIntervalSince1970: TimeInterval(nanoseconds / 1_000_000_000))
-        return date.formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false)
-            .timeSeparator(.colon).timeZone(separator: .omitted)).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: " UTC")
+        return date.formatted(
+            .iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false)
+                .timeSeparator(.colon).timeZone(separator: .omitted)
+        ).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: " UTC")
     }
 
     static func iso(_ nanoseconds: Int64) -> String {
@@ -555,10 +625,13 @@ struct WebSessionMiddleware: RouterMiddleware {
     typealias Context = XferRequestContext
     let metadata: any MetadataStore
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
         var context = context
         if let secret = request.cookies[WebSecurity.sessionCookie]?.value, WebSecurity.isSecret(secret),
-           let session = try await metadata.webSession(hash: WebSecurity.hash(secret)) {
+            let session = try await metadata.webSession(hash: WebSecurity.hash(secret))
+        {
             context.web = WebContext(principal: session.principal, secret: secret, tokenKey: session.tokenHash)
         }
         return try await next(request, context)

@@ -39,7 +39,9 @@ enum WebSecurity {
     static func same(_ a: String, _ b: String) -> Bool { TokenHash.equal(Array(a.utf8), Array(b.utf8)) }
 
     static func cookie(_ name: String, _ value: String, maxAge: Int, secure: Bool) -> Cookie {
-        Cookie(name: name, value: value, maxAge: maxAge, path: cookiePath, secure: secure, httpOnly: true, sameSite: .strict)
+        Cookie(
+            name: name, value: value, maxAge: maxAge, path: cookiePath, secure: secure, httpOnly: true,
+            sameSite: .strict)
     }
 
     /// Whether a state-changing request came from one of this server's own pages: a browser
@@ -52,7 +54,8 @@ enum WebSecurity {
         }
         guard let origin = request.headers[HTTPField.Name("Origin")!] else { return true }
         guard origin != "null", let host = request.head.authority ?? request.headers[HTTPField.Name("Host")!],
-              let components = URLComponents(string: origin), let originHost = components.host else { return false }
+            let components = URLComponents(string: origin), let originHost = components.host
+        else { return false }
         let originAuthority = originHost + (components.port.map { ":\($0)" } ?? "")
         return originAuthority.lowercased() == host.lowercased()
     }
@@ -79,7 +82,8 @@ enum WebSecurity {
         value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
     }
 
-    static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    static let unreserved = CharacterSet(
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
     /// A query string from pairs, values encoded, pairs without a value left out.
     static func query(_ pairs: [(String, String?)]) -> String {
@@ -90,7 +94,10 @@ enum WebSecurity {
     /// A `Content-Disposition` for a download named `name` (RFC 6266: an ASCII fallback, and
     /// the UTF-8 name encoded).
     static func attachment(_ name: String) -> String {
-        let ascii = String(name.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0 != "\"" && $0 != "\\" && $0.value != 0x7F ? Character($0) : "_" })
+        let ascii = String(
+            name.unicodeScalars.map {
+                $0.isASCII && $0.value >= 0x20 && $0 != "\"" && $0 != "\\" && $0.value != 0x7F ? Character($0) : "_"
+            })
         return "attachment; filename=\"\(ascii)\"; filename*=UTF-8''\(encode(name))"
     }
 

@@ -42,14 +42,19 @@ extension WebRoutes {
         let path = try DocumentPath(form["path"] ?? "")
         let version = form["pin"] == "1" ? try Self.versionField(form, "base") : nil
         let days = Int64(form["days"] ?? "7") ?? -1
-        guard (0...365).contains(days) else { throw XferError(.badRequest, "a link lasts 0 (until revoked) to 365 days") }
+        guard (0...365).contains(days) else {
+            throw XferError(.badRequest, "a link lasts 0 (until revoked) to 365 days")
+        }
         let password = form["password"] ?? ""
-        guard password.utf8.count <= 1024 else { throw XferError(.badRequest, "the password is longer than 1024 bytes") }
+        guard password.utf8.count <= 1024 else {
+            throw XferError(.badRequest, "the password is longer than 1024 bytes")
+        }
         let account = session.principal.accountID
         // Every cheap refusal first (no such live document or version, a folder, the account's
         // links at the limit): scrypt runs only for a link that is then made.
         try await metadata.checkShare(account: account, container: container, path: path, version: version)
-        let stored: String? = password.isEmpty ? nil : try await passwords.run(account: account) { try PasswordHash.make(password) }
+        let stored: String? =
+            password.isEmpty ? nil : try await passwords.run(account: account) { try PasswordHash.make(password) }
         let secret = WebSecurity.secret()
         // A link lasts no longer than the token the session was opened with, when that expires.
         var lifetime: Int64? = days == 0 ? nil : days * 86_400 * 1_000_000_000
@@ -57,8 +62,9 @@ extension WebRoutes {
             let left = max(1, expiresAt - session.principal.authenticatedAt)
             lifetime = min(lifetime ?? left, left)
         }
-        let link = try await metadata.createShare(account: account, container: container, path: path, version: version,
-                                                  password: stored, hash: Self.shareHash(secret), lifetime: lifetime)
+        let link = try await metadata.createShare(
+            account: account, container: container, path: path, version: version,
+            password: stored, hash: Self.shareHash(secret), lifetime: lifetime)
         var values = commonValues(container)
         values["url"] = origin(request) + "/s/" + secret
         values["name"] = String(path.value.split(separator: "/").last ?? "")
@@ -77,7 +83,7 @@ extension WebRoutes {
                 "id": String(link.id), "container": link.container, "path": link.path.value,
                 "version": link.version.map { "version \($0)" } ?? "current version",
                 "created": Self.date(link.createdAt), "expires": link.expiresAt.map(Self.date) ?? "never",
-                "href": "/web/c/\(link.container)/item" + WebSecurity.query([("path", link.path.value)]),
+                "href": "/web/c/\(link.container)/item" + WebSecurity.query([("path", link.path.value)])
             ]
             if link.hasPassword { row["password"] = true }
             if link.expired { row["expired"] = true }
@@ -89,7 +95,9 @@ extension WebRoutes {
     @Sendable func revokeShare(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
         let form = try await checkForm(request, session)
-        guard let id = form["id"].flatMap({ Int64($0) }) else { throw XferError(.badRequest, "id must be a share link's number") }
+        guard let id = form["id"].flatMap({ Int64($0) }) else {
+            throw XferError(.badRequest, "id must be a share link's number")
+        }
         guard try await metadata.revokeShare(account: session.principal.accountID, id: id) else {
             throw XferError(.notFound, "this account has no share link \(id)")
         }
@@ -99,7 +107,9 @@ extension WebRoutes {
     // MARK: Opening a link (no account)
 
     /// The grant a request's link secret names, and whether this browser may see it yet.
-    func grant(_ request: Request, _ context: XferRequestContext) async throws -> (grant: ShareGrant, secret: String, unlocked: Bool) {
+    func grant(_ request: Request, _ context: XferRequestContext) async throws -> (
+        grant: ShareGrant, secret: String, unlocked: Bool
+    ) {
         let secret = context.parameters.get("secret") ?? ""
         guard WebSecurity.isSecret(secret), let grant = try await metadata.share(hash: Self.shareHash(secret)) else {
             throw XferError(.notFound, "this share link does not exist, has expired or was revoked")
@@ -126,12 +136,16 @@ extension WebRoutes {
         let (grant, secret, unlocked) = try await grant(request, context)
         let name = String(grant.link.path.value.split(separator: "/").last ?? "")
         guard unlocked else {
-            return html("share-password", ["name": "A shared document", "action": "/s/" + secret], title: "Shared document", session: nil)
+            return html(
+                "share-password", ["name": "A shared document", "action": "/s/" + secret], title: "Shared document",
+                session: nil)
         }
         let (info, manifest) = try await shared(grant)
         var values: [String: Any] = [
-            "name": name, "kind": info.kind.rawValue, "size": ByteCount(info.size).description, "modified": Self.date(info.mtimeNs),
-            "downloadHref": "/s/\(secret)/download", "downloadLabel": manifest.kind == .package ? "Download as .tar" : "Download",
+            "name": name, "kind": info.kind.rawValue, "size": ByteCount(info.size).description,
+            "modified": Self.date(info.mtimeNs),
+            "downloadHref": "/s/\(secret)/download",
+            "downloadLabel": manifest.kind == .package ? "Download as .tar" : "Download"
         ]
         if let expires = grant.link.expiresAt { values["expires"] = Self.date(expires) }
         if manifest.kind == .package { values["files"] = String(manifest.fileCount) }
@@ -139,7 +153,9 @@ extension WebRoutes {
     }
 
     @Sendable func unlockShare(_ request: Request, context: XferRequestContext) async throws -> Response {
-        guard WebSecurity.isSameOrigin(request) else { throw XferError(.forbidden, "this form was sent from another site") }
+        guard WebSecurity.isSameOrigin(request) else {
+            throw XferError(.forbidden, "this form was sent from another site")
+        }
         let (grant, secret, _) = try await grant(request, context)
         guard let stored = grant.password else { return Self.redirect("/s/" + secret) }
         let password = try await WebSecurity.form(request)["password"] ?? ""
@@ -150,12 +166,16 @@ extension WebRoutes {
         let good = try await passwords.run(account: grant.account) { PasswordHash.verify(password, against: stored) }
         if good { shareAttempts.succeeded(grant.link.id) }
         guard good else {
-            return html("share-password", ["name": "A shared document", "action": "/s/" + secret, "error": "That is not the password."],
-                        title: "Shared document", session: nil, status: .unauthorized)
+            return html(
+                "share-password",
+                ["name": "A shared document", "action": "/s/" + secret, "error": "That is not the password."],
+                title: "Shared document", session: nil, status: .unauthorized)
         }
         var response = Self.redirect("/s/" + secret)
-        response.setCookie(Cookie(name: Self.shareCookie, value: Self.unlocked(secret, stored), maxAge: 12 * 3600, path: "/s/" + secret,
-                                  secure: limits.secureCookies, httpOnly: true, sameSite: .lax))
+        response.setCookie(
+            Cookie(
+                name: Self.shareCookie, value: Self.unlocked(secret, stored), maxAge: 12 * 3600, path: "/s/" + secret,
+                secure: limits.secureCookies, httpOnly: true, sameSite: .lax))
         return response
     }
 
@@ -163,7 +183,9 @@ extension WebRoutes {
         let (grant, secret, unlocked) = try await grant(request, context)
         guard unlocked else { return Self.redirect("/s/" + secret) }
         let (info, manifest) = try await shared(grant)
-        return try serve(manifest, info: info, name: String(grant.link.path.value.split(separator: "/").last ?? "download"), request: request)
+        return try serve(
+            manifest, info: info, name: String(grant.link.path.value.split(separator: "/").last ?? "download"),
+            request: request)
     }
 }
 
@@ -191,7 +213,10 @@ public final class ShareAttempts: Sendable {
     /// The attempt was right: it does not count.
     func succeeded(_ id: Int64) {
         attempts.withLock { table in
-            if var recent = table[id], !recent.isEmpty { recent.removeLast(); table[id] = recent.isEmpty ? nil : recent }
+            if var recent = table[id], !recent.isEmpty {
+                recent.removeLast()
+                table[id] = recent.isEmpty ? nil : recent
+            }
         }
     }
 }
@@ -230,7 +255,9 @@ final class PasswordGate: Sendable {
             return true
         }
         guard admitted else {
-            throw XferError(.unavailable, "the server is checking other passwords; retry in a moment", cause: RetryAfter(seconds: 1))
+            throw XferError(
+                .unavailable, "the server is checking other passwords; retry in a moment", cause: RetryAfter(seconds: 1)
+            )
         }
         defer { state.withLock { state in _ = state.accounts.remove(account) } }
         return try await Self.threads.runIfActive(body)

@@ -37,256 +37,256 @@ enum WebTemplates {
 
     static let sources: [String: String] = [
         "layout": """
-            <!doctype html>
-            <html lang="en">
-            <head>
-            <meta charset="utf-8">
-            <meta name="viewport" content="width=device-width, initial-scale=1">
-            <meta name="referrer" content="same-origin">
-            <title>{{title}} · xfer</title>
-            <link rel="stylesheet" href="/web/static/app.css">
-            <link rel="icon" href="/web/static/icon.svg" type="image/svg+xml">
-            <script src="/web/static/app.js" defer></script>
-            </head>
-            <body{{#events}} data-events="{{events}}"{{/events}}>
-            <header class="bar">
-            <a class="brand" href="/web/">xfer</a>
-            {{#signedIn}}
-            <a href="/web/shares" id="shares-link">Share links</a>
-            <span class="who">Signed in as <bdi>{{account}}</bdi></span>
-            <form method="post" action="/web/signout" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><button type="submit" id="signout">Sign out</button></form>
-            {{/signedIn}}
-            </header>
-            <main id="main">
-            {{{body}}}
-            </main>
-            <footer class="foot">xfer {{version}}</footer>
-            </body>
-            </html>
-            """,
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <meta name="referrer" content="same-origin">
+        <title>{{title}} · xfer</title>
+        <link rel="stylesheet" href="/web/static/app.css">
+        <link rel="icon" href="/web/static/icon.svg" type="image/svg+xml">
+        <script src="/web/static/app.js" defer></script>
+        </head>
+        <body{{#events}} data-events="{{events}}"{{/events}}>
+        <header class="bar">
+        <a class="brand" href="/web/">xfer</a>
+        {{#signedIn}}
+        <a href="/web/shares" id="shares-link">Share links</a>
+        <span class="who">Signed in as <bdi>{{account}}</bdi></span>
+        <form method="post" action="/web/signout" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><button type="submit" id="signout">Sign out</button></form>
+        {{/signedIn}}
+        </header>
+        <main id="main">
+        {{{body}}}
+        </main>
+        <footer class="foot">xfer {{version}}</footer>
+        </body>
+        </html>
+        """,
         "signin": """
-            <section class="card narrow">
-            <h1>Sign in</h1>
-            <p>Paste an account token (<code>xfer account create</code> or <code>xfer token new</code> prints one). It is exchanged for a session; the token itself is never kept in the browser.</p>
-            {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
-            <form method="post" action="/web/signin" id="signin-form">
-            <input type="hidden" name="csrf" value="{{csrf}}">
-            <label for="token">Account token</label>
-            <input type="password" id="token" name="token" autocomplete="off" required maxlength="256">
-            <button type="submit" id="signin">Sign in</button>
-            </form>
-            </section>
-            """,
+        <section class="card narrow">
+        <h1>Sign in</h1>
+        <p>Paste an account token (<code>xfer account create</code> or <code>xfer token new</code> prints one). It is exchanged for a session; the token itself is never kept in the browser.</p>
+        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+        <form method="post" action="/web/signin" id="signin-form">
+        <input type="hidden" name="csrf" value="{{csrf}}">
+        <label for="token">Account token</label>
+        <input type="password" id="token" name="token" autocomplete="off" required maxlength="256">
+        <button type="submit" id="signin">Sign in</button>
+        </form>
+        </section>
+        """,
         "containers": """
-            <h1>Containers</h1>
-            <section class="usage">
-            <label for="quota">Storage: {{used}} of {{quota}}</label>
-            <meter id="quota" min="0" max="{{quotaBytes}}" value="{{usedBytes}}" high="{{highBytes}}">{{used}}</meter>
-            </section>
-            {{^containers}}<p class="empty">No containers yet: <code>xfer push</code> or <code>xfer sync</code> makes one.</p>{{/containers}}
-            <ul class="containers">
-            {{#containers}}
-            <li>{{#encrypted}}<span class="badge" title="End-to-end encrypted">encrypted</span> <bdi>{{name}}</bdi>{{/encrypted}}{{^encrypted}}<a href="{{href}}"><bdi>{{name}}</bdi></a>{{/encrypted}}</li>
-            {{/containers}}
-            </ul>
-            """,
+        <h1>Containers</h1>
+        <section class="usage">
+        <label for="quota">Storage: {{used}} of {{quota}}</label>
+        <meter id="quota" min="0" max="{{quotaBytes}}" value="{{usedBytes}}" high="{{highBytes}}">{{used}}</meter>
+        </section>
+        {{^containers}}<p class="empty">No containers yet: <code>xfer push</code> or <code>xfer sync</code> makes one.</p>{{/containers}}
+        <ul class="containers">
+        {{#containers}}
+        <li>{{#encrypted}}<span class="badge" title="End-to-end encrypted">encrypted</span> <bdi>{{name}}</bdi>{{/encrypted}}{{^encrypted}}<a href="{{href}}"><bdi>{{name}}</bdi></a>{{/encrypted}}</li>
+        {{/containers}}
+        </ul>
+        """,
         "encrypted": """
-            <h1><bdi>{{container}}</bdi></h1>
-            <p class="note">This container is end-to-end encrypted. The server holds only sealed names and sealed bytes, so there is nothing it can show here: read it with <code>xfer pull</code> on a device that holds its key.</p>
-            """,
+        <h1><bdi>{{container}}</bdi></h1>
+        <p class="note">This container is end-to-end encrypted. The server holds only sealed names and sealed bytes, so there is nothing it can show here: read it with <code>xfer pull</code> on a device that holds its key.</p>
+        """,
         "folder": """
-            <nav class="crumbs" aria-label="Folder">{{#crumbs}}<a href="{{href}}"><bdi>{{name}}</bdi></a><span class="sep">/</span>{{/crumbs}}<bdi>{{here}}</bdi></nav>
-            <form method="get" action="{{searchAction}}" class="search" role="search">
-            <input type="search" name="name" id="search" placeholder="Search names, e.g. *.pdf" value="" maxlength="255">
-            <select name="kind" aria-label="Kind"><option value="">any kind</option><option value="file">files</option><option value="package">packages</option></select>
-            <button type="submit">Search</button>
-            </form>
-            <p class="links"><a href="{{deletedHref}}" id="deleted-link">Recently Deleted</a> · <a href="{{kvHref}}" id="kv-link">Key-value store</a></p>
-            <details class="tools"><summary>Upload or new folder</summary>
-            <form method="post" action="{{uploadAction}}" enctype="multipart/form-data" class="row" id="upload-form">
-            <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="folder" value="{{folder}}">
-            <input type="file" name="file" id="upload-file" multiple required> <button type="submit" id="upload">Upload</button>
-            </form>
-            <form method="post" action="{{mkdirAction}}" class="row" id="mkdir-form">
-            <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="folder" value="{{folder}}">
-            <input type="text" name="name" id="mkdir-name" placeholder="New folder name" required maxlength="255"> <button type="submit" id="mkdir">Create folder</button>
-            </form>
-            </details>
-            {{> table}}
-            {{#moreHref}}<p><a href="{{moreHref}}" id="more">More…</a></p>{{/moreHref}}
-            {{^rows}}<p class="empty">This folder is empty.</p>{{/rows}}
-            """,
+        <nav class="crumbs" aria-label="Folder">{{#crumbs}}<a href="{{href}}"><bdi>{{name}}</bdi></a><span class="sep">/</span>{{/crumbs}}<bdi>{{here}}</bdi></nav>
+        <form method="get" action="{{searchAction}}" class="search" role="search">
+        <input type="search" name="name" id="search" placeholder="Search names, e.g. *.pdf" value="" maxlength="255">
+        <select name="kind" aria-label="Kind"><option value="">any kind</option><option value="file">files</option><option value="package">packages</option></select>
+        <button type="submit">Search</button>
+        </form>
+        <p class="links"><a href="{{deletedHref}}" id="deleted-link">Recently Deleted</a> · <a href="{{kvHref}}" id="kv-link">Key-value store</a></p>
+        <details class="tools"><summary>Upload or new folder</summary>
+        <form method="post" action="{{uploadAction}}" enctype="multipart/form-data" class="row" id="upload-form">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="folder" value="{{folder}}">
+        <input type="file" name="file" id="upload-file" multiple required> <button type="submit" id="upload">Upload</button>
+        </form>
+        <form method="post" action="{{mkdirAction}}" class="row" id="mkdir-form">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="folder" value="{{folder}}">
+        <input type="text" name="name" id="mkdir-name" placeholder="New folder name" required maxlength="255"> <button type="submit" id="mkdir">Create folder</button>
+        </form>
+        </details>
+        {{> table}}
+        {{#moreHref}}<p><a href="{{moreHref}}" id="more">More…</a></p>{{/moreHref}}
+        {{^rows}}<p class="empty">This folder is empty.</p>{{/rows}}
+        """,
         "search": """
-            <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span>Search</nav>
-            <form method="get" action="{{searchAction}}" class="search" role="search">
-            <input type="search" name="name" id="search" value="{{name}}" placeholder="Search names, e.g. *.pdf" maxlength="255">
-            <select name="kind" aria-label="Kind"><option value="">any kind</option><option value="file"{{#isFile}} selected{{/isFile}}>files</option><option value="package"{{#isPackage}} selected{{/isPackage}}>packages</option></select>
-            <button type="submit">Search</button>
-            </form>
-            <p class="summary" id="summary">{{summary}}</p>
-            {{> table}}
-            {{#moreHref}}<p><a href="{{moreHref}}" id="more">More…</a></p>{{/moreHref}}
-            """,
+        <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span>Search</nav>
+        <form method="get" action="{{searchAction}}" class="search" role="search">
+        <input type="search" name="name" id="search" value="{{name}}" placeholder="Search names, e.g. *.pdf" maxlength="255">
+        <select name="kind" aria-label="Kind"><option value="">any kind</option><option value="file"{{#isFile}} selected{{/isFile}}>files</option><option value="package"{{#isPackage}} selected{{/isPackage}}>packages</option></select>
+        <button type="submit">Search</button>
+        </form>
+        <p class="summary" id="summary">{{summary}}</p>
+        {{> table}}
+        {{#moreHref}}<p><a href="{{moreHref}}" id="more">More…</a></p>{{/moreHref}}
+        """,
         "deleted": """
-            <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span>Recently Deleted</nav>
-            <h1>Recently Deleted</h1>
-            <p class="note">Deleted documents keep their versions until the server's garbage collection removes them; open one to download what it held.</p>
-            {{> table}}
-            {{^rows}}<p class="empty">Nothing was deleted.</p>{{/rows}}
-            {{#moreHref}}<p><a href="{{moreHref}}" id="more">More…</a></p>{{/moreHref}}
-            """,
+        <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span>Recently Deleted</nav>
+        <h1>Recently Deleted</h1>
+        <p class="note">Deleted documents keep their versions until the server's garbage collection removes them; open one to download what it held.</p>
+        {{> table}}
+        {{^rows}}<p class="empty">Nothing was deleted.</p>{{/rows}}
+        {{#moreHref}}<p><a href="{{moreHref}}" id="more">More…</a></p>{{/moreHref}}
+        """,
         "table": """
-            {{#hasRows}}
-            <table class="listing" id="listing">
-            <thead><tr><th>Name</th><th>Kind</th><th class="num">Size</th><th>Modified</th><th>Device</th></tr></thead>
-            <tbody>
-            {{/hasRows}}
-            {{#rows}}
-            <tr data-path="{{path}}"><td class="name"><a href="{{href}}"><bdi>{{name}}</bdi></a>{{#note}} <span class="badge">{{note}}</span>{{/note}}{{#restore}}
-            <form method="post" action="{{restoreAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="version" value="{{version}}"><input type="hidden" name="base" value="{{base}}"><button type="submit" class="small restore">Restore</button></form>{{/restore}}</td><td>{{kind}}</td><td class="num">{{size}}</td><td>{{#modified}}<time datetime="{{modifiedISO}}">{{modified}}</time>{{/modified}}</td><td><bdi>{{device}}</bdi></td></tr>
-            {{/rows}}
-            {{#hasRows}}
-            </tbody>
-            </table>
-            {{/hasRows}}
-            """,
+        {{#hasRows}}
+        <table class="listing" id="listing">
+        <thead><tr><th>Name</th><th>Kind</th><th class="num">Size</th><th>Modified</th><th>Device</th></tr></thead>
+        <tbody>
+        {{/hasRows}}
+        {{#rows}}
+        <tr data-path="{{path}}"><td class="name"><a href="{{href}}"><bdi>{{name}}</bdi></a>{{#note}} <span class="badge">{{note}}</span>{{/note}}{{#restore}}
+        <form method="post" action="{{restoreAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="version" value="{{version}}"><input type="hidden" name="base" value="{{base}}"><button type="submit" class="small restore">Restore</button></form>{{/restore}}</td><td>{{kind}}</td><td class="num">{{size}}</td><td>{{#modified}}<time datetime="{{modifiedISO}}">{{modified}}</time>{{/modified}}</td><td><bdi>{{device}}</bdi></td></tr>
+        {{/rows}}
+        {{#hasRows}}
+        </tbody>
+        </table>
+        {{/hasRows}}
+        """,
         "item": """
-            <nav class="crumbs" aria-label="Folder">{{#crumbs}}<a href="{{href}}"><bdi>{{name}}</bdi></a><span class="sep">/</span>{{/crumbs}}<bdi>{{here}}</bdi></nav>
-            <h1><bdi>{{name}}</bdi></h1>
-            {{#deleted}}<p class="note">This document was deleted. Its earlier versions are listed below.</p>{{/deleted}}
-            {{#conflicts}}<p class="warning" id="conflict-note">This document has unresolved conflicting versions ({{conflicts}}): each is listed below. Choose the one to keep (the others stay in history), or use <code>xfer resolve</code>.</p>{{/conflicts}}
-            {{#symlink}}<p>A symbolic link to <code><bdi>{{symlink}}</bdi></code>.</p>{{/symlink}}
-            <dl class="facts">
-            <dt>Kind</dt><dd>{{kind}}</dd>
-            <dt>Size</dt><dd>{{size}}</dd>
-            <dt>Modified</dt><dd>{{modified}}</dd>
-            <dt>Version</dt><dd>{{version}}</dd>
-            {{#device}}<dt>Written by</dt><dd><bdi>{{device}}</bdi></dd>{{/device}}
-            {{#files}}<dt>Files</dt><dd>{{files}}</dd>{{/files}}
-            </dl>
-            {{#downloadHref}}<p><a class="button" href="{{downloadHref}}" id="download" download>{{downloadLabel}}</a></p>{{/downloadHref}}
-            {{#actions}}
-            <section class="tools">
-            <form method="post" action="{{renameAction}}" class="row" id="rename-form">
-            <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="base" value="{{base}}">
-            <input type="text" name="name" id="rename-name" value="{{name}}" required maxlength="255" aria-label="New name"> <button type="submit" id="rename">Rename</button>
-            </form>
-            <details class="tools" id="share-tools"><summary>Share a link</summary>
-            <form method="post" action="{{shareAction}}" class="row" id="share-form">
-            <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="base" value="{{base}}">
-            <label class="inline-label">Expires <select name="days" id="share-days"><option value="1">in a day</option><option value="7" selected>in a week</option><option value="30">in 30 days</option><option value="0">never</option></select></label>
-            <label class="inline-label"><input type="checkbox" name="pin" value="1"> this version only</label>
-            <input type="password" name="password" id="share-password" placeholder="Password (optional)" autocomplete="new-password" maxlength="1024">
-            <button type="submit" id="share">Make link</button>
-            </form>
-            </details>
-            <form method="post" action="{{deleteAction}}" class="row" id="delete-form">
-            <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="base" value="{{base}}">
-            <button type="submit" id="delete" class="danger">Delete</button> <span class="note">Deleted documents stay in Recently Deleted until the server's garbage collection.</span>
-            </form>
-            </section>
-            {{/actions}}
-            <h2>Versions</h2>
-            <table class="listing" id="versions">
-            <thead><tr><th>Version</th><th>State</th><th class="num">Size</th><th>Modified</th><th>Device</th><th></th></tr></thead>
-            <tbody>
-            {{#versions}}
-            <tr data-version="{{version}}"><td>{{version}}</td><td>{{state}}</td><td class="num">{{size}}</td><td>{{modified}}</td><td><bdi>{{device}}</bdi></td><td>{{#href}}<a href="{{href}}" download>Download</a>{{/href}}{{#restore}}
-            <form method="post" action="{{restoreAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="version" value="{{version}}"><input type="hidden" name="base" value="{{base}}"><button type="submit" class="small restore">Restore</button></form>{{/restore}}{{#keep}}
-            <form method="post" action="{{resolveAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="keep" value="{{version}}"><input type="hidden" name="base" value="{{base}}"><button type="submit" class="small keep">Keep this version</button></form>{{/keep}}</td></tr>
-            {{/versions}}
-            </tbody>
-            </table>
-            {{#hasEntries}}
-            <h2>Contents</h2>
-            <table class="listing" id="contents">
-            <thead><tr><th>Path</th><th class="num">Size</th></tr></thead>
-            <tbody>
-            {{/hasEntries}}
-            {{#entries}}
-            <tr><td><bdi>{{path}}</bdi></td><td class="num">{{size}}</td></tr>
-            {{/entries}}
-            {{#hasEntries}}
-            </tbody>
-            </table>
-            {{/hasEntries}}
-            {{#entriesLeft}}<p class="note">…and {{entriesLeft}} more entries.</p>{{/entriesLeft}}
-            """,
+        <nav class="crumbs" aria-label="Folder">{{#crumbs}}<a href="{{href}}"><bdi>{{name}}</bdi></a><span class="sep">/</span>{{/crumbs}}<bdi>{{here}}</bdi></nav>
+        <h1><bdi>{{name}}</bdi></h1>
+        {{#deleted}}<p class="note">This document was deleted. Its earlier versions are listed below.</p>{{/deleted}}
+        {{#conflicts}}<p class="warning" id="conflict-note">This document has unresolved conflicting versions ({{conflicts}}): each is listed below. Choose the one to keep (the others stay in history), or use <code>xfer resolve</code>.</p>{{/conflicts}}
+        {{#symlink}}<p>A symbolic link to <code><bdi>{{symlink}}</bdi></code>.</p>{{/symlink}}
+        <dl class="facts">
+        <dt>Kind</dt><dd>{{kind}}</dd>
+        <dt>Size</dt><dd>{{size}}</dd>
+        <dt>Modified</dt><dd>{{modified}}</dd>
+        <dt>Version</dt><dd>{{version}}</dd>
+        {{#device}}<dt>Written by</dt><dd><bdi>{{device}}</bdi></dd>{{/device}}
+        {{#files}}<dt>Files</dt><dd>{{files}}</dd>{{/files}}
+        </dl>
+        {{#downloadHref}}<p><a class="button" href="{{downloadHref}}" id="download" download>{{downloadLabel}}</a></p>{{/downloadHref}}
+        {{#actions}}
+        <section class="tools">
+        <form method="post" action="{{renameAction}}" class="row" id="rename-form">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="base" value="{{base}}">
+        <input type="text" name="name" id="rename-name" value="{{name}}" required maxlength="255" aria-label="New name"> <button type="submit" id="rename">Rename</button>
+        </form>
+        <details class="tools" id="share-tools"><summary>Share a link</summary>
+        <form method="post" action="{{shareAction}}" class="row" id="share-form">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="base" value="{{base}}">
+        <label class="inline-label">Expires <select name="days" id="share-days"><option value="1">in a day</option><option value="7" selected>in a week</option><option value="30">in 30 days</option><option value="0">never</option></select></label>
+        <label class="inline-label"><input type="checkbox" name="pin" value="1"> this version only</label>
+        <input type="password" name="password" id="share-password" placeholder="Password (optional)" autocomplete="new-password" maxlength="1024">
+        <button type="submit" id="share">Make link</button>
+        </form>
+        </details>
+        <form method="post" action="{{deleteAction}}" class="row" id="delete-form">
+        <input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="base" value="{{base}}">
+        <button type="submit" id="delete" class="danger">Delete</button> <span class="note">Deleted documents stay in Recently Deleted until the server's garbage collection.</span>
+        </form>
+        </section>
+        {{/actions}}
+        <h2>Versions</h2>
+        <table class="listing" id="versions">
+        <thead><tr><th>Version</th><th>State</th><th class="num">Size</th><th>Modified</th><th>Device</th><th></th></tr></thead>
+        <tbody>
+        {{#versions}}
+        <tr data-version="{{version}}"><td>{{version}}</td><td>{{state}}</td><td class="num">{{size}}</td><td>{{modified}}</td><td><bdi>{{device}}</bdi></td><td>{{#href}}<a href="{{href}}" download>Download</a>{{/href}}{{#restore}}
+        <form method="post" action="{{restoreAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="version" value="{{version}}"><input type="hidden" name="base" value="{{base}}"><button type="submit" class="small restore">Restore</button></form>{{/restore}}{{#keep}}
+        <form method="post" action="{{resolveAction}}" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="path" value="{{path}}"><input type="hidden" name="keep" value="{{version}}"><input type="hidden" name="base" value="{{base}}"><button type="submit" class="small keep">Keep this version</button></form>{{/keep}}</td></tr>
+        {{/versions}}
+        </tbody>
+        </table>
+        {{#hasEntries}}
+        <h2>Contents</h2>
+        <table class="listing" id="contents">
+        <thead><tr><th>Path</th><th class="num">Size</th></tr></thead>
+        <tbody>
+        {{/hasEntries}}
+        {{#entries}}
+        <tr><td><bdi>{{path}}</bdi></td><td class="num">{{size}}</td></tr>
+        {{/entries}}
+        {{#hasEntries}}
+        </tbody>
+        </table>
+        {{/hasEntries}}
+        {{#entriesLeft}}<p class="note">…and {{entriesLeft}} more entries.</p>{{/entriesLeft}}
+        """,
         "kv": """
-            <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span>Key-value store</nav>
-            <h1>Key-value store</h1>
-            <p class="note">{{keys}} of {{maximumKeys}} keys, {{used}} of {{limit}}. Read only here: apps write it, and <code>xfer kv</code>.</p>
-            {{^hasEntries}}<p class="empty">No keys.</p>{{/hasEntries}}
-            {{#hasEntries}}
-            <table class="listing" id="kv">
-            <thead><tr><th>Key</th><th>Value</th><th>Written</th><th>Device</th></tr></thead>
-            <tbody>
-            {{/hasEntries}}
-            {{#entries}}
-            <tr><td class="name"><bdi>{{key}}</bdi></td><td class="name"><code>{{value}}</code></td><td>{{modified}}</td><td><bdi>{{device}}</bdi></td></tr>
-            {{/entries}}
-            {{#hasEntries}}
-            </tbody>
-            </table>
-            {{/hasEntries}}
-            """,
+        <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span>Key-value store</nav>
+        <h1>Key-value store</h1>
+        <p class="note">{{keys}} of {{maximumKeys}} keys, {{used}} of {{limit}}. Read only here: apps write it, and <code>xfer kv</code>.</p>
+        {{^hasEntries}}<p class="empty">No keys.</p>{{/hasEntries}}
+        {{#hasEntries}}
+        <table class="listing" id="kv">
+        <thead><tr><th>Key</th><th>Value</th><th>Written</th><th>Device</th></tr></thead>
+        <tbody>
+        {{/hasEntries}}
+        {{#entries}}
+        <tr><td class="name"><bdi>{{key}}</bdi></td><td class="name"><code>{{value}}</code></td><td>{{modified}}</td><td><bdi>{{device}}</bdi></td></tr>
+        {{/entries}}
+        {{#hasEntries}}
+        </tbody>
+        </table>
+        {{/hasEntries}}
+        """,
         "shared": """
-            <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span><a href="{{itemHref}}"><bdi>{{name}}</bdi></a></nav>
-            <h1>Share link</h1>
-            <p>Anyone with this link can download <bdi>{{name}}</bdi>{{#pinned}} (version {{pinned}} only){{/pinned}}{{#password}} after giving its password{{/password}}, without an account. It expires {{expires}}. Copy it now: it is shown only once.</p>
-            <p><input type="text" readonly id="share-url" value="{{url}}" class="wide"></p>
-            <p><a href="/web/shares">All share links</a></p>
-            """,
+        <nav class="crumbs"><a href="{{containerHref}}"><bdi>{{container}}</bdi></a><span class="sep">/</span><a href="{{itemHref}}"><bdi>{{name}}</bdi></a></nav>
+        <h1>Share link</h1>
+        <p>Anyone with this link can download <bdi>{{name}}</bdi>{{#pinned}} (version {{pinned}} only){{/pinned}}{{#password}} after giving its password{{/password}}, without an account. It expires {{expires}}. Copy it now: it is shown only once.</p>
+        <p><input type="text" readonly id="share-url" value="{{url}}" class="wide"></p>
+        <p><a href="/web/shares">All share links</a></p>
+        """,
         "shares": """
-            <h1>Share links</h1>
-            {{^hasLinks}}<p class="empty">No share links. Make one from a document's page.</p>{{/hasLinks}}
-            {{#hasLinks}}
-            <table class="listing" id="share-list">
-            <thead><tr><th>Document</th><th>Shows</th><th>Made</th><th>Expires</th><th></th></tr></thead>
-            <tbody>
-            {{/hasLinks}}
-            {{#links}}
-            <tr data-id="{{id}}"><td class="name"><a href="{{href}}"><bdi>{{container}}: {{path}}</bdi></a>{{#password}} <span class="badge">password</span>{{/password}}{{#expired}} <span class="badge">expired</span>{{/expired}}</td><td>{{version}}</td><td>{{created}}</td><td>{{expires}}</td>
-            <td><form method="post" action="/web/shares/revoke" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="id" value="{{id}}"><button type="submit" class="small danger revoke">Revoke</button></form></td></tr>
-            {{/links}}
-            {{#hasLinks}}
-            </tbody>
-            </table>
-            {{/hasLinks}}
-            """,
+        <h1>Share links</h1>
+        {{^hasLinks}}<p class="empty">No share links. Make one from a document's page.</p>{{/hasLinks}}
+        {{#hasLinks}}
+        <table class="listing" id="share-list">
+        <thead><tr><th>Document</th><th>Shows</th><th>Made</th><th>Expires</th><th></th></tr></thead>
+        <tbody>
+        {{/hasLinks}}
+        {{#links}}
+        <tr data-id="{{id}}"><td class="name"><a href="{{href}}"><bdi>{{container}}: {{path}}</bdi></a>{{#password}} <span class="badge">password</span>{{/password}}{{#expired}} <span class="badge">expired</span>{{/expired}}</td><td>{{version}}</td><td>{{created}}</td><td>{{expires}}</td>
+        <td><form method="post" action="/web/shares/revoke" class="inline"><input type="hidden" name="csrf" value="{{csrf}}"><input type="hidden" name="id" value="{{id}}"><button type="submit" class="small danger revoke">Revoke</button></form></td></tr>
+        {{/links}}
+        {{#hasLinks}}
+        </tbody>
+        </table>
+        {{/hasLinks}}
+        """,
         "share": """
-            <section class="card narrow">
-            <h1><bdi>{{name}}</bdi></h1>
-            <dl class="facts">
-            <dt>Kind</dt><dd>{{kind}}</dd>
-            <dt>Size</dt><dd>{{size}}</dd>
-            <dt>Modified</dt><dd>{{modified}}</dd>
-            {{#files}}<dt>Files</dt><dd>{{files}}</dd>{{/files}}
-            {{#expires}}<dt>Link expires</dt><dd>{{expires}}</dd>{{/expires}}
-            </dl>
-            <p><a class="button" href="{{downloadHref}}" id="download" download>{{downloadLabel}}</a></p>
-            <p class="note">Shared with you through xfer. This link shows this document only, read only.</p>
-            </section>
-            """,
+        <section class="card narrow">
+        <h1><bdi>{{name}}</bdi></h1>
+        <dl class="facts">
+        <dt>Kind</dt><dd>{{kind}}</dd>
+        <dt>Size</dt><dd>{{size}}</dd>
+        <dt>Modified</dt><dd>{{modified}}</dd>
+        {{#files}}<dt>Files</dt><dd>{{files}}</dd>{{/files}}
+        {{#expires}}<dt>Link expires</dt><dd>{{expires}}</dd>{{/expires}}
+        </dl>
+        <p><a class="button" href="{{downloadHref}}" id="download" download>{{downloadLabel}}</a></p>
+        <p class="note">Shared with you through xfer. This link shows this document only, read only.</p>
+        </section>
+        """,
         "share-password": """
-            <section class="card narrow">
-            <h1><bdi>{{name}}</bdi></h1>
-            <p>This link is protected by a password.</p>
-            {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
-            <form method="post" action="{{action}}">
-            <label for="password">Password</label>
-            <input type="password" id="password" name="password" required maxlength="1024">
-            <button type="submit" id="unlock">Open</button>
-            </form>
-            </section>
-            """,
+        <section class="card narrow">
+        <h1><bdi>{{name}}</bdi></h1>
+        <p>This link is protected by a password.</p>
+        {{#error}}<p class="error" role="alert">{{error}}</p>{{/error}}
+        <form method="post" action="{{action}}">
+        <label for="password">Password</label>
+        <input type="password" id="password" name="password" required maxlength="1024">
+        <button type="submit" id="unlock">Open</button>
+        </form>
+        </section>
+        """,
         "error": """
-            <section class="card narrow">
-            <h1>{{heading}}</h1>
-            <p class="error" role="alert">{{message}}</p>
-            <p><a href="/web/">Back to your containers</a></p>
-            </section>
-            """,
+        <section class="card narrow">
+        <h1>{{heading}}</h1>
+        <p class="error" role="alert">{{message}}</p>
+        <p><a href="/web/">Back to your containers</a></p>
+        </section>
+        """
     ]
 
     /// The icon: two arrows, one up, one down.

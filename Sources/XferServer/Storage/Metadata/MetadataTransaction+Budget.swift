@@ -7,7 +7,8 @@ extension MetadataTransaction {
     /// Characters of key-value entries, WebDAV dead properties and unexpired lock owners the
     /// account keeps, in all its containers.
     func metadataBytes(account: Int64, now: Int64) throws -> Int64 {
-        try sql.int("""
+        try sql.int(
+            """
             SELECT (SELECT COALESCE(SUM(LENGTH(k.key) + COALESCE(LENGTH(k.value), 0)), 0)
                       FROM kv k JOIN containers c ON c.id = k.container_id WHERE c.account_id = ?)
                  + (SELECT COALESCE(SUM(LENGTH(p.xml)), 0)

@@ -18,8 +18,10 @@ extension MetadataTransaction {
         let unique = ids.filter { seen.insert($0).inserted }
         var held: Set<ChunkID> = []
         for batch in inStoredOrder(unique).batched(atMost: sqlBatchSize) {
-            for row in try sql.rows("SELECT id FROM account_chunks WHERE account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))",
-                                    [.int(account)] + batch.map(\.sqlValue)) {
+            for row in try sql.rows(
+                "SELECT id FROM account_chunks WHERE account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))",
+                [.int(account)] + batch.map(\.sqlValue))
+            {
                 if let id = try row.chunkID(0) { held.insert(id) }
             }
         }
@@ -34,10 +36,12 @@ extension MetadataTransaction {
     func heldLengths(account: Int64, _ ids: [ChunkID]) throws -> [ChunkID: Int64] {
         var held: [ChunkID: Int64] = [:]
         for batch in inStoredOrder(ids).batched(atMost: sqlBatchSize) {
-            for row in try sql.rows("""
+            for row in try sql.rows(
+                """
                 SELECT id, length FROM account_chunks WHERE account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))
                 ORDER BY id\(dialect.forUpdate)
-                """, [.int(account)] + batch.map(\.sqlValue)) {
+                """, [.int(account)] + batch.map(\.sqlValue))
+            {
                 if let id = try row.chunkID(0) { held[id] = try row.int(1) }
             }
         }
@@ -53,10 +57,12 @@ extension MetadataTransaction {
         var held: [ChunkID: Int64] = [:]
         held.reserveCapacity(ids.count)
         for batch in inStoredOrder(ids).batched(atMost: sqlBatchSize) {
-            for row in try sql.rows("""
+            for row in try sql.rows(
+                """
                 UPDATE account_chunks SET refs = refs + 1 WHERE account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))
                 RETURNING id, length
-                """, [.int(account)] + batch.map(\.sqlValue)) {
+                """, [.int(account)] + batch.map(\.sqlValue))
+            {
                 if let id = try row.chunkID(0) { held[id] = try row.int(1) }
             }
         }
@@ -86,14 +92,20 @@ extension MetadataTransaction {
     /// first if `create` and it does not exist.
     func documentRow(container: Int64, path: DocumentPath, create: Bool, locking: Bool = true) throws -> DocumentRow? {
         if create {
-            try sql.rows("""
+            try sql.rows(
+                """
                 INSERT INTO documents (container_id, path, name_folded) VALUES (?, ?, ?) ON CONFLICT (container_id, path) DO NOTHING
                 """, container, path.value, DocumentQuery.folded(DocumentQuery.name(of: path)))
         }
-        guard let row = try sql.one("""
-            SELECT id, current_version, latest_version FROM documents WHERE container_id = ? AND path = ?\(locking ? dialect.forUpdate : "")
-            """, container, path.value) else { return nil }
-        return DocumentRow(id: try row.int("id"), current: try row.optionalInt("current_version"), latest: try row.int("latest_version"))
+        guard
+            let row = try sql.one(
+                """
+                SELECT id, current_version, latest_version FROM documents WHERE container_id = ? AND path = ?\(locking ? dialect.forUpdate : "")
+                """, container, path.value)
+        else { return nil }
+        return DocumentRow(
+            id: try row.int("id"), current: try row.optionalInt("current_version"),
+            latest: try row.int("latest_version"))
     }
 
     /// Throws `conflict` if a live document of the container is an ancestor of `path` (a
@@ -104,22 +116,29 @@ extension MetadataTransaction {
         // Two lookups, each a search of the (container_id, path) index: SQLite plans the two
         // conditions joined by OR as a scan of the whole container.
         func live(_ condition: String, _ values: [SQLValue]) throws -> String? {
-            try sql.rows("""
+            try sql.rows(
+                """
                 SELECT d.path FROM documents d
                 JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)
                 WHERE d.container_id = ? AND \(condition) AND v.state != 'deleted'
                 LIMIT 1
-                """, [.int(container)] + values).first?.text(0)
+                """, [.int(container)] + values
+            ).first?.text(0)
         }
         let ancestors = path.ancestors
         if !ancestors.isEmpty,
-           let other = try live("d.path IN (\(sqlPlaceholders(ancestors.count))) AND v.kind != ?",
-                                ancestors.map(\.sqlValue) + [.text(DocumentKind.directory.rawValue)]) {
+            let other = try live(
+                "d.path IN (\(sqlPlaceholders(ancestors.count))) AND v.kind != ?",
+                ancestors.map(\.sqlValue) + [.text(DocumentKind.directory.rawValue)])
+        {
             throw path.namespaceConflict(with: other)
         }
         let range = path.descendantRange
         if !kind.holdsDocuments,
-           let other = try live("d.path\(dialect.bytewise) >= ? AND d.path\(dialect.bytewise) < ?", [.text(range.low), .text(range.high)]) {
+            let other = try live(
+                "d.path\(dialect.bytewise) >= ? AND d.path\(dialect.bytewise) < ?",
+                [.text(range.low), .text(range.high)])
+        {
             throw path.namespaceConflict(with: other)
         }
     }
@@ -129,8 +148,9 @@ extension MetadataTransaction {
         let sequence = try nextSequence(container: container)
         // When a version left the current or conflict state: retention counts from then (a
         // conflict kept for months and then superseded is not pruned at once).
-        try sql.rows("UPDATE versions SET state = ?, sequence = ?, superseded_at = ? WHERE document_id = ? AND version = ?",
-                     state.rawValue, sequence, state == .superseded ? Optional(Self.now()) : nil, document, version)
+        try sql.rows(
+            "UPDATE versions SET state = ?, sequence = ?, superseded_at = ? WHERE document_id = ? AND version = ?",
+            state.rawValue, sequence, state == .superseded ? Optional(Self.now()) : nil, document, version)
     }
 
     /// Counts a committed manifest's distinct chunks as referenced once more (`by: 1`) or once
@@ -142,11 +162,14 @@ extension MetadataTransaction {
             let list = "account_id = ? AND id IN (\(sqlPlaceholders(batch.count)))"
             if delta < 0 {
                 // A release locks in id order too (a commit locked its rows in heldLengths).
-                try sql.rows("SELECT 1 FROM account_chunks WHERE \(list) ORDER BY id\(dialect.forUpdate)", [.int(account)] + ids)
+                try sql.rows(
+                    "SELECT 1 FROM account_chunks WHERE \(list) ORDER BY id\(dialect.forUpdate)", [.int(account)] + ids)
             }
             try sql.rows("UPDATE account_chunks SET refs = refs + ? WHERE \(list)", [.int(delta), .int(account)] + ids)
             if delta < 0 {
-                for row in try sql.rows("DELETE FROM account_chunks WHERE \(list) AND refs <= 0 RETURNING length", [.int(account)] + ids) {
+                for row in try sql.rows(
+                    "DELETE FROM account_chunks WHERE \(list) AND refs <= 0 RETURNING length", [.int(account)] + ids)
+                {
                     released += try row.int(0)
                 }
             }
@@ -156,12 +179,16 @@ extension MetadataTransaction {
 
     /// Removes a version and gives back what only it referenced.
     func removeVersion(account: Int64, document: Int64, version: Int64) throws {
-        guard let row = try sql.one("SELECT state, manifest FROM versions WHERE document_id = ? AND version = ?", document, version) else { return }
+        guard
+            let row = try sql.one(
+                "SELECT state, manifest FROM versions WHERE document_id = ? AND version = ?", document, version)
+        else { return }
         let blob = try row.optionalBlob("manifest")
         releaseVersion(account: account, state: try row.text("state"), manifestBytes: blob?.count ?? 0)
         // A manifest that no longer opens or decodes gives nothing back: its chunks stay
         // held (gc keeps them), and the version still goes.
-        if let blob, let manifest = try? Manifest(decoding: openedManifest(blob, document: document, version: version)) {
+        if let blob, let manifest = try? Manifest(decoding: openedManifest(blob, document: document, version: version))
+        {
             try adjustReferences(account: account, manifest: manifest, by: -1)
         }
         try sql.rows("DELETE FROM versions WHERE document_id = ? AND version = ?", document, version)
@@ -171,7 +198,8 @@ extension MetadataTransaction {
     /// than `keepDays`. Current, conflict, uploading and deletion versions are never pruned.
     func prune(account: Int64, document: Int64) throws {
         let cutoff = Self.now() - Int64(policy.keepDays) * 86_400
-        let old = try sql.rows("""
+        let old = try sql.rows(
+            """
             SELECT version FROM versions WHERE document_id = ? AND state = 'superseded' AND COALESCE(superseded_at, created_at) <= ?
             AND version NOT IN (SELECT version FROM versions WHERE document_id = ? AND state = 'superseded' ORDER BY version DESC LIMIT ?)
             """, document, cutoff, document, Int64(policy.keepVersions))
@@ -187,8 +215,10 @@ extension MetadataTransaction {
     }
 
     func info(document: Int64, path: DocumentPath, version: Int64) throws -> DocumentInfo? {
-        try sql.one("SELECT CAST(? AS TEXT) AS path, \(infoColumns) FROM versions v WHERE v.document_id = ? AND v.version = ?",
-                    path.value, document, version).map(Self.info(row:))
+        try sql.one(
+            "SELECT CAST(? AS TEXT) AS path, \(infoColumns) FROM versions v WHERE v.document_id = ? AND v.version = ?",
+            path.value, document, version
+        ).map(Self.info(row:))
     }
 
     static func info(row: SQLRow) throws -> DocumentInfo {
@@ -196,7 +226,8 @@ extension MetadataTransaction {
         return DocumentInfo(
             path: try DocumentPath(try row.text("path")), version: try row.int("version"),
             state: try Stored.state(try row.text("state")), kind: try Stored.kind(try row.text("kind")),
-            size: try row.int("size"), mtimeNs: try row.int("mtime_ns"), mode: UInt32(truncatingIfNeeded: try row.int("mode")),
+            size: try row.int("size"), mtimeNs: try row.int("mtime_ns"),
+            mode: UInt32(truncatingIfNeeded: try row.int("mode")),
             baseVersion: try row.optionalInt("base_version"),
             manifestDigest: try row.optionalBlob("manifest_digest").flatMap { ChunkID(bytes: $0)?.hex },
             files: try row.optionalInt("files").map(Int.init), chunks: try row.optionalInt("chunks").map(Int.init),

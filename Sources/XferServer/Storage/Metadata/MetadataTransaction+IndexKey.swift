@@ -19,7 +19,9 @@ extension MetadataTransaction {
         let rows = try sql.rows("SELECT key_id, wrapped FROM sealing_index ORDER BY key_id", [])
         for row in rows {
             guard let id = SealingKeyID(hex: try row.text("key_id")), keys.byID[id] != nil else { continue }
-            let key = try keys.open(try row.blob("wrapped"), context: Self.indexKeyContext, what: "the store's index key (sealed with \(id))")
+            let key = try keys.open(
+                try row.blob("wrapped"), context: Self.indexKeyContext,
+                what: "the store's index key (sealed with \(id))")
             // Kept sealed with the current key too, so it opens as long as the data does.
             if try !rows.contains(where: { try $0.text("key_id") == keys.current.id.description }) {
                 try wrapIndexKey(key, keys)
@@ -28,14 +30,20 @@ extension MetadataTransaction {
         }
         guard rows.isEmpty else {
             let names = try rows.map { try $0.text("key_id") }.joined(separator: ", ")
-            throw XferError(.invalidConfiguration, "the store's index key is sealed with encryption key \(names), which was not given; nothing was changed")
+            throw XferError(
+                .invalidConfiguration,
+                "the store's index key is sealed with encryption key \(names), which was not given; nothing was changed"
+            )
         }
         // A store that recorded keys has its index key sealed with them: none found means the
         // keys given are not the store's, and nothing may be enciphered under them.
         let recorded = try sql.rows("SELECT id FROM sealing_keys", []).map { try $0.text(0) }
         let missing = recorded.filter { SealingKeyID(hex: $0).map { keys.byID[$0] == nil } ?? true }
         guard missing.isEmpty else {
-            throw XferError(.invalidConfiguration, "the store's data is sealed with encryption key \(missing.joined(separator: ", ")), which was not given; nothing was changed")
+            throw XferError(
+                .invalidConfiguration,
+                "the store's data is sealed with encryption key \(missing.joined(separator: ", ")), which was not given; nothing was changed"
+            )
         }
         let key = ChunkIDCipher.newKey()
         let cipher = try ChunkIDCipher(key: key)
@@ -47,8 +55,9 @@ extension MetadataTransaction {
     /// Keeps `key` sealed with the current one of `keys` (recorded as a key in use).
     private func wrapIndexKey(_ key: [UInt8], _ keys: SealingKeys) throws {
         try noteSealing(with: keys.current.id)
-        try sql.rows("INSERT INTO sealing_index (key_id, wrapped) VALUES (?, ?)",
-                     [.text(keys.current.id.description), .blob(keys.seal(key, context: Self.indexKeyContext))])
+        try sql.rows(
+            "INSERT INTO sealing_index (key_id, wrapped) VALUES (?, ?)",
+            [.text(keys.current.id.description), .blob(keys.seal(key, context: Self.indexKeyContext))])
     }
 
     /// Rewrites every stored chunk id enciphered (a store given keys for the first time): the
@@ -57,10 +66,13 @@ extension MetadataTransaction {
     private func encipherStoredIDs(_ cipher: ChunkIDCipher) throws {
         // This transaction binds ids as they are (it has no cipher): the new bytes go as blobs.
         for (table, byAccount) in [("account_chunks", true), ("chunk_locations", false), ("chunk_deletions", false)] {
-            try sql.rows("CREATE TEMPORARY TABLE xfer_plain_ids AS SELECT \(byAccount ? "account_id" : "0 AS account_id"), id FROM \(table)", [])
+            try sql.rows(
+                "CREATE TEMPORARY TABLE xfer_plain_ids AS SELECT \(byAccount ? "account_id" : "0 AS account_id"), id FROM \(table)",
+                [])
             var after: (account: Int64, id: [UInt8]) = (-1, [])
             while true {
-                let page = try sql.rows("""
+                let page = try sql.rows(
+                    """
                     SELECT account_id, id FROM xfer_plain_ids WHERE (account_id, id) > (?, ?) ORDER BY account_id, id LIMIT ?
                     """, [.int(after.account), .blob(after.id), .int(Int64(sqlBatchSize / 3))])
                 guard let last = page.last else { break }
@@ -71,7 +83,8 @@ extension MetadataTransaction {
                     values += [.int(try row.int(0)), .blob(id), .blob(cipher.encipher(chunk))]
                 }
                 if !values.isEmpty {
-                    try sql.rows("""
+                    try sql.rows(
+                        """
                         UPDATE \(table) SET id = v.column3 FROM (VALUES \(sqlRows("?, ?, ?", count: values.count / 3))) AS v
                         WHERE \(byAccount ? "\(table).account_id = v.column1 AND " : "")\(table).id = v.column2
                         """, values)

@@ -42,18 +42,23 @@ extension MetadataTransaction {
     /// Writes each account's tally, before the transaction commits (``SQLMetadataStore/write(_:)``).
     func recordVersionBytes() throws {
         for (account, delta) in versionBytes.unwritten() where delta != 0 {
-            try sql.rows("UPDATE accounts SET version_bytes = CASE WHEN version_bytes + ? > 0 THEN version_bytes + ? ELSE 0 END WHERE id = ?",
-                         delta, delta, account)
+            try sql.rows(
+                "UPDATE accounts SET version_bytes = CASE WHEN version_bytes + ? > 0 THEN version_bytes + ? ELSE 0 END WHERE id = ?",
+                delta, delta, account)
         }
     }
 
     /// The account's quota and all it uses (chunks and version records), its row locked to the
     /// end of the transaction, as a chunk upload locks it.
     private func readQuota(_ account: Int64) throws -> VersionBytes.Base {
-        guard let row = try sql.one("SELECT quota, used, version_bytes FROM accounts WHERE id = ?\(dialect.forUpdate)", account) else {
+        guard
+            let row = try sql.one(
+                "SELECT quota, used, version_bytes FROM accounts WHERE id = ?\(dialect.forUpdate)", account)
+        else {
             throw XferError(.notFound, "no such account")
         }
-        let base = VersionBytes.Base(quota: try row.int("quota"), used: try row.int("used") + (try row.int("version_bytes")))
+        let base = VersionBytes.Base(
+            quota: try row.int("quota"), used: try row.int("used") + (try row.int("version_bytes")))
         versionBytes.setBase(base, account: account)
         return base
     }
@@ -62,8 +67,14 @@ extension MetadataTransaction {
 /// What one transaction has charged (and given back) for versions, by account, and each
 /// account's row as the transaction first read it.
 final class VersionBytes: Sendable {
-    struct Base: Sendable { var quota: Int64; var used: Int64 }
-    private struct State: Sendable { var tally: [Int64: Int64] = [:]; var bases: [Int64: Base] = [:] }
+    struct Base: Sendable {
+        var quota: Int64
+        var used: Int64
+    }
+    private struct State: Sendable {
+        var tally: [Int64: Int64] = [:]
+        var bases: [Int64: Base] = [:]
+    }
     private let state = Mutex(State())
 
     func base(_ account: Int64) -> Base? { state.withLock { $0.bases[account] } }

@@ -8,10 +8,15 @@ extension SQLMetadataStore {
         try await read { tx in try tx.lacking(account: account, ids) }
     }
 
-    public func addChunks(account: Int64, _ chunks: [OwnedChunk], uploadStartedAt: Int64?) async throws -> (count: Int, bytes: Int64) {
+    public func addChunks(account: Int64, _ chunks: [OwnedChunk], uploadStartedAt: Int64?) async throws -> (
+        count: Int, bytes: Int64
+    ) {
         try await write { tx in
             // The account's row first: two uploads charge its quota one after the other.
-            guard let row = try tx.sql.one("SELECT quota, used, version_bytes FROM accounts WHERE id = ?\(tx.dialect.forUpdate)", account) else {
+            guard
+                let row = try tx.sql.one(
+                    "SELECT quota, used, version_bytes FROM accounts WHERE id = ?\(tx.dialect.forUpdate)", account)
+            else {
                 throw XferError(.notFound, "no such account")
             }
             var lacking = Set(try tx.lacking(account: account, chunks.map(\.id)))
@@ -20,10 +25,14 @@ extension SQLMetadataStore {
                 // either the mark is visible here, or this transaction's holding is visible there.
                 try tx.sql.lockDeletions(exclusive: false)
                 for batch in Array(lacking).batched(atMost: sqlBatchSize) {
-                    for mark in try tx.sql.rows("SELECT id, finished_at FROM chunk_deletions WHERE id IN (\(sqlPlaceholders(batch.count)))",
-                                                batch.map(\.sqlValue)) {
+                    for mark in try tx.sql.rows(
+                        "SELECT id, finished_at FROM chunk_deletions WHERE id IN (\(sqlPlaceholders(batch.count)))",
+                        batch.map(\.sqlValue))
+                    {
                         guard let id = try mark.chunkID(0) else { continue }
-                        if DeletionRules.refuses(finishedAt: try mark.optionalInt("finished_at"), uploadStartedAt: uploadStartedAt) {
+                        if DeletionRules.refuses(
+                            finishedAt: try mark.optionalInt("finished_at"), uploadStartedAt: uploadStartedAt)
+                        {
                             lacking.remove(id)
                         }
                     }
@@ -39,53 +48,66 @@ extension SQLMetadataStore {
             if !sealed.isEmpty {
                 let held = try tx.heldByAnyAccount(sealed.map(\.id))
                 if let clash = sealed.first(where: { held.contains($0.id) }) {
-                    throw XferError(.corruptChunk, """
+                    throw XferError(
+                        .corruptChunk,
+                        """
                         sealed chunk \(clash.id) is held by another account: the server cannot check a sealed chunk's bytes, \
                         so it keeps no account's copy for another's; nothing was recorded
                         """)
                 }
             }
             let bytes = fresh.reduce(Int64(0)) { $0 + Int64($1.length) }
-            _ = try QuotaRules.charge(adding: bytes, used: try row.int("used") + (try row.int("version_bytes")), quota: try row.int("quota"))
+            _ = try QuotaRules.charge(
+                adding: bytes, used: try row.int("used") + (try row.int("version_bytes")), quota: try row.int("quota"))
             let now = MetadataTransaction.now()
             for batch in tx.inStoredOrder(fresh, id: \.id).batched(atMost: sqlBatchSize) {
-                try tx.sql.rows("INSERT INTO account_chunks (account_id, id, length, added_at) VALUES \(sqlRows("?, ?, ?, ?", count: batch.count))",
-                                batch.flatMap { [.int(account), $0.id.sqlValue, .int(Int64($0.length)), .int(now)] })
+                try tx.sql.rows(
+                    "INSERT INTO account_chunks (account_id, id, length, added_at) VALUES \(sqlRows("?, ?, ?, ?", count: batch.count))",
+                    batch.flatMap { [.int(account), $0.id.sqlValue, .int(Int64($0.length)), .int(now)] })
             }
             try tx.sql.rows("UPDATE accounts SET used = used + ? WHERE id = ?", bytes, account)
             return (fresh.count, bytes)
         }
     }
 
-    public func announce(account: Int64, container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo {
+    public func announce(account: Int64, container: ContainerName, _ request: AnnounceRequest) async throws
+        -> DocumentInfo
+    {
         try await write { tx in
-            let containerID = try tx.containerID(account: account, name: container, create: true,
-                                                 sealed: NameSealing.isSealed(path: request.path.value))!
-            let (document, version) = try tx.announce(account: account, container: containerID, request, direct: false).row
+            let containerID = try tx.containerID(
+                account: account, name: container, create: true,
+                sealed: NameSealing.isSealed(path: request.path.value))!
+            let (document, version) = try tx.announce(account: account, container: containerID, request, direct: false)
+                .row
             try tx.sql.notifyChanges(container: containerID)
             return try tx.info(document: document, path: request.path, version: version)!
         }
     }
 
-    public func commit(account: Int64, container: ContainerName, path: DocumentPath, version: Int64, baseVersion: Int64?,
-                       manifest: Manifest, encoded: [UInt8]) async throws -> DocumentInfo {
+    public func commit(
+        account: Int64, container: ContainerName, path: DocumentPath, version: Int64, baseVersion: Int64?,
+        manifest: Manifest, encoded: [UInt8]
+    ) async throws -> DocumentInfo {
         try await write { tx in
             guard let containerID = try tx.containerID(account: account, name: container, create: false) else {
                 throw XferError(.notFound, "\(path) has no announced version \(version); announce before committing")
             }
             try tx.lockContainer(containerID)
-            let info = try tx.commit(account: account, container: containerID, path: path, version: version, baseVersion: baseVersion,
-                                     manifest: manifest, encoded: encoded, sealed: try tx.isEncrypted(container: containerID))
+            let info = try tx.commit(
+                account: account, container: containerID, path: path, version: version, baseVersion: baseVersion,
+                manifest: manifest, encoded: encoded, sealed: try tx.isEncrypted(container: containerID))
             try tx.sql.notifyChanges(container: containerID)
             return info
         }
     }
 
     public func commitDirect(account: Int64, container: ContainerName, _ items: [DirectCommitItem]) async throws
-        -> [Result<DocumentInfo, XferError>] {
+        -> [Result<DocumentInfo, XferError>]
+    {
         try await write { tx in
-            let containerID = try tx.containerID(account: account, name: container, create: true,  // and its lock
-                                                 sealed: items.allSatisfy { NameSealing.isSealed(path: $0.announce.path.value) })!
+            let containerID = try tx.containerID(
+                account: account, name: container, create: true,  // and its lock
+                sealed: items.allSatisfy { NameSealing.isSealed(path: $0.announce.path.value) })!
             // Every chunk row the batch references, locked once in id order (as one commit does),
             // so two batches sharing chunks cannot deadlock.
             _ = try tx.heldLengths(account: account, items.flatMap { $0.manifest.allChunks.map(\.id) })
@@ -93,16 +115,25 @@ extension SQLMetadataStore {
             var results: [Result<DocumentInfo, XferError>] = []
             for item in items {
                 do {
-                    results.append(.success(try tx.savepoint {
-                        let announced = try tx.announce(account: account, container: containerID, item.announce, direct: true)
-                        if let wanted = item.version, wanted != announced.version {
-                            // Rolled back with the savepoint: the version it would take stays free.
-                            throw XferError(.conflict, "\(item.announce.path) would be version \(announced.version), not \(wanted); nothing of it was recorded")
-                        }
-                        return try tx.commit(account: account, container: containerID, path: item.announce.path, version: announced.version,
-                                             baseVersion: item.announce.baseVersion, manifest: item.manifest, encoded: item.encoded,
-                                             sealed: sealed, announced: announced)
-                    }))
+                    results.append(
+                        .success(
+                            try tx.savepoint {
+                                let announced = try tx.announce(
+                                    account: account, container: containerID, item.announce, direct: true)
+                                if let wanted = item.version, wanted != announced.version {
+                                    // Rolled back with the savepoint: the version it would take stays free.
+                                    throw XferError(
+                                        .conflict,
+                                        "\(item.announce.path) would be version \(announced.version), not \(wanted); nothing of it was recorded"
+                                    )
+                                }
+                                return try tx.commit(
+                                    account: account, container: containerID, path: item.announce.path,
+                                    version: announced.version,
+                                    baseVersion: item.announce.baseVersion, manifest: item.manifest,
+                                    encoded: item.encoded,
+                                    sealed: sealed, announced: announced)
+                            }))
                 } catch let error as XferError {
                     // This document is refused; the others go on. Any other error ends the batch.
                     results.append(.failure(error))
@@ -114,21 +145,28 @@ extension SQLMetadataStore {
     }
 
     public func manifest(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws
-        -> (info: DocumentInfo, manifest: [UInt8]) {
+        -> (info: DocumentInfo, manifest: [UInt8])
+    {
         try await read { tx in
-            try tx.manifest(container: try tx.containerID(account: account, name: container, create: false), path: path, version: version)
+            try tx.manifest(
+                container: try tx.containerID(account: account, name: container, create: false), path: path,
+                version: version)
         }
     }
 
-    public func manifests(account: Int64, container: ContainerName, _ wanted: [(path: DocumentPath, version: Int64?)], budget: Int) async throws
-        -> [ManifestRead] {
+    public func manifests(
+        account: Int64, container: ContainerName, _ wanted: [(path: DocumentPath, version: Int64?)], budget: Int
+    ) async throws
+        -> [ManifestRead]
+    {
         try await read { tx in
             let containerID = try tx.containerID(account: account, name: container, create: false)
             var left = budget
             return try wanted.map { wanted -> ManifestRead in
                 guard left > 0 else { return .overBudget }
                 do {
-                    let (info, manifest) = try tx.manifest(container: containerID, path: wanted.path, version: wanted.version)
+                    let (info, manifest) = try tx.manifest(
+                        container: containerID, path: wanted.path, version: wanted.version)
                     left -= manifest.count
                     return left >= 0 ? .manifest(info: info, manifest: manifest) : .overBudget
                 } catch let error as XferError {
@@ -140,12 +178,18 @@ extension SQLMetadataStore {
         }
     }
 
-    public func document(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws -> DocumentInfo {
+    public func document(account: Int64, container: ContainerName, path: DocumentPath, version: Int64?) async throws
+        -> DocumentInfo
+    {
         try await read { tx in
             guard let containerID = try tx.containerID(account: account, name: container, create: false),
-                  let document = try tx.documentRow(container: containerID, path: path, create: false),
-                  let info = try tx.info(document: document.id, path: path, version: version ?? document.current ?? document.latest) else {
-                throw XferError(.notFound, version.map { "\(path) has no version \($0)" } ?? "no document \(path) in container \(container)")
+                let document = try tx.documentRow(container: containerID, path: path, create: false),
+                let info = try tx.info(
+                    document: document.id, path: path, version: version ?? document.current ?? document.latest)
+            else {
+                throw XferError(
+                    .notFound,
+                    version.map { "\(path) has no version \($0)" } ?? "no document \(path) in container \(container)")
             }
             return info
         }
@@ -154,24 +198,29 @@ extension SQLMetadataStore {
     public func versions(account: Int64, container: ContainerName, path: DocumentPath) async throws -> VersionList {
         try await read { tx in
             guard let containerID = try tx.containerID(account: account, name: container, create: false),
-                  let document = try tx.documentRow(container: containerID, path: path, create: false) else {
+                let document = try tx.documentRow(container: containerID, path: path, create: false)
+            else {
                 throw XferError(.notFound, "no document \(path) in container \(container)")
             }
-            let rows = try tx.sql.rows("""
+            let rows = try tx.sql.rows(
+                """
                 SELECT CAST(? AS TEXT) AS path, \(tx.infoColumns) FROM versions v WHERE v.document_id = ? ORDER BY v.version DESC
                 """, path.value, document.id)
             return VersionList(versions: try rows.map(MetadataTransaction.info(row:)))
         }
     }
 
-    public func resolve(account: Int64, container: ContainerName, _ request: ResolveRequest) async throws -> DocumentInfo {
+    public func resolve(account: Int64, container: ContainerName, _ request: ResolveRequest) async throws
+        -> DocumentInfo
+    {
         try await write { tx in
             guard let containerID = try tx.containerID(account: account, name: container, create: false) else {
                 throw XferError(.notFound, "\(request.path) has no version \(request.keep)")
             }
             try tx.lockContainer(containerID)
             guard let document = try tx.documentRow(container: containerID, path: request.path, create: false),
-                  let keep = try tx.info(document: document.id, path: request.path, version: request.keep) else {
+                let keep = try tx.info(document: document.id, path: request.path, version: request.keep)
+            else {
                 throw XferError(.notFound, "\(request.path) has no version \(request.keep)")
             }
             for other in try CommitRules.contenders(resolving: request, keep: keep, current: document.current) {
@@ -189,14 +238,17 @@ extension SQLMetadataStore {
         }
     }
 
-    public func list(account: Int64, container: ContainerName, prefix: String, after: String?, limit: Int) async throws -> DocumentList {
+    public func list(account: Int64, container: ContainerName, prefix: String, after: String?, limit: Int) async throws
+        -> DocumentList
+    {
         try await read { tx in
             guard let containerID = try tx.containerID(account: account, name: container, create: false) else {
                 return DocumentList(documents: [], cursor: 0)
             }
             let cursor = try tx.sql.int("SELECT sequence FROM containers WHERE id = ?", containerID) ?? 0
             let bytewise = tx.dialect.bytewise
-            let rows = try tx.sql.rows("""
+            let rows = try tx.sql.rows(
+                """
                 SELECT d.path, \(tx.infoColumns) FROM documents d
                 JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)
                 WHERE d.container_id = ? AND substr(d.path, 1, length(?)) = ? AND d.path\(bytewise) > ? AND v.state != 'deleted'
@@ -206,16 +258,19 @@ extension SQLMetadataStore {
         }
     }
 
-    public func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?, seal: String?) async throws -> DocumentInfo {
+    public func delete(account: Int64, container: ContainerName, path: DocumentPath, baseVersion: Int64?, seal: String?)
+        async throws -> DocumentInfo
+    {
         try await write { tx in
             guard let containerID = try tx.containerID(account: account, name: container, create: false) else {
                 throw XferError(.notFound, "no document \(path) in container \(container)")
             }
             try tx.lockContainer(containerID)
             guard let document = try tx.documentRow(container: containerID, path: path, create: false),
-                  let current = document.current,
-                  let info = try tx.info(document: document.id, path: path, version: current),
-                  info.state != .deleted else {
+                let current = document.current,
+                let info = try tx.info(document: document.id, path: path, version: current),
+                info.state != .deleted
+            else {
                 throw XferError(.notFound, "no document \(path) in container \(container)")
             }
             if let baseVersion, baseVersion != current {
@@ -225,21 +280,32 @@ extension SQLMetadataStore {
             try tx.setState(.superseded, document: document.id, version: current, container: containerID)
             let sequence = try tx.nextSequence(container: containerID)
             let now = MetadataTransaction.now()
-            try tx.sql.rows("""
+            try tx.sql.rows(
+                """
                 INSERT INTO versions (document_id, version, container_id, state, kind, size, mtime_ns, mode, base_version, sequence, created_at, manifest_digest)
                 VALUES (?, ?, ?, 'deleted', ?, 0, ?, ?, ?, ?, ?, ?)
-                """, [.int(document.id), .int(version), .int(containerID), .text(info.kind.rawValue), .int(now * 1_000_000_000), .int(Int64(info.mode)),
-                      .int(current), .int(sequence), .int(now), seal.flatMap { ChunkID(hex: $0) }.map { .blob($0.bytes) } ?? .null])
+                """,
+                [
+                    .int(document.id), .int(version), .int(containerID), .text(info.kind.rawValue),
+                    .int(now * 1_000_000_000), .int(Int64(info.mode)),
+                    .int(current), .int(sequence), .int(now),
+                    seal.flatMap { ChunkID(hex: $0) }.map { .blob($0.bytes) } ?? .null
+                ])
             try tx.chargeVersion(account: account, manifestBytes: 0, refusable: false)
-            try tx.sql.rows("UPDATE documents SET current_version = ?, latest_version = ? WHERE id = ?", version, version, document.id)
+            try tx.sql.rows(
+                "UPDATE documents SET current_version = ?, latest_version = ? WHERE id = ?", version, version,
+                document.id)
             // Its share links and WebDAV properties go with it, whoever deleted it (a device, the
             // web view, WebDAV): a later document at the same path is another one.
-            try tx.sql.rows("DELETE FROM share_links WHERE account_id = ? AND container = ? AND path = ?", account, container.value, path.value)
+            try tx.sql.rows(
+                "DELETE FROM share_links WHERE account_id = ? AND container = ? AND path = ?", account, container.value,
+                path.value)
             // A package's properties include those of its contents, below its path.
             if info.kind == .package {
                 try tx.removeDeadProperties(containerID, below: path.value)
             } else {
-                try tx.sql.rows("DELETE FROM dav_properties WHERE container_id = ? AND path = ?", containerID, path.value)
+                try tx.sql.rows(
+                    "DELETE FROM dav_properties WHERE container_id = ? AND path = ?", containerID, path.value)
             }
             try tx.prune(account: account, document: document.id)
             try tx.sql.notifyChanges(container: containerID)
@@ -256,13 +322,17 @@ extension SQLMetadataStore {
             // COMMITTED transaction sees a newer snapshot, so a change committed between the
             // rows and a later head would fall behind the cursor and never be seen.
             let head = try tx.sql.int("SELECT sequence FROM containers WHERE id = ?", containerID) ?? 0
-            let documents = try tx.sql.rows("""
+            let documents = try tx.sql.rows(
+                """
                 SELECT d.path, \(tx.infoColumns) FROM versions v JOIN documents d ON d.id = v.document_id
                 WHERE v.container_id = ? AND v.sequence > ? AND v.sequence <= ? ORDER BY v.sequence LIMIT ?
-                """, containerID, after, head, limit + 1).map(MetadataTransaction.info(row:))
-            let keys = try tx.sql.rows("""
+                """, containerID, after, head, limit + 1
+            ).map(MetadataTransaction.info(row:))
+            let keys = try tx.sql.rows(
+                """
                 SELECT * FROM kv WHERE container_id = ? AND sequence > ? AND sequence <= ? ORDER BY sequence LIMIT ?
-                """, containerID, after, head, limit + 1).map { try tx.keyValueEntry(row: $0, container: containerID) }
+                """, containerID, after, head, limit + 1
+            ).map { try tx.keyValueEntry(row: $0, container: containerID) }
             return ChangeList.page(documents: documents, keys: keys, after: after, head: head, limit: limit)
         }
     }
@@ -274,15 +344,20 @@ extension MetadataTransaction {
     /// Throws `not_found` if there is none (or it is a deletion), or the container is `nil`.
     /// Locks nothing: a batch reads many in one transaction, and row locks taken in its order
     /// could deadlock with a batch commit taking them in another.
-    func manifest(container: Int64?, path: DocumentPath, version: Int64?) throws -> (info: DocumentInfo, manifest: [UInt8]) {
+    func manifest(container: Int64?, path: DocumentPath, version: Int64?) throws -> (
+        info: DocumentInfo, manifest: [UInt8]
+    ) {
         guard let container,
-              let document = try documentRow(container: container, path: path, create: false, locking: false),
-              let number = version ?? document.current,
-              let info = try info(document: document.id, path: path, version: number),
-              [.current, .superseded, .conflict].contains(info.state),
-              let blob = try sql.one("SELECT manifest FROM versions WHERE document_id = ? AND version = ?", document.id, number)?
-                  .optionalBlob("manifest") else {
-            throw XferError(.notFound, version.map { "\(path) has no committed version \($0)" } ?? "\(path) has no current version")
+            let document = try documentRow(container: container, path: path, create: false, locking: false),
+            let number = version ?? document.current,
+            let info = try info(document: document.id, path: path, version: number),
+            [.current, .superseded, .conflict].contains(info.state),
+            let blob = try sql.one(
+                "SELECT manifest FROM versions WHERE document_id = ? AND version = ?", document.id, number)?
+                .optionalBlob("manifest")
+        else {
+            throw XferError(
+                .notFound, version.map { "\(path) has no committed version \($0)" } ?? "\(path) has no current version")
         }
         return (info, try openedManifest(blob, document: document.id, version: number))
     }
@@ -294,20 +369,24 @@ extension MetadataTransaction {
         let sequence = try nextSequence(container: container)
         try checkNamespace(container: container, path: request.path, kind: request.kind)
         if !direct {
-            try AccountLimits.checkNewPending(existing: try sql.int("""
-                SELECT COUNT(*) FROM versions WHERE state = 'uploading' AND container_id IN (SELECT id FROM containers WHERE account_id = ?)
-                """, account) ?? 0, policy: policy)
+            try AccountLimits.checkNewPending(
+                existing: try sql.int(
+                    """
+                    SELECT COUNT(*) FROM versions WHERE state = 'uploading' AND container_id IN (SELECT id FROM containers WHERE account_id = ?)
+                    """, account) ?? 0, policy: policy)
         }
         let document = try documentRow(container: container, path: request.path, create: true)!
         let version = document.latest + 1
         try sql.rows("UPDATE documents SET latest_version = ? WHERE id = ?", version, document.id)
-        try sql.rows("""
+        try sql.rows(
+            """
             INSERT INTO versions (document_id, version, container_id, state, kind, size, mtime_ns, mode, base_version, device, sequence, created_at)
             VALUES (?, ?, ?, 'uploading', ?, ?, ?, ?, ?, ?, ?, ?)
             """, document.id, version, container, request.kind.rawValue, request.size, request.mtimeNs, request.mode,
-                     request.baseVersion, request.device, sequence, Self.now())
-        return Announced(document: DocumentRow(id: document.id, current: document.current, latest: version), kind: request.kind,
-                         mtime: request.mtimeNs)
+            request.baseVersion, request.device, sequence, Self.now())
+        return Announced(
+            document: DocumentRow(id: document.id, current: document.current, latest: version), kind: request.kind,
+            mtime: request.mtimeNs)
     }
 
     /// A version just announced in this transaction (and under its container's lock), as
@@ -332,8 +411,10 @@ extension MetadataTransaction {
     /// - Parameter announced: The version was announced in this same transaction, under the
     ///   container's lock (a direct commit): its rows are not read again, and the namespace,
     ///   checked by the announcement for the same kind, is not checked twice.
-    func commit(account: Int64, container: Int64, path: DocumentPath, version: Int64, baseVersion: Int64?,
-                manifest: Manifest, encoded: [UInt8], sealed: Bool, announced: Announced? = nil) throws -> DocumentInfo {
+    func commit(
+        account: Int64, container: Int64, path: DocumentPath, version: Int64, baseVersion: Int64?,
+        manifest: Manifest, encoded: [UInt8], sealed: Bool, announced: Announced? = nil
+    ) throws -> DocumentInfo {
         let kind = DocumentKind(manifest.kind)
         let document: DocumentRow
         let mtime: Int64
@@ -343,7 +424,9 @@ extension MetadataTransaction {
             if announced.kind != kind { try checkNamespace(container: container, path: path, kind: kind) }
         } else {
             guard let row = try documentRow(container: container, path: path, create: false),
-                  let versionRow = try sql.one("SELECT state, mtime_ns FROM versions WHERE document_id = ? AND version = ?", row.id, version) else {
+                let versionRow = try sql.one(
+                    "SELECT state, mtime_ns FROM versions WHERE document_id = ? AND version = ?", row.id, version)
+            else {
                 throw XferError(.notFound, "\(path) has no announced version \(version); announce before committing")
             }
             let state = try versionRow.text("state")
@@ -359,20 +442,26 @@ extension MetadataTransaction {
         // below; else one pass references them and says which are held (a missing one throws,
         // which rolls the references back with the rest).
         let referencedNow = !dialect.locksRows
-        let held = referencedNow ? try referenceHeld(account: account, Array(declared.keys))
-                                 : try heldLengths(account: account, Array(declared.keys))
+        let held =
+            referencedNow
+            ? try referenceHeld(account: account, Array(declared.keys))
+            : try heldLengths(account: account, Array(declared.keys))
         let missing = try CommitRules.missing(declared, held: held, compareLengths: !sealed)
         guard missing.isEmpty else { throw XferError.missingChunks(missing) }
         let size = sealed ? held.values.reduce(0, +) : manifest.totalSize
         let digest = ChunkID.of(encoded).bytes
         var outcome = VersionState.current
         if let current = document.current,
-           let currentRow = try sql.one("SELECT state, mtime_ns, manifest_digest FROM versions WHERE document_id = ? AND version = ?",
-                                        document.id, current),
-           try currentRow.text("state") == VersionState.current.rawValue {
-            switch CommitRules.outcome(current: current, currentDigest: try currentRow.optionalBlob("manifest_digest").map { Data($0) },
-                                       currentMtime: try currentRow.int("mtime_ns"), base: baseVersion, digest: Data(digest),
-                                       mtime: mtime) {
+            let currentRow = try sql.one(
+                "SELECT state, mtime_ns, manifest_digest FROM versions WHERE document_id = ? AND version = ?",
+                document.id, current),
+            try currentRow.text("state") == VersionState.current.rawValue
+        {
+            switch CommitRules.outcome(
+                current: current, currentDigest: try currentRow.optionalBlob("manifest_digest").map { Data($0) },
+                currentMtime: try currentRow.int("mtime_ns"), base: baseVersion, digest: Data(digest),
+                mtime: mtime)
+            {
             case .replaces: try setState(.superseded, document: document.id, version: current, container: container)
             case .winsConflict: try setState(.conflict, document: document.id, version: current, container: container)
             case .keptAsConflict: outcome = .conflict
@@ -381,11 +470,12 @@ extension MetadataTransaction {
         let stored = try storedManifest(encoded, document: document.id, version: version)
         try chargeVersion(account: account, manifestBytes: stored.count, refusable: true)
         let sequence = try nextSequence(container: container)
-        try sql.rows("""
+        try sql.rows(
+            """
             UPDATE versions SET state = ?, kind = ?, size = ?, manifest_digest = ?, manifest = ?, files = ?, chunks = ?, base_version = ?, sequence = ?
             WHERE document_id = ? AND version = ?
             """, outcome.rawValue, kind.rawValue, size, digest, stored, manifest.fileCount, manifest.allChunks.count,
-                     baseVersion, sequence, document.id, version)
+            baseVersion, sequence, document.id, version)
         if outcome == .current {
             try sql.rows("UPDATE documents SET current_version = ? WHERE id = ?", version, document.id)
         }

@@ -12,11 +12,13 @@ extension SQLMetadataStore {
             var seen: Set<ChunkID> = []
             let distinct = locations.filter { seen.insert($0.id).inserted }
             for batch in tx.inStoredOrder(distinct, id: \.id).batched(atMost: sqlBatchSize) {
-                try tx.sql.rows("""
+                try tx.sql.rows(
+                    """
                     INSERT INTO chunk_locations (id, pack_id, "offset", length)
                     VALUES \(sqlRows("?, ?, ?, ?", count: batch.count))
                     ON CONFLICT (id) DO NOTHING
-                    """, batch.flatMap { [$0.id.sqlValue, .int(packs[$0.pack]!), .int($0.offset), .int(Int64($0.length))] })
+                    """,
+                    batch.flatMap { [$0.id.sqlValue, .int(packs[$0.pack]!), .int($0.offset), .int(Int64($0.length))] })
             }
             // A pack all of whose chunks were located already is named by nothing.
             _ = try tx.forgetEmptyPacks(Array(packs.values))
@@ -28,8 +30,10 @@ extension SQLMetadataStore {
         return try await read { tx in
             var found: [ChunkLocation] = []
             for batch in ids.batched(atMost: sqlBatchSize) {
-                found += try tx.sql.rows("\(MetadataTransaction.locationColumns) WHERE l.id IN (\(sqlPlaceholders(batch.count)))",
-                                         batch.map(\.sqlValue)).compactMap(MetadataTransaction.location)
+                found += try tx.sql.rows(
+                    "\(MetadataTransaction.locationColumns) WHERE l.id IN (\(sqlPlaceholders(batch.count)))",
+                    batch.map(\.sqlValue)
+                ).compactMap(MetadataTransaction.location)
             }
             return found
         }
@@ -38,8 +42,10 @@ extension SQLMetadataStore {
     public func locations(shard: UInt8) async throws -> [ChunkLocation] {
         let (low, high) = ChunkLocation.shardBounds(shard)
         return try await read { tx in
-            try tx.sql.rows("\(MetadataTransaction.locationColumns) WHERE l.id >= ? AND l.id < ? ORDER BY l.id", low, high)
-                .compactMap(MetadataTransaction.location)
+            try tx.sql.rows(
+                "\(MetadataTransaction.locationColumns) WHERE l.id >= ? AND l.id < ? ORDER BY l.id", low, high
+            )
+            .compactMap(MetadataTransaction.location)
         }
     }
 
@@ -56,8 +62,10 @@ extension SQLMetadataStore {
             var packs: Set<Int64> = []
             // In the index's order, as a move updates them: the two never lock rows crosswise.
             for batch in tx.inStoredOrder(ids).batched(atMost: sqlBatchSize) {
-                for row in try tx.sql.rows("DELETE FROM chunk_locations WHERE id IN (\(sqlPlaceholders(batch.count))) RETURNING pack_id",
-                                           batch.map(\.sqlValue)) {
+                for row in try tx.sql.rows(
+                    "DELETE FROM chunk_locations WHERE id IN (\(sqlPlaceholders(batch.count))) RETURNING pack_id",
+                    batch.map(\.sqlValue))
+                {
                     packs.insert(try row.int(0))
                 }
             }
@@ -68,16 +76,20 @@ extension SQLMetadataStore {
     public func packUsage() async throws -> [String: Int64] {
         try await read { tx in
             var usage: [String: Int64] = [:]
-            for row in try tx.sql.rows("""
+            for row in try tx.sql.rows(
+                """
                 SELECT p.name, CAST(SUM(l.length) AS BIGINT) AS bytes FROM chunk_locations l JOIN packs p ON p.id = l.pack_id GROUP BY p.name
-                """) {
+                """)
+            {
                 usage[try row.text("name")] = try row.int("bytes")
             }
             return usage
         }
     }
 
-    public func moveLocations(_ moved: [ChunkLocation], from pack: String, sealedWith key: SealingKeyID?) async throws -> Int {
+    public func moveLocations(_ moved: [ChunkLocation], from pack: String, sealedWith key: SealingKeyID?) async throws
+        -> Int
+    {
         guard !moved.isEmpty else { return 0 }
         return try await write { tx in
             try tx.noteSealing(with: key)
@@ -86,8 +98,10 @@ extension SQLMetadataStore {
             var count = 0
             // In the index's order, as a removal deletes them: the two never lock rows crosswise.
             for location in tx.inStoredOrder(moved, id: \.id) {
-                count += try tx.sql.rows(#"UPDATE chunk_locations SET pack_id = ?, "offset" = ?, length = ? WHERE id = ? AND pack_id = ? RETURNING id"#,
-                                         packs[location.pack]!, location.offset, location.length, location.id, source).count
+                count += try tx.sql.rows(
+                    #"UPDATE chunk_locations SET pack_id = ?, "offset" = ?, length = ? WHERE id = ? AND pack_id = ? RETURNING id"#,
+                    packs[location.pack]!, location.offset, location.length, location.id, source
+                ).count
             }
             _ = try tx.forgetEmptyPacks(Array(packs.values) + [source])
             return count
@@ -97,18 +111,22 @@ extension SQLMetadataStore {
 
 extension MetadataTransaction {
     /// A location's columns, in the order ``location(_:)`` reads them; a statement adds its `WHERE`.
-    static let locationColumns = #"SELECT l.id, p.name, l."offset", l.length, p.recorded_at FROM chunk_locations l JOIN packs p ON p.id = l.pack_id"#
+    static let locationColumns =
+        #"SELECT l.id, p.name, l."offset", l.length, p.recorded_at FROM chunk_locations l JOIN packs p ON p.id = l.pack_id"#
 
     static func location(_ row: SQLRow) throws -> ChunkLocation? {
         guard let id = try row.chunkID(0) else { return nil }
-        return ChunkLocation(id: id, pack: try row.text(1), offset: try row.int(2), length: Int(try row.int(3)), recordedAt: try row.int(4))
+        return ChunkLocation(
+            id: id, pack: try row.text(1), offset: try row.int(2), length: Int(try row.int(3)),
+            recordedAt: try row.int(4))
     }
 
     /// The numbers of the packs `names`, each recorded (at `recordedAt`) if it is not yet.
     func packIDs(_ names: Set<String>, recordedAt: Int64) throws -> [String: Int64] {
         var ids: [String: Int64] = [:]
         for name in names.sorted() {
-            try sql.rows("INSERT INTO packs (name, recorded_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", name, recordedAt)
+            try sql.rows(
+                "INSERT INTO packs (name, recorded_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", name, recordedAt)
             guard let id = try sql.int("SELECT id FROM packs WHERE name = ?", name) else {
                 throw XferError(.internal, "pack \(name) vanished inside the transaction that recorded it")
             }
@@ -129,7 +147,9 @@ extension MetadataTransaction {
         for id in Set(ids).sorted() {
             try sql.rows("SELECT id FROM packs WHERE id = ?\(dialect.forUpdate)", id)
             guard try sql.one("SELECT 1 FROM chunk_locations WHERE pack_id = ? LIMIT 1", id) == nil else { continue }
-            for row in try sql.rows("DELETE FROM packs WHERE id = ? RETURNING name", id) { names.insert(try row.text(0)) }
+            for row in try sql.rows("DELETE FROM packs WHERE id = ? RETURNING name", id) {
+                names.insert(try row.text(0))
+            }
         }
         return names
     }

@@ -7,7 +7,9 @@ import XferProtocol
 // match satisfies, and the plain comparisons); ``DocumentQuery/matches(_:)`` decides, so the
 // server, a live query and an end-to-end container's device all apply one rule.
 extension SQLMetadataStore {
-    public func query(account: Int64, container: ContainerName, _ query: DocumentQuery, after page: String?, limit: Int) async throws -> DocumentList {
+    public func query(account: Int64, container: ContainerName, _ query: DocumentQuery, after page: String?, limit: Int)
+        async throws -> DocumentList
+    {
         try query.validate()
         let position = try page.map { try QueryPosition(token: $0, for: query) }
         return try await read { tx in
@@ -54,7 +56,8 @@ struct QueryPosition: Equatable {
     var token: String {
         let text = [sort.rawValue, descending ? "desc" : "asc", key, path].joined(separator: "\u{0}")
         return Data(text.utf8).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(
+                of: "=", with: "")
     }
 
     /// Reads a token this server gave for `query`.
@@ -64,10 +67,13 @@ struct QueryPosition: Equatable {
         guard token.utf8.count <= 4 * DocumentPathRules.maximumPathBytes else { throw refused }
         var base64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else { throw refused }
+        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else {
+            throw refused
+        }
         let fields = text.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)
         guard fields.count == 4, fields[0] == query.sort.rawValue, fields[1] == (query.descending ? "desc" : "asc"),
-              fields[3].utf8.count <= DocumentPathRules.maximumPathBytes else { throw refused }
+            fields[3].utf8.count <= DocumentPathRules.maximumPathBytes
+        else { throw refused }
         switch query.sort {
         case .path: guard fields[2].isEmpty else { throw refused }
         case .name: guard fields[2].utf8.count <= DocumentPathRules.maximumComponentBytes * 4 else { throw refused }
@@ -111,7 +117,9 @@ extension MetadataTransaction {
     /// the deleted, walk `versions` by their indexes and look each row's document up; the
     /// rest walk `documents` in path or name order. Keyset conditions are written so the
     /// walked index's range serves them (`key >= k AND (key > k OR path > p)`).
-    func query(container: Int64, _ query: DocumentQuery, after position: QueryPosition?, limit: Int, cursor: Int64) throws -> DocumentList {
+    func query(container: Int64, _ query: DocumentQuery, after position: QueryPosition?, limit: Int, cursor: Int64)
+        throws -> DocumentList
+    {
         let bytewise = dialect.bytewise
         let byVersions = query.sort == .modified || query.sort == .size || query.state == .deleted
         let source: String
@@ -123,15 +131,19 @@ extension MetadataTransaction {
         } else {
             // A name pattern read in path order: the index that holds both, so a name that
             // does not match costs no row read.
-            let hint = query.likePattern != nil && query.sort == .path ? dialect.indexedBy("documents_by_path_name") : ""
-            source = "documents d\(hint) JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)"
+            let hint =
+                query.likePattern != nil && query.sort == .path ? dialect.indexedBy("documents_by_path_name") : ""
+            source =
+                "documents d\(hint) JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)"
             conditions = ["d.container_id = ?"]
         }
         switch query.state {
         case .current:
             conditions.append("v.state != 'deleted'")
         case .conflict:
-            conditions.append("v.state != 'deleted' AND d.id IN (SELECT document_id FROM versions WHERE container_id = ? AND state = 'conflict')")
+            conditions.append(
+                "v.state != 'deleted' AND d.id IN (SELECT document_id FROM versions WHERE container_id = ? AND state = 'conflict')"
+            )
             values.append(.int(container))
         case .deleted:
             conditions.append("v.state = 'deleted'")
@@ -152,10 +164,22 @@ extension MetadataTransaction {
             conditions.append("substr(d.path, 1, length(?)) = ?")
             values += [.text(prefix), .text(prefix)]
         }
-        if let low = query.modifiedAfter { conditions.append("v.mtime_ns >= ?"); values.append(.int(low)) }
-        if let high = query.modifiedBefore { conditions.append("v.mtime_ns < ?"); values.append(.int(high)) }
-        if let low = query.minimumSize { conditions.append("v.size >= ?"); values.append(.int(low)) }
-        if let high = query.maximumSize { conditions.append("v.size <= ?"); values.append(.int(high)) }
+        if let low = query.modifiedAfter {
+            conditions.append("v.mtime_ns >= ?")
+            values.append(.int(low))
+        }
+        if let high = query.modifiedBefore {
+            conditions.append("v.mtime_ns < ?")
+            values.append(.int(high))
+        }
+        if let low = query.minimumSize {
+            conditions.append("v.size >= ?")
+            values.append(.int(low))
+        }
+        if let high = query.maximumSize {
+            conditions.append("v.size <= ?")
+            values.append(.int(high))
+        }
         if let like = query.likePattern {
             conditions.append("d.name_folded LIKE ? ESCAPE '\\'")
             values.append(.text(like))
@@ -192,7 +216,8 @@ extension MetadataTransaction {
                     bound.append(.text(position.path))
                 }
             }
-            let rows = try sql.rows("""
+            let rows = try sql.rows(
+                """
                 SELECT d.path, d.name_folded, \(infoColumns) FROM \(source)
                 WHERE \(where_.joined(separator: " AND "))
                 ORDER BY \(order) LIMIT ?
@@ -239,11 +264,14 @@ extension MetadataTransaction {
     func fillFoldedNames() throws {
         var after: Int64 = 0
         while true {
-            let rows = try sql.rows("SELECT id, path FROM documents WHERE id > ? AND name_folded IS NULL ORDER BY id LIMIT 1000", after)
+            let rows = try sql.rows(
+                "SELECT id, path FROM documents WHERE id > ? AND name_folded IS NULL ORDER BY id LIMIT 1000", after)
             for row in rows {
                 let id = try row.int("id")
                 let path = try DocumentPath(try row.text("path"))
-                try sql.rows("UPDATE documents SET name_folded = ? WHERE id = ?", DocumentQuery.folded(DocumentQuery.name(of: path)), id)
+                try sql.rows(
+                    "UPDATE documents SET name_folded = ? WHERE id = ?",
+                    DocumentQuery.folded(DocumentQuery.name(of: path)), id)
                 after = id
             }
             if rows.count < 1000 { return }

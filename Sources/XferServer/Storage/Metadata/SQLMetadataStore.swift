@@ -65,8 +65,10 @@ struct MetadataTransaction {
     /// A transaction on `session`, chunk ids bound through `ids` (``ChunkIDSession``);
     /// `checkingPlainIDs: false` only where no index key can be looked for (making it, or a
     /// migration from before its table).
-    init(sql session: any SQLSession, policy: StorePolicy, sealing: SealingKeys? = nil, ids: ChunkIDCipher? = nil,
-         checkingPlainIDs: Bool = true) {
+    init(
+        sql session: any SQLSession, policy: StorePolicy, sealing: SealingKeys? = nil, ids: ChunkIDCipher? = nil,
+        checkingPlainIDs: Bool = true
+    ) {
         let bound = ChunkIDSession(base: session, ids: ids, checksPlain: checkingPlainIDs)
         sql = bound
         storedIDs = bound.ids
@@ -80,7 +82,9 @@ struct MetadataTransaction {
     /// recorded already), before the first reference to one commits.
     func noteSealing(with key: SealingKeyID?) throws {
         guard let key else { return }
-        try sql.rows("INSERT INTO sealing_keys (id, added_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", key.description, try clock())
+        try sql.rows(
+            "INSERT INTO sealing_keys (id, added_at) VALUES (?, ?) ON CONFLICT (id) DO NOTHING", key.description,
+            try clock())
     }
 
     /// A manifest's bytes as the versions table keeps them: sealed when the store has keys
@@ -94,8 +98,10 @@ struct MetadataTransaction {
     /// A manifest's encoding from what the versions table keeps (opened if it was sealed).
     func openedManifest(_ stored: [UInt8], document: Int64, version: Int64) throws -> [UInt8] {
         guard Sealing.isSealed(stored) else { return stored }
-        return Array(try SealingKeys.openIfSealed(stored[...], keys: sealing, context: Sealing.manifestContext(document: document, version: version),
-                                                  what: "the manifest of version \(version) of document \(document)"))
+        return Array(
+            try SealingKeys.openIfSealed(
+                stored[...], keys: sealing, context: Sealing.manifestContext(document: document, version: version),
+                what: "the manifest of version \(version) of document \(document)"))
     }
 
     /// Seconds since 1970: the `created_at` and `added_at` of rows.
@@ -103,7 +109,9 @@ struct MetadataTransaction {
 
     /// The store's clock in nanoseconds (the database's on PostgreSQL, so every server agrees).
     func clock() throws -> Int64 {
-        guard let now = try sql.int("SELECT \(dialect.clock)") else { throw XferError(.internal, "the metadata store has no clock") }
+        guard let now = try sql.int("SELECT \(dialect.clock)") else {
+            throw XferError(.internal, "the metadata store has no clock")
+        }
         return now
     }
 
@@ -119,9 +127,12 @@ struct MetadataTransaction {
             return id
         }
         guard create else { return nil }
-        try AccountLimits.checkNewContainer(existing: try sql.int("SELECT COUNT(*) FROM containers WHERE account_id = ?", account) ?? 0,
-                                            policy: policy)
-        try sql.rows("INSERT INTO containers (account_id, name) VALUES (?, ?) ON CONFLICT (account_id, name) DO NOTHING", account, name.value)
+        try AccountLimits.checkNewContainer(
+            existing: try sql.int("SELECT COUNT(*) FROM containers WHERE account_id = ?", account) ?? 0,
+            policy: policy)
+        try sql.rows(
+            "INSERT INTO containers (account_id, name) VALUES (?, ?) ON CONFLICT (account_id, name) DO NOTHING",
+            account, name.value)
         guard let id = try sql.int(select, account, name.value) else { return nil }
         try lockForWrite(id, name, sealed: sealed)
         return id
@@ -132,7 +143,9 @@ struct MetadataTransaction {
     private func lockForWrite(_ id: Int64, _ name: ContainerName, sealed: Bool) throws {
         try lockContainer(id)
         if !sealed, try isEncrypted(container: id) {
-            throw XferError(.encryptedContainer, """
+            throw XferError(
+                .encryptedContainer,
+                """
                 container \(name) is end-to-end encrypted; this server takes only sealed documents in it (names \
                 sealed by a client holding its key), and no plain values
                 """)
@@ -161,7 +174,10 @@ struct MetadataTransaction {
     /// against 0.17 s on SQLite).
     func nextSequence(container: Int64) throws -> Int64 {
         if let next = sequences.next(container) { return next }
-        guard let sequence = try sql.int("UPDATE containers SET sequence = sequence + 1 WHERE id = ? RETURNING sequence", container) else {
+        guard
+            let sequence = try sql.int(
+                "UPDATE containers SET sequence = sequence + 1 WHERE id = ? RETURNING sequence", container)
+        else {
             throw XferError(.internal, "container \(container) vanished inside its own transaction")
         }
         sequences.started(container, at: sequence)
@@ -181,7 +197,10 @@ struct MetadataTransaction {
     func heldByAnyAccount(_ ids: [ChunkID]) throws -> Set<ChunkID> {
         var held: Set<ChunkID> = []
         for batch in ids.batched(atMost: sqlBatchSize) {
-            for row in try sql.rows("SELECT DISTINCT id FROM account_chunks WHERE id IN (\(sqlPlaceholders(batch.count)))", batch.map(\.sqlValue)) {
+            for row in try sql.rows(
+                "SELECT DISTINCT id FROM account_chunks WHERE id IN (\(sqlPlaceholders(batch.count)))",
+                batch.map(\.sqlValue))
+            {
                 if let id = try row.chunkID(0) { held.insert(id) }
             }
         }
@@ -191,14 +210,19 @@ struct MetadataTransaction {
     /// Gives `bytes` back to an account's recorded use (never below zero).
     func release(_ bytes: Int64, account: Int64) throws {
         guard bytes > 0 else { return }
-        try sql.rows("UPDATE accounts SET used = CASE WHEN used > ? THEN used - ? ELSE 0 END WHERE id = ?", bytes, bytes, account)
+        try sql.rows(
+            "UPDATE accounts SET used = CASE WHEN used > ? THEN used - ? ELSE 0 END WHERE id = ?", bytes, bytes, account
+        )
     }
 }
 
 /// The feed numbers one transaction hands out, by container: the first comes from the row
 /// (which locks it), the rest are counted here and written once at the end.
 final class FeedNumbers: Sendable {
-    private struct Taken { var last: Int64; var written: Int64 }
+    private struct Taken {
+        var last: Int64
+        var written: Int64
+    }
     private let taken = Mutex<[Int64: Taken]>([:])
 
     /// The next number for `container`, if this transaction has its row already.

@@ -57,13 +57,17 @@ struct PostgresSession: SQLSession {
     static let deletionLock: Int64 = 7304
 
     func lockDeletions(exclusive: Bool) throws {
-        try rows(exclusive ? "SELECT pg_advisory_xact_lock(?)" : "SELECT pg_advisory_xact_lock_shared(?)", [.int(Self.deletionLock)])
+        try rows(
+            exclusive ? "SELECT pg_advisory_xact_lock(?)" : "SELECT pg_advisory_xact_lock_shared(?)",
+            [.int(Self.deletionLock)])
     }
 
     static let indexKeyLock: Int64 = 7305
 
     func lockIndexKey(exclusive: Bool) throws {
-        try rows(exclusive ? "SELECT pg_advisory_xact_lock(?)" : "SELECT pg_advisory_xact_lock_shared(?)", [.int(Self.indexKeyLock)])
+        try rows(
+            exclusive ? "SELECT pg_advisory_xact_lock(?)" : "SELECT pg_advisory_xact_lock_shared(?)",
+            [.int(Self.indexKeyLock)])
     }
 
     func notifyChanges(container: Int64) throws {
@@ -123,7 +127,10 @@ struct PostgresSession: SQLSession {
             var buffer = try cell.decode(ByteBuffer.self)
             return .blob(buffer.readBytes(length: buffer.readableBytes) ?? [])
         default:
-            throw XferError(.internal, "the metadata query returned column \(cell.columnName) of PostgreSQL type \(cell.dataType), which xfer does not read")
+            throw XferError(
+                .internal,
+                "the metadata query returned column \(cell.columnName) of PostgreSQL type \(cell.dataType), which xfer does not read"
+            )
         }
     }
 }

@@ -52,7 +52,9 @@ struct SQLRow: Sendable {
     }
 
     func value(_ index: Int) throws -> SQLValue {
-        guard values.indices.contains(index) else { throw XferError(.internal, "the metadata query returned no column \(index)") }
+        guard values.indices.contains(index) else {
+            throw XferError(.internal, "the metadata query returned no column \(index)")
+        }
         return values[index]
     }
 
@@ -69,7 +71,9 @@ struct SQLRow: Sendable {
     func bool(_ column: String) throws -> Bool { try Self.required(Self.bool(try value(column)), column) }
 
     private static func required<T>(_ value: T?, _ column: String) throws -> T {
-        guard let value else { throw XferError(.internal, "the metadata store holds NULL in column \(column), where a value is required") }
+        guard let value else {
+            throw XferError(.internal, "the metadata store holds NULL in column \(column), where a value is required")
+        }
         return value
     }
 
@@ -235,7 +239,9 @@ struct ChunkIDSession: SQLSession {
         guard let plainCheck, !plainCheck.done else { return }
         try base.lockIndexKey(exclusive: false)
         guard try base.rows("SELECT 1 FROM sealing_index LIMIT 1", []).isEmpty else {
-            throw XferError(.internal, """
+            throw XferError(
+                .internal,
+                """
                 the store's chunk ids are enciphered under an index key (a server was started on it with encryption keys), \
                 and this process has no keys; restart it with --encryption-key
                 """)
@@ -252,7 +258,8 @@ struct ChunkIDSession: SQLSession {
         // A statement's ids enciphered in one call.
         var bound = values
         let positions = values.indices.filter { if case .chunkID = values[$0] { true } else { false } }
-        let enciphered = ids.encipher(positions.map { if case .chunkID(let id) = values[$0] { id } else { preconditionFailure() } })
+        let enciphered = ids.encipher(
+            positions.map { if case .chunkID(let id) = values[$0] { id } else { preconditionFailure() } })
         for (position, stored) in zip(positions, enciphered) { bound[position] = .blob(stored) }
         let rows = try base.rows(sql, bound)
         return rows.map { row in

@@ -48,7 +48,8 @@ struct SQLiteSession: SQLSession {
         switch value.storage {
         case .null: return .null
         case .int64(let int): return .int(int)
-        case .double(let double): throw XferError(.internal, "the metadata store holds a real number (\(double)), which no column has")
+        case .double(let double):
+            throw XferError(.internal, "the metadata store holds a real number (\(double)), which no column has")
         case .string(let text): return .text(text)
         case .blob(let data): return .blob(Array(data))
         }
@@ -56,8 +57,9 @@ struct SQLiteSession: SQLSession {
 
     /// Registers the functions the shared statements call (``SQLDialect/sqlite``).
     static func prepare(_ db: Database) {
-        db.add(function: DatabaseFunction("xfer_clock_ns", argumentCount: 0, pure: false) { _ in
-            Int64(Date().timeIntervalSince1970 * 1e9)
-        })
+        db.add(
+            function: DatabaseFunction("xfer_clock_ns", argumentCount: 0, pure: false) { _ in
+                Int64(Date().timeIntervalSince1970 * 1e9)
+            })
     }
 }
