@@ -12,7 +12,8 @@ import XferProtocol
 
 let arguments = CommandLine.arguments.dropFirst()
 guard let directory = arguments.first(where: { !$0.hasPrefix("-") }),
-      let token = ProcessInfo.processInfo.environment["XFER_TOKEN"] else {
+    let token = ProcessInfo.processInfo.environment["XFER_TOKEN"]
+else {
     FileHandle.standardError.write(Data("usage: XFER_TOKEN=… xfer-example-daemon DIR [--once]\n".utf8))
     exit(2)
 }
@@ -48,7 +49,9 @@ let handler = Task {
         case .uploaded(let path, let version, _): print("up   \(path) v\(version)")
         case .downloaded(let path, let version, _): print("down \(path) v\(version)")
         case .conflict(let path, let current, let conflicts):
-            do { try await merge(path, current: current, conflicts: conflicts) } catch { print("merge of \(path) failed: \(error)") }
+            do { try await merge(path, current: current, conflicts: conflicts) } catch {
+                print("merge of \(path) failed: \(error)")
+            }
         case .failed(let path, let error): print("failed \(path?.value ?? "-"): \(error.message)")
         case .offline(_, let retry): print("offline; retrying in \(retry)")
         case .passFinished(let summary) where once: print("pass: \(summary.uploaded) up, \(summary.downloaded) down")
