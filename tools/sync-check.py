@@ -196,6 +196,20 @@ def ignored(docs, path):
     return rules is not None and rules[1] == IGNORE_DIGEST and (path == "build" or path.startswith("build/") or path.endswith(".tmp"))
 
 
+def held_for_ignored(tree):
+    """Directories of a scan `tree` that hold ignored files and nothing else (below them only
+    ignored paths and such directories): a device keeps one when the other deleted it, since
+    removing it would remove what the user asked never to sync."""
+    held = set()
+    directories = sorted((p for p, v in tree.items() if v[0] == "directory" and not ignored(tree, p)),
+                         key=lambda p: -p.count("/"))
+    for directory in directories:
+        below = [p for p in tree if p.startswith(directory + "/")]
+        if below and all(ignored(tree, p) or p in held for p in below):
+            held.add(directory)
+    return held
+
+
 def sigs_valid(seen):
     """Whether what was hashed is still there as it was: (package root or None, {file: signature})."""
     root, sigs = seen
@@ -539,10 +553,11 @@ class Check:
                 break
         self.stats["convergence_rounds"][str(rounds)] = self.stats["convergence_rounds"].get(str(rounds), 0) + 1
         self.stats["quiesces"] += 1
-        trees = {}
+        trees, held = {}, {}
         for device in self.devices:
             tree = scan(device.dir, self.hasher)
             tree.update(directories(device.dir))
+            held[device.name] = held_for_ignored(tree)
             trees[device.name] = {p: v for p, v in tree.items() if not ignored(tree, p)}
         first = self.devices[0].name
         for device in self.devices[1:]:
@@ -550,6 +565,8 @@ class Check:
             differ = []
             for path in sorted(set(a) | set(b)):
                 x, y = a.get(path), b.get(path)
+                if (x is None and path in held[device.name]) or (y is None and path in held[first]):
+                    continue  # kept on one device only for the ignored files in it
                 if x is None or y is None or x[:3] != y[:3]:
                     differ.append(f"  {path}: {first} {x[:3] if x else 'absent'} / {device.name} {y[:3] if y else 'absent'}")
             if differ:
