@@ -107,12 +107,44 @@ extension SyncDirectory {
                     documents: kept.documents, cursor: kept.cursor, deployment: deployment,
                     changed: [], listedAt: kept.listedAt))
         {
+            if followed.cursor > kept.cursor,
+                let broken = try await brokenHistory(kept: kept.documents, followed: followed)
+            {
+                // Another history since the view's cursor: everything is read again, and the
+                // pass takes the server as a new one (``serverChange(_:)``).
+                view = try await listing()
+                view.divergence = broken
+                return view
+            }
             view = followed
         } else {
             view = try await listing()
         }
         if let kept { view.divergence = divergence(of: view, from: kept.documents) }
         return view
+    }
+
+    /// Why the server no longer holds the last change the kept view saw, or `nil`. A server
+    /// restored from an older copy hands out the lost changes' numbers again, so once its
+    /// feed has moved past the view's cursor the changes after it say nothing of what came
+    /// between: the newest change the view knows (unless the feed moved it on since) must still
+    /// be at its number, the same document at the same version. Asked only when the feed has
+    /// something after the view's cursor, so an idle pass costs one request still.
+    func brokenHistory(kept: [String: DocumentInfo], followed: Listing) async throws -> String? {
+        let committed: Set<VersionState> = [.current, .conflict]
+        guard let anchor = kept.values.filter({ committed.contains($0.state) }).max(by: { $0.sequence < $1.sequence }),
+            followed.changed?.contains(anchor.path.value) == false
+        else { return nil }
+        let page = remote.named(
+            try await remote.connection.changes(
+                container: remote.container, after: anchor.sequence - 1, wait: 0, limit: 1))
+        if let first = page.changes.first, first.sequence == anchor.sequence, first.path == anchor.path,
+            first.version == anchor.version
+        {
+            return nil
+        }
+        return "the server at \(remote.connection.server) no longer holds change \(anchor.sequence) "
+            + "(\(anchor.path) version \(anchor.version)) that this directory saw: it was restored from an older copy or replaced"
     }
 
     /// Why `view` cannot come from the history `kept` was read from, or `nil`: a document at

@@ -242,6 +242,43 @@ import XferServer
         }
     }
 
+    /// A server restored from an older copy hands out the change numbers this directory saw
+    /// again. Once other devices wrote new documents there, its feed is past the view's cursor
+    /// and no version number this directory knows has changed: following the feed from the
+    /// cursor would miss the new documents numbered below it. The last change the view saw is
+    /// no longer at its number, so the pass lists everything and takes the server as a new one.
+    @Test func aRestoredServerWithOnlyNewDocumentsIsNoticedAndListed() async throws {
+        try await Self.withSwappableServer(restored: true) { root, remote, second, _ in
+            let directory = root + "/synced"
+            for name in ["a", "b", "c"] { try Files.write(directory + "/Documents/\(name).txt", Array(name.utf8)) }
+            let engine = try SyncEngine(directory: directory, remote: remote)
+            #expect(try await engine.syncOnce().uploaded == 3)
+            #expect(try await engine.syncOnce().uploaded == 0)  // the view is kept; the next pass follows the feed
+
+            second.withLock { $0 = true }
+            let other = Remote(connection: remote.connection, container: .default, stateDirectory: root + "/state-b")
+            let elsewhere = root + "/b"
+            for index in 0..<8 { try Files.write(elsewhere + "/Documents/new\(index).txt", Array("new \(index)".utf8)) }
+            let b = try SyncEngine(directory: elsewhere, remote: other)
+            #expect(try await b.syncOnce().uploaded == 8)
+            await b.close()
+
+            let events = Self.serverChanges(of: engine)
+            let pass = try await engine.syncOnce()
+            await engine.close()
+            #expect(await events.value.first?.contains("no longer holds change") == true)
+            #expect(pass.removedLocally == 0 && pass.removedRemotely == 0)
+            for index in 0..<8 {
+                #expect(
+                    Files.read(directory + "/Documents/new\(index).txt") == Array("new \(index)".utf8),
+                    "new\(index).txt")
+            }
+            for name in ["a", "b", "c"] {
+                #expect(Files.read(directory + "/Documents/\(name).txt") == Array(name.utf8))
+            }
+        }
+    }
+
     /// A server restored from an older copy keeps its deployment identity, and once other
     /// devices have written to it its feed may be past the position this directory saw, so
     /// neither tells. A document at a version number this directory saw, with other content,
