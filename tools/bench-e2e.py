@@ -3,7 +3,7 @@
 
 Prints each measurement with its target and PASS/MISS; every ratio is against a ceiling
 measured in the same run on this machine. Called by tools/bench-e2e.sh, which builds xfer
-and prepares the data; see docs/PERFORMANCE.md.
+and prepares the data; see docs/PERFORMANCE.md, "End to end: serve, push, pull".
 
     tools/bench-e2e.py XFER_BINARY DATA_1G DATA_4G WORK_DIR
 """

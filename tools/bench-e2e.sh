@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end benchmarks: release build, a real server on loopback, real binary data, against
-# ceilings measured in the same run (docs/PERFORMANCE.md).
+# ceilings measured in the same run (docs/PERFORMANCE.md, "End to end: serve, push, pull").
 #   tools/bench-e2e.sh                   push and pull: speed, wire bytes, memory
 #   tools/bench-e2e.sh feed [N]          change-feed latency, N pushes per size (default 15)
 set -euo pipefail

@@ -16,7 +16,7 @@ medians at the end.
         [--binary before=OLD] [--work DIR]
 
 Put --work on the file system the data lives on (not a tmpfs), as a user's folder would be.
-docs/PERFORMANCE.md, "Syncing an end-to-end encrypted container".
+docs/PERFORMANCE.md, "First syncs of many documents".
 """
 import argparse
 import os

@@ -33,8 +33,8 @@ Data sets (made once under $XFER_BENCH_DIR/peers, default /tmp/xfer-bench/peers)
                                  [--xfer-variant NAME=PUSH-ARGS ...] [--xfer-binary NAME=PATH ...]
                                  [--xfer-sealed NAME[=PATH] ...] [--xfer-encrypted NAME[=PATH] ...]
 
-tools/bench-peers.sh installs the peers, builds xfer and calls this; docs/PERFORMANCE.md
-reports the table.
+tools/bench-peers.sh installs the peers, builds xfer and calls this; docs/PERFORMANCE.md,
+"Against rsync, casync, restic and borg" and "Trees of many files", reports the tables.
 """
 import argparse
 import json

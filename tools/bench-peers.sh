@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# xfer side by side with rsync, casync, restic and borg (issue 15): installs the peers from
+# xfer side by side with rsync, casync, restic and borg: installs the peers from
 # Debian, builds xfer in release, and runs tools/bench-peers.py on data it builds once.
 #   tools/bench-peers.sh [--sets file,libs,tree] [--runs 3] [--tools ...] [--json FILE]
 set -euo pipefail

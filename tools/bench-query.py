@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Search at scale (issue 17): how long the query route takes on a container of N documents,
+"""Search at scale: how long the query route takes on a container of N documents,
 beside SQLite scanning the same table itself (the ceiling of a query that must look at every
 name) and beside the listing route's first page, all in one run.
 
@@ -11,7 +11,7 @@ sizes, and commits N single-file documents through the batch-commit route, 1,000
 modification times spread over a year, sizes 1-64 KiB). Then each query is asked --runs
 times over one kept-alive connection (limit 100, the first page, as a search box asks) and the
 median wall time reported; the SQLite scan runs in this process on the server's database file.
-docs/PERFORMANCE.md reports the table.
+docs/PERFORMANCE.md, "Search at a million documents", reports the table.
 """
 import argparse
 import base64

@@ -5,7 +5,7 @@
 
     python3 tools/bench-start.py NEW/xfer [--before OLD/xfer] [--runs 40]
 
-docs/PERFORMANCE.md, "The fixed cost of a run", reports its figures.
+docs/PERFORMANCE.md, "The fixed cost of a process", reports its figures.
 """
 import argparse
 import os

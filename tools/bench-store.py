@@ -9,7 +9,7 @@ run (release builds; these machines are noisy, so compare within one run).
 
 Without --binary it measures the release build (`swift build -c release --product xfer`).
 Give an older build as a second --binary to compare (for example the one-file-per-chunk store
-this replaced, docs/PERFORMANCE.md).
+this replaced, docs/PERFORMANCE.md, "The embedded chunk store").
 
 Steps, each against a fresh server (`--keep-versions 0 --keep-days 0`, so a deleted
 document's chunks are garbage at once):

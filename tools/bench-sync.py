@@ -14,11 +14,12 @@ shell user runs; process start included):
   local-edit    device B edits one file; its pass that pushes it
 
 Beside them, in the same run, `git status --porcelain` over the same tree in a git
-repository (the figure the issue sets as the bar) and `find DIR -type f | wc -l`.
+repository (the bar a no-op pass is held to) and `find DIR -type f | wc -l`.
 
     python3 tools/bench-sync.py --documents 100000 --configuration release [--json FILE]
 
-Reports medians, minimums and maximums in seconds; docs/PERFORMANCE.md, "Sync passes".
+Reports medians, minimums and maximums in seconds; docs/PERFORMANCE.md, "Sync passes over a large
+container".
 """
 import argparse
 import json

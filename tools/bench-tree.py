@@ -10,11 +10,11 @@ same run (these machines are noisy; only ratios measured together mean anything)
                their new bytes are on device B                       (target: under 1 s)
 
 TREE defaults to a package checkout under .build/checkouts (swift-collections: ~840 files,
-16 MB of real Swift sources, close to the swift-syntax checkout the issue measured).
+16 MB of real Swift sources, close in size to the swift-syntax checkout).
 
     python3 tools/bench-tree.py [--tree DIR] [--runs 3] [--files 10000] [--edits 5] [--json FILE]
 
-docs/PERFORMANCE.md, "A real tree", reports its figures.
+docs/PERFORMANCE.md, "A real source tree", reports its figures.
 """
 import argparse
 import json

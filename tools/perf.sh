@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Measures the chunking core against this machine's own ceilings and prints the ratios
-# reported in docs/PERFORMANCE.md. Release builds; data in the page cache.
+# reported in docs/PERFORMANCE.md, "The chunking core". Release builds; data in the page cache.
 #
 #   tools/perf.sh [DATA_FILE]
 #
