@@ -52,6 +52,31 @@ extension SyncEngine {
         }
     }
 
+    /// The local names a pass skips, each said as a failure: names that are not valid
+    /// document paths, and paths that cannot be read (nothing under them is uploaded,
+    /// downloaded or deleted).
+    func reportSkipped(_ pass: SyncDirectory.PassPlan, _ summary: inout SyncSummary) {
+        for name in pass.invalid {
+            summary.failed += 1
+            continuation.yield(
+                .failed(
+                    nil,
+                    XferError(
+                        .invalidPath,
+                        "\(name) is not a valid document name (see docs/PROTOCOL.md, Names); it is not synced")))
+        }
+        for (name, why) in pass.unreadable.sorted(by: { $0.key < $1.key }) {
+            summary.failed += 1
+            continuation.yield(
+                .failed(
+                    nil,
+                    XferError(
+                        .io,
+                        "cannot read \(directory.directory)/\(name) (\(why)); nothing under it is uploaded, downloaded or deleted until it can be read"
+                    )))
+        }
+    }
+
     /// What one document's failure means for the pass: the server's absence, a refused token or
     /// cancellation stops it (rethrown); a local change is retried next pass; the rest is reported.
     func settle(_ error: any Error, _ summary: inout SyncSummary, _ path: DocumentPath) throws {
