@@ -27,6 +27,7 @@ extension SyncEngine {
         try reportHeld(pass, &summary)
         try sync.raiseSeen(listing)
         reportSkipped(pass, &summary)
+        // Local changes first, so a pull never has to decide about a local edit.
         let pullsAfterPush = try await upload(SyncPassSteps.uploads(plans, batch: Self.pushBatch), &summary)
         // At most 32 MiB a batch of pulls: the chunks a batch holds in memory stay bounded.
         let downloads = SyncPassSteps.downloads(
@@ -39,6 +40,7 @@ extension SyncEngine {
             continuation.yield(.conflict(info.path, current: info.version, conflicts: info.conflicts ?? []))
         }
         try await evictForLocalLimit(afterView.documents, &summary)
+        // Found nothing to do and left nothing behind: the next pass may only confirm that.
         if SyncPassSteps.settles(serverChanged: change != nil, pass, summary) {
             try sync.state.setMeta(SyncDirectory.settledKey, "\(afterView.cursor) \(afterView.listedAt)")
         }
