@@ -1,4 +1,3 @@
-import CXferShims
 import Foundation
 import GRDB
 import XferCore
@@ -68,7 +67,7 @@ public final class StateDatabase: Sendable {
             // that copy and its two fsyncs on its way out. The log stays whole beside the
             // database and a later commit's automatic checkpoint (every 1,000 pages) copies it.
             configuration.prepareDatabase { db in
-                _ = cxfer_sqlite_no_checkpoint_on_close(UnsafeMutableRawPointer(db.sqliteConnection))
+                SQLiteSettings.skipCheckpointOnClose(UnsafeMutableRawPointer(db.sqliteConnection))
             }
             queue = try DatabaseQueue(path: path, configuration: configuration)
             // WAL with synchronous NORMAL: a commit is not fsynced on its own (the log is, at

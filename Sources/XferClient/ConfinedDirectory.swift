@@ -1,4 +1,3 @@
-import CXferShims
 import Foundation
 import XferCore
 
@@ -85,7 +84,7 @@ public final class ConfinedDirectory: Sendable {
         }
         // One system call for the whole walk where the kernel has openat2.
         let joined = names.joined(separator: "/")
-        let fast = cxfer_open_beneath(fd, joined, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW, 0)
+        let fast = Syscall.openBeneath(fd, joined, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
         if fast >= 0 { return ConfinedDirectory(fd: fast, path: described) }
         let err = errno
         if err != ENOSYS && err != EPERM && err != E2BIG && !(err == ENOENT && create) {
@@ -156,7 +155,8 @@ public final class ConfinedDirectory: Sendable {
     /// Opens (or creates) a regular file, never through a symlink.
     /// - Returns: The descriptor; the caller closes it.
     public func openFile(_ name: String, flags: Int32, mode: mode_t = 0o600) throws -> Int32 {
-        let fd = openat(self.fd, try Self.checkedName(name), flags | O_CLOEXEC | O_NOFOLLOW, mode)
+        let fd = Syscall.openat(
+            self.fd, try Self.checkedName(name), flags | O_CLOEXEC | O_NOFOLLOW, mode: mode, path: describe(name))
         try Self.check(fd, "open", describe(name))
         return fd
     }
@@ -175,7 +175,7 @@ public final class ConfinedDirectory: Sendable {
 
     /// Creates a symlink named `name` holding `target` (never followed here).
     public func makeSymlink(_ name: String, target: String) throws {
-        try Self.check(symlinkat(target, fd, try Self.checkedName(name)), "create the symlink", describe(name))
+        try Syscall.symlinkat(target, fd, try Self.checkedName(name), path: describe(name))
     }
 
     /// Removes `name` whatever it is; a directory with everything in it, every level opened
@@ -186,9 +186,16 @@ public final class ConfinedDirectory: Sendable {
         if type == S_IFDIR {
             let child = try directory([name], create: false)
             for inner in try child.names() { try child.remove(inner) }
-            if unlinkat(fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT { try Self.check(-1, "remove", describe(name)) }
-        } else if unlinkat(fd, name, 0) != 0 && errno != ENOENT {
-            try Self.check(-1, "remove", describe(name))
+            try removed(Syscall.unlinkat(fd, name, directory: true, path: describe(name)), name)
+        } else {
+            try removed(Syscall.unlinkat(fd, name, path: describe(name)), name)
+        }
+    }
+
+    /// Throws for an `unlinkat` that failed (absent is fine).
+    private func removed(_ err: Int32, _ name: String) throws {
+        guard err == 0 || err == ENOENT else {
+            throw XferError.writing(err, "remove", describe(name))
         }
     }
 
@@ -238,26 +245,21 @@ public final class ConfinedDirectory: Sendable {
     ///   or is not there.
     /// - Throws: `io` if `name` is not a directory or cannot be removed for another reason.
     public func removeEmptyDirectory(_ name: String) throws -> Bool {
-        if unlinkat(fd, try Self.checkedName(name), AT_REMOVEDIR) == 0 { return true }
-        let err = errno
-        if err == ENOENT { return true }
+        let err = Syscall.unlinkat(fd, try Self.checkedName(name), directory: true, path: describe(name))
+        if err == 0 || err == ENOENT { return true }
         if err == ENOTEMPTY || err == EEXIST { return false }
         throw XferError(.io, "cannot remove the directory \(describe(name))", cause: SystemErrno(err))
     }
 
     /// Sets this directory's permission bits.
     public func setMode(_ mode: mode_t) throws {
-        try Self.check(fchmod(fd, mode), "set the mode of", path)
+        try Syscall.fchmod(fd, mode, path: path)
     }
 
     /// Sets the modification (and access) time of `name` (a symlink itself), or of this directory when `nil`.
     public func setModificationTime(_ nanoseconds: Int64, of name: String? = nil) throws {
-        var times = [Self.timeSpec(nanoseconds), Self.timeSpec(nanoseconds)]
-        let result = try times.withUnsafeMutableBufferPointer { pointer in
-            if let name { return utimensat(fd, try Self.checkedName(name), pointer.baseAddress, AT_SYMLINK_NOFOLLOW) }
-            return futimens(fd, pointer.baseAddress)
-        }
-        try Self.check(result, "set the modification time of", name.map(describe) ?? path)
+        try Syscall.setTimes(
+            fd, try name.map(Self.checkedName), to: Self.timeSpec(nanoseconds), path: name.map(describe) ?? path)
     }
 
     /// fsyncs this directory, so renames and creations in it are durable.

@@ -217,10 +217,10 @@ public struct ContainerKeyFile: Sendable {
 
     /// Removes the file. Returns whether there was one.
     public func remove() throws -> Bool {
-        guard unlink(path) == 0 else {
-            if errno == ENOENT { return false }
-            throw XferError(.io, "cannot remove the key file \(path)", cause: SystemErrno(errno))
+        switch Syscall.unlink(path) {
+        case 0: return true
+        case ENOENT: return false
+        case let err: throw XferError(.io, "cannot remove the key file \(path)", cause: SystemErrno(err))
         }
-        return true
     }
 }

@@ -93,7 +93,7 @@ extension PushEngine {
             }
             group.addTask {
                 // However this ends (an error, cancellation), the pipeline must not wait for it.
-                defer { stop.withLock { $0 = true } }
+                defer { slots.close() }
                 // (The first batches, the known files' chunks, are yielded before the pipeline starts
                 // and took no slot.)
                 var unslotted = (initial.count + askBatch - 1) / askBatch  // (askBatch is at least 1)
@@ -113,6 +113,7 @@ extension PushEngine {
 
     /// Room for batches between the pipeline's thread, which waits for a slot, and the task
     /// that asks about them, which frees one as it takes each of the pipeline's batches.
+    /// ``close()`` ends the push's side: it sets `stop` and wakes a pipeline that waits.
     final class BatchSlots: Sendable {
         private let free: DispatchSemaphore
         private let stop: Locked<Bool>
@@ -125,16 +126,25 @@ extension PushEngine {
             self.stop = stop
         }
 
-        /// Waits for a slot (on a thread that may block, never a task's); `false` once `stop` is set.
+        /// Waits for a slot (on a thread that may block, never a task's); `false` once closed.
         func take() -> Bool {
-            while free.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
-                if stop.value { return false }
+            if stop.value { return false }
+            free.wait()
+            guard !stop.value else {
+                free.signal()  // passes the wake-up on to any other waiter
+                return false
             }
-            return !stop.value
+            return true
         }
 
         /// Frees a slot (a batch was taken).
         func give() { free.signal() }
+
+        /// Sets `stop`; a `take` waiting now or called later returns `false` at once.
+        func close() {
+            stop.withLock { $0 = true }
+            free.signal()
+        }
     }
 
     /// What ``runPipeline(files:options:skip:batch:previous:stop:counters:yield:report:)`` gathers

@@ -276,7 +276,7 @@ final class DirectoryLock: Sendable {
     private let fd: Int32
 
     init(path: String, directory: String) throws {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = Syscall.openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_CLOEXEC, mode: 0o600, path: path)
         guard fd >= 0 else { throw XferError(.io, "cannot open the lock file \(path)", cause: SystemErrno(errno)) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let pid = Self.owner(fd)
@@ -287,8 +287,9 @@ final class DirectoryLock: Sendable {
             )
         }
         let text = Array("\(getpid())\n".utf8)
-        _ = ftruncate(fd, 0)
-        _ = pwrite(fd, text, text.count, 0)
+        // The pid is for the message another daemon gives; the lock holds without it.
+        try? Syscall.ftruncate(fd, to: 0, path: path)
+        try? text.withUnsafeBytes { try Syscall.pwrite(fd, $0, at: 0, path: path) }
         self.fd = fd
     }
 

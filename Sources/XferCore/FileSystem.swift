@@ -35,7 +35,7 @@ package enum FileSystem {
         var random = SystemRandomNumberGenerator()
         let temporary =
             "\(directory)/\(LocalChunkStore.temporaryPrefix)\(name.prefix(16)).\(String(random.next(), radix: 36))"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        let fd = Syscall.openat(AT_FDCWD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode: mode, path: path)
         guard fd >= 0 else { throw XferError.writing(errno, "create", temporary) }
         do {
             // Every write, fsync and rename goes through the fault seam, keyed by the final path.
@@ -43,18 +43,18 @@ package enum FileSystem {
             if durable { try Syscall.fdatasync(fd, path: path) }
         } catch {
             close(fd)
-            unlink(temporary)
+            _ = Syscall.unlink(temporary)
             throw error
         }
         guard close(fd) == 0 else {
             let err = errno
-            unlink(temporary)
+            _ = Syscall.unlink(temporary)
             throw XferError.writing(err, "write", temporary)
         }
         do {
             try Syscall.renameat(AT_FDCWD, temporary, AT_FDCWD, path, path: path)
         } catch {
-            unlink(temporary)
+            _ = Syscall.unlink(temporary)
             throw error
         }
         if durable { try syncDirectory(directory) }

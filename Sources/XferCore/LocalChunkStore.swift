@@ -152,9 +152,8 @@ public final class LocalChunkStore: Sendable {
     /// - Throws: `io` if it exists and cannot be removed.
     public func remove(_ id: ChunkID) throws {
         let file = path(for: id)
-        if unlink(file) != 0 && errno != ENOENT {
-            throw XferError(.io, "cannot remove \(file)", cause: SystemErrno(errno))
-        }
+        let err = Syscall.unlink(file)
+        if err != 0 && err != ENOENT { throw XferError(.io, "cannot remove \(file)", cause: SystemErrno(err)) }
     }
 
     /// Every chunk id in the store (temporary files excluded), in no particular order.
@@ -230,9 +229,9 @@ public final class LocalChunkStore: Sendable {
     /// Renames a file a sweep set aside back, unless the chunk was written anew meanwhile.
     private func restore(_ trash: String, to id: ChunkID) {
         if contains(id) {
-            unlink(trash)
+            _ = Syscall.unlink(trash)
         } else {
-            rename(trash, path(for: id))
+            try? Syscall.renameat(AT_FDCWD, trash, AT_FDCWD, path(for: id), path: path(for: id))
         }
     }
 
@@ -244,7 +243,7 @@ public final class LocalChunkStore: Sendable {
         var removed = 0
         for fan in try FileSystem.list(root) where fan.utf8.count == 2 {
             for name in try FileSystem.list("\(root)/\(fan)") where name.hasPrefix(Self.temporaryPrefix) {
-                if unlink("\(root)/\(fan)/\(name)") == 0 { removed += 1 }
+                if Syscall.unlink("\(root)/\(fan)/\(name)") == 0 { removed += 1 }
             }
         }
         return removed

@@ -7,8 +7,8 @@ import Synchronization
 #endif
 
 /// A seam for storage fault injection, in the manner of swift-system's and NIOFileSystem's
-/// mocked syscalls: tests arm faults here and ``Syscall`` (every write, fsync, rename, link and
-/// mkdir of a pull) and ``FileSystem/writeAtomically(_:to:durable:)`` (every chunk write) meet
+/// mocked syscalls: tests arm faults here and ``Syscall`` (every write, fsync, rename, link,
+/// mkdir, removal, open for writing and change of a mode or time) and ``FileSystem/writeAtomically(_:to:durable:)`` (every chunk write) meet
 /// them instead of the real call's result.
 ///
 /// Nothing is armed in normal operation; checking costs one uncontended lock per write.
@@ -16,6 +16,12 @@ package enum StorageFaults {
     /// The syscall a fault replaces.
     package enum Operation: Sendable, Hashable {
         case write, fsync, rename, link, mkdir
+        /// `unlink`, `rmdir`.
+        case remove
+        /// An open that may create or write.
+        case open
+        /// `fchmod`, `futimens`, `utimensat`.
+        case attributes
     }
 
     /// What the faulted call does.
