@@ -8,8 +8,8 @@ import XferCore
 /// (``PullEngine/syncWholeFileSystemFrom``); until then the kernel holds its small files in
 /// memory (its own writeback starts only after 30 s, or at a tenth of memory dirty), and the
 /// final `syncfs` wrote them all out while the pull waited. Now, every ``PullEngine/earlyWritebackEvery``
-/// bytes written, one `syncfs` runs on ``queue``, one serial queue for the process (it waits on
-/// the disk, and the pull's threads wait for it at the end, so it never takes one of theirs):
+/// bytes written, one `syncfs` runs on a serial Dispatch queue of this pull's (it waits on the
+/// disk, and the pull's threads wait for it at the end, so it never takes one of theirs):
 /// never more than one at a time, and through a descriptor of its own. An
 /// error in a file's data stays for the pull's final `syncfs` to report too (each open file
 /// description keeps its own place in the file system's error sequence), but one in the file
@@ -28,8 +28,9 @@ final class EarlyWriteback: @unchecked Sendable {
     private var started = 0
     private var firstError: Int32? = nil
 
-    /// Where every pull's writebacks run, one after another (`syncfs` is the whole file system's).
-    private static let queue = DispatchQueue(label: "xfer.early-writeback")
+    /// Where this pull's writebacks run, one after another (a queue, not a thread, of its own:
+    /// another pull's slow disk never delays these).
+    private let queue = DispatchQueue(label: "xfer.early-writeback")
 
     /// - Parameters:
     ///   - directory: A directory on the file system being written to (opened again here).
@@ -62,7 +63,7 @@ final class EarlyWriteback: @unchecked Sendable {
             return true
         }
         guard start else { return }
-        Self.queue.async { [self] in
+        queue.async { [self] in
             let result = writeback(fd)
             lock.withLock {
                 if result != 0, firstError == nil { firstError = result }
