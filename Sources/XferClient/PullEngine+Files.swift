@@ -105,7 +105,6 @@ extension PullEngine {
         return mode
     }
 
-    /// Throws `conflict` if the destination holds anything this root did not sync as it is.
     /// Hard-links into the staging copy every entry of the old tree at `target` that its
     /// ignore rules leave out (built-in defaults, its `.xferignore` files) and that the new
     /// version does not have: they were never pushed, so nowhere else holds them. The old tree
@@ -167,6 +166,42 @@ extension PullEngine {
         return lists.value == expected.map { $0.chunks.map(\.id) }
     }
 
+    /// The rule for replacing what is at `target` without `--force`: only this client's own
+    /// copy of the same document (per `synced`), unchanged since it was written.
+    /// - Throws: `conflict`, saying what to do, if anything else is there.
+    static func checkReplaceable(
+        target: String, exists: Bool, synced: SyncedDocument?, known: [String: KnownFile],
+        name: DocumentPath
+    ) throws {
+        if exists && synced == nil {
+            throw XferError(
+                .conflict,
+                "\(target) already exists and was not pulled from \(name) here; nothing was changed. Pull into another path, or pass --force to replace it"
+            )
+        }
+        try checkUnchanged(target: target, known: known, name: name)
+    }
+
+    /// Whether `target` already holds version `info` as it was written: the same version and
+    /// manifest, every file untouched since.
+    /// - Parameter digest: The digest the server records for `synced`, when not its manifest's
+    ///   (``Remote/serverDigest(of:at:)``).
+    static func isInPlace(
+        _ info: DocumentInfo, synced: SyncedDocument, target: String, known: [String: KnownFile],
+        digest: String? = nil
+    ) -> Bool {
+        guard synced.version == info.version,
+            info.manifestDigest == nil || info.manifestDigest == (digest ?? synced.manifest.digest.hex)
+        else {
+            return false
+        }
+        return synced.manifest.entries.allSatisfy { entry in
+            let path = entry.path.isEmpty ? target : target + "/" + entry.path
+            return entry.kind != .file || known[entry.path].map { FileStamp.of(path) == $0.stamp } == true
+        }
+    }
+
+    /// Throws `conflict` if the destination holds anything this root did not sync as it is.
     static func checkUnchanged(target: String, known: [String: KnownFile], name: DocumentPath) throws {
         var info = stat()
         guard lstat(target, &info) == 0 else { return }

@@ -111,7 +111,7 @@ public struct PushEngine: Sendable {
                 // (and so the state has every file's row: the unchanged ones' are as they were). The
                 // rows (a second of work for 200,000 files) are written while the delta is made and
                 // the server commits; the commit's outcome is recorded once they are in.
-                let pushed = PushedFiles(snapshot, manifest: manifest, only: toHash)
+                let pushed = ManifestFiles(snapshot, manifest: manifest, only: toHash)
                 precondition(manifest.entries.count == snapshot.tree.count, "a manifest's entries are its tree's")
                 let recording = Task(executorPreference: ClientThreads.shared) { try state.record(files: pushed) }
                 // From here the manifest holds the names and chunk lists: the tree and the lists by
@@ -144,7 +144,7 @@ public struct PushEngine: Sendable {
     /// - Returns: What the push did.
     private func recordCommitted(
         _ committed: DocumentInfo, manifest: Manifest, ready: ReadyCommit, target: PushTarget,
-        recording: Task<Void, any Error>, pushed: PushedFiles, counters: Counters
+        recording: Task<Void, any Error>, pushed: ManifestFiles, counters: Counters
     ) async throws -> PushReport {
         if case .failure = await recording.result {
             // The version is committed: the rows are tried once more, and the commit recorded
@@ -221,7 +221,7 @@ public struct PushEngine: Sendable {
         let found = try snapshot.manifest(lists, chunker: synced.manifest.chunker)
         // (Equal manifests: equal encodings, the byte-for-byte comparison a batch push makes.)
         guard found == synced.manifest, try await remote.holds(basis, at: target.name) else { return nil }
-        try target.state.record(files: PushedFiles(snapshot, manifest: found, only: snapshot.toHash))
+        try target.state.record(files: ManifestFiles(snapshot, manifest: found, only: snapshot.toHash))
         // (Recorded again with its files' new stamps: the next pass sees it unchanged.)
         try target.state.recordPushed(
             server: remote.connection.server, container: remote.container, path: target.document, document: synced)

@@ -1,0 +1,149 @@
+import XferCore
+import XferProtocol
+
+// A pull's downloads: what none of its sources on disk yields, asked of the server in requests
+// several in flight, each chunk verified, checked against the manifest and written to every
+// place it goes.
+extension PullEngine {
+    /// How many bytes of downloaded chunks a request holds for the cache before writing them to it.
+    static let keptBatchBytes = 1 << 20
+
+    /// The smallest download request a pull makes when it splits its chunks among the requests in flight.
+    static let smallestBatchBytes = 256 << 10
+
+    /// How a pull's downloads (their plain lengths, in order) are split into requests: runs in
+    /// order, each closed once it reaches `bytes` plain bytes (so over it by less than a chunk)
+    /// or the protocol's most ids, and, for a pull of less than `inFlight` × `bytes`, once it
+    /// reaches about a share of the whole for each request in flight (never less than
+    /// ``smallestBatchBytes``; chunks larger than a share make fewer requests; `inFlight` 1:
+    /// requests of `bytes`). Each request's chunks are decoded, checked and written by its own
+    /// task, so a source tree of 9 MiB is written by several at once, not mostly by the one that
+    /// carried its first 8 MiB. Downloads that write fewer than 64 files are split by `bytes`
+    /// alone (`inFlight` 1): for them more requests cost more than they save (docs/PERFORMANCE.md,
+    /// "Restores: durable, and on every core").
+    static func batches<Lengths: Collection<Int>>(_ lengths: Lengths, bytes maximum: Int, inFlight: Int) -> [Range<Int>]
+    {
+        let total = lengths.reduce(0, +)
+        let share = (total + max(1, inFlight) - 1) / max(1, inFlight)
+        let limit = max(1, min(maximum, max(Self.smallestBatchBytes, share)))
+        var batches: [Range<Int>] = []
+        var start = 0
+        var bytes = 0
+        for (index, length) in lengths.enumerated() {
+            bytes += length
+            if bytes >= limit || index + 1 - start >= ProtocolLimits.maximumIDsPerRequest {
+                batches.append(start..<index + 1)
+                start = index + 1
+                bytes = 0
+            }
+        }
+        if start < lengths.count { batches.append(start..<lengths.count) }
+        return batches
+    }
+
+    /// Downloads `order` in batches, several in flight, verifying each chunk and writing it to every target.
+    /// Downloads that write 64 files or more (of a package, which one syncfs makes durable) are
+    /// split evenly among the requests in flight, their files' creation being most of the work;
+    /// others are asked in requests of the most bytes.
+    func download(
+        _ order: ChunkSourcing.Downloads, files: StagingFiles,
+        maximumLength: Int, against: PullAgainst, total: Int64, counters: Locked<Counters>,
+        early: EarlyWriteback?, progress: @escaping @Sendable (TransferProgress) -> Void
+    ) async throws {
+        // Counted among the downloads, not the package: an edit pull of a large package that
+        // fetches one changed file asks as a pull of that one file would (a single file's pull
+        // writes one).
+        let even = order.writeFiles(atLeast: Self.syncWholeFileSystemFrom)
+        let batches = Self.batches(
+            order.map(\.chunk.length), bytes: options.downloadBatchBytes,
+            inFlight: even ? options.downloadsInFlight : 1)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var running = 0
+            for batch in batches {
+                if running >= options.downloadsInFlight {
+                    try await group.next()
+                    running -= 1
+                }
+                running += 1
+                group.addTask {
+                    try await fetch(
+                        order, batch, maximumLength: maximumLength, against: against,
+                        write: { plain, chunk, download in
+                            try Self.write(plain, of: chunk, to: download, files: files)
+                            early?.wrote(plain.count * download.targets.count)
+                            let c = counters.withLock { c in
+                                c.chunksFetched += 1
+                                c.bytesFetched += Int64(chunk.payload.count)
+                                c.bytesDone += Int64(plain.count * download.targets.count)
+                                return c
+                            }
+                            progress(
+                                TransferProgress(
+                                    bytesDone: c.bytesDone, bytesTotal: total, bytesOnWire: c.bytesFetched))
+                        })
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Asks for the downloads at positions `batch` of `order` in one request and hands each
+    /// chunk, decoded and checked, to `write`.
+    /// - Throws: `corrupt_chunk` for a chunk not asked for, sent twice, or not of the length the
+    ///   manifest declares.
+    private func fetch(
+        _ order: ChunkSourcing.Downloads, _ batch: Range<Int>, maximumLength: Int,
+        against: PullAgainst,
+        write: ([UInt8], EncodedChunk, ChunkSourcing.Download) throws -> Void
+    ) async throws {
+        let ids = order[batch].map(\.chunk.id)
+        // Which download each asked chunk is: a map of this request's chunks only,
+        // each taken out as it arrives (a chunk sent twice is refused, so with the
+        // count of chunks checked, every asked one came).
+        var asked = Dictionary(zip(ids, batch), uniquingKeysWith: { first, _ in first })
+        let offer = against.offer(for: ids)
+        // Chunks for the cache go to it a megabyte at a time, not a whole body's worth
+        // per request in flight (at the start of a pull of many small files, all of them are).
+        var kept: [EncodedChunk] = []
+        var keptBytes = 0
+        try await remote.connection.download(ids, against: offer.references) { chunk in
+            guard let index = asked.removeValue(forKey: chunk.id) else {
+                throw XferError(
+                    .corruptChunk,
+                    "the server sent chunk \(chunk.id), which was not asked for or was sent already; nothing was published"
+                )
+            }
+            let download = order[index]
+            let before = kept.count
+            let plain = try against.decode(chunk, offer, maximumLength: maximumLength, kept: &kept)
+            if kept.count > before { keptBytes += kept[before].payload.count }
+            if keptBytes >= Self.keptBatchBytes {
+                against.keep(kept)
+                kept.removeAll(keepingCapacity: true)
+                keptBytes = 0
+            }
+            // The hash vouches for the bytes; the manifest's length must agree too, or
+            // the file would be written at a size the server made up.
+            guard plain.count == download.chunk.length else {
+                throw XferError(
+                    .corruptChunk,
+                    "chunk \(chunk.id) holds \(plain.count) bytes, but the manifest declares \(download.chunk.length); nothing was published"
+                )
+            }
+            try write(plain, chunk, download)
+        }
+        against.keep(kept)
+    }
+
+    /// Writes a downloaded chunk's plain bytes to every place `download` says it goes.
+    private static func write(
+        _ plain: [UInt8], of chunk: EncodedChunk, to download: ChunkSourcing.Download, files: StagingFiles
+    ) throws {
+        for target in download.targets {
+            try files.with(target.file) { fd in
+                try write(plain, count: plain.count, to: fd, at: target.offset, path: files.path(target.file))
+            }
+            try files.wrote(target.file)
+        }
+    }
+}
