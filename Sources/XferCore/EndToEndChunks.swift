@@ -1,4 +1,4 @@
-/// Chunks of an end-to-end encrypted container (issue 16, second level; docs/FORMAT.md,
+/// Chunks of an end-to-end encrypted container (docs/FORMAT.md,
 /// "End-to-end chunks"): what the server stores and serves is a sealed payload it cannot open,
 /// under an id it can still check.
 ///

@@ -1,5 +1,5 @@
-/// What a client derives from a container key to keep documents end to end (issue 16, second
-/// level; docs/FORMAT.md, "End-to-end documents"): sealed names, sealed chunks, and each
+/// What a client derives from a container key to keep documents end to end
+/// (docs/FORMAT.md, "End-to-end documents"): sealed names, sealed chunks, and each
 /// version's manifest sealed and carried to the server inside a *carrier* it can check.
 ///
 /// The server still keys versions, conflicts and the feed by path (the sealed path), still

@@ -6,7 +6,7 @@ import XferProtocol
 
 @testable import XferServer
 
-/// Push and pull on an end-to-end encrypted container (issue 16, second level): a device
+/// Push and pull on an end-to-end encrypted container: a device
 /// holding the key seals names, chunks and manifests; the server stores what it cannot read;
 /// another device with the passphrase pulls the same bytes; damage is refused, writing nothing.
 @Suite struct EndToEndPushPullTests {

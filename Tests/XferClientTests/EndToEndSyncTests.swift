@@ -6,7 +6,7 @@ import XferProtocol
 
 @testable import XferServer
 
-/// `xfer sync` on an end-to-end encrypted container (issue 16): two folders on two devices
+/// `xfer sync` on an end-to-end encrypted container: two folders on two devices
 /// that hold the key stay in sync both ways (edits, new files and folders, renames, deletions,
 /// conflicts, evict and fetch) while the server keeps only sealed names, chunks and manifests.
 @Suite struct EndToEndSyncTests {
