@@ -76,7 +76,8 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
     /// pages were read again for every batch, and a checkpoint every 1,000 WAL pages copied each
     /// page into the database once per batch that touched it. A 32 MiB cache and a checkpoint
     /// every 8,192 pages (32 MiB) cut a first push of 200,000 small files from 20.0–20.5 to
-    /// 17.7 s (docs/PERFORMANCE.md, issue 15's fifth step); the WAL is cut back to 32 MiB after a checkpoint.
+    /// 17.7 s (docs/PERFORMANCE.md, "What the server writes"); the WAL is cut back to 32 MiB after a
+    /// checkpoint.
     static let writerPragmas = """
         PRAGMA cache_size = -32768;
         PRAGMA wal_autocheckpoint = 8192;
@@ -222,7 +223,7 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
             // pages. A location names its pack by number (the name and the time it was recorded
             // are the pack's, in `packs`), and a holding is keyed by the chunk first, which also
             // serves the look-ups by chunk alone that needed a second index (docs/PERFORMANCE.md,
-            // issue 15's ninth step).
+            // "What the server writes").
             try db.execute(
                 sql: """
                     CREATE TABLE packs (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, recorded_at INTEGER NOT NULL);
@@ -256,7 +257,7 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                     """)
         }
         migrator.registerMigration("v12: query indexes") { db in
-            // Search at a million documents (docs/PERFORMANCE.md): a name tested in path order
+            // docs/PERFORMANCE.md, "Search at a million documents": a name tested in path order
             // from the index alone; time and size orders, and the deleted and conflicted, from
             // indexes of their own.
             try db.execute(

@@ -2,7 +2,7 @@ import Foundation
 import XferCore
 import XferProtocol
 
-// Search (issue 17): a container's documents by name pattern, kind, scope, time, size and
+// Search: a container's documents by name pattern, kind, scope, time, size and
 // state, sorted and paged. SQL narrows (a LIKE over each document's folded name, which every
 // match satisfies, and the plain comparisons); ``DocumentQuery/matches(_:)`` decides, so the
 // server, a live query and an end-to-end container's device all apply one rule.
@@ -112,88 +112,12 @@ extension DocumentQuery {
 
 extension MetadataTransaction {
 
-    /// One page of `query` in `container`. Which table leads decides which index serves
-    /// (docs/PERFORMANCE.md, "Search at a million documents"): an order by time or size, and
-    /// the deleted, walk `versions` by their indexes and look each row's document up; the
-    /// rest walk `documents` in path or name order. Keyset conditions are written so the
-    /// walked index's range serves them (`key >= k AND (key > k OR path > p)`).
+    /// One page of `query` in `container` (the SQL that narrows it is ``QuerySQL``'s), each
+    /// candidate row checked by ``DocumentQuery/matcher()``.
     func query(container: Int64, _ query: DocumentQuery, after position: QueryPosition?, limit: Int, cursor: Int64)
         throws -> DocumentList
     {
-        let bytewise = dialect.bytewise
-        let byVersions = query.sort == .modified || query.sort == .size || query.state == .deleted
-        let source: String
-        var conditions: [String]
-        var values: [SQLValue] = [.int(container)]
-        if byVersions {
-            source = "versions v JOIN documents d ON d.id = v.document_id"
-            conditions = ["v.container_id = ?", "v.version = COALESCE(d.current_version, d.latest_version)"]
-        } else {
-            // A name pattern read in path order: the index that holds both, so a name that
-            // does not match costs no row read.
-            let hint =
-                query.likePattern != nil && query.sort == .path ? dialect.indexedBy("documents_by_path_name") : ""
-            source =
-                "documents d\(hint) JOIN versions v ON v.document_id = d.id AND v.version = COALESCE(d.current_version, d.latest_version)"
-            conditions = ["d.container_id = ?"]
-        }
-        switch query.state {
-        case .current:
-            conditions.append("v.state != 'deleted'")
-        case .conflict:
-            conditions.append(
-                "v.state != 'deleted' AND d.id IN (SELECT document_id FROM versions WHERE container_id = ? AND state = 'conflict')"
-            )
-            values.append(.int(container))
-        case .deleted:
-            conditions.append("v.state = 'deleted'")
-        }
-        if let kinds = query.kinds, !kinds.isEmpty {
-            conditions.append("v.kind IN (\(sqlPlaceholders(kinds.count)))")
-            values += kinds.map(\.rawValue).sorted().map(SQLValue.text)
-        }
-        let prefix = query.pathPrefix
-        if !prefix.isEmpty {
-            // Every path with the prefix lies in [prefix, its successor): a range of the path index.
-            conditions.append("d.path\(bytewise) >= ?")
-            values.append(.text(prefix))
-            if let end = Self.successor(of: prefix) {
-                conditions.append("d.path\(bytewise) < ?")
-                values.append(.text(end))
-            }
-            conditions.append("substr(d.path, 1, length(?)) = ?")
-            values += [.text(prefix), .text(prefix)]
-        }
-        if let low = query.modifiedAfter {
-            conditions.append("v.mtime_ns >= ?")
-            values.append(.int(low))
-        }
-        if let high = query.modifiedBefore {
-            conditions.append("v.mtime_ns < ?")
-            values.append(.int(high))
-        }
-        if let low = query.minimumSize {
-            conditions.append("v.size >= ?")
-            values.append(.int(low))
-        }
-        if let high = query.maximumSize {
-            conditions.append("v.size <= ?")
-            values.append(.int(high))
-        }
-        if let like = query.likePattern {
-            conditions.append("d.name_folded LIKE ? ESCAPE '\\'")
-            values.append(.text(like))
-        }
-        let key: String?
-        switch query.sort {
-        case .path: key = nil
-        case .name: key = "d.name_folded\(bytewise)"
-        case .modified: key = "v.mtime_ns"
-        case .size: key = "v.size"
-        }
-        let (after, direction) = query.descending ? ("<", " DESC") : (">", "")
-        let order = (key.map { "\($0)\(direction), " } ?? "") + "d.path\(bytewise)\(direction)"
-
+        let plan = QuerySQL(container: container, query, dialect: dialect)
         // Rows read for one page at most: a page whose candidates the exact check mostly
         // refuses ends early, `more` set, and the client asks on from where it stopped.
         let rowsPerPage = DocumentQuery.queryRowsPerPage(patternLength: query.foldedPattern?.count ?? 0)
@@ -204,24 +128,8 @@ extension MetadataTransaction {
         let batch = min(limit + 1, rowsPerPage)
         let matches = query.matcher()
         while true {
-            var where_ = conditions
-            var bound = values
-            if let position {
-                if let key {
-                    let value: SQLValue = query.sort == .name ? .text(position.key) : .int(Int64(position.key) ?? 0)
-                    where_.append("\(key) \(after)= ? AND (\(key) \(after) ? OR d.path\(bytewise) \(after) ?)")
-                    bound += [value, value, .text(position.path)]
-                } else {
-                    where_.append("d.path\(bytewise) \(after) ?")
-                    bound.append(.text(position.path))
-                }
-            }
-            let rows = try sql.rows(
-                """
-                SELECT d.path, d.name_folded, \(infoColumns) FROM \(source)
-                WHERE \(where_.joined(separator: " AND "))
-                ORDER BY \(order) LIMIT ?
-                """, bound + [.int(Int64(batch))])
+            let (statement, values) = plan.page(after: position, batch: batch, columns: infoColumns)
+            let rows = try sql.rows(statement, values)
             for row in rows {
                 let document = try Self.info(row: row)
                 examined += 1
