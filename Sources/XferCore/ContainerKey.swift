@@ -1,8 +1,8 @@
 import CCrypto
 import Foundation
 
-/// The key of an end-to-end encrypted container (issue 16, second level): 256 random bits that
-/// only clients hold. Every key the container's data is protected with is derived from it, one
+/// The key of an end-to-end encrypted container (docs/FORMAT.md, "End-to-end keys"): 256
+/// random bits that only clients hold. Every key the container's data is protected with is derived from it, one
 /// per purpose (``derive(_:count:)``, HKDF-SHA-256), so a key of one purpose reveals nothing of
 /// another's. The server keeps it only wrapped by a passphrase (``ContainerKeyWrap``); the user
 /// keeps it as a printable recovery key (``recoveryText``).

@@ -11,7 +11,7 @@ public struct CompressionPolicy: Hashable, Sendable {
 
     /// Level 1, compressed form kept only if it saves at least 3 %. Level 1 rather than zstd's
     /// own default of 3: on the benchmark's libraries it stores 5 % more and takes a fifth less
-    /// CPU from a first push (docs/PERFORMANCE.md, issue 15).
+    /// CPU from a first push (docs/PERFORMANCE.md, "Defaults, and what they were chosen on").
     public static let `default` = CompressionPolicy(level: 1, maximumRatio: 0.97)
 
     /// Whether a push may ask for `level`: zstd's fast levels -7 to -1, and 1 to 19 (0 is not

@@ -38,87 +38,31 @@ public struct DavIf: Equatable, Sendable {
     /// - Returns: Its lists.
     /// - Throws: `bad_request` for a header outside the grammar, or past ``maximumConditions``.
     public static func parse(_ header: String) throws -> DavIf {
-        let bytes = Array(header.utf8)
-        var index = 0
-        func malformed(_ why: String) -> XferError { XferError(.badRequest, "the If header is malformed: \(why)") }
-        func skipSpace() {
-            while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "\t") {
-                index += 1
-            }
-        }
-        /// The text up to `close` (past the opening byte, which `index` is on); quotes in an
-        /// entity tag may hold the closing byte.
-        func enclosed(_ close: UInt8) throws -> String {
-            index += 1
-            let start = index
-            var quoted = false
-            while index < bytes.count {
-                if bytes[index] == UInt8(ascii: "\"") { quoted.toggle() }
-                if bytes[index] == close && !quoted {
-                    defer { index += 1 }
-                    return String(decoding: bytes[start..<index], as: UTF8.self)
-                }
-                index += 1
-            }
-            throw malformed("a \(Character(UnicodeScalar(close))) is missing")
-        }
+        var scanner = IfScanner(bytes: Array(header.utf8))
         var lists: [List] = []
         var tag: String? = nil
         var tagged = false
-        var count = 0
         while true {
-            skipSpace()
-            guard index < bytes.count else { break }
-            switch bytes[index] {
+            scanner.skipSpace()
+            guard let byte = scanner.current else { break }
+            switch byte {
             case UInt8(ascii: "<"):
-                guard lists.isEmpty || tagged else { throw malformed("a resource tag after an untagged list") }
-                tag = try enclosed(UInt8(ascii: ">"))
+                guard lists.isEmpty || tagged else {
+                    throw IfScanner.malformed("a resource tag after an untagged list")
+                }
+                tag = try scanner.enclosed(UInt8(ascii: ">"))
                 tagged = true
-                skipSpace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: "(") else {
-                    throw malformed("a resource tag without a list")
+                scanner.skipSpace()
+                guard scanner.current == UInt8(ascii: "(") else {
+                    throw IfScanner.malformed("a resource tag without a list")
                 }
             case UInt8(ascii: "("):
-                index += 1
-                var conditions: [Condition] = []
-                while true {
-                    skipSpace()
-                    guard index < bytes.count else { throw malformed("a ) is missing") }
-                    if bytes[index] == UInt8(ascii: ")") {
-                        index += 1
-                        break
-                    }
-                    var not = false
-                    if bytes.count - index >= 3,
-                        String(decoding: bytes[index..<index + 3], as: UTF8.self).lowercased() == "not"
-                    {
-                        not = true
-                        index += 3
-                        skipSpace()
-                    }
-                    guard index < bytes.count else { throw malformed("a condition is missing") }
-                    switch bytes[index] {
-                    case UInt8(ascii: "<"):
-                        conditions.append(Condition(not: not, token: try enclosed(UInt8(ascii: ">")), etag: nil))
-                    case UInt8(ascii: "["):
-                        var etag = try enclosed(UInt8(ascii: "]")).trimmingCharacters(in: .whitespaces)
-                        if etag.hasPrefix("W/") { etag = String(etag.dropFirst(2)) }
-                        conditions.append(Condition(not: not, token: nil, etag: etag))
-                    default:
-                        throw malformed("a condition is a <state token> or an [entity tag]")
-                    }
-                    count += 1
-                    guard count <= maximumConditions else {
-                        throw malformed("more than \(maximumConditions) conditions")
-                    }
-                }
-                guard !conditions.isEmpty else { throw malformed("an empty list") }
-                lists.append(List(resource: tag, conditions: conditions))
+                lists.append(List(resource: tag, conditions: try scanner.list()))
             default:
-                throw malformed("expected a ( or a <")
+                throw IfScanner.malformed("expected a ( or a <")
             }
         }
-        guard !lists.isEmpty else { throw malformed("no list") }
+        guard !lists.isEmpty else { throw IfScanner.malformed("no list") }
         return DavIf(lists: lists)
     }
 
@@ -145,5 +89,85 @@ public struct DavIf: Equatable, Sendable {
             if holds { return true }
         }
         return false
+    }
+}
+
+/// Reads an `If` header's bytes for ``DavIf/parse(_:)``: where it is, and the conditions read
+/// so far (at most ``DavIf/maximumConditions``).
+private struct IfScanner {
+    let bytes: [UInt8]
+    var index = 0
+    var count = 0
+
+    init(bytes: [UInt8]) { self.bytes = bytes }
+
+    static func malformed(_ why: String) -> XferError { XferError(.badRequest, "the If header is malformed: \(why)") }
+
+    /// The byte at `index`, or `nil` at the end.
+    var current: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    mutating func skipSpace() {
+        while index < bytes.count, bytes[index] == UInt8(ascii: " ") || bytes[index] == UInt8(ascii: "\t") {
+            index += 1
+        }
+    }
+
+    /// The text up to `close` (past the opening byte, which `index` is on); quotes in an
+    /// entity tag may hold the closing byte.
+    mutating func enclosed(_ close: UInt8) throws -> String {
+        index += 1
+        let start = index
+        var quoted = false
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "\"") { quoted.toggle() }
+            if bytes[index] == close && !quoted {
+                defer { index += 1 }
+                return String(decoding: bytes[start..<index], as: UTF8.self)
+            }
+            index += 1
+        }
+        throw Self.malformed("a \(Character(UnicodeScalar(close))) is missing")
+    }
+
+    /// One list's conditions, `index` on its `(`.
+    mutating func list() throws -> [DavIf.Condition] {
+        index += 1
+        var conditions: [DavIf.Condition] = []
+        while true {
+            skipSpace()
+            guard index < bytes.count else { throw Self.malformed("a ) is missing") }
+            if bytes[index] == UInt8(ascii: ")") {
+                index += 1
+                break
+            }
+            conditions.append(try condition())
+            count += 1
+            guard count <= DavIf.maximumConditions else {
+                throw Self.malformed("more than \(DavIf.maximumConditions) conditions")
+            }
+        }
+        guard !conditions.isEmpty else { throw Self.malformed("an empty list") }
+        return conditions
+    }
+
+    /// One condition: `Not` maybe, then a `<state token>` or an `[entity tag]`.
+    mutating func condition() throws -> DavIf.Condition {
+        var not = false
+        if bytes.count - index >= 3, String(decoding: bytes[index..<index + 3], as: UTF8.self).lowercased() == "not" {
+            not = true
+            index += 3
+            skipSpace()
+        }
+        guard index < bytes.count else { throw Self.malformed("a condition is missing") }
+        switch bytes[index] {
+        case UInt8(ascii: "<"):
+            return DavIf.Condition(not: not, token: try enclosed(UInt8(ascii: ">")), etag: nil)
+        case UInt8(ascii: "["):
+            var etag = try enclosed(UInt8(ascii: "]")).trimmingCharacters(in: .whitespaces)
+            if etag.hasPrefix("W/") { etag = String(etag.dropFirst(2)) }
+            return DavIf.Condition(not: not, token: nil, etag: etag)
+        default:
+            throw Self.malformed("a condition is a <state token> or an [entity tag]")
+        }
     }
 }

@@ -58,9 +58,6 @@ public enum DavXML {
         var declared = 0
         var stack: [(raw: String, name: Name, namespaces: [String: String], index: Int)] = []
         var rest = Substring(text)
-        func malformed(_ why: String) -> XferError {
-            XferError(.badRequest, "the request body is not well-formed XML: \(why)")
-        }
         while let open = rest.firstIndex(of: "<") {
             rest = rest[rest.index(after: open)...]
             if rest.hasPrefix("?") {
@@ -90,41 +87,8 @@ public enum DavXML {
             let parts = tag.split(maxSplits: 1, whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" })
             guard let rawName = parts.first.map(String.init), !rawName.isEmpty else { throw malformed("an empty tag") }
             var namespaces = stack.last?.namespaces ?? [:]
-            if parts.count > 1 {
-                for (key, value) in try attributes(String(parts[1])) {
-                    if key == "xmlns" || key.hasPrefix("xmlns:") {
-                        declared += 1
-                        guard declared <= maximumNamespaces else {
-                            throw malformed("more than \(maximumNamespaces) namespace declarations")
-                        }
-                    }
-                    if key == "xmlns" {
-                        namespaces[""] = value
-                    } else if key.hasPrefix("xmlns:") {
-                        // Namespaces in XML 1.0 §3: a prefix cannot be bound to the empty name.
-                        guard !value.isEmpty else {
-                            throw malformed("the prefix \(key.dropFirst(6)) is bound to no namespace")
-                        }
-                        namespaces[String(key.dropFirst(6))] = value
-                    }
-                }
-            }
-            let prefix: String
-            let local: String
-            if let colon = rawName.firstIndex(of: ":") {
-                prefix = String(rawName[..<colon])
-                local = String(rawName[rawName.index(after: colon)...])
-            } else {
-                prefix = ""
-                local = rawName
-            }
-            guard !local.isEmpty, isName(local), prefix.isEmpty || isName(prefix) else {
-                throw malformed("a tag whose name is not an XML name")
-            }
-            guard let namespace = namespaces[prefix] ?? (prefix.isEmpty ? "" : nil) else {
-                throw malformed("the prefix \(prefix) is not declared")
-            }
-            let name = Name(namespace: namespace, local: local)
+            if parts.count > 1 { try declare(String(parts[1]), in: &namespaces, declared: &declared) }
+            let name = try qualifiedName(rawName, namespaces)
             guard found.count < maximumElements else { throw malformed("more than \(maximumElements) elements") }
             found.append(
                 Element(
@@ -137,6 +101,52 @@ public enum DavXML {
             throw malformed("no element")
         }
         return found
+    }
+
+    static func malformed(_ why: String) -> XferError {
+        XferError(.badRequest, "the request body is not well-formed XML: \(why)")
+    }
+
+    /// Adds the namespaces a tag's `attributes` declare (`xmlns`, `xmlns:PREFIX`) to
+    /// `namespaces`, counting them in `declared` (at most ``maximumNamespaces`` a document).
+    static func declare(_ attributeText: String, in namespaces: inout [String: String], declared: inout Int) throws {
+        for (key, value) in try attributes(attributeText) {
+            if key == "xmlns" || key.hasPrefix("xmlns:") {
+                declared += 1
+                guard declared <= maximumNamespaces else {
+                    throw malformed("more than \(maximumNamespaces) namespace declarations")
+                }
+            }
+            if key == "xmlns" {
+                namespaces[""] = value
+            } else if key.hasPrefix("xmlns:") {
+                // Namespaces in XML 1.0 §3: a prefix cannot be bound to the empty name.
+                guard !value.isEmpty else {
+                    throw malformed("the prefix \(key.dropFirst(6)) is bound to no namespace")
+                }
+                namespaces[String(key.dropFirst(6))] = value
+            }
+        }
+    }
+
+    /// The name a tag's `rawName` (`local` or `prefix:local`) stands for under `namespaces`.
+    static func qualifiedName(_ rawName: String, _ namespaces: [String: String]) throws -> Name {
+        let prefix: String
+        let local: String
+        if let colon = rawName.firstIndex(of: ":") {
+            prefix = String(rawName[..<colon])
+            local = String(rawName[rawName.index(after: colon)...])
+        } else {
+            prefix = ""
+            local = rawName
+        }
+        guard !local.isEmpty, isName(local), prefix.isEmpty || isName(prefix) else {
+            throw malformed("a tag whose name is not an XML name")
+        }
+        guard let namespace = namespaces[prefix] ?? (prefix.isEmpty ? "" : nil) else {
+            throw malformed("the prefix \(prefix) is not declared")
+        }
+        return Name(namespace: namespace, local: local)
     }
 
     /// Whether `text` can be an XML name (or prefix) as far as writing it back goes: no markup,
