@@ -26,46 +26,6 @@ struct Span: ExpressibleByArgument {
     var defaultValueDescription: String { seconds % 86_400 == 0 ? "\(seconds / 86_400)d" : "\(seconds)s" }
 }
 
-/// Opens a server's data directory for maintenance, refusing to create one where there is none.
-func openExistingData(_ directory: String, sealing: SealingOptions) async throws -> ServerData {
-    guard FileManager.default.fileExists(atPath: directory + "/metadata.sqlite") else {
-        throw XferError(.notFound, "\(directory) is not an xfer data directory (no metadata.sqlite)")
-    }
-    let layout = try StoreLayout.recorded(in: directory)
-    guard layout.isEmbedded else {
-        let stores = [
-            layout.metadataElsewhere ? "metadata in PostgreSQL" : nil, layout.chunksElsewhere ? "chunks in S3" : nil
-        ]
-        .compactMap { $0 }.joined(separator: " and ")
-        throw XferError(
-            .invalidConfiguration,
-            """
-            \(directory) is served with its \(stores) (recorded in \(directory)/stores), which --data cannot reach; \
-            nothing was changed. Ask the server instead (--server URL with the admin token); if the server now keeps \
-            everything in \(directory), remove \(directory)/stores first
-            """)
-    }
-    restrictFileModes()
-    return reportMigration(try await ServerData.open(directory, sealing: try sealing.keys(), use: .maintain))
-
-}
-
-/// Says on stderr what opening a data directory moved from the one-file-per-chunk layout of
-/// earlier versions into packs, and which damaged files it left.
-@discardableResult
-func reportMigration(_ data: ServerData) -> ServerData {
-    if data.migratedChunkFiles > 0 {
-        printError("moved \(data.migratedChunkFiles) chunk files from \(data.directory)/chunks into packs")
-    }
-    for path in data.damagedChunkFiles.prefix(20) {
-        printError("warning: left the damaged chunk file \(path) in place; `xfer verify` reports what it held")
-    }
-    if data.damagedChunkFiles.count > 20 {
-        printError("warning: … and \(data.damagedChunkFiles.count - 20) more damaged chunk files")
-    }
-    return data
-}
-
 extension Xfer {
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -125,89 +85,11 @@ extension Xfer {
         func run() async throws {
             try await runReportingErrors(json: json) {
                 if documents {
-                    let progress = !json && !quiet && isatty(STDERR_FILENO) == 1
-                    let report = try await withRemote(client, unlocking: true) { remote in
-                        try await ContainerVerify(remote: remote).run { checked in
-                            if progress {
-                                FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8))
-                            }
-                        }
-                    }
-                    if progress { FileHandle.standardError.write(Data("\n".utf8)) }
-                    if json {
-                        printJSON(report)
-                    } else {
-                        if !quiet {
-                            print(
-                                "\(report.documentsChecked) documents, \(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) checked"
-                            )
-                        }
-                        for problem in report.problems { print("  damaged  \(problem.document): \(problem.problem)") }
-                        if !quiet || !report.ok {
-                            print(
-                                report.ok
-                                    ? "ok" : "\(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")
-                        }
-                    }
-                    if !report.ok { throw ExitCode(9) }
+                    try await verifyDocuments()
                 } else if data != nil || remote {
-                    let report: ServerVerifyReport
-                    if let data {
-                        // Progress only on a terminal: `\r` lines do not belong in a log.
-                        let progress = !json && !quiet && isatty(STDERR_FILENO) == 1
-                        report = try await Maintenance(data: try await openExistingData(data, sealing: sealing)).verify
-                        { checked in
-                            if progress {
-                                FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8))
-                            }
-                        }
-                        if progress { FileHandle.standardError.write(Data("\n".utf8)) }
-                    } else {
-                        report = try await withRemote(client) { remote in try await remote.connection.verifyServer() }
-                    }
-                    if json {
-                        printJSON(report)
-                    } else {
-                        if !quiet {
-                            print(
-                                "\(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) and \(report.versionsChecked) versions checked, \(report.recordsChecked) chunk records, \(report.milliseconds) ms"
-                            )
-                        }
-                        for problem in report.problems { print("  \(problem)") }
-                        if report.problemCount > report.problems.count {
-                            print("  … and \(report.problemCount - report.problems.count) more")
-                        }
-                        if !quiet || !report.ok {
-                            print(
-                                report.ok
-                                    ? "ok" : "\(report.problemCount) problem\(report.problemCount == 1 ? "" : "s")")
-                        }
-                    }
-                    if !report.ok { throw ExitCode(9) }
+                    try await verifyServer()
                 } else {
-                    let stateDirectory = client.stateDir ?? ClientState.defaultDirectory()
-                    let report = try LocalVerifier.verify(
-                        directory: directory ?? ".", stateDirectory: stateDirectory, keyFile: client.chosenKeyFile())
-                    if json {
-                        printJSON(report)
-                    } else {
-                        if !quiet {
-                            print(
-                                "\(report.documentsChecked) documents, \(report.filesChecked) files (\(ByteCount(report.bytesChecked))) checked; \(report.evicted) evicted"
-                            )
-                        }
-                        for path in report.damaged { print("  damaged  \(path)") }
-                        for path in report.missing { print("  missing  \(path)") }
-                        for path in report.modified where !quiet { print("  modified \(path) (not yet synced)") }
-                        if !quiet || !report.ok {
-                            print(
-                                report.ok
-                                    ? "ok"
-                                    : "\(report.damaged.count) damaged, \(report.missing.count) missing: `xfer fetch PATH` or `rm` and `xfer sync` brings back the synced version"
-                            )
-                        }
-                    }
-                    if !report.ok { throw ExitCode(9) }
+                    try verifyDirectory()
                 }
             }
         }
@@ -268,5 +150,100 @@ extension Xfer {
                 }
             }
         }
+    }
+}
+
+extension Xfer.Verify {
+    /// `--documents`: every current document of the container, checked here with this device's keys.
+    func verifyDocuments() async throws {
+        let report = try await withRemote(client, unlocking: true) { remote in
+            try await showingProgress { try await ContainerVerify(remote: remote).run(progress: $0) }
+        }
+        if json {
+            printJSON(report)
+        } else {
+            if !quiet {
+                print(
+                    "\(report.documentsChecked) documents, \(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) checked"
+                )
+            }
+            for problem in report.problems { print("  damaged  \(problem.document): \(problem.problem)") }
+            if !quiet || !report.ok {
+                print(
+                    report.ok
+                        ? "ok" : "\(report.problems.count) problem\(report.problems.count == 1 ? "" : "s")")
+            }
+        }
+        if !report.ok { throw ExitCode(9) }
+    }
+
+    /// Runs `check`, showing on a terminal the chunks it has checked: `\r` lines do not belong in a
+    /// log, nor beside JSON or `--quiet`.
+    func showingProgress<T>(_ check: (@escaping @Sendable (Int) -> Void) async throws -> T) async throws -> T {
+        let progress = !json && !quiet && isatty(STDERR_FILENO) == 1
+        let result = try await check { checked in
+            if progress {
+                FileHandle.standardError.write(Data("\rxfer: \(checked) chunks checked".utf8))
+            }
+        }
+        if progress { FileHandle.standardError.write(Data("\n".utf8)) }
+        return result
+    }
+
+    /// `--data DIR` or `--remote`: a server's stores.
+    func verifyServer() async throws {
+        let report: ServerVerifyReport
+        if let data {
+            let maintenance = Maintenance(data: try await openExistingData(data, sealing: sealing))
+            report = try await showingProgress { try await maintenance.verify(progress: $0) }
+        } else {
+            report = try await withRemote(client) { remote in try await remote.connection.verifyServer() }
+        }
+        if json {
+            printJSON(report)
+        } else {
+            if !quiet {
+                print(
+                    "\(report.chunksChecked) chunks (\(ByteCount(report.bytesChecked))) and \(report.versionsChecked) versions checked, \(report.recordsChecked) chunk records, \(report.milliseconds) ms"
+                )
+            }
+            for problem in report.problems { print("  \(problem)") }
+            if report.problemCount > report.problems.count {
+                print("  … and \(report.problemCount - report.problems.count) more")
+            }
+            if !quiet || !report.ok {
+                print(
+                    report.ok
+                        ? "ok" : "\(report.problemCount) problem\(report.problemCount == 1 ? "" : "s")")
+            }
+        }
+        if !report.ok { throw ExitCode(9) }
+    }
+
+    /// `DIR`: a synced directory against the manifests it was synced at.
+    func verifyDirectory() throws {
+        let stateDirectory = client.stateDir ?? ClientState.defaultDirectory()
+        let report = try LocalVerifier.verify(
+            directory: directory ?? ".", stateDirectory: stateDirectory, keyFile: client.chosenKeyFile())
+        if json {
+            printJSON(report)
+        } else {
+            if !quiet {
+                print(
+                    "\(report.documentsChecked) documents, \(report.filesChecked) files (\(ByteCount(report.bytesChecked))) checked; \(report.evicted) evicted"
+                )
+            }
+            for path in report.damaged { print("  damaged  \(path)") }
+            for path in report.missing { print("  missing  \(path)") }
+            for path in report.modified where !quiet { print("  modified \(path) (not yet synced)") }
+            if !quiet || !report.ok {
+                print(
+                    report.ok
+                        ? "ok"
+                        : "\(report.damaged.count) damaged, \(report.missing.count) missing: `xfer fetch PATH` or `rm` and `xfer sync` brings back the synced version"
+                )
+            }
+        }
+        if !report.ok { throw ExitCode(9) }
     }
 }

@@ -228,9 +228,8 @@ struct ServeSettings: Encodable {
     /// Resolves and checks every setting.
     /// - Throws: `invalid_configuration`, naming the flag, variable or file key at fault.
     init(_ sources: ServeSettingSources) throws {
-        let number = { (text: String) in Int(text.trimmingCharacters(in: .whitespaces)) }
-        let size = { (text: String) in ByteCount(argument: text.trimmingCharacters(in: .whitespaces))?.value }
-        let text = { (text: String) -> String? in text }
+        let (number, size, text, count) = (Parse.number, Parse.size, Parse.text, Parse.count)
+        let (span, positive, rate) = (Parse.span, Parse.positive, Parse.rate)
         guard let data = try sources.value("data", as: text, expected: "a directory") else {
             throw XferError(
                 .invalidConfiguration,
@@ -245,7 +244,6 @@ struct ServeSettings: Encodable {
         defaultQuota =
             try sources.value("default-quota", as: size, expected: "a size (e.g. 5G)") ?? Self.defaultQuotaBytes
         let policy = StorePolicy()
-        let count = { (text: String) in number(text).flatMap { $0 >= 0 ? $0 : nil } }
         keepVersions =
             try sources.value("keep-versions", as: count, expected: "a number of versions (0 or more)")
             ?? policy.keepVersions
@@ -260,9 +258,6 @@ struct ServeSettings: Encodable {
         metadata = try sources.value("metadata", as: text, expected: "a postgres:// URL")
         chunks = try sources.value("chunks", as: text, expected: "an s3:// location")
         s3Endpoint = try sources.value("s3-endpoint", as: text, expected: "a URL")
-        let span = { (text: String) in
-            Span(argument: text.trimmingCharacters(in: .whitespaces)).flatMap { Int(exactly: $0.seconds) }
-        }
         maxWait =
             try sources.value("max-wait", as: span, expected: "a span of time (60, 60s, 1m)")
             ?? ProtocolLimits.maximumWaitSeconds
@@ -275,12 +270,7 @@ struct ServeSettings: Encodable {
         tlsKey = try sources.value("tls-key", as: text, expected: "a file")
         behindTLSProxy =
             try sources.value(
-                "behind-tls-proxy",
-                as: {
-                    ["true": true, "yes": true, "1": true, "false": false, "no": false, "0": false][$0.lowercased()]
-                },
-                expected: "true or false") ?? false
-        let positive = { (text: String) in number(text).flatMap { $0 >= 1 ? $0 : nil } }
+                "behind-tls-proxy", as: Parse.bool, expected: "true or false") ?? false
         idleTimeout =
             try sources.value(
                 "idle-timeout", as: { span($0).flatMap { $0 >= 1 ? $0 : nil } },
@@ -288,9 +278,6 @@ struct ServeSettings: Encodable {
             ?? Int(ServerLimits().idleTimeout.components.seconds)
         maxConnectionsPerAddress = try sources.value(
             "max-connections-per-address", as: positive, expected: "a number (1 or more)")
-        let rate = { (text: String) in
-            Double(text.trimmingCharacters(in: .whitespaces)).flatMap { $0 >= 0 && $0.isFinite ? $0 : nil }
-        }
         let tokens = TokenLimits()
         rateLimit =
             try sources.value("rate-limit", as: rate, expected: "requests a second (0 for no limit)")
@@ -303,19 +290,27 @@ struct ServeSettings: Encodable {
         uploadsPerToken =
             try sources.value("uploads-per-token", as: count, expected: "a number of uploads (0 for no limit)")
             ?? tokens.uploadsAtOnce
-        if let (names, origin) = sources.values("without-feature") {
-            for name in names where ServerFeature(rawValue: name) == nil {
-                throw XferError(
-                    .invalidConfiguration,
-                    "\(origin): no feature '\(name)'; the features are \(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))"
-                )
-            }
-            withoutFeatures = names
-        } else {
-            withoutFeatures = []
-        }
+        withoutFeatures = try Self.withoutFeatures(sources)
         encryptionKeyFiles = sources.values("encryption-key")?.values ?? []
         configFile = sources.filePath
+        try checkTogether()
+    }
+
+    /// The features `without-feature` names, each one the server has.
+    static func withoutFeatures(_ sources: ServeSettingSources) throws -> [String] {
+        guard let (names, origin) = sources.values("without-feature") else { return [] }
+        for name in names where ServerFeature(rawValue: name) == nil {
+            throw XferError(
+                .invalidConfiguration,
+                "\(origin): no feature '\(name)'; the features are \(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))"
+            )
+        }
+        return names
+    }
+
+    /// The settings that go together do: a certificate with its key, S3 with its endpoint, and the
+    /// listen address is HOST:PORT.
+    func checkTogether() throws {
         guard (tlsCert == nil) == (tlsKey == nil) else {
             throw XferError(
                 .invalidConfiguration,
@@ -330,6 +325,8 @@ struct ServeSettings: Encodable {
         _ = try hostAndPort()
     }
 
+    /// The host and port of `listen`.
+    /// - Throws: `invalid_configuration` unless it is HOST:PORT.
     func hostAndPort() throws -> (String, Int) {
         guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
             (0...65535).contains(port)
@@ -338,5 +335,23 @@ struct ServeSettings: Encodable {
                 .invalidConfiguration, "the listen address '\(listen)' must be HOST:PORT, e.g. 127.0.0.1:8750")
         }
         return (String(listen[..<colon]), port)
+    }
+}
+
+/// How each setting's text is read: `nil` for text that is no such value.
+private enum Parse {
+    static func number(_ text: String) -> Int? { Int(text.trimmingCharacters(in: .whitespaces)) }
+    static func size(_ text: String) -> Int64? { ByteCount(argument: text.trimmingCharacters(in: .whitespaces))?.value }
+    static func text(_ text: String) -> String? { text }
+    static func count(_ text: String) -> Int? { number(text).flatMap { $0 >= 0 ? $0 : nil } }
+    static func positive(_ text: String) -> Int? { number(text).flatMap { $0 >= 1 ? $0 : nil } }
+    static func span(_ text: String) -> Int? {
+        Span(argument: text.trimmingCharacters(in: .whitespaces)).flatMap { Int(exactly: $0.seconds) }
+    }
+    static func rate(_ text: String) -> Double? {
+        Double(text.trimmingCharacters(in: .whitespaces)).flatMap { $0 >= 0 && $0.isFinite ? $0 : nil }
+    }
+    static func bool(_ text: String) -> Bool? {
+        ["true": true, "yes": true, "1": true, "false": false, "no": false, "0": false][text.lowercased()]
     }
 }
