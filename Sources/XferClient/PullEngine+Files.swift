@@ -1,4 +1,3 @@
-import CXferShims
 import Foundation
 import XferCore
 import XferProtocol
@@ -10,13 +9,6 @@ extension PullEngine {
     /// (a document must not become a privilege on the machine that pulls it); the sticky bit
     /// and rwx bits do.
     static func safeMode(_ mode: UInt32) -> mode_t { mode_t(mode & 0o1777) }
-
-    static func check(_ result: Int32, _ action: String, _ path: String) throws {
-        guard result >= 0 else {
-            let err = errno
-            throw XferError(.io, "cannot \(action) \(path)", cause: SystemErrno(err))
-        }
-    }
 
     /// Reads `chunk.length` bytes at `offset` and reports whether they give the chunk's id
     /// (under `codec`: a keyed one in an end-to-end encrypted container).

@@ -1,4 +1,3 @@
-import CXferShims
 import Foundation
 import XferCore
 import XferProtocol
@@ -67,7 +66,7 @@ extension PullEngine {
             // Created at its final size and closed: StagingFiles opens it again to write.
             let fd = try directory.openFile(leaf, flags: O_RDWR | O_CREAT)
             defer { close(fd) }
-            try Self.check(ftruncate(fd, off_t(size)), "size", directory.describe(leaf))
+            try Syscall.ftruncate(fd, to: Int64(size), path: directory.describe(leaf))
         }
     }
 
@@ -301,15 +300,8 @@ extension PullEngine {
     /// Gives a staged file its version's mode and modification time, fsynced between the two
     /// when `durable` (else a syncfs of the whole staging copy makes it durable later).
     static func finish(_ fd: Int32, _ entry: Manifest.Entry, path: String, durable: Bool) throws {
-        try check(fchmod(fd, safeMode(entry.mode)), "set the mode of", path)
+        try Syscall.fchmod(fd, safeMode(entry.mode), path: path)
         if durable { try Syscall.fsync(fd, path: path) }
-        try check(
-            futimens(
-                fd,
-                [
-                    ConfinedDirectory.timeSpec(entry.mtimeNanoseconds),
-                    ConfinedDirectory.timeSpec(entry.mtimeNanoseconds)
-                ]),
-            "set the modification time of", path)
+        try Syscall.setTimes(fd, nil, to: ConfinedDirectory.timeSpec(entry.mtimeNanoseconds), path: path)
     }
 }

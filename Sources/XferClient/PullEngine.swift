@@ -1,4 +1,3 @@
-import CXferShims
 import Foundation
 import XferCore
 import XferProtocol

@@ -20,7 +20,7 @@ package enum StorageFaults {
         case remove
         /// An open that may create or write.
         case open
-        /// `fchmod`, `futimens`, `utimensat`.
+        /// `fchmod`, `futimens`, `utimensat`, `ftruncate`: a mode, time or size.
         case attributes
     }
 

@@ -74,14 +74,14 @@ extension Syscall {
         guard result == 0 else { throw XferError.writing(errno, "set the modification time of", path) }
     }
 
-    /// `ftruncate` (fault: ``StorageFaults/Operation/write``).
+    /// `ftruncate`: sets a file's size, writing no data (fault: ``StorageFaults/Operation/attributes``).
     package static func ftruncate(_ fd: Int32, to length: Int64, path: String) throws {
-        if case .fail(let err)? = StorageFaults.take(.write, path: path) {
-            throw XferError.writing(err, "truncate", path)
+        if case .fail(let err)? = StorageFaults.take(.attributes, path: path) {
+            throw XferError.writing(err, "set the size of", path)
         }
         while Glibc.ftruncate(fd, off_t(length)) != 0 {
             if errno == EINTR { continue }
-            throw XferError.writing(errno, "truncate", path)
+            throw XferError.writing(errno, "set the size of", path)
         }
     }
 }
