@@ -125,7 +125,7 @@ extension Routes {
                             var frames = ByteBufferAllocator().buffer(
                                 capacity: sent.reduce(0) { $0 + ChunkFrames.frameHeaderSize + $1.payload.count })
                             for chunk in sent {
-                                ChunkFrames.withHeader(of: chunk) { frames.writeBytes($0) }
+                                ChunkFrames.withHeader(of: chunk) { _ = frames.writeBytes($0) }
                                 frames.writeBytes(chunk.payload)
                             }
                             ServerMetrics.process.bytesOut.increment(by: Int64(frames.readableBytes))

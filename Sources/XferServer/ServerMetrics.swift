@@ -30,35 +30,48 @@ public final class ServerMetrics: Sendable {
     let accounts: Prometheus.Gauge
     let bytesUsed: Prometheus.Gauge
 
+    /// The descriptor of the metric named `name` in full, as it is scraped.
+    private static func metric(_ name: String, help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
+    }
+
     private init() {
         let registry = PrometheusCollectorRegistry()
         self.registry = registry
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         chunksReceived = registry.makeCounter(
-            name: "xfer_chunks_received_total", help: "Chunks received in uploads (stored or already held).")
+            descriptor: Self.metric(
+                "xfer_chunks_received_total", help: "Chunks received in uploads (stored or already held)."))
         chunksStored = registry.makeCounter(
-            name: "xfer_chunks_stored_total", help: "Chunks newly recorded for an account (the rest were deduplicated)."
-        )
+            descriptor: Self.metric(
+                "xfer_chunks_stored_total", help: "Chunks newly recorded for an account (the rest were deduplicated)."))
         chunkBytesStored = registry.makeCounter(
-            name: "xfer_chunk_bytes_stored_total", help: "Plain bytes of the chunks newly recorded for an account.")
-        bytesIn = registry.makeCounter(name: "xfer_upload_bytes_total", help: "Bytes of chunk frames received.")
+            descriptor: Self.metric(
+                "xfer_chunk_bytes_stored_total", help: "Plain bytes of the chunks newly recorded for an account."))
+        bytesIn = registry.makeCounter(
+            descriptor: Self.metric("xfer_upload_bytes_total", help: "Bytes of chunk frames received."))
         bytesOut = registry.makeCounter(
-            name: "xfer_download_bytes_total", help: "Bytes of chunk frames and web downloads sent.")
-        commits = registry.makeCounter(name: "xfer_commits_total", help: "Versions committed.")
-        conflicts = registry.makeCounter(name: "xfer_conflicts_total", help: "Commits kept as conflict versions.")
+            descriptor: Self.metric("xfer_download_bytes_total", help: "Bytes of chunk frames and web downloads sent."))
+        commits = registry.makeCounter(descriptor: Self.metric("xfer_commits_total", help: "Versions committed."))
+        conflicts = registry.makeCounter(
+            descriptor: Self.metric("xfer_conflicts_total", help: "Commits kept as conflict versions."))
         feedWaiters = registry.makeGauge(
-            name: "xfer_feed_waiters", help: "Change-feed long polls and web event streams waiting now.")
-        gcRuns = registry.makeCounter(name: "xfer_gc_runs_total", help: "Garbage collections run.")
+            descriptor: Self.metric(
+                "xfer_feed_waiters", help: "Change-feed long polls and web event streams waiting now."))
+        gcRuns = registry.makeCounter(descriptor: Self.metric("xfer_gc_runs_total", help: "Garbage collections run."))
         gcChunksRemoved = registry.makeCounter(
-            name: "xfer_gc_chunks_removed_total", help: "Chunks garbage collection removed.")
-        gcBytesFreed = registry.makeCounter(name: "xfer_gc_bytes_freed_total", help: "Bytes garbage collection freed.")
-        verifyRuns = registry.makeCounter(name: "xfer_verify_runs_total", help: "Verifications run.")
+            descriptor: Self.metric("xfer_gc_chunks_removed_total", help: "Chunks garbage collection removed."))
+        gcBytesFreed = registry.makeCounter(
+            descriptor: Self.metric("xfer_gc_bytes_freed_total", help: "Bytes garbage collection freed."))
+        verifyRuns = registry.makeCounter(descriptor: Self.metric("xfer_verify_runs_total", help: "Verifications run."))
         verifyDamaged = registry.makeGauge(
-            name: "xfer_verify_damaged", help: "Damaged chunks and manifests the last verification found.")
-        accounts = registry.makeGauge(name: "xfer_accounts", help: "Accounts, when last scraped.")
+            descriptor: Self.metric(
+                "xfer_verify_damaged", help: "Damaged chunks and manifests the last verification found."))
+        accounts = registry.makeGauge(descriptor: Self.metric("xfer_accounts", help: "Accounts, when last scraped."))
         bytesUsed = registry.makeGauge(
-            name: "xfer_used_bytes",
-            help: "Plain bytes every account holds (each chunk once per account), when last scraped.")
+            descriptor: Self.metric(
+                "xfer_used_bytes",
+                help: "Plain bytes every account holds (each chunk once per account), when last scraped."))
     }
 
     /// Counts a committed version, and a conflict when the commit made one: it was kept as a

@@ -11,7 +11,7 @@ import XferCore
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-confined-\(UUID().uuidString)")
             .path
         try FileManager.default.createDirectory(atPath: root + "/sub", withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: root + "/kept", contents: Data([1, 2, 3]))
+        #expect(FileManager.default.createFile(atPath: root + "/kept", contents: Data([1, 2, 3])))
         defer {
             StorageFaults.disarm(pathContains: root)
             try? FileManager.default.removeItem(atPath: root)

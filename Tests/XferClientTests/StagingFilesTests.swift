@@ -12,7 +12,7 @@ import XferCore
         try FileManager.default.createDirectory(atPath: root + "/a/b", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let places = (0..<6).map { index in index % 2 == 0 ? "a/b/f\(index)" : "f\(index)" }
-        for place in places { FileManager.default.createFile(atPath: root + "/" + place, contents: nil) }
+        for place in places { #expect(FileManager.default.createFile(atPath: root + "/" + place, contents: nil)) }
         let files = StagingFiles(root: try ConfinedDirectory(opening: root), prefix: root, paths: places, limit: 2)
         #expect(files.path(0) == root + "/a/b/f0")
         // Round-robin writes, so every write after the first two reopens a file closed earlier.
@@ -41,7 +41,7 @@ import XferCore
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let places = (0..<8).map { "f\($0)" }
-        for place in places { FileManager.default.createFile(atPath: root + "/" + place, contents: nil) }
+        for place in places { #expect(FileManager.default.createFile(atPath: root + "/" + place, contents: nil)) }
         let files = StagingFiles(
             root: try ConfinedDirectory(opening: root), prefix: root, paths: places, limit: 2,
             writes: Array(repeating: 64, count: places.count))
@@ -86,7 +86,7 @@ import XferCore
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: root) }
         let places = (0..<3).map { "f\($0)" }
-        FileManager.default.createFile(atPath: root + "/f2", contents: Data("theirs".utf8))
+        #expect(FileManager.default.createFile(atPath: root + "/f2", contents: Data("theirs".utf8)))
         let finishedWith = Locked<[Int]>([])
         let files = StagingFiles(
             root: try ConfinedDirectory(opening: root), prefix: root, paths: places, limit: 1, writes: [2, 1, 1],

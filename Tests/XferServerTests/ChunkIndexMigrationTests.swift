@@ -20,9 +20,10 @@ import XferProtocol
     func holdingsAndLocationsSurviveTheMigration(_ kind: String) async throws {
         try await IndexKeyTests.withPlace(kind, "cm") { place in
             let (a, b, c, absent) = (ChunkID.of([1]), ChunkID.of([2]), ChunkID.of([3]), ChunkID.of([4]))
+            let last: String = try #require(Self.before[kind])  // a version before the migration
             do {
                 let old =
-                    try await IndexKeyTests.open(kind, place, migratingUpTo: try #require(Self.before[kind]))
+                    try await IndexKeyTests.open(kind, place, migratingUpTo: last)
                     as! any SQLMetadataStore
                 defer { (old as? PostgresMetadataStore)?.shutdown() }
                 _ = try await old.createAccount(

@@ -126,7 +126,8 @@ extension WebRoutes {
                         ).head) ?? seen
                     if head != seen {
                         cursor = head
-                        try await writer.write(ByteBuffer(string: "event: change\ndata: \(head)\n\n"))
+                        try await writer.write(
+                            ByteBuffer(string: "event: change\ndata: \(head.map(String.init) ?? "")\n\n"))
                     } else {
                         try await writer.write(ByteBuffer(string: ": waiting\n\n"))
                     }

@@ -25,7 +25,7 @@ extension SQLMetadataStore {
     }
 
     public func addAdminToken(hash: [UInt8]) async throws {
-        try await write { tx in
+        _ = try await write { tx in
             try tx.sql.rows(
                 "INSERT INTO tokens (hash, account_id, admin, created_at) VALUES (?, NULL, ?, ?)", hash, true,
                 MetadataTransaction.now())

@@ -54,7 +54,7 @@ extension SQLMetadataStore {
     }
 
     public func forgetDeletions(before cutoff: Int64) async throws {
-        try await write { tx in try tx.sql.rows("DELETE FROM chunk_deletions WHERE finished_at < ?", cutoff) }
+        _ = try await write { tx in try tx.sql.rows("DELETE FROM chunk_deletions WHERE finished_at < ?", cutoff) }
     }
 
     public func expireLeases(olderThan cutoff: Int64) async throws -> (chunks: Int, bytes: Int64) {

@@ -25,6 +25,7 @@ struct PostgresSession: SQLSession {
         return pool
     }()
 
+    @discardableResult
     func rows(_ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
         var bindings = PostgresBindings(capacity: values.count)
         for value in values {
