@@ -13,7 +13,14 @@ bash tools/setup.sh
 . tools/env.sh
 python3 tools/check-format.py   # docs/FORMAT.md, implemented independently, against the pinned vectors
 swift format lint --strict --configuration .swift-format -r Sources Tests Examples   # the layout (.swift-format); `swift format -i -r ...` fixes it
-swift build --build-tests
+# A clean build compiles every file: a warning from Sources/, Tests/ or Examples/ fails the run.
+build_log=$(mktemp)
+swift build --build-tests 2>&1 | tee "$build_log"
+if grep -E "^$PWD/(Sources|Tests|Examples)/.*: warning:" "$build_log"; then
+  echo "test: the compiler warns about the lines above; fix them" >&2
+  exit 1
+fi
+rm -f "$build_log"
 swift test --skip-build "$@"
 if [ $# -eq 0 ]; then
   # The library-level client suite again over servers that seal their data at rest.
