@@ -1,7 +1,5 @@
 #!/usr/bin/env bash
-# Sets up the machine and runs the whole test suite (debug build): the Swift tests (the client
-# suite a second time over servers that seal their data at rest, XFER_TEST_SEALING=1, and a
-# third time on an end-to-end encrypted container, XFER_TEST_E2E=1), the web view in headless
+# Sets up the machine and runs the whole test suite (debug build): the Swift tests, the web view in headless
 # Chromium (tools/web-test.py), then the
 # short versions of the reliability suites (docs/RELIABILITY.md): faults through the proxy,
 # kill -9 crash loops, the randomized sync check, a git-checkout soak under two daemons, a load test, schemathesis against the OpenAPI description,
@@ -23,11 +21,8 @@ fi
 rm -f "$build_log"
 swift test --skip-build "$@"
 if [ $# -eq 0 ]; then
-  # The library-level client suite again over servers that seal their data at rest.
-  XFER_TEST_SEALING=1 swift test --skip-build --filter XferClientTests
-  # And on an end-to-end encrypted container, every device holding its key (a test of what
-  # only a plain container does says so and is skipped: LiveServer.plainOnly).
-  XFER_TEST_E2E=1 swift test --skip-build --filter XferClientTests
+  # (The client suite runs again on PostgreSQL + S3, plain and on an end-to-end encrypted
+  # container over servers that seal at rest, in tools/backend-tests.sh below.)
   # The web view in headless Chromium (installed by the script if missing), against the CLI.
   python3 tools/web-test.py --xfer .build/debug/xfer
   # /metrics scraped and parsed by prometheus-client's text parser (PyPI, installed if missing).
