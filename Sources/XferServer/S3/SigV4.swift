@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import XferCore
 
 /// AWS Signature Version 4 for S3 requests (header form), as docs.aws.amazon.com describes
 /// it: a canonical request, a string to sign, a signing key derived from the secret by four
@@ -15,7 +15,7 @@ public struct SigV4Signer: Sendable {
     public var service = "s3"
 
     /// The hash S3 expects in `x-amz-content-sha256` for a body.
-    public static func payloadHash(_ body: [UInt8]) -> String { hex(SHA256.hash(data: body)) }
+    public static func payloadHash(_ body: [UInt8]) -> String { hex(Digest.sha256(body)) }
 
     /// Creates a signer.
     public init(accessKey: String, secretKey: String, region: String = "us-east-1") {
@@ -63,13 +63,11 @@ public struct SigV4Signer: Sendable {
         .joined(separator: "\n")
         let scope = "\(day)/\(region)/\(service)/aws4_request"
         let stringToSign = [
-            "AWS4-HMAC-SHA256", amzDate, scope, Self.hex(SHA256.hash(data: Array(canonicalRequest.utf8)))
+            "AWS4-HMAC-SHA256", amzDate, scope, Self.hex(Digest.sha256(Array(canonicalRequest.utf8)))
         ].joined(separator: "\n")
-        var key = SymmetricKey(data: Array("AWS4\(secretKey)".utf8))
-        for part in [day, region, service, "aws4_request"] {
-            key = SymmetricKey(data: Array(HMAC<SHA256>.authenticationCode(for: Array(part.utf8), using: key)))
-        }
-        let signature = Self.hex(HMAC<SHA256>.authenticationCode(for: Array(stringToSign.utf8), using: key))
+        var key = Array("AWS4\(secretKey)".utf8)
+        for part in [day, region, service, "aws4_request"] { key = Digest.hmacSHA256(key: key, Array(part.utf8)) }
+        let signature = Self.hex(Digest.hmacSHA256(key: key, Array(stringToSign.utf8)))
         return [
             ("x-amz-date", amzDate), ("x-amz-content-sha256", payloadHash),
             (
