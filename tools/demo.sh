@@ -8,6 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 . tools/env.sh
+if [ ! -x .build/release/xfer ]; then
+  # Measured on a 2-core machine: 598 s from a clean clone (the dependencies' C and Swift,
+  # BoringSSL among them, are most of it); later builds take seconds.
+  echo "demo: building xfer (release); a first build takes about 10 minutes on 2 cores" >&2
+fi
 swift build -c release --product xfer
 bin="$(swift build -c release --show-bin-path)/xfer"
 
