@@ -210,8 +210,10 @@ import XferProtocol
             outcome.withLock { $0 = taken }
             returned.signal()
         }
-        stop.withLock { $0 = true }
+        slots.close()  // the push stopped: it is woken, not left to poll
         #expect(returned.wait(timeout: .now() + .seconds(10)) == .success)
         #expect(outcome.value == false)
+        #expect(stop.value, "the pipeline sees the push stopped")
+        #expect(!slots.take(), "and a later take waits for nothing")
     }
 }
