@@ -1,6 +1,6 @@
 // swift-tools-version: 6.1
 // Benchmarks live in their own package so that package-benchmark stays out of the main
-// build and its tests. `tools/perf.sh` runs xfer-perf; `swift package benchmark` runs the
+// build and its tests. `tools/bench/perf.sh` runs xfer-perf; `swift package benchmark` runs the
 // microbenchmarks.
 import PackageDescription
 

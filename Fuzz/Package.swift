@@ -3,7 +3,7 @@
 // package so that the instrumented build stays out of the main one (docs/RELIABILITY.md,
 // "Coverage-guided fuzzing"). One executable a decoder family, each exporting
 // `LLVMFuzzerTestOneInput`; libFuzzer's own `main` drives it. Built and run by
-// `tools/fuzz-libfuzzer.sh`:
+// `tools/suites/fuzz-libfuzzer.sh`:
 //
 //     swift build --package-path Fuzz -c release --sanitize=fuzzer
 //

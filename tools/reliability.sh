@@ -13,13 +13,13 @@ bash tools/setup.sh
 OUT="${OUT:-/tmp/xfer-reliability}"
 mkdir -p "$OUT"
 swift build -c release --product xfer
-bash tools/fuzz.sh 200000 | tee "$OUT/fuzz.log" | tail -3
-bash tools/fuzz-libfuzzer.sh 300 | tee "$OUT/libfuzzer.log" | tail -8   # libFuzzer, 5 min on each of 7 decoders, 2 at a time
-python3 tools/fault-suite.py --seeds 2000 --configuration release --json "$OUT/faults.json" | tail -1
-python3 tools/crash-suite.py --server-kills 1000 --client-kills 30 --seed 1 --configuration release --json "$OUT/crash.json" | tail -1
-python3 tools/sync-check.py --seed 101 --seeds 10 --steps 1000 --configuration release --keep-going --json "$OUT/sync-check.json" | tail -1   # 10,000 steps
-python3 tools/soak-git.py --switches 100 --seed 7 --configuration release | tail -1   # the git-checkout soak, long
-python3 tools/editor-suite.py --rounds 5 --configuration release --json "$OUT/editors.json" | tail -1   # how real editors save
-python3 tools/load-test.py --clients 50 --seconds 60 --configuration release --json "$OUT/load.json" | tail -1
-bash tools/schemathesis.sh 100 | tail -1
+bash tools/suites/fuzz.sh 200000 | tee "$OUT/fuzz.log" | tail -3
+bash tools/suites/fuzz-libfuzzer.sh 300 | tee "$OUT/libfuzzer.log" | tail -8   # libFuzzer, 5 min on each of 7 decoders, 2 at a time
+python3 tools/suites/fault-suite.py --seeds 2000 --configuration release --json "$OUT/faults.json" | tail -1
+python3 tools/suites/crash-suite.py --server-kills 1000 --client-kills 30 --seed 1 --configuration release --json "$OUT/crash.json" | tail -1
+python3 tools/suites/sync-check.py --seed 101 --seeds 10 --steps 1000 --configuration release --keep-going --json "$OUT/sync-check.json" | tail -1   # 10,000 steps
+python3 tools/suites/soak-git.py --switches 100 --seed 7 --configuration release | tail -1   # the git-checkout soak, long
+python3 tools/suites/editor-suite.py --rounds 5 --configuration release --json "$OUT/editors.json" | tail -1   # how real editors save
+python3 tools/suites/load-test.py --clients 50 --seconds 60 --configuration release --json "$OUT/load.json" | tail -1
+bash tools/suites/schemathesis.sh 100 | tail -1
 echo "reports in $OUT"

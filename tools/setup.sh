@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing xfer needs on Debian/Ubuntu: the C libraries
 # (libzstd, OpenSSL libcrypto, SQLite) and pkg-config; git and rsync for the soak test and the
-# benchmarks that compare with rsync; python3-cryptography for tools/check-format.py's sealed-value
-# vector; litmus and rclone, WebDAV clients nobody here wrote (tools/webdav-test.py). Swift itself is expected at
+# benchmarks that compare with rsync; python3-cryptography for tools/suites/check-format.py's sealed-value
+# vector; litmus and rclone, WebDAV clients nobody here wrote (tools/suites/webdav-test.py). Swift itself is expected at
 # /opt/swift or on PATH, with its clang runtime's libFuzzer (lib/swift/clang/lib/linux/
-# libclang_rt.fuzzer-*.a, in every Linux toolchain from swift.org) for tools/fuzz-libfuzzer.sh.
+# libclang_rt.fuzzer-*.a, in every Linux toolchain from swift.org) for tools/suites/fuzz-libfuzzer.sh.
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
@@ -31,5 +31,5 @@ if ! command -v swift >/dev/null 2>&1; then
 fi
 swift_bin=$(command -v swift || echo /opt/swift/usr/bin/swift)
 if ! compgen -G "$(dirname "$(readlink -f "$swift_bin")")/../lib/swift/clang/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null; then
-  echo "setup: this Swift toolchain has no libFuzzer runtime (libclang_rt.fuzzer); tools/fuzz-libfuzzer.sh needs a swift.org Linux toolchain" >&2
+  echo "setup: this Swift toolchain has no libFuzzer runtime (libclang_rt.fuzzer); tools/suites/fuzz-libfuzzer.sh needs a swift.org Linux toolchain" >&2
 fi

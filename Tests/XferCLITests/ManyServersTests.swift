@@ -2,8 +2,8 @@ import Foundation
 import Testing
 import XferCore
 
-/// Two `xfer serve` processes sharing one PostgreSQL database and one S3 bucket (tools/pg-up.sh,
-/// tools/ceph-up.sh), when XFER_POSTGRES_URL and XFER_S3_ENDPOINT are set.
+/// Two `xfer serve` processes sharing one PostgreSQL database and one S3 bucket (tools/ops/pg-up.sh,
+/// tools/ops/ceph-up.sh), when XFER_POSTGRES_URL and XFER_S3_ENDPOINT are set.
 @Suite(.serialized) struct ManyServersTests {
     static let environment = ProcessInfo.processInfo.environment
     static let enabled = environment["XFER_POSTGRES_URL"] != nil && environment["XFER_S3_ENDPOINT"] != nil

@@ -117,7 +117,7 @@ extension URL {
     }
 }
 
-/// `xfer serve --chunks s3://…` against a real S3-compatible endpoint (tools/ceph-up.sh), when
+/// `xfer serve --chunks s3://…` against a real S3-compatible endpoint (tools/ops/ceph-up.sh), when
 /// XFER_S3_ENDPOINT and the AWS_* credentials are set.
 @Suite(.serialized) struct S3ServeTests {
     static let endpoint = ProcessInfo.processInfo.environment["XFER_S3_ENDPOINT"]

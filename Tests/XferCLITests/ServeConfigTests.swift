@@ -7,9 +7,9 @@ import XferTestSupport
 /// server alone, a flag overrides the environment which overrides the file, and a bad file or
 /// value is refused with its source named.
 @Suite struct ServeConfigTests {
-    /// The example file of tools/.
+    /// The example file of tools/ops/.
     static let example = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("tools/xfer.yaml")
+        .deletingLastPathComponent().appendingPathComponent("tools/ops/xfer.yaml")
 
     static func temporaryRoot() throws -> URL {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-config-\(UUID().uuidString)")

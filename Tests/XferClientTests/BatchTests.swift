@@ -9,7 +9,7 @@ import XferProtocol
 /// Many small documents go in batches. Up: one hashing run, one question about missing chunks,
 /// shared upload bodies and one batch commit (`POST …/commits`). Down: one manifest request
 /// (`POST …/manifests`) and shared chunk downloads. Each document still succeeds or fails on
-/// its own, with the single transfer's rules. Runs on every backend (tools/backend-tests.sh).
+/// its own, with the single transfer's rules. Runs on every backend (tools/suites/backend-tests.sh).
 @Suite struct BatchTests {
     /// A one-file manifest for `bytes` and the chunk that holds them.
     static func document(_ bytes: [UInt8], mtime: Int64 = 1_700_000_000_000_000_000) throws -> (

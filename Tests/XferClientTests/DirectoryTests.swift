@@ -6,7 +6,7 @@ import XferProtocol
 
 /// A synced folder's directories are documents of their own (`directory`: a name and a mode):
 /// empty ones travel, renames and deletions too, and one is removed on another device only
-/// once it is empty there. Runs on every backend (tools/backend-tests.sh).
+/// once it is empty there. Runs on every backend (tools/suites/backend-tests.sh).
 @Suite struct DirectoryTests {
     typealias Device = SyncTests.Device
 

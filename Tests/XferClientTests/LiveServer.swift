@@ -162,7 +162,7 @@ enum Files {
 }
 
 /// The backends the suite runs against: SQLite and files by default; PostgreSQL when
-/// XFER_POSTGRES_URL is set and S3 when XFER_S3_ENDPOINT is (tools/pg-up.sh, tools/ceph-up.sh),
+/// XFER_POSTGRES_URL is set and S3 when XFER_S3_ENDPOINT is (tools/ops/pg-up.sh, tools/ops/ceph-up.sh),
 /// each test in its own schema and bucket; with XFER_TEST_SEALING=1, every server seals its data
 /// at rest with a key of its own (the whole suite then runs over sealed stores).
 enum Backends {

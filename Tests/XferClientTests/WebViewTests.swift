@@ -10,7 +10,7 @@ import XferServer
 import XferTestSupport
 
 /// The web view over a real server and a real HTTP client, as a browser uses it: cookies kept,
-/// redirects looked at, not followed. (The pages in a real browser: tools/web-test.py.)
+/// redirects looked at, not followed. (The pages in a real browser: tools/suites/web-test.py.)
 @Suite(LiveServer.plainOnly("the web view shows plain containers; an encrypted one is tested on its own here"))
 struct WebViewTests {
     /// A browser's cookie jar over one HTTP client.

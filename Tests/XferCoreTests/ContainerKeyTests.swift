@@ -6,7 +6,7 @@ import Testing
 /// End-to-end keys (docs/FORMAT.md, "End-to-end keys"): derivation, the passphrase wrap, the
 /// recovery key, sealed names, padding and keyed chunking.
 @Suite struct ContainerKeyTests {
-    // Pinned for the container key 00…1f; tools/check-format.py recomputes each from the
+    // Pinned for the container key 00…1f; tools/suites/check-format.py recomputes each from the
     // document with Python's hashlib and `cryptography`.
     static let gear0 = "511b3e6a5807c202"
     static let chunkID = "4355084864e1938ed781fa1cb2098b082224f21b4cd7bdf4f79166e60fb1c129"

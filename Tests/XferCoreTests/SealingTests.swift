@@ -79,7 +79,7 @@ struct SealingTests {
                 == Array("before".utf8)[...])
     }
 
-    /// docs/FORMAT.md "Sealed values", pinned; tools/check-format.py recomputes both from the
+    /// docs/FORMAT.md "Sealed values", pinned; tools/suites/check-format.py recomputes both from the
     /// document with Python's `cryptography`, so the document, this code and the vector agree.
     static let vectorSealed =
         "58465331834b72bc720790016465666768696a6b6c6d6e6f70717273b421072747bbf6645f7a37c5bf40b7e518181dcbd3ca8a9c5ad67caa3957822e3ee783546f17efe5a11a5fdfc3"

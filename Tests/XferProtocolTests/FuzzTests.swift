@@ -10,7 +10,7 @@ import XferProtocol
 /// insertions, deletions, duplicated runs, truncation). A decoder must return a value or throw
 /// an ``XferError``: anything else, or a trap, fails the run. The run is reproducible from
 /// `XFER_FUZZ_SEED`; `XFER_FUZZ_ITERATIONS` sets inputs per decoder (50,000 by default;
-/// `tools/fuzz.sh` runs 200,000 for each of the five, a million in all).
+/// `tools/suites/fuzz.sh` runs 200,000 for each of the five, a million in all).
 @Suite struct FuzzTests {
     static let iterations = Int(ProcessInfo.processInfo.environment["XFER_FUZZ_ITERATIONS"] ?? "") ?? 50_000
     static let seed = UInt64(ProcessInfo.processInfo.environment["XFER_FUZZ_SEED"] ?? "") ?? 0x5eed

@@ -12,7 +12,7 @@ import XferProtocol
 
 /// WebDAV against a hostile client (docs/SECURITY.md): a multistatus bounded whatever the
 /// locks and members, locks bounded per path, markup escaped scalar by scalar, every body limit
-/// answered with 413, and answers hardened as the web view's are. tools/attack-suite.py drives
+/// answered with 413, and answers hardened as the web view's are. tools/suites/attack-suite.py drives
 /// the same from outside, on a release build.
 @Suite struct DavHardeningTests {
     func basic(_ token: String) -> String { "Basic " + Data("anyone:\(token)".utf8).base64EncodedString() }

@@ -12,7 +12,7 @@ import XferProtocol
 
 /// WebDAV class 2: the If header's grammar and meaning, which locks conflict, the locks kept
 /// on every backend, and LOCK/UNLOCK with the check each write makes, in-process. litmus's
-/// `locks` group drives the same from outside (tools/webdav-test.py).
+/// `locks` group drives the same from outside (tools/suites/webdav-test.py).
 @Suite struct DavLockTests {
     static let container = try! ContainerName("c")
 

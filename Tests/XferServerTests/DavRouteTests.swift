@@ -11,7 +11,7 @@ import XferProtocol
 @testable import XferServer
 
 /// WebDAV's XML, and its routes in-process: who may ask, what a PUT and a DELETE leave in the
-/// document history, and what it refuses. tools/webdav-test.py drives it with litmus and rclone.
+/// document history, and what it refuses. tools/suites/webdav-test.py drives it with litmus and rclone.
 @Suite struct DavRouteTests {
     static func name(_ local: String, _ namespace: String = "DAV:") -> DavXML.Name {
         DavXML.Name(namespace: namespace, local: local)

@@ -7,7 +7,7 @@ import XferProtocol
 
 /// The metadata rules every backend shares (written once, in Storage/MetadataStore.swift), on
 /// their own, without a database. The conformance suite (XferClientTests on SQLite and on
-/// PostgreSQL, tools/backend-tests.sh) checks each backend applies them.
+/// PostgreSQL, tools/suites/backend-tests.sh) checks each backend applies them.
 @Suite struct DomainRulesTests {
     @Test func aStaleBaseIsAConflictAndTheLaterEditStaysCurrent() {
         let a = Data([1])

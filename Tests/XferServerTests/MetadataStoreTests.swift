@@ -6,7 +6,7 @@ import XferProtocol
 @testable import XferServer
 
 /// The metadata store's answers, asked directly, on every backend this run can reach: SQLite
-/// always, PostgreSQL when XFER_POSTGRES_URL is set (tools/pg-up.sh; each test in its own
+/// always, PostgreSQL when XFER_POSTGRES_URL is set (tools/ops/pg-up.sh; each test in its own
 /// schema). The rules are written once over SQL (`SQLMetadataStore`); this suite is where a
 /// difference between the two databases (types, text order, NULLs, clocks, locks) turns red.
 @Suite struct MetadataStoreTests {

@@ -5,7 +5,7 @@ import XferCore
 @testable import XferServer
 
 /// The packed chunk store over each pack storage: files in a directory always, and a real
-/// S3-compatible endpoint (Ceph RGW from tools/ceph-up.sh) when XFER_S3_ENDPOINT is set. One
+/// S3-compatible endpoint (Ceph RGW from tools/ops/ceph-up.sh) when XFER_S3_ENDPOINT is set. One
 /// suite for both, so the two cannot drift apart. Also the move of an older data directory's
 /// chunk files into packs.
 @Suite struct PackedChunkStoreTests {

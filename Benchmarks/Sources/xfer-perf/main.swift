@@ -2,7 +2,7 @@
 //
 //   xfer-perf FILE [--sha-ceiling BYTES_PER_S] [--level N] [--repeat N] [--json]
 //
-// FILE should be ~1 GiB of real data in the page cache (tools/perf.sh makes one). Every rate
+// FILE should be ~1 GiB of real data in the page cache (tools/bench/perf.sh makes one). Every rate
 // is the best of --repeat runs, since these machines are noisy; ratios compare rates taken
 // in this same run.
 import Dispatch
@@ -36,7 +36,7 @@ struct Arguments {
             }
         }
         if file.isEmpty {
-            FileHandle.standardError.write(Data("xfer-perf: give a data file (tools/perf.sh makes one)\n".utf8))
+            FileHandle.standardError.write(Data("xfer-perf: give a data file (tools/bench/perf.sh makes one)\n".utf8))
             exit(2)
         }
     }

@@ -3,7 +3,7 @@
 //
 //   xfer-s3-perf [--total SIZE] [--chunk SIZE] [--json]
 //
-// Needs XFER_S3_ENDPOINT and the AWS_* keys (tools/bench-s3.sh starts a throwaway Ceph RGW and
+// Needs XFER_S3_ENDPOINT and the AWS_* keys (tools/bench/bench-s3.sh starts a throwaway Ceph RGW and
 // sets them). Writes TOTAL of incompressible data into a fresh bucket, as CHUNK-sized objects
 // at several parallelisms and as packs of several sizes, then reads it back the same ways,
 // plus ranged reads of single chunks out of packs (what a pull of a few edited chunks does).
@@ -67,7 +67,7 @@ enum S3Perf {
     static func main() async throws {
         let arguments = Arguments()
         guard let endpoint = ProcessInfo.processInfo.environment["XFER_S3_ENDPOINT"] else {
-            FileHandle.standardError.write(Data("xfer-s3-perf: set XFER_S3_ENDPOINT and AWS_* (tools/bench-s3.sh does)\n".utf8))
+            FileHandle.standardError.write(Data("xfer-s3-perf: set XFER_S3_ENDPOINT and AWS_* (tools/bench/bench-s3.sh does)\n".utf8))
             exit(2)
         }
         let bucket = "xfer-s3-perf-\(UInt32.random(in: 0...UInt32.max))"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Measures the chunking core against this machine's own ceilings and prints the ratios
+# reported in docs/PERFORMANCE.md, "The chunking core". Release builds; data in the page cache.
+#
+#   tools/bench/perf.sh [DATA_FILE]
+#
+# DATA_FILE defaults to the first 1 GiB of a tar of the Swift toolchain's lib directory
+# (real binary data), made once under ${XFER_BENCH_DIR:-/tmp/xfer-bench}.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bash tools/setup.sh
+. tools/env.sh
+data="${1:-}"
+. tools/bench/bench-data.sh
+
+swift build -c release --product xfer >/dev/null
+(cd Benchmarks && swift build -c release --product xfer-perf >/dev/null)
+xfer="$(swift build -c release --show-bin-path)/xfer"
+perf="$(cd Benchmarks && swift build -c release --show-bin-path)/xfer-perf"
+
+cat "$data" "$big" > /dev/null   # into the page cache
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+sha=$(openssl speed -evp sha256 -bytes 65536 -seconds 3 2>/dev/null | awk '/^sha256/ {sub("k","",$2); print $2 * 1000}')
+echo "== openssl speed -evp sha256 (64 KiB blocks, one core): $(awk -v s="$sha" 'BEGIN {printf "%.2f GB/s", s / 1e9}')"
+echo "== xfer-perf $(basename "$data")"
+"$perf" "$data" --sha-ceiling "$sha" --repeat 3
+
+echo "== peak resident memory, 4 GiB file"
+for mode in "" "--compress"; do
+  /usr/bin/time -f "%M" -o "$dir/rss" "$xfer" chunk --summary $mode "$big" > "$dir/out"
+  rss_kib=$(cat "$dir/rss")
+  verdict=$([ "$rss_kib" -le $((128 * 1024)) ] && echo PASS || echo MISS)
+  echo "$verdict  xfer chunk --summary $mode: $((rss_kib / 1024)) MiB peak RSS [target <= 128 MiB]; $(cat "$dir/out")"
+done
