@@ -19,13 +19,13 @@ extension Xfer {
                 --behind-tls-proxy when a TLS-terminating proxy is in front (docs/SECURITY.md). \
                 SIGINT or SIGTERM stops the server gracefully. Every setting may also come from the \
                 environment (XFER_ and the flag's name: XFER_LISTEN, XFER_DEFAULT_QUOTA, …) or from a YAML \
-                file (--config FILE, or XFER_SERVE_CONFIG; keys named as the flags, as in tools/xfer.yaml); \
+                file (--config FILE, or XFER_SERVE_CONFIG; keys named as the flags, as in tools/ops/xfer.yaml); \
                 a flag overrides the environment, which overrides the file. --print-config shows the result.
                 """)
 
         @Option(
             help: ArgumentHelp(
-                "A YAML file of settings, one key a flag of this command (e.g. 'listen: 0.0.0.0:8750'; see tools/xfer.yaml). Flags override the environment (XFER_LISTEN, XFER_DEFAULT_QUOTA, …), which overrides the file. Also XFER_SERVE_CONFIG.",
+                "A YAML file of settings, one key a flag of this command (e.g. 'listen: 0.0.0.0:8750'; see tools/ops/xfer.yaml). Flags override the environment (XFER_LISTEN, XFER_DEFAULT_QUOTA, …), which overrides the file. Also XFER_SERVE_CONFIG.",
                 valueName: "FILE"))
         var config: String?
 

@@ -1,7 +1,7 @@
 /// Packs as objects in S3-compatible storage, at `PREFIX/packs/ab/abcd…`.
 ///
 /// Why packs: an object store's cost is per request more than per byte. Measured on this
-/// project's Ceph RGW (`tools/bench-s3.sh`, docs/PERFORMANCE.md, "PostgreSQL and S3"), 64 KiB objects stored at
+/// project's Ceph RGW (`tools/bench/bench-s3.sh`, docs/PERFORMANCE.md, "PostgreSQL and S3"), 64 KiB objects stored at
 /// about 40 MiB/s however many PUTs were in flight, and 4 MiB objects at 200–280 MiB/s; a
 /// ranged GET of one chunk out of a pack costs what a GET of a one-chunk object does.
 public struct S3PackStorage: PackStorage {
