@@ -98,7 +98,9 @@ import XferProtocol
             plans, pullsAfterPush: [try DocumentPath("lost")], batch: 10, budget: 64)
         #expect(downloads.batches.map { $0.map(\.value) } == [["a", "b"], ["c"]], "at most 64 bytes a batch")
         #expect(downloads.alone.map(\.value) == ["big", "lost"], "then the large ones and those a push lost")
-        #expect(downloads.deletions.map(\.path.value) == ["d/e/f", "evicted", "d/e", "d"], "directories deepest last")
+        #expect(
+            downloads.deletions.map(\.path.value) == ["d/e/f", "evicted", "d/e", "d"],
+            "files first, then directories deepest first")
         #expect(downloads.afterDeletions.map(\.value) == ["now-a-file"])
         #expect(downloads.pullsAnything)
         let nothing = SyncPassSteps.downloads([plans[4]], pullsAfterPush: [], batch: 10, budget: 64)
@@ -109,9 +111,15 @@ import XferProtocol
         let pass = SyncDirectory.PassPlan(plans: [], held: [], heldCounts: (0, 0, 0), invalid: [])
         #expect(SyncPassSteps.settles(serverChanged: false, pass, SyncSummary()))
         #expect(!SyncPassSteps.settles(serverChanged: true, pass, SyncSummary()), "a new server is never settled")
-        var failed = SyncSummary()
-        failed.failed = 1
-        #expect(!SyncPassSteps.settles(serverChanged: false, pass, failed))
+        // Anything failed, retried, waiting, held, in conflict or rolled back keeps the pass unsettled.
+        let unsettling: [WritableKeyPath<SyncSummary, Int>] = [
+            \.failed, \.retried, \.waiting, \.deletionsHeld, \.conflicts, \.rolledBack
+        ]
+        for field in unsettling {
+            var summary = SyncSummary()
+            summary[keyPath: field] = 1
+            #expect(!SyncPassSteps.settles(serverChanged: false, pass, summary), "\(field)")
+        }
         var unreadable = pass
         unreadable.unreadable = ["x": "permission denied"]
         #expect(!SyncPassSteps.settles(serverChanged: false, unreadable, SyncSummary()))
