@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from xferlab import free_port  # noqa: E402
+from xferlab import Server, free_port  # noqa: E402
 
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
 
@@ -152,8 +152,9 @@ def main():
     work = tempfile.mkdtemp(prefix="xfer-web-")
     downloads = os.path.join(work, "downloads")
     os.makedirs(downloads)
-    port, driver_port = free_port(), free_port()
-    server_url = f"http://127.0.0.1:{port}"
+    driver_port = free_port()
+    server = Server(xfer, os.path.join(work, "data"))
+    server_url = server.url
     processes = []
     failures = []
 
@@ -174,11 +175,8 @@ def main():
         return result
 
     try:
-        data = os.path.join(work, "data")
-        processes.append(subprocess.Popen([xfer, "serve", "--data", data, "--listen", f"127.0.0.1:{port}", "--log-level", "warning"],
-                                          stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "server.log"), "w")))
-        wait_for(lambda: _healthy(server_url), 30, "the server")
-        with open(os.path.join(data, "admin-token")) as f:
+        server.start(timeout=30)
+        with open(os.path.join(server.data, "admin-token")) as f:
             admin = f.read().strip()
         token = json.loads(subprocess.run([xfer, "account", "create", "alice", "--server", server_url, "--token", admin, "--json"],
                                           capture_output=True, text=True, check=True).stdout)["token"]
@@ -352,6 +350,7 @@ def main():
             step(name, body)
         browser.quit()
     finally:
+        server.stop()
         for process in processes:
             process.terminate()
         for process in processes:
@@ -367,14 +366,6 @@ def main():
         print(f"{len(failures)} step(s) failed: {', '.join(failures)}")
         sys.exit(1)
     print("web view: every step passed in headless Chromium")
-
-
-def _healthy(url):
-    try:
-        with urllib.request.urlopen(url + "/v1/health", timeout=2) as response:
-            return response.status == 200
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def _ready(port):
