@@ -56,16 +56,9 @@ public struct PushEngine: Sendable {
     ) async throws -> PushReport {
         try await remote.naming {
             try await ClientThreads.run {
-                let started = ContinuousClock.now
                 let connection = remote.connection
-                // The server knows the document by `name`: its sealed path in an end-to-end encrypted
-                // container. This root's state and the report by `document`.
-                let name = try remote.serverPath(document)
-                let state = try state ?? remote.clientState(root: path)
-                // The version this root holds, read first: its manifest (megabytes for a tree of many
-                // files, decoded through buffers as large) is made before the walk's entries exist.
-                let synced = try state.document(server: connection.server, container: remote.container, path: document)
-                let target = PushTarget(document: document, name: name, state: state, synced: synced, started: started)
+                let target = try self.target(path, as: document, state: state)
+                let (name, state, synced) = (target.name, target.state, target.synced)
                 // Which files must be read: those whose stamp changed since their chunks were computed.
                 var snapshot = try LocalSnapshot(
                     path: path, state: state, exclude: options.exclude, directoryItself: directoryItself)
@@ -74,8 +67,8 @@ public struct PushEngine: Sendable {
                 }
                 var chunkLists = try snapshot.knownChunks(state)
                 try await confirmed?()  // nothing has been sent yet
-                var serverCurrent: DocumentInfo? = nil
-                if options.force { serverCurrent = try? await connection.stat(container: remote.container, path: name) }
+                let serverCurrent =
+                    options.force ? try? await connection.stat(container: remote.container, path: name) : nil
                 // What the server is taken to hold of this document: the version this root synced,
                 // unless the server says otherwise. (The root's own records, its chunk lists and
                 // names, stay `synced`'s whatever the server says: they describe local files.)
@@ -102,11 +95,9 @@ public struct PushEngine: Sendable {
                 // The upload bodies' pages, before the manifest is made.
                 ProcessMemory.returnFreePages(afterFiles: fileCount, bytes: total)
                 // The manifest, sent as a delta against the base version.
-                let manifest = try snapshot.manifest(
-                    chunkLists,
-                    chunker: PushDecisions.chunker(
-                        readAny: readAny, synced: synced,
-                        configured: options.pipeline.chunker))
+                let chunker = PushDecisions.chunker(
+                    readAny: readAny, synced: synced, configured: options.pipeline.chunker)
+                let manifest = try snapshot.manifest(chunkLists, chunker: chunker)
                 // Remember what was read, even if the commit fails, so a re-run does not read it again
                 // (and so the state has every file's row: the unchanged ones' are as they were). The
                 // rows (a second of work for 200,000 files) are written while the delta is made and
@@ -175,6 +166,19 @@ public struct PushEngine: Sendable {
         let state: ClientState
         let synced: SyncedDocument?
         let started: ContinuousClock.Instant
+    }
+
+    /// The document a push of `path` makes a version of, and what this root holds of it.
+    private func target(_ path: String, as document: DocumentPath, state: ClientState?) throws -> PushTarget {
+        let started = ContinuousClock.now
+        // The server knows the document by `name`: its sealed path in an end-to-end encrypted
+        // container. This root's state and the report by `document`.
+        let name = try remote.serverPath(document)
+        let state = try state ?? remote.clientState(root: path)
+        // The version this root holds, read first: its manifest (megabytes for a tree of many
+        // files, decoded through buffers as large) is made before the walk's entries exist.
+        let synced = try state.document(server: remote.connection.server, container: remote.container, path: document)
+        return PushTarget(document: document, name: name, state: state, synced: synced, started: started)
     }
 
     /// The report of a push that made no version: the synced version stands.
