@@ -11,14 +11,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from xferlab import free_port  # noqa: E402
+from xferlab import Server  # noqa: E402
 
 xfer, data1g, data4g, work = sys.argv[1:5]
 results = []
@@ -54,19 +52,12 @@ def peak_rss(args, env):
 
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
-port = free_port()
-server = subprocess.Popen([xfer, "serve", "--data", f"{work}/data", "--listen", f"127.0.0.1:{port}",
-                           "--log-level", "error"], stderr=subprocess.DEVNULL)
+server = Server(xfer, f"{work}/data", log_level="error")
 try:
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health")
-            break
-        except Exception:
-            time.sleep(0.05)
+    server.start()
     token = subprocess.run([xfer, "account", "create", "bench", "--quota", "1T", "--data", f"{work}/data"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    base_env = dict(os.environ, XFER_SERVER=f"http://127.0.0.1:{port}", XFER_TOKEN=token,
+    base_env = dict(os.environ, XFER_SERVER=server.url, XFER_TOKEN=token,
                     XFER_CONFIG=f"{work}/none.json")
 
     def device(name):
@@ -178,8 +169,7 @@ try:
     report(pull_rss <= 200, f"pull of 4 GiB: {pull_rss:.0f} MiB peak RSS [target <= 200 MiB]; "
            f"{pulled4['bytes'] / pulled4['seconds'] / 1e9:.3f} GB/s")
 finally:
-    server.send_signal(signal.SIGTERM)
-    server.wait(timeout=30)
+    server.stop()
     shutil.rmtree(work, ignore_errors=True)
 
 print("\n".join(["", "summary:"] + results))

@@ -21,7 +21,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from xferlab import free_port  # noqa: E402
+from xferlab import Server  # noqa: E402
 
 xfer, data1g, work, iterations = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 shutil.rmtree(work, ignore_errors=True)
@@ -29,24 +29,17 @@ os.makedirs(work)
 
 
 
-port = free_port()
-server = subprocess.Popen([xfer, "serve", "--data", f"{work}/data", "--listen", f"127.0.0.1:{port}", "--log-level", "warning"],
-                          stderr=subprocess.DEVNULL)
+server = Server(xfer, f"{work}/data", log_level="warning")
 try:
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=1)
-            break
-        except Exception:
-            time.sleep(0.05)
+    server.start()
     token = subprocess.run([xfer, "account", "create", "bench", "--data", f"{work}/data", "--quota", "100G"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    env = dict(os.environ, XFER_SERVER=f"http://127.0.0.1:{port}", XFER_TOKEN=token, XFER_STATE_DIR=f"{work}/state",
+    env = dict(os.environ, XFER_SERVER=server.url, XFER_TOKEN=token, XFER_STATE_DIR=f"{work}/state",
                XFER_CONFIG=f"{work}/none.json")
 
     def cursor():
         with urllib.request.urlopen(urllib.request.Request(
-                f"http://127.0.0.1:{port}/v1/containers/default/documents?limit=1",
+                f"{server.url}/v1/containers/default/documents?limit=1",
                 headers={"Authorization": f"Bearer {token}"})) as answer:
             return json.load(answer)["cursor"]
 
@@ -79,7 +72,7 @@ try:
 
             def wait():
                 request = urllib.request.Request(
-                    f"http://127.0.0.1:{port}/v1/containers/default/changes?after={after}&wait=30",
+                    f"{server.url}/v1/containers/default/changes?after={after}&wait=30",
                     headers={"Authorization": f"Bearer {token}"})
                 with urllib.request.urlopen(request, timeout=60) as answer:
                     body = json.load(answer)
@@ -110,6 +103,5 @@ try:
               f"max {worst * 1000:5.1f} ms ({iterations} runs; net of process start: median {(median - process_start) * 1000:5.1f} ms; "
               f"seen as {', '.join(f'{k} x{v}' for k, v in sorted(states.items()))})  target < 50 ms", flush=True)
 finally:
-    server.terminate()
-    server.wait()
+    server.stop()
 sys.exit(1 if failures else 0)

@@ -36,7 +36,7 @@ def main():
     args = parser.parse_args()
     xfer = os.path.abspath(args.xfer)
     work = tempfile.mkdtemp(prefix="xfer-bench-web-", dir=args.work)
-    processes = []
+    server, processes = None, []
     try:
         data, source = os.path.join(work, "data"), os.path.join(work, "source")
         os.makedirs(source)
@@ -52,12 +52,10 @@ def main():
             os.makedirs(directory, exist_ok=True)
             with open(os.path.join(directory, f"f{i}.txt"), "wb") as f:
                 f.write(os.urandom(2000 + (i * 7919) % 60000))
-        port, static_port = free_port(), free_port()
-        url = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen([xfer, "serve", "--data", data, "--listen", f"127.0.0.1:{port}", "--log-level", "warning"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        processes.append(server)
-        wait_healthy(url + "/v1/health")
+        server = xferlab.Server(xfer, data, log_level="warning")
+        static_port = free_port()
+        url = server.url
+        server.start(timeout=30)
         with open(os.path.join(data, "admin-token")) as f:
             admin = f.read().strip()
         token = json.loads(subprocess.run([xfer, "account", "create", "bench", "--quota", "100G", "--server", url, "--token", admin,
@@ -92,12 +90,12 @@ def main():
         wait_healthy(f"http://127.0.0.1:{static_port}/big.bin")
         out = os.path.join(work, "out")
         cases = [
-            ("file: web view (curl)", ["curl", "-sf", "-H", f"Cookie: {cookie}", "-o", out, url + "/web/c/default/raw?path=Documents%2Fbig.bin"], server.pid, big),
-            ("file: xfer pull", [xfer, "pull", "Documents/big.bin", out, "--force"], server.pid, big),
+            ("file: web view (curl)", ["curl", "-sf", "-H", f"Cookie: {cookie}", "-o", out, url + "/web/c/default/raw?path=Documents%2Fbig.bin"], server.process.pid, big),
+            ("file: xfer pull", [xfer, "pull", "Documents/big.bin", out, "--force"], server.process.pid, big),
             ("file: static file server (curl)", ["curl", "-sf", "-o", out, f"http://127.0.0.1:{static_port}/big.bin"], None, big),
             ("package: web view as tar (curl)", ["curl", "-sf", "-H", f"Cookie: {cookie}", "-o", out + ".tar",
-                                                 url + "/web/c/default/raw?path=Documents%2Ftree.pkg"], server.pid, None),
-            ("package: xfer pull", [xfer, "pull", "Documents/tree.pkg", out + ".pkg", "--force"], server.pid, None),
+                                                 url + "/web/c/default/raw?path=Documents%2Ftree.pkg"], server.process.pid, None),
+            ("package: xfer pull", [xfer, "pull", "Documents/tree.pkg", out + ".pkg", "--force"], server.process.pid, None),
         ]
         results = {name: [] for name, *_ in cases}
         for run in range(args.runs):
@@ -117,6 +115,8 @@ def main():
               f"the server's resident memory when each began and its peak while it ran\n")
         print_table("download", results, lambda name: size if name.startswith("file") else tree)
     finally:
+        if server:
+            server.stop()
         stop(processes)
         shutil.rmtree(work, ignore_errors=True)
 

@@ -54,18 +54,15 @@ def main():
         sys.exit("rclone is not installed (apt-get install rclone)")
     xfer = os.path.abspath(args.xfer)
     work = tempfile.mkdtemp(prefix="xfer-bench-webdav-", dir=args.work)
-    processes = []
+    server, processes = None, []
     try:
         data, peer_root, source = os.path.join(work, "data"), os.path.join(work, "peer"), os.path.join(work, "source")
         for directory in (peer_root, source):
             os.makedirs(directory)
-        port, peer_port = xferlab.free_port(), xferlab.free_port()
-        url, peer = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{peer_port}"
-        server = subprocess.Popen([xfer, "serve", "--data", data, "--listen", f"127.0.0.1:{port}", "--log-level", "warning",
-                                   "--rate-limit", "0", "--uploads-per-token", "0"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        processes.append(server)
-        benchlib.wait_healthy(url + "/v1/health")
+        server = xferlab.Server(xfer, data, extra=["--rate-limit", "0", "--uploads-per-token", "0"], log_level="warning")
+        peer_port = xferlab.free_port()
+        url, peer = server.url, f"http://127.0.0.1:{peer_port}"
+        server.start(timeout=30)
         with open(os.path.join(data, "admin-token")) as f:
             admin = f.read().strip()
         token = json.loads(subprocess.run([xfer, "account", "create", "bench", "--quota", "100G", "--server", url, "--token", admin,
@@ -92,19 +89,19 @@ def main():
             tree = os.path.join(source, f"tree{run}")
             random_tree(tree, args.files)
             steps = [
-                ("file PUT: xfer WebDAV (curl)", ["curl", "-sf", *auth, "-T", big, f"{url}/dav/box/big{run}.bin"], server.pid, env),
+                ("file PUT: xfer WebDAV (curl)", ["curl", "-sf", *auth, "-T", big, f"{url}/dav/box/big{run}.bin"], server.process.pid, env),
                 ("file PUT: rclone serve webdav (curl)", ["curl", "-sf", "-T", big, f"{peer}/big{run}.bin"], rclone_peer.pid, None),
-                ("file: xfer push", [xfer, "push", "--container", "pushed", pushed, f"big{run}.bin"], server.pid, env),
-                ("tree in: rclone copy → xfer WebDAV", ["rclone", "copy", tree, remotes["xfer"] + f"tree{run}", "--transfers", "4"], server.pid, None),
+                ("file: xfer push", [xfer, "push", "--container", "pushed", pushed, f"big{run}.bin"], server.process.pid, env),
+                ("tree in: rclone copy → xfer WebDAV", ["rclone", "copy", tree, remotes["xfer"] + f"tree{run}", "--transfers", "4"], server.process.pid, None),
                 ("tree in: rclone copy → rclone serve webdav", ["rclone", "copy", tree, remotes["rclone"] + f"tree{run}", "--transfers", "4"],
                  rclone_peer.pid, None),
             ]
             for name, command, pid, environment in (steps if run % 2 == 0 else list(reversed(steps))):
                 record(name, *(benchlib.timed_env(command, environment, pid) if environment else benchlib.timed(command, pid)))
             downs = [
-                ("file GET: xfer WebDAV (curl)", ["curl", "-sf", *auth, "-o", out, f"{url}/dav/box/big{run}.bin"], server.pid, None),
+                ("file GET: xfer WebDAV (curl)", ["curl", "-sf", *auth, "-o", out, f"{url}/dav/box/big{run}.bin"], server.process.pid, None),
                 ("file GET: rclone serve webdav (curl)", ["curl", "-sf", "-o", out, f"{peer}/big{run}.bin"], rclone_peer.pid, None),
-                ("file: xfer pull", [xfer, "pull", "--container", "pushed", f"big{run}.bin", out, "--force"], server.pid, env),
+                ("file: xfer pull", [xfer, "pull", "--container", "pushed", f"big{run}.bin", out, "--force"], server.process.pid, env),
             ]
             for name, command, pid, environment in (downs if run % 2 == 0 else list(reversed(downs))):
                 if os.path.exists(out):
@@ -121,6 +118,8 @@ def main():
               f"the server's resident memory when each step began and its peak while it ran\n")
         benchlib.print_table("step", results, lambda name: tree_bytes if name.startswith("tree") else size)
     finally:
+        if server:
+            server.stop()
         benchlib.stop(processes)
         shutil.rmtree(work, ignore_errors=True)
 
