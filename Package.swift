@@ -109,6 +109,8 @@ let package = Package(
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         // The example daemon of docs/LIBRARY.md; built with everything, run by XferCLITests.
@@ -139,6 +141,8 @@ let package = Package(
                 "XferClient",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

@@ -39,26 +39,34 @@ extension ServeSettings {
         return limits
     }
 
+    /// The keys that seal data at rest: those of `encryptionKeyFiles` and XFER_ENCRYPTION_KEY
+    /// (`nil` when there are none).
+    func sealingKeys() throws -> SealingKeys? {
+        try SealingKeys.load(
+            files: encryptionKeyFiles, environment: ProcessInfo.processInfo.environment["XFER_ENCRYPTION_KEY"])
+    }
+
+    /// The PostgreSQL metadata store when `metadata` names one, not yet connected: it runs as
+    /// a service beside the server, and ``openStores(policy:keys:postgres:)`` migrates it.
+    func postgresStore(policy: StorePolicy, keys: SealingKeys?) throws -> PostgresMetadataStore? {
+        try metadata.map { try PostgresMetadataStore(configuring: $0, policy: policy, sealing: keys) }
+    }
+
     /// Opens the stores: chunks in S3 (its bucket made if needed) when `chunks` is set, metadata in
-    /// PostgreSQL when `metadata` is, the rest in the data directory; sealed with the keys of
-    /// `encryptionKeyFiles` and XFER_ENCRYPTION_KEY.
-    /// - Returns: The stores and the sealing keys (`nil` when there are none).
-    func openStores(policy: StorePolicy) async throws -> (ServerData, SealingKeys?) {
+    /// `postgres` (migrated here; its service must be running) when given, the rest in the data
+    /// directory; sealed with `keys`.
+    func openStores(policy: StorePolicy, keys: SealingKeys?, postgres: PostgresMetadataStore?) async throws
+        -> ServerData
+    {
         var objectStore: S3Client? = nil
         if let chunks {
             let client = S3Client(location: try S3Location(url: chunks, endpoint: s3Endpoint ?? ""))
             try await client.createBucketIfNeeded()
             objectStore = client
         }
-        var database: PostgresMetadataStore? = nil
-        let keys = try SealingKeys.load(
-            files: encryptionKeyFiles, environment: ProcessInfo.processInfo.environment["XFER_ENCRYPTION_KEY"])
-        if let metadata {
-            database = try await PostgresMetadataStore(url: metadata, policy: policy, sealing: keys)
-        }
-        let store = try await ServerData.open(
-            data, policy: policy, sealing: keys, metadata: database,
+        try await postgres?.prepare()
+        return try await ServerData.open(
+            data, policy: policy, sealing: keys, metadata: postgres,
             packs: objectStore.map { S3PackStorage(client: $0) })
-        return (store, keys)
     }
 }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
+import NIOCore
+import ServiceLifecycle
 import XferClient
 import XferCore
 import XferProtocol
@@ -204,46 +206,81 @@ extension Xfer {
                             "xfer: warning: serving plain HTTP on \(host) because of --behind-tls-proxy; make sure only the TLS proxy can reach this port\n"
                                 .utf8))
                 }
-                let descriptors = DescriptorLimit.raise()
-                let policy = settings.storePolicy
-                let data = settings.data
-                let (opened, keys) = try await settings.openStores(policy: policy)
-                let store = reportMigration(opened)
-                if let keys {
-                    logger.info(
-                        "sealing data at rest", metadata: ["key": "\(keys.current.id)", "keys": "\(keys.ids.count)"])
+                let keys = try settings.sealingKeys()
+                let postgres = try settings.postgresStore(policy: settings.storePolicy, keys: keys)
+                if postgres != nil {
+                    // PostgreSQL transactions run on the process's blocking pool: as many threads as connections.
+                    NIOSingletons.blockingPoolThreadCountSuggestion = PostgresMetadataStore.maximumConnections
                 }
-                if let file = settings.configFile {
-                    logger.info("settings from the config file", metadata: ["file": "\(file)"])
+                let server = ServeService { [settings, logger] in
+                    try await Self.serve(
+                        settings, host: host, port: port, keys: keys, postgres: postgres, logger: logger)
                 }
-                if store.createdAdminToken {
-                    logger.notice("created an admin token", metadata: ["file": "\(store.adminTokenPath)"])
-                    printError(
-                        "wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(data)`"
-                    )
-                }
-                let limits = settings.serverLimits(policy: policy, descriptorLimit: descriptors)
+                try await server.group(beside: postgres, logger: logger).run()
+            }
+        }
+
+        /// Opens the stores (migrating PostgreSQL's, whose service runs beside this one) and
+        /// serves until the service group shuts down.
+        private static func serve(
+            _ settings: ServeSettings, host: String, port: Int, keys: SealingKeys?, postgres: PostgresMetadataStore?,
+            logger: Logger
+        ) async throws {
+            let descriptors = DescriptorLimit.raise()
+            let policy = settings.storePolicy
+            let store = reportMigration(try await settings.openStores(policy: policy, keys: keys, postgres: postgres))
+            if let keys {
                 logger.info(
-                    "open-file limit",
-                    metadata: ["RLIMIT_NOFILE": "\(descriptors)", "max_connections": "\(limits.maximumConnections)"])
-                let tls = try settings.tlsCert.map {
-                    try XferServer.tlsConfiguration(certificate: $0, key: settings.tlsKey ?? "")
-                }
-                let scheme = tls == nil ? "http" : "https"
-                let app = try XferServer.application(
-                    data: store, host: host, port: port, limits: limits, tls: tls, logger: logger
-                ) { bound in
-                    printError("serving \(store.directory) on \(scheme)://\(host):\(bound)")
-                }
-                do {
-                    try await app.runService()
-                } catch {
-                    throw XferError(.io, "the server stopped: \(error)")
-                }
+                    "sealing data at rest", metadata: ["key": "\(keys.current.id)", "keys": "\(keys.ids.count)"])
+            }
+            if let file = settings.configFile {
+                logger.info("settings from the config file", metadata: ["file": "\(file)"])
+            }
+            if store.createdAdminToken {
+                logger.notice("created an admin token", metadata: ["file": "\(store.adminTokenPath)"])
+                printError(
+                    "wrote a new admin token to \(store.adminTokenPath); create accounts with `xfer account create NAME --data \(settings.data)`"
+                )
+            }
+            let limits = settings.serverLimits(policy: policy, descriptorLimit: descriptors)
+            logger.info(
+                "open-file limit",
+                metadata: ["RLIMIT_NOFILE": "\(descriptors)", "max_connections": "\(limits.maximumConnections)"])
+            let tls = try settings.tlsCert.map {
+                try XferServer.tlsConfiguration(certificate: $0, key: settings.tlsKey ?? "")
+            }
+            let scheme = tls == nil ? "http" : "https"
+            let app = try XferServer.application(
+                data: store, host: host, port: port, limits: limits, tls: tls, logger: logger
+            ) { bound in
+                printError("serving \(store.directory) on \(scheme)://\(host):\(bound)")
+            }
+            do {
+                try await app.run()
+            } catch {
+                throw XferError(.io, "the server stopped: \(error)")
             }
         }
     }
 
+}
+
+/// `xfer serve` as a service: the stores opened and the HTTP server run, under one service
+/// group with PostgreSQL's client (when the metadata is there). SIGINT or SIGTERM shuts the
+/// group down gracefully, the server first, then the client; the server ending ends the group.
+struct ServeService: Service {
+    let body: @Sendable () async throws -> Void
+
+    func run() async throws {
+        try await body()
+    }
+
+    func group(beside postgres: PostgresMetadataStore?, logger: Logger) -> ServiceGroup {
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = postgres.map { [.init(service: $0)] } ?? []
+        services.append(.init(service: self, successTerminationBehavior: .gracefullyShutdownGroup))
+        return ServiceGroup(
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+    }
 }
 
 /// What `--listen` may bind without TLS.

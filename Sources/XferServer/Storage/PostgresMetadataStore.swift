@@ -1,7 +1,9 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import PostgresNIO
+import ServiceLifecycle
 import Synchronization
 import XferCore
 import XferProtocol
@@ -14,42 +16,46 @@ import XferProtocol
 /// a sequence number is taken with `UPDATE containers … RETURNING`, which holds the
 /// container's row lock until the transaction commits, so numbers are handed out and become
 /// visible in order. Each commit sends `NOTIFY xfer_changes` so other servers' long polls wake.
-public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable {
+public final class PostgresMetadataStore: SQLMetadataStore, Service, @unchecked Sendable {
     let client: PostgresClient
-
-    let runner: Task<Void, Never>
 
     let policy: StorePolicy
 
     let sealing: SealingKeys?
 
-    private(set) var ids: ChunkIDCipher? = nil
+    private let schema: String?
+
+    private let host: String
+
+    private let indexKey = Mutex<ChunkIDCipher?>(nil)
+
+    var ids: ChunkIDCipher? { indexKey.withLock { $0 } }
 
     let logger: Logger
 
-    /// Connections to the database at most (and threads running transactions, ``PostgresSession/threads``).
-    static let maximumConnections = 32
+    /// The task running ``run()`` for a store opened by ``init(url:policy:schema:sealing:)``,
+    /// which is not under a service group; ended by ``shutdown()``.
+    private let owned = Mutex<Task<Void, Never>?>(nil)
 
-    /// Connects to `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` and migrates the schema.
+    private let listener: PostgresChangeListener
+
+    /// Connections to the database at most.
+    public static let maximumConnections = 32
+
+    /// Makes the store for `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` without connecting:
+    /// ``run()`` (a `Service`, run by `xfer serve`'s service group) runs its connections, and
+    /// ``prepare()`` then migrates the schema.
     /// - Parameters:
-    ///   - url: The database.
+    ///   - url: The database. A `?schema=NAME` in it works in that schema (one database,
+    ///     several deployments).
     ///   - policy: Retention and key-value limits.
     ///   - schema: A schema to work in (created if missing), for tests that share a database.
     ///   - sealing: Keys that seal manifests at rest.
-    /// - Throws: `invalid_configuration` for a bad URL, `io` if the database cannot be reached.
-    ///   A `?schema=NAME` in the URL does the same (one database, several deployments).
-    public convenience init(
-        url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil
-    ) async throws {
-        try await self.init(url: url, policy: policy, schema: schema, sealing: sealing, migratingUpTo: nil)
-    }
-
-    /// Test seam for migrations: `migratingUpTo` stops after the migration of that name, so a
-    /// test can fill a schema laid out as an older release left it.
-    package init(
-        url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil,
-        migratingUpTo last: String?
-    ) async throws {
+    /// - Throws: `invalid_configuration` for a bad URL or schema name.
+    public init(
+        configuring url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil,
+        sealing: SealingKeys? = nil
+    ) throws {
         let schema = schema ?? URLComponents(string: url)?.queryItems?.first { $0.name == "schema" }?.value
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
             let host = components.host, let user = components.user
@@ -70,74 +76,95 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
         }
         configuration.options.maximumConnections = Self.maximumConnections
         client = PostgresClient(configuration: configuration)
-        let client = client
-        runner = Task { await client.run() }
-        self.policy = policy
-        self.sealing = sealing
+        (self.policy, self.sealing, self.schema, self.host) = (policy, sealing, schema, host)
         var logger = Logger(label: "xfer.postgres")
         logger.logLevel = .warning
         self.logger = logger
+        listener = PostgresChangeListener(client: client, logger: logger)
+    }
+
+    /// Connects to the database and migrates the schema, for a program that runs no service
+    /// group: the store runs its own connections until ``shutdown()``.
+    /// - Throws: `invalid_configuration` for a bad URL, `io` if the database cannot be reached.
+    public convenience init(
+        url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil
+    ) async throws {
+        try await self.init(url: url, policy: policy, schema: schema, sealing: sealing, migratingUpTo: nil)
+    }
+
+    /// Test seam for migrations: `migratingUpTo` stops after the migration of that name, so a
+    /// test can fill a schema laid out as an older release left it.
+    package convenience init(
+        url: String, policy: StorePolicy = StorePolicy(), schema: String? = nil, sealing: SealingKeys? = nil,
+        migratingUpTo last: String?
+    ) async throws {
+        try self.init(configuring: url, policy: policy, schema: schema, sealing: sealing)
+        let (client, listener) = (client, listener)
+        owned.withLock { $0 = Task { await Self.run(client, listener) } }
+        do {
+            try await prepare(migratingUpTo: last)
+        } catch {
+            shutdown()
+            throw error
+        }
+    }
+
+    /// Runs the client's connections and, once a server watches, the LISTEN for other servers'
+    /// changes, until the task is cancelled or its service group shuts down.
+    public func run() async {
+        await Self.run(client, listener)
+    }
+
+    private static func run(_ client: PostgresClient, _ listener: PostgresChangeListener) async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await client.run() }
+            group.addTask { await cancelWhenGracefulShutdown { await listener.run() } }
+        }
+    }
+
+    /// Creates the schema if it is named and missing, migrates it, and loads the index key.
+    /// Needs ``run()`` running.
+    /// - Throws: `io` if the database cannot be reached or a migration fails.
+    public func prepare() async throws {
+        try await prepare(migratingUpTo: nil)
+    }
+
+    func prepare(migratingUpTo last: String?) async throws {
         do {
             if let schema { try await client.query("CREATE SCHEMA IF NOT EXISTS \(unescaped: schema)") }
             try await migrate(upTo: last)
+            let policy = policy
             if last == nil {
-                let policy = policy
                 try await writing {
                     try MetadataTransaction(sql: $0, policy: policy, checkingPlainIDs: false).fillFoldedNames()
                 }
             }
             if let sealing {
-                let policy = policy
-                ids = try await writing {
+                let key = try await writing {
                     try MetadataTransaction(sql: $0, policy: policy, checkingPlainIDs: false).indexKey(sealing)
                 }
+                indexKey.withLock { $0 = key }
             }
         } catch {
-            runner.cancel()
             throw Self.mapped(error, "cannot set up the metadata database at \(host)")
         }
     }
 
-    /// Closes the connections.
+    /// Closes the connections of a store that runs its own (``init(url:policy:schema:sealing:)``).
     public func shutdown() {
-        listener.withLock { $0?.cancel() }
-        runner.cancel()
+        listener.stop()
+        owned.withLock { $0?.cancel() }
     }
 
-    let listener = Mutex<Task<Void, Never>?>(nil)
-
-    /// LISTENs on `xfer_changes` on a connection of its own, reconnecting after a failure, and
-    /// calls `handler` for every notification (each commit, delete, resolve or key write by any
-    /// server sharing the database).
+    /// Calls `handler` for every notification on `xfer_changes` (each commit, delete, resolve or
+    /// key write by any server sharing the database), from a connection of its own that ``run()``
+    /// holds once the first handler is given.
     public func watchRemoteChanges(_ handler: @escaping @Sendable () -> Void) {
-        let client = client
-        let logger = logger
-        let task = Task {
-            while !Task.isCancelled {
-                do {
-                    try await client.withConnection { connection in
-                        try await connection.listen(on: "xfer_changes") { notifications in
-                            for try await _ in notifications { handler() }
-                        }
-                    }
-                } catch {
-                    // The store closed (its client stopped): nothing more to listen to.
-                    if Task.isCancelled || (error as? PSQLError)?.code == .clientClosedConnection { return }
-                    logger.warning(
-                        "LISTEN xfer_changes failed; retrying", metadata: ["error": "\(String(reflecting: error))"])
-                    try? await Task.sleep(for: .seconds(1))
-                }
-            }
-        }
-        listener.withLock {
-            $0?.cancel()
-            $0 = task
-        }
+        listener.watch(handler)
     }
 
     deinit {
-        listener.withLock { $0?.cancel() }
-        runner.cancel()
+        owned.withLock { $0?.cancel() }
     }
 
     static let migrations: [(String, String)] = [
@@ -317,13 +344,13 @@ public final class PostgresMetadataStore: SQLMetadataStore, @unchecked Sendable 
         try await writing(body)
     }
 
-    /// One transaction: the rules run on a thread of ``PostgresSession/threads``, each
-    /// statement a round trip on the transaction's connection.
+    /// One transaction: the rules run on a thread of the process's blocking pool, each
+    /// statement a round trip on the transaction's connection (``PostgresSession``).
     func writing<T: Sendable>(_ body: @escaping @Sendable (any SQLSession) throws -> T) async throws -> T {
         let logger = logger
         do {
             return try await client.withTransaction(logger: logger) { connection in
-                try await PostgresSession.threads.runIfActive {
+                try await NIOThreadPool.singleton.runIfActive {
                     try body(PostgresSession(connection: connection, logger: logger))
                 }
             }

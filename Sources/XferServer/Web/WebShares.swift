@@ -223,18 +223,13 @@ public final class ShareAttempts: Sendable {
 
 /// scrypt runs for share links' passwords (32 MiB and tens of milliseconds each), making one
 /// or checking one: at most ``limit`` at once (a server has one gate, in its ``WebRoutes``),
-/// and one at a time per account (the account that owns the link), on threads of their own
-/// (out of the shared thread pool's way). One more is answered at once, `503 unavailable` with
-/// `Retry-After`, never queued: an account's flood waits on nothing but itself, and holds at
-/// most one of the threads another account's link needs. The threads are the process's,
-/// started once and never stopped (a pool must not be released while it runs).
+/// and one at a time per account (the account that owns the link). It is CPU work, so it runs
+/// where xfer's other CPU work runs, on Dispatch's concurrent queue, never on the blocking pool
+/// or the cooperative pool. One more is answered at once, `503 unavailable` with `Retry-After`,
+/// never queued: an account's flood waits on nothing but itself, and holds at most one of the
+/// runs another account's link needs.
 final class PasswordGate: Sendable {
     static let limit = 2
-    private static let threads: NIOThreadPool = {
-        let pool = NIOThreadPool(numberOfThreads: limit)
-        pool.start()
-        return pool
-    }()
 
     private struct State {
         var accounts: Set<Int64> = []
@@ -260,7 +255,9 @@ final class PasswordGate: Sendable {
             )
         }
         defer { state.withLock { state in _ = state.accounts.remove(account) } }
-        return try await Self.threads.runIfActive(body)
+        return try await withCheckedThrowingContinuation { (done: CheckedContinuation<T, any Error>) in
+            DispatchQueue.global().async { done.resume(with: Result(catching: body)) }
+        }
     }
 
     /// Runs started so far, refused ones not counted (tests).

@@ -3,27 +3,21 @@ import Logging
 import NIOCore
 import NIOPosix
 import PostgresNIO
-import Synchronization
 import XferCore
 
 /// A transaction on PostgreSQL: one connection of the pool, inside `withTransaction`.
 ///
 /// The metadata rules are synchronous (SQLite runs them on GRDB's writer), so a PostgreSQL
-/// transaction runs them on a thread of ``threads``, and each statement blocks that thread
-/// (never the cooperative pool, never an event loop) until postgres-nio answers.
+/// transaction runs them on a thread of the process's blocking pool (`NIOThreadPool.singleton`),
+/// and each statement is a synchronous call there, as a SQLite statement is: postgres-nio sends
+/// it and reads the answer on the connection's event loop, and the pool thread waits for that
+/// future. No task of the cooperative pool is started or waited for, so a busy cooperative pool
+/// cannot hold up a statement.
 struct PostgresSession: SQLSession {
     let connection: PostgresConnection
     let logger: Logger
 
     var dialect: SQLDialect { .postgres }
-
-    /// The threads PostgreSQL transactions run on: as many as the pool has connections, so a
-    /// transaction holding a connection always has a thread.
-    static let threads: NIOThreadPool = {
-        let pool = NIOThreadPool(numberOfThreads: PostgresMetadataStore.maximumConnections)
-        pool.start()
-        return pool
-    }()
 
     @discardableResult
     func rows(_ sql: String, _ values: [SQLValue]) throws -> [SQLRow] {
@@ -39,20 +33,18 @@ struct PostgresSession: SQLSession {
             }
         }
         let query = PostgresQuery(unsafeSQL: Self.numbered(sql), binds: bindings)
-        let connection = connection
-        let logger = logger
-        return try Self.blocking {
-            var rows: [SQLRow] = []
-            var names: [String]? = nil
-            for try await row in try await connection.query(query, logger: logger) {
-                var values: [SQLValue] = []
-                for cell in row { values.append(try Self.value(cell)) }
-                // One array of names for every row of the result (rows share it).
-                if names == nil { names = row.map(\.columnName) }
-                rows.append(SQLRow(names: names ?? [], values: values))
-            }
-            return rows
+        let result = try connection.query(query, logger: logger).wait()
+        // One array of names for every row of the result (rows share it).
+        let names = result.rows.first.map { $0.map(\.columnName) } ?? []
+        var rows: [SQLRow] = []
+        rows.reserveCapacity(result.rows.count)
+        for row in result.rows {
+            var values: [SQLValue] = []
+            values.reserveCapacity(names.count)
+            for cell in row { values.append(try Self.value(cell)) }
+            rows.append(SQLRow(names: names, values: values))
         }
+        return rows
     }
 
     static let deletionLock: Int64 = 7304
@@ -73,23 +65,6 @@ struct PostgresSession: SQLSession {
 
     func notifyChanges(container: Int64) throws {
         try rows("SELECT pg_notify('xfer_changes', ?)", [.text(String(container))])
-    }
-
-    /// Runs `operation` on the cooperative pool and waits for it on this (pool) thread.
-    static func blocking<T: Sendable>(_ operation: @escaping @Sendable () async throws -> T) throws -> T {
-        let result = Mutex<Result<T, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            do {
-                let value = try await operation()
-                result.withLock { $0 = .success(value) }
-            } catch {
-                result.withLock { $0 = .failure(error) }
-            }
-            done.signal()
-        }
-        done.wait()
-        return try result.withLock { $0! }.get()
     }
 
     /// `?` placeholders as PostgreSQL's `$1`, `$2`, …, outside quoted text and names.
