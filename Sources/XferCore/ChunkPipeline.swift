@@ -10,8 +10,11 @@ import Dispatch
 /// configuration rather than by file or tree size.
 ///
 /// Reading and cutting run serially on the calling thread, file after file; chunks are
-/// hashed (and, if asked, compressed) in batches on a concurrent queue; a serial queue puts
-/// the results back in input order and hands them to the caller. Read buffers ("arenas")
+/// hashed (and, if asked, compressed) in batches on the workers, one serial queue a core, each
+/// batch to the least loaded, or, when chunks are only hashed, on the reader itself once every
+/// worker has more than a batch waiting (the reader cuts faster than a worker hashes, so it
+/// takes a share of the hashing instead of waiting). A serial queue puts the results back in
+/// input order and hands them to the caller. Read buffers ("arenas")
 /// are counted by a semaphore and released only once every chunk cut from them has been
 /// delivered, so a slow consumer slows the reader instead of growing memory.
 public struct ChunkPipeline: Sendable {
@@ -34,9 +37,11 @@ public struct ChunkPipeline: Sendable {
         /// Chunks are handed to the workers in batches of about this many bytes, so that
         /// trees of tiny files do not pay a dispatch per file.
         public var batchSize: Int = 512 << 10
-        /// Hash and compress on the concurrent queue (`true`) or inline on the reader (`false`,
-        /// the serial reference the tests compare against).
+        /// Hash and compress on the workers (`true`) or inline on the reader (`false`, the
+        /// serial reference the tests compare against).
         public var parallel: Bool = true
+        /// Workers hashing and compressing beside the reader: one a core by default.
+        public var workers: Int = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
 
         /// The defaults: 16/64/256 KiB chunks, hash only, 8 MiB in flight (two 4 MiB buffers:
         /// one read into while the other is hashed; 16 MiB was no faster here and held 5–9 MiB more).
@@ -166,7 +171,13 @@ struct PendingChunk {
 final class PipelineRun: Sendable {
     let options: ChunkPipeline.Options
     let buffers: BufferPool
-    let workers = DispatchQueue(label: "xfer.pipeline.workers", attributes: .concurrent)
+    /// One serial queue a worker. Serial queues run on Dispatch's overcommitting threads, so
+    /// each worker has a thread of its own even when the caller is a thread of Dispatch's pool
+    /// (a Swift task, a global queue): a concurrent queue shares that pool, one thread a core,
+    /// with the caller, which cuts while the workers hash, and so hashed on one core of two.
+    let workers: [DispatchQueue]
+    /// Bytes handed to each worker and not yet processed: a batch goes to the least loaded.
+    let queued: Locked<[Int]>
     let inFlight = DispatchGroup()
     let order: ReorderBuffer
     let failure = Locked<(any Error)?>(nil)
@@ -175,6 +186,8 @@ final class PipelineRun: Sendable {
         self.options = options
         let capacity = max(options.bufferSize, options.chunker.maximumSize + 2 * options.readSize)
         buffers = BufferPool(bufferSize: capacity, count: max(2, options.maximumBytesInFlight / capacity))
+        workers = (0..<max(1, options.workers)).map { DispatchQueue(label: "xfer.pipeline.worker\($0)") }
+        queued = Locked(Array(repeating: 0, count: workers.count))
         let failure = self.failure
         order = ReorderBuffer { event in
             // After the first error nothing more is delivered: the consumer has given up.
@@ -209,6 +222,26 @@ final class PipelineRun: Sendable {
         inFlight.wait()
         order.drain()
         if let error = failure.value { throw error }
+    }
+
+    /// Hands a batch of `bytes` to the least loaded worker, or, when chunks are only hashed
+    /// and every worker has more than a batch waiting, runs it here on the reader. (A batch
+    /// compressed here keeps the reader from cutting for longer than the workers take to run
+    /// dry: with zstd the reader never helps.)
+    func dispatch(bytes: Int, _ work: @escaping @Sendable () -> Void) {
+        let helps = options.compression == nil
+        let limit = options.batchSize
+        let worker: Int? = queued.withLock { queued in
+            guard let least = queued.indices.min(by: { queued[$0] < queued[$1] }) else { return nil }
+            if helps && queued[least] > limit { return nil }
+            queued[least] += bytes
+            return least
+        }
+        guard let worker else { return work() }
+        workers[worker].async(group: inFlight) {
+            work()
+            self.queued.withLock { $0[worker] -= bytes }
+        }
     }
 
     /// Hashes (and compresses) a batch, then hands its results to the reorder buffer, with the
@@ -340,11 +373,12 @@ struct Reader {
         }
         let work = batch
         let numbered = events
+        let bytes = batchBytes
         batch = []
         batchBytes = 0
         events = []
         if run.options.parallel {
-            run.workers.async(group: run.inFlight) { run.process(work, in: arena, events: numbered) }
+            run.dispatch(bytes: bytes) { run.process(work, in: arena, events: numbered) }
         } else {
             run.process(work, in: arena, events: numbered)
         }

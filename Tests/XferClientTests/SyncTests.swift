@@ -214,8 +214,12 @@ import XferProtocol
             let b = try Device(server, "b")
             let watching = Task { try await a.engine.watch() }
             defer { watching.cancel() }
-            // Collects A's events until `until` matches one.
-            try await Task.sleep(for: .milliseconds(500))
+            // Watching once the first pass is over: the watcher is set up before it.
+            #expect(
+                await a.engine.awaitEvent {
+                    if case .passFinished = $0 { return true }
+                    return false
+                })
 
             // A local save goes up.
             async let uploaded = a.engine.awaitEvent {

@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 import Testing
 
@@ -46,6 +47,25 @@ import Testing
         let parallel = try ChunkPipeline(options: options(parallel: true)).records(for: Self.inputs)
         #expect(serial == expected)
         #expect(parallel == expected)
+    }
+
+    /// However many workers hash, whether the reader helps (hash only) or not (compressing),
+    /// and from a Dispatch thread (as a push runs it): the same records, in order.
+    @Test(arguments: [1, 2, 5], [false, true])
+    func anyNumberOfWorkersGivesTheSameRecords(workers: Int, compress: Bool) throws {
+        let expected = Self.files.map { expectedRecords($0.1) }
+        var options = options(compress: compress)
+        options.workers = workers
+        let records = Mutex<Result<[[ChunkRecord]], any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async { [options] in
+            records.withLock { $0 = Result { try ChunkPipeline(options: options).records(for: Self.inputs) } }
+            done.signal()
+        }
+        done.wait()
+        let got = try #require(records.withLock { $0 }).get()
+        #expect(got.map { $0.map { ChunkRecord(offset: $0.offset, length: $0.length, id: $0.id) } } == expected)
+        if compress { #expect(got.allSatisfy { $0.allSatisfy { $0.encoded != nil } }) }
     }
 
     /// Under a container key (end-to-end encryption) the pipeline cuts with the key's Gear

@@ -29,8 +29,9 @@ struct Arguments {
             case "--read": options.readSize = Int(ByteCount(parsing: args.popFirst() ?? "")?.value ?? 0)
             case "--in-flight": options.maximumBytesInFlight = Int(ByteCount(parsing: args.popFirst() ?? "")?.value ?? 0)
             case "--batch": options.batchSize = Int(ByteCount(parsing: args.popFirst() ?? "")?.value ?? 0)
+            case "--workers": options.workers = Int(args.popFirst() ?? "") ?? options.workers
             case "-h", "--help":
-                print("usage: xfer-perf FILE [--sha-ceiling BYTES_PER_S] [--level N] [--repeat N] [--json] [--buffer SIZE] [--read SIZE] [--in-flight SIZE] [--batch SIZE]")
+                print("usage: xfer-perf FILE [--sha-ceiling BYTES_PER_S] [--level N] [--repeat N] [--json] [--buffer SIZE] [--read SIZE] [--in-flight SIZE] [--batch SIZE] [--workers N]")
                 exit(0)
             default: file = arg
             }
