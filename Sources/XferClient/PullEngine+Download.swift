@@ -143,7 +143,7 @@ extension PullEngine {
             try files.with(target.file) { fd in
                 try write(plain, count: plain.count, to: fd, at: target.offset, path: files.path(target.file))
             }
-            try files.wrote(target.file)
+            try files.wrote(target.file, bytes: plain.count)
         }
     }
 }

@@ -121,7 +121,7 @@ extension PullEngine {
                 failed.append(index)
                 continue
             }
-            try handles.wrote(step.file)
+            try handles.wrote(step.file, bytes: step.chunk.length)
             // (A resumed pull's chunks in the staging copy were written before.)
             if source != .staging { copy.early?.wrote(step.chunk.length) }
             // A chunk from disk was reused; one the batch fetched was downloaded all the same.

@@ -35,7 +35,15 @@ final class StagingFiles: @unchecked Sendable {
     private var toCreate: [Bool]  // by file: not created yet (its first open creates it)
     private var finished: [Bool]  // by file: finished by `whenWritten`, closed for good
     private let whenWritten: (Int, Int32) throws -> Bool
+    /// Bytes written to each file since its writeback last started (files being written only).
+    private var unflushed: [Int: Int] = [:]
     private var tick = 0
+
+    /// Every this many bytes written to a file, the kernel is asked to start writing it out
+    /// (`sync_file_range`) while the pull goes on: a large file's final fsync then waits for
+    /// what the disk could not keep up with, not for the whole file, and its dirty pages stay
+    /// few. (The kernel's own writeback starts only past a tenth of memory.)
+    static let writebackEvery = 16 << 20
 
     private struct Descriptor {
         var fd: Int32
@@ -102,6 +110,7 @@ final class StagingFiles: @unchecked Sendable {
             let unused: Int32? = lock.withLock {
                 descriptors[index]!.users -= 1
                 guard descriptors[index]!.users == 0 && descriptors[index]!.closing else { return nil }
+                unflushed[index] = nil
                 return descriptors.removeValue(forKey: index)!.fd
             }
             if let unused { Foundation.close(unused) }
@@ -109,14 +118,22 @@ final class StagingFiles: @unchecked Sendable {
         return try body(fd)
     }
 
-    /// Notes one chunk write to file `index` done; after its last, runs `whenWritten` on it
-    /// (and closes it if that finished it).
-    func wrote(_ index: Int) throws {
-        let last = lock.withLock { () -> Bool in
-            guard remainingWrites.indices.contains(index), remainingWrites[index] > 0 else { return false }
+    /// Notes one chunk write of `bytes` to file `index` done: starts the file's writeback every
+    /// ``writebackEvery`` bytes, and after its last write runs `whenWritten` on it (and closes
+    /// it if that finished it).
+    func wrote(_ index: Int, bytes: Int) throws {
+        let (last, flush) = lock.withLock { () -> (Bool, Bool) in
+            // Counted while the file stays open (a closed one has no entry: the table is as
+            // small as the open files).
+            let written = descriptors[index] == nil ? 0 : unflushed[index, default: 0] + bytes
+            let flush = written >= Self.writebackEvery
+            unflushed[index] = flush || written == 0 ? nil : written
+            guard remainingWrites.indices.contains(index), remainingWrites[index] > 0 else { return (false, flush) }
             remainingWrites[index] -= 1
-            return remainingWrites[index] == 0
+            if remainingWrites[index] == 0 { unflushed[index] = nil }
+            return (remainingWrites[index] == 0, flush)
         }
+        if flush && !last { try with(index) { Syscall.startWriteback($0) } }
         guard last else { return }
         if try with(index, { try whenWritten(index, $0) }) {
             lock.withLock { finished[index] = true }
@@ -138,6 +155,7 @@ final class StagingFiles: @unchecked Sendable {
                 descriptors[index]!.closing = true
                 return nil
             }
+            unflushed[index] = nil
             return descriptors.removeValue(forKey: index)!.fd
         }
         // Outside the lock, as opens are: a close can cost a small file's writeback bookkeeping.
@@ -149,6 +167,7 @@ final class StagingFiles: @unchecked Sendable {
         lock.withLock {
             for open in descriptors.values { Foundation.close(open.fd) }
             descriptors = [:]
+            unflushed = [:]
             directories = [:]
         }
     }
@@ -183,6 +202,7 @@ final class StagingFiles: @unchecked Sendable {
         {
             evicted = oldest.value.fd
             descriptors[oldest.key] = nil
+            unflushed[oldest.key] = nil
         }
         let relative = relativePath(index)
         let slash = relative.lastIndex(of: "/")

@@ -58,7 +58,7 @@ import XferCore
                         failures.withLock { $0 += 1 }
                     }
                     if index % 4 == thread {
-                        do { try files.wrote(index) } catch { failures.withLock { $0 += 1 } }
+                        do { try files.wrote(index, bytes: 1) } catch { failures.withLock { $0 += 1 } }
                     }
                 }
             }
@@ -103,13 +103,13 @@ import XferCore
             // Evicted between the two writes (limit 1): opened again, not created again.
             try files.with(1) { _ in }
             #expect(!files.isFinished(0))
-            try files.wrote(0)
+            try files.wrote(0, bytes: 1)
         }
         #expect(files.isFinished(0) && files.openCount <= 1)
         #expect(Files.read(root + "/f0") == [1, 2])
         #expect(throws: XferError.self) { try files.with(0) { _ in } }
         // whenWritten may leave a file open for more (its final fsync).
-        try files.wrote(1)
+        try files.wrote(1, bytes: 1)
         #expect(!files.isFinished(1))
         try files.with(1) { _ in }
         // A name that is there already is not written over.

@@ -427,6 +427,17 @@ def same(expected, restored):
     return subprocess.run(["diff", "-r", "-q", "--no-dereference", expected, restored], capture_output=True).returncode == 0
 
 
+def durable(result):
+    """Adds the `sync` after a step, timed: `durable` is the step's wall plus that flush, when
+    what the step wrote is on disk, for every tool alike (xfer syncs its own; the others
+    sync nothing, so their flush is most of what a durable copy costs them)."""
+    started = time.perf_counter()
+    subprocess.run(["sync"], check=True)
+    result["flush"] = time.perf_counter() - started
+    result["durable"] = result["wall"] + result["flush"]
+    return result
+
+
 def one_round(tool, data, kind):
     """The four steps on a fresh repository; returns {step: measurement}."""
     work = tool.work
@@ -439,15 +450,15 @@ def one_round(tool, data, kind):
     results = {}
     tool.start()
     try:
-        results["first"] = tool.backup(source, kind)
+        results["first"] = durable(tool.backup(source, kind))
         results["first"]["stored"] = tool.stored()
         place(os.path.join(data, "v2"), source, kind)
         subprocess.run(["sync"])
-        results["edit"] = tool.backup(source, kind)
-        results["noop"] = tool.backup(source, kind)
+        results["edit"] = durable(tool.backup(source, kind))
+        results["noop"] = durable(tool.backup(source, kind))
         target = os.path.join(work, "restored")
         subprocess.run(["sync"])
-        results["restore"] = tool.restore(target, kind)
+        results["restore"] = durable(tool.restore(target, kind))
         if "restored" in results["restore"] and not same(source, target):
             sys.exit(f"bench-peers: {tool.name}'s restore differs from the source")
     finally:
@@ -521,7 +532,8 @@ def main():
                     subprocess.run(["sync"])
                 measured[name].append(results)
                 print(f"{set_name} round {run + 1} {name}: " + ", ".join(
-                    f"{step} {results[step]['wall']:.2f} s" for step in STEPS), flush=True)
+                    f"{step} {results[step]['wall']:.2f} s ({results[step]['durable']:.2f} durable)" for step in STEPS),
+                    flush=True)
         everything[set_name] = measured
         print_table(set_name, measured)
     if args.json:
@@ -545,6 +557,8 @@ def print_table(set_name, measured):
 
     for step in STEPS:
         row(f"{step}: wall s", [median(r[step]["wall"] for r in measured[n]) for n in names], lambda v: f"{v:.2f}")
+        row(f"{step}: durable s (wall + sync)", [median(r[step]["durable"] for r in measured[n]) for n in names],
+            lambda v: f"{v:.2f}")
         row(f"{step}: CPU s", [median(r[step]["cpu"] for r in measured[n]) for n in names], lambda v: f"{v:.2f}")
         row(f"{step}: peak MiB", [median(r[step]["rss_kib"] for r in measured[n]) for n in names], lambda v: f"{v / 1024:.0f}")
         row(f"{step}: wire", [median(r[step].get("wire") for r in measured[n]) for n in names], human)

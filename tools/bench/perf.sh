@@ -25,6 +25,18 @@ echo "== openssl speed -evp sha256 (64 KiB blocks, one core): $(awk -v s="$sha" 
 echo "== xfer-perf $(basename "$data")"
 "$perf" "$data" --sha-ceiling "$sha" --repeat 3
 
+# The whole command against single-core openssl on the same file, interleaved, best of 5 each.
+best() { sort -n | head -1; }
+walls_xfer="" walls_ssl="" walls_zstd=""
+for _ in 1 2 3 4 5; do
+  walls_xfer+="$( { /usr/bin/time -f %e "$xfer" chunk --summary "$data" > /dev/null; } 2>&1 )"$'\n'
+  walls_ssl+="$( { /usr/bin/time -f %e openssl dgst -sha256 "$data" > /dev/null; } 2>&1 )"$'\n'
+  walls_zstd+="$( { /usr/bin/time -f %e "$xfer" chunk --summary --compress "$data" > /dev/null; } 2>&1 )"$'\n'
+done
+x=$(printf "%s" "$walls_xfer" | best); o=$(printf "%s" "$walls_ssl" | best); z=$(printf "%s" "$walls_zstd" | best)
+echo "== xfer chunk --summary (cut + SHA-256): $x s; openssl dgst -sha256: $o s; ratio $(awk -v a="$o" -v b="$x" 'BEGIN {printf "%.2f", a / b}') [target >= 1.5]"
+echo "== xfer chunk --summary --compress (cut + SHA-256 + zstd-1): $z s"
+
 echo "== peak resident memory, 4 GiB file"
 for mode in "" "--compress"; do
   /usr/bin/time -f "%M" -o "$dir/rss" "$xfer" chunk --summary $mode "$big" > "$dir/out"

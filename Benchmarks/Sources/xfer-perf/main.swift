@@ -12,7 +12,7 @@ import XferCore
 struct Arguments {
     var file = ""
     var shaCeiling: Double? = nil
-    var level: Int32 = 3
+    var level: Int32 = 1  // what a push uses (CompressionPolicy.default)
     var repeats = 3
     var json = false
     var options = ChunkPipeline.Options()
@@ -22,7 +22,7 @@ struct Arguments {
         while let arg = args.popFirst() {
             switch arg {
             case "--sha-ceiling": shaCeiling = Double(args.popFirst() ?? "")
-            case "--level": level = Int32(args.popFirst() ?? "") ?? 3
+            case "--level": level = Int32(args.popFirst() ?? "") ?? 1
             case "--repeat": repeats = max(1, Int(args.popFirst() ?? "") ?? 3)
             case "--json": json = true
             case "--buffer": options.bufferSize = Int(ByteCount(parsing: args.popFirst() ?? "")?.value ?? 0)
@@ -163,11 +163,15 @@ let rows = [
         ratio: keyedChunkerRate / chunkerRate, target: 0.95, pass: keyedChunkerRate / chunkerRate >= 0.95),
     Row(name: "keyed ids (HMAC-SHA-256) / ids (SHA-256), one core", value: keyedIDRate / 1e9, ceiling: plainIDRate / 1e9,
         ratio: keyedIDRate / plainIDRate, target: 0.95, pass: keyedIDRate / plainIDRate >= 0.95),
-    Row(name: "chunk+sha256, both cores / 2x sha256 one core", value: hashRate / 1e9, ceiling: 2 * shaCeiling / 1e9,
-        ratio: hashRate / (2 * shaCeiling), target: 0.75, pass: hashRate / (2 * shaCeiling) >= 0.75),
-    Row(name: "chunk+sha256+zstd, both cores / 2x zstd one core", value: compressRate / 1e9,
-        ceiling: 2 * zstdRate / 1e9, ratio: compressRate / (2 * zstdRate), target: 0.85,
-        pass: compressRate / (2 * zstdRate) >= 0.85),
+    // Two cores' ceiling: each byte's single-core CPU time over every stage it passes, halved.
+    Row(name: "chunk+sha256, both cores / two-core ceiling (cut + sha256)", value: hashRate / 1e9,
+        ceiling: 2 / (1 / chunkerRate + 1 / shaInProcess) / 1e9,
+        ratio: hashRate * (1 / chunkerRate + 1 / shaInProcess) / 2, target: 1 / 1.2,
+        pass: hashRate * (1 / chunkerRate + 1 / shaInProcess) / 2 >= 1 / 1.2),
+    Row(name: "chunk+sha256+zstd-\(arguments.level), both cores / two-core ceiling (cut + sha256 + zstd)",
+        value: compressRate / 1e9, ceiling: 2 / (1 / chunkerRate + 1 / shaInProcess + 1 / zstdRate) / 1e9,
+        ratio: compressRate * (1 / chunkerRate + 1 / shaInProcess + 1 / zstdRate) / 2, target: 1 / 1.2,
+        pass: compressRate * (1 / chunkerRate + 1 / shaInProcess + 1 / zstdRate) / 2 >= 1 / 1.2),
 ]
 if arguments.json {
     let encoder = JSONEncoder()
