@@ -106,16 +106,32 @@ final class StagingFiles: @unchecked Sendable {
     /// (eviction passes it over, ``close(_:)`` leaves it to its last user).
     func with<T>(_ index: Int, _ body: (Int32) throws -> T) throws -> T {
         let fd = try take(index)
-        defer {
-            let unused: Int32? = lock.withLock {
-                descriptors[index]!.users -= 1
-                guard descriptors[index]!.users == 0 && descriptors[index]!.closing else { return nil }
-                unflushed[index] = nil
-                return descriptors.removeValue(forKey: index)!.fd
-            }
-            if let unused { Foundation.close(unused) }
-        }
+        defer { release(index) }
         return try body(fd)
+    }
+
+    /// Gives back one use of file `index`'s descriptor, closing it if it was asked to close.
+    private func release(_ index: Int) {
+        let unused: Int32? = lock.withLock {
+            descriptors[index]!.users -= 1
+            guard descriptors[index]!.users == 0 && descriptors[index]!.closing else { return nil }
+            unflushed[index] = nil
+            return descriptors.removeValue(forKey: index)!.fd
+        }
+        if let unused { Foundation.close(unused) }
+    }
+
+    /// Starts file `index`'s writeback if it is open now: a hint, so it opens nothing, never
+    /// touches a finished file, and cannot fail the pull.
+    private func startWritebackIfOpen(_ index: Int) {
+        let fd: Int32? = lock.withLock {
+            guard !finished[index], descriptors[index] != nil else { return nil }
+            descriptors[index]!.users += 1
+            return descriptors[index]!.fd
+        }
+        guard let fd else { return }
+        Syscall.startWriteback(fd)
+        release(index)
     }
 
     /// Notes one chunk write of `bytes` to file `index` done: starts the file's writeback every
@@ -133,7 +149,7 @@ final class StagingFiles: @unchecked Sendable {
             if remainingWrites[index] == 0 { unflushed[index] = nil }
             return (remainingWrites[index] == 0, flush)
         }
-        if flush && !last { try with(index) { Syscall.startWriteback($0) } }
+        if flush && !last { startWritebackIfOpen(index) }
         guard last else { return }
         if try with(index, { try whenWritten(index, $0) }) {
             lock.withLock { finished[index] = true }

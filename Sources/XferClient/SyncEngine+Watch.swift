@@ -130,16 +130,20 @@ extension SyncEngine {
     {
         let options = directory.options
         var backoff = Duration.seconds(1)
+        // The pass that follows files held back for the quiet period, once it has passed: one
+        // at a time (a later pass's wait replaces it), ended with the loop.
+        var quietPass: Task<Void, Never>? = nil
+        defer { quietPass?.cancel() }
         for await _ in triggers {
             try await Task.sleep(for: options.debounce)
             do {
                 try await syncOnce()
                 backoff = .seconds(1)
                 if let wait = await takeQuietWait() {
-                    // Files held back for the quiet period: a pass once it has passed.
-                    Task {
-                        try await Task.sleep(for: wait)
-                        trigger.yield(())
+                    quietPass?.cancel()
+                    quietPass = Task {
+                        try? await Task.sleep(for: wait)
+                        if !Task.isCancelled { trigger.yield(()) }
                     }
                 }
             } catch {

@@ -12,8 +12,8 @@ import Dispatch
 /// Reading and cutting run serially on the calling thread, file after file; chunks are
 /// hashed (and, if asked, compressed) in batches on the workers, one serial queue a core, each
 /// batch to the least loaded, or, when chunks are only hashed, on the reader itself once every
-/// worker has more than a batch waiting (the reader cuts faster than a worker hashes, so it
-/// takes a share of the hashing instead of waiting). A serial queue puts the results back in
+/// worker is busy with a batch (the reader cuts faster than a worker hashes, so it takes a
+/// share of the hashing instead of waiting). A serial queue puts the results back in
 /// input order and hands them to the caller. Read buffers ("arenas")
 /// are counted by a semaphore and released only once every chunk cut from them has been
 /// delivered, so a slow consumer slows the reader instead of growing memory.
@@ -225,7 +225,8 @@ final class PipelineRun: Sendable {
     }
 
     /// Hands a batch of `bytes` to the least loaded worker, or, when chunks are only hashed
-    /// and every worker has more than a batch waiting, runs it here on the reader. (A batch
+    /// and every worker is busy with a batch (more than `batchSize` bytes queued or running),
+    /// runs it here on the reader. (A batch
     /// compressed here keeps the reader from cutting for longer than the workers take to run
     /// dry: with zstd the reader never helps.)
     func dispatch(bytes: Int, _ work: @escaping @Sendable () -> Void) {
@@ -247,7 +248,10 @@ final class PipelineRun: Sendable {
     /// Hashes (and compresses) a batch, then hands its results to the reorder buffer, with the
     /// file events (`events`) the reader numbered while cutting it.
     func process(_ batch: [PendingChunk], in arena: Arena, events: [(Int, ChunkEvent)]) {
-        if failed { return }
+        // A batch not processed still fills its numbers, so results numbered after it (run
+        // sooner by another worker) are let go with their arenas, not held for ever.
+        func skip() { order.skip(events.map(\.0) + batch.map(\.sequence)) }
+        if failed { return skip() }
         var hasher = SHA256Hasher()
         var results: [(Int, ChunkEvent)] = events
         results.reserveCapacity(events.count + batch.count)
@@ -267,7 +271,7 @@ final class PipelineRun: Sendable {
             }
         } catch {
             fail(error)
-            return
+            return skip()
         }
         order.submit(results, retaining: arena)
     }
@@ -390,7 +394,7 @@ final class ReorderBuffer: @unchecked Sendable {  // `next` and `pending` are to
     private let queue = DispatchQueue(label: "xfer.pipeline.order")
     private let deliver: @Sendable (ChunkEvent) -> Void
     private var next = 0
-    private var pending: [Int: (ChunkEvent, Arena?)] = [:]
+    private var pending: [Int: (ChunkEvent?, Arena?)] = [:]  // nil: a number skipped
 
     init(deliver: @escaping @Sendable (ChunkEvent) -> Void) {
         self.deliver = deliver
@@ -401,10 +405,23 @@ final class ReorderBuffer: @unchecked Sendable {  // `next` and `pending` are to
         queue.async { [self] in
             dispatchPrecondition(condition: .onQueue(queue))
             for (sequence, event) in results { pending[sequence] = (event, arena) }
-            while let (event, _) = pending.removeValue(forKey: next) {
-                deliver(event)
-                next += 1
-            }
+            deliverInOrder()
+        }
+    }
+
+    /// Marks `numbers` as taken with nothing to deliver (a batch skipped after a failure).
+    func skip(_ numbers: [Int]) {
+        queue.async { [self] in
+            for sequence in numbers { pending[sequence] = (nil, nil) }
+            deliverInOrder()
+        }
+    }
+
+    private func deliverInOrder() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        while let (event, _) = pending.removeValue(forKey: next) {
+            if let event { deliver(event) }
+            next += 1
         }
     }
 

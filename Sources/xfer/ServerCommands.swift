@@ -208,9 +208,14 @@ extension Xfer {
                 }
                 let keys = try settings.sealingKeys()
                 let postgres = try settings.postgresStore(policy: settings.storePolicy, keys: keys)
-                if postgres != nil {
-                    // PostgreSQL transactions run on the process's blocking pool: as many threads as connections.
-                    NIOSingletons.blockingPoolThreadCountSuggestion = PostgresMetadataStore.maximumConnections
+                let environment = ProcessInfo.processInfo.environment
+                let poolSizeGiven = environment["NIO_SINGLETON_BLOCKING_POOL_THREAD_COUNT"] != nil
+                if postgres != nil && !poolSizeGiven {
+                    // PostgreSQL transactions run on the process's blocking pool: a thread for each
+                    // connection, and the cores' worth for file work beside them. Set before anything
+                    // uses the pool (NIO allows it only then, once).
+                    NIOSingletons.blockingPoolThreadCountSuggestion =
+                        PostgresMetadataStore.maximumConnections + System.coreCount
                 }
                 let server = ServeService { [settings, logger] in
                     try await Self.serve(
@@ -228,7 +233,11 @@ extension Xfer {
         ) async throws {
             let descriptors = DescriptorLimit.raise()
             let policy = settings.storePolicy
-            let store = reportMigration(try await settings.openStores(policy: policy, keys: keys, postgres: postgres))
+            // SIGTERM or SIGINT while the stores open (a migration, a database not answering) stops at once.
+            let opened = try await cancelWhenGracefulShutdown {
+                try await settings.openStores(policy: policy, keys: keys, postgres: postgres)
+            }
+            let store = reportMigration(opened)
             if let keys {
                 logger.info(
                     "sealing data at rest", metadata: ["key": "\(keys.current.id)", "keys": "\(keys.ids.count)"])

@@ -235,6 +235,28 @@ import Testing
         #expect(seen.value == 1)  // nothing is delivered after the consumer threw
     }
 
+    /// A consumer that throws partway, with several workers finishing batches out of order and
+    /// two small arenas: the run ends with its error (batches skipped after it still fill their
+    /// numbers, so no arena is held for ever), whether chunks are hashed or compressed.
+    @Test(arguments: [1, 2, 5], [false, true])
+    func aConsumerThrowingLateStopsAnyNumberOfWorkers(workers: Int, compress: Bool) throws {
+        struct Stop: Error {}
+        let big = TestData.random(count: 8 << 20, seed: 42)
+        for stopAt in [3, 40, 150] {
+            var options = options(compress: compress)
+            options.workers = workers
+            let seen = Counter()
+            #expect(throws: Stop.self) {
+                try ChunkPipeline(options: options).run([.bytes(name: "big", big)]) { event in
+                    guard case .chunk = event else { return }
+                    seen.increment()
+                    if seen.value == stopAt { throw Stop() }
+                }
+            }
+            #expect(seen.value == stopAt)
+        }
+    }
+
     @Test func filesOnDiskMatchInMemory() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

@@ -427,12 +427,13 @@ def same(expected, restored):
     return subprocess.run(["diff", "-r", "-q", "--no-dereference", expected, restored], capture_output=True).returncode == 0
 
 
-def durable(result):
-    """Adds the `sync` after a step, timed: `durable` is the step's wall plus that flush, when
-    what the step wrote is on disk, for every tool alike (xfer syncs its own; the others
-    sync nothing, so their flush is most of what a durable copy costs them)."""
+def durable(result, work):
+    """Adds the `sync -f` of the round's file system after a step, timed: `durable` is the
+    step's wall plus that flush, when what the step wrote is on disk, for every tool alike
+    (xfer syncs its own; the others sync nothing, so their flush is most of what a durable
+    copy costs them)."""
     started = time.perf_counter()
-    subprocess.run(["sync"], check=True)
+    subprocess.run(["sync", "-f", work], check=True)
     result["flush"] = time.perf_counter() - started
     result["durable"] = result["wall"] + result["flush"]
     return result
@@ -450,15 +451,15 @@ def one_round(tool, data, kind):
     results = {}
     tool.start()
     try:
-        results["first"] = durable(tool.backup(source, kind))
+        results["first"] = durable(tool.backup(source, kind), work)
         results["first"]["stored"] = tool.stored()
         place(os.path.join(data, "v2"), source, kind)
         subprocess.run(["sync"])
-        results["edit"] = durable(tool.backup(source, kind))
-        results["noop"] = durable(tool.backup(source, kind))
+        results["edit"] = durable(tool.backup(source, kind), work)
+        results["noop"] = durable(tool.backup(source, kind), work)
         target = os.path.join(work, "restored")
         subprocess.run(["sync"])
-        results["restore"] = durable(tool.restore(target, kind))
+        results["restore"] = durable(tool.restore(target, kind), work)
         if "restored" in results["restore"] and not same(source, target):
             sys.exit(f"bench-peers: {tool.name}'s restore differs from the source")
     finally:

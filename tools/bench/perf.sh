@@ -29,9 +29,9 @@ echo "== xfer-perf $(basename "$data")"
 best() { sort -n | head -1; }
 walls_xfer="" walls_ssl="" walls_zstd=""
 for _ in 1 2 3 4 5; do
-  walls_xfer+="$( { /usr/bin/time -f %e "$xfer" chunk --summary "$data" > /dev/null; } 2>&1 )"$'\n'
-  walls_ssl+="$( { /usr/bin/time -f %e openssl dgst -sha256 "$data" > /dev/null; } 2>&1 )"$'\n'
-  walls_zstd+="$( { /usr/bin/time -f %e "$xfer" chunk --summary --compress "$data" > /dev/null; } 2>&1 )"$'\n'
+  /usr/bin/time -f %e -o "$dir/t" "$xfer" chunk --summary "$data" > /dev/null; walls_xfer+="$(cat "$dir/t")"$'\n'
+  /usr/bin/time -f %e -o "$dir/t" openssl dgst -sha256 "$data" > /dev/null; walls_ssl+="$(cat "$dir/t")"$'\n'
+  /usr/bin/time -f %e -o "$dir/t" "$xfer" chunk --summary --compress "$data" > /dev/null; walls_zstd+="$(cat "$dir/t")"$'\n'
 done
 x=$(printf "%s" "$walls_xfer" | best); o=$(printf "%s" "$walls_ssl" | best); z=$(printf "%s" "$walls_zstd" | best)
 echo "== xfer chunk --summary (cut + SHA-256): $x s; openssl dgst -sha256: $o s; ratio $(awk -v a="$o" -v b="$x" 'BEGIN {printf "%.2f", a / b}') [target >= 1.5]"

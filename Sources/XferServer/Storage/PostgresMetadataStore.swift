@@ -110,7 +110,9 @@ public final class PostgresMetadataStore: SQLMetadataStore, Service, @unchecked 
     }
 
     /// Runs the client's connections and, once a server watches, the LISTEN for other servers'
-    /// changes, until the task is cancelled or its service group shuts down.
+    /// changes, until the task is cancelled or its service group shuts down. Once per store,
+    /// and only for one made by ``init(configuring:policy:schema:sealing:)`` (the other runs
+    /// its own).
     public func run() async {
         await Self.run(client, listener)
     }
