@@ -39,6 +39,20 @@ def sha256(path):
     return digest.hexdigest()
 
 
+def terminate(process, timeout):
+    """Stops a process with SIGTERM, and with SIGKILL if it still runs `timeout` seconds later.
+    Returns whether it stopped on SIGTERM (or had already ended)."""
+    if process and process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            return False
+    return True
+
+
 class Server:
     """`xfer serve` on a free loopback port over a data directory (kept across restarts)."""
 
@@ -72,12 +86,7 @@ class Server:
             self.process.wait()
 
     def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill9()
+        terminate(self.process, timeout=10)
 
     def peak_rss_kib(self):
         """The process's peak resident set (VmHWM), KiB."""
@@ -227,14 +236,8 @@ class Daemon:
                                         stdout=self.log, stderr=self.log)
 
     def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-                raise SystemExit(f"the daemon on {self.folder} did not stop within 20 s of SIGTERM")
+        if not terminate(self.process, timeout=20):
+            raise SystemExit(f"the daemon on {self.folder} did not stop within 20 s of SIGTERM")
 
     def check(self):
         if self.process.poll() is not None:

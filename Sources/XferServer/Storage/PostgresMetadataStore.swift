@@ -16,7 +16,7 @@ import XferProtocol
 /// a sequence number is taken with `UPDATE containers … RETURNING`, which holds the
 /// container's row lock until the transaction commits, so numbers are handed out and become
 /// visible in order. Each commit sends `NOTIFY xfer_changes` so other servers' long polls wake.
-public final class PostgresMetadataStore: SQLMetadataStore, Service, @unchecked Sendable {
+public final class PostgresMetadataStore: SQLMetadataStore, Service, Sendable {
     let client: PostgresClient
 
     let policy: StorePolicy
