@@ -93,6 +93,16 @@ int cxfer_fix_mmap_threshold(int bytes) {
 #endif
 }
 
+int cxfer_keep_heap_top(int bytes, int arenas) {
+#if defined(__GLIBC__)
+    return mallopt(M_TRIM_THRESHOLD, bytes) && mallopt(M_ARENA_MAX, arenas);
+#else
+    (void)bytes;
+    (void)arenas;
+    return 0;
+#endif
+}
+
 int cxfer_syncfs(int fd) {
 #if defined(__linux__)
     return syncfs(fd);

@@ -67,14 +67,13 @@ extension PullEngine {
                 running += 1
                 group.addTask {
                     try await fetch(
-                        order, batch, maximumLength: maximumLength, against: against,
-                        write: { plain, chunk, download in
-                            try Self.write(plain, of: chunk, to: download, files: files)
-                            early?.wrote(plain.count * download.targets.count)
+                        order, batch, maximumLength: maximumLength, against: against, files: files,
+                        written: { plainBytes, payloadBytes, targets in
+                            early?.wrote(plainBytes * targets)
                             let c = counters.withLock { c in
                                 c.chunksFetched += 1
-                                c.bytesFetched += Int64(chunk.payload.count)
-                                c.bytesDone += Int64(plain.count * download.targets.count)
+                                c.bytesFetched += Int64(payloadBytes)
+                                c.bytesDone += Int64(plainBytes * targets)
                                 return c
                             }
                             progress(
@@ -87,14 +86,13 @@ extension PullEngine {
         }
     }
 
-    /// Asks for the downloads at positions `batch` of `order` in one request and hands each
-    /// chunk, decoded and checked, to `write`.
+    /// Asks for the downloads at positions `batch` of `order` in one request and writes each
+    /// chunk, decoded and checked, to its places (in runs: ``DownloadRuns``), telling `written`.
     /// - Throws: `corrupt_chunk` for a chunk not asked for, sent twice, or not of the length the
     ///   manifest declares.
     private func fetch(
         _ order: ChunkSourcing.Downloads, _ batch: Range<Int>, maximumLength: Int,
-        against: PullAgainst,
-        write: ([UInt8], EncodedChunk, ChunkSourcing.Download) throws -> Void
+        against: PullAgainst, files: StagingFiles, written: @escaping (Int, Int, Int) -> Void
     ) async throws {
         let ids = order[batch].map(\.chunk.id)
         // Which download each asked chunk is: a map of this request's chunks only,
@@ -106,44 +104,41 @@ extension PullEngine {
         // per request in flight (at the start of a pull of many small files, all of them are).
         var kept: [EncodedChunk] = []
         var keptBytes = 0
-        try await remote.connection.download(ids, against: offer.references) { chunk in
-            guard let index = asked.removeValue(forKey: chunk.id) else {
-                throw XferError(
-                    .corruptChunk,
-                    "the server sent chunk \(chunk.id), which was not asked for or was sent already; nothing was published"
-                )
+        var runs = DownloadRuns(files: files, written: written)
+        // What arrived and was verified is written even when the request then fails: a pull
+        // resumed later takes it from the staging copy.
+        do {
+            try await remote.connection.download(ids, against: offer.references) { chunk in
+                guard let index = asked.removeValue(forKey: chunk.id) else {
+                    throw XferError(
+                        .corruptChunk,
+                        "the server sent chunk \(chunk.id), which was not asked for or was sent already; nothing was published"
+                    )
+                }
+                let download = order[index]
+                let before = kept.count
+                let plain = try against.decode(chunk, offer, maximumLength: maximumLength, kept: &kept)
+                if kept.count > before { keptBytes += kept[before].payload.count }
+                if keptBytes >= Self.keptBatchBytes {
+                    against.keep(kept)
+                    kept.removeAll(keepingCapacity: true)
+                    keptBytes = 0
+                }
+                // The hash vouches for the bytes; the manifest's length must agree too, or
+                // the file would be written at a size the server made up.
+                guard plain.count == download.chunk.length else {
+                    throw XferError(
+                        .corruptChunk,
+                        "chunk \(chunk.id) holds \(plain.count) bytes, but the manifest declares \(download.chunk.length); nothing was published"
+                    )
+                }
+                try runs.add(plain, payloadBytes: chunk.payload.count, to: download)
             }
-            let download = order[index]
-            let before = kept.count
-            let plain = try against.decode(chunk, offer, maximumLength: maximumLength, kept: &kept)
-            if kept.count > before { keptBytes += kept[before].payload.count }
-            if keptBytes >= Self.keptBatchBytes {
-                against.keep(kept)
-                kept.removeAll(keepingCapacity: true)
-                keptBytes = 0
-            }
-            // The hash vouches for the bytes; the manifest's length must agree too, or
-            // the file would be written at a size the server made up.
-            guard plain.count == download.chunk.length else {
-                throw XferError(
-                    .corruptChunk,
-                    "chunk \(chunk.id) holds \(plain.count) bytes, but the manifest declares \(download.chunk.length); nothing was published"
-                )
-            }
-            try write(plain, chunk, download)
+        } catch {
+            try? runs.flush()
+            throw error
         }
+        try runs.flush()
         against.keep(kept)
-    }
-
-    /// Writes a downloaded chunk's plain bytes to every place `download` says it goes.
-    private static func write(
-        _ plain: [UInt8], of chunk: EncodedChunk, to download: ChunkSourcing.Download, files: StagingFiles
-    ) throws {
-        for target in download.targets {
-            try files.with(target.file) { fd in
-                try write(plain, count: plain.count, to: fd, at: target.offset, path: files.path(target.file))
-            }
-            try files.wrote(target.file, bytes: plain.count)
-        }
     }
 }

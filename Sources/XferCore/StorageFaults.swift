@@ -93,6 +93,10 @@ package enum StorageFaults {
         armedCount.store(faults.count + (observer.value == nil ? 0 : 1), ordering: .releasing)
     }
 
+    /// Whether any fault (or an observer) is armed: a caller that would merge several calls
+    /// into one makes them one by one then, so each meets the seam.
+    static var isArmed: Bool { armedCount.load(ordering: .acquiring) > 0 }
+
     /// The effect armed for this call, consuming one use of the fault.
     static func take(_ operation: Operation, path: String) -> Effect? {
         guard armedCount.load(ordering: .acquiring) > 0 else { return nil }

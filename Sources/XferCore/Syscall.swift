@@ -51,6 +51,46 @@ package enum Syscall {
         if let failure, limit < bytes.count { throw XferError.writing(failure, "write", path, whenFull: advice) }
     }
 
+    /// Writes `pieces` one after another from `offset`, as one `pwritev` (repeated from where a
+    /// short write stopped). With faults armed, each piece is written by ``pwrite(_:_:at:path:whenFull:)``,
+    /// so a test's fault meets the same writes either way.
+    package static func pwrite(
+        _ fd: Int32, _ pieces: [UnsafeRawBufferPointer], at offset: Int64, path: String,
+        whenFull advice: String = "free some disk space and retry"
+    ) throws {
+        guard pieces.count > 1, !StorageFaults.isArmed else {
+            var at = offset
+            for piece in pieces {
+                try pwrite(fd, piece, at: at, path: path, whenFull: advice)
+                at += Int64(piece.count)
+            }
+            return
+        }
+        var vectors = pieces.map {
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
+        }
+        var first = 0
+        var done = 0
+        let total = pieces.reduce(0) { $0 + $1.count }
+        while done < total {
+            let n = vectors[first...].withUnsafeBufferPointer {
+                Glibc.pwritev(fd, $0.baseAddress, Int32($0.count), off_t(offset) + off_t(done))
+            }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw XferError.writing(errno, "write", path, whenFull: advice) }
+            done += n
+            var left = n
+            while left > 0 && left >= vectors[first].iov_len {
+                left -= vectors[first].iov_len
+                first += 1
+            }
+            if left > 0 {
+                vectors[first].iov_base += left
+                vectors[first].iov_len -= left
+            }
+        }
+    }
+
     /// Makes a file's (or directory's) writes durable (fault: ``StorageFaults/Operation/fsync``).
     package static func fsync(_ fd: Int32, path: String) throws {
         if case .fail(let err)? = StorageFaults.take(.fsync, path: path) { throw XferError.writing(err, "fsync", path) }

@@ -35,6 +35,34 @@ import XferCore
 
     /// Writes from several threads at once reach the right files while descriptors come and
     /// go under them; a file closed while in use stays open for its user, then closes.
+    /// A download's run of chunks goes out as one write of its pieces, in order, from its
+    /// offset; with a fault armed each piece meets it in turn (a full disk stops the run where
+    /// it stopped the piece).
+    @Test func aRunOfPiecesIsWrittenInOrderAndMeetsFaultsPieceByPiece() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-run-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let fd = open(path, O_CREAT | O_RDWR, 0o600)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        let pieces = ["abc", "defg", "h"].map { Array($0.utf8) }
+        func write(at offset: Int64) throws {
+            try pieces[0].withUnsafeBytes { a in
+                try pieces[1].withUnsafeBytes { b in
+                    try pieces[2].withUnsafeBytes { c in try Syscall.pwrite(fd, [a, b, c], at: offset, path: path) }
+                }
+            }
+        }
+        try write(at: 5)
+        #expect(FileManager.default.contents(atPath: path).map(Array.init) == [0, 0, 0, 0, 0] + Array("abcdefgh".utf8))
+
+        StorageFaults.arm(.init(.write, .shortWrite(2, then: ENOSPC), pathContains: path))
+        defer { StorageFaults.disarm(pathContains: path) }
+        #expect(throws: XferError.self) { try write(at: 13) }
+        #expect(
+            FileManager.default.contents(atPath: path).map(Array.init)
+                == [0, 0, 0, 0, 0] + Array("abcdefghab".utf8))
+    }
+
     @Test func concurrentWritesWhileDescriptorsAreEvicted() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("xfer-staging-\(UUID().uuidString)")
             .path

@@ -32,6 +32,11 @@ int cxfer_syncfs(int fd);
 int cxfer_fix_mmap_threshold(int bytes);
 int cxfer_trim_heap(void);
 
+/// Keeps up to `bytes` free at the top of each glibc heap instead of giving it back at once
+/// (mallopt M_TRIM_THRESHOLD), and uses at most `arenas` heaps (M_ARENA_MAX). Returns 1, or 0
+/// where the C library has no such settings.
+int cxfer_keep_heap_top(int bytes, int arenas);
+
 /// Opens an unnamed file for reading and writing in the directory `dir` (Linux O_TMPFILE; where
 /// the file system has none, a named one unlinked at once): it goes when its last descriptor
 /// closes. Returns the descriptor, or -1 with errno. Sets `*in_memory` to 1 when the file
