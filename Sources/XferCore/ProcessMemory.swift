@@ -13,20 +13,25 @@ public enum ProcessMemory {
     /// glibc raises its mmap threshold to the size of each large block freed (up to 32 MiB), so
     /// the growing arrays of a tree of many files, once freed, stay resident in the heap: a push
     /// of 200,000 files peaked 60 MiB higher that way (docs/PERFORMANCE.md). Smaller blocks
-    /// freed at the top of a heap stay there, up to ``keptHeapTop``, for the next allocation.
-    public static func configure() {
+    /// freed at the top of a heap stay there, up to ``keptHeapTop`` (``keptHeapTopServing`` in
+    /// a server), for the next allocation.
+    /// - Parameter serving: Whether the process is a server (`xfer serve`).
+    public static func configure(serving: Bool) {
         _ = cxfer_fix_mmap_threshold(Int32(largeBlock))
-        _ = cxfer_keep_heap_top(Int32(keptHeapTop), Int32(heaps))
+        _ = cxfer_keep_heap_top(Int32(serving ? keptHeapTopServing : keptHeapTop), Int32(heaps))
     }
 
-    /// Free bytes kept at the top of each heap. With the threshold fixed, glibc would give back
-    /// any free top over 128 KiB at once, so the chunk buffers a transfer frees and allocates
-    /// again, a hundred kilobytes to a few megabytes each, were faulted in anew each time: a
-    /// 1 GiB restore took 100,000 page faults in the server and 50,000 in the client, and the
-    /// server spent 0.45 CPU s on it instead of 0.28 (docs/PERFORMANCE.md).
-    public static let keptHeapTop = 16 << 20
+    /// Free bytes kept at the top of each heap of a client. With the threshold fixed, glibc
+    /// would give back any free top over 128 KiB at once, so the chunk buffers a transfer frees
+    /// and allocates again were faulted in anew each time: a 1 GiB restore took the client
+    /// 50,000 page faults, 6,000 with 4 MiB kept (docs/PERFORMANCE.md).
+    public static let keptHeapTop = 4 << 20
 
-    /// Heaps glibc may make (its default is eight a core): each keeps up to ``keptHeapTop``.
+    /// The same for a server, whose download batches are larger: a 1 GiB restore took it 100,000
+    /// page faults and 0.46 CPU s, 5,000 and 0.28 with 16 MiB kept (50,000 with 4 MiB).
+    public static let keptHeapTopServing = 16 << 20
+
+    /// Heaps glibc may make (its default is eight a core): each keeps up to ``keptHeapTop`` free.
     public static let heaps = 4
 
     /// Gives the free pages inside the heap back to the system: after a phase that freed much

@@ -35,7 +35,7 @@ struct Xfer: AsyncParsableCommand {
 
     /// ArgumentParser's entry point, after the process-wide memory setting.
     static func main() async {
-        ProcessMemory.configure()
+        ProcessMemory.configure(serving: CommandLine.arguments.dropFirst().first == "serve")
         do {
             var command = try parseAsRoot()
             if var command = command as? any AsyncParsableCommand {
