@@ -252,19 +252,16 @@ final class PipelineRun: Sendable {
         // sooner by another worker) are let go with their arenas, not held for ever.
         func skip() { order.skip(events.map(\.0) + batch.map(\.sequence)) }
         if failed { return skip() }
-        var hasher = SHA256Hasher()
         var results: [(Int, ChunkEvent)] = events
         results.reserveCapacity(events.count + batch.count)
+        let endToEnd = options.codec.endToEnd
+        // Plain ids are hashed for the whole batch at once, two chunks at a time where the
+        // processor can (``SHA256Lanes``).
+        let ids = endToEnd == nil ? SHA256Lanes.ids(of: batch.map { arena.bytes($0.range) }) : []
         do {
-            for chunk in batch {
+            for (index, chunk) in batch.enumerated() {
                 let bytes = arena.bytes(chunk.range)
-                let id: ChunkID
-                if let endToEnd = options.codec.endToEnd {
-                    id = endToEnd.id(of: bytes)
-                } else {
-                    hasher.update(bytes)
-                    id = hasher.finalize()
-                }
+                let id = endToEnd?.id(of: bytes) ?? ids[index]
                 let encoded = try options.compression.map { try options.codec.encode(bytes, id: id, policy: $0) }
                 let record = ChunkRecord(offset: chunk.offset, length: chunk.range.count, id: id, encoded: encoded)
                 results.append((chunk.sequence, .chunk(file: chunk.file, record)))

@@ -43,6 +43,16 @@ int cxfer_keep_heap_top(int bytes, int arenas);
 /// system keeps its files in memory (tmpfs, ramfs), where a file saves no memory.
 int cxfer_open_spill_file(const char *dir, int *in_memory);
 
+/// Whether this processor has the SHA extensions `cxfer_sha256_lanes` needs (x86-64 SHA,
+/// SSSE3, SSE4.1). Returns 1 or 0.
+int cxfer_sha256_lanes_available(void);
+
+/// The SHA-256 digests of `count` messages (`data[i]`, `lengths[i]` bytes) into `digests`
+/// (32 bytes each, in order), two messages hashed at once. Only where
+/// `cxfer_sha256_lanes_available()` is 1.
+void cxfer_sha256_lanes(const unsigned char *const *data, const size_t *lengths, size_t count,
+                        unsigned char *digests);
+
 /// Reserves the blocks of `fd`'s bytes `[offset, offset + length)` (fallocate, or
 /// posix_fallocate), so writes through a mapping of them cannot fail for want of space.
 /// Returns 0, or an errno value.
