@@ -26,6 +26,16 @@ let benchmarks: @Sendable () -> Void = {
             }
         }
     }
+    Benchmark("SHA-256 1 MiB in 64 KiB chunks, a batch at a time (SHA256Lanes)") { benchmark in
+        for _ in benchmark.scaledIterations {
+            megabyte.withUnsafeBytes { raw in
+                let chunks = stride(from: 0, to: raw.count, by: 65536).map {
+                    UnsafeRawBufferPointer(rebasing: raw[$0..<($0 + 65536)])
+                }
+                blackHole(SHA256Lanes.ids(of: chunks))
+            }
+        }
+    }
     Benchmark("zstd level 3, 64 KiB text chunk") { benchmark in
         let chunk = Array(text.prefix(65536))
         let id = ChunkID.of(chunk)

@@ -101,6 +101,24 @@ func idRate(_ lengths: [Int], _ id: (UnsafeRawBufferPointer) -> ChunkID) -> Doub
 let plainIDRate = idRate(keyedLengths) { ChunkID.of($0) }
 let keyedIDRate = idRate(keyedLengths) { keyed.id(of: $0) }
 log("chunk ids one core: sha256 \(plainIDRate / 1e9) GB/s, keyed hmac-sha256 \(keyedIDRate / 1e9) GB/s")
+// The ids as the pipeline makes them: a batch of chunks (about 512 KiB) at a time, two hashed at
+// once where the processor has the SHA extensions (SHA256Lanes).
+let lanesIDRate = bytes.withUnsafeBytes { raw in
+    bestRate(bytes: bytes.count, repeats: arguments.repeats) {
+        var offset = 0
+        var batch: [UnsafeRawBufferPointer] = []
+        for length in keyedLengths {
+            batch.append(UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)]))
+            offset += length
+            if batch.reduce(0, { $0 + $1.count }) >= 512 << 10 {
+                _ = SHA256Lanes.ids(of: batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        _ = SHA256Lanes.ids(of: batch)
+    }
+}
+log("chunk ids one core, a batch at a time (interleaved: \(SHA256Lanes.interleaved)): \(lanesIDRate / 1e9) GB/s")
 
 // 2. SHA-256 ceiling on one core, in-process over the same 64 KiB blocks openssl speed uses.
 let shaInProcess = bytes.withUnsafeBytes { raw in
@@ -165,13 +183,13 @@ let rows = [
         ratio: keyedIDRate / plainIDRate, target: 0.95, pass: keyedIDRate / plainIDRate >= 0.95),
     // Two cores' ceiling: each byte's single-core CPU time over every stage it passes, halved.
     Row(name: "chunk+sha256, both cores / two-core ceiling (cut + sha256)", value: hashRate / 1e9,
-        ceiling: 2 / (1 / chunkerRate + 1 / shaInProcess) / 1e9,
-        ratio: hashRate * (1 / chunkerRate + 1 / shaInProcess) / 2, target: 1 / 1.2,
-        pass: hashRate * (1 / chunkerRate + 1 / shaInProcess) / 2 >= 1 / 1.2),
+        ceiling: 2 / (1 / chunkerRate + 1 / lanesIDRate) / 1e9,
+        ratio: hashRate * (1 / chunkerRate + 1 / lanesIDRate) / 2, target: 1 / 1.2,
+        pass: hashRate * (1 / chunkerRate + 1 / lanesIDRate) / 2 >= 1 / 1.2),
     Row(name: "chunk+sha256+zstd-\(arguments.level), both cores / two-core ceiling (cut + sha256 + zstd)",
-        value: compressRate / 1e9, ceiling: 2 / (1 / chunkerRate + 1 / shaInProcess + 1 / zstdRate) / 1e9,
-        ratio: compressRate * (1 / chunkerRate + 1 / shaInProcess + 1 / zstdRate) / 2, target: 1 / 1.2,
-        pass: compressRate * (1 / chunkerRate + 1 / shaInProcess + 1 / zstdRate) / 2 >= 1 / 1.2),
+        value: compressRate / 1e9, ceiling: 2 / (1 / chunkerRate + 1 / lanesIDRate + 1 / zstdRate) / 1e9,
+        ratio: compressRate * (1 / chunkerRate + 1 / lanesIDRate + 1 / zstdRate) / 2, target: 1 / 1.2,
+        pass: compressRate * (1 / chunkerRate + 1 / lanesIDRate + 1 / zstdRate) / 2 >= 1 / 1.2),
 ]
 if arguments.json {
     let encoder = JSONEncoder()
