@@ -61,7 +61,7 @@ struct DownloadRuns {
         held.removeAll(keepingCapacity: true)
         bytes = 0
         try files.with(file) { fd in
-            try Self.withPieces(run[...]) { pieces in
+            try RawBuffers.with(run.map(\.plain)) { pieces in
                 try Syscall.pwrite(
                     fd, pieces, at: start, path: files.path(file),
                     whenFull: "free some disk space and retry (what arrived is kept)")
@@ -70,25 +70,6 @@ struct DownloadRuns {
         for chunk in run {
             try files.wrote(file, bytes: chunk.plain.count)
             written(chunk.plain.count, chunk.payloadBytes, 1)
-        }
-    }
-
-    /// Calls `body` with the raw bytes of every chunk in `run`, kept alive for the call.
-    private static func withPieces(_ run: ArraySlice<Held>, _ body: ([UnsafeRawBufferPointer]) throws -> Void) throws {
-        var pieces: [UnsafeRawBufferPointer] = []
-        pieces.reserveCapacity(run.count)
-        try gather(run, into: &pieces, body)
-    }
-
-    /// Nests one `withUnsafeBytes` a chunk, so every pointer stays valid while `body` runs.
-    private static func gather(
-        _ run: ArraySlice<Held>, into pieces: inout [UnsafeRawBufferPointer],
-        _ body: ([UnsafeRawBufferPointer]) throws -> Void
-    ) throws {
-        guard let first = run.first else { return try body(pieces) }
-        try first.plain.withUnsafeBytes { raw in
-            pieces.append(raw)
-            try gather(run.dropFirst(), into: &pieces, body)
         }
     }
 

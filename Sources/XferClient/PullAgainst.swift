@@ -78,6 +78,26 @@ struct PullAgainst: Sendable {
         return offer
     }
 
+    /// The plain bytes of a downloaded chunk, every check made but, for a plain container's
+    /// chunk, that of its id (``ArrivingChunks`` checks several at once): one sent against a
+    /// reference is read with the one offered for it (any other is refused, as not at hand).
+    /// - Returns: The bytes, and whether they are checked already.
+    /// - Throws: `corrupt_chunk`, `too_large`, `missing_chunks` (against a reference not offered).
+    func inflate(_ chunk: EncodedChunk, _ offer: Offer, maximumLength: Int) throws -> (plain: [UInt8], checked: Bool) {
+        let reference = chunk.reference.flatMap { id in
+            offer.references[chunk.id] == id ? offer.plain[id].map { (id, $0) } : nil
+        }
+        return try codec.inflate(chunk, maximumLength: maximumLength, reference: reference)
+    }
+
+    /// Adds a checked chunk of a small file to `kept`, as the cache keeps it (``keep(_:)``).
+    /// - Returns: The bytes added.
+    func keepIfSmall(_ chunk: EncodedChunk, plain: [UInt8], kept: inout [EncodedChunk]) throws -> Int {
+        guard small.contains(chunk.id) else { return 0 }
+        kept.append(try plain.withUnsafeBytes { try chunk.stored(plain: $0) })
+        return kept[kept.count - 1].payload.count
+    }
+
     /// The plain bytes of a downloaded chunk, checked against its id: one sent against a
     /// reference is read with the one offered for it (any other is refused, as not at hand).
     /// A small file's chunk is added to `kept` as the cache keeps it (``keep(_:)``).

@@ -5,9 +5,6 @@ import XferProtocol
 // several in flight, each chunk verified, checked against the manifest and written to every
 // place it goes.
 extension PullEngine {
-    /// How many bytes of downloaded chunks a request holds for the cache before writing them to it.
-    static let keptBatchBytes = 1 << 20
-
     /// The smallest download request a pull makes when it splits its chunks among the requests in flight.
     static let smallestBatchBytes = 256 << 10
 
@@ -100,13 +97,9 @@ extension PullEngine {
         // count of chunks checked, every asked one came).
         var asked = Dictionary(zip(ids, batch), uniquingKeysWith: { first, _ in first })
         let offer = against.offer(for: ids)
-        // Chunks for the cache go to it a megabyte at a time, not a whole body's worth
-        // per request in flight (at the start of a pull of many small files, all of them are).
-        var kept: [EncodedChunk] = []
-        var keptBytes = 0
-        var runs = DownloadRuns(files: files, written: written)
-        // What arrived and was verified is written even when the request then fails: a pull
-        // resumed later takes it from the staging copy.
+        var arriving = ArrivingChunks(
+            against: against, offer: offer, maximumLength: maximumLength,
+            runs: DownloadRuns(files: files, written: written))
         do {
             try await remote.connection.download(ids, against: offer.references) { chunk in
                 guard let index = asked.removeValue(forKey: chunk.id) else {
@@ -115,30 +108,12 @@ extension PullEngine {
                         "the server sent chunk \(chunk.id), which was not asked for or was sent already; nothing was published"
                     )
                 }
-                let download = order[index]
-                let before = kept.count
-                let plain = try against.decode(chunk, offer, maximumLength: maximumLength, kept: &kept)
-                if kept.count > before { keptBytes += kept[before].payload.count }
-                if keptBytes >= Self.keptBatchBytes {
-                    against.keep(kept)
-                    kept.removeAll(keepingCapacity: true)
-                    keptBytes = 0
-                }
-                // The hash vouches for the bytes; the manifest's length must agree too, or
-                // the file would be written at a size the server made up.
-                guard plain.count == download.chunk.length else {
-                    throw XferError(
-                        .corruptChunk,
-                        "chunk \(chunk.id) holds \(plain.count) bytes, but the manifest declares \(download.chunk.length); nothing was published"
-                    )
-                }
-                try runs.add(plain, payloadBytes: chunk.payload.count, to: download)
+                try arriving.receive(chunk, for: order[index])
             }
         } catch {
-            try? runs.flush()
+            arriving.writeWhatChecksOut()
             throw error
         }
-        try runs.flush()
-        against.keep(kept)
+        try arriving.finish()
     }
 }

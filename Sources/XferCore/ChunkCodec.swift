@@ -49,6 +49,20 @@ public struct ChunkCodec: Sendable, Hashable {
         }
         return try chunk.decoded(maximumLength: maximumLength, reference: reference)
     }
+
+    /// ``decode(_:maximumLength:reference:)`` but, for a plain container's chunk, for the check
+    /// of its id, which the caller makes (``EncodedChunk/checkAll(_:_:)``, many at once).
+    /// - Returns: The plain bytes, and whether they are checked already (a sealed container's).
+    package func inflate(
+        _ chunk: EncodedChunk, maximumLength: Int, reference: (id: ChunkID, plain: [UInt8])? = nil
+    ) throws -> (plain: [UInt8], checked: Bool) {
+        if let endToEnd { return (try endToEnd.open(chunk, maximumLength: maximumLength), true) }
+        guard chunk.encoding != .sealed else {
+            throw XferError(
+                .corruptChunk, "chunk \(chunk.id) came sealed end to end, as no chunk of a plain container is")
+        }
+        return (try chunk.inflated(maximumLength: maximumLength, reference: reference), false)
+    }
 }
 
 extension EndToEndChunks: Hashable {

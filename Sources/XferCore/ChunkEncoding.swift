@@ -83,6 +83,18 @@ public struct EncodedChunk: Sendable, Hashable {
         maximumLength: Int = ChunkerConfiguration.maximumAllowedSize,
         reference: (id: ChunkID, plain: [UInt8])? = nil
     ) throws -> [UInt8] {
+        let plain = try inflated(maximumLength: maximumLength, reference: reference)
+        if encoding != .sealed { try check(plain, hashingTo: ChunkID.of(plain)) }
+        return plain
+    }
+
+    /// ``decoded(maximumLength:reference:)`` but for the check of the plain bytes' id, which
+    /// the caller makes (``check(_:hashingTo:)``, or ``checkAll(_:_:)`` for many at once).
+    /// A sealed chunk is checked whole here.
+    package func inflated(
+        maximumLength: Int = ChunkerConfiguration.maximumAllowedSize,
+        reference: (id: ChunkID, plain: [UInt8])? = nil
+    ) throws -> [UInt8] {
         let limit = encoding == .sealed ? EndToEndChunks.maximumPayload(plain: maximumLength) : maximumLength
         guard length >= 0, length <= limit else {
             throw XferError(.tooLarge, "chunk \(id) claims \(length) bytes, over the limit of \(limit)")
@@ -118,7 +130,12 @@ public struct EncodedChunk: Sendable, Hashable {
             }
             return payload
         }
-        let actual = ChunkID.of(plain)
+        return plain
+    }
+
+    /// Checks inflated plain bytes whose SHA-256 is `actual` against this chunk's id.
+    /// - Throws: `corrupt_chunk` if they are not this chunk's.
+    package func check(_ plain: [UInt8], hashingTo actual: ChunkID) throws {
         guard actual == id else {
             throw XferError(.corruptChunk, "chunk bytes hash to \(actual), not to their id \(id)")
         }
@@ -129,6 +146,14 @@ public struct EncodedChunk: Sendable, Hashable {
                 .corruptChunk,
                 "chunk \(id) is the label of a sealed chunk's id and a keyed id, which no plain chunk may be")
         }
-        return plain
+    }
+
+    /// ``check(_:hashingTo:)`` of many inflated chunks (none sealed), their ids hashed together
+    /// (``SHA256Lanes``).
+    /// - Throws: `corrupt_chunk` for the first whose bytes are not its.
+    package static func checkAll(_ chunks: [EncodedChunk], _ plains: [[UInt8]]) throws {
+        precondition(chunks.count == plains.count && !chunks.contains { $0.encoding == .sealed })
+        let actual = RawBuffers.with(plains) { SHA256Lanes.ids(of: $0) }
+        for index in chunks.indices { try chunks[index].check(plains[index], hashingTo: actual[index]) }
     }
 }
