@@ -148,6 +148,42 @@ public struct EncodedChunk: Sendable, Hashable {
         }
     }
 
+    /// What is wrong with each of `chunks` (`nil`: it decodes to its id), as
+    /// ``decoded(maximumLength:reference:)`` would throw it, ``checkedTogether`` at a time with
+    /// their ids hashed together (``SHA256Lanes``): what a server checks of an upload.
+    package static func verdicts(_ chunks: [EncodedChunk], maximumLength: Int) -> [XferError?] {
+        var verdicts = [XferError?](repeating: nil, count: chunks.count)
+        for start in stride(from: 0, to: chunks.count, by: checkedTogether) {
+            var plains: [[UInt8]] = []
+            var hashed: [Int] = []
+            for index in start..<min(start + checkedTogether, chunks.count) {
+                do {
+                    let plain = try chunks[index].inflated(maximumLength: maximumLength)
+                    if chunks[index].encoding != .sealed {
+                        plains.append(plain)
+                        hashed.append(index)
+                    }
+                } catch {
+                    verdicts[index] = chunks[index].refusal(error)
+                }
+            }
+            let actual = RawBuffers.with(plains) { SHA256Lanes.ids(of: $0) }
+            for (position, index) in hashed.enumerated() {
+                do { try chunks[index].check(plains[position], hashingTo: actual[position]) } catch {
+                    verdicts[index] = chunks[index].refusal(error)
+                }
+            }
+        }
+        return verdicts
+    }
+
+    /// Chunks ``verdicts(_:maximumLength:)`` checks together: their plain bytes are held at once.
+    package static let checkedTogether = 16
+
+    private func refusal(_ error: any Error) -> XferError {
+        error as? XferError ?? XferError(.corruptChunk, "chunk \(id.hex) does not decode")
+    }
+
     /// ``check(_:hashingTo:)`` of many inflated chunks (none sealed), their ids hashed together
     /// (``SHA256Lanes``).
     /// - Throws: `corrupt_chunk` for the first whose bytes are not its.

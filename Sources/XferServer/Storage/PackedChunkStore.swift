@@ -56,18 +56,7 @@ public struct PackedChunkStore: ChunkStore {
 
     public func store(_ chunks: [EncodedChunk]) async throws -> [XferError?] {
         let maximum = maximumChunkSize
-        let verdicts: [XferError?] = try await threadPool.runIfActive {
-            chunks.map { chunk in
-                do {
-                    _ = try chunk.decoded(maximumLength: maximum)
-                    return nil
-                } catch let error as XferError {
-                    return error
-                } catch {
-                    return XferError(.corruptChunk, "chunk \(chunk.id.hex) does not decode")
-                }
-            }
-        }
+        let verdicts = try await threadPool.runIfActive { EncodedChunk.verdicts(chunks, maximumLength: maximum) }
         // Every good chunk is packed, even one already located elsewhere: the same work on
         // both paths, so an upload's timing does not reveal what other accounts store
         // (docs/SECURITY.md). A located chunk keeps its location (recording is insert-or-
