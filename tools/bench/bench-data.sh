@@ -1,7 +1,8 @@
 # Sourced by tools/bench/perf.sh and tools/bench/bench-e2e.sh: sets $dir, $data (1 GiB of real binary
 # data: a tar of the Swift toolchain's lib/) and $big (4 GiB: that file four times, each copy
-# with a different first byte), making them once under ${XFER_BENCH_DIR:-/tmp/xfer-bench}.
-dir="${XFER_BENCH_DIR:-/tmp/xfer-bench}"
+# with a different first byte), making them once under ${XFER_BENCH_DIR:-bench-data} (in the
+# checkout, so on the file system the project lives on; git ignores it).
+dir="${XFER_BENCH_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/bench-data}"
 mkdir -p "$dir"
 data="${data:-$dir/real-1g.bin}"
 if [ ! -s "$data" ]; then

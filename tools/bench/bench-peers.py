@@ -20,7 +20,10 @@ How each tool is run (defaults unless said):
   restic  a local repository, format version 2 (compression auto), `backup` and `restore`
   borg    a local repository without encryption, `create --compression lz4`, `extract`
 
-Data sets (made once under $XFER_BENCH_DIR/peers, default /tmp/xfer-bench/peers):
+Everything (data sets, repositories, restores) is under $XFER_BENCH_DIR/peers, by default
+bench-data/peers in the checkout: the file system the project lives on, which the run names.
+
+Data sets (made once there):
   file    a 1 GiB tar of the toolchain's libraries; v2 has 16 small insertions (seeded)
   libs    the toolchain's lib/ directory (~1.9 GB); v2 has seeded edits: insertions and
           overwrites in files, files replaced, added and removed
@@ -511,8 +514,11 @@ def main():
     for spec in args.xfer_encrypted:
         name, _, path = spec.partition("=")
         variants["xfer " + name] = (os.path.abspath(path) if path else None, [], False, True)
-    root = os.path.join(os.environ.get("XFER_BENCH_DIR", "/tmp/xfer-bench"), "peers")
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.join(os.environ.get("XFER_BENCH_DIR", os.path.join(checkout, "bench-data")), "peers")
     os.makedirs(root, exist_ok=True)
+    where = subprocess.run(["df", "--output=source,fstype", root], capture_output=True, text=True).stdout.split()
+    print(f"measuring in {root}: {' '.join(where[-2:])}", flush=True)
     binary = os.path.abspath(args.binary)
     tools = args.tools.split(",") + list(variants)
     everything = {}

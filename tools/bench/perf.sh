@@ -5,7 +5,7 @@
 #   tools/bench/perf.sh [DATA_FILE]
 #
 # DATA_FILE defaults to the first 1 GiB of a tar of the Swift toolchain's lib directory
-# (real binary data), made once under ${XFER_BENCH_DIR:-/tmp/xfer-bench}.
+# (real binary data), made once under ${XFER_BENCH_DIR:-bench-data} in the checkout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/setup.sh
