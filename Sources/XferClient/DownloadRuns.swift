@@ -17,7 +17,6 @@ struct DownloadRuns {
     private struct Held {
         var plain: [UInt8]
         var payloadBytes: Int
-        var targets: Int
     }
 
     let files: StagingFiles
@@ -48,7 +47,7 @@ struct DownloadRuns {
             try flush()
             (file, start, end) = (target.file, target.offset, target.offset)
         }
-        held.append(Held(plain: plain, payloadBytes: payloadBytes, targets: 1))
+        held.append(Held(plain: plain, payloadBytes: payloadBytes))
         end += Int64(plain.count)
         bytes += plain.count
         if bytes >= Self.runBytes || held.count >= Self.runChunks { try flush() }

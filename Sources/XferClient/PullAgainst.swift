@@ -104,13 +104,9 @@ struct PullAgainst: Sendable {
     /// - Throws: `corrupt_chunk`, `too_large`, `missing_chunks` (against a reference not offered).
     func decode(_ chunk: EncodedChunk, _ offer: Offer, maximumLength: Int, kept: inout [EncodedChunk]) throws -> [UInt8]
     {
-        let reference = chunk.reference.flatMap { id in
-            offer.references[chunk.id] == id ? offer.plain[id].map { (id, $0) } : nil
-        }
-        let plain = try codec.decode(chunk, maximumLength: maximumLength, reference: reference)
-        if small.contains(chunk.id) {
-            kept.append(try plain.withUnsafeBytes { try chunk.stored(plain: $0) })
-        }
+        let (plain, checked) = try inflate(chunk, offer, maximumLength: maximumLength)
+        if !checked { try chunk.check(plain, hashingTo: ChunkID.of(plain)) }
+        _ = try keepIfSmall(chunk, plain: plain, kept: &kept)
         return plain
     }
 

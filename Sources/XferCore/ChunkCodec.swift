@@ -42,12 +42,9 @@ public struct ChunkCodec: Sendable, Hashable {
     public func decode(_ chunk: EncodedChunk, maximumLength: Int, reference: (id: ChunkID, plain: [UInt8])? = nil)
         throws -> [UInt8]
     {
-        if let endToEnd { return try endToEnd.open(chunk, maximumLength: maximumLength) }
-        guard chunk.encoding != .sealed else {
-            throw XferError(
-                .corruptChunk, "chunk \(chunk.id) came sealed end to end, as no chunk of a plain container is")
-        }
-        return try chunk.decoded(maximumLength: maximumLength, reference: reference)
+        let (plain, checked) = try inflate(chunk, maximumLength: maximumLength, reference: reference)
+        if !checked { try chunk.check(plain, hashingTo: ChunkID.of(plain)) }
+        return plain
     }
 
     /// ``decode(_:maximumLength:reference:)`` but, for a plain container's chunk, for the check

@@ -167,7 +167,7 @@ public struct EncodedChunk: Sendable, Hashable {
                     verdicts[index] = chunks[index].refusal(error)
                 }
             }
-            let actual = RawBuffers.with(plains) { SHA256Lanes.ids(of: $0) }
+            let actual = SHA256Lanes.ids(of: plains)
             for (position, index) in hashed.enumerated() {
                 do { try chunks[index].check(plains[position], hashingTo: actual[position]) } catch {
                     verdicts[index] = chunks[index].refusal(error)
@@ -189,7 +189,7 @@ public struct EncodedChunk: Sendable, Hashable {
     /// - Throws: `corrupt_chunk` for the first whose bytes are not its.
     package static func checkAll(_ chunks: [EncodedChunk], _ plains: [[UInt8]]) throws {
         precondition(chunks.count == plains.count && !chunks.contains { $0.encoding == .sealed })
-        let actual = RawBuffers.with(plains) { SHA256Lanes.ids(of: $0) }
+        let actual = SHA256Lanes.ids(of: plains)
         for index in chunks.indices { try chunks[index].check(plains[index], hashingTo: actual[index]) }
     }
 }

@@ -8,6 +8,11 @@ public enum SHA256Lanes {
     /// Whether the interleaved loop runs here.
     public static let interleaved = cxfer_sha256_lanes_available() == 1
 
+    /// The SHA-256 digests of the arrays `messages`, in order.
+    public static func ids(of messages: [[UInt8]]) -> [ChunkID] {
+        RawBuffers.with(messages) { ids(of: $0) }
+    }
+
     /// The SHA-256 digests of `messages`, in order.
     /// - Parameter messages: The bytes of each message.
     /// - Returns: One id a message.

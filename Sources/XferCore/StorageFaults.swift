@@ -99,7 +99,7 @@ package enum StorageFaults {
 
     /// The effect armed for this call, consuming one use of the fault.
     static func take(_ operation: Operation, path: String) -> Effect? {
-        guard armedCount.load(ordering: .acquiring) > 0 else { return nil }
+        guard isArmed else { return nil }
         observer.value?(operation, path)
         return armed.withLock { faults in
             guard
