@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "XferDav", targets: ["XferDav"]),
         .library(name: "XferServer", targets: ["XferServer"]),
         .library(name: "XferClient", targets: ["XferClient"]),
+        .library(name: "XferMount", targets: ["XferMount"]),
         .executable(name: "xfer", targets: ["xfer"]),
     ],
     dependencies: [
@@ -43,6 +44,12 @@ let package = Package(
             name: "CCrypto",
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+        ),
+        // libfuse 3 (Debian: fuse3, libfuse3-dev) for `xfer mount`.
+        .systemLibrary(
+            name: "CFuse3",
+            pkgConfig: "fuse3",
+            providers: [.apt(["libfuse3-dev"])]
         ),
         .target(
             name: "XferCore",
@@ -97,10 +104,16 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // `xfer mount`: a container as a FUSE file system, data fetched as it is read.
+        .target(
+            name: "XferMount",
+            dependencies: ["CFuse3", "XferClient", "XferProtocol"]
+        ),
         .executableTarget(
             name: "xfer",
             dependencies: [
                 "XferCore",
+                "XferMount",
                 "XferProtocol",
                 "XferServer",
                 "XferClient",
@@ -155,6 +168,10 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 "XferTestSupport",
             ]
+        ),
+        .testTarget(
+            name: "XferMountTests",
+            dependencies: ["XferMount", "XferClient", "XferProtocol"]
         ),
         .testTarget(
             name: "XferCLITests",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing xfer needs on Debian/Ubuntu: the C libraries
-# (libzstd, OpenSSL libcrypto, SQLite) and pkg-config; git and rsync for the soak test and the
+# (libzstd, OpenSSL libcrypto, SQLite, libfuse 3 with fusermount3 for `xfer mount`) and pkg-config; git and rsync for the soak test and the
 # benchmarks that compare with rsync; python3-cryptography for tools/suites/check-format.py's sealed-value
 # vector; litmus and rclone, WebDAV clients nobody here wrote (tools/suites/webdav-test.py). Swift itself is expected at
 # /opt/swift or on PATH, with its clang runtime's libFuzzer (lib/swift/clang/lib/linux/
@@ -8,7 +8,7 @@
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
-packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev zstd time openssl curl git rsync python3-cryptography litmus rclone)
+packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev libfuse3-dev fuse3 zstd time openssl curl git rsync python3-cryptography litmus rclone)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,42 @@
+import XferCore
+import XferProtocol
+
+/// What reading a document on demand needs (a mount, ``ChunkCache`` beside it): a version's
+/// manifest, and chunks by id, every one checked before anyone sees it.
+extension DocumentClient {
+    /// The manifest of the version `info` describes (a row of ``list(prefix:scope:)``, a
+    /// ``stat(_:version:)`` or a change), checked against the digest the server records; in an
+    /// end-to-end encrypted container, opened on this device.
+    /// - Throws: `invalid_manifest` if it does not match its digest; `not_found`; the server's errors.
+    public func manifest(of info: DocumentInfo) async throws -> Manifest {
+        let remote = try await unlocked()
+        return try await remote.naming {
+            try await PullEngine(remote: remote).manifest(try remote.serverPath(info.path), info: info, synced: nil)
+                .manifest
+        }
+    }
+
+    /// Fetches chunks by id in one request and hands each to `body` with its plain bytes,
+    /// decoded and checked against its id (end to end, opened), as it arrives.
+    /// - Returns: The bytes that came over the wire (payloads).
+    /// - Throws: `corrupt_chunk` for a chunk that does not check out or was not asked for (no
+    ///   later chunk is handed on); the server's errors.
+    @discardableResult
+    public func fetchChunks(
+        _ ids: [ChunkID], maximumLength: Int = ChunkerConfiguration.maximumAllowedSize,
+        body: (EncodedChunk, [UInt8]) throws -> Void
+    ) async throws -> Int {
+        let remote = try await unlocked()
+        var asked = Set(ids)
+        var payloadBytes = 0
+        try await remote.connection.download(Array(asked)) { chunk in
+            guard asked.remove(chunk.id) != nil else {
+                throw XferError(
+                    .corruptChunk, "the server sent chunk \(chunk.id), which was not asked for or was sent already")
+            }
+            payloadBytes += chunk.payload.count
+            try body(chunk, try remote.codec.decode(chunk, maximumLength: maximumLength))
+        }
+        return payloadBytes
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import XferClient
+import XferCore
+import XferProtocol
+
+/// A container mounted as a directory (`xfer mount`): every document listed at once, its
+/// data fetched when read, kept current by the change feed. Read-only.
+///
+/// ```swift
+/// let mount = try await Mount.start(client: client, at: "/home/me/notes")
+/// // … later, from a signal handler's task:
+/// mount.stop()
+/// try await mount.finished()
+/// ```
+public final class Mount: Sendable {
+    /// How a mount behaves.
+    public struct Options: Sendable {
+        /// The on-disk chunk cache's file (none: chunks are kept in memory only).
+        public var cachePath: String?
+        /// Payload bytes the on-disk cache keeps at most.
+        public var cacheBytes: Int
+        /// Extra mount options for the kernel (`allow_other`, …).
+        public var mountOptions: [String]
+
+        public init(cachePath: String? = nil, cacheBytes: Int = 1 << 30, mountOptions: [String] = []) {
+            self.cachePath = cachePath
+            self.cacheBytes = cacheBytes
+            self.mountOptions = mountOptions
+        }
+    }
+
+    /// The mounted directory.
+    public let mountpoint: String
+    /// Where reads got their chunks.
+    public var statistics: ChunkSupply.Statistics { supply.statistics }
+
+    private let session: FuseSession
+    private let supply: ChunkSupply
+    private let tree: Locked<MountTree>
+    private let ended: Task<Int32, Never>
+    private let feed: Task<Void, Never>
+
+    /// Lists the container, mounts it at `mountpoint` and starts serving and following its
+    /// change feed.
+    /// - Throws: the server's errors listing the container; `io` if the mount fails.
+    public static func start(client: DocumentClient, at mountpoint: String, options: Options = Options()) async throws
+        -> Mount
+    {
+        let head = try await client.remote.connection.head(container: client.remote.container)
+        var tree = MountTree(mountedAtNanoseconds: Int64(Date().timeIntervalSince1970 * 1e9))
+        for document in try await client.list().documents { tree.apply(document) }
+        let disk = try options.cachePath.map {
+            ChunkCache(database: try StateDatabase(path: $0), maximumBytes: options.cacheBytes)
+        }
+        let supply = ChunkSupply(client: client, disk: disk)
+        return try Mount(
+            mountpoint: mountpoint, tree: Locked(tree), client: client, supply: supply, head: head,
+            options: options)
+    }
+
+    private init(
+        mountpoint: String, tree: Locked<MountTree>, client: DocumentClient, supply: ChunkSupply, head: Int64,
+        options: Options
+    ) throws {
+        let fileSystem = MountFileSystem(tree: tree, client: client, supply: supply)
+        let session = try FuseSession(
+            mountpoint: mountpoint,
+            options: ["ro", "fsname=xfer:\(client.remote.container)", "subtype=xfer", "default_permissions"]
+                + options.mountOptions,
+            operations: fileSystem)
+        self.mountpoint = mountpoint
+        self.session = session
+        self.supply = supply
+        self.tree = tree
+        ended = Task.detached { await Self.serve(session) }
+        feed = Task {
+            await Self.follow(client.changes(start: head, wait: 25), into: tree, telling: session)
+        }
+    }
+
+    /// Unmounts (as `fusermount3 -u` would); ``finished()`` then returns.
+    public func stop() {
+        session.stop()
+    }
+
+    /// Waits until the mount ends (``stop()``, `fusermount3 -u`, the kernel aborting it).
+    /// - Returns: libfuse's result: 0 or a negative errno.
+    @discardableResult
+    public func finished() async -> Int32 {
+        let result = await ended.value
+        feed.cancel()
+        return result
+    }
+
+    /// Runs the session's loop on a thread of its own (it blocks), resuming when it ends.
+    private static func serve(_ session: FuseSession) async -> Int32 {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: session.run()) }
+            thread.name = "xfer-mount"
+            thread.start()
+        }
+    }
+
+    /// Applies each change to the tree and tells the kernel what it makes stale (from a queue
+    /// of its own: a notification may wait for the kernel, which may wait for a reply).
+    private static func follow(_ feed: ChangeFeed, into tree: Locked<MountTree>, telling session: FuseSession) async {
+        let notifying = DispatchQueue(label: "xfer-mount-invalidations")
+        do {
+            for try await change in feed {
+                guard case .document(let info) = change else { continue }
+                let invalidations = tree.withLock { $0.apply(info) }
+                notifying.async { invalidations.forEach(session.invalidate) }
+            }
+        } catch {
+            // The feed retries what it can; what it cannot (a revoked token) ends following.
+            FileHandle.standardError.write(Data("xfer mount: stopped following changes: \(error)\n".utf8))
+        }
+    }
+}

@@ -1,0 +1,236 @@
+import CFuse3
+import Glibc
+import XferClient
+import XferCore
+import XferProtocol
+
+/// The mount's answers to the kernel: names and attributes from the ``MountTree`` (no chunk
+/// needed), a package's entries once its manifest came, and file data from the
+/// ``ChunkSupply``, a read fetching only the chunks it covers. Read-only.
+final class MountFileSystem: FuseOperations {
+    /// How long the kernel may keep names and attributes; changes are pushed to it sooner
+    /// (``FuseSession/invalidate(_:)``).
+    static let timeout = 10.0
+    /// The most a sequential reader's read-ahead grows to.
+    static let maximumReadAhead = 8 << 20
+
+    let tree: Locked<MountTree>
+    let client: DocumentClient
+    let supply: ChunkSupply
+    private let handles = Locked(Handles())
+    private let owner = (uid: getuid(), gid: getgid())
+
+    /// An open file: the version it opened, and where a sequential reader is.
+    struct OpenFile: Sendable {
+        var chunks: FileChunks
+        var next: Int64 = 0
+        var readAhead = 1 << 20
+    }
+
+    struct Handles: Sendable {
+        var files: [UInt64: OpenFile] = [:]
+        var directories: [UInt64: [(name: String, inode: UInt64, mode: UInt32)]] = [:]
+        var last: UInt64 = 0
+        mutating func next() -> UInt64 {
+            last += 1
+            return last
+        }
+    }
+
+    init(tree: Locked<MountTree>, client: DocumentClient, supply: ChunkSupply) {
+        self.tree = tree
+        self.client = client
+        self.supply = supply
+    }
+
+    // MARK: Names and attributes
+
+    func lookup(_ request: FuseRequest, parent: UInt64, name: String) {
+        answer(request, afterLoading: parent) { tree in
+            guard let (number, node) = tree.lookup(parent, name) else { return request.fail(ENOENT) }
+            request.entry(number, self.attributes(number, node), timeout: Self.timeout)
+        }
+    }
+
+    func getattr(_ request: FuseRequest, inode: UInt64) {
+        guard let node = tree.value[inode] else { return request.fail(ENOENT) }
+        request.attributes(attributes(inode, node), timeout: Self.timeout)
+    }
+
+    func readlink(_ request: FuseRequest, inode: UInt64) {
+        let (node, manifests) = tree.withLock { ($0[inode], $0.manifests) }
+        guard let node, node.kind == .symlink else { return request.fail(EINVAL) }
+        switch node.origin {
+        case .entry(let package, let index):
+            guard let target = manifests[package]?.entries.symlinkTarget(at: index) else { return request.fail(EIO) }
+            request.link(target)
+        case .document(let info):
+            Task {
+                do {
+                    let manifest = try await client.manifest(of: info)
+                    guard let target = manifest.entries.first?.symlinkTarget else { return request.fail(EINVAL) }
+                    request.link(target)
+                } catch {
+                    request.fail(Self.errno(for: error))
+                }
+            }
+        case .implied:
+            request.fail(EINVAL)
+        }
+    }
+
+    func statfs(_ request: FuseRequest) {
+        var statistics = statvfs()
+        statistics.f_bsize = 65536
+        statistics.f_frsize = 65536
+        statistics.f_namemax = 255
+        request.fileSystem(statistics)
+    }
+
+    // MARK: Directories
+
+    func opendir(_ request: FuseRequest, inode: UInt64, info: fuse_file_info) {
+        answer(request, afterLoading: inode) { tree in
+            guard let node = tree[inode], node.kind == .directory else { return request.fail(ENOTDIR) }
+            var entries = [(".", inode, Self.type(.directory)), ("..", node.parent, Self.type(.directory))]
+            entries += tree.children(of: inode).map { ($0.name, $0.number, Self.type($0.kind)) }
+            let handle = self.handles.withLock { handles in
+                let handle = handles.next()
+                handles.directories[handle] = entries
+                return handle
+            }
+            request.opened(handle, info, keepCache: false)
+        }
+    }
+
+    func readdir(_ request: FuseRequest, inode: UInt64, handle: UInt64, offset: Int64, size: Int) {
+        guard let entries = handles.value.directories[handle] else { return request.fail(EBADF) }
+        request.directory(entries, offset: Int(offset), size: size)
+    }
+
+    func releasedir(_ request: FuseRequest, inode: UInt64, handle: UInt64) {
+        handles.withLock { _ = $0.directories.removeValue(forKey: handle) }
+        request.fail(0)
+    }
+
+    // MARK: Files
+
+    func open(_ request: FuseRequest, inode: UInt64, info: fuse_file_info) {
+        guard info.flags & O_ACCMODE == O_RDONLY else { return request.fail(EROFS) }
+        let (node, manifests) = tree.withLock { ($0[inode], $0.manifests) }
+        guard let node else { return request.fail(ENOENT) }
+        guard node.kind == .file else { return request.fail(node.kind == .directory ? EISDIR : ELOOP) }
+        switch node.origin {
+        case .entry(let package, let index):
+            guard let manifest = manifests[package] else { return request.fail(EIO) }
+            opened(request, info, FileChunks(Array(manifest.entries.chunks(at: index))))
+        case .document(let document):
+            Task {
+                do {
+                    let manifest = try await client.manifest(of: document)
+                    guard let entry = manifest.entries.first, entry.kind == .file else { return request.fail(EIO) }
+                    opened(request, info, FileChunks(entry.chunks))
+                } catch {
+                    request.fail(Self.errno(for: error))
+                }
+            }
+        case .implied:
+            request.fail(EISDIR)
+        }
+    }
+
+    func read(_ request: FuseRequest, inode: UInt64, handle: UInt64, offset: Int64, size: Int) {
+        let plan = handles.withLock { handles -> (FileChunks, Range<Int>, Range<Int>)? in
+            guard var file = handles.files[handle] else { return nil }
+            let range = file.chunks.covering(offset: offset, length: size)
+            let sequential = offset == file.next
+            file.readAhead = sequential ? min(file.readAhead * 2, Self.maximumReadAhead) : 1 << 20
+            file.next = offset + Int64(size)
+            handles.files[handle] = file
+            return (file.chunks, range, sequential ? file.chunks.following(range, bytes: file.readAhead) : 0..<0)
+        }
+        guard let (chunks, range, ahead) = plan else { return request.fail(EBADF) }
+        if !ahead.isEmpty { supply.prefetch(Array(chunks.references[ahead])) }
+        Task {
+            do {
+                let plains = try await supply.plain(Array(chunks.references[range]))
+                request.data(chunks.bytes(offset: offset, length: size, from: plains))
+            } catch {
+                request.fail(Self.errno(for: error))
+            }
+        }
+    }
+
+    func release(_ request: FuseRequest, inode: UInt64, handle: UInt64) {
+        handles.withLock { _ = $0.files.removeValue(forKey: handle) }
+        request.fail(0)
+    }
+
+    private func opened(_ request: FuseRequest, _ info: fuse_file_info, _ chunks: FileChunks) {
+        let handle = handles.withLock { handles in
+            let handle = handles.next()
+            handles.files[handle] = OpenFile(chunks: chunks)
+            return handle
+        }
+        request.opened(handle, info, keepCache: true)
+    }
+
+    // MARK: Helpers
+
+    /// Runs `body` with the tree once directory `number`'s entries are known: a package's
+    /// manifest is fetched first if it is not yet.
+    private func answer(
+        _ request: FuseRequest, afterLoading number: UInt64, _ body: @escaping @Sendable (MountTree) -> Void
+    ) {
+        guard let package = tree.value.needsManifest(number) else { return body(tree.value) }
+        Task {
+            do {
+                let manifest = try await client.manifest(of: package)
+                let tree = self.tree.withLock { tree in
+                    tree.fill(number, with: manifest, version: package.version)
+                    return tree
+                }
+                body(tree)
+            } catch {
+                request.fail(Self.errno(for: error))
+            }
+        }
+    }
+
+    func attributes(_ number: UInt64, _ node: MountTree.Node) -> stat {
+        var attributes = stat()
+        attributes.st_ino = UInt(number)
+        attributes.st_mode = Self.type(node.kind) | (node.mode & 0o7777)
+        attributes.st_nlink = node.kind == .directory ? 2 : 1
+        attributes.st_size = Int(node.size)
+        attributes.st_blocks = Int((node.size + 511) / 512)
+        attributes.st_blksize = 65536
+        attributes.st_uid = owner.uid
+        attributes.st_gid = owner.gid
+        let time = timespec(
+            tv_sec: Int(node.mtimeNanoseconds / 1_000_000_000), tv_nsec: Int(node.mtimeNanoseconds % 1_000_000_000))
+        attributes.st_mtim = time
+        attributes.st_ctim = time
+        attributes.st_atim = time
+        return attributes
+    }
+
+    static func type(_ kind: MountTree.Kind) -> UInt32 {
+        switch kind {
+        case .directory: return S_IFDIR
+        case .file: return S_IFREG
+        case .symlink: return S_IFLNK
+        }
+    }
+
+    /// The errno a failed fetch gives the reader.
+    static func errno(for error: any Error) -> Int32 {
+        guard let error = error as? XferError else { return EIO }
+        switch error.code {
+        case .notFound: return ENOENT
+        case .cancelled: return EINTR
+        case .unauthorized, .forbidden: return EACCES
+        default: return EIO
+        }
+    }
+}

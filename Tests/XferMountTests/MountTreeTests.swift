@@ -1,0 +1,138 @@
+import Testing
+import XferCore
+import XferProtocol
+
+@testable import XferMount
+
+@Suite("MountTree")
+struct MountTreeTests {
+    static func info(
+        _ path: String, version: Int64 = 1, state: VersionState = .current, kind: DocumentKind = .file,
+        size: Int64 = 10, chunks: Int? = 1
+    ) -> DocumentInfo {
+        DocumentInfo(
+            path: try! DocumentPath(path), version: version, state: state, kind: kind, size: size,
+            mtimeNs: 1_700_000_000_000_000_000, mode: 0o640, baseVersion: nil, manifestDigest: nil, files: 1,
+            chunks: chunks, device: nil, sequence: version)
+    }
+
+    func number(_ tree: MountTree, _ path: String) -> UInt64? {
+        var current = MountTree.root
+        for name in path.split(separator: "/") {
+            guard let (next, _) = tree.lookup(current, String(name)) else { return nil }
+            current = next
+        }
+        return current
+    }
+
+    @Test("documents show under the directories their paths imply, with their attributes")
+    func impliedDirectories() {
+        var tree = MountTree(mountedAtNanoseconds: 5)
+        tree.apply(Self.info("Documents/a/b.txt", size: 42))
+        tree.apply(Self.info("Documents/a/link", size: 7, chunks: 0))
+        tree.apply(Self.info("Data/empty", kind: .directory, size: 0, chunks: 0))
+        #expect(tree.children(of: MountTree.root).map(\.name) == ["Data", "Documents"])
+        let file = tree[number(tree, "Documents/a/b.txt")!]!
+        #expect(file.kind == .file && file.size == 42 && file.mode == 0o640)
+        #expect(tree[number(tree, "Documents/a/link")!]!.kind == .symlink)
+        #expect(tree[number(tree, "Data/empty")!]!.kind == .directory)
+        #expect(tree[number(tree, "Documents/a")!]!.origin == .implied)
+        #expect(tree.path(of: number(tree, "Documents/a/b.txt")!) == "Documents/a/b.txt")
+    }
+
+    @Test("a newer version replaces the node under the same number; an older one or an upload changes nothing")
+    func versions() {
+        var tree = MountTree(mountedAtNanoseconds: 5)
+        tree.apply(Self.info("Documents/x", version: 2, size: 1))
+        let before = number(tree, "Documents/x")!
+        #expect(tree.apply(Self.info("Documents/x", version: 1, size: 99)).isEmpty)
+        #expect(tree.apply(Self.info("Documents/x", version: 3, state: .uploading, size: 99)).isEmpty)
+        let invalidations = tree.apply(Self.info("Documents/x", version: 4, size: 7))
+        #expect(number(tree, "Documents/x") == before)
+        #expect(tree[before]!.size == 7)
+        #expect(invalidations.contains(.inode(before)))
+    }
+
+    @Test(
+        "a deletion removes the node and the implied directories it leaves empty, and is not undone by an older listing"
+    )
+    func deletion() {
+        var tree = MountTree(mountedAtNanoseconds: 5)
+        tree.apply(Self.info("Documents/a/b/c", version: 1))
+        tree.apply(Self.info("Documents/keep", version: 1))
+        tree.apply(Self.info("Documents/a/b/c", version: 2, state: .deleted))
+        #expect(number(tree, "Documents/a") == nil)
+        #expect(number(tree, "Documents/keep") != nil)
+        tree.apply(Self.info("Documents/a/b/c", version: 1))
+        #expect(number(tree, "Documents/a/b/c") == nil)
+    }
+
+    @Test("a package's entries show once its manifest is given, and go when a newer version comes")
+    func package() throws {
+        var tree = MountTree(mountedAtNanoseconds: 5)
+        tree.apply(Self.info("Documents/P.pkg", version: 1, kind: .package, size: 3))
+        let package = number(tree, "Documents/P.pkg")!
+        #expect(tree.needsManifest(package) != nil)
+        let chunk = Manifest.ChunkReference(id: ChunkID.of(Array("abc".utf8)), length: 3)
+        let manifest = try Manifest(
+            kind: .package, chunker: .default,
+            entries: [
+                Manifest.Entry(path: "dir", kind: .directory, mode: 0o700, mtimeNanoseconds: 1),
+                Manifest.Entry(path: "dir/f", kind: .file, mode: 0o600, mtimeNanoseconds: 2, chunks: [chunk]),
+                Manifest.Entry(path: "ln", kind: .symlink, mode: 0o777, mtimeNanoseconds: 3, symlinkTarget: "dir/f")
+            ])
+        let stale = tree.fill(package, with: manifest, version: 9)
+        let filled = tree.fill(package, with: manifest, version: 1)
+        #expect(!stale && filled)
+        #expect(tree.needsManifest(package) == nil)
+        let file = number(tree, "Documents/P.pkg/dir/f")!
+        #expect(tree[file]!.size == 3 && tree[file]!.origin == .entry(package: package, index: 1))
+        #expect(tree[number(tree, "Documents/P.pkg/dir")!]!.mode == 0o700)
+        #expect(tree[number(tree, "Documents/P.pkg/ln")!]!.kind == .symlink)
+        tree.apply(Self.info("Documents/P.pkg", version: 2, kind: .package, size: 3))
+        #expect(number(tree, "Documents/P.pkg/dir") == nil)
+        #expect(tree.needsManifest(package) != nil)
+    }
+
+    @Test("a directory document keeps the documents below it across its own versions")
+    func directoryDocument() {
+        var tree = MountTree(mountedAtNanoseconds: 5)
+        tree.apply(Self.info("Documents/d/inner", version: 1))
+        tree.apply(Self.info("Documents/d", version: 1, kind: .directory, size: 0, chunks: 0))
+        tree.apply(Self.info("Documents/d", version: 2, kind: .directory, size: 0, chunks: 0))
+        #expect(number(tree, "Documents/d/inner") != nil)
+        tree.apply(Self.info("Documents/d", version: 3, state: .deleted, kind: .directory))
+        #expect(number(tree, "Documents/d/inner") != nil)
+    }
+}
+
+@Suite("FileChunks")
+struct FileChunksTests {
+    let chunks = FileChunks(
+        [4, 3, 5].enumerated().map { index, length in
+            Manifest.ChunkReference(id: ChunkID.of([UInt8(index)]), length: length)
+        })
+    let plains: [[UInt8]] = [Array(0..<4), Array(4..<7), Array(7..<12)]
+
+    @Test("a read covers only the chunks that hold its bytes")
+    func covering() {
+        #expect(chunks.size == 12)
+        #expect(chunks.covering(offset: 0, length: 4) == 0..<1)
+        #expect(chunks.covering(offset: 3, length: 2) == 0..<2)
+        #expect(chunks.covering(offset: 7, length: 100) == 2..<3)
+        #expect(chunks.covering(offset: 12, length: 5).isEmpty)
+        #expect(chunks.following(0..<1, bytes: 4) == 1..<3)
+        #expect(chunks.following(0..<1, bytes: 1) == 1..<2)
+    }
+
+    @Test("a read's bytes are cut from its chunks, clamped to the file")
+    func bytes() {
+        for offset in 0..<13 {
+            for length in 0..<14 {
+                let range = chunks.covering(offset: Int64(offset), length: length)
+                let got = chunks.bytes(offset: Int64(offset), length: length, from: Array(plains[range]))
+                #expect(got == Array(UInt8(offset)..<UInt8(min(12, max(offset, offset + length)))))
+            }
+        }
+    }
+}
