@@ -27,8 +27,7 @@ static inline struct fuse_session *cxfer_fuse_session_new(
     return se;
 }
 
-/// Sets how an opened file's pages are cached: kept across opens (`keep`) and the file
-/// not seekable (never: every file here is).
+/// Sets whether an opened file's pages cached by an earlier open are kept.
 static inline void cxfer_fuse_set_keep_cache(struct fuse_file_info *fi, int keep) {
     fi->keep_cache = keep ? 1 : 0;
 }
@@ -38,9 +37,12 @@ static inline uint64_t cxfer_fuse_fh(const struct fuse_file_info *fi) { return f
 static inline void cxfer_fuse_set_fh(struct fuse_file_info *fi, uint64_t fh) { fi->fh = fh; }
 static inline int cxfer_fuse_flags(const struct fuse_file_info *fi) { return fi->flags; }
 
-/// Asks the kernel for large reads and writes and asynchronous reads.
-static inline void cxfer_fuse_configure(struct fuse_conn_info *conn, unsigned int readahead) {
+/// Asks the kernel for writes of up to `largest` bytes, read-ahead of at most `readahead`, and
+/// asynchronous reads.
+static inline void cxfer_fuse_configure(
+    struct fuse_conn_info *conn, unsigned int largest, unsigned int readahead) {
     conn->max_readahead = readahead;
+    conn->max_write = largest;
     if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
     if (conn->capable & FUSE_CAP_EXPORT_SUPPORT) conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 }

@@ -16,8 +16,15 @@ extension DocumentClient {
         }
     }
 
+    /// How this container's chunks are decoded and checked (end to end, with its key).
+    public func codec() async throws -> ChunkCodec {
+        try await unlocked().codec
+    }
+
     /// Fetches chunks by id in one request and hands each to `body` with its plain bytes,
-    /// decoded and checked against its id (end to end, opened), as it arrives.
+    /// decoded and checked against its id (end to end, opened), as they arrive: a plain
+    /// container's are checked a few at a time (``EncodedChunk/checkAll(_:_:)``, two hashes
+    /// at once), and none is handed on before its check.
     /// - Returns: The bytes that came over the wire (payloads).
     /// - Throws: `corrupt_chunk` for a chunk that does not check out or was not asked for (no
     ///   later chunk is handed on); the server's errors.
@@ -29,14 +36,24 @@ extension DocumentClient {
         let remote = try await unlocked()
         var asked = Set(ids)
         var payloadBytes = 0
+        var unchecked: [(chunk: EncodedChunk, plain: [UInt8])] = []
+        func handOn() throws {
+            try EncodedChunk.checkAll(unchecked.map(\.chunk), unchecked.map(\.plain))
+            for (chunk, plain) in unchecked { try body(chunk, plain) }
+            unchecked.removeAll(keepingCapacity: true)
+        }
         try await remote.connection.download(Array(asked)) { chunk in
             guard asked.remove(chunk.id) != nil else {
                 throw XferError(
                     .corruptChunk, "the server sent chunk \(chunk.id), which was not asked for or was sent already")
             }
             payloadBytes += chunk.payload.count
-            try body(chunk, try remote.codec.decode(chunk, maximumLength: maximumLength))
+            let (plain, checked) = try remote.codec.inflate(chunk, maximumLength: maximumLength)
+            guard !checked else { return try body(chunk, plain) }
+            unchecked.append((chunk, plain))
+            if unchecked.count >= 16 || unchecked.reduce(0, { $0 + $1.plain.count }) >= 1 << 20 { try handOn() }
         }
+        try handOn()
         return payloadBytes
     }
 }

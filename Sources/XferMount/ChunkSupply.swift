@@ -24,12 +24,12 @@ public final class ChunkSupply: Sendable {
     }
 
     private let client: DocumentClient
-    private let disk: ChunkCache?
+    private let disk: SegmentChunkCache?
     private let state = Locked(State())
 
     /// A supply fetching through `client`, keeping chunks in `disk` (none: memory only). An
-    /// end-to-end encrypted container's chunks come sealed and are kept in memory only.
-    public init(client: DocumentClient, disk: ChunkCache?) {
+    /// end-to-end encrypted container's chunks are kept as they came, sealed.
+    public init(client: DocumentClient, disk: SegmentChunkCache?) {
         self.client = client
         self.disk = disk
     }
@@ -111,7 +111,7 @@ public final class ChunkSupply: Sendable {
     private func load(_ ids: [ChunkID], maximumLength: Int) async throws -> [ChunkID: [UInt8]] {
         var loaded: [ChunkID: [UInt8]] = [:]
         do {
-            loaded = (try? disk?.plain(ids)) ?? [:]
+            loaded = try await fromDisk(ids)
             deliver(loaded, fromDisk: true)
             let missing = ids.filter { loaded[$0] == nil }
             if !missing.isEmpty {
@@ -125,6 +125,13 @@ public final class ChunkSupply: Sendable {
         }
     }
 
+    /// Those of `ids` the disk cache holds (none if it cannot be read: they are fetched).
+    private func fromDisk(_ ids: [ChunkID]) async throws -> [ChunkID: [UInt8]] {
+        guard let disk else { return [:] }
+        let codec = try await client.codec()
+        return (try? disk.plain(ids, codec: codec)) ?? [:]
+    }
+
     /// Fetches `ids` from the server, keeping each in memory as it comes and the batch on disk.
     private func fetch(_ ids: [ChunkID], _ maximumLength: Int) async throws -> [ChunkID: [UInt8]] {
         var fetched: [ChunkID: [UInt8]] = [:]
@@ -132,7 +139,7 @@ public final class ChunkSupply: Sendable {
         defer { try? disk?.keep(encoded) }
         let bytes = try await client.fetchChunks(ids, maximumLength: max(maximumLength, 1)) { chunk, plain in
             fetched[chunk.id] = plain
-            if chunk.encoding != .sealed { encoded.append(chunk) }
+            encoded.append(chunk)
             deliver([chunk.id: plain], fromDisk: false)
         }
         state.withLock { state in

@@ -39,20 +39,27 @@ public struct FileChunks: Sendable {
         return range.upperBound..<end
     }
 
+    /// The bytes chunks `range` hold.
+    public func bytes(in range: Range<Int>) -> Int64 {
+        range.isEmpty ? 0 : starts[range.upperBound] - starts[range.lowerBound]
+    }
+
     /// Bytes `offset ..< offset + length` (clamped), cut from the plain chunks of
     /// ``covering(offset:length:)`` given in order.
     public func bytes(offset: Int64, length: Int, from plains: [[UInt8]]) -> [UInt8] {
+        Array(pieces(offset: offset, length: length, from: plains).joined())
+    }
+
+    /// ``bytes(offset:length:from:)`` as the pieces of each chunk, copying nothing.
+    public func pieces(offset: Int64, length: Int, from plains: [[UInt8]]) -> [ArraySlice<UInt8>] {
         let range = covering(offset: offset, length: length)
         precondition(plains.count == range.count)
         let end = min(size, offset + Int64(length))
-        var result: [UInt8] = []
-        result.reserveCapacity(Int(max(0, end - offset)))
-        for (position, index) in range.enumerated() {
+        return zip(range, plains).map { index, plain in
             let from = max(offset, starts[index]) - starts[index]
             let to = min(end, starts[index + 1]) - starts[index]
-            result.append(contentsOf: plains[position][Int(from)..<Int(to)])
+            return plain[Int(from)..<Int(to)]
         }
-        return result
     }
 
     /// The chunk that holds byte `offset` (which lies in the file).

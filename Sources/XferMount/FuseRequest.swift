@@ -42,10 +42,23 @@ public struct FuseRequest: @unchecked Sendable {
         fuse_reply_open(raw, &info)
     }
 
-    /// Answers a read with `bytes`.
-    public func data(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { buffer in
-            _ = fuse_reply_buf(raw, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), buffer.count)
+    /// Answers a read with `pieces`, one after another (handed to the kernel as they lie).
+    public func data(_ pieces: [ArraySlice<UInt8>]) {
+        Self.pinned(
+            pieces[...], [],
+            { vectors in
+                _ = vectors.withUnsafeBufferPointer { fuse_reply_iov(raw, $0.baseAddress, Int32($0.count)) }
+            })
+    }
+
+    /// Runs `body` with an iovec for each of `pieces`, each pinned while it runs.
+    private static func pinned(
+        _ pieces: ArraySlice<ArraySlice<UInt8>>, _ vectors: [iovec], _ body: ([iovec]) -> Void
+    ) {
+        guard let first = pieces.first else { return body(vectors) }
+        first.withUnsafeBytes { buffer in
+            let vector = iovec(iov_base: UnsafeMutableRawPointer(mutating: buffer.baseAddress), iov_len: buffer.count)
+            pinned(pieces.dropFirst(), vectors + [vector], body)
         }
     }
 

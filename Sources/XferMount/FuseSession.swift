@@ -1,4 +1,5 @@
 import CFuse3
+import Foundation
 import Glibc
 import XferCore
 
@@ -7,6 +8,8 @@ import XferCore
 /// task and returns, so no libfuse thread waits on one.
 public protocol FuseOperations: AnyObject, Sendable {
     func lookup(_ request: FuseRequest, parent: UInt64, name: String)
+    /// The kernel dropped every reference to `inode` (no reply).
+    func forget(inode: UInt64)
     func getattr(_ request: FuseRequest, inode: UInt64)
     func readlink(_ request: FuseRequest, inode: UInt64)
     func open(_ request: FuseRequest, inode: UInt64, info: fuse_file_info)
@@ -104,7 +107,11 @@ public final class FuseSession: @unchecked Sendable {
             let (request, operations) = of(request)
             operations.lookup(request, parent: UInt64(parent), name: String(cString: name!))
         }
-        ops.forget = { request, _, _ in of(request).0.none() }
+        ops.forget = { request, inode, _ in
+            let (request, operations) = of(request)
+            operations.forget(inode: UInt64(inode))
+            request.none()
+        }
         ops.getattr = { request, inode, _ in
             let (request, operations) = of(request)
             operations.getattr(request, inode: UInt64(inode))
@@ -143,7 +150,7 @@ public final class FuseSession: @unchecked Sendable {
             let (request, operations) = of(request)
             operations.statfs(request)
         }
-        ops.`init` = { _, connection in cxfer_fuse_configure(connection, 8 << 20) }
+        ops.`init` = { _, connection in cxfer_fuse_configure(connection, 1 << 20, UInt32(kernelReadAhead)) }
         return ops
     }
 }
@@ -153,3 +160,6 @@ private func of(_ request: fuse_req_t?) -> (FuseRequest, any FuseOperations) {
     let operations = Unmanaged<AnyObject>.fromOpaque(fuse_req_userdata(request)!).takeUnretainedValue()
     return (FuseRequest(raw: request!), operations as! any FuseOperations)
 }
+
+/// The kernel's read-ahead for a mount's files, at most (`XFER_MOUNT_READAHEAD`, for measuring).
+private let kernelReadAhead = ProcessInfo.processInfo.environment["XFER_MOUNT_READAHEAD"].flatMap { Int($0) } ?? 1 << 20

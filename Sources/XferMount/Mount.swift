@@ -15,7 +15,7 @@ import XferProtocol
 public final class Mount: Sendable {
     /// How a mount behaves.
     public struct Options: Sendable {
-        /// The on-disk chunk cache's file (none: chunks are kept in memory only).
+        /// The on-disk chunk cache's directory (none: chunks are kept in memory only).
         public var cachePath: String?
         /// Payload bytes the on-disk cache keeps at most.
         public var cacheBytes: Int
@@ -50,7 +50,7 @@ public final class Mount: Sendable {
         var tree = MountTree(mountedAtNanoseconds: Int64(Date().timeIntervalSince1970 * 1e9))
         for document in try await client.list().documents { tree.apply(document) }
         let disk = try options.cachePath.map {
-            ChunkCache(database: try StateDatabase(path: $0), maximumBytes: options.cacheBytes)
+            try SegmentChunkCache(directory: $0, maximumBytes: Int64(options.cacheBytes))
         }
         let supply = ChunkSupply(client: client, disk: disk)
         return try Mount(

@@ -12,7 +12,9 @@ final class MountFileSystem: FuseOperations {
     /// (``FuseSession/invalidate(_:)``).
     static let timeout = 10.0
     /// The most a sequential reader's read-ahead grows to.
-    static let maximumReadAhead = 8 << 20
+    static let maximumReadAhead = 16 << 20
+    /// What one read-ahead request asks for.
+    static let readAheadRequest = 8 << 20
 
     let tree: Locked<MountTree>
     let client: DocumentClient
@@ -23,8 +25,31 @@ final class MountFileSystem: FuseOperations {
     /// An open file: the version it opened, and where a sequential reader is.
     struct OpenFile: Sendable {
         var chunks: FileChunks
+        /// Where the next read starts if it continues the last one.
         var next: Int64 = 0
-        var readAhead = 1 << 20
+        /// Bytes read in one sequential run so far.
+        var run: Int64 = 0
+        /// The chunks before this one are fetched or asked for already.
+        var askedTo = 0
+
+        /// Notes a read of chunks `range`, and says which chunks after it to fetch ahead, in
+        /// requests of ``MountFileSystem/readAheadRequest`` bytes: none until a run passes 2 MiB
+        /// (a read at a random offset moves about what it covers), then enough to keep as much
+        /// asked ahead as the run so far, at most ``MountFileSystem/maximumReadAhead``.
+        mutating func read(offset: Int64, size: Int, range: Range<Int>) -> [Range<Int>] {
+            run = offset == next ? run + Int64(size) : Int64(size)
+            next = offset + Int64(size)
+            guard run >= 2 << 20 else { return [] }
+            let window = min(run, Int64(MountFileSystem.maximumReadAhead))
+            askedTo = max(askedTo, range.upperBound)
+            var requests: [Range<Int>] = []
+            while chunks.bytes(in: range.upperBound..<askedTo) < window, askedTo < chunks.references.count {
+                let request = chunks.following(askedTo..<askedTo, bytes: MountFileSystem.readAheadRequest)
+                requests.append(request)
+                askedTo = request.upperBound
+            }
+            return requests
+        }
     }
 
     struct Handles: Sendable {
@@ -50,6 +75,10 @@ final class MountFileSystem: FuseOperations {
             guard let (number, node) = tree.lookup(parent, name) else { return request.fail(ENOENT) }
             request.entry(number, self.attributes(number, node), timeout: Self.timeout)
         }
+    }
+
+    func forget(inode: UInt64) {
+        tree.withLock { $0.forget(inode) }
     }
 
     func getattr(_ request: FuseRequest, inode: UInt64) {
@@ -140,21 +169,19 @@ final class MountFileSystem: FuseOperations {
     }
 
     func read(_ request: FuseRequest, inode: UInt64, handle: UInt64, offset: Int64, size: Int) {
-        let plan = handles.withLock { handles -> (FileChunks, Range<Int>, Range<Int>)? in
+        let plan = handles.withLock { handles -> (FileChunks, Range<Int>, [Range<Int>])? in
             guard var file = handles.files[handle] else { return nil }
             let range = file.chunks.covering(offset: offset, length: size)
-            let sequential = offset == file.next
-            file.readAhead = sequential ? min(file.readAhead * 2, Self.maximumReadAhead) : 1 << 20
-            file.next = offset + Int64(size)
+            let ahead = file.read(offset: offset, size: size, range: range)
             handles.files[handle] = file
-            return (file.chunks, range, sequential ? file.chunks.following(range, bytes: file.readAhead) : 0..<0)
+            return (file.chunks, range, ahead)
         }
         guard let (chunks, range, ahead) = plan else { return request.fail(EBADF) }
-        if !ahead.isEmpty { supply.prefetch(Array(chunks.references[ahead])) }
+        for request in ahead { supply.prefetch(Array(chunks.references[request])) }
         Task {
             do {
                 let plains = try await supply.plain(Array(chunks.references[range]))
-                request.data(chunks.bytes(offset: offset, length: size, from: plains))
+                request.data(chunks.pieces(offset: offset, length: size, from: plains))
             } catch {
                 request.fail(Self.errno(for: error))
             }

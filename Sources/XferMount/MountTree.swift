@@ -6,9 +6,11 @@ import XferProtocol
 /// package's entries once its manifest is known. Pure: the file system asks it and tells it
 /// what the server said; it does no I/O.
 ///
-/// An inode's number stays with its path for the mount's life, so a document replaced by a
-/// newer version keeps its number and the kernel is told to drop what it cached
-/// (``Invalidation``).
+/// A directory's inode number stays with its path for the mount's life. A file's stays with its
+/// version: a new version is a new inode, as a pull's atomic replace makes one, so a reader that
+/// opened the old one keeps reading it, page cache and all, while the name shows the new one.
+/// Replaced and removed nodes are kept (``retired``) until the kernel forgets them, and the
+/// kernel is told which names changed (``Invalidation``).
 public struct MountTree: Sendable {
     /// The root directory's inode (FUSE's).
     public static let root: UInt64 = 1
@@ -51,6 +53,8 @@ public struct MountTree: Sendable {
     }
 
     public private(set) var nodes: [UInt64: Node]
+    /// Nodes no longer in the tree that the kernel may still hold (an open file, a cached inode).
+    public private(set) var retired: [UInt64: Node] = [:]
     /// Every path ever shown, with its inode number.
     private var numbers: [String: UInt64] = ["": MountTree.root]
     private var nextNumber = MountTree.root + 1
@@ -72,8 +76,13 @@ public struct MountTree: Sendable {
         ]
     }
 
-    /// The node at `number`.
-    public subscript(number: UInt64) -> Node? { nodes[number] }
+    /// The node at `number`, in the tree or retired.
+    public subscript(number: UInt64) -> Node? { nodes[number] ?? retired[number] }
+
+    /// The kernel dropped inode `number`: a retired node goes for good.
+    public mutating func forget(_ number: UInt64) {
+        retired[number] = nil
+    }
 
     /// The child `name` of directory `parent`.
     public func lookup(_ parent: UInt64, _ name: String) -> (number: UInt64, node: Node)? {
@@ -156,35 +165,49 @@ public struct MountTree: Sendable {
     private mutating func show(_ info: DocumentInfo) -> [Invalidation] {
         let path = info.path.value
         let parent = directory(Self.parentPath(path), implied: info.mtimeNs)
-        let number = numbers[path]
-        let old = number.flatMap { nodes[$0] }
-        if let number, old != nil, old?.kind != Self.kind(info) || Self.isPackage(old) {
-            // Another kind of node, or a package's new version: what was below goes.
-            removeChildren(of: number)
+        let old = numbers[path].flatMap { nodes[$0] }
+        var invalidations: [Invalidation] = []
+        if let number = numbers[path], let old {
+            if old.kind != .directory || Self.kind(info) != .directory {
+                retire(number, path: path)  // a file's new version, or another kind: a new inode
+            } else if Self.isPackage(old) || info.kind == .package {
+                // A package's new version: its entries come anew, under new numbers.
+                invalidations = old.children.keys.map { .entry(parent: number, name: $0) }
+                removeChildren(of: number)
+            }
         }
         let placed = place(
             Node(
                 name: Self.lastName(path), parent: parent, kind: Self.kind(info),
                 mode: info.mode == 0 ? Self.defaultMode(info) : info.mode, size: info.kind == .file ? info.size : 0,
-                mtimeNanoseconds: info.mtimeNs, origin: .document(info),
-                children: info.kind == .directory ? old?.children ?? [:] : [:]), at: path)
-        guard old != nil else { return [.entry(parent: parent, name: Self.lastName(path))] }
-        return [.inode(placed), .entry(parent: parent, name: Self.lastName(path))]
+                mtimeNanoseconds: info.mtimeNs, origin: .document(info)), at: path)
+        let name = Invalidation.entry(parent: parent, name: Self.lastName(path))
+        let kept = old?.kind == .directory && Self.kind(info) == .directory
+        return invalidations + (kept ? [.inode(placed), name] : [name])
     }
 
     private mutating func remove(_ path: String) -> [Invalidation] {
         guard let number = numbers[path], let node = nodes[number] else { return [] }
-        var invalidations: [Invalidation] = [.entry(parent: node.parent, name: node.name), .inode(number)]
-        if node.kind == .directory, case .document = node.origin, !node.children.isEmpty {
+        if node.kind == .directory, case .document(let info) = node.origin, info.kind == .directory,
+            !node.children.isEmpty
+        {
             // A directory document with documents still below it stays, as an implied directory.
             nodes[number]?.origin = .implied
             return [.inode(number)]
         }
+        retire(number, path: path)
+        return [.entry(parent: node.parent, name: node.name)] + pruneImplied(node.parent)
+    }
+
+    /// Takes node `number` at `path` (and what is below it) out of the tree, kept as retired
+    /// until the kernel forgets it; its path gets a new number when shown again.
+    private mutating func retire(_ number: UInt64, path: String) {
+        guard let node = nodes[number] else { return }
         removeChildren(of: number)
+        retired[number] = node
         nodes[number] = nil
+        numbers[path] = nil
         nodes[node.parent]?.children[node.name] = nil
-        invalidations += pruneImplied(node.parent)
-        return invalidations
     }
 
     /// Removes implied directories left empty, upwards from `number`.
@@ -200,14 +223,12 @@ public struct MountTree: Sendable {
         return invalidations
     }
 
+    /// Retires what is below directory `number`.
     private mutating func removeChildren(of number: UInt64) {
         manifests[number] = nil
         guard let children = nodes[number]?.children else { return }
-        for child in children.values {
-            removeChildren(of: child)
-            nodes[child] = nil
-        }
-        nodes[number]?.children = [:]
+        let base = path(of: number)
+        for (name, child) in children { retire(child, path: base + "/" + name) }
     }
 
     /// The directory at `path`, made (as implied, with `mtime`) with its parents if missing.

@@ -46,7 +46,7 @@ struct MountCommand: AsyncParsableCommand {
                 mount = try await Mount.start(
                     client: documents, at: path,
                     options: Mount.Options(
-                        cachePath: remote.stateDirectory + "/mount-cache.sqlite", cacheBytes: Int(cacheSize.value),
+                        cachePath: remote.stateDirectory + "/chunk-cache", cacheBytes: Int(cacheSize.value),
                         mountOptions: mountOptions))
             } catch {
                 await documents.shutdown()

@@ -40,7 +40,9 @@ struct MountTreeTests {
         #expect(tree.path(of: number(tree, "Documents/a/b.txt")!) == "Documents/a/b.txt")
     }
 
-    @Test("a newer version replaces the node under the same number; an older one or an upload changes nothing")
+    @Test(
+        "a file's newer version is a new inode, the old one kept until forgotten; an older one or an upload changes nothing"
+    )
     func versions() {
         var tree = MountTree(mountedAtNanoseconds: 5)
         tree.apply(Self.info("Documents/x", version: 2, size: 1))
@@ -48,9 +50,11 @@ struct MountTreeTests {
         #expect(tree.apply(Self.info("Documents/x", version: 1, size: 99)).isEmpty)
         #expect(tree.apply(Self.info("Documents/x", version: 3, state: .uploading, size: 99)).isEmpty)
         let invalidations = tree.apply(Self.info("Documents/x", version: 4, size: 7))
-        #expect(number(tree, "Documents/x") == before)
-        #expect(tree[before]!.size == 7)
-        #expect(invalidations.contains(.inode(before)))
+        let after = number(tree, "Documents/x")!
+        #expect(after != before && tree[after]!.size == 7 && tree[before]!.size == 1)
+        #expect(invalidations == [.entry(parent: tree[after]!.parent, name: "x")])
+        tree.forget(before)
+        #expect(tree[before] == nil && tree[after] != nil)
     }
 
     @Test(
@@ -87,11 +91,15 @@ struct MountTreeTests {
         #expect(tree.needsManifest(package) == nil)
         let file = number(tree, "Documents/P.pkg/dir/f")!
         #expect(tree[file]!.size == 3 && tree[file]!.origin == .entry(package: package, index: 1))
+        #expect(tree.path(of: file) == "Documents/P.pkg/dir/f")
         #expect(tree[number(tree, "Documents/P.pkg/dir")!]!.mode == 0o700)
         #expect(tree[number(tree, "Documents/P.pkg/ln")!]!.kind == .symlink)
-        tree.apply(Self.info("Documents/P.pkg", version: 2, kind: .package, size: 3))
+        let invalidations = tree.apply(Self.info("Documents/P.pkg", version: 2, kind: .package, size: 3))
         #expect(number(tree, "Documents/P.pkg/dir") == nil)
-        #expect(tree.needsManifest(package) != nil)
+        #expect(tree.needsManifest(package) != nil && number(tree, "Documents/P.pkg") == package)
+        #expect(invalidations.contains(.entry(parent: package, name: "ln")) && invalidations.contains(.inode(package)))
+        tree.fill(package, with: manifest, version: 2)
+        #expect(number(tree, "Documents/P.pkg/dir/f") != file)
     }
 
     @Test("a directory document keeps the documents below it across its own versions")

@@ -1,0 +1,243 @@
+import Foundation
+import GRDB
+import XferCore
+
+/// A bounded on-disk cache of chunks as the server sent them (compressed; end to end, sealed),
+/// for reads that come back to what was read before (`xfer mount`): segment files of about
+/// ``segmentBytes`` that chunks are appended to, and an index in SQLite of where each lies.
+///
+/// Nothing is fsynced: a chunk is checked against its id whenever it is read, and one that is
+/// not all there or not right (a power cut, a damaged disk) is dropped and fetched again. When
+/// the segments pass ``maximumBytes``, the least recently used segment goes whole. Each
+/// process appends to segments of its own, so two mounts may share a cache directory.
+public final class SegmentChunkCache: Sendable {
+    /// The largest a segment grows before the next one starts, by default.
+    public static let defaultSegmentBytes: Int64 = 64 << 20
+
+    /// The cache's directory: `index.sqlite` and `NNNNNNNN.seg` files.
+    public let directory: String
+    /// Bytes of segments kept at most (the segment being written to always stays).
+    public let maximumBytes: Int64
+    /// The largest a segment grows before the next one starts.
+    public let segmentBytes: Int64
+    private let index: DatabaseQueue
+    /// The segment this process appends to: its number, descriptor and size.
+    private let current = Locked<(number: Int64, fd: Int32, size: Int64)?>(nil)
+
+    /// Opens (creating) the cache in `directory`.
+    /// - Throws: `io` if the directory or its index cannot be made.
+    public init(directory: String, maximumBytes: Int64, segmentBytes: Int64 = defaultSegmentBytes) throws {
+        self.directory = directory
+        self.maximumBytes = maximumBytes
+        self.segmentBytes = segmentBytes
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(30)
+            index = try DatabaseQueue(path: directory + "/index.sqlite", configuration: configuration)
+            try index.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                try db.execute(sql: "PRAGMA synchronous = OFF")
+                try db.execute(
+                    sql: """
+                        CREATE TABLE IF NOT EXISTS chunks (
+                            id BLOB PRIMARY KEY, segment INTEGER NOT NULL, offset INTEGER NOT NULL,
+                            size INTEGER NOT NULL, length INTEGER NOT NULL, encoding INTEGER NOT NULL) WITHOUT ROWID;
+                        CREATE INDEX IF NOT EXISTS chunks_segment ON chunks (segment);
+                        CREATE TABLE IF NOT EXISTS segments (
+                            number INTEGER PRIMARY KEY AUTOINCREMENT, bytes INTEGER NOT NULL, used_ns INTEGER NOT NULL);
+                        """)
+            }
+        } catch let error as XferError {
+            throw error
+        } catch {
+            throw XferError(.io, "cannot open the chunk cache in \(directory): \(error)")
+        }
+    }
+
+    deinit {
+        if let fd = current.value?.fd { close(fd) }
+    }
+
+    /// Keeps `chunks` (those not kept already), then lets the least recently used segments go
+    /// until the cache is within its bound.
+    /// - Throws: `io` if a segment cannot be written or the index fails.
+    public func keep(_ chunks: [EncodedChunk]) throws {
+        let wanted = chunks.filter { $0.encoding != .zstdAgainst }
+        guard !wanted.isEmpty else { return }
+        try current.withLock { current in
+            let held = try self.held(wanted.map(\.id))
+            var seen = held
+            let fresh = wanted.filter { seen.insert($0.id).inserted }
+            guard !fresh.isEmpty else { return }
+            let segment = try self.segment(&current)
+            let offset = segment.size
+            try append(fresh, to: segment)
+            let written = fresh.reduce(Int64(0)) { $0 + Int64($1.payload.count) }
+            current = (segment.number, segment.fd, offset + written)
+            try record(fresh, segment: segment.number, at: offset, bytes: written)
+            try evict(keeping: segment.number)
+        }
+    }
+
+    /// The plain bytes of those of `ids` the cache holds and that check out under `codec`
+    /// (one that does not is dropped); each segment read from counts as used.
+    public func plain(_ ids: some Collection<ChunkID>, codec: ChunkCodec) throws -> [ChunkID: [UInt8]] {
+        let rows = try locate(Array(Set(ids)))
+        guard !rows.isEmpty else { return [:] }
+        var result: [ChunkID: [UInt8]] = [:]
+        var damaged: [ChunkID] = []
+        var files: [Int64: Int32] = [:]
+        defer { files.values.forEach { close($0) } }
+        for row in rows {
+            let fd = files[row.segment] ?? open(path(of: row.segment), O_RDONLY | O_CLOEXEC)
+            files[row.segment] = fd
+            guard fd >= 0, let plain = Self.read(row, from: fd, codec: codec) else {
+                damaged.append(row.id)
+                continue
+            }
+            result[row.id] = plain
+        }
+        try touch(Set(rows.map(\.segment)), dropping: damaged)
+        return result
+    }
+
+    /// Bytes of segments and chunks indexed.
+    public func usage() throws -> (bytes: Int64, chunks: Int) {
+        try index.read { db in
+            let bytes = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(bytes), 0) FROM segments") ?? 0
+            return (bytes, try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM chunks") ?? 0)
+        }
+    }
+
+    // MARK: Segments
+
+    private struct Located {
+        var id: ChunkID
+        var segment: Int64
+        var offset: Int64
+        var size: Int
+        var length: Int
+        var encoding: ChunkEncoding
+    }
+
+    private func path(of segment: Int64) -> String {
+        directory + "/" + String(format: "%08lld.seg", segment)
+    }
+
+    /// The segment to append to: this process's, or a new one once it is full.
+    private func segment(_ current: inout (number: Int64, fd: Int32, size: Int64)?) throws -> (
+        number: Int64, fd: Int32, size: Int64
+    ) {
+        if let open = current, open.size < segmentBytes { return open }
+        if let open = current { close(open.fd) }
+        let number = try index.write { db -> Int64 in
+            try db.execute(sql: "INSERT INTO segments (bytes, used_ns) VALUES (0, ?)", arguments: [Self.now()])
+            return db.lastInsertedRowID
+        }
+        let fd = open(path(of: number), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw XferError(.io, "cannot create \(path(of: number))", cause: SystemErrno(errno)) }
+        current = (number, fd, 0)
+        return (number, fd, 0)
+    }
+
+    private func append(_ chunks: [EncodedChunk], to segment: (number: Int64, fd: Int32, size: Int64)) throws {
+        try RawBuffers.with(chunks.map(\.payload)) { pieces in
+            try Syscall.pwrite(segment.fd, pieces, at: segment.size, path: path(of: segment.number))
+        }
+    }
+
+    private static func read(_ row: Located, from fd: Int32, codec: ChunkCodec) -> [UInt8]? {
+        var payload = [UInt8](repeating: 0, count: row.size)
+        let got = try? payload.withUnsafeMutableBytes { buffer in
+            try Syscall.pread(fd, into: buffer, at: row.offset, path: "a cached chunk")
+        }
+        guard got == row.size else { return nil }
+        let chunk = EncodedChunk(id: row.id, length: row.length, encoding: row.encoding, payload: payload)
+        return try? codec.decode(chunk, maximumLength: ChunkerConfiguration.maximumAllowedSize)
+    }
+
+    // MARK: Index
+
+    private func held(_ ids: [ChunkID]) throws -> Set<ChunkID> {
+        Set(try locate(ids).map(\.id))
+    }
+
+    private func locate(_ ids: [ChunkID]) throws -> [Located] {
+        try index.read { db in
+            var rows: [Located] = []
+            for batch in ids.batched(atMost: 500) {
+                let marks = Array(repeating: "?", count: batch.count).joined(separator: ",")
+                for row in try Row.fetchAll(
+                    db, sql: "SELECT id, segment, offset, size, length, encoding FROM chunks WHERE id IN (\(marks))",
+                    arguments: StatementArguments(batch.map { Data($0.bytes) }))
+                {
+                    guard let id = ChunkID(bytes: row["id"] as Data),
+                        let encoding = ChunkEncoding(rawValue: UInt8(clamping: row["encoding"] as Int))
+                    else { continue }
+                    rows.append(
+                        Located(
+                            id: id, segment: row["segment"], offset: row["offset"], size: row["size"],
+                            length: row["length"], encoding: encoding))
+                }
+            }
+            return rows
+        }
+    }
+
+    private func record(_ chunks: [EncodedChunk], segment: Int64, at offset: Int64, bytes: Int64) throws {
+        try index.write { db in
+            let insert = try db.cachedStatement(
+                sql:
+                    "INSERT OR IGNORE INTO chunks (id, segment, offset, size, length, encoding) VALUES (?, ?, ?, ?, ?, ?)"
+            )
+            var position = offset
+            for chunk in chunks {
+                try insert.execute(arguments: [
+                    Data(chunk.id.bytes), segment, position, chunk.payload.count, chunk.length,
+                    Int(chunk.encoding.rawValue)
+                ])
+                position += Int64(chunk.payload.count)
+            }
+            try db.execute(
+                sql: "UPDATE segments SET bytes = bytes + ?, used_ns = ? WHERE number = ?",
+                arguments: [bytes, Self.now(), segment])
+        }
+    }
+
+    /// Marks `segments` used now and forgets `damaged` chunks.
+    private func touch(_ segments: Set<Int64>, dropping damaged: [ChunkID]) throws {
+        try index.write { db in
+            for segment in segments {
+                try db.execute(
+                    sql: "UPDATE segments SET used_ns = ? WHERE number = ?", arguments: [Self.now(), segment])
+            }
+            for id in damaged { try db.execute(sql: "DELETE FROM chunks WHERE id = ?", arguments: [Data(id.bytes)]) }
+        }
+    }
+
+    /// Lets the least recently used segments (never `kept`, the one being appended to) go
+    /// until the total is within ``maximumBytes``.
+    private func evict(keeping kept: Int64) throws {
+        let gone = try index.write { db -> [Int64] in
+            var total = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(bytes), 0) FROM segments") ?? 0
+            var gone: [Int64] = []
+            let rows = try Row.fetchAll(db, sql: "SELECT number, bytes FROM segments ORDER BY used_ns")
+            for row in rows where total > maximumBytes && row["number"] as Int64 != kept {
+                let number: Int64 = row["number"]
+                try db.execute(sql: "DELETE FROM chunks WHERE segment = ?", arguments: [number])
+                try db.execute(sql: "DELETE FROM segments WHERE number = ?", arguments: [number])
+                total -= row["bytes"] as Int64
+                gone.append(number)
+            }
+            return gone
+        }
+        for number in gone { unlink(path(of: number)) }
+    }
+
+    private static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+}

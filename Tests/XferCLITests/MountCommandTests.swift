@@ -1,0 +1,209 @@
+import Foundation
+import Testing
+import XferTestSupport
+
+/// `xfer mount` running as a child process against a ``ServerProcess``, on a directory of its own.
+final class MountedContainer {
+    let directory: String
+    let process: ChildProcess
+
+    /// Mounts (with extra `arguments`) and waits until the kernel shows the mount.
+    init(_ server: ServerProcess, arguments: [String] = []) throws {
+        directory = server.path("mnt-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        process = try server.start(["mount", directory] + arguments)
+        let deadline = Date().addingTimeInterval(30)
+        while !Self.isMounted(directory) {
+            guard process.isRunning, Date() < deadline else {
+                throw MountTestError.notMounted(Self.output(process.standardError))
+            }
+            usleep(20_000)
+        }
+    }
+
+    /// Whether the kernel has a mount at `path`.
+    static func isMounted(_ path: String) -> Bool {
+        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        return table.split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 4 && fields[4] == path
+        }
+    }
+
+    /// Stops the mount with `signal` (or, given none, `fusermount3 -u`) and waits for it to end.
+    /// - Returns: Its exit status and what it printed on stderr.
+    func stop(signal: Int32? = SIGTERM) throws -> (status: Int32, stderr: String) {
+        if let signal {
+            kill(process.processIdentifier, signal)
+        } else {
+            #expect(try shell("fusermount3 -u '\(directory)'").status == 0)
+        }
+        process.waitUntilExit()
+        return (process.terminationStatus, Self.output(process.standardError))
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        process.waitUntilExit()
+        if Self.isMounted(directory) { _ = try? shell("fusermount3 -u -z '\(directory)'") }
+    }
+
+    static func output(_ pipe: Any?) -> String {
+        guard let pipe = pipe as? Pipe else { return "" }
+        return String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+}
+
+enum MountTestError: Error {
+    case notMounted(String)
+}
+
+/// Runs `command` with bash; its status and standard output and error together.
+@discardableResult
+func shell(_ command: String) throws -> (status: Int32, output: String) {
+    let child = ChildProcess()
+    child.executableURL = URL(fileURLWithPath: "/bin/bash")
+    child.arguments = ["-c", "{ " + command + "\n} 2>&1"]
+    let output = Pipe()
+    child.standardOutput = output
+    try child.run()
+    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    child.waitUntilExit()
+    return (child.terminationStatus, text)
+}
+
+@Suite(.serialized) struct MountCommandTests {
+    /// A tree of what a container holds: a package with a subdirectory, an empty directory, a
+    /// symlink and an empty file; a large file; a symlink document; a Data/ document.
+    func pushSample(_ server: ServerProcess) throws -> String {
+        let source = server.path("source")
+        try shell(
+            """
+            set -e; mkdir -p '\(source)/Proj.pkg/sub' '\(source)/Proj.pkg/empty'
+            echo hello > '\(source)/Proj.pkg/a.txt'; printf 'deep' > '\(source)/Proj.pkg/sub/b.txt'
+            : > '\(source)/Proj.pkg/zero'; chmod 600 '\(source)/Proj.pkg/sub/b.txt'
+            ln -s a.txt '\(source)/Proj.pkg/link'; ln -s Proj.pkg '\(source)/alias'
+            """)
+        try randomFile(source + "/big.bin", megabytes: 5, seed: 11)
+        for (path, name) in [
+            ("Proj.pkg", "Documents/Proj.pkg"), ("big.bin", "Documents/big.bin"), ("alias", "Documents/alias"),
+            ("Proj.pkg/a.txt", "Data/settings.txt")
+        ] {
+            let push = try server.run("push", source + "/" + path, name, "-q")
+            #expect(push.status == 0, "\(push.stderr)")
+        }
+        return source
+    }
+
+    @Test("programs list and copy out of a mount what was pushed: ls -lR, cp -a, rsync -a, tar")
+    func programsReadTheMount() throws {
+        let server = try ServerProcess()
+        let source = try pushSample(server)
+        let mount = try MountedContainer(server)
+        let root = mount.directory
+        let listing = try shell("ls -lR '\(root)'")
+        #expect(listing.status == 0 && listing.output.contains("big.bin") && listing.output.contains("settings.txt"))
+        #expect(try shell("readlink '\(root)/Documents/alias'").output == "Proj.pkg\n")
+        #expect(try shell("stat -c %a '\(root)/Documents/Proj.pkg/sub/b.txt'").output == "600\n")
+        #expect(
+            try shell("test -d '\(root)/Documents/Proj.pkg/empty' && test ! -s '\(root)/Documents/Proj.pkg/zero'")
+                .status == 0)
+        let copy = server.path("copy")
+        let rsynced = server.path("rsynced")
+        #expect(try shell("cp -a '\(root)/Documents' '\(copy)'").status == 0)
+        #expect(try shell("rsync -a '\(root)/Documents/' '\(rsynced)/'").status == 0)
+        for target in [copy, rsynced] {
+            let diff = try shell(
+                "diff -r --no-dereference '\(source)/Proj.pkg' '\(target)/Proj.pkg' && cmp '\(source)/big.bin' '\(target)/big.bin'"
+            )
+            #expect(diff.status == 0, "\(diff.output)")
+        }
+        #expect(try shell("tar -C '\(root)/Documents' -cf - Proj.pkg | tar -tf - | grep -c .").output == "7\n")
+        #expect(try shell("cmp '\(root)/Data/settings.txt' '\(source)/Proj.pkg/a.txt'").status == 0)
+        #expect(try shell("touch '\(root)/Documents/new' || echo refused").output.contains("Read-only file system"))
+        let stopped = try mount.stop()
+        #expect(stopped.status == 0 && !MountedContainer.isMounted(root), "\(stopped.stderr)")
+        #expect(stopped.stderr.contains("chunks fetched"))
+    }
+
+    @Test("a read at an offset moves about what it covers; reading it again moves nothing")
+    func readsFetchWhatTheyCover() throws {
+        let server = try ServerProcess()
+        try randomFile(server.path("large.bin"), megabytes: 48, seed: 21)
+        #expect(try server.run("push", server.path("large.bin"), "Documents/large.bin", "-q").status == 0)
+        let mount = try MountedContainer(server)
+        let file = mount.directory + "/Documents/large.bin"
+        let before = try server.downloadedBytes()
+        #expect(try shell("dd if='\(file)' of='\(server.path("piece"))' bs=1M skip=20 count=1 status=none").status == 0)
+        let moved = try server.downloadedBytes() - before
+        #expect(moved >= 1 << 20 && moved < 3 << 20, "a 1 MiB read moved \(moved) bytes")
+        #expect(
+            try shell(
+                "cmp '\(server.path("piece"))' <(dd if='\(server.path("large.bin"))' bs=1M skip=20 count=1 status=none)"
+            ).status == 0)
+        #expect(try shell("cmp '\(file)' '\(server.path("large.bin"))'").status == 0)
+        let total = try server.downloadedBytes() - before
+        #expect(total < 50 << 20, "reading 48 MiB moved \(total) bytes")
+        // Mounted again (nothing in memory), the file comes from the on-disk cache.
+        #expect(try mount.stop().status == 0)
+        let again = try MountedContainer(server)
+        #expect(try shell("cmp '\(again.directory)/Documents/large.bin' '\(server.path("large.bin"))'").status == 0)
+        #expect(try server.downloadedBytes() - before == total)
+    }
+
+    @Test("another device's push shows within a second; an open file keeps the version it opened")
+    func changesShowAndOpenFilesKeepTheirVersion() throws {
+        let server = try ServerProcess()
+        try randomFile(server.path("v1.bin"), megabytes: 3, seed: 31)
+        try randomFile(server.path("v2.bin"), megabytes: 3, seed: 32)
+        #expect(try server.run("push", server.path("v1.bin"), "Documents/doc.bin", "-q").status == 0)
+        let mount = try MountedContainer(server)
+        let file = mount.directory + "/Documents/doc.bin"
+        let open = try #require(FileHandle(forReadingAtPath: file))
+        let head = try open.read(upToCount: 4096)
+        try server.waitForParkedPolls()
+        #expect(try server.run("push", server.path("v2.bin"), "Documents/doc.bin", "-q").status == 0)
+        #expect(try server.run("push", server.path("v1.bin"), "Documents/more/new.bin", "-q").status == 0)
+        let pushed = Date()
+        while try shell(
+            "cmp -s '\(file)' '\(server.path("v2.bin"))' && test -f '\(mount.directory)/Documents/more/new.bin'"
+        ).status != 0 {
+            #expect(Date().timeIntervalSince(pushed) < 5, "the mount did not show the new version")
+            guard Date().timeIntervalSince(pushed) < 5 else { break }
+            usleep(20_000)
+        }
+        let shown = Date().timeIntervalSince(pushed)
+        #expect(shown < 1.5, "the new version showed after \(shown) s")
+        let rest = try open.readToEnd() ?? Data()
+        #expect((head ?? Data()) + rest == (try Data(contentsOf: URL(fileURLWithPath: server.path("v1.bin")))))
+        try open.close()
+    }
+
+    @Test("fusermount3 -u ends the mount cleanly; a mount point that is not a directory is refused")
+    func unmountAndRefusals() throws {
+        let server = try ServerProcess()
+        _ = try pushSample(server)
+        let mount = try MountedContainer(server)
+        let stopped = try mount.stop(signal: nil)
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        let refused = try server.run("mount", server.path("no/such/dir"))
+        #expect(refused.status != 0 && refused.stderr.contains("could not mount"), "\(refused.stderr)")
+        let interrupted = try MountedContainer(server)
+        #expect(try interrupted.stop(signal: SIGINT).status == 0)
+        #expect(!MountedContainer.isMounted(interrupted.directory))
+    }
+}
+
+extension ServerProcess {
+    /// The server's `xfer_download_bytes_total`: bytes of chunk frames it sent.
+    func downloadedBytes() throws -> Int {
+        let admin = try String(contentsOfFile: path("data/admin-token"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let scrape = try shell(
+            "curl -sf -H 'Authorization: Bearer \(admin)' \(scheme)://127.0.0.1:\(port)/metrics | grep '^xfer_download_bytes_total '"
+        )
+        return Int(
+            Double(scrape.output.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "")
+                ?? -1)
+    }
+}
