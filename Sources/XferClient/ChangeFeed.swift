@@ -153,7 +153,13 @@ public struct ChangeFeed: AsyncSequence, Sendable {
                     try feed.store?.save(unsaved)
                     self.unsaved = nil
                 }
+                let asked = ContinuousClock.now
                 guard let page = try await feed.page(after: cursor!, keys: keys) else { return nil }
+                if page.changes.isEmpty && page.keys.isEmpty && feed.wait > 0 {
+                    // An empty page at once: a server that does not hold the poll (or a hostile
+                    // one) is asked no more than four times a second.
+                    try? await Task.sleep(until: asked + .milliseconds(250))
+                }
                 buffer = (page.changes.map(Change.document) + page.keys.map(Change.key)).sorted {
                     $0.sequence < $1.sequence
                 }

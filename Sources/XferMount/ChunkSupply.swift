@@ -37,8 +37,9 @@ public final class ChunkSupply: Sendable {
     /// What it has done so far.
     public var statistics: Statistics { state.value.statistics }
 
-    /// The plain bytes of `references`, in order.
-    /// - Throws: `corrupt_chunk` for a chunk that does not check out; `unavailable` when the
+    /// The plain bytes of `references`, in order, each of the length its reference says.
+    /// - Throws: `corrupt_chunk` for a chunk that does not check out or is not of its
+    ///   reference's length; `unavailable` when the
     ///   server cannot be reached for a chunk held nowhere here.
     public func plain(_ references: [Manifest.ChunkReference]) async throws -> [[UInt8]] {
         let (found, mine, theirs) = claim(references.map(\.id))
@@ -56,6 +57,12 @@ public final class ChunkSupply: Sendable {
         return try references.map { reference in
             guard let plain = plains[reference.id] else {
                 throw XferError(.internal, "chunk \(reference.id) was neither found nor fetched")
+            }
+            // The chunk checks out against its id; the manifest must also say its true length.
+            guard plain.count == reference.length else {
+                throw XferError(
+                    .corruptChunk,
+                    "chunk \(reference.id) holds \(plain.count) bytes, and its manifest says \(reference.length)")
             }
             return plain
         }

@@ -55,14 +55,15 @@ public final class Mount: Sendable {
         let supply = ChunkSupply(client: client, disk: disk)
         return try Mount(
             mountpoint: mountpoint, tree: Locked(tree), client: client, supply: supply, head: head,
-            options: options)
+            pinning: disk.map { Pinning(client: client, cache: $0) }, options: options)
     }
 
     private init(
         mountpoint: String, tree: Locked<MountTree>, client: DocumentClient, supply: ChunkSupply, head: Int64,
-        options: Options
+        pinning: Pinning?, options: Options
     ) throws {
-        let fileSystem = MountFileSystem(tree: tree, client: client, supply: supply)
+        let fileSystem = MountFileSystem(
+            tree: tree, manifests: ManifestSupply(client: client, disk: pinning?.cache), supply: supply)
         let session = try FuseSession(
             mountpoint: mountpoint,
             options: ["ro", "fsname=xfer:\(client.remote.container)", "subtype=xfer", "default_permissions"]
@@ -74,7 +75,7 @@ public final class Mount: Sendable {
         self.tree = tree
         ended = Task.detached { await Self.serve(session) }
         feed = Task {
-            await Self.follow(client.changes(start: head, wait: 25), into: tree, telling: session)
+            await Self.follow(client.changes(start: head, wait: 25), into: tree, telling: session, pinning: pinning)
         }
     }
 
@@ -102,14 +103,20 @@ public final class Mount: Sendable {
     }
 
     /// Applies each change to the tree and tells the kernel what it makes stale (from a queue
-    /// of its own: a notification may wait for the kernel, which may wait for a reply).
-    private static func follow(_ feed: ChangeFeed, into tree: Locked<MountTree>, telling session: FuseSession) async {
+    /// of its own: a notification may wait for the kernel, which may wait for a reply); a
+    /// pinned document's new version is fetched.
+    private static func follow(
+        _ feed: ChangeFeed, into tree: Locked<MountTree>, telling session: FuseSession, pinning: Pinning?
+    ) async {
         let notifying = DispatchQueue(label: "xfer-mount-invalidations")
         do {
             for try await change in feed {
                 guard case .document(let info) = change else { continue }
                 let invalidations = tree.withLock { $0.apply(info) }
                 notifying.async { invalidations.forEach(session.invalidate) }
+                if info.state == .current, let pinning, (try? pinning.isPinned(info.path.value)) == true {
+                    Task { _ = try? await pinning.pin(info) }
+                }
             }
         } catch {
             // The feed retries what it can; what it cannot (a revoked token) ends following.

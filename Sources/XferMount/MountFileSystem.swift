@@ -17,7 +17,7 @@ final class MountFileSystem: FuseOperations {
     static let readAheadRequest = 8 << 20
 
     let tree: Locked<MountTree>
-    let client: DocumentClient
+    let manifests: ManifestSupply
     let supply: ChunkSupply
     private let handles = Locked(Handles())
     private let owner = (uid: getuid(), gid: getgid())
@@ -62,9 +62,9 @@ final class MountFileSystem: FuseOperations {
         }
     }
 
-    init(tree: Locked<MountTree>, client: DocumentClient, supply: ChunkSupply) {
+    init(tree: Locked<MountTree>, manifests: ManifestSupply, supply: ChunkSupply) {
         self.tree = tree
-        self.client = client
+        self.manifests = manifests
         self.supply = supply
     }
 
@@ -96,7 +96,7 @@ final class MountFileSystem: FuseOperations {
         case .document(let info):
             Task {
                 do {
-                    let manifest = try await client.manifest(of: info)
+                    let manifest = try await self.manifests.manifest(of: info)
                     guard let target = manifest.entries.first?.symlinkTarget else { return request.fail(EINVAL) }
                     request.link(target)
                 } catch {
@@ -156,7 +156,7 @@ final class MountFileSystem: FuseOperations {
         case .document(let document):
             Task {
                 do {
-                    let manifest = try await client.manifest(of: document)
+                    let manifest = try await self.manifests.manifest(of: document)
                     guard let entry = manifest.entries.first, entry.kind == .file else { return request.fail(EIO) }
                     opened(request, info, FileChunks(entry.chunks))
                 } catch {
@@ -212,7 +212,7 @@ final class MountFileSystem: FuseOperations {
         guard let package = tree.value.needsManifest(number) else { return body(tree.value) }
         Task {
             do {
-                let manifest = try await client.manifest(of: package)
+                let manifest = try await manifests.manifest(of: package)
                 let tree = self.tree.withLock { tree in
                     tree.fill(number, with: manifest, version: package.version)
                     return tree
@@ -229,13 +229,18 @@ final class MountFileSystem: FuseOperations {
         attributes.st_ino = UInt(number)
         attributes.st_mode = Self.type(node.kind) | (node.mode & 0o7777)
         attributes.st_nlink = node.kind == .directory ? 2 : 1
-        attributes.st_size = Int(node.size)
-        attributes.st_blocks = Int((node.size + 511) / 512)
+        let size = max(0, node.size)  // what a server says; the reads give what the chunks hold
+        attributes.st_size = Int(size)
+        attributes.st_blocks = Int(size / 512 + (size % 512 == 0 ? 0 : 1))
         attributes.st_blksize = 65536
         attributes.st_uid = owner.uid
         attributes.st_gid = owner.gid
-        let time = timespec(
-            tv_sec: Int(node.mtimeNanoseconds / 1_000_000_000), tv_nsec: Int(node.mtimeNanoseconds % 1_000_000_000))
+        // Seconds rounded down, so the nanoseconds are 0 ... 999,999,999 before 1970 too.
+        let (seconds, nanoseconds) = node.mtimeNanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000)
+        let time =
+            nanoseconds < 0
+            ? timespec(tv_sec: Int(seconds) - 1, tv_nsec: Int(nanoseconds) + 1_000_000_000)
+            : timespec(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds))
         attributes.st_mtim = time
         attributes.st_ctim = time
         attributes.st_atim = time

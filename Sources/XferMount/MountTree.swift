@@ -234,7 +234,12 @@ public struct MountTree: Sendable {
     /// The directory at `path`, made (as implied, with `mtime`) with its parents if missing.
     private mutating func directory(_ path: String, implied mtime: Int64) -> UInt64 {
         let path = path.hasSuffix("/") ? String(path.dropLast()) : path
-        if let number = numbers[path], let node = nodes[number], node.kind == .directory { return number }
+        if let number = numbers[path], let node = nodes[number] {
+            if node.kind == .directory { return number }
+            // A file where a directory must be (a server naming a document below a file): the
+            // file goes, as a new version would replace it, and the directory gets a number of its own.
+            retire(number, path: path)
+        }
         let parent = directory(Self.parentPath(path), implied: mtime)
         return place(
             Node(

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import XferClient
 import XferCore
+import XferMount
 import XferProtocol
 
 // The commands on a synced directory's documents: status, evict and fetch.
@@ -10,7 +11,7 @@ extension Xfer {
         static let configuration = CommandConfiguration(
             commandName: "status",
             abstract:
-                "Show each document of a synced directory: synced, pending upload or download, conflict, evicted.",
+                "Show each document of a synced directory (synced, pending, conflict, evicted) or of a mount (remote, cached, pinned).",
             discussion: """
                 The first line says how the directory's `xfer sync` is doing: running or not, its last pass and \
                 last error, how many documents are pending. Without the server (unreachable), shows what local \
@@ -37,6 +38,10 @@ extension Xfer {
         }
 
         func run() async throws {
+            let absolute = URL(fileURLWithPath: directory).resolvingSymlinksInPath().path
+            if MountTable.locate(absolute) != nil {
+                return try await showMountStatus(directory, client: client, json: json)  // an `xfer mount`
+            }
             try await runReportingErrors(json: json) {
                 let (sync, status) = try await withSynced(directory, client) { sync in (sync, try await sync.status()) }
                 let notices = try sync.notices()

@@ -7,11 +7,11 @@ final class MountedContainer {
     let directory: String
     let process: ChildProcess
 
-    /// Mounts (with extra `arguments`) and waits until the kernel shows the mount.
-    init(_ server: ServerProcess, arguments: [String] = []) throws {
+    /// Mounts (with extra `arguments` and `environment`) and waits until the kernel shows the mount.
+    init(_ server: ServerProcess, arguments: [String] = [], environment: [String: String] = [:]) throws {
         directory = server.path("mnt-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        process = try server.start(["mount", directory] + arguments)
+        process = try server.start(["mount", directory] + arguments, environment: environment)
         let deadline = Date().addingTimeInterval(30)
         while !Self.isMounted(directory) {
             guard process.isRunning, Date() < deadline else {
@@ -191,6 +191,37 @@ func shell(_ command: String) throws -> (status: Int32, output: String) {
         let interrupted = try MountedContainer(server)
         #expect(try interrupted.stop(signal: SIGINT).status == 0)
         #expect(!MountedContainer.isMounted(interrupted.directory))
+    }
+}
+
+extension MountCommandTests {
+    @Test("a pinned document opens and reads while the server is down; status says remote, cached or pinned")
+    func pinning() throws {
+        let server = try ServerProcess()
+        for name in ["a", "b", "c"] {
+            try randomFile(server.path("\(name).bin"), megabytes: 2, seed: UInt64(name.utf8.first!))
+            #expect(try server.run("push", server.path("\(name).bin"), "Documents/\(name).bin", "-q").status == 0)
+        }
+        let mount = try MountedContainer(server, environment: ["XFER_RETRIES": "0"])
+        let root = mount.directory
+        let pinned = try server.run("mount", "pin", root + "/Documents/a.bin")
+        #expect(pinned.status == 0 && pinned.stdout.contains("pinned Documents/a.bin v1"), "\(pinned.stderr)")
+        #expect(try shell("cat '\(root)/Documents/b.bin' > /dev/null").status == 0)
+        let status = try server.run("status", root)
+        #expect(status.status == 0, "\(status.stderr)")
+        for line in ["pinned  Documents/a.bin", "cached  Documents/b.bin", "remote  Documents/c.bin"] {
+            #expect(status.stdout.contains(line), "\(status.stdout)")
+        }
+        let json = try server.json(try server.run("mount", "status", "Documents/", "--json"))
+        #expect((json["documents"] as? [[String: Any]])?.count == 3)
+        server.stopServer()
+        #expect(try shell("cmp '\(root)/Documents/a.bin' '\(server.path("a.bin"))'").status == 0)
+        #expect(try shell("cat '\(root)/Documents/c.bin' > /dev/null").output.contains("Input/output error"))
+        try server.startServer()
+        #expect(try shell("cmp '\(root)/Documents/c.bin' '\(server.path("c.bin"))'").status == 0)
+        let unpinned = try server.run("mount", "unpin", "Documents/a.bin")
+        #expect(unpinned.status == 0 && unpinned.stdout.contains("unpinned Documents/a.bin"))
+        #expect(try server.run("status", root).stdout.contains("cached  Documents/a.bin"))
     }
 }
 

@@ -68,4 +68,33 @@ struct SegmentChunkCacheTests {
         #expect(try cache.plain([chunk.id], codec: .plain).isEmpty)
         #expect(try cache.usage().chunks == 0)
     }
+
+    @Test("pinned chunks stay whatever is read after them, outside the bound, until unpinned")
+    func pinning() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cache = try SegmentChunkCache(directory: directory, maximumBytes: 32 << 10, segmentBytes: 8 << 10)
+        let held = Self.chunk(1)
+        let absent = Self.chunk(2)
+        try cache.keep([held.0])
+        let missing = try cache.pin("doc", version: 3, chunks: [held.0.id, absent.0.id])
+        #expect(missing == [absent.0.id])
+        try cache.keep([absent.0], pinned: true)
+        #expect(try cache.pins() == ["doc": 3])
+        for batch in 10..<30 { try cache.keep((0..<2).map { Self.chunk(batch * 10 + $0).0 }) }
+        #expect(try cache.usage().bytes <= (32 << 10) + (8 << 10))
+        #expect(try cache.plain([held.0.id, absent.0.id], codec: .plain).count == 2)
+        #expect(try cache.unpin("doc") && !(try cache.unpin("doc")))
+        for batch in 30..<50 { try cache.keep((0..<2).map { Self.chunk(batch * 10 + $0).0 }) }
+        #expect(try cache.plain([held.0.id, absent.0.id], codec: .plain).isEmpty)
+    }
+
+    @Test("a kept manifest is found by name and version; an older one does not replace a newer")
+    func manifests() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cache = try SegmentChunkCache(directory: directory, maximumBytes: 1 << 20)
+        try cache.keepManifest("a", version: 2, bytes: [2])
+        try cache.keepManifest("a", version: 1, bytes: [1])
+        #expect(try cache.manifest("a", version: 2) == [2])
+        #expect(try cache.manifest("a", version: 1) == nil)
+    }
 }

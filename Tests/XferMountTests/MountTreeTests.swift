@@ -102,6 +102,17 @@ struct MountTreeTests {
         #expect(number(tree, "Documents/P.pkg/dir/f") != file)
     }
 
+    @Test("a document below a file (a hostile listing) replaces the file with a directory of a new number")
+    func documentBelowAFile() {
+        var tree = MountTree(mountedAtNanoseconds: 5)
+        tree.apply(Self.info("Documents/a"))
+        let file = number(tree, "Documents/a")!
+        tree.apply(Self.info("Documents/a/b"))
+        let directory = number(tree, "Documents/a")!
+        #expect(directory != file && tree[directory]!.kind == .directory && tree[file]!.kind == .file)
+        #expect(number(tree, "Documents/a/b") != nil)
+    }
+
     @Test("a directory document keeps the documents below it across its own versions")
     func directoryDocument() {
         var tree = MountTree(mountedAtNanoseconds: 5)
@@ -142,5 +153,27 @@ struct FileChunksTests {
                 #expect(got == Array(UInt8(offset)..<UInt8(min(12, max(offset, offset + length)))))
             }
         }
+    }
+}
+
+@Suite("MountTable")
+struct MountTableTests {
+    let table = """
+        22 1 0:21 / /proc rw,nosuid - proc proc rw
+        90 22 0:50 / /home/me/box rw,nosuid,nodev,relatime - fuse.xfer xfer:box rw,user_id=0,group_id=0
+        91 22 0:51 / /home/me/with\\040space rw - fuse.xfer xfer:team\\040a rw
+        92 22 0:52 / /mnt/other rw - fuse.sshfs me@host: rw
+        """
+
+    @Test("a path inside an xfer mount names its container and document; other mounts are not xfer's")
+    func locate() {
+        let found = MountTable.locate("/home/me/box/Documents/a.pdf", table: table)
+        #expect(found?.mount == MountTable.Entry(point: "/home/me/box", container: "box"))
+        #expect(found?.document == "Documents/a.pdf")
+        #expect(MountTable.locate("/home/me/box", table: table)?.document == "")
+        #expect(MountTable.locate("/home/me/boxes/x", table: table) == nil)
+        #expect(MountTable.locate("/mnt/other/x", table: table) == nil)
+        let spaced = MountTable.locate("/home/me/with space/Data/x", table: table)
+        #expect(spaced?.mount.container == "team a" && spaced?.document == "Data/x")
     }
 }

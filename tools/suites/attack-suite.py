@@ -19,6 +19,7 @@ starts is killed when it ends. Standard library only. See docs/SECURITY.md.
 """
 import argparse
 import base64
+import errno
 import hashlib
 import hmac
 import http.client
@@ -839,6 +840,79 @@ def hostile_entry_names_pull(lab):
         ok &= code not in (0, None) and not is_signal(code) and not written
     escaped = tree_listing(outside)
     return "; ".join(seen) + (f"; outside: {escaped}" if escaped else ""), ok and not escaped
+
+
+# MARK: 23. a hostile server under a mount
+
+def mount_until_ready(lab, tag, url, point):
+    """`xfer mount` against `url` at `point`; the process, and whether it mounted within 30 s."""
+    os.makedirs(point, exist_ok=True)
+    env = dict(os.environ, XFER_SERVER=url, XFER_TOKEN=FAKE_TOKEN, XFER_STATE_DIR=lab.ws.join(tag, "state"),
+               XFER_CONFIG="/nonexistent")
+    process = lab.popen(["mount", point], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not os.path.ismount(point) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return process, os.path.ismount(point)
+
+
+def read_through(path):
+    """What reading `path` through the mount gives: its length, or the errno."""
+    try:
+        with open(path, "rb") as f:
+            return f"{len(f.read())} bytes"
+    except OSError as error:
+        return errno.errorcode.get(error.errno, str(error.errno))
+
+
+@attack("23", "mount-hostile-server",
+        "`xfer mount` of a hostile server: package entries named `../escape.txt`, absolute or holding ESC; a chunk whose "
+        "manifest declares 200,000 bytes; mtimes of Int64.min and max; a size of Int64.max; an empty change feed answered at once. The mount "
+        "lists them without crashing, refuses the hostile package and the lying chunk (EIO, not their bytes), writes "
+        "nothing outside, keeps serving, polls the feed at most a few times a second, and unmounts with exit 0; a listing "
+        "naming `../x` is refused before anything is mounted")
+def mount_hostile_server(lab):
+    tag = "23-mount"
+    outside = lab.dir(tag, "outside")
+    names = [("dotdot", "../escape.txt"), ("absolute", outside + "/absolute.txt"), ("ESC", "a\x1b[2Jb.txt")]
+    docs = [Doc(f"Documents/{label}.pkg", [file_entry(b"hostile", path=name)], kind=w.PACKAGE_DOC) for label, name in names]
+    one_chunk = {"chunks": 1}  # as a server says of a file of one chunk (none: a symlink's content)
+    docs += [Doc("Documents/liar.bin", [file_entry(b"twenty-two bytes long!", length=200_000)], info=one_chunk),
+             Doc("Documents/tmin", [file_entry(b"min", mtime=INT64_MIN)], mtime_ns=INT64_MIN, info=one_chunk),
+             Doc("Documents/tmax", [file_entry(b"max", mtime=INT64_MAX)], mtime_ns=INT64_MAX, info=one_chunk),
+             Doc("Documents/huge", [file_entry(b"big")], info={"chunks": 1, "size": INT64_MAX})]
+    hostile = lab.hostile_server({"documents": docs})
+    point = lab.dir(tag, "mnt")
+    process, mounted = mount_until_ready(lab, tag, hostile.url, point)
+    if not mounted:
+        return f"did not mount: {exit_text(process.poll())}", False
+    try:
+        listing = subprocess.run(["ls", "-lR", point], capture_output=True, text=True, timeout=60)
+        packages = [f"{label}: {read_through(os.path.join(point, 'Documents', label + '.pkg', 'x'))}" for label, _ in names]
+        liar = read_through(os.path.join(point, "Documents", "liar.bin"))
+        times = [read_through(os.path.join(point, "Documents", name)) for name in ("tmin", "tmax", "huge")]
+        polls_before = sum(1 for r in hostile.requests if "/changes" in str(r))
+        time.sleep(2)
+        polls = sum(1 for r in hostile.requests if "/changes" in str(r)) - polls_before
+        alive = process.poll() is None
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", point], capture_output=True)
+        process.wait(timeout=30)
+    refused = lab.hostile_server({"documents": [Doc("Documents/ok", [file_entry(b"ok")],
+                                                    info={"path": "../x"})]})
+    bad_point = lab.dir(tag, "mnt-bad")
+    bad, bad_mounted = mount_until_ready(lab, tag + "-bad", refused.url, bad_point)
+    bad_code = bad.wait(timeout=30) if not bad_mounted else None
+    if bad_mounted:
+        subprocess.run(["fusermount3", "-u", "-z", bad_point], capture_output=True)
+    escaped = tree_listing(outside)
+    ok = (alive and not is_signal(listing.returncode) and liar in ("EIO",) and all(t == "3 bytes" for t in times)
+          and all(p.endswith(("EIO", "ENOENT")) for p in packages) and polls <= 10 and process.returncode == 0
+          and not escaped and not bad_mounted and bad_code not in (0, None) and not is_signal(bad_code))
+    return (f"ls -lR {exit_text(listing.returncode)}; packages {', '.join(packages)}; liar {liar}; mtimes {times}; "
+            f"{polls} feed polls in 2 s; mount {'alive' if alive else 'dead'}, unmounted {exit_text(process.returncode)}; "
+            f"bad listing: {'mounted' if bad_mounted else exit_text(bad_code)}"
+            + (f"; outside: {escaped}" if escaped else "")), ok
 
 
 # MARK: 16. a search built to be slow

@@ -1,0 +1,135 @@
+import ArgumentParser
+import Foundation
+import XferClient
+import XferCore
+import XferMount
+import XferProtocol
+
+/// Documents named on the command line: by document path, or by a path inside an `xfer mount`
+/// (whose container they then name, unless --container does).
+struct MountedDocuments {
+    var client: ClientOptions
+    var names: [String]
+
+    init(_ arguments: [String], client: ClientOptions) {
+        var client = client
+        names = arguments.map { argument in
+            let absolute = URL(fileURLWithPath: argument).resolvingSymlinksInPath().path
+            guard FileManager.default.fileExists(atPath: argument), let (mount, document) = MountTable.locate(absolute)
+            else { return argument }
+            if client.container == nil { client.container = mount.container }
+            return document
+        }
+        self.client = client
+    }
+
+    /// Runs `body` with pinning over these options' remote and its chunk cache.
+    func withPinning<T>(_ body: (Pinning) async throws -> T) async throws -> T {
+        try await withRemote(client) { remote in
+            try await body(Pinning(client: DocumentClient(remote: remote), cache: try chunkCache(remote)))
+        }
+    }
+}
+
+extension MountCommand {
+    struct Pin: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Keep documents on this device: their chunks are fetched now and never evicted.",
+            discussion: """
+                What iCloud calls Keep Downloaded. A pinned document's chunks go to the mount's \
+                on-disk cache (STATE/chunk-cache) outside its --cache-size bound, so it reads \
+                without the server; a running mount fetches a pinned document's new versions as \
+                they come. Works with or without a mount running. NAME is a document path \
+                (Documents/report.pdf) or a path inside an `xfer mount`.
+                """)
+
+        @Argument(help: "Documents to pin: document paths, or paths inside a mount.")
+        var names: [String]
+
+        @OptionGroup var client: ClientOptions
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: output.json) {
+                let documents = MountedDocuments(names, client: client)
+                let reports = try await documents.withPinning { pinning in
+                    var reports: [Pinning.Report] = []
+                    for name in documents.names { reports.append(try await pinning.pin(name)) }
+                    return reports
+                }
+                if output.json { return printJSON(reports) }
+                guard !output.quiet else { return }
+                for report in reports {
+                    print(
+                        "pinned \(report.document) v\(report.version): \(report.chunks) chunks, \(report.chunksFetched) fetched (\(ByteCount(report.bytesFetched)))"
+                    )
+                }
+            }
+        }
+    }
+
+    struct Unpin: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop keeping documents on this device; their chunks stay cached until room is needed.")
+
+        @Argument(help: "Documents to unpin: document paths, or paths inside a mount.")
+        var names: [String]
+
+        @OptionGroup var client: ClientOptions
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: output.json) {
+                let documents = MountedDocuments(names, client: client)
+                let unpinned = try await documents.withPinning { pinning in
+                    try documents.names.map { (document: $0, unpinned: try pinning.unpin($0)) }
+                }
+                if output.json {
+                    return printJSON(
+                        unpinned.map { ["document": $0.document, "was_pinned": $0.unpinned ? "true" : "false"] })
+                }
+                for (document, was) in unpinned where !output.quiet {
+                    print(was ? "unpinned \(document)" : "\(document) was not pinned")
+                }
+            }
+        }
+    }
+
+    struct MountStatus: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "status",
+            abstract: "Show where each document's data is: remote, partly cached, cached or pinned.",
+            discussion: """
+                PREFIX is a document path prefix (Documents/Photos/) or a path inside an `xfer \
+                mount`; without it, every document. `xfer status DIR` on a mount shows the same.
+                """)
+
+        @Argument(help: "Only documents under this prefix, or this path inside a mount.")
+        var prefix: String = ""
+
+        @OptionGroup var client: ClientOptions
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            try await showMountStatus(prefix, client: client, json: output.json)
+        }
+    }
+}
+
+/// Prints where each document under `prefix` is kept (the mount's `status`).
+func showMountStatus(_ prefix: String, client: ClientOptions, json: Bool) async throws {
+    try await runReportingErrors(json: json) {
+        let documents = MountedDocuments(prefix.isEmpty ? [] : [prefix], client: client)
+        let prefix = documents.names.first ?? ""
+        let states = try await documents.withPinning { pinning in
+            try await pinning.states(of: try await pinning.client.list(prefix: prefix).documents)
+        }
+        if json { return printJSON(["documents": states]) }
+        for state in states {
+            let part = state.state == .partial ? " \(ByteCount(state.cachedBytes)) of \(ByteCount(state.bytes))" : ""
+            print(
+                "\(state.state.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0))\(TerminalText.escape(state.path))\(part)"
+            )
+        }
+    }
+}
