@@ -11,6 +11,16 @@ struct MountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mount",
         abstract: "Show a container as a directory; each document's data is downloaded only when it is read.",
+        usage: """
+            xfer mount DIR [--cache-size SIZE] [-o OPTION]… [client options]
+            xfer mount pin|unpin NAME…
+            xfer mount status [PREFIX]
+            """,
+        discussion: """
+            `xfer mount DIR` mounts (the `run` subcommand, see `xfer mount run --help`) and stays \
+            in the foreground until Ctrl-C, SIGTERM or `fusermount3 -u DIR`. `pin` keeps documents \
+            on this device, `status` shows what is where. See docs/MOUNT.md.
+            """,
         subcommands: [Run.self, Pin.self, Unpin.self, MountStatus.self],
         defaultSubcommand: Run.self)
 }

@@ -225,6 +225,36 @@ extension MountCommandTests {
     }
 }
 
+extension MountCommandTests {
+    @Test("git clones a repository out of a mount and fsck passes; sqlite3 checks a database in it")
+    func gitAndSQLiteReadTheMount() throws {
+        let server = try ServerProcess()
+        let repository = server.path("repo")
+        let database = server.path("notes.db")
+        let made = try shell(
+            """
+            set -e; git init -q '\(repository)'; cd '\(repository)'
+            for i in $(seq 1 40); do echo "line $i" > "f$i.txt"; git add "f$i.txt"
+              git -c user.name=t -c user.email=t@t commit -qm "c$i"; done
+            git repack -adq; git gc -q
+            sqlite3 '\(database)' 'CREATE TABLE t (a, b); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 5000) INSERT INTO t SELECT i, randomblob(100) FROM n; CREATE INDEX ta ON t (a);'
+            """)
+        #expect(made.status == 0, "\(made.output)")
+        #expect(try server.run("push", repository, "Documents/repo", "-q").status == 0)
+        #expect(try server.run("push", database, "Documents/notes.db", "-q").status == 0)
+        let mount = try MountedContainer(server)
+        let clone = server.path("clone")
+        let cloned = try shell(
+            "git clone -q '\(mount.directory)/Documents/repo' '\(clone)' && cd '\(clone)' && git fsck --strict && git status --porcelain && git log --oneline | wc -l"
+        )
+        #expect(cloned.status == 0 && cloned.output.hasSuffix("40\n"), "\(cloned.output)")
+        let checked = try shell(
+            "sqlite3 'file:\(mount.directory)/Documents/notes.db?immutable=1' 'PRAGMA integrity_check; SELECT count(*) FROM t;'"
+        )
+        #expect(checked.output == "ok\n5000\n", "\(checked.output)")
+    }
+}
+
 extension ServerProcess {
     /// The server's `xfer_download_bytes_total`: bytes of chunk frames it sent.
     func downloadedBytes() throws -> Int {
