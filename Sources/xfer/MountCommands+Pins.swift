@@ -31,6 +31,17 @@ struct MountedDocuments {
     }
 }
 
+/// What `pin` and `unpin` take: the documents, the client options, the output flags.
+struct PinTargets: ParsableArguments {
+    @Argument(help: "Documents: document paths (Documents/report.pdf), or paths inside a mount.")
+    var names: [String]
+
+    @OptionGroup var client: ClientOptions
+    @OptionGroup var output: OutputOptions
+
+    var documents: MountedDocuments { MountedDocuments(names, client: client) }
+}
+
 extension MountCommand {
     struct Pin: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -43,15 +54,12 @@ extension MountCommand {
                 (Documents/report.pdf) or a path inside an `xfer mount`.
                 """)
 
-        @Argument(help: "Documents to pin: document paths, or paths inside a mount.")
-        var names: [String]
-
-        @OptionGroup var client: ClientOptions
-        @OptionGroup var output: OutputOptions
+        @OptionGroup var targets: PinTargets
 
         func run() async throws {
+            let output = targets.output
             try await runReportingErrors(json: output.json) {
-                let documents = MountedDocuments(names, client: client)
+                let documents = targets.documents
                 let reports = try await documents.withPinning { pinning in
                     var reports: [Pinning.Report] = []
                     for name in documents.names { reports.append(try await pinning.pin(name)) }
@@ -72,24 +80,23 @@ extension MountCommand {
         static let configuration = CommandConfiguration(
             abstract: "Stop keeping documents on this device; their chunks stay cached until room is needed.")
 
-        @Argument(help: "Documents to unpin: document paths, or paths inside a mount.")
-        var names: [String]
+        @OptionGroup var targets: PinTargets
 
-        @OptionGroup var client: ClientOptions
-        @OptionGroup var output: OutputOptions
+        struct Unpinned: Encodable {
+            var document: String
+            var wasPinned: Bool
+        }
 
         func run() async throws {
+            let output = targets.output
             try await runReportingErrors(json: output.json) {
-                let documents = MountedDocuments(names, client: client)
+                let documents = targets.documents
                 let unpinned = try await documents.withPinning { pinning in
-                    try documents.names.map { (document: $0, unpinned: try pinning.unpin($0)) }
+                    try documents.names.map { Unpinned(document: $0, wasPinned: try pinning.unpin($0)) }
                 }
-                if output.json {
-                    return printJSON(
-                        unpinned.map { ["document": $0.document, "was_pinned": $0.unpinned ? "true" : "false"] })
-                }
-                for (document, was) in unpinned where !output.quiet {
-                    print(was ? "unpinned \(document)" : "\(document) was not pinned")
+                if output.json { return printJSON(unpinned) }
+                for item in unpinned where !output.quiet {
+                    print(item.wasPinned ? "unpinned \(item.document)" : "\(item.document) was not pinned")
                 }
             }
         }
