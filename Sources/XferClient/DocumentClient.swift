@@ -47,9 +47,10 @@ public final class DocumentClient: Sendable {
 
     // MARK: Documents
 
-    /// Pushes a file or directory (a package) as document `name`; see ``PushEngine``.
+    /// Pushes a file or directory (a package) as document `name`; see ``PushEngine``. With
+    /// `directoryItself`, a directory goes as a `directory` document (its name and mode alone).
     public func push(
-        _ path: String, as name: String, options: PushOptions = PushOptions(),
+        _ path: String, as name: String, options: PushOptions = PushOptions(), directoryItself: Bool = false,
         progress: @escaping @Sendable (TransferProgress) -> Void = { _ in }
     ) async throws -> PushReport {
         var options = options
@@ -58,7 +59,7 @@ public final class DocumentClient: Sendable {
         // An end-to-end encrypted container's key, if it is one: the push seals what it sends.
         return try await whileUnlocking { remote, confirmed in
             try await PushEngine(remote: remote, options: options).push(
-                path, as: document, progress: progress, confirmed: confirmed)
+                path, as: document, directoryItself: directoryItself, progress: progress, confirmed: confirmed)
         }
     }
 

@@ -73,8 +73,10 @@ public struct PushEngine: Sendable {
                 // unless the server says otherwise. (The root's own records, its chunk lists and
                 // names, stay `synced`'s whatever the server says: they describe local files.)
                 var basis = synced
-                var baseVersion = PushDecisions.baseVersion(
-                    synced: basis?.version, force: options.force, serverCurrent: serverCurrent)
+                var baseVersion =
+                    options.basedOn
+                    ?? PushDecisions.baseVersion(
+                        synced: basis?.version, force: options.force, serverCurrent: serverCurrent)
                 let total = snapshot.totalSize
                 if let report = try await noVersionNeeded(
                     target, snapshot, chunkLists, basis: &basis, baseVersion: &baseVersion)
@@ -212,7 +214,7 @@ public struct PushEngine: Sendable {
                 return Self.unchangedReport(target.document, synced, started: target.started)
             }
             basis = nil
-            baseVersion = nil
+            baseVersion = options.basedOn
         }
         guard let synced = target.synced, let basis,
             PushDecisions.rereadsFirst(

@@ -70,6 +70,10 @@ public struct PushOptions: Sendable {
     public var askBatch = 1024
     /// A name for this device, shown to others (`nil`: the remote's, ``Remote/device``).
     public var device: String? = nil
+    /// The version the content was edited from, when the caller knows it better than this
+    /// root's state (a mount's staged file): the commit is based on it, so a stale one makes a
+    /// conflict version, never an overwrite. `nil`: the version this root synced.
+    public var basedOn: Int64? = nil
     /// Patterns (gitignore syntax, relative to the package's root) of files left out of a
     /// package, on top of its `.xferignore` files and the built-in defaults (`--exclude`).
     /// The sync engine does not use it (see ``SyncOptions/exclude``).

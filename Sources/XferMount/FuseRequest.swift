@@ -13,19 +13,40 @@ public struct FuseRequest: @unchecked Sendable {
 
     /// Answers a lookup: `inode` with its attributes, cached by the kernel for `timeout` seconds.
     public func entry(_ inode: UInt64, _ attributes: stat, timeout: Double) {
+        var parameters = Self.entry(inode, attributes, timeout: timeout)
+        fuse_reply_entry(raw, &parameters)
+    }
+
+    /// An entry's parameters: its inode and attributes, cached for `timeout` seconds.
+    private static func entry(_ inode: UInt64, _ attributes: stat, timeout: Double) -> fuse_entry_param {
         var parameters = fuse_entry_param()
         parameters.ino = fuse_ino_t(inode)
         parameters.generation = 1
         parameters.attr = attributes
         parameters.attr_timeout = timeout
         parameters.entry_timeout = timeout
-        fuse_reply_entry(raw, &parameters)
+        return parameters
     }
 
     /// Answers a getattr.
     public func attributes(_ attributes: stat, timeout: Double) {
         var attributes = attributes
         fuse_reply_attr(raw, &attributes, timeout)
+    }
+
+    /// Answers a create: the new file's entry and its open handle.
+    public func created(
+        _ inode: UInt64, _ attributes: stat, timeout: Double, handle: UInt64, _ info: fuse_file_info
+    ) {
+        var parameters = Self.entry(inode, attributes, timeout: timeout)
+        var info = info
+        cxfer_fuse_set_fh(&info, handle)
+        fuse_reply_create(raw, &parameters, &info)
+    }
+
+    /// Answers a write: `count` bytes were written.
+    public func written(_ count: Int) {
+        fuse_reply_write(raw, count)
     }
 
     /// Answers a readlink.

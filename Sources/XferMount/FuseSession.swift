@@ -19,6 +19,17 @@ public protocol FuseOperations: AnyObject, Sendable {
     func readdir(_ request: FuseRequest, inode: UInt64, handle: UInt64, offset: Int64, size: Int)
     func releasedir(_ request: FuseRequest, inode: UInt64, handle: UInt64)
     func statfs(_ request: FuseRequest)
+    func create(_ request: FuseRequest, parent: UInt64, name: String, mode: UInt32, info: fuse_file_info)
+    func write(_ request: FuseRequest, inode: UInt64, handle: UInt64, offset: Int64, bytes: UnsafeRawBufferPointer)
+    /// `changes`: FUSE_SET_ATTR_* bits; `handle` when the file is open (ftruncate, futimens).
+    func setattr(_ request: FuseRequest, inode: UInt64, attributes: stat, changes: Int32, handle: UInt64?)
+    func flush(_ request: FuseRequest, inode: UInt64, handle: UInt64)
+    func fsync(_ request: FuseRequest, inode: UInt64, handle: UInt64)
+    func unlink(_ request: FuseRequest, parent: UInt64, name: String)
+    func mkdir(_ request: FuseRequest, parent: UInt64, name: String, mode: UInt32)
+    func rmdir(_ request: FuseRequest, parent: UInt64, name: String)
+    func rename(_ request: FuseRequest, parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32)
+    func symlink(_ request: FuseRequest, target: String, parent: UInt64, name: String)
 }
 
 /// A mounted libfuse session: mounts on creation, serves requests on libfuse's threads while
@@ -149,6 +160,54 @@ public final class FuseSession: @unchecked Sendable {
         ops.statfs = { request, _ in
             let (request, operations) = of(request)
             operations.statfs(request)
+        }
+        ops.create = { request, parent, name, mode, info in
+            let (request, operations) = of(request)
+            operations.create(
+                request, parent: UInt64(parent), name: String(cString: name!), mode: mode, info: info!.pointee)
+        }
+        ops.write = { request, inode, bytes, size, offset, info in
+            let (request, operations) = of(request)
+            operations.write(
+                request, inode: UInt64(inode), handle: cxfer_fuse_fh(info), offset: Int64(offset),
+                bytes: UnsafeRawBufferPointer(start: bytes, count: size))
+        }
+        ops.setattr = { request, inode, attributes, changes, info in
+            let (request, operations) = of(request)
+            operations.setattr(
+                request, inode: UInt64(inode), attributes: attributes!.pointee, changes: changes,
+                handle: info.map { cxfer_fuse_fh($0) })
+        }
+        ops.flush = { request, inode, info in
+            let (request, operations) = of(request)
+            operations.flush(request, inode: UInt64(inode), handle: cxfer_fuse_fh(info))
+        }
+        ops.fsync = { request, inode, _, info in
+            let (request, operations) = of(request)
+            operations.fsync(request, inode: UInt64(inode), handle: cxfer_fuse_fh(info))
+        }
+        ops.unlink = { request, parent, name in
+            let (request, operations) = of(request)
+            operations.unlink(request, parent: UInt64(parent), name: String(cString: name!))
+        }
+        ops.mkdir = { request, parent, name, mode in
+            let (request, operations) = of(request)
+            operations.mkdir(request, parent: UInt64(parent), name: String(cString: name!), mode: mode)
+        }
+        ops.rmdir = { request, parent, name in
+            let (request, operations) = of(request)
+            operations.rmdir(request, parent: UInt64(parent), name: String(cString: name!))
+        }
+        ops.rename = { request, parent, name, newParent, newName, flags in
+            let (request, operations) = of(request)
+            operations.rename(
+                request, parent: UInt64(parent), name: String(cString: name!), newParent: UInt64(newParent),
+                newName: String(cString: newName!), flags: UInt32(flags))
+        }
+        ops.symlink = { request, target, parent, name in
+            let (request, operations) = of(request)
+            operations.symlink(
+                request, target: String(cString: target!), parent: UInt64(parent), name: String(cString: name!))
         }
         ops.`init` = { _, connection in cxfer_fuse_configure(connection, 1 << 20, UInt32(kernelReadAhead)) }
         return ops

@@ -4,7 +4,8 @@ import XferCore
 import XferProtocol
 
 /// A container mounted as a directory (`xfer mount`): every document listed at once, its
-/// data fetched when read, kept current by the change feed. Read-only.
+/// data fetched when read, kept current by the change feed; files written through it are
+/// uploaded as versions once closed (unless it is mounted read-only).
 ///
 /// ```swift
 /// let mount = try await Mount.start(client: client, at: "/home/me/notes")
@@ -21,11 +22,18 @@ public final class Mount: Sendable {
         public var cacheBytes: Int
         /// Extra mount options for the kernel (`allow_other`, …).
         public var mountOptions: [String]
+        /// Where files written through the mount wait for upload (`STATE/mount-writes/…`);
+        /// `nil`: the mount is read-only.
+        public var stateDirectory: String?
 
-        public init(cachePath: String? = nil, cacheBytes: Int = 1 << 30, mountOptions: [String] = []) {
+        public init(
+            cachePath: String? = nil, cacheBytes: Int = 1 << 30, mountOptions: [String] = [],
+            stateDirectory: String? = nil
+        ) {
             self.cachePath = cachePath
             self.cacheBytes = cacheBytes
             self.mountOptions = mountOptions
+            self.stateDirectory = stateDirectory
         }
     }
 
@@ -39,6 +47,12 @@ public final class Mount: Sendable {
     private let tree: Locked<MountTree>
     private let ended: Task<Int32, Never>
     private let feed: Task<Void, Never>
+    private let uploads: Uploads?
+    private let uploading: Task<Void, Never>?
+    /// Files written here and closed that are not on the server yet.
+    public var queued: Int { staged?.due().count ?? 0 }
+    private let staged: StagedFiles?
+    private let notifier: Locked<(@Sendable ([MountTree.Invalidation]) -> Void)?>
 
     /// Lists the container, mounts it at `mountpoint` and starts serving and following its
     /// change feed.
@@ -62,20 +76,43 @@ public final class Mount: Sendable {
         mountpoint: String, tree: Locked<MountTree>, client: DocumentClient, supply: ChunkSupply, head: Int64,
         pinning: Pinning?, options: Options
     ) throws {
+        let notifier = Locked<(@Sendable ([MountTree.Invalidation]) -> Void)?>(nil)
+        let handles = Locked(MountFileSystem.Handles())
+        let staged = try options.stateDirectory.map {
+            try StagedFiles(
+                stateDirectory: $0, server: client.remote.connection.server, container: client.remote.container.value)
+        }
+        let uploads = staged.map { staged in
+            Uploads(
+                client: client, staged: staged, tree: tree, invalidate: { notifier.value?($0) },
+                writing: { handles.value.writers[$0] != nil },
+                whenIdle: { path, body in handles.withLock { $0.writers[path] == nil ? body() : nil } })
+        }
         let fileSystem = MountFileSystem(
-            tree: tree, manifests: ManifestSupply(client: client, disk: pinning?.cache), supply: supply)
+            tree: tree, manifests: ManifestSupply(client: client, disk: pinning?.cache), supply: supply,
+            staged: staged, uploads: uploads, client: staged == nil ? nil : client, notifier: notifier,
+            handles: handles)
         let session = try FuseSession(
             mountpoint: mountpoint,
-            options: ["ro", "fsname=xfer:\(client.remote.container)", "subtype=xfer", "default_permissions"]
+            options: (staged == nil ? ["ro"] : [])
+                + ["fsname=xfer:\(client.remote.container)", "subtype=xfer", "default_permissions"]
                 + options.mountOptions,
             operations: fileSystem)
+        let notifying = DispatchQueue(label: "xfer-mount-invalidations")
+        notifier.withLock { $0 = { invalidations in notifying.async { invalidations.forEach(session.invalidate) } } }
         self.mountpoint = mountpoint
         self.session = session
         self.supply = supply
         self.tree = tree
+        self.staged = staged
+        self.uploads = uploads
+        self.notifier = notifier
+        uploading = uploads.map { uploads in Task { await uploads.run() } }
         ended = Task.detached { await Self.serve(session) }
         feed = Task {
-            await Self.follow(client.changes(start: head, wait: 25), into: tree, telling: session, pinning: pinning)
+            // A live view: after an outage the feed is asked again within seconds, not half a minute.
+            let feed = ChangeFeed(remote: client.remote, start: head, wait: 25, maximumBackoff: .seconds(4))
+            await Self.follow(feed, into: tree, notifier: notifier, pinning: pinning)
         }
     }
 
@@ -90,6 +127,11 @@ public final class Mount: Sendable {
     public func finished() async -> Int32 {
         let result = await ended.value
         feed.cancel()
+        uploading?.cancel()
+        // What was closed goes up now if it can (within a minute); the rest waits, on disk,
+        // for the next mount of this state directory.
+        await uploads?.finish(within: .seconds(60))
+        notifier.withLock { $0 = nil }  // it holds the session, which holds the file system, which holds it
         return result
     }
 
@@ -106,14 +148,14 @@ public final class Mount: Sendable {
     /// of its own: a notification may wait for the kernel, which may wait for a reply); a
     /// pinned document's new version is fetched.
     private static func follow(
-        _ feed: ChangeFeed, into tree: Locked<MountTree>, telling session: FuseSession, pinning: Pinning?
+        _ feed: ChangeFeed, into tree: Locked<MountTree>,
+        notifier: Locked<(@Sendable ([MountTree.Invalidation]) -> Void)?>, pinning: Pinning?
     ) async {
-        let notifying = DispatchQueue(label: "xfer-mount-invalidations")
         do {
             for try await change in feed {
                 guard case .document(let info) = change else { continue }
                 let invalidations = tree.withLock { $0.apply(info) }
-                notifying.async { invalidations.forEach(session.invalidate) }
+                if !invalidations.isEmpty { notifier.value?(invalidations) }
                 if info.state == .current, let pinning, (try? pinning.isPinned(info.path.value)) == true {
                     Task { _ = try? await pinning.pin(info) }
                 }

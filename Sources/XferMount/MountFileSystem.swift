@@ -1,4 +1,5 @@
 import CFuse3
+import Foundation
 import Glibc
 import XferClient
 import XferCore
@@ -6,7 +7,8 @@ import XferProtocol
 
 /// The mount's answers to the kernel: names and attributes from the ``MountTree`` (no chunk
 /// needed), a package's entries once its manifest came, and file data from the
-/// ``ChunkSupply``, a read fetching only the chunks it covers. Read-only.
+/// ``ChunkSupply``, a read fetching only the chunks it covers; a file written here from its
+/// staging copy (``StagedFiles``; the writes themselves are in MountFileSystem+Writes).
 final class MountFileSystem: FuseOperations {
     /// How long the kernel may keep names and attributes; changes are pushed to it sooner
     /// (``FuseSession/invalidate(_:)``).
@@ -19,12 +21,25 @@ final class MountFileSystem: FuseOperations {
     let tree: Locked<MountTree>
     let manifests: ManifestSupply
     let supply: ChunkSupply
-    private let handles = Locked(Handles())
+    /// Where writes go, and what uploads them (both `nil`: a read-only mount).
+    let staged: StagedFiles?
+    let uploads: Uploads?
+    /// The client that removes and makes documents (`nil`: read-only).
+    let client: DocumentClient?
+    /// Tells the kernel what changed (set once the session exists).
+    let notifier: Locked<(@Sendable ([MountTree.Invalidation]) -> Void)?>
+    let handles: Locked<Handles>
     private let owner = (uid: getuid(), gid: getgid())
 
-    /// An open file: the version it opened, and where a sequential reader is.
+    /// An open file: the version it opened, and where a sequential reader is; or a staging
+    /// file (`staged`), read and written in place.
     struct OpenFile: Sendable {
         var chunks: FileChunks
+        var staged: Int32? = nil
+        /// The document a staging file is of.
+        var path: String? = nil
+        /// Opened for writing (counted in ``Handles/writers``).
+        var writer = false
         /// Where the next read starts if it continues the last one.
         var next: Int64 = 0
         /// Bytes read in one sequential run so far.
@@ -54,18 +69,46 @@ final class MountFileSystem: FuseOperations {
 
     struct Handles: Sendable {
         var files: [UInt64: OpenFile] = [:]
+        /// Handles open for writing, by document.
+        var writers: [String: Int] = [:]
+        /// Documents written since they were last made due.
+        var dirty: Set<String> = []
         var directories: [UInt64: [(name: String, inode: UInt64, mode: UInt32)]] = [:]
         var last: UInt64 = 0
+
+        /// Handles open on document `from` now write document `to` (its staging file moved).
+        mutating func follow(_ from: String, to: String) {
+            for (handle, file) in files where file.path == from { files[handle]!.path = to }
+            if let count = writers.removeValue(forKey: from) { writers[to, default: 0] += count }
+            if dirty.remove(from) != nil { dirty.insert(to) }
+        }
+
         mutating func next() -> UInt64 {
             last += 1
             return last
         }
     }
 
-    init(tree: Locked<MountTree>, manifests: ManifestSupply, supply: ChunkSupply) {
+    init(
+        tree: Locked<MountTree>, manifests: ManifestSupply, supply: ChunkSupply, staged: StagedFiles? = nil,
+        uploads: Uploads? = nil, client: DocumentClient? = nil,
+        notifier: Locked<(@Sendable ([MountTree.Invalidation]) -> Void)?> = Locked(nil),
+        handles: Locked<Handles> = Locked(Handles())
+    ) {
+        self.notifier = notifier
+        self.handles = handles
         self.tree = tree
         self.manifests = manifests
         self.supply = supply
+        self.staged = staged
+        self.uploads = uploads
+        self.client = client
+    }
+
+    /// Tells the kernel what changed.
+    func notify(_ invalidations: [MountTree.Invalidation]) {
+        guard !invalidations.isEmpty else { return }
+        notifier.value?(invalidations)
     }
 
     // MARK: Names and attributes
@@ -91,7 +134,9 @@ final class MountFileSystem: FuseOperations {
         guard let node, node.kind == .symlink else { return request.fail(EINVAL) }
         switch node.origin {
         case .entry(let package, let index):
-            guard let target = manifests[package]?.entries.symlinkTarget(at: index) else { return request.fail(EIO) }
+            guard let target = manifests[package]?.entries.symlinkTarget(at: index) else {
+                return failIO(request, "a package symlink without a target")
+            }
             request.link(target)
         case .document(let info):
             Task {
@@ -103,7 +148,7 @@ final class MountFileSystem: FuseOperations {
                     request.fail(Self.errno(for: error))
                 }
             }
-        case .implied:
+        case .implied, .staged:
             request.fail(EINVAL)
         }
     }
@@ -145,19 +190,31 @@ final class MountFileSystem: FuseOperations {
     // MARK: Files
 
     func open(_ request: FuseRequest, inode: UInt64, info: fuse_file_info) {
-        guard info.flags & O_ACCMODE == O_RDONLY else { return request.fail(EROFS) }
         let (node, manifests) = tree.withLock { ($0[inode], $0.manifests) }
         guard let node else { return request.fail(ENOENT) }
         guard node.kind == .file else { return request.fail(node.kind == .directory ? EISDIR : ELOOP) }
+        guard info.flags & O_ACCMODE == O_RDONLY else { return openForWriting(request, inode, node, info: info) }
         switch node.origin {
+        case .staged:
+            let path = tree.value.path(of: inode)
+            guard let data = staged?.dataPath(path) else {
+                return failIO(request, "a staged file on a read-only mount")
+            }
+            let fd = Glibc.open(data, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return failIO(request, "open of the staging file of \(path)") }
+            request.opened(opening(fd, path: path, writer: false, dirty: false), info, keepCache: true)
         case .entry(let package, let index):
-            guard let manifest = manifests[package] else { return request.fail(EIO) }
+            guard let manifest = manifests[package] else {
+                return failIO(request, "a package entry without its manifest")
+            }
             opened(request, info, FileChunks(Array(manifest.entries.chunks(at: index))))
         case .document(let document):
             Task {
                 do {
                     let manifest = try await self.manifests.manifest(of: document)
-                    guard let entry = manifest.entries.first, entry.kind == .file else { return request.fail(EIO) }
+                    guard let entry = manifest.entries.first, entry.kind == .file else {
+                        return failIO(request, "a file document whose manifest holds no file")
+                    }
                     opened(request, info, FileChunks(entry.chunks))
                 } catch {
                     request.fail(Self.errno(for: error))
@@ -176,6 +233,9 @@ final class MountFileSystem: FuseOperations {
             handles.files[handle] = file
             return (file.chunks, range, ahead)
         }
+        if let fd = handles.withLock({ $0.files[handle]?.staged }) {
+            return readStaged(request, fd, offset: offset, size: size)
+        }
         guard let (chunks, range, ahead) = plan else { return request.fail(EBADF) }
         for request in ahead { supply.prefetch(Array(chunks.references[request])) }
         Task {
@@ -189,11 +249,55 @@ final class MountFileSystem: FuseOperations {
     }
 
     func release(_ request: FuseRequest, inode: UInt64, handle: UInt64) {
-        handles.withLock { _ = $0.files.removeValue(forKey: handle) }
-        request.fail(0)
+        let (file, closing) = handles.withLock { handles -> (OpenFile?, (path: String, dirty: Bool)?) in
+            guard let file = handles.files.removeValue(forKey: handle) else { return (nil, nil) }
+            guard file.writer, let path = file.path else { return (file, nil) }
+            handles.writers[path, default: 1] -= 1
+            guard handles.writers[path] == 0 else { return (file, nil) }
+            handles.writers[path] = nil
+            return (file, (path, handles.dirty.remove(path) != nil))
+        }
+        if let fd = file?.staged { close(fd) }
+        guard let closing else { return request.fail(0) }
+        // The last writer's close: what was written is due; a file opened for writing and not
+        // written goes back to being the server's.
+        do {
+            if closing.dirty {
+                try due(closing.path)
+            } else if staged?.record(closing.path) == nil {
+                unstage(closing.path)
+            }
+            request.fail(0)
+        } catch {
+            request.fail(EIO)
+        }
     }
 
-    private func opened(_ request: FuseRequest, _ info: fuse_file_info, _ chunks: FileChunks) {
+    /// Drops the staging copy of a file opened for writing and closed unwritten.
+    private func unstage(_ path: String) {
+        Task {
+            guard let client, let current = try? await client.stat(path) else { return }
+            // Unless a writer opened it again meanwhile (then it stays staged).
+            let settled = handles.withLock { handles -> [MountTree.Invalidation]? in
+                guard handles.writers[path] == nil, staged?.record(path) == nil else { return nil }
+                staged?.drop(path)
+                return tree.withLock { $0.settle(current, current: current) }
+            }
+            if let settled { notify(settled) }
+        }
+    }
+
+    /// Answers a read of a staging file.
+    private func readStaged(_ request: FuseRequest, _ fd: Int32, offset: Int64, size: Int) {
+        var bytes = [UInt8](repeating: 0, count: size)
+        let count = bytes.withUnsafeMutableBytes { buffer in
+            (try? Syscall.pread(fd, into: buffer, at: offset, path: "a staging file")) ?? -1
+        }
+        guard count >= 0 else { return failIO(request, "a read of a staging file") }
+        request.data([bytes[..<count]])
+    }
+
+    func opened(_ request: FuseRequest, _ info: fuse_file_info, _ chunks: FileChunks) {
         let handle = handles.withLock { handles in
             let handle = handles.next()
             handles.files[handle] = OpenFile(chunks: chunks)
@@ -255,11 +359,22 @@ final class MountFileSystem: FuseOperations {
         }
     }
 
+    /// Fails `request` with EIO, saying where when debugging.
+    func failIO(_ request: FuseRequest, _ site: String) {
+        if Self.debugging { FileHandle.standardError.write(Data("xfer mount: EIO at \(site)\n".utf8)) }
+        request.fail(EIO)
+    }
+
+    /// Whether failures are told on stderr (`XFER_MOUNT_DEBUG=1`).
+    static let debugging = ProcessInfo.processInfo.environment["XFER_MOUNT_DEBUG"] == "1"
+
     /// The errno a failed fetch gives the reader.
     static func errno(for error: any Error) -> Int32 {
+        if debugging { FileHandle.standardError.write(Data("xfer mount: \(error)\n".utf8)) }
         guard let error = error as? XferError else { return EIO }
         switch error.code {
         case .notFound: return ENOENT
+        case .conflict: return ESTALE  // changed on the server since the mount showed it
         case .cancelled: return EINTR
         case .unauthorized, .forbidden: return EACCES
         default: return EIO

@@ -29,6 +29,9 @@ public struct MountTree: Sendable {
         case document(DocumentInfo)
         /// Entry `index` of the manifest of the package at inode `package`.
         case entry(package: UInt64, index: Int)
+        /// A file written here whose version is not on the server yet (``stage(_:mode:size:mtimeNanoseconds:)``),
+        /// based on version `base` (`nil`: a new document).
+        case staged(base: Int64?)
     }
 
     /// One file, directory or symlink.
@@ -52,15 +55,15 @@ public struct MountTree: Sendable {
         case inode(UInt64)
     }
 
-    public private(set) var nodes: [UInt64: Node]
+    public internal(set) var nodes: [UInt64: Node]
     /// Nodes no longer in the tree that the kernel may still hold (an open file, a cached inode).
     public private(set) var retired: [UInt64: Node] = [:]
     /// Every path ever shown, with its inode number.
-    private var numbers: [String: UInt64] = ["": MountTree.root]
+    var numbers: [String: UInt64] = ["": MountTree.root]
     private var nextNumber = MountTree.root + 1
     /// The newest version seen of each document path (deletions included), so a listing read
     /// before a change cannot undo it.
-    private var versions: [String: Int64] = [:]
+    var versions: [String: Int64] = [:]
     /// The manifests of packages whose entries are shown, by the package's inode.
     public private(set) var manifests: [UInt64: Manifest] = [:]
     /// The time implied directories show.
@@ -122,10 +125,16 @@ public struct MountTree: Sendable {
     /// Takes what the server says of a document (a listing's row or a change): a current
     /// version shows (replacing an older one), a deletion removes it; an older version than one
     /// seen, and versions that are not current (uploads, conflicts, superseded), change nothing.
+    /// A file written here and not uploaded yet stays as it is (its upload settles it,
+    /// ``settle(_:)``), the version noted.
     @discardableResult
     public mutating func apply(_ info: DocumentInfo) -> [Invalidation] {
         let path = info.path.value
         guard info.version > versions[path] ?? 0 else { return [] }
+        if let number = numbers[path], case .staged? = nodes[number]?.origin {
+            if info.state == .current || info.state == .deleted { versions[path] = info.version }
+            return []
+        }
         switch info.state {
         case .current:
             versions[path] = info.version
@@ -162,7 +171,7 @@ public struct MountTree: Sendable {
         return true
     }
 
-    private mutating func show(_ info: DocumentInfo) -> [Invalidation] {
+    mutating func show(_ info: DocumentInfo) -> [Invalidation] {
         let path = info.path.value
         let parent = directory(Self.parentPath(path), implied: info.mtimeNs)
         let old = numbers[path].flatMap { nodes[$0] }
@@ -180,13 +189,14 @@ public struct MountTree: Sendable {
             Node(
                 name: Self.lastName(path), parent: parent, kind: Self.kind(info),
                 mode: info.mode == 0 ? Self.defaultMode(info) : info.mode, size: info.kind == .file ? info.size : 0,
-                mtimeNanoseconds: info.mtimeNs, origin: .document(info)), at: path)
+                mtimeNanoseconds: info.kind == .directory && info.mtimeNs == 0 ? mountedAt : info.mtimeNs,
+                origin: .document(info)), at: path)
         let name = Invalidation.entry(parent: parent, name: Self.lastName(path))
         let kept = old?.kind == .directory && Self.kind(info) == .directory
         return invalidations + (kept ? [.inode(placed), name] : [name])
     }
 
-    private mutating func remove(_ path: String) -> [Invalidation] {
+    mutating func remove(_ path: String) -> [Invalidation] {
         guard let number = numbers[path], let node = nodes[number] else { return [] }
         if node.kind == .directory, case .document(let info) = node.origin, info.kind == .directory,
             !node.children.isEmpty
@@ -201,7 +211,7 @@ public struct MountTree: Sendable {
 
     /// Takes node `number` at `path` (and what is below it) out of the tree, kept as retired
     /// until the kernel forgets it; its path gets a new number when shown again.
-    private mutating func retire(_ number: UInt64, path: String) {
+    mutating func retire(_ number: UInt64, path: String) {
         guard let node = nodes[number] else { return }
         removeChildren(of: number)
         retired[number] = node
@@ -211,7 +221,7 @@ public struct MountTree: Sendable {
     }
 
     /// Removes implied directories left empty, upwards from `number`.
-    private mutating func pruneImplied(_ number: UInt64) -> [Invalidation] {
+    mutating func pruneImplied(_ number: UInt64) -> [Invalidation] {
         var invalidations: [Invalidation] = []
         var current = number
         while current != Self.root, let node = nodes[current], node.children.isEmpty, node.origin == .implied {
@@ -224,7 +234,7 @@ public struct MountTree: Sendable {
     }
 
     /// Retires what is below directory `number`.
-    private mutating func removeChildren(of number: UInt64) {
+    mutating func removeChildren(of number: UInt64) {
         manifests[number] = nil
         guard let children = nodes[number]?.children else { return }
         let base = path(of: number)
@@ -232,7 +242,7 @@ public struct MountTree: Sendable {
     }
 
     /// The directory at `path`, made (as implied, with `mtime`) with its parents if missing.
-    private mutating func directory(_ path: String, implied mtime: Int64) -> UInt64 {
+    mutating func directory(_ path: String, implied mtime: Int64) -> UInt64 {
         let path = path.hasSuffix("/") ? String(path.dropLast()) : path
         if let number = numbers[path], let node = nodes[number] {
             if node.kind == .directory { return number }
@@ -249,7 +259,7 @@ public struct MountTree: Sendable {
 
     /// Puts `node` at `path` (keeping the path's number), under its parent.
     @discardableResult
-    private mutating func place(_ node: Node, at path: String) -> UInt64 {
+    mutating func place(_ node: Node, at path: String) -> UInt64 {
         let number = numbers[path] ?? nextNumber
         if numbers[path] == nil {
             numbers[path] = number
@@ -268,7 +278,7 @@ public struct MountTree: Sendable {
 
     // MARK: Rules
 
-    private static func isPackage(_ node: Node?) -> Bool {
+    static func isPackage(_ node: Node?) -> Bool {
         guard case .document(let info)? = node?.origin else { return false }
         return info.kind == .package
     }

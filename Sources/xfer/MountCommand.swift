@@ -40,8 +40,10 @@ extension MountCommand {
                 reading a file fetches only the chunks that cover what is read, checks each against \
                 its id, and keeps it in an on-disk cache of at most --cache-size (least recently \
                 used out first). A file open when a newer version arrives keeps reading the \
-                version it opened; other devices' changes show within a second. The mount is \
-                read-only. It stays in the foreground: Ctrl-C, SIGTERM or `fusermount3 -u DIR` \
+                version it opened; other devices' changes show within a second. A file written \
+                here is uploaded as a version once closed (based on the version it was edited \
+                from: a stale one becomes a conflict version); --read-only refuses writes. It \
+                stays in the foreground: Ctrl-C, SIGTERM or `fusermount3 -u DIR` \
                 unmounts it. Needs /dev/fuse and fusermount3 (Debian: apt install fuse3). See \
                 docs/MOUNT.md.
                 """)
@@ -58,6 +60,9 @@ extension MountCommand {
             help: ArgumentHelp("A mount option for the kernel (allow_other, …); repeatable.", valueName: "OPTION"))
         var mountOptions: [String] = []
 
+        @Flag(help: "Refuse every write (EROFS); without it, files written here are uploaded as versions once closed.")
+        var readOnly = false
+
         @OptionGroup var client: ClientOptions
         @OptionGroup var output: OutputOptions
 
@@ -73,14 +78,14 @@ extension MountCommand {
                         client: documents, at: path,
                         options: Mount.Options(
                             cachePath: try chunkCache(remote).directory, cacheBytes: Int(cacheSize.value),
-                            mountOptions: mountOptions))
+                            mountOptions: mountOptions, stateDirectory: readOnly ? nil : remote.stateDirectory))
                 } catch {
                     await documents.shutdown()
                     throw error
                 }
                 if !output.quiet && !output.json {
                     printError(
-                        "mounted \(remote.container) at \(path) (read-only); Ctrl-C or `fusermount3 -u \(path)` unmounts"
+                        "mounted \(remote.container) at \(path)\(readOnly ? " (read-only)" : ""); Ctrl-C or `fusermount3 -u \(path)` unmounts"
                     )
                 }
                 let watcher = Task {
@@ -96,6 +101,9 @@ extension MountCommand {
                 } else if !output.quiet {
                     printError(
                         "unmounted \(path): \(statistics.chunksFetched) chunks fetched (\(ByteCount(statistics.bytesFetched))), \(statistics.chunksFromDisk) from the cache"
+                            + (mount.queued > 0
+                                ? "; \(mount.queued) written files not uploaded yet (they go up at the next mount)"
+                                : "")
                     )
                 }
             }

@@ -99,7 +99,7 @@ func shell(_ command: String) throws -> (status: Int32, output: String) {
     func programsReadTheMount() throws {
         let server = try ServerProcess()
         let source = try pushSample(server)
-        let mount = try MountedContainer(server)
+        let mount = try MountedContainer(server, arguments: ["--read-only"])
         let root = mount.directory
         let listing = try shell("ls -lR '\(root)'")
         #expect(listing.status == 0 && listing.output.contains("big.bin") && listing.output.contains("settings.txt"))
@@ -252,6 +252,149 @@ extension MountCommandTests {
             "sqlite3 'file:\(mount.directory)/Documents/notes.db?immutable=1' 'PRAGMA integrity_check; SELECT count(*) FROM t;'"
         )
         #expect(checked.output == "ok\n5000\n", "\(checked.output)")
+    }
+}
+
+/// Writes through a mount, checked from another device's copy of the server.
+extension MountCommandTests {
+    /// Waits until `check` (a shell command) passes, at most 60 s.
+    func eventually(_ check: String, _ comment: Comment? = nil) throws {
+        let deadline = Date().addingTimeInterval(60)
+        while try shell(check).status != 0 {
+            guard Date() < deadline else {
+                Issue.record(comment ?? "\(check) did not pass within 60 s")
+                return
+            }
+            usleep(100_000)
+        }
+    }
+
+    /// The server's copy of the container, as another device syncs it into `name`.
+    func synced(_ server: ServerProcess, _ name: String) throws -> String {
+        let copy = server.path(name)
+        try? FileManager.default.removeItem(atPath: copy)
+        try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: true)
+        let sync = try server.run(
+            ["sync", copy, "--once"], environment: ["XFER_STATE_DIR": server.path(name + "-state")])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        return copy
+    }
+
+    @Test("cp -a, rsync -a and tar write into a mount; another device gets the same tree")
+    func programsWriteTheMount() throws {
+        let server = try ServerProcess()
+        let source = try pushSample(server)
+        try shell("rm -rf '\(source)/Proj.pkg/empty'")  // (an empty directory in a tree copied in is kept too, below)
+        let mount = try MountedContainer(server)
+        let root = mount.directory
+        #expect(
+            try shell("mkdir -p '\(root)/Documents/in' && cp -a '\(source)/Proj.pkg' '\(root)/Documents/in/copied'")
+                .status == 0)
+        #expect(try shell("rsync -a '\(source)/Proj.pkg/' '\(root)/Documents/in/rsynced/'").status == 0)
+        #expect(
+            try shell(
+                "tar -C '\(source)' -cf - Proj.pkg | tar -C '\(root)/Documents/in' -xf - && mkdir '\(root)/Documents/in/empty'"
+            ).status == 0)
+        #expect(try shell("diff -r --no-dereference '\(source)/Proj.pkg' '\(root)/Documents/in/copied'").status == 0)
+        try eventually(
+            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "uploads did not finish")
+        let other = try synced(server, "other")
+        for copy in ["copied", "rsynced", "Proj.pkg"] {
+            let diff = try shell("diff -r --no-dereference '\(source)/Proj.pkg' '\(other)/Documents/in/\(copy)'")
+            #expect(diff.status == 0, "\(copy): \(diff.output)")
+        }
+        #expect(try shell("test -d '\(other)/Documents/in/empty'").status == 0)
+        #expect(try shell("stat -c %a '\(other)/Documents/in/copied/sub/b.txt'").output == "600\n")
+        #expect(try mount.stop().status == 0)
+    }
+
+    @Test("a file renamed over another replaces it; an unlinked file is deleted; chmod makes a version")
+    func renamesAndRemovals() throws {
+        let server = try ServerProcess()
+        _ = try pushSample(server)
+        let mount = try MountedContainer(server)
+        let documents = mount.directory + "/Documents"
+        #expect(try shell("echo first > '\(documents)/a.txt' && echo second > '\(documents)/b.txt'").status == 0)
+        #expect(try shell("mv '\(documents)/a.txt' '\(documents)/b.txt' && rm '\(documents)/big.bin'").status == 0)
+        #expect(
+            try shell(
+                "chmod 600 '\(documents)/Proj.pkg' 2>/dev/null; touch '\(documents)/c' && chmod 640 '\(documents)/c'"
+            ).status == 0)
+        #expect(try shell("test ! -e '\(documents)/a.txt' && cat '\(documents)/b.txt'").output == "first\n")
+        // A file renamed while open: what is written after the rename lands at its new name.
+        let moved = try shell(
+            "exec 3>'\(documents)/open.txt'; echo a >&3; mv '\(documents)/open.txt' '\(documents)/moved.txt'; echo b >&3; exec 3>&-"
+        )
+        #expect(moved.status == 0, "\(moved.output)")
+        try eventually(
+            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "uploads did not finish")
+        let listing = try server.run("ls")
+        #expect(
+            !listing.stdout.contains("Documents/a.txt") && !listing.stdout.contains("Documents/big.bin"),
+            "\(listing.stdout)")
+        let other = try synced(server, "other")
+        #expect(try shell("cat '\(other)/Documents/b.txt'").output == "first\n")
+        #expect(try shell("stat -c %a '\(other)/Documents/c'").output == "640\n")
+        #expect(
+            try shell("cat '\(other)/Documents/moved.txt' && test ! -e '\(other)/Documents/open.txt'").output
+                == "a\nb\n")
+        #expect(try shell("touch '\(documents)/Proj.pkg/new' 2>&1").output.contains("Read-only file system"))
+    }
+
+    @Test(
+        "git clones into a mount (fsck and status clean there and on another device); sqlite3 builds a database in it")
+    func gitAndSQLiteWriteTheMount() throws {
+        let server = try ServerProcess()
+        let repository = server.path("repo")
+        #expect(
+            try shell(
+                """
+                set -e; git init -q '\(repository)'; cd '\(repository)'
+                for i in $(seq 1 15); do echo "line $i" > "f$i.txt"; git add "f$i.txt"
+                  git -c user.name=t -c user.email=t@t commit -qm "c$i"; done
+                """
+            ).status == 0)
+        let mount = try MountedContainer(server)
+        let documents = mount.directory + "/Documents"
+        try FileManager.default.createDirectory(atPath: documents, withIntermediateDirectories: true)
+        let cloned = try shell(
+            "git clone -q '\(repository)' '\(documents)/clone' && cd '\(documents)/clone' && git fsck --strict && git status --porcelain && git log --oneline | wc -l"
+        )
+        #expect(cloned.status == 0 && cloned.output.hasSuffix("15\n"), "\(cloned.output)")
+        let built = try shell(
+            "sqlite3 '\(documents)/notes.db' 'CREATE TABLE t (a, b); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) INSERT INTO t SELECT i, randomblob(200) FROM n; CREATE INDEX ta ON t (a); PRAGMA integrity_check;'"
+        )
+        #expect(built.output == "ok\n", "\(built.output)")
+        try eventually(
+            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "uploads did not finish")
+        let other = try synced(server, "other")
+        let there = try shell(
+            "cd '\(other)/Documents/clone' && git fsck --strict && git status --porcelain && sqlite3 '\(other)/Documents/notes.db' 'PRAGMA integrity_check; SELECT count(*) FROM t;'"
+        )
+        #expect(there.status == 0 && there.output.hasSuffix("ok\n3000\n"), "\(there.output)")
+    }
+
+    @Test("files closed before a kill -9 of the mount are uploaded by the next mount")
+    func killedMountLosesNothingClosed() throws {
+        let server = try ServerProcess()
+        _ = try pushSample(server)
+        // Offline while writing: the server is stopped, so the closed files can only be queued.
+        let mount = try MountedContainer(server, environment: ["XFER_RETRIES": "0"])
+        server.stopServer()
+        #expect(
+            try shell(
+                "mkdir -p '\(mount.directory)/Documents' 2>/dev/null; for i in $(seq 1 20); do echo \"file $i\" > '\(mount.directory)/Data/f'$i.txt || exit 1; done"
+            ).status == 0)
+        kill(mount.process.processIdentifier, SIGKILL)
+        mount.process.waitUntilExit()
+        _ = try shell("fusermount3 -u -z '\(mount.directory)'")
+        try server.startServer()
+        let again = try MountedContainer(server)
+        try eventually(
+            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the queue was not uploaded")
+        let other = try synced(server, "other")
+        #expect(try shell("cat '\(other)'/Data/f*.txt | wc -l").output == "20\n")
+        #expect(try again.stop().status == 0)
     }
 }
 

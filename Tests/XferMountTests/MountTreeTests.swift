@@ -113,6 +113,49 @@ struct MountTreeTests {
         #expect(number(tree, "Documents/a/b") != nil)
     }
 
+    @Test("a file written here stays as written until its upload settles it, under the same inode")
+    func stagedFiles() {
+        var tree = MountTree(mountedAtNanoseconds: 5)
+        tree.apply(Self.info("Documents/a", version: 3, size: 10))
+        let (number, _) = tree.stage("Documents/a", mode: 0o600, size: 12, mtimeNanoseconds: 9)
+        #expect(number == self.number(tree, "Documents/a") && tree[number]!.origin == .staged(base: 3))
+        // Another device's version meanwhile does not replace what is written here.
+        #expect(tree.apply(Self.info("Documents/a", version: 4, size: 99)).isEmpty)
+        #expect(tree[number]!.size == 12)
+        let ours = Self.info("Documents/a", version: 5, size: 12)
+        tree.settle(ours, current: ours)
+        #expect(self.number(tree, "Documents/a") == number && tree[number]!.origin == .document(ours))
+        // A new file, then an upload that became a conflict version: the current one shows, anew.
+        let (new, invalidations) = tree.stage("Documents/b/c", mode: 0o644, size: 1, mtimeNanoseconds: 9)
+        #expect(tree[new]!.origin == .staged(base: nil) && !invalidations.isEmpty)
+        let theirs = Self.info("Documents/b/c", version: 2, size: 7)
+        tree.settle(Self.info("Documents/b/c", version: 1, state: .conflict, size: 1), current: theirs)
+        #expect(self.number(tree, "Documents/b/c") != new && tree[self.number(tree, "Documents/b/c")!]!.size == 7)
+    }
+
+    @Test("a rename moves the file under its own inode onto the target's version, and prunes what it leaves")
+    func moves() {
+        var tree = MountTree(mountedAtNanoseconds: 5)
+        tree.apply(Self.info("Documents/x/a", version: 2))
+        tree.apply(Self.info("Documents/b", version: 7))
+        let moved = number(tree, "Documents/x/a")!
+        let target = number(tree, "Documents/b")!
+        tree.move("Documents/x/a", to: "Documents/b", base: tree.base(of: "Documents/b"))
+        #expect(number(tree, "Documents/b") == moved && tree[moved]!.origin == .staged(base: 7))
+        #expect(number(tree, "Documents/x") == nil && tree[target] != nil)  // retired, kept until forgotten
+        tree.rebase("Documents/b", on: 8)
+        #expect(tree[moved]!.origin == .staged(base: 8) && tree.base(of: "Documents/b") == 8)
+    }
+
+    @Test("inside a package is a package's; beside it is not")
+    func packages() {
+        var tree = MountTree(mountedAtNanoseconds: 5)
+        tree.apply(Self.info("Documents/P.pkg", kind: .package))
+        tree.apply(Self.info("Documents/f"))
+        #expect(tree.isInPackage(number(tree, "Documents/P.pkg")!))
+        #expect(!tree.isInPackage(number(tree, "Documents/f")!) && !tree.isInPackage(MountTree.root))
+    }
+
     @Test("a directory document keeps the documents below it across its own versions")
     func directoryDocument() {
         var tree = MountTree(mountedAtNanoseconds: 5)

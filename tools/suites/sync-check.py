@@ -26,6 +26,9 @@ Every step is drawn from one seeded stream:
   server_replace                        a fresh empty data directory at the same port (the account
                                         is created again; devices get its new token)
 
+Beside the devices, `xfer mount` of the container (--no-mount: none): at every convergence it
+must show, within 15 s and through the change feed alone, what the devices hold.
+
 After every step, the invariant: every content a device ever saved is still recoverable
 somewhere: in a device's tree, in a device's trash (DIR/.xfer-trash), or as a kept version on
 the server (current, superseded or conflict; fetched once with `xfer pull --version N` and
@@ -251,6 +254,64 @@ class Device:
         self.faults(1.0, ["drop"]) if not self.online else self.faults(0.0)
 
 
+class MountObserver:
+    """`xfer mount` of the container beside the devices: once they converge, the mount must show
+    what they hold (paths, contents, modes) within seconds, kept current by the change feed alone.
+    A server replaced or restored from an older copy is another server: the mount is made again."""
+
+    def __init__(self, check):
+        self.check, self.process, self.incarnation = check, None, None
+        self.point = check.ws.join("mount")
+        os.makedirs(self.point, exist_ok=True)
+
+    def ensure(self):
+        if self.process and self.process.poll() is None and self.incarnation == self.check.incarnation:
+            return
+        self.stop()
+        env = dict(os.environ, XFER_SERVER=self.check.server.url, XFER_TOKEN=self.check.token,
+                   XFER_STATE_DIR=self.check.ws.join("state-mount"), XFER_CONFIG="/nonexistent")
+        self.log = open(self.check.ws.join("mount.log"), "a")
+        self.process = subprocess.Popen([self.check.binary, "mount", self.point], env=env, stdout=self.log, stderr=self.log)
+        self.incarnation = self.check.incarnation
+        deadline = time.monotonic() + 60
+        while not os.path.ismount(self.point):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise Failure(f"xfer mount did not mount (exit {self.process.poll()}); see {self.log.name}")
+            time.sleep(0.02)
+
+    def stop(self):
+        if self.process:
+            subprocess.run(["fusermount3", "-u", "-z", self.point], capture_output=True)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            if self.process.returncode != 0:
+                raise Failure(f"xfer mount exited {self.process.returncode}; see {self.log.name}")
+            self.process = None
+            self.log.close()
+
+    def tree(self):
+        tree = scan(self.point, Hasher())
+        tree.update(directories(self.point))
+        return tree
+
+    def agrees(self, expected, held):
+        """Waits up to 15 s for the mount to show `expected` (paths held for ignored files aside)."""
+        deadline = time.monotonic() + 15
+        while True:
+            shown = self.tree()
+            differ = [f"  {p}: devices {expected[p][:3] if p in expected else 'absent'} / mount {shown[p][:3] if p in shown else 'absent'}"
+                      for p in sorted(set(expected) | set(shown))
+                      if p not in held and (expected.get(p) or (None,) * 3)[:3] != (shown.get(p) or (None,) * 3)[:3]]
+            if not differ:
+                return
+            if time.monotonic() > deadline:
+                raise Failure("15 s after the devices converged, the mount shows otherwise:\n" + "\n".join(differ[:20]))
+            time.sleep(0.2)
+
+
 class Check:
     def __init__(self, args, seed, ws, binary, stats):
         self.args, self.seed, self.ws, self.binary, self.stats = args, seed, ws, binary, stats
@@ -277,6 +338,7 @@ class Check:
         self.trash_index = {}  # device name -> {entry id: [(digest, sigs or None)]}
         self.server_contents = {}  # (incarnation, path, version, manifest digest) -> content digest
         self.devices = []
+        self.mount = None
 
     # ---------------------------------------------------------------- server
 
@@ -593,6 +655,10 @@ class Check:
                 if w[3] not in verified[w[2]] or self.server_content(w[2], verified[w[2]][w[3]]) != digest:
                     self.witness.pop(digest)
         self.check_or_fail()
+        if self.mount:
+            self.mount.ensure()
+            self.mount.agrees(trees[first], held[first])
+            self.stats["mount_checks"] += 1
         self.stats["documents_at_quiesce"].append(len(trees[first]))
         self.log(f"  converged in {rounds} round(s): {len(trees[first])} documents alike on {len(self.devices)} devices")
         return rounds
@@ -873,7 +939,10 @@ class Check:
         count = self.args.devices or self.rng.choice([2, 3])
         self.new_server()
         self.devices = [Device("ABC"[i], self.ws, self.port, self.seed * 10 + i) for i in range(count)]
-        self.log(f"seed {self.seed}: {count} devices")
+        if self.args.mount:
+            self.mount = MountObserver(self)
+            self.mount.ensure()
+        self.log(f"seed {self.seed}: {count} devices" + (" and a mount" if self.mount else ""))
         kinds = [k for k, _ in STEPS]
         weights = [w for _, w in STEPS]
         try:
@@ -898,6 +967,8 @@ class Check:
                 for kind_, count_ in device.proxy.counts.items():
                     self.stats["connections"][kind_] = self.stats["connections"].get(kind_, 0) + count_
                 device.proxy.close()
+            if self.mount:
+                self.mount.stop()
             if self.server:
                 self.server.stop()
         self.stats["contents_saved"] += len(self.promised)
@@ -936,11 +1007,13 @@ def main():
     parser.add_argument("--keep-going", action="store_true", help="run the other seeds after a failure")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (always kept after a failure)")
     parser.add_argument("--verbose", "-v", action="store_true", help="print every step")
+    parser.add_argument("--no-mount", dest="mount", action="store_false",
+                        help="no `xfer mount` beside the devices (it needs /dev/fuse and fusermount3)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop servers and proxies, remove the work directory
     binary = os.path.abspath(args.binary) if args.binary else xferlab.xfer_binary(args.configuration)
     stats = {"seeds": [args.seed, args.seed + args.seeds - 1], "steps": 0, "steps_by_kind": {}, "seconds_by_kind": {}, "convergence_rounds": {},
-             "quiesces": 0, "connections": {}, "passes_ok": 0, "passes_failed_cleanly": 0, "passes_killed": 0, "exit_codes": {},
+             "quiesces": 0, "mount_checks": 0, "connections": {}, "passes_ok": 0, "passes_failed_cleanly": 0, "passes_killed": 0, "exit_codes": {},
              "events": {}, "server_restarts": 0, "server_restores": 0, "server_replacements": 0, "server_versions_fetched": 0,
              "contents_saved": 0, "contents_found_in": {}, "promises_reset_by_server_loss": 0, "mass_deletions_confirmed": 0, "documents_at_quiesce": [],
              "failures": 0}

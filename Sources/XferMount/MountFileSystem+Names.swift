@@ -1,0 +1,190 @@
+import CFuse3
+import Foundation
+import Glibc
+import XferClient
+import XferCore
+import XferProtocol
+
+/// Removing, renaming, and making directories and symlinks: each asks the server at once,
+/// with the version the mount showed (a deletion from a stale view is refused by the server,
+/// and the file shows as the server has it); none is queued while the server cannot be reached.
+/// A directory rename answers EXDEV, so `mv` copies and removes, one document at a time.
+extension MountFileSystem {
+    func unlink(_ request: FuseRequest, parent: UInt64, name: String) {
+        guard let client else { return request.fail(EROFS) }
+        guard let path = documentPath(parent, name, or: request) else { return }
+        guard let (_, node) = tree.withLock({ $0.lookup(parent, name) }) else { return request.fail(ENOENT) }
+        guard node.kind != .directory else { return request.fail(EISDIR) }
+        Task {
+            do {
+                try await remove(path, node, client: client)
+                request.fail(0)
+            } catch {
+                request.fail(Self.errno(for: error))
+            }
+        }
+    }
+
+    /// Deletes document `path` as the mount shows it (`node`), and its staging file.
+    private func remove(_ path: String, _ node: MountTree.Node, client: DocumentClient) async throws {
+        let base: Int64?
+        switch node.origin {
+        case .staged(let staged): base = staged
+        case .document(let info): base = info.version
+        default: throw XferError(.forbidden, "\(path) is not a document of its own")
+        }
+        if let base {
+            do {
+                _ = try await client.delete(path, baseVersion: base)
+            } catch let error as XferError where error.code == .conflict {
+                if let current = try? await client.stat(path) { notify(tree.withLock { $0.apply(current) }) }
+                throw XferError(.conflict, "\(path) changed on the server; it was not deleted")
+            } catch let error as XferError where error.code == .notFound {
+                // Deleted already: what the user asked for.
+            }
+        }
+        staged?.drop(path)
+        notify(tree.withLock { $0.removeHere(path) })
+    }
+
+    func mkdir(_ request: FuseRequest, parent: UInt64, name: String, mode: UInt32) {
+        make(request, parent: parent, name: name) { scratch in
+            try FileManager.default.createDirectory(
+                atPath: scratch, withIntermediateDirectories: false,
+                attributes: [.posixPermissions: Int(mode & 0o7777 | 0o700)])
+            return true
+        }
+    }
+
+    func symlink(_ request: FuseRequest, target: String, parent: UInt64, name: String) {
+        make(request, parent: parent, name: name) { scratch in
+            guard Glibc.symlink(target, scratch) == 0 else {
+                throw XferError(.io, "cannot make a symlink", cause: SystemErrno(Glibc.errno))
+            }
+            return false
+        }
+    }
+
+    /// Makes a directory or symlink document at `name`: `build` makes it at a scratch path
+    /// (returning whether it is a directory), it is pushed, and the new entry answered.
+    private func make(
+        _ request: FuseRequest, parent: UInt64, name: String, _ build: @escaping @Sendable (String) throws -> Bool
+    ) {
+        guard let client, let staged else { return request.fail(EROFS) }
+        guard let path = documentPath(parent, name, or: request) else { return }
+        guard tree.withLock({ $0.lookup(parent, name) }) == nil else { return request.fail(EEXIST) }
+        Task {
+            let scratch = staged.directory + "/make-" + UUID().uuidString
+            defer { try? FileManager.default.removeItem(atPath: scratch) }
+            do {
+                let directory = try build(scratch)
+                _ = try await client.push(scratch, as: path, directoryItself: directory)
+                let info = try await client.stat(path)
+                notify(tree.withLock { $0.apply(info) })
+                guard let number = tree.withLock({ $0.number(of: path) }), let node = tree.value[number] else {
+                    return failIO(request, "a made document that does not show")
+                }
+                request.entry(number, attributes(number, node), timeout: Self.timeout)
+            } catch {
+                request.fail(Self.errno(for: error))
+            }
+        }
+    }
+
+    func rmdir(_ request: FuseRequest, parent: UInt64, name: String) {
+        guard let client else { return request.fail(EROFS) }
+        guard let path = documentPath(parent, name, or: request) else { return }
+        guard let (_, node) = tree.withLock({ $0.lookup(parent, name) }) else { return request.fail(ENOENT) }
+        guard node.kind == .directory else { return request.fail(ENOTDIR) }
+        guard node.children.isEmpty else { return request.fail(ENOTEMPTY) }
+        Task {
+            do {
+                if case .document(let info) = node.origin {
+                    _ = try await client.delete(path, baseVersion: info.version)
+                }
+                notify(tree.withLock { $0.removeHere(path) })
+                request.fail(0)
+            } catch {
+                request.fail(Self.errno(for: error))
+            }
+        }
+    }
+
+    func rename(_ request: FuseRequest, parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32)
+    {
+        guard let client, let staged else { return request.fail(EROFS) }
+        guard flags & ~Self.renameNoReplace == 0 else { return request.fail(EINVAL) }
+        let paths = (documentPath(parent, name), documentPath(newParent, newName))
+        guard case .success(let from) = paths.0, case .success(let to) = paths.1 else {
+            if case .failure(let error) = paths.0 { return request.fail(error.code) }
+            if case .failure(let error) = paths.1 { return request.fail(error.code) }
+            return request.fail(EINVAL)
+        }
+        let (source, target) = tree.withLock { ($0.lookup(parent, name), $0.lookup(newParent, newName)) }
+        guard let source else { return request.fail(ENOENT) }
+        guard source.node.kind == .file else { return request.fail(EXDEV) }  // mv copies and removes
+        if let target, target.node.kind == .directory { return request.fail(EISDIR) }
+        if target != nil, flags & Self.renameNoReplace != 0 { return request.fail(EEXIST) }
+        Task {
+            do {
+                try await move(from, source.node, to: to, staged: staged, client: client)
+                request.fail(0)
+            } catch {
+                request.fail(Self.errno(for: error))
+            }
+        }
+    }
+
+    /// Moves file `from` to `to`: its bytes staged at `to` (based on what `to` was, if
+    /// anything) and due, the node moved under its own inode, and only then `from` deleted on
+    /// the server.
+    private func move(
+        _ from: String, _ node: MountTree.Node, to: String, staged: StagedFiles, client: DocumentClient
+    ) async throws {
+        handles.withLock { $0.writers[to, default: 0] += 1 }
+        defer { endWriting(to) }
+        if case .staged = node.origin, staged.exists(from) {
+            guard Glibc.rename(staged.dataPath(from), staged.dataPath(to)) == 0 else {
+                throw XferError(.io, "cannot move the staging file of \(from)", cause: SystemErrno(Glibc.errno))
+            }
+            staged.dropRecord(from)
+            handles.withLock { $0.follow(from, to: to) }  // handles open on it write at its new name
+        }
+        let (fd, made) = try staged.open(to)
+        defer { close(fd) }
+        if made, case .document(let info) = node.origin { try await fill(fd, from: info) }
+        fchmod(fd, mode_t(node.mode & 0o7777))
+        var times = [Glibc.timespec(tv_sec: 0, tv_nsec: Self.utimeOmit), Self.time(node.mtimeNanoseconds)]
+        futimens(fd, &times)
+        let base = tree.value.base(of: to)
+        notify(tree.withLock { $0.move(from, to: to, base: base) })
+        try due(to)
+        let sourceBase: Int64?
+        switch node.origin {
+        case .document(let info): sourceBase = info.version
+        case .staged(let staged): sourceBase = staged
+        default: sourceBase = nil
+        }
+        guard let sourceBase else { return }
+        do {
+            _ = try await client.delete(from, baseVersion: sourceBase)
+        } catch let error as XferError where error.code == .conflict {
+            // Changed on the server meanwhile: it stays there (and shows again), beside the copy.
+            if let current = try? await client.stat(from) { notify(tree.withLock { $0.apply(current) }) }
+        } catch let error as XferError where error.code == .notFound {
+        }
+    }
+
+    /// renameat2's RENAME_NOREPLACE, and utimensat's UTIME_OMIT and UTIME_NOW (macros Swift
+    /// does not import).
+    static let renameNoReplace: UInt32 = 1
+    static let utimeOmit = (1 << 30) - 2
+    static let utimeNow = (1 << 30) - 1
+
+    static func time(_ nanoseconds: Int64) -> Glibc.timespec {
+        let (seconds, rest) = nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000)
+        return rest < 0
+            ? Glibc.timespec(tv_sec: Int(seconds) - 1, tv_nsec: Int(rest) + 1_000_000_000)
+            : Glibc.timespec(tv_sec: Int(seconds), tv_nsec: Int(rest))
+    }
+}

@@ -1,0 +1,121 @@
+import XferCore
+import XferProtocol
+
+/// Files written through the mount: shown as written (``Origin/staged(base:)``) until their
+/// upload settles them; renames under their own inode.
+extension MountTree {
+    /// Shows a file written here at `path` (made, or an existing file or staged file updated,
+    /// keeping its inode) until its upload settles it.
+    /// - Returns: Its inode, and what the kernel should forget (nothing, for an update).
+    @discardableResult
+    public mutating func stage(_ path: String, mode: UInt32, size: Int64, mtimeNanoseconds: Int64) -> (
+        number: UInt64, invalidations: [Invalidation]
+    ) {
+        let old = numbers[path].flatMap { nodes[$0] }
+        var base: Int64? = nil
+        switch old?.origin {
+        case .document(let info)?: base = info.version
+        case .staged(let staged)?: base = staged
+        default: break
+        }
+        if let number = numbers[path], old?.kind != .file { retire(number, path: path) }
+        let parent = directory(Self.parentPath(path), implied: mtimeNanoseconds)
+        let number = place(
+            Node(
+                name: Self.lastName(path), parent: parent, kind: .file, mode: mode, size: size,
+                mtimeNanoseconds: mtimeNanoseconds, origin: .staged(base: base)), at: path)
+        return (number, old?.kind == .file ? [] : [.entry(parent: parent, name: Self.lastName(path))])
+    }
+
+    /// Settles a staged file with what its upload made: its version shows under the same inode
+    /// (the bytes are the ones written here); if another version is current (the upload became
+    /// a conflict version), that one shows, as a new inode.
+    @discardableResult
+    public mutating func settle(_ info: DocumentInfo, current: DocumentInfo) -> [Invalidation] {
+        let path = info.path.value
+        guard let number = numbers[path], case .staged? = nodes[number]?.origin else { return apply(current) }
+        versions[path] = max(versions[path] ?? 0, current.version)
+        guard current.version == info.version, current.state == .current else {
+            retire(number, path: path)
+            return show(current) + [.inode(number)]
+        }
+        nodes[number]?.origin = .document(info)
+        nodes[number]?.size = info.size
+        return [.inode(number)]
+    }
+
+    /// A staged file whose version `version` was uploaded while it was open for writing again:
+    /// its next upload is based on that version.
+    public mutating func rebase(_ path: String, on version: Int64) {
+        guard let number = numbers[path], case .staged? = nodes[number]?.origin else { return }
+        nodes[number]?.origin = .staged(base: version)
+        versions[path] = max(versions[path] ?? 0, version)
+    }
+
+    /// Whether `number` is a package or lies inside one.
+    public func isInPackage(_ number: UInt64) -> Bool {
+        var current = number
+        while current != Self.root, let node = nodes[current] {
+            if case .entry = node.origin { return true }
+            if Self.isPackage(node) { return true }
+            current = node.parent
+        }
+        return false
+    }
+
+    /// A staged file written up to `end` at `time`.
+    public mutating func grow(_ number: UInt64, to end: Int64, at time: Int64) {
+        guard case .staged? = nodes[number]?.origin else { return }
+        nodes[number]!.size = max(nodes[number]!.size, end)
+        nodes[number]!.mtimeNanoseconds = time
+    }
+
+    /// A staged file's attributes as its staging file now has them.
+    public mutating func restat(_ number: UInt64, mode: UInt32?, size: Int64, mtimeNanoseconds: Int64) {
+        guard case .staged? = nodes[number]?.origin else { return }
+        if let mode { nodes[number]!.mode = mode }
+        nodes[number]!.size = size
+        nodes[number]!.mtimeNanoseconds = mtimeNanoseconds
+    }
+
+    /// The inode at `path`, if shown.
+    public func number(of path: String) -> UInt64? {
+        numbers[path].flatMap { nodes[$0] == nil ? nil : $0 }
+    }
+
+    /// Moves the file at `from` to `to` under its own inode (as the kernel expects of a rename),
+    /// staged on `base` (the version of what was at `to`); what was at `to` is retired.
+    /// - Returns: The directories left empty that go.
+    @discardableResult
+    public mutating func move(_ from: String, to: String, base: Int64?) -> [Invalidation] {
+        guard let number = numbers[from], var node = nodes[number] else { return [] }
+        if let target = numbers[to], target != number { retire(target, path: to) }
+        let oldParent = node.parent
+        nodes[oldParent]?.children[node.name] = nil
+        numbers[from] = nil
+        let parent = directory(Self.parentPath(to), implied: node.mtimeNanoseconds)
+        node.name = Self.lastName(to)
+        node.parent = parent
+        node.origin = .staged(base: base)
+        nodes[number] = node
+        numbers[to] = number
+        nodes[parent]?.children[node.name] = number
+        return pruneImplied(oldParent)
+    }
+
+    /// The version a document shown at `path` is, or is staged on (`nil`: none, or a new file).
+    public func base(of path: String) -> Int64? {
+        switch numbers[path].flatMap({ nodes[$0] })?.origin {
+        case .document(let info)?: return info.version
+        case .staged(let base)?: return base
+        default: return nil
+        }
+    }
+
+    /// Removes the node at `path` that this mount removed (a file unlinked here, a staged file
+    /// dropped): as a deletion from the server would.
+    @discardableResult
+    public mutating func removeHere(_ path: String) -> [Invalidation] {
+        remove(path)
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import XferCore
+
+/// Files written through a mount, kept on disk until their versions are on the server: one
+/// staging file per document path (every handle open on it writes the same file, as on a local
+/// file system), and, once the last writer closes it, a record saying it is due to be uploaded.
+/// The data is fsynced before the record is written, and the record is renamed into place, so
+/// after a crash every record found names a whole file: the next mount of the same state
+/// directory uploads it.
+final class StagedFiles: Sendable {
+    /// What is due: the document, and the version it was edited from (`nil`: a new document).
+    struct Record: Codable, Sendable, Hashable {
+        var path: String
+        var base: Int64?
+        /// When it was closed (nanoseconds since 1970): uploads go oldest first.
+        var closedNs: Int64
+    }
+
+    /// The directory: `<key>.data` and `<key>.json` per document.
+    let directory: String
+
+    /// The staging area for one server's container, under `stateDirectory`.
+    init(stateDirectory: String, server: String, container: String) throws {
+        let key = ChunkID.of(Array("\(server) \(container)".utf8)).hex.prefix(16)
+        directory = stateDirectory + "/mount-writes/" + key
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    private func key(_ path: String) -> String { String(ChunkID.of(Array(path.utf8)).hex.prefix(32)) }
+
+    /// The staging file of document `path`.
+    func dataPath(_ path: String) -> String { directory + "/" + key(path) + ".data" }
+    private func recordPath(_ path: String) -> String { directory + "/" + key(path) + ".json" }
+
+    /// Whether `path` has a staging file.
+    func exists(_ path: String) -> Bool { access(dataPath(path), F_OK) == 0 }
+
+    /// Opens `path`'s staging file for reading and writing, making it (mode 0600) if missing.
+    /// - Returns: The descriptor, and whether the file was made now (to be filled).
+    func open(_ path: String) throws -> (fd: Int32, made: Bool) {
+        let data = dataPath(path)
+        let made = access(data, F_OK) != 0
+        let fd = Glibc.open(data, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw XferError(.io, "cannot open the staging file \(data)", cause: SystemErrno(errno)) }
+        return (fd, made)
+    }
+
+    /// Marks `path` due for upload: its data made durable, then its record.
+    func due(_ path: String, base: Int64?) throws {
+        let fd = Glibc.open(dataPath(path), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw XferError(.io, "the staging file of \(path) is gone", cause: SystemErrno(errno)) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else {
+            throw XferError(.io, "cannot make \(path)'s staging file durable", cause: SystemErrno(errno))
+        }
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        let record = Record(path: path, base: base, closedNs: Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec))
+        let bytes = try JSONEncoder().encode(record)
+        let temporary = recordPath(path) + "." + UUID().uuidString + ".tmp"  // two closes at once each have their own
+        try bytes.write(to: URL(fileURLWithPath: temporary))
+        let recordFD = Glibc.open(temporary, O_RDONLY | O_CLOEXEC)
+        if recordFD >= 0 {
+            fsync(recordFD)
+            close(recordFD)
+        }
+        guard rename(temporary, recordPath(path)) == 0 else {
+            throw XferError(.io, "cannot record \(path) as due", cause: SystemErrno(errno))
+        }
+        let directoryFD = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryFD >= 0 {
+            fsync(directoryFD)
+            close(directoryFD)
+        }
+    }
+
+    /// The record of `path`, if it is due.
+    func record(_ path: String) -> Record? {
+        guard let data = FileManager.default.contents(atPath: recordPath(path)) else { return nil }
+        return try? JSONDecoder().decode(Record.self, from: data)
+    }
+
+    /// Every record due, oldest first.
+    func due() -> [Record] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasSuffix(".json") && !$0.hasSuffix(".tmp") }.compactMap { name in
+            FileManager.default.contents(atPath: directory + "/" + name).flatMap {
+                try? JSONDecoder().decode(Record.self, from: $0)
+            }
+        }.sorted { $0.closedNs < $1.closedNs }
+    }
+
+    /// Forgets `path`'s staging file and record (uploaded, or the file removed).
+    func drop(_ path: String) {
+        unlink(recordPath(path))
+        unlink(dataPath(path))
+    }
+
+    /// Forgets only `path`'s record (uploaded while a writer had it open again).
+    func dropRecord(_ path: String) {
+        unlink(recordPath(path))
+    }
+}

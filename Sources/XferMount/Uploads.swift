@@ -1,0 +1,128 @@
+import Foundation
+import XferClient
+import XferCore
+import XferProtocol
+
+/// Uploads what a mount's writers closed (``StagedFiles``), oldest first, each as a version
+/// based on the one it was edited from, so a stale base becomes a conflict version on the
+/// server, never an overwrite. While the server cannot be reached, the records wait on disk
+/// and are tried again with backoff; a file open for writing waits until it is closed.
+final class Uploads: Sendable {
+    private let client: DocumentClient
+    private let staged: StagedFiles
+    private let tree: Locked<MountTree>
+    private let invalidate: @Sendable ([MountTree.Invalidation]) -> Void
+    /// Whether a document is open for writing now.
+    private let writing: @Sendable (String) -> Bool
+    /// Runs a body while no writer can open the document, if none has it open: `nil` if one has.
+    private let whenIdle: @Sendable (String, () -> [MountTree.Invalidation]?) -> [MountTree.Invalidation]?
+    private let kicked = Locked(false)
+    init(
+        client: DocumentClient, staged: StagedFiles, tree: Locked<MountTree>,
+        invalidate: @escaping @Sendable ([MountTree.Invalidation]) -> Void,
+        writing: @escaping @Sendable (String) -> Bool,
+        whenIdle: @escaping @Sendable (String, () -> [MountTree.Invalidation]?) -> [MountTree.Invalidation]?
+    ) {
+        self.whenIdle = whenIdle
+        self.client = client
+        self.staged = staged
+        self.tree = tree
+        self.invalidate = invalidate
+        self.writing = writing
+    }
+
+    /// Something new is due.
+    func kick() { kicked.withLock { $0 = true } }
+
+    /// Uploads until cancelled.
+    func run() async {
+        var backoff = Duration.seconds(1)
+        while !Task.isCancelled {
+            let offline = await uploadDue()
+            backoff = offline ? min(backoff * 2, .seconds(30)) : .seconds(1)
+            await pause(offline ? backoff : .seconds(30))
+        }
+    }
+
+    /// One last round of uploads, for at most `limit` (at unmount).
+    func finish(within limit: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { _ = await self.uploadDue() }
+            group.addTask { try? await Task.sleep(for: limit) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Uploads every record due whose file is not open for writing.
+    /// - Returns: Whether the server could not be reached (the rest wait).
+    private func uploadDue() async -> Bool {
+        for record in staged.due() where !writing(record.path) {
+            guard staged.exists(record.path) else {
+                staged.dropRecord(record.path)  // its file was renamed or removed: nothing to upload
+                continue
+            }
+            do {
+                try await upload(record)
+            } catch let error as XferError where error.code == .unavailable {
+                return true
+            } catch {
+                FileHandle.standardError.write(
+                    Data("xfer mount: \(record.path) was not uploaded (it stays queued): \(error)\n".utf8))
+            }
+        }
+        return false
+    }
+
+    private func upload(_ record: StagedFiles.Record) async throws {
+        let data = staged.dataPath(record.path)
+        let before = Self.stamp(data)
+        var options = PushOptions()
+        options.basedOn = record.base
+        let report = try await client.push(data, as: record.path, options: options)
+        if MountFileSystem.debugging {
+            FileHandle.standardError.write(
+                Data(
+                    "xfer mount: uploaded \(record.path) v\(report.version) based on \(record.base.map(String.init) ?? "nothing")\n"
+                        .utf8))
+        }
+        let ours = try await client.stat(record.path, version: report.version)
+        let current = (try? await client.stat(record.path)) ?? ours
+        // Settled only while no writer can open it: the staging file goes and the node shows the
+        // version at once, so no open meets one without the other.
+        let settled = whenIdle(record.path) {
+            guard Self.stamp(data) == before else { return nil }
+            staged.drop(record.path)
+            return tree.withLock { $0.settle(ours, current: current) }
+        }
+        if MountFileSystem.debugging {
+            FileHandle.standardError.write(
+                Data("xfer mount: \(record.path) \(settled == nil ? "not settled" : "settled")\n".utf8))
+        }
+        if let settled { return invalidate(settled) }
+        // Open or written again meanwhile: what comes next is based on this version.
+        tree.withLock { $0.rebase(record.path, on: report.version) }
+        if staged.record(record.path) != nil { try staged.due(record.path, base: report.version) }
+    }
+
+    /// Sleeps up to `limit`, or until kicked.
+    private func pause(_ limit: Duration) async {
+        let until = ContinuousClock.now + limit
+        while ContinuousClock.now < until, !Task.isCancelled {
+            if kicked.withLock({ kicked in
+                defer { kicked = false }
+                return kicked
+            }) {
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+    }
+
+    /// Size and modification time of a file, to see whether it changed.
+    static func stamp(_ path: String) -> [Int64] {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return [] }
+        return [Int64(info.st_size), Int64(info.st_mtim.tv_sec), Int64(info.st_mtim.tv_nsec)]
+    }
+}
