@@ -297,11 +297,14 @@ class MountObserver:
         tree.update(directories(self.point))
         return tree
 
-    def agrees(self, expected, held):
-        """Waits up to 15 s for the mount to show `expected` (paths held for ignored files aside)."""
+    def agrees(self, expected, held, rules):
+        """Waits up to 15 s for the mount to show `expected` (paths held for ignored files aside,
+        and paths the ignore rules in `rules`, a device's whole tree, leave out)."""
         deadline = time.monotonic() + 15
         while True:
-            shown = self.tree()
+            # Documents the devices' ignore rules leave out stay on the server (pushed before the
+            # rules came): the mount shows them, the devices' trees do not count them.
+            shown = {p: v for p, v in self.tree().items() if not ignored(rules, p)}
             differ = [f"  {p}: devices {expected[p][:3] if p in expected else 'absent'} / mount {shown[p][:3] if p in shown else 'absent'}"
                       for p in sorted(set(expected) | set(shown))
                       if p not in held and (expected.get(p) or (None,) * 3)[:3] != (shown.get(p) or (None,) * 3)[:3]]
@@ -615,10 +618,11 @@ class Check:
                 break
         self.stats["convergence_rounds"][str(rounds)] = self.stats["convergence_rounds"].get(str(rounds), 0) + 1
         self.stats["quiesces"] += 1
-        trees, held = {}, {}
+        trees, held, whole = {}, {}, {}
         for device in self.devices:
             tree = scan(device.dir, self.hasher)
             tree.update(directories(device.dir))
+            whole[device.name] = tree
             held[device.name] = held_for_ignored(tree)
             trees[device.name] = {p: v for p, v in tree.items() if not ignored(tree, p)}
         first = self.devices[0].name
@@ -657,7 +661,7 @@ class Check:
         self.check_or_fail()
         if self.mount:
             self.mount.ensure()
-            self.mount.agrees(trees[first], held[first])
+            self.mount.agrees(trees[first], held[first], rules=whole[first])
             self.stats["mount_checks"] += 1
         self.stats["documents_at_quiesce"].append(len(trees[first]))
         self.log(f"  converged in {rounds} round(s): {len(trees[first])} documents alike on {len(self.devices)} devices")
