@@ -114,12 +114,9 @@ extension MountFileSystem {
     {
         guard let client, let staged else { return request.fail(EROFS) }
         guard flags & ~Self.renameNoReplace == 0 else { return request.fail(EINVAL) }
-        let paths = (documentPath(parent, name), documentPath(newParent, newName))
-        guard case .success(let from) = paths.0, case .success(let to) = paths.1 else {
-            if case .failure(let error) = paths.0 { return request.fail(error.code) }
-            if case .failure(let error) = paths.1 { return request.fail(error.code) }
-            return request.fail(EINVAL)
-        }
+        guard let from = documentPath(parent, name, or: request),
+            let to = documentPath(newParent, newName, or: request)
+        else { return }
         let (source, target) = tree.withLock { ($0.lookup(parent, name), $0.lookup(newParent, newName)) }
         guard let source else { return request.fail(ENOENT) }
         guard source.node.kind == .file else { return request.fail(EXDEV) }  // mv copies and removes

@@ -12,31 +12,18 @@ import XferProtocol
 /// the version they were decided from, so a stale view is refused rather than obeyed.
 /// Inside a package, everything is read-only.
 extension MountFileSystem {
-    /// Where a name under `parent` lives as a document, or the errno that refuses writing there.
-    func documentPath(_ parent: UInt64, _ name: String) -> Result<String, Errno> {
+    /// Where a name under `parent` lives as a document, or `nil` with `request` failed with
+    /// the errno that refuses writing there (not a directory, inside a package, not a valid name).
+    func documentPath(_ parent: UInt64, _ name: String, or request: FuseRequest) -> String? {
         let (node, base, inPackage) = tree.withLock { tree in
             (tree[parent], tree.path(of: parent), tree.isInPackage(parent))
         }
-        guard let node, node.kind == .directory else { return .failure(Errno(ENOTDIR)) }
-        guard !inPackage else { return .failure(Errno(EROFS)) }
         let path = base.isEmpty ? name : base + "/" + name
-        guard (try? DocumentPath(path)) != nil else { return .failure(Errno(EINVAL)) }
-        return .success(path)
-    }
-
-    struct Errno: Error {
-        var code: Int32
-        init(_ code: Int32) { self.code = code }
-    }
-
-    /// ``documentPath(_:_:)``, or `nil` with `request` failed with the errno that refuses it.
-    func documentPath(_ parent: UInt64, _ name: String, or request: FuseRequest) -> String? {
-        switch documentPath(parent, name) {
-        case .success(let path): return path
-        case .failure(let error):
-            request.fail(error.code)
-            return nil
-        }
+        let refusal: Int32? =
+            node?.kind != .directory ? ENOTDIR : inPackage ? EROFS : (try? DocumentPath(path)) == nil ? EINVAL : nil
+        guard let refusal else { return path }
+        request.fail(refusal)
+        return nil
     }
 
     /// Opens `node` (a file at `path`) for writing: its staging file, filled with its current

@@ -62,10 +62,7 @@ public struct Pinning: Sendable {
     public func pin(_ info: DocumentInfo) async throws -> Report {
         let manifest = try await client.manifest(of: info)
         try cache.keepManifest(key(info.path.value), version: info.version, bytes: manifest.encoded())
-        var lengths: [ChunkID: Int] = [:]
-        for index in manifest.entries.indices {
-            for reference in manifest.entries.chunks(at: index) { lengths[reference.id] = reference.length }
-        }
+        let lengths = Self.lengths(manifest)
         let missing = try cache.pin(key(info.path.value), version: info.version, chunks: Array(lengths.keys))
         var report = Report(
             document: info.path.value, version: info.version, chunks: lengths.count, chunksFetched: 0, bytesFetched: 0)
@@ -107,11 +104,7 @@ public struct Pinning: Sendable {
     }
 
     private func state(of info: DocumentInfo, pinned: Bool) async throws -> DocumentState {
-        let manifest = try await client.manifest(of: info)
-        var lengths: [ChunkID: Int] = [:]
-        for index in manifest.entries.indices {
-            for reference in manifest.entries.chunks(at: index) { lengths[reference.id] = reference.length }
-        }
+        let lengths = Self.lengths(try await client.manifest(of: info))
         let held = try cache.holds(Array(lengths.keys))
         let total = lengths.values.reduce(Int64(0)) { $0 + Int64($1) }
         let cached = held.reduce(Int64(0)) { $0 + Int64(lengths[$1] ?? 0) }
@@ -119,6 +112,15 @@ public struct Pinning: Sendable {
             held.count == lengths.count ? (pinned ? .pinned : .cached) : held.isEmpty ? .remote : .partial
         return DocumentState(
             path: info.path.value, version: info.version, state: state, bytes: total, cachedBytes: cached)
+    }
+
+    /// Every distinct chunk of a version, with its length.
+    static func lengths(_ manifest: Manifest) -> [ChunkID: Int] {
+        var lengths: [ChunkID: Int] = [:]
+        for index in manifest.entries.indices {
+            for reference in manifest.entries.chunks(at: index) { lengths[reference.id] = reference.length }
+        }
+        return lengths
     }
 
     /// `ids` in groups of about 8 MiB of plain bytes.
