@@ -8,7 +8,7 @@
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
-packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev libfuse3-dev fuse3 sqlite3 zstd time openssl curl git rsync python3-cryptography litmus rclone)
+packages=(pkg-config libzstd-dev libssl-dev libsqlite3-dev libfuse3-dev fuse3 sqlite3 zstd time openssl curl git rsync python3-cryptography litmus rclone fio)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -143,8 +143,26 @@ extension SyncDirectory {
         {
             return nil
         }
+        if page.changes.first?.sequence != anchor.sequence,
+            try await movedOn(anchor, after: followed.cursor)
+        {
+            return nil
+        }
         return "the server at \(remote.connection.server) no longer holds change \(anchor.sequence) "
             + "(\(anchor.path) version \(anchor.version)) that this directory saw: it was restored from an older copy or replaced"
+    }
+
+    /// Whether `anchor`'s version is kept as it was and moved on the feed past `cursor`: a
+    /// version that changes state (superseded by a deletion or a push from another device)
+    /// takes a new number, so a change made after the view was followed leaves the old number
+    /// empty without anything lost.
+    func movedOn(_ anchor: DocumentInfo, after cursor: Int64) async throws -> Bool {
+        let path = try remote.serverPath(anchor.path)
+        guard
+            let kept = try await remote.connection.statIfKept(
+                container: remote.container, path: path, version: anchor.version)
+        else { return false }
+        return kept.sequence > cursor && kept.manifestDigest == anchor.manifestDigest
     }
 
     /// Why `view` cannot come from the history `kept` was read from, or `nil`: a document at

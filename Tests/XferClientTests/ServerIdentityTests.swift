@@ -3,10 +3,11 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import Testing
-import XferClient
 import XferCore
 import XferProtocol
 import XferServer
+
+@testable import XferClient
 
 /// A client knows which server it talks to: a fresh server at the same address (an empty data
 /// directory, a wrong `--data`, a new database) is a new deployment, and nothing local is
@@ -276,6 +277,41 @@ import XferServer
             for name in ["a", "b", "c"] {
                 #expect(Files.read(directory + "/Documents/\(name).txt") == Array(name.utf8))
             }
+        }
+    }
+
+    /// A version that changes state takes a new number on the feed. When that happens between
+    /// the pass following the feed and asking for the newest change its view knows (another
+    /// device deletes that document just then), the number is empty but the server is the same:
+    /// it is not taken for a restored one (which would upload this directory's documents again
+    /// and bring the deleted one back).
+    @Test func aVersionMovedOnAfterTheFeedWasFollowedIsNoBrokenHistory() async throws {
+        try await Self.withSwappableServer { root, remote, _, _ in
+            let directory = root + "/synced"
+            for name in ["a", "b"] { try Files.write(directory + "/Documents/\(name).txt", Array(name.utf8)) }
+            let engine = try SyncEngine(directory: directory, remote: remote)
+            #expect(try await engine.syncOnce().uploaded == 2)
+            let sync = engine.directory
+            let kept = try #require(try sync.state.remoteView())
+            let anchor = try #require(kept.documents.values.max { $0.sequence < $1.sequence })
+
+            let other = Remote(connection: remote.connection, container: .default, stateDirectory: root + "/state-b")
+            let elsewhere = root + "/b"
+            try Files.write(elsewhere + "/Documents/c.txt", Array("c".utf8))
+            let b = try SyncEngine(directory: elsewhere, remote: other)
+            #expect(try await b.syncOnce().uploaded == 1)
+            let followed = try #require(
+                try await sync.following(
+                    SyncDirectory.Listing(
+                        documents: kept.documents, cursor: kept.cursor, deployment: try sync.state.meta("deployment"),
+                        changed: [], listedAt: kept.listedAt)))
+            #expect(followed.changed?.contains(anchor.path.value) == false)
+
+            try FileManager.default.removeItem(atPath: elsewhere + "/" + anchor.path.value)
+            #expect(try await b.syncOnce().removedRemotely == 1)
+            await b.close()
+            #expect(try await sync.brokenHistory(kept: kept.documents, followed: followed) == nil)
+            await engine.close()
         }
     }
 

@@ -30,8 +30,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def git(repo, *args):
-    subprocess.run(["git", "-C", repo, "-c", "user.name=soak", "-c", "user.email=soak@localhost", *args],
-                   check=True, capture_output=True)
+    done = subprocess.run(["git", "-C", repo, "-c", "user.name=soak", "-c", "user.email=soak@localhost", *args],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"soak-git: FAIL: git {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
 
 
 def build_repository(repo, source, rng):
