@@ -68,6 +68,21 @@ public final class ChunkSupply: Sendable {
         }
     }
 
+    /// The plain bytes of `references` if memory holds every one of them, else `nil`: what a
+    /// read answers at once, on the thread that asked, with nothing to wait for.
+    public func held(_ references: [Manifest.ChunkReference]) -> [[UInt8]]? {
+        state.withLock { state -> [[UInt8]]? in
+            var plains: [[UInt8]] = []
+            plains.reserveCapacity(references.count)
+            for reference in references {
+                guard let plain = state.memory[reference.id], plain.count == reference.length else { return nil }
+                plains.append(plain)
+            }
+            state.statistics.chunksFromMemory += plains.count
+            return plains
+        }
+    }
+
     /// Fetches `references` into memory and the cache, in the background, unless held or on
     /// their way already (read-ahead).
     public func prefetch(_ references: [Manifest.ChunkReference]) {

@@ -238,6 +238,9 @@ final class MountFileSystem: FuseOperations {
         }
         guard let (chunks, range, ahead) = plan else { return request.fail(EBADF) }
         for request in ahead { supply.prefetch(Array(chunks.references[request])) }
+        if let plains = supply.held(Array(chunks.references[range])) {
+            return request.data(chunks.pieces(offset: offset, length: size, from: plains))
+        }
         Task {
             do {
                 let plains = try await supply.plain(Array(chunks.references[range]))
