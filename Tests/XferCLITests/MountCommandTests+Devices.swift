@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+import XferTestSupport
+
+/// Two devices at once: a mount on one, `xfer sync --watch` on the other, each seeing what the
+/// other does while both run.
+extension MountCommandTests {
+    /// Starts `xfer sync DIR --watch` as another device (a state directory of its own), its
+    /// output in a file so that nothing it prints can fill a pipe and stop it.
+    func watching(_ server: ServerProcess, _ name: String) throws -> (directory: String, daemon: ChildProcess) {
+        let directory = server.path(name)
+        try FileManager.default.createDirectory(atPath: directory + "/Documents", withIntermediateDirectories: true)
+        let daemon = ChildProcess()
+        daemon.executableURL = URL(fileURLWithPath: "/bin/bash")
+        daemon.arguments = [
+            "-c", "exec \"$0\" sync \"$1\" --watch > \"$1.log\" 2>&1", XferProcess.binary.path, directory
+        ]
+        daemon.environment = ProcessInfo.processInfo.environment.merging(server.environment) { $1 }.merging([
+            "XFER_STATE_DIR": server.path(name + "-state")
+        ]) { $1 }
+        try daemon.run()
+        return (directory, daemon)
+    }
+
+    @Test("a mount and a sync --watch daemon on another device converge while both run")
+    func mountAndWatchingDeviceConverge() throws {
+        let server = try ServerProcess()
+        _ = try pushSample(server)
+        let mount = try MountedContainer(server)
+        let (other, daemon) = try watching(server, "other")
+        defer {
+            kill(daemon.processIdentifier, SIGTERM)
+            daemon.waitUntilExit()
+        }
+        let mounted = mount.directory + "/Documents"
+        let there = other + "/Documents"
+        try eventually("cmp '\(mounted)/big.bin' '\(there)/big.bin'", "the daemon did not get what was pushed")
+
+        // Written in the mount: the other device gets it; written there: the mount shows it.
+        #expect(try shell("echo from the mount > '\(mounted)/m.txt'").status == 0)
+        try eventually("test \"$(cat '\(there)/m.txt' 2>/dev/null)\" = 'from the mount'", "m.txt did not arrive")
+        #expect(try shell("mkdir -p '\(there)/d' && echo from the daemon > '\(there)/d/w.txt'").status == 0)
+        try eventually("test \"$(cat '\(mounted)/d/w.txt' 2>/dev/null)\" = 'from the daemon'", "w.txt did not show")
+
+        // Each edits, renames and removes what the other wrote.
+        #expect(try shell("echo edited in the mount >> '\(mounted)/d/w.txt'").status == 0)
+        #expect(try shell("mv '\(there)/m.txt' '\(there)/renamed.txt'").status == 0)
+        #expect(try shell("rm '\(mounted)/big.bin'").status == 0)
+        try eventually("grep -q 'edited in the mount' '\(there)/d/w.txt'", "the edit did not arrive")
+        try eventually(
+            "test -f '\(mounted)/renamed.txt' && test ! -e '\(mounted)/m.txt' && test ! -e '\(there)/big.bin'",
+            "the rename and the removal did not converge")
+        try eventually(
+            "diff -r --no-dereference '\(mounted)' '\(there)'", "the mount and the other device differ")
+        let log = try shell("cat '\(other).log'").output
+        #expect(daemon.isRunning, "the daemon exited: \(log)")
+        #expect(try mount.stop().status == 0)
+    }
+}
