@@ -50,7 +50,7 @@ public final class Mount: Sendable {
     private let uploads: Uploads?
     private let uploading: Task<Void, Never>?
     /// Files written here and closed that are not on the server yet.
-    public var queued: Int { staged?.due().count ?? 0 }
+    public var queued: Int { uploads?.queued().count ?? 0 }
     private let staged: StagedFiles?
     private let notifier: Locked<(@Sendable ([MountTree.Invalidation]) -> Void)?>
 
@@ -81,6 +81,11 @@ public final class Mount: Sendable {
         let staged = try options.stateDirectory.map {
             try StagedFiles(
                 stateDirectory: $0, server: client.remote.connection.server, container: client.remote.container.value)
+        }
+        // Deletions queued by an earlier mount that could not reach the server stay deleted
+        // here, unless the server has another version by now (the deletion will not take it).
+        for removal in staged?.removals() ?? [] where tree.value.base(of: removal.path) == removal.base {
+            tree.withLock { $0.removeHere(removal.path) }
         }
         let uploads = staged.map { staged in
             Uploads(

@@ -7,8 +7,10 @@ import XferProtocol
 
 /// Removing, renaming, and making directories and symlinks: each asks the server at once,
 /// with the version the mount showed (a deletion from a stale view is refused by the server,
-/// and the file shows as the server has it); none is queued while the server cannot be reached.
-/// A directory rename answers EXDEV, so `mv` copies and removes, one document at a time.
+/// and the file shows as the server has it). While the server cannot be reached, a deletion is
+/// queued durably (``Uploads`` sends it later, with the same check); making a directory or a
+/// symlink fails with EIO. A directory rename answers EXDEV, so `mv` copies and removes, one
+/// document at a time.
 extension MountFileSystem {
     func unlink(_ request: FuseRequest, parent: UInt64, name: String) {
         guard let client else { return request.fail(EROFS) }
@@ -35,16 +37,29 @@ extension MountFileSystem {
         }
         if let base {
             do {
-                _ = try await client.delete(path, baseVersion: base)
+                try await delete(path, base: base, client: client)
             } catch let error as XferError where error.code == .conflict {
                 if let current = try? await client.stat(path) { notify(tree.withLock { $0.apply(current) }) }
                 throw XferError(.conflict, "\(path) changed on the server; it was not deleted")
-            } catch let error as XferError where error.code == .notFound {
-                // Deleted already: what the user asked for.
             }
         }
         staged?.drop(path)
         notify(tree.withLock { $0.removeHere(path) })
+    }
+
+    /// Deletes version `base` of `path` on the server (gone already: done); while the server
+    /// cannot be reached, queues the deletion durably instead. Throws `conflict` if the server
+    /// has another version.
+    private func delete(_ path: String, base: Int64, client: DocumentClient) async throws {
+        do {
+            _ = try await client.delete(path, baseVersion: base)
+        } catch let error as XferError where error.code == .notFound {
+            // Deleted already: what the user asked for.
+        } catch let error as XferError where error.code == .unavailable {
+            guard let staged else { throw error }
+            try staged.queueRemoval(path, base: base)
+            uploads?.kick()
+        }
     }
 
     func mkdir(_ request: FuseRequest, parent: UInt64, name: String, mode: UInt32) {
@@ -100,7 +115,7 @@ extension MountFileSystem {
         Task {
             do {
                 if case .document(let info) = node.origin {
-                    _ = try await client.delete(path, baseVersion: info.version)
+                    try await delete(path, base: info.version, client: client)
                 }
                 notify(tree.withLock { $0.removeHere(path) })
                 request.fail(0)
@@ -164,11 +179,10 @@ extension MountFileSystem {
         }
         guard let sourceBase else { return }
         do {
-            _ = try await client.delete(from, baseVersion: sourceBase)
+            try await delete(from, base: sourceBase, client: client)
         } catch let error as XferError where error.code == .conflict {
             // Changed on the server meanwhile: it stays there (and shows again), beside the copy.
             if let current = try? await client.stat(from) { notify(tree.withLock { $0.apply(current) }) }
-        } catch let error as XferError where error.code == .notFound {
         }
     }
 

@@ -16,7 +16,16 @@ final class StagedFiles: Sendable {
         var closedNs: Int64
     }
 
-    /// The directory: `<key>.data` and `<key>.json` per document.
+    /// A deletion made while the server could not be reached: the document, and the version
+    /// the mount showed (the server deletes that version only).
+    struct Removal: Codable, Sendable, Hashable {
+        var path: String
+        var base: Int64
+        var queuedNs: Int64
+    }
+
+    /// The directory: `<key>.data` and `<key>.json` per document, `<key>.removal` per queued
+    /// deletion.
     let directory: String
 
     /// The staging area for one server's container, under `stateDirectory`.
@@ -31,6 +40,7 @@ final class StagedFiles: Sendable {
     /// The staging file of document `path`.
     func dataPath(_ path: String) -> String { directory + "/" + key(path) + ".data" }
     private func recordPath(_ path: String) -> String { directory + "/" + key(path) + ".json" }
+    private func removalPath(_ path: String) -> String { directory + "/" + key(path) + ".removal" }
 
     /// Whether `path` has a staging file.
     func exists(_ path: String) -> Bool { access(dataPath(path), F_OK) == 0 }
@@ -53,25 +63,57 @@ final class StagedFiles: Sendable {
         guard fsync(fd) == 0 else {
             throw XferError(.io, "cannot make \(path)'s staging file durable", cause: SystemErrno(errno))
         }
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        let record = Record(path: path, base: base, closedNs: Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec))
-        let bytes = try JSONEncoder().encode(record)
-        let temporary = recordPath(path) + "." + UUID().uuidString + ".tmp"  // two closes at once each have their own
+        let record = Record(path: path, base: base, closedNs: Self.now())
+        try durably(try JSONEncoder().encode(record), at: recordPath(path), what: "record \(path) as due")
+    }
+
+    /// Queues the deletion of `path` at version `base`, durably.
+    func queueRemoval(_ path: String, base: Int64) throws {
+        let removal = Removal(path: path, base: base, queuedNs: Self.now())
+        try durably(try JSONEncoder().encode(removal), at: removalPath(path), what: "queue the deletion of \(path)")
+    }
+
+    /// Every deletion queued, oldest first.
+    func removals() -> [Removal] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasSuffix(".removal") }.compactMap { name in
+            FileManager.default.contents(atPath: directory + "/" + name).flatMap {
+                try? JSONDecoder().decode(Removal.self, from: $0)
+            }
+        }.sorted { $0.queuedNs < $1.queuedNs }
+    }
+
+    /// Forgets the queued deletion of `path` (done, or refused by the server).
+    func dropRemoval(_ path: String) {
+        unlink(removalPath(path))
+    }
+
+    /// Writes `bytes` at `target` so that after a crash it is there whole or not at all: a
+    /// temporary file of its own (two writers at once each have theirs), fsynced, renamed into
+    /// place, and the directory fsynced.
+    private func durably(_ bytes: Data, at target: String, what: String) throws {
+        let temporary = target + "." + UUID().uuidString + ".tmp"
         try bytes.write(to: URL(fileURLWithPath: temporary))
-        let recordFD = Glibc.open(temporary, O_RDONLY | O_CLOEXEC)
-        if recordFD >= 0 {
-            fsync(recordFD)
-            close(recordFD)
+        let fd = Glibc.open(temporary, O_RDONLY | O_CLOEXEC)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
         }
-        guard rename(temporary, recordPath(path)) == 0 else {
-            throw XferError(.io, "cannot record \(path) as due", cause: SystemErrno(errno))
+        guard rename(temporary, target) == 0 else {
+            throw XferError(.io, "cannot \(what)", cause: SystemErrno(errno))
         }
         let directoryFD = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directoryFD >= 0 {
             fsync(directoryFD)
             close(directoryFD)
         }
+    }
+
+    /// Now, in nanoseconds since 1970 (what records are ordered by).
+    static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 
     /// The record of `path`, if it is due.

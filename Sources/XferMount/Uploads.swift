@@ -54,24 +54,72 @@ final class Uploads: Sendable {
         }
     }
 
-    /// Uploads every record due whose file is not open for writing.
+    /// What is queued, in the order it was done here: an upload or a deletion.
+    enum Step {
+        case upload(StagedFiles.Record)
+        case removal(StagedFiles.Removal)
+
+        var time: Int64 {
+            switch self {
+            case .upload(let record): record.closedNs
+            case .removal(let removal): removal.queuedNs
+            }
+        }
+
+        var path: String {
+            switch self {
+            case .upload(let record): record.path
+            case .removal(let removal): removal.path
+            }
+        }
+    }
+
+    /// Every step queued, oldest first: a deletion queued offline and a file written at the same
+    /// name after it reach the server in that order.
+    func queued() -> [Step] {
+        (staged.due().map(Step.upload) + staged.removals().map(Step.removal)).sorted { $0.time < $1.time }
+    }
+
+    /// Takes every queued step whose file is not open for writing.
     /// - Returns: Whether the server could not be reached (the rest wait).
     private func uploadDue() async -> Bool {
-        for record in staged.due() where !writing(record.path) {
-            guard staged.exists(record.path) else {
-                staged.dropRecord(record.path)  // its file was renamed or removed: nothing to upload
-                continue
-            }
+        for step in queued() {
             do {
-                try await upload(record)
+                switch step {
+                case .upload(let record):
+                    guard !writing(record.path) else { continue }
+                    guard staged.exists(record.path) else {
+                        staged.dropRecord(record.path)  // its file was renamed or removed: nothing to upload
+                        continue
+                    }
+                    try await upload(record)
+                case .removal(let removal):
+                    try await remove(removal)
+                }
             } catch let error as XferError where error.code == .unavailable {
                 return true
             } catch {
-                FileHandle.standardError.write(
-                    Data("xfer mount: \(record.path) was not uploaded (it stays queued): \(error)\n".utf8))
+                FileHandle.standardError.write(Data("xfer mount: \(step.path) stays queued: \(error)\n".utf8))
             }
         }
         return false
+    }
+
+    /// Deletes what was removed here while the server could not be reached, if the server still
+    /// has the version the mount showed; if another device changed it meanwhile, it is kept
+    /// and shows again.
+    private func remove(_ removal: StagedFiles.Removal) async throws {
+        do {
+            _ = try await client.delete(removal.path, baseVersion: removal.base)
+        } catch let error as XferError where error.code == .conflict {
+            FileHandle.standardError.write(
+                Data(
+                    "xfer mount: \(removal.path) changed on the server after it was removed here; it was kept\n".utf8))
+            if let current = try? await client.stat(removal.path) { invalidate(tree.withLock { $0.apply(current) }) }
+        } catch let error as XferError where error.code == .notFound {
+            // Deleted already: what was asked for.
+        }
+        staged.dropRemoval(removal.path)
     }
 
     private func upload(_ record: StagedFiles.Record) async throws {

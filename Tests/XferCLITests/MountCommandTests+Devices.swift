@@ -57,3 +57,48 @@ extension MountCommandTests {
         #expect(try mount.stop().status == 0)
     }
 }
+
+/// Deletions while the server cannot be reached.
+extension MountCommandTests {
+    @Test(
+        "rm and mv while the server is down are queued, outlive a kill -9, and reach the server; a file changed elsewhere meanwhile is kept"
+    )
+    func offlineRemovalsAreQueued() throws {
+        let server = try ServerProcess()
+        for name in ["gone", "move", "changed", "kept"] {
+            try Data("\(name)\n".utf8).write(to: URL(fileURLWithPath: server.path("\(name).txt")))
+            #expect(try server.run("push", server.path("\(name).txt"), "Documents/\(name).txt", "-q").status == 0)
+        }
+        let mount = try MountedContainer(server, environment: ["XFER_RETRIES": "0"])
+        let documents = mount.directory + "/Documents"
+        #expect(try shell("cat '\(documents)/move.txt'").output == "move\n")  // cached: a rename copies it
+        server.stopServer()
+        let offline = try shell(
+            "rm '\(documents)/gone.txt' '\(documents)/changed.txt' && mv '\(documents)/move.txt' '\(documents)/moved.txt' && ls '\(documents)'"
+        )
+        #expect(offline.status == 0 && offline.output == "kept.txt\nmoved.txt\n", "\(offline.output)")
+        kill(mount.process.processIdentifier, SIGKILL)
+        mount.process.waitUntilExit()
+        _ = try shell("fusermount3 -u -z '\(mount.directory)'")
+
+        try server.startServer()
+        // Another device changes one of the removed files before the queue reaches the server.
+        try Data("changed elsewhere\n".utf8).write(to: URL(fileURLWithPath: server.path("changed.txt")))
+        #expect(try server.run("push", server.path("changed.txt"), "Documents/changed.txt", "-q").status == 0)
+        let again = try MountedContainer(server)
+        let shown = again.directory + "/Documents"
+        #expect(try shell("test ! -e '\(shown)/gone.txt'").status == 0, "a queued deletion showed again")
+        try eventually(
+            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the queue was not sent")
+        let listing = try server.run("ls", "Documents")
+        for name in ["gone.txt", "move.txt"] {
+            #expect(!listing.stdout.contains("Documents/\(name)"), "\(name) is still on the server: \(listing.stdout)")
+        }
+        try eventually("test \"$(cat '\(shown)/changed.txt')\" = 'changed elsewhere'", "the changed file was not kept")
+        let other = try synced(server, "other")
+        #expect(
+            try shell("cd '\(other)/Documents' && ls && cat moved.txt").output
+                == "changed.txt\nkept.txt\nmoved.txt\nmove\n")
+        #expect(try again.stop().status == 0)
+    }
+}
