@@ -68,7 +68,7 @@ public struct ChunkCache: Sendable {
         let maximumBytes = maximumBytes
         let chunks = chunks.filter { $0.encoding != .zstdAgainst && $0.payload.count <= maximumBytes }
         guard !chunks.isEmpty else { return }
-        let now = Self.now()
+        let now = Syscall.wallClockNanoseconds()
         try database.run { db in
             let insert = try db.cachedStatement(
                 sql: """
@@ -105,7 +105,7 @@ public struct ChunkCache: Sendable {
     public func plain(_ ids: some Collection<ChunkID>) throws -> [ChunkID: [UInt8]] {
         let ids = Array(Set(ids))
         guard !ids.isEmpty else { return [:] }
-        let now = Self.now()
+        let now = Syscall.wallClockNanoseconds()
         return try database.run { db in
             var result: [ChunkID: [UInt8]] = [:]
             var damaged: [Data] = []
@@ -154,11 +154,5 @@ public struct ChunkCache: Sendable {
     /// - Throws: `io` if the state database fails.
     public func removeAll() throws {
         try database.run { db in try db.execute(sql: "DELETE FROM chunk_cache") }
-    }
-
-    private static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 }

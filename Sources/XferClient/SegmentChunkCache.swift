@@ -161,7 +161,7 @@ public final class SegmentChunkCache: Sendable {
                     INSERT INTO manifests (name, version, bytes, used_ns) VALUES (?, ?, ?, ?)
                     ON CONFLICT (name) DO UPDATE SET version = excluded.version, bytes = excluded.bytes,
                     used_ns = excluded.used_ns WHERE excluded.version >= manifests.version
-                    """, arguments: [name, version, Data(bytes), Self.now()])
+                    """, arguments: [name, version, Data(bytes), Syscall.wallClockNanoseconds()])
             try db.execute(
                 sql: """
                     DELETE FROM manifests WHERE name IN (
@@ -244,7 +244,8 @@ public final class SegmentChunkCache: Sendable {
         if let open = current { close(open.fd) }
         let number = try index.write { db -> Int64 in
             try db.execute(
-                sql: "INSERT INTO segments (bytes, used_ns, pinned) VALUES (0, ?, ?)", arguments: [Self.now(), pinned])
+                sql: "INSERT INTO segments (bytes, used_ns, pinned) VALUES (0, ?, ?)",
+                arguments: [Syscall.wallClockNanoseconds(), pinned])
             return db.lastInsertedRowID
         }
         let fd = open(path(of: number), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -325,7 +326,7 @@ public final class SegmentChunkCache: Sendable {
             }
             try db.execute(
                 sql: "UPDATE segments SET bytes = bytes + ?, used_ns = ? WHERE number = ?",
-                arguments: [bytes, Self.now(), segment])
+                arguments: [bytes, Syscall.wallClockNanoseconds(), segment])
         }
     }
 
@@ -334,7 +335,8 @@ public final class SegmentChunkCache: Sendable {
         try index.write { db in
             for segment in segments {
                 try db.execute(
-                    sql: "UPDATE segments SET used_ns = ? WHERE number = ?", arguments: [Self.now(), segment])
+                    sql: "UPDATE segments SET used_ns = ? WHERE number = ?",
+                    arguments: [Syscall.wallClockNanoseconds(), segment])
             }
             for id in damaged { try db.execute(sql: "DELETE FROM chunks WHERE id = ?", arguments: [Data(id.bytes)]) }
         }
@@ -359,11 +361,5 @@ public final class SegmentChunkCache: Sendable {
             return gone
         }
         for number in gone { unlink(path(of: number)) }
-    }
-
-    private static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 }

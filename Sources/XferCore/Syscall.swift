@@ -13,6 +13,14 @@ import CXferShims
 ///
 /// `path` names what is written, for the message and for matching armed faults.
 package enum Syscall {
+    /// The wall clock (CLOCK_REALTIME) in nanoseconds since 1970: what records of when a
+    /// thing was last used or written are ordered by.
+    package static func wallClockNanoseconds() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+
     /// Reads into all of `buffer` from `offset`, stopping early only at the end of the file.
     /// - Returns: Bytes read (less than `buffer.count` at the end of the file).
     package static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, path: String)

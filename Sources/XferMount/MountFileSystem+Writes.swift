@@ -62,7 +62,8 @@ extension MountFileSystem {
             fchmod(fd, mode_t(node.mode & 0o7777))
             let size = Int64(lseek(fd, 0, SEEK_END))
             let invalidations = tree.withLock {
-                $0.stage(path, mode: node.mode, size: size, mtimeNanoseconds: Self.now()).invalidations
+                $0.stage(path, mode: node.mode, size: size, mtimeNanoseconds: Syscall.wallClockNanoseconds())
+                    .invalidations
             }
             notify(invalidations)
             return fd
@@ -109,7 +110,8 @@ extension MountFileSystem {
         let node =
             existing?.node
             ?? MountTree.Node(
-                name: name, parent: parent, kind: .file, mode: mode & 0o7777, size: 0, mtimeNanoseconds: Self.now(),
+                name: name, parent: parent, kind: .file, mode: mode & 0o7777, size: 0,
+                mtimeNanoseconds: Syscall.wallClockNanoseconds(),
                 origin: .staged(base: nil))
         Task {
             do {
@@ -138,7 +140,7 @@ extension MountFileSystem {
         } catch {
             return failIO(request, "a write to a staging file")
         }
-        tree.withLock { $0.grow(inode, to: offset + Int64(bytes.count), at: Self.now()) }
+        tree.withLock { $0.grow(inode, to: offset + Int64(bytes.count), at: Syscall.wallClockNanoseconds()) }
         request.written(bytes.count)
     }
 
@@ -283,11 +285,5 @@ extension MountFileSystem {
             if dirty { handles.dirty.insert(path) }
             return handle
         }
-    }
-
-    static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 }

@@ -63,13 +63,13 @@ final class StagedFiles: Sendable {
         guard fsync(fd) == 0 else {
             throw XferError(.io, "cannot make \(path)'s staging file durable", cause: SystemErrno(errno))
         }
-        let record = Record(path: path, base: base, closedNs: Self.now())
+        let record = Record(path: path, base: base, closedNs: Syscall.wallClockNanoseconds())
         try durably(try JSONEncoder().encode(record), at: recordPath(path), what: "record \(path) as due")
     }
 
     /// Queues the deletion of `path` at version `base`, durably.
     func queueRemoval(_ path: String, base: Int64) throws {
-        let removal = Removal(path: path, base: base, queuedNs: Self.now())
+        let removal = Removal(path: path, base: base, queuedNs: Syscall.wallClockNanoseconds())
         try durably(try JSONEncoder().encode(removal), at: removalPath(path), what: "queue the deletion of \(path)")
     }
 
@@ -107,13 +107,6 @@ final class StagedFiles: Sendable {
             fsync(directoryFD)
             close(directoryFD)
         }
-    }
-
-    /// Now, in nanoseconds since 1970 (what records are ordered by).
-    static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 
     /// The record of `path`, if it is due.
