@@ -21,6 +21,12 @@ extension DocumentClient {
         try await unlocked().codec
     }
 
+    /// Whether the container is end-to-end encrypted: its listing then holds every document's
+    /// size, mode and time sealed, and only its manifest says them.
+    public func isEndToEnd() async throws -> Bool {
+        try await unlocked().endToEnd != nil
+    }
+
     /// Fetches chunks by id in one request and hands each to `body` with its plain bytes,
     /// decoded and checked against its id (end to end, opened), as they arrive: a plain
     /// container's are checked a few at a time (``EncodedChunk/checkAll(_:_:)``, two hashes

@@ -62,6 +62,7 @@ public final class Mount: Sendable {
     {
         let head = try await client.remote.connection.head(container: client.remote.container)
         var tree = MountTree(mountedAtNanoseconds: Int64(Date().timeIntervalSince1970 * 1e9))
+        tree.sealedAttributes = try await client.isEndToEnd()
         for document in try await client.list().documents { tree.apply(document) }
         let disk = try options.cachePath.map {
             try SegmentChunkCache(directory: $0, maximumBytes: Int64(options.cacheBytes))

@@ -115,8 +115,10 @@ final class MountFileSystem: FuseOperations {
 
     func lookup(_ request: FuseRequest, parent: UInt64, name: String) {
         answer(request, afterLoading: parent) { tree in
-            guard let (number, node) = tree.lookup(parent, name) else { return request.fail(ENOENT) }
-            request.entry(number, self.attributes(number, node), timeout: Self.timeout)
+            guard let (number, _) = tree.lookup(parent, name) else { return request.fail(ENOENT) }
+            self.revealing(number, request) { node in
+                request.entry(number, self.attributes(number, node), timeout: Self.timeout)
+            }
         }
     }
 
@@ -125,8 +127,30 @@ final class MountFileSystem: FuseOperations {
     }
 
     func getattr(_ request: FuseRequest, inode: UInt64) {
-        guard let node = tree.value[inode] else { return request.fail(ENOENT) }
-        request.attributes(attributes(inode, node), timeout: Self.timeout)
+        revealing(inode, request) { node in request.attributes(self.attributes(inode, node), timeout: Self.timeout) }
+    }
+
+    /// Runs `body` with node `number` once its attributes are known: in an end-to-end
+    /// encrypted container, once its document's manifest is read (MountTree+Sealed).
+    private func revealing(
+        _ number: UInt64, _ request: FuseRequest, _ body: @escaping @Sendable (MountTree.Node) -> Void
+    ) {
+        let (node, sealed) = tree.withLock { ($0[number], $0.needsAttributes(number)) }
+        guard let node else { return request.fail(ENOENT) }
+        guard let sealed else { return body(node) }
+        Task {
+            do {
+                let manifest = try await manifests.manifest(of: sealed)
+                let revealed = tree.withLock { tree in
+                    tree.reveal(number, from: manifest, version: sealed.version)
+                    return tree[number]
+                }
+                guard let revealed else { return request.fail(ENOENT) }
+                body(revealed)
+            } catch {
+                request.fail(Self.errno(for: error))
+            }
+        }
     }
 
     func readlink(_ request: FuseRequest, inode: UInt64) {
@@ -167,7 +191,7 @@ final class MountFileSystem: FuseOperations {
         answer(request, afterLoading: inode) { tree in
             guard let node = tree[inode], node.kind == .directory else { return request.fail(ENOTDIR) }
             var entries = [(".", inode, Self.type(.directory)), ("..", node.parent, Self.type(.directory))]
-            entries += tree.children(of: inode).map { ($0.name, $0.number, Self.type($0.kind)) }
+            entries += tree.children(of: inode).map { ($0.name, $0.number, $0.kind.map(Self.type) ?? 0) }
             let handle = self.handles.withLock { handles in
                 let handle = handles.next()
                 handles.directories[handle] = entries

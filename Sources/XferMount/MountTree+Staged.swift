@@ -40,7 +40,8 @@ extension MountTree {
             return show(current) + [.inode(number)]
         }
         nodes[number]?.origin = .document(info)
-        nodes[number]?.size = info.size
+        // Sealed, the server's size is the stored one; the staged file's attributes are the file's.
+        if !sealedAttributes { nodes[number]?.size = info.size }
         return [.inode(number)]
     }
 

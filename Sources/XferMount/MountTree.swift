@@ -45,6 +45,9 @@ public struct MountTree: Sendable {
         public var origin: Origin
         /// A directory's children by name.
         public var children: [String: UInt64] = [:]
+        /// Whether kind, size, mode and time are the document's own; `false` until its
+        /// manifest is read in an end-to-end encrypted container (``sealedAttributes``).
+        public var revealed = true
     }
 
     /// Something the kernel may have cached that changed.
@@ -68,6 +71,10 @@ public struct MountTree: Sendable {
     public private(set) var manifests: [UInt64: Manifest] = [:]
     /// The time implied directories show.
     let mountedAt: Int64
+    /// Whether the listing seals each document's size, mode, time and whether it is a symlink
+    /// (an end-to-end encrypted container): its manifest says them, read the first time the
+    /// kernel asks (MountTree+Sealed).
+    public var sealedAttributes = false
 
     /// An empty tree: the root alone.
     public init(mountedAtNanoseconds: Int64) {
@@ -94,10 +101,12 @@ public struct MountTree: Sendable {
     }
 
     /// A directory's children in name order.
-    public func children(of directory: UInt64) -> [(name: String, number: UInt64, kind: Kind)] {
+    /// A directory's children in path order; `kind` is `nil` where it is not known yet (a
+    /// document of an end-to-end encrypted container whose manifest was not read).
+    public func children(of directory: UInt64) -> [(name: String, number: UInt64, kind: Kind?)] {
         guard let node = nodes[directory] else { return [] }
         return node.children.sorted { PathOrder.precedes($0.key, $1.key) }.compactMap { name, number in
-            nodes[number].map { (name, number, $0.kind) }
+            nodes[number].map { (name, number, $0.revealed ? $0.kind : nil) }
         }
     }
 
@@ -173,7 +182,7 @@ public struct MountTree: Sendable {
 
     mutating func show(_ info: DocumentInfo) -> [Invalidation] {
         let path = info.path.value
-        let parent = directory(Self.parentPath(path), implied: info.mtimeNs)
+        let parent = directory(Self.parentPath(path), implied: sealedAttributes ? mountedAt : info.mtimeNs)
         let old = numbers[path].flatMap { nodes[$0] }
         var invalidations: [Invalidation] = []
         if let number = numbers[path], let old {
@@ -185,15 +194,19 @@ public struct MountTree: Sendable {
                 removeChildren(of: number)
             }
         }
-        let placed = place(
-            Node(
-                name: Self.lastName(path), parent: parent, kind: Self.kind(info),
-                mode: info.mode == 0 ? Self.defaultMode(info) : info.mode, size: info.kind == .file ? info.size : 0,
-                mtimeNanoseconds: info.kind == .directory && info.mtimeNs == 0 ? mountedAt : info.mtimeNs,
-                origin: .document(info)), at: path)
+        let placed = place(sealedAttributes ? sealedNode(info, parent: parent) : node(info, parent: parent), at: path)
         let name = Invalidation.entry(parent: parent, name: Self.lastName(path))
         let kept = old?.kind == .directory && Self.kind(info) == .directory
         return invalidations + (kept ? [.inode(placed), name] : [name])
+    }
+
+    /// Document `info` as the listing shows it.
+    func node(_ info: DocumentInfo, parent: UInt64) -> Node {
+        Node(
+            name: Self.lastName(info.path.value), parent: parent, kind: Self.kind(info),
+            mode: info.mode == 0 ? Self.defaultMode(info) : info.mode, size: info.kind == .file ? info.size : 0,
+            mtimeNanoseconds: info.kind == .directory && info.mtimeNs == 0 ? mountedAt : info.mtimeNs,
+            origin: .document(info))
     }
 
     mutating func remove(_ path: String) -> [Invalidation] {
