@@ -88,6 +88,14 @@ public final class Mount: Sendable {
         for removal in staged?.removals() ?? [] where tree.value.base(of: removal.path) == removal.base {
             tree.withLock { $0.removeHere(removal.path) }
         }
+        // Directories and symlinks made by an earlier mount that could not reach the server.
+        for made in staged?.made() ?? [] where tree.value.number(of: made.path) == nil {
+            tree.withLock {
+                $0.made(
+                    made.path, kind: made.target == nil ? .directory : .symlink, mode: made.mode,
+                    size: Int64(made.target?.utf8.count ?? 0), mtimeNanoseconds: made.queuedNs)
+            }
+        }
         let uploads = staged.map { staged in
             Uploads(
                 client: client, staged: staged, tree: tree, invalidate: { notifier.value?($0) },

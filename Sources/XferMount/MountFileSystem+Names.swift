@@ -7,10 +7,9 @@ import XferProtocol
 
 /// Removing, renaming, and making directories and symlinks: each asks the server at once,
 /// with the version the mount showed (a deletion from a stale view is refused by the server,
-/// and the file shows as the server has it). While the server cannot be reached, a deletion is
-/// queued durably (``Uploads`` sends it later, with the same check); making a directory or a
-/// symlink fails with EIO. A directory rename answers EXDEV, so `mv` copies and removes, one
-/// document at a time.
+/// and the file shows as the server has it). While the server cannot be reached, each is
+/// queued durably (``Uploads`` sends it later, with the same check). A directory rename answers
+/// EXDEV, so `mv` copies and removes, one document at a time.
 extension MountFileSystem {
     func unlink(_ request: FuseRequest, parent: UInt64, name: String) {
         guard let client else { return request.fail(EROFS) }
@@ -63,44 +62,41 @@ extension MountFileSystem {
     }
 
     func mkdir(_ request: FuseRequest, parent: UInt64, name: String, mode: UInt32) {
-        make(request, parent: parent, name: name) { scratch in
-            try FileManager.default.createDirectory(
-                atPath: scratch, withIntermediateDirectories: false,
-                attributes: [.posixPermissions: Int(mode & 0o7777 | 0o700)])
-            return true
-        }
+        make(request, parent: parent, name: name, target: nil, mode: mode & 0o7777)
     }
 
     func symlink(_ request: FuseRequest, target: String, parent: UInt64, name: String) {
-        make(request, parent: parent, name: name) { scratch in
-            guard Glibc.symlink(target, scratch) == 0 else {
-                throw XferError(.io, "cannot make a symlink", cause: SystemErrno(Glibc.errno))
-            }
-            return false
-        }
+        make(request, parent: parent, name: name, target: target, mode: 0o777)
     }
 
-    /// Makes a directory or symlink document at `name`: `build` makes it at a scratch path
-    /// (returning whether it is a directory), it is pushed, and the new entry answered.
-    private func make(
-        _ request: FuseRequest, parent: UInt64, name: String, _ build: @escaping @Sendable (String) throws -> Bool
-    ) {
-        guard let client, let staged else { return request.fail(EROFS) }
+    /// Makes a directory (`target` `nil`) or symlink document at `name`: shown at once, pushed,
+    /// and settled as the version it made; while the server cannot be reached, queued durably
+    /// instead (``Uploads`` sends it).
+    private func make(_ request: FuseRequest, parent: UInt64, name: String, target: String?, mode: UInt32) {
+        guard let uploads, let staged else { return request.fail(EROFS) }
         guard let path = documentPath(parent, name, or: request) else { return }
         guard tree.withLock({ $0.lookup(parent, name) }) == nil else { return request.fail(EEXIST) }
+        let made = StagedFiles.Made(path: path, target: target, mode: mode, queuedNs: Syscall.wallClockNanoseconds())
+        let number = tree.withLock { tree in
+            tree.made(
+                path, kind: target == nil ? .directory : .symlink, mode: mode, size: Int64(target?.utf8.count ?? 0),
+                mtimeNanoseconds: made.queuedNs)
+            return tree.number(of: path)
+        }
         Task {
-            let scratch = staged.directory + "/make-" + UUID().uuidString
-            defer { try? FileManager.default.removeItem(atPath: scratch) }
             do {
-                let directory = try build(scratch)
-                _ = try await client.push(scratch, as: path, directoryItself: directory)
-                let info = try await client.stat(path)
-                notify(tree.withLock { $0.apply(info) })
-                guard let number = tree.withLock({ $0.number(of: path) }), let node = tree.value[number] else {
+                do {
+                    try await uploads.settle(made)
+                } catch let error as XferError where error.code == .unavailable {
+                    try staged.queueMade(made)
+                    uploads.kick()
+                }
+                guard let number, let node = tree.value[number] else {
                     return failIO(request, "a made document that does not show")
                 }
                 request.entry(number, attributes(number, node), timeout: Self.timeout)
             } catch {
+                notify(tree.withLock { $0.removeHere(path) })
                 request.fail(Self.errno(for: error))
             }
         }
@@ -117,6 +113,7 @@ extension MountFileSystem {
                 if case .document(let info) = node.origin {
                     try await delete(path, base: info.version, client: client)
                 }
+                staged?.drop(path)  // one made here and not sent yet goes from the queue
                 notify(tree.withLock { $0.removeHere(path) })
                 request.fail(0)
             } catch {

@@ -172,7 +172,10 @@ final class MountFileSystem: FuseOperations {
                     request.fail(Self.errno(for: error))
                 }
             }
-        case .implied, .staged:
+        case .staged:
+            guard let target = staged?.made(tree.value.path(of: inode))?.target else { return request.fail(EINVAL) }
+            request.link(target)
+        case .implied:
             request.fail(EINVAL)
         }
     }

@@ -27,6 +27,20 @@ extension MountTree {
         return (number, old?.kind == .file ? [] : [.entry(parent: parent, name: Self.lastName(path))])
     }
 
+    /// Shows a directory or symlink (`kind`; a symlink's `size` is its target's length) made
+    /// here at `path` until its upload settles it.
+    @discardableResult
+    public mutating func made(_ path: String, kind: Kind, mode: UInt32, size: Int64, mtimeNanoseconds: Int64)
+        -> [Invalidation]
+    {
+        let parent = directory(Self.parentPath(path), implied: mtimeNanoseconds)
+        place(
+            Node(
+                name: Self.lastName(path), parent: parent, kind: kind, mode: mode, size: size,
+                mtimeNanoseconds: mtimeNanoseconds, origin: .staged(base: nil)), at: path)
+        return [.entry(parent: parent, name: Self.lastName(path))]
+    }
+
     /// Settles a staged file with what its upload made: its version shows under the same inode
     /// (the bytes are the ones written here); if another version is current (the upload became
     /// a conflict version), that one shows, as a new inode.

@@ -24,8 +24,17 @@ final class StagedFiles: Sendable {
         var queuedNs: Int64
     }
 
+    /// A directory or symlink made while the server could not be reached.
+    struct Made: Codable, Sendable, Hashable {
+        var path: String
+        /// A symlink's target; `nil`: a directory.
+        var target: String?
+        var mode: UInt32
+        var queuedNs: Int64
+    }
+
     /// The directory: `<key>.data` and `<key>.json` per document, `<key>.removal` per queued
-    /// deletion.
+    /// deletion, `<key>.made` per directory or symlink made offline.
     let directory: String
 
     /// The staging area for one server's container, under `stateDirectory`.
@@ -41,6 +50,7 @@ final class StagedFiles: Sendable {
     func dataPath(_ path: String) -> String { directory + "/" + key(path) + ".data" }
     private func recordPath(_ path: String) -> String { directory + "/" + key(path) + ".json" }
     private func removalPath(_ path: String) -> String { directory + "/" + key(path) + ".removal" }
+    private func madePath(_ path: String) -> String { directory + "/" + key(path) + ".made" }
 
     /// Whether `path` has a staging file.
     func exists(_ path: String) -> Bool { access(dataPath(path), F_OK) == 0 }
@@ -75,12 +85,37 @@ final class StagedFiles: Sendable {
 
     /// Every deletion queued, oldest first.
     func removals() -> [Removal] {
+        records(".removal", Removal.self).sorted { $0.queuedNs < $1.queuedNs }
+    }
+
+    /// Queues `made` (a directory or symlink made here), durably.
+    func queueMade(_ made: Made) throws {
+        try durably(try JSONEncoder().encode(made), at: madePath(made.path), what: "queue \(made.path)")
+    }
+
+    /// The directory or symlink made at `path` and queued, if any.
+    func made(_ path: String) -> Made? {
+        FileManager.default.contents(atPath: madePath(path)).flatMap { try? JSONDecoder().decode(Made.self, from: $0) }
+    }
+
+    /// Every directory and symlink made offline and queued, oldest first.
+    func made() -> [Made] {
+        records(".made", Made.self).sorted { $0.queuedNs < $1.queuedNs }
+    }
+
+    /// Forgets the queued directory or symlink at `path` (sent, or removed here).
+    func dropMade(_ path: String) {
+        unlink(madePath(path))
+    }
+
+    /// The records of one kind (by their files' `suffix`) that decode.
+    private func records<Record: Decodable>(_ suffix: String, _ type: Record.Type) -> [Record] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        return names.filter { $0.hasSuffix(".removal") }.compactMap { name in
+        return names.filter { $0.hasSuffix(suffix) }.compactMap { name in
             FileManager.default.contents(atPath: directory + "/" + name).flatMap {
-                try? JSONDecoder().decode(Removal.self, from: $0)
+                try? JSONDecoder().decode(Record.self, from: $0)
             }
-        }.sorted { $0.queuedNs < $1.queuedNs }
+        }
     }
 
     /// Forgets the queued deletion of `path` (done, or refused by the server).
@@ -117,18 +152,15 @@ final class StagedFiles: Sendable {
 
     /// Every record due, oldest first.
     func due() -> [Record] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        return names.filter { $0.hasSuffix(".json") && !$0.hasSuffix(".tmp") }.compactMap { name in
-            FileManager.default.contents(atPath: directory + "/" + name).flatMap {
-                try? JSONDecoder().decode(Record.self, from: $0)
-            }
-        }.sorted { $0.closedNs < $1.closedNs }
+        records(".json", Record.self).sorted { $0.closedNs < $1.closedNs }
     }
 
-    /// Forgets `path`'s staging file and record (uploaded, or the file removed).
+    /// Forgets `path`'s staging file and record, or the directory or symlink queued there
+    /// (uploaded, or removed here).
     func drop(_ path: String) {
         unlink(recordPath(path))
         unlink(dataPath(path))
+        unlink(madePath(path))
     }
 
     /// Forgets only `path`'s record (uploaded while a writer had it open again).

@@ -58,11 +58,13 @@ final class Uploads: Sendable {
     enum Step {
         case upload(StagedFiles.Record)
         case removal(StagedFiles.Removal)
+        case made(StagedFiles.Made)
 
         var time: Int64 {
             switch self {
             case .upload(let record): record.closedNs
             case .removal(let removal): removal.queuedNs
+            case .made(let made): made.queuedNs
             }
         }
 
@@ -70,6 +72,7 @@ final class Uploads: Sendable {
             switch self {
             case .upload(let record): record.path
             case .removal(let removal): removal.path
+            case .made(let made): made.path
             }
         }
     }
@@ -77,7 +80,8 @@ final class Uploads: Sendable {
     /// Every step queued, oldest first: a deletion queued offline and a file written at the same
     /// name after it reach the server in that order.
     func queued() -> [Step] {
-        (staged.due().map(Step.upload) + staged.removals().map(Step.removal)).sorted { $0.time < $1.time }
+        (staged.due().map(Step.upload) + staged.removals().map(Step.removal) + staged.made().map(Step.made))
+            .sorted { $0.time < $1.time }
     }
 
     /// Takes every queued step whose file is not open for writing.
@@ -95,6 +99,8 @@ final class Uploads: Sendable {
                     try await upload(record)
                 case .removal(let removal):
                     try await remove(removal)
+                case .made(let made):
+                    try await settle(made)
                 }
             } catch let error as XferError where error.code == .unavailable {
                 return true
@@ -120,6 +126,33 @@ final class Uploads: Sendable {
             // Deleted already: what was asked for.
         }
         staged.dropRemoval(removal.path)
+    }
+
+    /// Pushes a directory or symlink made here (built at a scratch path beside the staging
+    /// files) as a document of its own.
+    /// - Returns: The version it made.
+    func send(_ made: StagedFiles.Made) async throws -> DocumentInfo {
+        let scratch = staged.directory + "/make-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        if let target = made.target {
+            guard Glibc.symlink(target, scratch) == 0 else {
+                throw XferError(.io, "cannot make a symlink", cause: SystemErrno(errno))
+            }
+        } else {
+            try FileManager.default.createDirectory(
+                atPath: scratch, withIntermediateDirectories: false,
+                attributes: [.posixPermissions: Int(made.mode & 0o7777 | 0o700)])
+        }
+        let report = try await client.push(scratch, as: made.path, directoryItself: made.target == nil)
+        return try await client.stat(made.path, version: report.version)
+    }
+
+    /// Sends a directory or symlink made here, and shows the version it made.
+    func settle(_ made: StagedFiles.Made) async throws {
+        let ours = try await send(made)
+        let current = (try? await client.stat(made.path)) ?? ours
+        staged.dropMade(made.path)
+        invalidate(tree.withLock { $0.settle(ours, current: current) })
     }
 
     private func upload(_ record: StagedFiles.Record) async throws {

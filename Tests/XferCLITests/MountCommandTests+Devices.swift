@@ -61,7 +61,7 @@ extension MountCommandTests {
 /// Deletions while the server cannot be reached.
 extension MountCommandTests {
     @Test(
-        "rm and mv while the server is down are queued, outlive a kill -9, and reach the server; a file changed elsewhere meanwhile is kept"
+        "rm, mv, mkdir, rmdir and ln -s while the server is down are queued, outlive a kill -9, and reach the server; a file changed elsewhere meanwhile is kept"
     )
     func offlineRemovalsAreQueued() throws {
         let server = try ServerProcess()
@@ -74,9 +74,13 @@ extension MountCommandTests {
         #expect(try shell("cat '\(documents)/move.txt'").output == "move\n")  // cached: a rename copies it
         server.stopServer()
         let offline = try shell(
-            "rm '\(documents)/gone.txt' '\(documents)/changed.txt' && mv '\(documents)/move.txt' '\(documents)/moved.txt' && ls '\(documents)'"
-        )
-        #expect(offline.status == 0 && offline.output == "kept.txt\nmoved.txt\n", "\(offline.output)")
+            """
+            set -e; cd '\(documents)'; rm gone.txt changed.txt; mv move.txt moved.txt
+            mkdir made; echo inside > made/in.txt; ln -s kept.txt link; mkdir brief; rmdir brief
+            ls; readlink link
+            """)
+        #expect(
+            offline.status == 0 && offline.output == "kept.txt\nlink\nmade\nmoved.txt\nkept.txt\n", "\(offline.output)")
         kill(mount.process.processIdentifier, SIGKILL)
         mount.process.waitUntilExit()
         _ = try shell("fusermount3 -u -z '\(mount.directory)'")
@@ -97,8 +101,8 @@ extension MountCommandTests {
         try eventually("test \"$(cat '\(shown)/changed.txt')\" = 'changed elsewhere'", "the changed file was not kept")
         let other = try synced(server, "other")
         #expect(
-            try shell("cd '\(other)/Documents' && ls && cat moved.txt").output
-                == "changed.txt\nkept.txt\nmoved.txt\nmove\n")
+            try shell("cd '\(other)/Documents' && ls && cat moved.txt made/in.txt && readlink link").output
+                == "changed.txt\nkept.txt\nlink\nmade\nmoved.txt\nmove\ninside\nkept.txt\n")
         #expect(try again.stop().status == 0)
     }
 }

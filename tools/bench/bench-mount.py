@@ -46,29 +46,6 @@ def many_documents(root, count):
             f.write(b"document %d\n" % n)
 
 
-class Mounted:
-    """A mount (any command that stays in the foreground) at `point`, until stopped."""
-
-    def __init__(self, command, point, env=None):
-        os.makedirs(point, exist_ok=True)
-        self.point = point
-        started = time.monotonic()
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        while not os.path.ismount(point):
-            if self.process.poll() is not None or time.monotonic() - started > 120:
-                raise RuntimeError(f"{command[0]} did not mount: {self.process.stderr.read().decode()[-500:]}")
-            time.sleep(0.01)
-        self.ready = time.monotonic() - started
-
-    def stop(self):
-        subprocess.run(["fusermount3", "-u", "-z", self.point], capture_output=True)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
 def timed(command):
     started = time.monotonic()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -113,7 +90,7 @@ class Bench:
         subprocess.run([self.xfer, *arguments], env=self.env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def mount(self, name, *extra):
-        return Mounted([self.xfer, "mount", os.path.join(self.work, name), "-q", *extra], os.path.join(self.work, name), self.env)
+        return xferlab.Mount([self.xfer, "mount", os.path.join(self.work, name), "-q", *extra], os.path.join(self.work, name), self.env)
 
     def clear_cache(self):
         shutil.rmtree(os.path.join(self.state, "chunk-cache"), ignore_errors=True)
@@ -188,7 +165,7 @@ class Bench:
         shutil.rmtree(cache, ignore_errors=True)
         obscured = subprocess.run(["rclone", "obscure", self.token], capture_output=True, text=True, check=True).stdout.strip()
         remote = f":webdav,url='{self.server.url}/dav/default',vendor=other,user=bench,pass='{obscured}':"
-        mounted = Mounted(["rclone", "mount", remote, os.path.join(self.work, "rmnt"), "--vfs-cache-mode", "full",
+        mounted = xferlab.Mount(["rclone", "mount", remote, os.path.join(self.work, "rmnt"), "--vfs-cache-mode", "full",
                            "--cache-dir", cache, "--read-only"], os.path.join(self.work, "rmnt"))
         try:
             return self.read_whole(os.path.join(mounted.point, "big.bin"))  # WebDAV shows Documents/ as its root

@@ -1,5 +1,6 @@
 """Shared pieces of the suites and benchmarks (tools/suites, tools/bench): a real `xfer serve`
-process on a free port, accounts, running the `xfer` client, and sampling a process's memory.
+process on a free port, accounts, running the `xfer` client, FUSE mounts, and sampling a
+process's memory.
 Python's standard library only."""
 import hashlib
 import json
@@ -51,6 +52,37 @@ def terminate(process, timeout):
             process.wait()
             return False
     return True
+
+
+class Mount:
+    """A FUSE mount at `point` made by a command that stays in the foreground (`xfer mount`,
+    `rclone mount`): started, waited for until the kernel shows it, stopped with fusermount3.
+    Its output goes to `log` (an open file), else its stderr is kept for the error."""
+
+    def __init__(self, command, point, env=None, log=None, timeout=120):
+        os.makedirs(point, exist_ok=True)
+        self.point = point
+        started = time.monotonic()
+        self.process = subprocess.Popen(command, env=env, stdout=log or subprocess.DEVNULL,
+                                        stderr=log or subprocess.PIPE)
+        while not os.path.ismount(point):
+            if self.process.poll() is not None or time.monotonic() - started > timeout:
+                status = self.stop()
+                said = self.process.stderr.read().decode()[-500:] if not log else f"see {log.name}"
+                raise RuntimeError(f"{os.path.basename(command[0])} did not mount at {point} (exit {status}): {said}")
+            time.sleep(0.01)
+        self.ready = time.monotonic() - started
+
+    def stop(self):
+        """Unmounts (lazily, as a busy mount needs) and waits for the command to end.
+        Returns its exit status."""
+        subprocess.run(["fusermount3", "-u", "-z", self.point], capture_output=True)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        return self.process.returncode
 
 
 class Server:

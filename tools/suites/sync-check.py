@@ -260,37 +260,29 @@ class MountObserver:
     A server replaced or restored from an older copy is another server: the mount is made again."""
 
     def __init__(self, check):
-        self.check, self.process, self.incarnation = check, None, None
+        self.check, self.mount, self.incarnation = check, None, None
         self.point = check.ws.join("mount")
-        os.makedirs(self.point, exist_ok=True)
 
     def ensure(self):
-        if self.process and self.process.poll() is None and self.incarnation == self.check.incarnation:
+        if self.mount and self.mount.process.poll() is None and self.incarnation == self.check.incarnation:
             return
         self.stop()
         env = dict(os.environ, XFER_SERVER=self.check.server.url, XFER_TOKEN=self.check.token,
                    XFER_STATE_DIR=self.check.ws.join("state-mount"), XFER_CONFIG="/nonexistent")
         self.log = open(self.check.ws.join("mount.log"), "a")
-        self.process = subprocess.Popen([self.check.binary, "mount", self.point], env=env, stdout=self.log, stderr=self.log)
+        try:
+            self.mount = xferlab.Mount([self.check.binary, "mount", self.point], self.point, env, log=self.log, timeout=60)
+        except RuntimeError as error:
+            raise Failure(str(error))
         self.incarnation = self.check.incarnation
-        deadline = time.monotonic() + 60
-        while not os.path.ismount(self.point):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise Failure(f"xfer mount did not mount (exit {self.process.poll()}); see {self.log.name}")
-            time.sleep(0.02)
 
     def stop(self):
-        if self.process:
-            subprocess.run(["fusermount3", "-u", "-z", self.point], capture_output=True)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            if self.process.returncode != 0:
-                raise Failure(f"xfer mount exited {self.process.returncode}; see {self.log.name}")
-            self.process = None
+        if self.mount:
+            status = self.mount.stop()
+            self.mount = None
             self.log.close()
+            if status != 0:
+                raise Failure(f"xfer mount exited {status}; see {self.log.name}")
 
     def tree(self):
         tree = scan(self.point, Hasher())
