@@ -179,6 +179,17 @@ public final class SegmentChunkCache: Sendable {
         }
     }
 
+    /// The version of each manifest kept, by name.
+    public func keptManifests() throws -> [String: Int64] {
+        try index.read { db in
+            var kept: [String: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT name, version FROM manifests") {
+                kept[row["name"]] = row["version"]
+            }
+            return kept
+        }
+    }
+
     /// Pinned segments none of whose chunks a pin needs become ordinary ones.
     private func releasePinnedSegments() throws {
         try index.write { db in

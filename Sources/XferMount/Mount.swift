@@ -86,14 +86,19 @@ public final class Mount: Sendable {
         // Deletions queued by an earlier mount that could not reach the server stay deleted
         // here, unless the server has another version by now (the deletion will not take it).
         for removal in staged?.removals() ?? [] where tree.value.base(of: removal.path) == removal.base {
-            tree.withLock { $0.removeHere(removal.path) }
+            _ = tree.withLock { $0.removeHere(removal.path) }
         }
-        // Directories and symlinks made by an earlier mount that could not reach the server.
-        for made in staged?.made() ?? [] where tree.value.number(of: made.path) == nil {
-            tree.withLock {
-                $0.made(
-                    made.path, kind: made.target == nil ? .directory : .symlink, mode: made.mode,
-                    size: Int64(made.target?.utf8.count ?? 0), mtimeNanoseconds: made.queuedNs)
+        // Directories and symlinks made, and directories' modes changed, by an earlier mount
+        // that could not reach the server.
+        for made in staged?.made() ?? [] {
+            _ = tree.withLock { tree in
+                guard let number = tree.number(of: made.path) else {
+                    return tree.made(
+                        made.path, kind: made.target == nil ? .directory : .symlink, mode: made.mode,
+                        size: Int64(made.target?.utf8.count ?? 0), mtimeNanoseconds: made.queuedNs)
+                }
+                if made.target == nil, tree[number]?.kind == .directory { tree.setMode(number, made.mode) }
+                return []
             }
         }
         let uploads = staged.map { staged in

@@ -191,22 +191,24 @@ extension MountFileSystem {
         guard changes & FUSE_SET_ATTR_MODE != 0, mode != node.mode else {
             return request.attributes(attributes(inode, node), timeout: Self.timeout)
         }
-        guard let client, let staged, inode != MountTree.root, !tree.withLock({ $0.isInPackage(inode) }) else {
+        guard let uploads, let staged, inode != MountTree.root, !tree.withLock({ $0.isInPackage(inode) }) else {
             return request.fail(EROFS)
         }
-        let path = tree.value.path(of: inode)
+        var base: Int64? = nil
+        if case .document(let info) = node.origin { base = info.version }
+        let made = StagedFiles.Made(
+            path: tree.value.path(of: inode), target: nil, mode: mode, queuedNs: Syscall.wallClockNanoseconds(),
+            base: base)
+        // A directory's mode is a directory document: shown at once, sent (or, offline, queued).
+        tree.withLock { $0.setMode(inode, mode) }
         Task {
-            let scratch = staged.directory + "/make-" + UUID().uuidString
-            defer { try? FileManager.default.removeItem(atPath: scratch) }
             do {
-                try FileManager.default.createDirectory(
-                    atPath: scratch, withIntermediateDirectories: false,
-                    attributes: [.posixPermissions: Int(mode | 0o700)])
-                var options = PushOptions()
-                if case .document(let info) = node.origin { options.basedOn = info.version }
-                _ = try await client.push(scratch, as: path, options: options, directoryItself: true)
-                let info = try await client.stat(path)
-                notify(tree.withLock { $0.apply(info) })
+                do {
+                    try await uploads.settle(made)
+                } catch let error as XferError where error.code == .unavailable {
+                    try staged.queueMade(made)
+                    uploads.kick()
+                }
                 guard let shown = tree.value[inode] else { return request.fail(ENOENT) }
                 request.attributes(attributes(inode, shown), timeout: Self.timeout)
             } catch {

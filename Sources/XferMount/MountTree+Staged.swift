@@ -41,6 +41,11 @@ extension MountTree {
         return [.entry(parent: parent, name: Self.lastName(path))]
     }
 
+    /// A directory whose mode was changed here, shown so until its upload settles it.
+    public mutating func setMode(_ number: UInt64, _ mode: UInt32) {
+        nodes[number]?.mode = mode
+    }
+
     /// Settles a staged file with what its upload made: its version shows under the same inode
     /// (the bytes are the ones written here); if another version is current (the upload became
     /// a conflict version), that one shows, as a new inode.

@@ -87,24 +87,28 @@ public struct Pinning: Sendable {
         try cache.pins()[key(path)] != nil
     }
 
-    /// Where each of `documents`' data is (directories left out), asking for up to eight
-    /// manifests at a time.
-    public func states(of documents: [DocumentInfo]) async throws -> [DocumentState] {
+    /// Where each of `documents`' data is (directories left out), from what this device holds
+    /// alone: a document whose manifest it does not keep at that version cannot open without
+    /// the server, so it is remote (its bytes as the listing says); the others are cached,
+    /// pinned or partial as their chunks are held. No request is made, so a container of
+    /// 100,000 documents costs two queries and one per kept manifest.
+    public func states(of documents: [DocumentInfo]) throws -> [DocumentState] {
         let pins = try cache.pins()
-        let files = documents.filter { $0.kind != .directory }
-        var states: [DocumentState?] = Array(repeating: nil, count: files.count)
-        try await withThrowingTaskGroup(of: (Int, DocumentState).self) { group in
-            for (index, info) in files.enumerated() {
-                if index >= 8, let (done, state) = try await group.next() { states[done] = state }
-                group.addTask { (index, try await state(of: info, pinned: pins[key(info.path.value)] != nil)) }
+        let kept = try cache.keptManifests()
+        return try documents.filter { $0.kind != .directory }.map { info in
+            let key = key(info.path.value)
+            guard kept[key] == info.version, let bytes = try cache.manifest(key, version: info.version),
+                let manifest = try? Manifest(decoding: bytes)
+            else {
+                return DocumentState(
+                    path: info.path.value, version: info.version, state: .remote, bytes: info.size, cachedBytes: 0)
             }
-            for try await (done, state) in group { states[done] = state }
+            return try state(of: info, manifest: manifest, pinned: pins[key] != nil)
         }
-        return states.compactMap { $0 }
     }
 
-    private func state(of info: DocumentInfo, pinned: Bool) async throws -> DocumentState {
-        let lengths = Self.lengths(try await client.manifest(of: info))
+    private func state(of info: DocumentInfo, manifest: Manifest, pinned: Bool) throws -> DocumentState {
+        let lengths = Self.lengths(manifest)
         let held = try cache.holds(Array(lengths.keys))
         let total = lengths.values.reduce(Int64(0)) { $0 + Int64($1) }
         let cached = held.reduce(Int64(0)) { $0 + Int64(lengths[$1] ?? 0) }

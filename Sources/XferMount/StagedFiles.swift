@@ -24,13 +24,16 @@ final class StagedFiles: Sendable {
         var queuedNs: Int64
     }
 
-    /// A directory or symlink made while the server could not be reached.
+    /// A directory or symlink made, or a directory's mode changed, while the server could not
+    /// be reached.
     struct Made: Codable, Sendable, Hashable {
         var path: String
         /// A symlink's target; `nil`: a directory.
         var target: String?
         var mode: UInt32
         var queuedNs: Int64
+        /// The version a directory's new mode is based on (`nil`: a new document).
+        var base: Int64? = nil
     }
 
     /// The directory: `<key>.data` and `<key>.json` per document, `<key>.removal` per queued

@@ -128,8 +128,8 @@ final class Uploads: Sendable {
         staged.dropRemoval(removal.path)
     }
 
-    /// Pushes a directory or symlink made here (built at a scratch path beside the staging
-    /// files) as a document of its own.
+    /// Pushes a directory or symlink made here, or a directory's new mode (built at a scratch
+    /// path beside the staging files), as a document of its own.
     /// - Returns: The version it made.
     func send(_ made: StagedFiles.Made) async throws -> DocumentInfo {
         let scratch = staged.directory + "/make-" + UUID().uuidString
@@ -143,7 +143,10 @@ final class Uploads: Sendable {
                 atPath: scratch, withIntermediateDirectories: false,
                 attributes: [.posixPermissions: Int(made.mode & 0o7777 | 0o700)])
         }
-        let report = try await client.push(scratch, as: made.path, directoryItself: made.target == nil)
+        var options = PushOptions()
+        options.basedOn = made.base
+        let report = try await client.push(
+            scratch, as: made.path, options: options, directoryItself: made.target == nil)
         return try await client.stat(made.path, version: report.version)
     }
 

@@ -129,7 +129,8 @@ func showMountStatus(_ prefix: String, client: ClientOptions, json: Bool) async 
         let documents = MountedDocuments(prefix.isEmpty ? [] : [prefix], client: client)
         let prefix = documents.names.first ?? ""
         let states = try await documents.withPinning { pinning in
-            try await pinning.states(of: try await pinning.client.list(prefix: prefix).documents)
+            let listed = try await pinning.client.list(prefix: prefix).documents
+            return try pinning.states(of: listed)
         }
         if json { return printJSON(["documents": states]) }
         for state in states {

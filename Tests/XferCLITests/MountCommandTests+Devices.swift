@@ -61,7 +61,7 @@ extension MountCommandTests {
 /// Deletions while the server cannot be reached.
 extension MountCommandTests {
     @Test(
-        "rm, mv, mkdir, rmdir and ln -s while the server is down are queued, outlive a kill -9, and reach the server; a file changed elsewhere meanwhile is kept"
+        "rm, mv, mkdir, rmdir, ln -s and chmod while the server is down are queued, outlive a kill -9, and reach the server; a file changed elsewhere meanwhile is kept"
     )
     func offlineRemovalsAreQueued() throws {
         let server = try ServerProcess()
@@ -72,15 +72,17 @@ extension MountCommandTests {
         let mount = try MountedContainer(server, environment: ["XFER_RETRIES": "0"])
         let documents = mount.directory + "/Documents"
         #expect(try shell("cat '\(documents)/move.txt'").output == "move\n")  // cached: a rename copies it
+        #expect(try shell("mkdir '\(documents)/perm'").status == 0)
         server.stopServer()
         let offline = try shell(
             """
             set -e; cd '\(documents)'; rm gone.txt changed.txt; mv move.txt moved.txt
             mkdir made; echo inside > made/in.txt; ln -s kept.txt link; mkdir brief; rmdir brief
-            ls; readlink link
+            chmod 700 perm; ls; readlink link; stat -c %a perm
             """)
         #expect(
-            offline.status == 0 && offline.output == "kept.txt\nlink\nmade\nmoved.txt\nkept.txt\n", "\(offline.output)")
+            offline.status == 0 && offline.output == "kept.txt\nlink\nmade\nmoved.txt\nperm\nkept.txt\n700\n",
+            "\(offline.output)")
         kill(mount.process.processIdentifier, SIGKILL)
         mount.process.waitUntilExit()
         _ = try shell("fusermount3 -u -z '\(mount.directory)'")
@@ -101,8 +103,8 @@ extension MountCommandTests {
         try eventually("test \"$(cat '\(shown)/changed.txt')\" = 'changed elsewhere'", "the changed file was not kept")
         let other = try synced(server, "other")
         #expect(
-            try shell("cd '\(other)/Documents' && ls && cat moved.txt made/in.txt && readlink link").output
-                == "changed.txt\nkept.txt\nlink\nmade\nmoved.txt\nmove\ninside\nkept.txt\n")
+            try shell("cd '\(other)/Documents' && ls && cat moved.txt made/in.txt && readlink link && stat -c %a perm")
+                .output == "changed.txt\nkept.txt\nlink\nmade\nmoved.txt\nperm\nmove\ninside\nkept.txt\n700\n")
         #expect(try again.stop().status == 0)
     }
 }
