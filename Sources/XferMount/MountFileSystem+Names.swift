@@ -161,7 +161,15 @@ extension MountFileSystem {
         }
         let (fd, made) = try staged.open(to)
         defer { close(fd) }
-        if made, case .document(let info) = node.origin { try await fill(fd, from: info) }
+        if made, case .document(let info) = node.origin {
+            do {
+                try await fill(fd, from: info)
+            } catch {
+                // Not filled: no staging file may stay, or a later open would take it for the file.
+                staged.discard(to)
+                throw error
+            }
+        }
         fchmod(fd, mode_t(node.mode & 0o7777))
         var times = [Glibc.timespec(tv_sec: 0, tv_nsec: Self.utimeOmit), Self.time(node.mtimeNanoseconds)]
         futimens(fd, &times)

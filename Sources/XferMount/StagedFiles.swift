@@ -166,6 +166,11 @@ final class StagedFiles: Sendable {
         unlink(madePath(path))
     }
 
+    /// Forgets only `path`'s staging file (one made and not filled).
+    func discard(_ path: String) {
+        unlink(dataPath(path))
+    }
+
     /// Forgets only `path`'s record (uploaded while a writer had it open again).
     func dropRecord(_ path: String) {
         unlink(recordPath(path))

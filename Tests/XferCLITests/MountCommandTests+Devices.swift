@@ -108,3 +108,28 @@ extension MountCommandTests {
         #expect(try again.stop().status == 0)
     }
 }
+
+extension MountCommandTests {
+    @Test("a rename that cannot fetch its file while the server is down leaves nothing a later write would take for it")
+    func failedRenameLeavesNoStagingFile() throws {
+        let server = try ServerProcess()
+        for name in ["a", "b"] {
+            try Data("\(name) as pushed\n".utf8).write(to: URL(fileURLWithPath: server.path("\(name).txt")))
+            #expect(try server.run("push", server.path("\(name).txt"), "Documents/\(name).txt", "-q").status == 0)
+        }
+        let mount = try MountedContainer(server, environment: ["XFER_RETRIES": "0"])
+        let documents = mount.directory + "/Documents"
+        server.stopServer()
+        #expect(try shell("mv '\(documents)/a.txt' '\(documents)/b.txt'").status != 0)  // a.txt was never read here
+        try server.startServer()
+        #expect(try shell("echo appended >> '\(documents)/b.txt'").status == 0)
+        #expect(try shell("cat '\(documents)/b.txt'").output == "b as pushed\nappended\n")
+        try eventually(
+            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the upload did not finish")
+        let other = try synced(server, "other")
+        #expect(
+            try shell("cat '\(other)/Documents/a.txt' '\(other)/Documents/b.txt'").output
+                == "a as pushed\nb as pushed\nappended\n")
+        #expect(try mount.stop().status == 0)
+    }
+}
