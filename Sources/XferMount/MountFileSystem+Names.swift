@@ -133,6 +133,8 @@ extension MountFileSystem {
         guard let source else { return request.fail(ENOENT) }
         guard source.node.kind == .file else { return request.fail(EXDEV) }  // mv copies and removes
         if let target, target.node.kind == .directory { return request.fail(EISDIR) }
+        // A file open for writing keeps its bytes: it is not replaced under its writers.
+        if handles.value.writers[to] != nil { return request.fail(EBUSY) }
         if target != nil, flags & Self.renameNoReplace != 0 { return request.fail(EEXIST) }
         Task {
             do {
@@ -159,17 +161,12 @@ extension MountFileSystem {
             staged.dropRecord(from)
             handles.withLock { $0.follow(from, to: to) }  // handles open on it write at its new name
         }
-        let (fd, made) = try staged.open(to)
-        defer { close(fd) }
-        if made, case .document(let info) = node.origin {
-            do {
-                try await fill(fd, from: info)
-            } catch {
-                // Not filled: no staging file may stay, or a later open would take it for the file.
-                staged.discard(to)
-                throw error
-            }
+        if case .document(let info) = node.origin {
+            // The server's bytes, in place of whatever was staged at `to` (once they are all here).
+            try await staged.replace(to) { fd in try await fill(fd, from: info) }
         }
+        let (fd, _) = try staged.open(to)
+        defer { close(fd) }
         fchmod(fd, mode_t(node.mode & 0o7777))
         var times = [Glibc.timespec(tv_sec: 0, tv_nsec: Self.utimeOmit), Self.time(node.mtimeNanoseconds)]
         futimens(fd, &times)

@@ -56,8 +56,15 @@ extension MountFileSystem {
             endWriting(path)
             throw error
         }
+        // A staging file is the file's bytes if this mount staged it, a record says it was closed,
+        // or another writer has it; any other (a crash in the middle of filling it) is no one's.
+        let trusted =
+            !made
+            && (node.isStaged || staged.record(path) != nil || (handles.value.writers[path] ?? 0) > 1)
+        let fresh = made || !trusted
         do {
-            if made, !truncate, case .document(let info) = node.origin { try await fill(fd, from: info) }
+            if !made, !trusted { ftruncate(fd, 0) }
+            if fresh, !truncate, case .document(let info) = node.origin { try await fill(fd, from: info) }
             if truncate { ftruncate(fd, 0) }
             fchmod(fd, mode_t(node.mode & 0o7777))
             let size = Int64(lseek(fd, 0, SEEK_END))
@@ -69,7 +76,7 @@ extension MountFileSystem {
             return fd
         } catch {
             close(fd)
-            if made { staged.drop(path) }
+            if fresh { staged.discard(path) }
             endWriting(path)
             throw error
         }

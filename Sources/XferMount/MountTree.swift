@@ -48,6 +48,12 @@ public struct MountTree: Sendable {
         /// Whether kind, size, mode and time are the document's own; `false` until its
         /// manifest is read in an end-to-end encrypted container (``sealedAttributes``).
         public var revealed = true
+
+        /// Whether it was written here and is not on the server yet.
+        public var isStaged: Bool {
+            if case .staged = origin { return true }
+            return false
+        }
     }
 
     /// Something the kernel may have cached that changed.

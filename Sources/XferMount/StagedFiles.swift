@@ -171,6 +171,24 @@ final class StagedFiles: Sendable {
         unlink(dataPath(path))
     }
 
+    /// Replaces `path`'s staging file, whole or not at all: `fill` writes a new one beside it,
+    /// which then takes its place; if `fill` throws, the old one (if any) is left as it was.
+    func replace(_ path: String, _ fill: (Int32) async throws -> Void) async throws {
+        let scratch = dataPath(path) + "." + UUID().uuidString + ".tmp"
+        let fd = Glibc.open(scratch, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw XferError(.io, "cannot make \(scratch)", cause: SystemErrno(errno)) }
+        defer { close(fd) }
+        do {
+            try await fill(fd)
+            guard rename(scratch, dataPath(path)) == 0 else {
+                throw XferError(.io, "cannot move \(scratch) into place", cause: SystemErrno(errno))
+            }
+        } catch {
+            unlink(scratch)
+            throw error
+        }
+    }
+
     /// Forgets only `path`'s record (uploaded while a writer had it open again).
     func dropRecord(_ path: String) {
         unlink(recordPath(path))

@@ -133,3 +133,46 @@ extension MountCommandTests {
         #expect(try mount.stop().status == 0)
     }
 }
+
+extension MountCommandTests {
+    @Test(
+        "mv over a file not uploaded yet gives it the moved bytes; a staging file a crash left unfilled is not taken for the file"
+    )
+    func renamesOverStagedFilesAndCrashLeftovers() throws {
+        let server = try ServerProcess()
+        for name in ["a", "b", "c"] {
+            try Data("\(name) as pushed\n".utf8).write(to: URL(fileURLWithPath: server.path("\(name).txt")))
+            #expect(try server.run("push", server.path("\(name).txt"), "Documents/\(name).txt", "-q").status == 0)
+        }
+        let mount = try MountedContainer(server, environment: ["XFER_RETRIES": "0"])
+        let documents = mount.directory + "/Documents"
+        #expect(try shell("cat '\(documents)/a.txt'").output == "a as pushed\n")
+        server.stopServer()
+        #expect(try shell("echo written offline > '\(documents)/b.txt'").status == 0)  // staged, queued
+        #expect(
+            try shell("mv '\(documents)/a.txt' '\(documents)/b.txt' && cat '\(documents)/b.txt'").output
+                == "a as pushed\n")
+        try server.startServer()
+        try eventually(
+            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the queue was not sent")
+        var other = try synced(server, "other")
+        #expect(
+            try shell("ls '\(other)/Documents' && cat '\(other)/Documents/b.txt'").output
+                == "b.txt\nc.txt\na as pushed\n")
+        #expect(try mount.stop().status == 0)
+
+        // What a kill -9 in the middle of filling a staging file leaves: the file, no record.
+        let key = try shell("printf %s Documents/c.txt | sha256sum | cut -c1-32").output.trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        #expect(
+            try shell("printf 'half' > \"$(ls -d '\(server.path("state"))'/mount-writes/*)/\(key).data\"").status == 0)
+        let again = try MountedContainer(server)
+        #expect(try shell("echo appended >> '\(again.directory)/Documents/c.txt'").status == 0)
+        #expect(try shell("cat '\(again.directory)/Documents/c.txt'").output == "c as pushed\nappended\n")
+        try eventually(
+            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the upload did not finish")
+        other = try synced(server, "other-2")
+        #expect(try shell("cat '\(other)/Documents/c.txt'").output == "c as pushed\nappended\n")
+        #expect(try again.stop().status == 0)
+    }
+}
