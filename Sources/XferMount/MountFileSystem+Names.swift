@@ -18,7 +18,7 @@ extension MountFileSystem {
         guard node.kind != .directory else { return request.fail(EISDIR) }
         Task {
             do {
-                try await remove(path, node, client: client)
+                try await exclusive([path]) { try await self.remove(path, client: client) }
                 request.fail(0)
             } catch {
                 request.fail(Self.errno(for: error))
@@ -26,8 +26,18 @@ extension MountFileSystem {
         }
     }
 
-    /// Deletes document `path` as the mount shows it (`node`), and its staging file.
-    private func remove(_ path: String, _ node: MountTree.Node, client: DocumentClient) async throws {
+    /// Runs `body` while no upload of `paths` runs (``Uploads/locks``): what it finds in the
+    /// tree then stays as it is, an upload settled or not begun.
+    func exclusive<T>(_ paths: [String], _ body: () async throws -> T) async throws -> T {
+        guard let uploads else { return try await body() }
+        return try await uploads.locks.exclusive(paths, body)
+    }
+
+    /// Deletes document `path` as the mount shows it, and its staging file.
+    private func remove(_ path: String, client: DocumentClient) async throws {
+        guard let number = tree.withLock({ $0.number(of: path) }), let node = tree.value[number] else {
+            throw XferError(.notFound, "\(path) is gone")
+        }
         let base: Int64?
         switch node.origin {
         case .staged(let staged): base = staged
@@ -138,7 +148,12 @@ extension MountFileSystem {
         if target != nil, flags & Self.renameNoReplace != 0 { return request.fail(EEXIST) }
         Task {
             do {
-                try await move(from, source.node, to: to, staged: staged, client: client)
+                try await exclusive([from, to]) {
+                    // As the tree is now: an upload of `from` that was in flight has settled.
+                    guard let number = self.tree.withLock({ $0.number(of: from) }), let node = self.tree.value[number]
+                    else { throw XferError(.notFound, "\(from) is gone") }
+                    try await self.move(from, node, to: to, staged: staged, client: client)
+                }
                 request.fail(0)
             } catch {
                 request.fail(Self.errno(for: error))

@@ -17,6 +17,8 @@ final class Uploads: Sendable {
     /// Runs a body while no writer can open the document, if none has it open: `nil` if one has.
     private let whenIdle: @Sendable (String, () -> [MountTree.Invalidation]?) -> [MountTree.Invalidation]?
     private let kicked = Locked(false)
+    /// Held by an upload, and by a removal or rename of the same file here.
+    let locks = PathLocks()
     init(
         client: DocumentClient, staged: StagedFiles, tree: Locked<MountTree>,
         invalidate: @escaping @Sendable ([MountTree.Invalidation]) -> Void,
@@ -92,11 +94,12 @@ final class Uploads: Sendable {
                 switch step {
                 case .upload(let record):
                     guard !writing(record.path) else { continue }
-                    guard staged.exists(record.path) else {
-                        staged.dropRecord(record.path)  // its file was renamed or removed: nothing to upload
-                        continue
+                    try await locks.exclusive([record.path]) {
+                        // As it is now: renamed or removed meanwhile, there is nothing to upload.
+                        guard let record = staged.record(record.path) else { return }
+                        guard staged.exists(record.path) else { return staged.dropRecord(record.path) }
+                        try await upload(record)
                     }
-                    try await upload(record)
                 case .removal(let removal):
                     try await remove(removal)
                 case .made(let made):

@@ -176,3 +176,32 @@ extension MountCommandTests {
         #expect(try again.stop().status == 0)
     }
 }
+
+extension MountCommandTests {
+    @Test(
+        "a file renamed or removed while its upload runs leaves no version at its old name (an editor's or git's lock file)"
+    )
+    func renamesDuringUploads() throws {
+        let server = try ServerProcess()
+        let mount = try MountedContainer(server)
+        let race = mount.directory + "/Documents/race"
+        try FileManager.default.createDirectory(atPath: race, withIntermediateDirectories: true)
+        // Closed, then renamed or removed 0 to 90 ms later: some while their upload runs.
+        let storm = try shell(
+            """
+            set -e; cd '\(race)'
+            for i in $(seq 1 30); do echo "content $i" > f$i.lock; sleep 0.0$((i % 10)); mv f$i.lock f$i; done
+            for i in $(seq 1 30); do echo "gone $i" > g$i.lock; sleep 0.0$((i % 10)); rm g$i.lock; done
+            """)
+        #expect(storm.status == 0, "\(storm.output)")
+        try eventually(
+            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the uploads did not finish")
+        let listing = try server.run("ls", "Documents/race")
+        #expect(!listing.stdout.contains(".lock"), "\(listing.stdout)")
+        #expect(try shell("ls '\(race)' | grep -c lock").output == "0\n")
+        let other = try synced(server, "other")
+        #expect(try shell("cat '\(other)/Documents/race/f17'").output == "content 17\n")
+        #expect(try shell("ls '\(other)/Documents/race' | wc -l").output == "30\n")
+        #expect(try mount.stop().status == 0)
+    }
+}
