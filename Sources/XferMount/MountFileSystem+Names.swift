@@ -83,7 +83,7 @@ extension MountFileSystem {
     /// and settled as the version it made; while the server cannot be reached, queued durably
     /// instead (``Uploads`` sends it).
     private func make(_ request: FuseRequest, parent: UInt64, name: String, target: String?, mode: UInt32) {
-        guard let uploads, let staged else { return request.fail(EROFS) }
+        guard let uploads else { return request.fail(EROFS) }
         guard let path = documentPath(parent, name, or: request) else { return }
         guard tree.withLock({ $0.lookup(parent, name) }) == nil else { return request.fail(EEXIST) }
         let made = StagedFiles.Made(path: path, target: target, mode: mode, queuedNs: Syscall.wallClockNanoseconds())
@@ -95,12 +95,7 @@ extension MountFileSystem {
         }
         Task {
             do {
-                do {
-                    try await uploads.settle(made)
-                } catch let error as XferError where error.code == .unavailable {
-                    try staged.queueMade(made)
-                    uploads.kick()
-                }
+                try await uploads.sendOrQueue(made)
                 guard let number, let node = tree.value[number] else {
                     return failIO(request, "a made document that does not show")
                 }

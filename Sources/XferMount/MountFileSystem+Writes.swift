@@ -198,7 +198,7 @@ extension MountFileSystem {
         guard changes & FUSE_SET_ATTR_MODE != 0, mode != node.mode else {
             return request.attributes(attributes(inode, node), timeout: Self.timeout)
         }
-        guard let uploads, let staged, inode != MountTree.root, !tree.withLock({ $0.isInPackage(inode) }) else {
+        guard let uploads, inode != MountTree.root, !tree.withLock({ $0.isInPackage(inode) }) else {
             return request.fail(EROFS)
         }
         var base: Int64? = nil
@@ -210,12 +210,7 @@ extension MountFileSystem {
         tree.withLock { $0.setMode(inode, mode) }
         Task {
             do {
-                do {
-                    try await uploads.settle(made)
-                } catch let error as XferError where error.code == .unavailable {
-                    try staged.queueMade(made)
-                    uploads.kick()
-                }
+                try await uploads.sendOrQueue(made)
                 guard let shown = tree.value[inode] else { return request.fail(ENOENT) }
                 request.attributes(attributes(inode, shown), timeout: Self.timeout)
             } catch {

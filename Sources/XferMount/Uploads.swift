@@ -153,6 +153,16 @@ final class Uploads: Sendable {
         return try await client.stat(made.path, version: report.version)
     }
 
+    /// Sends `made` now, or, while the server cannot be reached, queues it durably for later.
+    func sendOrQueue(_ made: StagedFiles.Made) async throws {
+        do {
+            try await settle(made)
+        } catch let error as XferError where error.code == .unavailable {
+            try staged.queueMade(made)
+            kick()
+        }
+    }
+
     /// Sends a directory or symlink made here, and shows the version it made.
     func settle(_ made: StagedFiles.Made) async throws {
         let ours = try await send(made)

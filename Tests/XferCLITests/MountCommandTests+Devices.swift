@@ -94,8 +94,7 @@ extension MountCommandTests {
         let again = try MountedContainer(server)
         let shown = again.directory + "/Documents"
         #expect(try shell("test ! -e '\(shown)/gone.txt'").status == 0, "a queued deletion showed again")
-        try eventually(
-            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the queue was not sent")
+        try waitForQueue(server, "the queue was not sent")
         let listing = try server.run("ls", "Documents")
         for name in ["gone.txt", "move.txt"] {
             #expect(!listing.stdout.contains("Documents/\(name)"), "\(name) is still on the server: \(listing.stdout)")
@@ -124,8 +123,7 @@ extension MountCommandTests {
         try server.startServer()
         #expect(try shell("echo appended >> '\(documents)/b.txt'").status == 0)
         #expect(try shell("cat '\(documents)/b.txt'").output == "b as pushed\nappended\n")
-        try eventually(
-            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the upload did not finish")
+        try waitForQueue(server, "the upload did not finish")
         let other = try synced(server, "other")
         #expect(
             try shell("cat '\(other)/Documents/a.txt' '\(other)/Documents/b.txt'").output
@@ -153,8 +151,7 @@ extension MountCommandTests {
             try shell("mv '\(documents)/a.txt' '\(documents)/b.txt' && cat '\(documents)/b.txt'").output
                 == "a as pushed\n")
         try server.startServer()
-        try eventually(
-            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the queue was not sent")
+        try waitForQueue(server, "the queue was not sent")
         var other = try synced(server, "other")
         #expect(
             try shell("ls '\(other)/Documents' && cat '\(other)/Documents/b.txt'").output
@@ -169,8 +166,7 @@ extension MountCommandTests {
         let again = try MountedContainer(server)
         #expect(try shell("echo appended >> '\(again.directory)/Documents/c.txt'").status == 0)
         #expect(try shell("cat '\(again.directory)/Documents/c.txt'").output == "c as pushed\nappended\n")
-        try eventually(
-            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the upload did not finish")
+        try waitForQueue(server, "the upload did not finish")
         other = try synced(server, "other-2")
         #expect(try shell("cat '\(other)/Documents/c.txt'").output == "c as pushed\nappended\n")
         #expect(try again.stop().status == 0)
@@ -194,8 +190,7 @@ extension MountCommandTests {
             for i in $(seq 1 30); do echo "gone $i" > g$i.lock; sleep 0.0$((i % 10)); rm g$i.lock; done
             """)
         #expect(storm.status == 0, "\(storm.output)")
-        try eventually(
-            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the uploads did not finish")
+        try waitForQueue(server, "the uploads did not finish")
         let listing = try server.run("ls", "Documents/race")
         #expect(!listing.stdout.contains(".lock"), "\(listing.stdout)")
         #expect(try shell("ls '\(race)' | grep -c lock").output == "0\n")

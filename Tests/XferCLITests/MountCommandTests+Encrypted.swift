@@ -39,8 +39,7 @@ extension MountCommandTests {
 
         #expect(try shell("echo written in the mount > '\(documents)/new.txt'").status == 0)
         #expect(try shell("stat -c %s '\(documents)/new.txt'").output == "21\n")
-        try eventually(
-            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the upload did not finish")
+        try waitForQueue(server, "the upload did not finish")
         #expect(
             try shell("stat -c %s '\(documents)/new.txt'").output == "21\n", "the uploaded file shows its stored size")
         // Another device unlocks the container with the passphrase and gets the file.

@@ -33,8 +33,7 @@ extension MountCommandTests {
             let written = try fio(job.write, in: documents)
             #expect(written.status == 0, "\(job): \(written.output)")
         }
-        try eventually(
-            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "uploads did not finish")
+        try waitForQueue(server, "uploads did not finish")
         #expect(try mount.stop().status == 0)
 
         let fresh = try MountedContainer(

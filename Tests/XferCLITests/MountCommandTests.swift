@@ -269,6 +269,11 @@ extension MountCommandTests {
         }
     }
 
+    /// Waits until the mount's queue (`STATE/mount-writes`) is empty: everything sent.
+    func waitForQueue(_ server: ServerProcess, _ comment: Comment) throws {
+        try eventually("test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", comment)
+    }
+
     /// The server's copy of the container, as another device syncs it into `name`.
     func synced(_ server: ServerProcess, _ name: String) throws -> String {
         let copy = server.path(name)
@@ -296,8 +301,7 @@ extension MountCommandTests {
                 "tar -C '\(source)' -cf - Proj.pkg | tar -C '\(root)/Documents/in' -xf - && mkdir '\(root)/Documents/in/empty'"
             ).status == 0)
         #expect(try shell("diff -r --no-dereference '\(source)/Proj.pkg' '\(root)/Documents/in/copied'").status == 0)
-        try eventually(
-            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "uploads did not finish")
+        try waitForQueue(server, "uploads did not finish")
         let other = try synced(server, "other")
         for copy in ["copied", "rsynced", "Proj.pkg"] {
             let diff = try shell("diff -r --no-dereference '\(source)/Proj.pkg' '\(other)/Documents/in/\(copy)'")
@@ -326,8 +330,7 @@ extension MountCommandTests {
             "exec 3>'\(documents)/open.txt'; echo a >&3; mv '\(documents)/open.txt' '\(documents)/moved.txt'; echo b >&3; exec 3>&-"
         )
         #expect(moved.status == 0, "\(moved.output)")
-        try eventually(
-            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "uploads did not finish")
+        try waitForQueue(server, "uploads did not finish")
         let listing = try server.run("ls")
         #expect(
             !listing.stdout.contains("Documents/a.txt") && !listing.stdout.contains("Documents/big.bin"),
@@ -365,8 +368,7 @@ extension MountCommandTests {
             "sqlite3 '\(documents)/notes.db' 'CREATE TABLE t (a, b); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) INSERT INTO t SELECT i, randomblob(200) FROM n; CREATE INDEX ta ON t (a); PRAGMA integrity_check;'"
         )
         #expect(built.output == "ok\n", "\(built.output)")
-        try eventually(
-            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "uploads did not finish")
+        try waitForQueue(server, "uploads did not finish")
         let other = try synced(server, "other")
         let there = try shell(
             "cd '\(other)/Documents/clone' && git fsck --strict && git status --porcelain && sqlite3 '\(other)/Documents/notes.db' 'PRAGMA integrity_check; SELECT count(*) FROM t;'"
@@ -390,8 +392,7 @@ extension MountCommandTests {
         _ = try shell("fusermount3 -u -z '\(mount.directory)'")
         try server.startServer()
         let again = try MountedContainer(server)
-        try eventually(
-            "test -z \"$(ls -A '\(server.path("state"))'/mount-writes/* 2>/dev/null)\"", "the queue was not uploaded")
+        try waitForQueue(server, "the queue was not uploaded")
         let other = try synced(server, "other")
         #expect(try shell("cat '\(other)'/Data/f*.txt | wc -l").output == "20\n")
         #expect(try again.stop().status == 0)
