@@ -83,6 +83,8 @@ public final class Mount: Sendable {
             try StagedFiles(
                 stateDirectory: $0, server: client.remote.connection.server, container: client.remote.container.value)
         }
+        // Packages an earlier mount began checking out, or checked out and left unchanged.
+        staged?.sweepPackages()
         // Deletions queued by an earlier mount that could not reach the server stay deleted
         // here, unless the server has another version by now (the deletion will not take it).
         for removal in staged?.removals() ?? [] where tree.value.base(of: removal.path) == removal.base {
@@ -104,8 +106,8 @@ public final class Mount: Sendable {
         let uploads = staged.map { staged in
             Uploads(
                 client: client, staged: staged, tree: tree, invalidate: { notifier.value?($0) },
-                writing: { handles.value.writers[$0] != nil },
-                whenIdle: { path, body in handles.withLock { $0.writers[path] == nil ? body() : nil } })
+                writing: { handles.value.isWriting(under: $0) },
+                whenIdle: { path, body in handles.withLock { $0.isWriting(under: path) ? nil : body() } })
         }
         let fileSystem = MountFileSystem(
             tree: tree, manifests: ManifestSupply(client: client, disk: pinning?.cache), supply: supply,

@@ -16,6 +16,9 @@ extension MountFileSystem {
         guard let path = documentPath(parent, name, or: request) else { return }
         guard let (_, node) = tree.withLock({ $0.lookup(parent, name) }) else { return request.fail(ENOENT) }
         guard node.kind != .directory else { return request.fail(EISDIR) }
+        if let package = tree.withLock({ $0.package(containing: parent) }) {
+            return removeInPackage(request, package: package, path: path, directory: false)
+        }
         Task {
             do {
                 try await exclusive([path]) { try await self.remove(path, client: client) }
@@ -86,6 +89,9 @@ extension MountFileSystem {
         guard let uploads else { return request.fail(EROFS) }
         guard let path = documentPath(parent, name, or: request) else { return }
         guard tree.withLock({ $0.lookup(parent, name) }) == nil else { return request.fail(EEXIST) }
+        if let package = tree.withLock({ $0.package(containing: parent) }) {
+            return makeInPackage(request, package: package, path: path, target: target, mode: mode)
+        }
         let made = StagedFiles.Made(path: path, target: target, mode: mode, queuedNs: Syscall.wallClockNanoseconds())
         let number = tree.withLock { tree in
             tree.made(
@@ -113,18 +119,36 @@ extension MountFileSystem {
         guard let (_, node) = tree.withLock({ $0.lookup(parent, name) }) else { return request.fail(ENOENT) }
         guard node.kind == .directory else { return request.fail(ENOTDIR) }
         guard node.children.isEmpty else { return request.fail(ENOTEMPTY) }
+        if let package = tree.withLock({ $0.package(containing: parent) }) {
+            return removeInPackage(request, package: package, path: path, directory: true)
+        }
         Task {
             do {
-                if case .document(let info) = node.origin {
-                    try await delete(path, base: info.version, client: client)
-                }
-                staged?.drop(path)  // one made here and not sent yet goes from the queue
-                notify(tree.withLock { $0.removeHere(path) })
+                try await exclusive([path]) { try await self.removeDirectory(path, client: client) }
                 request.fail(0)
             } catch {
                 request.fail(Self.errno(for: error))
             }
         }
+    }
+
+    /// Deletes the empty directory, directory document or package at `path`, as the mount shows
+    /// it (a package's entries read first: one not looked into yet may hold some).
+    private func removeDirectory(_ path: String, client: DocumentClient) async throws {
+        guard let number = tree.withLock({ $0.number(of: path) }) else { throw XferError(.notFound, "\(path) is gone") }
+        if let package = tree.value.needsManifest(number) {
+            let manifest = try await manifests.manifest(of: package)
+            tree.withLock { _ = $0.fill(number, with: manifest, version: package.version) }
+        }
+        guard let node = tree.value[number], node.children.isEmpty else { throw SystemErrno(ENOTEMPTY) }
+        switch node.origin {
+        case .document(let info): try await delete(path, base: info.version, client: client)
+        case .stagedPackage(let base): try await delete(path, base: base, client: client)
+        default: break
+        }
+        staged?.drop(path)  // one made here and not sent yet goes from the queue
+        staged?.dropPackage(path)
+        notify(tree.withLock { $0.removeHere(path) })
     }
 
     func rename(_ request: FuseRequest, parent: UInt64, name: String, newParent: UInt64, newName: String, flags: UInt32)
@@ -136,6 +160,13 @@ extension MountFileSystem {
         else { return }
         let (source, target) = tree.withLock { ($0.lookup(parent, name), $0.lookup(newParent, newName)) }
         guard let source else { return request.fail(ENOENT) }
+        let packages = tree.withLock { ($0.package(containing: parent), $0.package(containing: newParent)) }
+        if packages.0 != nil || packages.1 != nil {
+            // Inside one package, a rename of its own; into or out of one, a copy (as across file systems).
+            guard let package = packages.0, packages.0 == packages.1 else { return request.fail(EXDEV) }
+            let noReplace = flags & Self.renameNoReplace != 0
+            return renameInPackage(request, package: package, from: from, to: to, noReplace: noReplace)
+        }
         guard source.node.kind == .file else { return request.fail(EXDEV) }  // mv copies and removes
         if let target, target.node.kind == .directory { return request.fail(EISDIR) }
         // A file open for writing keeps its bytes: it is not replaced under its writers.

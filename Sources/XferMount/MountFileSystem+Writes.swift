@@ -10,17 +10,15 @@ import XferProtocol
 /// one closes it is due for upload (``Uploads``) as a version based on the one it was edited
 /// from. Removing, renaming and making directories and symlinks ask the server at once, with
 /// the version they were decided from, so a stale view is refused rather than obeyed.
-/// Inside a package, everything is read-only.
+/// Inside a package, each goes to the package's staging directory (MountFileSystem+Packages).
 extension MountFileSystem {
-    /// Where a name under `parent` lives as a document, or `nil` with `request` failed with
-    /// the errno that refuses writing there (not a directory, inside a package, not a valid name).
+    /// Where a name under `parent` lives as a document (or in a package), or `nil` with
+    /// `request` failed with the errno that refuses writing there (not a directory, not a valid name).
     func documentPath(_ parent: UInt64, _ name: String, or request: FuseRequest) -> String? {
-        let (node, base, inPackage) = tree.withLock { tree in
-            (tree[parent], tree.path(of: parent), tree.isInPackage(parent))
-        }
+        let (node, base) = tree.withLock { tree in (tree[parent], tree.path(of: parent)) }
         let path = base.isEmpty ? name : base + "/" + name
         let refusal: Int32? =
-            node?.kind != .directory ? ENOTDIR : inPackage ? EROFS : (try? DocumentPath(path)) == nil ? EINVAL : nil
+            node?.kind != .directory ? ENOTDIR : (try? DocumentPath(path)) == nil ? EINVAL : nil
         guard let refusal else { return path }
         request.fail(refusal)
         return nil
@@ -29,9 +27,12 @@ extension MountFileSystem {
     /// Opens `node` (a file at `path`) for writing: its staging file, filled with its current
     /// bytes when it is made (unless `truncate`).
     func openForWriting(_ request: FuseRequest, _ number: UInt64, _ node: MountTree.Node, info: fuse_file_info) {
-        guard let staged, !tree.withLock({ $0.isInPackage(number) }) else { return request.fail(EROFS) }
+        guard let staged else { return request.fail(EROFS) }
         let path = tree.value.path(of: number)
         let truncate = info.flags & O_TRUNC != 0
+        if let package = tree.withLock({ $0.package(containing: number) }) {
+            return openInPackage(request, package: package, path: path, truncate: truncate, create: nil, info: info)
+        }
         Task {
             do {
                 let fd = try await stage(path, node, truncate: truncate, staged: staged)
@@ -90,20 +91,25 @@ extension MountFileSystem {
         }
     }
 
-    /// Writes a document's current bytes into a new staging file, 8 MiB at a time.
+    /// Writes a document's current bytes into a new staging file.
     func fill(_ fd: Int32, from info: DocumentInfo) async throws {
         let manifest = try await manifests.manifest(of: info)
         guard let entry = manifest.entries.first, entry.kind == .file else { return }
+        try await fill(fd, entry.chunks)
+    }
+
+    /// Writes the bytes of `chunks` (verified) into a new file, 8 MiB at a time.
+    func fill(_ fd: Int32, _ chunks: [Manifest.ChunkReference]) async throws {
         var offset: Int64 = 0
         var start = 0
-        while start < entry.chunks.count {
+        while start < chunks.count {
             var end = start
             var bytes = 0
-            while end < entry.chunks.count, bytes < 8 << 20 {
-                bytes += entry.chunks[end].length
+            while end < chunks.count, bytes < 8 << 20 {
+                bytes += chunks[end].length
                 end += 1
             }
-            let plains = try await supply.plain(Array(entry.chunks[start..<end]))
+            let plains = try await supply.plain(Array(chunks[start..<end]))
             try RawBuffers.with(plains) { try Syscall.pwrite(fd, $0, at: offset, path: "a staging file") }
             offset += Int64(bytes)
             start = end
@@ -113,6 +119,10 @@ extension MountFileSystem {
     func create(_ request: FuseRequest, parent: UInt64, name: String, mode: UInt32, info: fuse_file_info) {
         guard let staged else { return request.fail(EROFS) }
         guard let path = documentPath(parent, name, or: request) else { return }
+        if let package = tree.withLock({ $0.package(containing: parent) }) {
+            return openInPackage(
+                request, package: package, path: path, truncate: true, create: mode & 0o7777, info: info)
+        }
         let existing = tree.withLock { $0.lookup(parent, name) }
         let node =
             existing?.node
@@ -156,16 +166,20 @@ extension MountFileSystem {
         let changesContent =
             changes & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW) != 0
         guard changesContent else { return request.attributes(attributes(inode, node), timeout: Self.timeout) }
+        let open = handle.flatMap { handle in handles.withLock { $0.files[handle]?.staged } }
+        if open == nil, node.kind != .symlink, let package = tree.withLock({ $0.package(containing: inode) }) {
+            guard staged != nil else { return request.fail(EROFS) }
+            return setattrInPackage(request, package: package, inode: inode, wanted: wanted, changes: changes)
+        }
         if node.kind == .directory { return setDirectoryMode(request, inode, node, wanted, changes: changes) }
         // A symlink's mode and times are not its own to change (Linux ignores the mode): taken.
         guard node.kind == .file else { return request.attributes(attributes(inode, node), timeout: Self.timeout) }
-        let open = handle.flatMap { handle in handles.withLock { $0.files[handle]?.staged } }
         Task {
             do {
                 var fd = open
                 var ownDescriptor = false
                 if fd == nil {
-                    guard let staged, !tree.withLock({ $0.isInPackage(inode) }) else { return request.fail(EROFS) }
+                    guard let staged else { return request.fail(EROFS) }
                     fd = try await stage(tree.value.path(of: inode), node, truncate: false, staged: staged)
                     ownDescriptor = true
                 }
@@ -198,7 +212,7 @@ extension MountFileSystem {
         guard changes & FUSE_SET_ATTR_MODE != 0, mode != node.mode else {
             return request.attributes(attributes(inode, node), timeout: Self.timeout)
         }
-        guard let uploads, inode != MountTree.root, !tree.withLock({ $0.isInPackage(inode) }) else {
+        guard let uploads, inode != MountTree.root else {
             return request.fail(EROFS)
         }
         var base: Int64? = nil
@@ -220,7 +234,7 @@ extension MountFileSystem {
     }
 
     /// Applies a setattr's size, mode and time to a staging file and its node.
-    private func apply(_ wanted: stat, changes: Int32, to fd: Int32, inode: UInt64) throws {
+    func apply(_ wanted: stat, changes: Int32, to fd: Int32, inode: UInt64) throws {
         if changes & FUSE_SET_ATTR_SIZE != 0 {
             guard ftruncate(fd, off_t(wanted.st_size)) == 0 else {
                 throw XferError(.io, "cannot truncate", cause: SystemErrno(Glibc.errno))
@@ -271,13 +285,19 @@ extension MountFileSystem {
         }
     }
 
-    /// Records `path`'s staging file as due for upload, based on what its node says.
+    /// Records `path`'s staging file as due for upload, based on what its node says (in a
+    /// package, the package as changed).
     func due(_ path: String) throws {
-        guard let staged, let number = tree.withLock({ $0.number(of: path) }),
-            case .staged(let base)? = tree.value[number]?.origin
-        else { return }
-        try staged.due(path, base: base)
-        uploads?.kick()
+        guard let staged, let number = tree.withLock({ $0.number(of: path) }) else { return }
+        switch tree.value[number]?.origin {
+        case .staged(let base)?:
+            try staged.due(path, base: base)
+            uploads?.kick()
+        case .local?:
+            try packageDue(number, path: path)
+        default:
+            return
+        }
     }
 
     /// A handle on a staging file (`writer`: one of the document's writers, counted already by

@@ -76,11 +76,30 @@ final class MountFileSystem: FuseOperations {
         var directories: [UInt64: [(name: String, inode: UInt64, mode: UInt32)]] = [:]
         var last: UInt64 = 0
 
-        /// Handles open on document `from` now write document `to` (its staging file moved).
+        /// Handles open on document `from` (or, in a package, below it) now write at `to` (its
+        /// staging file moved).
         mutating func follow(_ from: String, to: String) {
-            for (handle, file) in files where file.path == from { files[handle]!.path = to }
-            if let count = writers.removeValue(forKey: from) { writers[to, default: 0] += count }
-            if dirty.remove(from) != nil { dirty.insert(to) }
+            func moved(_ path: String) -> String? {
+                path == from ? to : path.hasPrefix(from + "/") ? to + path.dropFirst(from.count) : nil
+            }
+            for (handle, file) in files { if let path = file.path.flatMap(moved) { files[handle]!.path = path } }
+            for (path, count) in writers {
+                if let new = moved(path) {
+                    writers[path] = nil
+                    writers[new, default: 0] += count
+                }
+            }
+            for path in dirty {
+                if let new = moved(path) {
+                    dirty.remove(path)
+                    dirty.insert(new)
+                }
+            }
+        }
+
+        /// Whether `path`, or anything below it, is open for writing.
+        func isWriting(under path: String) -> Bool {
+            writers.keys.contains { $0 == path || $0.hasPrefix(path + "/") }
         }
 
         mutating func next() -> UInt64 {
@@ -175,7 +194,12 @@ final class MountFileSystem: FuseOperations {
         case .staged:
             guard let target = staged?.made(tree.value.path(of: inode))?.target else { return request.fail(EINVAL) }
             request.link(target)
-        case .implied:
+        case .local:
+            guard let local = localPath(of: tree.value.path(of: inode)),
+                let target = try? FileManager.default.destinationOfSymbolicLink(atPath: local)
+            else { return failIO(request, "a symlink in a package changed here") }
+            request.link(target)
+        case .implied, .stagedPackage:
             request.fail(EINVAL)
         }
     }
@@ -230,6 +254,11 @@ final class MountFileSystem: FuseOperations {
             let fd = Glibc.open(data, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { return failIO(request, "open of the staging file of \(path)") }
             request.opened(opening(fd, path: path, writer: false, dirty: false), info, keepCache: true)
+        case .local:
+            let path = tree.value.path(of: inode)
+            let fd = localPath(of: path).map { Glibc.open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) } ?? -1
+            guard fd >= 0 else { return failIO(request, "open of \(path) in a package changed here") }
+            request.opened(opening(fd, path: path, writer: false, dirty: false), info, keepCache: true)
         case .entry(let package, let index):
             guard let manifest = manifests[package] else {
                 return failIO(request, "a package entry without its manifest")
@@ -247,7 +276,7 @@ final class MountFileSystem: FuseOperations {
                     request.fail(Self.errno(for: error))
                 }
             }
-        case .implied:
+        case .implied, .stagedPackage:
             request.fail(EISDIR)
         }
     }
@@ -294,6 +323,8 @@ final class MountFileSystem: FuseOperations {
         do {
             if closing.dirty {
                 try due(closing.path)
+            } else if let package = tree.withLock({ $0.number(of: closing.path).flatMap($0.package(containing:)) }) {
+                if staged?.packageRecord(tree.value.path(of: package)) == nil { leaveUnchanged(package) }
             } else if staged?.record(closing.path) == nil {
                 unstage(closing.path)
             }
@@ -401,6 +432,7 @@ final class MountFileSystem: FuseOperations {
     /// The errno a failed fetch gives the reader.
     static func errno(for error: any Error) -> Int32 {
         if debugging { FileHandle.standardError.write(Data("xfer mount: \(error)\n".utf8)) }
+        if let error = error as? SystemErrno { return error.rawValue }  // a local file system's answer
         guard let error = error as? XferError else { return EIO }
         switch error.code {
         case .notFound: return ENOENT

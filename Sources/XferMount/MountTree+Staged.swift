@@ -72,27 +72,17 @@ extension MountTree {
         versions[path] = max(versions[path] ?? 0, version)
     }
 
-    /// Whether `number` is a package or lies inside one.
-    public func isInPackage(_ number: UInt64) -> Bool {
-        var current = number
-        while current != Self.root, let node = nodes[current] {
-            if case .entry = node.origin { return true }
-            if Self.isPackage(node) { return true }
-            current = node.parent
-        }
-        return false
-    }
-
-    /// A staged file written up to `end` at `time`.
+    /// A staged file (or one in a package changed here) written up to `end` at `time`.
     public mutating func grow(_ number: UInt64, to end: Int64, at time: Int64) {
-        guard case .staged? = nodes[number]?.origin else { return }
+        guard nodes[number]?.isWritten == true else { return }
         nodes[number]!.size = max(nodes[number]!.size, end)
         nodes[number]!.mtimeNanoseconds = time
     }
 
-    /// A staged file's attributes as its staging file now has them.
+    /// A staged file's attributes (or those of one in a package changed here) as its staging
+    /// file now has them.
     public mutating func restat(_ number: UInt64, mode: UInt32?, size: Int64, mtimeNanoseconds: Int64) {
-        guard case .staged? = nodes[number]?.origin else { return }
+        guard nodes[number]?.isWritten == true else { return }
         if let mode { nodes[number]!.mode = mode }
         nodes[number]!.size = size
         nodes[number]!.mtimeNanoseconds = mtimeNanoseconds

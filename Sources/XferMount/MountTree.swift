@@ -32,6 +32,12 @@ public struct MountTree: Sendable {
         /// A file written here whose version is not on the server yet (``stage(_:mode:size:mtimeNanoseconds:)``),
         /// based on version `base` (`nil`: a new document).
         case staged(base: Int64?)
+        /// A package being changed here (MountTree+Packages), based on version `base`: what is
+        /// below it is ``local`` until its upload settles it.
+        case stagedPackage(base: Int64)
+        /// A file, directory or symlink inside a package being changed here: it is in the
+        /// package's staging directory.
+        case local
     }
 
     /// One file, directory or symlink.
@@ -51,8 +57,18 @@ public struct MountTree: Sendable {
 
         /// Whether it was written here and is not on the server yet.
         public var isStaged: Bool {
-            if case .staged = origin { return true }
-            return false
+            switch origin {
+            case .staged, .stagedPackage: return true
+            default: return false
+            }
+        }
+
+        /// Whether its bytes are written here: a staged file, or one in a package changed here.
+        public var isWritten: Bool {
+            switch origin {
+            case .staged, .local: return true
+            default: return false
+            }
         }
     }
 
@@ -74,7 +90,7 @@ public struct MountTree: Sendable {
     /// before a change cannot undo it.
     var versions: [String: Int64] = [:]
     /// The manifests of packages whose entries are shown, by the package's inode.
-    public private(set) var manifests: [UInt64: Manifest] = [:]
+    public internal(set) var manifests: [UInt64: Manifest] = [:]
     /// The time implied directories show.
     let mountedAt: Int64
     /// Whether the listing seals each document's size, mode, time and whether it is a symlink
@@ -146,7 +162,7 @@ public struct MountTree: Sendable {
     public mutating func apply(_ info: DocumentInfo) -> [Invalidation] {
         let path = info.path.value
         guard info.version > versions[path] ?? 0 else { return [] }
-        if let number = numbers[path], case .staged? = nodes[number]?.origin {
+        if let number = numbers[path], nodes[number]?.isStaged == true {
             if info.state == .current || info.state == .deleted { versions[path] = info.version }
             return []
         }

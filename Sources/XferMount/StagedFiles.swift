@@ -37,7 +37,8 @@ final class StagedFiles: Sendable {
     }
 
     /// The directory: `<key>.data` and `<key>.json` per document, `<key>.removal` per queued
-    /// deletion, `<key>.made` per directory or symlink made offline.
+    /// deletion, `<key>.made` per directory or symlink made offline, `<key>.pkg` and
+    /// `<key>.package` per package changed here (StagedFiles+Packages).
     let directory: String
 
     /// The staging area for one server's container, under `stateDirectory`.
@@ -47,7 +48,7 @@ final class StagedFiles: Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     }
 
-    private func key(_ path: String) -> String { String(ChunkID.of(Array(path.utf8)).hex.prefix(32)) }
+    func key(_ path: String) -> String { String(ChunkID.of(Array(path.utf8)).hex.prefix(32)) }
 
     /// The staging file of document `path`.
     func dataPath(_ path: String) -> String { directory + "/" + key(path) + ".data" }
@@ -112,7 +113,7 @@ final class StagedFiles: Sendable {
     }
 
     /// The records of one kind (by their files' `suffix`) that decode.
-    private func records<Record: Decodable>(_ suffix: String, _ type: Record.Type) -> [Record] {
+    func records<Record: Decodable>(_ suffix: String, _ type: Record.Type) -> [Record] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         return names.filter { $0.hasSuffix(suffix) }.compactMap { name in
             FileManager.default.contents(atPath: directory + "/" + name).flatMap {
@@ -129,7 +130,7 @@ final class StagedFiles: Sendable {
     /// Writes `bytes` at `target` so that after a crash it is there whole or not at all: a
     /// temporary file of its own (two writers at once each have theirs), fsynced, renamed into
     /// place, and the directory fsynced.
-    private func durably(_ bytes: Data, at target: String, what: String) throws {
+    func durably(_ bytes: Data, at target: String, what: String) throws {
         let temporary = target + "." + UUID().uuidString + ".tmp"
         try bytes.write(to: URL(fileURLWithPath: temporary))
         let fd = Glibc.open(temporary, O_RDONLY | O_CLOEXEC)

@@ -6,13 +6,17 @@ import XferProtocol
 /// Uploads what a mount's writers closed (``StagedFiles``), oldest first, each as a version
 /// based on the one it was edited from, so a stale base becomes a conflict version on the
 /// server, never an overwrite. While the server cannot be reached, the records wait on disk
-/// and are tried again with backoff; a file open for writing waits until it is closed.
+/// and are tried again with backoff; a file open for writing waits until it is closed, and a
+/// package changed here until nothing in it has changed for ``quietPeriod``.
 final class Uploads: Sendable {
     private let client: DocumentClient
     private let staged: StagedFiles
     private let tree: Locked<MountTree>
     private let invalidate: @Sendable ([MountTree.Invalidation]) -> Void
-    /// Whether a document is open for writing now.
+    /// How long a package changed here rests before its upload (a program saving one writes
+    /// several files, each closed in turn).
+    static let quietPeriod: Int64 = 2_000_000_000
+    /// Whether a document (or anything in a package) is open for writing now.
     private let writing: @Sendable (String) -> Bool
     /// Runs a body while no writer can open the document, if none has it open: `nil` if one has.
     private let whenIdle: @Sendable (String, () -> [MountTree.Invalidation]?) -> [MountTree.Invalidation]?
@@ -40,16 +44,24 @@ final class Uploads: Sendable {
     func run() async {
         var backoff = Duration.seconds(1)
         while !Task.isCancelled {
-            let offline = await uploadDue()
-            backoff = offline ? min(backoff * 2, .seconds(30)) : .seconds(1)
-            await pause(offline ? backoff : .seconds(30))
+            switch await uploadDue() {
+            case .offline:
+                backoff = min(backoff * 2, .seconds(30))
+                await pause(backoff)
+            case .resting:
+                backoff = .seconds(1)
+                await pause(.milliseconds(500))
+            case .done:
+                backoff = .seconds(1)
+                await pause(.seconds(30))
+            }
         }
     }
 
-    /// One last round of uploads, for at most `limit` (at unmount).
+    /// One last round of uploads, for at most `limit` (at unmount), packages without their rest.
     func finish(within limit: Duration) async {
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { _ = await self.uploadDue() }
+            group.addTask { _ = await self.uploadDue(resting: false) }
             group.addTask { try? await Task.sleep(for: limit) }
             await group.next()
             group.cancelAll()
@@ -61,12 +73,14 @@ final class Uploads: Sendable {
         case upload(StagedFiles.Record)
         case removal(StagedFiles.Removal)
         case made(StagedFiles.Made)
+        case package(StagedFiles.PackageRecord)
 
         var time: Int64 {
             switch self {
             case .upload(let record): record.closedNs
             case .removal(let removal): removal.queuedNs
             case .made(let made): made.queuedNs
+            case .package(let record): record.changedNs
             }
         }
 
@@ -75,20 +89,28 @@ final class Uploads: Sendable {
             case .upload(let record): record.path
             case .removal(let removal): removal.path
             case .made(let made): made.path
+            case .package(let record): record.path
             }
         }
+    }
+
+    /// What a round of uploads left: nothing, packages resting, or everything (offline).
+    enum Outcome {
+        case done, resting, offline
     }
 
     /// Every step queued, oldest first: a deletion queued offline and a file written at the same
     /// name after it reach the server in that order.
     func queued() -> [Step] {
-        (staged.due().map(Step.upload) + staged.removals().map(Step.removal) + staged.made().map(Step.made))
+        (staged.due().map(Step.upload) + staged.removals().map(Step.removal) + staged.made().map(Step.made)
+            + staged.packageRecords().map(Step.package))
             .sorted { $0.time < $1.time }
     }
 
-    /// Takes every queued step whose file is not open for writing.
-    /// - Returns: Whether the server could not be reached (the rest wait).
-    private func uploadDue() async -> Bool {
+    /// Takes every queued step whose file is not open for writing (and, with `resting`, every
+    /// package that has rested).
+    private func uploadDue(resting: Bool = true) async -> Outcome {
+        var outcome = Outcome.done
         for step in queued() {
             do {
                 switch step {
@@ -104,14 +126,24 @@ final class Uploads: Sendable {
                     try await remove(removal)
                 case .made(let made):
                     try await settle(made)
+                case .package(let record):
+                    let rested = Syscall.wallClockNanoseconds() - record.changedNs >= Self.quietPeriod || !resting
+                    guard rested, !writing(record.path) else {
+                        outcome = .resting
+                        continue
+                    }
+                    try await locks.exclusive([record.path]) {
+                        guard let record = staged.packageRecord(record.path) else { return }
+                        try await upload(record)
+                    }
                 }
             } catch let error as XferError where error.code == .unavailable {
-                return true
+                return .offline
             } catch {
                 FileHandle.standardError.write(Data("xfer mount: \(step.path) stays queued: \(error)\n".utf8))
             }
         }
-        return false
+        return outcome
     }
 
     /// Deletes what was removed here while the server could not be reached, if the server still
@@ -200,6 +232,24 @@ final class Uploads: Sendable {
         // Open or written again meanwhile: what comes next is based on this version.
         tree.withLock { $0.rebase(record.path, on: report.version) }
         if staged.record(record.path) != nil { try staged.due(record.path, base: report.version) }
+    }
+
+    /// Pushes a package changed here (its staging directory) as its next version, and settles
+    /// it if nothing changed in it meanwhile; else the next upload is based on this one.
+    private func upload(_ record: StagedFiles.PackageRecord) async throws {
+        var options = PushOptions()
+        options.basedOn = record.base
+        let report = try await client.push(staged.packageDirectory(record.path), as: record.path, options: options)
+        let ours = try await client.stat(record.path, version: report.version)
+        let current = (try? await client.stat(record.path)) ?? ours
+        let settled = whenIdle(record.path) {
+            guard staged.packageRecord(record.path)?.changedNs == record.changedNs else { return nil }
+            staged.dropPackage(record.path)
+            return tree.withLock { $0.settlePackage(ours, current: current) }
+        }
+        if let settled { return invalidate(settled) }
+        tree.withLock { $0.rebasePackage(record.path, on: report.version) }
+        try staged.packageChanged(record.path, base: report.version, touched: [])
     }
 
     /// Sleeps up to `limit`, or until kicked.

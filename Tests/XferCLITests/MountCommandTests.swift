@@ -341,7 +341,6 @@ extension MountCommandTests {
         #expect(
             try shell("cat '\(other)/Documents/moved.txt' && test ! -e '\(other)/Documents/open.txt'").output
                 == "a\nb\n")
-        #expect(try shell("touch '\(documents)/Proj.pkg/new' 2>&1").output.contains("Read-only file system"))
     }
 
     @Test(

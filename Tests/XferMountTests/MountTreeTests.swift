@@ -16,6 +16,18 @@ struct MountTreeTests {
             chunks: chunks, device: nil, sequence: version)
     }
 
+    /// A package's manifest: directory `dir`, file `dir/f` of 3 bytes, symlink `ln`.
+    static func packageManifest() throws -> Manifest {
+        let chunk = Manifest.ChunkReference(id: ChunkID.of(Array("abc".utf8)), length: 3)
+        return try Manifest(
+            kind: .package, chunker: .default,
+            entries: [
+                Manifest.Entry(path: "dir", kind: .directory, mode: 0o700, mtimeNanoseconds: 1),
+                Manifest.Entry(path: "dir/f", kind: .file, mode: 0o600, mtimeNanoseconds: 2, chunks: [chunk]),
+                Manifest.Entry(path: "ln", kind: .symlink, mode: 0o777, mtimeNanoseconds: 3, symlinkTarget: "dir/f")
+            ])
+    }
+
     func number(_ tree: MountTree, _ path: String) -> UInt64? {
         var current = MountTree.root
         for name in path.split(separator: "/") {
@@ -77,14 +89,7 @@ struct MountTreeTests {
         tree.apply(Self.info("Documents/P.pkg", version: 1, kind: .package, size: 3))
         let package = number(tree, "Documents/P.pkg")!
         #expect(tree.needsManifest(package) != nil)
-        let chunk = Manifest.ChunkReference(id: ChunkID.of(Array("abc".utf8)), length: 3)
-        let manifest = try Manifest(
-            kind: .package, chunker: .default,
-            entries: [
-                Manifest.Entry(path: "dir", kind: .directory, mode: 0o700, mtimeNanoseconds: 1),
-                Manifest.Entry(path: "dir/f", kind: .file, mode: 0o600, mtimeNanoseconds: 2, chunks: [chunk]),
-                Manifest.Entry(path: "ln", kind: .symlink, mode: 0o777, mtimeNanoseconds: 3, symlinkTarget: "dir/f")
-            ])
+        let manifest = try Self.packageManifest()
         let stale = tree.fill(package, with: manifest, version: 9)
         let filled = tree.fill(package, with: manifest, version: 1)
         #expect(!stale && filled)
@@ -152,8 +157,10 @@ struct MountTreeTests {
         var tree = MountTree(mountedAtNanoseconds: 5)
         tree.apply(Self.info("Documents/P.pkg", kind: .package))
         tree.apply(Self.info("Documents/f"))
-        #expect(tree.isInPackage(number(tree, "Documents/P.pkg")!))
-        #expect(!tree.isInPackage(number(tree, "Documents/f")!) && !tree.isInPackage(MountTree.root))
+        let package = number(tree, "Documents/P.pkg")!
+        #expect(tree.package(containing: package) == package)
+        #expect(tree.package(containing: number(tree, "Documents/f")!) == nil)
+        #expect(tree.package(containing: MountTree.root) == nil)
     }
 
     @Test("a directory document keeps the documents below it across its own versions")
