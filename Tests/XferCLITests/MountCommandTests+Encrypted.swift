@@ -6,7 +6,8 @@ import XferTestSupport
 /// holds sizes, modes, times and symlinks sealed, so the mount shows each from its manifest.
 extension MountCommandTests {
     @Test(
-        "an end-to-end encrypted container mounts: true sizes, modes, times and symlinks; writes reach another device")
+        "an end-to-end encrypted container mounts: true sizes, modes, times and symlinks; writes (a package's too) reach another device"
+    )
     func encryptedContainerMounts() throws {
         let server = try ServerProcess()
         let made = try server.run(
@@ -38,6 +39,8 @@ extension MountCommandTests {
         #expect(try shell("cmp '\(documents)/big.bin' '\(source)/big.bin'").status == 0)
 
         #expect(try shell("echo written in the mount > '\(documents)/new.txt'").status == 0)
+        #expect(
+            try shell("echo more >> '\(documents)/Proj.pkg/a.txt' && mkdir '\(documents)/Proj.pkg/sub/in'").status == 0)
         #expect(try shell("stat -c %s '\(documents)/new.txt'").output == "21\n")
         try waitForQueue(server, "the upload did not finish")
         #expect(
@@ -51,6 +54,11 @@ extension MountCommandTests {
         let synced = try server.run(["sync", server.path("other"), "--once"], environment: other)
         #expect(synced.status == 0, "\(synced.stderr)")
         #expect(try shell("cat '\(server.path("other"))/Documents/new.txt'").output == "written in the mount\n")
+        #expect(
+            try shell(
+                "cat '\(server.path("other"))/Documents/Proj.pkg/a.txt' && test -d '\(server.path("other"))/Documents/Proj.pkg/sub/in'"
+            )
+            .output == "hello\nmore\n")
         #expect(try mount.stop().status == 0)
 
         // A device without the key is told how to get it, and mounts nothing.

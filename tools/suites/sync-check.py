@@ -26,8 +26,17 @@ Every step is drawn from one seeded stream:
   server_replace                        a fresh empty data directory at the same port (the account
                                         is created again; devices get its new token)
 
-Beside the devices, `xfer mount` of the container (--no-mount: none): at every convergence it
-must show, within 15 s and through the change feed alone, what the devices hold.
+Beside the devices, `xfer mount` of the container (--no-mount: none), a device of its own:
+
+  mount_write, mount_remove             a program writes (in place, or an editor's save renamed
+                                        over) or removes a file through the mount
+  mount_package                         a program adds, changes or removes a file inside a package
+                                        through the mount
+  mount_kill                            kill -9 of the mount, mounted again (same state directory)
+
+What the mount closed is promised once its queue is sent (at a convergence, with the server up,
+within 60 s, kill -9s between included). At every convergence the mount must show, within 15 s
+and through the change feed alone, what the devices hold.
 
 After every step, the invariant: every content a device ever saved is still recoverable
 somewhere: in a device's tree, in a device's trash (DIR/.xfer-trash), or as a kept version on
@@ -57,6 +66,7 @@ replay may take another path after a kill.
 """
 import argparse
 import collections
+import errno
 import hashlib
 import json
 import os
@@ -99,6 +109,7 @@ STEPS = [  # (kind, weight)
     ("offline", 2.5), ("online", 3),
     ("server_restart", 1.2), ("server_crash", 1.2), ("server_crash_mid_pass", 1.2),
     ("server_backup", 0.5), ("server_restore", 0.4), ("server_replace", 0.5),
+    ("mount_write", 5), ("mount_remove", 1), ("mount_package", 3), ("mount_kill", 0.7),
 ]
 
 
@@ -276,6 +287,40 @@ class MountObserver:
             raise Failure(str(error))
         self.incarnation = self.check.incarnation
 
+    def kill(self):
+        """kill -9 of the mount: what it closed must outlive it (the next `ensure` mounts again)."""
+        if self.mount:
+            self.mount.process.kill()
+            self.mount.process.wait()
+            subprocess.run(["fusermount3", "-u", "-z", self.point], capture_output=True)
+            self.mount = None
+            self.log.close()
+
+    def queued(self):
+        """What the mount's queue holds: staging files, records, packages (STATE/mount-writes/*/)."""
+        root = os.path.join(self.check.ws.join("state-mount"), "mount-writes")
+        return [n for d in (os.listdir(root) if os.path.isdir(root) else []) for n in os.listdir(os.path.join(root, d))]
+
+    def drain(self):
+        """Waits up to 60 s (the server up) until the mount has sent everything it queued."""
+        deadline = time.monotonic() + 60
+        while self.queued():
+            if time.monotonic() > deadline:
+                raise Failure(f"60 s with the server up, the mount still holds {sorted(self.queued())[:10]}; see {self.log.name}")
+            time.sleep(0.2)
+
+    def documents(self, kind):
+        """The mount's file documents (`kind` "file") or packages ("package"), by walking it (no byte read)."""
+        found = []
+        for directory, dirs, files in os.walk(self.point):
+            prefix = os.path.relpath(directory, self.point)
+            prefix = "" if prefix == "." else prefix + "/"
+            dirs[:] = sorted(d for d in dirs if not internal(d))
+            found += [prefix + d for d in dirs if d.endswith(".pkg")] if kind == "package" else \
+                [prefix + f for f in sorted(files) if not internal(f) and stat.S_ISREG(os.lstat(os.path.join(directory, f)).st_mode)]
+            dirs[:] = [d for d in dirs if not d.endswith(".pkg")]
+        return found
+
     def stop(self):
         if self.mount:
             status = self.mount.stop()
@@ -334,6 +379,8 @@ class Check:
         self.server_contents = {}  # (incarnation, path, version, manifest digest) -> content digest
         self.devices = []
         self.mount = None
+        # What programs closed in the mount and it has not sent yet: path -> (kind, digest).
+        self.mount_pending = {}
 
     # ---------------------------------------------------------------- server
 
@@ -581,6 +628,8 @@ class Check:
             device.settle()
         if not self.server_up():
             self.start_server()
+        if self.mount:
+            self.promise_mount_writes()
         rounds = 0
         while True:
             rounds += 1
@@ -659,6 +708,18 @@ class Check:
         self.log(f"  converged in {rounds} round(s): {len(trees[first])} documents alike on {len(self.devices)} devices")
         return rounds
 
+    def promise_mount_writes(self):
+        """Once the mount sent its queue, what programs closed in it is promised, as a pass's
+        files are: on a device, in a trash or as a kept version from then on."""
+        self.mount.ensure()
+        self.mount.drain()
+        for path, (kind, digest) in self.mount_pending.items():
+            if digest not in self.promised:
+                self.promised[digest] = {"kind": kind, "origin": f"mount:{path} (closed there, sent by step {self.step_no})",
+                                         "paths": {path}}
+        self.stats["mount_writes_promised"] += len(self.mount_pending)
+        self.mount_pending.clear()
+
     # ---------------------------------------------------------------- steps
 
     def log(self, text):
@@ -666,8 +727,8 @@ class Check:
         if self.args.verbose:
             print(text, flush=True)
 
-    def content(self, device, path, old=None):
-        header = f"sync-check seed {self.seed} step {self.step_no} device {device.name} path {path}\n".encode()
+    def content(self, who, path, old=None):
+        header = f"sync-check seed {self.seed} step {self.step_no} device {who} path {path}\n".encode()
         size = self.rng.choice([self.rng.randrange(0, 200), self.rng.randrange(200, 4000), self.rng.randrange(4000, 70000)])
         if self.rng.random() < 0.02:
             size = self.rng.randrange(100_000, 300_000)
@@ -710,14 +771,79 @@ class Check:
         pool = [d for d in self.devices if online is None or d.online == online]
         return self.rng.choice(pool) if pool else None
 
+    def mount_step(self, kind):
+        """A program using the mount: what it closes is the mount's to send (queued while the
+        server is down); a write the mount refuses (a file whose bytes cannot be fetched now,
+        a version changed meanwhile) is counted, and promises nothing."""
+        if not self.mount:
+            return f"{kind}: no mount"
+        if kind == "mount_kill":
+            self.mount.kill()
+            if self.server_up():
+                self.mount.ensure()
+            return "mount_kill" + ("" if self.mount.mount else " (mounted again once the server is up)")
+        if not self.mount.mount:
+            if not self.server_up():
+                return f"{kind}: not mounted (the server is down)"
+            self.mount.ensure()
+        try:
+            return self.mount_change(kind)
+        except OSError as error:
+            name = errno.errorcode.get(error.errno, str(error.errno))
+            self.stats["mount_refusals"][name] = self.stats["mount_refusals"].get(name, 0) + 1
+            return f"{kind}: refused ({name}: {error.strerror})"
+
+    def mount_change(self, kind):
+        rng, root = self.rng, self.mount.point
+        if kind == "mount_write":
+            files = [p for p in self.mount.documents("file") if p != ".xferignore"]  # the "ignore" step's alone
+            if files and rng.random() < 0.6:
+                path = rng.choice(files)
+                with open(os.path.join(root, path), "rb") as f:
+                    data = self.content("mount", path, f.read())
+            else:
+                path = rng.choice([d + n for d in FILE_DIRS for n in FILE_NAMES])
+                data = self.content("mount", path)
+            self.write(os.path.join(root, path), data)
+            self.mount_pending[path] = ("file", hashlib.sha256(data).hexdigest())
+            return f"mount_write {path}"
+        if kind == "mount_remove":
+            files = [p for p in self.mount.documents("file") if p != ".xferignore"]
+            if not files:
+                return "mount_remove: no file"
+            path = rng.choice(files)
+            os.unlink(os.path.join(root, path))
+            self.mount_pending.pop(path, None)
+            return f"mount_remove {path}"
+        packages = self.mount.documents("package")
+        if not packages:
+            return "mount_package: no package"
+        path = rng.choice(packages)
+        inside = sorted(os.path.relpath(os.path.join(d, f), os.path.join(root, path))
+                        for d, _, fs in os.walk(os.path.join(root, path)) for f in fs)
+        if inside and rng.random() < 0.2:
+            victim = rng.choice(inside)
+            os.unlink(os.path.join(root, path, victim))
+            what = f"removed {victim}"
+        else:
+            name = rng.choice(inside) if inside and rng.random() < 0.6 else rng.choice(["a.txt", "b.bin", "sub/c.txt", "new.txt"])
+            full = os.path.join(root, path, name)
+            old = open(full, "rb").read() if os.path.isfile(full) else None
+            self.write(full, self.content("mount", f"{path}/{name}", old))
+            what = f"wrote {name}"
+        self.mount_pending[path] = ("package", self.hasher.tree(os.path.join(root, path))[0])
+        return f"mount_package {path}: {what}"
+
     def step(self, kind):
+        if kind.startswith("mount_"):
+            return self.mount_step(kind)
         rng = self.rng
         device = self.pick_device()
         if kind == "create":
             path = self.free_path(device, "file")
             if path is None:
                 return "create: namespace full"
-            self.write(os.path.join(device.dir, path), self.content(device, path))
+            self.write(os.path.join(device.dir, path), self.content(device.name, path))
             return f"create {device.name}:{path}"
         if kind == "edit":
             files = self.docs(device, "file")
@@ -727,7 +853,7 @@ class Check:
             full = os.path.join(device.dir, path)
             with open(full, "rb") as f:
                 old = f.read()
-            self.write(full, self.content(device, path, old))
+            self.write(full, self.content(device.name, path, old))
             return f"edit {device.name}:{path}"
         if kind == "delete":
             docs = self.docs(device)
@@ -794,12 +920,12 @@ class Check:
                     return f"package {device.name}:{path} remove {victim}"
                 if what < 0.45:
                     name = rng.choice(["a.bin", "b.txt", "res/c.bin", "res/d.txt", "Contents/Info.plist"])
-                    self.write(os.path.join(root, name), self.content(device, f"{path}/{name}"))
+                    self.write(os.path.join(root, name), self.content(device.name, f"{path}/{name}"))
                     return f"package {device.name}:{path} write {name}"
                 victim = rng.choice(inside)
                 with open(os.path.join(root, victim), "rb") as f:
                     old = f.read()
-                self.write(os.path.join(root, victim), self.content(device, f"{path}/{victim}", old))
+                self.write(os.path.join(root, victim), self.content(device.name, f"{path}/{victim}", old))
                 return f"package {device.name}:{path} edit {victim}"
             path = self.free_path(device, "package")
             if path is None:
@@ -808,7 +934,7 @@ class Check:
             # Built beside, then renamed into place, as an application saves a package.
             staging = os.path.join(device.dir, f"tmp-{self.step_no}")
             for name in rng.sample(["a.bin", "b.txt", "res/c.bin", "Contents/Info.plist"], rng.randrange(1, 4)):
-                self.write(os.path.join(staging, name), self.content(device, f"{path}/{name}"))
+                self.write(os.path.join(staging, name), self.content(device.name, f"{path}/{name}"))
             os.makedirs(os.path.dirname(root), exist_ok=True)
             os.rename(staging, root)
             return f"package {device.name}:{path} create"
@@ -1009,7 +1135,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop servers and proxies, remove the work directory
     binary = os.path.abspath(args.binary) if args.binary else xferlab.xfer_binary(args.configuration)
     stats = {"seeds": [args.seed, args.seed + args.seeds - 1], "steps": 0, "steps_by_kind": {}, "seconds_by_kind": {}, "convergence_rounds": {},
-             "quiesces": 0, "mount_checks": 0, "connections": {}, "passes_ok": 0, "passes_failed_cleanly": 0, "passes_killed": 0, "exit_codes": {},
+             "quiesces": 0, "mount_checks": 0, "mount_writes_promised": 0, "mount_refusals": {}, "connections": {}, "passes_ok": 0, "passes_failed_cleanly": 0, "passes_killed": 0, "exit_codes": {},
              "events": {}, "server_restarts": 0, "server_restores": 0, "server_replacements": 0, "server_versions_fetched": 0,
              "contents_saved": 0, "contents_found_in": {}, "promises_reset_by_server_loss": 0, "mass_deletions_confirmed": 0, "documents_at_quiesce": [],
              "failures": 0}
