@@ -94,9 +94,12 @@ extension MountFileSystem {
     /// failed): unless something else changed it or has it open for writing, it shows the
     /// server's version again, and its staging directory goes.
     func leaveUnchanged(_ number: UInt64) {
+        let path = tree.value.path(of: number)
+        guard let client, let staged, !handles.value.isWriting(under: path), staged.packageRecord(path) == nil else {
+            return
+        }
         Task {
-            let path = tree.value.path(of: number)
-            guard let client, let staged, let current = try? await client.stat(path) else { return }
+            guard let current = try? await client.stat(path) else { return }
             let settled = try? await exclusive([path]) {
                 handles.withLock { handles -> [MountTree.Invalidation]? in
                     guard !handles.isWriting(under: path), staged.packageRecord(path) == nil,
@@ -141,6 +144,7 @@ extension MountFileSystem {
                 }
             } catch {
                 endWriting(path)
+                leaveUnchanged(package)
                 request.fail(Self.errno(for: error))
             }
         }

@@ -100,13 +100,13 @@ extension MountTree {
     }
 
     /// Settles a package changed here with what its upload made (`ours`): the server's current
-    /// version shows (ours, or, if ours became a conflict version, the other), its entries read
-    /// anew from its manifest.
+    /// version shows (ours; the other if ours became a conflict version; a newer one the feed
+    /// told of meanwhile), its entries read anew from its manifest.
     @discardableResult
     public mutating func settlePackage(_ ours: DocumentInfo, current: DocumentInfo) -> [Invalidation] {
         let path = ours.path.value
         guard let number = numbers[path], case .stagedPackage? = nodes[number]?.origin else { return apply(current) }
-        versions[path] = max(versions[path] ?? 0, current.version)
+        let current = newest(path, current)
         guard current.state == .current else { return remove(path) }
         return show(current)
     }

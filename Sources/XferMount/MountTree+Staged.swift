@@ -52,16 +52,27 @@ extension MountTree {
     @discardableResult
     public mutating func settle(_ info: DocumentInfo, current: DocumentInfo) -> [Invalidation] {
         let path = info.path.value
-        guard let number = numbers[path], case .staged? = nodes[number]?.origin else { return apply(current) }
-        versions[path] = max(versions[path] ?? 0, current.version)
+        guard let number = numbers[path], let node = nodes[number], case .staged = node.origin else {
+            return apply(current)
+        }
+        let current = newest(path, current)
         guard current.version == info.version, current.state == .current else {
             retire(number, path: path)
-            return show(current) + [.inode(number)]
+            let gone = [MountTree.Invalidation.entry(parent: node.parent, name: node.name)] + pruneImplied(node.parent)
+            return (current.state == .current ? show(current) : gone) + [.inode(number)]
         }
         nodes[number]?.origin = .document(info)
         // Sealed, the server's size is the stored one; the staged file's attributes are the file's.
         if !sealedAttributes { nodes[number]?.size = info.size }
         return [.inode(number)]
+    }
+
+    /// The newer of `current` (what an upload of `path` was told) and what the server said
+    /// while it was staged; the version is noted as seen.
+    mutating func newest(_ path: String, _ current: DocumentInfo) -> DocumentInfo {
+        versions[path] = max(versions[path] ?? 0, current.version)
+        guard let held = heldBack.removeValue(forKey: path), held.version > current.version else { return current }
+        return held
     }
 
     /// A staged file whose version `version` was uploaded while it was open for writing again:
@@ -126,6 +137,7 @@ extension MountTree {
     /// dropped): as a deletion from the server would.
     @discardableResult
     public mutating func removeHere(_ path: String) -> [Invalidation] {
-        remove(path)
+        heldBack[path] = nil
+        return remove(path)
     }
 }

@@ -89,6 +89,9 @@ public struct MountTree: Sendable {
     /// The newest version seen of each document path (deletions included), so a listing read
     /// before a change cannot undo it.
     var versions: [String: Int64] = [:]
+    /// What the server said of a document while it was staged here: its upload settles it with
+    /// the newer of this and what the upload was told (``newest(_:_:)``).
+    var heldBack: [String: DocumentInfo] = [:]
     /// The manifests of packages whose entries are shown, by the package's inode.
     public internal(set) var manifests: [UInt64: Manifest] = [:]
     /// The time implied directories show.
@@ -163,7 +166,10 @@ public struct MountTree: Sendable {
         let path = info.path.value
         guard info.version > versions[path] ?? 0 else { return [] }
         if let number = numbers[path], nodes[number]?.isStaged == true {
-            if info.state == .current || info.state == .deleted { versions[path] = info.version }
+            if info.state == .current || info.state == .deleted {
+                versions[path] = info.version
+                heldBack[path] = info
+            }
             return []
         }
         switch info.state {

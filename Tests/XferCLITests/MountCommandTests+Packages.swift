@@ -74,6 +74,21 @@ extension MountCommandTests {
         #expect(try mount.stop().status == 0)
     }
 
+    @Test(
+        "a package opened for writing and closed unwritten shows other devices' versions again, and nothing is queued")
+    func packageOpenedAndLeft() throws {
+        let server = try ServerProcess()
+        let source = try pushSample(server)
+        let mount = try MountedContainer(server)
+        let package = mount.directory + "/Documents/Proj.pkg"
+        #expect(try shell("exec 3>>'\(package)/a.txt'; exec 3>&-").status == 0)
+        try waitForQueue(server, "a package checked out and left unchanged stayed queued")
+        #expect(try shell("echo theirs > '\(source)/Proj.pkg/theirs.txt'").status == 0)
+        #expect(try server.run("push", source + "/Proj.pkg", "Documents/Proj.pkg", "-q").status == 0)
+        try eventually("test -e '\(package)/theirs.txt'", "another device's version did not show")
+        #expect(try mount.stop().status == 0)
+    }
+
     @Test("a package changed and then the mount killed -9 is sent by the next mount, beside another device's version")
     func packageChangedBeforeAKill() throws {
         let server = try ServerProcess()

@@ -56,6 +56,17 @@ struct MountTreePackagesTests {
         #expect(tree.apply(packageInfo(2)).isEmpty)  // older: nothing
     }
 
+    @Test("a version the feed told of while the package was being uploaded is what shows once it settles")
+    func newerWhileUploading() throws {
+        var (tree, package) = try filled()
+        tree.stagePackage(package, base: 1, entries: [entry("new", .file)])
+        // The upload made version 2; before it settled, the feed told of another device's 3.
+        tree.apply(packageInfo(3))
+        tree.settlePackage(packageInfo(2), current: packageInfo(2))
+        #expect(tree.needsManifest(package)?.version == 3)
+        #expect(tree.apply(packageInfo(3)).isEmpty)
+    }
+
     @Test("a directory renamed inside a package takes what is below it, under the same inodes")
     func moving() throws {
         var (tree, package) = try filled()

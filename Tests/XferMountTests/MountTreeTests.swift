@@ -173,6 +173,22 @@ struct MountTreeTests {
         tree.apply(Self.info("Documents/d", version: 3, state: .deleted, kind: .directory))
         #expect(number(tree, "Documents/d/inner") != nil)
     }
+
+    @Test("a file's upload told of an older version than the feed did meanwhile: the newer shows")
+    func fileNewerWhileUploading() {
+        var tree = MountTree(mountedAtNanoseconds: 5)
+        tree.stage("Documents/f", mode: 0o644, size: 1, mtimeNanoseconds: 1)
+        tree.apply(Self.info("Documents/f", version: 5, size: 55))
+        let ours = Self.info("Documents/f", version: 4, size: 1)
+        tree.settle(ours, current: ours)
+        #expect(tree[number(tree, "Documents/f")!]?.size == 55)
+        // Deleted meanwhile: it goes.
+        tree.stage("Documents/g", mode: 0o644, size: 1, mtimeNanoseconds: 1)
+        tree.apply(Self.info("Documents/g", version: 7, state: .deleted))
+        let mine = Self.info("Documents/g", version: 6, size: 1)
+        tree.settle(mine, current: mine)
+        #expect(number(tree, "Documents/g") == nil)
+    }
 }
 
 @Suite("FileChunks")

@@ -299,14 +299,27 @@ class MountObserver:
     def queued(self):
         """What the mount's queue holds: staging files, records, packages (STATE/mount-writes/*/)."""
         root = os.path.join(self.check.ws.join("state-mount"), "mount-writes")
-        return [n for d in (os.listdir(root) if os.path.isdir(root) else []) for n in os.listdir(os.path.join(root, d))]
+        return [os.path.join(root, d, n) for d in (os.listdir(root) if os.path.isdir(root) else [])
+                for n in os.listdir(os.path.join(root, d))]
+
+    def queued_paths(self):
+        """The documents the mount's queue still holds a closed write of (its records name them)."""
+        paths = set()
+        for name in self.queued():
+            if name.endswith((".json", ".package")):
+                try:
+                    paths.add(json.load(open(name))["path"])
+                except (OSError, ValueError, KeyError):
+                    pass
+        return paths
 
     def drain(self):
         """Waits up to 60 s (the server up) until the mount has sent everything it queued."""
         deadline = time.monotonic() + 60
         while self.queued():
             if time.monotonic() > deadline:
-                raise Failure(f"60 s with the server up, the mount still holds {sorted(self.queued())[:10]}; see {self.log.name}")
+                raise Failure(f"60 s with the server up, the mount still holds {sorted(map(os.path.basename, self.queued()))[:10]}; "
+                              f"see {self.log.name}")
             time.sleep(0.2)
 
     def documents(self, kind):
@@ -618,6 +631,10 @@ class Check:
                 del self.promised[digest]
                 self.witness.pop(digest, None)
                 self.stats["promises_reset_by_server_loss"] += 1
+        if self.mount:
+            # What the mount sent went with the server; what it still queues goes to this one.
+            queued = self.mount.queued_paths()
+            self.mount_pending = {p: v for p, v in self.mount_pending.items() if p in queued}
         self.log(f"  ({why}: {len(self.promised)} contents stay promised, on that server or in a trash)")
 
     # ---------------------------------------------------------------- convergence
@@ -782,10 +799,10 @@ class Check:
             if self.server_up():
                 self.mount.ensure()
             return "mount_kill" + ("" if self.mount.mount else " (mounted again once the server is up)")
-        if not self.mount.mount:
-            if not self.server_up():
-                return f"{kind}: not mounted (the server is down)"
-            self.mount.ensure()
+        if self.server_up():
+            self.mount.ensure()  # mounted again after a kill, or for a server replaced or restored
+        elif not self.mount.mount:
+            return f"{kind}: not mounted (the server is down)"
         try:
             return self.mount_change(kind)
         except OSError as error:
