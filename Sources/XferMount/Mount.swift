@@ -85,23 +85,8 @@ public final class Mount: Sendable {
         }
         // Packages an earlier mount began checking out, or checked out and left unchanged.
         staged?.sweepPackages()
-        // Deletions queued by an earlier mount that could not reach the server stay deleted
-        // here, unless the server has another version by now (the deletion will not take it).
-        for removal in staged?.removals() ?? [] where tree.value.base(of: removal.path) == removal.base {
-            _ = tree.withLock { $0.removeHere(removal.path) }
-        }
-        // Directories and symlinks made, and directories' modes changed, by an earlier mount
-        // that could not reach the server.
-        for made in staged?.made() ?? [] {
-            _ = tree.withLock { tree in
-                guard let number = tree.number(of: made.path) else {
-                    return tree.made(
-                        made.path, kind: made.target == nil ? .directory : .symlink, mode: made.mode,
-                        size: Int64(made.target?.utf8.count ?? 0), mtimeNanoseconds: made.queuedNs)
-                }
-                if made.target == nil, tree[number]?.kind == .directory { tree.setMode(number, made.mode) }
-                return []
-            }
+        if let staged {
+            tree.withLock { $0.replay(removals: staged.removals(), made: staged.made()) }
         }
         let uploads = staged.map { staged in
             Uploads(

@@ -41,6 +41,22 @@ extension MountTree {
         return [.entry(parent: parent, name: Self.lastName(path))]
     }
 
+    /// Shows what an earlier mount queued while it could not reach the server: its deletions
+    /// (unless the server has another version by now, which the deletion will not take), and
+    /// the directories and symlinks it made and the directories' modes it changed.
+    mutating func replay(removals: [StagedFiles.Removal], made: [StagedFiles.Made]) {
+        for removal in removals where base(of: removal.path) == removal.base { removeHere(removal.path) }
+        for made in made {
+            guard let number = number(of: made.path) else {
+                self.made(
+                    made.path, kind: made.target == nil ? .directory : .symlink, mode: made.mode,
+                    size: Int64(made.target?.utf8.count ?? 0), mtimeNanoseconds: made.queuedNs)
+                continue
+            }
+            if made.target == nil, self[number]?.kind == .directory { setMode(number, made.mode) }
+        }
+    }
+
     /// A directory whose mode was changed here, shown so until its upload settles it.
     public mutating func setMode(_ number: UInt64, _ mode: UInt32) {
         nodes[number]?.mode = mode

@@ -60,15 +60,21 @@ extension MountCommandTests {
 
 /// Deletions while the server cannot be reached.
 extension MountCommandTests {
+    /// Pushes `Documents/NAME.txt` for each name, holding `text(NAME)`.
+    func pushText(_ server: ServerProcess, _ names: [String], _ text: (String) -> String) throws {
+        for name in names {
+            try Data(text(name).utf8).write(to: URL(fileURLWithPath: server.path("\(name).txt")))
+            let push = try server.run("push", server.path("\(name).txt"), "Documents/\(name).txt", "-q")
+            #expect(push.status == 0, "\(push.stderr)")
+        }
+    }
+
     @Test(
         "rm, mv, mkdir, rmdir, ln -s and chmod while the server is down are queued, outlive a kill -9, and reach the server; a file changed elsewhere meanwhile is kept"
     )
     func offlineRemovalsAreQueued() throws {
         let server = try ServerProcess()
-        for name in ["gone", "move", "changed", "kept"] {
-            try Data("\(name)\n".utf8).write(to: URL(fileURLWithPath: server.path("\(name).txt")))
-            #expect(try server.run("push", server.path("\(name).txt"), "Documents/\(name).txt", "-q").status == 0)
-        }
+        try pushText(server, ["gone", "move", "changed", "kept"]) { "\($0)\n" }
         let mount = try MountedContainer(server, environment: ["XFER_RETRIES": "0"])
         let documents = mount.directory + "/Documents"
         #expect(try shell("cat '\(documents)/move.txt'").output == "move\n")  // cached: a rename copies it
@@ -112,10 +118,7 @@ extension MountCommandTests {
     @Test("a rename that cannot fetch its file while the server is down leaves nothing a later write would take for it")
     func failedRenameLeavesNoStagingFile() throws {
         let server = try ServerProcess()
-        for name in ["a", "b"] {
-            try Data("\(name) as pushed\n".utf8).write(to: URL(fileURLWithPath: server.path("\(name).txt")))
-            #expect(try server.run("push", server.path("\(name).txt"), "Documents/\(name).txt", "-q").status == 0)
-        }
+        try pushText(server, ["a", "b"]) { "\($0) as pushed\n" }
         let mount = try MountedContainer(server, environment: ["XFER_RETRIES": "0"])
         let documents = mount.directory + "/Documents"
         server.stopServer()
@@ -138,10 +141,7 @@ extension MountCommandTests {
     )
     func renamesOverStagedFilesAndCrashLeftovers() throws {
         let server = try ServerProcess()
-        for name in ["a", "b", "c"] {
-            try Data("\(name) as pushed\n".utf8).write(to: URL(fileURLWithPath: server.path("\(name).txt")))
-            #expect(try server.run("push", server.path("\(name).txt"), "Documents/\(name).txt", "-q").status == 0)
-        }
+        try pushText(server, ["a", "b", "c"]) { "\($0) as pushed\n" }
         let mount = try MountedContainer(server, environment: ["XFER_RETRIES": "0"])
         let documents = mount.directory + "/Documents"
         #expect(try shell("cat '\(documents)/a.txt'").output == "a as pushed\n")

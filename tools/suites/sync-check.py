@@ -354,10 +354,18 @@ class MountObserver:
         while True:
             # Documents the devices' ignore rules leave out stay on the server (pushed before the
             # rules came): the mount shows them, the devices' trees do not count them.
-            shown = {p: v for p, v in self.tree().items() if not ignored(rules, p)}
+            # A directory holding only such documents shows in the mount (as one holding only
+            # ignored files stays on a device, `held`).
+            mount = self.tree()
+            judged = {p: v for p, v in mount.items() if p != ".xferignore"}
+            if ".xferignore" in rules:
+                judged[".xferignore"] = rules[".xferignore"]
+            held_here = held_for_ignored(judged)
+            shown = {p: v for p, v in mount.items() if not ignored(rules, p)}
             differ = [f"  {p}: devices {expected[p][:3] if p in expected else 'absent'} / mount {shown[p][:3] if p in shown else 'absent'}"
                       for p in sorted(set(expected) | set(shown))
-                      if p not in held and (expected.get(p) or (None,) * 3)[:3] != (shown.get(p) or (None,) * 3)[:3]]
+                      if p not in held and p not in held_here
+                      and (expected.get(p) or (None,) * 3)[:3] != (shown.get(p) or (None,) * 3)[:3]]
             if not differ:
                 return
             if time.monotonic() > deadline:
