@@ -827,7 +827,11 @@ class Check:
                 with open(os.path.join(root, path), "rb") as f:
                     data = self.content("mount", path, f.read())
             else:
-                path = rng.choice([d + n for d in FILE_DIRS for n in FILE_NAMES])
+                # A new file at a free name (not through a symlink there, which writes its target).
+                free = [d + n for d in FILE_DIRS for n in FILE_NAMES if not os.path.lexists(os.path.join(root, d + n))]
+                if not free:
+                    return "mount_write: namespace full"
+                path = rng.choice(free)
                 data = self.content("mount", path)
             self.write(os.path.join(root, path), data)
             self.mount_pending[path] = ("file", hashlib.sha256(data).hexdigest())
@@ -943,7 +947,7 @@ class Check:
                     victim = rng.choice(inside)
                     os.unlink(os.path.join(root, victim))
                     return f"package {device.name}:{path} remove {victim}"
-                if what < 0.45:
+                if what < 0.45 or not inside:  # (a package the mount emptied gets a file)
                     name = rng.choice(["a.bin", "b.txt", "res/c.bin", "res/d.txt", "Contents/Info.plist"])
                     self.write(os.path.join(root, name), self.content(device.name, f"{path}/{name}"))
                     return f"package {device.name}:{path} write {name}"
