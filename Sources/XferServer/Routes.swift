@@ -17,6 +17,8 @@ struct Routes: Sendable {
     let limiter: TokenLimiter
     /// The store's deployment identity, read once: it never changes.
     let deployment = DeploymentCache()
+    /// Where share links' passwords are hashed: the server's one gate, shared with the web view.
+    var passwords = PasswordGate()
 
     func register(on router: Router<XferRequestContext>) {
         router.add(middleware: ErrorMiddleware())
@@ -63,6 +65,7 @@ struct Routes: Sendable {
         v1.put("containers/:container/kv", use: scoped(.write, setKeyValue))
         v1.get("containers/:container/key", use: scoped(.read, containerKey))
         v1.put("containers/:container/key", use: scoped(.write, setContainerKey))
+        registerShares(on: v1)
     }
 
     typealias Handler = @Sendable (Request, XferRequestContext) async throws -> Response

@@ -227,14 +227,15 @@ public enum XferServer {
         data.metadata.watchRemoteChanges { changes.notifyAll() }
         let quota = QuotaGate()
         let limiter = TokenLimiter(limits.tokens)
+        let passwords = PasswordGate()
         Routes(
             metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota,
-            limiter: limiter
+            limiter: limiter, passwords: passwords
         ).register(on: router)
         if limits.features.contains(.web) {
             WebRoutes(
                 metadata: data.metadata, chunks: data.chunks, limits: limits, changes: changes, quota: quota,
-                limiter: limiter
+                limiter: limiter, passwords: passwords
             ).register(on: router)
         }
         if limits.features.contains(.webdav) {

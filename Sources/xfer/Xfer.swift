@@ -29,7 +29,7 @@ struct Xfer: AsyncParsableCommand {
             KeyValue.self,
             Sync.self, Status.self, Evict.self, Fetch.self, TrashCommand.self, Quota.self, Container.self, Key.self,
             Login.self, Logout.self, TokenCommand.self, Serve.self, ServerKey.self, Account.self, Verify.self,
-            GarbageCollect.self, Chunk.self, MountCommand.self
+            GarbageCollect.self, Chunk.self, MountCommand.self, Share.self
         ]
     )
 

@@ -21,7 +21,8 @@ struct WebRoutes: Sendable {
     /// token's own (the same key as its /v1 and WebDAV requests).
     let limiter: TokenLimiter
     let shareAttempts = ShareAttempts()
-    let passwords = PasswordGate()
+    /// Where share links' passwords are hashed: the server's one gate, shared with /v1.
+    var passwords = PasswordGate()
 
     /// Rows of a folder, search or Recently Deleted page.
     static let pageSize = 200

@@ -24,17 +24,9 @@ extension WebRoutes {
         router.get("s/:secret/download", use: page(downloadShare))
     }
 
-    static func shareHash(_ secret: String) -> [UInt8] { ChunkID.of(Array("xfer share link v1\0\(secret)".utf8)).bytes }
-
     /// The cookie of a browser that gave a link's password.
     static func unlocked(_ secret: String, _ stored: String) -> String {
         ChunkID.of(Array("xfer share unlocked v1\0\(secret)\0\(stored)".utf8)).description
-    }
-
-    /// This server's own address as the browser reached it, for a link to show.
-    func origin(_ request: Request) -> String {
-        let host = request.head.authority ?? request.headers[HTTPField.Name("Host")!] ?? "localhost"
-        return (limits.secureCookies ? "https://" : "http://") + host
     }
 
     @Sendable func createShare(_ request: Request, context: XferRequestContext) async throws -> Response {
@@ -46,27 +38,14 @@ extension WebRoutes {
             throw XferError(.badRequest, "a link lasts 0 (until revoked) to 365 days")
         }
         let password = form["password"] ?? ""
-        guard password.utf8.count <= 1024 else {
-            throw XferError(.badRequest, "the password is longer than 1024 bytes")
+        guard password.utf8.count <= ShareCreateRequest.maximumPasswordBytes else {
+            throw XferError(.badRequest, "the password is longer than \(ShareCreateRequest.maximumPasswordBytes) bytes")
         }
-        let account = session.principal.accountID
-        // Every cheap refusal first (no such live document or version, a folder, the account's
-        // links at the limit): scrypt runs only for a link that is then made.
-        try await metadata.checkShare(account: account, container: container, path: path, version: version)
-        let stored: String? =
-            password.isEmpty ? nil : try await passwords.run(account: account) { try PasswordHash.make(password) }
-        let secret = WebSecurity.secret()
-        // A link lasts no longer than the token the session was opened with, when that expires.
-        var lifetime: Int64? = days == 0 ? nil : days * 86_400 * 1_000_000_000
-        if let expiresAt = session.principal.expiresAt {
-            let left = max(1, expiresAt - session.principal.authenticatedAt)
-            lifetime = min(lifetime ?? left, left)
-        }
-        let link = try await metadata.createShare(
-            account: account, container: container, path: path, version: version,
-            password: stored, hash: Self.shareHash(secret), lifetime: lifetime)
+        let (link, secret) = try await ShareLinks(metadata: metadata, passwords: passwords).make(
+            for: session.principal, container: container, path: path, version: version,
+            lifetime: days == 0 ? nil : days * 86_400 * 1_000_000_000, password: password)
         var values = commonValues(container)
-        values["url"] = origin(request) + "/s/" + secret
+        values["url"] = ShareLinks.url(request, secret: secret, secure: limits.secureCookies)
         values["name"] = String(path.value.split(separator: "/").last ?? "")
         values["itemHref"] = "/web/c/\(container.value)/item" + WebSecurity.query([("path", path.value)])
         values["expires"] = link.expiresAt.map(Self.date) ?? "never (until revoked)"
@@ -111,7 +90,7 @@ extension WebRoutes {
         grant: ShareGrant, secret: String, unlocked: Bool
     ) {
         let secret = context.parameters.get("secret") ?? ""
-        guard WebSecurity.isSecret(secret), let grant = try await metadata.share(hash: Self.shareHash(secret)) else {
+        guard WebSecurity.isSecret(secret), let grant = try await metadata.share(hash: ShareLinks.hash(secret)) else {
             throw XferError(.notFound, "this share link does not exist, has expired or was revoked")
         }
         guard let stored = grant.password else { return (grant, secret, true) }
