@@ -131,7 +131,7 @@ extension MountFileSystem {
                     guard fd >= 0 else { throw SystemErrno(Glibc.errno) }
                     if let create { fchmod(fd, mode_t(create)) }
                     let number = try show(local, at: path)
-                    return ((fd, number), touched: create != nil ? [local, Self.parent(local)] : [])
+                    return ((fd, number), touched: create != nil ? [local, MountTree.parentPath(local)] : [])
                 }
                 let handle = opening(fd, path: path, writer: true, dirty: truncate || create != nil)
                 guard let node = tree.value[number] else {
@@ -201,7 +201,7 @@ extension MountFileSystem {
                         throw SystemErrno(Glibc.errno)
                     }
                     notify(tree.withLock { $0.removeHere(path) })
-                    return ((), touched: [Self.parent(local)])
+                    return ((), touched: [MountTree.parentPath(local)])
                 }
                 request.fail(0)
             } catch {
@@ -220,7 +220,7 @@ extension MountFileSystem {
                     guard made == 0 else { throw SystemErrno(Glibc.errno) }
                     if target == nil { chmod(local, mode_t(mode)) }
                     let number = try show(local, at: path)
-                    return (number, touched: [local, Self.parent(local)])
+                    return (number, touched: [local, MountTree.parentPath(local)])
                 }
                 guard let node = tree.value[number] else { return failIO(request, "a made entry that does not show") }
                 request.entry(number, attributes(number, node), timeout: Self.timeout)
@@ -242,16 +242,12 @@ extension MountFileSystem {
                     guard Glibc.rename(source, target) == 0 else { throw SystemErrno(Glibc.errno) }
                     handles.withLock { $0.follow(from, to: to) }
                     notify(tree.withLock { $0.moveLocal(from, to: to) })
-                    return ((), touched: [Self.parent(source), Self.parent(target)])
+                    return ((), touched: [MountTree.parentPath(source), MountTree.parentPath(target)])
                 }
                 request.fail(0)
             } catch {
                 request.fail(Self.errno(for: error))
             }
         }
-    }
-
-    static func parent(_ path: String) -> String {
-        (path as NSString).deletingLastPathComponent
     }
 }

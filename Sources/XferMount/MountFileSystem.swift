@@ -247,7 +247,7 @@ final class MountFileSystem: FuseOperations {
             if closing.dirty {
                 try due(closing.path)
             } else if let package = tree.withLock({ $0.number(of: closing.path).flatMap($0.package(containing:)) }) {
-                if staged?.packageRecord(tree.value.path(of: package)) == nil { leaveUnchanged(package) }
+                leaveUnchanged(package)  // if nothing in it changed
             } else if staged?.record(closing.path) == nil {
                 unstage(closing.path)
             }

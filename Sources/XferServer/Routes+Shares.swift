@@ -25,13 +25,13 @@ extension Routes {
         let (link, secret) = try await ShareLinks(metadata: metadata, passwords: passwords).make(
             for: principal, container: try Self.container(context), path: body.path, version: body.version,
             lifetime: seconds == 0 ? nil : seconds * 1_000_000_000, password: body.password)
-        let url = ShareLinks.url(request, secret: secret, secure: limits.secureCookies)
-        return Self.json(ShareLinks.info(link, url: url), status: .created)
+        var made = link
+        made.url = ShareLinks.url(request, secret: secret, secure: limits.secureCookies)
+        return Self.json(made, status: .created)
     }
 
     @Sendable func listShares(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let links = try await containerShares(context)
-        return Self.json(ShareList(shares: links.map { ShareLinks.info($0) }))
+        Self.json(ShareList(shares: try await containerShares(context)))
     }
 
     @Sendable func revokeShare(_ request: Request, context: XferRequestContext) async throws -> Response {

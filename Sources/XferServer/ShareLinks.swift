@@ -49,12 +49,4 @@ struct ShareLinks: Sendable {
         let host = request.head.authority ?? request.headers[HTTPField.Name("Host")!] ?? "localhost"
         return (secure ? "https://" : "http://") + host + "/s/" + secret
     }
-
-    /// A link as /v1 shows it.
-    static func info(_ link: ShareLink, url: String? = nil) -> ShareInfo {
-        ShareInfo(
-            id: link.id, container: link.container, path: link.path, version: link.version,
-            hasPassword: link.hasPassword, createdAt: link.createdAt, expiresAt: link.expiresAt, expired: link.expired,
-            url: url)
-    }
 }

@@ -115,21 +115,13 @@ public protocol ShareStore: Sendable {
     func sharedManifest(_ grant: ShareGrant) async throws -> (info: DocumentInfo, manifest: [UInt8])
 }
 
-/// A share link as its owner sees it (the secret is shown once, when made).
-public struct ShareLink: Sendable, Hashable {
+/// A share link as its owner sees it (the secret is shown once, when made): the shape /v1
+/// answers with, `url` set only in the answer that made it.
+public typealias ShareLink = ShareInfo
+
+extension ShareInfo {
     /// Links one account may hold.
     public static let maximumPerAccount = 1000
-    public var id: Int64
-    public var container: String
-    public var path: DocumentPath
-    /// The one version it shows, or `nil` for whatever is current when it is opened.
-    public var version: Int64?
-    public var hasPassword: Bool
-    /// Store clock, ns.
-    public var createdAt: Int64
-    public var expiresAt: Int64?
-    /// Whether it had expired when read.
-    public var expired: Bool
 }
 
 /// What opening a link grants: one document of one account, read only.
