@@ -26,10 +26,10 @@ struct Xfer: AsyncParsableCommand {
         version: XferVersion.current,
         subcommands: [
             Push.self, Pull.self, List.self, Find.self, Remove.self, Versions.self, Resolve.self, Changes.self,
-            KeyValue.self,
+            KeyValue.self, Share.self,
             Sync.self, Status.self, Evict.self, Fetch.self, TrashCommand.self, Quota.self, Container.self, Key.self,
             Login.self, Logout.self, TokenCommand.self, Serve.self, ServerKey.self, Account.self, Verify.self,
-            GarbageCollect.self, Chunk.self, MountCommand.self, Share.self
+            GarbageCollect.self, Chunk.self, MountCommand.self
         ]
     )
 
