@@ -107,16 +107,20 @@ extension SyncDirectory {
                     documents: kept.documents, cursor: kept.cursor, deployment: deployment,
                     changed: [], listedAt: kept.listedAt))
         {
-            if followed.cursor > kept.cursor,
-                let broken = try await brokenHistory(kept: kept.documents, followed: followed)
-            {
+            switch followed.cursor > kept.cursor ? try await history(kept: kept.documents, followed: followed) : .same {
+            case .same:
+                view = followed
+            case .unchecked:
+                // Every document the view knew changed since: nothing left to check the
+                // history by, so the server is read whole.
+                view = try await listing()
+            case .broken(let broken):
                 // Another history since the view's cursor: everything is read again, and the
                 // pass takes the server as a new one (``serverChange(_:)``).
                 view = try await listing()
                 view.divergence = broken
                 return view
             }
-            view = followed
         } else {
             view = try await listing()
         }
@@ -124,17 +128,37 @@ extension SyncDirectory {
         return view
     }
 
-    /// Why the server no longer holds the last change the kept view saw, or `nil`. A server
-    /// restored from an older copy hands out the lost changes' numbers again, so once its
-    /// feed has moved past the view's cursor the changes after it say nothing of what came
-    /// between: the newest change the view knows (unless the feed moved it on since) must still
-    /// be at its number, the same document at the same version. Asked only when the feed has
-    /// something after the view's cursor, so an idle pass costs one request still.
-    func brokenHistory(kept: [String: DocumentInfo], followed: Listing) async throws -> String? {
+    /// Whether the feed followed from the kept view's cursor continues the history the view
+    /// was read from (``history(kept:followed:)``).
+    enum History: Equatable {
+        case same
+        /// Why the server no longer holds a change the view saw.
+        case broken(String)
+        /// Nothing to check by: every document the view knew changed since.
+        case unchecked
+    }
+
+    /// Whether the server still holds the changes the kept view saw. A server restored from an
+    /// older copy hands out the lost changes' numbers again, so once its feed has moved past
+    /// the view's cursor the changes after it say nothing of what came between: the newest
+    /// change the view knows of a document the feed did not report changed since must still be
+    /// at its number, the same document at the same version. (A device that adopted the
+    /// restored server uploads again what it holds, so the newest document of all is likely
+    /// among the changes.) Asked only when the feed has something after the view's cursor, so
+    /// an idle pass costs one request still.
+    func history(kept: [String: DocumentInfo], followed: Listing) async throws -> History {
+        guard let changed = followed.changed else { return .same }
         let committed: Set<VersionState> = [.current, .conflict]
-        guard let anchor = kept.values.filter({ committed.contains($0.state) }).max(by: { $0.sequence < $1.sequence }),
-            followed.changed?.contains(anchor.path.value) == false
-        else { return nil }
+        guard
+            let anchor = kept.values.filter({ committed.contains($0.state) && !changed.contains($0.path.value) })
+                .max(by: { $0.sequence < $1.sequence })
+        else { return kept.values.contains { committed.contains($0.state) } ? .unchecked : .same }
+        return try await brokenHistory(anchor, followed: followed).map { .broken($0) } ?? .same
+    }
+
+    /// Why the server no longer holds `anchor` at its change number, or `nil` if it does (or
+    /// moved it on after the feed was read, ``movedOn(_:after:)``).
+    func brokenHistory(_ anchor: DocumentInfo, followed: Listing) async throws -> String? {
         let page = remote.named(
             try await remote.connection.changes(
                 container: remote.container, after: anchor.sequence - 1, wait: 0, limit: 1))
