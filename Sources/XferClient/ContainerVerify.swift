@@ -180,7 +180,7 @@ public struct ContainerVerify: Sendable {
     private func check(_ ids: [ChunkID], _ wanted: Wanted) async throws -> (chunks: Int, bytes: Int64) {
         let codec = remote.codec
         var checked = (chunks: 0, bytes: Int64(0))
-        try await remote.connection.download(ids) { chunk in
+        try await remote.connection.download(ids, in: remote.container) { chunk in
             guard let expected = wanted.chunks[chunk.id] else {
                 throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for")
             }

@@ -48,7 +48,7 @@ extension DocumentClient {
             for (chunk, plain) in unchecked { try body(chunk, plain) }
             unchecked.removeAll(keepingCapacity: true)
         }
-        try await remote.connection.download(Array(asked)) { chunk in
+        try await remote.connection.download(Array(asked), in: remote.container) { chunk in
             guard asked.remove(chunk.id) != nil else {
                 throw XferError(
                     .corruptChunk, "the server sent chunk \(chunk.id), which was not asked for or was sent already")

@@ -101,7 +101,7 @@ extension PullEngine {
             against: against, offer: offer, maximumLength: maximumLength,
             runs: DownloadRuns(files: files, written: written))
         do {
-            try await remote.connection.download(ids, against: offer.references) { chunk in
+            try await remote.connection.download(ids, against: offer.references, in: remote.container) { chunk in
                 guard let index = asked.removeValue(forKey: chunk.id) else {
                     throw XferError(
                         .corruptChunk,

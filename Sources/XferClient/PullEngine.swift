@@ -352,7 +352,7 @@ public struct PullEngine: Sendable {
         let manifest = try await endToEnd.manifest(in: recorded, sealedPath: name.value, version: answer.version) {
             ids in
             var pieces: [EncodedChunk] = []
-            try await connection.download(ids) { pieces.append($0) }
+            try await connection.download(ids, in: remote.container) { pieces.append($0) }
             pieceBytes += pieces.reduce(0) { $0 + $1.payload.count }
             return pieces
         }

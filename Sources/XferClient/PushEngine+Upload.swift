@@ -248,6 +248,7 @@ extension PushEngine {
         report: @escaping @Sendable () -> Void
     ) async throws {
         let connection = remote.connection
+        let container = remote.container
         let policy = options.compression
         let codec = options.pipeline.codec
         // A server that reads large bodies gets far fewer requests, each made while it is sent;
@@ -284,7 +285,8 @@ extension PushEngine {
                 launched += 1
                 uploads.addTask {
                     let (result, sizes) = try await Self.upload(
-                        locations, streamed: large, policy: policy, codec: codec, cache: cache, connection: connection)
+                        locations, streamed: large, policy: policy, codec: codec, cache: cache, connection: connection,
+                        container: container)
                     guard result.received == locations.count else {
                         throw XferError(
                             .unavailable,
@@ -302,7 +304,8 @@ extension PushEngine {
                             return whole
                         }
                         let (_, sizes) = try await Self.upload(
-                            again, streamed: large, policy: policy, codec: codec, cache: nil, connection: connection)
+                            again, streamed: large, policy: policy, codec: codec, cache: nil, connection: connection,
+                            container: container)
                         counters.withLock { $0.sent(sizes, owners: again.map(\.owner)) }
                     }
                     report()
@@ -310,7 +313,7 @@ extension PushEngine {
             }
             for await batch in batches {
                 taken()
-                let missing = Set(try await connection.missing(batch.map(\.id)))
+                let missing = Set(try await connection.missing(batch.map(\.id), in: container))
                 for var location in batch where missing.contains(location.id) {
                     location.keep = location.keep && admission.admits(location.length)
                     body.append(location)
@@ -330,7 +333,7 @@ extension PushEngine {
     /// - Returns: The server's answer, and each chunk's payload and plain sizes.
     private static func upload(
         _ locations: [Location], streamed: Bool, policy: CompressionPolicy, codec: ChunkCodec, cache: ChunkCache?,
-        connection: ServerConnection
+        connection: ServerConnection, container: ContainerName
     ) async throws -> (result: UploadResult, sizes: [(payload: Int, plain: Int)]) {
         var framer = ChunkFramer(locations, policy: policy, codec: codec, cache: cache)
         let result: UploadResult
@@ -338,21 +341,23 @@ extension PushEngine {
             // Each try (ServerConnection's retry rule) frames the chunks anew.
             let current = Locked(framer)
             var first = true
-            result = try await connection.upload(retrying: {
-                let attempt = first ? framer : ChunkFramer(locations, policy: policy, codec: codec, cache: cache)
-                first = false
-                current.withLock { $0 = attempt }
-                return {
-                    guard let piece = try attempt.piece(plainBytes: uploadPieceBytes) else { return nil }
-                    try? cache?.keep(piece.kept)  // a cache that cannot be written costs only bytes next time
-                    return piece.bytes
-                }
-            })
+            result = try await connection.upload(
+                in: container,
+                retrying: {
+                    let attempt = first ? framer : ChunkFramer(locations, policy: policy, codec: codec, cache: cache)
+                    first = false
+                    current.withLock { $0 = attempt }
+                    return {
+                        guard let piece = try attempt.piece(plainBytes: uploadPieceBytes) else { return nil }
+                        try? cache?.keep(piece.kept)  // a cache that cannot be written costs only bytes next time
+                        return piece.bytes
+                    }
+                })
             framer = current.value
         } else {
             // The chunks are let go once framed: only the body is held while it is sent.
             let whole = try framer.piece(plainBytes: .max)
-            result = try await connection.upload(frames: whole?.bytes ?? ChunkFrames.magic)
+            result = try await connection.upload(frames: whole?.bytes ?? ChunkFrames.magic, in: container)
             try? cache?.keep(whole?.kept ?? [])
         }
         return (result, framer.framedSizes)

@@ -411,7 +411,7 @@ public struct PushEngine: Sendable {
             let sealed = try batch.map { piece in
                 try piece.withUnsafeBytes { try endToEnd.chunks.seal($0, policy: options.compression) }
             }
-            let result = try await remote.connection.upload(sealed)
+            let result = try await remote.connection.upload(sealed, in: remote.container)
             guard result.received == sealed.count else {
                 throw XferError(
                     .unavailable,

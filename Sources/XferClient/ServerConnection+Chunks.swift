@@ -9,15 +9,26 @@ import XferCore
 import XferProtocol
 
 /// The chunk routes: which the server lacks, uploads (a framed body, retried from its start) and downloads.
+///
+/// Chunks are kept per account. For a container another account shares with this one
+/// (`OWNER/NAME`), each takes `in: container` and reaches the owner's chunks, as the container's
+/// role allows (docs/SHARING.md); for any other, the account's own.
 extension ServerConnection {
+    /// A chunk route, naming a shared container when `container` is one.
+    static func chunkRoute(_ route: String, _ container: ContainerName?) -> String {
+        guard let container, container.owner != nil else { return route }
+        return route + "?container=" + escape(container.pathSegment)
+    }
+
     /// The ids (of `ids`) the server lacks, asked in batches of the protocol's maximum.
-    public func missing(_ ids: [ChunkID]) async throws -> [ChunkID] {
+    public func missing(_ ids: [ChunkID], in container: ContainerName? = nil) async throws -> [ChunkID] {
         var missing: [ChunkID] = []
         var start = 0
         while start < ids.count {
             let batch = Array(ids[start..<min(ids.count, start + ProtocolLimits.maximumIDsPerRequest)])
             missing += try await json(
-                ChunkIDList.self, "POST", "/v1/chunks/missing", body: WireJSON.encode(ChunkIDList(ids: batch))
+                ChunkIDList.self, "POST", Self.chunkRoute("/v1/chunks/missing", container),
+                body: WireJSON.encode(ChunkIDList(ids: batch))
             ).parsed()
             start += batch.count
         }
@@ -25,19 +36,20 @@ extension ServerConnection {
     }
 
     /// Uploads chunks in one framed body.
-    public func upload(_ chunks: [EncodedChunk]) async throws -> UploadResult {
-        try await upload(frames: ChunkFrames.encode(chunks))
+    public func upload(_ chunks: [EncodedChunk], in container: ContainerName? = nil) async throws -> UploadResult {
+        try await upload(frames: ChunkFrames.encode(chunks), in: container)
     }
 
     /// Uploads chunks already framed (``ChunkFrames/encode(_:)``).
-    public func upload(frames body: [UInt8]) async throws -> UploadResult {
+    public func upload(frames body: [UInt8], in container: ContainerName? = nil) async throws -> UploadResult {
         guard uploadLimit != nil else {
-            let response = try await send("POST", "/v1/chunks", body: body, contentType: "application/octet-stream")
+            let response = try await send(
+                "POST", Self.chunkRoute("/v1/chunks", container), body: body, contentType: "application/octet-stream")
             return try WireJSON.decode(UploadResult.self, from: response.readableBytesView)
         }
         // Paced: the same body as one piece that BodyPieces slices, each slice waiting its turn
         // (its length known, so any server takes it).
-        return try await upload(length: Int64(body.count)) {
+        return try await upload(length: Int64(body.count), in: container) {
             let whole = Locked<[UInt8]?>(body)
             return {
                 whole.withLock { piece in
@@ -52,34 +64,39 @@ extension ServerConnection {
     /// only a piece is held at once: `nextPiece` is called for each until it returns `nil` (the
     /// first piece starts with the body's magic). Only to a server that offers
     /// ``ServerFeature/largeUploads``; an error `nextPiece` throws ends the request and is thrown here.
-    public func upload(pieces nextPiece: @escaping @Sendable () throws -> [UInt8]?) async throws -> UploadResult {
+    public func upload(in container: ContainerName? = nil, pieces nextPiece: @escaping @Sendable () throws -> [UInt8]?)
+        async throws -> UploadResult
+    {
         // Its pieces are made as it is sent, once: it is not sent again.
-        let body = try await answer(try await execute(try chunkUpload(nextPiece, length: nil), timeout: chunkTimeout)).1
+        let request = try chunkUpload(nextPiece, length: nil, in: container)
+        let body = try await answer(try await execute(request, timeout: chunkTimeout)).1
         return try WireJSON.decode(UploadResult.self, from: body.readableBytesView)
     }
 
     /// Uploads a body made a piece at a time while it is sent, as ``upload(pieces:)``, under
     /// ``retry``: `makePieces` gives a new maker of the whole body for each try (a chunk upload
     /// names its content, so a second try stores nothing twice).
-    public func upload(retrying makePieces: () -> @Sendable () throws -> [UInt8]?) async throws -> UploadResult {
-        try await upload(length: nil, makePieces)
+    public func upload(in container: ContainerName? = nil, retrying makePieces: () -> @Sendable () throws -> [UInt8]?)
+        async throws -> UploadResult
+    {
+        try await upload(length: nil, in: container, makePieces)
     }
 
     /// ``upload(retrying:)`` of a body of `length` bytes when known.
-    private func upload(length: Int64?, _ makePieces: () -> @Sendable () throws -> [UInt8]?) async throws
-        -> UploadResult
-    {
-        let response = try await respond("POST", "/v1/chunks", timeout: chunkTimeout) {
-            try chunkUpload(makePieces(), length: length)
+    private func upload(
+        length: Int64?, in container: ContainerName?, _ makePieces: () -> @Sendable () throws -> [UInt8]?
+    ) async throws -> UploadResult {
+        let response = try await respond("POST", Self.chunkRoute("/v1/chunks", container), timeout: chunkTimeout) {
+            try chunkUpload(makePieces(), length: length, in: container)
         }
         return try WireJSON.decode(UploadResult.self, from: try await answer(response).1.readableBytesView)
     }
 
     /// A `POST /v1/chunks` whose body is the pieces `make` makes, paced by ``uploadLimit``.
-    private func chunkUpload(_ make: @escaping @Sendable () throws -> [UInt8]?, length: Int64?) throws
-        -> HTTPClientRequest
-    {
-        var request = try makeRequest("POST", "/v1/chunks")
+    private func chunkUpload(
+        _ make: @escaping @Sendable () throws -> [UInt8]?, length: Int64?, in container: ContainerName?
+    ) throws -> HTTPClientRequest {
+        var request = try makeRequest("POST", Self.chunkRoute("/v1/chunks", container))
         request.headers.add(name: "Content-Type", value: "application/octet-stream")
         request.body = .stream(
             BodyPieces(make: make, limit: uploadLimit), length: length.map { .known($0) } ?? .unknown)
@@ -121,11 +138,13 @@ extension ServerConnection {
     /// - Parameter against: Chunks this client holds, by wanted chunk, that the server may send
     ///   it against (``ChunkEncoding/zstdAgainst``); the caller decodes those with them.
     public func download(
-        _ ids: [ChunkID], against: [ChunkID: ChunkID] = [:], onChunk: (EncodedChunk) async throws -> Void
+        _ ids: [ChunkID], against: [ChunkID: ChunkID] = [:], in container: ContainerName? = nil,
+        onChunk: (EncodedChunk) async throws -> Void
     ) async throws {
         let body = WireJSON.encode(ChunkIDList(ids: ids, against: against))
-        let response = try await respond("POST", "/v1/chunks/download", timeout: chunkTimeout) {
-            var request = try makeRequest("POST", "/v1/chunks/download", body: body)
+        let route = Self.chunkRoute("/v1/chunks/download", container)
+        let response = try await respond("POST", route, timeout: chunkTimeout) {
+            var request = try makeRequest("POST", route, body: body)
             request.headers.add(name: "Content-Type", value: "application/json")
             return request
         }

@@ -14,7 +14,8 @@ extension ServerConnection {
     /// Records a pending version before any data moves.
     public func announce(container: ContainerName, _ request: AnnounceRequest) async throws -> DocumentInfo {
         try await json(
-            DocumentInfo.self, "POST", "/v1/containers/\(container)/announce", body: WireJSON.encode(request))
+            DocumentInfo.self, "POST", "/v1/containers/\(container.pathSegment)/announce",
+            body: WireJSON.encode(request))
     }
 
     /// Commits an announced version.
@@ -25,7 +26,7 @@ extension ServerConnection {
     /// Makes an announced version current, from a ``CommitRequest``'s JSON made beforehand
     /// (``CommitRequest/body(delta:)``).
     public func commit(container: ContainerName, body: SpillArray<UInt8>) async throws -> DocumentInfo {
-        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/commit", body: body)
+        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container.pathSegment)/commit", body: body)
     }
 
     /// Commits many documents in one request (their chunks uploaded first); one outcome per
@@ -33,7 +34,8 @@ extension ServerConnection {
     public func commit(container: ContainerName, batch: BatchCommitRequest) async throws -> [BatchCommitResult.Outcome]
     {
         let answer = try await json(
-            BatchCommitResult.self, "POST", "/v1/containers/\(container)/commits", body: WireJSON.encode(batch))
+            BatchCommitResult.self, "POST", "/v1/containers/\(container.pathSegment)/commits",
+            body: WireJSON.encode(batch))
         guard answer.results.count == batch.documents.count else {
             throw XferError(
                 .internal,
@@ -47,7 +49,7 @@ extension ServerConnection {
         -> [ManifestBatchResult.Item]
     {
         let answer = try await json(
-            ManifestBatchResult.self, "POST", "/v1/containers/\(container)/manifests",
+            ManifestBatchResult.self, "POST", "/v1/containers/\(container.pathSegment)/manifests",
             body: WireJSON.encode(ManifestBatchRequest(documents: wanted)))
         guard answer.manifests.count == wanted.count else {
             throw XferError(
@@ -58,7 +60,7 @@ extension ServerConnection {
 
     /// A document's newest state, or one version of it.
     public func stat(container: ContainerName, path: DocumentPath, version: Int64? = nil) async throws -> DocumentInfo {
-        var route = "/v1/containers/\(container)/document?path=\(Self.escape(path.value))"
+        var route = "/v1/containers/\(container.pathSegment)/document?path=\(Self.escape(path.value))"
         if let version { route += "&version=\(version)" }
         return try await json(DocumentInfo.self, "GET", route)
     }
@@ -75,37 +77,42 @@ extension ServerConnection {
 
     /// Every version the server keeps of a document, newest first.
     public func versions(container: ContainerName, path: DocumentPath) async throws -> VersionList {
-        try await json(VersionList.self, "GET", "/v1/containers/\(container)/versions?path=\(Self.escape(path.value))")
+        try await json(
+            VersionList.self, "GET", "/v1/containers/\(container.pathSegment)/versions?path=\(Self.escape(path.value))")
     }
 
     /// Settles a document's conflict: `keep` becomes current.
     public func resolve(container: ContainerName, _ request: ResolveRequest) async throws -> DocumentInfo {
-        try await json(DocumentInfo.self, "POST", "/v1/containers/\(container)/resolve", body: WireJSON.encode(request))
+        try await json(
+            DocumentInfo.self, "POST", "/v1/containers/\(container.pathSegment)/resolve", body: WireJSON.encode(request)
+        )
     }
 
     /// Sets (or, with a `nil` value, deletes) a key-value entry; last writer wins.
     public func setValue(container: ContainerName, _ write: KeyValueWrite) async throws -> KeyValueWriteResult {
-        try await json(KeyValueWriteResult.self, "PUT", "/v1/containers/\(container)/kv", body: WireJSON.encode(write))
+        try await json(
+            KeyValueWriteResult.self, "PUT", "/v1/containers/\(container.pathSegment)/kv", body: WireJSON.encode(write))
     }
 
     /// Whether a container is end-to-end encrypted, and its wrapped key.
     public func containerKey(container: ContainerName) async throws -> ContainerKeyInfo {
-        try await json(ContainerKeyInfo.self, "GET", "/v1/containers/\(container)/key")
+        try await json(ContainerKeyInfo.self, "GET", "/v1/containers/\(container.pathSegment)/key")
     }
 
     /// Makes a container end-to-end encrypted, or replaces its wrapped key.
     public func setContainerKey(container: ContainerName, _ write: ContainerKeyWrite) async throws -> ContainerKeyInfo {
-        try await json(ContainerKeyInfo.self, "PUT", "/v1/containers/\(container)/key", body: WireJSON.encode(write))
+        try await json(
+            ContainerKeyInfo.self, "PUT", "/v1/containers/\(container.pathSegment)/key", body: WireJSON.encode(write))
     }
 
     /// One key-value entry.
     public func value(container: ContainerName, key: String) async throws -> KeyValueEntry {
-        try await json(KeyValueEntry.self, "GET", "/v1/containers/\(container)/kv?key=\(Self.escape(key))")
+        try await json(KeyValueEntry.self, "GET", "/v1/containers/\(container.pathSegment)/kv?key=\(Self.escape(key))")
     }
 
     /// Every live key-value entry.
     public func values(container: ContainerName) async throws -> KeyValueList {
-        try await json(KeyValueList.self, "GET", "/v1/containers/\(container)/kv")
+        try await json(KeyValueList.self, "GET", "/v1/containers/\(container.pathSegment)/kv")
     }
 
     /// Documents under a prefix.
@@ -141,7 +148,7 @@ extension ServerConnection {
     /// One page of a listing (``list(container:prefix:)`` reads them all).
     /// - Parameter page: The previous page's `next`, or `nil` for the first.
     public func listPage(container: ContainerName, prefix: String, page: String?) async throws -> DocumentList {
-        var route = "/v1/containers/\(container)/documents?prefix=\(Self.escape(prefix))"
+        var route = "/v1/containers/\(container.pathSegment)/documents?prefix=\(Self.escape(prefix))"
         if let page { route += "&page=\(Self.escape(page))" }
         return try await json(DocumentList.self, "GET", route)
     }
@@ -156,7 +163,7 @@ extension ServerConnection {
         if let limit { items.append(("limit", String(limit))) }
         if let page { items.append(("page", page)) }
         let route =
-            "/v1/containers/\(container)/query"
+            "/v1/containers/\(container.pathSegment)/query"
             + (items.isEmpty ? "" : "?" + items.map { "\($0.0)=\(Self.escape($0.1))" }.joined(separator: "&"))
         return try await json(DocumentList.self, "GET", route)
     }
@@ -166,7 +173,7 @@ extension ServerConnection {
     public func delete(container: ContainerName, path: DocumentPath, baseVersion: Int64?, seal: String? = nil)
         async throws -> DocumentInfo
     {
-        var route = "/v1/containers/\(container)/document?path=\(Self.escape(path.value))"
+        var route = "/v1/containers/\(container.pathSegment)/document?path=\(Self.escape(path.value))"
         if let baseVersion { route += "&base_version=\(baseVersion)" }
         if let seal { route += "&seal=\(seal)" }
         return try await json(DocumentInfo.self, "DELETE", route)
@@ -179,7 +186,7 @@ extension ServerConnection {
     public func manifest(container: ContainerName, path: DocumentPath, version: Int64?, base: Int64?) async throws
         -> (delta: SpillArray<UInt8>, version: Int64, base: Int64?, digest: ChunkID)
     {
-        var route = "/v1/containers/\(container)/manifest?path=\(Self.escape(path.value))&compressed=1"
+        var route = "/v1/containers/\(container.pathSegment)/manifest?path=\(Self.escape(path.value))&compressed=1"
         if let version { route += "&version=\(version)" }
         if let base { route += "&base=\(base)" }
         let response = try await respond("GET", route) { try makeRequest("GET", route) }
@@ -211,7 +218,8 @@ extension ServerConnection {
     {
         try await json(
             ChangeList.self, "GET",
-            "/v1/containers/\(container)/changes?after=\(after)&wait=\(wait)\(limit.map { "&limit=\($0)" } ?? "")")
+            "/v1/containers/\(container.pathSegment)/changes?after=\(after)&wait=\(wait)\(limit.map { "&limit=\($0)" } ?? "")"
+        )
     }
 
     /// The container's change-feed position now: a feed read from it sees only what is still

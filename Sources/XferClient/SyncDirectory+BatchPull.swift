@@ -87,13 +87,14 @@ extension SyncDirectory {
         with endToEnd: EndToEndKeys
     ) async throws -> [Int: PullEngine.Prefetched] {
         let connection = remote.connection
+        let container = remote.container
         var firsts = Set<ChunkID>()
         for (_, _, carrier) in carriers {
             if let first = try? EndToEndKeys.references(of: carrier).first?.id { firsts.insert(first) }
         }
         var fetched: [ChunkID: EncodedChunk] = [:]
         for batch in Array(firsts).batched(atMost: ProtocolLimits.maximumIDsPerRequest) {
-            try await connection.download(batch) { chunk in fetched[chunk.id] = chunk }
+            try await connection.download(batch, in: container) { chunk in fetched[chunk.id] = chunk }
         }
         let known = fetched
         var opened: [Int: PullEngine.Prefetched] = [:]
@@ -105,7 +106,7 @@ extension SyncDirectory {
                         let found = ids.compactMap { known[$0] }
                         if found.count == ids.count { return found }
                         var pieces: [EncodedChunk] = []
-                        try await connection.download(ids) { pieces.append($0) }
+                        try await connection.download(ids, in: container) { pieces.append($0) }
                         return pieces
                     })
             else { continue }
@@ -146,7 +147,7 @@ extension SyncDirectory {
         for batch in wanted.order.batched(atMost: ProtocolLimits.maximumIDsPerRequest) {
             let offer = against.offer(for: batch)
             var kept: [EncodedChunk] = []
-            try await remote.connection.download(batch, against: offer.references) { chunk in
+            try await remote.connection.download(batch, against: offer.references, in: remote.container) { chunk in
                 guard let length = wanted.lengths[chunk.id], plain[chunk.id] == nil else {
                     throw XferError(.corruptChunk, "the server sent chunk \(chunk.id), which was not asked for")
                 }

@@ -80,10 +80,20 @@ public struct DocumentPath: Hashable, Comparable, Sendable, CustomStringConverti
 
 /// The name of a container, like an iCloud ubiquity container: `com.example.notes`.
 ///
-/// 1 to 128 characters of `A-Z a-z 0-9 . _ -`, starting with a letter or digit.
+/// 1 to 128 characters of `A-Z a-z 0-9 . _ -`, starting with a letter or digit. Another
+/// account's container shared with this one is named `OWNER/NAME` (``owner``); in a URL's
+/// path, where a slash would split it, `OWNER:NAME` (``pathSegment``).
 public struct ContainerName: Hashable, Comparable, Sendable, CustomStringConvertible, Codable {
-    /// The name.
+    /// The name: `NAME`, or `OWNER/NAME` for a container another account shares.
     public let value: String
+    /// The account that owns the container, when the name says (`OWNER/NAME`).
+    public let owner: AccountName?
+    /// The container's name in its owner's account: ``value`` without the owner.
+    public var name: ContainerName {
+        owner == nil ? self : ContainerName(plain: String(value.split(separator: "/")[1]))
+    }
+    /// The name as one segment of a URL's path: `NAME` or `OWNER:NAME`.
+    public var pathSegment: String { value.replacingOccurrences(of: "/", with: ":") }
 
     /// The container used when none is given.
     public static let `default` = try! ContainerName("default")
@@ -92,6 +102,16 @@ public struct ContainerName: Hashable, Comparable, Sendable, CustomStringConvert
     /// - Parameter raw: The name as received.
     /// - Throws: `XferError` `invalid_path` if it breaks the rules.
     public init(_ raw: String) throws {
+        if let separator = raw.firstIndex(where: { $0 == "/" || $0 == ":" }) {
+            let owner = try AccountName(String(raw[..<separator]))
+            let name = try ContainerName(String(raw[raw.index(after: separator)...]))
+            guard name.owner == nil else {
+                throw XferError(.invalidPath, "container name \"\(raw)\" names more than one owner; write OWNER/NAME")
+            }
+            self.owner = owner
+            value = "\(owner.value)/\(name.value)"
+            return
+        }
         let bytes = Array(raw.utf8)
         let allowed = { (b: UInt8) in
             (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2E || b == 0x5F
@@ -106,6 +126,19 @@ public struct ContainerName: Hashable, Comparable, Sendable, CustomStringConvert
             )
         }
         value = raw
+        owner = nil
+    }
+
+    /// A name already checked, without an owner.
+    private init(plain: String) {
+        value = plain
+        owner = nil
+    }
+
+    /// The name `OWNER/NAME` of `name` in `owner`'s account, as another account names it.
+    public init(owner: AccountName, name: ContainerName) {
+        self.owner = owner
+        value = "\(owner.value)/\(name.name.value)"
     }
 
     public var description: String { value }

@@ -53,6 +53,8 @@ public struct XferRequestContext: RequestContext {
     public var principal: Principal?
     /// Set by ``WebSessionMiddleware`` on the web view's routes for a signed-in browser.
     public var web: WebContext?
+    /// The container a /v1 route acts on, resolved by ``Routes/scoped(_:_:)``.
+    var target: ContainerTarget?
     /// The token's key in the ``TokenLimiter`` (its hash), set with ``principal``.
     var tokenKey: [UInt8]?
     /// The request's connection (where ``presence()`` finds its ``ClientPresenceHandler``).
@@ -62,6 +64,7 @@ public struct XferRequestContext: RequestContext {
         coreContext = .init(source: source)
         principal = nil
         web = nil
+        target = nil
         tokenKey = nil
         channel = source.channel
     }
@@ -76,6 +79,13 @@ public struct XferRequestContext: RequestContext {
     func requirePrincipal() throws -> Principal {
         guard let principal else { throw XferError(.unauthorized, "this route needs a token") }
         return principal
+    }
+
+    /// The container the route acts on (``Routes/scoped(_:_:)`` sets it on every route that
+    /// acts for an account).
+    func requireTarget() throws -> ContainerTarget {
+        guard let target else { throw XferError(.internal, "this route acts on no container") }
+        return target
     }
 
     /// The principal, which must be an account (not the admin token).

@@ -10,10 +10,10 @@ import XferProtocol
 /// The chunk routes: which are missing, uploads, downloads.
 extension Routes {
     @Sendable func missing(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
+        let target = try context.requireTarget()
         let ids = try await Self.decode(ChunkIDList.self, request).parsed()
         try Self.checkCount(ids.count)
-        return Self.json(ChunkIDList(ids: try await metadata.missingChunks(account: account.accountID, ids: ids)))
+        return Self.json(ChunkIDList(ids: try await metadata.missingChunks(account: target.accountID, ids: ids)))
     }
 
     /// `POST /v1/chunks`: one of the token's uploads at once (``TokenLimiter``).
@@ -22,10 +22,10 @@ extension Routes {
     }
 
     func storeChunks(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
+        let target = try context.requireTarget()
         // The store's time when the request was authenticated, before anything was stored: a
         // chunk deleted by gc after this is not recorded.
-        let startedAt = account.authenticatedAt
+        let startedAt = target.principal.authenticatedAt
         var decoder = ChunkFrameDecoder(limits: limits.uploadFrames)
         var received = 0
         var stored = 0
@@ -38,11 +38,11 @@ extension Routes {
         func flush() async throws {
             guard !pending.isEmpty else { return }
             // Chunks sent against a reference are rebuilt into their stored form first.
-            let (batch, left) = try await against.rebuild(pending, account: account.accountID)
+            let (batch, left) = try await against.rebuild(pending, account: target.accountID)
             unresolved += left
             pending = []
             pendingBytes = 0
-            let added = try await intake.store(batch, account: account.accountID, startedAt: startedAt)
+            let added = try await intake.store(batch, account: target.accountID, startedAt: startedAt)
             stored += added.count
             storedBytes += added.bytes
         }
@@ -75,11 +75,11 @@ extension Routes {
     }
 
     @Sendable func download(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
+        let target = try context.requireTarget()
         let list = try await Self.decode(ChunkIDList.self, request)
         let ids = try list.parsed()
         try Self.checkCount(ids.count)
-        let absent = try await metadata.missingChunks(account: account.accountID, ids: ids)
+        let absent = try await metadata.missingChunks(account: target.accountID, ids: ids)
         guard absent.isEmpty else {
             throw XferError(
                 .notFound,
@@ -90,7 +90,7 @@ extension Routes {
         // Offers are ignored (every chunk goes as stored) when this server does not offer the feature.
         let references =
             limits.features.contains(.chunksAgainst)
-            ? try await against.usable(list.parsedAgainst(ids: ids), account: account.accountID) : [:]
+            ? try await against.usable(list.parsedAgainst(ids: ids), account: target.accountID) : [:]
         return Response(
             status: .ok, headers: [.contentType: "application/octet-stream"],
             body: ResponseBody { writer in

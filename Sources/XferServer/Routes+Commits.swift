@@ -10,18 +10,18 @@ import XferProtocol
 /// The routes that write documents (announce, commit, a batch of commits) and read manifests in batches.
 extension Routes {
     @Sendable func announce(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
-        let container = try Self.container(context)
+        let target = try context.requireTarget()
+        let container = target.container
         var body = try await Self.decode(AnnounceRequest.self, request)
-        body.device = account.device(claimed: body.device)
-        let info = try await metadata.announce(account: account.accountID, container: container, body)
-        changes.notify(account: account.accountID, container: container)
+        body.device = target.device(claimed: body.device)
+        let info = try await metadata.announce(account: target.accountID, container: container, body)
+        changes.notify(account: target.accountID, container: container)
         return Self.json(info, status: .created)
     }
 
     @Sendable func commit(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
-        let container = try Self.container(context)
+        let target = try context.requireTarget()
+        let container = target.container
         let body = try await Self.decode(CommitRequest.self, request)
         guard let digest = ChunkID(hex: body.manifestDigest) else {
             throw XferError(.badRequest, "manifest_digest is not 64 hex digits")
@@ -29,7 +29,7 @@ extension Routes {
         var base: Manifest? = nil
         if let deltaBase = body.deltaBase {
             let stored = try await metadata.manifest(
-                account: account.accountID, container: container, path: body.path, version: deltaBase)
+                account: target.accountID, container: container, path: body.path, version: deltaBase)
             base = try Manifest(decoding: stored.manifest)
         }
         let delta = try Base64.decode(body.manifestDelta)
@@ -46,16 +46,16 @@ extension Routes {
             )
         }
         let info = try await metadata.commit(
-            account: account.accountID, container: container, path: body.path,
+            account: target.accountID, container: container, path: body.path,
             version: body.version, baseVersion: body.baseVersion, manifest: manifest, encoded: encoded)
         ServerMetrics.process.counted(info)
-        changes.notify(account: account.accountID, container: container)
+        changes.notify(account: target.accountID, container: container)
         return Self.json(info)
     }
 
     @Sendable func commitBatch(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
-        let container = try Self.container(context)
+        let target = try context.requireTarget()
+        let container = target.container
         let body = try await Self.decode(BatchCommitRequest.self, request)
         // Each document is checked on its own: one bad manifest fails that document only.
         var outcomes = [BatchCommitResult.Outcome?](repeating: nil, count: body.documents.count)
@@ -78,7 +78,7 @@ extension Routes {
                         "\(document.path): a \(document.kind.rawValue) document with a \(manifest.kind) manifest")
                 }
                 var announce = document.announcement
-                announce.device = account.device(claimed: announce.device)
+                announce.device = target.device(claimed: announce.device)
                 valid.append(
                     (
                         index,
@@ -91,7 +91,7 @@ extension Routes {
         }
         if !valid.isEmpty {
             let results = try await metadata.commitDirect(
-                account: account.accountID, container: container, valid.map(\.commit))
+                account: target.accountID, container: container, valid.map(\.commit))
             for (item, result) in zip(valid, results) {
                 switch result {
                 case .success(let info):
@@ -101,20 +101,20 @@ extension Routes {
                     outcomes[item.index] = BatchCommitResult.Outcome(error: ErrorMiddleware.body(for: error).error)
                 }
             }
-            changes.notify(account: account.accountID, container: container)
+            changes.notify(account: target.accountID, container: container)
         }
         return Self.json(BatchCommitResult(results: outcomes.map { $0! }))
     }
 
     @Sendable func manifestBatch(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
-        let container = try Self.container(context)
+        let target = try context.requireTarget()
+        let container = target.container
         let body = try await Self.decode(ManifestBatchRequest.self, request)
         // The answer is bounded: past the budget every later document answers `too_large`
         // unread, so one request loads at most one manifest it does not send. All are read in
         // one transaction (on PostgreSQL, 500 transactions of their own took 1.9 s).
         let reads = try await metadata.manifests(
-            account: account.accountID, container: container,
+            account: target.accountID, container: container,
             body.documents.map { ($0.path, $0.version) }, budget: ProtocolLimits.maximumBatchBody)
         let items = zip(body.documents, reads).map { wanted, read -> ManifestBatchResult.Item in
             switch read {

@@ -10,7 +10,7 @@ import XferProtocol
 /// The routes that read and delete documents: listing, search, stat, manifests, the change feed, versions, conflicts.
 extension Routes {
     @Sendable func list(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
+        let target = try context.requireTarget()
         let prefix = request.uri.queryParameters.get("prefix").map { String($0) } ?? ""
         guard prefix.utf8.count <= DocumentPathRules.maximumPathBytes, !prefix.utf8.contains(0) else {
             throw XferError(.invalidPath, "prefix is too long or contains NUL")
@@ -22,7 +22,7 @@ extension Routes {
             throw XferError(.badRequest, "page is not a token this server gave")
         }
         var list = try await metadata.list(
-            account: account.accountID, container: try Self.container(context),
+            account: target.accountID, container: target.container,
             prefix: prefix.precomposedStringWithCanonicalMapping, after: page,
             limit: min(limit, limits.listPage))
         list.deployment = try await deployment.value(from: metadata)
@@ -32,18 +32,18 @@ extension Routes {
     /// `GET /v1/containers/{c}/query`: one page of a search (``DocumentQuery``'s parameters,
     /// `limit`, `page`).
     @Sendable func query(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
+        let target = try context.requireTarget()
         guard limits.features.contains(.documentQuery) else {
             throw XferError(
                 .notFound,
                 "this server answers no queries (started with --without-feature \(ServerFeature.documentQuery.rawValue))"
             )
         }
-        let container = try Self.container(context)
+        let container = target.container
         let parameters = request.uri.queryParameters
         let query = try DocumentQuery(parameter: { key in parameters.get(key).map { String($0) } })
         if query.name != nil || query.sort == .name,
-            try await metadata.containerKey(account: account.accountID, container: container) != nil
+            try await metadata.containerKey(account: target.accountID, container: container) != nil
         {
             throw XferError(
                 .badRequest,
@@ -54,28 +54,28 @@ extension Routes {
             request, "limit", default: ProtocolLimits.maximumListCount, range: 1...ProtocolLimits.maximumListCount)
         let page = parameters.get("page").map { String($0) }
         var list = try await metadata.query(
-            account: account.accountID, container: container, query, after: page,
+            account: target.accountID, container: container, query, after: page,
             limit: min(limit, limits.listPage))
         list.deployment = try await deployment.value(from: metadata)
         return Self.json(list)
     }
 
     @Sendable func stat(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
+        let target = try context.requireTarget()
         return Self.json(
             try await metadata.document(
-                account: account.accountID, container: try Self.container(context),
+                account: target.accountID, container: target.container,
                 path: try Self.path(request), version: try Self.optionalInt(request, "version")))
     }
 
     @Sendable func delete(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
-        let container = try Self.container(context)
+        let target = try context.requireTarget()
+        let container = target.container
         let base = try Self.optionalInt(request, "base_version")
         let seal = request.uri.queryParameters.get("seal")
         // End to end, a device removes its copy only for a deletion another device sealed: one
         // without a seal would stay on every device, so none is taken.
-        if try await metadata.containerKey(account: account.accountID, container: container) != nil {
+        if try await metadata.containerKey(account: target.accountID, container: container) != nil {
             guard let seal, seal.utf8.count == 64,
                 seal.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }), base != nil
             else {
@@ -86,18 +86,18 @@ extension Routes {
             }
         }
         let info = try await metadata.delete(
-            account: account.accountID, container: container, path: try Self.path(request), baseVersion: base,
+            account: target.accountID, container: container, path: try Self.path(request), baseVersion: base,
             seal: seal)
-        changes.notify(account: account.accountID, container: container)
+        changes.notify(account: target.accountID, container: container)
         return Self.json(info)
     }
 
     @Sendable func manifest(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
-        let container = try Self.container(context)
+        let target = try context.requireTarget()
+        let container = target.container
         let path = try Self.path(request)
         let stored = try await metadata.manifest(
-            account: account.accountID, container: container, path: path,
+            account: target.accountID, container: container, path: path,
             version: try Self.optionalInt(request, "version"))
         var headers: HTTPFields = [.contentType: "application/octet-stream"]
         headers[HTTPField.Name(XferHeader.version)!] = String(stored.info.version)
@@ -106,7 +106,7 @@ extension Routes {
         var base: Manifest? = nil
         if let baseVersion = try Self.optionalInt(request, "base"),
             let known = try? await metadata.manifest(
-                account: account.accountID, container: container, path: path, version: baseVersion)
+                account: target.accountID, container: container, path: path, version: baseVersion)
         {
             base = try Manifest(decoding: known.manifest)
             headers[HTTPField.Name(XferHeader.base)!] = String(baseVersion)
@@ -119,36 +119,38 @@ extension Routes {
     }
 
     @Sendable func changeList(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
-        let container = try Self.container(context)
+        let target = try context.requireTarget()
+        let container = target.container
         let after = try Self.optionalInt(request, "after") ?? 0
         let limit = try Self.intParameter(request, "limit", default: 1000, range: 1...ProtocolLimits.maximumListCount)
         let wait = min(
             limits.maximumWait,
             try Self.intParameter(request, "wait", default: 0, range: 0...ProtocolLimits.maximumWaitSeconds))
         var list = try await metadata.changes(
-            account: account.accountID, container: container, after: after, limit: limit)
+            account: target.accountID, container: container, after: after, limit: limit)
         if list.changes.isEmpty && list.keys.isEmpty && wait > 0 {
             // Long poll: wake on the next change to this container, or give up after `wait` seconds.
             // An account may park only so many (clients back off on `unavailable` and retry).
             let cap = limits.maximumWaitingPollsPerAccount
-            guard changes.polls.enter(account.accountID, limit: cap) else {
+            guard changes.polls.enter(target.principal.accountID, limit: cap) else {
                 throw XferError(
                     .unavailable,
                     "this account already has \(cap) change-feed requests waiting, the server's limit; retry later or ask without wait"
                 )
             }
-            defer { changes.polls.leave(account.accountID) }
+            defer { changes.polls.leave(target.principal.accountID) }
             // A server told to stop answers its waiting polls at once (what changed so far, so
             // the client resumes from there), rather than draining them for up to `wait` seconds;
             // a client that has gone stops the wait, and its slot is given back, at once.
             let presence = await context.presence()
             let present = await ClientPresence.run(until: presence) {
                 await withGracefulShutdownHandler {
-                    await changes.wait(account: account.accountID, container: container, seconds: wait) {
+                    await changes.wait(account: target.accountID, container: container, seconds: wait) {
+                        // A member unshared meanwhile is answered at once (``ContainerTarget/ended``).
+                        guard (try? await target.holds(in: metadata)) != false else { return true }
                         guard
                             let page = try? await metadata.changes(
-                                account: account.accountID, container: container, after: after, limit: 1)
+                                account: target.accountID, container: container, after: after, limit: 1)
                         else {
                             return false
                         }
@@ -158,9 +160,10 @@ extension Routes {
                     changes.drain()
                 }
             }
+            guard try await target.holds(in: metadata) else { throw target.ended }
             if present {
                 list = try await metadata.changes(
-                    account: account.accountID, container: container, after: after, limit: limit)
+                    account: target.accountID, container: container, after: after, limit: limit)
             }
         }
         list.deployment = try await deployment.value(from: metadata)
@@ -168,19 +171,19 @@ extension Routes {
     }
 
     @Sendable func versions(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
+        let target = try context.requireTarget()
         return Self.json(
             try await metadata.versions(
-                account: account.accountID, container: try Self.container(context),
+                account: target.accountID, container: target.container,
                 path: try Self.path(request)))
     }
 
     @Sendable func resolve(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let account = try context.requireAccount()
-        let container = try Self.container(context)
+        let target = try context.requireTarget()
+        let container = target.container
         let body = try await Self.decode(ResolveRequest.self, request)
-        let info = try await metadata.resolve(account: account.accountID, container: container, body)
-        changes.notify(account: account.accountID, container: container)
+        let info = try await metadata.resolve(account: target.accountID, container: container, body)
+        changes.notify(account: target.accountID, container: container)
         return Self.json(info)
     }
 }

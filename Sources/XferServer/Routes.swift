@@ -64,19 +64,23 @@ struct Routes: Sendable {
         v1.get("containers/:container/kv", use: scoped(.read, keyValues))
         v1.put("containers/:container/kv", use: scoped(.write, setKeyValue))
         v1.get("containers/:container/key", use: scoped(.read, containerKey))
-        v1.put("containers/:container/key", use: scoped(.write, setContainerKey))
+        v1.put("containers/:container/key", use: scoped(.manage, setContainerKey))
         registerShares(on: v1)
+        registerMembers(on: v1)
     }
 
     typealias Handler = @Sendable (Request, XferRequestContext) async throws -> Response
 
-    /// `handler` for an account's token whose scope allows `access` to the container the path
-    /// names (or to the account's chunks, for a path that names none).
+    /// `handler` for an account's token that may `access` the container the path names (the
+    /// chunk routes: the `container` query parameter, whose owner's chunks they reach; none:
+    /// the account's own), resolved once by the one rule (``ContainerTarget``).
     func scoped(_ access: Principal.Access, _ handler: @escaping Handler) -> Handler {
         { request, context in
             let principal = try context.requireAccount()
-            let container = try context.parameters.get("container").map { try ContainerName($0) }
-            try principal.check(access, container: container)
+            let named = try (context.parameters.get("container") ?? request.uri.queryParameters.get("container"))
+                .map { try ContainerName(String($0)) }
+            var context = context
+            context.target = try await ContainerTarget.resolve(principal, named: named, for: access, store: metadata)
             return try await handler(request, context)
         }
     }
@@ -113,10 +117,6 @@ struct Routes: Sendable {
         let value = try WireJSON.decode(type, from: body.readableBytesView)
         try value.validate()
         return value
-    }
-
-    static func container(_ context: XferRequestContext) throws -> ContainerName {
-        try ContainerName(context.parameters.get("container") ?? "")
     }
 
     static func path(_ request: Request) throws -> DocumentPath {

@@ -8,16 +8,18 @@ extension Xfer {
     struct Container: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "container",
-            abstract: "Make an end-to-end encrypted container, or show a container's encryption.",
+            abstract: "List containers, share them with other accounts, make an encrypted one.",
             discussion: """
-                A plain container needs no creating: its first push makes it. An end-to-end \
-                encrypted one is made here, empty, under a new random key that only devices \
-                holding it can use; the server keeps the key wrapped by your passphrase \
-                (docs/SECURITY.md, "End-to-end encryption"). Pushing and pulling documents in an \
-                encrypted container is not built yet: until it is, the server refuses plain \
-                documents and values there, so nothing is ever stored in the clear by mistake.
+                A plain container needs no creating: its first push makes it. `share` gives \
+                another account a reader's or a writer's access to one (docs/SHARING.md); that \
+                account names it OWNER/NAME. An end-to-end encrypted one is made with `create`, \
+                empty, under a new random key that only devices holding it can use; the server \
+                keeps the key wrapped by your passphrase (docs/SECURITY.md, "End-to-end \
+                encryption") and refuses plain documents and values there.
                 """,
-            subcommands: [Create.self, Show.self])
+            subcommands: [
+                List.self, Share.self, Unshare.self, Members.self, Leave.self, Create.self, Show.self
+            ])
 
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(

@@ -56,8 +56,23 @@ import XferProtocol
         for good in ["com.example.notes", "default", "A1", String(repeating: "a", count: 128)] {
             #expect(try ContainerName(good).value == good)
         }
-        for bad in ["", ".hidden", "-x", "a/b", "a b", "é", String(repeating: "a", count: 129), ".."] {
+        for bad in [
+            "", ".hidden", "-x", "a/b/c", "a:b:c", "/b", "a/", ".a/b", "a/.b", "a b", "é",
+            String(repeating: "a", count: 129),
+            ".."
+        ] {
             #expect(throws: XferError.self, "\(bad)") { try ContainerName(bad) }
         }
+    }
+
+    /// Another account's container: `OWNER/NAME`, or `OWNER:NAME` as a URL's path carries it.
+    @Test func sharedContainerNamesCarryTheirOwner() throws {
+        let slash = try ContainerName("alice/team")
+        let colon = try ContainerName("alice:team")
+        #expect(slash == colon && slash.value == "alice/team" && slash.pathSegment == "alice:team")
+        let team = try ContainerName("team")
+        #expect(slash.owner?.value == "alice" && slash.name == team && slash.name.owner == nil)
+        #expect(try ContainerName("team").pathSegment == "team")
+        #expect(ContainerName(owner: try AccountName("bob"), name: slash).value == "bob/team")
     }
 }

@@ -10,7 +10,10 @@ import XferProtocol
 /// decided without a store.
 @Suite struct DavCopyDecisionsTests {
     static func target(_ relative: String, container: String = "box") throws -> DavRoutes.Target {
-        DavRoutes.Target(account: 1, container: try ContainerName(container), relative: relative, slash: false)
+        DavRoutes.Target(
+            account: 1, container: try ContainerName(container), named: try ContainerName(container),
+            relative: relative,
+            slash: false)
     }
 
     static func info(_ path: String, version: Int64 = 1) throws -> DocumentInfo {

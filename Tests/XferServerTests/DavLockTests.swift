@@ -256,7 +256,8 @@ import XferProtocol
             quota: QuotaGate(), limiter: TokenLimiter(TokenLimits()))
         let account = try await fixture.data.metadata.principal(tokenHash: TokenHash.hash(fixture.token))!.accountID
         let target = DavRoutes.Target(
-            account: account, container: try ContainerName("box"), relative: "a.txt", slash: false)
+            account: account, container: try ContainerName("box"), named: try ContainerName("box"), relative: "a.txt",
+            slash: false)
         let path = try DocumentPath("Documents/a.txt")
         try await routes.writeFile(target, path, base: nil, body: nil)
         await #expect(throws: XferError.self, "a live file is not replaced by a lock's empty one") {

@@ -1553,6 +1553,153 @@ def documents_without_bytes(lab):
     return text, first == 507 and refusal == 507 and 0 < accepted < 400 and kept < 400
 
 
+# MARK: containers shared with other accounts (24a-24e)
+
+def shared_lab(lab, tag, role):
+    """A server where alice's container `team` holds Documents/plan.txt and her `private` holds
+    Documents/secret.txt; `team` is shared with bob as `role`. (server, alice, bob)."""
+    server = lab.server(tag)
+    alice, bob = lab.account(server, "alice"), lab.account(server, "bob")
+    state = lab.dir(tag, "state-alice")
+    for container, name in [("team", "plan.txt"), ("private", "secret.txt")]:
+        local = os.path.join(lab.dir(tag, "files"), name)
+        with open(local, "w") as f:
+            f.write(name + "\n")
+        lab.client(["push", local, f"Documents/{name}", "--container", container, "-q"], server.url, alice, state)
+    status, body, _ = request(server.port, "PUT", "/v1/containers/team/members/bob", alice, {"role": role})
+    assert status == 200, describe(status, body)
+    return server, alice, bob
+
+
+def team_state(server, alice):
+    """What alice's team holds: its documents' paths and versions, and its values."""
+    _, listing, _ = request(server.port, "GET", "/v1/containers/team/documents", alice)
+    _, values, _ = request(server.port, "GET", "/v1/containers/team/kv", alice)
+    documents = sorted((d["path"], d["version"]) for d in json.loads(listing)["documents"])
+    return documents, [e["key"] for e in json.loads(values)["entries"]]
+
+
+@attack("24a", "reader-writes",
+        "bob, a reader of alice/team, tries every write: announce, commits, delete, resolve, kv PUT, key PUT, chunk "
+        "upload, member PUT, share link, and WebDAV PUT, MKCOL, DELETE, MOVE on /dav/alice:team/: each refused 403, "
+        "and the container holds what it held")
+def reader_writes(lab):
+    server, alice, bob = shared_lab(lab, "24a-reader", "reader")
+    before = team_state(server, alice)
+    c = "/v1/containers/alice:team"
+    attempts = [
+        ("POST", c + "/announce", {"path": "Documents/x", "kind": "file", "size": 1, "mtime_ns": 1, "mode": 420}),
+        ("POST", c + "/commits", {"documents": []}),
+        ("DELETE", c + "/document?path=Documents/plan.txt", None),
+        ("POST", c + "/resolve", {"path": "Documents/plan.txt", "keep": 1, "keep_all": True}),
+        ("PUT", c + "/kv", {"key": "k", "value": 1, "timestamp_ns": 1, "device": "d"}),
+        ("PUT", c + "/key", {"wrapped": "AAAA", "key_id": "x"}),
+        ("POST", "/v1/chunks?container=alice:team", None),
+        ("PUT", c + "/members/bob", {"role": "writer"}),
+        ("POST", c + "/shares", {"path": "Documents/plan.txt"}),
+        ("PUT", "/dav/alice:team/x.txt", b"x"),
+        ("MKCOL", "/dav/alice:team/folder", None),
+        ("DELETE", "/dav/alice:team/plan.txt", None),
+        ("MOVE", "/dav/alice:team/plan.txt", None),
+    ]
+    answers = []
+    for method, path, body in attempts:
+        if method == "POST" and path.startswith("/v1/chunks"):
+            status, answer, _ = request(server.port, method, path, bob, w.frames([]), content_type="application/octet-stream")
+        else:
+            status, answer, _ = request(server.port, method, path, bob, body)
+        answers.append((f"{method} {path.split('?')[0]}", status))
+    refused = all(status == 403 for _, status in answers)
+    after = team_state(server, alice)
+    other = [f"{what}: {status}" for what, status in answers if status != 403]
+    text = f"{len(answers)} writes: {'all 403' if refused else ', '.join(other)}; container unchanged: {after == before}"
+    return text, refused and after == before
+
+
+@attack("24b", "removed-member-feed",
+        "bob, a member of alice/team, parks a change feed (`wait=60`); alice unshares bob: the feed is answered 404 "
+        "within 5 s, and bob's next listing, chunk read and WebDAV PROPFIND are 404")
+def removed_member_feed(lab):
+    server, alice, bob = shared_lab(lab, "24b-removed", "writer")
+    _, head, _ = request(server.port, "GET", "/v1/containers/alice:team/changes?after=0", bob)
+    cursor = json.loads(head)["cursor"]
+    answer = {}
+
+    def park():
+        answer["status"], _, answer["seconds"] = request(
+            server.port, "GET", f"/v1/containers/alice:team/changes?after={cursor}&wait=60", bob, timeout=90)
+
+    waiter = threading.Thread(target=park, daemon=True)
+    waiter.start()
+    time.sleep(1)
+    removed, _, _ = request(server.port, "DELETE", "/v1/containers/team/members/bob", alice)
+    started = time.monotonic()
+    waiter.join(timeout=70)
+    took = time.monotonic() - started
+    after = [request(server.port, m, p, bob, b)[0] for m, p, b in [
+        ("GET", "/v1/containers/alice:team/documents", None),
+        ("POST", "/v1/chunks/missing?container=alice:team", {"ids": []}),
+        ("PROPFIND", "/dav/alice:team/", None)]]
+    text = f"unshare {removed}; the parked feed answered {answer.get('status')} {took:.1f} s later; then {after}"
+    return text, removed == 204 and answer.get("status") == 404 and took < 5 and after == [404, 404, 404]
+
+
+@attack("24c", "member-other-container",
+        "bob, a writer of alice/team, names alice's other container alice/private (and one that does not exist) on "
+        "the document, key-value, chunk and WebDAV routes: every answer is 404, the same as for a name that exists "
+        "nowhere")
+def member_other_container(lab):
+    server, alice, bob = shared_lab(lab, "24c-other", "writer")
+    answers = {}
+    for name in ["alice:private", "alice:nothing"]:
+        answers[name] = [request(server.port, m, p.format(name), bob, b)[0] for m, p, b in [
+            ("GET", "/v1/containers/{}/documents", None),
+            ("GET", "/v1/containers/{}/kv", None),
+            ("PUT", "/v1/containers/{}/kv", {"key": "k", "value": 1, "timestamp_ns": 1, "device": "d"}),
+            ("POST", "/v1/chunks/missing?container={}", {"ids": []}),
+            ("GET", "/dav/{}/secret.txt", None)]]
+    _, values, _ = request(server.port, "GET", "/v1/containers/private/kv", alice)
+    untouched = json.loads(values)["entries"] == []
+    text = f"alice:private {answers['alice:private']}, alice:nothing {answers['alice:nothing']}; private untouched: {untouched}"
+    return text, all(status == 404 for row in answers.values() for status in row) and untouched
+
+
+@attack("24d", "member-token-other-container",
+        "bob holds a token of one container (`alice/team`, issued with that scope) and one of his own container "
+        "`mine`: the first reaches alice/team and no other (403 for alice/private and bob's own), the second does not "
+        "reach alice/team (403)")
+def member_token_other_container(lab):
+    server, alice, bob = shared_lab(lab, "24d-token", "reader")
+    tokens = {}
+    for scope in ["alice/team", "mine"]:
+        status, body, _ = request(server.port, "POST", "/v1/tokens", bob, {"container": scope})
+        assert status == 201, describe(status, body)
+        tokens[scope] = json.loads(body)["token"]
+    team = tokens["alice/team"]
+    answers = [request(server.port, "GET", p, t)[0] for p, t in [
+        ("/v1/containers/alice:team/documents", team),
+        ("/v1/containers/alice:private/documents", team),
+        ("/v1/containers/mine/documents", team),
+        ("/v1/containers/alice:team/documents", tokens["mine"])]]
+    return f"team token: team {answers[0]}, private {answers[1]}, mine {answers[2]}; mine token: team {answers[3]}", \
+        answers == [200, 403, 403, 403]
+
+
+@attack("24e", "share-to-nobody",
+        "alice shares team with an account that does not exist, with herself, and as `owner`; bob (a member, not the "
+        "owner) shares it on: refused (404, 400, 400, 403) and the member list stays [bob]")
+def share_to_nobody(lab):
+    server, alice, bob = shared_lab(lab, "24e-nobody", "writer")
+    answers = [request(server.port, "PUT", p, t, b)[0] for p, t, b in [
+        ("/v1/containers/team/members/nobody", alice, {"role": "reader"}),
+        ("/v1/containers/team/members/alice", alice, {"role": "reader"}),
+        ("/v1/containers/team/members/bob", alice, {"role": "owner"}),
+        ("/v1/containers/alice:team/members/carol", bob, {"role": "reader"})]]
+    _, body, _ = request(server.port, "GET", "/v1/containers/team/members", alice)
+    members = [m["account"] for m in json.loads(body)["members"]]
+    return f"answers {answers}; members {members}", answers == [404, 400, 400, 403] and members == ["bob"]
+
+
 # MARK: running and reporting
 
 @attack("14", "encryption-downgrade",

@@ -338,6 +338,34 @@ def main():
             path = download("#download", "report.pdf")
             assert sha(path) == hashlib.sha256(report).hexdigest()
 
+        def member():
+            bob = json.loads(subprocess.run([xfer, "account", "create", "bob", "--server", server_url, "--token", admin, "--json"],
+                                            capture_output=True, text=True, check=True).stdout)["token"]
+            cli("container", "share", "default", "bob", "--role", "reader")
+            browser.clear_cookies()
+            browser.go(server_url + "/web/signin")
+            browser.type("#token", bob)
+            browser.click("#signin")
+            wait_for(lambda: "Containers" in browser.text("h1"), 10, "bob's containers page")
+            listed = browser.text("ul.containers")
+            assert "alice/default" in listed and "reader" in listed, listed
+            shot("member-containers")
+            browser.click("a[href='/web/c/alice:default']")
+            wait_for(lambda: "Documents" in browser.text("#main"), 10, "the shared container's top folder")
+            browser.click("a[href='/web/c/alice:default?folder=Documents%2F']")
+            wait_for(lambda: "Trip.pkg" in browser.text("#listing"), 10, "Documents/ of the shared container")
+            local = os.path.join(work, "from-bob.txt")
+            with open(local, "w") as f:
+                f.write("a reader's upload\n")
+            browser.script("document.querySelector('details.tools').open = true")
+            element = browser.find("#upload-file")
+            browser.call("POST", browser.s(f"/element/{element}/value"), {"text": local})
+            browser.click("#upload")
+            wait_for(lambda: "may not change" in browser.text("body"), 10, "the reader's upload to be refused")
+            shot("member-refused")
+            assert cli("pull", "Documents/from-bob.txt", os.path.join(work, "nothing"), check=False).returncode != 0, \
+                "a reader's upload reached the container"
+
         def no_console_errors():
             errors = [entry for entry in browser.console() if entry.get("level") == "SEVERE"]
             assert not errors, errors
@@ -346,7 +374,8 @@ def main():
                            ("download a package as tar", download_package), ("upload, then pull with the CLI", upload),
                            ("a push appears without a reload", live), ("delete and restore", delete_and_restore),
                            ("resolve a conflict", conflict), ("open a share link signed out", share),
-                           ("no errors in the console (CSP included)", no_console_errors)]:
+                           ("no errors in the console (CSP included)", no_console_errors),
+                           ("a member's view of a shared container; a reader's upload refused", member)]:
             step(name, body)
         browser.quit()
     finally:

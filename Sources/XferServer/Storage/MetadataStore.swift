@@ -11,7 +11,7 @@ import XferProtocol
 ///
 /// Every method is one transaction: it happens entirely or not at all.
 public protocol MetadataStore: AccountStore, DocumentStore, KeyValueStore, ContainerKeyStore, MaintenanceStore,
-    ChunkLocationIndex, WebStore, ShareStore, DeadPropertyStore, DavLockStore
+    ChunkLocationIndex, WebStore, ShareStore, DeadPropertyStore, DavLockStore, MemberStore
 {}
 
 /// End-to-end encrypted containers: the passphrase-wrapped key the server keeps for each, which

@@ -319,6 +319,16 @@ public final class PostgresMetadataStore: SQLMetadataStore, Service, Sendable {
             "v15: version records in the quota",
             "ALTER TABLE accounts ADD COLUMN version_bytes BIGINT NOT NULL DEFAULT 0;\n"
                 + SQLiteMetadataStore.versionBytesBackfill
+        ),
+        // As SQLite's v18.
+        (
+            "v16: container members",
+            """
+            CREATE TABLE container_members (container_id BIGINT NOT NULL REFERENCES containers(id),
+              account_id BIGINT NOT NULL REFERENCES accounts(id), role TEXT NOT NULL, added_at BIGINT NOT NULL,
+              PRIMARY KEY (container_id, account_id));
+            CREATE INDEX container_members_by_account ON container_members (account_id)
+            """
         )
     ]
 

@@ -41,6 +41,9 @@ public struct Principal: Sendable, Hashable {
     public enum Access: Sendable {
         case read
         case write
+        /// Changes who reaches a container (its members, share links and end-to-end key):
+        /// its owner's alone (``ContainerTarget``).
+        case manage
     }
 
     /// The one rule of a token's scope, which every route that acts for an account applies:
@@ -50,7 +53,7 @@ public struct Principal: Sendable, Hashable {
     /// - Throws: `forbidden`, saying what the token may do.
     public func check(_ access: Access, container: ContainerName?) throws {
         let holder = device.map { "the token of device \"\($0)\"" } ?? "this token"
-        if access == .write, scope.readOnly {
+        if access != .read, scope.readOnly {
             throw XferError(
                 .forbidden, "\(holder) is read-only: it may read but not change anything; use a token with write access"
             )

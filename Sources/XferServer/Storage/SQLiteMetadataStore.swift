@@ -324,6 +324,16 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 sql: "ALTER TABLE accounts ADD COLUMN version_bytes INTEGER NOT NULL DEFAULT 0;"
                     + Self.versionBytesBackfill)
         }
+        migrator.registerMigration("v18: container members") { db in
+            // Who else an account's container is shared with, as reader or writer (docs/SHARING.md).
+            try db.execute(
+                sql: """
+                    CREATE TABLE container_members (container_id INTEGER NOT NULL REFERENCES containers(id),
+                      account_id INTEGER NOT NULL REFERENCES accounts(id), role TEXT NOT NULL, added_at INTEGER NOT NULL,
+                      PRIMARY KEY (container_id, account_id)) WITHOUT ROWID;
+                    CREATE INDEX container_members_by_account ON container_members (account_id);
+                    """)
+        }
         return migrator
     }
 

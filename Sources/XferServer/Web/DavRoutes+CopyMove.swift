@@ -38,10 +38,11 @@ extension DavRoutes {
         guard let header else {
             throw DavStatus(status: .badRequest, message: "\(move ? "MOVE" : "COPY") needs a Destination header")
         }
-        let destination = try Self.target(Self.path(ofURL: header), account: target.account)
-        guard destination.container == target.container else {
+        var destination = try Self.target(Self.path(ofURL: header), account: target.account)
+        guard destination.named == target.named else {
             throw DavStatus(status: .badGateway, message: "copies and moves stay in one container")
         }
+        destination.container = target.container
         let depth = depth?.lowercased() ?? "infinity"
         guard depth == "0" || depth == "infinity" else {
             throw DavStatus(status: .badRequest, message: "a COPY or MOVE has Depth 0 or infinity")

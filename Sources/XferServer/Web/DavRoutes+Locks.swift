@@ -67,7 +67,7 @@ extension DavRoutes {
         if let url {
             // A URL that is not one of this container's names holds no lock and no tag here.
             guard let named = try? Self.target(Self.path(ofURL: url), account: target.account),
-                named.container == target.container
+                named.named == target.named
             else {
                 return (nil, [])
             }
@@ -165,7 +165,7 @@ extension DavRoutes {
                     status: .preconditionFailed, message: "no lock the If header names is on \(target.relative)")
             }
             let (_, now) = try await metadata.davLocks(account: target.account, container: target.container)
-            return Self.lockAnswer(.ok, refreshed, target.container, now: now)
+            return Self.lockAnswer(.ok, refreshed, target.named, now: now)
         }
         let asked = try DavXML.lockinfo(String(buffer: body))
         let depth =
@@ -213,7 +213,7 @@ extension DavRoutes {
         }
         let (locks, now) = try await metadata.davLocks(account: target.account, container: target.container)
         return Self.lockAnswer(
-            created ? .created : .ok, locks.first { $0.token == lock.token } ?? lock, target.container, now: now)
+            created ? .created : .ok, locks.first { $0.token == lock.token } ?? lock, target.named, now: now)
     }
 
     /// UNLOCK (RFC 4918 §9.11): releases the lock `Lock-Token` names, which must be on the

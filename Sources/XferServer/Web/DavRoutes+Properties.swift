@@ -62,7 +62,7 @@ extension DavRoutes {
     /// A path's href: `/dav/CONTAINER/` and each component percent-encoded.
     static func href(_ container: ContainerName, _ relative: String, collection: Bool) -> String {
         let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
-        let parts = ([container.value] + components(relative)).map {
+        let parts = ([container.pathSegment] + components(relative)).map {
             $0.addingPercentEncoding(withAllowedCharacters: allowed) ?? $0
         }
         return "/dav/" + parts.joined(separator: "/") + (collection ? "/" : "")
@@ -91,7 +91,7 @@ extension DavRoutes {
             account: target.account, container: target.container,
             paths: members.map { Self.propertyPath($0.relative) })
         let (locks, now) = try await metadata.davLocks(account: target.account, container: target.container)
-        let container = target.container
+        let container = target.named
         let listed = members
         // Written as it is made, a piece at a time: what the answer holds in memory stays at
         // one piece however many members, properties and locks it lists.
@@ -247,7 +247,7 @@ extension DavRoutes {
             }
         }
         var seen = Set<DavXML.Name>()
-        let href = Self.href(target.container, target.relative, collection: target.slash)
+        let href = Self.href(target.named, target.relative, collection: target.slash)
         var xml = DavXML.head + "<D:response><D:href>\(DavXML.escape(href))</D:href>"
         for (name, status) in statuses where seen.insert(name).inserted {
             xml += "<D:propstat><D:prop>\(DavXML.empty(name))</D:prop><D:status>\(status)</D:status></D:propstat>"

@@ -52,8 +52,12 @@ struct DavRoutes: Sendable {
 
     /// Who is asking, and on which container and path.
     struct Target {
+        /// The owner's account, once resolved (``ContainerTarget``).
         var account: Int64
+        /// The container in its owner's account, once resolved.
         var container: ContainerName
+        /// The container as the path names it (`OWNER:NAME` for a member): what hrefs show.
+        var named: ContainerName
         /// The path below the container's scope, without a leading or trailing `/`; empty for its root.
         var relative: String
         /// Whether the request's path ended in `/`.
@@ -85,11 +89,15 @@ struct DavRoutes: Sendable {
         let (principal, key) = try await authenticate(request)
         var target = try Self.target(request.uri.path, account: principal.accountID)
         target.tokenKey = key
-        target.device = principal.device ?? target.device
-        // The token's scope, as on the /v1 routes (a COPY or MOVE stays in the container).
-        try principal.check(
-            Self.readingMethods.contains(request.method.rawValue) ? .read : .write, container: target.container)
-        if try await metadata.containerKey(account: principal.accountID, container: target.container) != nil {
+        // The one rule of container access, as on the /v1 routes (a COPY or MOVE stays in the
+        // container): the token's scope, then whose container and as what.
+        let resolved = try await ContainerTarget.resolve(
+            principal, named: target.named,
+            for: Self.readingMethods.contains(request.method.rawValue) ? .read : .write, store: metadata)
+        target.account = resolved.accountID
+        target.container = resolved.container
+        target.device = resolved.device(claimed: target.device) ?? target.device
+        if try await metadata.containerKey(account: target.account, container: target.container) != nil {
             throw XferError(
                 .encryptedContainer,
                 "container \(target.container) is end-to-end encrypted: the server cannot read it; use xfer")
@@ -212,7 +220,8 @@ struct DavRoutes: Sendable {
             throw XferError(.invalidPath, "a path must not hold . or ..")
         }
         let relative = components.joined(separator: "/").precomposedStringWithCanonicalMapping
-        return Target(account: account, container: container, relative: relative, slash: decoded.hasSuffix("/"))
+        return Target(
+            account: account, container: container, named: container, relative: relative, slash: decoded.hasSuffix("/"))
     }
 
     func options() -> Response {

@@ -23,14 +23,14 @@ extension WebRoutes {
     func receiveUpload(_ request: Request, _ session: WebContext, _ context: XferRequestContext) async throws
         -> Response
     {
-        let container = try Routes.container(context)
+        let target = try await target(context, session, .write)
         guard WebSecurity.isSameOrigin(request) else {
             throw XferError(.forbidden, "this form was sent from another site")
         }
         guard let type = request.headers[.contentType], var reader = MultipartReader(contentType: type) else {
             throw XferError(.badRequest, "an upload is a multipart/form-data form")
         }
-        try await refuseWriteIfEncrypted(container, session)
+        try await refuseWriteIfEncrypted(target)
         var fields: [String: String] = [:]
         var field: (name: String, bytes: [UInt8])? = nil
         var file: UploadedFile? = nil
@@ -49,7 +49,7 @@ extension WebRoutes {
                             field = nil
                         case .file(let path):
                             file = UploadedFile(
-                                path: path, intake: intake, account: session.principal.accountID, startedAt: startedAt)
+                                path: path, intake: intake, account: target.accountID, startedAt: startedAt)
                         case .field(let name):
                             field = (name, [])
                         }
@@ -65,7 +65,7 @@ extension WebRoutes {
                     case .end:
                         if let done = file {
                             file = nil
-                            committed.append(try await commitUploaded(done, session, container))
+                            committed.append(try await commitUploaded(done, target))
                         } else if let done = field {
                             fields[done.name] = String(decoding: done.bytes, as: UTF8.self)
                             field = nil
@@ -83,15 +83,13 @@ extension WebRoutes {
         }
         try reader.finish()
         guard let sent = fields["csrf"], WebSecurity.same(sent, csrf) else { throw Self.csrfMismatch }
-        if committed.count == 1 { return itemRedirect(container, committed[0]) }
-        return folderRedirect(container, try Self.folderField(fields))
+        if committed.count == 1 { return itemRedirect(target, committed[0]) }
+        return folderRedirect(target, try Self.folderField(fields))
     }
 
     /// Stores the rest of an uploaded file and commits it as a new version on whatever is there.
     /// - Returns: Its path.
-    func commitUploaded(_ file: UploadedFile, _ session: WebContext, _ container: ContainerName) async throws
-        -> DocumentPath
-    {
+    func commitUploaded(_ file: UploadedFile, _ target: ContainerTarget) async throws -> DocumentPath {
         var done = file
         let manifest: Manifest
         do {
@@ -101,8 +99,7 @@ extension WebRoutes {
             throw error
         }
         let info = try await commit(
-            session, container, done.path, manifest,
-            base: try await newBase(session, container, done.path, refusingLive: false))
+            target, done.path, manifest, base: try await newBase(target, done.path, refusingLive: false))
         return info.path
     }
 

@@ -23,21 +23,21 @@ extension WebRoutes {
     }
 
     /// A signed-in form on a plain container: its fields, checked.
-    func action(_ request: Request, _ context: XferRequestContext) async throws -> (
-        WebContext, ContainerName, [String: String]
-    ) {
+    func action(_ request: Request, _ context: XferRequestContext, _ access: Principal.Access = .write)
+        async throws -> (ContainerTarget, [String: String])
+    {
         let session = try requireSession(context)
-        let container = try Routes.container(context)
+        let target = try await target(context, session, access)
         let form = try await checkForm(request, session)
-        try await refuseWriteIfEncrypted(container, session)
-        return (session, container, form)
+        try await refuseWriteIfEncrypted(target)
+        return (target, form)
     }
 
-    func refuseWriteIfEncrypted(_ container: ContainerName, _ session: WebContext) async throws {
-        if try await metadata.containerKey(account: session.principal.accountID, container: container) != nil {
+    func refuseWriteIfEncrypted(_ target: ContainerTarget) async throws {
+        if try await metadata.containerKey(account: target.accountID, container: target.container) != nil {
             throw XferError(
                 .encryptedContainer,
-                "container \(container) is end-to-end encrypted: only a device holding its key can change it")
+                "container \(target.named) is end-to-end encrypted: only a device holding its key can change it")
         }
     }
 
@@ -67,12 +67,12 @@ extension WebRoutes {
         return value
     }
 
-    func itemRedirect(_ container: ContainerName, _ path: DocumentPath) -> Response {
-        Self.redirect("/web/c/\(container.value)/item" + WebSecurity.query([("path", path.value)]))
+    func itemRedirect(_ target: ContainerTarget, _ path: DocumentPath) -> Response {
+        Self.redirect(Self.href(target.named, "item") + WebSecurity.query([("path", path.value)]))
     }
 
-    func folderRedirect(_ container: ContainerName, _ folder: String) -> Response {
-        Self.redirect(Self.containerHref(container.value, folder: folder))
+    func folderRedirect(_ target: ContainerTarget, _ folder: String) -> Response {
+        Self.redirect(Self.containerHref(target.named, folder: folder))
     }
 
     static func parent(_ path: DocumentPath) -> String {
@@ -83,22 +83,23 @@ extension WebRoutes {
     // MARK: Folders, renames, deletions, restores, conflicts
 
     @Sendable func makeFolder(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let (session, container, form) = try await action(request, context)
+        let (target, form) = try await action(request, context)
         let folder = try Self.folderField(form)
         let path = try Self.child(folder, form["name"])
         _ = try await commit(
-            session, container, path, try DocumentWriter.folderManifest(),
-            base: try await newBase(session, container, path, refusingLive: true))
-        return folderRedirect(container, folder)
+            target, path, try DocumentWriter.folderManifest(),
+            base: try await newBase(target, path, refusingLive: true))
+        return folderRedirect(target, folder)
     }
 
     @Sendable func rename(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let (session, container, form) = try await action(request, context)
+        let (target, form) = try await action(request, context)
         let path = try DocumentPath(form["path"] ?? "")
         let base = try Self.versionField(form, "base")
-        let target = try Self.child(Self.parent(path), form["name"])
-        guard target != path else { return itemRedirect(container, path) }
-        let account = session.principal.accountID
+        let renamed = try Self.child(Self.parent(path), form["name"])
+        guard renamed != path else { return itemRedirect(target, path) }
+        let account = target.accountID
+        let container = target.container
         let stored = try await metadata.manifest(account: account, container: container, path: path, version: base)
         guard stored.info.state == .current else {
             throw XferError.conflict(path: path, current: stored.info.version, base: base)
@@ -110,77 +111,74 @@ extension WebRoutes {
         // The new name first, then the old one deleted from the version the page showed: if
         // the second step finds the document changed, both stay and nothing is lost.
         _ = try await commit(
-            session, container, target, try Manifest(decoding: stored.manifest),
-            base: try await newBase(session, container, target, refusingLive: true), like: stored.info)
+            target, renamed, try Manifest(decoding: stored.manifest),
+            base: try await newBase(target, renamed, refusingLive: true), like: stored.info)
         // Its WebDAV properties go with it, as a MOVE takes them (the delete would drop them).
         try await metadata.copyDeadProperties(
-            account: account, container: container, from: path.value, to: target.value, move: true)
+            account: account, container: container, from: path.value, to: renamed.value, move: true)
         _ = try await metadata.delete(account: account, container: container, path: path, baseVersion: base)
         changes.notify(account: account, container: container)
-        return itemRedirect(container, target)
+        return itemRedirect(target, renamed)
     }
 
     @Sendable func deleteDocument(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let (session, container, form) = try await action(request, context)
+        let (target, form) = try await action(request, context)
         let path = try DocumentPath(form["path"] ?? "")
         let base = try Self.versionField(form, "base")
         _ = try await metadata.delete(
-            account: session.principal.accountID, container: container, path: path, baseVersion: base)
-        changes.notify(account: session.principal.accountID, container: container)
-        return folderRedirect(container, Self.parent(path))
+            account: target.accountID, container: target.container, path: path, baseVersion: base)
+        changes.notify(account: target.accountID, container: target.container)
+        return folderRedirect(target, Self.parent(path))
     }
 
     /// Makes an earlier version (or what a deleted document last held) current again, as a
     /// new version based on the newest one.
     @Sendable func restore(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let (session, container, form) = try await action(request, context)
+        let (target, form) = try await action(request, context)
         let path = try DocumentPath(form["path"] ?? "")
         let version = try Self.versionField(form, "version")
         let base = try Self.versionField(form, "base")
         let stored = try await metadata.manifest(
-            account: session.principal.accountID, container: container, path: path, version: version)
-        _ = try await commit(
-            session, container, path, try Manifest(decoding: stored.manifest), base: base, like: stored.info)
-        return itemRedirect(container, path)
+            account: target.accountID, container: target.container, path: path, version: version)
+        _ = try await commit(target, path, try Manifest(decoding: stored.manifest), base: base, like: stored.info)
+        return itemRedirect(target, path)
     }
 
     @Sendable func resolve(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let (session, container, form) = try await action(request, context)
+        let (target, form) = try await action(request, context)
+        let container = target.container
         let path = try DocumentPath(form["path"] ?? "")
         let keep = try Self.versionField(form, "keep")
         // Settled only as the page showed it: a version current since then is not demoted
         // by a choice made without it.
         let base = try Self.versionField(form, "base")
         let now = try await metadata.document(
-            account: session.principal.accountID, container: container, path: path, version: nil)
+            account: target.accountID, container: container, path: path, version: nil)
         guard now.version == base else { throw XferError.conflict(path: path, current: now.version, base: base) }
         // The other contenders stay in history (superseded), never removed from here.
         _ = try await metadata.resolve(
-            account: session.principal.accountID, container: container,
-            ResolveRequest(path: path, keep: keep, keepAll: true))
-        changes.notify(account: session.principal.accountID, container: container)
-        return itemRedirect(container, path)
+            account: target.accountID, container: container, ResolveRequest(path: path, keep: keep, keepAll: true))
+        changes.notify(account: target.accountID, container: container)
+        return itemRedirect(target, path)
     }
 
     var writer: DocumentWriter { DocumentWriter(metadata: metadata, changes: changes) }
 
-    /// ``DocumentWriter/newBase(account:container:path:refusingLive:)`` for the session's account.
-    func newBase(_ session: WebContext, _ container: ContainerName, _ path: DocumentPath, refusingLive: Bool)
-        async throws -> Int64?
-    {
+    /// ``DocumentWriter/newBase(account:container:path:refusingLive:)`` in the target container.
+    func newBase(_ target: ContainerTarget, _ path: DocumentPath, refusingLive: Bool) async throws -> Int64? {
         try await writer.newBase(
-            account: session.principal.accountID, container: container, path: path, refusingLive: refusingLive)
+            account: target.accountID, container: target.container, path: path, refusingLive: refusingLive)
     }
 
     /// Commits `manifest` at `path` as one new version from this browser (device `web`, or the
-    /// device the session's token was issued to).
+    /// device the session's token was issued to; a member's account beside it).
     func commit(
-        _ session: WebContext, _ container: ContainerName, _ path: DocumentPath, _ manifest: Manifest, base: Int64?,
+        _ target: ContainerTarget, _ path: DocumentPath, _ manifest: Manifest, base: Int64?,
         like copied: DocumentInfo? = nil
     ) async throws -> DocumentInfo {
         try await writer.commit(
-            account: session.principal.accountID, container: container, path: path, manifest, base: base,
-            like: copied, device: session.principal.device ?? "web")
+            account: target.accountID, container: target.container, path: path, manifest, base: base,
+            like: copied, device: target.device(claimed: "web") ?? "web")
     }
 
     static func now() -> Int64 { DocumentWriter.now() }

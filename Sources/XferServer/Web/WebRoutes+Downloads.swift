@@ -11,14 +11,15 @@ extension WebRoutes {
     /// A file's bytes (one `Range` honoured) or a package as a tar stream, always as a download.
     @Sendable func raw(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
-        let container = try Routes.container(context)
-        if try await metadata.containerKey(account: session.principal.accountID, container: container) != nil {
+        let target = try await target(context, session, .read)
+        let container = target.named
+        if try await metadata.containerKey(account: target.accountID, container: target.container) != nil {
             throw XferError(
                 .encryptedContainer, "container \(container) is end-to-end encrypted: the server cannot read it")
         }
         let path = try Routes.path(request)
         let stored = try await metadata.manifest(
-            account: session.principal.accountID, container: container, path: path,
+            account: target.accountID, container: target.container, path: path,
             version: try Routes.optionalInt(request, "version"))
         guard stored.info.state != .deleted, stored.info.state != .uploading else {
             throw XferError(
@@ -70,14 +71,18 @@ extension WebRoutes {
     /// browser closes the connection (``ClientPresence``), its slot given back then.
     @Sendable func events(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
-        let container = try Routes.container(context)
-        let account = session.principal.accountID
-        if let refusal = try await refuseEncrypted(container, session) { return refusal }
+        let target = try await target(context, session, .read)
+        let account = target.accountID
+        // An account may park only so many, whoever's container they follow.
+        let asking = target.principal.accountID
+        if let refusal = try await refuseEncrypted(target, session) { return refusal }
         let cap = limits.maximumWaitingPollsPerAccount
         let (metadata, changes) = (metadata, changes)
         let presence = await context.presence()
-        let start = try await metadata.changes(account: account, container: container, after: Int64.max - 1, limit: 1)
-            .head
+        let start = try await metadata.changes(
+            account: account, container: target.container, after: Int64.max - 1, limit: 1
+        )
+        .head
         var headers: HTTPFields = [.contentType: "text/event-stream"]
         headers[.cacheControl] = "no-store"
         return Response(
@@ -85,7 +90,7 @@ extension WebRoutes {
             body: ResponseBody { writer in
                 // The slot is taken where it is given back: a stream whose head never went out
                 // (the browser left first) holds none.
-                guard changes.polls.enter(account, limit: cap) else {
+                guard changes.polls.enter(asking, limit: cap) else {
                     try await writer.write(
                         ByteBuffer(
                             string:
@@ -94,7 +99,7 @@ extension WebRoutes {
                     try await writer.finish(nil)
                     return
                 }
-                defer { changes.polls.leave(account) }
+                defer { changes.polls.leave(asking) }
                 let end = ContinuousClock.now + .seconds(3600)
                 var cursor = start
                 try await writer.write(ByteBuffer(string: "retry: 3000\n: xfer\n\n"))
@@ -103,10 +108,12 @@ extension WebRoutes {
                     let seen = cursor
                     let present = await ClientPresence.run(until: presence) {
                         await withGracefulShutdownHandler {
-                            await changes.wait(account: account, container: container, seconds: 20) {
+                            await changes.wait(account: account, container: target.container, seconds: 20) {
+                                // A member unshared meanwhile: the stream ends (``ContainerTarget/holds(in:)``).
+                                guard (try? await target.holds(in: metadata)) != false else { return true }
                                 guard
                                     let head = try? await metadata.changes(
-                                        account: account, container: container, after: Int64.max - 1, limit: 1
+                                        account: account, container: target.container, after: Int64.max - 1, limit: 1
                                     ).head
                                 else {
                                     return false
@@ -120,9 +127,10 @@ extension WebRoutes {
                     // The browser left: the slot goes back now, not at a write that fails later.
                     guard present else { break }
                     if changes.isDraining { stopping = true }
+                    guard (try? await target.holds(in: metadata)) != false else { break }
                     let head =
                         (try? await metadata.changes(
-                            account: account, container: container, after: Int64.max - 1, limit: 1
+                            account: account, container: target.container, after: Int64.max - 1, limit: 1
                         ).head) ?? seen
                     if head != seen {
                         cursor = head

@@ -11,12 +11,16 @@ extension WebRoutes {
     @Sendable func home(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
         let account = try await metadata.account(session.principal.accountID)
-        let containers = try await metadata.containers(account: session.principal.accountID)
+        let containers = try await metadata.containerList(account: session.principal.accountID)
         let values: [String: Any] = [
             "used": ByteCount(account.charged).description, "quota": ByteCount(account.quota).description,
             "usedBytes": account.charged, "quotaBytes": max(1, account.quota), "highBytes": account.quota / 10 * 9,
-            "containers": containers.map { summary -> [String: Any] in
-                ["name": summary.name, "encrypted": summary.encrypted, "href": Self.containerHref(summary.name)]
+            "containers": try containers.map { entry -> [String: Any] in
+                [
+                    "name": entry.container, "encrypted": entry.encrypted, "role": entry.role.rawValue,
+                    "shared": entry.role != .owner || entry.members > 0,
+                    "href": Self.containerHref(try ContainerName(entry.container))
+                ]
             }
         ]
         return html("containers", values, title: "Containers", session: session)
@@ -24,8 +28,9 @@ extension WebRoutes {
 
     @Sendable func folder(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
-        let container = try Routes.container(context)
-        if let refusal = try await refuseEncrypted(container, session) { return refusal }
+        let target = try await target(context, session, .read)
+        let container = target.named
+        if let refusal = try await refuseEncrypted(target, session) { return refusal }
         let fields = WebSecurity.queryFields(request)
         let prefix = (fields["folder"] ?? "").precomposedStringWithCanonicalMapping
         guard prefix.isEmpty || prefix.hasSuffix("/"), prefix.utf8.count <= DocumentPathRules.maximumPathBytes,
@@ -41,12 +46,12 @@ extension WebRoutes {
             start = position
         }
         let listing = try await metadata.folder(
-            account: session.principal.accountID, container: container, prefix: prefix,
+            account: target.accountID, container: target.container, prefix: prefix,
             from: start, limit: Self.pageSize)
         let rows = listing.entries.map { entry -> [String: Any] in
             if let below = entry.folder {
                 var row = Self.row(entry.document, name: entry.name, container: container)
-                row["href"] = Self.containerHref(container.value, folder: below)
+                row["href"] = Self.containerHref(container, folder: below)
                 row["kind"] = "folder"
                 row["size"] = ""
                 return row
@@ -60,22 +65,23 @@ extension WebRoutes {
         values["here"] = prefix.isEmpty ? container.value : String(prefix.dropLast().split(separator: "/").last ?? "")
         values["folder"] = prefix
         if let next = listing.next {
-            values["moreHref"] = Self.containerHref(container.value, folder: prefix, page: next.token)
+            values["moreHref"] = Self.containerHref(container, folder: prefix, page: next.token)
         }
         return html(
             "folder", values, title: prefix.isEmpty ? container.value : prefix, session: session,
-            events: "/web/c/\(container.value)/events")
+            events: Self.href(container, "events"))
     }
 
     @Sendable func search(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
-        let container = try Routes.container(context)
-        if let refusal = try await refuseEncrypted(container, session) { return refusal }
+        let target = try await target(context, session, .read)
+        let container = target.named
+        if let refusal = try await refuseEncrypted(target, session) { return refusal }
         // A GET form: `+` is a space (as in a form body). Empty fields mean "any".
         let parameters = WebSecurity.queryFields(request)
         let query = try DocumentQuery(parameter: { key in parameters[key].flatMap { $0.isEmpty ? nil : $0 } })
         let list = try await metadata.query(
-            account: session.principal.accountID, container: container, query,
+            account: target.accountID, container: target.container, query,
             after: parameters["page"], limit: Self.pageSize)
         let rows = list.documents.map { Self.row($0, name: $0.path.value, container: container) }
         var values = commonValues(container)
@@ -88,22 +94,23 @@ extension WebRoutes {
         if list.more, let next = list.next {
             var pairs = query.parameters.map { ($0.0, Optional($0.1)) }
             pairs.append(("page", next))
-            values["moreHref"] = "/web/c/\(container.value)/search" + WebSecurity.query(pairs)
+            values["moreHref"] = Self.href(container, "search") + WebSecurity.query(pairs)
         }
-        return html("search", values, title: "Search", session: session, events: "/web/c/\(container.value)/events")
+        return html("search", values, title: "Search", session: session, events: Self.href(container, "events"))
     }
 
     @Sendable func deleted(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
-        let container = try Routes.container(context)
-        if let refusal = try await refuseEncrypted(container, session) { return refusal }
+        let target = try await target(context, session, .read)
+        let container = target.named
+        if let refusal = try await refuseEncrypted(target, session) { return refusal }
         var query = DocumentQuery()
         query.state = .deleted
         query.sort = .modified
         query.descending = true
         let page = request.uri.queryParameters.get("page").map { String($0) }
         let list = try await metadata.query(
-            account: session.principal.accountID, container: container, query, after: page, limit: Self.pageSize)
+            account: target.accountID, container: target.container, query, after: page, limit: Self.pageSize)
         let rows = list.documents.map { info -> [String: Any] in
             var row = Self.row(info, name: info.path.value, container: container)
             row["size"] = ""
@@ -117,19 +124,20 @@ extension WebRoutes {
         values["rows"] = rows
         values["hasRows"] = !rows.isEmpty
         if list.more, let next = list.next {
-            values["moreHref"] = "/web/c/\(container.value)/deleted" + WebSecurity.query([("page", next)])
+            values["moreHref"] = Self.href(container, "deleted") + WebSecurity.query([("page", next)])
         }
         return html(
-            "deleted", values, title: "Recently Deleted", session: session, events: "/web/c/\(container.value)/events")
+            "deleted", values, title: "Recently Deleted", session: session, events: Self.href(container, "events"))
     }
 
     @Sendable func item(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
-        let container = try Routes.container(context)
-        if let refusal = try await refuseEncrypted(container, session) { return refusal }
+        let target = try await target(context, session, .read)
+        let container = target.named
+        if let refusal = try await refuseEncrypted(target, session) { return refusal }
         let path = try Routes.path(request)
-        let account = session.principal.accountID
-        let versions = try await metadata.versions(account: account, container: container, path: path).versions
+        let account = target.accountID
+        let versions = try await metadata.versions(account: account, container: target.container, path: path).versions
         guard let newest = versions.first(where: { $0.state == .current || $0.state == .deleted }) ?? versions.first
         else {
             throw XferError(.notFound, "no document \(path) in container \(container)")
@@ -176,7 +184,7 @@ extension WebRoutes {
         }
         if newest.state == .current && newest.kind != .directory {
             let stored = try await metadata.manifest(
-                account: account, container: container, path: path, version: newest.version)
+                account: account, container: target.container, path: path, version: newest.version)
             let manifest = try Manifest(decoding: stored.manifest)
             if manifest.kind == .file, manifest.entries.count == 1, manifest.entries.kind(at: 0) == .symlink {
                 values["symlink"] = manifest.entries.symlinkTarget(at: 0) ?? ""
@@ -199,15 +207,16 @@ extension WebRoutes {
                 if entries.count > shown { values["entriesLeft"] = String(entries.count - shown) }
             }
         }
-        return html("item", values, title: name, session: session, events: "/web/c/\(container.value)/events")
+        return html("item", values, title: name, session: session, events: Self.href(container, "events"))
     }
 
     /// The container's key-value store, read only (apps write it; `xfer kv` too).
     @Sendable func keyValues(_ request: Request, context: XferRequestContext) async throws -> Response {
         let session = try requireSession(context)
-        let container = try Routes.container(context)
-        if let refusal = try await refuseEncrypted(container, session) { return refusal }
-        let list = try await metadata.values(account: session.principal.accountID, container: container)
+        let target = try await target(context, session, .read)
+        let container = target.named
+        if let refusal = try await refuseEncrypted(target, session) { return refusal }
+        let list = try await metadata.values(account: target.accountID, container: target.container)
         let rows = list.entries.filter { $0.value != nil }.map { entry -> [String: Any] in
             [
                 "key": entry.key, "value": entry.value?.description ?? "", "modified": Self.date(entry.timestampNs),
@@ -222,6 +231,6 @@ extension WebRoutes {
         values["keys"] = String(rows.count)
         values["maximumKeys"] = String(list.maximumKeys)
         return html(
-            "kv", values, title: "Key-value store", session: session, events: "/web/c/\(container.value)/events")
+            "kv", values, title: "Key-value store", session: session, events: Self.href(container, "events"))
     }
 }

@@ -92,21 +92,31 @@ struct WebRoutes: Sendable {
     }
 
     /// The page shown in place of an end-to-end encrypted container's contents.
-    func refuseEncrypted(_ container: ContainerName, _ session: WebContext) async throws -> Response? {
-        guard try await metadata.containerKey(account: session.principal.accountID, container: container) != nil else {
+    func refuseEncrypted(_ target: ContainerTarget, _ session: WebContext) async throws -> Response? {
+        guard try await metadata.containerKey(account: target.accountID, container: target.container) != nil else {
             return nil
         }
-        return html("encrypted", ["container": container.value], title: container.value, session: session)
+        return html("encrypted", ["container": target.named.value], title: target.named.value, session: session)
+    }
+
+    /// The container the page's path names, resolved for the session's account by the one rule
+    /// (``ContainerTarget``): its own, or one shared with it that allows `access`.
+    func target(_ context: XferRequestContext, _ session: WebContext, _ access: Principal.Access) async throws
+        -> ContainerTarget
+    {
+        try await ContainerTarget.resolve(
+            session.principal, named: try ContainerName(context.parameters.get("container") ?? ""), for: access,
+            store: metadata)
     }
 
     func commonValues(_ container: ContainerName) -> [String: Any] {
         [
-            "container": container.value, "containerHref": Self.containerHref(container.value),
-            "searchAction": "/web/c/\(container.value)/search", "deletedHref": "/web/c/\(container.value)/deleted",
-            "uploadAction": "/web/c/\(container.value)/upload", "mkdirAction": "/web/c/\(container.value)/mkdir",
-            "renameAction": "/web/c/\(container.value)/rename", "deleteAction": "/web/c/\(container.value)/delete",
-            "restoreAction": "/web/c/\(container.value)/restore", "resolveAction": "/web/c/\(container.value)/resolve",
-            "shareAction": "/web/c/\(container.value)/share", "kvHref": "/web/c/\(container.value)/kv"
+            "container": container.value, "containerHref": Self.containerHref(container),
+            "searchAction": Self.href(container, "search"), "deletedHref": Self.href(container, "deleted"),
+            "uploadAction": Self.href(container, "upload"), "mkdirAction": Self.href(container, "mkdir"),
+            "renameAction": Self.href(container, "rename"), "deleteAction": Self.href(container, "delete"),
+            "restoreAction": Self.href(container, "restore"), "resolveAction": Self.href(container, "resolve"),
+            "shareAction": Self.href(container, "share"), "kvHref": Self.href(container, "kv")
         ]
     }
 
@@ -141,13 +151,18 @@ struct WebRoutes: Sendable {
         Response(status: .seeOther, headers: [.location: location])
     }
 
-    static func containerHref(_ container: String, folder: String? = nil, page: String? = nil) -> String {
-        "/web/c/\(container)"
+    static func containerHref(_ container: ContainerName, folder: String? = nil, page: String? = nil) -> String {
+        "/web/c/\(container.pathSegment)"
             + WebSecurity.query([("folder", folder.flatMap { $0.isEmpty ? nil : $0 }), ("page", page)])
     }
 
+    /// The address of one of the container's pages or actions.
+    static func href(_ container: ContainerName, _ page: String) -> String {
+        "/web/c/\(container.pathSegment)/\(page)"
+    }
+
     static func rawHref(_ container: ContainerName, _ path: DocumentPath, version: Int64?) -> String {
-        "/web/c/\(container.value)/raw"
+        href(container, "raw")
             + WebSecurity.query([("path", path.value), ("version", version.map(String.init))])
     }
 
@@ -156,12 +171,12 @@ struct WebRoutes: Sendable {
     /// document's page links every folder above it. The container comes first unless the page
     /// is the container's top.
     static func crumbs(_ container: ContainerName, _ prefix: String, includingLast: Bool = false) -> [[String: Any]] {
-        var crumbs: [[String: Any]] = [["name": container.value, "href": containerHref(container.value)]]
+        var crumbs: [[String: Any]] = [["name": container.value, "href": containerHref(container)]]
         var walked = ""
         let parts = prefix.split(separator: "/")
         for part in includingLast ? parts[...] : parts.dropLast() {
             walked += part + "/"
-            crumbs.append(["name": String(part), "href": containerHref(container.value, folder: walked)])
+            crumbs.append(["name": String(part), "href": containerHref(container, folder: walked)])
         }
         return prefix.isEmpty && !includingLast ? [] : crumbs
     }
@@ -172,7 +187,7 @@ struct WebRoutes: Sendable {
             "name": name, "path": info.path.value, "kind": info.kind.rawValue,
             "size": info.kind == .directory ? "" : ByteCount(info.size).description,
             "modified": date(info.mtimeNs), "modifiedISO": iso(info.mtimeNs), "device": info.device ?? "",
-            "href": "/web/c/\(container.value)/item" + WebSecurity.query([("path", info.path.value)])
+            "href": Self.href(container, "item") + WebSecurity.query([("path", info.path.value)])
         ]
         if info.state == .uploading { row["note"] = "uploading" }
         if let conflicts = info.conflicts, !conflicts.isEmpty { row["note"] = "conflict" }

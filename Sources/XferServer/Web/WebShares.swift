@@ -30,7 +30,9 @@ extension WebRoutes {
     }
 
     @Sendable func createShare(_ request: Request, context: XferRequestContext) async throws -> Response {
-        let (session, container, form) = try await action(request, context)
+        let session = try requireSession(context)
+        let (target, form) = try await action(request, context, .manage)
+        let container = target.named
         let path = try DocumentPath(form["path"] ?? "")
         let version = form["pin"] == "1" ? try Self.versionField(form, "base") : nil
         let days = Int64(form["days"] ?? "7") ?? -1
@@ -42,12 +44,12 @@ extension WebRoutes {
             throw XferError(.badRequest, "the password is longer than \(ShareCreateRequest.maximumPasswordBytes) bytes")
         }
         let (link, secret) = try await ShareLinks(metadata: metadata, passwords: passwords).make(
-            for: session.principal, container: container, path: path, version: version,
+            for: session.principal, container: target.container, path: path, version: version,
             lifetime: days == 0 ? nil : days * 86_400 * 1_000_000_000, password: password)
         var values = commonValues(container)
         values["url"] = ShareLinks.url(request, secret: secret, secure: limits.secureCookies)
         values["name"] = String(path.value.split(separator: "/").last ?? "")
-        values["itemHref"] = "/web/c/\(container.value)/item" + WebSecurity.query([("path", path.value)])
+        values["itemHref"] = Self.href(container, "item") + WebSecurity.query([("path", path.value)])
         values["expires"] = link.expiresAt.map(Self.date) ?? "never (until revoked)"
         if link.hasPassword { values["password"] = true }
         if let version = link.version { values["pinned"] = String(version) }

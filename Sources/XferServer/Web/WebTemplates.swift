@@ -86,7 +86,7 @@ enum WebTemplates {
         {{^containers}}<p class="empty">No containers yet: <code>xfer push</code> or <code>xfer sync</code> makes one.</p>{{/containers}}
         <ul class="containers">
         {{#containers}}
-        <li>{{#encrypted}}<span class="badge" title="End-to-end encrypted">encrypted</span> <bdi>{{name}}</bdi>{{/encrypted}}{{^encrypted}}<a href="{{href}}"><bdi>{{name}}</bdi></a>{{/encrypted}}</li>
+        <li>{{#encrypted}}<span class="badge" title="End-to-end encrypted">encrypted</span> <bdi>{{name}}</bdi>{{/encrypted}}{{^encrypted}}<a href="{{href}}"><bdi>{{name}}</bdi></a>{{/encrypted}}{{#shared}} <span class="badge" title="Shared between accounts">{{role}}</span>{{/shared}}</li>
         {{/containers}}
         </ul>
         """,

@@ -251,10 +251,14 @@ extension SQLMetadataStore {
                 tokens: summary.tokens, used: summary.used, dryRun: dryRun)
             guard !dryRun else { return deletion }
             // The container's rows first (versions before their documents), then the account's.
-            for table in ["dav_locks", "dav_properties", "container_keys", "kv", "versions", "documents"] {
+            for table in [
+                "container_members", "dav_locks", "dav_properties", "container_keys", "kv", "versions", "documents"
+            ] {
                 try tx.sql.rows("DELETE FROM \(table) WHERE container_id IN (\(owned))", id)
             }
-            for table in ["containers", "share_links", "web_sessions", "tokens", "account_chunks"] {
+            // Its memberships in others' containers end with it.
+            for table in ["container_members", "containers", "share_links", "web_sessions", "tokens", "account_chunks"]
+            {
                 try tx.sql.rows("DELETE FROM \(table) WHERE account_id = ?", id)
             }
             try tx.sql.rows("DELETE FROM accounts WHERE id = ?", id)

@@ -121,6 +121,8 @@ struct MetadataTransaction {
     /// ``NameSealing/isSealed(path:)``), so a client that does not know it is encrypted never
     /// stores plain data in it.
     func containerID(account: Int64, name: ContainerName, create: Bool, sealed: Bool = false) throws -> Int64? {
+        // An owner's name is resolved to the owner's account before the store (``ContainerTarget``).
+        guard name.owner == nil else { throw XferError(.notFound, "no container \(name) in this account") }
         let select = "SELECT id FROM containers WHERE account_id = ? AND name = ?"
         if let id = try sql.int(select, account, name.value) {
             if create { try lockForWrite(id, name, sealed: sealed) }
