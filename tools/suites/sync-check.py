@@ -4,6 +4,8 @@ Trinity), driving the real `xfer` binary.
 
 Two or three devices (directories, each with its own client state and its own fault proxy on a
 port that never changes, so each device's server URL stays the same) and one `xfer serve`.
+Device B belongs to a second account, a writer of the first account's container, which it
+syncs as `check/default` (docs/SHARING.md).
 Every step is drawn from one seeded stream:
 
   create, edit, delete, rename, chmod   files in a few directories (sizes 0-70 KB, rarely 300 KB)
@@ -97,6 +99,9 @@ PACKAGE_DIRS = ["", "d1/"]
 PACKAGE_NAMES = [f"p{i}.pkg" for i in range(3)]
 FAULT_KINDS = ["drop", "reset", "reset", "truncate", "truncate", "truncate", "flip", "delay"]
 ACCOUNT = "check"
+# Device B belongs to another account, a writer of ACCOUNT's container shared with it
+# (docs/SHARING.md): it syncs the container as check/default.
+MEMBER = "member"
 # Every device reaches the server through its proxy, so from one address; a bit flipped in a
 # response's framing leaves the client waiting for bytes that never come until the server
 # closes the idle connection: 5 s here instead of 45.
@@ -387,7 +392,8 @@ class Check:
         self.port = free_port()
         self.server = None
         self.token = None
-        self.backup = None  # (data copy, token, incarnation it was taken from)
+        self.member_token = None
+        self.backup = None  # (data copy, token, member token, incarnation it was taken from)
         # The promise: content digest -> {"kind", "origin", "paths"} ...
         self.promised = {}
         # ... and where each one was last seen: ("local", seen) or ("trash", device, entry id, seen or None) or
@@ -412,8 +418,13 @@ class Check:
         data = self.ws.join(f"data-{self.incarnation}")
         os.makedirs(data, mode=0o700)
         self.token = xferlab.create_account(self.binary, data, ACCOUNT)
+        self.member_token = xferlab.create_account(self.binary, data, MEMBER)
         self.server = xferlab.Server(self.binary, data, extra=SERVER_OPTIONS, port=self.port)
         self.start_server()
+        request = urllib.request.Request(
+            f"{self.server.url}/v1/containers/default/members/{MEMBER}", method="PUT", data=b'{"role":"writer"}',
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=30).read()
 
     def start_server(self):
         for attempt in range(50):
@@ -451,11 +462,16 @@ class Check:
 
     # ---------------------------------------------------------------- clients
 
+    def token_of(self, device):
+        return self.member_token if device.name == "B" else self.token
+
     def env(self, device):
-        return dict(os.environ, XFER_SERVER=device.url, XFER_TOKEN=self.token, XFER_STATE_DIR=device.state, XFER_CONFIG="/nonexistent")
+        return dict(os.environ, XFER_SERVER=device.url, XFER_TOKEN=self.token_of(device), XFER_STATE_DIR=device.state,
+                    XFER_CONFIG="/nonexistent")
 
     def start_sync(self, device, extra=()):
-        return subprocess.Popen([self.binary, "sync", device.dir, "--once", "--json"] + list(extra), stdout=subprocess.PIPE,
+        container = ["--container", f"{ACCOUNT}/default"] if device.name == "B" else []
+        return subprocess.Popen([self.binary, "sync", device.dir, "--once", "--json"] + container + list(extra), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=self.env(device))
 
     def finish_sync(self, device, process, before, kind, must_succeed, killed=False):
@@ -704,7 +720,8 @@ class Check:
             if differ:
                 raise Failure(f"after {rounds} quiet rounds the trees of {first} and {device.name} differ:\n" + "\n".join(differ[:20]))
         for device in self.devices:
-            code, out, err = xferlab.run_xfer(self.binary, ["status", device.dir, "--json"], device.url, self.token, device.state)
+            code, out, err = xferlab.run_xfer(self.binary, ["status", device.dir, "--json"], device.url, self.token_of(device),
+                                              device.state)
             if code != 0:
                 raise Failure(f"xfer status of {device.name} exited {code}: {err[-500:]}")
             bad = []
@@ -1058,18 +1075,18 @@ class Check:
             shutil.copytree(self.server.data, copy, symlinks=True)
             if self.backup:
                 shutil.rmtree(self.backup[0], ignore_errors=True)
-            self.backup = (copy, self.token, self.incarnation)
+            self.backup = (copy, self.token, self.member_token, self.incarnation)
             self.start_server()
             return f"server_backup ({self.server.data})"
         if kind == "server_restore":
             if not self.backup:
                 return "server_restore: no backup"
-            copy, token, taken = self.backup
+            copy, token, member_token, taken = self.backup
             self.server.stop()
             self.incarnation += 1
             data = self.ws.join(f"data-{self.incarnation}")
             shutil.copytree(copy, data, symlinks=True)
-            self.token = token
+            self.token, self.member_token = token, member_token
             self.server.log.close()
             self.server = xferlab.Server(self.binary, data, extra=SERVER_OPTIONS, port=self.port)
             self.start_server()
