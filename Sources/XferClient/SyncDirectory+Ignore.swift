@@ -20,7 +20,9 @@ extension SyncDirectory {
     /// - Parameter plan: A document's plan.
     /// - Returns: The plan, with a local removal of such a package turned into nothing.
     func keepingIgnoredFiles(_ plan: Plan) -> Plan {
-        guard plan.action == .deleteLocal, let local = plan.local, local.kind == .package else { return plan }
+        guard [.deleteLocal, .exclude].contains(plan.action), let local = plan.local, local.kind == .package else {
+            return plan
+        }
         let everything = (try? DirectoryWalker.walk(local.path).count) ?? 0
         let synced = (try? IgnoreRules.walk(local.path).count) ?? 0
         guard everything != synced else { return plan }

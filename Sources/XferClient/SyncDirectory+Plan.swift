@@ -7,6 +7,8 @@ extension SyncDirectory {
     /// What a pass should do with one document, and how it stands meanwhile.
     enum Action: Equatable {
         case none, push, pull, deleteRemote, deleteLocal, forget
+        /// Out of this device's selection: the local copy goes to the trash, the server keeps it.
+        case exclude
         /// The server shows it older than this device saw it (end to end): nothing is changed.
         case rolledBack
     }
@@ -32,6 +34,7 @@ extension SyncDirectory {
     {
         let records = try state.records()
         var (local, invalid, ignore, unreadable) = scanLocal(expected: records.count)
+        let selection = try passSelection(local: local, records: records)
         // The namespace is a tree (docs/PROTOCOL.md, "Names"): a server that lists a document
         // inside another is not followed there; the inner one is skipped and reported.
         var listing = listing
@@ -89,6 +92,12 @@ extension SyncDirectory {
                 // Not seen here is not known absent: nothing is deleted, pulled or forgotten
                 // under a directory that could not be read.
                 (action, state) = (.none, synced == nil ? .pendingDownload : .synced)
+            }
+            let kind = file?.kind ?? info?.kind ?? record?.kind
+            if !selection.includes(key, isDirectory: kind == .directory) {
+                (action, state) = Self.leftOut(
+                    (action, state), local: file != nil, changed: changed, synced: synced?.version, remote: info,
+                    isDirectory: kind == .directory)
             }
             // End to end the server knows no document's true size or time: what this folder recorded says them.
             let described = remote.endToEnd == nil ? info : nil
@@ -381,6 +390,13 @@ extension SyncDirectory {
                             reason:
                                 "the server shows v\(current ?? 0), older than a version it showed this device: rolled back; kept here"
                         ))
+                case .exclude:
+                    steps.append(
+                        .init(
+                            action: .exclude, path: plan.path.value, kind: kind,
+                            reason: plan.isDirectory
+                                ? "left out of this device's selection; removed here once it is empty, kept on the server"
+                                : "left out of this device's selection; moved to the trash here, kept on the server"))
                 case .none, .forget:
                     break
                 }

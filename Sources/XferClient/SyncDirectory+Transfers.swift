@@ -138,11 +138,13 @@ extension SyncDirectory {
         return report
     }
 
-    /// Removes a document deleted on the server, unless it changed here (then it is pushed
-    /// again). A directory goes only when it is empty: one that still holds anything (a new
-    /// file, an ignored one) stays, with its record, and is tried again by a later pass.
+    /// Removes a document deleted on the server (or left out of this device's selection,
+    /// ``Action/exclude``), unless it changed here (then it is pushed again). A directory goes
+    /// only when it is empty: one that still holds anything (a new file, an ignored one) stays,
+    /// with its record, and is tried again by a later pass.
     /// - Returns: Whether it is gone.
     func deleteLocal(_ plan: Plan) throws -> Bool {
+        let why = plan.action == .exclude ? "left out of this device's selection" : "deleted on the server"
         if let local = plan.local, local.kind == .directory {
             let parent: ConfinedDirectory
             do {
@@ -160,10 +162,9 @@ extension SyncDirectory {
             guard synced?.version == plan.synced,
                 try LocalSnapshot(path: local.path, state: clientState).isUnchanged(since: synced, state: clientState)
             else {
-                throw XferError(
-                    .conflict, "\(plan.path) was deleted on the server but changed here; it will be pushed again")
+                throw XferError(.conflict, "\(plan.path) was \(why) but changed here; it will be pushed first")
             }
-            try remove(plan.path, toTrash: "deleted on the server")
+            try remove(plan.path, toTrash: why)
         }
         try state.forget(plan.path)
         return true

@@ -181,8 +181,13 @@ extension SyncEngine {
         }
         for plan in downloads.deletions {
             guard try await attempt(&summary, plan.path, { try sync.deleteLocal(plan) }) == true,
-                plan.action == .deleteLocal
+                plan.action != .forget
             else {
+                continue
+            }
+            if plan.action == .exclude {
+                if !plan.isDirectory { summary.leftOut += 1 }
+                continuation.yield(.leftOut(plan.path))
                 continue
             }
             if plan.isDirectory { summary.directories += 1 } else { summary.removedLocally += 1 }

@@ -107,8 +107,11 @@ enum SyncPassSteps {
         let remoteSize = Dictionary(
             plans.compactMap { plan in plan.remote.map { (plan.path, $0.size) } },
             uniquingKeysWith: { first, _ in first })
-        let files = plans.filter { ($0.action == .deleteLocal || $0.action == .forget) && $0.local?.kind != .directory }
-        let directories = plans.filter { $0.action == .deleteLocal && $0.local?.kind == .directory }
+        let removals: Set<SyncDirectory.Action> = [.deleteLocal, .exclude]
+        let files = plans.filter {
+            (removals.contains($0.action) || $0.action == .forget) && $0.local?.kind != .directory
+        }
+        let directories = plans.filter { removals.contains($0.action) && $0.local?.kind == .directory }
         return Downloads(
             batches: pulls.filter { small.contains($0) }.batched(
                 atMost: batch, budget: budget, cost: { Int(remoteSize[$0] ?? 0) }),

@@ -48,6 +48,9 @@ public struct SyncOptions: Sendable {
     /// its root `.xferignore` (`--exclude`). Ignored paths are neither pushed nor pulled nor
     /// deleted (docs/SYNC.md, "Ignored files").
     public var exclude: [String] = []
+    /// What this device holds, used instead of the directory's own and not kept (`xfer sync
+    /// --dry-run` with selection flags); `nil`: the directory's (``SyncState/selection()``).
+    public var selection: SyncSelection? = nil
 
     /// Defaults.
     public init() {}
@@ -63,6 +66,9 @@ public enum SyncEvent: Sendable {
     case removedLocally(DocumentPath)
     /// A document deleted here was deleted on the server.
     case removedRemotely(DocumentPath)
+    /// This device's selection left the document out: its local copy went to the trash, the
+    /// server keeps it.
+    case leftOut(DocumentPath)
     /// The document has unresolved conflict versions: `current` is in place, `conflicts` are
     /// kept on the server until resolved (``DocumentClient/resolve(_:keep:keepAll:)``).
     case conflict(DocumentPath, current: Int64, conflicts: [Int64])
@@ -138,6 +144,9 @@ public struct SyncSummary: Codable, Sendable, Hashable {
     public var waiting = 0
     /// Deletions held back by the mass-deletion rule.
     public var deletionsHeld = 0
+    /// Local copies moved to the trash because this device's selection left them out (the
+    /// server keeps them).
+    public var leftOut = 0
     /// Payload bytes uploaded.
     public var bytesSent: Int64 = 0
     /// Payload bytes downloaded.
@@ -173,6 +182,9 @@ public struct SyncPreview: Codable, Sendable, Hashable {
             case held
             /// Not synced (not a valid document name).
             case skipped
+            /// Left out of this device's selection: the local copy goes to the trash, the
+            /// server keeps the document.
+            case exclude
         }
 
         /// What would be done.
@@ -208,6 +220,9 @@ public enum DocumentSyncState: String, Codable, Sendable, Hashable {
     /// The server shows an older version than it showed this device (an end-to-end encrypted
     /// container rolled back): this device's copy is kept and nothing is synced for it.
     case rolledBack = "rolled_back"
+    /// Left out of this device's selection (`xfer sync --only`, `--exclude-path`,
+    /// `--no-new-folders`): not downloaded here, kept on the server.
+    case excluded
 }
 
 /// One line of `xfer status`.

@@ -88,10 +88,13 @@ extension Xfer {
         @Flag(name: .shortAndLong, help: "Print only errors and conflicts.")
         var quiet = false
 
+        @OptionGroup var selection: SelectionOptions
+
         @OptionGroup var compression: CompressionOptions
         @OptionGroup var client: ClientOptions
 
         func validate() throws {
+            try selection.validate()
             if once && watch { throw ValidationError("--once and --watch exclude each other") }
             if dryRun && watch { throw ValidationError("--dry-run shows one pass; it does not go with --watch") }
             if trashDays < 0 { throw ValidationError("--trash-days must not be negative") }
@@ -120,6 +123,10 @@ extension Xfer {
             options.exclude = exclude
             options.push.compression = compression.policy
             let state = try SyncState(directory: directory, stateDirectory: remote.stateDirectory)
+            if selection.changes {
+                let chosen = try selection.applied(to: try state.selection())
+                if dryRun { options.selection = chosen } else { try state.setSelection(chosen) }
+            }
             if dryRun {
                 options.packageExtensions =
                     !packageExtensions.isEmpty
@@ -192,7 +199,7 @@ extension Xfer {
             let symbols: [SyncPreview.Step.Action: String] = [
                 .upload: "↑ upload", .download: "↓ download", .deleteLocal: "✕ delete here",
                 .deleteRemote: "✕ delete on server", .conflict: "! conflict",
-                .held: "‖ held", .skipped: "- skipped"
+                .held: "‖ held", .skipped: "- skipped", .exclude: "○ leave out"
             ]
             for step in preview.steps {
                 print(
@@ -229,6 +236,8 @@ extension Xfer {
                 if !quiet { print("↓ \(path) v\(version) (\(ByteCount(bytes)) fetched)") }
             case .removedLocally(let path): if !quiet { print("✕ \(path) (deleted on the server, removed here)") }
             case .removedRemotely(let path): if !quiet { print("✕ \(path) (deleted here, deleted on the server)") }
+            case .leftOut(let path):
+                if !quiet { print("○ \(path) (left out of this device's selection: trashed here, kept on the server)") }
             case .evicted(let path): if !quiet { print("○ \(path) evicted") }
             case .conflict(let path, let current, let conflicts):
                 print(

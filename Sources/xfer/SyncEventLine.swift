@@ -30,6 +30,9 @@ struct SyncEventLine: Encodable {
         case .removedRemotely(let path):
             self.event = "removed_remotely"
             self.path = path.value
+        case .leftOut(let path):
+            self.event = "left_out"
+            self.path = path.value
         case .evicted(let path):
             self.event = "evicted"
             self.path = path.value
