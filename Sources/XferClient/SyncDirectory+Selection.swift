@@ -5,26 +5,32 @@ import XferProtocol
 // What this device holds (``SyncSelection``, docs/SYNC.md "Choosing what a device holds"): the
 // rule for a document left out, apart from the decision table.
 extension SyncDirectory {
-    /// The directory's selection for a pass. With ``SyncSelection/noNewFolders``, every
-    /// top-level folder the device holds now (on disk or recorded) is taken in and kept, so
-    /// only folders that first appear on the server stay out.
+    /// The directory's selection for a pass. A document made here (on disk, never synced)
+    /// inside what the selection leaves out is kept (``SyncSelection/kept``): it was written on
+    /// this device, so it is synced. With ``SyncSelection/noNewFolders``, every top-level folder
+    /// the device holds now (on disk or recorded) is taken in, so only folders that first
+    /// appear on the server stay out.
     func passSelection(local: [String: LocalDocument], records: [String: SyncRecord]) throws -> SyncSelection {
-        var selection = try options.selection ?? state.selection()
-        guard selection.noNewFolders else { return selection }
-        let held = local.map { ($0.key, $0.value.kind) } + records.map { ($0.key, $0.value.kind) }
-        let tops = Set(held.compactMap { SyncSelection.folder(of: $0.0, isDirectory: $0.1 == .directory) })
-        let new = tops.subtracting(selection.folders)
-        guard !new.isEmpty else { return selection }
-        selection.folders = (selection.folders + new).sorted()
-        if options.selection == nil { try state.setSelection(selection) }
+        let chosen = try options.selection ?? state.selection()
+        guard !chosen.isEverything else { return chosen }
+        var selection = chosen
+        for (key, document) in local where records[key] == nil {
+            if !selection.includes(key, isDirectory: document.kind == .directory) { selection.kept.append(key) }
+        }
+        if selection.noNewFolders {
+            let held = local.map { ($0.key, $0.value.kind) } + records.map { ($0.key, $0.value.kind) }
+            let tops = Set(held.compactMap { SyncSelection.folder(of: $0.0, isDirectory: $0.1 == .directory) })
+            selection.folders = Set(selection.folders).union(tops).sorted()
+        }
+        if selection != chosen, options.selection == nil { try state.setSelection(selection) }
         return selection
     }
 
     /// What becomes of a document the selection leaves out, given what the decision table
     /// chose (`decided`). Nothing is downloaded and nothing is deleted on the server: a record
-    /// without a local copy is forgotten; a copy made here that the server never had stays
-    /// (not pushed); a copy with changes the server lacks sends them first; an unchanged copy
-    /// of the server's current version goes to the trash (a directory, once empty).
+    /// without a local copy is forgotten; a copy with changes the server lacks sends them
+    /// first; an unchanged copy of the server's current version goes to the trash (a
+    /// directory, once empty). (A copy made here is kept in the selection, ``passSelection``.)
     static func leftOut(
         _ decided: (Action, DocumentSyncState), local: Bool, changed: Bool, synced: Int64?, remote: DocumentInfo?,
         isDirectory: Bool

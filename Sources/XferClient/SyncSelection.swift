@@ -16,15 +16,30 @@ public struct SyncSelection: Codable, Sendable, Hashable {
     /// With ``noNewFolders``: the top-level folders this device holds (taken in as they appear
     /// here, or included by name).
     public var folders: [String] = []
+    /// Documents made on this device inside what it leaves out (a file saved or moved there):
+    /// held and synced, so nothing written here stays off the server.
+    public var kept: [String] = []
 
     public init() {}
 
     /// Everything: the default.
     public var isEverything: Bool { only.isEmpty && excluded.isEmpty && !noNewFolders }
 
+    private enum CodingKeys: String, CodingKey { case only, excluded, noNewFolders, folders, kept }
+
+    public init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        only = try values.decodeIfPresent([String].self, forKey: .only) ?? []
+        excluded = try values.decodeIfPresent([String].self, forKey: .excluded) ?? []
+        noNewFolders = try values.decodeIfPresent(Bool.self, forKey: .noNewFolders) ?? false
+        folders = try values.decodeIfPresent([String].self, forKey: .folders) ?? []
+        kept = try values.decodeIfPresent([String].self, forKey: .kept) ?? []
+    }
+
     /// Whether the device holds `path`. A directory above a folder it holds is held too (its
     /// mode travels with it; removing it would take what is held inside).
     public func includes(_ path: String, isDirectory: Bool) -> Bool {
+        if kept.contains(path) { return true }
         if excluded.contains(where: { Self.isUnder(path, $0) }) { return false }
         if !only.isEmpty, !only.contains(where: { Self.isUnder(path, $0) }),
             !(isDirectory && only.contains { $0.hasPrefix(path + "/") })

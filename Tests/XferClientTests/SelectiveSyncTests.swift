@@ -47,7 +47,6 @@ import XferProtocol
         }
         #expect(leftOut(.pull, local: false, synced: nil) == .none, "not downloaded")
         #expect(leftOut(.deleteRemote, local: false, synced: 3) == .forget, "not deleted on the server")
-        #expect(leftOut(.push, local: true, synced: nil) == .none, "made here in a folder left out: left alone")
         #expect(leftOut(.push, local: true, changed: true, synced: 3) == .push, "its changes go up first")
         #expect(leftOut(.none, local: true, synced: 3) == .exclude, "every byte on the server: to the trash")
         #expect(leftOut(.pull, local: true, synced: 2) == .none, "an older version than the server's: kept")
@@ -83,6 +82,13 @@ import XferProtocol
             #expect(try await b.status()["big/b.txt"] == .excluded)
             #expect(try await a.engine.syncOnce().removedLocally == 0, "nothing was deleted for device a either")
 
+            // A file saved (or moved) into the folder left out was written here: it is synced, and held.
+            try Files.write(b.path("big/new.txt"), Array("made on b".utf8))
+            #expect(try await b.engine.syncOnce().uploaded == 1)
+            #expect(try await b.engine.syncOnce().leftOut == 0 && Files.read(b.path("big/new.txt")) != nil)
+            #expect(try b.engine.directory.state.selection().kept.contains("big/new.txt"))
+
+            selection = try b.engine.directory.state.selection()
             selection.include("big")
             try b.engine.directory.state.setSelection(selection)
             #expect(try await b.engine.syncOnce().downloaded == 2)

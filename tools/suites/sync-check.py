@@ -36,6 +36,10 @@ Beside the devices, `xfer mount` of the container (--no-mount: none), a device o
                                         through the mount
   mount_kill                            kill -9 of the mount, mounted again (same state directory)
 
+  select                                a device leaves a folder out (`--exclude-path`), holds one
+                                        alone (`--only`), or holds everything again; a convergence
+                                        takes everything back in first
+
 What the mount closed is promised once its queue is sent (at a convergence, with the server up,
 within 60 s, kill -9s between included). At every convergence the mount must show, within 15 s
 and through the change feed alone, what the devices hold.
@@ -115,6 +119,7 @@ STEPS = [  # (kind, weight)
     ("server_restart", 1.2), ("server_crash", 1.2), ("server_crash_mid_pass", 1.2),
     ("server_backup", 0.5), ("server_restore", 0.4), ("server_replace", 0.5),
     ("mount_write", 5), ("mount_remove", 1), ("mount_package", 3), ("mount_kill", 0.7),
+    ("select", 1.5),
 ]
 
 
@@ -408,6 +413,9 @@ class Check:
         self.mount = None
         # What programs closed in the mount and it has not sent yet: path -> (kind, digest).
         self.mount_pending = {}
+        # Devices whose selection leaves something out (`xfer sync --exclude-path`, `--only`):
+        # a convergence first takes everything back in (--select-all), so trees compare whole.
+        self.selective = set()
 
     # ---------------------------------------------------------------- server
 
@@ -671,6 +679,11 @@ class Check:
             self.start_server()
         if self.mount:
             self.promise_mount_writes()
+        for device in self.devices:
+            if device.name in self.selective:
+                self.sync(device, "quiesce", must_succeed=True, extra=["--select-all"])
+                self.end_step()
+        self.selective.clear()
         rounds = 0
         while True:
             rounds += 1
@@ -1007,6 +1020,16 @@ class Check:
             for i in range(60):
                 self.write(os.path.join(root, f"b{i:02}.txt"), f"bulk seed {self.seed} step {self.step_no} device {device.name} {i} {rng.random()}\n".encode())
             return f"bulk {device.name}: 60 files in bulk/"
+        if kind == "select":
+            # The user changes what this device holds: a folder left out (its copies go to the
+            # trash once the server has them; nothing is deleted anywhere), held alone, or all back.
+            choice = rng.choice(["exclude", "exclude", "only", "all"])
+            path = rng.choice(["d1", "d1/d2", "e", "build", "bulk", "p0.pkg", "d1/p1.pkg", "f0.txt"])
+            extra = {"exclude": ["--exclude-path", path], "only": ["--only", rng.choice(["d1", "e"])],
+                     "all": ["--select-all"]}[choice]
+            code, summary, _, _ = self.sync(device, "select", extra=extra)
+            (self.selective.discard if choice == "all" else self.selective.add)(device.name)
+            return f"select {device.name} {' '.join(extra)}: exit {code} {brief(summary)}"
         if kind == "sync":
             code, summary, _, _ = self.sync(device)
             return f"sync {device.name}{'' if device.online else ' (offline)'}: exit {code} {brief(summary)}"
@@ -1148,7 +1171,7 @@ def describe(witness):
     if witness is None:
         return "nowhere"
     if witness[0] == "local":
-        return "in a tree: " + ", ".join(sorted(witness[1]))[:300]
+        return "in a tree: " + ", ".join(sorted(str(place) for place in witness[1]))[:300]
     if witness[0] == "trash":
         return f"in {witness[1]}'s trash entry {witness[2]}"
     return f"on server incarnation {witness[1]} as {witness[2]} v{witness[3]}"
