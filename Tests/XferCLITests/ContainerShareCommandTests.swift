@@ -77,6 +77,24 @@ import XferTestSupport
         #expect(listed.stdout.contains("Documents/part.txt"), "\(listed.stdout)")
     }
 
+    @Test("a writer mounts OWNER/NAME: it reads the owner's documents, and what it writes there the owner pulls")
+    func writerMounts() throws {
+        let server = try ServerProcess()
+        var bob = try Self.owned(server)
+        bob["XFER_STATE_DIR"] = server.path("bob-state")
+        #expect(try server.run("container", "share", "team", "bob", "--role", "writer").status == 0)
+        let mount = try MountedContainer(server, arguments: ["--container", "cli/team"], environment: bob)
+        #expect(try String(contentsOfFile: mount.directory + "/Documents/plan.txt", encoding: .utf8) == "the plan\n")
+        try Data("written in bob's mount\n".utf8).write(to: URL(fileURLWithPath: mount.directory + "/Documents/m.txt"))
+        let pulled = server.path("m.txt")
+        let deadline = Date().addingTimeInterval(20)
+        while try server.run("pull", "Documents/m.txt", pulled, "--container", "team").status != 0, Date() < deadline {
+            usleep(200_000)
+        }
+        #expect(try String(contentsOfFile: pulled, encoding: .utf8) == "written in bob's mount\n")
+        #expect(try mount.stop(signal: nil).status == 0)
+    }
+
     @Test("sharing with no account, with oneself, or another's container is refused; a member may leave")
     func refusalsAndLeave() throws {
         let server = try ServerProcess()
