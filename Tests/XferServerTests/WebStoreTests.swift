@@ -101,8 +101,10 @@ import XferProtocol
             #expect(
                 try await store.folder(account: bob, container: Self.container, prefix: "", from: nil, limit: 10)
                     .entries.isEmpty)
-            #expect(try await store.containers(account: bob).isEmpty)
-            #expect(try await store.containers(account: account) == [ContainerSummary(name: "c", encrypted: false)])
+            #expect(try await store.containerList(account: bob).isEmpty)
+            #expect(
+                try await store.containerList(account: account)
+                    == [ContainerEntry(container: "c", role: .owner, encrypted: false, members: 0)])
         }
     }
 

@@ -1,8 +1,9 @@
 import XferCore
 import XferProtocol
 
-/// What the web view needs of the metadata store beyond the /v1 rules: its sign-in sessions,
-/// an account's containers, and a container read one folder level at a time.
+/// What the web view needs of the metadata store beyond the /v1 rules: its sign-in sessions and
+/// a container read one folder level at a time (its list of containers is
+/// ``MemberStore/containerList(account:)``, as `GET /v1/containers` answers).
 public protocol WebStore: Sendable {
     /// Opens a session for the account of an account token (not the admin token), valid for
     /// `lifetime` nanoseconds of the store's clock; `nil` if the token is not an account's.
@@ -14,8 +15,6 @@ public protocol WebStore: Sendable {
     func webSession(hash: [UInt8]) async throws -> WebSession?
     /// Ends a session (signing out); nothing if there is none.
     func closeWebSession(hash: [UInt8]) async throws
-    /// The account's containers by name, each marked if it is end-to-end encrypted.
-    func containers(account: Int64) async throws -> [ContainerSummary]
     /// One page of the folder `prefix` (empty, or ending in `/`): its live documents and, once
     /// each, the folders below it, in path order from `start`, at most `limit` entries.
     func folder(account: Int64, container: ContainerName, prefix: String, from start: FolderPosition?, limit: Int)
@@ -33,13 +32,6 @@ public struct WebSession: Sendable, Hashable {
     public var tokenHash: [UInt8]
     /// The store's clock (ns since 1970) at which the session ends.
     public var expiresAt: Int64
-}
-
-/// A container as the web view lists it.
-public struct ContainerSummary: Sendable, Hashable {
-    public var name: String
-    /// End-to-end encrypted: the server holds only sealed names and bytes.
-    public var encrypted: Bool
 }
 
 /// Where a folder listing goes on: from a path, itself included or not.

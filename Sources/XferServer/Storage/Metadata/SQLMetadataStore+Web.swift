@@ -2,8 +2,8 @@ import Foundation
 import XferCore
 import XferProtocol
 
-// What the web view reads beyond the /v1 rules: sign-in sessions, an account's containers,
-// and one folder level of a container (docs/WEB.md).
+// What the web view reads beyond the /v1 rules: sign-in sessions and one folder level of a
+// container (docs/WEB.md).
 extension SQLMetadataStore {
     public func openWebSession(tokenHash: [UInt8], sessionHash: [UInt8], lifetime: Int64) async throws -> WebSession? {
         // A wrong token costs a read, never the writer (a sign-in loop must not queue commits).
@@ -59,18 +59,6 @@ extension SQLMetadataStore {
 
     public func closeWebSession(hash: [UInt8]) async throws {
         try await write { tx in _ = try tx.sql.rows("DELETE FROM web_sessions WHERE hash = ?", hash) }
-    }
-
-    public func containers(account: Int64) async throws -> [ContainerSummary] {
-        try await read { tx in
-            try tx.sql.rows(
-                """
-                SELECT c.name, CASE WHEN k.container_id IS NULL THEN 0 ELSE 1 END AS encrypted
-                FROM containers c LEFT JOIN container_keys k ON k.container_id = c.id
-                WHERE c.account_id = ? ORDER BY c.name\(tx.dialect.bytewise)
-                """, account
-            ).map { ContainerSummary(name: try $0.text("name"), encrypted: try $0.int("encrypted") != 0) }
-        }
     }
 
     public func folder(
