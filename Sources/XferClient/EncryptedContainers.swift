@@ -36,7 +36,7 @@ public struct EncryptedContainers: Sendable {
         let file = remote.containerKeyFile
         let held = try file.read()
         return Status(
-            encrypted: info.encrypted, keyID: info.keyID, unlocked: info.encrypted && held?.id == info.keyID,
+            encrypted: info.encrypted, keyID: info.keyID, unlocked: info.encrypted && held?.current.id == info.keyID,
             keyFile: held == nil ? nil : file.path)
     }
 
@@ -51,10 +51,10 @@ public struct EncryptedContainers: Sendable {
     public func create(passphrase: String, parameters: ScryptParameters = .default) async throws -> ContainerKey {
         let key = ContainerKey.generate()
         let wrapped = try ContainerKeyWrap.wrap(
-            key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
+            key, passphrase: passphrase, container: remote.container.name.value, parameters: parameters)
         _ = try await remote.connection.setContainerKey(
             container: remote.container, ContainerKeyWrite(wrapped: wrapped, previous: nil, keyID: key.id))
-        try remote.containerKeyFile.write(key)
+        try remote.containerKeyFile.write(ContainerKeyRing(single: key))
         return key
     }
 
@@ -63,10 +63,10 @@ public struct EncryptedContainers: Sendable {
     /// - Throws: `unauthorized` for a wrong passphrase, `not_found` if the container is not
     ///   encrypted, `internal` if the server's wrapped key does not match its key id.
     public func unlock(passphrase: String) async throws -> ContainerKey {
-        let (wrapped, keyID) = try await encryptedKey()
-        let key = try ContainerKeyWrap.unwrap(wrapped, passphrase: passphrase, container: remote.container.value)
+        let (wrapped, keyID, links) = try await encryptedKey()
+        let key = try ContainerKeyWrap.unwrap(wrapped, passphrase: passphrase, container: remote.container.name.value)
         try Self.check(key, against: keyID)
-        try remote.containerKeyFile.write(key)
+        try keep(try ring(from: key, links: links))
         return key
     }
 
@@ -81,12 +81,13 @@ public struct EncryptedContainers: Sendable {
         to newPassphrase: String, currentPassphrase: String? = nil,
         parameters: ScryptParameters = .default
     ) async throws {
-        let (wrapped, keyID) = try await encryptedKey()
+        let (wrapped, keyID, links) = try await encryptedKey()
         let key: ContainerKey
         if let currentPassphrase {
-            key = try ContainerKeyWrap.unwrap(wrapped, passphrase: currentPassphrase, container: remote.container.value)
-        } else if let held = try remote.containerKeyFile.read(), held.id == keyID {
-            key = held
+            key = try ContainerKeyWrap.unwrap(
+                wrapped, passphrase: currentPassphrase, container: remote.container.name.value)
+        } else if let held = try remote.containerKeyFile.read(), held.current.id == keyID {
+            key = held.current
         } else {
             throw XferError(
                 .unauthorized,
@@ -94,7 +95,8 @@ public struct EncryptedContainers: Sendable {
             )
         }
         try Self.check(key, against: keyID)
-        try await replace(wrapped, with: key, passphrase: newPassphrase, parameters: parameters)
+        try await replace(
+            wrapped, with: try ring(from: key, links: links), passphrase: newPassphrase, parameters: parameters)
     }
 
     /// Restores the container's key from its recovery key, sets a new passphrase, and keeps the
@@ -104,21 +106,22 @@ public struct EncryptedContainers: Sendable {
         async throws -> ContainerKey
     {
         let key = try ContainerKey(recoveryText: recoveryText)
-        let (wrapped, keyID) = try await encryptedKey()
+        let (wrapped, keyID, links) = try await encryptedKey()
         guard key.id == keyID else {
             throw XferError(
                 .invalidConfiguration,
                 "this recovery key is of key \(key.id), and container \(remote.container)'s key is \(keyID); nothing was changed"
             )
         }
-        try await replace(wrapped, with: key, passphrase: newPassphrase, parameters: parameters)
+        try await replace(
+            wrapped, with: try ring(from: key, links: links), passphrase: newPassphrase, parameters: parameters)
         return key
     }
 
-    /// The key this device holds for the container.
+    /// The key this device holds for the container: the newest it knows.
     /// - Throws: `unauthorized` if it holds none (unlock first).
     public func heldKey() throws -> ContainerKey {
-        guard let key = try remote.containerKeyFile.read() else {
+        guard let key = try remote.containerKeyFile.read()?.current else {
             throw XferError(
                 .unauthorized,
                 "this device does not hold the key of container \(remote.container): run `xfer key unlock` first")
@@ -132,17 +135,39 @@ public struct EncryptedContainers: Sendable {
         try remote.containerKeyFile.remove()
     }
 
-    private func replace(_ wrapped: [UInt8], with key: ContainerKey, passphrase: String, parameters: ScryptParameters)
-        async throws
-    {
+    private func replace(
+        _ wrapped: [UInt8], with ring: ContainerKeyRing, passphrase: String, parameters: ScryptParameters
+    ) async throws {
+        let key = ring.current
         let rewrapped = try ContainerKeyWrap.wrap(
-            key, passphrase: passphrase, container: remote.container.value, parameters: parameters)
+            key, passphrase: passphrase, container: remote.container.name.value, parameters: parameters)
         _ = try await remote.connection.setContainerKey(
             container: remote.container, ContainerKeyWrite(wrapped: rewrapped, previous: wrapped, keyID: key.id))
-        try remote.containerKeyFile.write(key)
+        try keep(ring)
     }
 
-    private func encryptedKey() async throws -> (wrapped: [UInt8], keyID: String) {
+    /// Keeps `ring` (and a member's checked owner key) on this device, if it carries on the keys
+    /// held there: a server that drops old links or answers with older keys loses none of them.
+    /// - Throws: `conflict` if it does not, keeping what is held.
+    func keep(_ ring: ContainerKeyRing, owner: AccountPublicKey? = nil) throws {
+        let file = remote.containerKeyFile
+        if let held = try file.read(), !ring.extends(held) {
+            throw XferError(
+                .conflict,
+                """
+                the keys the server gives for container \(remote.container) (\(ring)) do not carry on the ones this device \
+                holds (\(held)); nothing was kept. If the container was really made again, run `xfer key forget` first
+                """)
+        }
+        try file.write(ring, owner: owner)
+    }
+
+    /// The ring whose newest key is `key`, through the server's links.
+    func ring(from key: ContainerKey, links: [[UInt8]]) throws -> ContainerKeyRing {
+        try ContainerKeyRing.walking(from: key, links: links, container: remote.container.name.value)
+    }
+
+    func encryptedKey() async throws -> (wrapped: [UInt8], keyID: String, links: [[UInt8]]) {
         let info = try await remote.connection.containerKey(container: remote.container)
         guard info.encrypted, let wrapped = try info.wrappedBytes(), let keyID = info.keyID else {
             throw XferError(
@@ -150,7 +175,7 @@ public struct EncryptedContainers: Sendable {
                 "container \(remote.container) is not end-to-end encrypted (create one with `xfer container create NAME --encrypted`)"
             )
         }
-        return (wrapped, keyID)
+        return (wrapped, keyID, try info.linkBytes())
     }
 
     /// A key unwrapped or recovered must be the one the server records: a server that sends a
@@ -190,29 +215,52 @@ public struct ContainerKeyFile: Sendable {
         comment = "# xfer container key of \(container) on \(server). Anyone with this file can read the container.\n"
     }
 
-    /// The key kept, if any.
+    /// The keys kept, if any (a file of one key, from before rotations, is a ring of one).
     /// - Throws: `invalid_configuration` if the file is readable by others or is not a key.
-    public func read() throws -> ContainerKey? {
+    public func read() throws -> ContainerKeyRing? { try held()?.ring }
+
+    /// The keys kept and, for a member's container, the owner's public key it checked.
+    /// - Throws: `invalid_configuration` if the file is readable by others or does not hold keys.
+    public func held() throws -> (ring: ContainerKeyRing, owner: AccountPublicKey?)? {
         guard let data = try FileSystem.readSecret(path, what: "the key file") else { return nil }
-        let text = String(decoding: data, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.joined()
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").filter {
+            !$0.hasPrefix("#") && !$0.allSatisfy(\.isWhitespace)
+        }
         do {
-            return try ContainerKey(recoveryText: text)
+            var keys: [ContainerKey] = []
+            var owner: AccountPublicKey?
+            for line in lines {
+                if line.hasPrefix(Self.ownerPrefix) {
+                    guard let bytes = Data(base64Encoded: String(line.dropFirst(Self.ownerPrefix.count))) else {
+                        throw XferError(.invalidConfiguration, "not a public key")
+                    }
+                    owner = try AccountPublicKey(bytes: Array(bytes))
+                } else {
+                    keys.append(try ContainerKey(recoveryText: String(line)))
+                }
+            }
+            return (try ContainerKeyRing(keys), owner)
         } catch {
             throw XferError(
                 .invalidConfiguration, "the key file \(path) does not hold a container key; remove it and unlock again")
         }
     }
 
-    /// Keeps `key` (replacing the file atomically).
+    static let ownerPrefix = "owner-key "
+
+    /// Keeps `ring` (newest key first, one line each) and the owner's public key a member
+    /// checked, replacing the file atomically.
     /// - Throws: `io` if it cannot be written.
-    public func write(_ key: ContainerKey) throws {
+    public func write(_ ring: ContainerKeyRing, owner: AccountPublicKey? = nil) throws {
         if inState {
             let directory = String(path[..<path.lastIndex(of: "/")!])
             try FileManager.default.createDirectory(
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             _ = chmod(directory, 0o700)
         }
-        try FileSystem.writeAtomically(Array((comment + key.recoveryText + "\n").utf8), to: path, mode: 0o600)
+        var text = comment + ring.keys.map { $0.recoveryText + "\n" }.joined()
+        if let owner { text += Self.ownerPrefix + Data(owner.bytes).base64EncodedString() + "\n" }
+        try FileSystem.writeAtomically(Array(text.utf8), to: path, mode: 0o600)
     }
 
     /// Removes the file. Returns whether there was one.

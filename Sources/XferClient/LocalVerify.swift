@@ -86,7 +86,7 @@ public enum LocalVerifier {
         let codec =
             try ContainerKeyFile(stateDirectory: stateDirectory, server: server, container: container, keyFile: keyFile)
             .read()
-            .map { ChunkCodec(EndToEndChunks(key: $0)) } ?? .plain
+            .map { ChunkCodec(EndToEndChunks(ring: $0)) } ?? .plain
         for (name, record) in try state.records().sorted(by: { $0.key < $1.key }) {
             if record.evicted {
                 report.evicted += 1

@@ -54,8 +54,8 @@ public struct Remote: Sendable {
         try await unlocked(held: try containerKeyFile.read())
     }
 
-    /// ``unlocked()`` with the key this device holds read already (`nil`: it holds none).
-    private func unlocked(held: ContainerKey?) async throws -> Remote {
+    /// ``unlocked()`` with the keys this device holds read already (`nil`: it holds none).
+    private func unlocked(held: ContainerKeyRing?) async throws -> Remote {
         let info: ContainerKeyInfo
         do {
             info = try await connection.containerKey(container: container)
@@ -68,28 +68,31 @@ public struct Remote: Sendable {
             throw XferError(
                 .encryptedContainer,
                 """
-                this device holds the key \(held.id) of container \(container), but the server says the container is not \
+                this device holds the key \(held.current.id) of container \(container), but the server says the container is not \
                 end-to-end encrypted; nothing was sent in the clear. If it is another server at this address, point \
                 XFER_SERVER at the right one; if the container was really made again without a key, run \
                 `xfer key forget --container \(container)`
                 """)
         }
-        guard let key = held, key.id == info.keyID else {
-            throw XferError(
-                .unauthorized,
-                """
-                container \(container) is end-to-end encrypted and this device does not hold its key \(info.keyID ?? ""); \
-                run `xfer key unlock --container \(container)` (or `xfer key recover`) first
-                """)
+        if let held, held.current.id == info.keyID { return holding(held) }
+        // A member's keys after the owner rotated them: the new key wrapped to its account.
+        if let ring = try await EncryptedContainers(remote: self).refreshedAsMember(held: held, info: info) {
+            return holding(ring)
         }
-        return holding(key)
+        let holds = held.map { "holds its older key \($0.current.id) (it was rotated, as when a member is removed)" }
+        throw XferError(
+            .unauthorized,
+            """
+            container \(container) is end-to-end encrypted under key \(info.keyID ?? "") and this device \
+            \(holds ?? "does not hold it"); run `xfer key unlock --container \(container)` (or `xfer key recover`) first
+            """)
     }
 
-    /// This remote with `key` (plain with none).
-    private func holding(_ key: ContainerKey?) -> Remote {
-        guard let key else { return self }
+    /// This remote with `ring` (plain with none).
+    private func holding(_ ring: ContainerKeyRing?) -> Remote {
+        guard let ring else { return self }
         var unlocked = self
-        unlocked.endToEnd = EndToEndKeys(key: key)
+        unlocked.endToEnd = EndToEndKeys(ring: ring)
         return unlocked
     }
 
@@ -101,7 +104,23 @@ public struct Remote: Sendable {
     /// `confirmed`, which `body` must await before it sends anything. `confirmed` throws what
     /// ``unlocked()`` would have thrown, and also throws if the answer were ever a remote other
     /// than the one `body` got. Cancelling the task that awaits it cancels the question.
+    ///
+    /// When the answer is the same container under newer keys (a member's device taking the
+    /// owner's rotated key), `body` runs once more with them: it sent nothing the first time.
     public func whileUnlocking<T>(
+        _ body: (Remote, _ confirmed: @escaping @Sendable () async throws -> Void) async throws -> T
+    ) async throws -> T {
+        do {
+            return try await whileUnlockingOnce(body)
+        } catch is KeysRenewed {
+            return try await whileUnlockingOnce(body)
+        }
+    }
+
+    /// Thrown by `confirmed` when the keys held were renewed meanwhile.
+    private struct KeysRenewed: Error {}
+
+    private func whileUnlockingOnce<T>(
         _ body: (Remote, _ confirmed: @escaping @Sendable () async throws -> Void) async throws -> T
     ) async throws -> T {
         let held = try containerKeyFile.read()
@@ -114,7 +133,9 @@ public struct Remote: Sendable {
             } onCancel: {
                 asking.cancel()
             }
-            guard answer.endToEnd?.keyID == assumed.endToEnd?.keyID else {
+            let (now, then) = (answer.endToEnd, assumed.endToEnd)
+            if let now, let then, now.keyID == then.keyID, now.currentKeyID != then.currentKeyID { throw KeysRenewed() }
+            guard now?.currentKeyID == then?.currentKeyID else {
                 throw XferError(
                     .internal,
                     "the key of container \(container) changed while this command looked at its files and state; nothing was sent, run it again"
@@ -123,13 +144,13 @@ public struct Remote: Sendable {
         }
     }
 
-    /// This remote with the key this device holds for its container, the one with id `keyID`,
-    /// found without asking the server: for a synced folder, which records the key it syncs
-    /// under (the first pass asked the server, through ``unlocked()``).
+    /// This remote with the keys this device holds for its container, the one whose first key
+    /// has id `keyID` (``EndToEndKeys/keyID``), found without asking the server: for a synced
+    /// folder, which records the key it syncs under (its passes ask the server, through ``unlocked()``).
     /// - Throws: `unauthorized` if this device no longer holds that key.
     public func holding(keyID: String) throws -> Remote {
-        guard let key = try containerKeyFile.read(),
-            key.id == keyID
+        guard let ring = try containerKeyFile.read(),
+            ring.identity.id == keyID
         else {
             throw XferError(
                 .unauthorized,
@@ -138,7 +159,7 @@ public struct Remote: Sendable {
                 run `xfer key unlock --container \(container)` (or `xfer key recover`) first
                 """)
         }
-        return holding(key)
+        return holding(ring)
     }
 
     /// The manifest digest the server records for `synced` at `path` (its server path): the

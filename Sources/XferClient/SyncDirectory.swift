@@ -9,7 +9,10 @@ public final class SyncDirectory: Sendable {
     /// The directory (absolute).
     public let directory: String
 
-    let remote: Remote
+    /// The server, container and keys: the keys change when the container's are rotated
+    /// (``adopt(_:)``).
+    var remote: Remote { keyed.value }
+    private let keyed: Locked<Remote>
 
     let options: SyncOptions
 
@@ -32,7 +35,12 @@ public final class SyncDirectory: Sendable {
         } else {
             _ = try state.isBound(server: remote.connection.server, container: remote.container)
         }
-        self.remote = try Self.keyed(remote, state: state, directory: state.directory, bind: bind)
+        keyed = Locked(try Self.keyed(remote, state: state, directory: state.directory, bind: bind))
+    }
+
+    /// Takes `unlocked`'s keys: the container's, rotated (the same first key, a newer current).
+    func adopt(_ unlocked: Remote) {
+        keyed.withLock { $0 = unlocked }
     }
 
     /// The meta key of the container key a folder syncs an end-to-end encrypted container under.

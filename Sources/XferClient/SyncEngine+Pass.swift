@@ -56,9 +56,12 @@ extension SyncEngine {
     private func ready() async throws -> Bool {
         let sync = directory
         try sync.checkFolder()
-        if !keyChecked {
+        // Whether the container is end-to-end encrypted under the key this engine's remote holds.
+        let now = ContinuousClock.now
+        let fresh = keyCheckedAt.map { sync.remote.endToEnd == nil || now - $0 < Self.keyCheckInterval } ?? false
+        if !fresh {
             try await checkKey()
-            keyChecked = true
+            keyCheckedAt = now
         }
         if sync.options.trashDays > 0 {
             // Old trash goes at the start of a pass; failing to tidy it is no reason to stop.
@@ -282,5 +285,7 @@ extension SyncEngine {
                 nothing was synced
                 """)
         }
+        // A rotation: the same first key, a newer one to seal with.
+        if unlocked.endToEnd?.currentKeyID != remote.endToEnd?.currentKeyID { directory.adopt(unlocked) }
     }
 }

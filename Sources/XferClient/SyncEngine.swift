@@ -22,9 +22,12 @@ public actor SyncEngine {
     var holdsRecentChanges = false
     /// How long until the youngest file a pass held back has been quiet long enough.
     var quietWait: Duration?
-    /// Whether the server was asked whether the container is end-to-end encrypted under the
-    /// key this engine's remote holds (once an engine).
-    var keyChecked = false
+    /// When the container's key was last checked with the server: once for a plain container;
+    /// at most ``keyCheckInterval`` apart for an encrypted one, whose key a member's removal
+    /// rotates (new data is then sealed under the new key from the next pass on).
+    var keyCheckedAt: ContinuousClock.Instant? = nil
+    /// How long an encrypted container's key is taken as checked.
+    static let keyCheckInterval = Duration.seconds(60)
 
     /// Takes how long until held-back files may go, if the last pass held any.
     func takeQuietWait() -> Duration? {

@@ -133,51 +133,66 @@ public enum ContainerKeyWrap {
 extension ContainerKey {
     /// The key as a recovery key a person can write down: the 32 bytes and a 2-byte check
     /// (the first of SHA-256 of the key) in Crockford's base32, 55 characters in groups of 5.
-    public var recoveryText: String {
-        let digits = Array(RecoveryText.alphabet)
-        var text = ""
-        for (index, value) in RecoveryText.fiveBits(bytes + RecoveryText.check(bytes)).enumerated() {
-            if index > 0, index % 5 == 0 { text.append("-") }
-            text.append(digits[Int(value)])
-        }
-        return text
-    }
+    public var recoveryText: String { RecoveryText.text(bytes) }
 
     /// The key a recovery key names.
     /// - Throws: `invalid_configuration` saying what is wrong: a character that is not in the
     ///   alphabet, a wrong length, or a check that fails (a character mistyped).
     public init(recoveryText: String) throws {
-        var values: [UInt8] = []
-        for character in recoveryText.uppercased() where !" -\t\n".contains(character) {
-            let mapped: Character =
-                switch character {
-                case "O": "0"
-                case "I", "L": "1"
-                default: character
-                }
-            guard let value = RecoveryText.alphabet.firstIndex(of: mapped) else {
-                throw XferError(
-                    .invalidConfiguration,
-                    "'\(character)' is not a character of a recovery key (0-9 and A-Z but I, L, O, U)")
-            }
-            values.append(UInt8(RecoveryText.alphabet.distance(from: RecoveryText.alphabet.startIndex, to: value)))
-        }
-        guard values.count == 55 else {
-            throw XferError(
-                .invalidConfiguration, "a recovery key has 55 characters (besides dashes), not \(values.count)")
-        }
-        guard let bytes = RecoveryText.bytes(fromFiveBits: values, count: ContainerKey.byteCount + 2),
-            Array(bytes.suffix(2)) == RecoveryText.check(Array(bytes.prefix(ContainerKey.byteCount)))
-        else {
-            throw XferError(.invalidConfiguration, "the recovery key does not check out: a character is mistyped")
-        }
-        try self.init(bytes: Array(bytes.prefix(ContainerKey.byteCount)))
+        try self.init(
+            bytes: try RecoveryText.bytes(recoveryText, count: ContainerKey.byteCount, what: "a recovery key"))
     }
 }
 
 /// Crockford's base32 for recovery keys.
 enum RecoveryText {
     static let alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+    /// `bytes` and their 2-byte check, in groups of 5.
+    static func text(_ bytes: [UInt8]) -> String { grouped(fiveBits(bytes + check(bytes)), every: 5) }
+
+    /// Base32 digits of `values`, a dash after every `every`.
+    static func grouped(_ values: [UInt8], every: Int) -> String {
+        let digits = Array(alphabet)
+        var text = ""
+        for (index, value) in values.enumerated() {
+            if index > 0, index % every == 0 { text.append("-") }
+            text.append(digits[Int(value)])
+        }
+        return text
+    }
+
+    /// The `count` bytes ``text(_:)`` wrote (dashes and spaces ignored; O, I and L read as 0, 1, 1).
+    /// - Throws: `invalid_configuration` naming `what` for a character not in the alphabet, a
+    ///   wrong length, or a failed check.
+    static func bytes(_ text: String, count: Int, what: String) throws -> [UInt8] {
+        var values: [UInt8] = []
+        for character in text.uppercased() where !" -\t\n".contains(character) {
+            let mapped: Character =
+                switch character {
+                case "O": "0"
+                case "I", "L": "1"
+                default: character
+                }
+            guard let value = alphabet.firstIndex(of: mapped) else {
+                throw XferError(
+                    .invalidConfiguration,
+                    "'\(character)' is not a character of \(what) (0-9 and A-Z but I, L, O, U)")
+            }
+            values.append(UInt8(alphabet.distance(from: alphabet.startIndex, to: value)))
+        }
+        let digits = ((count + 2) * 8 + 4) / 5
+        guard values.count == digits else {
+            throw XferError(
+                .invalidConfiguration, "\(what) has \(digits) characters (besides dashes), not \(values.count)")
+        }
+        guard let all = bytes(fromFiveBits: values, count: count + 2),
+            Array(all.suffix(2)) == check(Array(all.prefix(count)))
+        else {
+            throw XferError(.invalidConfiguration, "\(what) does not check out: a character is mistyped")
+        }
+        return Array(all.prefix(count))
+    }
 
     static func check(_ key: [UInt8]) -> [UInt8] { Array(ChunkID.of(key).bytes.prefix(2)) }
 

@@ -13,7 +13,7 @@ public struct ContainerKey: Sendable, Hashable, CustomStringConvertible, CustomD
     public static let byteCount = 32
 
     /// The secret bytes.
-    let bytes: [UInt8]
+    package let bytes: [UInt8]
 
     /// A key from its 32 bytes.
     /// - Throws: `invalid_configuration` if `bytes` is not 32 bytes long.

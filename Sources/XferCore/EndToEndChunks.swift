@@ -48,9 +48,13 @@ public struct EndToEndChunks: Sendable {
     private let sealing: SealingKeys
 
     /// The chunks of the container whose key is `key`.
-    public init(key: ContainerKey) {
-        keying = key.chunking
-        sealing = key.chunkSealing
+    public init(key: ContainerKey) { self.init(ring: ContainerKeyRing(single: key)) }
+
+    /// The chunks of the container whose keys are `ring`: ids and cuts under its first key,
+    /// new payloads sealed under its newest, old ones opened under whichever sealed them.
+    public init(ring: ContainerKeyRing) {
+        keying = ring.identity.chunking
+        sealing = ring.sealing("chunk")
     }
 
     /// The id of a chunk of these plain bytes (``id(keyed:)`` of its keyed id).

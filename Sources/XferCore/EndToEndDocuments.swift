@@ -23,8 +23,13 @@
 /// directory manifest of mode 0700 and time 0 (``directoryCarrier``), whatever the directory's
 /// mode. So the mode of a directory is not kept end to end: each device keeps its own.
 public struct EndToEndKeys: Sendable {
-    /// The container key's id (``ContainerKey/id``).
+    /// The id of the container's first key (``ContainerKeyRing/identity``): what names it on
+    /// this device (its state, a synced folder's record), the same across rotations.
     public let keyID: String
+    /// The id of its newest key (``ContainerKeyRing/current``): the one the server records.
+    public let currentKeyID: String
+    /// Every key the container has had.
+    public let ring: ContainerKeyRing
     /// Chunks: keyed cuts and ids, sealed payloads.
     public let chunks: EndToEndChunks
     /// Document names, a path component at a time.
@@ -42,16 +47,22 @@ public struct EndToEndKeys: Sendable {
     static let maximumPieces = Manifest.maximumEncodedSize / (pieceSize - 4) + 2
     static let manifestLabel = "xfer e2e manifest v1"
 
-    /// The keys of the container whose key is `key`.
-    public init(key: ContainerKey) {
-        keyID = key.id
-        chunks = EndToEndChunks(key: key)
-        names = key.names
-        manifests = key.manifestSealing
-        saltKey = key.derive("manifest salt")
-        values = key.valueSealing
-        valueKeyKey = key.derive("kv key")
-        deletionKey = key.derive("deletion")
+    /// The keys of the container whose key is `key` (never rotated).
+    public init(key: ContainerKey) { self.init(ring: ContainerKeyRing(single: key)) }
+
+    /// The keys of the container whose keys are `ring`: names, chunk ids and key-value keys
+    /// under its first key, what is sealed anew under its newest (``ContainerKeyRing``).
+    public init(ring: ContainerKeyRing) {
+        self.ring = ring
+        keyID = ring.identity.id
+        currentKeyID = ring.current.id
+        chunks = EndToEndChunks(ring: ring)
+        names = ring.identity.names
+        manifests = ring.sealing("manifest")
+        saltKey = ring.current.derive("manifest salt")
+        values = ring.sealing("kv value")
+        valueKeyKey = ring.identity.derive("kv key")
+        deletionKey = ring.current.derive("deletion")
     }
 
     /// A deletion's seal: HMAC-SHA-256 under the `deletion` key of the sealed path and the
@@ -59,7 +70,11 @@ public struct EndToEndKeys: Sendable {
     /// removes its copy of a document only for a deletion another device made, of a version
     /// it has seen (the server stores the seal with the deletion and cannot forge one).
     public func deletionSeal(of version: Int64, at sealedPath: String) -> String {
-        Sealing.hmac(key: deletionKey, Array("xfer e2e deletion v1 \(version) \(sealedPath)".utf8)).map {
+        Self.deletionSeal(of: version, at: sealedPath, key: deletionKey)
+    }
+
+    private static func deletionSeal(of version: Int64, at sealedPath: String, key: [UInt8]) -> String {
+        Sealing.hmac(key: key, Array("xfer e2e deletion v1 \(version) \(sealedPath)".utf8)).map {
             ChunkID.hexDigits($0)
         }.joined()
     }
@@ -68,6 +83,9 @@ public struct EndToEndKeys: Sendable {
     /// deletion's base), is that deletion's seal.
     public func isDeletionSeal(_ seal: String?, of version: Int64?, at sealedPath: String) -> Bool {
         guard let seal, let version else { return false }
+        // Under the newest key only: a removed member keeps the older ones, and a deletion it
+        // sealed with the server's help must not remove anyone's copy. One sealed before a
+        // rotation is taken as unsealed: the copy is kept, as when unsure.
         return seal == deletionSeal(of: version, at: sealedPath)
     }
 

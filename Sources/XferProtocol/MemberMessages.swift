@@ -36,11 +36,20 @@ public struct MemberInfo: Codable, Sendable, Hashable {
     public var role: ContainerRole
     /// When it was added or its role last changed (nanoseconds since 1970, the store's clock).
     public var addedAt: Int64
+    /// In an end-to-end encrypted container: the id of the container key wrapped to the
+    /// member, `nil` while it has none (it cannot open the container until the owner wraps it).
+    public var keyID: String?
 
-    public init(account: String, role: ContainerRole, addedAt: Int64) {
+    public init(account: String, role: ContainerRole, addedAt: Int64, keyID: String? = nil) {
         self.account = account
         self.role = role
         self.addedAt = addedAt
+        self.keyID = keyID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case account, role, addedAt
+        case keyID = "keyId"  // key_id on the wire
     }
 }
 

@@ -32,11 +32,23 @@ extension Routes {
 
     // MARK: End-to-end encrypted containers
 
+    /// The container's key as the server keeps it: wrapped by the passphrase, the links of its
+    /// rotations, and for a member, the key wrapped to it.
     @Sendable func containerKey(_ request: Request, context: XferRequestContext) async throws -> Response {
         let target = try context.requireTarget()
-        return Self.json(
-            Self.keyInfo(
-                try await metadata.containerKey(account: target.accountID, container: target.container)))
+        var info = Self.keyInfo(try await metadata.containerKey(account: target.accountID, container: target.container))
+        guard info.encrypted else { return Self.json(info) }
+        info.links = try await metadata.containerKeyLinks(account: target.accountID, container: target.container).map {
+            Data($0).base64EncodedString()
+        }
+        if target.isMember {
+            // A member opens its own wrapped key; the passphrase's is not for it to try to crack.
+            info.wrapped = nil
+            let wrapped = try await metadata.memberKey(
+                owner: target.accountID, container: target.container, member: target.principal.accountID)
+            info.memberWrapped = wrapped.map { Data($0.wrapped).base64EncodedString() }
+        }
+        return Self.json(info)
     }
 
     static func keyInfo(_ kept: (wrapped: [UInt8], keyID: String)?) -> ContainerKeyInfo {
@@ -44,21 +56,21 @@ extension Routes {
             encrypted: kept != nil, wrapped: kept.map { Data($0.wrapped).base64EncodedString() }, keyID: kept?.keyID)
     }
 
+    /// Makes the container encrypted, changes its passphrase, or rotates its key (a `link`).
     @Sendable func setContainerKey(_ request: Request, context: XferRequestContext) async throws -> Response {
         let target = try context.requireTarget()
         let container = target.container
         let body = try await Self.decode(ContainerKeyWrite.self, request)
-        // Members could read nothing sealed with a key only the owner's passphrase opens.
-        guard try await metadata.members(owner: target.accountID, container: container).isEmpty else {
-            throw XferError(
-                .conflict,
-                "container \(container) is shared with other accounts; encrypting it end to end would shut them out (unshare them first)"
-            )
+        if let link = try body.linkBytes(), let previous = try body.previousBytes() {
+            try await metadata.rotateContainerKey(
+                account: target.accountID, container: container, wrapped: try body.wrappedBytes(),
+                previous: previous, keyID: body.keyID, link: link, memberKeys: try body.memberKeyBytes())
+            changes.notify(account: target.accountID, container: container)
+        } else {
+            try await metadata.setContainerKey(
+                account: target.accountID, container: container, wrapped: try body.wrappedBytes(),
+                previous: try body.previousBytes(), keyID: body.keyID)
         }
-        try await metadata.setContainerKey(
-            account: target.accountID, container: container, wrapped: try body.wrappedBytes(),
-            previous: try body.previousBytes(), keyID: body.keyID)
-        return Self.json(
-            Self.keyInfo(try await metadata.containerKey(account: target.accountID, container: container)))
+        return try await containerKey(request, context: context)
     }
 }

@@ -67,6 +67,7 @@ struct Routes: Sendable {
         v1.put("containers/:container/key", use: scoped(.manage, setContainerKey))
         registerShares(on: v1)
         registerMembers(on: v1)
+        registerAccountKeys(on: v1)
     }
 
     typealias Handler = @Sendable (Request, XferRequestContext) async throws -> Response

@@ -44,7 +44,10 @@ extension Xfer.Container {
                 A reader sees every document and version and changes nothing; a writer also \
                 pushes, deletes, resolves conflicts and writes values. The account names the \
                 container YOUR-ACCOUNT/CONTAINER. What a member stores counts against your quota. \
-                A container that does not exist yet is made, empty.
+                A container that does not exist yet is made, empty. An end-to-end encrypted \
+                container's key is wrapped to the account's key: its fingerprint is shown to compare \
+                out of band first (or give --fingerprint); an account with no key yet is added, and \
+                gets the key when this is run again after it made one (`xfer account key`).
                 """)
 
         @Argument(help: "Your container's name.")
@@ -55,6 +58,11 @@ extension Xfer.Container {
 
         @Option(help: "reader or writer.")
         var role: ContainerRole = .reader
+
+        @Option(
+            help: ArgumentHelp(
+                "The account key's fingerprint, as compared with its owner (else asked).", valueName: "FINGERPRINT"))
+        var fingerprint: String?
 
         @Flag(help: "Print the member as one JSON object.")
         var json = false
@@ -67,11 +75,56 @@ extension Xfer.Container {
 
         func run() async throws {
             try await runClientCommand(client, json: json) { client in
-                try await client.remote.connection.setMember(
-                    container: try ContainerName(container), account: try AccountName(account), role: role)
-            } text: { member in
-                print("\(container) is shared with \(member.account) as \(member.role.rawValue)")
+                try await share(
+                    Remote(
+                        connection: client.remote.connection, container: try ContainerName(container),
+                        stateDirectory: client.remote.stateDirectory),
+                    with: try AccountName(account))
+            } text: { shared in
+                print("\(container) is shared with \(shared.member.account) as \(shared.member.role.rawValue)")
+                if let note = shared.note { print(note) }
             }
+        }
+
+        /// Adds the member and, in an encrypted container, wraps the key to its checked account key.
+        private func share(_ remote: Remote, with member: AccountName) async throws -> ShareOutcome {
+            guard try await remote.connection.containerKey(container: remote.container).encrypted else {
+                let info = try await remote.connection.setMember(
+                    container: remote.container, account: member, role: role)
+                return ShareOutcome(member: info)
+            }
+            let containers = EncryptedContainers(remote: remote)
+            let accounts = AccountKeys(connection: remote.connection, stateDirectory: remote.stateDirectory)
+            let found = try await containers.memberKey(member, accounts: accounts)
+            guard let key = found.key else {
+                let info = try await remote.connection.setMember(
+                    container: remote.container, account: member, role: role)
+                return ShareOutcome(
+                    member: info,
+                    note: """
+                        \(member) has no account key yet, so it cannot open the container: once it ran `xfer account key`, \
+                        run this command again to give it the key
+                        """)
+            }
+            guard try await containers.status().unlocked else {
+                throw XferError(
+                    .unauthorized,
+                    "this device does not hold the current key of \(remote.container): run `xfer key unlock` first; nothing was shared"
+                )
+            }
+            if !found.checked {
+                guard try confirmFingerprint(of: member, key, given: fingerprint) else {
+                    throw XferError(.unauthorized, "\(member)'s fingerprint was not confirmed; nothing was shared")
+                }
+            }
+            _ = try await remote.connection.setMember(container: remote.container, account: member, role: role)
+            let members = try await containers.wrap(for: member, key: key, accounts: accounts)
+            guard let info = members.first(where: { $0.account == member.value }) else {
+                throw XferError(.internal, "the server's member list after wrapping the key leaves \(member) out")
+            }
+            return ShareOutcome(
+                member: info, fingerprint: key.fingerprint,
+                note: "the container's key \(info.keyID ?? "") is wrapped to \(member)'s key \(key.fingerprint)")
         }
     }
 
@@ -82,7 +135,9 @@ extension Xfer.Container {
             discussion: """
                 Its next request is refused, and a change feed it has waiting is answered. What \
                 its devices already downloaded stays on them; nothing in the container is \
-                deleted.
+                deleted. An end-to-end encrypted container's key is rotated: what is written from \
+                now on is sealed under a new key, wrapped by the passphrase (asked for first) and to \
+                the remaining members whose keys this device checked.
                 """)
 
         @Argument(help: "Your container's name.")
@@ -94,15 +149,55 @@ extension Xfer.Container {
         @Flag(help: "Print the result as JSON.")
         var json = false
 
+        @OptionGroup var passphrase: PassphraseOptions
+
         @OptionGroup var client: ClientOptions
 
         func run() async throws {
             try await runClientCommand(client, json: json) { client in
-                try await client.remote.connection.removeMember(
-                    container: try ContainerName(container), account: try AccountName(account))
-                return ["container": container, "unshared": account]
-            } text: { _ in
+                let remote = Remote(
+                    connection: client.remote.connection, container: try ContainerName(container),
+                    stateDirectory: client.remote.stateDirectory)
+                let member = try AccountName(account)
+                guard try await remote.connection.containerKey(container: remote.container).encrypted else {
+                    // A server that says plain what this device holds a key of would skip the rotation.
+                    if let held = try remote.containerKeyFile.read() {
+                        throw XferError(
+                            .encryptedContainer,
+                            """
+                            this device holds key \(held.current.id) of \(container), but the server says it is not encrypted; \
+                            nothing was done (removing a member of an encrypted container rotates its key)
+                            """)
+                    }
+                    try await remote.connection.removeMember(container: remote.container, account: member)
+                    return UnshareOutcome(container: container, unshared: account)
+                }
+                // The passphrase first: a wrong one stops the command before the member is removed.
+                let containers = EncryptedContainers(remote: remote)
+                let given = try passphrase.current(prompt: "Passphrase for container \(container)")
+                try await containers.checkPassphrase(given)
+                try await remote.connection.removeMember(container: remote.container, account: member)
+                return UnshareOutcome(
+                    container: container, unshared: account, rotation: try await rotateAfterRemoving(containers, given))
+            } text: { outcome in
                 print("\(container) is no longer shared with \(account)")
+                if let rotation = outcome.rotation { printRotation(rotation) }
+            }
+        }
+
+        private func rotateAfterRemoving(_ containers: EncryptedContainers, _ passphrase: String) async throws
+            -> EncryptedContainers.Rotation
+        {
+            do {
+                return try await containers.rotate(
+                    passphrase: passphrase,
+                    accounts: AccountKeys(
+                        connection: containers.remote.connection, stateDirectory: containers.remote.stateDirectory))
+            } catch let error as XferError {
+                throw XferError(
+                    error.code,
+                    "\(account) was removed, but the key was not rotated (\(error.message)); run `xfer key rotate --container \(container)`"
+                )
             }
         }
     }
@@ -164,3 +259,28 @@ extension Xfer.Container {
 }
 
 extension ContainerRole: ExpressibleByArgument {}
+
+/// What `xfer container share` did: the member (as `xfer container members` lists it), and in
+/// an encrypted container the fingerprint of the account key its key was wrapped to.
+struct ShareOutcome: Encodable {
+    var member: MemberInfo
+    var fingerprint: String?
+    var note: String?
+
+    func encode(to encoder: any Encoder) throws {
+        try member.encode(to: encoder)
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encodeIfPresent(fingerprint, forKey: .fingerprint)
+        try container.encodeIfPresent(note, forKey: .note)
+    }
+
+    enum Keys: String, CodingKey { case fingerprint, note }
+}
+
+/// What `xfer container unshare` did.
+struct UnshareOutcome: Encodable {
+    var container: String
+    var unshared: String
+    /// The new key of an encrypted container, and who it was wrapped to.
+    var rotation: EncryptedContainers.Rotation?
+}

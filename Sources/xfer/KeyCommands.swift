@@ -118,13 +118,24 @@ extension Xfer {
                 the terminal, or read from --passphrase-file / XFER_PASSPHRASE and \
                 --new-passphrase-file / XFER_NEW_PASSPHRASE.
                 """,
-            subcommands: [Unlock.self, Change.self, ExportRecovery.self, Recover.self, Forget.self])
+            subcommands: [Unlock.self, Change.self, Rotate.self, ExportRecovery.self, Recover.self, Forget.self])
 
         struct Unlock: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                commandName: "unlock", abstract: "Unlock the container on this device with its passphrase.")
+                commandName: "unlock",
+                abstract:
+                    "Unlock the container on this device with its passphrase, or as a member with the account's key.",
+                discussion: """
+                    A container another account shares with you (OWNER/NAME) opens with the key its \
+                    owner wrapped to your account's key (`xfer account key`): the first time, compare \
+                    the owner's fingerprint.
+                    """)
 
             @OptionGroup var passphrase: PassphraseOptions
+            @Option(
+                help: ArgumentHelp(
+                    "The owner's fingerprint, as compared with them (else asked).", valueName: "FINGERPRINT"))
+            var ownerFingerprint: String?
             @Flag(help: "Print one JSON object instead of text.")
             var json = false
             @OptionGroup var client: ClientOptions
@@ -133,9 +144,16 @@ extension Xfer {
                 try await runKeyCommand(
                     client, json: json,
                     { containers in
-                        try await containers.unlock(
-                            passphrase: try passphrase.current(
-                                prompt: "Passphrase for container \(containers.remote.container)"))
+                        let remote = containers.remote
+                        guard remote.container.owner != nil else {
+                            return try await containers.unlock(
+                                passphrase: try passphrase.current(
+                                    prompt: "Passphrase for container \(remote.container)"))
+                        }
+                        let accounts = AccountKeys(connection: remote.connection, stateDirectory: remote.stateDirectory)
+                        return try await containers.unlockAsMember(
+                            confirm: { try confirmFingerprint(of: $0, $1, given: ownerFingerprint) }, accounts: accounts
+                        ).current
                     }
                 ) { container, key in "unlocked \(container) (key \(key.id))" }
             }
@@ -188,7 +206,7 @@ extension Xfer {
             func run() async throws {
                 try await runReportingErrors(json: json) {
                     let file = try client.containerKeyFile()
-                    guard let key = try file.read() else {
+                    guard let key = try file.read()?.current else {
                         throw XferError(
                             .unauthorized,
                             "this device does not hold the key of that container: run `xfer key unlock` first")

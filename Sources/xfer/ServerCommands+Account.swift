@@ -13,7 +13,7 @@ extension Xfer {
             abstract: "Manage accounts.",
             subcommands: [
                 Create.self, List.self, Show.self, SetQuota.self, Delete.self, NewToken.self, Tokens.self,
-                RevokeToken.self
+                RevokeToken.self, Key.self
             ])
 
         /// Where an account command works: a server's data directory (`--data`), else the

@@ -523,7 +523,7 @@ import XferProtocol
             try ContainerKeyFile(
                 stateDirectory: vault.stateDirectory, server: vault.connection.server, container: vault.container
             )
-            .write(ContainerKey.generate())
+            .write(ContainerKeyRing(single: ContainerKey.generate()))
             try Files.write(server.root + "/secret.txt", Array(Self.marker.utf8))
             let used = try await server.remote.connection.account().used
             let head = try await server.remote.connection.head(container: vault.container)

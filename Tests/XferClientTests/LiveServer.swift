@@ -92,7 +92,7 @@ struct LiveServer {
         // The device holds the key, as one that unlocked the container does.
         try! ContainerKeyFile(
             stateDirectory: stateDirectory, server: remote.connection.server, container: remote.container
-        ).write(key)
+        ).write(ContainerKeyRing(single: key))
         return Remote(
             connection: remote.connection, container: remote.container, stateDirectory: stateDirectory,
             endToEnd: EndToEndKeys(key: key))

@@ -329,6 +329,17 @@ public final class PostgresMetadataStore: SQLMetadataStore, Service, Sendable {
               PRIMARY KEY (container_id, account_id));
             CREATE INDEX container_members_by_account ON container_members (account_id)
             """
+        ),
+        // As SQLite's v19.
+        (
+            "v17: sharing encrypted containers",
+            """
+            CREATE TABLE account_keys (account_id BIGINT PRIMARY KEY REFERENCES accounts(id),
+              public_key BYTEA NOT NULL, updated_at BIGINT NOT NULL);
+            ALTER TABLE container_members ADD COLUMN wrapped_key BYTEA, ADD COLUMN key_id TEXT;
+            CREATE TABLE container_key_links (container_id BIGINT NOT NULL REFERENCES containers(id),
+              generation BIGINT NOT NULL, link BYTEA NOT NULL, PRIMARY KEY (container_id, generation))
+            """
         )
     ]
 

@@ -334,6 +334,19 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                     CREATE INDEX container_members_by_account ON container_members (account_id);
                     """)
         }
+        migrator.registerMigration("v19: sharing encrypted containers") { db in
+            // Each account's public key; each member's wrapped container key; each rotation's
+            // link (docs/SHARING.md, "Encrypted containers").
+            try db.execute(
+                sql: """
+                    CREATE TABLE account_keys (account_id INTEGER PRIMARY KEY REFERENCES accounts(id),
+                      public_key BLOB NOT NULL, updated_at INTEGER NOT NULL);
+                    ALTER TABLE container_members ADD COLUMN wrapped_key BLOB;
+                    ALTER TABLE container_members ADD COLUMN key_id TEXT;
+                    CREATE TABLE container_key_links (container_id INTEGER NOT NULL REFERENCES containers(id),
+                      generation INTEGER NOT NULL, link BLOB NOT NULL, PRIMARY KEY (container_id, generation)) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 

@@ -252,13 +252,16 @@ extension SQLMetadataStore {
             guard !dryRun else { return deletion }
             // The container's rows first (versions before their documents), then the account's.
             for table in [
-                "container_members", "dav_locks", "dav_properties", "container_keys", "kv", "versions", "documents"
+                "container_members", "container_key_links", "dav_locks", "dav_properties", "container_keys", "kv",
+                "versions", "documents"
             ] {
                 try tx.sql.rows("DELETE FROM \(table) WHERE container_id IN (\(owned))", id)
             }
             // Its memberships in others' containers end with it.
-            for table in ["container_members", "containers", "share_links", "web_sessions", "tokens", "account_chunks"]
-            {
+            for table in [
+                "container_members", "containers", "share_links", "web_sessions", "tokens", "account_chunks",
+                "account_keys"
+            ] {
                 try tx.sql.rows("DELETE FROM \(table) WHERE account_id = ?", id)
             }
             try tx.sql.rows("DELETE FROM accounts WHERE id = ?", id)

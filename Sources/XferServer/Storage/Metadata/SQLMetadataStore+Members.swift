@@ -54,10 +54,14 @@ extension SQLMetadataStore {
             }
             return try tx.sql.rows(
                 """
-                SELECT a.name, m.role, m.added_at FROM container_members m JOIN accounts a ON a.id = m.account_id
+                SELECT a.name, m.role, m.added_at, m.key_id FROM container_members m JOIN accounts a ON a.id = m.account_id
                 WHERE m.container_id = ? ORDER BY a.name\(tx.dialect.bytewise)
                 """, containerID
-            ).map { try MemberInfo(account: $0.text("name"), role: Self.role($0), addedAt: $0.int("added_at")) }
+            ).map {
+                try MemberInfo(
+                    account: $0.text("name"), role: Self.role($0), addedAt: $0.int("added_at"),
+                    keyID: $0.optionalText("key_id"))
+            }
         }
     }
 
@@ -115,16 +119,10 @@ extension SQLMetadataStore {
 }
 
 extension MetadataTransaction {
-    /// The owner's container to share, made if absent. An end-to-end encrypted one is refused:
-    /// a member could read nothing in it without the container key wrapped to its own.
+    /// The owner's container to share, made if absent. An end-to-end encrypted one may be
+    /// shared: the member opens it once the owner wraps the key to its account's public key.
     func shareableContainer(owner: Int64, name: ContainerName) throws -> Int64 {
         if let id = try containerID(account: owner, name: name, create: false) {
-            guard try !isEncrypted(container: id) else {
-                throw XferError(
-                    .encryptedContainer,
-                    "container \(name) is end-to-end encrypted, and this server cannot share an encrypted container yet: a member would need the container key"
-                )
-            }
             return id
         }
         guard let id = try containerID(account: owner, name: name, create: true) else {
