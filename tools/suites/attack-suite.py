@@ -1553,7 +1553,7 @@ def documents_without_bytes(lab):
     return text, first == 507 and refusal == 507 and 0 < accepted < 400 and kept < 400
 
 
-# MARK: containers shared with other accounts (24a-24e)
+# MARK: containers shared with other accounts (24a-24g)
 
 def shared_lab(lab, tag, role):
     """A server where alice's container `team` holds Documents/plan.txt and her `private` holds
@@ -1698,6 +1698,116 @@ def share_to_nobody(lab):
     _, body, _ = request(server.port, "GET", "/v1/containers/team/members", alice)
     members = [m["account"] for m in json.loads(body)["members"]]
     return f"answers {answers}; members {members}", answers == [404, 400, 400, 403] and members == ["bob"]
+
+
+def encrypted_shared_lab(lab, tag, members):
+    """alice's end-to-end encrypted `vault` holding Documents/plan.txt, shared as writer with each
+    account in `members`, whose devices unlocked it by their account keys after comparing
+    fingerprints. (server, run) where run(who, args) runs xfer as that account on its device."""
+    server = lab.server(tag)
+    tokens = {name: lab.account(server, name) for name in ["alice"] + members}
+    passphrase = {"XFER_PASSPHRASE": "correct horse"}
+
+    def run(who, args):
+        return xferlab.run_xfer(lab.binary, args, server.url, tokens[who], lab.dir(tag, "state-" + who),
+                                extra_env=passphrase)
+
+    def fingerprint(who):
+        code, out, err = run(who, ["account", "key", "--json"])
+        assert code == 0, err
+        return json.loads(out)["fingerprint"]
+
+    assert run("alice", ["container", "create", "vault", "--encrypted"])[0] == 0
+    plan = os.path.join(lab.dir(tag, "files"), "plan.txt")
+    with open(plan, "w") as f:
+        f.write("the plan\n")
+    assert run("alice", ["push", plan, "Documents/plan.txt", "--container", "vault", "-q"])[0] == 0
+    for member in members:
+        code, _, err = run("alice", ["container", "share", "vault", member, "--role", "writer",
+                                     "--fingerprint", fingerprint(member)])
+        assert code == 0, err
+        code, _, err = run(member, ["key", "unlock", "--container", "alice/vault",
+                                    "--owner-fingerprint", fingerprint("alice")])
+        assert code == 0, err
+    return server, run
+
+
+@attack("24f", "forged-member-key",
+        "the operator of alice's server swaps the key wrapped to bob for alice's encrypted vault with one eve made (her "
+        "own container key sealed to bob's account key) and records eve's key id for vault: bob's devices, which "
+        "checked alice's fingerprint, refuse it (exit 4) and keep the key they had; nothing bob pushes is sealed "
+        "under eve's key")
+def forged_member_key(lab):
+    import sqlite3
+
+    server, run = encrypted_shared_lab(lab, "24f-forged", ["bob"])
+    eve = lab.account(server, "eve")
+    eve_state = lab.dir("24f-forged", "state-eve")
+    env = {"XFER_PASSPHRASE": "eve"}
+    xferlab.run_xfer(lab.binary, ["container", "create", "vault", "--encrypted"], server.url, eve, eve_state, extra_env=env)
+    _, out, _ = run("bob", ["account", "key", "--json"])
+    code, _, err = xferlab.run_xfer(lab.binary, ["container", "share", "vault", "bob", "--fingerprint",
+                                                 json.loads(out)["fingerprint"]], server.url, eve, eve_state)
+    assert code == 0, err
+    database = sqlite3.connect(os.path.join(server.data, "metadata.sqlite"), timeout=10)
+    try:
+        ids = dict(database.execute("SELECT name, id FROM accounts").fetchall())
+        vaults = dict(database.execute("SELECT account_id, id FROM containers WHERE name = 'vault'").fetchall())
+        forged, eve_key = database.execute(
+            "SELECT wrapped_key, key_id FROM container_members WHERE container_id = ?", (vaults[ids["eve"]],)).fetchone()
+        with database:
+            database.execute("UPDATE container_members SET wrapped_key = ?, key_id = ? WHERE container_id = ?",
+                             (forged, eve_key, vaults[ids["alice"]]))
+            database.execute("UPDATE container_keys SET key_id = ? WHERE container_id = ?", (eve_key, vaults[ids["alice"]]))
+    finally:
+        database.close()
+    note = os.path.join(lab.dir("24f-forged", "files"), "note.txt")
+    with open(note, "w") as f:
+        f.write("bob's note\n")
+    pushed = run("bob", ["push", note, "Documents/note.txt", "--container", "alice/vault", "-q"])
+    unlocked = run("bob", ["key", "unlock", "--container", "alice/vault", "--owner-fingerprint", "x"])
+    shown = run("bob", ["container", "show", "--container", "alice/vault", "--json"])
+    kept = json.loads(shown[1]).get("key_id") if shown[0] == 0 else None
+    text = (f"bob's push: exit {pushed[0]} ({pushed[2].strip()[-90:]}); unlock again: exit {unlocked[0]}; "
+            f"server's key id now {eve_key}, bob unlocked under it: {json.loads(shown[1]).get('unlocked') if kept else '?'}")
+    return text, pushed[0] == 4 and unlocked[0] != 0 and kept is not None and not json.loads(shown[1])["unlocked"]
+
+
+@attack("24g", "removed-member-new-data",
+        "alice removes carol from her encrypted vault (the key rotates) and writes new.txt; the operator then puts "
+        "carol's membership back without alice: carol's device, holding every key it had, cannot open the container "
+        "under its new key (exit 4, no new.txt), while bob, still a member, reads new.txt")
+def removed_member_new_data(lab):
+    import sqlite3
+
+    server, run = encrypted_shared_lab(lab, "24g-rotated", ["bob", "carol"])
+    code, out, err = run("alice", ["container", "unshare", "vault", "carol", "--json"])
+    assert code == 0, err
+    rotation = json.loads(out)["rotation"]
+    new = os.path.join(lab.dir("24g-rotated", "files"), "new.txt")
+    with open(new, "w") as f:
+        f.write("written after carol left\n")
+    assert run("alice", ["push", new, "Documents/new.txt", "--container", "vault", "-q"])[0] == 0
+    database = sqlite3.connect(os.path.join(server.data, "metadata.sqlite"), timeout=10)
+    try:
+        ids = dict(database.execute("SELECT name, id FROM accounts").fetchall())
+        vault = database.execute("SELECT id FROM containers WHERE account_id = ? AND name = 'vault'",
+                                 (ids["alice"],)).fetchone()[0]
+        with database:
+            database.execute("INSERT INTO container_members (container_id, account_id, role, added_at) "
+                             "VALUES (?, ?, 'writer', 0)", (vault, ids["carol"]))
+    finally:
+        database.close()
+    out_carol = os.path.join(lab.dir("24g-rotated", "files"), "carol-new.txt")
+    carol = run("carol", ["pull", "Documents/new.txt", out_carol, "--container", "alice/vault"])
+    out_bob = os.path.join(lab.dir("24g-rotated", "files"), "bob-new.txt")
+    bob = run("bob", ["pull", "Documents/new.txt", out_bob, "--container", "alice/vault"])
+    bob_read = os.path.exists(out_bob) and open(out_bob).read() == "written after carol left\n"
+    text = (f"rotation to key {rotation['key_id']} (generation {rotation['generation']}, wrapped to "
+            f"{rotation['rewrapped']}); carol: exit {carol[0]}, file {'written' if os.path.exists(out_carol) else 'absent'}; "
+            f"bob: exit {bob[0]}, read it: {bob_read}")
+    return text, carol[0] == 4 and not os.path.exists(out_carol) and bob[0] == 0 and bob_read and \
+        rotation["rewrapped"] == ["bob"]
 
 
 # MARK: running and reporting
