@@ -68,6 +68,7 @@ struct Routes: Sendable {
         registerShares(on: v1)
         registerMembers(on: v1)
         registerAccountKeys(on: v1)
+        registerRecords(on: v1)
     }
 
     typealias Handler = @Sendable (Request, XferRequestContext) async throws -> Response
@@ -118,6 +119,20 @@ struct Routes: Sendable {
         let value = try WireJSON.decode(type, from: body.readableBytesView)
         try value.validate()
         return value
+    }
+
+    /// The body of a records route, at most `limit` bytes, in CloudKit's key names (``RecordJSON``).
+    static func records<T: Decodable>(_ type: T.Type, _ request: Request, limit: Int = RecordLimits.requestBytes)
+        async throws -> T
+    {
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw XferError(.tooLarge, "the request body is \(declared) bytes; records routes take at most \(limit)")
+        }
+        do {
+            return try RecordJSON.decode(type, from: try await request.body.collect(upTo: limit).readableBytesView)
+        } catch is NIOTooManyBytesError {
+            throw XferError(.tooLarge, "the request body is larger than the \(limit) bytes records routes take")
+        }
     }
 
     static func path(_ request: Request) throws -> DocumentPath {

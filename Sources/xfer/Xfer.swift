@@ -26,7 +26,7 @@ struct Xfer: AsyncParsableCommand {
         version: XferVersion.current,
         subcommands: [
             Push.self, Pull.self, List.self, Find.self, Remove.self, Versions.self, Resolve.self, Changes.self,
-            KeyValue.self, Share.self,
+            KeyValue.self, Records.self, Share.self,
             Sync.self, Status.self, Evict.self, Fetch.self, TrashCommand.self, Quota.self, Container.self, Key.self,
             Login.self, Logout.self, TokenCommand.self, Serve.self, ServerKey.self, Account.self, Verify.self,
             GarbageCollect.self, Chunk.self, MountCommand.self

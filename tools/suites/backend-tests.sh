@@ -24,6 +24,6 @@ eval "$PG_VARS"
 CEPH_VARS="$(RGW_PORT="$(port)" MON_PORT="$(port)" bash tools/ops/ceph-up.sh | grep '^export')"
 eval "$CEPH_VARS"
 echo "backends: $XFER_POSTGRES_URL and $XFER_S3_ENDPOINT"
-swift test --skip-build --filter 'XferClientTests|ManyServersTests|S3Tests|PackedChunkStoreTests|SealedStoreTests|MetadataStoreTests|MemberStoreTests|ContainerKeyStoreTests|IndexKeyTests|S3ServeTests|MetadataBudgetTests|DeadPropertyStoreTests|DavLockTests|WebStoreTests|QueryStoreTests|PostgresServiceTests|ChunkIndexMigrationTests'
+swift test --skip-build --filter 'XferClientTests|ManyServersTests|S3Tests|PackedChunkStoreTests|SealedStoreTests|MetadataStoreTests|MemberStoreTests|RecordStoreTests|ContainerKeyStoreTests|IndexKeyTests|S3ServeTests|MetadataBudgetTests|DeadPropertyStoreTests|DavLockTests|WebStoreTests|QueryStoreTests|PostgresServiceTests|ChunkIndexMigrationTests'
 # The client suite on an end-to-end encrypted container, over servers sealing at rest, on the same backends.
 XFER_TEST_E2E=1 XFER_TEST_SEALING=1 swift test --skip-build --filter XferClientTests

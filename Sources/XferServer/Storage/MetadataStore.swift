@@ -12,7 +12,7 @@ import XferProtocol
 /// Every method is one transaction: it happens entirely or not at all.
 public protocol MetadataStore: AccountStore, DocumentStore, KeyValueStore, ContainerKeyStore, MaintenanceStore,
     ChunkLocationIndex, WebStore, ShareStore, DeadPropertyStore, DavLockStore, MemberStore,
-    AccountKeyStore
+    AccountKeyStore, RecordStore
 {}
 
 /// End-to-end encrypted containers: the passphrase-wrapped key the server keeps for each, which

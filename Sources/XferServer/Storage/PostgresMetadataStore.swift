@@ -340,7 +340,9 @@ public final class PostgresMetadataStore: SQLMetadataStore, Service, Sendable {
             CREATE TABLE container_key_links (container_id BIGINT NOT NULL REFERENCES containers(id),
               generation BIGINT NOT NULL, link BYTEA NOT NULL, PRIMARY KEY (container_id, generation))
             """
-        )
+        ),
+        // As SQLite's v20.
+        ("v18: records", SQLiteMetadataStore.recordTables(id: "BIGSERIAL PRIMARY KEY", collate: #" COLLATE "C""#))
     ]
 
     func migrate(upTo last: String? = nil) async throws {

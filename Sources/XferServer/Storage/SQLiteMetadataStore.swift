@@ -347,7 +347,34 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                       generation INTEGER NOT NULL, link BLOB NOT NULL, PRIMARY KEY (container_id, generation)) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v20: records") { db in
+            try db.execute(sql: Self.recordTables())
+        }
         return migrator
+    }
+
+    /// Records beside documents (docs/RECORDS.md): zones, records (a deleted one stays as a
+    /// tombstone for the changes feed), and each record's indexed values for queries. The same
+    /// statements on both backends but for the row ids and the collation of names.
+    static func recordTables(id: String = "INTEGER PRIMARY KEY", collate: String = "")
+        -> String
+    {
+        """
+        ALTER TABLE containers ADD COLUMN record_sequence BIGINT NOT NULL DEFAULT 0;
+        CREATE TABLE record_zones (id \(id), container_id BIGINT NOT NULL REFERENCES containers(id),
+          name TEXT\(collate) NOT NULL, sequence BIGINT NOT NULL, deleted BOOLEAN NOT NULL, UNIQUE (container_id, name));
+        CREATE TABLE records (id \(id), zone_id BIGINT NOT NULL REFERENCES record_zones(id), name TEXT\(collate) NOT NULL,
+          type TEXT\(collate) NOT NULL, fields TEXT, sequence BIGINT NOT NULL, deleted BOOLEAN NOT NULL,
+          created_at BIGINT NOT NULL, created_by TEXT NOT NULL, created_device TEXT,
+          modified_at BIGINT NOT NULL, modified_by TEXT NOT NULL, modified_device TEXT, UNIQUE (zone_id, name));
+        CREATE INDEX records_by_sequence ON records (zone_id, sequence);
+        CREATE INDEX records_by_type ON records (zone_id, type, deleted);
+        CREATE TABLE record_values (record_id BIGINT NOT NULL REFERENCES records(id), zone_id BIGINT NOT NULL,
+          type TEXT\(collate) NOT NULL, field TEXT\(collate) NOT NULL, kind TEXT NOT NULL, number BIGINT, text TEXT\(collate));
+        CREATE INDEX record_values_by_number ON record_values (zone_id, type, field, kind, number);
+        CREATE INDEX record_values_by_text ON record_values (zone_id, type, field, kind, text);
+        CREATE INDEX record_values_by_record ON record_values (record_id);
+        """
     }
 
     /// What the committed versions an account keeps cost its quota

@@ -50,7 +50,7 @@ extension MetadataTransaction {
 
     /// The account's quota and all it uses (chunks and version records), its row locked to the
     /// end of the transaction, as a chunk upload locks it.
-    private func readQuota(_ account: Int64) throws -> VersionBytes.Base {
+    func readQuota(_ account: Int64) throws -> VersionBytes.Base {
         guard
             let row = try sql.one(
                 "SELECT quota, used, version_bytes FROM accounts WHERE id = ?\(dialect.forUpdate)", account)

@@ -194,9 +194,14 @@ extension SQLMetadataStore {
                   CAST(COALESCE(r.kept, 0) AS BIGINT) AS version_bytes_kept
                 FROM accounts a
                 LEFT JOIN (SELECT account_id, SUM(length) AS held FROM account_chunks GROUP BY account_id) h ON h.account_id = a.id
-                LEFT JOIN (SELECT c.account_id, SUM(\(QuotaRules.versionRecordBytes) + COALESCE(LENGTH(v.manifest), 0)) AS kept
-                           FROM versions v JOIN containers c ON c.id = v.container_id WHERE v.state != 'uploading'
-                           GROUP BY c.account_id) r ON r.account_id = a.id
+                LEFT JOIN (SELECT account_id, SUM(cost) AS kept FROM (
+                             SELECT c.account_id, \(QuotaRules.versionRecordBytes) + COALESCE(LENGTH(v.manifest), 0) AS cost
+                             FROM versions v JOIN containers c ON c.id = v.container_id WHERE v.state != 'uploading'
+                             UNION ALL
+                             SELECT c.account_id, \(QuotaRules.versionRecordBytes) + LENGTH(r.fields) AS cost
+                             FROM records r JOIN record_zones z ON z.id = r.zone_id JOIN containers c ON c.id = z.container_id
+                             WHERE r.fields IS NOT NULL) costs
+                           GROUP BY account_id) r ON r.account_id = a.id
                 ORDER BY a.id
                 """
             ).map {
@@ -251,9 +256,13 @@ extension SQLMetadataStore {
                 tokens: summary.tokens, used: summary.used, dryRun: dryRun)
             guard !dryRun else { return deletion }
             // The container's rows first (versions before their documents), then the account's.
+            let zones = "SELECT id FROM record_zones WHERE container_id IN (\(owned))"
+            for table in ["record_values", "records"] {
+                try tx.sql.rows("DELETE FROM \(table) WHERE zone_id IN (\(zones))", id)
+            }
             for table in [
-                "container_members", "container_key_links", "dav_locks", "dav_properties", "container_keys", "kv",
-                "versions", "documents"
+                "record_zones", "container_members", "container_key_links", "dav_locks", "dav_properties",
+                "container_keys", "kv", "versions", "documents"
             ] {
                 try tx.sql.rows("DELETE FROM \(table) WHERE container_id IN (\(owned))", id)
             }

@@ -1,0 +1,205 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+/// A records/query as one SQL statement over the records and their indexed values
+/// (``RecordRules/indexValues(_:)``), the same text on SQLite and PostgreSQL: each filter a
+/// subquery on the index, each sort key the least of a field's values, then the name.
+struct RecordQuerySQL {
+    let sql: String
+    let values: [SQLValue]
+
+    /// Fields that are the record's own rather than indexed values.
+    static let nameField = "___recordID"
+    static let createdField = "___createTime"
+    static let modifiedField = "___modTime"
+    static let allTokens = "allTokens"
+
+    /// The statement selecting the page of `query` in zone `zone` from `offset`, at most `limit`
+    /// rows (one more is asked for, to tell whether another page follows).
+    /// - Throws: `bad_request` for a filter whose value does not suit its comparator.
+    init(_ query: RecordQuery, zone: Int64, offset: Int, limit: Int, dialect: SQLDialect) throws {
+        try RecordRules.checkName(query.recordType, "record type")
+        var conditions = ["r.zone_id = ?", "r.type = ?", "r.deleted = ?"]
+        var values: [SQLValue] = [.int(zone), .text(query.recordType), .bool(false)]
+        for filter in query.filterBy ?? [] {
+            let (condition, bound) = try Self.condition(filter, zone: zone, type: query.recordType, dialect: dialect)
+            conditions.append(condition)
+            values += bound
+        }
+        var order: [String] = []
+        for sort in query.sortBy ?? [] {
+            let direction = sort.ascending == false ? "DESC" : "ASC"
+            for key in Self.sortKeys(sort.fieldName, dialect: dialect) {
+                order.append("(\(key.expression)) IS NULL, \(key.expression) \(direction)")
+                values += key.values + key.values
+            }
+        }
+        order.append("r.name\(dialect.bytewise) ASC")
+        sql = """
+            SELECT r.* FROM records r WHERE \(conditions.joined(separator: " AND "))
+            ORDER BY \(order.joined(separator: ", ")) LIMIT \(limit + 1) OFFSET \(offset)
+            """
+        self.values = values
+    }
+
+    /// A filter as a condition on `r` and its bound values.
+    static func condition(_ filter: RecordFilter, zone: Int64, type: String, dialect: SQLDialect) throws -> (
+        String, [SQLValue]
+    ) {
+        let value = filter.fieldValue.value
+        switch filter.fieldName {
+        case nameField: return try own("r.name\(dialect.bytewise)", filter, text: true)
+        case createdField: return try own("r.created_at", filter, text: false)
+        case modifiedField: return try own("r.modified_at", filter, text: false)
+        default: break
+        }
+        try RecordRules.checkName(filter.fieldName, "field name")
+        let scope = "SELECT v.record_id FROM record_values v WHERE v.zone_id = ? AND v.type = ?"
+        var bound: [SQLValue] = [.int(zone), .text(type)]
+        let field: String
+        if filter.fieldName == allTokens, [.containsAllTokens, .containsAnyTokens].contains(filter.comparator) {
+            field = ""
+        } else {
+            field = " AND v.field = ?"
+            bound.append(.text(filter.fieldName))
+        }
+        switch filter.comparator {
+        case .containsAllTokens, .containsAnyTokens:
+            guard case .string(let text) = value else {
+                throw XferError(.badRequest, "\(filter.comparator.rawValue) takes a string of words")
+            }
+            let tokens = RecordRules.tokens(text).sorted()
+            guard !tokens.isEmpty else { throw XferError(.badRequest, "\(filter.comparator.rawValue) needs a word") }
+            let one = "r.id IN (\(scope)\(field) AND v.kind = '\(RecordRules.tokenKind)' AND v.text = ?)"
+            if filter.comparator == .containsAnyTokens {
+                let list = Array(repeating: "?", count: tokens.count).joined(separator: ", ")
+                return (
+                    "r.id IN (\(scope)\(field) AND v.kind = '\(RecordRules.tokenKind)' AND v.text IN (\(list)))",
+                    bound + tokens.map { .text($0) }
+                )
+            }
+            return (
+                tokens.map { _ in one }.joined(separator: " AND "), tokens.flatMap { bound + [.text($0)] }
+            )
+        case .beginsWith, .notBeginsWith, .in, .notIn, .notEquals, .notListContains:
+            let (test, values) = try matching(filter)
+            let negated = [.notBeginsWith, .notIn, .notEquals, .notListContains].contains(filter.comparator)
+            return ("r.id \(negated ? "NOT IN" : "IN") (\(scope)\(field) AND (\(test)))", bound + values)
+        default:
+            let (test, values) = try matching(filter)
+            return ("r.id IN (\(scope)\(field) AND (\(test)))", bound + values)
+        }
+    }
+
+    /// The test on an index row `v` that one filter's value passes (its negation applied by the caller).
+    static func matching(_ filter: RecordFilter) throws -> (String, [SQLValue]) {
+        let operation: String
+        switch filter.comparator {
+        case .equals, .notEquals, .listContains, .notListContains: operation = "="
+        case .lessThan: operation = "<"
+        case .lessThanOrEquals: operation = "<="
+        case .greaterThan: operation = ">"
+        case .greaterThanOrEquals: operation = ">="
+        case .in, .notIn:
+            guard case .array(let items) = filter.fieldValue.value, !items.isEmpty, items.count <= 1_000 else {
+                throw XferError(.badRequest, "\(filter.comparator.rawValue) takes a list of 1 to 1,000 values")
+            }
+            let element = filter.fieldValue.type?.element ?? filter.fieldValue.type
+            var tests: [String] = []
+            var values: [SQLValue] = []
+            for item in items {
+                for (kind, column, value) in try candidates(RecordField(value: item, type: element)) {
+                    tests.append("(v.kind = ? AND v.\(column) = ?)")
+                    values += [.text(kind), value]
+                }
+            }
+            return (tests.joined(separator: " OR "), values)
+        case .beginsWith, .notBeginsWith:
+            guard case .string(let prefix) = filter.fieldValue.value, !prefix.isEmpty else {
+                throw XferError(.badRequest, "\(filter.comparator.rawValue) takes a string")
+            }
+            return (
+                "v.kind = 'STRING' AND v.text >= ? AND v.text < ? AND substr(v.text, 1, \(prefix.unicodeScalars.count)) = ?",
+                [.text(prefix), .text(prefix + "\u{10FFFF}"), .text(prefix)]
+            )
+        case .containsAllTokens, .containsAnyTokens:
+            throw XferError(.internal, "token comparators are not value tests")
+        }
+        var tests: [String] = []
+        var values: [SQLValue] = []
+        for (kind, column, value) in try candidates(filter.fieldValue) {
+            tests.append("(v.kind = ? AND v.\(column) \(operation) ?)")
+            values += [.text(kind), value]
+        }
+        return (tests.joined(separator: " OR "), values)
+    }
+
+    /// What an indexed value equal to `field` looks like: its kind, column and bound value. A
+    /// number without a type matches integers and doubles alike.
+    static func candidates(_ field: RecordField) throws -> [(String, String, SQLValue)] {
+        let type = try field.type.map { $0.element ?? $0 } ?? RecordRules.inferred(field.value, "fieldValue")
+        switch (type, field.value) {
+        case (.string, .string(let text)): return [("STRING", "text", .text(text))]
+        case (.timestamp, .int(let int)): return [("TIMESTAMP", "number", .int(int))]
+        case (.int64, .int(let int)):
+            return field.type == nil
+                ? [("INT64", "number", .int(int)), ("DOUBLE", "number", .int(RecordRules.ordered(Double(int))))]
+                : [("INT64", "number", .int(int))]
+        case (.double, _):
+            guard let number = RecordRules.number(field.value) else { break }
+            return [("DOUBLE", "number", .int(RecordRules.ordered(number)))]
+        case (.reference, .object(let object)):
+            guard case .string(let name)? = object["recordName"] else { break }
+            return [("REFERENCE", "text", .text(name))]
+        case (.reference, .string(let name)): return [("REFERENCE", "text", .text(name))]
+        case (.asset, .object(let object)):
+            guard case .string(let path)? = object["path"] else { break }
+            return [("ASSETID", "text", .text(path))]
+        default: break
+        }
+        throw XferError(.badRequest, "a query cannot compare with a value of type \(type.rawValue)")
+    }
+
+    /// A filter on one of the record's own columns: its name, or when made or changed.
+    static func own(_ column: String, _ filter: RecordFilter, text: Bool) throws -> (String, [SQLValue]) {
+        func value(_ json: JSONValue) throws -> SQLValue {
+            switch (text, json) {
+            case (true, .string(let name)): return .text(name)
+            case (true, .object(let object)):
+                if case .string(let name)? = object["recordName"] { return .text(name) }
+            case (false, .int(let time)): return .int(time)
+            default: break
+            }
+            throw XferError(.badRequest, "\(filter.fieldName) is compared with a \(text ? "record name" : "time in ms")")
+        }
+        let operators: [RecordComparator: String] = [
+            .equals: "=", .notEquals: "<>", .lessThan: "<", .lessThanOrEquals: "<=", .greaterThan: ">",
+            .greaterThanOrEquals: ">=",
+        ]
+        if let operation = operators[filter.comparator] {
+            return ("\(column) \(operation) ?", [try value(filter.fieldValue.value)])
+        }
+        guard [.in, .notIn].contains(filter.comparator), case .array(let items) = filter.fieldValue.value,
+            (1...1_000).contains(items.count)
+        else {
+            throw XferError(.badRequest, "\(filter.fieldName) takes EQUALS, NOT_EQUALS, the orderings, IN and NOT_IN")
+        }
+        let list = Array(repeating: "?", count: items.count).joined(separator: ", ")
+        return ("\(column) \(filter.comparator == .in ? "IN" : "NOT IN") (\(list))", try items.map(value))
+    }
+
+    /// What one sort key orders by: a column of the record, or a field's least number, then text.
+    static func sortKeys(_ field: String, dialect: SQLDialect) -> [(expression: String, values: [SQLValue])] {
+        switch field {
+        case nameField: return [("r.name\(dialect.bytewise)", [])]
+        case createdField: return [("r.created_at", [])]
+        case modifiedField: return [("r.modified_at", [])]
+        default:
+            let least = { (column: String) in
+                "(SELECT MIN(v.\(column)) FROM record_values v WHERE v.record_id = r.id AND v.field = ? AND v.kind <> '\(RecordRules.tokenKind)')"
+            }
+            return [(least("number"), [.text(field)]), (least("text") + dialect.bytewise, [.text(field)])]
+        }
+    }
+}

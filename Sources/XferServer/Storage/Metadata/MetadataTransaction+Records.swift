@@ -1,0 +1,146 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+// The reads and writes of records (docs/RECORDS.md), for both backends; the decisions are
+// RecordDecision's and the rules RecordRules'.
+extension MetadataTransaction {
+    /// The zone's id; `_defaultZone` is made on first use when `create` is set.
+    /// - Throws: `not_found` (`ZONE_NOT_FOUND`) for another zone that does not exist.
+    func recordZone(container: Int64, name: String, create: Bool) throws -> Int64? {
+        if let row = try sql.one(
+            "SELECT id, deleted FROM record_zones WHERE container_id = ? AND name = ?", container, name),
+            try !row.bool("deleted")
+        {
+            return try row.int("id")
+        }
+        guard name == ZoneID.defaultZone.zoneName else { return nil }
+        guard create else { return nil }
+        return try sql.int(
+            """
+            INSERT INTO record_zones (container_id, name, sequence, deleted) VALUES (?, ?, 0, ?)
+            ON CONFLICT (container_id, name) DO UPDATE SET deleted = excluded.deleted RETURNING id
+            """, container, name, false)
+    }
+
+    /// The next change number of the container's records (a zone's or a record's change).
+    func nextRecordSequence(container: Int64) throws -> Int64 {
+        guard
+            let sequence = try sql.int(
+                "UPDATE containers SET record_sequence = record_sequence + 1 WHERE id = ? RETURNING record_sequence",
+                container)
+        else {
+            throw XferError(.internal, "container \(container) vanished inside its own transaction")
+        }
+        return sequence
+    }
+
+    /// The record stored under `name` in the zone, deleted ones included, and its row id.
+    func storedRecord(zone: Int64, name: String) throws -> (id: Int64, record: Record)? {
+        try sql.one("SELECT * FROM records WHERE zone_id = ? AND name = ?", zone, name).map {
+            (try $0.int("id"), try record(row: $0))
+        }
+    }
+
+    /// A record from its row (a tombstone: its name and `deleted`).
+    func record(row: SQLRow) throws -> Record {
+        let name = try row.text("name")
+        let tag = RecordRules.changeTag(try row.int("sequence"))
+        guard try !row.bool("deleted") else { return Record(recordName: name, recordChangeTag: tag, deleted: true) }
+        let fields = try row.optionalText("fields").map {
+            try RecordJSON.decode([String: RecordField].self, from: Array($0.utf8))
+        }
+        return Record(
+            recordName: name, recordType: try row.text("type"), recordChangeTag: tag, fields: fields,
+            created: RecordStamp(
+                timestamp: try row.int("created_at"), userRecordName: try row.text("created_by"),
+                deviceID: try row.optionalText("created_device")),
+            modified: RecordStamp(
+                timestamp: try row.int("modified_at"), userRecordName: try row.text("modified_by"),
+                deviceID: try row.optionalText("modified_device")),
+            deleted: false)
+    }
+
+    /// What a live record's fields cost the account's quota, as a version record does: counted
+    /// in characters, as SQL's `LENGTH` counts text on both backends (``SQLMetadataStore/accounts()``).
+    static func recordCost(_ text: String?) -> Int64 {
+        text.map { QuotaRules.versionCost(manifestBytes: $0.unicodeScalars.count) } ?? 0
+    }
+
+    /// Writes a record's type and fields (over `stored`, a row that was there), its index values,
+    /// and its change number, charging the account's quota what it grew.
+    /// - Throws: `too_large` (LIMIT_EXCEEDED) past ``RecordLimits/recordBytes``; `quota_exceeded`.
+    func writeRecord(
+        account: Int64, zone: Int64, name: String, type: String, fields: [String: RecordField], stored: Int64?,
+        sequence: Int64, writer: RecordWriter
+    ) throws {
+        let text = String(decoding: RecordJSON.encode(fields), as: UTF8.self)
+        guard text.utf8.count <= RecordLimits.recordBytes else {
+            throw XferError(.tooLarge, "record \(name.prefix(64)) is \(text.utf8.count) bytes; at most 1 MiB")
+        }
+        let before = try stored.flatMap {
+            try sql.one("SELECT fields FROM records WHERE id = ?", $0)?.optionalText("fields")
+        }
+        try chargeRecord(account: account, Self.recordCost(text) - Self.recordCost(before))
+        let now = try clock() / 1_000_000
+        let id: Int64
+        if let stored {
+            try sql.rows(
+                """
+                UPDATE records SET type = ?, fields = ?, sequence = ?, deleted = ?, modified_at = ?, modified_by = ?,
+                  modified_device = ?,
+                  created_at = CASE WHEN deleted THEN ? ELSE created_at END,
+                  created_by = CASE WHEN deleted THEN ? ELSE created_by END,
+                  created_device = CASE WHEN deleted THEN ? ELSE created_device END
+                WHERE id = ?
+                """, type, text, sequence, false, now, writer.account, writer.device, now, writer.account,
+                writer.device, stored)
+            try sql.rows("DELETE FROM record_values WHERE record_id = ?", stored)
+            id = stored
+        } else {
+            guard
+                let made = try sql.int(
+                    """
+                    INSERT INTO records (zone_id, name, type, fields, sequence, deleted, created_at, created_by,
+                      created_device, modified_at, modified_by, modified_device)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+                    """, zone, name, type, text, sequence, false, now, writer.account, writer.device, now,
+                    writer.account, writer.device)
+            else { throw XferError(.internal, "a record row was not made") }
+            id = made
+        }
+        for value in RecordRules.indexValues(fields) {
+            try sql.rows(
+                "INSERT INTO record_values (record_id, zone_id, type, field, kind, number, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                id, zone, type, value.field, value.kind, value.number, value.text)
+        }
+    }
+
+    /// Turns a record into a tombstone at change number `sequence`, giving back its cost.
+    func deleteRecord(account: Int64, _ id: Int64, sequence: Int64, writer: RecordWriter) throws {
+        let before = try sql.one("SELECT fields FROM records WHERE id = ?", id)?.optionalText("fields")
+        try chargeRecord(account: account, -Self.recordCost(before))
+        try sql.rows("DELETE FROM record_values WHERE record_id = ?", id)
+        try sql.rows(
+            """
+            UPDATE records SET fields = NULL, deleted = ?, sequence = ?, modified_at = ?, modified_by = ?,
+              modified_device = ? WHERE id = ?
+            """, true, sequence, try clock() / 1_000_000, writer.account, writer.device, id)
+    }
+
+    /// Charges (or with a negative `delta`, gives back) record bytes to the account's quota,
+    /// with version records: a growth past the quota is refused.
+    /// - Throws: `quota_exceeded`, charging nothing.
+    func chargeRecord(account: Int64, _ delta: Int64) throws {
+        if delta > 0 {
+            let base = try versionBytes.base(account) ?? readQuota(account)
+            _ = try QuotaRules.charge(adding: delta, used: base.used + versionBytes.tally(account), quota: base.quota)
+        }
+        versionBytes.add(delta, account: account)
+    }
+
+    /// Marks the zone changed at `sequence` (for changes/database).
+    func touchZone(_ zone: Int64, sequence: Int64) throws {
+        try sql.rows("UPDATE record_zones SET sequence = ? WHERE id = ?", sequence, zone)
+    }
+}

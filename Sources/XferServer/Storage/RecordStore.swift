@@ -1,0 +1,39 @@
+import XferCore
+import XferProtocol
+
+/// Who writes records: the `userRecordName` and `deviceID` of `created` and `modified`.
+public struct RecordWriter: Sendable, Hashable {
+    public var account: String
+    public var device: String?
+
+    public init(account: String, device: String?) {
+        self.account = account
+        self.device = device
+    }
+}
+
+/// Records beside documents (docs/RECORDS.md): zones of typed records in each container, saved
+/// with change tags, fetched by name or by query, followed by sync tokens. Each method is one
+/// transaction; the answers are CloudKit Web Services' shapes.
+public protocol RecordStore: Sendable {
+    /// Applies the operations in order, each alone or, with `atomic`, all or none.
+    /// - Throws: `bad_request` for a request that is not valid as a whole (nothing applied).
+    func modifyRecords(account: Int64, container: ContainerName, _ request: RecordModifyRequest, writer: RecordWriter)
+        async throws -> RecordResults
+    /// The records named, or `NOT_FOUND` for each that is not there.
+    func lookupRecords(account: Int64, container: ContainerName, _ request: RecordLookupRequest) async throws
+        -> RecordResults
+    /// One page of the records a query selects.
+    func queryRecords(account: Int64, container: ContainerName, _ request: RecordQueryRequest) async throws
+        -> RecordQueryResults
+    /// The container's zones (`_defaultZone` always).
+    func zones(account: Int64, container: ContainerName) async throws -> ZoneList
+    /// Makes or deletes zones, each alone.
+    func modifyZones(account: Int64, container: ContainerName, _ request: ZoneModifyRequest) async throws -> ZoneList
+    /// What changed in each zone after its sync token, in order, a page each.
+    func zoneChanges(account: Int64, container: ContainerName, _ request: ZoneChangesRequest) async throws
+        -> ZoneChangesList
+    /// The zones that changed after a sync token.
+    func databaseChanges(account: Int64, container: ContainerName, _ request: DatabaseChangesRequest) async throws
+        -> DatabaseChanges
+}

@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+import XferTestSupport
+
+/// `xfer records …` against a real server, in CloudKit Web Services' JSON: saving with change
+/// tags, a conflict handed back with the server's record, queries, changes, and a reader of a
+/// shared container reading but not saving.
+@Suite struct RecordCommandTests {
+    @Test func recordsAreSavedQueriedFollowedAndConflictsReported() throws {
+        let server = try ServerProcess()
+        let create = """
+            {"operations": [
+              {"operationType": "create", "record": {"recordName": "n1", "recordType": "Note",
+                "fields": {"title": {"value": "Groceries"}, "stars": {"value": 4}, "due": {"value": 1790000000000, "type": "TIMESTAMP"}}}},
+              {"operationType": "create", "record": {"recordName": "n2", "recordType": "Note",
+                "fields": {"title": {"value": "Trip"}, "stars": {"value": 2}}}}]}
+            """
+        let made = try server.run("records", "modify", create, "--container", "notes")
+        #expect(made.status == 0, "\(made.stderr)")
+        let records = try #require(try server.json(made)["records"] as? [[String: Any]])
+        let tag = try #require(records[0]["recordChangeTag"] as? String)
+        #expect(
+            records[0]["recordName"] as? String == "n1"
+                && (records[0]["created"] as? [String: Any])?["userRecordName"] as? String == "cli")
+
+        // A stale tag: exit 7, the answer names CONFLICT and carries the server's record.
+        let update = { (tag: String, title: String) in
+            """
+            {"operations": [{"operationType": "update", "record": {"recordName": "n1", "recordChangeTag": "\(tag)",
+              "fields": {"title": {"value": "\(title)"}}}}]}
+            """
+        }
+        #expect(
+            try server.run("records", "modify", update(tag, "Groceries, Saturday"), "--container", "notes").status == 0)
+        let stale = try server.run("records", "modify", update(tag, "lost"), "--container", "notes")
+        #expect(stale.status == 7, "\(stale.stderr)")
+        let conflict = try #require(try server.json(stale)["records"] as? [[String: Any]])[0]
+        #expect(conflict["serverErrorCode"] as? String == "CONFLICT")
+        #expect(
+            ((conflict["serverRecord"] as? [String: Any])?["fields"] as? [String: Any]).flatMap {
+                ($0["title"] as? [String: Any])?["value"] as? String
+            } == "Groceries, Saturday")
+
+        let query = """
+            {"query": {"recordType": "Note", "filterBy": [{"comparator": "GREATER_THAN", "fieldName": "stars", "fieldValue": {"value": 3}}],
+              "sortBy": [{"fieldName": "stars", "ascending": false}]}}
+            """
+        let found = try server.run("records", "query", query, "--container", "notes")
+        #expect(found.status == 0, "\(found.stderr)")
+        #expect(
+            (try server.json(found)["records"] as? [[String: Any]])?.compactMap { $0["recordName"] as? String } == [
+                "n1"
+            ])
+        let changes = try server.run(
+            "records", "changes", #"{"zones": [{"zoneID": {"zoneName": "_defaultZone"}}]}"#, "--container", "notes")
+        let zone = try #require(try server.json(changes)["zones"] as? [[String: Any]])[0]
+        #expect((zone["records"] as? [[String: Any]])?.count == 2 && zone["moreComing"] as? Bool == false)
+
+        let bad = try server.run("records", "query", #"{"query": {}}"#, "--container", "notes")
+        #expect(bad.status == 6 && bad.stderr.contains("recordType"), "\(bad.stderr)")
+
+        // A reader of the shared container reads the records and saves none.
+        let admin = try String(contentsOfFile: server.path("data/admin-token"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let bob = try server.run("account", "create", "bob", environment: ["XFER_TOKEN": admin])
+        let bobEnv = ["XFER_TOKEN": bob.stdout.trimmingCharacters(in: .whitespacesAndNewlines)]
+        #expect(try server.run("container", "share", "notes", "bob", "--role", "reader").status == 0)
+        let read = try server.run(["records", "query", query, "--container", "cli/notes"], environment: bobEnv)
+        #expect(read.status == 0, "\(read.stderr)")
+        let refused = try server.run(["records", "modify", create, "--container", "cli/notes"], environment: bobEnv)
+        #expect(refused.status != 0 && refused.stderr.contains("may not change"), "\(refused.stderr)")
+    }
+}

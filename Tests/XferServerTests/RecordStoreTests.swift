@@ -1,0 +1,275 @@
+import Foundation
+import Testing
+import XferCore
+import XferProtocol
+
+@testable import XferServer
+
+/// Records on both backends (docs/RECORDS.md): saving with change tags, lookups, queries,
+/// zones and changes, with CloudKit's semantics.
+@Suite struct RecordStoreTests {
+    static let notes = try! ContainerName("notes")
+    static let writer = RecordWriter(account: "alice", device: "laptop")
+
+    static func note(_ name: String, _ title: String, _ stars: Int64, tags: [String] = [], tag: String? = nil)
+        -> Record
+    {
+        Record(
+            recordName: name, recordType: "Note", recordChangeTag: tag,
+            fields: [
+                "title": RecordField(value: .string(title)), "stars": RecordField(value: .int(stars)),
+                "tags": RecordField(value: .array(tags.map { .string($0) }), type: .stringList),
+                "weight": RecordField(value: .double(Double(stars) / 2))
+            ])
+    }
+
+    static func modify(
+        _ store: any MetadataStore, _ account: Int64, _ operations: [RecordOperation], zone: ZoneID? = nil,
+        atomic: Bool? = nil
+    ) async throws -> [RecordResult] {
+        try await store.modifyRecords(
+            account: account, container: notes,
+            RecordModifyRequest(operations: operations, zoneID: zone, atomic: atomic), writer: writer
+        ).records
+    }
+
+    @Test(arguments: MetadataStoreTests.backends) func changeTagsDecideWhoWins(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, alice in
+            let made = try await Self.modify(store, alice, [RecordOperation(.create, Self.note("n1", "first", 3))])
+            let tag = try #require(made[0].record?.recordChangeTag)
+            #expect(made[0].record?.created?.userRecordName == "alice" && made[0].record?.created?.deviceID == "laptop")
+            #expect(made[0].record?.fields?["stars"]?.type == .int64)
+            let again = try await Self.modify(store, alice, [RecordOperation(.create, Self.note("n1", "x", 1))])
+            #expect(again[0].serverErrorCode == "EXISTS")
+
+            // An update from the current tag wins; one from the old tag is a conflict, with the server's record.
+            var change = Record(
+                recordName: "n1", recordChangeTag: tag, fields: ["title": RecordField(value: .string("second"))])
+            let updated = try await Self.modify(store, alice, [RecordOperation(.update, change)])
+            let newTag = try #require(updated[0].record?.recordChangeTag)
+            #expect(newTag != tag && updated[0].record?.fields?["stars"]?.value == .int(3), "update keeps other fields")
+            change.fields = ["title": RecordField(value: .string("stale"))]
+            let stale = try await Self.modify(store, alice, [RecordOperation(.update, change)])
+            #expect(stale[0].serverErrorCode == "CONFLICT")
+            #expect(stale[0].serverRecord?.fields?["title"]?.value == .string("second"))
+            #expect(stale[0].serverRecord?.recordChangeTag == newTag)
+            let forced = try await Self.modify(store, alice, [RecordOperation(.forceUpdate, change)])
+            #expect(forced[0].record?.fields?["title"]?.value == .string("stale"))
+
+            // replace drops the fields not sent; forceReplace and forceUpdate make missing records.
+            let replaced = try await Self.modify(
+                store, alice,
+                [
+                    RecordOperation(
+                        .forceReplace, Record(recordName: "n1", fields: ["title": RecordField(value: .string("only"))])),
+                    RecordOperation(.forceUpdate, Self.note("n2", "made by forceUpdate", 5)),
+                    RecordOperation(.update, Self.note("nope", "x", 1, tag: "1"))
+                ])
+            #expect(replaced[0].record?.fields?.keys.sorted() == ["title"] && replaced[0].record?.recordType == "Note")
+            #expect(replaced[1].record?.recordName == "n2" && replaced[2].serverErrorCode == "NOT_FOUND")
+
+            // A delete needs the current tag, forceDelete none; a deleted record is not found.
+            let n2 = try #require(replaced[1].record?.recordChangeTag)
+            let deletions = try await Self.modify(
+                store, alice,
+                [
+                    RecordOperation(.delete, Record(recordName: "n2", recordChangeTag: "old")),
+                    RecordOperation(.delete, Record(recordName: "n2", recordChangeTag: n2)),
+                    RecordOperation(.forceDelete, Record(recordName: "n1"))
+                ])
+            #expect(deletions.map(\.serverErrorCode) == ["CONFLICT", nil, nil])
+            let looked = try await store.lookupRecords(
+                account: alice, container: Self.notes,
+                RecordLookupRequest(records: [RecordNameRef(recordName: "n1"), RecordNameRef(recordName: "n2")]))
+            #expect(looked.records.map(\.serverErrorCode) == ["NOT_FOUND", "NOT_FOUND"])
+        }
+    }
+
+    @Test(arguments: MetadataStoreTests.backends) func recordsCountAgainstTheQuota(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, alice in
+            func usage() async throws -> AccountUsage {
+                try #require(try await store.accounts().first { $0.id == alice })
+            }
+            _ = try await Self.modify(
+                store, alice, (0..<4).map { RecordOperation(.create, Self.note("n\($0)", "ü title", 1)) })
+            _ = try await Self.modify(
+                store, alice, [RecordOperation(.forceReplace, Self.note("n1", "longer title now", 2))])
+            _ = try await Self.modify(store, alice, [RecordOperation(.forceDelete, Record(recordName: "n2"))])
+            var used = try await usage()
+            #expect(
+                used.versionBytes > 0 && used.versionBytes == used.versionBytesKept, "what is charged is what is kept")
+            _ = try await store.setQuota(account: try AccountName("alice"), quota: used.versionBytes + 500)
+            let big = Record(
+                recordName: "big", recordType: "Note",
+                fields: ["text": RecordField(value: .string(String(repeating: "x", count: 4_000)))])
+            let refused = try await Self.modify(store, alice, [RecordOperation(.create, big)])
+            #expect(refused[0].serverErrorCode == "QUOTA_EXCEEDED")
+            let huge = Record(
+                recordName: "huge", recordType: "Note",
+                fields: ["text": RecordField(value: .string(String(repeating: "x", count: RecordLimits.recordBytes)))])
+            _ = try await store.setQuota(account: try AccountName("alice"), quota: 1 << 30)
+            #expect(
+                try await Self.modify(store, alice, [RecordOperation(.create, huge)])[0].serverErrorCode
+                    == "LIMIT_EXCEEDED")
+            _ = try await store.modifyZones(
+                account: alice, container: Self.notes,
+                ZoneModifyRequest(operations: [ZoneOperation(.create, ZoneID(zoneName: "Z"))]))
+            _ = try await Self.modify(store, alice, [RecordOperation(.create, big)], zone: ZoneID(zoneName: "Z"))
+            _ = try await store.modifyZones(
+                account: alice, container: Self.notes,
+                ZoneModifyRequest(operations: [ZoneOperation(.delete, ZoneID(zoneName: "Z"))]))
+            used = try await usage()
+            #expect(used.versionBytes == used.versionBytesKept, "a deleted zone gives its records' bytes back")
+        }
+    }
+
+    @Test(arguments: MetadataStoreTests.backends) func anAtomicRequestAppliesAllOrNothing(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, alice in
+            let zone = ZoneID(zoneName: "Work")
+            let bad = try await Self.modify(
+                store, alice, [RecordOperation(.create, Self.note("a", "x", 1))], zone: zone)
+            #expect(bad[0].serverErrorCode == "ZONE_NOT_FOUND")
+            _ = try await store.modifyZones(
+                account: alice, container: Self.notes, ZoneModifyRequest(operations: [ZoneOperation(.create, zone)]))
+            _ = try await Self.modify(store, alice, [RecordOperation(.create, Self.note("a", "x", 1))], zone: zone)
+            let failed = try await Self.modify(
+                store, alice,
+                [RecordOperation(.create, Self.note("b", "y", 2)), RecordOperation(.create, Self.note("a", "z", 3))],
+                zone: zone)
+            #expect(failed.map(\.serverErrorCode) == ["ATOMIC_ERROR", "EXISTS"])
+            let b = try await store.lookupRecords(
+                account: alice, container: Self.notes,
+                RecordLookupRequest(records: [RecordNameRef(recordName: "b")], zoneID: zone))
+            #expect(b.records[0].serverErrorCode == "NOT_FOUND", "the atomic request left nothing")
+            // Not atomic: each alone.
+            let alone = try await Self.modify(
+                store, alice,
+                [RecordOperation(.create, Self.note("b", "y", 2)), RecordOperation(.create, Self.note("a", "z", 3))],
+                zone: zone, atomic: false)
+            #expect(alone.map(\.serverErrorCode) == [nil, "EXISTS"])
+        }
+    }
+
+    @Test(arguments: MetadataStoreTests.backends) func queriesFilterSortAndPage(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, alice in
+            var operations: [RecordOperation] = []
+            for index in 0..<30 {
+                let title = index % 3 == 0 ? "Groceries list \(index)" : "Trip notes \(index)"
+                operations.append(
+                    RecordOperation(
+                        .create,
+                        Self.note("n\(index)", title, Int64(index % 6), tags: index % 2 == 0 ? ["even"] : ["odd"])))
+            }
+            operations.append(
+                RecordOperation(
+                    .create,
+                    Record(recordName: "other", recordType: "Task", fields: ["stars": RecordField(value: .int(5))])))
+            _ = try await Self.modify(store, alice, operations)
+            func names(_ filters: [RecordFilter], sort: [RecordSort]? = nil, limit: Int? = nil) async throws -> [String]
+            {
+                try await store.queryRecords(
+                    account: alice, container: Self.notes,
+                    RecordQueryRequest(
+                        query: RecordQuery(recordType: "Note", filterBy: filters, sortBy: sort), resultsLimit: limit)
+                ).records.compactMap { $0.record?.recordName }
+            }
+            let five = try await names([RecordFilter("stars", .equals, RecordField(value: .int(5)))])
+            #expect(five == ["n11", "n17", "n23", "n29", "n5"], "EQUALS, the type's records only, by name")
+            #expect(
+                try await names([RecordFilter("stars", .greaterThanOrEquals, RecordField(value: .int(5)))]).count == 5)
+            #expect(try await names([RecordFilter("weight", .lessThan, RecordField(value: .double(0.6)))]).count == 10)
+            #expect(
+                try await names([RecordFilter("weight", .equals, RecordField(value: .int(2)))]).count == 5,
+                "a number matches a double")
+            #expect(
+                try await names([RecordFilter("stars", .in, RecordField(value: .array([.int(0), .int(1)])))]).count
+                    == 10)
+            #expect(try await names([RecordFilter("stars", .notEquals, RecordField(value: .int(0)))]).count == 25)
+            #expect(
+                try await names([RecordFilter("title", .beginsWith, RecordField(value: .string("Groceries")))]).count
+                    == 10)
+            #expect(
+                try await names([RecordFilter("tags", .listContains, RecordField(value: .string("odd")))]).count == 15)
+            #expect(
+                try await names([
+                    RecordFilter("allTokens", .containsAllTokens, RecordField(value: .string("grocerIES list")))
+                ])
+                .count == 10)
+            #expect(
+                try await names([
+                    RecordFilter("title", .containsAnyTokens, RecordField(value: .string("trip groceries")))
+                ]).count == 30)
+            #expect(
+                try await names([RecordFilter("___recordID", .equals, RecordField(value: .string("n7")))]) == ["n7"])
+
+            // Sorted by a field, then by name; paged by the marker.
+            let sorted = try await names([], sort: [RecordSort("stars", ascending: false)])
+            #expect(sorted.prefix(5) == ["n11", "n17", "n23", "n29", "n5"] && sorted.count == 30)
+            var pages: [String] = []
+            var marker: String? = nil
+            repeat {
+                let page = try await store.queryRecords(
+                    account: alice, container: Self.notes,
+                    RecordQueryRequest(
+                        query: RecordQuery(recordType: "Note", sortBy: [RecordSort("stars")]), resultsLimit: 7,
+                        continuationMarker: marker))
+                pages += page.records.compactMap { $0.record?.recordName }
+                marker = page.continuationMarker
+            } while marker != nil
+            #expect(pages == (try await names([], sort: [RecordSort("stars")])), "pages join to the whole")
+            await #expect(throws: XferError.self, "a marker of another query") {
+                _ = try await store.queryRecords(
+                    account: alice, container: Self.notes,
+                    RecordQueryRequest(
+                        query: RecordQuery(recordType: "Task"), continuationMarker: "q7.0000000000000000"))
+            }
+        }
+    }
+
+    @Test(arguments: MetadataStoreTests.backends) func changesFollowSyncTokens(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, alice in
+            func changes(_ token: String?, limit: Int = 200) async throws -> ZoneChanges {
+                try await store.zoneChanges(
+                    account: alice, container: Self.notes,
+                    ZoneChangesRequest(zones: [
+                        ZoneChangesQuery(zoneID: .defaultZone, syncToken: token, resultsLimit: limit)
+                    ])
+                ).zones[0]
+            }
+            let empty = try await changes(nil)
+            #expect(empty.records.isEmpty && !empty.moreComing)
+            _ = try await Self.modify(
+                store, alice, (0..<5).map { RecordOperation(.create, Self.note("n\($0)", "t", 1)) })
+            let first = try await changes(nil, limit: 3)
+            #expect(first.records.count == 3 && first.moreComing)
+            let rest = try await changes(first.syncToken, limit: 3)
+            #expect(rest.records.count == 2 && !rest.moreComing)
+            _ = try await Self.modify(store, alice, [RecordOperation(.forceDelete, Record(recordName: "n0"))])
+            let deleted = try await changes(rest.syncToken)
+            #expect(
+                deleted.records.map { $0.record?.recordName } == ["n0"] && deleted.records[0].record?.deleted == true)
+
+            let database = try await store.databaseChanges(
+                account: alice, container: Self.notes, DatabaseChangesRequest())
+            #expect(database.zones.map(\.zoneID) == [.defaultZone])
+            let after = try await store.databaseChanges(
+                account: alice, container: Self.notes, DatabaseChangesRequest(syncToken: database.syncToken))
+            #expect(after.zones.isEmpty)
+            _ = try await store.modifyZones(
+                account: alice, container: Self.notes,
+                ZoneModifyRequest(operations: [ZoneOperation(.create, ZoneID(zoneName: "Work"))]))
+            let zones = try await store.zones(account: alice, container: Self.notes)
+            #expect(zones.zones.compactMap(\.zoneID?.zoneName) == ["_defaultZone", "Work"])
+            let later = try await store.databaseChanges(
+                account: alice, container: Self.notes, DatabaseChangesRequest(syncToken: database.syncToken))
+            #expect(later.zones.map(\.zoneID.zoneName) == ["Work"])
+            let removed = try await store.modifyZones(
+                account: alice, container: Self.notes,
+                ZoneModifyRequest(operations: [
+                    ZoneOperation(.delete, ZoneID(zoneName: "Work")), ZoneOperation(.delete, .defaultZone)
+                ]))
+            #expect(removed.zones.map(\.serverErrorCode) == [nil, "BAD_REQUEST"])
+            _ = try await store.deleteAccount(try AccountName("alice"), dryRun: false)
+        }
+    }
+}
