@@ -30,6 +30,8 @@ public enum RecordRoute: String, Sendable, CaseIterable {
     case modifyZones = "zones/modify"
     case zoneChanges = "changes/zone"
     case databaseChanges = "changes/database"
+    case modifySubscriptions = "subscriptions/modify"
+    case subscriptions = "subscriptions/list"
 }
 
 /// Records of one container, through its server: the typed calls an app makes (docs/RECORDS.md).
@@ -71,6 +73,30 @@ public struct RecordsClient: Sendable {
     /// The zones that changed after a sync token.
     public func databaseChanges(_ request: DatabaseChangesRequest) async throws -> DatabaseChanges {
         try await call(.databaseChanges, request, DatabaseChanges.self)
+    }
+
+    /// Creates, replaces or deletes subscriptions.
+    public func modifySubscriptions(_ request: SubscriptionModifyRequest) async throws -> SubscriptionList {
+        try await call(.modifySubscriptions, request, SubscriptionList.self)
+    }
+
+    /// The container's subscriptions.
+    public func subscriptions() async throws -> SubscriptionList {
+        try await call(.subscriptions, [String: String](), SubscriptionList.self)
+    }
+
+    /// The notifications after `since`, waiting up to `wait` seconds for one when there are none.
+    public func notifications(since: Int64, wait: Int = 0, limit: Int = RecordLimits.results) async throws
+        -> NotificationList
+    {
+        let route =
+            "/v1/containers/\(remote.container.pathSegment)/notifications?since=\(since)&wait=\(wait)&limit=\(limit)"
+        let bytes = try await remote.connection.send("GET", route)
+        do {
+            return try RecordJSON.decode(NotificationList.self, from: bytes.readableBytesView)
+        } catch {
+            throw XferError(.internal, "the server's notifications are not a notification list: \(error)")
+        }
     }
 
     private func call<Answer: Decodable>(_ route: RecordRoute, _ body: some Encodable, _ answer: Answer.Type)

@@ -12,6 +12,8 @@ public enum RecordLimits {
     public static let recordBytes = 1 << 20
     /// Bytes of one request body: every operation at its largest would not fit, a few do.
     public static let requestBytes = 8 << 20
+    /// Subscriptions one container may have.
+    public static let subscriptions = 1_000
 }
 
 /// `records/modify`.

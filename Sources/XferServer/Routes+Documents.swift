@@ -129,38 +129,15 @@ extension Routes {
         var list = try await metadata.changes(
             account: target.accountID, container: container, after: after, limit: limit)
         if list.changes.isEmpty && list.keys.isEmpty && wait > 0 {
-            // Long poll: wake on the next change to this container, or give up after `wait` seconds.
-            // An account may park only so many (clients back off on `unavailable` and retry).
-            let cap = limits.maximumWaitingPollsPerAccount
-            guard changes.polls.enter(target.principal.accountID, limit: cap) else {
-                throw XferError(
-                    .unavailable,
-                    "this account already has \(cap) change-feed requests waiting, the server's limit; retry later or ask without wait"
-                )
-            }
-            defer { changes.polls.leave(target.principal.accountID) }
-            // A server told to stop answers its waiting polls at once (what changed so far, so
-            // the client resumes from there), rather than draining them for up to `wait` seconds;
-            // a client that has gone stops the wait, and its slot is given back, at once.
-            let presence = await context.presence()
-            let present = await ClientPresence.run(until: presence) {
-                await withGracefulShutdownHandler {
-                    await changes.wait(account: target.accountID, container: container, seconds: wait) {
-                        // A member unshared meanwhile is answered at once (``ContainerTarget/ended``).
-                        guard (try? await target.holds(in: metadata)) != false else { return true }
-                        guard
-                            let page = try? await metadata.changes(
-                                account: target.accountID, container: container, after: after, limit: 1)
-                        else {
-                            return false
-                        }
-                        return !page.changes.isEmpty || !page.keys.isEmpty
-                    }
-                } onGracefulShutdown: { [changes] in
-                    changes.drain()
+            let present = try await longPoll(target, context: context, seconds: wait, feed: "change-feed") {
+                guard
+                    let page = try? await metadata.changes(
+                        account: target.accountID, container: container, after: after, limit: 1)
+                else {
+                    return false
                 }
+                return !page.changes.isEmpty || !page.keys.isEmpty
             }
-            guard try await target.holds(in: metadata) else { throw target.ended }
             if present {
                 list = try await metadata.changes(
                     account: target.accountID, container: container, after: after, limit: limit)
@@ -168,6 +145,40 @@ extension Routes {
         }
         list.deployment = try await deployment.value(from: metadata)
         return Self.json(list)
+    }
+
+    /// Waits up to `seconds` for the container to change so that `ready` holds: the one long
+    /// poll of the change feed and of record notifications. An account may park only so many
+    /// (`unavailable` past the cap: clients back off and retry); a server told to stop answers
+    /// its waiting polls at once; a client that has gone stops the wait and gives its slot back;
+    /// a member unshared meanwhile is answered at once, and refused.
+    /// - Returns: Whether the client is still there to answer.
+    func longPoll(
+        _ target: ContainerTarget, context: XferRequestContext, seconds: Int, feed: String,
+        ready: @escaping @Sendable () async -> Bool
+    ) async throws -> Bool {
+        let cap = limits.maximumWaitingPollsPerAccount
+        guard changes.polls.enter(target.principal.accountID, limit: cap) else {
+            throw XferError(
+                .unavailable,
+                "this account already has \(cap) \(feed) requests waiting, the server's limit; retry later or ask without wait"
+            )
+        }
+        defer { changes.polls.leave(target.principal.accountID) }
+        let presence = await context.presence()
+        let present = await ClientPresence.run(until: presence) {
+            await withGracefulShutdownHandler {
+                await changes.wait(account: target.accountID, container: target.container, seconds: seconds) {
+                    // A member unshared meanwhile is answered at once (``ContainerTarget/ended``).
+                    guard (try? await target.holds(in: metadata)) != false else { return true }
+                    return await ready()
+                }
+            } onGracefulShutdown: { [changes] in
+                changes.drain()
+            }
+        }
+        guard try await target.holds(in: metadata) else { throw target.ended }
+        return present
     }
 
     @Sendable func versions(_ request: Request, context: XferRequestContext) async throws -> Response {

@@ -52,6 +52,7 @@ extension Routes {
                 records(DatabaseChangesRequest.self) {
                     try await store.databaseChanges(account: $0.accountID, container: $0.container, $1)
                 }))
+        registerSubscriptions(on: v1)
     }
 
     /// Saves records as the asking account and its token's device, and wakes the change feed.

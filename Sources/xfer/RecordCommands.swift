@@ -16,7 +16,8 @@ extension Xfer {
                 JSON. docs/RECORDS.md has the shapes and examples.
                 """,
             subcommands: [
-                Modify.self, Lookup.self, Query.self, Changes.self, DatabaseChanges.self, Zones.self, ModifyZones.self
+                Modify.self, Lookup.self, Query.self, Changes.self, DatabaseChanges.self, Zones.self, ModifyZones.self,
+                Subscribe.self, Subscriptions.self, Notifications.self
             ])
 
         struct Modify: AsyncParsableCommand {
@@ -110,6 +111,84 @@ extension Xfer {
 
             func run() async throws {
                 try await body.run(client, ZoneModifyRequest.self, ZoneList.self) { try await $0.modifyZones($1) }
+            }
+        }
+    }
+}
+
+extension Xfer.Records {
+    struct Subscribe: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "subscribe",
+            abstract:
+                "Create, replace or delete subscriptions ({\"operations\": [{\"operationType\", \"subscription\"}]}).",
+            discussion: """
+                A query subscription ({"subscriptionID", "subscriptionType": "query", "query", "firesOn"?, \
+                "firesOnce"?}) is told when a record it selects is made, changed or deleted; a zone one \
+                ({"subscriptionType": "zone", "zoneID"}) of every change in the zone. Read what they \
+                were told with `xfer records notifications`.
+                """)
+        @OptionGroup var body: RecordBody
+        @OptionGroup var client: ClientOptions
+
+        func run() async throws {
+            try await body.run(client, SubscriptionModifyRequest.self, SubscriptionList.self) {
+                try await $0.modifySubscriptions($1)
+            }
+        }
+    }
+
+    struct Subscriptions: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "subscriptions", abstract: "List the container's subscriptions.")
+        @OptionGroup var client: ClientOptions
+
+        func run() async throws {
+            try await runReportingErrors(json: false) {
+                let list = try await withRemote(client) { try await RecordsClient(remote: $0).subscriptions() }
+                print(String(decoding: RecordJSON.encode(list), as: UTF8.self))
+            }
+        }
+    }
+
+    struct Notifications: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "notifications",
+            abstract: "The notifications subscriptions were told of, after a cursor.",
+            discussion: """
+                Prints {"notifications", "cursor", "moreComing"}; give the cursor back as --since. \
+                --wait holds the request until one arrives (at most 60 s); --follow keeps reading, \
+                one JSON notification a line, until interrupted.
+                """)
+        @Option(help: "The cursor to read after (0: from the oldest kept).")
+        var since: Int64 = 0
+        @Option(help: ArgumentHelp("Wait up to this many seconds for one when there are none.", valueName: "SECONDS"))
+        var wait: Int = 0
+        @Flag(help: "Keep reading until interrupted.")
+        var follow = false
+        @OptionGroup var client: ClientOptions
+
+        func validate() throws {
+            guard (0...60).contains(wait) else { throw ValidationError("--wait is 0 to 60 seconds") }
+        }
+
+        func run() async throws {
+            try await runReportingErrors(json: false) {
+                try await withRemote(client) { remote in
+                    let records = RecordsClient(remote: remote)
+                    var cursor = since
+                    repeat {
+                        let page = try await records.notifications(since: cursor, wait: follow ? 30 : wait)
+                        if follow {
+                            for notification in page.notifications {
+                                print(String(decoding: RecordJSON.encode(notification), as: UTF8.self))
+                            }
+                        } else {
+                            print(String(decoding: RecordJSON.encode(page), as: UTF8.self))
+                        }
+                        cursor = page.cursor
+                    } while follow && !Task.isCancelled
+                }
             }
         }
     }

@@ -56,6 +56,23 @@ import XferTestSupport
         let zone = try #require(try server.json(changes)["zones"] as? [[String: Any]])[0]
         #expect((zone["records"] as? [[String: Any]])?.count == 2 && zone["moreComing"] as? Bool == false)
 
+        // A zone subscription is told of the next change; a wait with nothing new answers empty.
+        let subscribe =
+            #"{"operations": [{"operationType": "create", "subscription": {"subscriptionID": "all", "subscriptionType": "zone"}}]}"#
+        #expect(try server.run("records", "subscribe", subscribe, "--container", "notes").status == 0)
+        #expect(try server.run("records", "modify", update(tag, "again"), "--container", "notes").status == 7)
+        let forced = #"{"operations": [{"operationType": "forceDelete", "record": {"recordName": "n2"}}]}"#
+        #expect(try server.run("records", "modify", forced, "--container", "notes").status == 0)
+        let told = try server.json(try server.run("records", "notifications", "--container", "notes"))
+        let notes = try #require(told["notifications"] as? [[String: Any]])
+        #expect(
+            notes.count == 1 && notes[0]["reason"] as? String == "delete" && notes[0]["recordName"] as? String == "n2")
+        let cursor = try #require(told["cursor"] as? Int)
+        let started = Date()
+        let waited = try server.json(
+            try server.run("records", "notifications", "--since", "\(cursor)", "--wait", "1", "--container", "notes"))
+        #expect((waited["notifications"] as? [Any])?.isEmpty == true && Date().timeIntervalSince(started) < 10)
+
         let bad = try server.run("records", "query", #"{"query": {}}"#, "--container", "notes")
         #expect(bad.status == 6 && bad.stderr.contains("recordType"), "\(bad.stderr)")
 

@@ -272,4 +272,66 @@ import XferProtocol
             _ = try await store.deleteAccount(try AccountName("alice"), dryRun: false)
         }
     }
+
+    @Test(arguments: MetadataStoreTests.backends) func subscriptionsAreToldOfWhatTheyWatch(_ kind: String) async throws
+    {
+        try await MetadataStoreTests.withStore(kind) { store, alice in
+            let starred = RecordQuery(
+                recordType: "Note", filterBy: [RecordFilter("stars", .greaterThanOrEquals, RecordField(value: .int(4)))]
+            )
+            let subscribed = try await store.modifySubscriptions(
+                account: alice, container: Self.notes,
+                SubscriptionModifyRequest(operations: [
+                    SubscriptionOperation(
+                        .create, RecordSubscription(subscriptionID: "starred", subscriptionType: .query, query: starred)
+                    ),
+                    SubscriptionOperation(.create, RecordSubscription(subscriptionID: "all", subscriptionType: .zone)),
+                    SubscriptionOperation(
+                        .create,
+                        RecordSubscription(
+                            subscriptionID: "once", subscriptionType: .query, query: RecordQuery(recordType: "Note"),
+                            firesOn: [.delete], firesOnce: true)),
+                    SubscriptionOperation(.create, RecordSubscription(subscriptionID: "all", subscriptionType: .zone))
+                ]))
+            #expect(subscribed.subscriptions.map(\.serverErrorCode) == [nil, nil, nil, "EXISTS"])
+            await #expect(throws: XferError.self, "a query that does not compile") {
+                _ = try await store.modifySubscriptions(
+                    account: alice, container: Self.notes,
+                    SubscriptionModifyRequest(operations: [
+                        SubscriptionOperation(
+                            .create,
+                            RecordSubscription(
+                                subscriptionID: "bad", subscriptionType: .query,
+                                query: RecordQuery(
+                                    recordType: "Note",
+                                    filterBy: [RecordFilter("stars", .in, RecordField(value: .int(1)))])))
+                    ]))
+            }
+            _ = try await Self.modify(store, alice, [RecordOperation(.create, Self.note("low", "t", 1))])
+            _ = try await Self.modify(store, alice, [RecordOperation(.create, Self.note("high", "t", 5))])
+            _ = try await Self.modify(store, alice, [RecordOperation(.forceUpdate, Self.note("low", "t", 4))])
+            _ = try await Self.modify(store, alice, [RecordOperation(.forceDelete, Record(recordName: "high"))])
+            _ = try await Self.modify(store, alice, [RecordOperation(.forceDelete, Record(recordName: "low"))])
+            let all = try await store.notifications(account: alice, container: Self.notes, after: 0, limit: 100)
+            let seen = all.notifications.map { "\($0.subscriptionID) \($0.reason.rawValue) \($0.recordName)" }
+            #expect(
+                seen == [
+                    "all create low", "all create high", "starred create high", "all update low", "starred update low",
+                    "all delete high", "once delete high", "starred delete high", "all delete low", "starred delete low"
+                ])
+            let left = try await store.subscriptions(account: alice, container: Self.notes)
+            #expect(
+                left.subscriptions.compactMap(\.subscription?.subscriptionID) == ["all", "starred"], "once fired once")
+            // Pages hold whole changes; the cursor goes on from the last.
+            let first = try await store.notifications(account: alice, container: Self.notes, after: 0, limit: 2)
+            #expect(first.notifications.count == 3 && first.moreComing)
+            let rest = try await store.notifications(
+                account: alice, container: Self.notes, after: first.cursor, limit: 100)
+            #expect(first.notifications.count + rest.notifications.count == 10 && !rest.moreComing)
+            let none = try await store.notifications(
+                account: alice, container: Self.notes, after: rest.cursor, limit: 100)
+            #expect(none.notifications.isEmpty && none.cursor == rest.cursor)
+            _ = try await store.deleteAccount(try AccountName("alice"), dryRun: false)
+        }
+    }
 }

@@ -18,10 +18,15 @@ struct RecordQuerySQL {
     /// The statement selecting the page of `query` in zone `zone` from `offset`, at most `limit`
     /// rows (one more is asked for, to tell whether another page follows).
     /// - Throws: `bad_request` for a filter whose value does not suit its comparator.
-    init(_ query: RecordQuery, zone: Int64, offset: Int, limit: Int, dialect: SQLDialect) throws {
+    /// - Parameter record: Only this record, by row id (whether it passes: a query subscription).
+    init(_ query: RecordQuery, zone: Int64, offset: Int, limit: Int, dialect: SQLDialect, record: Int64? = nil) throws {
         try RecordRules.checkName(query.recordType, "record type")
         var conditions = ["r.zone_id = ?", "r.type = ?", "r.deleted = ?"]
         var values: [SQLValue] = [.int(zone), .text(query.recordType), .bool(false)]
+        if let record {
+            conditions.append("r.id = ?")
+            values.append(.int(record))
+        }
         for filter in query.filterBy ?? [] {
             let (condition, bound) = try Self.condition(filter, zone: zone, type: query.recordType, dialect: dialect)
             conditions.append(condition)
@@ -171,11 +176,12 @@ struct RecordQuerySQL {
             case (false, .int(let time)): return .int(time)
             default: break
             }
-            throw XferError(.badRequest, "\(filter.fieldName) is compared with a \(text ? "record name" : "time in ms")")
+            throw XferError(
+                .badRequest, "\(filter.fieldName) is compared with a \(text ? "record name" : "time in ms")")
         }
         let operators: [RecordComparator: String] = [
             .equals: "=", .notEquals: "<>", .lessThan: "<", .lessThanOrEquals: "<=", .greaterThan: ">",
-            .greaterThanOrEquals: ">=",
+            .greaterThanOrEquals: ">="
         ]
         if let operation = operators[filter.comparator] {
             return ("\(column) \(operation) ?", [try value(filter.fieldValue.value)])

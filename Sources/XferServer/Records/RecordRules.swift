@@ -9,9 +9,11 @@ enum RecordRules {
     /// Checks a record's, type's, field's or zone's name: 1 to 255 bytes, no control characters.
     /// - Throws: `bad_request` naming `what`.
     static func checkName(_ name: String, _ what: String) throws {
-        guard (1...255).contains(name.utf8.count), !name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+        guard (1...255).contains(name.utf8.count),
+            !name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
         else {
-            throw XferError(.badRequest, "\(what) \"\(name.prefix(64))\" must be 1 to 255 bytes without control characters")
+            throw XferError(
+                .badRequest, "\(what) \"\(name.prefix(64))\" must be 1 to 255 bytes without control characters")
         }
     }
 
@@ -20,7 +22,8 @@ enum RecordRules {
         let name = (zone ?? .defaultZone).zoneName
         try checkName(name, "zone name")
         guard name == ZoneID.defaultZone.zoneName || !name.hasPrefix("_") else {
-            throw XferError(.badRequest, "zone name \"\(name.prefix(64))\" starts with _, which is kept for _defaultZone")
+            throw XferError(
+                .badRequest, "zone name \"\(name.prefix(64))\" starts with _, which is kept for _defaultZone")
         }
         return name
     }
@@ -32,7 +35,8 @@ enum RecordRules {
         for (name, field) in fields {
             try checkName(name, "field name")
             guard !name.hasPrefix("___") else {
-                throw XferError(.badRequest, "field name \"\(name.prefix(64))\" starts with ___, which names system fields")
+                throw XferError(
+                    .badRequest, "field name \"\(name.prefix(64))\" starts with ___, which names system fields")
             }
             let type = try field.type ?? inferred(field.value, name)
             try check(field.value, as: type, name)
@@ -57,7 +61,8 @@ enum RecordRules {
             if object["path"] != nil { return .asset }
         default: break
         }
-        throw XferError(.badRequest, "field \"\(field.prefix(64))\" has a value whose type cannot be told; give its type")
+        throw XferError(
+            .badRequest, "field \"\(field.prefix(64))\" has a value whose type cannot be told; give its type")
     }
 
     /// Checks `value` is of `type`.
@@ -77,7 +82,9 @@ enum RecordRules {
         case (.reference, .object(let object)):
             guard case .string(let name)? = object["recordName"] else { throw refuse("it needs a recordName") }
             try checkName(name, "referenced record name")
-            if let action = object["action"], ![.string("NONE"), .string("DELETE_SELF"), .string("VALIDATE")].contains(action) {
+            if let action = object["action"],
+                ![.string("NONE"), .string("DELETE_SELF"), .string("VALIDATE")].contains(action)
+            {
                 throw refuse("its action is NONE, DELETE_SELF or VALIDATE")
             }
         case (.asset, .object(let object)):
@@ -152,9 +159,15 @@ enum RecordRules {
         case (.reference, .object(let object)):
             if case .string(let name)? = object["recordName"] {
                 [IndexValue(field: field, kind: kind.rawValue, text: name)]
-            } else { [] }
+            } else {
+                []
+            }
         case (.asset, .object(let object)):
-            if case .string(let path)? = object["path"] { [IndexValue(field: field, kind: kind.rawValue, text: path)] } else { [] }
+            if case .string(let path)? = object["path"] {
+                [IndexValue(field: field, kind: kind.rawValue, text: path)]
+            } else {
+                []
+            }
         default: []
         }
     }
@@ -170,6 +183,22 @@ enum RecordRules {
         Set(
             text.lowercased().split(whereSeparator: { !$0.isLetter && !$0.isNumber }).map { String($0.prefix(64)) }
                 .prefix(4096))
+    }
+
+    /// A subscription as one may be kept: its name, zone, and query (which must compile).
+    /// - Throws: `bad_request` saying what is wrong.
+    static func check(_ subscription: RecordSubscription) throws {
+        try RecordRules.checkName(subscription.subscriptionID, "subscriptionID")
+        _ = try RecordRules.zoneName(subscription.zoneID)
+        switch (subscription.subscriptionType, subscription.query) {
+        case (.query, let query?):
+            _ = try RecordQuerySQL(query, zone: 0, offset: 0, limit: 1, dialect: .sqlite)
+            guard subscription.firesOn?.isEmpty != true else {
+                throw XferError(.badRequest, "firesOn needs at least one of create, update and delete")
+            }
+        case (.query, nil): throw XferError(.badRequest, "a query subscription needs a query")
+        case (.zone, _): break
+        }
     }
 
     // MARK: Tags and tokens

@@ -36,4 +36,14 @@ public protocol RecordStore: Sendable {
     /// The zones that changed after a sync token.
     func databaseChanges(account: Int64, container: ContainerName, _ request: DatabaseChangesRequest) async throws
         -> DatabaseChanges
+    /// Creates, replaces or deletes subscriptions, each alone.
+    /// - Throws: `bad_request` for a subscription that is not valid (nothing changed).
+    func modifySubscriptions(account: Int64, container: ContainerName, _ request: SubscriptionModifyRequest)
+        async throws -> SubscriptionList
+    /// The container's subscriptions.
+    func subscriptions(account: Int64, container: ContainerName) async throws -> SubscriptionList
+    /// The notifications after cursor `after`, in order, at most about `limit` (the notifications
+    /// of one change are never split).
+    func notifications(account: Int64, container: ContainerName, after: Int64, limit: Int) async throws
+        -> NotificationList
 }

@@ -354,7 +354,8 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
     }
 
     /// Records beside documents (docs/RECORDS.md): zones, records (a deleted one stays as a
-    /// tombstone for the changes feed), and each record's indexed values for queries. The same
+    /// tombstone for the changes feed), each record's indexed values for queries, subscriptions
+    /// and the notifications they made. The same
     /// statements on both backends but for the row ids and the collation of names.
     static func recordTables(id: String = "INTEGER PRIMARY KEY", collate: String = "")
         -> String
@@ -374,6 +375,12 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         CREATE INDEX record_values_by_number ON record_values (zone_id, type, field, kind, number);
         CREATE INDEX record_values_by_text ON record_values (zone_id, type, field, kind, text);
         CREATE INDEX record_values_by_record ON record_values (record_id);
+        CREATE TABLE record_subscriptions (container_id BIGINT NOT NULL REFERENCES containers(id),
+          subscription_id TEXT\(collate) NOT NULL, zone_name TEXT\(collate) NOT NULL, kind TEXT NOT NULL, query TEXT,
+          fires_on TEXT NOT NULL, fires_once BOOLEAN NOT NULL, PRIMARY KEY (container_id, subscription_id));
+        CREATE TABLE record_notifications (container_id BIGINT NOT NULL REFERENCES containers(id), sequence BIGINT NOT NULL,
+          subscription_id TEXT\(collate) NOT NULL, zone_name TEXT NOT NULL, record_name TEXT NOT NULL, record_type TEXT,
+          reason TEXT NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (container_id, sequence, subscription_id));
         """
     }
 

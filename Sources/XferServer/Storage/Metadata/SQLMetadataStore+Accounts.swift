@@ -261,7 +261,8 @@ extension SQLMetadataStore {
                 try tx.sql.rows("DELETE FROM \(table) WHERE zone_id IN (\(zones))", id)
             }
             for table in [
-                "record_zones", "container_members", "container_key_links", "dav_locks", "dav_properties",
+                "record_notifications", "record_subscriptions", "record_zones", "container_members",
+                "container_key_links", "dav_locks", "dav_properties",
                 "container_keys", "kv", "versions", "documents"
             ] {
                 try tx.sql.rows("DELETE FROM \(table) WHERE container_id IN (\(owned))", id)

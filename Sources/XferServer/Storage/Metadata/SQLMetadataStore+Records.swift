@@ -33,13 +33,14 @@ extension SQLMetadataStore {
                         results.append(
                             try tx.savepoint {
                                 try tx.apply(
-                                    operation, account: account, zone: zone, container: containerID,
+                                    operation, account: account, zone: (zone, zoneName), container: containerID,
                                     writer: writer, desired: request.desiredKeys)
                             })
                     }
                     if atomic, results.contains(where: { $0.serverErrorCode != nil }) {
                         throw AtomicFailure(results: results)
                     }
+                    try tx.pruneNotifications(container: containerID)
                     return RecordResults(records: results)
                 }
             } catch let failure as AtomicFailure {
@@ -192,9 +193,10 @@ struct AtomicFailure: Error {
 extension MetadataTransaction {
     /// One records/modify operation: decided, then carried out.
     func apply(
-        _ operation: RecordOperation, account: Int64, zone: Int64, container: Int64, writer: RecordWriter,
-        desired: [String]?
+        _ operation: RecordOperation, account: Int64, zone named: (id: Int64, name: String), container: Int64,
+        writer: RecordWriter, desired: [String]?
     ) throws -> RecordResult {
+        let zone = named.id
         let name = operation.record.recordName
         let stored = try storedRecord(zone: zone, name: name)
         let live = stored.flatMap { $0.record.deleted == true ? nil : $0.record }
@@ -215,10 +217,16 @@ extension MetadataTransaction {
                 return RecordResult(recordName: name, error: RecordErrorCode.quotaExceeded, reason: error.message)
             }
             try touchZone(zone, sequence: sequence)
-            let written = try storedRecord(zone: zone, name: name)!.record
+            let (id, written) = try storedRecord(zone: zone, name: name)!
+            try fireSubscriptions(
+                container: container, zone: zone, zoneName: named.name, record: id, name: name, type: type,
+                event: live == nil ? .create : .update, sequence: sequence)
             return RecordResult(record: RecordRules.keeping(operation.desiredKeys ?? desired, of: written))
         case .delete:
             let sequence = try nextRecordSequence(container: container)
+            try fireSubscriptions(
+                container: container, zone: zone, zoneName: named.name, record: stored!.id, name: name,
+                type: live?.recordType ?? "", event: .delete, sequence: sequence)
             try deleteRecord(account: account, stored!.id, sequence: sequence, writer: writer)
             try touchZone(zone, sequence: sequence)
             return RecordResult(record: Record(recordName: name, deleted: true))

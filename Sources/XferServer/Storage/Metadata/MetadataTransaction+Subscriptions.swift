@@ -1,0 +1,69 @@
+import Foundation
+import XferCore
+import XferProtocol
+
+// Subscriptions to records (docs/RECORDS.md, "Subscriptions"): whether a change fires one is
+// decided by the query's own SQL (RecordQuerySQL) restricted to the changed record, so a
+// subscription and a query select by one rule.
+extension MetadataTransaction {
+    /// Notifies each subscription of the zone that `event` on record `record` (row id) fires,
+    /// at change number `sequence`. Called after a write (the record as it is now) and before a
+    /// deletion (as it was).
+    func fireSubscriptions(
+        container: Int64, zone: Int64, zoneName: String, record: Int64, name: String, type: String,
+        event: RecordSubscription.Event, sequence: Int64
+    ) throws {
+        let rows = try sql.rows(
+            "SELECT * FROM record_subscriptions WHERE container_id = ? AND zone_name = ?", container, zoneName)
+        for row in rows {
+            let subscription = try subscription(row: row)
+            guard try fires(subscription, zone: zone, record: record, type: type, event: event) else { continue }
+            try sql.rows(
+                """
+                INSERT INTO record_notifications (container_id, sequence, subscription_id, zone_name, record_name,
+                  record_type, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """, container, sequence, subscription.subscriptionID, zoneName, name, type, event.rawValue,
+                try clock() / 1_000_000)
+            if subscription.firesOnce == true {
+                try sql.rows(
+                    "DELETE FROM record_subscriptions WHERE container_id = ? AND subscription_id = ?", container,
+                    subscription.subscriptionID)
+            }
+        }
+    }
+
+    private func fires(
+        _ subscription: RecordSubscription, zone: Int64, record: Int64, type: String, event: RecordSubscription.Event
+    ) throws -> Bool {
+        guard let query = subscription.query, subscription.subscriptionType == .query else { return true }
+        guard (subscription.firesOn ?? RecordSubscription.Event.allCases).contains(event), query.recordType == type
+        else {
+            return false
+        }
+        var filters = query
+        filters.sortBy = nil
+        let test = try RecordQuerySQL(filters, zone: zone, offset: 0, limit: 1, dialect: sql.dialect, record: record)
+        return try !sql.rows(test.sql, test.values).isEmpty
+    }
+
+    /// A subscription from its row.
+    func subscription(row: SQLRow) throws -> RecordSubscription {
+        let zone = ZoneID(zoneName: try row.text("zone_name"))
+        let query = try row.optionalText("query").map { try RecordJSON.decode(RecordQuery.self, from: Array($0.utf8)) }
+        let events = try row.text("fires_on").split(separator: ",").compactMap {
+            RecordSubscription.Event(rawValue: String($0))
+        }
+        return RecordSubscription(
+            subscriptionID: try row.text("subscription_id"),
+            subscriptionType: query == nil ? .zone : .query, query: query, zoneID: zone,
+            firesOn: query == nil ? nil : events, firesOnce: try row.bool("fires_once"))
+    }
+
+    /// Drops notifications older than a week: clients that follow read them long before.
+    func pruneNotifications(container: Int64) throws {
+        let week: Int64 = 7 * 86_400_000
+        try sql.rows(
+            "DELETE FROM record_notifications WHERE container_id = ? AND created_at < ?", container,
+            try clock() / 1_000_000 - week)
+    }
+}
