@@ -50,5 +50,6 @@ if [ "${XFER_QUICK:-0}" != 1 ] && [ $# -eq 0 ]; then
   bash tools/suites/schemathesis.sh 25
   bash tools/suites/fuzz-libfuzzer.sh 20   # libFuzzer, 20 s on each decoder a peer reaches (Fuzz/)
   bash tools/suites/backend-tests.sh   # PostgreSQL + Ceph RGW (docs/SCALING.md)
+  python3 tools/suites/records-check.py --seed 1   # records saved concurrently through two servers on PostgreSQL
   python3 tools/suites/attack-suite.py   # a hostile peer against server and client (docs/SECURITY.md)
 fi

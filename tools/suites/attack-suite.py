@@ -1810,6 +1810,139 @@ def removed_member_new_data(lab):
         rotation["rewrapped"] == ["bob"]
 
 
+# MARK: records beside documents (25a-25d)
+
+def records_lab(lab, tag):
+    """A server where alice's container `notes` holds record n1 in _defaultZone and w1 in zone
+    Work, and bob is another account. (server, alice, bob)."""
+    server = lab.server(tag)
+    alice, bob = lab.account(server, "alice"), lab.account(server, "bob")
+    status, body, _ = request(server.port, "POST", "/v1/containers/notes/zones/modify", alice,
+                              {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": "Work"}}}]})
+    assert status == 200, describe(status, body)
+    for zone, name in [("_defaultZone", "n1"), ("Work", "w1")]:
+        status, body, _ = request(server.port, "POST", "/v1/containers/notes/records/modify", alice, {
+            "zoneID": {"zoneName": zone},
+            "operations": [{"operationType": "create", "record": {
+                "recordName": name, "recordType": "Note", "fields": {"title": {"value": "secret " + name}}}}]})
+        assert status == 200 and b"serverErrorCode" not in body, describe(status, body)
+    return server, alice, bob
+
+
+def notes_state(server, alice):
+    """Every record of alice's notes, both zones, as (zone, name, tag)."""
+    state = []
+    for zone in ["_defaultZone", "Work"]:
+        _, body, _ = request(server.port, "POST", "/v1/containers/notes/changes/zone", alice,
+                             {"zones": [{"zoneID": {"zoneName": zone}}]})
+        for record in json.loads(body)["zones"][0]["records"]:
+            state.append((zone, record["recordName"], record.get("recordChangeTag")))
+    return sorted(state)
+
+
+@attack("25a", "records-cross-account",
+        "bob, not a member, names alice:notes on every records route (modify, lookup, query, changes, zones, "
+        "subscriptions, notifications): each 404; made a reader, his record, zone and subscription writes are 403 "
+        "while his query reads; alice's records are unchanged")
+def records_cross_account(lab):
+    server, alice, bob = records_lab(lab, "25a-records")
+    before = notes_state(server, alice)
+    c = "/v1/containers/alice:notes"
+    write = {"operations": [{"operationType": "forceReplace", "record": {
+        "recordName": "n1", "recordType": "Note", "fields": {"title": {"value": "bob was here"}}}}]}
+    reads = [("POST", c + "/records/lookup", {"records": [{"recordName": "n1"}]}),
+             ("POST", c + "/records/query", {"query": {"recordType": "Note"}}),
+             ("POST", c + "/changes/zone", {"zones": [{"zoneID": {"zoneName": "_defaultZone"}}]}),
+             ("POST", c + "/changes/database", {}),
+             ("GET", c + "/zones/list", None),
+             ("GET", c + "/subscriptions/list", None),
+             ("GET", c + "/notifications?since=0", None)]
+    writes = [("POST", c + "/records/modify", write),
+              ("POST", c + "/zones/modify", {"operations": [{"operationType": "delete", "zone": {"zoneID": {"zoneName": "Work"}}}]}),
+              ("POST", c + "/subscriptions/modify", {"operations": [{"operationType": "create", "subscription": {
+                  "subscriptionID": "spy", "subscriptionType": "zone"}}]})]
+    outside = [request(server.port, m, p, bob, b)[0] for m, p, b in reads + writes]
+    status, body, _ = request(server.port, "PUT", "/v1/containers/notes/members/bob", alice, {"role": "reader"})
+    assert status == 200, describe(status, body)
+    as_reader = [request(server.port, m, p, bob, b)[0] for m, p, b in writes]
+    query = request(server.port, "POST", c + "/records/query", bob, {"query": {"recordType": "Note"}})
+    after = notes_state(server, alice)
+    text = f"not shared: {outside}; reader writes: {as_reader}; reader query: {query[0]}; records unchanged: {after == before}"
+    return text, all(s == 404 for s in outside) and as_reader == [403, 403, 403] and query[0] == 200 and after == before
+
+
+@attack("25b", "records-cross-zone",
+        "records of zone Work are named from _defaultZone: a lookup of w1, a query and the changes of _defaultZone "
+        "give nothing of Work; a modify naming a zone that does not exist answers ZONE_NOT_FOUND and makes none")
+def records_cross_zone(lab):
+    server, alice, _ = records_lab(lab, "25b-zones")
+    c = "/v1/containers/notes"
+    _, lookup, _ = request(server.port, "POST", c + "/records/lookup", alice, {"records": [{"recordName": "w1"}]})
+    _, query, _ = request(server.port, "POST", c + "/records/query", alice, {"query": {"recordType": "Note"}})
+    _, changes, _ = request(server.port, "POST", c + "/changes/zone", alice, {"zones": [{"zoneID": {"zoneName": "_defaultZone"}}]})
+    _, missing, _ = request(server.port, "POST", c + "/records/modify", alice, {"zoneID": {"zoneName": "Nowhere"},
+        "operations": [{"operationType": "create", "record": {"recordName": "x", "recordType": "Note"}}]})
+    _, zones, _ = request(server.port, "GET", c + "/zones/list", alice)
+    looked = json.loads(lookup)["records"][0].get("serverErrorCode")
+    queried = [r.get("recordName") for r in json.loads(query)["records"]]
+    changed = [r.get("recordName") for r in json.loads(changes)["zones"][0]["records"]]
+    made = json.loads(missing)["records"][0].get("serverErrorCode")
+    names = [z["zoneID"]["zoneName"] for z in json.loads(zones)["zones"]]
+    text = f"lookup w1: {looked}; query: {queried}; changes: {changed}; modify in Nowhere: {made}; zones {names}"
+    return text, looked == "NOT_FOUND" and queried == ["n1"] and changed == ["n1"] and made == "ZONE_NOT_FOUND" \
+        and names == ["_defaultZone", "Work"]
+
+
+@attack("25c", "oversized-records",
+        "a record of 1 MiB and one more byte, one of 5,000 words to index, 201 operations, a 9 MiB body and JSON "
+        "nested 100,000 deep: LIMIT_EXCEEDED, LIMIT_EXCEEDED, 400, 413 and 400, nothing stored, the server up")
+def oversized_records(lab):
+    server, alice, _ = records_lab(lab, "25c-oversized")
+    c = "/v1/containers/notes/records/modify"
+
+    def one(name, fields):
+        return {"operations": [{"operationType": "create", "record": {"recordName": name, "recordType": "Note", "fields": fields}}]}
+
+    big = request(server.port, "POST", c, alice, one("big", {"t": {"value": "x" * (1 << 20)}}), timeout=60)
+    words = " ".join(f"w{i}" for i in range(300))
+    wordy = request(server.port, "POST", c, alice, one("wordy", {f"f{i}": {"value": words} for i in range(20)}))
+    many = request(server.port, "POST", c, alice, {"operations": [
+        {"operationType": "create", "record": {"recordName": f"m{i}", "recordType": "Note"}} for i in range(201)]})
+    huge = raw_exchange(server.port, "POST", c, alice, b"{" + b" " * (9 << 20) + b"}")
+    deep = request(server.port, "POST", "/v1/containers/notes/records/query", alice,
+                   b"[" * 100_000 + b"]" * 100_000, content_type="application/json")
+    codes = [json.loads(big[1])["records"][0].get("serverErrorCode") if big[0] == 200 else big[0],
+             json.loads(wordy[1])["records"][0].get("serverErrorCode") if wordy[0] == 200 else wordy[0],
+             many[0], huge[0], deep[0]]
+    _, health, _ = request(server.port, "GET", "/v1/health")
+    stored = sorted(name for _, name, _ in notes_state(server, alice))
+    text = f"answers {codes}; stored {stored}; health {json.loads(health).get('status') if health else None}"
+    return text, codes == ["LIMIT_EXCEEDED", "LIMIT_EXCEEDED", 400, 413, 400] and stored == ["n1", "w1"]
+
+
+@attack("25d", "record-query-abuse",
+        "queries built to be costly: 33 filters, an IN of 257 values, 33 words of tokens, 9 sort keys, a resultsLimit "
+        "of 10,000 and a continuation marker of another query: each 400 at once (under 2 s in all)")
+def record_query_abuse(lab):
+    server, alice, _ = records_lab(lab, "25d-queries")
+    c = "/v1/containers/notes/records/query"
+    equals = {"comparator": "EQUALS", "fieldName": "title", "fieldValue": {"value": "x"}}
+    bodies = [
+        {"query": {"recordType": "Note", "filterBy": [equals] * 33}},
+        {"query": {"recordType": "Note", "filterBy": [{"comparator": "IN", "fieldName": "title",
+                                                       "fieldValue": {"value": [str(i) for i in range(257)]}}]}},
+        {"query": {"recordType": "Note", "filterBy": [{"comparator": "CONTAINS_ALL_TOKENS", "fieldName": "allTokens",
+                                                       "fieldValue": {"value": " ".join(f"w{i}" for i in range(33))}}]}},
+        {"query": {"recordType": "Note", "sortBy": [{"fieldName": f"f{i}"} for i in range(9)]}},
+        {"query": {"recordType": "Note"}, "resultsLimit": 10_000},
+        {"query": {"recordType": "Note"}, "continuationMarker": "q1000000.0123456789abcdef"},
+    ]
+    started = time.monotonic()
+    codes = [request(server.port, "POST", c, alice, body)[0] for body in bodies]
+    took = time.monotonic() - started
+    return f"answers {codes} in {took:.2f} s", codes == [400] * 6 and took < 2
+
+
 # MARK: running and reporting
 
 @attack("14", "encryption-downgrade",

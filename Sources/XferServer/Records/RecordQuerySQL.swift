@@ -14,6 +14,12 @@ struct RecordQuerySQL {
     static let createdField = "___createTime"
     static let modifiedField = "___modTime"
     static let allTokens = "allTokens"
+    /// What one query may ask, so that its statement stays small: filters, sort keys, the
+    /// values of an IN and the words of a token filter.
+    static let maximumFilters = 32
+    static let maximumSortKeys = 8
+    static let maximumListValues = 256
+    static let maximumTokens = 32
 
     /// The statement selecting the page of `query` in zone `zone` from `offset`, at most `limit`
     /// rows (one more is asked for, to tell whether another page follows).
@@ -21,6 +27,10 @@ struct RecordQuerySQL {
     /// - Parameter record: Only this record, by row id (whether it passes: a query subscription).
     init(_ query: RecordQuery, zone: Int64, offset: Int, limit: Int, dialect: SQLDialect, record: Int64? = nil) throws {
         try RecordRules.checkName(query.recordType, "record type")
+        guard (query.filterBy?.count ?? 0) <= Self.maximumFilters, (query.sortBy?.count ?? 0) <= Self.maximumSortKeys else {
+            throw XferError(
+                .badRequest, "a query has at most \(Self.maximumFilters) filters and \(Self.maximumSortKeys) sort keys")
+        }
         var conditions = ["r.zone_id = ?", "r.type = ?", "r.deleted = ?"]
         var values: [SQLValue] = [.int(zone), .text(query.recordType), .bool(false)]
         if let record {
@@ -75,7 +85,9 @@ struct RecordQuerySQL {
                 throw XferError(.badRequest, "\(filter.comparator.rawValue) takes a string of words")
             }
             let tokens = RecordRules.tokens(text).sorted()
-            guard !tokens.isEmpty else { throw XferError(.badRequest, "\(filter.comparator.rawValue) needs a word") }
+            guard (1...maximumTokens).contains(tokens.count) else {
+                throw XferError(.badRequest, "\(filter.comparator.rawValue) takes 1 to \(maximumTokens) words")
+            }
             let one = "r.id IN (\(scope)\(field) AND v.kind = '\(RecordRules.tokenKind)' AND v.text = ?)"
             if filter.comparator == .containsAnyTokens {
                 let list = Array(repeating: "?", count: tokens.count).joined(separator: ", ")
@@ -107,8 +119,9 @@ struct RecordQuerySQL {
         case .greaterThan: operation = ">"
         case .greaterThanOrEquals: operation = ">="
         case .in, .notIn:
-            guard case .array(let items) = filter.fieldValue.value, !items.isEmpty, items.count <= 1_000 else {
-                throw XferError(.badRequest, "\(filter.comparator.rawValue) takes a list of 1 to 1,000 values")
+            guard case .array(let items) = filter.fieldValue.value, (1...maximumListValues).contains(items.count) else {
+                throw XferError(
+                    .badRequest, "\(filter.comparator.rawValue) takes a list of 1 to \(maximumListValues) values")
             }
             let element = filter.fieldValue.type?.element ?? filter.fieldValue.type
             var tests: [String] = []
@@ -187,7 +200,7 @@ struct RecordQuerySQL {
             return ("\(column) \(operation) ?", [try value(filter.fieldValue.value)])
         }
         guard [.in, .notIn].contains(filter.comparator), case .array(let items) = filter.fieldValue.value,
-            (1...1_000).contains(items.count)
+            (1...maximumListValues).contains(items.count)
         else {
             throw XferError(.badRequest, "\(filter.fieldName) takes EQUALS, NOT_EQUALS, the orderings, IN and NOT_IN")
         }

@@ -178,12 +178,20 @@ enum RecordRules {
         return bits < 0 ? ~bits | Int64.min : bits
     }
 
-    /// The lowercased words of `text` (letters and digits), at most 64 bytes each.
+    /// The lowercased words of `text` (letters and digits), at most 64 characters each, the
+    /// first 256 distinct ones.
     static func tokens(_ text: String) -> Set<String> {
-        Set(
-            text.lowercased().split(whereSeparator: { !$0.isLetter && !$0.isNumber }).map { String($0.prefix(64)) }
-                .prefix(4096))
+        var words: Set<String> = []
+        for word in text.lowercased().split(whereSeparator: { !$0.isLetter && !$0.isNumber }) {
+            words.insert(String(word.prefix(64)))
+            if words.count == 256 { break }
+        }
+        return words
     }
+
+    /// Indexed values one record may have (values, list elements and words together): a
+    /// record's index stays within a few times its size.
+    static let maximumIndexValues = 4_096
 
     /// A subscription as one may be kept: its name, zone, and query (which must compile).
     /// - Throws: `bad_request` saying what is wrong.

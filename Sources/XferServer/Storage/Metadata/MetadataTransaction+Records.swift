@@ -78,6 +78,12 @@ extension MetadataTransaction {
         guard text.utf8.count <= RecordLimits.recordBytes else {
             throw XferError(.tooLarge, "record \(name.prefix(64)) is \(text.utf8.count) bytes; at most 1 MiB")
         }
+        let values = RecordRules.indexValues(fields)
+        guard values.count <= RecordRules.maximumIndexValues else {
+            throw XferError(
+                .tooLarge,
+                "record \(name.prefix(64)) has \(values.count) values and words to index; at most \(RecordRules.maximumIndexValues)")
+        }
         let before = try stored.flatMap {
             try sql.one("SELECT fields FROM records WHERE id = ?", $0)?.optionalText("fields")
         }
@@ -109,7 +115,7 @@ extension MetadataTransaction {
             else { throw XferError(.internal, "a record row was not made") }
             id = made
         }
-        for value in RecordRules.indexValues(fields) {
+        for value in values {
             try sql.rows(
                 "INSERT INTO record_values (record_id, zone_id, type, field, kind, number, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 id, zone, type, value.field, value.kind, value.number, value.text)
