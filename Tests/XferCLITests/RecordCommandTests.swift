@@ -73,6 +73,16 @@ import XferTestSupport
             try server.run("records", "notifications", "--since", "\(cursor)", "--wait", "1", "--container", "notes"))
         #expect((waited["notifications"] as? [Any])?.isEmpty == true && Date().timeIntervalSince(started) < 10)
 
+        // An asset names a document of the container: pushed first, then saved with it.
+        let photo = server.path("photo.jpg")
+        try Data("not really a photo".utf8).write(to: URL(fileURLWithPath: photo))
+        #expect(try server.run("push", photo, "Photos/one.jpg", "--container", "notes", "-q").status == 0)
+        let withAsset =
+            #"{"operations": [{"operationType": "create", "record": {"recordName": "p1", "recordType": "Photo", "fields": {"image": {"value": {"path": "Photos/one.jpg"}}}}}]}"#
+        let saved = try server.run("records", "modify", withAsset, "--container", "notes")
+        #expect(saved.status == 0, "\(saved.stdout)")
+        #expect(saved.stdout.contains(#""type":"ASSETID""#))
+
         let bad = try server.run("records", "query", #"{"query": {}}"#, "--container", "notes")
         #expect(bad.status == 6 && bad.stderr.contains("recordType"), "\(bad.stderr)")
 

@@ -334,4 +334,41 @@ import XferProtocol
             _ = try await store.deleteAccount(try AccountName("alice"), dryRun: false)
         }
     }
+
+    @Test(arguments: MetadataStoreTests.backends) func deleteSelfReferencesGoWithTheirRecord(_ kind: String)
+        async throws
+    {
+        try await MetadataStoreTests.withStore(kind) { store, alice in
+            func child(_ name: String, of parent: String, _ action: String) -> RecordOperation {
+                RecordOperation(
+                    .create,
+                    Record(
+                        recordName: name, recordType: "Item",
+                        fields: [
+                            "parent": RecordField(
+                                value: .object(["recordName": .string(parent), "action": .string(action)]))
+                        ]))
+            }
+            _ = try await Self.modify(
+                store, alice,
+                [
+                    RecordOperation(.create, Record(recordName: "p", recordType: "List")),
+                    child("c1", of: "p", "DELETE_SELF"), child("c2", of: "p", "NONE"),
+                    child("g", of: "c1", "DELETE_SELF")
+                ])
+            #expect(
+                try await Self.modify(store, alice, [RecordOperation(.forceDelete, Record(recordName: "p"))])[0].record?
+                    .deleted == true)
+            let left = try await store.lookupRecords(
+                account: alice, container: Self.notes,
+                RecordLookupRequest(records: ["c1", "c2", "g"].map { RecordNameRef(recordName: $0) }))
+            #expect(left.records.map { $0.serverErrorCode ?? "kept" } == ["NOT_FOUND", "kept", "NOT_FOUND"])
+
+            let asset = Record(
+                recordName: "photo", recordType: "Item",
+                fields: ["image": RecordField(value: .object(["path": .string("Documents/none.jpg")]))])
+            let refused = try await Self.modify(store, alice, [RecordOperation(.create, asset)])
+            #expect(refused[0].serverErrorCode == "BAD_REQUEST" && refused[0].reason?.contains("push it first") == true)
+        }
+    }
 }

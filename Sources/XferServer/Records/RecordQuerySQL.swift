@@ -27,7 +27,8 @@ struct RecordQuerySQL {
     /// - Parameter record: Only this record, by row id (whether it passes: a query subscription).
     init(_ query: RecordQuery, zone: Int64, offset: Int, limit: Int, dialect: SQLDialect, record: Int64? = nil) throws {
         try RecordRules.checkName(query.recordType, "record type")
-        guard (query.filterBy?.count ?? 0) <= Self.maximumFilters, (query.sortBy?.count ?? 0) <= Self.maximumSortKeys else {
+        guard (query.filterBy?.count ?? 0) <= Self.maximumFilters, (query.sortBy?.count ?? 0) <= Self.maximumSortKeys
+        else {
             throw XferError(
                 .badRequest, "a query has at most \(Self.maximumFilters) filters and \(Self.maximumSortKeys) sort keys")
         }
@@ -37,8 +38,14 @@ struct RecordQuerySQL {
             conditions.append("r.id = ?")
             values.append(.int(record))
         }
-        for filter in query.filterBy ?? [] {
+        let (ranges, others) = Self.ranges(query.filterBy ?? [])
+        for filter in others {
             let (condition, bound) = try Self.condition(filter, zone: zone, type: query.recordType, dialect: dialect)
+            conditions.append(condition)
+            values += bound
+        }
+        for range in ranges {
+            let (condition, bound) = try Self.range(range, zone: zone, type: query.recordType)
             conditions.append(condition)
             values += bound
         }
@@ -56,6 +63,59 @@ struct RecordQuerySQL {
             ORDER BY \(order.joined(separator: ", ")) LIMIT \(limit + 1) OFFSET \(offset)
             """
         self.values = values
+    }
+
+    static let ordering: Set<RecordComparator> = [.lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals]
+
+    /// The SQL operator of a comparison comparator (`=` for the others).
+    static func operation(_ comparator: RecordComparator) -> String {
+        switch comparator {
+        case .lessThan: "<"
+        case .lessThanOrEquals: "<="
+        case .greaterThan: ">"
+        case .greaterThanOrEquals: ">="
+        default: "="
+        }
+    }
+
+    /// The ordering filters of one indexed field, grouped (a range: `price > a AND price < b` is
+    /// one walk of the index, not two halves of it intersected), and the other filters.
+    static func ranges(_ filters: [RecordFilter]) -> (ranges: [[RecordFilter]], others: [RecordFilter]) {
+        var groups: [String: [RecordFilter]] = [:]
+        var fields: [String] = []
+        var others: [RecordFilter] = []
+        for filter in filters {
+            guard ordering.contains(filter.comparator),
+                ![nameField, createdField, modifiedField].contains(filter.fieldName)
+            else {
+                others.append(filter)
+                continue
+            }
+            if groups[filter.fieldName] == nil { fields.append(filter.fieldName) }
+            groups[filter.fieldName, default: []].append(filter)
+        }
+        return (fields.map { groups[$0]! }, others)
+    }
+
+    /// The ordering filters of one field as one condition: a value of the field within every
+    /// bound. A kind a bound cannot have (a string against a number) drops out.
+    static func range(_ filters: [RecordFilter], zone: Int64, type: String) throws -> (String, [SQLValue]) {
+        let field = filters[0].fieldName
+        try RecordRules.checkName(field, "field name")
+        let bounds = try filters.map { filter in (operation(filter.comparator), try candidates(filter.fieldValue)) }
+        var tests: [String] = []
+        var values: [SQLValue] = []
+        for (kind, column, _) in bounds[0].1 {
+            let each = bounds.compactMap { bound in bound.1.first { $0.0 == kind }.map { (bound.0, $0.2) } }
+            guard each.count == bounds.count else { continue }
+            tests.append("(v.kind = ?" + each.map { " AND v.\(column) \($0.0) ?" }.joined() + ")")
+            values += [.text(kind)] + each.map(\.1)
+        }
+        guard !tests.isEmpty else { return ("0 = 1", []) }
+        return (
+            "r.id IN (SELECT v.record_id FROM record_values v WHERE v.zone_id = ? AND v.type = ? AND v.field = ? AND (\(tests.joined(separator: " OR "))))",
+            [.int(zone), .text(type), .text(field)] + values
+        )
     }
 
     /// A filter as a condition on `r` and its bound values.
@@ -111,13 +171,11 @@ struct RecordQuerySQL {
 
     /// The test on an index row `v` that one filter's value passes (its negation applied by the caller).
     static func matching(_ filter: RecordFilter) throws -> (String, [SQLValue]) {
-        let operation: String
+        let sqlOperator = operation(filter.comparator)
         switch filter.comparator {
-        case .equals, .notEquals, .listContains, .notListContains: operation = "="
-        case .lessThan: operation = "<"
-        case .lessThanOrEquals: operation = "<="
-        case .greaterThan: operation = ">"
-        case .greaterThanOrEquals: operation = ">="
+        case .equals, .notEquals, .listContains, .notListContains, .lessThan, .lessThanOrEquals, .greaterThan,
+            .greaterThanOrEquals:
+            break
         case .in, .notIn:
             guard case .array(let items) = filter.fieldValue.value, (1...maximumListValues).contains(items.count) else {
                 throw XferError(
@@ -147,7 +205,7 @@ struct RecordQuerySQL {
         var tests: [String] = []
         var values: [SQLValue] = []
         for (kind, column, value) in try candidates(filter.fieldValue) {
-            tests.append("(v.kind = ? AND v.\(column) \(operation) ?)")
+            tests.append("(v.kind = ? AND v.\(column) \(sqlOperator) ?)")
             values += [.text(kind), value]
         }
         return (tests.joined(separator: " OR "), values)

@@ -130,6 +130,10 @@ enum RecordRules {
 
     /// Tokens are the lowercased words of string fields, for the token comparators.
     static let tokenKind = "TOKEN"
+    /// A reference whose record is deleted with the record it names (`DELETE_SELF`).
+    static let deleteSelfKind = "DELETE_SELF"
+    /// Records one deletion may take with it through `DELETE_SELF` references (CloudKit's 750).
+    static let maximumCascade = 750
 
     /// What a record's fields put in the index: each scalar, each element of a list, and the
     /// tokens of strings. Bytes and locations are not indexed.
@@ -159,6 +163,8 @@ enum RecordRules {
         case (.reference, .object(let object)):
             if case .string(let name)? = object["recordName"] {
                 [IndexValue(field: field, kind: kind.rawValue, text: name)]
+                    + (object["action"] == .string("DELETE_SELF")
+                        ? [IndexValue(field: field, kind: deleteSelfKind, text: name)] : [])
             } else {
                 []
             }

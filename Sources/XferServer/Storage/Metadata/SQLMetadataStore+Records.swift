@@ -191,48 +191,6 @@ struct AtomicFailure: Error {
 }
 
 extension MetadataTransaction {
-    /// One records/modify operation: decided, then carried out.
-    func apply(
-        _ operation: RecordOperation, account: Int64, zone named: (id: Int64, name: String), container: Int64,
-        writer: RecordWriter, desired: [String]?
-    ) throws -> RecordResult {
-        let zone = named.id
-        let name = operation.record.recordName
-        let stored = try storedRecord(zone: zone, name: name)
-        let live = stored.flatMap { $0.record.deleted == true ? nil : $0.record }
-        switch try RecordDecision.decide(operation, stored: live) {
-        case .refuse(let code, let reason):
-            return RecordResult(
-                recordName: name, error: code, reason: reason,
-                serverRecord: code == RecordErrorCode.conflict ? live : nil)
-        case .write(let type, let fields):
-            let sequence = try nextRecordSequence(container: container)
-            do {
-                try writeRecord(
-                    account: account, zone: zone, name: name, type: type, fields: fields, stored: stored?.id,
-                    sequence: sequence, writer: writer)
-            } catch let error as XferError where error.code == .tooLarge {
-                return RecordResult(recordName: name, error: RecordErrorCode.limitExceeded, reason: error.message)
-            } catch let error as XferError where error.code == .quotaExceeded {
-                return RecordResult(recordName: name, error: RecordErrorCode.quotaExceeded, reason: error.message)
-            }
-            try touchZone(zone, sequence: sequence)
-            let (id, written) = try storedRecord(zone: zone, name: name)!
-            try fireSubscriptions(
-                container: container, zone: zone, zoneName: named.name, record: id, name: name, type: type,
-                event: live == nil ? .create : .update, sequence: sequence)
-            return RecordResult(record: RecordRules.keeping(operation.desiredKeys ?? desired, of: written))
-        case .delete:
-            let sequence = try nextRecordSequence(container: container)
-            try fireSubscriptions(
-                container: container, zone: zone, zoneName: named.name, record: stored!.id, name: name,
-                type: live?.recordType ?? "", event: .delete, sequence: sequence)
-            try deleteRecord(account: account, stored!.id, sequence: sequence, writer: writer)
-            try touchZone(zone, sequence: sequence)
-            return RecordResult(record: Record(recordName: name, deleted: true))
-        }
-    }
-
     /// One zones/modify operation.
     func apply(_ operation: ZoneOperation, account: Int64, container: Int64) throws -> ZoneResult {
         let zoneID = operation.zone.zoneID
