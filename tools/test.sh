@@ -3,7 +3,7 @@
 # Chromium (tools/suites/web-test.py), then the
 # short versions of the reliability suites (docs/RELIABILITY.md): faults through the proxy,
 # kill -9 crash loops, the randomized sync check, a git-checkout soak under two daemons, a load test, schemathesis against the OpenAPI description,
-# coverage-guided fuzzing of the decoders (libFuzzer), the backend suite on a real PostgreSQL and Ceph RGW, and the attacker's suite.
+# coverage-guided fuzzing of the decoders (libFuzzer), the backend suite on a real PostgreSQL and Ceph RGW, records saved concurrently through two servers, and the attacker's suite.
 # Arguments go to `swift test` (e.g. --filter); XFER_QUICK=1 skips the reliability suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."

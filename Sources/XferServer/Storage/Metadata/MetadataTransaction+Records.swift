@@ -24,6 +24,8 @@ extension MetadataTransaction {
     }
 
     /// The next change number of the container's records (a zone's or a record's change).
+    /// Every 4,096th also refreshes the query planner's statistics (``SQLDialect/refreshStatistics``):
+    /// without them SQLite walks every record in name order for a filter that selects few.
     func nextRecordSequence(container: Int64) throws -> Int64 {
         guard
             let sequence = try sql.int(
@@ -31,6 +33,9 @@ extension MetadataTransaction {
                 container)
         else {
             throw XferError(.internal, "container \(container) vanished inside its own transaction")
+        }
+        if sequence % 4_096 == 0 {
+            for statement in sql.dialect.refreshStatistics { try sql.rows(statement, []) }
         }
         return sequence
     }

@@ -137,16 +137,22 @@ struct SQLDialect: Sendable {
     /// preceded by a `SELECT … ORDER BY id FOR UPDATE`, so every transaction takes its locks in
     /// one order); `false` on SQLite, whose one writer holds the whole database.
     var locksRows: Bool
+    /// Refreshes the planner's statistics where the database does not by itself: SQLite's
+    /// ANALYZE, sampling at most 1,000 rows of each index so that it takes milliseconds;
+    /// PostgreSQL's autovacuum analyzes on its own.
+    var refreshStatistics: [String]
 
     static let sqlite = SQLDialect(
         forUpdate: "", bytewise: "",
         joinedIntegers: { "group_concat(\($0))" },
-        clock: "xfer_clock_ns()", indexedBy: { " INDEXED BY \($0)" }, locksRows: false)
+        clock: "xfer_clock_ns()", indexedBy: { " INDEXED BY \($0)" }, locksRows: false,
+        refreshStatistics: ["PRAGMA analysis_limit = 1000", "ANALYZE"])
 
     static let postgres = SQLDialect(
         forUpdate: " FOR UPDATE", bytewise: #" COLLATE "C""#,
         joinedIntegers: { "string_agg(\($0)::text, ',')" },
-        clock: "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint", indexedBy: { _ in "" }, locksRows: true)
+        clock: "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint", indexedBy: { _ in "" }, locksRows: true,
+        refreshStatistics: [])
 }
 
 /// One transaction's statements on one backend: the narrow interface the metadata rules are
