@@ -23,7 +23,9 @@ enum RecordDecision: Equatable {
         if type.checksTag, let stored, record.recordChangeTag != stored.recordChangeTag {
             return .refuse(
                 code: RecordErrorCode.conflict,
-                reason: "record \(record.recordName) changed on the server (tag \(stored.recordChangeTag ?? "")); merge and retry")
+                reason:
+                    "record \(record.recordName) changed on the server (tag \(stored.recordChangeTag ?? "")); merge and retry"
+            )
         }
         switch type {
         case .create:

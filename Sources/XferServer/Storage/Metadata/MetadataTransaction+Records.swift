@@ -87,7 +87,8 @@ extension MetadataTransaction {
         guard values.count <= RecordRules.maximumIndexValues else {
             throw XferError(
                 .tooLarge,
-                "record \(name.prefix(64)) has \(values.count) values and words to index; at most \(RecordRules.maximumIndexValues)")
+                "record \(name.prefix(64)) has \(values.count) values and words to index; at most \(RecordRules.maximumIndexValues)"
+            )
         }
         let before = try stored.flatMap {
             try sql.one("SELECT fields FROM records WHERE id = ?", $0)?.optionalText("fields")
