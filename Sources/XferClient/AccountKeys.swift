@@ -122,11 +122,8 @@ public struct AccountKeys: Sendable {
     public func pin(_ account: AccountName, _ key: AccountPublicKey) throws {
         var all = try pins()
         all[account.value] = Data(key.bytes).base64EncodedString()
-        try FileManager.default.createDirectory(
-            atPath: "\(stateDirectory)/account-keys", withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700])
-        try FileSystem.writeAtomically(
-            WireJSON.encode(all.sorted { $0.key < $1.key }.map { [$0.key, $0.value] }), to: pinsPath, mode: 0o600)
+        try FileSystem.writeSecret(
+            WireJSON.encode(all.sorted { $0.key < $1.key }.map { [$0.key, $0.value] }), to: pinsPath)
     }
 
     private var pinsPath: String {
@@ -166,10 +163,6 @@ public struct AccountKeyFile: Sendable {
 
     /// Keeps `key`, replacing the file atomically.
     public func write(_ key: AccountKey) throws {
-        let directory = String(path[..<path.lastIndex(of: "/")!])
-        try FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        _ = chmod(directory, 0o700)
-        try FileSystem.writeAtomically(Array((comment + key.privateText + "\n").utf8), to: path, mode: 0o600)
+        try FileSystem.writeSecret(Array((comment + key.privateText + "\n").utf8), to: path)
     }
 }

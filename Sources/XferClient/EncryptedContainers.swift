@@ -252,15 +252,9 @@ public struct ContainerKeyFile: Sendable {
     /// checked, replacing the file atomically.
     /// - Throws: `io` if it cannot be written.
     public func write(_ ring: ContainerKeyRing, owner: AccountPublicKey? = nil) throws {
-        if inState {
-            let directory = String(path[..<path.lastIndex(of: "/")!])
-            try FileManager.default.createDirectory(
-                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            _ = chmod(directory, 0o700)
-        }
         var text = comment + ring.keys.map { $0.recoveryText + "\n" }.joined()
         if let owner { text += Self.ownerPrefix + Data(owner.bytes).base64EncodedString() + "\n" }
-        try FileSystem.writeAtomically(Array(text.utf8), to: path, mode: 0o600)
+        try FileSystem.writeSecret(Array(text.utf8), to: path, makingDirectory: inState)
     }
 
     /// Removes the file. Returns whether there was one.

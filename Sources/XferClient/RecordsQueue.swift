@@ -18,7 +18,7 @@ public struct RecordsQueue: Sendable {
     }
 
     /// What a flush did.
-    public struct Flush: Sendable, Hashable {
+    public struct Flush: Sendable {
         /// The records the server saved or deleted, in order.
         public var saved: [Record] = []
         /// Saves refused by the server, with why (`CONFLICT` with `serverRecord`, `NOT_FOUND`, …):
@@ -26,16 +26,6 @@ public struct RecordsQueue: Sendable {
         public var refused: [(entry: Entry, result: RecordResult)] = []
         /// Saves still queued (the server could not be reached).
         public var remaining: Int = 0
-
-        public static func == (lhs: Flush, rhs: Flush) -> Bool {
-            lhs.saved == rhs.saved && lhs.remaining == rhs.remaining
-                && lhs.refused.map(\.result) == rhs.refused.map(\.result)
-        }
-
-        public func hash(into hasher: inout Hasher) {
-            hasher.combine(saved)
-            hasher.combine(remaining)
-        }
     }
 
     /// The client it sends through.
@@ -106,9 +96,6 @@ public struct RecordsQueue: Sendable {
     }
 
     private func write(_ entries: [Entry]) throws {
-        let directory = String(path[..<path.lastIndex(of: "/")!])
-        try FileManager.default.createDirectory(
-            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        try FileSystem.writeAtomically(RecordJSON.encode(entries), to: path, mode: 0o600)
+        try FileSystem.writeSecret(RecordJSON.encode(entries), to: path)
     }
 }

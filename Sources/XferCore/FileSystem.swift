@@ -76,6 +76,19 @@ package enum FileSystem {
         return FileManager.default.contents(atPath: path)
     }
 
+    /// Writes a secret (a key, pinned keys, queued saves) atomically with mode 0600 that
+    /// ``readSecret(_:what:)`` reads back. `makingDirectory`: its directory, one of the state
+    /// directory's, is made (or kept) with mode 0700; otherwise it must exist, and is left as it is.
+    package static func writeSecret(_ bytes: [UInt8], to path: String, makingDirectory: Bool = true) throws {
+        if makingDirectory, let slash = path.lastIndex(of: "/") {
+            let directory = String(path[..<slash])
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            _ = chmod(directory, 0o700)
+        }
+        try writeAtomically(bytes, to: path, mode: 0o600)
+    }
+
     /// fsyncs a directory so that a rename in it is durable.
     package static func syncDirectory(_ directory: String) throws {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -244,25 +244,8 @@ public enum RecordJSON {
     }
 
     /// Decodes a records message.
-    /// - Throws: `bad_request` saying what is wrong.
+    /// - Throws: `bad_request` saying what is wrong (``WireJSON/decode(_:from:)``'s rules, keys as written).
     public static func decode<T: Decodable>(_ type: T.Type, from bytes: some Sequence<UInt8>) throws -> T {
-        do {
-            return try JSONDecoder().decode(type, from: Data(bytes))
-        } catch let error as XferError {
-            throw error
-        } catch DecodingError.keyNotFound(let key, let context) {
-            throw XferError(.badRequest, "the request lacks \"\(key.stringValue)\"\(Self.place(context))")
-        } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
-            DecodingError.dataCorrupted(let context)
-        {
-            throw XferError(.badRequest, "the request is not as records/… take it\(Self.place(context))")
-        } catch {
-            throw XferError(.badRequest, "the request is not JSON")
-        }
-    }
-
-    private static func place(_ context: DecodingError.Context) -> String {
-        let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-        return path.isEmpty ? "" : " at \(path.prefix(200))"
+        try WireJSON.decode(type, from: bytes, snakeCase: false)
     }
 }

@@ -49,19 +49,25 @@ public enum WireJSON {
     /// - Throws: `XferError` `bad_request` saying which field is wrong, or the field's own
     ///   error (`invalid_path` for a bad document path).
     public static func decode<T: Decodable>(_ type: T.Type, from bytes: some Sequence<UInt8>) throws -> T {
+        try decode(type, from: bytes, snakeCase: true)
+    }
+
+    /// ``decode(_:from:)`` with keys as written (`snakeCase` false: the records routes, whose
+    /// keys are CloudKit's camelCase, ``RecordJSON``).
+    static func decode<T: Decodable>(_ type: T.Type, from bytes: some Sequence<UInt8>, snakeCase: Bool) throws -> T {
         let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        if snakeCase { decoder.keyDecodingStrategy = .convertFromSnakeCase }
+        let name = { (key: any CodingKey) in snakeCase ? key.stringValue.snakeCased : key.stringValue }
         do {
             return try decoder.decode(type, from: Data(bytes))
         } catch let error as XferError {
             throw error
         } catch DecodingError.keyNotFound(let key, _) {
-            throw XferError(.badRequest, "request body lacks \"\(key.stringValue.snakeCased)\"")
+            throw XferError(.badRequest, "request body lacks \"\(name(key))\"")
         } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
             throw XferError(
                 .badRequest,
-                "request body field \"\(context.codingPath.map(\.stringValue.snakeCased).joined(separator: "."))\" has the wrong type"
-            )
+                "request body field \"\(context.codingPath.map(name).joined(separator: "."))\" has the wrong type")
         } catch DecodingError.dataCorrupted(let context) {
             if let underlying = context.underlyingError as? XferError { throw underlying }
             throw XferError(.badRequest, "request body is not valid JSON for this route")

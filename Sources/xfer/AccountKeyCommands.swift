@@ -124,20 +124,8 @@ func confirmFingerprint(of account: AccountName, _ key: AccountPublicKey, given:
         Compare it with what `xfer account key` prints on \(account)'s device (in person, or on a call).
         Is it the same? [y/N] 
         """
-    let answer = try askOnTerminal(
-        question, otherwise: "give the fingerprint you compared with --fingerprint (or --owner-fingerprint)")
+    let answer = try terminalLine(
+        question, echo: true, asking: "\(account)'s fingerprint",
+        otherwise: "give the fingerprint you compared with --fingerprint (or --owner-fingerprint)")
     return answer.lowercased().hasPrefix("y")
-}
-
-/// A line typed on the terminal, echoed.
-func askOnTerminal(_ prompt: String, otherwise: String) throws -> String {
-    let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
-    guard fd >= 0 else { throw XferError(.invalidConfiguration, "no terminal to ask on: \(otherwise)") }
-    defer { close(fd) }
-    let text = Array(prompt.utf8)
-    _ = write(fd, text, text.count)
-    var line: [UInt8] = []
-    var byte: UInt8 = 0
-    while read(fd, &byte, 1) == 1, byte != UInt8(ascii: "\n"), line.count < 256 { line.append(byte) }
-    return String(decoding: line, as: UTF8.self)
 }

@@ -352,27 +352,36 @@ struct PassphraseOptions: ParsableArguments {
         _ prompt: String,
         otherwise: String = "give it with --passphrase-file FILE or XFER_PASSPHRASE (XFER_NEW_PASSPHRASE for a new one)"
     ) throws -> String {
-        let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw XferError(.invalidConfiguration, "no terminal to ask for \(prompt.lowercased()) on: \(otherwise)")
-        }
-        defer { close(fd) }
-        var saved = termios()
-        let isTerminal = tcgetattr(fd, &saved) == 0
-        if isTerminal {
-            var quiet = saved
-            quiet.c_lflag &= ~tcflag_t(ECHO)
-            _ = tcsetattr(fd, TCSAFLUSH, &quiet)
-        }
-        defer { if isTerminal { _ = tcsetattr(fd, TCSAFLUSH, &saved) } }
-        let text = Array("\(prompt): ".utf8)
-        _ = write(fd, text, text.count)
-        var line: [UInt8] = []
-        var byte: UInt8 = 0
-        while read(fd, &byte, 1) == 1, byte != UInt8(ascii: "\n"), line.count < 4096 { line.append(byte) }
-        _ = write(fd, [UInt8(ascii: "\n")], 1)
-        let answer = String(decoding: line, as: UTF8.self)
+        let answer = try terminalLine("\(prompt): ", echo: false, asking: prompt.lowercased(), otherwise: otherwise)
         guard !answer.isEmpty else { throw XferError(.invalidConfiguration, "nothing was typed; nothing was changed") }
         return answer
     }
+}
+
+/// A line typed on the terminal after `prompt`, at most 4,096 bytes, echoed or not.
+/// - Parameters:
+///   - asking: What is asked for, for the error when there is no terminal.
+///   - otherwise: How to give it without a terminal, for that error.
+/// - Throws: `invalid_configuration` when there is no terminal.
+func terminalLine(_ prompt: String, echo: Bool, asking: String, otherwise: String) throws -> String {
+    let fd = open("/dev/tty", O_RDWR | O_CLOEXEC)
+    guard fd >= 0 else {
+        throw XferError(.invalidConfiguration, "no terminal to ask for \(asking) on: \(otherwise)")
+    }
+    defer { close(fd) }
+    var saved = termios()
+    let quiet = !echo && tcgetattr(fd, &saved) == 0
+    if quiet {
+        var silent = saved
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        _ = tcsetattr(fd, TCSAFLUSH, &silent)
+    }
+    defer { if quiet { _ = tcsetattr(fd, TCSAFLUSH, &saved) } }
+    let text = Array(prompt.utf8)
+    _ = write(fd, text, text.count)
+    var line: [UInt8] = []
+    var byte: UInt8 = 0
+    while read(fd, &byte, 1) == 1, byte != UInt8(ascii: "\n"), line.count < 4096 { line.append(byte) }
+    if quiet { _ = write(fd, [UInt8(ascii: "\n")], 1) }
+    return String(decoding: line, as: UTF8.self)
 }

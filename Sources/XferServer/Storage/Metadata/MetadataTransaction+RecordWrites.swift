@@ -27,9 +27,10 @@ extension MetadataTransaction {
                     reason: "asset \(path) is not a committed document (version) of this container: push it first")
             }
             let sequence = try nextRecordSequence(container: container)
+            let (id, written): (Int64, Record)
             do {
-                try writeRecord(
-                    account: account, zone: zone, name: name, type: type, fields: fields, stored: stored?.id,
+                (id, written) = try writeRecord(
+                    account: account, zone: zone, name: name, type: type, fields: fields, stored: stored,
                     sequence: sequence, writer: writer)
             } catch let error as XferError where error.code == .tooLarge {
                 return RecordResult(recordName: name, error: RecordErrorCode.limitExceeded, reason: error.message)
@@ -37,7 +38,6 @@ extension MetadataTransaction {
                 return RecordResult(recordName: name, error: RecordErrorCode.quotaExceeded, reason: error.message)
             }
             try touchZone(zone, sequence: sequence)
-            let (id, written) = try storedRecord(zone: zone, name: name)!
             try fireSubscriptions(
                 container: container, zone: zone, zoneName: named.name, record: id, name: name, type: type,
                 event: live == nil ? .create : .update, sequence: sequence)

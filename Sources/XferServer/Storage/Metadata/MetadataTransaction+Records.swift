@@ -72,13 +72,14 @@ extension MetadataTransaction {
         text.map { QuotaRules.versionCost(manifestBytes: $0.unicodeScalars.count) } ?? 0
     }
 
-    /// Writes a record's type and fields (over `stored`, a row that was there), its index values,
-    /// and its change number, charging the account's quota what it grew.
+    /// Writes a record's type and fields (over `stored`, the row that was there, a tombstone
+    /// perhaps), its index values, and its change number, charging the account's quota what it grew.
+    /// - Returns: The row's id and the record as it now is.
     /// - Throws: `too_large` (LIMIT_EXCEEDED) past ``RecordLimits/recordBytes``; `quota_exceeded`.
     func writeRecord(
-        account: Int64, zone: Int64, name: String, type: String, fields: [String: RecordField], stored: Int64?,
-        sequence: Int64, writer: RecordWriter
-    ) throws {
+        account: Int64, zone: Int64, name: String, type: String, fields: [String: RecordField],
+        stored: (id: Int64, record: Record)?, sequence: Int64, writer: RecordWriter
+    ) throws -> (id: Int64, record: Record) {
         let text = String(decoding: RecordJSON.encode(fields), as: UTF8.self)
         guard text.utf8.count <= RecordLimits.recordBytes else {
             throw XferError(.tooLarge, "record \(name.prefix(64)) is \(text.utf8.count) bytes; at most 1 MiB")
@@ -91,12 +92,13 @@ extension MetadataTransaction {
             )
         }
         let before = try stored.flatMap {
-            try sql.one("SELECT fields FROM records WHERE id = ?", $0)?.optionalText("fields")
+            try sql.one("SELECT fields FROM records WHERE id = ?", $0.id)?.optionalText("fields")
         }
         try chargeRecord(account: account, Self.recordCost(text) - Self.recordCost(before))
         let now = try clock() / 1_000_000
+        let stamp = RecordStamp(timestamp: now, userRecordName: writer.account, deviceID: writer.device)
         let id: Int64
-        if let stored {
+        if let stored = stored?.id {
             try sql.rows(
                 """
                 UPDATE records SET type = ?, fields = ?, sequence = ?, deleted = ?, modified_at = ?, modified_by = ?,
@@ -126,6 +128,13 @@ extension MetadataTransaction {
                 "INSERT INTO record_values (record_id, zone_id, type, field, kind, number, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 id, zone, type, value.field, value.kind, value.number, value.text)
         }
+        let live = stored.flatMap { $0.record.deleted == true ? nil : $0.record }
+        return (
+            id,
+            Record(
+                recordName: name, recordType: type, recordChangeTag: RecordRules.changeTag(sequence), fields: fields,
+                created: live?.created ?? stamp, modified: stamp, deleted: false)
+        )
     }
 
     /// Turns a record into a tombstone at change number `sequence`, giving back its cost.
