@@ -80,6 +80,20 @@ public enum RecordComparator: String, Codable, Sendable, Hashable, CaseIterable 
     case notListContains = "NOT_LIST_CONTAINS"
     case containsAllTokens = "CONTAINS_ALL_TOKENS"
     case containsAnyTokens = "CONTAINS_ANY_TOKENS"
+    /// A location within the filter's `distance` (metres) of the value's.
+    case near = "NEAR"
+}
+
+/// A point on the Earth: a LOCATION field's value (its other keys, such as `altitude`, are
+/// kept in the record and ignored by queries).
+public struct RecordLocation: Codable, Sendable, Hashable {
+    public var latitude: Double
+    public var longitude: Double
+
+    public init(latitude: Double, longitude: Double) {
+        self.latitude = latitude
+        self.longitude = longitude
+    }
 }
 
 /// One condition of a query.
@@ -89,14 +103,17 @@ public struct RecordFilter: Codable, Sendable, Hashable {
     /// for every string field.
     public var fieldName: String
     public var fieldValue: RecordField
+    /// NEAR's radius, in metres along the Earth's surface.
+    public var distance: Double?
 
-    public init(_ fieldName: String, _ comparator: RecordComparator, _ value: RecordField) {
+    public init(_ fieldName: String, _ comparator: RecordComparator, _ value: RecordField, distance: Double? = nil) {
         self.fieldName = fieldName
         self.comparator = comparator
         fieldValue = value
+        self.distance = distance
     }
 
-    enum CodingKeys: String, CodingKey { case comparator, fieldName, fieldValue }
+    enum CodingKeys: String, CodingKey { case comparator, fieldName, fieldValue, distance }
 }
 
 /// One key of a query's order.
@@ -104,13 +121,16 @@ public struct RecordSort: Codable, Sendable, Hashable {
     public var fieldName: String
     /// Ascending unless `false`.
     public var ascending: Bool?
+    /// For a LOCATION field: order by distance from here (nearest first when ascending).
+    public var relativeLocation: RecordLocation?
 
-    public init(_ fieldName: String, ascending: Bool = true) {
+    public init(_ fieldName: String, ascending: Bool = true, relativeLocation: RecordLocation? = nil) {
         self.fieldName = fieldName
         self.ascending = ascending
+        self.relativeLocation = relativeLocation
     }
 
-    enum CodingKeys: String, CodingKey { case fieldName, ascending }
+    enum CodingKeys: String, CodingKey { case fieldName, ascending, relativeLocation }
 }
 
 /// What a query selects: records of one type passing every filter, in the sort's order.

@@ -226,6 +226,70 @@ import XferProtocol
         }
     }
 
+    /// Places by latitude and longitude: cities a known distance apart, two points either side
+    /// of the antimeridian, two either side of 1,000 m from (0, 20), and a list of two cities.
+    static let places: [(String, [(Double, Double)])] = [
+        ("paris", [(48.8566, 2.3522)]), ("london", [(51.5074, -0.1278)]), ("brussels", [(50.8503, 4.3517)]),
+        ("berlin", [(52.52, 13.405)]), ("newyork", [(40.7128, -74.006)]), ("east", [(0, 179.9)]),
+        ("west", [(0, -179.9)]), ("in", [(0.008984, 20)]), ("out", [(0.009002, 20)]),
+        ("tour", [(40.7128, -74.006), (51.5074, -0.1278)])
+    ]
+
+    @Test(arguments: MetadataStoreTests.backends) func nearFindsPlacesWithinADistance(_ kind: String) async throws {
+        try await MetadataStoreTests.withStore(kind) { store, alice in
+            let operations = Self.places.map { name, points in
+                let values = points.map { JSONValue.object(["latitude": .double($0.0), "longitude": .double($0.1)]) }
+                let field =
+                    values.count == 1
+                    ? RecordField(value: values[0]) : RecordField(value: .array(values), type: .locationList)
+                return RecordOperation(.create, Record(recordName: name, recordType: "Place", fields: ["at": field]))
+            }
+            _ = try await Self.modify(store, alice, operations + [RecordOperation(.create, Self.note("n", "x", 1))])
+            func near(_ latitude: Double, _ longitude: Double, _ metres: Double?, descending: Bool = false)
+                async throws -> [String]
+            {
+                let at = RecordLocation(latitude: latitude, longitude: longitude)
+                let filter = RecordFilter(
+                    "at", .near,
+                    RecordField(value: .object(["latitude": .double(latitude), "longitude": .double(longitude)])),
+                    distance: metres)
+                let sort = RecordSort("at", ascending: !descending, relativeLocation: at)
+                return try await store.queryRecords(
+                    account: alice, container: Self.notes,
+                    RecordQueryRequest(query: RecordQuery(recordType: "Place", filterBy: [filter], sortBy: [sort]))
+                ).records.compactMap { $0.record?.recordName }
+            }
+            // Brussels is 264 km from Paris, London 344 km, Berlin 878 km.
+            #expect(try await near(48.8566, 2.3522, 300_000) == ["paris", "brussels"])
+            #expect(try await near(48.8566, 2.3522, 400_000) == ["paris", "brussels", "london", "tour"])
+            #expect(
+                try await near(48.8566, 2.3522, 900_000, descending: true) == [
+                    "berlin", "london", "tour", "brussels", "paris"
+                ])
+            #expect(try await near(0, 180, 20_000) == ["east", "west"], "across the antimeridian")
+            #expect(try await near(0, 20, 1_000) == ["in"], "999 m in, 1,001 m out")
+            #expect(try await near(40.7128, -74.006, 0) == ["newyork", "tour"], "any point of a list")
+            #expect(try await near(0, 0, 1e9).count == Self.places.count, "past half the Earth, everything")
+            for bad in [nil, -1, Double.infinity] {
+                await #expect(throws: XferError.self, "distance \(String(describing: bad))") {
+                    try await near(0, 0, bad)
+                }
+            }
+            await #expect(throws: XferError.self, "a latitude past 90") { try await near(91, 0, 10) }
+
+            // A record's points go with its change and its deletion.
+            let moved = Record(
+                recordName: "paris", recordType: "Place",
+                fields: ["at": RecordField(value: .object(["latitude": .double(52.52), "longitude": .double(13.4)]))])
+            _ = try await Self.modify(store, alice, [RecordOperation(.forceReplace, moved)])
+            #expect(try await near(48.8566, 2.3522, 300_000) == ["brussels"])
+            _ = try await Self.modify(
+                store, alice, [RecordOperation(.forceDelete, Record(recordName: "brussels", recordType: "Place"))])
+            #expect(try await near(48.8566, 2.3522, 300_000).isEmpty)
+            #expect(try await near(52.52, 13.405, 1_000) == ["berlin", "paris"])
+        }
+    }
+
     @Test(arguments: MetadataStoreTests.backends) func changesFollowSyncTokens(_ kind: String) async throws {
         try await MetadataStoreTests.withStore(kind) { store, alice in
             func changes(_ token: String?, limit: Int = 200) async throws -> ZoneChanges {

@@ -8,7 +8,8 @@ indexed row) in the same run.
 
 It starts `xfer serve` on a loopback port and saves N records of type `Item` through
 records/modify, 200 a request: a name, a category (one of 50), a price (an integer), a rating
-(a double), a title of three words from a list of 200 and two tags. Then each query is asked
+(a double), a title of three words from a list of 200, two tags and a place (a location spread
+evenly over latitudes 35 to 70 and longitudes -10 to 40). Then each query is asked
 --runs times over one kept-alive connection (resultsLimit 100, the first page) and the p50 and
 p99 wall times reported. docs/PERFORMANCE.md, "Records", reports the table.
 """
@@ -54,6 +55,7 @@ def fill(connection, token, count, seed=7):
                     "rating": {"value": rng.random() * 5},
                     "title": {"value": " ".join(rng.sample(WORDS, 3))},
                     "tags": {"value": rng.sample(["new", "sale", "gift", "eco", "rare", "used"], 2), "type": "STRING_LIST"},
+                    "place": {"value": {"latitude": rng.uniform(35, 70), "longitude": rng.uniform(-10, 40)}},
                 }}})
         answer = post(connection, "records/modify", token, {"operations": operations})
         if any("serverErrorCode" in r for r in answer["records"]):
@@ -63,6 +65,7 @@ def fill(connection, token, count, seed=7):
     return time.monotonic() - started
 
 
+PARIS = {"latitude": 48.8566, "longitude": 2.3522}
 QUERIES = {
     "lookup of one record by name (the floor)": ("records/lookup", {"records": [{"recordName": "item-0004242"}]}),
     "EQUALS category (2 % of the records), first 100": ("records/query", {"query": {"recordType": "Item", "filterBy": [
@@ -79,6 +82,12 @@ QUERIES = {
     "EQUALS category and LIST_CONTAINS a tag": ("records/query", {"query": {"recordType": "Item", "filterBy": [
         {"comparator": "EQUALS", "fieldName": "category", "fieldValue": {"value": "category-07"}},
         {"comparator": "LIST_CONTAINS", "fieldName": "tags", "fieldValue": {"value": "gift"}}]}, "resultsLimit": 100}),
+    "NEAR a point (10 km), sorted by distance": ("records/query", {"query": {"recordType": "Item", "filterBy": [
+        {"comparator": "NEAR", "fieldName": "place", "fieldValue": {"value": PARIS}, "distance": 10_000}],
+        "sortBy": [{"fieldName": "place", "relativeLocation": PARIS}]}, "resultsLimit": 100}),
+    "NEAR a point (50 km), sorted by distance, first 100": ("records/query", {"query": {"recordType": "Item",
+        "filterBy": [{"comparator": "NEAR", "fieldName": "place", "fieldValue": {"value": PARIS}, "distance": 50_000}],
+        "sortBy": [{"fieldName": "place", "relativeLocation": PARIS}]}, "resultsLimit": 100}),
 }
 
 

@@ -52,7 +52,7 @@ struct RecordQuerySQL {
         var order: [String] = []
         for sort in query.sortBy ?? [] {
             let direction = sort.ascending == false ? "DESC" : "ASC"
-            for key in Self.sortKeys(sort.fieldName, dialect: dialect) {
+            for key in try Self.sortKeys(sort, dialect: dialect) {
                 order.append("(\(key.expression)) IS NULL, \(key.expression) \(direction)")
                 values += key.values + key.values
             }
@@ -140,6 +140,8 @@ struct RecordQuerySQL {
             bound.append(.text(filter.fieldName))
         }
         switch filter.comparator {
+        case .near:
+            return try RecordLocations.near(filter, zone: zone, type: type)
         case .containsAllTokens, .containsAnyTokens:
             guard case .string(let text) = value else {
                 throw XferError(.badRequest, "\(filter.comparator.rawValue) takes a string of words")
@@ -199,8 +201,8 @@ struct RecordQuerySQL {
                 "v.kind = 'STRING' AND v.text >= ? AND v.text < ? AND substr(v.text, 1, \(prefix.unicodeScalars.count)) = ?",
                 [.text(prefix), .text(prefix + "\u{10FFFF}"), .text(prefix)]
             )
-        case .containsAllTokens, .containsAnyTokens:
-            throw XferError(.internal, "token comparators are not value tests")
+        case .containsAllTokens, .containsAnyTokens, .near:
+            throw XferError(.internal, "\(filter.comparator.rawValue) is not a value test")
         }
         var tests: [String] = []
         var values: [SQLValue] = []
@@ -266,8 +268,14 @@ struct RecordQuerySQL {
         return ("\(column) \(filter.comparator == .in ? "IN" : "NOT IN") (\(list))", try items.map(value))
     }
 
-    /// What one sort key orders by: a column of the record, or a field's least number, then text.
-    static func sortKeys(_ field: String, dialect: SQLDialect) -> [(expression: String, values: [SQLValue])] {
+    /// What one sort key orders by: a column of the record, a field's nearest point to a
+    /// location, or a field's least number, then text.
+    static func sortKeys(_ sort: RecordSort, dialect: SQLDialect) throws -> [(expression: String, values: [SQLValue])] {
+        let field = sort.fieldName
+        if let location = sort.relativeLocation {
+            try RecordRules.checkName(field, "field name")
+            return [RecordLocations.sortKey(field, from: try RecordLocations.checked(location, "relativeLocation"))]
+        }
         switch field {
         case nameField: return [("r.name\(dialect.bytewise)", [])]
         case createdField: return [("r.created_at", [])]

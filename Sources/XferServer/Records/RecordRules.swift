@@ -93,12 +93,8 @@ enum RecordRules {
             if let version = object["version"], case .int(let number) = version, number < 1 {
                 throw refuse("its version is 1 or more")
             }
-        case (.location, .object(let object)):
-            guard let latitude = number(object["latitude"]), (-90...90).contains(latitude),
-                let longitude = number(object["longitude"]), (-180...180).contains(longitude)
-            else {
-                throw refuse("it needs a latitude (-90 to 90) and a longitude (-180 to 180)")
-            }
+        case (.location, .object):
+            _ = try RecordLocations.location(value, "field \"\(field.prefix(64))\" (LOCATION)")
         default:
             throw refuse("its value is not of that type")
         }
@@ -136,7 +132,7 @@ enum RecordRules {
     static let maximumCascade = 750
 
     /// What a record's fields put in the index: each scalar, each element of a list, and the
-    /// tokens of strings. Bytes and locations are not indexed.
+    /// tokens of strings. Bytes are not indexed; locations are points (``RecordLocations``).
     static func indexValues(_ fields: [String: RecordField]) -> [IndexValue] {
         var out: Set<IndexValue> = []
         for (name, field) in fields {

@@ -350,6 +350,9 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         migrator.registerMigration("v20: records") { db in
             try db.execute(sql: Self.recordTables())
         }
+        migrator.registerMigration("v21: record locations") { db in
+            try db.execute(sql: Self.recordLocationTable())
+        }
         return migrator
     }
 
@@ -381,6 +384,17 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         CREATE TABLE record_notifications (container_id BIGINT NOT NULL REFERENCES containers(id), sequence BIGINT NOT NULL,
           subscription_id TEXT\(collate) NOT NULL, zone_name TEXT NOT NULL, record_name TEXT NOT NULL, record_type TEXT,
           reason TEXT NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (container_id, sequence, subscription_id));
+        """
+    }
+
+    /// Each LOCATION of a record as a point on the unit sphere (``RecordLocations``), walked by
+    /// latitude band for NEAR. The same statements on both backends but for the collation.
+    static func recordLocationTable(collate: String = "") -> String {
+        """
+        CREATE TABLE record_locations (record_id BIGINT NOT NULL REFERENCES records(id), zone_id BIGINT NOT NULL,
+          type TEXT\(collate) NOT NULL, field TEXT\(collate) NOT NULL, x BIGINT NOT NULL, y BIGINT NOT NULL, z BIGINT NOT NULL);
+        CREATE INDEX record_locations_by_z ON record_locations (zone_id, type, field, z);
+        CREATE INDEX record_locations_by_record ON record_locations (record_id);
         """
     }
 

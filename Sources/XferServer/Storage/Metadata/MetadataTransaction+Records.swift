@@ -85,7 +85,8 @@ extension MetadataTransaction {
             throw XferError(.tooLarge, "record \(name.prefix(64)) is \(text.utf8.count) bytes; at most 1 MiB")
         }
         let values = RecordRules.indexValues(fields)
-        guard values.count <= RecordRules.maximumIndexValues else {
+        let points = RecordLocations.points(fields)
+        guard values.count + points.count <= RecordRules.maximumIndexValues else {
             throw XferError(
                 .tooLarge,
                 "record \(name.prefix(64)) has \(values.count) values and words to index; at most \(RecordRules.maximumIndexValues)"
@@ -109,7 +110,7 @@ extension MetadataTransaction {
                 WHERE id = ?
                 """, type, text, sequence, false, now, writer.account, writer.device, now, writer.account,
                 writer.device, stored)
-            try sql.rows("DELETE FROM record_values WHERE record_id = ?", stored)
+            try clearIndex(record: stored)
             id = stored
         } else {
             guard
@@ -128,6 +129,11 @@ extension MetadataTransaction {
                 "INSERT INTO record_values (record_id, zone_id, type, field, kind, number, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 id, zone, type, value.field, value.kind, value.number, value.text)
         }
+        for point in points {
+            try sql.rows(
+                "INSERT INTO record_locations (record_id, zone_id, type, field, x, y, z) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                id, zone, type, point.field, point.x, point.y, point.z)
+        }
         let live = stored.flatMap { $0.record.deleted == true ? nil : $0.record }
         return (
             id,
@@ -141,12 +147,18 @@ extension MetadataTransaction {
     func deleteRecord(account: Int64, _ id: Int64, sequence: Int64, writer: RecordWriter) throws {
         let before = try sql.one("SELECT fields FROM records WHERE id = ?", id)?.optionalText("fields")
         try chargeRecord(account: account, -Self.recordCost(before))
-        try sql.rows("DELETE FROM record_values WHERE record_id = ?", id)
+        try clearIndex(record: id)
         try sql.rows(
             """
             UPDATE records SET fields = NULL, deleted = ?, sequence = ?, modified_at = ?, modified_by = ?,
               modified_device = ? WHERE id = ?
             """, true, sequence, try clock() / 1_000_000, writer.account, writer.device, id)
+    }
+
+    /// Removes what the index holds of one record: its values and its locations.
+    func clearIndex(record id: Int64) throws {
+        try sql.rows("DELETE FROM record_values WHERE record_id = ?", id)
+        try sql.rows("DELETE FROM record_locations WHERE record_id = ?", id)
     }
 
     /// Charges (or with a negative `delta`, gives back) record bytes to the account's quota,

@@ -257,7 +257,7 @@ extension SQLMetadataStore {
             guard !dryRun else { return deletion }
             // The container's rows first (versions before their documents), then the account's.
             let zones = "SELECT id FROM record_zones WHERE container_id IN (\(owned))"
-            for table in ["record_values", "records"] {
+            for table in ["record_values", "record_locations", "records"] {
                 try tx.sql.rows("DELETE FROM \(table) WHERE zone_id IN (\(zones))", id)
             }
             for table in [

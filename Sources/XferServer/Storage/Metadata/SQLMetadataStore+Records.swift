@@ -222,6 +222,7 @@ extension MetadataTransaction {
                 try chargeRecord(account: account, -Self.recordCost(try row.optionalText("fields")))
             }
             try sql.rows("DELETE FROM record_values WHERE zone_id = ?", id)
+            try sql.rows("DELETE FROM record_locations WHERE zone_id = ?", id)
             try sql.rows("DELETE FROM records WHERE zone_id = ?", id)
             try sql.rows("UPDATE record_zones SET deleted = ?, sequence = ? WHERE id = ?", true, sequence, id)
             return ZoneResult(ZoneInfo(zoneID: zoneID, syncToken: nil, atomic: nil, deleted: true))
