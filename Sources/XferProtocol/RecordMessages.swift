@@ -194,6 +194,8 @@ public enum RecordErrorCode {
     public static let atomicError = "ATOMIC_ERROR"
     public static let quotaExceeded = "QUOTA_EXCEEDED"
     public static let zoneNotFound = "ZONE_NOT_FOUND"
+    /// A `VALIDATE` reference names a record that is not there.
+    public static let validatingReference = "VALIDATING_REFERENCE_ERROR"
 }
 
 /// What a records/modify operation does (CloudKit's `operationType`).

@@ -22,10 +22,12 @@ public struct RecordSubscription: Codable, Sendable, Hashable {
     public var firesOn: [Event]?
     /// Whether the subscription is deleted once it has fired.
     public var firesOnce: Bool?
+    /// Where its notifications are also POSTed (xfer's own; CloudKit pushes through APNs).
+    public var webhook: RecordWebhook?
 
     public init(
         subscriptionID: String, subscriptionType: Kind, query: RecordQuery? = nil, zoneID: ZoneID? = nil,
-        firesOn: [Event]? = nil, firesOnce: Bool? = nil
+        firesOn: [Event]? = nil, firesOnce: Bool? = nil, webhook: RecordWebhook? = nil
     ) {
         self.subscriptionID = subscriptionID
         self.subscriptionType = subscriptionType
@@ -33,11 +35,53 @@ public struct RecordSubscription: Codable, Sendable, Hashable {
         self.zoneID = zoneID
         self.firesOn = firesOn
         self.firesOnce = firesOnce
+        self.webhook = webhook
     }
 
     enum CodingKeys: String, CodingKey {
-        case subscriptionID, subscriptionType, query, zoneID, firesOn, firesOnce
+        case subscriptionID, subscriptionType, query, zoneID, firesOn, firesOnce, webhook
     }
+}
+
+/// A URL a subscription's notifications are POSTed to, in order and at least once, each body
+/// signed with HMAC-SHA-256 under `secret` (docs/RECORDS.md, "Webhooks").
+public struct RecordWebhook: Codable, Sendable, Hashable {
+    /// An `https` (or `http`) URL.
+    public var url: String
+    /// The signing key, 16 to 256 characters: given on save, or made by the server when not.
+    /// Only the answer of a save shows it; a list leaves it out.
+    public var secret: String?
+    /// The cursor of the last notification delivered (the server's report; ignored on save).
+    public var deliveredCursor: Int64?
+    /// Attempts that failed since the last delivery.
+    public var failures: Int?
+    /// Why the last attempt failed.
+    public var lastError: String?
+    /// When the next attempt is due after a failure (milliseconds since 1970).
+    public var nextAttempt: Int64?
+
+    public init(url: String, secret: String? = nil) {
+        self.url = url
+        self.secret = secret
+    }
+
+    enum CodingKeys: String, CodingKey { case url, secret, deliveredCursor, failures, lastError, nextAttempt }
+}
+
+/// The body of one webhook delivery: the subscription's next notifications, in order.
+public struct WebhookDelivery: Codable, Sendable, Hashable {
+    /// `OWNER/NAME`.
+    public var container: String
+    public var subscriptionID: String
+    public var notifications: [RecordNotification]
+
+    public init(container: String, subscriptionID: String, notifications: [RecordNotification]) {
+        self.container = container
+        self.subscriptionID = subscriptionID
+        self.notifications = notifications
+    }
+
+    enum CodingKeys: String, CodingKey { case container, subscriptionID, notifications }
 }
 
 /// One operation of `subscriptions/modify`.

@@ -7,12 +7,17 @@ import XferProtocol
 extension Routes {
     func registerSubscriptions(on v1: RouterGroup<XferRequestContext>) {
         let store = metadata
+        let destinations = limits.webhooks
         v1.post(
             "containers/:container/subscriptions/modify",
             use: scoped(
                 .write,
-                records(SubscriptionModifyRequest.self) {
-                    try await store.modifySubscriptions(account: $0.accountID, container: $0.container, $1)
+                records(SubscriptionModifyRequest.self) { target, request in
+                    for case let webhook? in request.operations.map(\.subscription.webhook) {
+                        try await WebhookAddresses.check(try WebhookRules.check(url: webhook.url), destinations)
+                    }
+                    return try await store.modifySubscriptions(
+                        account: target.accountID, container: target.container, request)
                 }))
         let list = scoped(.read) { _, context in
             let target = try context.requireTarget()

@@ -49,6 +49,9 @@ public struct ServerLimits: Sendable, Hashable {
     /// client sends one of them what it cannot read (`xfer serve --without-feature NAME`).
     public var features = Set(ServerFeature.allCases)
 
+    /// Where subscription webhooks may be delivered (``WebhookDestinations``): public addresses by default.
+    public var webhooks = WebhookDestinations.public
+
     /// How long a web view session lasts after signing in.
     public var webSessionLifetime: Duration = .seconds(12 * 3600)
     /// Session cookies are marked `Secure` (sent over HTTPS only): set when the server serves TLS.
@@ -277,10 +280,12 @@ public enum XferServer {
         if tls != nil { limits.secureCookies = true }
         let server: HTTPServerBuilder =
             try tls.map { try .tls(.http1(configuration: http), tlsConfiguration: $0) } ?? .http1(configuration: http)
+        let webhooks = WebhookDeliverer(metadata: data.metadata, destinations: limits.webhooks, logger: logger)
         return Application(
             router: router(data: data, limits: limits),
             server: server,
             configuration: .init(address: .hostname(host, port: port), serverName: "xfer/\(XferVersion.current)"),
+            services: [webhooks],
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
             logger: logger)
     }

@@ -126,7 +126,8 @@ extension Xfer.Records {
                 A query subscription ({"subscriptionID", "subscriptionType": "query", "query", "firesOn"?, \
                 "firesOnce"?}) is told when a record it selects is made, changed or deleted; a zone one \
                 ({"subscriptionType": "zone", "zoneID"}) of every change in the zone. Read what they \
-                were told with `xfer records notifications`.
+                were told with `xfer records notifications`, or add "webhook": {"url", "secret"?} to \
+                have the server POST them there, signed (docs/RECORDS.md, "Webhooks").
                 """)
         @OptionGroup var body: RecordBody
         @OptionGroup var client: ClientOptions

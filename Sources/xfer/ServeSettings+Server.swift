@@ -36,6 +36,7 @@ extension ServeSettings {
         limits.tokens.requestsPerSecond = rateLimit
         limits.tokens.burst = rateBurst
         limits.tokens.uploadsAtOnce = uploadsPerToken
+        limits.webhooks = webhooks
         return limits
     }
 

@@ -32,7 +32,7 @@ struct ServeSettingSources {
         Key(name: "list-page"), Key(name: "tls-cert"), Key(name: "tls-key"), Key(name: "behind-tls-proxy"),
         Key(name: "idle-timeout"), Key(name: "max-connections-per-address"), Key(name: "rate-limit"),
         Key(name: "rate-burst"),
-        Key(name: "uploads-per-token"),
+        Key(name: "uploads-per-token"), Key(name: "webhooks"),
         Key(name: "without-feature", list: true), Key(name: "encryption-key", list: true, fromEnvironment: false)
     ]
 
@@ -176,6 +176,7 @@ struct ServeSettings: Encodable {
     var rateBurst: Double
     var uploadsPerToken: Int
     var withoutFeatures: [String]
+    var webhooks: WebhookDestinations
     var encryptionKeyFiles: [String]
     var configFile: String?
 
@@ -216,6 +217,7 @@ struct ServeSettings: Encodable {
         case
             uploadsPerToken = "uploads-per-token"
         case withoutFeatures = "without-feature"
+        case webhooks
         case
             encryptionKeyFiles = "encryption-key"
         case configFile = "config"
@@ -291,6 +293,9 @@ struct ServeSettings: Encodable {
             try sources.value("uploads-per-token", as: count, expected: "a number of uploads (0 for no limit)")
             ?? tokens.uploadsAtOnce
         withoutFeatures = try Self.withoutFeatures(sources)
+        webhooks =
+            try sources.value(
+                "webhooks", as: { WebhookDestinations(rawValue: $0) }, expected: "off, public or any") ?? .public
         encryptionKeyFiles = sources.values("encryption-key")?.values ?? []
         configFile = sources.filePath
         try checkTogether()

@@ -149,6 +149,12 @@ extension Xfer {
         var uploadsPerToken: String?
 
         @Option(
+            help: ArgumentHelp(
+                "Where record subscriptions' webhooks may be delivered: off, public (not loopback, private or link-local addresses), any. (default: public)",
+                valueName: "WHERE"))
+        var webhooks: String?
+
+        @Option(
             name: .customLong("without-feature"),
             help: ArgumentHelp(
                 "Do not offer this optional protocol feature to clients (\(ServerFeature.allCases.map(\.rawValue).joined(separator: ", "))), while an older server shares this store; repeatable.",
@@ -167,7 +173,7 @@ extension Xfer {
                 "behind-tls-proxy": behindTLSProxy ? "true" : nil, "idle-timeout": idleTimeout,
                 "max-connections-per-address": maxConnectionsPerAddress, "rate-limit": rateLimit,
                 "rate-burst": rateBurst,
-                "uploads-per-token": uploadsPerToken
+                "uploads-per-token": uploadsPerToken, "webhooks": webhooks
             ]
             var flags = single.compactMapValues { $0 }.mapValues { [$0] }
             flags["without-feature"] = withoutFeatures

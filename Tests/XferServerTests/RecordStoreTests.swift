@@ -428,6 +428,11 @@ import XferProtocol
                 RecordLookupRequest(records: ["c1", "c2", "g"].map { RecordNameRef(recordName: $0) }))
             #expect(left.records.map { $0.serverErrorCode ?? "kept" } == ["NOT_FOUND", "kept", "NOT_FOUND"])
 
+            // A VALIDATE reference needs its record in the zone, live.
+            let validating = try await Self.modify(
+                store, alice, [child("v1", of: "c2", "VALIDATE"), child("v2", of: "p", "VALIDATE")])
+            #expect(validating.map { $0.serverErrorCode ?? "saved" } == ["saved", "VALIDATING_REFERENCE_ERROR"])
+
             let asset = Record(
                 recordName: "photo", recordType: "Item",
                 fields: ["image": RecordField(value: .object(["path": .string("Documents/none.jpg")]))])

@@ -1810,7 +1810,7 @@ def removed_member_new_data(lab):
         rotation["rewrapped"] == ["bob"]
 
 
-# MARK: records beside documents (25a-25d)
+# MARK: records beside documents (25a-25e)
 
 def records_lab(lab, tag):
     """A server where alice's container `notes` holds record n1 in _defaultZone and w1 in zone
@@ -1941,6 +1941,45 @@ def record_query_abuse(lab):
     codes = [request(server.port, "POST", c, alice, body)[0] for body in bodies]
     took = time.monotonic() - started
     return f"answers {codes} in {took:.2f} s", codes == [400] * 6 and took < 2
+
+
+@attack("25e", "webhook-ssrf",
+        "subscriptions whose webhook names what stands behind the server's firewall: 127.0.0.1, localhost, [::1], "
+        "127.0.0.1 written as 2130706433 and 0x7f000001, ::ffff:127.0.0.1, 169.254.169.254, 10.0.0.1, and file:// "
+        "and gopher:// URLs, against a default server (--webhooks public): each 400, none saved, and a listener on "
+        "loopback gets no request after records change")
+def webhook_ssrf(lab):
+    server, alice, _ = records_lab(lab, "25e-webhooks")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    urls = [f"http://127.0.0.1:{port}/hook", f"http://localhost:{port}/hook", f"http://[::1]:{port}/hook",
+            f"http://2130706433:{port}/hook", f"http://0x7f000001:{port}/hook", f"http://[::ffff:127.0.0.1]:{port}/",
+            "http://169.254.169.254/latest/meta-data/", "http://10.0.0.1/hook", "file:///etc/passwd",
+            f"gopher://127.0.0.1:{port}/"]
+    codes = []
+    for i, url in enumerate(urls):
+        status, _, _ = request(server.port, "POST", "/v1/containers/notes/subscriptions/modify", alice, {
+            "operations": [{"operationType": "create", "subscription": {
+                "subscriptionID": f"s{i}", "subscriptionType": "zone", "webhook": {"url": url}}}]})
+        codes.append(status)
+    status, body, _ = request(server.port, "POST", "/v1/containers/notes/records/modify", alice, {
+        "operations": [{"operationType": "create", "record": {"recordName": "n2", "recordType": "Note"}}]})
+    connections = 0
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        try:
+            listener.accept()[0].close()
+            connections += 1
+        except socket.timeout:
+            pass
+    listener.close()
+    _, listed, _ = request(server.port, "GET", "/v1/containers/notes/subscriptions/list", alice)
+    saved = len(json.loads(listed)["subscriptions"])
+    text = f"answers {codes}; subscriptions saved {saved}; connections to the listener {connections}"
+    return text, codes == [400] * len(urls) and saved == 0 and connections == 0
 
 
 # MARK: running and reporting

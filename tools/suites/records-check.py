@@ -9,17 +9,26 @@ records with change tags through two servers sharing one PostgreSQL, and afterwa
 - both servers give the same changes from the start, and each record's last change is its
   final state.
 
+A zone subscription with a webhook watches the same records: a receiver on loopback refuses a
+fifth of the deliveries (503) and checks each signature with Python's own HMAC, and server a is
+killed (SIGKILL) and started again half way. Every notification must reach the receiver at
+least once, in order, correctly signed.
+
 Uses $XFER_POSTGRES_URL if set, else starts a throwaway PostgreSQL (tools/ops/pg-up.sh).
 
     python3 tools/suites/records-check.py [--seed N] [--clients 6] [--rounds 60] [--records 8]
 """
 import argparse
+import hashlib
+import hmac
+import http.server
 import json
 import os
 import random
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
@@ -33,6 +42,66 @@ def call(url, token, route, body):
                                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
+
+
+SECRET = "records-check-webhook-secret"
+
+
+class Receiver(http.server.ThreadingHTTPServer):
+    """A webhook receiver on loopback: refuses a seeded fifth of the deliveries, and keeps the
+    cursors of those it took, and any whose signature does not verify."""
+
+    def __init__(self, seed):
+        self.rng, self.lock = random.Random(seed), threading.Lock()
+        self.cursors, self.bad, self.refused = [], [], 0
+        super().__init__(("127.0.0.1", 0), ReceiverHandler)
+
+
+class ReceiverHandler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        receiver = self.server
+        with receiver.lock:
+            if receiver.rng.random() < 0.2:
+                receiver.refused += 1
+                self.send_response(503)
+                self.end_headers()
+                return
+            fields = dict(part.split("=", 1) for part in self.headers.get("X-Xfer-Signature", "").split(","))
+            expected = hmac.new(SECRET.encode(), fields.get("t", "").encode() + b"." + body, hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(expected, fields.get("v1", "")):
+                receiver.bad.append(self.headers.get("X-Xfer-Delivery"))
+            receiver.cursors += [n["cursor"] for n in json.loads(body)["notifications"]]
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def webhook_problems(receiver, notified):
+    """Every notification the server kept reached the receiver, in order (a repeat is allowed:
+    at least once), and every signature verified."""
+    problems = [f"webhook: a bad signature on delivery {d}" for d in receiver.bad]
+    seen = set(receiver.cursors)
+    problems += [f"webhook: notification {c} never delivered" for c in notified if c not in seen]
+    firsts = [c for i, c in enumerate(receiver.cursors) if c not in receiver.cursors[:i]]
+    if firsts != sorted(firsts):
+        problems.append("webhook: notifications were first delivered out of order")
+    return problems
+
+
+def all_notifications(url, token):
+    cursors, since = [], 0
+    while True:
+        request = urllib.request.Request(f"{url}/v1/containers/check/notifications?since={since}&limit=200",
+                                         headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            page = json.loads(response.read())
+        cursors += [n["cursor"] for n in page["notifications"]]
+        since = page["cursor"]
+        if not page["moreComing"]:
+            return cursors
 
 
 def tag_number(tag):
@@ -136,7 +205,7 @@ def main():
     servers = []
     with xferlab.Workspace("records-check") as ws:
         try:
-            metadata = ["--metadata", f"{url}?schema=records_{args.seed}_{os.getpid()}"]
+            metadata = ["--metadata", f"{url}?schema=records_{args.seed}_{os.getpid()}", "--webhooks", "any"]
             for name in ["a", "b"]:
                 os.makedirs(ws.join(name, "data"), mode=0o700)
                 servers.append(xferlab.Server(args.binary, ws.join(name, "data"), extra=metadata))
@@ -148,10 +217,26 @@ def main():
                                           headers={"Authorization": f"Bearer {admin}", "Content-Type": "application/json"})
             with urllib.request.urlopen(made, timeout=30) as response:
                 token = json.loads(response.read())["token"]
+            receiver = Receiver(args.seed)
+            threading.Thread(target=receiver.serve_forever, daemon=True).start()
+            call(servers[0].url, token, "subscriptions/modify", {"operations": [{"operationType": "create",
+                "subscription": {"subscriptionID": "hook", "subscriptionType": "zone", "webhook": {
+                    "url": f"http://127.0.0.1:{receiver.server_address[1]}/hook", "secret": SECRET}}}]})
             names = [f"item-{i}" for i in range(args.records)]
             log, lock = [], threading.Lock()
-            threads = [threading.Thread(target=client, args=(i, args.seed, [s.url for s in servers], token, names,
-                                                             args.rounds, log, lock)) for i in range(args.clients)]
+            threads = [threading.Thread(target=client, args=(i, args.seed, [servers[1].url] * 2, token, names,
+                                                             args.rounds // 2, log, lock)) for i in range(args.clients)]
+            for thread in threads:
+                thread.start()
+            # Server a dies while its deliverer may hold a claim, and comes back.
+            time.sleep(1)
+            servers[0].kill9()
+            servers[0].start(timeout=60)
+            for thread in threads:
+                thread.join()
+            threads = [threading.Thread(target=client, args=(i, args.seed + 1, [s.url for s in servers], token, names,
+                                                             args.rounds - args.rounds // 2, log, lock))
+                       for i in range(args.clients)]
             for thread in threads:
                 thread.start()
             for thread in threads:
@@ -163,6 +248,12 @@ def main():
                     final[answer["recordName"]] = answer
             changes = [all_changes(s.url, token) for s in servers]
             problems, saves, conflicts = check(log, final, changes)
+            notified = all_notifications(servers[1].url, token)
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not set(notified) <= set(receiver.cursors):
+                time.sleep(0.5)
+            problems += webhook_problems(receiver, notified)
+            receiver.shutdown()
         finally:
             for server in servers:
                 server.stop()
@@ -170,12 +261,14 @@ def main():
                 subprocess.run(["bash", os.path.join(ROOT, "tools/ops/pg-down.sh")], env=dict(os.environ, **pg),
                                capture_output=True)
     print(f"seed {args.seed}: {len(log)} saves tried by {args.clients} clients through 2 servers, "
-          f"{saves} acknowledged, {conflicts} conflicts reported")
+          f"{saves} acknowledged, {conflicts} conflicts reported; {len(notified)} notifications, "
+          f"{len(receiver.cursors)} delivered to the webhook ({receiver.refused} deliveries refused, server a killed once)")
     for problem in problems[:20]:
         print("FAIL:", problem)
     if problems:
         sys.exit(1)
-    print("PASS: no acknowledged save lost, every conflict reported, both servers agree")
+    print("PASS: no acknowledged save lost, every conflict reported, both servers agree, every notification "
+          "delivered to the webhook in order")
 
 
 if __name__ == "__main__":

@@ -209,6 +209,10 @@ enum RecordRules {
         case (.query, nil): throw XferError(.badRequest, "a query subscription needs a query")
         case (.zone, _): break
         }
+        if let webhook = subscription.webhook {
+            _ = try WebhookRules.check(url: webhook.url)
+            _ = try WebhookRules.secret(webhook.secret)
+        }
     }
 
     // MARK: Tags and tokens

@@ -344,7 +344,10 @@ public final class PostgresMetadataStore: SQLMetadataStore, Service, Sendable {
         // As SQLite's v20.
         ("v18: records", SQLiteMetadataStore.recordTables(id: "BIGSERIAL PRIMARY KEY", collate: #" COLLATE "C""#)),
         // As SQLite's v21.
-        ("v19: record locations", SQLiteMetadataStore.recordLocationTable(collate: #" COLLATE "C""#))
+        (
+            "v19: record locations and webhooks",
+            SQLiteMetadataStore.recordLocationAndWebhookTables(collate: #" COLLATE "C""#)
+        )
     ]
 
     func migrate(upTo last: String? = nil) async throws {

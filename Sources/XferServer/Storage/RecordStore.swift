@@ -46,4 +46,28 @@ public protocol RecordStore: Sendable {
     /// of one change are never split).
     func notifications(account: Int64, container: ContainerName, after: Int64, limit: Int) async throws
         -> NotificationList
+    /// Webhooks with notifications to deliver and no later attempt due, each claimed for
+    /// ``WebhookRules/lease`` (another server on the same database passes it by meanwhile), at
+    /// most `limit`, with its next notifications in order.
+    func claimWebhooks(limit: Int) async throws -> [DueWebhook]
+    /// Records how a claimed delivery went: delivered up to `cursor`, or failed for `failure`
+    /// and due again `retryAfter` ms from now. Either way the claim ends.
+    func finishWebhook(_ key: WebhookKey, delivered cursor: Int64?, failure: String?, retryAfter: Int64)
+        async throws
+}
+
+/// A subscription's webhook: its container's row id and the subscription's name.
+public struct WebhookKey: Sendable, Hashable {
+    public var containerID: Int64
+    public var subscriptionID: String
+}
+
+/// A webhook delivery to make: where, the secret to sign with, and the body.
+public struct DueWebhook: Sendable, Hashable {
+    public var key: WebhookKey
+    public var url: String
+    public var secret: String
+    /// Failed attempts in a row before this one.
+    public var failures: Int
+    public var delivery: WebhookDelivery
 }

@@ -350,8 +350,8 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         migrator.registerMigration("v20: records") { db in
             try db.execute(sql: Self.recordTables())
         }
-        migrator.registerMigration("v21: record locations") { db in
-            try db.execute(sql: Self.recordLocationTable())
+        migrator.registerMigration("v21: record locations and webhooks") { db in
+            try db.execute(sql: Self.recordLocationAndWebhookTables())
         }
         return migrator
     }
@@ -388,13 +388,19 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
     }
 
     /// Each LOCATION of a record as a point on the unit sphere (``RecordLocations``), walked by
-    /// latitude band for NEAR. The same statements on both backends but for the collation.
-    static func recordLocationTable(collate: String = "") -> String {
+    /// latitude band for NEAR; each subscription's webhook with where its delivery stands
+    /// (``WebhookRules``). The same statements on both backends but for the collation.
+    static func recordLocationAndWebhookTables(collate: String = "") -> String {
         """
         CREATE TABLE record_locations (record_id BIGINT NOT NULL REFERENCES records(id), zone_id BIGINT NOT NULL,
           type TEXT\(collate) NOT NULL, field TEXT\(collate) NOT NULL, x BIGINT NOT NULL, y BIGINT NOT NULL, z BIGINT NOT NULL);
         CREATE INDEX record_locations_by_z ON record_locations (zone_id, type, field, z);
         CREATE INDEX record_locations_by_record ON record_locations (record_id);
+        CREATE TABLE record_webhooks (container_id BIGINT NOT NULL REFERENCES containers(id),
+          subscription_id TEXT\(collate) NOT NULL, url TEXT NOT NULL, secret TEXT NOT NULL, cursor BIGINT NOT NULL,
+          failures BIGINT NOT NULL, last_error TEXT, next_attempt_at BIGINT NOT NULL, lease_until BIGINT NOT NULL,
+          retired BOOLEAN NOT NULL, PRIMARY KEY (container_id, subscription_id));
+        CREATE INDEX record_notifications_by_subscription ON record_notifications (container_id, subscription_id, sequence);
         """
     }
 

@@ -26,6 +26,11 @@ extension MetadataTransaction {
                     recordName: name, error: RecordErrorCode.badRequest,
                     reason: "asset \(path) is not a committed document (version) of this container: push it first")
             }
+            if let target = try missingReference(zone: zone, fields: fields) {
+                return RecordResult(
+                    recordName: name, error: RecordErrorCode.validatingReference,
+                    reason: "record \(target.prefix(64)), which a VALIDATE reference names, is not in this zone")
+            }
             let sequence = try nextRecordSequence(container: container)
             let (id, written): (Int64, Record)
             do {
@@ -52,6 +57,22 @@ extension MetadataTransaction {
             try cascade(from: name, account: account, zone: named, container: container, writer: writer)
             return RecordResult(record: Record(recordName: name, deleted: true))
         }
+    }
+
+    /// The first record a `VALIDATE` reference of `fields` names that is not a live record of
+    /// the zone, if any.
+    func missingReference(zone: Int64, fields: [String: RecordField]) throws -> String? {
+        for field in fields.values where field.type == .reference || field.type == .referenceList {
+            let items: [JSONValue]
+            if case .array(let list) = field.value { items = list } else { items = [field.value] }
+            for case .object(let reference) in items where reference["action"] == .string("VALIDATE") {
+                guard case .string(let target)? = reference["recordName"] else { continue }
+                let found = try sql.one(
+                    "SELECT 1 FROM records WHERE zone_id = ? AND name = ? AND deleted = ?", zone, target, false)
+                if found == nil { return target }
+            }
+        }
+        return nil
     }
 
     /// The first asset of `fields` that is not a committed document version of the container

@@ -28,6 +28,10 @@ extension MetadataTransaction {
                 try sql.rows(
                     "DELETE FROM record_subscriptions WHERE container_id = ? AND subscription_id = ?", container,
                     subscription.subscriptionID)
+                // Its webhook stays until it has delivered this notification.
+                try sql.rows(
+                    "UPDATE record_webhooks SET retired = ? WHERE container_id = ? AND subscription_id = ?", true,
+                    container, subscription.subscriptionID)
             }
         }
     }
@@ -59,11 +63,25 @@ extension MetadataTransaction {
             firesOn: query == nil ? nil : events, firesOnce: try row.bool("fires_once"))
     }
 
-    /// Drops notifications older than a week: clients that follow read them long before.
+    /// A notification from its row.
+    func notification(row: SQLRow) throws -> RecordNotification {
+        RecordNotification(
+            cursor: try row.int("sequence"), subscriptionID: try row.text("subscription_id"),
+            zoneID: ZoneID(zoneName: try row.text("zone_name")), recordName: try row.text("record_name"),
+            recordType: try row.optionalText("record_type"),
+            reason: RecordSubscription.Event(rawValue: try row.text("reason")) ?? .update,
+            timestamp: try row.int("created_at"))
+    }
+
+    /// Drops notifications older than a week (clients that follow read them long before), but
+    /// those a webhook has still to deliver only after ``WebhookRules/keepUndelivered``.
     func pruneNotifications(container: Int64) throws {
-        let week: Int64 = 7 * 86_400_000
+        let now = try clock() / 1_000_000
         try sql.rows(
-            "DELETE FROM record_notifications WHERE container_id = ? AND created_at < ?", container,
-            try clock() / 1_000_000 - week)
+            """
+            DELETE FROM record_notifications WHERE container_id = ? AND created_at < ? AND (created_at < ? OR NOT EXISTS (
+              SELECT 1 FROM record_webhooks w WHERE w.container_id = record_notifications.container_id
+              AND w.subscription_id = record_notifications.subscription_id AND w.cursor < record_notifications.sequence))
+            """, container, now - 7 * 86_400_000, now - WebhookRules.keepUndelivered)
     }
 }

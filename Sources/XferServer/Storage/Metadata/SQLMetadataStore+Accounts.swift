@@ -261,7 +261,7 @@ extension SQLMetadataStore {
                 try tx.sql.rows("DELETE FROM \(table) WHERE zone_id IN (\(zones))", id)
             }
             for table in [
-                "record_notifications", "record_subscriptions", "record_zones", "container_members",
+                "record_webhooks", "record_notifications", "record_subscriptions", "record_zones", "container_members",
                 "container_key_links", "dav_locks", "dav_properties",
                 "container_keys", "kv", "versions", "documents"
             ] {

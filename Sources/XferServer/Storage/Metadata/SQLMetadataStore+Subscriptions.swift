@@ -28,7 +28,11 @@ extension SQLMetadataStore {
                 subscriptions: try tx.sql.rows(
                     "SELECT * FROM record_subscriptions WHERE container_id = ? ORDER BY subscription_id\(tx.dialect.bytewise)",
                     containerID
-                ).map { SubscriptionResult(try tx.subscription(row: $0)) })
+                ).map { row in
+                    var subscription = try tx.subscription(row: row)
+                    subscription.webhook = try tx.webhook(container: containerID, subscription.subscriptionID)
+                    return SubscriptionResult(subscription)
+                })
         }
     }
 
@@ -51,14 +55,7 @@ extension SQLMetadataStore {
                 SELECT * FROM record_notifications WHERE container_id = ? AND sequence > ? AND sequence <= ?
                 ORDER BY sequence, subscription_id\(tx.dialect.bytewise)
                 """, containerID, after, last
-            ).map { row in
-                RecordNotification(
-                    cursor: try row.int("sequence"), subscriptionID: try row.text("subscription_id"),
-                    zoneID: ZoneID(zoneName: try row.text("zone_name")), recordName: try row.text("record_name"),
-                    recordType: try row.optionalText("record_type"),
-                    reason: RecordSubscription.Event(rawValue: try row.text("reason")) ?? .update,
-                    timestamp: try row.int("created_at"))
-            }
+            ).map(tx.notification(row:))
             let more =
                 try tx.sql.one(
                     "SELECT 1 FROM record_notifications WHERE container_id = ? AND sequence > ? LIMIT 1", containerID,
@@ -86,6 +83,7 @@ extension MetadataTransaction {
             }
             try sql.rows(
                 "DELETE FROM record_subscriptions WHERE container_id = ? AND subscription_id = ?", container, id)
+            try setWebhook(nil, container: container, id)
             return SubscriptionResult(deleted: id)
         case .create, .update:
             if operation.operationType == .create, exists {
@@ -114,11 +112,12 @@ extension MetadataTransaction {
                 subscription.subscriptionType.rawValue,
                 query.map { String(decoding: RecordJSON.encode($0), as: UTF8.self) }, events.joined(separator: ","),
                 subscription.firesOnce ?? false)
-            return SubscriptionResult(
-                try self.subscription(
-                    row: try sql.one(
-                        "SELECT * FROM record_subscriptions WHERE container_id = ? AND subscription_id = ?", container,
-                        id)!))
+            var saved = try self.subscription(
+                row: try sql.one(
+                    "SELECT * FROM record_subscriptions WHERE container_id = ? AND subscription_id = ?", container, id)!
+            )
+            saved.webhook = try setWebhook(subscription.webhook, container: container, id)
+            return SubscriptionResult(saved)
         }
     }
 }
