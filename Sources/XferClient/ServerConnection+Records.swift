@@ -42,19 +42,62 @@ public struct RecordsClient: Sendable {
     public init(remote: Remote) { self.remote = remote }
 
     /// Applies the operations; each result is the record saved or why not (`CONFLICT` with the
-    /// server's record, to merge and retry).
+    /// server's record, to merge and retry). Fields marked `isEncrypted` are sealed first.
+    /// - Throws: `encrypted_container` for a field marked `isEncrypted` in a container that is
+    ///   not end-to-end encrypted (nothing is sent).
     public func modify(_ request: RecordModifyRequest) async throws -> RecordResults {
-        try await call(.modify, request, RecordResults.self)
+        var request = request
+        let zone = (request.zoneID ?? .defaultZone).zoneName
+        if let sealing = try await sealing(needed: RecordSealing.wanted(request.operations.map(\.record))) {
+            for index in request.operations.indices {
+                let record = request.operations[index].record
+                request.operations[index].record.fields = record.fields.map {
+                    sealing.seal($0, zone: zone, record: record.recordName)
+                }
+            }
+        }
+        var answer = try await call(.modify, request, RecordResults.self)
+        answer.records = try await opened(answer.records, zone: zone)
+        return answer
     }
 
-    /// The records named.
+    /// The records named, encrypted fields opened.
     public func lookup(_ request: RecordLookupRequest) async throws -> RecordResults {
-        try await call(.lookup, request, RecordResults.self)
+        var answer = try await call(.lookup, request, RecordResults.self)
+        answer.records = try await opened(answer.records, zone: (request.zoneID ?? .defaultZone).zoneName)
+        return answer
     }
 
-    /// One page of a query.
+    /// One page of a query, encrypted fields opened (a query cannot filter or sort by them).
     public func query(_ request: RecordQueryRequest) async throws -> RecordQueryResults {
-        try await call(.query, request, RecordQueryResults.self)
+        var answer = try await call(.query, request, RecordQueryResults.self)
+        answer.records = try await opened(answer.records, zone: (request.zoneID ?? .defaultZone).zoneName)
+        return answer
+    }
+
+    /// The container's record sealing: from the remote's keys, or when `needed` from the keys
+    /// this device holds for it.
+    /// - Throws: `encrypted_container` when needed and the container is not end-to-end encrypted.
+    private func sealing(needed: Bool) async throws -> RecordSealing? {
+        if let keys = remote.endToEnd { return RecordSealing(keys.ring) }
+        guard needed else { return nil }
+        guard let keys = try await remote.unlocked().endToEnd else {
+            throw XferError(
+                .encryptedContainer,
+                "container \(remote.container) is not end-to-end encrypted, so a field marked isEncrypted cannot be sealed; nothing was sent. Keep such records in a container made with `xfer container create NAME --encrypted`"
+            )
+        }
+        return RecordSealing(keys.ring)
+    }
+
+    /// `results` with sealed fields opened when this device holds the container's keys (left
+    /// sealed when it does not).
+    private func opened(_ results: [RecordResult], zone: String) async throws -> [RecordResult] {
+        guard RecordSealing.present(results) else { return results }
+        var keys = remote.endToEnd
+        if keys == nil { keys = try? await remote.unlocked().endToEnd }
+        guard let keys else { return results }
+        return try RecordSealing(keys.ring).open(results, zone: zone)
     }
 
     /// The container's zones.
@@ -65,9 +108,14 @@ public struct RecordsClient: Sendable {
         try await call(.modifyZones, request, ZoneList.self)
     }
 
-    /// What changed in zones after their sync tokens.
+    /// What changed in zones after their sync tokens, encrypted fields opened.
     public func zoneChanges(_ request: ZoneChangesRequest) async throws -> ZoneChangesList {
-        try await call(.zoneChanges, request, ZoneChangesList.self)
+        var answer = try await call(.zoneChanges, request, ZoneChangesList.self)
+        for index in answer.zones.indices {
+            answer.zones[index].records = try await opened(
+                answer.zones[index].records, zone: answer.zones[index].zoneID.zoneName)
+        }
+        return answer
     }
 
     /// The zones that changed after a sync token.

@@ -26,13 +26,18 @@ public struct RecordField: Codable, Sendable, Hashable {
     /// The type; when absent it is taken from the value (a string is `STRING`, an integer
     /// `INT64`, another number `DOUBLE`, a list the list of its first element's type).
     public var type: RecordFieldType?
+    /// Sealed on the device (CloudKit's `encryptedValues`): set it on a field to save and
+    /// ``RecordsClient`` seals it under the container's end-to-end key; the server keeps it
+    /// as `ENCRYPTED_BYTES` and answers no query on it.
+    public var isEncrypted: Bool?
 
-    public init(value: JSONValue, type: RecordFieldType? = nil) {
+    public init(value: JSONValue, type: RecordFieldType? = nil, isEncrypted: Bool? = nil) {
         self.value = value
         self.type = type
+        self.isEncrypted = isEncrypted
     }
 
-    enum CodingKeys: String, CodingKey { case value, type }
+    enum CodingKeys: String, CodingKey { case value, type, isEncrypted }
 }
 
 /// A field's type and how its value is written.
@@ -62,6 +67,8 @@ public enum RecordFieldType: String, Codable, Sendable, Hashable, CaseIterable {
     case referenceList = "REFERENCE_LIST"
     case assetList = "ASSETID_LIST"
     case locationList = "LOCATION_LIST"
+    /// A field sealed on the device, in base64: only devices holding the container's key open it.
+    case encryptedBytes = "ENCRYPTED_BYTES"
 
     /// The type of one element of a list type; `nil` for a scalar type.
     public var element: RecordFieldType? {

@@ -97,4 +97,54 @@ import XferTestSupport
         let refused = try server.run(["records", "modify", create, "--container", "cli/notes"], environment: bobEnv)
         #expect(refused.status != 0 && refused.stderr.contains("may not change"), "\(refused.stderr)")
     }
+
+    /// A field marked isEncrypted in an end-to-end encrypted container: sealed on the device,
+    /// never seen by the server in the clear, opened on the way back, and refused by queries; in
+    /// a plain container such a field is refused before anything is sent.
+    @Test func encryptedFieldsAreSealedOnTheDevice() throws {
+        let server = try ServerProcess()
+        let owner = ["XFER_PASSPHRASE": "correct horse", "XFER_CONTAINER": "vault"]
+        #expect(try server.run(["container", "create", "vault", "--encrypted"], environment: owner).status == 0)
+        let contact = """
+            {"operations": [{"operationType": "create", "record": {"recordName": "c1", "recordType": "Contact",
+              "fields": {"name": {"value": "Ada"}, "phone": {"value": "+44 20 7946 0000", "isEncrypted": true}}}}]}
+            """
+        let saved = try server.run(["records", "modify", contact], environment: owner)
+        #expect(saved.status == 0, "\(saved.stderr)")
+        func phone(_ result: XferProcess) throws -> [String: Any]? {
+            let records = try server.json(result)["records"] as? [[String: Any]]
+            return (records?.first?["fields"] as? [String: Any])?["phone"] as? [String: Any]
+        }
+        #expect(try phone(saved)?["value"] as? String == "+44 20 7946 0000")
+        #expect(try phone(saved)?["isEncrypted"] as? Bool == true)
+
+        // What the server holds: ENCRYPTED_BYTES, not the number.
+        let raw = try shell(
+            "curl -sf -X POST -H 'Authorization: Bearer \(server.token)' -H 'Content-Type: application/json' "
+                + "-d '{\"records\": [{\"recordName\": \"c1\"}]}' http://127.0.0.1:\(server.port)/v1/containers/vault/records/lookup"
+        ).output
+        #expect(raw.contains("ENCRYPTED_BYTES") && !raw.contains("7946") && raw.contains("Ada"), "\(raw)")
+        let looked = try server.run(["records", "lookup", #"{"records": [{"recordName": "c1"}]}"#], environment: owner)
+        #expect(try phone(looked)?["value"] as? String == "+44 20 7946 0000", "\(looked.stdout)")
+
+        let equals = { (field: String, value: String) in
+            #"{"query": {"recordType": "Contact", "filterBy": [{"comparator": "EQUALS", "fieldName": ""#
+                + field + #"", "fieldValue": {"value": ""# + value + #""}}]}}"#
+        }
+        let refused = try server.run(["records", "query", equals("phone", "x")], environment: owner)
+        #expect(refused.status == 6 && refused.stderr.contains("sealed on the device"), "\(refused.stderr)")
+        let found = try server.run(["records", "query", equals("name", "Ada")], environment: owner)
+        #expect(try phone(found)?["value"] as? String == "+44 20 7946 0000", "\(found.stderr)")
+
+        // A plain container: refused on the device, nothing saved; marked but unsealed on the wire: refused.
+        let plain = try server.run("records", "modify", contact, "--container", "notes")
+        #expect(plain.status != 0 && plain.stderr.contains("not end-to-end encrypted"), "\(plain.stderr)")
+        let none = try server.run("records", "lookup", #"{"records": [{"recordName": "c1"}]}"#, "--container", "notes")
+        #expect(none.stdout.contains("NOT_FOUND"), "\(none.stdout)")
+        let unsealed = try shell(
+            "curl -s -X POST -H 'Authorization: Bearer \(server.token)' -H 'Content-Type: application/json' "
+                + "-d '\(contact.replacingOccurrences(of: "\n", with: " "))' http://127.0.0.1:\(server.port)/v1/containers/notes/records/modify"
+        ).output
+        #expect(unsealed.contains("not sealed") && !unsealed.contains("recordChangeTag"), "\(unsealed)")
+    }
 }

@@ -290,6 +290,36 @@ import XferProtocol
         }
     }
 
+    @Test(arguments: MetadataStoreTests.backends) func fieldsSealedOnADeviceAreKeptAndNeverQueried(_ kind: String)
+        async throws
+    {
+        try await MetadataStoreTests.withStore(kind) { store, alice in
+            let sealed = RecordField(value: .string("c2VhbGVk"), type: .encryptedBytes, isEncrypted: true)
+            let record = Record(
+                recordName: "c1", recordType: "Contact",
+                fields: ["name": RecordField(value: .string("Ada")), "phone": sealed])
+            let saved = try await Self.modify(store, alice, [RecordOperation(.create, record)])
+            #expect(saved[0].record?.fields?["phone"] == sealed)
+            var unsealed = record
+            unsealed.recordName = "c2"
+            unsealed.fields?["phone"] = RecordField(value: .string("+44"), isEncrypted: true)
+            await #expect(throws: XferError.self, "marked isEncrypted but not sealed: the request is refused") {
+                try await Self.modify(store, alice, [RecordOperation(.create, unsealed)])
+            }
+            func query(_ filters: [RecordFilter], sort: [RecordSort]? = nil) async throws -> [String] {
+                try await store.queryRecords(
+                    account: alice, container: Self.notes,
+                    RecordQueryRequest(query: RecordQuery(recordType: "Contact", filterBy: filters, sortBy: sort))
+                ).records.compactMap { $0.record?.recordName }
+            }
+            #expect(try await query([RecordFilter("name", .equals, RecordField(value: .string("Ada")))]) == ["c1"])
+            await #expect(throws: XferError.self, "a filter on a sealed field") {
+                try await query([RecordFilter("phone", .equals, RecordField(value: .string("+44")))])
+            }
+            await #expect(throws: XferError.self, "a sort by one") { try await query([], sort: [RecordSort("phone")]) }
+        }
+    }
+
     @Test(arguments: MetadataStoreTests.backends) func changesFollowSyncTokens(_ kind: String) async throws {
         try await MetadataStoreTests.withStore(kind) { store, alice in
             func changes(_ token: String?, limit: Int = 200) async throws -> ZoneChanges {

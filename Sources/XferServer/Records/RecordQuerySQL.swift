@@ -65,6 +65,20 @@ struct RecordQuerySQL {
         self.values = values
     }
 
+    /// The fields a query names that records of its type hold sealed on the device
+    /// (``RecordRules/encryptedKind``): a query on them is refused rather than answered empty.
+    static func encryptedFields(of query: RecordQuery) -> (sql: String, values: [SQLValue])? {
+        let own: Set<String> = [nameField, createdField, modifiedField, allTokens]
+        let fields = Set((query.filterBy ?? []).map(\.fieldName) + (query.sortBy ?? []).map(\.fieldName))
+            .subtracting(own).sorted()
+        guard !fields.isEmpty else { return nil }
+        let list = Array(repeating: "?", count: fields.count).joined(separator: ", ")
+        return (
+            "SELECT DISTINCT field FROM record_values WHERE zone_id = ? AND type = ? AND kind = '\(RecordRules.encryptedKind)' AND field IN (\(list))",
+            [.text(query.recordType)] + fields.map { .text($0) }
+        )
+    }
+
     static let ordering: Set<RecordComparator> = [.lessThan, .lessThanOrEquals, .greaterThan, .greaterThanOrEquals]
 
     /// The SQL operator of a comparison comparator (`=` for the others).

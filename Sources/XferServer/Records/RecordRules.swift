@@ -40,7 +40,15 @@ enum RecordRules {
             }
             let type = try field.type ?? inferred(field.value, name)
             try check(field.value, as: type, name)
-            out[name] = RecordField(value: type == .double ? double(field.value) : field.value, type: type)
+            guard field.isEncrypted != true || type == .encryptedBytes else {
+                throw XferError(
+                    .badRequest,
+                    "field \"\(name.prefix(64))\" is marked isEncrypted but is not sealed (ENCRYPTED_BYTES): a device seals it under an end-to-end encrypted container's key (RecordsClient, xfer records), and the server never sees it in the clear"
+                )
+            }
+            out[name] = RecordField(
+                value: type == .double ? double(field.value) : field.value, type: type,
+                isEncrypted: type == .encryptedBytes ? true : nil)
         }
         return out
     }
@@ -77,7 +85,7 @@ enum RecordRules {
         }
         switch (type, value) {
         case (.string, .string), (.int64, .int), (.timestamp, .int), (.double, .double), (.double, .int): return
-        case (.bytes, .string(let text)):
+        case (.bytes, .string(let text)), (.encryptedBytes, .string(let text)):
             guard Data(base64Encoded: text) != nil else { throw refuse("its value must be base64") }
         case (.reference, .object(let object)):
             guard case .string(let name)? = object["recordName"] else { throw refuse("it needs a recordName") }
@@ -126,6 +134,8 @@ enum RecordRules {
 
     /// Tokens are the lowercased words of string fields, for the token comparators.
     static let tokenKind = "TOKEN"
+    /// A field sealed on the device: a row without a value, so a query naming it is refused.
+    static let encryptedKind = "ENCRYPTED"
     /// A reference whose record is deleted with the record it names (`DELETE_SELF`).
     static let deleteSelfKind = "DELETE_SELF"
     /// Records one deletion may take with it through `DELETE_SELF` references (CloudKit's 750).
@@ -170,6 +180,7 @@ enum RecordRules {
             } else {
                 []
             }
+        case (.encryptedBytes, _): [IndexValue(field: field, kind: encryptedKind)]
         default: []
         }
     }

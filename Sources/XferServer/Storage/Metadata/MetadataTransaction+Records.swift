@@ -155,6 +155,17 @@ extension MetadataTransaction {
             """, true, sequence, try clock() / 1_000_000, writer.account, writer.device, id)
     }
 
+    /// The container records are written to, made if need be, and locked (as `containerID` locks). Records are kept in
+    /// an end-to-end encrypted container too, as CloudKit keeps them: a field a device marks
+    /// `isEncrypted` it seals itself, and the others are the server's to read and index
+    /// (docs/RECORDS.md, "Encrypted fields").
+    func recordContainer(account: Int64, name: ContainerName) throws -> Int64 {
+        guard let id = try containerID(account: account, name: name, create: true, sealed: true) else {
+            throw XferError(.internal, "container \(name) was not made")
+        }
+        return id
+    }
+
     /// Removes what the index holds of one record: its values and its locations.
     func clearIndex(record id: Int64) throws {
         try sql.rows("DELETE FROM record_values WHERE record_id = ?", id)

@@ -15,8 +15,7 @@ extension SQLMetadataStore {
         let atomic = request.atomic ?? (zoneName != ZoneID.defaultZone.zoneName)
         for operation in request.operations { try RecordRules.checkName(operation.record.recordName, "record name") }
         return try await write { tx in
-            let containerID = try tx.containerID(account: account, name: container, create: true)!
-            try tx.lockContainer(containerID)
+            let containerID = try tx.recordContainer(account: account, name: container)
             guard let zone = try tx.recordZone(container: containerID, name: zoneName, create: true) else {
                 return RecordResults(
                     records: request.operations.map {
@@ -87,6 +86,14 @@ extension SQLMetadataStore {
                 return RecordQueryResults(records: [], continuationMarker: nil)
             }
             let query = try RecordQuerySQL(request.query, zone: zone, offset: offset, limit: limit, dialect: tx.dialect)
+            if let check = RecordQuerySQL.encryptedFields(of: request.query),
+                let sealed = try tx.sql.rows(check.sql, [.int(zone)] + check.values).first
+            {
+                throw XferError(
+                    .badRequest,
+                    "field \(try sealed.text("field").prefix(64)) is sealed on the device (encrypted): it cannot be filtered or sorted by"
+                )
+            }
             let rows = try tx.sql.rows(query.sql, query.values)
             let records = try rows.prefix(limit).map {
                 RecordResult(record: RecordRules.keeping(request.desiredKeys, of: try tx.record(row: $0)))
@@ -124,8 +131,7 @@ extension SQLMetadataStore {
         }
         for operation in request.operations { _ = try RecordRules.zoneName(operation.zone.zoneID) }
         return try await write { tx in
-            let containerID = try tx.containerID(account: account, name: container, create: true)!
-            try tx.lockContainer(containerID)
+            let containerID = try tx.recordContainer(account: account, name: container)
             var results: [ZoneResult] = []
             for operation in request.operations {
                 results.append(try tx.apply(operation, account: account, container: containerID))

@@ -12,8 +12,7 @@ extension SQLMetadataStore {
         }
         for operation in request.operations { try RecordRules.check(operation.subscription) }
         return try await write { tx in
-            let containerID = try tx.containerID(account: account, name: container, create: true)!
-            try tx.lockContainer(containerID)
+            let containerID = try tx.recordContainer(account: account, name: container)
             return SubscriptionList(
                 subscriptions: try request.operations.map { try tx.apply($0, container: containerID) })
         }
