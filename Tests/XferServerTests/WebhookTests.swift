@@ -126,7 +126,11 @@ import XferProtocol
                 try await Self.save(store, alice, ["a", "b"])
                 try await Self.save(store, alice, ["c"])
                 try await Self.delivering(store) {
-                    received.state.withLock { $0.bodies.flatMap { WebhookTests.cursors($0.body) }.count } >= 3
+                    // Until the receiver has all three and the store has the outcome.
+                    let got = received.state.withLock { $0.bodies.flatMap { WebhookTests.cursors($0.body) } }
+                    let listed = try await store.subscriptions(account: alice, container: RecordStoreTests.notes)
+                    let status = listed.subscriptions.first?.subscription?.webhook
+                    return got.count >= 3 && status?.deliveredCursor == got.max()
                 }
                 let bodies = received.state.withLock { $0.bodies }
                 let cursors = bodies.flatMap { Self.cursors($0.body) }

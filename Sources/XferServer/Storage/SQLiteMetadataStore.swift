@@ -389,7 +389,8 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
 
     /// Each LOCATION of a record as a point on the unit sphere (``RecordLocations``), walked by
     /// latitude band for NEAR; each subscription's webhook with where its delivery stands
-    /// (``WebhookRules``). The same statements on both backends but for the collation.
+    /// (``WebhookRules``); the `DELETE_SELF` references a deletion follows. The same statements
+    /// on both backends but for the collation.
     static func recordLocationAndWebhookTables(collate: String = "") -> String {
         """
         CREATE TABLE record_locations (record_id BIGINT NOT NULL REFERENCES records(id), zone_id BIGINT NOT NULL,
@@ -401,6 +402,7 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
           failures BIGINT NOT NULL, last_error TEXT, next_attempt_at BIGINT NOT NULL, lease_until BIGINT NOT NULL,
           retired BOOLEAN NOT NULL, PRIMARY KEY (container_id, subscription_id));
         CREATE INDEX record_notifications_by_subscription ON record_notifications (container_id, subscription_id, sequence);
+        CREATE INDEX record_values_delete_self ON record_values (zone_id, text) WHERE kind = 'DELETE_SELF';
         """
     }
 

@@ -7,13 +7,10 @@ import XferProtocol
 // and the assets a record names.
 extension MetadataTransaction {
     /// One records/modify operation: decided, then carried out.
-    func apply(
-        _ operation: RecordOperation, account: Int64, zone named: (id: Int64, name: String), container: Int64,
-        writer: RecordWriter, desired: [String]?
-    ) throws -> RecordResult {
-        let zone = named.id
+    func apply(_ operation: RecordOperation, in scope: RecordWriteScope) throws -> RecordResult {
+        let (account, container, zone, writer) = (scope.account, scope.container, scope.zone.id, scope.writer)
         let name = operation.record.recordName
-        let stored = try storedRecord(zone: zone, name: name)
+        let stored = try scope.stored(name, in: self)
         let live = stored.flatMap { $0.record.deleted == true ? nil : $0.record }
         switch try RecordDecision.decide(operation, stored: live) {
         case .refuse(let code, let reason):
@@ -31,10 +28,10 @@ extension MetadataTransaction {
                     recordName: name, error: RecordErrorCode.validatingReference,
                     reason: "record \(target.prefix(64)), which a VALIDATE reference names, is not in this zone")
             }
-            let sequence = try nextRecordSequence(container: container)
-            let (id, written): (Int64, Record)
+            let sequence = try scope.nextSequence(in: self)
+            let saved: StoredRecord
             do {
-                (id, written) = try writeRecord(
+                saved = try writeRecord(
                     account: account, zone: zone, name: name, type: type, fields: fields, stored: stored,
                     sequence: sequence, writer: writer)
             } catch let error as XferError where error.code == .tooLarge {
@@ -42,19 +39,14 @@ extension MetadataTransaction {
             } catch let error as XferError where error.code == .quotaExceeded {
                 return RecordResult(recordName: name, error: RecordErrorCode.quotaExceeded, reason: error.message)
             }
-            try touchZone(zone, sequence: sequence)
+            scope.saved(saved, sequence: sequence)
             try fireSubscriptions(
-                container: container, zone: zone, zoneName: named.name, record: id, name: name, type: type,
-                event: live == nil ? .create : .update, sequence: sequence)
-            return RecordResult(record: RecordRules.keeping(operation.desiredKeys ?? desired, of: written))
+                record: saved.id, name: name, type: type, event: live == nil ? .create : .update, sequence: sequence,
+                in: scope)
+            return RecordResult(record: RecordRules.keeping(operation.desiredKeys ?? scope.desired, of: saved.record))
         case .delete:
-            let sequence = try nextRecordSequence(container: container)
-            try fireSubscriptions(
-                container: container, zone: zone, zoneName: named.name, record: stored!.id, name: name,
-                type: live?.recordType ?? "", event: .delete, sequence: sequence)
-            try deleteRecord(account: account, stored!.id, sequence: sequence, writer: writer)
-            try touchZone(zone, sequence: sequence)
-            try cascade(from: name, account: account, zone: named, container: container, writer: writer)
+            try delete(stored!.id, name: name, type: live?.recordType ?? "", fields: stored?.fields, in: scope)
+            try cascade(from: name, in: scope)
             return RecordResult(record: Record(recordName: name, deleted: true))
         }
     }
@@ -103,28 +95,33 @@ extension MetadataTransaction {
 
     /// Deletes the records that reference `name` with `DELETE_SELF`, and theirs in turn, at
     /// most ``RecordRules/maximumCascade`` in all (the rest keep their dangling reference).
-    func cascade(
-        from name: String, account: Int64, zone: (id: Int64, name: String), container: Int64, writer: RecordWriter
-    ) throws {
+    func cascade(from name: String, in scope: RecordWriteScope) throws {
         var queue = [name]
         var deleted = 0
         while let target = queue.popLast(), deleted < RecordRules.maximumCascade {
+            // The kind written out, so that the partial index of DELETE_SELF references serves it.
             let rows = try sql.rows(
                 """
-                SELECT DISTINCT r.id, r.name, r.type FROM record_values v JOIN records r ON r.id = v.record_id
-                WHERE v.zone_id = ? AND v.kind = ? AND v.text = ? AND r.deleted = ? ORDER BY r.id
-                """, zone.id, RecordRules.deleteSelfKind, target, false)
+                SELECT DISTINCT r.id, r.name, r.type, r.fields FROM record_values v JOIN records r ON r.id = v.record_id
+                WHERE v.zone_id = ? AND v.kind = '\(RecordRules.deleteSelfKind)' AND v.text = ? AND r.deleted = ?
+                ORDER BY r.id
+                """, scope.zone.id, target, false)
             for row in rows.prefix(RecordRules.maximumCascade - deleted) {
-                let (id, source) = (try row.int("id"), try row.text("name"))
-                let sequence = try nextRecordSequence(container: container)
-                try fireSubscriptions(
-                    container: container, zone: zone.id, zoneName: zone.name, record: id, name: source,
-                    type: try row.text("type"), event: .delete, sequence: sequence)
-                try deleteRecord(account: account, id, sequence: sequence, writer: writer)
-                try touchZone(zone.id, sequence: sequence)
+                let source = try row.text("name")
+                try delete(
+                    try row.int("id"), name: source, type: try row.text("type"), fields: try row.optionalText("fields"),
+                    in: scope)
                 deleted += 1
                 queue.append(source)
             }
         }
+    }
+
+    /// Deletes one record at the next change number, telling its subscriptions first.
+    private func delete(_ id: Int64, name: String, type: String, fields: String?, in scope: RecordWriteScope) throws {
+        let sequence = try scope.nextSequence(in: self)
+        try fireSubscriptions(record: id, name: name, type: type, event: .delete, sequence: sequence, in: scope)
+        try deleteRecord(account: scope.account, id, fields: fields, sequence: sequence, writer: scope.writer)
+        scope.saved((id, Record(recordName: name, deleted: true), nil), sequence: sequence)
     }
 }

@@ -4,6 +4,9 @@ import XferProtocol
 
 // The reads and writes of records (docs/RECORDS.md), for both backends; the decisions are
 // RecordDecision's and the rules RecordRules'.
+/// A record as stored: its row id, the record, and its fields' JSON as stored.
+typealias StoredRecord = (id: Int64, record: Record, fields: String?)
+
 extension MetadataTransaction {
     /// The zone's id; `_defaultZone` is made on first use when `create` is set.
     /// - Throws: `not_found` (`ZONE_NOT_FOUND`) for another zone that does not exist.
@@ -24,26 +27,34 @@ extension MetadataTransaction {
     }
 
     /// The next change number of the container's records (a zone's or a record's change).
-    /// Every 4,096th also refreshes the query planner's statistics (``SQLDialect/refreshStatistics``):
-    /// without them SQLite walks every record in name order for a filter that selects few.
     func nextRecordSequence(container: Int64) throws -> Int64 {
+        try nextRecordSequences(container: container, count: 1).upperBound
+    }
+
+    /// The next `count` change numbers of the container's records, taken at once (those a
+    /// request leaves unused are gaps, which sync tokens do not mind). Every 4,096th also
+    /// refreshes the query planner's statistics (``SQLDialect/refreshStatistics``): without
+    /// them SQLite walks every record in name order for a filter that selects few.
+    func nextRecordSequences(container: Int64, count: Int64) throws -> ClosedRange<Int64> {
         guard
-            let sequence = try sql.int(
-                "UPDATE containers SET record_sequence = record_sequence + 1 WHERE id = ? RETURNING record_sequence",
-                container)
+            let last = try sql.int(
+                "UPDATE containers SET record_sequence = record_sequence + ? WHERE id = ? RETURNING record_sequence",
+                count, container)
         else {
             throw XferError(.internal, "container \(container) vanished inside its own transaction")
         }
-        if sequence % 4_096 == 0 {
+        let block = (last - count + 1)...last
+        if last / 4_096 != block.lowerBound / 4_096 || block.lowerBound % 4_096 == 0 {
             for statement in sql.dialect.refreshStatistics { try sql.rows(statement, []) }
         }
-        return sequence
+        return block
     }
 
-    /// The record stored under `name` in the zone, deleted ones included, and its row id.
-    func storedRecord(zone: Int64, name: String) throws -> (id: Int64, record: Record)? {
+    /// The record stored under `name` in the zone, deleted ones included, its row id and its
+    /// fields' JSON as stored (what they cost the quota).
+    func storedRecord(zone: Int64, name: String) throws -> StoredRecord? {
         try sql.one("SELECT * FROM records WHERE zone_id = ? AND name = ?", zone, name).map {
-            (try $0.int("id"), try record(row: $0))
+            (try $0.int("id"), try record(row: $0), try $0.optionalText("fields"))
         }
     }
 
@@ -74,12 +85,12 @@ extension MetadataTransaction {
 
     /// Writes a record's type and fields (over `stored`, the row that was there, a tombstone
     /// perhaps), its index values, and its change number, charging the account's quota what it grew.
-    /// - Returns: The row's id and the record as it now is.
+    /// - Returns: The row's id, the record as it now is and its fields' JSON.
     /// - Throws: `too_large` (LIMIT_EXCEEDED) past ``RecordLimits/recordBytes``; `quota_exceeded`.
     func writeRecord(
         account: Int64, zone: Int64, name: String, type: String, fields: [String: RecordField],
-        stored: (id: Int64, record: Record)?, sequence: Int64, writer: RecordWriter
-    ) throws -> (id: Int64, record: Record) {
+        stored: StoredRecord?, sequence: Int64, writer: RecordWriter
+    ) throws -> StoredRecord {
         let text = String(decoding: RecordJSON.encode(fields), as: UTF8.self)
         guard text.utf8.count <= RecordLimits.recordBytes else {
             throw XferError(.tooLarge, "record \(name.prefix(64)) is \(text.utf8.count) bytes; at most 1 MiB")
@@ -92,10 +103,7 @@ extension MetadataTransaction {
                 "record \(name.prefix(64)) has \(values.count) values and words to index; at most \(RecordRules.maximumIndexValues)"
             )
         }
-        let before = try stored.flatMap {
-            try sql.one("SELECT fields FROM records WHERE id = ?", $0.id)?.optionalText("fields")
-        }
-        try chargeRecord(account: account, Self.recordCost(text) - Self.recordCost(before))
+        try chargeRecord(account: account, Self.recordCost(text) - Self.recordCost(stored?.fields))
         let now = try clock() / 1_000_000
         let stamp = RecordStamp(timestamp: now, userRecordName: writer.account, deviceID: writer.device)
         let id: Int64
@@ -124,29 +132,38 @@ extension MetadataTransaction {
             else { throw XferError(.internal, "a record row was not made") }
             id = made
         }
-        for value in values {
-            try sql.rows(
-                "INSERT INTO record_values (record_id, zone_id, type, field, kind, number, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                id, zone, type, value.field, value.kind, value.number, value.text)
-        }
-        for point in points {
-            try sql.rows(
-                "INSERT INTO record_locations (record_id, zone_id, type, field, x, y, z) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                id, zone, type, point.field, point.x, point.y, point.z)
-        }
+        try insert(
+            "record_values (record_id, zone_id, type, field, kind, number, text)",
+            values.map { [.int(id), .int(zone), .text(type), .text($0.field), .text($0.kind), $0.number.sqlValue, $0.text.sqlValue] })
+        try insert(
+            "record_locations (record_id, zone_id, type, field, x, y, z)",
+            points.map { [.int(id), .int(zone), .text(type), .text($0.field), .int($0.x), .int($0.y), .int($0.z)] })
         let live = stored.flatMap { $0.record.deleted == true ? nil : $0.record }
         return (
             id,
             Record(
                 recordName: name, recordType: type, recordChangeTag: RecordRules.changeTag(sequence), fields: fields,
-                created: live?.created ?? stamp, modified: stamp, deleted: false)
+                created: live?.created ?? stamp, modified: stamp, deleted: false),
+            text
         )
     }
 
-    /// Turns a record into a tombstone at change number `sequence`, giving back its cost.
-    func deleteRecord(account: Int64, _ id: Int64, sequence: Int64, writer: RecordWriter) throws {
-        let before = try sql.one("SELECT fields FROM records WHERE id = ?", id)?.optionalText("fields")
-        try chargeRecord(account: account, -Self.recordCost(before))
+    /// Rows into `table` (its name and columns), a few hundred a statement.
+    func insert(_ table: String, _ rows: [[SQLValue]]) throws {
+        guard let width = rows.first?.count else { return }
+        let row = "(" + Array(repeating: "?", count: width).joined(separator: ", ") + ")"
+        for start in stride(from: 0, to: rows.count, by: 256) {
+            let batch = rows[start..<min(rows.count, start + 256)]
+            try sql.rows(
+                "INSERT INTO \(table) VALUES " + Array(repeating: row, count: batch.count).joined(separator: ", "),
+                batch.flatMap { $0 })
+        }
+    }
+
+    /// Turns a record into a tombstone at change number `sequence`, giving back its cost (that
+    /// of `fields`, its fields' JSON as stored).
+    func deleteRecord(account: Int64, _ id: Int64, fields: String?, sequence: Int64, writer: RecordWriter) throws {
+        try chargeRecord(account: account, -Self.recordCost(fields))
         try clearIndex(record: id)
         try sql.rows(
             """

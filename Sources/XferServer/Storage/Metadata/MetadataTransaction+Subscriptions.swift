@@ -6,17 +6,20 @@ import XferProtocol
 // decided by the query's own SQL (RecordQuerySQL) restricted to the changed record, so a
 // subscription and a query select by one rule.
 extension MetadataTransaction {
-    /// Notifies each subscription of the zone that `event` on record `record` (row id) fires,
-    /// at change number `sequence`. Called after a write (the record as it is now) and before a
-    /// deletion (as it was).
+    /// Notifies each subscription of the scope's zone that `event` on record `record` (row id)
+    /// fires, at change number `sequence`. Called after a write (the record as it is now) and
+    /// before a deletion (as it was). The zone's subscriptions are read once a request.
     func fireSubscriptions(
-        container: Int64, zone: Int64, zoneName: String, record: Int64, name: String, type: String,
-        event: RecordSubscription.Event, sequence: Int64
+        record: Int64, name: String, type: String, event: RecordSubscription.Event, sequence: Int64,
+        in scope: RecordWriteScope
     ) throws {
-        let rows = try sql.rows(
-            "SELECT * FROM record_subscriptions WHERE container_id = ? AND zone_name = ?", container, zoneName)
-        for row in rows {
-            let subscription = try subscription(row: row)
+        let (container, zone, zoneName) = (scope.container, scope.zone.id, scope.zone.name)
+        if scope.subscriptions == nil {
+            scope.subscriptions = try sql.rows(
+                "SELECT * FROM record_subscriptions WHERE container_id = ? AND zone_name = ?", container, zoneName
+            ).map(subscription(row:))
+        }
+        for subscription in scope.subscriptions ?? [] {
             guard try fires(subscription, zone: zone, record: record, type: type, event: event) else { continue }
             try sql.rows(
                 """
@@ -25,6 +28,7 @@ extension MetadataTransaction {
                 """, container, sequence, subscription.subscriptionID, zoneName, name, type, event.rawValue,
                 try clock() / 1_000_000)
             if subscription.firesOnce == true {
+                scope.subscriptions?.removeAll { $0.subscriptionID == subscription.subscriptionID }
                 try sql.rows(
                     "DELETE FROM record_subscriptions WHERE container_id = ? AND subscription_id = ?", container,
                     subscription.subscriptionID)

@@ -24,21 +24,19 @@ extension SQLMetadataStore {
                             reason: "there is no zone \(zoneName)")
                     })
             }
+            let scope = RecordWriteScope(
+                account: account, container: containerID, zone: (zone, zoneName), writer: writer,
+                desired: request.desiredKeys, operations: request.operations.count)
             do {
-                // All in one savepoint: an atomic request that fails leaves nothing.
+                // All in one savepoint: an atomic request that fails leaves nothing. An operation
+                // refused writes nothing (it is refused before it writes), so none needs its own.
                 return try tx.savepoint {
-                    var results: [RecordResult] = []
-                    for operation in request.operations {
-                        results.append(
-                            try tx.savepoint {
-                                try tx.apply(
-                                    operation, account: account, zone: (zone, zoneName), container: containerID,
-                                    writer: writer, desired: request.desiredKeys)
-                            })
-                    }
+                    try scope.prefetch(request.operations.map(\.record.recordName), in: tx)
+                    let results = try request.operations.map { try tx.apply($0, in: scope) }
                     if atomic, results.contains(where: { $0.serverErrorCode != nil }) {
                         throw AtomicFailure(results: results)
                     }
+                    if let last = scope.lastSequence { try tx.touchZone(zone, sequence: last) }
                     try tx.pruneNotifications(container: containerID)
                     return RecordResults(records: results)
                 }
@@ -61,7 +59,7 @@ extension SQLMetadataStore {
             }
             return RecordResults(
                 records: try request.records.map { asked in
-                    if let zone, let (_, record) = try tx.storedRecord(zone: zone, name: asked.recordName),
+                    if let zone, let record = try tx.storedRecord(zone: zone, name: asked.recordName)?.record,
                         record.deleted != true
                     {
                         return RecordResult(record: RecordRules.keeping(request.desiredKeys, of: record))
