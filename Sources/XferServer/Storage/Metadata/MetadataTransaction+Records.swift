@@ -134,7 +134,12 @@ extension MetadataTransaction {
         }
         try insert(
             "record_values (record_id, zone_id, type, field, kind, number, text)",
-            values.map { [.int(id), .int(zone), .text(type), .text($0.field), .text($0.kind), $0.number.sqlValue, $0.text.sqlValue] })
+            values.map {
+                [
+                    .int(id), .int(zone), .text(type), .text($0.field), .text($0.kind), $0.number.sqlValue,
+                    $0.text.sqlValue
+                ]
+            })
         try insert(
             "record_locations (record_id, zone_id, type, field, x, y, z)",
             points.map { [.int(id), .int(zone), .text(type), .text($0.field), .int($0.x), .int($0.y), .int($0.z)] })
