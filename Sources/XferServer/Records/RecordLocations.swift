@@ -73,8 +73,9 @@ enum RecordLocations {
         return Array(out)
     }
 
-    /// NEAR as a condition on `r`: a point of the field within the filter's distance. Only the
-    /// `z` band is an index walk; the box and then the chord are tested on what it finds.
+    /// NEAR as a test of a point `l` of `record_locations`: of the field, within the filter's
+    /// distance. Only the `z` band is an index walk; the box and then the chord are tested on
+    /// what it finds.
     /// - Throws: `bad_request` without a location or a distance of 0 or more metres.
     static func near(_ filter: RecordFilter, zone: Int64, type: String) throws -> (String, [SQLValue]) {
         let centre = point(try location(filter.fieldValue.value, "NEAR's fieldValue"))
@@ -91,9 +92,7 @@ enum RecordLocations {
         let (distance, bound) = squaredDistance(from: centre)
         tests.append("\(distance) <= ?")
         values += bound + [.int(chord * chord)]
-        return (
-            "r.id IN (SELECT l.record_id FROM record_locations l WHERE \(tests.joined(separator: " AND ")))", values
-        )
+        return (tests.joined(separator: " AND "), values)
     }
 
     /// A sort key ordering records by the distance of the field's nearest point from `location`.

@@ -38,14 +38,15 @@ struct RecordQuerySQL {
             conditions.append("r.id = ?")
             values.append(.int(record))
         }
-        let (ranges, others) = Self.ranges(query.filterBy ?? [])
-        for filter in others {
-            let (condition, bound) = try Self.condition(filter, zone: zone, type: query.recordType, dialect: dialect)
-            conditions.append(condition)
-            values += bound
+        var filters: [RecordCondition] = []
+        for group in Self.grouped(query.filterBy ?? []) {
+            if group.count > 1 || Self.isRange(group[0]) {
+                filters.append(try Self.range(group, zone: zone, type: query.recordType))
+            } else {
+                filters += try Self.condition(group[0], zone: zone, type: query.recordType, dialect: dialect)
+            }
         }
-        for range in ranges {
-            let (condition, bound) = try Self.range(range, zone: zone, type: query.recordType)
+        for (condition, bound) in RecordCondition.render(filters, dialect: dialect, oneRecord: record != nil) {
             conditions.append(condition)
             values += bound
         }
@@ -92,28 +93,35 @@ struct RecordQuerySQL {
         }
     }
 
-    /// The ordering filters of one indexed field, grouped (a range: `price > a AND price < b` is
-    /// one walk of the index, not two halves of it intersected), and the other filters.
-    static func ranges(_ filters: [RecordFilter]) -> (ranges: [[RecordFilter]], others: [RecordFilter]) {
-        var groups: [String: [RecordFilter]] = [:]
-        var fields: [String] = []
-        var others: [RecordFilter] = []
+    /// Whether `filter` is an ordering filter of an indexed field (one bound of a range).
+    static func isRange(_ filter: RecordFilter) -> Bool {
+        ordering.contains(filter.comparator) && ![nameField, createdField, modifiedField].contains(filter.fieldName)
+    }
+
+    /// The filters in order, each alone but for the ordering filters of one indexed field,
+    /// grouped where the first of them stands (a range: `price > a AND price < b` is one walk of
+    /// the index, not two halves of it intersected).
+    static func grouped(_ filters: [RecordFilter]) -> [[RecordFilter]] {
+        var groups: [[RecordFilter]] = []
+        var rangeOf: [String: Int] = [:]
         for filter in filters {
-            guard ordering.contains(filter.comparator),
-                ![nameField, createdField, modifiedField].contains(filter.fieldName)
-            else {
-                others.append(filter)
+            guard isRange(filter) else {
+                groups.append([filter])
                 continue
             }
-            if groups[filter.fieldName] == nil { fields.append(filter.fieldName) }
-            groups[filter.fieldName, default: []].append(filter)
+            if let index = rangeOf[filter.fieldName] {
+                groups[index].append(filter)
+            } else {
+                rangeOf[filter.fieldName] = groups.count
+                groups.append([filter])
+            }
         }
-        return (fields.map { groups[$0]! }, others)
+        return groups
     }
 
     /// The ordering filters of one field as one condition: a value of the field within every
     /// bound. A kind a bound cannot have (a string against a number) drops out.
-    static func range(_ filters: [RecordFilter], zone: Int64, type: String) throws -> (String, [SQLValue]) {
+    static func range(_ filters: [RecordFilter], zone: Int64, type: String) throws -> RecordCondition {
         let field = filters[0].fieldName
         try RecordRules.checkName(field, "field name")
         let bounds = try filters.map { filter in (operation(filter.comparator), try candidates(filter.fieldValue)) }
@@ -125,26 +133,25 @@ struct RecordQuerySQL {
             tests.append("(v.kind = ?" + each.map { " AND v.\(column) \($0.0) ?" }.joined() + ")")
             values += [.text(kind)] + each.map(\.1)
         }
-        guard !tests.isEmpty else { return ("0 = 1", []) }
-        return (
-            "r.id IN (SELECT v.record_id FROM record_values v WHERE v.zone_id = ? AND v.type = ? AND v.field = ? AND (\(tests.joined(separator: " OR "))))",
-            [.int(zone), .text(type), .text(field)] + values
-        )
+        guard !tests.isEmpty else { return .plain("0 = 1", []) }
+        return .has(
+            .values, test: "v.zone_id = ? AND v.type = ? AND v.field = ? AND (\(tests.joined(separator: " OR ")))",
+            values: [.int(zone), .text(type), .text(field)] + values, negated: false)
     }
 
-    /// A filter as a condition on `r` and its bound values.
-    static func condition(_ filter: RecordFilter, zone: Int64, type: String, dialect: SQLDialect) throws -> (
-        String, [SQLValue]
-    ) {
+    /// A filter as conditions on `r` (several for all of a set of words).
+    static func condition(_ filter: RecordFilter, zone: Int64, type: String, dialect: SQLDialect) throws
+        -> [RecordCondition]
+    {
         let value = filter.fieldValue.value
         switch filter.fieldName {
-        case nameField: return try own("r.name\(dialect.bytewise)", filter, text: true)
-        case createdField: return try own("r.created_at", filter, text: false)
-        case modifiedField: return try own("r.modified_at", filter, text: false)
+        case nameField: return [try own("r.name\(dialect.bytewise)", filter, text: true)]
+        case createdField: return [try own("r.created_at", filter, text: false)]
+        case modifiedField: return [try own("r.modified_at", filter, text: false)]
         default: break
         }
         try RecordRules.checkName(filter.fieldName, "field name")
-        let scope = "SELECT v.record_id FROM record_values v WHERE v.zone_id = ? AND v.type = ?"
+        let scope = "v.zone_id = ? AND v.type = ?"
         var bound: [SQLValue] = [.int(zone), .text(type)]
         let field: String
         if filter.fieldName == allTokens, [.containsAllTokens, .containsAnyTokens].contains(filter.comparator) {
@@ -155,7 +162,8 @@ struct RecordQuerySQL {
         }
         switch filter.comparator {
         case .near:
-            return try RecordLocations.near(filter, zone: zone, type: type)
+            let (test, values) = try RecordLocations.near(filter, zone: zone, type: type)
+            return [.has(.locations, test: test, values: values, negated: false)]
         case .containsAllTokens, .containsAnyTokens:
             guard case .string(let text) = value else {
                 throw XferError(.badRequest, "\(filter.comparator.rawValue) takes a string of words")
@@ -164,24 +172,20 @@ struct RecordQuerySQL {
             guard (1...maximumTokens).contains(tokens.count) else {
                 throw XferError(.badRequest, "\(filter.comparator.rawValue) takes 1 to \(maximumTokens) words")
             }
-            let one = "r.id IN (\(scope)\(field) AND v.kind = '\(RecordRules.tokenKind)' AND v.text = ?)"
+            let words = "\(scope)\(field) AND v.kind = '\(RecordRules.tokenKind)' AND v.text"
             if filter.comparator == .containsAnyTokens {
                 let list = Array(repeating: "?", count: tokens.count).joined(separator: ", ")
-                return (
-                    "r.id IN (\(scope)\(field) AND v.kind = '\(RecordRules.tokenKind)' AND v.text IN (\(list)))",
-                    bound + tokens.map { .text($0) }
-                )
+                return [
+                    .has(
+                        .values, test: "\(words) IN (\(list))", values: bound + tokens.map { .text($0) }, negated: false
+                    )
+                ]
             }
-            return (
-                tokens.map { _ in one }.joined(separator: " AND "), tokens.flatMap { bound + [.text($0)] }
-            )
-        case .beginsWith, .notBeginsWith, .in, .notIn, .notEquals, .notListContains:
-            let (test, values) = try matching(filter)
-            let negated = [.notBeginsWith, .notIn, .notEquals, .notListContains].contains(filter.comparator)
-            return ("r.id \(negated ? "NOT IN" : "IN") (\(scope)\(field) AND (\(test)))", bound + values)
+            return tokens.map { .has(.values, test: "\(words) = ?", values: bound + [.text($0)], negated: false) }
         default:
             let (test, values) = try matching(filter)
-            return ("r.id IN (\(scope)\(field) AND (\(test)))", bound + values)
+            let negated = [.notBeginsWith, .notIn, .notEquals, .notListContains].contains(filter.comparator)
+            return [.has(.values, test: "\(scope)\(field) AND (\(test))", values: bound + values, negated: negated)]
         }
     }
 
@@ -254,7 +258,7 @@ struct RecordQuerySQL {
     }
 
     /// A filter on one of the record's own columns: its name, or when made or changed.
-    static func own(_ column: String, _ filter: RecordFilter, text: Bool) throws -> (String, [SQLValue]) {
+    static func own(_ column: String, _ filter: RecordFilter, text: Bool) throws -> RecordCondition {
         func value(_ json: JSONValue) throws -> SQLValue {
             switch (text, json) {
             case (true, .string(let name)): return .text(name)
@@ -271,7 +275,7 @@ struct RecordQuerySQL {
             .greaterThanOrEquals: ">="
         ]
         if let operation = operators[filter.comparator] {
-            return ("\(column) \(operation) ?", [try value(filter.fieldValue.value)])
+            return .plain("\(column) \(operation) ?", [try value(filter.fieldValue.value)])
         }
         guard [.in, .notIn].contains(filter.comparator), case .array(let items) = filter.fieldValue.value,
             (1...maximumListValues).contains(items.count)
@@ -279,7 +283,7 @@ struct RecordQuerySQL {
             throw XferError(.badRequest, "\(filter.fieldName) takes EQUALS, NOT_EQUALS, the orderings, IN and NOT_IN")
         }
         let list = Array(repeating: "?", count: items.count).joined(separator: ", ")
-        return ("\(column) \(filter.comparator == .in ? "IN" : "NOT IN") (\(list))", try items.map(value))
+        return .plain("\(column) \(filter.comparator == .in ? "IN" : "NOT IN") (\(list))", try items.map(value))
     }
 
     /// What one sort key orders by: a column of the record, a field's nearest point to a
