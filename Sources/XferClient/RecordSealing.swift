@@ -43,23 +43,20 @@ struct RecordSealing: Sendable {
         }
     }
 
-    /// `record` with each `ENCRYPTED_BYTES` field opened, marked `isEncrypted`.
-    /// - Throws: `corrupt_chunk` for a field that does not open under the container's keys here.
-    func open(_ record: Record, zone: String) throws -> Record {
+    /// `record` with each `ENCRYPTED_BYTES` field opened, marked `isEncrypted`. A field that
+    /// does not open under the container's keys here (damaged, moved, or written by someone
+    /// without them) stays sealed: one bad field does not hide the rest of an answer.
+    func open(_ record: Record, zone: String) -> Record {
         guard let fields = record.fields else { return record }
         var opened = record
         for (name, field) in fields where field.type == .encryptedBytes {
-            guard case .string(let text) = field.value, let sealed = Data(base64Encoded: text) else {
-                throw XferError(.corruptChunk, "encrypted field \(name) of record \(record.recordName) is not base64")
-            }
-            let padded = try keys.open(
-                Array(sealed), context: Self.context(zone: zone, record: record.recordName, field: name),
-                what: "encrypted field \(name) of record \(record.recordName)")
-            guard let plain = Padding.unblock(padded), var inner = try? RecordJSON.decode(RecordField.self, from: plain)
-            else {
-                throw XferError(
-                    .corruptChunk, "encrypted field \(name) of record \(record.recordName) is not a sealed field")
-            }
+            guard case .string(let text) = field.value, let sealed = Data(base64Encoded: text),
+                let padded = try? keys.open(
+                    Array(sealed), context: Self.context(zone: zone, record: record.recordName, field: name),
+                    what: "encrypted field \(name) of record \(record.recordName)"),
+                let plain = Padding.unblock(padded), var inner = try? RecordJSON.decode(RecordField.self, from: plain),
+                inner.type != .encryptedBytes
+            else { continue }
             inner.isEncrypted = true
             opened.fields?[name] = inner
         }
@@ -67,12 +64,23 @@ struct RecordSealing: Sendable {
     }
 
     /// Each record of `results` (and each server record of a conflict) opened.
-    func open(_ results: [RecordResult], zone: String) throws -> [RecordResult] {
-        try results.map { result in
+    func open(_ results: [RecordResult], zone: String) -> [RecordResult] {
+        results.map { result in
             var result = result
-            result.record = try result.record.map { try open($0, zone: zone) }
-            result.serverRecord = try result.serverRecord.map { try open($0, zone: zone) }
+            result.record = result.record.map { open($0, zone: zone) }
+            result.serverRecord = result.serverRecord.map { open($0, zone: zone) }
             return result
+        }
+    }
+
+    /// Refuses a query that names a value marked `isEncrypted`: a filter's value travels to
+    /// the server in the clear, and the server could not match a sealed field with it anyway.
+    static func checkQuery(_ query: RecordQuery) throws {
+        if let filter = query.filterBy?.first(where: { $0.fieldValue.isEncrypted == true }) {
+            throw XferError(
+                .badRequest,
+                "the filter on \(filter.fieldName) is marked isEncrypted: fields sealed on the device cannot be queried, and the value would go to the server in the clear; nothing was sent"
+            )
         }
     }
 }

@@ -70,6 +70,7 @@ public struct RecordsClient: Sendable {
 
     /// One page of a query, encrypted fields opened (a query cannot filter or sort by them).
     public func query(_ request: RecordQueryRequest) async throws -> RecordQueryResults {
+        try RecordSealing.checkQuery(request.query)
         var answer = try await call(.query, request, RecordQueryResults.self)
         answer.records = try await opened(answer.records, zone: (request.zoneID ?? .defaultZone).zoneName)
         return answer
@@ -97,7 +98,7 @@ public struct RecordsClient: Sendable {
         var keys = remote.endToEnd
         if keys == nil { keys = try? await remote.unlocked().endToEnd }
         guard let keys else { return results }
-        return try RecordSealing(keys.ring).open(results, zone: zone)
+        return RecordSealing(keys.ring).open(results, zone: zone)
     }
 
     /// The container's zones.
@@ -123,9 +124,11 @@ public struct RecordsClient: Sendable {
         try await call(.databaseChanges, request, DatabaseChanges.self)
     }
 
-    /// Creates, replaces or deletes subscriptions.
+    /// Creates, replaces or deletes subscriptions (a query naming a value marked `isEncrypted`
+    /// is refused, as a query is).
     public func modifySubscriptions(_ request: SubscriptionModifyRequest) async throws -> SubscriptionList {
-        try await call(.modifySubscriptions, request, SubscriptionList.self)
+        for query in request.operations.compactMap(\.subscription.query) { try RecordSealing.checkQuery(query) }
+        return try await call(.modifySubscriptions, request, SubscriptionList.self)
     }
 
     /// The container's subscriptions.

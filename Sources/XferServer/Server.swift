@@ -5,6 +5,7 @@ import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOSSL
+import ServiceLifecycle
 import XferCore
 import XferProtocol
 
@@ -280,12 +281,15 @@ public enum XferServer {
         if tls != nil { limits.secureCookies = true }
         let server: HTTPServerBuilder =
             try tls.map { try .tls(.http1(configuration: http), tlsConfiguration: $0) } ?? .http1(configuration: http)
-        let webhooks = WebhookDeliverer(metadata: data.metadata, destinations: limits.webhooks, logger: logger)
+        // Hummingbird's service group ends when a service returns: with webhooks off there is none.
+        let webhooks: [any Service] =
+            limits.webhooks == .off
+            ? [] : [WebhookDeliverer(metadata: data.metadata, destinations: limits.webhooks, logger: logger)]
         return Application(
             router: router(data: data, limits: limits),
             server: server,
             configuration: .init(address: .hostname(host, port: port), serverName: "xfer/\(XferVersion.current)"),
-            services: [webhooks],
+            services: webhooks,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? port) },
             logger: logger)
     }

@@ -28,25 +28,54 @@ struct WebhookDeliverer: Service {
     /// cannot send the server elsewhere), and nothing is decompressed.
     private static let client: HTTPClient = {
         var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
-        configuration.timeout = .init(connect: .seconds(5), read: .seconds(15))
+        configuration.timeout = .init(connect: .seconds(5), read: .init(WebhookRules.timeout))
         configuration.decompression = .disabled
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
     func run() async throws {
-        guard destinations != .off else { return }
-        while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            let due: [DueWebhook]
-            do {
-                due = try await metadata.claimWebhooks(limit: parallel)
-            } catch {
-                logger.warning("webhooks: the store did not answer", metadata: ["error": "\(error)"])
-                due = []
+        enum Event { case delivered, tick }
+        // A slot frees as each delivery ends, so a slow receiver holds one slot, not a round.
+        await withTaskGroup(of: Event.self) { group in
+            var running = 0
+            var ticking = false
+            while !Task.isShuttingDownGracefully, !Task.isCancelled {
+                if running < parallel {
+                    for webhook in await claim(running: running) {
+                        group.addTask {
+                            await deliver(webhook)
+                            return .delivered
+                        }
+                        running += 1
+                    }
+                }
+                if !ticking {
+                    group.addTask { [idle] in
+                        try? await Task.sleep(for: idle)
+                        return .tick
+                    }
+                    ticking = true
+                }
+                switch await group.next() {
+                case .delivered?: running -= 1
+                case .tick?: ticking = false
+                case nil: break
+                }
             }
-            await withTaskGroup(of: Void.self) { group in
-                for webhook in due { group.addTask { await deliver(webhook) } }
+            // Stopping: what is under way finishes, so its outcome is kept.
+            while running > 0, let event = await group.next() {
+                if event == .delivered { running -= 1 }
             }
-            if due.isEmpty { try? await cancelWhenGracefulShutdown { try await Task.sleep(for: idle) } }
+        }
+    }
+
+    /// Claims up to the free slots' worth of due webhooks (none if the store does not answer).
+    private func claim(running: Int) async -> [DueWebhook] {
+        do {
+            return try await metadata.claimWebhooks(limit: parallel - running)
+        } catch {
+            logger.warning("webhooks: the store did not answer", metadata: ["error": "\(error)"])
+            return []
         }
     }
 
@@ -93,7 +122,7 @@ struct WebhookDeliverer: Service {
                 "\(webhook.delivery.subscriptionID)/\(notifications.first?.cursor ?? 0)-\(notifications.last?.cursor ?? 0)"
         )
         request.body = .bytes(ByteBuffer(bytes: body))
-        let response = try await Self.client.execute(request, timeout: .seconds(15))
+        let response = try await Self.client.execute(request, timeout: .init(WebhookRules.timeout))
         _ = try? await response.body.collect(upTo: 64 << 10)
         guard (200..<300).contains(response.status.code) else {
             throw XferError(.io, "the receiver answered \(response.status.code)")
@@ -122,34 +151,58 @@ enum WebhookAddresses {
         }
     }
 
-    /// The IPv4 and IPv6 addresses of `host` (a name or a literal), from the system's resolver
-    /// on a thread of NIO's blocking pool.
-    /// - Throws: `bad_request` for a host that does not resolve.
+    /// Threads of their own for name lookups, which block for as long as a name server takes:
+    /// never the blocking pool the stores' transactions run on, and at most four at once.
+    private static let lookups: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 4)
+        pool.start()
+        return pool
+    }()
+
+    /// The IPv4 and IPv6 addresses of `host` (a name or a literal), from the system's resolver.
+    /// - Throws: `bad_request` for a host that does not resolve within ``WebhookRules/lookupTimeout``.
     static func resolve(_ host: String) async throws -> [[UInt8]] {
-        try await NIOThreadPool.singleton.runIfActive {
-            var hints = addrinfo()
-            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-            var list: UnsafeMutablePointer<addrinfo>? = nil
-            guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else {
-                throw XferError(.badRequest, "webhook host \(host.prefix(80)) does not resolve")
+        try await withThrowingTaskGroup(of: [[UInt8]]?.self) { group in
+            group.addTask { try await lookups.runIfActive { try lookUp(host) } }
+            group.addTask {
+                try await Task.sleep(for: WebhookRules.lookupTimeout)
+                return nil
             }
-            defer { freeaddrinfo(first) }
-            var addresses: [[UInt8]] = []
-            for entry in sequence(first: first, next: { $0.pointee.ai_next }) {
-                guard let address = entry.pointee.ai_addr else { continue }
-                switch Int32(address.pointee.sa_family) {
-                case AF_INET:
-                    address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                        addresses.append(withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) })
-                    }
-                case AF_INET6:
-                    address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
-                        addresses.append(withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) })
-                    }
-                default: continue
-                }
+            defer { group.cancelAll() }
+            guard let addresses = try await group.next() ?? nil else {
+                throw XferError(.badRequest, "webhook host \(host.prefix(80)) did not resolve within 5 s")
             }
             return addresses
         }
+    }
+
+    private static func lookUp(_ host: String) throws -> [[UInt8]] {
+        var hints = addrinfo()
+        #if canImport(Glibc)
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        #else
+            hints.ai_socktype = SOCK_STREAM
+        #endif
+        var list: UnsafeMutablePointer<addrinfo>? = nil
+        guard getaddrinfo(host, nil, &hints, &list) == 0, let first = list else {
+            throw XferError(.badRequest, "webhook host \(host.prefix(80)) does not resolve")
+        }
+        defer { freeaddrinfo(first) }
+        var addresses: [[UInt8]] = []
+        for entry in sequence(first: first, next: { $0.pointee.ai_next }) {
+            guard let address = entry.pointee.ai_addr else { continue }
+            switch Int32(address.pointee.sa_family) {
+            case AF_INET:
+                address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                    addresses.append(withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) })
+                }
+            case AF_INET6:
+                address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    addresses.append(withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) })
+                }
+            default: continue
+            }
+        }
+        return addresses
     }
 }

@@ -147,4 +147,21 @@ import XferTestSupport
         ).output
         #expect(unsealed.contains("not sealed") && !unsealed.contains("recordChangeTag"), "\(unsealed)")
     }
+
+    /// `--webhooks off`: the server runs (no deliverer among its services) and refuses a
+    /// subscription that asks for a webhook; the default refuses one to loopback.
+    @Test func webhooksOffServesAndRefusesWebhooks() throws {
+        let hook = """
+            {"operations": [{"operationType": "create", "subscription": {"subscriptionID": "h", "subscriptionType": "zone",
+              "webhook": {"url": "http://127.0.0.1:9/hook"}}}]}
+            """
+        let off = try ServerProcess(serveArguments: ["--webhooks", "off"])
+        let refused = try off.run("records", "subscribe", hook, "--container", "notes")
+        #expect(refused.status != 0 && refused.stderr.contains("delivers no webhooks"), "\(refused.stderr)")
+        sleep(2)
+        #expect(try off.run("records", "zones", "--container", "notes").status == 0, "the server is still up")
+        let standard = try ServerProcess()
+        let loopback = try standard.run("records", "subscribe", hook, "--container", "notes")
+        #expect(loopback.status != 0 && loopback.stderr.contains("not a public address"), "\(loopback.stderr)")
+    }
 }

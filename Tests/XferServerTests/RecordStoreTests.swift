@@ -320,6 +320,49 @@ import XferProtocol
         }
     }
 
+    /// The layout before locations were indexed, per backend.
+    static let beforeLocations = ["sqlite": "v20: records", "postgres": "v18: records"]
+
+    @Test(arguments: MetadataStoreTests.backends) func locationsSavedBeforeTheyWereIndexedAreFound(_ kind: String)
+        async throws
+    {
+        try await IndexKeyTests.withPlace(kind, "rl") { place in
+            let last: String = try #require(Self.beforeLocations[kind])
+            do {
+                let old = try await IndexKeyTests.open(kind, place, migratingUpTo: last) as! any SQLMetadataStore
+                defer { (old as? PostgresMetadataStore)?.shutdown() }
+                _ = try await old.createAccount(
+                    name: try AccountName("alice"), quota: 1 << 30, tokenHash: TokenHash.hash("t-\(place)"))
+                let account = try #require(
+                    try await old.read { try $0.sql.int("SELECT id FROM accounts WHERE name = 'alice'") })
+                try await old.execute("INSERT INTO containers (account_id, name) VALUES (?, 'notes')", [.int(account)])
+                let fields = #"{"at":{"type":"LOCATION","value":{"latitude":48.8566,"longitude":2.3522}}}"#
+                try await old.write { tx in
+                    let container = try #require(try tx.sql.int("SELECT id FROM containers WHERE name = 'notes'"))
+                    try tx.sql.rows(
+                        "INSERT INTO record_zones (container_id, name, sequence, deleted) VALUES (?, '_defaultZone', 1, ?)",
+                        container, false)
+                    let zone = try #require(try tx.sql.int("SELECT id FROM record_zones"))
+                    try tx.sql.rows(
+                        """
+                        INSERT INTO records (zone_id, name, type, fields, sequence, deleted, created_at, created_by,
+                          modified_at, modified_by) VALUES (?, 'paris', 'Place', ?, 1, ?, 0, 'alice', 0, 'alice')
+                        """, zone, fields, false)
+                }
+            }
+            let store = try await IndexKeyTests.open(kind, place)
+            defer { (store as? PostgresMetadataStore)?.shutdown() }
+            let alice = try await MetadataStoreTests.accountID(store, "alice")
+            let near = RecordFilter(
+                "at", .near, RecordField(value: .object(["latitude": .double(48.85), "longitude": .double(2.35)])),
+                distance: 2_000)
+            let found = try await store.queryRecords(
+                account: alice, container: Self.notes,
+                RecordQueryRequest(query: RecordQuery(recordType: "Place", filterBy: [near])))
+            #expect(found.records.compactMap { $0.record?.recordName } == ["paris"])
+        }
+    }
+
     @Test(arguments: MetadataStoreTests.backends) func changesFollowSyncTokens(_ kind: String) async throws {
         try await MetadataStoreTests.withStore(kind) { store, alice in
             func changes(_ token: String?, limit: Int = 200) async throws -> ZoneChanges {

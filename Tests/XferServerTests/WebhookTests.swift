@@ -170,13 +170,16 @@ import XferProtocol
                                 subscriptionID: "once", subscriptionType: .zone, firesOnce: true, webhook: hook))
                     ]))
                 for round in 0..<20 { try await Self.save(store, alice, ["r\(round)"]) }
+                let sql = store as! any SQLMetadataStore
                 try await Self.delivering(store, servers: 2) {
-                    received.state.withLock { $0.bodies.flatMap { WebhookTests.cursors($0.body) }.count } >= 21
+                    let got = received.state.withLock { $0.bodies.flatMap { WebhookTests.cursors($0.body) }.count }
+                    let hooks = try await sql.read { try $0.sql.int("SELECT COUNT(*) FROM record_webhooks") }
+                    return got >= 21 && hooks == 1
                 }
                 let all = received.state.withLock { $0.bodies }.flatMap { Self.cursors($0.body) }
                 #expect(all.count == 21, "20 for one subscription, 1 for the one that fired once: \(all.count)")
-                let claimed = try await store.claimWebhooks(limit: 10)
-                #expect(claimed.isEmpty, "nothing left, and the retired webhook is gone")
+                let hooks = try await sql.read { try $0.sql.int("SELECT COUNT(*) FROM record_webhooks") }
+                #expect(hooks == 1, "the retired webhook went once it had delivered")
             }
         }
     }

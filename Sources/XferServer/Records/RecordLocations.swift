@@ -73,6 +73,17 @@ enum RecordLocations {
         return Array(out)
     }
 
+    /// The points of a record's fields as stored (their JSON): for records saved before their
+    /// locations were indexed.
+    static func points(stored text: String) -> [Point] {
+        (try? RecordJSON.decode([String: RecordField].self, from: Array(text.utf8))).map(points) ?? []
+    }
+
+    /// The live records that may hold a location, for the migration that indexes them.
+    static let storedWithLocations =
+        #"SELECT id, zone_id, type, fields FROM records WHERE deleted = false AND fields LIKE '%"LOCATION%'"#
+    static let insertPoint = "INSERT INTO record_locations (record_id, zone_id, type, field, x, y, z)"
+
     /// NEAR as a test of a point `l` of `record_locations`: of the field, within the filter's
     /// distance. Only the `z` band is an index walk; the box and then the chord are tested on
     /// what it finds.

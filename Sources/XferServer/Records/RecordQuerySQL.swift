@@ -75,7 +75,7 @@ struct RecordQuerySQL {
         guard !fields.isEmpty else { return nil }
         let list = Array(repeating: "?", count: fields.count).joined(separator: ", ")
         return (
-            "SELECT DISTINCT field FROM record_values WHERE zone_id = ? AND type = ? AND kind = '\(RecordRules.encryptedKind)' AND field IN (\(list))",
+            "SELECT DISTINCT field FROM record_values WHERE zone_id = ? AND type = ? AND kind = '\(RecordRules.encryptedKind)' AND field IN (\(list)) ORDER BY field",
             [.text(query.recordType)] + fields.map { .text($0) }
         )
     }

@@ -20,8 +20,9 @@ enum WebhookRules {
     static let batch = 100
     /// How long a server holds a claimed webhook before another may take it (ms).
     static let lease: Int64 = 60_000
-    /// The longest one attempt may take.
+    /// The longest one attempt may take, and a host's name lookup.
     static let timeout: Duration = .seconds(15)
+    static let lookupTimeout: Duration = .seconds(5)
     /// Undelivered notifications are kept this long past the week other notifications are (ms).
     static let keepUndelivered: Int64 = 30 * 86_400_000
     static let signatureHeader = "X-Xfer-Signature"
@@ -44,11 +45,14 @@ enum WebhookRules {
     }
 
     /// The secret a subscription gives, checked, or a new one: 32 random bytes in hex.
-    /// - Throws: `bad_request` for one shorter than 16 or longer than 256 characters.
+    /// - Throws: `bad_request` for one shorter than 16 or longer than 256 bytes.
     static func secret(_ given: String?) throws -> String {
-        guard let given else { return TokenHash.generate() }
-        guard (16...256).contains(given.count) else {
-            throw XferError(.badRequest, "a webhook secret is 16 to 256 characters")
+        guard let given else {
+            var random = SystemRandomNumberGenerator()
+            return (0..<32).map { _ in ChunkID.hexDigits(random.next() as UInt8) }.joined()
+        }
+        guard (16...256).contains(given.utf8.count) else {
+            throw XferError(.badRequest, "a webhook secret is 16 to 256 bytes")
         }
         return given
     }

@@ -343,11 +343,8 @@ public final class PostgresMetadataStore: SQLMetadataStore, Service, Sendable {
         ),
         // As SQLite's v20.
         ("v18: records", SQLiteMetadataStore.recordTables(id: "BIGSERIAL PRIMARY KEY", collate: #" COLLATE "C""#)),
-        // As SQLite's v21.
-        (
-            "v19: record locations and webhooks",
-            SQLiteMetadataStore.recordLocationAndWebhookTables(collate: #" COLLATE "C""#)
-        )
+        // As SQLite's v21 (and its locations indexed, ``indexStoredLocations(_:)``).
+        (locationsMigration, SQLiteMetadataStore.recordLocationAndWebhookTables(collate: #" COLLATE "C""#))
     ]
 
     func migrate(upTo last: String? = nil) async throws {
@@ -364,8 +361,37 @@ public final class PostgresMetadataStore: SQLMetadataStore, Service, Sendable {
                 where !statement.isEmpty {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
+                if name == Self.locationsMigration { try await indexStoredLocations(connection) }
                 try await connection.query("INSERT INTO xfer_migrations (name) VALUES (\(name))", logger: logger)
                 if name == last { break }
+            }
+        }
+    }
+
+    static let locationsMigration = "v19: record locations and webhooks"
+
+    /// Indexes the locations of records saved before locations were indexed, in the migration's
+    /// transaction (the points are computed here, as for a save).
+    private func indexStoredLocations(_ connection: PostgresConnection) async throws {
+        let rows = try await connection.query(
+            PostgresQuery(unsafeSQL: RecordLocations.storedWithLocations), logger: logger
+        )
+        .collect()
+        for row in rows {
+            let (id, zone, type, fields) = try row.decode((Int64, Int64, String, String).self)
+            for point in RecordLocations.points(stored: fields) {
+                var binds = PostgresBindings(capacity: 7)
+                binds.append(id)
+                binds.append(zone)
+                binds.append(type)
+                binds.append(point.field)
+                binds.append(point.x)
+                binds.append(point.y)
+                binds.append(point.z)
+                try await connection.query(
+                    PostgresQuery(
+                        unsafeSQL: RecordLocations.insertPoint + " VALUES ($1, $2, $3, $4, $5, $6, $7)", binds: binds),
+                    logger: logger)
             }
         }
     }

@@ -60,6 +60,8 @@ public protocol RecordStore: Sendable {
 public struct WebhookKey: Sendable, Hashable {
     public var containerID: Int64
     public var subscriptionID: String
+    /// The claim a delivery is made under: its outcome counts only while the claim holds.
+    public var lease: String = ""
 }
 
 /// A webhook delivery to make: where, the secret to sign with, and the body.

@@ -352,6 +352,14 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         }
         migrator.registerMigration("v21: record locations and webhooks") { db in
             try db.execute(sql: Self.recordLocationAndWebhookTables())
+            // Locations saved before they were indexed (SQLite cannot compute the points itself).
+            for row in try Row.fetchAll(db, sql: RecordLocations.storedWithLocations) {
+                for point in RecordLocations.points(stored: row["fields"]) {
+                    try db.execute(
+                        sql: RecordLocations.insertPoint + " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        arguments: [row["id"], row["zone_id"], row["type"], point.field, point.x, point.y, point.z])
+                }
+            }
         }
         return migrator
     }
@@ -400,7 +408,7 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         CREATE TABLE record_webhooks (container_id BIGINT NOT NULL REFERENCES containers(id),
           subscription_id TEXT\(collate) NOT NULL, url TEXT NOT NULL, secret TEXT NOT NULL, cursor BIGINT NOT NULL,
           failures BIGINT NOT NULL, last_error TEXT, next_attempt_at BIGINT NOT NULL, lease_until BIGINT NOT NULL,
-          retired BOOLEAN NOT NULL, PRIMARY KEY (container_id, subscription_id));
+          lease_token TEXT, retired BOOLEAN NOT NULL, PRIMARY KEY (container_id, subscription_id));
         CREATE INDEX record_notifications_by_subscription ON record_notifications (container_id, subscription_id, sequence);
         CREATE INDEX record_values_delete_self ON record_values (zone_id, text) WHERE kind = 'DELETE_SELF';
         """

@@ -102,10 +102,11 @@ extension MetadataTransaction {
             // The kind written out, so that the partial index of DELETE_SELF references serves it.
             let rows = try sql.rows(
                 """
-                SELECT DISTINCT r.id, r.name, r.type, r.fields FROM record_values v JOIN records r ON r.id = v.record_id
-                WHERE v.zone_id = ? AND v.kind = '\(RecordRules.deleteSelfKind)' AND v.text = ? AND r.deleted = ?
+                SELECT r.id, r.name, r.type, r.fields FROM records r WHERE r.deleted = ? AND r.id IN (
+                  SELECT v.record_id FROM record_values v
+                  WHERE v.zone_id = ? AND v.kind = '\(RecordRules.deleteSelfKind)' AND v.text = ?)
                 ORDER BY r.id
-                """, scope.zone.id, target, false)
+                """, false, scope.zone.id, target)
             for row in rows.prefix(RecordRules.maximumCascade - deleted) {
                 let source = try row.text("name")
                 try delete(

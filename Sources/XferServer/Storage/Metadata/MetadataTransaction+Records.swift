@@ -100,7 +100,7 @@ extension MetadataTransaction {
         guard values.count + points.count <= RecordRules.maximumIndexValues else {
             throw XferError(
                 .tooLarge,
-                "record \(name.prefix(64)) has \(values.count) values and words to index; at most \(RecordRules.maximumIndexValues)"
+                "record \(name.prefix(64)) has \(values.count + points.count) values, words and locations to index; at most \(RecordRules.maximumIndexValues)"
             )
         }
         try chargeRecord(account: account, Self.recordCost(text) - Self.recordCost(stored?.fields))

@@ -16,8 +16,10 @@ final class RecordWriteScope {
     var subscriptions: [RecordSubscription]?
     /// The last change number written in the zone.
     private(set) var lastSequence: Int64?
-    /// The records named so far, as they now stand (`nil`: none by that name).
-    private var records: [String: StoredRecord?] = [:]
+    /// The records named so far, as they now stand (`nil`: none by that name), by the bytes of
+    /// their names: the database compares names byte by byte, where Swift's `String` would take
+    /// two normalizations of one name as equal.
+    private var records: [[UInt8]: StoredRecord?] = [:]
     /// Change numbers taken and not yet used, and how many to take next time.
     private var sequences: [Int64] = []
     private var block: Int64
@@ -36,23 +38,24 @@ final class RecordWriteScope {
 
     /// Reads the records of `names` at once.
     func prefetch(_ names: [String], in tx: MetadataTransaction) throws {
-        let wanted = Array(Set(names)).filter { records[$0] == nil }
+        let wanted = Set(names.map { Array($0.utf8) }).filter { records[$0] == nil }
         guard !wanted.isEmpty else { return }
         for name in wanted { records[name] = .some(nil) }
         let list = Array(repeating: "?", count: wanted.count).joined(separator: ", ")
         for row in try tx.sql.rows(
-            "SELECT * FROM records WHERE zone_id = ? AND name IN (\(list))", [.int(zone.id)] + wanted.map { .text($0) })
+            "SELECT * FROM records WHERE zone_id = ? AND name IN (\(list))",
+            [.int(zone.id)] + wanted.map { .text(String(decoding: $0, as: UTF8.self)) })
         {
             let record: StoredRecord = (try row.int("id"), try tx.record(row: row), try row.optionalText("fields"))
-            records[record.record.recordName] = .some(record)
+            records[Array(record.record.recordName.utf8)] = .some(record)
         }
     }
 
     /// The record stored under `name`, as this request has left it.
     func stored(_ name: String, in tx: MetadataTransaction) throws -> StoredRecord? {
-        if let known = records[name] { return known }
+        if let known = records[Array(name.utf8)] { return known }
         try prefetch([name], in: tx)
-        return records[name] ?? nil
+        return records[Array(name.utf8)] ?? nil
     }
 
     /// The next change number, from the block taken; a new block when it runs out.
@@ -66,7 +69,7 @@ final class RecordWriteScope {
 
     /// Notes a record written (or made a tombstone) at `sequence`.
     func saved(_ record: StoredRecord, sequence: Int64) {
-        records[record.record.recordName] = .some(record)
+        records[Array(record.record.recordName.utf8)] = .some(record)
         lastSequence = sequence
     }
 }

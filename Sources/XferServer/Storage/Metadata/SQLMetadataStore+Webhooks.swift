@@ -7,7 +7,8 @@ import XferProtocol
 // deliver it. The cursor moves only after the receiver answered 2xx: at least once, in order.
 extension SQLMetadataStore {
     public func claimWebhooks(limit: Int) async throws -> [DueWebhook] {
-        // A read first, so that an idle server's polling writes nothing.
+        // A read first, so that an idle server's polling writes nothing. The oldest due first,
+        // and claimed in one order on every server, so two never wait on each other's rows.
         let candidates = try await read { tx in
             let now = try tx.clock() / 1_000_000
             return try tx.sql.rows(
@@ -16,7 +17,7 @@ extension SQLMetadataStore {
                 WHERE w.next_attempt_at <= ? AND w.lease_until <= ? AND (w.retired OR EXISTS (
                   SELECT 1 FROM record_notifications n WHERE n.container_id = w.container_id
                   AND n.subscription_id = w.subscription_id AND n.sequence > w.cursor))
-                ORDER BY w.next_attempt_at LIMIT \(limit)
+                ORDER BY w.next_attempt_at, w.container_id, w.subscription_id LIMIT \(limit)
                 """, now, now
             ).map {
                 WebhookKey(containerID: try $0.int("container_id"), subscriptionID: try $0.text("subscription_id"))
@@ -29,21 +30,26 @@ extension SQLMetadataStore {
     public func finishWebhook(_ key: WebhookKey, delivered cursor: Int64?, failure: String?, retryAfter: Int64)
         async throws
     {
+        // Only under the claim this delivery was made under: one that ran past it (another
+        // server may hold the webhook now) changes nothing, and its notifications go again.
+        // A delivery puts the webhook behind those that have waited longer.
         try await write { tx in
             let now = try tx.clock() / 1_000_000
             if let cursor {
                 try tx.sql.rows(
                     """
                     UPDATE record_webhooks SET cursor = CASE WHEN cursor < ? THEN ? ELSE cursor END, failures = 0,
-                      last_error = NULL, next_attempt_at = 0, lease_until = 0 WHERE container_id = ? AND subscription_id = ?
-                    """, cursor, cursor, key.containerID, key.subscriptionID)
+                      last_error = NULL, next_attempt_at = ?, lease_until = 0, lease_token = NULL
+                    WHERE container_id = ? AND subscription_id = ? AND lease_token = ?
+                    """, cursor, cursor, now, key.containerID, key.subscriptionID, key.lease)
             } else {
                 try tx.sql.rows(
                     """
-                    UPDATE record_webhooks SET failures = failures + 1, last_error = ?, next_attempt_at = ?, lease_until = 0
-                    WHERE container_id = ? AND subscription_id = ?
+                    UPDATE record_webhooks SET failures = failures + 1, last_error = ?, next_attempt_at = ?, lease_until = 0,
+                      lease_token = NULL
+                    WHERE container_id = ? AND subscription_id = ? AND lease_token = ?
                     """, String((failure ?? "failed").prefix(500)), now + retryAfter, key.containerID,
-                    key.subscriptionID)
+                    key.subscriptionID, key.lease)
             }
         }
     }
@@ -54,12 +60,14 @@ extension MetadataTransaction {
     /// retired one (its subscription fired once and went) with nothing left goes.
     func claim(_ key: WebhookKey) throws -> DueWebhook? {
         let now = try clock() / 1_000_000
+        var key = key
+        key.lease = TokenHash.generate()
         guard
             let row = try sql.one(
                 """
-                UPDATE record_webhooks SET lease_until = ? WHERE container_id = ? AND subscription_id = ?
+                UPDATE record_webhooks SET lease_until = ?, lease_token = ? WHERE container_id = ? AND subscription_id = ?
                   AND lease_until <= ? AND next_attempt_at <= ? RETURNING *
-                """, now + WebhookRules.lease, key.containerID, key.subscriptionID, now, now)
+                """, now + WebhookRules.lease, key.lease, key.containerID, key.subscriptionID, now, now)
         else { return nil }
         let notifications = try sql.rows(
             """
@@ -74,7 +82,7 @@ extension MetadataTransaction {
                     key.subscriptionID)
             } else {
                 try sql.rows(
-                    "UPDATE record_webhooks SET lease_until = 0 WHERE container_id = ? AND subscription_id = ?",
+                    "UPDATE record_webhooks SET lease_until = 0, lease_token = NULL WHERE container_id = ? AND subscription_id = ?",
                     key.containerID, key.subscriptionID)
             }
             return nil
@@ -92,7 +100,8 @@ extension MetadataTransaction {
     }
 
     /// Sets (or with `nil` removes) a subscription's webhook. A new one starts after the
-    /// notifications its subscription's name already has; a changed one keeps its place.
+    /// notifications its subscription's name already has; a changed one keeps its place, and
+    /// its secret unless given another.
     /// - Returns: The webhook as saved, its secret shown.
     @discardableResult
     func setWebhook(_ webhook: RecordWebhook?, container: Int64, _ id: String) throws -> RecordWebhook? {
@@ -100,7 +109,11 @@ extension MetadataTransaction {
             try sql.rows("DELETE FROM record_webhooks WHERE container_id = ? AND subscription_id = ?", container, id)
             return nil
         }
-        let secret = try WebhookRules.secret(webhook.secret)
+        // A change that gives no secret keeps the one the receiver has.
+        let kept = try sql.one(
+            "SELECT secret FROM record_webhooks WHERE container_id = ? AND subscription_id = ?", container, id)
+        let secret =
+            try webhook.secret.map { try WebhookRules.secret($0) } ?? kept?.text("secret") ?? WebhookRules.secret(nil)
         try sql.rows(
             """
             INSERT INTO record_webhooks (container_id, subscription_id, url, secret, cursor, failures, next_attempt_at,
