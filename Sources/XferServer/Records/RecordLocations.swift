@@ -64,8 +64,7 @@ enum RecordLocations {
     static func points(_ fields: [String: RecordField]) -> [Point] {
         var out: Set<Point> = []
         for (name, field) in fields where field.type == .location || field.type == .locationList {
-            let items: [JSONValue]
-            if case .array(let list) = field.value { items = list } else { items = [field.value] }
+            let items = RecordRules.items(field)
             for item in items {
                 if let location = try? location(item, name) { out.insert(point(location, field: name)) }
             }

@@ -116,6 +116,12 @@ enum RecordRules {
         }
     }
 
+    /// The values of a field: a list's elements, or the one value.
+    static func items(_ field: RecordField) -> [JSONValue] {
+        if field.type?.element != nil || field.type == nil, case .array(let list) = field.value { return list }
+        return [field.value]
+    }
+
     static func double(_ value: JSONValue) -> JSONValue {
         if case .int(let int) = value { return .double(Double(int)) }
         return value
@@ -147,8 +153,7 @@ enum RecordRules {
         var out: Set<IndexValue> = []
         for (name, field) in fields {
             guard let type = field.type else { continue }
-            let items: [JSONValue]
-            if type.element != nil, case .array(let list) = field.value { items = list } else { items = [field.value] }
+            let items = type.element != nil ? Self.items(field) : [field.value]
             let kind = type.element ?? type
             for item in items {
                 out.formUnion(indexValues(name, kind, item))

@@ -55,8 +55,7 @@ extension MetadataTransaction {
     /// the zone, if any.
     func missingReference(zone: Int64, fields: [String: RecordField]) throws -> String? {
         for field in fields.values where field.type == .reference || field.type == .referenceList {
-            let items: [JSONValue]
-            if case .array(let list) = field.value { items = list } else { items = [field.value] }
+            let items = RecordRules.items(field)
             for case .object(let reference) in items where reference["action"] == .string("VALIDATE") {
                 guard case .string(let target)? = reference["recordName"] else { continue }
                 let found = try sql.one(
@@ -71,8 +70,7 @@ extension MetadataTransaction {
     /// (its current one, or the version it names), if any: an asset names data the container holds.
     func missingAsset(container: Int64, fields: [String: RecordField]) throws -> String? {
         for field in fields.values where field.type == .asset || field.type == .assetList {
-            let items: [JSONValue]
-            if case .array(let list) = field.value { items = list } else { items = [field.value] }
+            let items = RecordRules.items(field)
             for case .object(let asset) in items {
                 guard case .string(let path)? = asset["path"] else { continue }
                 let found: SQLRow?

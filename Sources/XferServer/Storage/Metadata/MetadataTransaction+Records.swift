@@ -132,6 +132,22 @@ extension MetadataTransaction {
             else { throw XferError(.internal, "a record row was not made") }
             id = made
         }
+        try writeIndex(record: id, zone: zone, type: type, values: values, points: points)
+        let live = stored.flatMap { $0.record.deleted == true ? nil : $0.record }
+        return (
+            id,
+            Record(
+                recordName: name, recordType: type, recordChangeTag: RecordRules.changeTag(sequence), fields: fields,
+                created: live?.created ?? stamp, modified: stamp, deleted: false),
+            text
+        )
+    }
+
+    /// A record's index rows: its values and words, and its locations.
+    private func writeIndex(
+        record id: Int64, zone: Int64, type: String, values: [RecordRules.IndexValue],
+        points: [RecordLocations.Point]
+    ) throws {
         try insert(
             "record_values (record_id, zone_id, type, field, kind, number, text)",
             values.map {
@@ -143,14 +159,6 @@ extension MetadataTransaction {
         try insert(
             "record_locations (record_id, zone_id, type, field, x, y, z)",
             points.map { [.int(id), .int(zone), .text(type), .text($0.field), .int($0.x), .int($0.y), .int($0.z)] })
-        let live = stored.flatMap { $0.record.deleted == true ? nil : $0.record }
-        return (
-            id,
-            Record(
-                recordName: name, recordType: type, recordChangeTag: RecordRules.changeTag(sequence), fields: fields,
-                created: live?.created ?? stamp, modified: stamp, deleted: false),
-            text
-        )
     }
 
     /// Rows into `table` (its name and columns), a few hundred a statement.
