@@ -34,6 +34,8 @@ extension Xfer {
             var daemon: SyncHealth?
             /// Documents pending upload or download.
             var pending: Int
+            /// What this device holds (`xfer sync --only/--exclude-path/…`).
+            var selection: SyncSelection
             var documents: [DocumentStatus]
         }
 
@@ -46,17 +48,19 @@ extension Xfer {
                 let (sync, status) = try await withSynced(directory, client) { sync in (sync, try await sync.status()) }
                 let notices = try sync.notices()
                 let health = try sync.state.health()
+                let selection = try sync.state.selection()
                 let pending = status.documents.filter { $0.state == .pendingUpload || $0.state == .pendingDownload }
                     .count
                 if json {
                     printJSON(
                         Output(
                             directory: sync.directory, reachable: status.reachable, notices: notices, daemon: health,
-                            pending: pending, documents: status.documents))
+                            pending: pending, selection: selection, documents: status.documents))
                     return
                 }
                 for notice in notices { print("note: \(notice)") }
                 print(Self.describe(health, pending: pending))
+                if let line = Self.describe(selection) { print(line) }
                 if !status.reachable { print("(server unreachable: local state only)") }
                 for document in status.documents {
                     let conflicts =
@@ -68,6 +72,19 @@ extension Xfer {
                             + "\(document.path)\(conflicts)")
                 }
             }
+        }
+
+        /// One line on what this device holds, unless it holds everything.
+        static func describe(_ selection: SyncSelection) -> String? {
+            guard !selection.isEverything else { return nil }
+            var parts: [String] = []
+            if !selection.only.isEmpty { parts.append("only " + selection.only.joined(separator: ", ")) }
+            if !selection.excluded.isEmpty { parts.append("leaving out " + selection.excluded.joined(separator: ", ")) }
+            if selection.noNewFolders {
+                parts.append("new top-level folders left out (held: \(selection.folders.joined(separator: ", ")))")
+            }
+            if !selection.kept.isEmpty { parts.append("kept as made here: " + selection.kept.joined(separator: ", ")) }
+            return "selection: " + parts.joined(separator: "; ")
         }
 
         /// One line on the folder's daemon: running or not, its last pass and last error.

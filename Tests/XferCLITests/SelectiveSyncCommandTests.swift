@@ -27,6 +27,9 @@ import XferCore
         #expect(!FileManager.default.fileExists(atPath: b + "/Photos/1.jpg"))
         let status = try server.run(["status", b], environment: deviceB)
         #expect(status.stdout.contains("excluded") && status.stdout.contains("Photos/2.jpg"), "\(status.stdout)")
+        #expect(status.stdout.contains("selection: leaving out Photos"), "\(status.stdout)")
+        let asJSON = try server.json(try server.run(["status", b, "--json"], environment: deviceB))
+        #expect((asJSON["selection"] as? [String: Any])?["excluded"] as? [String] == ["Photos"], "\(asJSON)")
         #expect(try server.run("sync", a, "--once").status == 0)
         #expect(FileManager.default.fileExists(atPath: a + "/Photos/1.jpg"), "nothing deleted elsewhere")
         let listed = try server.run("ls", "Photos/")
@@ -35,6 +38,8 @@ import XferCore
         let back = try server.run(["sync", b, "--once", "--include-path", "Photos"], environment: deviceB)
         #expect(back.status == 0, "\(back.stderr)")
         #expect(try String(contentsOfFile: b + "/Photos/1.jpg", encoding: .utf8) == "content of Photos/1.jpg")
+        #expect(
+            !(try server.run(["status", b], environment: deviceB).stdout.contains("selection:")), "everything again")
         let bad = try server.run(["sync", b, "--once", "--only", "../x"], environment: deviceB)
         #expect(bad.status != 0 && bad.stderr.contains(".."), "\(bad.stderr)")
     }
