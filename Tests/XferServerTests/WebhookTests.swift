@@ -102,11 +102,11 @@ import XferProtocol
         until done: @escaping @Sendable () async throws -> Bool
     ) async throws {
         let deliverer = WebhookDeliverer(
-            metadata: store, destinations: destinations, logger: Logger(label: "test"), idle: .milliseconds(50))
+            metadata: store, destinations: destinations, logger: Logger(label: "test"), idle: .milliseconds(200))
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<servers { group.addTask { try await deliverer.run() } }
             let deadline = ContinuousClock.now + .seconds(120)
-            while try await !done(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+            while try await !done(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
             group.cancelAll()
         }
     }
