@@ -101,7 +101,19 @@ import XferTestSupport
     /// A field marked isEncrypted in an end-to-end encrypted container: sealed on the device,
     /// never seen by the server in the clear, opened on the way back, and refused by queries; in
     /// a plain container such a field is refused before anything is sent.
-    @Test func encryptedFieldsAreSealedOnTheDevice() throws {
+    @Test func encryptedFieldsAreSealedOnTheDevice() async throws {
+        try await Self.offThePool { try Self.encryptedFields() }
+    }
+
+    /// Runs a test that waits on processes on a dispatch thread, so that it holds none of the
+    /// few threads the suite's in-process servers run on.
+    static func offThePool(_ body: @escaping @Sendable () throws -> Void) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    static func encryptedFields() throws {
         let server = try ServerProcess()
         let owner = ["XFER_PASSPHRASE": "correct horse", "XFER_CONTAINER": "vault"]
         #expect(try server.run(["container", "create", "vault", "--encrypted"], environment: owner).status == 0)
@@ -150,7 +162,11 @@ import XferTestSupport
 
     /// `--webhooks off`: the server runs (no deliverer among its services) and refuses a
     /// subscription that asks for a webhook; the default refuses one to loopback.
-    @Test func webhooksOffServesAndRefusesWebhooks() throws {
+    @Test func webhooksOffServesAndRefusesWebhooks() async throws {
+        try await Self.offThePool { try Self.webhooksOff() }
+    }
+
+    static func webhooksOff() throws {
         let hook = """
             {"operations": [{"operationType": "create", "subscription": {"subscriptionID": "h", "subscriptionType": "zone",
               "webhook": {"url": "http://127.0.0.1:9/hook"}}}]}
