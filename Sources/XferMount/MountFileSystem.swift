@@ -169,19 +169,8 @@ final class MountFileSystem: FuseOperations {
         guard node.kind == .file else { return request.fail(node.kind == .directory ? EISDIR : ELOOP) }
         guard info.flags & O_ACCMODE == O_RDONLY else { return openForWriting(request, inode, node, info: info) }
         switch node.origin {
-        case .staged:
-            let path = tree.value.path(of: inode)
-            guard let data = staged?.dataPath(path) else {
-                return failIO(request, "a staged file on a read-only mount")
-            }
-            let fd = Glibc.open(data, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { return failIO(request, "open of the staging file of \(path)") }
-            request.opened(opening(fd, path: path, writer: false, dirty: false), info, keepCache: true)
-        case .local:
-            let path = tree.value.path(of: inode)
-            let fd = localPath(of: path).map { Glibc.open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) } ?? -1
-            guard fd >= 0 else { return failIO(request, "open of \(path) in a package changed here") }
-            request.opened(opening(fd, path: path, writer: false, dirty: false), info, keepCache: true)
+        case .staged, .local:
+            openLocalCopy(request, inode: inode, info: info)
         case .entry(let package, let index):
             guard let manifest = manifests[package] else {
                 return failIO(request, "a package entry without its manifest")
@@ -202,6 +191,28 @@ final class MountFileSystem: FuseOperations {
         case .implied, .stagedPackage:
             request.fail(EISDIR)
         }
+    }
+
+    /// Opens for reading the copy here of a file this mount changed: its staging file, or the
+    /// file in a package changed here. An upload settles under the handles' lock (the copy goes
+    /// and the node shows the version at once), so opened under it too the copy is there, or
+    /// the node is the server's now and the open starts over.
+    private func openLocalCopy(_ request: FuseRequest, inode: UInt64, info: fuse_file_info) {
+        let opened = handles.withLock { _ -> (fd: Int32, path: String)? in
+            guard let origin = tree.value[inode]?.origin else { return nil }
+            let path = tree.value.path(of: inode)
+            switch origin {
+            case .staged:
+                return (staged.map { Glibc.open($0.dataPath(path), O_RDONLY | O_CLOEXEC) } ?? -1, path)
+            case .local:
+                return (localPath(of: path).map { Glibc.open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) } ?? -1, path)
+            default:
+                return nil
+            }
+        }
+        guard let (fd, path) = opened else { return open(request, inode: inode, info: info) }
+        guard fd >= 0 else { return failIO(request, "open of the copy here of \(path)") }
+        request.opened(opening(fd, path: path, writer: false, dirty: false), info, keepCache: true)
     }
 
     func read(_ request: FuseRequest, inode: UInt64, handle: UInt64, offset: Int64, size: Int) {

@@ -22,6 +22,8 @@ public struct ServerLimits: Sendable, Hashable {
     /// Long polls one account may have waiting at once; one more is answered 503 `unavailable`
     /// at once (clients back off and retry).
     public var maximumWaitingPollsPerAccount = 32
+    /// How often an idle web view event stream gets a comment, so proxies keep it open.
+    public var eventStreamKeepAlive: Duration = .seconds(20)
     /// Bytes of a key-value write's JSON body (``keyValueBody(storeBytes:)`` of the store's limit).
     public var maximumKeyValueBody = ServerLimits.keyValueBody(storeBytes: StorePolicy().keyValueMaximumBytes)
 

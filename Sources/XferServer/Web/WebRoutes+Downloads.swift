@@ -65,7 +65,7 @@ extension WebRoutes {
     }
 
     /// Server-sent events: `change` each time the container's change feed moves, a comment
-    /// every 20 s to keep proxies from closing the stream. Each open stream counts against
+    /// every ``ServerLimits/eventStreamKeepAlive`` (20 s) to keep proxies from closing the stream. Each open stream counts against
     /// the account's long polls (``ServerLimits/maximumWaitingPollsPerAccount``); a stream
     /// ends after an hour (the browser reconnects), when the server stops, or as soon as the
     /// browser closes the connection (``ClientPresence``), its slot given back then.
@@ -77,6 +77,7 @@ extension WebRoutes {
         let asking = target.principal.accountID
         if let refusal = try await refuseEncrypted(target, session) { return refusal }
         let cap = limits.maximumWaitingPollsPerAccount
+        let keepAlive = Int(max(1, limits.eventStreamKeepAlive.components.seconds))
         let (metadata, changes) = (metadata, changes)
         let presence = await context.presence()
         let start = try await metadata.changes(
@@ -108,7 +109,7 @@ extension WebRoutes {
                     let seen = cursor
                     let present = await ClientPresence.run(until: presence) {
                         await withGracefulShutdownHandler {
-                            await changes.wait(account: account, container: target.container, seconds: 20) {
+                            await changes.wait(account: account, container: target.container, seconds: keepAlive) {
                                 // A member unshared meanwhile: the stream ends (``ContainerTarget/holds(in:)``).
                                 guard (try? await target.holds(in: metadata)) != false else { return true }
                                 guard
