@@ -226,6 +226,66 @@ import XferProtocol
         }
     }
 
+    /// Every way a query can be asked (``RecordQueryWay``) gives the same pages: walked in name
+    /// order (whole, or within a few records and then found the other way), found from each
+    /// filter that can, from their intersection, and as the plan decides.
+    @Test(arguments: MetadataStoreTests.backends) func everyWayOfAskingAQueryAnswersAlike(_ kind: String)
+        async throws
+    {
+        try await MetadataStoreTests.withStore(kind) { store, alice in
+            let store = try #require(store as? any SQLMetadataStore)
+            let words = ["red", "blue", "green", "gold"]
+            let operations = (0..<120).map { index in
+                let title = "\(words[index % 4]) \(words[index / 4 % 4]) note \(index)"
+                let tags = index % 3 == 0 ? ["even", "third"] : index % 2 == 0 ? ["even"] : ["odd"]
+                return RecordOperation(
+                    .create, Self.note("n\(1000 - index * 7 % 1000)", title, Int64(index % 6), tags: tags))
+            }
+            _ = try await Self.modify(store, alice, operations)
+            let equals = { (field: String, value: JSONValue) in RecordFilter(field, .equals, RecordField(value: value))
+            }
+            let queries: [([RecordFilter], [RecordSort]?)] = [
+                ([RecordFilter("tags", .listContains, RecordField(value: .string("even")))], nil),
+                (
+                    [equals("stars", .int(5)), RecordFilter("tags", .listContains, RecordField(value: .string("odd")))],
+                    nil
+                ),
+                ([RecordFilter("title", .containsAllTokens, RecordField(value: .string("gold red")))], nil),
+                (
+                    [
+                        RecordFilter("tags", .notListContains, RecordField(value: .string("third"))),
+                        RecordFilter("stars", .greaterThan, RecordField(value: .int(1))),
+                        RecordFilter("title", .beginsWith, RecordField(value: .string("blue")))
+                    ], [RecordSort("stars", ascending: false)]
+                ),
+                ([equals("stars", .int(9))], nil)
+            ]
+            for (filters, sort) in queries {
+                let query = RecordQuery(recordType: "Note", filterBy: filters, sortBy: sort)
+                let findable = try RecordQuerySQL(query, zone: 0, offset: 0, limit: 1, dialect: .sqlite).findable
+                var ways: [[RecordQueryWay]?] = [
+                    nil, [.walk(within: nil)], [.walk(within: 5), .intersect], [.intersect]
+                ]
+                ways += findable.map { [.drive($0)] }
+                var answers: Set<[String]> = []
+                for way in ways {
+                    var names: [String] = []
+                    var marker: String?
+                    repeat {
+                        let page = try await store.queryRecords(
+                            account: alice, container: Self.notes,
+                            RecordQueryRequest(query: query, resultsLimit: 9, continuationMarker: marker), ways: way)
+                        names += page.records.compactMap { $0.record?.recordName }
+                        marker = page.continuationMarker
+                    } while marker != nil
+                    answers.insert(names)
+                }
+                #expect(answers.count == 1, "\(filters.map(\.fieldName)): \(answers)")
+                #expect(answers.first?.isEmpty == (filters.first?.fieldValue.value == .int(9)), "\(answers)")
+            }
+        }
+    }
+
     /// Places by latitude and longitude: cities a known distance apart, two points either side
     /// of the antimeridian, two either side of 1,000 m from (0, 20), and a list of two cities.
     static let places: [(String, [(Double, Double)])] = [

@@ -87,14 +87,14 @@ enum RecordLocations {
     /// distance. Only the `z` band is an index walk; the box and then the chord are tested on
     /// what it finds.
     /// - Throws: `bad_request` without a location or a distance of 0 or more metres.
-    static func near(_ filter: RecordFilter, zone: Int64, type: String) throws -> (String, [SQLValue]) {
+    static func near(_ filter: RecordFilter) throws -> (String, [SQLValue]) {
         let centre = point(try location(filter.fieldValue.value, "NEAR's fieldValue"))
         guard let metres = filter.distance, metres.isFinite, metres >= 0 else {
             throw XferError(.badRequest, "NEAR needs a distance in metres, 0 or more")
         }
         let chord = chord(metres: metres)
-        var tests = ["l.zone_id = ?", "l.type = ?", "l.field = ?"]
-        var values: [SQLValue] = [.int(zone), .text(type), .text(filter.fieldName)]
+        var tests = ["l.field = ?"]
+        var values: [SQLValue] = [.text(filter.fieldName)]
         for (axis, centre) in [("z", centre.z), ("x", centre.x), ("y", centre.y)] {
             tests.append("l.\(axis) BETWEEN ? AND ?")
             values += [.int(centre - chord), .int(centre + chord)]

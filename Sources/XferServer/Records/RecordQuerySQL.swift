@@ -2,13 +2,12 @@ import Foundation
 import XferCore
 import XferProtocol
 
-/// A records/query as one SQL statement over the records and their indexed values
+/// A records/query as SQL over the records and their indexed values
 /// (``RecordRules/indexValues(_:)``), the same text on SQLite and PostgreSQL: each filter a
-/// subquery on the index, each sort key the least of a field's values, then the name.
+/// test on the index (``RecordCondition``), each sort key the least of a field's values, then
+/// the name. A query is asked one of several ways (``RecordQueryWay``), chosen by
+/// ``RecordQueryPlan`` from how broad its filters are (``counting``).
 struct RecordQuerySQL {
-    let sql: String
-    let values: [SQLValue]
-
     /// Fields that are the record's own rather than indexed values.
     static let nameField = "___recordID"
     static let createdField = "___createTime"
@@ -21,8 +20,21 @@ struct RecordQuerySQL {
     static let maximumListValues = 256
     static let maximumTokens = 32
 
-    /// The statement selecting the page of `query` in zone `zone` from `offset`, at most `limit`
-    /// rows (one more is asked for, to tell whether another page follows).
+    /// The record's own tests: zone, type, not deleted (and the one record of a subscription's test).
+    private let own: [(String, [SQLValue])]
+    /// The filters, in the query's order (a range of one field is one).
+    let filters: [RecordCondition]
+    /// The terms of ORDER BY, the name last.
+    private let order: [(String, [SQLValue])]
+    /// The query has no sort key: its order is the names', which the records' index walks.
+    let byName: Bool
+    private let scope: RecordCondition.Scope
+    private let bytewise: String
+    /// The rows skipped and the rows of a page (one more is asked, to tell whether more follow).
+    let page: (offset: Int, limit: Int)
+
+    /// The page of `query` in zone `zone` from `offset`, at most `limit` rows (one more is asked
+    /// for, to tell whether another page follows).
     /// - Throws: `bad_request` for a filter whose value does not suit its comparator.
     /// - Parameter record: Only this record, by row id (whether it passes: a query subscription).
     init(_ query: RecordQuery, zone: Int64, offset: Int, limit: Int, dialect: SQLDialect, record: Int64? = nil) throws {
@@ -32,38 +44,76 @@ struct RecordQuerySQL {
             throw XferError(
                 .badRequest, "a query has at most \(Self.maximumFilters) filters and \(Self.maximumSortKeys) sort keys")
         }
-        var conditions = ["r.zone_id = ?", "r.type = ?", "r.deleted = ?"]
-        var values: [SQLValue] = [.int(zone), .text(query.recordType), .bool(false)]
-        if let record {
-            conditions.append("r.id = ?")
-            values.append(.int(record))
-        }
+        var own: [(String, [SQLValue])] = [
+            ("r.zone_id = ? AND r.type = ? AND r.deleted = ?", [.int(zone), .text(query.recordType), .bool(false)])
+        ]
+        if let record { own.append(("r.id = ?", [.int(record)])) }
         var filters: [RecordCondition] = []
         for group in Self.grouped(query.filterBy ?? []) {
             if group.count > 1 || Self.isRange(group[0]) {
-                filters.append(try Self.range(group, zone: zone, type: query.recordType))
+                filters.append(try Self.range(group))
             } else {
-                filters += try Self.condition(group[0], zone: zone, type: query.recordType, dialect: dialect)
+                filters += try Self.condition(group[0], dialect: dialect)
             }
         }
-        for (condition, bound) in RecordCondition.render(filters, dialect: dialect, oneRecord: record != nil) {
-            conditions.append(condition)
-            values += bound
-        }
-        var order: [String] = []
+        var order: [(String, [SQLValue])] = []
         for sort in query.sortBy ?? [] {
             let direction = sort.ascending == false ? "DESC" : "ASC"
             for key in try Self.sortKeys(sort, dialect: dialect) {
-                order.append("(\(key.expression)) IS NULL, \(key.expression) \(direction)")
-                values += key.values + key.values
+                order.append(("(\(key.expression)) IS NULL, \(key.expression) \(direction)", key.values + key.values))
             }
         }
-        order.append("r.name\(dialect.bytewise) ASC")
-        sql = """
-            SELECT r.* FROM records r WHERE \(conditions.joined(separator: " AND "))
-            ORDER BY \(order.joined(separator: ", ")) LIMIT \(limit + 1) OFFSET \(offset)
+        order.append(("r.name\(dialect.bytewise) ASC", []))
+        (self.own, self.filters, self.order) = (own, filters, order)
+        byName = (query.sortBy ?? []).isEmpty
+        scope = RecordCondition.Scope(zone: zone, type: query.recordType)
+        bytewise = dialect.bytewise
+        page = (offset, limit)
+    }
+
+    /// The places of the filters able to find records (``RecordCondition/isFindable``).
+    var findable: [Int] { filters.indices.filter { filters[$0].isFindable } }
+
+    /// One row: for each of ``findable``, its matches counted up to `cap` (nil: none to count).
+    func counting(cap: Int) -> (sql: String, values: [SQLValue])? {
+        let counts = findable.compactMap { filters[$0].count(in: scope, cap: cap) }
+        guard !counts.isEmpty else { return nil }
+        return ("SELECT " + counts.map(\.0).joined(separator: ", "), counts.flatMap(\.1))
+    }
+
+    /// The name of record `count` by name, where a walk within that many ends (no row: fewer).
+    func walkEnd(within count: Int) -> (sql: String, values: [SQLValue]) {
+        let (test, values) = own[0]
+        return (
+            "SELECT r.name FROM records r WHERE \(test) ORDER BY r.name\(bytewise) LIMIT 1 OFFSET \(count - 1)", values
+        )
+    }
+
+    /// The statement asking the page `way`; a walk within a count stops at the name `end`
+    /// (``walkEnd(within:)``).
+    func statement(_ way: RecordQueryWay, through end: String? = nil) -> (sql: String, values: [SQLValue]) {
+        var conditions = own
+        switch way {
+        case .walk:
+            conditions += filters.map { $0.perRecord() }
+            if let end { conditions.append(("r.name\(bytewise) <= ?", [.text(end)])) }
+        case .drive(let place) where !findable.contains(place):
+            return statement(.walk(within: nil))
+        case .intersect where findable.isEmpty:
+            return statement(.walk(within: nil))
+        case .drive(let place):
+            conditions += filters.indices.map {
+                $0 == place ? RecordCondition.among([filters[$0]], in: scope) : filters[$0].perRecord()
+            }
+        case .intersect:
+            conditions.append(RecordCondition.among(filters.filter(\.isFindable), in: scope))
+            conditions += filters.filter { !$0.isFindable }.map { $0.perRecord() }
+        }
+        let sql = """
+            SELECT r.* FROM records r WHERE \(conditions.map(\.0).joined(separator: " AND "))
+            ORDER BY \(order.map(\.0).joined(separator: ", ")) LIMIT \(page.limit + 1) OFFSET \(page.offset)
             """
-        self.values = values
+        return (sql, conditions.flatMap(\.1) + order.flatMap(\.1))
     }
 
     /// The fields a query names that records of its type hold sealed on the device
@@ -121,7 +171,7 @@ struct RecordQuerySQL {
 
     /// The ordering filters of one field as one condition: a value of the field within every
     /// bound. A kind a bound cannot have (a string against a number) drops out.
-    static func range(_ filters: [RecordFilter], zone: Int64, type: String) throws -> RecordCondition {
+    static func range(_ filters: [RecordFilter]) throws -> RecordCondition {
         let field = filters[0].fieldName
         try RecordRules.checkName(field, "field name")
         let bounds = try filters.map { filter in (operation(filter.comparator), try candidates(filter.fieldValue)) }
@@ -135,14 +185,12 @@ struct RecordQuerySQL {
         }
         guard !tests.isEmpty else { return .plain("0 = 1", []) }
         return .has(
-            .values, test: "v.zone_id = ? AND v.type = ? AND v.field = ? AND (\(tests.joined(separator: " OR ")))",
-            values: [.int(zone), .text(type), .text(field)] + values, negated: false)
+            .values, test: "v.field = ? AND (\(tests.joined(separator: " OR ")))", values: [.text(field)] + values,
+            negated: false)
     }
 
     /// A filter as conditions on `r` (several for all of a set of words).
-    static func condition(_ filter: RecordFilter, zone: Int64, type: String, dialect: SQLDialect) throws
-        -> [RecordCondition]
-    {
+    static func condition(_ filter: RecordFilter, dialect: SQLDialect) throws -> [RecordCondition] {
         let value = filter.fieldValue.value
         switch filter.fieldName {
         case nameField: return [try own("r.name\(dialect.bytewise)", filter, text: true)]
@@ -151,18 +199,14 @@ struct RecordQuerySQL {
         default: break
         }
         try RecordRules.checkName(filter.fieldName, "field name")
-        let scope = "v.zone_id = ? AND v.type = ?"
-        var bound: [SQLValue] = [.int(zone), .text(type)]
-        let field: String
-        if filter.fieldName == allTokens, [.containsAllTokens, .containsAnyTokens].contains(filter.comparator) {
-            field = ""
-        } else {
-            field = " AND v.field = ?"
-            bound.append(.text(filter.fieldName))
-        }
+        // Tokens of all of a record's strings, or of one field.
+        let every =
+            filter.fieldName == allTokens && [.containsAllTokens, .containsAnyTokens].contains(filter.comparator)
+        let field = every ? "1 = 1" : "v.field = ?"
+        let bound: [SQLValue] = every ? [] : [.text(filter.fieldName)]
         switch filter.comparator {
         case .near:
-            let (test, values) = try RecordLocations.near(filter, zone: zone, type: type)
+            let (test, values) = try RecordLocations.near(filter)
             return [.has(.locations, test: test, values: values, negated: false)]
         case .containsAllTokens, .containsAnyTokens:
             guard case .string(let text) = value else {
@@ -172,7 +216,7 @@ struct RecordQuerySQL {
             guard (1...maximumTokens).contains(tokens.count) else {
                 throw XferError(.badRequest, "\(filter.comparator.rawValue) takes 1 to \(maximumTokens) words")
             }
-            let words = "\(scope)\(field) AND v.kind = '\(RecordRules.tokenKind)' AND v.text"
+            let words = "\(field) AND v.kind = '\(RecordRules.tokenKind)' AND v.text"
             if filter.comparator == .containsAnyTokens {
                 let list = Array(repeating: "?", count: tokens.count).joined(separator: ", ")
                 return [
@@ -185,7 +229,7 @@ struct RecordQuerySQL {
         default:
             let (test, values) = try matching(filter)
             let negated = [.notBeginsWith, .notIn, .notEquals, .notListContains].contains(filter.comparator)
-            return [.has(.values, test: "\(scope)\(field) AND (\(test))", values: bound + values, negated: negated)]
+            return [.has(.values, test: "\(field) AND (\(test))", values: bound + values, negated: negated)]
         }
     }
 

@@ -344,7 +344,9 @@ public final class PostgresMetadataStore: SQLMetadataStore, Service, Sendable {
         // As SQLite's v20.
         ("v18: records", SQLiteMetadataStore.recordTables(id: "BIGSERIAL PRIMARY KEY", collate: #" COLLATE "C""#)),
         // As SQLite's v21 (and its locations indexed, ``indexStoredLocations(_:)``).
-        (locationsMigration, SQLiteMetadataStore.recordLocationAndWebhookTables(collate: #" COLLATE "C""#))
+        (locationsMigration, SQLiteMetadataStore.recordLocationAndWebhookTables(collate: #" COLLATE "C""#)),
+        // As SQLite's v22.
+        ("v20: record query indexes", SQLiteMetadataStore.recordQueryIndexes)
     ]
 
     func migrate(upTo last: String? = nil) async throws {

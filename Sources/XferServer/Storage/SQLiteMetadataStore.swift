@@ -361,6 +361,9 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
                 }
             }
         }
+        migrator.registerMigration("v22: record query indexes") { db in
+            try db.execute(sql: Self.recordQueryIndexes)
+        }
         return migrator
     }
 
@@ -413,6 +416,21 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         CREATE INDEX record_values_delete_self ON record_values (zone_id, text) WHERE kind = 'DELETE_SELF';
         """
     }
+
+    /// The indexes a records/query walks (``RecordQueryPlan``): the value indexes end in
+    /// `record_id`, so a filter's matches are read from the index alone; the per-record index
+    /// leads with what a filter tests, so testing one record is one seek; the records of a
+    /// type are walked in name order. The same statements on both backends.
+    static let recordQueryIndexes = """
+        DROP INDEX record_values_by_number;
+        CREATE INDEX record_values_by_number ON record_values (zone_id, type, field, kind, number, record_id);
+        DROP INDEX record_values_by_text;
+        CREATE INDEX record_values_by_text ON record_values (zone_id, type, field, kind, text, record_id);
+        DROP INDEX record_values_by_record;
+        CREATE INDEX record_values_by_record ON record_values (record_id, field, kind, text, number);
+        DROP INDEX records_by_type;
+        CREATE INDEX records_by_type ON records (zone_id, type, deleted, name, id)
+        """
 
     /// What the committed versions an account keeps cost its quota
     /// (``QuotaRules/versionCost(manifestBytes:)``), computed from the rows: for accounts that

@@ -26,6 +26,32 @@ extension MetadataTransaction {
             """, container, name, false)
     }
 
+    /// The rows of a query's page (one more than its limit, if there are), asked `ways` or as the plan decides
+    /// from its filters' counts: each way in turn until one answers the whole page.
+    func page(of query: RecordQuerySQL, ways: [RecordQueryWay]?) throws -> [SQLRow] {
+        var planned = ways ?? [.walk(within: nil)]
+        if ways == nil, let counting = query.counting(cap: RecordQueryPlan.cap),
+            let row = try sql.rows(counting.sql, counting.values).first
+        {
+            let counts = try query.findable.enumerated().map { (place: $1, matches: Int(try row.int($0))) }
+            planned = RecordQueryPlan.ways(counts: counts, byName: query.byName)
+        }
+        var rows: [SQLRow] = []
+        for way in planned {
+            // A walk within a count ends at that record's name; with fewer records, or in another
+            // order than the names', it is whole.
+            var end: String?
+            if case .walk(let within?) = way, query.byName {
+                let bound = query.walkEnd(within: within)
+                end = try sql.rows(bound.sql, bound.values).first.map { try $0.text(0) }
+            }
+            let statement = query.statement(way, through: end)
+            rows = try sql.rows(statement.sql, statement.values)
+            if end == nil || rows.count > query.page.limit { break }
+        }
+        return rows
+    }
+
     /// The next change number of the container's records (a zone's or a record's change).
     func nextRecordSequence(container: Int64) throws -> Int64 {
         try nextRecordSequences(container: container, count: 1).upperBound

@@ -51,6 +51,7 @@ extension MetadataTransaction {
         var filters = query
         filters.sortBy = nil
         let test = try RecordQuerySQL(filters, zone: zone, offset: 0, limit: 1, dialect: sql.dialect, record: record)
+            .statement(.walk(within: nil))
         return try !sql.rows(test.sql, test.values).isEmpty
     }
 

@@ -74,6 +74,13 @@ extension SQLMetadataStore {
     public func queryRecords(account: Int64, container: ContainerName, _ request: RecordQueryRequest) async throws
         -> RecordQueryResults
     {
+        try await queryRecords(account: account, container: container, request, ways: nil)
+    }
+
+    /// A records/query asked `ways` (nil: as ``RecordQueryPlan`` decides; tests ask each way).
+    func queryRecords(
+        account: Int64, container: ContainerName, _ request: RecordQueryRequest, ways: [RecordQueryWay]?
+    ) async throws -> RecordQueryResults {
         let zoneName = try RecordRules.zoneName(request.zoneID)
         let limit = try RecordRules.resultsLimit(request.resultsLimit)
         let offset = try RecordQueryMarker.offset(request.continuationMarker, query: request.query)
@@ -92,7 +99,7 @@ extension SQLMetadataStore {
                     "field \(try sealed.text("field").prefix(64)) is sealed on the device (encrypted): it cannot be filtered or sorted by"
                 )
             }
-            let rows = try tx.sql.rows(query.sql, query.values)
+            let rows = try tx.page(of: query, ways: ways)
             let records = try rows.prefix(limit).map {
                 RecordResult(record: RecordRules.keeping(request.desiredKeys, of: try tx.record(row: $0)))
             }

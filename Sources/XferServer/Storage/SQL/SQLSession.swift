@@ -141,21 +141,18 @@ struct SQLDialect: Sendable {
     /// ANALYZE, sampling at most 1,000 rows of each index so that it takes milliseconds;
     /// PostgreSQL's autovacuum analyzes on its own.
     var refreshStatistics: [String]
-    /// Whether the planner weighs several `id IN (subquery)` conditions against its statistics
-    /// and joins them (PostgreSQL); SQLite reads each list whole (``RecordCondition``).
-    var weighsMemberships: Bool
 
     static let sqlite = SQLDialect(
         forUpdate: "", bytewise: "",
         joinedIntegers: { "group_concat(\($0))" },
         clock: "xfer_clock_ns()", indexedBy: { " INDEXED BY \($0)" }, locksRows: false,
-        refreshStatistics: ["PRAGMA analysis_limit = 1000", "ANALYZE"], weighsMemberships: false)
+        refreshStatistics: ["PRAGMA analysis_limit = 1000", "ANALYZE"])
 
     static let postgres = SQLDialect(
         forUpdate: " FOR UPDATE", bytewise: #" COLLATE "C""#,
         joinedIntegers: { "string_agg(\($0)::text, ',')" },
         clock: "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint", indexedBy: { _ in "" }, locksRows: true,
-        refreshStatistics: [], weighsMemberships: true)
+        refreshStatistics: [])
 }
 
 /// One transaction's statements on one backend: the narrow interface the metadata rules are
