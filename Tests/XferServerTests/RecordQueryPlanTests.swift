@@ -36,6 +36,13 @@ import XferProtocol
                 == [.intersect])
     }
 
+    @Test func countsAreTakenOnlyWhereTheyChooseTheWay() {
+        #expect(!RecordQueryPlan.needsCounts(findable: 0, byName: true))
+        #expect(!RecordQueryPlan.needsCounts(findable: 1, byName: false), "one filter, sorted: its matches are read")
+        #expect(RecordQueryPlan.needsCounts(findable: 1, byName: true), "walk or find")
+        #expect(RecordQueryPlan.needsCounts(findable: 2, byName: false), "which filter finds")
+    }
+
     static func query(_ filters: [RecordFilter], sort: [RecordSort]? = nil) throws -> RecordQuerySQL {
         try RecordQuerySQL(
             RecordQuery(recordType: "Note", filterBy: filters, sortBy: sort), zone: 7, offset: 0, limit: 100,

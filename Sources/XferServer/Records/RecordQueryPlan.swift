@@ -25,6 +25,13 @@ enum RecordQueryPlan {
     /// few broad filters that rarely hold together).
     static let walkLimit = 20_000
 
+    /// Whether the way depends on the filters' counts: not for a query in an order of its own
+    /// with one filter to find records by (every match is read and sorted either way), nor
+    /// for one with none.
+    static func needsCounts(findable: Int, byName: Bool) -> Bool {
+        findable > 1 || (findable == 1 && byName)
+    }
+
     /// The ways to try, in order: each but the last may answer only part of the page
     /// (``RecordQueryWay/walk(within:)``).
     /// - Parameters:

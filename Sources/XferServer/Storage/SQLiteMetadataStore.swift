@@ -420,7 +420,8 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
     /// The indexes a records/query walks (``RecordQueryPlan``): the value indexes end in
     /// `record_id`, so a filter's matches are read from the index alone; the per-record index
     /// leads with what a filter tests, so testing one record is one seek; the records of a
-    /// type are walked in name order. The same statements on both backends.
+    /// type are walked in name order; a band of latitudes holds its points whole, so NEAR tests
+    /// them in the index. The same statements on both backends.
     static let recordQueryIndexes = """
         DROP INDEX record_values_by_number;
         CREATE INDEX record_values_by_number ON record_values (zone_id, type, field, kind, number, record_id);
@@ -429,7 +430,9 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         DROP INDEX record_values_by_record;
         CREATE INDEX record_values_by_record ON record_values (record_id, field, kind, text, number);
         DROP INDEX records_by_type;
-        CREATE INDEX records_by_type ON records (zone_id, type, deleted, name, id)
+        CREATE INDEX records_by_type ON records (zone_id, type, deleted, name, id);
+        DROP INDEX record_locations_by_z;
+        CREATE INDEX record_locations_by_z ON record_locations (zone_id, type, field, z, x, y, record_id)
         """
 
     /// What the committed versions an account keeps cost its quota

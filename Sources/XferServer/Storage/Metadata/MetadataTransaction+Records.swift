@@ -29,13 +29,14 @@ extension MetadataTransaction {
     /// The rows of a query's page (one more than its limit, if there are), asked `ways` or as the plan decides
     /// from its filters' counts: each way in turn until one answers the whole page.
     func page(of query: RecordQuerySQL, ways: [RecordQueryWay]?) throws -> [SQLRow] {
-        var planned = ways ?? [.walk(within: nil)]
-        if ways == nil, let counting = query.counting(cap: RecordQueryPlan.cap),
+        var counts = query.findable.map { (place: $0, matches: 0) }
+        if ways == nil, RecordQueryPlan.needsCounts(findable: counts.count, byName: query.byName),
+            let counting = query.counting(cap: RecordQueryPlan.cap),
             let row = try sql.rows(counting.sql, counting.values).first
         {
-            let counts = try query.findable.enumerated().map { (place: $1, matches: Int(try row.int($0))) }
-            planned = RecordQueryPlan.ways(counts: counts, byName: query.byName)
+            counts = try counts.enumerated().map { (place: $1.place, matches: Int(try row.int($0))) }
         }
+        let planned = ways ?? RecordQueryPlan.ways(counts: counts, byName: query.byName)
         var rows: [SQLRow] = []
         for way in planned {
             // A walk within a count ends at that record's name; with fewer records, or in another
