@@ -28,12 +28,12 @@ import XferProtocol
                 == [.walk(within: RecordQueryPlan.walkLimit), .drive(1)])
         #expect(
             RecordQueryPlan.ways(counts: [(place: 0, matches: Self.cap), (place: 1, matches: Self.cap)], byName: true)
-                == [.walk(within: RecordQueryPlan.walkLimit), .intersect])
+                == [.walk(within: RecordQueryPlan.walkLimit), .intersect([0, 1])])
         // Sorted by a field: every match is read anyway, so no walk.
         #expect(RecordQueryPlan.ways(counts: [(place: 1, matches: Self.cap)], byName: false) == [.drive(1)])
         #expect(
             RecordQueryPlan.ways(counts: [(place: 0, matches: Self.cap), (place: 1, matches: Self.cap)], byName: false)
-                == [.intersect])
+                == [.intersect([0, 1])])
     }
 
     @Test func countsAreTakenOnlyWhereTheyChooseTheWay() {
@@ -73,8 +73,10 @@ import XferProtocol
         #expect(
             query.walkEnd(within: 50).sql.hasSuffix("LIMIT 1 OFFSET 49"), "the name of the 50th record ends the walk")
 
-        let intersected = query.statement(.intersect).sql
+        let intersected = query.statement(.intersect([0, 2])).sql
         #expect(intersected.contains(" INTERSECT ") && intersected.contains("NOT EXISTS"), "\(intersected)")
+        #expect(intersected.contains("FROM records r NOT INDEXED"), "found by ids, fetched by id")
+        #expect(query.statement(.intersect([0])).sql.components(separatedBy: "EXISTS").count == 3)
     }
 
     @Test func aPerRecordTestLeavesOutTheZoneItsRecordAlreadyHas() throws {
@@ -82,6 +84,14 @@ import XferProtocol
         #expect(sql.hasPrefix("(EXISTS (SELECT 1 FROM record_values v WHERE v.record_id = r.id AND v.field = ?"))
         #expect(sql.hasSuffix(") IS TRUE") && !sql.contains("zone_id"), "\(sql)")
         #expect(values.first == .text("stars"))
+    }
+
+    @Test func atMostEightFiltersAreCountedAndFindRecords() throws {
+        let words = (0..<12).map { "w\($0)" }.joined(separator: " ")
+        let query = try Self.query([RecordFilter("title", .containsAllTokens, RecordField(value: .string(words)))])
+        #expect(query.filters.count == 12 && query.findable == Array(0..<8))
+        let counting = try #require(query.counting(cap: 10))
+        #expect(counting.sql.components(separatedBy: "COUNT(*)").count == 9)
     }
 
     @Test func ownColumnsAndNegationsFindNothing() throws {

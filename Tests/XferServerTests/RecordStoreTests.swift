@@ -241,7 +241,11 @@ import XferProtocol
                 return RecordOperation(
                     .create, Self.note("n\(1000 - index * 7 % 1000)", title, Int64(index % 6), tags: tags))
             }
-            _ = try await Self.modify(store, alice, operations)
+            // A record without tags passes NOT_LIST_CONTAINS.
+            let bare = Record(
+                recordName: "n500", recordType: "Note",
+                fields: ["title": RecordField(value: .string("blue plain")), "stars": RecordField(value: .int(3))])
+            _ = try await Self.modify(store, alice, operations + [RecordOperation(.create, bare)])
             let equals = { (field: String, value: JSONValue) in RecordFilter(field, .equals, RecordField(value: value))
             }
             let queries: [([RecordFilter], [RecordSort]?)] = [
@@ -264,7 +268,7 @@ import XferProtocol
                 let query = RecordQuery(recordType: "Note", filterBy: filters, sortBy: sort)
                 let findable = try RecordQuerySQL(query, zone: 0, offset: 0, limit: 1, dialect: .sqlite).findable
                 var ways: [[RecordQueryWay]?] = [
-                    nil, [.walk(within: nil)], [.walk(within: 5), .intersect], [.intersect]
+                    nil, [.walk(within: nil)], [.walk(within: 60), .intersect(findable)], [.intersect(findable)]
                 ]
                 ways += findable.map { [.drive($0)] }
                 var answers: Set<[String]> = []
@@ -282,6 +286,7 @@ import XferProtocol
                 }
                 #expect(answers.count == 1, "\(filters.map(\.fieldName)): \(answers)")
                 #expect(answers.first?.isEmpty == (filters.first?.fieldValue.value == .int(9)), "\(answers)")
+                if filters.count == 3 { #expect(answers.first?.contains("n500") == true, "\(answers)") }
             }
         }
     }

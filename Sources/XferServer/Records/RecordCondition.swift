@@ -30,8 +30,8 @@ enum RecordCondition {
         return false
     }
 
-    /// The ids of the records with a row passing the test, from the table's index on zone,
-    /// type and field (which holds `record_id`, so the table itself is not read).
+    /// The ids of the records with a row passing the test, from the table's index that leads
+    /// with zone and type (it holds `record_id`, so the table itself is not read).
     func matches(in scope: Scope) -> (String, [SQLValue])? {
         guard case .has(let table, let test, let values, _) = self else { return nil }
         let alias = table.alias

@@ -11,8 +11,9 @@ enum RecordQueryWay: Equatable, Sendable {
     /// The records one filter's index finds (the filter at this place), the others tested
     /// per record: cheap when that filter passes few.
     case drive(Int)
-    /// The records that every filter able to find records finds, their ids intersected.
-    case intersect
+    /// The records that the filters at these places find, their ids intersected; the others
+    /// tested per record.
+    case intersect([Int])
 }
 
 /// How a records/query is answered, decided from how many records each of its filters
@@ -24,6 +25,9 @@ enum RecordQueryPlan {
     /// Records walked by name before a page not yet full is found the other way instead (a
     /// few broad filters that rarely hold together).
     static let walkLimit = 20_000
+    /// Filters counted, and so able to find records, at most (the first that can): what a
+    /// query of many filters or many words costs before its page is bounded.
+    static let findingFilters = 8
 
     /// Whether the way depends on the filters' counts: not for a query in an order of its own
     /// with one filter to find records by (every match is read and sorted either way), nor
@@ -41,7 +45,7 @@ enum RecordQueryPlan {
     static func ways(counts: [(place: Int, matches: Int)], byName: Bool) -> [RecordQueryWay] {
         guard let narrowest = counts.min(by: { $0.matches < $1.matches }) else { return [.walk(within: nil)] }
         if narrowest.matches < cap { return [.drive(narrowest.place)] }
-        let found: RecordQueryWay = counts.count == 1 ? .drive(narrowest.place) : .intersect
+        let found: RecordQueryWay = counts.count == 1 ? .drive(narrowest.place) : .intersect(counts.map(\.place))
         return byName ? [.walk(within: walkLimit), found] : [found]
     }
 }

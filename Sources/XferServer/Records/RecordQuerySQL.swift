@@ -30,6 +30,7 @@ struct RecordQuerySQL {
     let byName: Bool
     private let scope: RecordCondition.Scope
     private let bytewise: String
+    private let byIDs: String
     /// The rows skipped and the rows of a page (one more is asked, to tell whether more follow).
     let page: (offset: Int, limit: Int)
 
@@ -68,11 +69,16 @@ struct RecordQuerySQL {
         byName = (query.sortBy ?? []).isEmpty
         scope = RecordCondition.Scope(zone: zone, type: query.recordType)
         bytewise = dialect.bytewise
+        byIDs = dialect.byIDs
         page = (offset, limit)
     }
 
-    /// The places of the filters able to find records (``RecordCondition/isFindable``).
-    var findable: [Int] { filters.indices.filter { filters[$0].isFindable } }
+    /// The places of the filters a page may be found from: the first
+    /// ``RecordQueryPlan/findingFilters`` able to (``RecordCondition/isFindable``); any others
+    /// are tested per record.
+    var findable: [Int] {
+        Array(filters.indices.filter { filters[$0].isFindable }.prefix(RecordQueryPlan.findingFilters))
+    }
 
     /// One row: for each of ``findable``, its matches counted up to `cap` (nil: none to count).
     func counting(cap: Int) -> (sql: String, values: [SQLValue])? {
@@ -99,18 +105,20 @@ struct RecordQuerySQL {
             if let end { conditions.append(("r.name\(bytewise) <= ?", [.text(end)])) }
         case .drive(let place) where !findable.contains(place):
             return statement(.walk(within: nil))
-        case .intersect where findable.isEmpty:
+        case .intersect(let places) where places.isEmpty || !places.allSatisfy(findable.contains):
             return statement(.walk(within: nil))
         case .drive(let place):
             conditions += filters.indices.map {
                 $0 == place ? RecordCondition.among([filters[$0]], in: scope) : filters[$0].perRecord()
             }
-        case .intersect:
-            conditions.append(RecordCondition.among(filters.filter(\.isFindable), in: scope))
-            conditions += filters.filter { !$0.isFindable }.map { $0.perRecord() }
+        case .intersect(let places):
+            conditions.append(RecordCondition.among(places.map { filters[$0] }, in: scope))
+            conditions += filters.indices.filter { !places.contains($0) }.map { filters[$0].perRecord() }
         }
+        // Found by ids, SQLite fetches each record by its id rather than walk the type's names.
+        let table = if case .walk = way { "records r" } else { "records r\(byIDs)" }
         let sql = """
-            SELECT r.* FROM records r WHERE \(conditions.map(\.0).joined(separator: " AND "))
+            SELECT r.* FROM \(table) WHERE \(conditions.map(\.0).joined(separator: " AND "))
             ORDER BY \(order.map(\.0).joined(separator: ", ")) LIMIT \(page.limit + 1) OFFSET \(page.offset)
             """
         return (sql, conditions.flatMap(\.1) + order.flatMap(\.1))

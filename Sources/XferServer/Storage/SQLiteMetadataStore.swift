@@ -363,6 +363,8 @@ public final class SQLiteMetadataStore: SQLMetadataStore {
         }
         migrator.registerMigration("v22: record query indexes") { db in
             try db.execute(sql: Self.recordQueryIndexes)
+            // Dropped indexes take their statistics along: the planner's are taken again now.
+            for statement in SQLDialect.sqlite.refreshStatistics { try db.execute(sql: statement) }
         }
         return migrator
     }

@@ -133,6 +133,9 @@ struct SQLDialect: Sendable {
     /// statistics, takes the unique path index and reads every row to test a name; empty on
     /// PostgreSQL, whose planner weighs the indexes itself.
     var indexedBy: @Sendable (String) -> String
+    /// After a table: its rows are fetched by id alone, no other index walked (SQLite's `NOT
+    /// INDEXED`, which keeps rowid lookups; PostgreSQL's planner needs no such word).
+    var byIDs: String
     /// Whether rows are locked one by one (a statement that writes many rows must then be
     /// preceded by a `SELECT … ORDER BY id FOR UPDATE`, so every transaction takes its locks in
     /// one order); `false` on SQLite, whose one writer holds the whole database.
@@ -145,13 +148,14 @@ struct SQLDialect: Sendable {
     static let sqlite = SQLDialect(
         forUpdate: "", bytewise: "",
         joinedIntegers: { "group_concat(\($0))" },
-        clock: "xfer_clock_ns()", indexedBy: { " INDEXED BY \($0)" }, locksRows: false,
+        clock: "xfer_clock_ns()", indexedBy: { " INDEXED BY \($0)" }, byIDs: " NOT INDEXED", locksRows: false,
         refreshStatistics: ["PRAGMA analysis_limit = 1000", "ANALYZE"])
 
     static let postgres = SQLDialect(
         forUpdate: " FOR UPDATE", bytewise: #" COLLATE "C""#,
         joinedIntegers: { "string_agg(\($0)::text, ',')" },
-        clock: "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint", indexedBy: { _ in "" }, locksRows: true,
+        clock: "(extract(epoch FROM clock_timestamp()) * 1000000000)::bigint", indexedBy: { _ in "" }, byIDs: "",
+        locksRows: true,
         refreshStatistics: [])
 }
 
