@@ -103,14 +103,10 @@ struct RecordQuerySQL {
         case .walk:
             conditions += filters.map { $0.perRecord() }
             if let end { conditions.append(("r.name\(bytewise) <= ?", [.text(end)])) }
-        case .drive(let place) where !findable.contains(place):
-            return statement(.walk(within: nil))
+        case .drive(let place):
+            return statement(.intersect([place]))  // the matches of one filter, intersected with none
         case .intersect(let places) where places.isEmpty || !places.allSatisfy(findable.contains):
             return statement(.walk(within: nil))
-        case .drive(let place):
-            conditions += filters.indices.map {
-                $0 == place ? RecordCondition.among([filters[$0]], in: scope) : filters[$0].perRecord()
-            }
         case .intersect(let places):
             conditions.append(RecordCondition.among(places.map { filters[$0] }, in: scope))
             conditions += filters.indices.filter { !places.contains($0) }.map { filters[$0].perRecord() }
